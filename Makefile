@@ -1,0 +1,33 @@
+# DIGITS Core: one-command setup, demo and tests. Needs Python 3.10+ (python3).
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+PLUGINS := plugins/data_images plugins/data_sunnybrook plugins/view_classification plugins/view_segmentation
+PYTEST_ARGS ?=
+
+.PHONY: setup demo test test-fast clean
+
+# A virtual environment with the core (and its test extras) and every bundled plugin, editable.
+$(STAMP): pyproject.toml $(addsuffix /pyproject.toml,$(PLUGINS))
+	$(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip setuptools wheel
+	$(BIN)/python -m pip install -q -e ".[test]" $(addprefix -e ,$(PLUGINS))
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+# The main job: set up, then run the demo.
+demo: setup
+	$(BIN)/digits plugins
+
+# Set up, then run the whole test suite (slow end-to-end tests included).
+test: setup
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The suite without the slow end-to-end tests, for quick local runs.
+test-fast: setup
+	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) build *.egg-info plugins/*/*.egg-info

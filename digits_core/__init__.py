@@ -1,0 +1,81 @@
+"""DIGITS Core: datasets, training and inference around two plugin interfaces.
+
+The public API. Plugins import only what this module exports::
+
+    from digits_core import DataIngestion, View, hookimpl, registry
+
+Heavy parts (the training engine, TensorFlow) are imported lazily, on first
+use of the names that need them, so listing plugins and rendering forms stay
+light.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+__version__ = "0.1.0"
+
+from .errors import (  # noqa: E402
+    ConfigurationError,
+    DatasetError,
+    DigitsError,
+    FormValidationError,
+    InferenceError,
+    JobNotFoundError,
+    JobStateError,
+    PluginError,
+    PluginLoadError,
+    PluginNotFoundError,
+    TrainingError,
+)
+from .hookspecs import hookimpl  # noqa: E402
+from .interfaces import STAGES, TEST, TRAIN, VAL, DataIngestion, View  # noqa: E402
+from .jobs import Job, JobStatus, JobStore  # noqa: E402
+from .plugin_registry import PluginRecord, PluginRegistry, registry  # noqa: E402
+
+# Names provided by modules that are imported on first access (PEP 562), so
+# that `import digits_core` never pulls in TensorFlow. Each later feature
+# adds its public names here: name -> module.
+_LAZY_EXPORTS: dict[str, str] = {
+    "bind_form": "digits_core.forms",
+    "validate_values": "digits_core.forms",
+    "resolve_jobs_dir": "digits_core.config",
+}
+
+__all__ = [
+    "__version__",
+    "DataIngestion",
+    "View",
+    "STAGES",
+    "TRAIN",
+    "VAL",
+    "TEST",
+    "hookimpl",
+    "registry",
+    "PluginRegistry",
+    "PluginRecord",
+    "Job",
+    "JobStatus",
+    "JobStore",
+    "DigitsError",
+    "ConfigurationError",
+    "DatasetError",
+    "FormValidationError",
+    "InferenceError",
+    "JobNotFoundError",
+    "JobStateError",
+    "PluginError",
+    "PluginLoadError",
+    "PluginNotFoundError",
+    "TrainingError",
+    *_LAZY_EXPORTS,
+]
+
+
+def __getattr__(name: str):
+    module_name = _LAZY_EXPORTS.get(name)
+    if module_name is None:
+        raise AttributeError(f"module 'digits_core' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module_name), name)
+    globals()[name] = value
+    return value

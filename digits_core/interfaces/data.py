@@ -1,0 +1,147 @@
+"""The :class:`DataIngestion` interface: turn any source into a DIGITS dataset."""
+
+from __future__ import annotations
+
+import abc
+from typing import Any, Hashable, Sequence
+
+from .base import PluginBase
+
+TRAIN = "train"
+VAL = "val"
+TEST = "test"
+#: The stages a dataset can have, in the order they are built.
+STAGES = (TRAIN, VAL, TEST)
+
+
+class DataIngestion(PluginBase, abc.ABC):
+    """Base class of data plugins (entry-point group ``digits.plugins.data``).
+
+    A data plugin describes its options with a WTForms form, lists the
+    entries of each stage, and encodes one entry into numpy arrays. The core
+    does everything else: validating the form (the same form serves the web
+    page, the ``digits dataset create`` options and the Python API),
+    running :meth:`encode_entry` in parallel worker processes, writing the
+    LMDB files, the mean image and ``dataset.json``, and publishing the
+    dataset atomically.
+
+    Lifecycle of a dataset job:
+
+    1. The form returned by :meth:`get_dataset_form` validates the user's
+       values; the plugin is created as ``cls(**form.data)``.
+    2. In the parent process, :meth:`itemize_entries` is called once per
+       stage (``"train"``, ``"val"``, ``"test"``). It may add keys to
+       :attr:`userdata` (for example ``class_labels``); userdata is saved
+       after all stages are itemized.
+    3. The instance is pickled to worker processes, which call
+       :meth:`encode_entry` on each entry, in any order. Keep instances
+       picklable: store paths and settings, not open files.
+
+    For inference the core creates ``cls(is_inference_db=True, **inference_form.data)``
+    with the values of :meth:`get_inference_form` and encodes the entries of
+    stage ``"test"`` the same way.
+
+    Data contract of :meth:`encode_entry`:
+
+    * **feature**: numpy array of shape ``H×W×C`` (an ``H×W`` array is taken
+      as ``C=1``) with dtype ``uint8``, ``uint16``, ``int16`` or
+      ``float32``. It is stored bit-exactly: no rescaling, no cast.
+    * **label**: an ``int`` class index (classification), a ``float`` or 1-D
+      float array (regression), or an ``H×W`` integer array of class indices
+      (segmentation).
+
+    Userdata keys that views and the training engine rely on:
+
+    * ``class_labels``: list of class names, index = class id.
+    * ``color_palette``: list of ``[r, g, b]`` (0–255), index = class id.
+
+    Attributes:
+        is_inference_db: True when the instance encodes inference inputs.
+        userdata: The validated form data (JSON-serializable), persisted
+            with the dataset; each key is also set as an attribute.
+    """
+
+    def __init__(self, is_inference_db: bool = False, **form_data: Any):
+        self.is_inference_db = is_inference_db
+        self.userdata: dict[str, Any] = dict(form_data)
+        for key, value in form_data.items():
+            setattr(self, key, value)
+
+    # -- forms and templates -------------------------------------------------
+
+    @staticmethod
+    @abc.abstractmethod
+    def get_dataset_form():
+        """Return the **unbound** WTForms ``Form`` class of the dataset options.
+
+        Field names become ``--field-name`` options of ``digits dataset
+        create``; labels and descriptions become their help text. Put
+        cross-field checks in the form's ``validate_<field>`` methods so
+        every front door gets them.
+        """
+
+    @staticmethod
+    @abc.abstractmethod
+    def get_dataset_template(form) -> tuple[str, dict]:
+        """Return ``(jinja_source, context)`` that lays out the dataset form.
+
+        The template is rendered inside the web UI's page with ``form`` in
+        its context (plus the returned ``context``). It is rendered with
+        autoescaping on.
+
+        Args:
+            form: A bound instance of the :meth:`get_dataset_form` class.
+        """
+
+    @staticmethod
+    def get_inference_form():
+        """Return the WTForms ``Form`` class for inference inputs, or ``None``.
+
+        ``None`` (the default) means the plugin has no inference input of
+        its own and the core's generic image inputs are used.
+        """
+        return None
+
+    @staticmethod
+    def get_inference_template(form) -> tuple[str | None, dict | None]:
+        """Return ``(jinja_source, context)`` laying out the inference form, or ``(None, None)``.
+
+        Args:
+            form: A bound instance of the :meth:`get_inference_form` class.
+        """
+        return None, None
+
+    # -- data ----------------------------------------------------------------
+
+    @abc.abstractmethod
+    def itemize_entries(self, stage: str) -> Sequence[Hashable]:
+        """Return the entries of one stage.
+
+        Called once per stage, in the parent process, before any encoding.
+        Return an empty list for a stage the dataset does not have. Entries
+        are handed to :meth:`encode_entry` in worker processes, so they must
+        be picklable (paths, tuples, small dicts); they also appear in the
+        errors report, so make their ``str()`` meaningful.
+
+        Args:
+            stage: ``"train"``, ``"val"`` or ``"test"``.
+
+        Returns:
+            The entries, in the order their records are written.
+        """
+
+    @abc.abstractmethod
+    def encode_entry(self, entry: Any):
+        """Encode one entry into ``(feature, label)``, or a list of such pairs.
+
+        Called in a worker process, in any order. Raise an exception with a
+        message naming the file to skip this entry; it is recorded in the
+        dataset's errors report and the job goes on.
+
+        Args:
+            entry: One item returned by :meth:`itemize_entries`.
+
+        Returns:
+            ``(feature, label)`` or a list of pairs (e.g. one per frame),
+            following the data contract in the class docstring.
+        """

@@ -1,0 +1,109 @@
+"""The :class:`View` interface: turn network output into something a person can look at."""
+
+from __future__ import annotations
+
+import abc
+import inspect
+from pathlib import Path
+from typing import Any
+
+from .base import PluginBase
+
+
+class View(PluginBase, abc.ABC):
+    """Base class of view plugins (entry-point group ``digits.plugins.view``).
+
+    A view gets, for each inference sample, the input the network saw, the
+    network's output and (when known) the ground truth, and renders it with
+    Jinja2. A results page is: the header template, one view template per
+    sample, then the summary template.
+
+    Lifecycle: the core creates ``cls(dataset, **config)`` once per results
+    page, with ``config`` validated by :meth:`get_config_form`; then calls
+    :meth:`process_data` for each sample and :meth:`get_view_template` on its
+    result; finally :meth:`get_header_template` and
+    :meth:`get_summary_template`, so a view can accumulate statistics (e.g.
+    a confusion matrix) in ``process_data`` and show them in the summary.
+    All calls happen in one process, in sample order.
+
+    Static files: a view ships CSS/JS/images in a ``static`` folder next to
+    its module (or returns another folder from :meth:`get_static_folder`).
+    The web UI serves them under ``/plugins/view/<plugin id>/static/``; HTML
+    reports inline the CSS and JS files listed in :attr:`stylesheets` and
+    :attr:`scripts`.
+
+    Attributes:
+        dataset: Metadata of the dataset the model was trained on
+            (``dataset.userdata``, ``dataset.class_labels``, ``dataset.color_palette``).
+        config: The validated config form values.
+        stylesheets: File names in the static folder to include as CSS.
+        scripts: File names in the static folder to include as JavaScript.
+    """
+
+    stylesheets: tuple[str, ...] = ()
+    scripts: tuple[str, ...] = ()
+
+    def __init__(self, dataset: Any, **config: Any):
+        self.dataset = dataset
+        self.config = dict(config)
+        for key, value in config.items():
+            setattr(self, key, value)
+
+    @staticmethod
+    def get_config_form():
+        """Return the WTForms ``Form`` class of the view's options, or ``None``."""
+        return None
+
+    @staticmethod
+    def get_config_template(form) -> tuple[str | None, dict | None]:
+        """Return ``(jinja_source, context)`` laying out the config form, or ``(None, None)``.
+
+        Args:
+            form: A bound instance of the :meth:`get_config_form` class.
+        """
+        return None, None
+
+    @abc.abstractmethod
+    def process_data(self, input_id: str, input_data: Any, output_data: Any, ground_truth: Any = None) -> Any:
+        """Turn one sample into the data its template shows.
+
+        Args:
+            input_id: A name for the sample (file name, record key).
+            input_data: The feature the network saw, numpy ``H×W×C``, with
+                the dataset's dtype (before mean subtraction).
+            output_data: The network's output for this sample as a numpy
+                array (class probabilities of shape ``(N,)``, or
+                ``H×W×N`` class probabilities for segmentation).
+            ground_truth: The known label of this sample (int class, float
+                vector or ``H×W`` mask), or ``None`` when unknown.
+
+        Returns:
+            Whatever :meth:`get_view_template` needs; keep it JSON-friendly
+            if it should appear in ``--json`` output.
+        """
+
+    @abc.abstractmethod
+    def get_view_template(self, data: Any) -> tuple[str, dict]:
+        """Return ``(jinja_source, context)`` showing one sample.
+
+        Args:
+            data: What :meth:`process_data` returned for the sample.
+        """
+
+    def get_header_template(self) -> tuple[str | None, dict | None]:
+        """Return ``(jinja_source, context)`` for the top of a results page, or ``(None, None)``."""
+        return None, None
+
+    def get_summary_template(self) -> tuple[str | None, dict | None]:
+        """Return ``(jinja_source, context)`` for the end of a results page, or ``(None, None)``."""
+        return None, None
+
+    @classmethod
+    def get_static_folder(cls) -> Path | None:
+        """Return the folder of the view's static files, or ``None``.
+
+        Defaults to a ``static`` folder beside the module defining the class.
+        """
+        module_file = inspect.getfile(cls)
+        folder = Path(module_file).resolve().parent / "static"
+        return folder if folder.is_dir() else None

@@ -1,0 +1,256 @@
+"""Jobs on disk: one folder per dataset or model job, described by ``job.json``.
+
+A job folder is named ``YYYYMMDD-HHMMSS-xxxx`` (creation time, 4 random hex
+digits) as in DIGITS, inside the jobs folder (see :mod:`digits_core.config`).
+``job.json`` holds the job's kind, name, plugin ids, form data and status
+history; it is always rewritten atomically (write to a temporary file, then
+rename), so a reader never sees half a file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import tempfile
+import time
+from datetime import datetime
+from enum import Enum
+from pathlib import Path
+from typing import Any, Iterator
+
+from .config import resolve_jobs_dir
+from .errors import JobNotFoundError
+
+JOB_FILE = "job.json"
+
+
+class JobStatus(str, Enum):
+    """A job's state, as DIGITS named them."""
+
+    INITIALIZED = "Initialized"
+    WAITING = "Waiting"
+    RUNNING = "Running"
+    DONE = "Done"
+    ERROR = "Error"
+    ABORTED = "Aborted"
+
+    @property
+    def is_finished(self) -> bool:
+        """True for Done, Error and Aborted."""
+        return self in (JobStatus.DONE, JobStatus.ERROR, JobStatus.ABORTED)
+
+
+def write_json_atomic(path: str | os.PathLike, data: Any) -> None:
+    """Write ``data`` as JSON to ``path`` so readers see the old or the new file, never a mix."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(data, handle, indent=2, sort_keys=True, default=str)
+            handle.write("\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def new_job_id(now: float | None = None) -> str:
+    """Return a fresh job id, ``YYYYMMDD-HHMMSS-xxxx``."""
+    stamp = datetime.fromtimestamp(now if now is not None else time.time()).strftime("%Y%m%d-%H%M%S")
+    return f"{stamp}-{secrets.token_hex(2)}"
+
+
+class Job:
+    """One job folder and its ``job.json``.
+
+    Attributes:
+        path: The job folder.
+        data: The parsed ``job.json`` (``id``, ``kind``, ``name``, ``created``,
+            ``status_history`` and kind-specific keys such as ``plugin_id``
+            and ``form_data``).
+    """
+
+    def __init__(self, path: str | os.PathLike, data: dict):
+        self.path = Path(path)
+        self.data = data
+
+    # -- creation and loading --------------------------------------------------
+
+    @classmethod
+    def create(cls, kind: str, name: str, *, jobs_dir: str | os.PathLike | None = None, **fields: Any) -> "Job":
+        """Create a new job folder with status Initialized.
+
+        Args:
+            kind: ``"dataset"`` or ``"model"``.
+            name: The user's name for the job.
+            jobs_dir: The jobs folder (see :func:`~digits_core.config.resolve_jobs_dir`).
+            **fields: Extra keys stored in ``job.json`` (plugin ids, form data...).
+        """
+        root = resolve_jobs_dir(jobs_dir)
+        while True:
+            job_id = new_job_id()
+            path = root / job_id
+            try:
+                path.mkdir()
+                break
+            except FileExistsError:
+                continue
+        now = time.time()
+        data = {
+            "id": job_id,
+            "kind": kind,
+            "name": name,
+            "created": now,
+            "status_history": [[JobStatus.INITIALIZED.value, now]],
+            **fields,
+        }
+        job = cls(path, data)
+        job.save()
+        return job
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "Job":
+        """Load the job in folder ``path``.
+
+        Raises:
+            JobNotFoundError: The folder has no readable ``job.json``.
+        """
+        path = Path(path)
+        try:
+            data = json.loads((path / JOB_FILE).read_text(encoding="utf-8"))
+        except FileNotFoundError as exc:
+            raise JobNotFoundError(f"No job in {path} (no {JOB_FILE}).") from exc
+        except (OSError, json.JSONDecodeError) as exc:
+            raise JobNotFoundError(f"Cannot read {path / JOB_FILE}: {exc}") from exc
+        return cls(path, data)
+
+    def save(self) -> None:
+        """Rewrite ``job.json`` atomically."""
+        write_json_atomic(self.path / JOB_FILE, self.data)
+
+    def reload(self) -> "Job":
+        """Re-read ``job.json`` (another process may have updated it)."""
+        self.data = Job.load(self.path).data
+        return self
+
+    # -- properties -------------------------------------------------------------
+
+    @property
+    def id(self) -> str:
+        """The job id (also its folder name)."""
+        return self.data["id"]
+
+    @property
+    def kind(self) -> str:
+        """``"dataset"`` or ``"model"``."""
+        return self.data["kind"]
+
+    @property
+    def name(self) -> str:
+        """The user's name for the job."""
+        return self.data.get("name", "")
+
+    @property
+    def status(self) -> JobStatus:
+        """The latest status."""
+        return JobStatus(self.data["status_history"][-1][0])
+
+    @property
+    def error(self) -> str | None:
+        """The error message of a job that ended in Error, else ``None``."""
+        return self.data.get("error")
+
+    def set_status(self, status: JobStatus | str, *, error: str | None = None) -> None:
+        """Append a status to the history and save; calls ``digits_job_status_changed``.
+
+        Args:
+            status: The new status.
+            error: For Error (or Aborted), the message shown to the user.
+        """
+        status = JobStatus(status)
+        old = self.status
+        self.data["status_history"].append([status.value, time.time()])
+        if error is not None:
+            self.data["error"] = error
+        elif status is JobStatus.RUNNING:
+            self.data.pop("error", None)
+        self.save()
+        if old is not status:
+            from .plugin_registry import registry
+
+            registry.call_hook("digits_job_status_changed", job=self, old_status=old.value, new_status=status.value)
+
+    def to_dict(self) -> dict:
+        """Return ``job.json``'s content plus the current status and folder."""
+        return {**self.data, "status": self.status.value, "path": str(self.path)}
+
+    def __repr__(self) -> str:
+        return f"<Job {self.id} {self.kind} {self.name!r} {self.status.value}>"
+
+
+class JobStore:
+    """The jobs in one jobs folder.
+
+    Args:
+        jobs_dir: The jobs folder; resolved with
+            :func:`~digits_core.config.resolve_jobs_dir`.
+    """
+
+    def __init__(self, jobs_dir: str | os.PathLike | None = None):
+        self.root = resolve_jobs_dir(jobs_dir)
+
+    def __iter__(self) -> Iterator[Job]:
+        return iter(self.list())
+
+    def list(self, kind: str | None = None) -> list[Job]:
+        """Return the jobs (newest first), optionally only those of ``kind``.
+
+        Folders without a readable ``job.json`` (e.g. a dataset still being
+        built in a temporary folder) are skipped.
+        """
+        jobs = []
+        for child in sorted(self.root.iterdir(), reverse=True):
+            if child.name.startswith(".") or not (child / JOB_FILE).is_file():
+                continue
+            try:
+                job = Job.load(child)
+            except JobNotFoundError:
+                continue
+            if kind is None or job.kind == kind:
+                jobs.append(job)
+        return jobs
+
+    def get(self, job_id: str, kind: str | None = None) -> Job:
+        """Return the job with this id (a unique prefix of it also works).
+
+        Raises:
+            JobNotFoundError: No such job, or the prefix is ambiguous, or the
+                job is of another kind.
+        """
+        if not job_id or "/" in job_id or "\\" in job_id or job_id.startswith("."):
+            raise JobNotFoundError(f'"{job_id}" is not a job id; run `digits dataset list` or `digits model list`.')
+        path = self.root / job_id
+        if not (path / JOB_FILE).is_file():
+            matches = [c for c in self.root.iterdir() if c.name.startswith(job_id) and (c / JOB_FILE).is_file()]
+            if len(matches) != 1:
+                detail = "matches several jobs" if matches else "does not exist"
+                raise JobNotFoundError(f'Job "{job_id}" {detail} in {self.root}.')
+            path = matches[0]
+        job = Job.load(path)
+        if kind is not None and job.kind != kind:
+            raise JobNotFoundError(f'Job "{job_id}" is a {job.kind} job, not a {kind} job.')
+        return job
+
+    def delete(self, job_id: str) -> None:
+        """Delete a job folder and everything in it.
+
+        Raises:
+            JobNotFoundError: No such job.
+        """
+        job = self.get(job_id)
+        shutil.rmtree(job.path)
