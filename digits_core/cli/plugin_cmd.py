@@ -1,0 +1,54 @@
+"""``digits plugin new data|view NAME [--dir DIR]``: start a new plugin package.
+
+The generated package (see :mod:`digits_core.scaffold`) pip-installs and is
+listed by ``digits plugins`` without edits; the guide
+``docs/writing-plugins.md`` walks through turning it into your own plugin.
+"""
+
+from __future__ import annotations
+
+
+def register(subparsers) -> None:
+    """Add the ``plugin`` command and its ``new`` sub-command."""
+    parser = subparsers.add_parser(
+        "plugin",
+        help="create a new plugin package",
+        description="Tools for plugin authors. See docs/writing-plugins.md.",
+    )
+    actions = parser.add_subparsers(dest="plugin_action", metavar="ACTION")
+    new = actions.add_parser(
+        "new",
+        help="generate a working plugin package",
+        description="Generate a plugin package (pyproject.toml with the entry point, the plugin class, "
+        "its WTForms form, Jinja2 templates, a README and a pytest test) in DIR/digits-<kind>-<NAME>/. "
+        "It installs with `pip install -e DIR/digits-<kind>-<NAME>` and then shows in `digits plugins`.",
+    )
+    new.add_argument("kind", choices=["data", "view"], help="data: a DataIngestion plugin; view: a View plugin")
+    new.add_argument("name", metavar="NAME", help="plugin id, e.g. my-dicom (lower-case letters, digits, - and _)")
+    new.add_argument("--dir", default=".", metavar="DIR", help="folder to create the package in (default: .)")
+    new.add_argument("--title", default=None, help="title shown in menus (default: NAME in words)")
+    new.set_defaults(handler=run_new)
+    parser.set_defaults(handler=lambda args: parser.print_help() or 0)
+
+
+def run_new(args) -> int:
+    """Create the package and print what to do next."""
+    import os
+
+    from ..scaffold import create_plugin, plugin_names
+
+    names = plugin_names(args.kind, args.name, args.title)
+    target = create_plugin(args.kind, args.name, args.dir, title=args.title)
+    shown = os.path.relpath(target) if not os.path.relpath(target).startswith("..") else str(target)
+    noun = "data plugin" if args.kind == "data" else "view plugin"
+    print(f'Created {noun} "{names.plugin_id}" ({names.distribution}) in {shown}:')
+    for path in sorted(p for p in target.rglob("*") if p.is_file()):
+        print(f"  {path.relative_to(target)}")
+    print("\nNext steps:")
+    print(f"  pip install -e {shown}")
+    print("  digits plugins")
+    if args.kind == "data":
+        print(f"  digits dataset create {names.plugin_id} --help")
+    print(f"  python -m pytest {os.path.join(shown, 'tests')}")
+    print("Guide: docs/writing-plugins.md")
+    return 0
