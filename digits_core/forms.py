@@ -129,6 +129,15 @@ def option_name(field_name: str) -> str:
     return "--" + field_name.replace("_", "-")
 
 
+def _choice_value(choice: Any) -> str:
+    """The submitted value of a choice: a ``SelectChoice``, a ``(value, label)`` tuple or a plain value."""
+    if hasattr(choice, "value"):
+        return str(choice.value)
+    if isinstance(choice, (tuple, list)):
+        return str(choice[0])
+    return str(choice)
+
+
 def _help_text(field) -> str:
     label = field.label.text if field.label else field.name
     parts = [label.rstrip(".")]
@@ -166,7 +175,7 @@ def add_form_arguments(parser: argparse.ArgumentParser, form_class, *, title: st
         else:
             choices = getattr(field, "choices", None)
             if choices and field.type in ("SelectField", "RadioField", "SelectMultipleField"):
-                kwargs["choices"] = [str(c[0]) if isinstance(c, (tuple, list)) else str(c) for c in choices]
+                kwargs["choices"] = [_choice_value(c) for c in choices]
             if field.type in ("SelectMultipleField", "MultipleFileField"):
                 kwargs["nargs"] = "+"
             kwargs["metavar"] = field.name.upper()

@@ -35,7 +35,7 @@ import logging
 import os
 import re
 import threading
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from importlib import metadata
 from typing import Any, Callable, Iterable
 
@@ -100,9 +100,7 @@ class PluginRecord:
 
     def to_dict(self) -> dict:
         """Return the record as a JSON-serializable dict (without ``obj``)."""
-        data = asdict(self)
-        data.pop("obj")
-        return data
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "obj"} | {"hooks": list(self.hooks)}
 
 
 @dataclass
@@ -322,7 +320,7 @@ class PluginRegistry:
             if self._scan is None:
                 self._scan = list(self._scan_entry_points())
             for record, obj in self._scan:
-                record = PluginRecord(**{**record.to_dict(), "obj": obj})
+                record = PluginRecord(**{**record.to_dict(), "obj": obj})  # a fresh copy per build
                 if record.status != LOADED:
                     records.append(record)
                     continue
@@ -339,8 +337,10 @@ class PluginRegistry:
 
         # Collect classes from every digits_register_* implementation, one at a
         # time so each result is attributed to (and contained within) its plugin.
+        # Registration order (entry points sorted by distribution, then
+        # in-process) decides which plugin keeps a clashing id: the first.
         for kind, hook_name in _REGISTER_HOOKS.items():
-            for impl in reversed(getattr(pm.hook, hook_name).get_hookimpls()):
+            for impl in getattr(pm.hook, hook_name).get_hookimpls():
                 origin = origins[impl.plugin_name]
                 try:
                     provided = list(impl.function() or [])

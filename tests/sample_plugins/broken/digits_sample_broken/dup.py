@@ -1,0 +1,5 @@
+from digits_sample_basic import NumbersIngestion
+
+
+class DuplicateNumbers(NumbersIngestion):
+    """Reuses the id "sample-numbers" of another distribution."""
