@@ -40,6 +40,19 @@ _LAZY_EXPORTS: dict[str, str] = {
     "bind_form": "digits_core.forms",
     "validate_values": "digits_core.forms",
     "resolve_jobs_dir": "digits_core.config",
+    # inference, results pages, export (issue 6)
+    "infer": "digits_core.inference.runner",
+    "InferenceResult": "digits_core.inference.runner",
+    "clear_model_cache": "digits_core.inference.model",
+    "export_model": "digits_core.inference.export",
+    "render_html": "digits_core.inference.report",
+    "render_fragments": "digits_core.inference.report",
+    "report_json": "digits_core.inference.report",
+    "run_view": "digits_core.inference.report",
+    "to_display_uint8": "digits_core.inference.images",
+    "to_display_rgb": "digits_core.inference.images",
+    "png_data_uri": "digits_core.inference.images",
+    "resize_nearest": "digits_core.inference.images",
 }
 
 __all__ = [

@@ -1,0 +1,5 @@
+"""DIGITS view plugin ``image-segmentation``: coloured class maps, overlays, outlines, Dice/IoU."""
+
+from .view import SegmentationView
+
+__all__ = ["SegmentationView"]
