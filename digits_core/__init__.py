@@ -40,6 +40,11 @@ _LAZY_EXPORTS: dict[str, str] = {
     "bind_form": "digits_core.forms",
     "validate_values": "digits_core.forms",
     "resolve_jobs_dir": "digits_core.config",
+    # datasets (issue 3)
+    "create_dataset": "digits_core.datasets",
+    "open_dataset": "digits_core.datasets",
+    "Dataset": "digits_core.datasets",
+    "EncodedImage": "digits_core.datasets",
     # inference, results pages, export (issue 6)
     "infer": "digits_core.inference.runner",
     "InferenceResult": "digits_core.inference.runner",

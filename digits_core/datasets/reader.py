@@ -1,0 +1,343 @@
+"""Reading a published dataset: :func:`open_dataset` and :class:`Dataset`.
+
+Reads are batched: a batch of records is fetched with one LMDB transaction
+and one cursor walk, and raw features are turned into one ``[N, H, W, C]``
+array with a single ``numpy.frombuffer`` over the joined records (no
+per-record numpy work). Encoded features (PNG/JPEG/original bytes) are
+decoded with Pillow, one image at a time, into a preallocated array.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+
+from ..errors import DatasetError, JobNotFoundError
+from ..interfaces import STAGES
+from . import records as rec
+from .storage import open_reader, read_keys, read_range
+
+#: The published dataset folder inside a dataset job folder.
+DATASET_DIRNAME = "dataset"
+INFO_FILE = "dataset.json"
+MEAN_FILE = "mean.npy"
+ERRORS_FILE = "errors.jsonl"
+PROGRESS_FILE = "progress.json"
+
+
+def _find_dataset_folder(job_id_or_path, jobs_dir) -> tuple[Path, Path]:
+    """Return ``(job_folder, dataset_folder)``."""
+    text = str(job_id_or_path)
+    candidate = Path(text).expanduser()
+    if os.sep in text or "/" in text or candidate.is_dir():
+        if (candidate / INFO_FILE).is_file():
+            return candidate.parent, candidate
+        if (candidate / DATASET_DIRNAME / INFO_FILE).is_file():
+            return candidate, candidate / DATASET_DIRNAME
+        if candidate.is_dir():
+            raise DatasetError(f"{candidate} holds no published dataset (no {DATASET_DIRNAME}/{INFO_FILE}); "
+                               "the job may still be running, or it failed: see `digits dataset show`.")
+        raise DatasetError(f"Dataset folder {candidate} does not exist.")
+    from ..jobs import JobStore
+
+    try:
+        job = JobStore(jobs_dir).get(text, kind="dataset")
+    except JobNotFoundError as exc:
+        raise DatasetError(f"{exc} Run `digits dataset list` to see the datasets.") from exc
+    folder = job.path / DATASET_DIRNAME
+    if not (folder / INFO_FILE).is_file():
+        detail = f" ({job.error})" if job.error else ""
+        raise DatasetError(f'Dataset job "{job.id}" has no published dataset: its status is '
+                           f"{job.status.value}{detail}.")
+    return job.path, folder
+
+
+def open_dataset(job_id_or_path: str | os.PathLike, jobs_dir: str | os.PathLike | None = None) -> "Dataset":
+    """Open a published dataset for reading.
+
+    Args:
+        job_id_or_path: A dataset job id (or unique prefix), a job folder,
+            or the ``dataset`` folder inside it.
+        jobs_dir: The jobs folder to look ids up in.
+
+    Returns:
+        The :class:`Dataset`.
+
+    Raises:
+        DatasetError: No such dataset, or it is not published (still
+            running, failed or killed).
+    """
+    job_path, folder = _find_dataset_folder(job_id_or_path, jobs_dir)
+    return Dataset(folder, job_path=job_path)
+
+
+class Dataset:
+    """A published dataset: metadata from ``dataset.json`` and batched record reads.
+
+    Instances are cheap; LMDB environments open on first read (and reopen
+    after a fork, so a dataset can be shared with worker processes).
+
+    Args:
+        path: The published dataset folder (``<job>/dataset``).
+        job_path: The job folder (defaults to ``path``'s parent).
+
+    Attributes:
+        path: The dataset folder.
+        job_path: The job folder (``job.json``, ``errors.jsonl``, ``progress.json``).
+        info: The parsed ``dataset.json``.
+    """
+
+    def __init__(self, path: str | os.PathLike, *, job_path: str | os.PathLike | None = None):
+        self.path = Path(path)
+        self.job_path = Path(job_path) if job_path is not None else self.path.parent
+        try:
+            self.info: dict[str, Any] = json.loads((self.path / INFO_FILE).read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise DatasetError(f"Cannot read {self.path / INFO_FILE}: {exc}") from exc
+        self._envs: dict[str, Any] = {}
+        self._pid = os.getpid()
+        self._mean: np.ndarray | None = None
+
+    # -- metadata ------------------------------------------------------------
+
+    @property
+    def id(self) -> str:
+        """The dataset job's id."""
+        return self.info.get("id") or self.job_path.name
+
+    @property
+    def name(self) -> str:
+        """The user's name for the dataset."""
+        return self.info.get("name", "")
+
+    @property
+    def plugin_id(self) -> str:
+        """Id of the data plugin that built the dataset."""
+        return self.info["plugin_id"]
+
+    @property
+    def stages(self) -> list[str]:
+        """The stages with at least one record, in ``train, val, test`` order."""
+        st = self.info.get("stages", {})
+        return [s for s in STAGES if st.get(s, {}).get("count", 0) > 0]
+
+    def count(self, stage: str) -> int:
+        """Number of records in ``stage`` (0 for a stage the dataset lacks)."""
+        return int(self.info.get("stages", {}).get(stage, {}).get("count", 0))
+
+    @property
+    def userdata(self) -> dict:
+        """The plugin's userdata (validated form values plus what itemizing added)."""
+        return self.info.get("userdata", {})
+
+    @property
+    def class_labels(self) -> list[str] | None:
+        """Class names, index = class id, or ``None``."""
+        return self.info.get("class_labels") or self.userdata.get("class_labels")
+
+    @property
+    def color_palette(self) -> list[list[int]] | None:
+        """``[r, g, b]`` per class id, or ``None``."""
+        return self.info.get("color_palette") or self.userdata.get("color_palette")
+
+    @property
+    def label_kind(self) -> str:
+        """``"class"``, ``"regression"`` or ``"mask"``."""
+        return self.info["label"]["kind"]
+
+    @property
+    def label_dtype(self) -> str:
+        """numpy dtype name of the labels (``int64`` for classes)."""
+        return self.info["label"]["dtype"]
+
+    @property
+    def label_shape(self) -> tuple:
+        """Shape of one label: ``()`` for classes and scalars, ``(K,)``, or ``(H, W)``."""
+        return tuple(self.info["label"]["shape"])
+
+    def _stage_info(self, stage: str) -> dict:
+        try:
+            return self.info["stages"][stage]
+        except KeyError:
+            raise DatasetError(f'Dataset "{self.id}" has no stage "{stage}" (stages: {", ".join(self.stages)}).') from None
+
+    def feature_shape(self, stage: str | None = None) -> tuple:
+        """``(H, W, C)`` of the features (shared by every stage)."""
+        if stage is not None:
+            self._stage_info(stage)
+        return tuple(self.info["feature"]["shape"])
+
+    def feature_dtype(self, stage: str | None = None) -> str:
+        """numpy dtype name of the features (uint8, uint16, int16 or float32)."""
+        if stage is not None:
+            self._stage_info(stage)
+        return self.info["feature"]["dtype"]
+
+    def feature_encodings(self, stage: str) -> dict[str, int]:
+        """How many records of ``stage`` use each encoding (none, png, jpg, other)."""
+        return dict(self._stage_info(stage).get("encodings", {}))
+
+    @property
+    def num_classes(self) -> int | None:
+        """Number of classes (from ``class_labels``), or ``None``."""
+        labels = self.class_labels
+        return len(labels) if labels else None
+
+    def mean(self) -> np.ndarray | None:
+        """Return the float32 ``H×W×C`` mean image of the train stage, or ``None``."""
+        if self._mean is None:
+            mean_path = self.path / MEAN_FILE
+            if not mean_path.is_file():
+                return None
+            self._mean = np.load(mean_path)
+        return self._mean.copy()
+
+    def errors(self) -> list[dict]:
+        """Return the skipped entries recorded while building (``stage``, ``entry``, ``error``)."""
+        path = self.job_path / ERRORS_FILE
+        if not path.is_file():
+            return []
+        return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+    # -- records -------------------------------------------------------------
+
+    def _env(self, stage: str):
+        if self._pid != os.getpid():
+            self._envs = {}
+            self._pid = os.getpid()
+        env = self._envs.get(stage)
+        if env is None:
+            info = self._stage_info(stage)
+            env = open_reader(self.path / info.get("lmdb", stage))
+            self._envs[stage] = env
+        return env
+
+    def read_records(self, stage: str, start: int, stop: int) -> list[bytes]:
+        """Return the raw record bytes ``start..stop-1`` of ``stage`` (one transaction)."""
+        start, stop = self._clip(stage, start, stop)
+        return read_range(self._env(stage), start, stop)
+
+    def _clip(self, stage: str, start: int, stop: int | None) -> tuple[int, int]:
+        n = self.count(stage)
+        self._stage_info(stage)
+        stop = n if stop is None else min(int(stop), n)
+        start = max(0, int(start))
+        return start, max(start, stop)
+
+    def read_batch(self, stage: str, start: int = 0, stop: int | None = None, *, decode: bool = True):
+        """Read records ``start..stop-1`` of ``stage`` in one LMDB transaction.
+
+        Args:
+            stage: ``"train"``, ``"val"`` or ``"test"``.
+            start: First record index.
+            stop: One past the last index (clipped to the stage's count; ``None``: the end).
+            decode: Decode encoded images (default). With False, encoded
+                features come back as a list of ``bytes`` (raw ones as arrays).
+
+        Returns:
+            ``(features, labels)``: features ``[N, H, W, C]`` of
+            :meth:`feature_dtype`; labels ``[N]`` int64 (class), ``[N]`` or
+            ``[N, K]`` float (regression) or ``[N, H, W]`` (mask).
+        """
+        values = self.read_records(stage, start, stop)
+        return self._unpack(values, decode)
+
+    def read_indexes(self, stage: str, indexes: Sequence[int], *, decode: bool = True):
+        """Like :meth:`read_batch` for arbitrary record indexes (e.g. a shuffled batch)."""
+        n = self.count(stage)
+        bad = [i for i in indexes if not 0 <= int(i) < n]
+        if bad:
+            raise DatasetError(f'Record index {bad[0]} is out of range for stage "{stage}" ({n} records).')
+        values = read_keys(self._env(stage), indexes)
+        return self._unpack(values, decode)
+
+    def read_all(self, stage: str, *, decode: bool = True):
+        """Read a whole stage into memory: ``read_batch(stage, 0, count)``."""
+        return self.read_batch(stage, 0, None, decode=decode)
+
+    def iter_batches(self, stage: str, batch_size: int, *, decode: bool = True) -> Iterator[tuple]:
+        """Yield ``(features, labels)`` batches of ``batch_size`` records in order (the last may be smaller)."""
+        if batch_size < 1:
+            raise DatasetError(f"batch_size must be at least 1, not {batch_size}")
+        n = self.count(stage)
+        for start in range(0, n, batch_size):
+            yield self.read_batch(stage, start, start + batch_size, decode=decode)
+
+    def _empty(self):
+        fshape = self.feature_shape()
+        features = np.zeros((0, *fshape), dtype=self.feature_dtype())
+        labels = np.zeros((0, *self.label_shape), dtype=self.label_dtype)
+        return features, labels
+
+    def _unpack(self, values: list[bytes], decode: bool):
+        if not values:
+            return self._empty()
+        n = len(values)
+        fshape = self.feature_shape()
+        fdtype = np.dtype(self.feature_dtype()).newbyteorder("<")
+        ldtype = np.dtype(self.label_dtype).newbyteorder("<")
+        lshape = self.label_shape
+        fbytes = int(np.prod(fshape)) * fdtype.itemsize
+        lbytes = int(np.prod(lshape)) * ldtype.itemsize if lshape else ldtype.itemsize
+        raw_len = rec.HEADER_SIZE + fbytes + lbytes
+        # Fast path: every record raw and of the same layout -> one frombuffer.
+        if all(len(v) == raw_len for v in values) and all(v[4] == rec.RAW for v in values):
+            table = np.frombuffer(b"".join(values), dtype=np.uint8).reshape(n, raw_len)
+            features = table[:, rec.HEADER_SIZE:rec.HEADER_SIZE + fbytes].copy().view(fdtype)
+            features = features.reshape((n, *fshape)).astype(fdtype.name, copy=False)
+            labels = table[:, rec.HEADER_SIZE + fbytes:].copy().view(ldtype).reshape((n, *lshape))
+            return features, labels.astype(ldtype.name, copy=False)
+        labels = np.frombuffer(b"".join([v[len(v) - lbytes:] for v in values]), dtype=ldtype)
+        labels = labels.reshape((n, *lshape)).astype(ldtype.name, copy=False)
+        if not decode:
+            features_list = []
+            for v in values:
+                feature, _ = rec.unpack_record(v, decode=False)
+                features_list.append(feature)
+            if all(isinstance(f, np.ndarray) for f in features_list):
+                return np.stack(features_list), labels
+            return features_list, labels
+        features = np.empty((n, *fshape), dtype=fdtype.name)
+        for i, v in enumerate(values):
+            try:
+                features[i], _ = rec.unpack_record(v, decode=True)
+            except (rec.RecordError, OSError, ValueError) as exc:
+                raise DatasetError(f'Record of dataset "{self.id}" is corrupt: {exc}') from exc
+        return features, labels
+
+    def close(self) -> None:
+        """Close the LMDB environments (reopened on the next read)."""
+        for env in self._envs.values():
+            env.close()
+        self._envs = {}
+
+    def __enter__(self) -> "Dataset":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def summary(self) -> dict:
+        """Return a JSON-friendly summary (what ``digits dataset show --json`` prints)."""
+        return {
+            "id": self.id,
+            "name": self.name,
+            "path": str(self.path),
+            "plugin_id": self.plugin_id,
+            "stages": {s: self.count(s) for s in self.stages},
+            "feature": self.info.get("feature"),
+            "label": self.info.get("label"),
+            "class_labels": self.class_labels,
+            "color_palette": self.color_palette,
+            "mean": self.info.get("mean"),
+            "errors": self.info.get("errors"),
+            "timing": self.info.get("timing"),
+        }
+
+    def __repr__(self) -> str:
+        counts = ", ".join(f"{s}={self.count(s)}" for s in self.stages)
+        return f"<Dataset {self.id} {self.plugin_id} {counts}>"

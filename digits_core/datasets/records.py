@@ -1,0 +1,299 @@
+"""One dataset record: a feature and a label packed into bytes, and back.
+
+A record is a fixed 32-byte little-endian header followed by the feature
+payload and then the label payload (see ``docs/formats.md``)::
+
+    offset size  field
+    0      4     magic b"DGR1"
+    4      1     feature encoding: 0 raw, 1 png, 2 jpg, 3 other (original file bytes Pillow decodes)
+    5      1     feature dtype code (see DTYPES)
+    6      1     label kind: 0 class, 1 regression, 2 mask
+    7      1     label dtype code
+    8      4     feature height H
+    12     4     feature width W
+    16     4     feature channels C
+    20     4     feature payload length in bytes
+    24     4     label dim 0 (regression length K, mask height; 0 for a scalar)
+    28     4     label dim 1 (mask width; 0 otherwise)
+
+Raw features are the ``H×W×C`` array's bytes in C order, little-endian.
+Labels are stored raw, little-endian: a class as one int64, a regression
+target as a float32/float64 scalar or vector, a mask as ``H×W`` integers.
+
+This module imports Pillow only inside the functions that encode or decode
+images.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+MAGIC = b"DGR1"
+HEADER = struct.Struct("<4sBBBBIIIIII")
+HEADER_SIZE = HEADER.size  # 32
+
+#: dtype code -> numpy dtype (little-endian). The code is stored in each record.
+DTYPES: tuple[str, ...] = ("uint8", "uint16", "int16", "float32", "int32", "int64", "float64")
+DTYPE_CODES = {name: code for code, name in enumerate(DTYPES)}
+#: Feature dtypes the data contract allows.
+FEATURE_DTYPES = ("uint8", "uint16", "int16", "float32")
+#: Integer dtypes allowed for segmentation masks.
+MASK_DTYPES = ("uint8", "uint16", "int16", "int32", "int64")
+#: Float dtypes allowed for regression targets.
+REGRESSION_DTYPES = ("float32", "float64")
+
+RAW, PNG, JPG, OTHER = 0, 1, 2, 3
+#: Feature encoding code -> name used in dataset.json.
+ENCODINGS = ("none", "png", "jpg", "other")
+ENCODING_CODES = {name: code for code, name in enumerate(ENCODINGS)}
+ENCODING_CODES["jpeg"] = JPG
+
+CLASS, REGRESSION, MASK = 0, 1, 2
+#: Label kind code -> name (``Dataset.label_kind``).
+LABEL_KINDS = ("class", "regression", "mask")
+
+
+class RecordError(ValueError):
+    """An ``encode_entry`` result breaks the data contract (the entry is skipped)."""
+
+
+@dataclass
+class EncodedImage:
+    """An image feature kept as encoded file bytes (PNG, JPEG or the original file).
+
+    Data plugins return this from ``encode_entry`` instead of a numpy array
+    when the dataset should store compressed images; readers decode it back
+    to exactly ``shape`` and ``dtype`` (``Dataset.read_batch`` does so by
+    default).
+
+    Attributes:
+        data: The encoded bytes.
+        format: ``"png"``, ``"jpg"`` or ``"other"`` (any format Pillow reads,
+            e.g. pass-through original bytes).
+        shape: The decoded ``(H, W, C)``; C is 1 (grayscale) or 3 (RGB).
+        dtype: The decoded dtype: ``"uint8"`` or (PNG only) ``"uint16"``.
+        array: Optional decoded pixels (``H×W×C``) when the plugin has them
+            anyway; the core uses them for the mean image and never stores them.
+    """
+
+    data: bytes
+    format: str
+    shape: tuple
+    dtype: str = "uint8"
+    array: Any = field(default=None, repr=False, compare=False)
+
+    @classmethod
+    def from_array(cls, array: np.ndarray, format: str = "png", *, quality: int = 90, keep_array: bool = True) -> "EncodedImage":
+        """Encode an ``H×W×C`` (or ``H×W``) uint8/uint16 array as PNG or JPEG.
+
+        Args:
+            array: The pixels; C must be 1 or 3. uint16 needs PNG and C=1.
+            format: ``"png"`` (lossless) or ``"jpg"`` (lossy, uint8 only).
+            quality: JPEG quality.
+            keep_array: Keep ``array`` on the result for the mean image.
+
+        Raises:
+            RecordError: The array cannot be stored in this format.
+        """
+        from PIL import Image
+
+        arr = np.asarray(array)
+        if arr.ndim == 2:
+            arr = arr[:, :, None]
+        if arr.ndim != 3 or arr.shape[2] not in (1, 3):
+            raise RecordError(f"cannot encode an array of shape {arr.shape} as an image (need H×W×1 or H×W×3)")
+        fmt = "jpg" if format in ("jpg", "jpeg") else format
+        if fmt not in ("png", "jpg"):
+            raise RecordError(f'unknown image encoding "{format}" (use png or jpg)')
+        dtype = arr.dtype.name
+        if dtype == "uint16":
+            if fmt != "png" or arr.shape[2] != 1:
+                raise RecordError("uint16 images can only be stored as 1-channel PNG")
+            image = Image.fromarray(np.ascontiguousarray(arr[:, :, 0]).astype("<u2", copy=False), mode="I;16")
+        elif dtype == "uint8":
+            image = Image.fromarray(arr[:, :, 0] if arr.shape[2] == 1 else arr)
+        else:
+            raise RecordError(f"cannot encode {dtype} pixels as {fmt}; use encoding none")
+        out = io.BytesIO()
+        if fmt == "png":
+            image.save(out, format="PNG", compress_level=1)
+        else:
+            image.save(out, format="JPEG", quality=quality)
+        return cls(out.getvalue(), fmt, tuple(int(s) for s in arr.shape), dtype, arr if keep_array else None)
+
+
+def _as_feature(feature) -> tuple[int, str, tuple, bytes, np.ndarray | None]:
+    """Return (encoding, dtype, shape, payload, decoded array or None)."""
+    if isinstance(feature, EncodedImage):
+        enc = ENCODING_CODES.get(feature.format)
+        if enc is None or enc == RAW:
+            raise RecordError(f'EncodedImage.format must be png, jpg or other, not "{feature.format}"')
+        if feature.dtype not in ("uint8", "uint16"):
+            raise RecordError(f"EncodedImage.dtype must be uint8 or uint16, not {feature.dtype}")
+        shape = tuple(int(s) for s in feature.shape)
+        if len(shape) != 3 or shape[2] not in (1, 3) or min(shape) < 1:
+            raise RecordError(f"EncodedImage.shape must be (H, W, 1) or (H, W, 3), not {feature.shape}")
+        if not isinstance(feature.data, (bytes, bytearray, memoryview)) or len(feature.data) == 0:
+            raise RecordError("EncodedImage.data must be non-empty bytes")
+        return enc, feature.dtype, shape, bytes(feature.data), feature.array
+    if not isinstance(feature, np.ndarray):
+        raise RecordError(f"feature must be a numpy array or EncodedImage, not {type(feature).__name__}")
+    arr = feature
+    if arr.ndim == 2:
+        arr = arr[:, :, None]
+    if arr.ndim != 3:
+        raise RecordError(f"feature must be H×W×C (or H×W), got shape {feature.shape}")
+    if min(arr.shape) < 1:
+        raise RecordError(f"feature has an empty dimension: shape {feature.shape}")
+    name = arr.dtype.name
+    if name not in FEATURE_DTYPES:
+        raise RecordError(f"feature dtype {arr.dtype} is not one of {', '.join(FEATURE_DTYPES)}")
+    arr = np.ascontiguousarray(arr, dtype=np.dtype(name).newbyteorder("<"))
+    return RAW, name, tuple(int(s) for s in arr.shape), arr.tobytes(), arr
+
+
+def _as_label(label, feature_shape: tuple) -> tuple[int, str, tuple, bytes]:
+    """Return (kind, dtype, shape, payload)."""
+    if isinstance(label, (bool, np.bool_)):
+        raise RecordError("label must be an int class, a float or float vector, or an H×W integer mask, not a bool")
+    if isinstance(label, (int, np.integer)):
+        return CLASS, "int64", (), np.int64(label).astype("<i8").tobytes()
+    if isinstance(label, (float, np.floating)):
+        dtype = "float32" if isinstance(label, np.float32) else "float64"
+        return REGRESSION, dtype, (), np.asarray(label, dtype=np.dtype(dtype).newbyteorder("<")).tobytes()
+    if not isinstance(label, np.ndarray):
+        raise RecordError(f"label must be an int, a float or a numpy array, not {type(label).__name__}")
+    kind_char = label.dtype.kind
+    if label.ndim == 0:
+        return _as_label(label.item() if kind_char in "iu" else label[()], feature_shape)
+    if label.ndim == 1:
+        if label.dtype.name not in REGRESSION_DTYPES:
+            raise RecordError(f"a 1-D label is a regression target and must be float32 or float64, not {label.dtype}")
+        arr = np.ascontiguousarray(label, dtype=np.dtype(label.dtype.name).newbyteorder("<"))
+        return REGRESSION, label.dtype.name, (int(arr.shape[0]),), arr.tobytes()
+    if label.ndim == 3 and label.shape[2] == 1:
+        label = label[:, :, 0]
+    if label.ndim == 2:
+        if label.dtype.name not in MASK_DTYPES:
+            raise RecordError(f"a mask label must be an integer array ({', '.join(MASK_DTYPES)}), not {label.dtype}")
+        if tuple(label.shape) != tuple(feature_shape[:2]):
+            raise RecordError(f"mask shape {label.shape} differs from the feature's H×W {tuple(feature_shape[:2])}")
+        arr = np.ascontiguousarray(label, dtype=np.dtype(label.dtype.name).newbyteorder("<"))
+        return MASK, label.dtype.name, (int(arr.shape[0]), int(arr.shape[1])), arr.tobytes()
+    raise RecordError(f"label array of shape {label.shape} is neither a vector nor an H×W mask")
+
+
+@dataclass(frozen=True)
+class RecordMeta:
+    """What must agree between the records of one dataset (plus the encoding)."""
+
+    encoding: int
+    feature_dtype: str
+    feature_shape: tuple
+    label_kind: int
+    label_dtype: str
+    label_shape: tuple
+
+    @property
+    def layout(self) -> tuple:
+        """Everything but the encoding: records of a dataset must share it."""
+        return (self.feature_dtype, self.feature_shape, self.label_kind, self.label_dtype, self.label_shape)
+
+
+def pack_record(feature, label) -> tuple[bytes, RecordMeta, np.ndarray | None]:
+    """Check one ``(feature, label)`` pair against the data contract and pack it.
+
+    Args:
+        feature: ``H×W×C`` numpy array (uint8, uint16, int16, float32) or :class:`EncodedImage`.
+        label: int class, float / 1-D float array, or ``H×W`` integer mask.
+
+    Returns:
+        ``(record_bytes, meta, pixels)``: ``pixels`` is the decoded feature
+        when known without decoding (for the mean image), else ``None``.
+
+    Raises:
+        RecordError: The pair breaks the contract.
+    """
+    enc, fdtype, fshape, fpayload, pixels = _as_feature(feature)
+    if label is None:
+        raise RecordError("label is None; a dataset record needs a label")
+    kind, ldtype, lshape, lpayload = _as_label(label, fshape)
+    dims = tuple(lshape) + (0,) * (2 - len(lshape))
+    header = HEADER.pack(MAGIC, enc, DTYPE_CODES[fdtype], kind, DTYPE_CODES[ldtype],
+                         fshape[0], fshape[1], fshape[2], len(fpayload), dims[0], dims[1])
+    meta = RecordMeta(enc, fdtype, fshape, kind, ldtype, lshape)
+    return header + fpayload + lpayload, meta, pixels
+
+
+def parse_header(record: bytes) -> tuple:
+    """Return the header fields ``(enc, fdtype, (H, W, C), flen, kind, ldtype, lshape)``.
+
+    Raises:
+        RecordError: The bytes are not a DIGITS record.
+    """
+    if len(record) < HEADER_SIZE:
+        raise RecordError(f"record of {len(record)} bytes is shorter than the header")
+    magic, enc, fcode, kind, lcode, h, w, c, flen, d0, d1 = HEADER.unpack_from(record)
+    if magic != MAGIC:
+        raise RecordError(f"not a DIGITS record (magic {magic!r})")
+    lshape = () if kind == CLASS or (kind == REGRESSION and d0 == 0) else ((d0,) if kind == REGRESSION else (d0, d1))
+    return enc, DTYPES[fcode], (h, w, c), flen, kind, DTYPES[lcode], lshape
+
+
+def decode_image_bytes(data: bytes, shape: tuple, dtype: str) -> np.ndarray:
+    """Decode PNG/JPEG/other image bytes to an ``H×W×C`` array of ``dtype``.
+
+    Raises:
+        RecordError: The bytes do not decode to the expected shape.
+    """
+    from PIL import Image
+
+    with Image.open(io.BytesIO(data)) as image:
+        want_c = shape[2]
+        mode = image.mode
+        if dtype == "uint16":
+            arr = np.asarray(image)
+            if arr.dtype != np.uint16:
+                arr = arr.astype(np.uint16)
+        else:
+            if want_c == 1 and mode != "L":
+                image = image.convert("L")
+            elif want_c == 3 and mode != "RGB":
+                image = image.convert("RGB")
+            arr = np.asarray(image)
+    if arr.ndim == 2:
+        arr = arr[:, :, None]
+    if arr.shape != tuple(shape):
+        raise RecordError(f"encoded image decodes to shape {arr.shape}, record says {tuple(shape)}")
+    return arr
+
+
+def unpack_record(record: bytes, *, decode: bool = True) -> tuple[Any, Any]:
+    """Unpack one record into ``(feature, label)``.
+
+    Args:
+        record: Bytes made by :func:`pack_record`.
+        decode: Decode encoded images; if False an encoded feature is
+            returned as its bytes.
+
+    Returns:
+        ``(feature, label)``: the feature as ``H×W×C`` array (or bytes);
+        the label as ``numpy.int64``, a float scalar/vector or an ``H×W`` array.
+    """
+    enc, fdtype, fshape, flen, kind, ldtype, lshape = parse_header(record)
+    start = HEADER_SIZE
+    fbytes = record[start:start + flen]
+    if enc == RAW:
+        feature = np.frombuffer(fbytes, dtype=np.dtype(fdtype).newbyteorder("<")).reshape(fshape).astype(fdtype)
+    elif decode:
+        feature = decode_image_bytes(fbytes, fshape, fdtype)
+    else:
+        feature = bytes(fbytes)
+    label = np.frombuffer(record[start + flen:], dtype=np.dtype(ldtype).newbyteorder("<")).astype(ldtype)
+    label = label[0] if lshape == () else label.reshape(lshape)
+    return feature, label

@@ -1,0 +1,97 @@
+"""LMDB environments of a dataset: one per stage, keys are record indexes.
+
+Record ``i`` of a stage is stored under the key ``b"%08d" % i`` (8 ASCII
+digits, so LMDB's byte order is index order and a range of records is one
+cursor walk). The writer grows the map when LMDB raises ``MapFullError``.
+"""
+
+from __future__ import annotations
+
+import os
+from itertools import islice
+from pathlib import Path
+from typing import Sequence
+
+import lmdb
+
+#: Map size a new stage starts with (it grows by doubling as needed).
+INITIAL_MAP_SIZE = 64 << 20
+
+
+def record_key(index: int) -> bytes:
+    """Return the LMDB key of record ``index``."""
+    return b"%08d" % index
+
+
+class StageWriter:
+    """Append-only writer of one stage's LMDB environment.
+
+    Args:
+        path: The environment folder (created).
+        map_size: Initial map size in bytes; doubled on ``MapFullError``.
+
+    Attributes:
+        count: Records written so far (the next record's index).
+        map_grows: How many times the map was grown.
+    """
+
+    def __init__(self, path: str | os.PathLike, *, map_size: int = INITIAL_MAP_SIZE):
+        self.path = Path(path)
+        self.path.mkdir(parents=True, exist_ok=True)
+        # sync/metasync off while writing; close() syncs once before publishing.
+        self.env = lmdb.open(str(self.path), map_size=map_size, subdir=True, readahead=False,
+                             meminit=False, sync=False, metasync=False, max_dbs=0, lock=True)
+        self.count = 0
+        self.map_grows = 0
+
+    def append(self, records: Sequence[bytes]) -> None:
+        """Write ``records`` as the next indexes, in one transaction (grown and retried if full)."""
+        if not records:
+            return
+        items = [(record_key(self.count + i), value) for i, value in enumerate(records)]
+        while True:
+            txn = self.env.begin(write=True)
+            try:
+                txn.cursor().putmulti(items, dupdata=False, overwrite=True, append=True)
+                txn.commit()
+                break
+            except lmdb.MapFullError:
+                txn.abort()
+                needed = sum(len(v) + 64 for _, v in items) * 2
+                new_size = max(self.env.info()["map_size"] * 2, self.env.info()["map_size"] + needed)
+                self.env.set_mapsize(new_size)
+                self.map_grows += 1
+            except BaseException:
+                txn.abort()
+                raise
+        self.count += len(records)
+
+    def close(self) -> None:
+        """Flush to disk and close the environment."""
+        if self.env is not None:
+            self.env.sync(True)
+            self.env.close()
+            self.env = None
+
+
+def open_reader(path: str | os.PathLike) -> lmdb.Environment:
+    """Open a published stage environment read-only (no lock file is written)."""
+    return lmdb.open(str(path), readonly=True, lock=False, subdir=True, readahead=True, max_readers=512)
+
+
+def read_range(env: lmdb.Environment, start: int, stop: int) -> list[bytes]:
+    """Return the records ``start..stop-1`` with one transaction and one cursor walk."""
+    if stop <= start:
+        return []
+    with env.begin(buffers=False) as txn:
+        cursor = txn.cursor()
+        if not cursor.set_key(record_key(start)):
+            return []
+        return list(islice(cursor.iternext(keys=False, values=True), stop - start))
+
+
+def read_keys(env: lmdb.Environment, indexes: Sequence[int]) -> list[bytes]:
+    """Return the records at arbitrary ``indexes`` (one transaction, ``getmulti``)."""
+    with env.begin(buffers=False) as txn:
+        pairs = txn.cursor().getmulti([record_key(int(i)) for i in indexes])
+    return [value for _, value in pairs]
