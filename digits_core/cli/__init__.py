@@ -23,6 +23,7 @@ from ..errors import DigitsError
 COMMAND_MODULES = [
     "plugins_cmd",
     "download_cmd",
+    "upload_s3_cmd",
     "plugin_cmd",
 ]
 
