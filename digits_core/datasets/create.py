@@ -230,10 +230,15 @@ def create_dataset_job(plugin_id: str, form_data: Mapping[str, Any] | None = Non
     limit = parse_max_errors(max_errors)
     if workers is not None:
         resolve_workers(workers)
-    return Job.create(
+    from ..form_secrets import redact, secret_field_names, stash
+
+    secret = secret_field_names(plugin_cls.get_dataset_form())  # PasswordField values never reach disk
+    job = Job.create(
         "dataset", name or plugin_id, jobs_dir=jobs_dir, plugin_id=plugin_id,
-        form_data=json.loads(json.dumps(values, default=str)), max_errors=limit, workers=workers,
+        form_data=json.loads(json.dumps(redact(values, secret), default=str)), max_errors=limit, workers=workers,
     )
+    stash(job.id, values, secret)
+    return job
 
 
 def create_dataset(plugin_id: str, form_data: Mapping[str, Any] | None = None, *, name: str | None = None,
@@ -314,7 +319,10 @@ class _Builder:
             t0 = time.perf_counter()
             entries = self._itemize(plugin)
             itemize_s = time.perf_counter() - t0
-            userdata = _jsonable(plugin.userdata, f'The userdata of plugin "{self.plugin_id}"')
+            from ..form_secrets import redact, secret_field_names
+
+            userdata = _jsonable(redact(plugin.userdata, secret_field_names(plugin.get_dataset_form())),
+                                 f'The userdata of plugin "{self.plugin_id}"')
             total = sum(len(e) for e in entries.values())
             if total == 0:
                 raise DatasetError(f'Plugin "{self.plugin_id}" found no entries for any stage; '
@@ -372,7 +380,9 @@ class _Builder:
 
         plugin_cls = registry.get_data_ingestion(self.plugin_id)
         try:
-            return plugin_cls(**self.job.data.get("form_data", {}))
+            from ..form_secrets import restore
+
+            return plugin_cls(**restore(self.job.id, self.job.data.get("form_data", {})))
         except DigitsError:
             raise
         except Exception as exc:
