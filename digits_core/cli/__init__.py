@@ -22,6 +22,7 @@ from ..errors import DigitsError
 #: Modules (relative to this package) that each add sub-commands.
 COMMAND_MODULES = [
     "plugins_cmd",
+    "serve_cmd",
     "download_cmd",
     "upload_s3_cmd",
     "plugin_cmd",

@@ -1,0 +1,58 @@
+"""``digits serve``: run the web UI and JSON API (and its job scheduler)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+from ..errors import ConfigurationError
+
+logger = logging.getLogger(__name__)
+
+LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1"}
+
+
+def register(subparsers) -> None:
+    """Add the ``serve`` command."""
+    parser = subparsers.add_parser(
+        "serve", help="run the web UI",
+        description="Run the DIGITS web UI and JSON API over the jobs folder. Jobs run in background "
+                    "worker processes; jobs left Running by a previous server are marked Aborted "
+                    "(model jobs can be resumed from their last snapshot).",
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1, this machine only)")
+    parser.add_argument("--port", type=int, default=5000, help="port (default: 5000)")
+    parser.add_argument("--auth-token", default=None, metavar="TOKEN",
+                        help="require this token for every page and API call (default: $DIGITS_AUTH_TOKEN; none)")
+    parser.add_argument("--max-dataset-jobs", type=int, default=2, metavar="N",
+                        help="dataset jobs that run at once (default: 2)")
+    parser.add_argument("--max-training-jobs", type=int, default=None, metavar="N",
+                        help="training jobs that run at once (default: one per GPU, 1 without a GPU)")
+    parser.add_argument("--max-upload-mb", type=float, default=64, metavar="MB",
+                        help="largest accepted upload (default: 64 MB)")
+    parser.add_argument("--debug", action="store_true", help="Flask debug mode (never on a shared network)")
+    parser.set_defaults(handler=run)
+
+
+def run(args) -> int:
+    """Build the app and serve it until interrupted."""
+    from ..web import create_app
+
+    token = args.auth_token or os.environ.get("DIGITS_AUTH_TOKEN") or None
+    if args.host not in LOCAL_HOSTS and not token:
+        print(f"warning: serving on {args.host} without authentication: anyone who can reach this port can "
+              "create jobs and run code (custom networks). Use --auth-token TOKEN.", file=sys.stderr)
+    if args.port <= 0 or args.port > 65535:
+        raise ConfigurationError(f"--port {args.port} is not a valid port number.")
+    app = create_app(args.jobs_dir, auth_token=token, max_dataset_jobs=args.max_dataset_jobs,
+                     max_training_jobs=args.max_training_jobs, max_upload_bytes=int(args.max_upload_mb * 1024 * 1024))
+    scheduler = app.extensions["digits"]["scheduler"]
+    url_host = "localhost" if args.host in ("127.0.0.1", "0.0.0.0", "::") else args.host
+    print(f"DIGITS is serving {app.extensions['digits']['jobs_dir']} at http://{url_host}:{args.port}/ "
+          "(Ctrl-C to stop)", flush=True)
+    try:
+        app.run(host=args.host, port=args.port, debug=args.debug, use_reloader=False, threaded=True)
+    finally:
+        scheduler.shutdown(abort_running=True)
+    return 0

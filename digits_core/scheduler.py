@@ -1,0 +1,379 @@
+"""Run dataset and training jobs in background worker processes.
+
+The web UI never runs a job in its own process: it saves the job's request
+in the job folder's ``job.json`` (status Waiting) and hands the job to a
+:class:`Scheduler`. The scheduler starts one worker process per job,
+``python -m digits_core.scheduler run JOB_FOLDER``, which calls the same
+Python API the command line uses (:func:`digits_core.datasets.create_dataset`,
+:func:`digits_core.engine.train`, :func:`digits_core.engine.resume_training`).
+A custom network (executable code) is therefore only ever imported in that
+worker process.
+
+Limits: at most ``max_dataset_jobs`` dataset jobs (default 2) and
+``max_training_jobs`` training jobs (default: one per GPU listed by
+``nvidia-smi -L``, one on a CPU-only machine) run at once; the rest wait in
+first-in first-out order.
+
+State lives only in the job folders, so a server restart loses nothing:
+:meth:`Scheduler.recover` marks jobs that were Running as Aborted (a model
+job can then be resumed from its last snapshot) and queues the Waiting ones
+again.
+
+Job requests in ``job.json``:
+
+* dataset job: ``plugin_id``, ``form_data`` (validated), ``workers``.
+* model job: ``train_options`` (keyword arguments of
+  :func:`digits_core.engine.train`); ``resume: true`` resumes instead.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from collections import deque
+from pathlib import Path
+
+from .errors import DigitsError, JobStateError
+from .jobs import Job, JobStatus, JobStore
+
+logger = logging.getLogger(__name__)
+
+#: File in a job folder that receives the worker's stdout and stderr.
+WORKER_LOG = "worker.log"
+#: Seconds a training worker gets to stop by itself after an abort request.
+ABORT_GRACE_S = 20.0
+
+
+def default_training_slots() -> int:
+    """Return the number of GPUs ``nvidia-smi -L`` lists, or 1 on a CPU-only machine."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return max(1, len([d for d in visible.split(",") if d.strip() and d.strip() != "-1"]))
+    exe = shutil.which("nvidia-smi")
+    if not exe:
+        return 1
+    try:
+        out = subprocess.run([exe, "-L"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return 1
+    return max(1, sum(1 for line in out.splitlines() if line.startswith("GPU ")))
+
+
+class Scheduler:
+    """A queue of jobs and the worker processes that run them.
+
+    Args:
+        jobs_dir: The jobs folder.
+        max_dataset_jobs: Dataset jobs that may run at once.
+        max_training_jobs: Training jobs that may run at once (``None``:
+            :func:`default_training_slots`).
+        poll_interval: Seconds between two looks at the queue and workers.
+        python: The interpreter that runs workers (default: this one).
+    """
+
+    def __init__(self, jobs_dir=None, *, max_dataset_jobs: int = 2, max_training_jobs: int | None = None,
+                 poll_interval: float = 0.5, python: str | None = None):
+        self.store = JobStore(jobs_dir)
+        self.max_dataset_jobs = max(1, int(max_dataset_jobs))
+        self.max_training_jobs = max(1, int(max_training_jobs or default_training_slots()))
+        self.poll_interval = poll_interval
+        self.python = python or sys.executable
+        self._queue: deque[str] = deque()
+        self._running: dict[str, tuple[subprocess.Popen, str]] = {}
+        self._abort_deadline: dict[str, float] = {}
+        self._lock = threading.RLock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle ------------------------------------------------------------
+
+    def start(self) -> "Scheduler":
+        """Recover state from the jobs folder and start the scheduling thread."""
+        if self._thread is None:
+            self.recover()
+            self._thread = threading.Thread(target=self._loop, name="digits-scheduler", daemon=True)
+            self._thread.start()
+        return self
+
+    def shutdown(self, *, abort_running: bool = True, timeout: float = 10.0) -> None:
+        """Stop scheduling; optionally stop running workers (their jobs become Aborted)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+        if abort_running:
+            with self._lock:
+                for job_id, (proc, _kind) in list(self._running.items()):
+                    self._terminate(proc, timeout)
+                    self._finish(job_id, proc, aborted=True)
+
+    def recover(self) -> dict[str, list[str]]:
+        """Mark jobs left Running by a previous server as Aborted; queue Waiting jobs again.
+
+        Returns:
+            ``{"aborted": [...ids], "queued": [...ids]}``.
+        """
+        result = {"aborted": [], "queued": []}
+        for job in reversed(self.store.list()):
+            if job.id in self._running:
+                continue
+            if job.status is JobStatus.RUNNING:
+                job.set_status(JobStatus.ABORTED, error="The server stopped while this job was running.")
+                result["aborted"].append(job.id)
+            elif job.status is JobStatus.WAITING and job.id not in self._queue:
+                self._queue.append(job.id)
+                result["queued"].append(job.id)
+        return result
+
+    # -- queue ----------------------------------------------------------------
+
+    def submit(self, job: Job) -> Job:
+        """Queue a job whose request is saved in its ``job.json``; its status becomes Waiting."""
+        if job.status is not JobStatus.WAITING:
+            job.set_status(JobStatus.WAITING)
+        with self._lock:
+            if job.id not in self._queue and job.id not in self._running:
+                self._queue.append(job.id)
+        self._wake()
+        return job
+
+    def resume(self, job: Job) -> Job:
+        """Queue an Aborted or Error model job to continue from its last snapshot.
+
+        Raises:
+            JobStateError: The job is not a model job, or is still running/waiting.
+        """
+        if job.kind != "model":
+            raise JobStateError(f"Job {job.id} is a {job.kind} job; only model jobs can be resumed.")
+        if not job.status.is_finished:
+            raise JobStateError(f"Job {job.id} is {job.status.value}; only a finished job can be resumed.")
+        job.data["resume"] = True
+        job.save()
+        return self.submit(job)
+
+    def abort(self, job_id: str) -> None:
+        """Abort a waiting or running job.
+
+        A waiting job leaves the queue at once. A running training job is
+        asked to stop cooperatively (:func:`digits_core.engine.request_abort`)
+        and is killed after :data:`ABORT_GRACE_S`; a dataset worker is stopped
+        at once. The job ends Aborted.
+
+        Raises:
+            JobStateError: The job is not waiting or running.
+        """
+        job = self.store.get(job_id)
+        with self._lock:
+            if job.id in self._queue:
+                self._queue.remove(job.id)
+                job.set_status(JobStatus.ABORTED, error="Aborted by the user before it started.")
+                return
+            entry = self._running.get(job.id)
+            if entry is None:
+                if job.status in (JobStatus.RUNNING, JobStatus.WAITING):
+                    job.set_status(JobStatus.ABORTED, error="Aborted by the user.")
+                    return
+                raise JobStateError(f"Job {job.id} is {job.status.value}; there is nothing to abort.")
+            proc, kind = entry
+            job.data["abort_requested"] = True
+            job.save()
+            if kind == "model":
+                try:
+                    from .engine import request_abort
+
+                    request_abort(job)
+                except Exception:  # noqa: BLE001 - fall back to stopping the process
+                    logger.exception("request_abort failed for %s", job.id)
+                self._abort_deadline[job.id] = time.monotonic() + ABORT_GRACE_S
+            else:
+                self._terminate(proc, 5.0)
+        self._wake()
+
+    def status(self) -> dict:
+        """Return the queue and the running jobs (for ``/api/scheduler``)."""
+        with self._lock:
+            return {
+                "waiting": list(self._queue),
+                "running": {job_id: kind for job_id, (_p, kind) in self._running.items()},
+                "max_dataset_jobs": self.max_dataset_jobs,
+                "max_training_jobs": self.max_training_jobs,
+            }
+
+    def is_active(self, job_id: str) -> bool:
+        """True while the job waits in the queue or runs."""
+        with self._lock:
+            return job_id in self._queue or job_id in self._running
+
+    def wait(self, job_id: str, timeout: float = 60.0) -> Job:
+        """Block until the job leaves the queue and its worker ends; return it reloaded."""
+        deadline = time.monotonic() + timeout
+        while self.is_active(job_id):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"Job {job_id} still active after {timeout}s")
+            time.sleep(0.1)
+        return self.store.get(job_id)
+
+    # -- internals ------------------------------------------------------------
+
+    def _wake(self) -> None:
+        if self._thread is None:
+            return
+        # The loop polls; a short interval keeps this simple and robust.
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._tick()
+            except Exception:  # noqa: BLE001 - the scheduler must survive anything
+                logger.exception("scheduler tick failed")
+            self._stop.wait(self.poll_interval)
+
+    def _tick(self) -> None:
+        with self._lock:
+            for job_id, (proc, _kind) in list(self._running.items()):
+                if proc.poll() is not None:
+                    self._finish(job_id, proc)
+                elif job_id in self._abort_deadline and time.monotonic() > self._abort_deadline[job_id]:
+                    self._terminate(proc, 5.0)
+                    self._finish(job_id, proc, aborted=True)
+            limits = {"dataset": self.max_dataset_jobs, "model": self.max_training_jobs}
+            for job_id in list(self._queue):
+                try:
+                    job = self.store.get(job_id)
+                except DigitsError:
+                    self._queue.remove(job_id)
+                    continue
+                busy = sum(1 for _p, kind in self._running.values() if kind == job.kind)
+                if busy >= limits.get(job.kind, 1):
+                    continue
+                self._queue.remove(job_id)
+                self._launch(job)
+
+    def _launch(self, job: Job) -> None:
+        log = open(job.path / WORKER_LOG, "ab")
+        try:
+            proc = subprocess.Popen(
+                [self.python, "-m", "digits_core.scheduler", "run", str(job.path)],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+        except OSError as exc:
+            job.set_status(JobStatus.ERROR, error=f"Could not start a worker process: {exc}")
+            return
+        finally:
+            log.close()
+        self._running[job.id] = (proc, job.kind)
+
+    @staticmethod
+    def _terminate(proc: subprocess.Popen, timeout: float) -> None:
+        if proc.poll() is not None:
+            return
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+        except (ProcessLookupError, PermissionError):
+            proc.terminate()
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                proc.kill()
+            proc.wait(5)
+
+    def _finish(self, job_id: str, proc: subprocess.Popen, aborted: bool = False) -> None:
+        self._running.pop(job_id, None)
+        self._abort_deadline.pop(job_id, None)
+        try:
+            job = self.store.get(job_id)
+        except DigitsError:
+            return
+        job.data.pop("resume", None)
+        requested = job.data.pop("abort_requested", False)
+        job.save()
+        if job.status.is_finished:
+            return
+        if aborted or requested:
+            job.set_status(JobStatus.ABORTED, error="Aborted by the user.")
+        else:
+            job.set_status(JobStatus.ERROR, error=f"The worker process ended unexpectedly (exit code {proc.returncode}); "
+                                                  f"see {WORKER_LOG} in the job folder.")
+
+
+# -- the worker side -------------------------------------------------------------
+
+
+def _call_with_job(func, job: Job, **kwargs):
+    """Call an API function, handing it our pre-created job if it accepts one."""
+    params = inspect.signature(func).parameters
+    if "job" in params:
+        kwargs["job"] = job
+    elif "job_id" in params:
+        kwargs["job_id"] = job.id
+    if "jobs_dir" in params:
+        kwargs["jobs_dir"] = job.path.parent
+    return func(**{k: v for k, v in kwargs.items() if k in params or any(
+        p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())})
+
+
+def run_job(job_path: str | os.PathLike) -> int:
+    """Run one queued job in this process (the worker side). Returns an exit status."""
+    job = Job.load(job_path)
+    try:
+        if job.kind == "dataset":
+            from .datasets import run_dataset_job
+
+            run_dataset_job(job)
+        elif job.kind == "model":
+            from . import engine
+
+            if job.data.get("resume"):
+                _call_with_job(engine.resume_training, job, job_id=job.id)
+            else:
+                _call_with_job(engine.train, job, name=job.name, **job.data.get("train_options", {}))
+        else:
+            raise JobStateError(f"Job {job.id} has kind {job.kind!r}, which no worker runs.")
+    except DigitsError as exc:
+        job.reload()
+        if not job.status.is_finished:
+            job.set_status(JobStatus.ERROR, error=str(exc))
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except BaseException as exc:  # noqa: BLE001 - record every failure in the job
+        traceback.print_exc()
+        job.reload()
+        if not job.status.is_finished:
+            aborted = isinstance(exc, KeyboardInterrupt) or job.data.get("abort_requested")
+            job.set_status(JobStatus.ABORTED if aborted else JobStatus.ERROR,
+                           error="Aborted by the user." if aborted else f"Internal error: {exc!r} (see {WORKER_LOG}).")
+        return 1
+    job.reload()
+    if not job.status.is_finished:
+        job.set_status(JobStatus.DONE)
+    return 0
+
+
+def _sigterm(_signum, _frame):
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m digits_core.scheduler run JOB_FOLDER``: the worker process entry point."""
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 2 or argv[0] != "run":
+        print("usage: python -m digits_core.scheduler run JOB_FOLDER", file=sys.stderr)
+        return 2
+    signal.signal(signal.SIGTERM, _sigterm)
+    return run_job(argv[1])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,167 @@
+"""The JSON API under ``/api/`` (documented in ``docs/api.md``).
+
+Pages have JSON twins (``/index.json``, ``/datasets/ID.json``,
+``/models/ID.json``, ``/models/ID/metrics.json``); this blueprint adds the
+calls that create and control jobs without a browser.
+"""
+
+from __future__ import annotations
+
+from flask import Blueprint, current_app, jsonify, request, url_for
+from flask_wtf.csrf import generate_csrf
+
+from ..errors import DigitsError, FormValidationError
+from .helpers import job_summary
+
+bp = Blueprint("api", __name__, url_prefix="/api")
+
+
+def _ext():
+    return current_app.extensions["digits"]
+
+
+def _body() -> dict:
+    data = request.get_json(silent=True)
+    if not isinstance(data, dict):
+        raise FormValidationError({"body": ["send a JSON object (Content-Type: application/json)"]}, "request")
+    return data
+
+
+@bp.errorhandler(FormValidationError)
+def _invalid(exc):
+    return jsonify({"error": {"code": 400, "title": "Invalid value", "message": str(exc), "fields": exc.errors}}), 400
+
+
+@bp.get("/csrf-token")
+def csrf_token():
+    """A CSRF token for state-changing calls (send it as ``X-CSRFToken`` with the session cookie)."""
+    return jsonify({"csrf_token": generate_csrf()})
+
+
+@bp.get("/plugins")
+def plugins():
+    """What ``digits plugins --all --json`` prints."""
+    from ..plugin_registry import registry
+
+    return jsonify([r.to_dict() for r in registry.records(include_disabled=True)])
+
+
+@bp.get("/jobs")
+def jobs():
+    """Every job (``?kind=dataset|model``), newest first."""
+    kind = request.args.get("kind") or None
+    return jsonify([job_summary(j) for j in _ext()["store"].list(kind)])
+
+
+@bp.get("/scheduler")
+def scheduler_status():
+    """The queue, the running jobs and the limits."""
+    return jsonify(_ext()["scheduler"].status())
+
+
+@bp.get("/networks")
+def networks():
+    """Networks the New Model form offers (built-in and from plugins)."""
+    from ..engine.networks import list_networks
+
+    return jsonify([{"name": s.name, "source": s.source, "tasks": list(s.tasks), "batch_size": s.batch_size,
+                     "description": s.description} for s in list_networks()])
+
+
+@bp.post("/datasets")
+def create_dataset():
+    """Queue a dataset job: ``{"plugin_id", "name", "workers"?, "form_data": {...}}`` -> 202."""
+    from .datasets_views import create_dataset_job
+
+    body = _body()
+    job = create_dataset_job(str(body.get("plugin_id", "")), body.get("form_data") or {}, str(body.get("name", "")),
+                             body.get("workers"))
+    return jsonify({"id": job.id, "status": job.status.value, "url": url_for("datasets.show", job_id=job.id),
+                    "json": url_for("datasets.show", job_id=job.id + ".json")}), 202
+
+
+@bp.post("/models")
+def create_model():
+    """Queue a training job: ``{"name", "dataset", "network" | "custom_network", "options": {...}}`` -> 202."""
+    from .models_views import create_model_job
+
+    body = _body()
+    options = body.get("options") or {}
+    if not isinstance(options, dict):
+        raise FormValidationError({"options": ["must be a JSON object of training options"]}, "new model")
+    custom = body.get("custom_network")
+    network = body.get("network") or (None if custom else "")
+    if not network and not custom:
+        raise FormValidationError({"network": ["give a network name or custom_network code"]}, "new model")
+    job = create_model_job(str(body.get("name", "")), str(body.get("dataset", "")), network, dict(options), custom)
+    return jsonify({"id": job.id, "status": job.status.value, "url": url_for("models.show", job_id=job.id),
+                    "json": url_for("models.show", job_id=job.id + ".json")}), 202
+
+
+@bp.post("/jobs/<job_id>/abort")
+def abort(job_id: str):
+    """Abort a waiting or running job."""
+    job = _ext()["store"].get(job_id)
+    _ext()["scheduler"].abort(job.id)
+    return jsonify({"id": job.id, "status": job.reload().status.value})
+
+
+@bp.post("/jobs/<job_id>/resume")
+def resume(job_id: str):
+    """Resume an Aborted/Error model job from its last snapshot."""
+    from .models_views import snapshots
+
+    job = _ext()["store"].get(job_id, kind="model")
+    if not snapshots(job):
+        raise DigitsError(f"Model {job.id} has no snapshot to resume from.")
+    _ext()["scheduler"].resume(job)
+    return jsonify({"id": job.id, "status": job.reload().status.value}), 202
+
+
+@bp.delete("/jobs/<job_id>")
+def delete(job_id: str):
+    """Delete a job (aborting it first)."""
+    from .datasets_views import delete_job
+
+    job = _ext()["store"].get(job_id)
+    delete_job(job.id, job.kind)
+    return jsonify({"id": job.id, "deleted": True})
+
+
+@bp.get("/lr-preview")
+def lr_preview():
+    """The learning rate over a whole run, for the New Model chart.
+
+    Query: ``learning_rate``, ``lr_policy``, ``lr_step_size``, ``lr_gamma``,
+    ``lr_power``, ``lr_step_values``, ``points`` (default 101).
+    Returns ``{"points": [{"step", "progress", "lr"}...]}``; x is % of training.
+    """
+    from ..engine.lr_policies import lr_schedule_preview
+
+    args = request.args
+    errors = {}
+
+    def num(name, default=None):
+        raw = args.get(name, "")
+        if raw.strip() == "":
+            return default
+        try:
+            return float(raw)
+        except ValueError:
+            errors[name] = [f"{raw!r} is not a number"]
+            return default
+
+    lr = num("learning_rate", 0.01)
+    params = {"step_size": num("lr_step_size"), "gamma": num("lr_gamma"), "power": num("lr_power")}
+    if args.get("lr_step_values", "").strip():
+        params["step_values"] = args["lr_step_values"]
+    if errors:
+        raise FormValidationError(errors, "learning-rate preview")
+    params = {k: v for k, v in params.items() if v is not None}
+    points = min(max(args.get("points", 101, type=int), 2), 1001)
+    try:
+        rows = lr_schedule_preview(100, learning_rate=lr, lr_policy=args.get("lr_policy", "step"), points=points,
+                                   **params)
+    except TypeError as exc:
+        raise FormValidationError({"lr_policy": [str(exc)]}, "learning-rate preview") from exc
+    return jsonify({"points": rows})

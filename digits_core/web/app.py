@@ -1,0 +1,152 @@
+"""The Flask app factory."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from pathlib import Path
+
+from flask import Flask, g, jsonify, render_template, request
+from flask_wtf.csrf import CSRFError, CSRFProtect
+from markupsafe import Markup
+from werkzeug.exceptions import HTTPException
+
+from .. import __version__
+from ..config import resolve_jobs_dir
+from ..errors import DigitsError, JobNotFoundError, PluginNotFoundError
+from ..jobs import JobStore
+from . import security
+
+logger = logging.getLogger(__name__)
+
+#: Default upload limit (bytes) for a request body.
+DEFAULT_MAX_UPLOAD = 64 * 1024 * 1024
+
+csrf = CSRFProtect()
+
+
+def wants_json() -> bool:
+    """True when the client asked for JSON (``/api/`` or ``.json`` URL, or an Accept header)."""
+    path = request.path
+    if path.startswith("/api/") or path.endswith(".json"):
+        return True
+    best = request.accept_mimetypes.best_match(["application/json", "text/html"])
+    return best == "application/json" and request.accept_mimetypes[best] > request.accept_mimetypes["text/html"]
+
+
+def create_app(jobs_dir=None, auth_token: str | None = None, *, scheduler=None, start_scheduler: bool = True,
+               max_dataset_jobs: int = 2, max_training_jobs: int | None = None,
+               max_upload_bytes: int = DEFAULT_MAX_UPLOAD, secret_key: str | None = None,
+               testing: bool = False) -> Flask:
+    """Build the web UI.
+
+    Args:
+        jobs_dir: The jobs folder (default: ``$DIGITS_JOBS_DIR`` or ``~/.digits/jobs``).
+        auth_token: When set, every page and API call needs it: a browser logs
+            in once with it (``/login``), API clients send
+            ``Authorization: Bearer TOKEN``.
+        scheduler: A :class:`~digits_core.scheduler.Scheduler` to use (default:
+            a new one over ``jobs_dir``).
+        start_scheduler: Start the scheduler thread now (recovering jobs left
+            Running by a previous server).
+        max_dataset_jobs: Dataset jobs that run at once.
+        max_training_jobs: Training jobs that run at once (default: one per
+            GPU, one on a CPU-only machine).
+        max_upload_bytes: Largest accepted request body (HTTP 413 beyond).
+        secret_key: Signs the session cookie (default: random per process).
+        testing: Flask testing mode.
+
+    Returns:
+        The Flask app; ``app.extensions["digits"]`` holds ``jobs_dir``,
+        ``store`` and ``scheduler``.
+    """
+    from ..scheduler import Scheduler
+
+    root = resolve_jobs_dir(jobs_dir)
+    app = Flask(__name__, static_folder="static", template_folder="templates")
+    app.config.update(
+        SECRET_KEY=secret_key or secrets.token_hex(32),
+        MAX_CONTENT_LENGTH=max_upload_bytes,
+        WTF_CSRF_CHECK_DEFAULT=False,
+        WTF_CSRF_TIME_LIMIT=None,
+        TESTING=testing,
+        SESSION_COOKIE_SAMESITE="Lax",
+        SESSION_COOKIE_HTTPONLY=True,
+        DIGITS_AUTH_TOKEN=auth_token or None,
+    )
+    app.jinja_env.autoescape = True
+    csrf.init_app(app)
+    if scheduler is None:
+        scheduler = Scheduler(root, max_dataset_jobs=max_dataset_jobs, max_training_jobs=max_training_jobs)
+    app.extensions["digits"] = {"jobs_dir": root, "store": JobStore(root), "scheduler": scheduler}
+    if start_scheduler:
+        scheduler.start()
+
+    security.init_app(app, csrf)
+
+    from . import api, datasets_views, home, inference_views, models_views, plugin_static
+
+    for module in (home, datasets_views, models_views, inference_views, plugin_static, api):
+        app.register_blueprint(module.bp)
+
+    _register_errors(app)
+    _register_template_helpers(app)
+
+    from ..plugin_registry import registry
+
+    try:
+        registry.call_hook("digits_register_routes", app=app)
+    except Exception:  # noqa: BLE001 - a hook plugin must not take the UI down
+        logger.exception("a digits_register_routes hook failed")
+    return app
+
+
+def _register_template_helpers(app: Flask) -> None:
+    from . import helpers
+
+    app.jinja_env.filters.update(
+        datetime=helpers.format_time, size=helpers.format_size, duration=helpers.format_duration,
+    )
+
+    @app.context_processor
+    def _globals():
+        return {
+            "digits_version": __version__,
+            "status_class": helpers.status_class,
+            "new_dataset_menu": helpers.new_dataset_menu,
+            "auth_enabled": bool(app.config["DIGITS_AUTH_TOKEN"]),
+        }
+
+
+def _error_payload(code: int, title: str, message: str):
+    if wants_json():
+        return jsonify({"error": {"code": code, "title": title, "message": message}}), code
+    return render_template("error.html", code=code, title=title, message=message), code
+
+
+def _register_errors(app: Flask) -> None:
+    @app.errorhandler(CSRFError)
+    def _csrf(exc):
+        return _error_payload(400, "Bad request", f"CSRF check failed: {exc.description} Reload the page and try again.")
+
+    @app.errorhandler(JobNotFoundError)
+    def _not_found(exc):
+        return _error_payload(404, "Not found", str(exc))
+
+    @app.errorhandler(PluginNotFoundError)
+    def _no_plugin(exc):
+        return _error_payload(404, "Not found", str(exc))
+
+    @app.errorhandler(DigitsError)
+    def _digits(exc):
+        return _error_payload(400, "Cannot do that", str(exc))
+
+    @app.errorhandler(HTTPException)
+    def _http(exc):
+        return _error_payload(exc.code or 500, exc.name, exc.description or "")
+
+    @app.errorhandler(Exception)
+    def _internal(exc):
+        logger.exception("internal error on %s", request.path)
+        return _error_payload(500, "Internal error",
+                              "Something went wrong on the server; the details are in the server log.")

@@ -1,0 +1,215 @@
+"""Dataset pages: new dataset (per plugin), job page, explore gallery, delete, clone."""
+
+from __future__ import annotations
+
+import os
+
+from flask import Blueprint, abort, current_app, flash, jsonify, redirect, render_template, request, url_for
+
+from ..errors import DigitsError, FormValidationError
+from ..jobs import Job, JobStatus
+from .common_fields import DatasetJobForm
+from .forms_render import blank_form, form_from_request, jsonable, render_plugin_form, validated
+from .helpers import job_summary, read_json, read_progress
+
+bp = Blueprint("datasets", __name__, url_prefix="/datasets")
+
+#: Names the errors report may have in a dataset job folder.
+ERROR_REPORTS = ("errors.jsonl", "errors.json", "errors.csv", "errors.txt", "errors.log")
+
+
+def _ext():
+    return current_app.extensions["digits"]
+
+
+def _ingestion(plugin_id: str):
+    from ..plugin_registry import registry
+
+    return registry.get_data_ingestion(plugin_id)
+
+
+def create_dataset_job(plugin_id: str, form_data: dict, name: str, workers: int | None,
+                       max_errors=None) -> Job:
+    """Validate, save and queue a dataset job (shared by the page and the API).
+
+    Validation and the job folder come from
+    :func:`digits_core.datasets.create_dataset_job`; the scheduler's worker
+    runs :func:`digits_core.datasets.run_dataset_job` on it.
+
+    Raises:
+        FormValidationError: The plugin form rejected ``form_data`` or the name is empty.
+        PluginNotFoundError: No such data plugin.
+        DatasetError: Bad ``workers`` or ``max_errors``.
+    """
+    from ..datasets import create_dataset_job as api_create
+
+    if not (name or "").strip():
+        raise FormValidationError({"name": ["Give the dataset a name."]}, "new dataset")
+    job = api_create(plugin_id, form_data, name=name.strip(), jobs_dir=_ext()["jobs_dir"],
+                     workers=int(workers) if workers else None, max_errors=max_errors or None)
+    _ext()["scheduler"].submit(job)
+    return job
+
+
+@bp.route("/new/<plugin_id>", methods=["GET", "POST"])
+def new(plugin_id: str):
+    """The plugin's dataset form inside our page; POST creates and queues the job."""
+    cls = _ingestion(plugin_id)
+    form_class = cls.get_dataset_form()
+    common = DatasetJobForm(request.form if request.method == "POST" else None)
+    status = 200
+    if request.method == "POST":
+        form = form_from_request(form_class, request)
+        ok_common = common.validate()
+        try:
+            data = validated(form, f'dataset form of plugin "{plugin_id}"')
+            if ok_common:
+                job = create_dataset_job(plugin_id, jsonable(data), common.job_name.data, common.job_workers.data,
+                                         common.job_max_errors.data)
+                return redirect(url_for("datasets.show", job_id=job.id))
+        except FormValidationError:
+            pass
+        except DigitsError as exc:
+            common.job_max_errors.errors = [str(exc)]
+        status = 400
+    else:
+        clone_id = request.args.get("clone")
+        values = None
+        if clone_id:
+            source = _ext()["store"].get(clone_id, kind="dataset")
+            values = source.data.get("form_data") or {}
+            common.job_name.data = f"{source.name} (clone)"
+            common.job_workers.data = source.data.get("workers") or common.job_workers.data
+            if source.data.get("max_errors") is not None:
+                common.job_max_errors.data = str(source.data["max_errors"])
+        form = blank_form(form_class, values)
+    plugin_html = render_plugin_form(form, cls.get_dataset_template)
+    errors = {**form.errors, **common.errors} if request.method == "POST" else {}
+    return render_template("dataset_new.html", plugin_id=plugin_id, title=cls.get_title(), common=common,
+                           plugin_html=plugin_html, errors=errors), status
+
+
+def dataset_details(job: Job) -> dict:
+    """Everything the dataset page shows, JSON-friendly."""
+    info = read_json(job.path / "dataset" / "dataset.json") or read_json(job.path / "dataset.json")
+    report = None
+    for name in ERROR_REPORTS:
+        path = job.path / name
+        if path.is_file():
+            text = path.read_text(encoding="utf-8", errors="replace")
+            report = {"file": name, "text": text[:20000], "truncated": len(text) > 20000,
+                      "lines": text.count("\n")}
+            break
+    return {"job": job_summary(job), "status_history": job.data.get("status_history", []),
+            "plugin_id": job.data.get("plugin_id"), "form_data": job.data.get("form_data", {}),
+            "workers": job.data.get("workers"), "progress": read_progress(job), "info": info,
+            "errors_report": report, "error": job.error}
+
+
+@bp.get("/<job_id>")
+def show(job_id: str):
+    """The dataset job page (refreshes its live parts through ``/datasets/ID.json``)."""
+    if job_id.endswith(".json"):
+        return show_json(job_id[:-5])
+    job = _ext()["store"].get(job_id, kind="dataset")
+    details = dataset_details(job)
+    return render_template("dataset_show.html", job=job, d=details,
+                           active=job.status in (JobStatus.WAITING, JobStatus.RUNNING, JobStatus.INITIALIZED))
+
+
+def show_json(job_id: str):
+    """The dataset job page as JSON."""
+    job = _ext()["store"].get(job_id, kind="dataset")
+    return jsonify(dataset_details(job))
+
+
+def _explore_page(job: Job, stage: str, page: int, per_page: int) -> dict:
+    from ..datasets import open_dataset
+    from ..inference.images import png_data_uri
+
+    ds = open_dataset(job.path)
+    stages = list(ds.stages)
+    if stage not in stages:
+        raise FormValidationError({"stage": [f"choose one of {', '.join(stages)}"]}, "explore")
+    count = ds.count(stage)
+    pages = max(1, -(-count // per_page))
+    page = min(max(page, 0), pages - 1)
+    start, stop = page * per_page, min(count, (page + 1) * per_page)
+    items = []
+    if stop > start:
+        features, labels = ds.read_batch(stage, start, stop)
+        class_labels = list(ds.class_labels or [])
+        palette = ds.color_palette
+        for offset, (feature, label) in enumerate(zip(features, labels)):
+            item = {"index": start + offset, "image": png_data_uri(feature, max_size=128)}
+            label_value = label.tolist() if hasattr(label, "tolist") else label
+            if ds.label_kind == "mask":
+                item["mask"] = png_data_uri(_colorize(label, palette), max_size=128)
+                item["label"] = "mask"
+            elif ds.label_kind == "class":
+                idx = int(label_value if not isinstance(label_value, list) else label_value[0])
+                item["label"] = class_labels[idx] if 0 <= idx < len(class_labels) else str(idx)
+            else:
+                item["label"] = ", ".join(f"{v:.3g}" for v in (label_value if isinstance(label_value, list) else [label_value]))
+            items.append(item)
+    return {"stage": stage, "stages": stages, "page": page, "pages": pages, "per_page": per_page,
+            "count": count, "items": items}
+
+
+def _colorize(mask, palette):
+    import numpy as np
+
+    mask = np.asarray(mask)
+    if mask.ndim == 3:
+        mask = mask[:, :, 0]
+    mask = mask.astype(np.int64)
+    if palette:
+        table = np.array(palette, dtype=np.uint8).reshape(-1, 3)
+    else:
+        table = np.array([[0, 0, 0], [255, 64, 64], [64, 200, 64], [64, 96, 255], [255, 200, 0]], dtype=np.uint8)
+    return table[np.clip(mask, 0, len(table) - 1)]
+
+
+@bp.get("/<job_id>/explore")
+def explore(job_id: str):
+    """A paged gallery of a stage's samples with their labels (``?stage=&page=&per_page=``; ``format=json``)."""
+    job = _ext()["store"].get(job_id, kind="dataset")
+    if job.status is not JobStatus.DONE:
+        raise DigitsError(f"Dataset {job.id} is {job.status.value}; it can be explored once Done.")
+    stage = request.args.get("stage", "train")
+    page = request.args.get("page", 0, type=int)
+    per_page = min(max(request.args.get("per_page", 24, type=int), 1), 200)
+    data = _explore_page(job, stage, page, per_page)
+    if request.args.get("format") == "json":
+        return jsonify(data)
+    return render_template("dataset_explore.html", job=job, e=data)
+
+
+@bp.post("/<job_id>/delete")
+def delete(job_id: str):
+    """Delete a dataset job (aborting it first if it runs)."""
+    delete_job(job_id, "dataset")
+    flash("Dataset deleted.", "ok")
+    return redirect(url_for("home.index"))
+
+
+@bp.post("/<job_id>/abort")
+def abort_job(job_id: str):
+    """Abort a waiting or running dataset job."""
+    job = _ext()["store"].get(job_id, kind="dataset")
+    _ext()["scheduler"].abort(job.id)
+    return redirect(url_for("datasets.show", job_id=job.id))
+
+
+def delete_job(job_id: str, kind: str) -> None:
+    """Abort (if active) and delete a job of ``kind``."""
+    import time
+
+    store, scheduler = _ext()["store"], _ext()["scheduler"]
+    job = store.get(job_id, kind=kind)
+    if scheduler.is_active(job.id):
+        scheduler.abort(job.id)
+        deadline = time.monotonic() + 30
+        while scheduler.is_active(job.id) and time.monotonic() < deadline:
+            time.sleep(0.1)
+    store.delete(job.id)

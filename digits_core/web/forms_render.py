@@ -1,0 +1,80 @@
+"""Render plugin forms and templates inside our pages.
+
+Plugin templates (``get_dataset_template``, ``get_inference_template``,
+``get_config_template``, view templates) are Jinja2 sources rendered with
+autoescaping on, with the web UI's template folder on the loader path, so
+they can ``{% from "helper.html" import render_field %}``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from flask import current_app
+from markupsafe import Markup
+from werkzeug.datastructures import CombinedMultiDict, MultiDict
+
+from ..forms import bind_form, user_fields, validate_form
+
+
+def plugin_env():
+    """The Jinja2 environment for plugin templates (autoescape always on)."""
+    env = current_app.extensions["digits"].get("plugin_env")
+    if env is None:
+        env = current_app.jinja_env.overlay(autoescape=True)
+        current_app.extensions["digits"]["plugin_env"] = env
+    return env
+
+
+def render_source(source: str | None, context: dict | None, **extra: Any) -> Markup:
+    """Render a plugin's Jinja2 source with ``context`` (plus ``extra``); empty for ``None``."""
+    if not source:
+        return Markup("")
+    from flask_wtf.csrf import generate_csrf
+
+    ctx = {"csrf_token": generate_csrf, **(context or {}), **extra}
+    return Markup(plugin_env().from_string(source).render(**ctx))
+
+
+def render_plugin_form(form, template_func) -> Markup:
+    """Render ``template_func(form)`` (a plugin's ``get_*_template``) or, without one, every field."""
+    source, context = (None, None)
+    if template_func is not None:
+        source, context = template_func(form)
+    if not source:
+        source, context = '{% from "helper.html" import render_form %}{{ render_form(form) }}', {}
+    return render_source(source, context, form=form)
+
+
+def form_from_request(form_class, request, prefix: str | None = None):
+    """Bind a plugin form to a browser POST (fields and uploaded files)."""
+    formdata = CombinedMultiDict([request.files, request.form]) if request.files else request.form
+    return bind_form(form_class, formdata=formdata, meta={"csrf": False})
+
+
+def blank_form(form_class, values: dict | None = None):
+    """A form showing defaults, or pre-filled from saved values (clone)."""
+    if values:
+        known = {f.name for f in user_fields(form_class(meta={"csrf": False}))}
+        return bind_form(form_class, {k: v for k, v in values.items() if k in known}, meta={"csrf": False})
+    return form_class(meta={"csrf": False})
+
+
+def jsonable(data: dict) -> dict:
+    """Form data made JSON-serializable (file uploads become their file name)."""
+    def convert(value):
+        if hasattr(value, "filename") and hasattr(value, "stream"):
+            return value.filename
+        return value
+    return json.loads(json.dumps({k: convert(v) for k, v in data.items()}, default=str))
+
+
+def validated(form, form_name: str) -> dict:
+    """Validate a bound form; raises FormValidationError (the form keeps per-field errors)."""
+    return validate_form(form, form_name)
+
+
+def errors_multidict(errors: dict) -> MultiDict:
+    """``{field: [messages]}`` as a MultiDict (for templates)."""
+    return MultiDict([(k, m) for k, msgs in errors.items() for m in msgs])

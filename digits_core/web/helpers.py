@@ -1,0 +1,157 @@
+"""Small formatting and data helpers shared by the web pages."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from datetime import datetime
+from pathlib import Path
+
+from ..jobs import Job, JobStatus
+
+STATUS_CLASSES = {
+    "Initialized": "muted", "Waiting": "muted", "Running": "info",
+    "Done": "ok", "Error": "bad", "Aborted": "warn",
+}
+
+
+def status_class(status) -> str:
+    """CSS class for a status badge."""
+    return STATUS_CLASSES.get(getattr(status, "value", status), "muted")
+
+
+def format_time(ts) -> str:
+    """``2026-12-02 12:30`` from a UNIX time."""
+    if not ts:
+        return ""
+    return datetime.fromtimestamp(float(ts)).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def format_size(num) -> str:
+    """Human-readable byte count."""
+    if num is None:
+        return ""
+    num = float(num)
+    for unit in ("B", "KB", "MB", "GB"):
+        if num < 1024 or unit == "GB":
+            return f"{num:.0f} {unit}" if unit == "B" else f"{num:.1f} {unit}"
+        num /= 1024
+    return f"{num:.1f} TB"
+
+
+def format_duration(seconds) -> str:
+    """``1h 02m 03s`` style duration."""
+    if seconds is None:
+        return ""
+    seconds = int(seconds)
+    h, rem = divmod(seconds, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}h {m:02d}m {s:02d}s" if h else (f"{m}m {s:02d}s" if m else f"{s}s")
+
+
+def folder_size(path: Path) -> int:
+    """Total size of the files under ``path`` (LMDB files count their real size)."""
+    total = 0
+    for dirpath, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                st = os.stat(os.path.join(dirpath, name))
+                total += min(st.st_size, st.st_blocks * 512) if hasattr(st, "st_blocks") else st.st_size
+            except OSError:
+                pass
+    return total
+
+
+def read_json(path: Path, default=None):
+    """Parse a JSON file, or return ``default`` if it is missing or half-written."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return default
+
+
+def read_progress(job: Job) -> dict | None:
+    """The job's ``progress.json`` (datasets) or ``None``."""
+    return read_json(job.path / "progress.json")
+
+
+def overall_progress(job: Job) -> float | None:
+    """A 0..1 progress figure for the jobs tables, or ``None`` when unknown."""
+    if job.status is JobStatus.DONE:
+        return 1.0
+    progress = read_progress(job)
+    if isinstance(progress, dict):
+        for key in ("fraction", "progress", "overall"):
+            value = progress.get(key)
+            if isinstance(value, (int, float)):
+                return float(value) if value <= 1 else float(value) / 100.0
+        done = total = 0
+        stages = progress.get("stages")
+        if isinstance(stages, dict):
+            for stage in stages.values():
+                if isinstance(stage, dict):
+                    done += stage.get("done", stage.get("processed", 0)) or 0
+                    total += stage.get("total", 0) or 0
+            if total:
+                return done / total
+        epoch, epochs = progress.get("epoch"), progress.get("epochs")
+        if isinstance(epoch, (int, float)) and epochs:
+            return min(1.0, float(epoch) / float(epochs))
+    if job.kind == "model":
+        model = read_json(job.path / "model.json", {}) or {}
+        epochs = (model.get("options") or {}).get("epochs") or job.data.get("train_options", {}).get("epochs")
+        last = last_metric_epoch(job)
+        if epochs and last is not None:
+            return min(1.0, last / float(epochs))
+    return None
+
+
+def last_metric_epoch(job: Job) -> float | None:
+    """The highest epoch in ``metrics.jsonl`` (read from the end)."""
+    path = job.path / "metrics.jsonl"
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - 4096))
+            lines = handle.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        try:
+            return float(json.loads(line)["epoch"])
+        except (ValueError, KeyError, TypeError):
+            continue
+    return None
+
+
+def job_summary(job: Job, with_size: bool = True) -> dict:
+    """One row of the home page tables."""
+    status = job.status
+    history = job.data.get("status_history", [])
+    started = next((t for s, t in history if s == "Running"), None)
+    ended = history[-1][1] if status.is_finished else None
+    row = {
+        "id": job.id, "kind": job.kind, "name": job.name, "status": status.value,
+        "created": job.data.get("created"), "progress": overall_progress(job),
+        "plugin_id": job.data.get("plugin_id"), "error": job.error,
+        "runtime": (ended or time.time()) - started if started else None,
+    }
+    if with_size:
+        row["size"] = folder_size(job.path)
+    return row
+
+
+def new_dataset_menu() -> list[tuple[str, list[tuple[str, str]]]]:
+    """``[(category, [(plugin_id, title), ...]), ...]`` of the loaded data plugins."""
+    from ..plugin_registry import registry
+
+    groups: dict[str, list[tuple[str, str]]] = {}
+    for plugin_id, cls in sorted(registry.data_ingestions().items()):
+        try:
+            category, title = cls.get_category() or "Other", cls.get_title()
+        except Exception:  # noqa: BLE001 - a plugin bug must not break the menu
+            continue
+        groups.setdefault(category, []).append((plugin_id, title))
+    return sorted(groups.items())

@@ -1,0 +1,130 @@
+"""Inference on the model page: inputs, the view picker and the results page.
+
+Inputs: uploaded images (saved under the model job's ``inference/`` folder,
+size-limited by the app's upload limit), a path on the server (an image, a
+folder or a list file; checked to exist and be readable), or the data
+plugin's own inference form. The model runs in a worker process
+(:mod:`digits_core.web.worker_calls`); the results are the view's header,
+per-sample and summary templates rendered by
+:func:`digits_core.inference.report.render_fragments`.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+from pathlib import Path
+
+from flask import Blueprint, current_app, render_template, request
+from markupsafe import Markup
+from werkzeug.utils import secure_filename
+
+from ..errors import DigitsError, FormValidationError
+from ..forms import validate_form
+from .forms_render import blank_form, form_from_request, jsonable, render_plugin_form
+
+bp = Blueprint("inference", __name__, url_prefix="/models")
+
+#: Uploaded inference inputs older than this many runs are removed.
+KEEP_UPLOAD_RUNS = 5
+
+
+def _ext():
+    return current_app.extensions["digits"]
+
+
+def _view_class(view_id: str):
+    from ..plugin_registry import registry
+
+    return registry.get_view(view_id)
+
+
+@bp.get("/<job_id>/view-config")
+def view_config(job_id: str):
+    """The chosen view's config form, as an HTML fragment (``?view_id=``)."""
+    _ext()["store"].get(job_id, kind="model")
+    cls = _view_class(request.args.get("view_id", ""))
+    form_class = cls.get_config_form()
+    if form_class is None:
+        return Markup('<p class="muted small">This view has no options.</p>')
+    return render_plugin_form(blank_form(form_class), cls.get_config_template)
+
+
+def _save_uploads(job, files) -> Path:
+    root = job.path / "inference"
+    root.mkdir(exist_ok=True)
+    runs = sorted(p for p in root.iterdir() if p.is_dir())
+    for old in runs[:-KEEP_UPLOAD_RUNS]:
+        shutil.rmtree(old, ignore_errors=True)
+    folder = root / f"upload-{secrets.token_hex(4)}"
+    folder.mkdir()
+    count = 0
+    for storage in files:
+        if not storage or not storage.filename:
+            continue
+        name = secure_filename(storage.filename) or f"image-{count}"
+        storage.save(folder / f"{count:04d}-{name}")
+        count += 1
+    if not count:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise FormValidationError({"images": ["Choose at least one image to upload."]}, "inference")
+    return folder
+
+
+def _check_server_path(raw: str) -> str:
+    text = (raw or "").strip()
+    if not text:
+        raise FormValidationError({"server_path": ["Enter a path on the server."]}, "inference")
+    if "\x00" in text:
+        raise FormValidationError({"server_path": ["Invalid path."]}, "inference")
+    path = Path(text).expanduser()
+    if not path.is_absolute():
+        raise FormValidationError({"server_path": ["Give an absolute path."]}, "inference")
+    path = path.resolve()
+    if not path.exists():
+        raise FormValidationError({"server_path": [f"{path} does not exist on the server."]}, "inference")
+    if not os.access(path, os.R_OK):
+        raise FormValidationError({"server_path": [f"{path} is not readable."]}, "inference")
+    return str(path)
+
+
+@bp.post("/<job_id>/infer")
+def infer(job_id: str):
+    """Run the model on the given inputs and show the view's results page."""
+    from .worker_calls import run_worker
+
+    job = _ext()["store"].get(job_id, kind="model")
+    view_id = request.form.get("view_id", "")
+    view_cls = _view_class(view_id)
+    view_config = {}
+    form_class = view_cls.get_config_form()
+    if form_class is not None:
+        view_config = jsonable(validate_form(form_from_request(form_class, request), f'config of view "{view_id}"'))
+    mode = request.form.get("input_mode", "upload")
+    request_body = {"model": str(job.path), "jobs_dir": str(_ext()["jobs_dir"]), "view": view_id,
+                    "view_config": view_config, "epoch": request.form.get("snapshot") or None}
+    if mode == "plugin":
+        from ..plugin_registry import registry
+
+        ds_job = _ext()["store"].get(job.data.get("dataset_id"), kind="dataset")
+        cls = registry.get_data_ingestion(ds_job.data["plugin_id"])
+        inf_class = cls.get_inference_form()
+        if inf_class is None:
+            raise FormValidationError({"input_mode": ["This data plugin has no inference form."]}, "inference")
+        request_body["inference_form"] = jsonable(validate_form(form_from_request(inf_class, request),
+                                                                f'inference form of plugin "{cls.get_id()}"'))
+    elif mode == "path":
+        request_body["inputs"] = [_check_server_path(request.form.get("server_path", ""))]
+    else:
+        request_body["inputs"] = [str(_save_uploads(job, request.files.getlist("images")))]
+    result = run_worker("infer", request_body, timeout=600)
+    frags = result.get("fragments") or {}
+    view_static = view_cls.get_static_folder()
+    stylesheets = [f for f in getattr(view_cls, "stylesheets", ()) or ()] if view_static else []
+    scripts = [f for f in getattr(view_cls, "scripts", ()) or ()] if view_static else []
+    return render_template(
+        "inference_results.html", job=job, view_id=view_id, view_title=view_cls.get_title(),
+        header=Markup(frags.get("header") or ""), samples=[Markup(s) for s in frags.get("samples", [])],
+        summary=Markup(frags.get("summary") or ""), stylesheets=stylesheets, scripts=scripts,
+        info=result.get("info") or {})

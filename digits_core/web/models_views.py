@@ -1,0 +1,310 @@
+"""Model pages: new model, job page with live charts, abort/resume/clone/delete, snapshots, export, inference."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from flask import (Blueprint, abort, current_app, flash, jsonify, redirect, render_template, request, send_file,
+                   url_for)
+
+from ..errors import DigitsError, FormValidationError, JobStateError
+from ..jobs import Job, JobStatus
+from .datasets_views import delete_job
+from .helpers import job_summary, read_json
+from .model_form import CUSTOM, CUSTOM_NETWORK_EXAMPLE, ModelForm, set_choices, training_options
+
+bp = Blueprint("models", __name__, url_prefix="/models")
+
+#: File a custom network's code is saved to in its model job folder.
+CUSTOM_NETWORK_FILE = "network.py"
+
+
+def _ext():
+    return current_app.extensions["digits"]
+
+
+def check_options(options: dict) -> None:
+    """Validate training options with the engine's own rules (no TensorFlow).
+
+    Raises:
+        FormValidationError: Naming the bad fields.
+    """
+    from ..engine.options import TrainingOptions
+
+    TrainingOptions.from_kwargs(**{k: v for k, v in options.items() if k not in ("dataset", "network")})
+
+
+def create_model_job(name: str, dataset: str, network: str, options: dict, custom_code: str | None = None) -> Job:
+    """Validate, save and queue a training job (shared by the page and the API).
+
+    Args:
+        name: The model's name.
+        dataset: A Done dataset job id.
+        network: A network name, or ``None``/"" with ``custom_code``.
+        options: Engine training options (see ``TrainingOptions``).
+        custom_code: Python source defining ``build_model``; saved as
+            ``network.py`` in the job folder and run only by the job's worker.
+
+    Raises:
+        FormValidationError: A bad option, name, dataset or network.
+    """
+    store = _ext()["store"]
+    errors = {}
+    if not (name or "").strip():
+        errors["model_name"] = ["Give the model a name."]
+    try:
+        ds = store.get(dataset, kind="dataset")
+        if ds.status is not JobStatus.DONE:
+            errors["dataset"] = [f"Dataset {ds.id} is {ds.status.value}; choose a dataset that is Done."]
+    except DigitsError as exc:
+        errors["dataset"] = [str(exc)]
+        ds = None
+    if custom_code is None and network:
+        from ..engine.networks import list_networks
+
+        names = {spec.name.lower() for spec in list_networks()}
+        if network.lower() not in names:
+            errors["network"] = [f'Unknown network "{network}"; choose one of {", ".join(sorted(names))}.']
+    elif custom_code is not None and "def build_model" not in custom_code:
+        errors["custom_network"] = ["Custom code must define build_model(input_shape, num_outputs, **params)."]
+    pretrained = options.get("pretrained")
+    if pretrained:
+        try:
+            options["pretrained"] = store.get(pretrained, kind="model").id
+        except DigitsError as exc:
+            errors["pretrained"] = [str(exc)]
+    try:
+        check_options(options)
+    except FormValidationError as exc:
+        errors.update(exc.errors)
+    if errors:
+        raise FormValidationError(errors, "new model")
+    job = Job.create("model", name.strip(), jobs_dir=_ext()["jobs_dir"], dataset_id=ds.id,
+                     network=network if custom_code is None else CUSTOM_NETWORK_FILE)
+    if custom_code is not None:
+        (job.path / CUSTOM_NETWORK_FILE).write_text(custom_code, encoding="utf-8")
+        network = str(job.path / CUSTOM_NETWORK_FILE)
+    job.data["train_options"] = {"dataset": ds.id, "network": network, **options}
+    if custom_code is not None:
+        job.data["custom_network"] = True
+    job.save()
+    _ext()["scheduler"].submit(job)
+    return job
+
+
+@bp.route("/new", methods=["GET", "POST"])
+def new():
+    """The New Model page; POST validates, saves and queues the training job."""
+    store = _ext()["store"]
+    status = 200
+    if request.method == "POST":
+        form = ModelForm(request.form)
+        set_choices(form, store)
+        if form.validate():
+            options = training_options(form)
+            custom = form.custom_network.data if form.network.data == CUSTOM else None
+            try:
+                job = create_model_job(form.model_name.data, form.dataset.data,
+                                       None if custom is not None else form.network.data, options, custom)
+                return redirect(url_for("models.show", job_id=job.id))
+            except FormValidationError as exc:
+                for name, messages in exc.errors.items():
+                    field = form._fields.get(name)
+                    if field is not None:
+                        field.errors = list(field.errors) + messages
+                    else:
+                        form.form_errors.append(f"{name}: {'; '.join(messages)}")
+        status = 400
+    else:
+        form = ModelForm()
+        set_choices(form, store)
+        clone = request.args.get("clone")
+        if clone:
+            _fill_from_job(form, store.get(clone, kind="model"))
+        if request.args.get("dataset"):
+            form.dataset.data = request.args["dataset"]
+        if not form.custom_network.data:
+            form.custom_network.data = CUSTOM_NETWORK_EXAMPLE
+    errors = {k: v for k, v in form.errors.items()} if request.method == "POST" else {}
+    return render_template("model_new.html", form=form, errors=errors, custom=CUSTOM), status
+
+
+def _fill_from_job(form: ModelForm, job: Job) -> None:
+    options = dict(job.data.get("train_options") or {})
+    form.model_name.data = f"{job.name} (clone)"
+    form.dataset.data = options.pop("dataset", job.data.get("dataset_id"))
+    network = options.pop("network", job.data.get("network"))
+    if job.data.get("custom_network"):
+        form.network.data = CUSTOM
+        try:
+            form.custom_network.data = (job.path / CUSTOM_NETWORK_FILE).read_text(encoding="utf-8")
+        except OSError:
+            pass
+    else:
+        form.network.data = network
+    form.network_params.data = json.dumps(options.pop("network_params", {}) or {})
+    for name, value in options.items():
+        field = form._fields.get(name)
+        if field is not None and value is not None:
+            field.data = value
+
+
+# -- job page -----------------------------------------------------------------------
+
+
+def snapshots(job: Job) -> list[dict]:
+    """The snapshots on disk: ``[{"epoch", "file", "size"}]``, oldest first."""
+    folder = job.path / "snapshots"
+    items = []
+    if folder.is_dir():
+        for path in sorted(folder.glob("*.keras")):
+            stem = path.stem
+            try:
+                epoch = float(stem.split("-", 1)[1]) if "-" in stem else None
+            except ValueError:
+                epoch = None
+            items.append({"epoch": epoch, "file": path.name, "size": path.stat().st_size})
+    return items
+
+
+def model_details(job: Job) -> dict:
+    """Everything the model page shows, JSON-friendly."""
+    info = read_json(job.path / "model.json")
+    return {"job": job_summary(job), "status_history": job.data.get("status_history", []),
+            "dataset_id": job.data.get("dataset_id") or (job.data.get("train_options") or {}).get("dataset"),
+            "train_options": job.data.get("train_options", {}), "model": info, "snapshots": snapshots(job),
+            "error": job.error, "exported": _export_file(job) is not None}
+
+
+@bp.get("/<job_id>")
+def show(job_id: str):
+    """The model job page: status, live charts, snapshots, inference."""
+    if job_id.endswith(".json"):
+        job = _ext()["store"].get(job_id[:-5], kind="model")
+        return jsonify(model_details(job))
+    job = _ext()["store"].get(job_id, kind="model")
+    details = model_details(job)
+    views = _views()
+    return render_template("model_show.html", job=job, d=details, views=views,
+                           active=job.status in (JobStatus.WAITING, JobStatus.RUNNING, JobStatus.INITIALIZED),
+                           inference=inference_context(job))
+
+
+def _views():
+    from ..plugin_registry import registry
+
+    return sorted((vid, cls.get_title()) for vid, cls in registry.views().items())
+
+
+def inference_context(job: Job) -> dict:
+    """The data plugin's inference form (if any) and the default view for this model."""
+    from .forms_render import blank_form, render_plugin_form
+
+    ctx = {"plugin_form": None, "default_view": None, "task": None}
+    model = read_json(job.path / "model.json") or {}
+    ctx["task"] = model.get("task")
+    ctx["default_view"] = "image-segmentation" if model.get("task") == "segmentation" else "image-classification"
+    dataset_id = job.data.get("dataset_id")
+    ds_job = None
+    try:
+        ds_job = _ext()["store"].get(dataset_id, kind="dataset") if dataset_id else None
+    except DigitsError:
+        pass
+    if ds_job is not None:
+        from ..plugin_registry import registry
+
+        try:
+            cls = registry.get_data_ingestion(ds_job.data.get("plugin_id"))
+            form_class = cls.get_inference_form()
+            if form_class is not None:
+                ctx["plugin_form"] = render_plugin_form(blank_form(form_class), cls.get_inference_template)
+                ctx["plugin_id"] = cls.get_id()
+        except DigitsError:
+            pass
+    return ctx
+
+
+@bp.get("/<job_id>/metrics.json")
+def metrics(job_id: str):
+    """New points of ``metrics.jsonl`` since byte ``offset`` (``?offset=``), plus the job status.
+
+    Returns:
+        ``{"offset": next offset, "points": [{"epoch","step","name","value"}...], "status", "done"}``.
+    """
+    job = _ext()["store"].get(job_id, kind="model")
+    offset = max(0, request.args.get("offset", 0, type=int))
+    points = []
+    path = job.path / "metrics.jsonl"
+    new_offset = offset
+    if path.is_file():
+        with open(path, "rb") as handle:
+            handle.seek(offset)
+            chunk = handle.read(4 * 1024 * 1024)
+        end = chunk.rfind(b"\n")
+        if end >= 0:
+            for line in chunk[: end + 1].splitlines():
+                try:
+                    points.append(json.loads(line))
+                except ValueError:
+                    continue
+            new_offset = offset + end + 1
+    return jsonify({"offset": new_offset, "points": points, "status": job.status.value,
+                    "done": job.status.is_finished, "error": job.error, "snapshots": snapshots(job)})
+
+
+@bp.post("/<job_id>/abort")
+def abort_job(job_id: str):
+    """Abort a waiting or running training job (it stops after the current step)."""
+    job = _ext()["store"].get(job_id, kind="model")
+    _ext()["scheduler"].abort(job.id)
+    flash("Abort requested.", "warn")
+    return redirect(url_for("models.show", job_id=job.id))
+
+
+@bp.post("/<job_id>/resume")
+def resume(job_id: str):
+    """Resume an Aborted/Error training job from its last snapshot."""
+    job = _ext()["store"].get(job_id, kind="model")
+    if not snapshots(job):
+        raise JobStateError(f"Model {job.id} has no snapshot to resume from; clone it to train again.")
+    _ext()["scheduler"].resume(job)
+    return redirect(url_for("models.show", job_id=job.id))
+
+
+@bp.post("/<job_id>/delete")
+def delete(job_id: str):
+    """Delete a model job (aborting it first if it runs)."""
+    delete_job(job_id, "model")
+    flash("Model deleted.", "ok")
+    return redirect(url_for("home.index"))
+
+
+def _export_file(job: Job) -> Path | None:
+    for pattern in ("export/*.tar.gz", "*.tar.gz"):
+        found = sorted(job.path.glob(pattern))
+        if found:
+            return found[-1]
+    return None
+
+
+@bp.route("/<job_id>/download", methods=["GET", "POST"])
+def download(job_id: str):
+    """Download the exported model (``.tar.gz``: SavedModel, labels, mean, info).
+
+    The export is made on first request, in a separate worker process
+    (TensorFlow never loads in the web server).
+    """
+    job = _ext()["store"].get(job_id, kind="model")
+    existing = _export_file(job)
+    if existing is None:
+        if not snapshots(job):
+            raise JobStateError(f"Model {job.id} has no snapshot yet; download once an epoch has finished.")
+        from .worker_calls import run_worker
+
+        run_worker("export", {"job": str(job.path)}, timeout=600)
+        existing = _export_file(job)
+        if existing is None:
+            raise JobStateError(f"Export of model {job.id} produced no file.")
+    return send_file(existing, as_attachment=True, download_name=f"{job.name or job.id}-{job.id}.tar.gz".replace("/", "_"))

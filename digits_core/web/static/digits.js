@@ -1,0 +1,210 @@
+/* DIGITS Core web UI behaviour: sortable tables, live job pages, charts, form helpers. No dependencies
+   besides the vendored Chart.js on pages that draw charts. */
+(function () {
+  "use strict";
+  var DIGITS = {};
+
+  function getJSON(url) {
+    return fetch(url, { headers: { Accept: "application/json" }, credentials: "same-origin" }).then(function (r) {
+      return r.json().then(function (body) { if (!r.ok) { throw body; } return body; });
+    });
+  }
+  DIGITS.getJSON = getJSON;
+
+  /* Sortable tables: click a header with data-sort="text|num"; cells may carry data-value. */
+  function initSortable(table) {
+    var heads = table.querySelectorAll("th[data-sort]");
+    heads.forEach(function (th, index) {
+      th.addEventListener("click", function () {
+        var tbody = table.tBodies[0];
+        var rows = Array.prototype.slice.call(tbody.rows).filter(function (r) { return r.cells.length > 1; });
+        var asc = !th.classList.contains("asc");
+        heads.forEach(function (h) { h.classList.remove("asc", "desc"); });
+        th.classList.add(asc ? "asc" : "desc");
+        var numeric = th.dataset.sort === "num";
+        rows.sort(function (a, b) {
+          var x = a.cells[index].dataset.value || a.cells[index].textContent.trim();
+          var y = b.cells[index].dataset.value || b.cells[index].textContent.trim();
+          if (numeric) { x = parseFloat(x) || 0; y = parseFloat(y) || 0; return asc ? x - y : y - x; }
+          return asc ? x.localeCompare(y) : y.localeCompare(x);
+        });
+        rows.forEach(function (r) { tbody.appendChild(r); });
+      });
+    });
+  }
+
+  /* Place server-side errors next to inputs of plugin templates that do not print them. */
+  DIGITS.placeFieldErrors = function (form) {
+    if (!form || !form.dataset.errors) { return; }
+    var errors = {};
+    try { errors = JSON.parse(form.dataset.errors); } catch (e) { return; }
+    Object.keys(errors).forEach(function (name) {
+      var input = form.querySelector('[name="' + CSS.escape(name) + '"]');
+      if (!input) { return; }
+      input.classList.add("is-invalid");
+      if (form.querySelector('.field-error[data-for="' + CSS.escape(name) + '"]')) { return; }
+      var anchor = input.closest(".field") || input;
+      (errors[name] || []).forEach(function (message) {
+        var div = document.createElement("div");
+        div.className = "field-error"; div.dataset.for = name; div.textContent = message;
+        if (anchor === input) { input.insertAdjacentElement("afterend", div); } else { anchor.appendChild(div); }
+      });
+    });
+  };
+
+  DIGITS.reloadEvery = function (ms) { setTimeout(function () { window.location.reload(); }, ms); };
+
+  /* Dataset page: poll the job's JSON, update progress bars, reload when the job ends. */
+  DIGITS.watchJob = function (box) {
+    if (!box || box.dataset.active !== "true") { return; }
+    var url = box.dataset.url;
+    function tick() {
+      getJSON(url).then(function (d) {
+        var status = document.getElementById("job-status");
+        if (status && d.job) { status.textContent = d.job.status; }
+        var p = d.progress || {};
+        var stages = p.stages || {};
+        var needReload = false;
+        Object.keys(stages).forEach(function (stage) {
+          var row = box.querySelector('tr[data-stage="' + stage + '"]');
+          if (!row) { needReload = true; return; }
+          var s = stages[stage];
+          var bar = row.querySelector(".bar");
+          if (bar) { bar.style.width = (s.total ? 100 * s.done / s.total : 100) + "%"; }
+          var done = row.querySelector(".done");
+          if (done) { done.textContent = s.done; }
+        });
+        var rate = document.getElementById("progress-rate");
+        if (rate && p.rate) { rate.textContent = p.rate + " entries/s" + (p.eta_s ? " · ETA " + Math.round(p.eta_s) + " s" : ""); }
+        if (d.job && ["Done", "Error", "Aborted"].indexOf(d.job.status) >= 0) { needReload = true; }
+        if (needReload) { window.location.reload(); } else { setTimeout(tick, 1000); }
+      }).catch(function () { setTimeout(tick, 3000); });
+    }
+    setTimeout(tick, 800);
+  };
+
+  var COLORS = ["#1565c0", "#76b900", "#c62828", "#8e24aa", "#ef6c00", "#00838f", "#6d4c41", "#546e7a"];
+
+  function makeChart(canvas, yTitle, logScale) {
+    return new Chart(canvas, {
+      type: "line",
+      data: { datasets: [] },
+      options: {
+        animation: false, maintainAspectRatio: false, parsing: false, normalized: true,
+        interaction: { mode: "nearest", intersect: false },
+        scales: {
+          x: { type: "linear", title: { display: true, text: "epoch" } },
+          y: { type: logScale ? "logarithmic" : "linear", title: { display: true, text: yTitle } },
+          y2: { type: "linear", position: "right", display: false, min: 0, max: 1, grid: { drawOnChartArea: false },
+                title: { display: true, text: "accuracy / Dice" } }
+        },
+        plugins: { legend: { position: "bottom" } },
+        elements: { point: { radius: 0 }, line: { borderWidth: 2 } }
+      }
+    });
+  }
+
+  function isRatio(name) { return /acc|dice|iou|precision|recall|f1/i.test(name); }
+
+  /* Model page: poll metrics.json from a byte offset and append points to the charts. */
+  DIGITS.trainingCharts = function (box) {
+    if (!box || typeof Chart === "undefined") { return; }
+    var main = makeChart(document.getElementById("chart-main"), "loss / error", false);
+    var lr = makeChart(document.getElementById("chart-lr"), "learning rate", false);
+    lr.options.plugins.legend.display = false;
+    var series = {};
+    var offset = 0;
+    var active = box.dataset.active === "true";
+    function seriesFor(name) {
+      if (series[name]) { return series[name]; }
+      var target = name === "lr" || name === "learning_rate" ? lr : main;
+      var ratio = target === main && isRatio(name);
+      var color = COLORS[Object.keys(series).length % COLORS.length];
+      var ds = { label: name, data: [], borderColor: color, backgroundColor: color, yAxisID: ratio ? "y2" : "y",
+                 borderDash: /^val/.test(name) ? [6, 3] : [] };
+      if (ratio) { main.options.scales.y2.display = true; }
+      target.data.datasets.push(ds);
+      series[name] = { ds: ds, chart: target };
+      return series[name];
+    }
+    function tick() {
+      getJSON(box.dataset.url + "?offset=" + offset).then(function (d) {
+        offset = d.offset;
+        (d.points || []).forEach(function (p) {
+          if (typeof p.value !== "number" || !isFinite(p.value)) { return; }
+          seriesFor(p.name).ds.data.push({ x: p.epoch, y: p.value });
+        });
+        box.dataset.points = Object.keys(series).reduce(function (n, k) { return n + series[k].ds.data.length; }, 0);
+        main.update(); lr.update();
+        var status = document.getElementById("job-status");
+        if (status) { status.textContent = d.status; }
+        var info = document.getElementById("chart-status");
+        if (info) { info.textContent = d.status === "Waiting" ? "Waiting for a free training slot…" : ""; }
+        if (d.done && active) { window.location.reload(); return; }
+        if (!d.done || (d.points && d.points.length)) { setTimeout(tick, d.done ? 200 : 1500); }
+      }).catch(function () { setTimeout(tick, 4000); });
+    }
+    tick();
+  };
+
+  /* New model page: the learning-rate schedule preview, redrawn when a field changes. */
+  DIGITS.lrPreview = function (form, canvas) {
+    if (!form || !canvas || typeof Chart === "undefined") { return; }
+    var chart = new Chart(canvas, {
+      type: "line",
+      data: { datasets: [{ label: "learning rate", data: [], borderColor: "#76b900", backgroundColor: "#76b900", pointRadius: 0 }] },
+      options: { animation: false, maintainAspectRatio: false, parsing: false,
+        scales: { x: { type: "linear", min: 0, max: 100, title: { display: true, text: "% of training" } },
+                  y: { type: "linear", beginAtZero: true, title: { display: true, text: "learning rate" } } },
+        plugins: { legend: { display: false } } }
+    });
+    var names = ["learning_rate", "lr_policy", "lr_step_size", "lr_gamma", "lr_power", "lr_step_values"];
+    var error = document.getElementById("lr-preview-error");
+    var pending = null;
+    function refresh() {
+      var params = new URLSearchParams();
+      names.forEach(function (n) { var el = form.elements[n]; if (el) { params.set(n, el.value); } });
+      getJSON(canvas.dataset.url + "?" + params.toString()).then(function (d) {
+        chart.data.datasets[0].data = d.points.map(function (p) { return { x: p.progress, y: p.lr }; });
+        chart.update();
+        canvas.dataset.points = d.points.length;
+        if (error) { error.textContent = ""; }
+      }).catch(function (body) {
+        if (error) { error.textContent = (body && body.error && body.error.message) || "preview unavailable"; }
+      });
+    }
+    names.forEach(function (n) {
+      var el = form.elements[n];
+      if (el) { ["input", "change"].forEach(function (ev) { el.addEventListener(ev, function () { clearTimeout(pending); pending = setTimeout(refresh, 250); }); }); }
+    });
+    refresh();
+  };
+
+  DIGITS.toggleCustomNetwork = function (form, customValue) {
+    if (!form) { return; }
+    var select = form.elements.network, box = document.getElementById("custom-network-box");
+    function update() { box.hidden = select.value !== customValue; }
+    select.addEventListener("change", update); update();
+  };
+
+  /* Model page: load the chosen view's config form. */
+  DIGITS.viewConfig = function (select, box) {
+    if (!select || !box) { return; }
+    function load() {
+      fetch(box.dataset.url + "?view_id=" + encodeURIComponent(select.value), { credentials: "same-origin" })
+        .then(function (r) { return r.text(); }).then(function (html) { box.innerHTML = html; });
+    }
+    select.addEventListener("change", load); load();
+  };
+
+  document.addEventListener("DOMContentLoaded", function () {
+    document.querySelectorAll("table.sortable").forEach(initSortable);
+    document.querySelectorAll("form[data-confirm]").forEach(function (f) {
+      f.addEventListener("submit", function (e) { if (!window.confirm(f.dataset.confirm)) { e.preventDefault(); } });
+    });
+    document.querySelectorAll("details.dropdown").forEach(function (d) {
+      document.addEventListener("click", function (e) { if (!d.contains(e.target)) { d.removeAttribute("open"); } });
+    });
+  });
+  window.DIGITS = DIGITS;
+})();

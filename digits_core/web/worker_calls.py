@@ -1,0 +1,90 @@
+"""Short jobs the web UI runs in a separate process: inference and export.
+
+Both load a trained Keras model (and so TensorFlow, and a custom network's
+code); the web server itself never does. ``run_worker(kind, request)``
+starts ``python -m digits_core.web.worker_calls KIND REQUEST.json RESULT.json``,
+waits for it and returns the result dict; a :class:`DigitsError` raised in
+the worker comes back as a :class:`DigitsError` with the same message.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import traceback
+from pathlib import Path
+
+from ..errors import DigitsError, InferenceError
+
+
+def run_worker(kind: str, request: dict, *, timeout: float = 300) -> dict:
+    """Run ``kind`` ("infer" or "export") in a worker process and return its result.
+
+    Raises:
+        DigitsError: The worker reported a user error, crashed or timed out.
+    """
+    with tempfile.TemporaryDirectory(prefix="digits-web-") as tmp:
+        req, res = Path(tmp) / "request.json", Path(tmp) / "result.json"
+        req.write_text(json.dumps(request), encoding="utf-8")
+        try:
+            proc = subprocess.run([sys.executable, "-m", "digits_core.web.worker_calls", kind, str(req), str(res)],
+                                  capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired as exc:
+            raise InferenceError(f"The {kind} worker did not finish within {timeout:.0f} s.") from exc
+        if res.is_file():
+            result = json.loads(res.read_text(encoding="utf-8"))
+            if "error" in result:
+                raise DigitsError(result["error"])
+            return result
+        tail = (proc.stderr or "").strip().splitlines()[-5:]
+        raise InferenceError(f"The {kind} worker failed (exit code {proc.returncode}): " + " | ".join(tail))
+
+
+def _do_infer(request: dict) -> dict:
+    from ..inference import infer
+    from ..inference.report import render_fragments
+
+    kwargs = dict(request["kwargs"])
+    result = infer(**kwargs)
+    fragments = render_fragments(result.view, result.processed) if hasattr(result, "processed") else None
+    out = {"fragments": None, "summary": getattr(result, "summary", None)}
+    if fragments is not None:
+        out["fragments"] = {"header": fragments["header"] and str(fragments["header"]),
+                            "samples": [str(s) for s in fragments["samples"]],
+                            "summary": fragments["summary"] and str(fragments["summary"])}
+    if hasattr(result, "to_dict"):
+        try:
+            out["json"] = json.loads(json.dumps(result.to_dict(), default=str))
+        except Exception:  # noqa: BLE001
+            pass
+    return out
+
+
+def _do_export(request: dict) -> dict:
+    from ..inference import export_model
+
+    path = export_model(request["job"])
+    return {"path": str(path)}
+
+
+def main(argv=None) -> int:
+    """Worker entry point: ``KIND REQUEST.json RESULT.json``."""
+    argv = sys.argv[1:] if argv is None else argv
+    kind, req_path, res_path = argv
+    request = json.loads(Path(req_path).read_text(encoding="utf-8"))
+    try:
+        result = {"infer": _do_infer, "export": _do_export}[kind](request)
+    except DigitsError as exc:
+        result = {"error": str(exc)}
+    except Exception as exc:  # noqa: BLE001
+        traceback.print_exc()
+        result = {"error": f"Internal error in the {kind} worker: {type(exc).__name__}: {exc}"}
+    Path(res_path).write_text(json.dumps(result, default=str), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
