@@ -1,0 +1,54 @@
+"""Classification figures for labelled inputs: top-k accuracy, confusion matrix, per-class accuracy."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+TOP_K = 5
+
+
+def classification_metrics(probabilities: np.ndarray, truth: Sequence[int], class_labels=None, k: int = TOP_K) -> dict:
+    """Return accuracy figures of labelled samples.
+
+    Args:
+        probabilities: ``[N, K]`` network outputs.
+        truth: ``N`` true class indices.
+        class_labels: Class names (index = class id).
+        k: The ``k`` of top-k accuracy (capped at the number of classes).
+
+    Returns:
+        ``{"count", "top1_accuracy", "top_k", "top_k_accuracy", "class_labels",
+        "confusion_matrix" (K×K, rows true, columns predicted), "per_class":
+        [{index, label, total, correct, accuracy}] for classes with samples}``.
+    """
+    probabilities = np.asarray(probabilities, dtype=np.float64)
+    truth = np.asarray(truth, dtype=np.int64)
+    num = probabilities.shape[1]
+    k = min(k, num)
+    order = np.argsort(-probabilities, axis=1, kind="stable")
+    predicted = order[:, 0]
+    top1 = float(np.mean(predicted == truth))
+    topk = float(np.mean([t in row[:k] for t, row in zip(truth, order)]))
+    size = max(num, int(truth.max()) + 1 if truth.size else 0)
+    matrix = np.zeros((size, size), dtype=np.int64)
+    np.add.at(matrix, (truth, predicted), 1)
+    labels = [str(class_labels[i]) if class_labels and i < len(class_labels) else str(i) for i in range(size)]
+    per_class = []
+    for c in range(size):
+        total = int(matrix[c].sum())
+        if total:
+            per_class.append({"index": c, "label": labels[c], "total": total, "correct": int(matrix[c, c]),
+                              "accuracy": float(matrix[c, c] / total)})
+    return {"count": int(truth.size), "top1_accuracy": top1, "top_k": k, "top_k_accuracy": topk,
+            "class_labels": labels, "confusion_matrix": matrix.tolist(), "per_class": per_class}
+
+
+def top_n(probabilities: np.ndarray, n: int, class_labels=None) -> list[dict]:
+    """Return the ``n`` most probable classes: ``[{index, label, probability}]``, best first."""
+    probabilities = np.asarray(probabilities, dtype=np.float64).reshape(-1)
+    order = np.argsort(-probabilities, kind="stable")[:n]
+    return [{"index": int(i),
+             "label": str(class_labels[i]) if class_labels and i < len(class_labels) else str(int(i)),
+             "probability": float(probabilities[i])} for i in order]

@@ -1,0 +1,353 @@
+"""Loading a trained model for inference, once, behind a compiled function.
+
+:func:`load_inference_model` returns an :class:`InferenceModel`: the Keras
+snapshot of one epoch, the preprocessing the engine trained it with
+(:class:`digits_core.engine.preprocessing.Preprocessing`: cast, mean
+subtraction, scale, centre crop), the dataset's metadata, and one
+``tf.function`` that runs *raw* features ``[N, H, W, C]`` (the dataset's
+dtype) through that preprocessing and the network. The function has a
+fixed input signature with a free batch dimension, so it is traced once.
+
+Loaded models are kept in a process-wide LRU cache (size
+``DIGITS_MODEL_CACHE_SIZE``, default 4) keyed by the model folder, the
+epoch and the snapshot file's modification time, so the API and the web
+server pay the load and the tracing once. :func:`clear_model_cache` empties
+it.
+
+TensorFlow is imported when a model is loaded, not when this module is.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import InferenceError, JobNotFoundError
+
+MODEL_FILE = "model.json"
+SNAPSHOT_DIR = "snapshots"
+SNAPSHOT_PATTERN = re.compile(r"^epoch-(\d+(?:\.\d+)?)\.keras$")
+CACHE_SIZE_ENV = "DIGITS_MODEL_CACHE_SIZE"
+#: Default view per model task.
+DEFAULT_VIEWS = {"classification": "image-classification", "segmentation": "image-segmentation"}
+
+
+@dataclass
+class DatasetMeta:
+    """What inference and views need to know about the model's dataset.
+
+    Built from the dataset job when it still exists, else from ``model.json``.
+
+    Attributes:
+        id: Dataset job id (or ``None``).
+        plugin_id: Id of the data plugin that built it (or ``None``).
+        userdata: The plugin's userdata (form values, ``class_labels``...).
+        class_labels: Class names, index = class id (or ``None``).
+        color_palette: ``[r, g, b]`` per class (or ``None``).
+        feature_shape: Stored feature shape ``(H, W, C)``.
+        feature_dtype: Stored feature dtype name.
+        info: The dataset's ``dataset.json`` (empty when unavailable).
+        available: Whether the dataset job could be opened.
+    """
+
+    id: str | None
+    plugin_id: str | None
+    userdata: dict
+    class_labels: list | None
+    color_palette: list | None
+    feature_shape: tuple
+    feature_dtype: str
+    info: dict = field(default_factory=dict)
+    available: bool = False
+    dataset: Any = field(default=None, repr=False)
+
+    @property
+    def resize_mode(self) -> str:
+        """The dataset's resize mode (``squash`` when it has none)."""
+        return str(self.userdata.get("resize_mode") or "squash")
+
+    def to_dict(self) -> dict:
+        """JSON-friendly summary."""
+        return {"id": self.id, "plugin_id": self.plugin_id, "class_labels": self.class_labels,
+                "feature_shape": list(self.feature_shape), "feature_dtype": self.feature_dtype}
+
+
+def find_model_job(model_id: str | os.PathLike, jobs_dir=None):
+    """Return the model :class:`~digits_core.Job` for an id, unique id prefix or job folder.
+
+    Raises:
+        JobNotFoundError: No such model job.
+    """
+    from ..jobs import JOB_FILE, Job, JobStore
+
+    text = str(model_id)
+    candidate = Path(text).expanduser()
+    if ("/" in text or os.sep in text) and (candidate / JOB_FILE).is_file():
+        job = Job.load(candidate)
+        if job.kind != "model":
+            raise JobNotFoundError(f"{candidate} is a {job.kind} job, not a model job.")
+        return job
+    try:
+        return JobStore(jobs_dir).get(text, kind="model")
+    except JobNotFoundError as exc:
+        raise JobNotFoundError(f"{exc} Run `digits model list` to see the models.") from exc
+
+
+def read_model_info(job) -> dict:
+    """Return the parsed ``model.json`` of a model job.
+
+    Raises:
+        InferenceError: It is missing or unreadable (the job never started training).
+    """
+    path = Path(job.path) / MODEL_FILE
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InferenceError(f'Model job "{job.id}" has no {MODEL_FILE}: it has not trained yet '
+                             f"(status {job.status.value}).") from None
+    except (OSError, json.JSONDecodeError) as exc:
+        raise InferenceError(f"Cannot read {path}: {exc}") from exc
+
+
+def _epoch_number(text: str) -> int | float:
+    value = float(text)
+    return int(value) if value.is_integer() else value
+
+
+def list_snapshots(job) -> dict[int | float, Path]:
+    """Return ``{epoch: snapshot file}`` of a model job's ``snapshots/`` folder (fractional epochs as floats)."""
+    folder = Path(job.path) / SNAPSHOT_DIR
+    found = {}
+    if folder.is_dir():
+        for child in folder.iterdir():
+            match = SNAPSHOT_PATTERN.match(child.name)
+            if match:
+                found[_epoch_number(match.group(1))] = child
+    return dict(sorted(found.items()))
+
+
+def resolve_epoch(job, epoch: int | float | None) -> tuple[int | float, Path]:
+    """Pick the snapshot: ``epoch`` when given, else the last one (as DIGITS did).
+
+    Raises:
+        InferenceError: No snapshot, or none for that epoch (the message lists those there are).
+    """
+    snapshots = list_snapshots(job)
+    if not snapshots:
+        raise InferenceError(f'Model job "{job.id}" has no snapshot yet (status {job.status.value}); '
+                             "wait for the first epoch to finish.")
+    if epoch is None:
+        epoch = max(snapshots)
+    try:
+        epoch = _epoch_number(str(epoch))
+        return epoch, snapshots[epoch]
+    except (KeyError, ValueError):
+        raise InferenceError(f'Model job "{job.id}" has no snapshot for epoch {epoch} '
+                             f"(snapshots: {', '.join(str(e) for e in snapshots)}).") from None
+
+
+def _dataset_id(info: dict) -> str | None:
+    value = info.get("dataset_id") or info.get("dataset")
+    if isinstance(value, dict):
+        value = value.get("id")
+    return value
+
+
+def dataset_meta(info: dict, preprocessing, jobs_dir=None) -> DatasetMeta:
+    """Describe the model's dataset, from its job when it exists, else from ``model.json``."""
+    dataset_id = _dataset_id(info)
+    if dataset_id:
+        from ..datasets import open_dataset
+        from ..errors import DatasetError
+
+        try:
+            ds = open_dataset(dataset_id, jobs_dir)
+        except DatasetError:
+            ds = None
+        if ds is not None:
+            return DatasetMeta(
+                id=ds.id, plugin_id=ds.plugin_id, userdata=dict(ds.userdata),
+                class_labels=ds.class_labels or info.get("class_labels"), color_palette=ds.color_palette,
+                feature_shape=tuple(ds.feature_shape()), feature_dtype=ds.feature_dtype(),
+                info=ds.info, available=True, dataset=ds,
+            )
+    return DatasetMeta(
+        id=dataset_id, plugin_id=info.get("dataset_plugin_id") or info.get("plugin_id"), userdata={},
+        class_labels=info.get("class_labels"), color_palette=info.get("color_palette"),
+        feature_shape=tuple(preprocessing.feature_shape),
+        feature_dtype=info.get("feature_dtype") or "uint8",
+    )
+
+
+def _load_keras_model(job, epoch: int, path: Path):
+    """Load a snapshot through the engine (custom layers included)."""
+    try:
+        from ..engine import load_snapshot
+    except ImportError:  # engine without load_snapshot: a snapshot is a full Keras model file
+        import keras
+
+        return keras.saving.load_model(path, compile=False)
+    return load_snapshot(job, epoch=epoch)
+
+
+def _load_preprocessing(job, info: dict):
+    from ..engine.preprocessing import Preprocessing
+
+    data = info.get("preprocessing")
+    if not data:
+        raise InferenceError(f'{Path(job.path) / MODEL_FILE} has no "preprocessing" entry; '
+                             "the model was trained by an older engine and cannot be used for inference.")
+    return Preprocessing.from_dict(data, job.path)
+
+
+class InferenceModel:
+    """One epoch of a trained model, ready to run on raw features.
+
+    Attributes:
+        job: The model :class:`~digits_core.Job`.
+        info: The parsed ``model.json``.
+        epoch: The snapshot's epoch.
+        snapshot: The snapshot file.
+        model: The Keras model.
+        preprocessing: The engine's :class:`Preprocessing` for this model.
+        dataset: The :class:`DatasetMeta`.
+        task: ``"classification"``, ``"segmentation"`` or ``"regression"``.
+        class_labels: Class names (model's, else dataset's), or ``None``.
+    """
+
+    def __init__(self, job, info: dict, epoch: int, snapshot: Path, model, preprocessing, dataset: DatasetMeta):
+        import tensorflow as tf
+
+        self.job = job
+        self.info = info
+        self.epoch = epoch
+        self.snapshot = snapshot
+        self.model = model
+        self.preprocessing = preprocessing
+        self.dataset = dataset
+        self.task = str(info.get("task") or ("segmentation" if dataset.info.get("label", {}).get("kind") == "mask"
+                                              else "classification"))
+        self.class_labels = info.get("class_labels") or dataset.class_labels
+        self.feature_shape = tuple(int(v) for v in preprocessing.feature_shape)
+        self.feature_dtype = np.dtype(dataset.feature_dtype)
+        spec = tf.TensorSpec([None, *self.feature_shape], tf.as_dtype(self.feature_dtype), name="images")
+        self._function = tf.function(self.serve, input_signature=[spec], reduce_retracing=True)
+
+    @property
+    def id(self) -> str:
+        """The model job id."""
+        return self.job.id
+
+    def serve(self, images):
+        """Raw features ``[N, H, W, C]`` → network output, as TensorFlow ops (preprocessing inside)."""
+        from ..engine.preprocessing import tf_center_crop
+
+        x = self.preprocessing.tf_normalize(images)
+        x = tf_center_crop(x, self.preprocessing.crop_size)
+        return self.model(x, training=False)
+
+    def predict(self, features: np.ndarray, batch_size: int = 64) -> np.ndarray:
+        """Run the compiled function on raw features, ``batch_size`` at a time.
+
+        Args:
+            features: ``[N, H, W, C]`` array (cast to the dataset's dtype if needed).
+            batch_size: Largest batch per call.
+
+        Returns:
+            The network outputs as one numpy array ``[N, ...]``.
+        """
+        features = np.asarray(features)
+        if features.ndim == 3:
+            features = features[None]
+        if features.shape[1:] != self.feature_shape:
+            raise InferenceError(f"Inputs of shape {features.shape[1:]} do not match the model's dataset "
+                                 f"images {self.feature_shape}.")
+        if features.dtype != self.feature_dtype:
+            features = features.astype(self.feature_dtype)
+        outputs = [np.asarray(self._function(features[start:start + batch_size]))
+                   for start in range(0, len(features), batch_size)]
+        if not outputs:
+            return np.zeros((0,), np.float32)
+        return outputs[0] if len(outputs) == 1 else np.concatenate(outputs)
+
+    def network_input(self, feature: np.ndarray) -> np.ndarray:
+        """Return the part of a raw feature the network sees (its centre crop), still raw."""
+        crop = self.preprocessing.crop_size
+        if not crop:
+            return feature
+        from ..engine.preprocessing import center_crop_offsets
+
+        top, left = center_crop_offsets(feature.shape[0], feature.shape[1], crop)
+        return feature[top:top + crop, left:left + crop]
+
+    def crop_label(self, label):
+        """Centre-crop a mask label like the input (other labels unchanged)."""
+        if label is None or np.ndim(label) < 2:
+            return label
+        return self.preprocessing.crop_label(np.asarray(label))
+
+    def default_view(self) -> str | None:
+        """The bundled view id for this model's task, or ``None``."""
+        return DEFAULT_VIEWS.get(self.task)
+
+    def describe(self) -> dict:
+        """JSON-friendly description (id, name, epoch, task, network, dataset)."""
+        return {"id": self.job.id, "name": self.job.name, "epoch": self.epoch, "task": self.task,
+                "network": self.info.get("network"), "class_labels": self.class_labels,
+                "dataset": self.dataset.to_dict()}
+
+
+_cache: "OrderedDict[tuple, InferenceModel]" = OrderedDict()
+_cache_lock = threading.Lock()
+
+
+def _cache_size() -> int:
+    try:
+        return max(0, int(os.environ.get(CACHE_SIZE_ENV, "4")))
+    except ValueError:
+        return 4
+
+
+def load_inference_model(model_id, *, epoch: int | None = None, jobs_dir=None) -> InferenceModel:
+    """Return the (cached) :class:`InferenceModel` of a model job's epoch.
+
+    Args:
+        model_id: Model job id, unique prefix, or job folder.
+        epoch: Snapshot epoch; ``None`` takes the last one.
+        jobs_dir: The jobs folder.
+
+    Raises:
+        JobNotFoundError: No such model.
+        InferenceError: No snapshot (for that epoch), or no preprocessing saved.
+    """
+    job = find_model_job(model_id, jobs_dir)
+    epoch, snapshot = resolve_epoch(job, epoch)
+    key = (str(Path(job.path).resolve()), epoch, snapshot.stat().st_mtime_ns)
+    with _cache_lock:
+        loaded = _cache.get(key)
+        if loaded is not None:
+            _cache.move_to_end(key)
+            return loaded
+    info = read_model_info(job)
+    preprocessing = _load_preprocessing(job, info)
+    model = _load_keras_model(job, epoch, snapshot)
+    loaded = InferenceModel(job, info, epoch, snapshot, model, preprocessing, dataset_meta(info, preprocessing, jobs_dir))
+    with _cache_lock:
+        _cache[key] = loaded
+        while len(_cache) > _cache_size():
+            _cache.popitem(last=False)
+    return loaded
+
+
+def clear_model_cache() -> None:
+    """Forget every cached model (e.g. after deleting a job, or to free memory)."""
+    with _cache_lock:
+        _cache.clear()

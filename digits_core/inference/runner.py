@@ -1,0 +1,346 @@
+"""``infer()``: run a trained model on inputs and build its results page.
+
+::
+
+    from digits_core import infer
+    result = infer("20261202-120000-ab12", ["cat.png", "images/", "val.txt"])
+    result.samples[0].top          # [{"index", "label", "probability"}, ...]
+    result.metrics                 # top-1/top-5 accuracy, confusion matrix (labelled inputs)
+    result.save_html("report.html")
+    result.to_json()
+
+Inputs go through the dataset's own image preparation (channels, resize
+mode, dtype: :mod:`~digits_core.inference.imageio`) unless ``form_data``
+is given: then the data plugin's inference form is validated and
+``DataIngestion(is_inference_db=True, **dataset.userdata, **form_values)``
+encodes the entries of its stage ``"test"`` (e.g. one Sunnybrook DICOM
+file or a validation record, with its ground truth). The network then gets
+the engine's preprocessing (mean, scale, centre crop) inside one compiled
+function (:mod:`~digits_core.inference.model`).
+
+The view runs lazily, the first time the HTML or JSON is asked for, so an
+API call that only needs predictions pays for the network alone.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import numpy as np
+
+from ..errors import FormValidationError, InferenceError, PluginError
+from .imageio import prepare_image, read_image, read_mask
+from .inputs import InputItem, collect_inputs
+from .metrics import classification_metrics, top_n
+from .model import InferenceModel, load_inference_model
+
+logger = logging.getLogger("digits_core.inference")
+DEFAULT_TOP_N = 5
+
+
+@dataclass
+class InferenceSample:
+    """One input and what the network made of it.
+
+    Attributes:
+        input_id: The input's name.
+        input_data: The raw feature the network saw (centre-cropped like
+            the network input), in the dataset's dtype.
+        output: The network's output for it (numpy).
+        ground_truth: The known label (class index, ``H×W`` mask, numbers) or ``None``.
+        top: For classification, the top-N ``[{index, label, probability}]``.
+    """
+
+    input_id: str
+    input_data: np.ndarray
+    output: np.ndarray
+    ground_truth: Any = None
+    top: list | None = None
+
+    def to_dict(self) -> dict:
+        """JSON-friendly summary (no arrays except small outputs)."""
+        data: dict[str, Any] = {"input_id": self.input_id}
+        if self.top is not None:
+            data["top"] = self.top
+        elif self.output.size <= 64:
+            data["output"] = self.output.tolist()
+        else:
+            data["output_shape"] = list(self.output.shape)
+        truth = self.ground_truth
+        if truth is not None:
+            data["ground_truth"] = truth.tolist() if isinstance(truth, np.ndarray) and truth.size <= 64 else (
+                "mask" if isinstance(truth, np.ndarray) else truth)
+        return data
+
+
+@dataclass
+class InferenceResult:
+    """What :func:`infer` returns.
+
+    Attributes:
+        model: The :class:`~digits_core.inference.model.InferenceModel` used.
+        samples: One :class:`InferenceSample` per input, in input order.
+        metrics: Classification figures over the labelled inputs (see
+            :func:`~digits_core.inference.metrics.classification_metrics`), or ``None``.
+        view_id: The view that renders the results (``None``: no view for this task).
+        view_config: The validated view options.
+    """
+
+    model: InferenceModel
+    samples: list[InferenceSample]
+    metrics: dict | None = None
+    view_id: str | None = None
+    view_config: dict = field(default_factory=dict)
+    _rendered: Any = field(default=None, repr=False)
+
+    @property
+    def outputs(self) -> np.ndarray:
+        """All outputs stacked ``[N, ...]``."""
+        return np.stack([s.output for s in self.samples]) if self.samples else np.zeros((0,))
+
+    def run_view(self):
+        """Create the view and process every sample (once); return ``(view, processed)``.
+
+        Raises:
+            InferenceError: No view for this model's task and none chosen.
+            PluginError: The view failed.
+        """
+        if self._rendered is None:
+            if not self.view_id:
+                raise InferenceError(f'No view renders "{self.model.task}" models by default; choose one with '
+                                     "--view (see `digits plugins`).")
+            from ..plugin_registry import registry
+            from .report import run_view
+
+            view_class = registry.get_view(self.view_id)
+            view = view_class(self.model.dataset, **self.view_config)
+            processed = run_view(view, ((s.input_id, s.input_data, s.output, s.ground_truth) for s in self.samples))
+            self._rendered = (view, processed)
+        return self._rendered
+
+    def page_info(self) -> dict:
+        """The key/value pairs listed under the page title."""
+        info = {"Model": f"{self.model.job.name} ({self.model.id})", "Epoch": self.model.epoch,
+                "Task": self.model.task, "Inputs": len(self.samples)}
+        if self.model.dataset.id:
+            info["Dataset"] = self.model.dataset.id
+        if self.metrics:
+            info["Top-1 accuracy"] = f"{self.metrics['top1_accuracy'] * 100:.2f}%"
+        return info
+
+    def to_html(self, title: str | None = None) -> str:
+        """Render the self-contained HTML results page."""
+        from .report import render_html
+
+        view, processed = self.run_view()
+        return render_html(view, processed, title=title or f"Inference: {self.model.job.name or self.model.id}",
+                           info=self.page_info())
+
+    def save_html(self, path: str | os.PathLike, title: str | None = None) -> Path:
+        """Write :meth:`to_html` to ``path`` (atomically) and return the path."""
+        path = Path(path)
+        text = self.to_html(title)
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+        return path
+
+    def to_json(self, *, include_images: bool = False, include_view: bool = True) -> dict:
+        """Return the results as JSON-serializable data.
+
+        Args:
+            include_images: Keep the view's PNG data URIs.
+            include_view: Run the view and add its per-sample data and header/summary contexts.
+        """
+        from .report import report_json, to_jsonable
+
+        data: dict[str, Any] = {
+            "model": self.model.describe(),
+            "samples": [s.to_dict() for s in self.samples],
+            "metrics": self.metrics,
+            "view": self.view_id,
+        }
+        if include_view and self.view_id:
+            view, processed = self.run_view()
+            report = report_json(view, processed, include_images=include_images)
+            for sample, view_sample in zip(data["samples"], report["samples"]):
+                sample["view"] = view_sample["data"]
+            data["view_header"] = report["header"]
+            data["view_summary"] = report["summary"]
+        return to_jsonable(data, include_images=True)
+
+
+def _resolve_label(model: InferenceModel, item: InputItem, height: int, width: int):
+    label = item.label
+    if label is None:
+        return None
+    where = f"label {label!r} of {item.input_id}"
+    if model.task == "classification":
+        if isinstance(label, (int, np.integer)):
+            return int(label)
+        text = str(label).strip()
+        labels = [str(c) for c in (model.class_labels or [])]
+        if text in labels:
+            return labels.index(text)
+        try:
+            index = int(text)
+        except ValueError:
+            raise InferenceError(f"{where}: not a class index or one of the classes ({', '.join(labels[:20])}).") from None
+        if labels and not 0 <= index < len(labels):
+            raise InferenceError(f"{where}: class index out of range 0..{len(labels) - 1}.")
+        return index
+    if model.task == "segmentation":
+        if isinstance(label, np.ndarray):
+            return label
+        mask_path = Path(str(label)).expanduser()
+        if not mask_path.is_absolute() and item.base is not None:
+            mask_path = item.base / mask_path
+        if not mask_path.is_file():
+            raise InferenceError(f"{where}: mask file {mask_path} does not exist.")
+        return read_mask(mask_path, height, width, model.dataset.color_palette)
+    try:
+        values = [float(v) for v in str(label).replace(",", " ").split()] if isinstance(label, str) else label
+    except ValueError:
+        raise InferenceError(f"{where}: not a number.") from None
+    return np.asarray(values, dtype=np.float32)
+
+
+def _read_items(model: InferenceModel, items: list[InputItem]) -> tuple[list[str], np.ndarray, list]:
+    shape, dtype = model.feature_shape, model.feature_dtype
+    ids, features, labels = [], np.empty((len(items), *shape), dtype=dtype), []
+    for i, item in enumerate(items):
+        image = item.array if item.array is not None else read_image(item.path)
+        if image.ndim == 2:
+            image = image[:, :, None]
+        if image.shape != shape or image.dtype != dtype:
+            image = prepare_image(image, shape, dtype.name, model.dataset.resize_mode)
+        features[i] = image
+        ids.append(item.input_id)
+        labels.append(_resolve_label(model, item, shape[0], shape[1]))
+    return ids, features, labels
+
+
+def _encode_with_plugin(model: InferenceModel, form_data: dict) -> tuple[list[str], np.ndarray, list]:
+    from ..forms import validate_values
+    from ..plugin_registry import registry
+
+    plugin_id = model.dataset.plugin_id
+    if not plugin_id:
+        raise InferenceError(f'The dataset of model "{model.id}" is not available, so its data plugin\'s '
+                             "inference form cannot be used; give image files instead.")
+    plugin = registry.get_data_ingestion(plugin_id)
+    form = plugin.get_inference_form()
+    if form is None:
+        raise InferenceError(f'Data plugin "{plugin_id}" has no inference form; give image files, a folder '
+                             "or a list file instead.")
+    values = validate_values(form, form_data, f'inference form of plugin "{plugin_id}"')
+    instance = plugin(is_inference_db=True, **{**model.dataset.userdata, **values})
+    try:
+        entries = list(instance.itemize_entries("test"))
+    except Exception as exc:  # noqa: BLE001 - report the plugin's own message
+        if isinstance(exc, (InferenceError, FormValidationError)):
+            raise
+        raise InferenceError(f'Data plugin "{plugin_id}" could not list the inference inputs: {exc}') from exc
+    if not entries:
+        raise InferenceError(f'Data plugin "{plugin_id}" found no inference inputs for {values}.')
+    ids, features, labels = [], [], []
+    shape, dtype = model.feature_shape, model.feature_dtype
+    for entry in entries:
+        try:
+            encoded = instance.encode_entry(entry)
+        except Exception as exc:  # noqa: BLE001
+            raise InferenceError(f'Data plugin "{plugin_id}" could not encode {entry}: {exc}') from exc
+        pairs = encoded if isinstance(encoded, list) else [encoded]
+        for k, (feature, label) in enumerate(pairs):
+            feature = np.asarray(feature)
+            if feature.ndim == 2:
+                feature = feature[:, :, None]
+            if feature.shape != shape or feature.dtype != dtype:
+                feature = prepare_image(feature, shape, dtype.name, model.dataset.resize_mode)
+            ids.append(str(entry) if len(pairs) == 1 else f"{entry}#{k}")
+            features.append(feature)
+            labels.append(label)
+    return ids, np.stack(features), labels
+
+
+def _view_config(view_id: str | None, config: dict | None) -> dict:
+    if not view_id:
+        if config:
+            raise InferenceError("View options were given but no view renders this model; choose one with --view.")
+        return {}
+    from ..forms import validate_values
+    from ..plugin_registry import registry
+
+    view_class = registry.get_view(view_id)
+    form = view_class.get_config_form()
+    if form is None:
+        if config:
+            raise FormValidationError({k: ["this view has no options"] for k in config}, f'options of view "{view_id}"')
+        return {}
+    return validate_values(form, config or {}, f'options of view "{view_id}"')
+
+
+def infer(model_id, inputs: Iterable[Any] = (), *, epoch: int | None = None, view_id: str | None = None,
+          view_config: dict | None = None, form_data: dict | None = None, jobs_dir=None,
+          top_n_classes: int = DEFAULT_TOP_N, batch_size: int = 64,
+          progress: Callable[[int, int], None] | None = None) -> InferenceResult:
+    """Run a trained model on inputs.
+
+    Args:
+        model_id: Model job id (or unique prefix, or job folder).
+        inputs: Image files, folders, list files (``path [label]`` per
+            line), numpy arrays, or ``(input_id, array[, label])`` tuples.
+        epoch: Snapshot epoch (default: the last).
+        view_id: View plugin rendering the results (default: the bundled view
+            of the model's task).
+        view_config: View options (validated by the view's config form).
+        form_data: Values of the data plugin's inference form, used instead of
+            ``inputs`` (e.g. ``{"dicom_file": "IM-0001-0048.dcm"}``).
+        jobs_dir: The jobs folder.
+        top_n_classes: How many classes ``samples[i].top`` lists (classification).
+        batch_size: Largest batch per network call.
+        progress: Called as ``progress(done, total)`` after each batch.
+
+    Returns:
+        An :class:`InferenceResult`.
+
+    Raises:
+        JobNotFoundError: No such model.
+        InferenceError: Bad inputs (missing file, bad label, no snapshot).
+        FormValidationError: Bad view options or inference form values.
+        PluginNotFoundError: Unknown view or data plugin.
+    """
+    model = load_inference_model(model_id, epoch=epoch, jobs_dir=jobs_dir)
+    view_id = view_id or model.default_view()
+    config = _view_config(view_id, view_config)
+    inputs = list(inputs)
+    if form_data:
+        if inputs:
+            raise InferenceError("Give either input files or the data plugin's inference form fields, not both.")
+        ids, features, labels = _encode_with_plugin(model, form_data)
+    else:
+        if not inputs:
+            raise InferenceError("No inputs: give image files, folders or list files.")
+        ids, features, labels = _read_items(model, collect_inputs(inputs))
+    outputs = []
+    for start in range(0, len(features), batch_size):
+        outputs.append(model.predict(features[start:start + batch_size], batch_size))
+        if progress:
+            progress(min(start + batch_size, len(features)), len(features))
+    outputs = np.concatenate(outputs) if len(outputs) > 1 else outputs[0]
+    samples = []
+    classification = model.task == "classification"
+    for i, input_id in enumerate(ids):
+        truth = model.crop_label(labels[i])
+        top = top_n(outputs[i], top_n_classes, model.class_labels) if classification else None
+        samples.append(InferenceSample(input_id, model.network_input(features[i]), outputs[i], truth, top))
+    metrics = None
+    labelled = [i for i, s in enumerate(samples) if s.ground_truth is not None]
+    if classification and labelled:
+        metrics = classification_metrics(outputs[labelled], [int(np.asarray(samples[i].ground_truth).reshape(-1)[0]) for i in labelled],
+                                         model.class_labels)
+    return InferenceResult(model, samples, metrics, view_id, config)

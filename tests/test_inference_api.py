@@ -1,0 +1,396 @@
+"""Inference end to end: real datasets, real (tiny) Keras models trained here, real views.
+
+Two throwaway data plugins are registered in process: a 3-class toy
+classification set (a bright square in one of three places) and a toy
+segmentation set (a bright rectangle; its mask) whose plugin also has an
+inference form. Models are trained for a few epochs on the engine's
+preprocessing and saved as model jobs the way the engine lays them out.
+"""
+
+from __future__ import annotations
+
+import json
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+from wtforms import Form, IntegerField
+from wtforms.validators import NumberRange
+
+from digits_core import DataIngestion, Job, View, registry
+from digits_core.errors import FormValidationError, InferenceError, JobNotFoundError
+
+LABELS = ["top-left", "centre", "bottom-right"]
+SPOTS = {0: (0, 0), 1: (3, 3), 2: (5, 5)}
+
+
+def toy_image(cls: int, seed: int) -> np.ndarray:
+    """An 8×8 gray image with a 3×3 bright square at the class's place."""
+    rng = np.random.default_rng(seed)
+    image = rng.integers(0, 40, (8, 8, 1)).astype(np.uint8)
+    r, c = SPOTS[cls]
+    image[r:r + 3, c:c + 3] = 220
+    return image
+
+
+def toy_rectangle(seed: int, size: int = 16):
+    rng = np.random.default_rng(1000 + seed)
+    image = rng.integers(0, 60, (size, size, 1)).astype(np.uint8)
+    mask = np.zeros((size, size), np.int64)
+    top, left = rng.integers(2, 8, 2)
+    h, w = rng.integers(4, 7, 2)
+    image[top:top + h, left:left + w] = rng.integers(180, 255)
+    mask[top:top + h, left:left + w] = 1
+    return image, mask
+
+
+class ToyClassification(DataIngestion):
+    plugin_id = "toy-infer-classes"
+    title = "Toy classes (inference tests)"
+
+    class _Form(Form):
+        per_class = IntegerField("Images per class", default=20, validators=[NumberRange(min=1)])
+
+    @staticmethod
+    def get_dataset_form():
+        return ToyClassification._Form
+
+    @staticmethod
+    def get_dataset_template(form):
+        return "{{ form.per_class }}", {}
+
+    def itemize_entries(self, stage):
+        self.userdata["class_labels"] = LABELS
+        if stage == "train":
+            return [(c, i) for i in range(self.per_class) for c in range(3)]
+        if stage == "val":
+            return [(c, 100 + i) for i in range(3) for c in range(3)]
+        return []
+
+    def encode_entry(self, entry):
+        cls, seed = entry
+        return toy_image(cls, seed), cls
+
+
+class IndexForm(Form):
+    index = IntegerField("Record index", validators=[NumberRange(min=0)], description="toy record to segment")
+
+
+class ToySegmentation(DataIngestion):
+    plugin_id = "toy-infer-masks"
+    title = "Toy masks (inference tests)"
+
+    class _Form(Form):
+        count = IntegerField("Images", default=40, validators=[NumberRange(min=1)])
+
+    @staticmethod
+    def get_dataset_form():
+        return ToySegmentation._Form
+
+    @staticmethod
+    def get_dataset_template(form):
+        return "{{ form.count }}", {}
+
+    @staticmethod
+    def get_inference_form():
+        return IndexForm
+
+    def itemize_entries(self, stage):
+        self.userdata["class_labels"] = ["background", "rectangle"]
+        self.userdata["color_palette"] = [[0, 0, 0], [0, 255, 0]]
+        if self.is_inference_db:
+            return [self.index] if stage == "test" else []
+        if stage == "train":
+            return list(range(self.count))
+        if stage == "val":
+            return list(range(500, 506))
+        return []
+
+    def encode_entry(self, entry):
+        return toy_rectangle(entry)
+
+
+@pytest.fixture(scope="module")
+def jobs_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("infer-jobs")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def toy_plugins():
+    registry.register(ToyClassification)
+    registry.register(ToySegmentation)
+    yield
+    registry.unregister(ToyClassification)
+    registry.unregister(ToySegmentation)
+
+
+def _model_job(jobs_dir, dataset_id, name, task, build, mean_subtraction, crop_size, epochs, class_labels):
+    """Train a Keras model on the dataset with the engine's preprocessing; save it as a model job."""
+    import keras
+
+    from digits_core.datasets import open_dataset
+    from digits_core.engine.preprocessing import Preprocessing, compute_scale
+
+    ds = open_dataset(dataset_id, jobs_dir)
+    features, labels = ds.read_all("train")
+    mean = ds.mean()
+    prep = Preprocessing(mean_subtraction, mean, compute_scale(ds.feature_dtype(), features, mean),
+                         crop_size, ds.feature_shape())
+    x = prep.apply(features)
+    y = prep.crop_label(labels) if task == "segmentation" else labels
+    keras.utils.set_random_seed(0)
+    model = build(prep.input_shape)
+    model.compile(optimizer=keras.optimizers.Adam(0.01), loss="sparse_categorical_crossentropy")
+    job = Job.create("model", name, jobs_dir=jobs_dir, dataset_id=ds.id)
+    (job.path / "snapshots").mkdir()
+    for epoch in range(1, epochs + 1):
+        model.fit(x, y, epochs=8, batch_size=16, verbose=0)
+        model.save(job.path / "snapshots" / f"epoch-{epoch:03d}.keras")
+    info = {"network": "toy", "dataset_id": ds.id, "task": task, "class_labels": class_labels,
+            "input_shape": list(prep.input_shape), "preprocessing": prep.save(job.path),
+            "last_epoch": epochs}
+    (job.path / "model.json").write_text(json.dumps(info))
+    job.set_status("Done")
+    return job
+
+
+@pytest.fixture(scope="module")
+def cls_model(jobs_dir):
+    import keras
+
+    from digits_core.datasets import create_dataset
+
+    ds_job = create_dataset("toy-infer-classes", {"per_class": 12}, name="toy", workers=1, jobs_dir=jobs_dir)
+
+    def build(shape):
+        inputs = keras.Input(shape)
+        x = keras.layers.Conv2D(6, 3, padding="same", activation="relu")(inputs)
+        x = keras.layers.Flatten()(x)
+        return keras.Model(inputs, keras.layers.Dense(3, activation="softmax")(x))
+
+    return _model_job(jobs_dir, ds_job.id, "toy-classifier", "classification", build, "image", None, 2, LABELS)
+
+
+@pytest.fixture(scope="module")
+def seg_model(jobs_dir):
+    import keras
+
+    from digits_core.datasets import create_dataset
+
+    ds_job = create_dataset("toy-infer-masks", {"count": 24}, name="masks", workers=1, jobs_dir=jobs_dir)
+
+    def build(shape):
+        inputs = keras.Input(shape)
+        x = keras.layers.Conv2D(8, 3, padding="same", activation="relu")(inputs)
+        return keras.Model(inputs, keras.layers.Conv2D(2, 1, activation="softmax")(x))
+
+    return _model_job(jobs_dir, ds_job.id, "toy-segmenter", "segmentation", build, "pixel", 12, 1,
+                      ["background", "rectangle"])
+
+
+@pytest.fixture(scope="module")
+def labelled_list(tmp_path_factory):
+    """PNG files of known classes and a list file naming them with labels (names and indices)."""
+    folder = tmp_path_factory.mktemp("inputs")
+    lines = []
+    for i in range(9):
+        cls = i % 3
+        name = f"img{i}.png"
+        Image.fromarray(toy_image(cls, 200 + i)[:, :, 0]).save(folder / name)
+        lines.append(f"{name} {LABELS[cls] if i % 2 else cls}")
+    (folder / "list.txt").write_text("# toy list\n" + "\n".join(lines) + "\n")
+    return folder
+
+
+def _tf_reference(job, epoch, features):
+    """The snapshot run by plain Keras on preprocessed features: the independent answer."""
+    import keras
+
+    from digits_core.engine.preprocessing import Preprocessing
+
+    prep = Preprocessing.from_dict(json.loads((job.path / "model.json").read_text())["preprocessing"], job.path)
+    model = keras.saving.load_model(job.path / "snapshots" / f"epoch-{epoch:03d}.keras")
+    return np.asarray(model.predict_on_batch(prep.apply(features)))
+
+
+# -- classification -------------------------------------------------------------
+
+
+def test_top_n_matches_the_network_and_is_ordered(cls_model, labelled_list, jobs_dir):
+    from digits_core import infer
+
+    result = infer(cls_model.id, [labelled_list / "img0.png", labelled_list / "img1.png"], jobs_dir=jobs_dir,
+                   top_n_classes=3)
+    assert result.model.epoch == 2
+    features = np.stack([toy_image(0, 200), toy_image(1, 201)])
+    expected = _tf_reference(cls_model, 2, features)
+    assert np.allclose(result.outputs, expected, atol=1e-5)
+    for sample, probs in zip(result.samples, expected):
+        assert [t["index"] for t in sample.top] == list(np.argsort(-probs))
+        assert sum(t["probability"] for t in sample.top) == pytest.approx(1.0, abs=1e-5)
+        assert sample.top[0]["label"] == LABELS[int(np.argmax(probs))]
+    assert result.metrics is None
+
+
+def test_labelled_list_accuracy_confusion_matrix_and_report(cls_model, labelled_list, jobs_dir, tmp_path):
+    from digits_core import infer
+
+    result = infer(cls_model.id, [labelled_list / "list.txt"], jobs_dir=jobs_dir, epoch=1)
+    assert result.model.epoch == 1 and len(result.samples) == 9
+    truth = [i % 3 for i in range(9)]
+    assert [s.ground_truth for s in result.samples] == truth
+    predicted = np.argmax(result.outputs, axis=1)
+    expected = np.zeros((3, 3), int)
+    for t, p in zip(truth, predicted):
+        expected[t, p] += 1
+    metrics = result.metrics
+    assert metrics["confusion_matrix"] == expected.tolist()
+    assert metrics["top1_accuracy"] == pytest.approx(np.mean(predicted == np.array(truth)))
+    assert metrics["top_k"] == 3 and metrics["top_k_accuracy"] == 1.0
+    assert [c["total"] for c in metrics["per_class"]] == [3, 3, 3]
+
+    path = result.save_html(tmp_path / "report.html")
+    page = path.read_text()
+    ids = []
+
+    class Parser(HTMLParser):
+        def handle_starttag(self, tag, attrs):
+            if dict(attrs).get("data-input-id"):
+                ids.append(dict(attrs)["data-input-id"])
+
+    Parser().feed(page)
+    assert ids == [f"img{i}.png" for i in range(9)]
+    assert "Confusion matrix" in page and "Per-class accuracy" in page
+    data = result.to_json()
+    json.dumps(data)
+    assert data["metrics"]["confusion_matrix"] == expected.tolist()
+    assert data["view_summary"]["summary"]["top1_accuracy"] == pytest.approx(metrics["top1_accuracy"])
+    assert data["samples"][0]["view"]["ground_truth_label"] == "top-left"
+
+
+def test_view_options_and_bad_inputs(cls_model, labelled_list, jobs_dir, tmp_path):
+    from digits_core import infer
+
+    result = infer(cls_model.id, [labelled_list / "img0.png"], jobs_dir=jobs_dir, view_config={"top_n": "1"})
+    assert len(result.to_json()["samples"][0]["view"]["predictions"]) == 1
+    with pytest.raises(FormValidationError, match="top_n"):
+        infer(cls_model.id, [labelled_list / "img0.png"], jobs_dir=jobs_dir, view_config={"top_n": "zero"})
+    with pytest.raises(InferenceError, match="missing.png does not exist"):
+        infer(cls_model.id, [tmp_path / "missing.png"], jobs_dir=jobs_dir)
+    (tmp_path / "bad.txt").write_text("img0.png giraffe\n")
+    (tmp_path / "img0.png").write_bytes((labelled_list / "img0.png").read_bytes())
+    with pytest.raises(InferenceError, match="giraffe"):
+        infer(cls_model.id, [tmp_path / "bad.txt"], jobs_dir=jobs_dir)
+    with pytest.raises(InferenceError, match="no snapshot for epoch 7"):
+        infer(cls_model.id, [labelled_list / "img0.png"], jobs_dir=jobs_dir, epoch=7)
+    with pytest.raises(JobNotFoundError):
+        infer("nope", [labelled_list / "img0.png"], jobs_dir=jobs_dir)
+
+
+def test_resized_rgb_and_array_inputs_go_through_dataset_preparation(cls_model, jobs_dir, tmp_path):
+    from digits_core import infer
+
+    big = np.repeat(np.repeat(toy_image(2, 7), 4, axis=0), 4, axis=1)[:, :, 0]
+    Image.fromarray(np.stack([big] * 3, axis=2)).save(tmp_path / "big.png")  # 32×32 RGB
+    result = infer(cls_model.id, [tmp_path / "big.png", ("raw", toy_image(2, 7))], jobs_dir=jobs_dir)
+    assert result.samples[0].input_data.shape == (8, 8, 1)
+    assert [s.input_id for s in result.samples] == [str(tmp_path / "big.png"), "raw"]
+
+
+def test_model_is_cached_and_compiled_once(cls_model, jobs_dir):
+    from digits_core import infer
+    from digits_core.inference.model import load_inference_model
+
+    first = load_inference_model(cls_model.id, jobs_dir=jobs_dir)
+    for _ in range(3):
+        infer(cls_model.id, [toy_image(0, 1)], jobs_dir=jobs_dir)
+    infer(cls_model.id, [toy_image(0, 1)] * 5, jobs_dir=jobs_dir)
+    assert load_inference_model(cls_model.id, jobs_dir=jobs_dir) is first
+    assert first._function.experimental_get_tracing_count() == 1
+
+
+def test_third_party_view_replaces_the_builtin_without_core_changes(cls_model, jobs_dir):
+    from digits_core import infer
+
+    class PlainView(View):
+        plugin_id = "image-classification"
+        title = "Plain"
+
+        def process_data(self, input_id, input_data, output_data, ground_truth=None):
+            return {"id": input_id, "best": int(np.argmax(output_data)), "truth": ground_truth}
+
+        def get_view_template(self, data):
+            return '<p class="plain">{{ id }}: {{ best }} (truth {{ truth }})</p>', data
+
+    registry.register(PlainView, replace=True)
+    try:
+        result = infer(cls_model.id, [("x", toy_image(1, 3), 1)], jobs_dir=jobs_dir)
+        page = result.to_html()
+        assert '<p class="plain">x: ' in page and "(truth 1)" in page
+        assert "dcv-sample" not in page
+    finally:
+        registry.unregister(PlainView)
+    assert "dcv-sample" in infer(cls_model.id, [toy_image(1, 3)], jobs_dir=jobs_dir).to_html()
+
+
+# -- segmentation -----------------------------------------------------------------
+
+
+def test_segmentation_with_masks_from_list_file_and_crop(seg_model, jobs_dir, tmp_path):
+    from digits_core import infer
+
+    lines = []
+    for i in range(3):
+        image, mask = toy_rectangle(700 + i)
+        Image.fromarray(image[:, :, 0]).save(tmp_path / f"s{i}.png")
+        Image.fromarray(mask.astype(np.uint8)).save(tmp_path / f"s{i}-mask.png")
+        lines.append(f"s{i}.png s{i}-mask.png")
+    (tmp_path / "list.txt").write_text("\n".join(lines))
+    result = infer(seg_model.id, [tmp_path / "list.txt"], jobs_dir=jobs_dir)
+    sample = result.samples[0]
+    assert sample.input_data.shape == (12, 12, 1) and sample.output.shape == (12, 12, 2)
+    truth = toy_rectangle(700)[1][2:14, 2:14]
+    assert np.array_equal(sample.ground_truth, truth)
+    data = result.to_json()
+    predicted = np.argmax(sample.output, axis=-1)
+    inter = np.sum((predicted == 1) & (truth == 1))
+    dice = 2 * inter / (np.sum(predicted == 1) + np.sum(truth == 1))
+    assert data["samples"][0]["view"]["mean_dice"] == pytest.approx(dice)
+    assert data["view_header"]["legend"][-1]["label"] == "rectangle"
+    page = result.to_html()
+    assert page.count('class="dsv-sample"') == 3 and "Mean Dice" in page
+
+
+def test_segmentation_through_the_plugin_inference_form(seg_model, jobs_dir):
+    from digits_core import infer
+
+    result = infer(seg_model.id, form_data={"index": "3"}, jobs_dir=jobs_dir)
+    assert [s.input_id for s in result.samples] == ["3"]
+    assert np.array_equal(result.samples[0].ground_truth, toy_rectangle(3)[1][2:14, 2:14])
+    assert result.to_json()["samples"][0]["view"]["mean_dice"] is not None
+    with pytest.raises(FormValidationError, match="index"):
+        infer(seg_model.id, form_data={"index": "-1"}, jobs_dir=jobs_dir)
+
+
+# -- command line -------------------------------------------------------------------
+
+
+def test_cli_html_json_and_plugin_form_options(cls_model, seg_model, labelled_list, jobs_dir, tmp_path, capsys):
+    from digits_core.cli import main
+
+    out = tmp_path / "r.html"
+    assert main(["--jobs-dir", str(jobs_dir), "infer", "--model", cls_model.id, "--view-option", "top_n=2",
+                 str(labelled_list / "list.txt"), "--out", str(out)]) == 0
+    assert out.read_text().count('class="dcv-sample') == 9
+    capsys.readouterr()
+    assert main(["--jobs-dir", str(jobs_dir), "infer", "--model", cls_model.id, "--epoch", "1", "--json",
+                 str(labelled_list / "img3.png")]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["model"]["epoch"] == 1 and len(data["samples"][0]["top"]) == 3
+    assert main(["--jobs-dir", str(jobs_dir), "infer", "--model", seg_model.id, "--index", "2", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["samples"][0]["input_id"] == "2"
+    assert main(["--jobs-dir", str(jobs_dir), "infer", "--model", cls_model.id, "--view-option", "bad",
+                 str(labelled_list / "img3.png")]) == 2
+    assert "k=v" in capsys.readouterr().err
