@@ -1,0 +1,100 @@
+"""Form fields and validators shared by the image plugins (DIGITS defaults)."""
+
+from __future__ import annotations
+
+import os
+
+from wtforms import BooleanField, FileField, Form, IntegerField, SelectField, StringField, validators
+from wtforms.validators import ValidationError
+
+from .encoding import ENCODINGS
+from .resize import RESIZE_MODES
+
+IMAGE_TYPES = [("color", "Color (3 channels)"), ("grayscale", "Grayscale (1 channel)")]
+RESIZE_CHOICES = [
+    ("squash", "Squash"),
+    ("crop", "Crop"),
+    ("fill", "Fill (noise padding)"),
+    ("half_crop", "Half crop, half fill"),
+]
+ENCODING_CHOICES = [
+    ("png", "PNG (lossless)"),
+    ("jpg", "JPEG (lossy)"),
+    ("none", "None (raw pixels)"),
+    ("passthrough", "Pass-through (keep original PNG/JPEG bytes when no resize is needed)"),
+]
+assert tuple(c for c, _ in RESIZE_CHOICES) == RESIZE_MODES
+assert set(c for c, _ in ENCODING_CHOICES) == set(ENCODINGS)
+
+
+def existing_folder(message: str = "folder"):
+    """Validator: empty, or an existing folder."""
+
+    def check(form, field):
+        if field.data and not os.path.isdir(os.path.expanduser(str(field.data))):
+            raise ValidationError(f"{message} {field.data} does not exist or is not a folder")
+
+    return check
+
+
+def existing_file(message: str = "file"):
+    """Validator: empty, or an existing file."""
+
+    def check(form, field):
+        if field.data and not os.path.isfile(os.path.expanduser(str(field.data))):
+            raise ValidationError(f"{message} {field.data} does not exist or is not a file")
+
+    return check
+
+
+def form_defaults(form_class) -> dict:
+    """Return each field's default value (what the form gives when a value is left out)."""
+    return {field.name: field.default for field in form_class(meta={"csrf": False})
+            if field.type not in ("SubmitField", "CSRFTokenField")}
+
+
+def expand(path):
+    """Return ``path`` with ``~`` expanded, or ``None`` when empty."""
+    return os.path.abspath(os.path.expanduser(str(path))) if path else None
+
+
+class ImageSizeForm(Form):
+    """Image type, size, resize mode and encoding (shared fields)."""
+
+    image_type = SelectField("Image type", choices=IMAGE_TYPES, default="color",
+                             description="Color images have 3 channels (RGB), grayscale 1. "
+                                         "16-bit grayscale PNGs are kept as 16-bit")
+    width = IntegerField("Width", default=256, validators=[validators.InputRequired(), validators.NumberRange(1, 16384)],
+                         description="Image width in pixels after resizing")
+    height = IntegerField("Height", default=256, validators=[validators.InputRequired(), validators.NumberRange(1, 16384)],
+                          description="Image height in pixels after resizing")
+    resize_mode = SelectField("Resize mode", choices=RESIZE_CHOICES, default="squash",
+                              description="How images of another size or aspect ratio are resized (DIGITS modes)")
+    encoding = SelectField("Image encoding", choices=ENCODING_CHOICES, default="png",
+                           description="How images are stored in the database")
+    jpg_quality = IntegerField("JPEG quality", default=90, validators=[validators.NumberRange(1, 100)],
+                               description="Quality of JPEG encoding (1-100)")
+    seed = IntegerField("Random seed", default=0, validators=[validators.InputRequired()],
+                        description="Seeds the split, the shuffle and fill noise, so a rebuild gives the same dataset")
+
+
+class InferenceForm(Form):
+    """Inputs for inference: one image (path or upload), or many (folder or list)."""
+
+    image_path = StringField("Image path", description="Path of one image file",
+                             validators=[existing_file("image")])
+    image_file = FileField("Upload image", description="An image file to upload")
+    image_folder = StringField("Image folder", description="Classify every image in this folder",
+                               validators=[existing_folder("image folder")])
+    image_list = StringField("Image list", description="A file with one image path per line",
+                             validators=[existing_file("image list")])
+    list_root = StringField("List root folder", description="Folder relative paths in the image list start from",
+                            validators=[existing_folder("list root folder")])
+    show_labels = BooleanField("Labels in list", default=False,
+                               description="The image list also has a label per line (for ground truth)")
+
+    def validate_image_path(form, field):
+        given = [f for f in (form.image_path, form.image_folder, form.image_list) if f.data]
+        upload = form.image_file.data
+        if not given and not (upload and not isinstance(upload, str)) and not (isinstance(upload, str) and upload):
+            raise ValidationError("give an image path, an uploaded image, an image folder or an image list")

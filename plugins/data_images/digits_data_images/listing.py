@@ -1,0 +1,122 @@
+"""Finding images: class folders, list files, label files and the seeded per-class split."""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+from typing import Iterable
+
+#: File extensions taken as images (lower case).
+IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".ppm", ".pgm", ".pbm", ".webp")
+
+
+def is_image_name(name: str) -> bool:
+    """True for a file name with an image extension (not hidden)."""
+    return not name.startswith(".") and name.lower().endswith(IMAGE_EXTENSIONS)
+
+
+def list_images(folder: str) -> list[str]:
+    """Return the image files under ``folder`` (recursively), sorted."""
+    found = []
+    for root, dirs, files in os.walk(folder, followlinks=True):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        found.extend(os.path.join(root, f) for f in files if is_image_name(f))
+    return sorted(found)
+
+
+def class_folders(folder: str) -> list[str]:
+    """Return the names of the class sub-folders of ``folder``, sorted (DIGITS order)."""
+    return sorted(d.name for d in os.scandir(folder) if d.is_dir() and not d.name.startswith("."))
+
+
+def scan_class_folders(folder: str) -> dict[str, list[str]]:
+    """Map each class sub-folder name of ``folder`` to its image files."""
+    return {name: list_images(os.path.join(folder, name)) for name in class_folders(folder)}
+
+
+def read_labels_file(path: str) -> list[str]:
+    """Read class names, one per line (blank lines ignored); index = class id.
+
+    Raises:
+        ValueError: The file is unreadable or empty.
+    """
+    try:
+        with open(path, encoding="utf-8") as handle:
+            labels = [line.strip() for line in handle if line.strip()]
+    except OSError as exc:
+        raise ValueError(f"cannot read labels file {path}: {exc.strerror or exc}") from None
+    if not labels:
+        raise ValueError(f"labels file {path} has no labels")
+    return labels
+
+
+def read_list_file(path: str, root: str | None = None) -> list[tuple[str, int]]:
+    """Read a DIGITS list file: ``<path> <integer label>`` per line.
+
+    The path may contain spaces (the label is the last field). Relative
+    paths are taken from ``root``, or else from the list file's folder.
+    Blank lines and lines starting with ``#`` are skipped.
+
+    Raises:
+        ValueError: Unreadable file or a malformed line (named by number).
+    """
+    base = root or os.path.dirname(os.path.abspath(path))
+    items = []
+    try:
+        with open(path, encoding="utf-8") as handle:
+            lines = handle.read().splitlines()
+    except OSError as exc:
+        raise ValueError(f"cannot read list file {path}: {exc.strerror or exc}") from None
+    for number, line in enumerate(lines, 1):
+        text = line.strip()
+        if not text or text.startswith("#"):
+            continue
+        parts = text.rsplit(None, 1)
+        if len(parts) != 2:
+            raise ValueError(f'{path} line {number}: expected "<path> <label>", got "{text}"')
+        try:
+            label = int(parts[1])
+        except ValueError:
+            raise ValueError(f'{path} line {number}: label "{parts[1]}" is not an integer') from None
+        if label < 0:
+            raise ValueError(f"{path} line {number}: label {label} is negative")
+        file_path = parts[0] if os.path.isabs(parts[0]) else os.path.join(base, parts[0])
+        items.append((file_path, label))
+    return items
+
+
+def read_path_list(path: str, root: str | None = None) -> list[str]:
+    """Read one image path per line (an optional trailing label is ignored)."""
+    base = root or os.path.dirname(os.path.abspath(path))
+    out = []
+    try:
+        with open(path, encoding="utf-8") as handle:
+            lines = handle.read().splitlines()
+    except OSError as exc:
+        raise ValueError(f"cannot read list file {path}: {exc.strerror or exc}") from None
+    for line in lines:
+        text = line.strip()
+        if not text or text.startswith("#"):
+            continue
+        parts = text.rsplit(None, 1)
+        if len(parts) == 2 and parts[1].lstrip("-").isdigit() and not os.path.exists(os.path.join(base, text)):
+            text = parts[0]
+        out.append(text if os.path.isabs(text) else os.path.join(base, text))
+    return out
+
+
+def split_counts(n: int, val_percent: float, test_percent: float) -> tuple[int, int, int]:
+    """Return ``(train, val, test)`` counts for ``n`` images of one class (rounded half up)."""
+    n_val = int(math.floor(n * val_percent / 100.0 + 0.5))
+    n_test = int(math.floor(n * test_percent / 100.0 + 0.5))
+    if n_val + n_test > n:
+        n_test = max(0, n - n_val)
+    return n - n_val - n_test, n_val, n_test
+
+
+def seeded_shuffle(items: Iterable, seed: int, key: str = "") -> list:
+    """Return ``items`` sorted, then shuffled by a generator seeded with ``seed`` and ``key``."""
+    out = sorted(items)
+    random.Random(f"{seed}:{key}").shuffle(out)
+    return out

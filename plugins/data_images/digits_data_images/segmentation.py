@@ -1,0 +1,233 @@
+"""``image-segmentation``: an image folder and a label folder matched by file name → a segmentation dataset.
+
+Images and labels are matched by file name without extension
+(``img/0001.jpg`` ↔ ``labels/0001.png``); images without a label are left
+out and counted in ``userdata["unmatched_images"]``. Labels are class-index
+images: palette PNGs (the palette becomes ``color_palette``) or grayscale
+images whose values are class ids (a default palette is generated). RGB
+label images are rejected. A ``class_labels_file`` names the classes (one
+per line, index = class id); without it the classes are numbered.
+
+Images go through the same type/size/resize/encoding options as
+``image-classification``; labels are resized with nearest neighbour (padding
+is class 0) and stored raw as ``H×W`` uint8 masks (uint16 for 16-bit
+label images).
+
+Validation images come from ``val_image_folder``/``val_label_folder`` or
+else ``val_percent`` of the images (seeded shuffle).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import numpy as np
+from wtforms import BooleanField, FloatField, StringField, validators
+from wtforms.validators import ValidationError
+
+from digits_core import DataIngestion
+
+from . import listing
+from .encoding import encode_image_file, read_file
+from .forms import ImageSizeForm, InferenceForm, existing_file, existing_folder, expand, form_defaults
+from .inference import encode_inference_entry, inference_entries, prepare_upload
+from .resize import open_image, resize_image
+
+logger = logging.getLogger("digits_data_images")
+
+
+def default_palette(n: int = 256) -> list[list[int]]:
+    """Return the Pascal VOC colour map (bit-interleaved), ``n`` ``[r, g, b]`` entries."""
+    palette = []
+    for index in range(n):
+        r = g = b = 0
+        c = index
+        for shift in range(7, -1, -1):
+            r |= ((c >> 0) & 1) << shift
+            g |= ((c >> 1) & 1) << shift
+            b |= ((c >> 2) & 1) << shift
+            c >>= 3
+        palette.append([r, g, b])
+    return palette
+
+
+class SegmentationForm(ImageSizeForm):
+    """Dataset options of ``image-segmentation``."""
+
+    image_folder = StringField("Image folder", description="Folder of input images",
+                               validators=[validators.InputRequired(), existing_folder("image folder")])
+    label_folder = StringField("Label folder", description="Folder of label images with the same file names "
+                               "(palette PNGs or grayscale class indexes)",
+                               validators=[validators.InputRequired(), existing_folder("label folder")])
+    val_image_folder = StringField("Validation image folder", description="Separate validation images",
+                                   validators=[existing_folder("validation image folder")])
+    val_label_folder = StringField("Validation label folder", description="Labels of the separate validation images",
+                                   validators=[existing_folder("validation label folder")])
+    val_percent = FloatField("Validation %", default=10.0, validators=[validators.NumberRange(0, 99)],
+                             description="Share of the images used for validation when no validation folders are given")
+    class_labels_file = StringField("Class labels file", description="Class names, one per line (index = class id)",
+                                    validators=[existing_file("class labels file")])
+    shuffle = BooleanField("Shuffle", default=True, description="Write the records in a seeded random order")
+
+    def validate_val_label_folder(form, field):
+        if bool(field.data) != bool(form.val_image_folder.data):
+            raise ValidationError("give both a validation image folder and a validation label folder, or neither")
+
+
+def match_by_name(image_folder: str, label_folder: str) -> tuple[list[tuple[str, str]], list[str]]:
+    """Pair images with labels by file name without extension; return ``(pairs, unmatched images)``."""
+    labels = {}
+    for path in listing.list_images(label_folder):
+        rel = os.path.relpath(path, label_folder)
+        labels.setdefault(os.path.splitext(rel)[0], path)
+    pairs, unmatched = [], []
+    for path in listing.list_images(image_folder):
+        key = os.path.splitext(os.path.relpath(path, image_folder))[0]
+        if key in labels:
+            pairs.append((path, labels[key]))
+        else:
+            unmatched.append(path)
+    return pairs, unmatched
+
+
+def read_label(path: str) -> tuple[np.ndarray, object]:
+    """Read a label image as an ``H×W`` class-index array; returns ``(mask, pillow image mode)``.
+
+    Raises:
+        ValueError: Unreadable, or an RGB label image (names the file).
+    """
+    try:
+        image = open_image(read_file(path))
+    except ValueError as exc:
+        raise ValueError(f"label {path}: {exc}") from None
+    mode = image.mode
+    if mode in ("P", "L", "1"):
+        mask = np.asarray(image if mode != "1" else image.convert("L").point(lambda v: 1 if v else 0))
+        return mask.astype(np.uint8), mode
+    if mode in ("I;16", "I;16B", "I;16L", "I;16N"):
+        return np.asarray(image).astype(np.uint16), mode
+    if mode == "I":
+        arr = np.asarray(image)
+        if arr.min() < 0 or arr.max() > 65535:
+            raise ValueError(f"label {path}: class ids outside 0..65535")
+        return arr.astype(np.uint16), mode
+    raise ValueError(f"label {path} is a {mode} image; save labels as palette PNGs or grayscale class-index images")
+
+
+class ImageSegmentationIngestion(DataIngestion):
+    """Image segmentation datasets from an image folder and a matching label folder."""
+
+    plugin_id = "image-segmentation"
+    title = "Image segmentation (image + label folders)"
+    category = "Images"
+
+    def __init__(self, is_inference_db: bool = False, **form_data):
+        super().__init__(is_inference_db=is_inference_db, **form_data)
+        for key, value in form_defaults(SegmentationForm).items():
+            if getattr(self, key, None) is None:
+                setattr(self, key, value)
+        self.channels = 1 if self.image_type == "grayscale" else 3
+        self._split: dict[str, list] | None = None
+        if is_inference_db:
+            prepare_upload(self)
+
+    @staticmethod
+    def get_dataset_form():
+        """Return :class:`SegmentationForm`."""
+        return SegmentationForm
+
+    @staticmethod
+    def get_dataset_template(form):
+        """Return the dataset form's Jinja2 layout."""
+        return DataIngestion.template_from_package("digits_data_images", "templates/segmentation.html", form=form)
+
+    @staticmethod
+    def get_inference_form():
+        """Return :class:`~digits_data_images.forms.InferenceForm`."""
+        return InferenceForm
+
+    @staticmethod
+    def get_inference_template(form):
+        """Return the inference form's Jinja2 layout."""
+        return DataIngestion.template_from_package("digits_data_images", "templates/inference.html", form=form)
+
+    def _build_split(self) -> dict[str, list]:
+        pairs, unmatched = match_by_name(expand(self.image_folder), expand(self.label_folder))
+        if not pairs:
+            raise ValueError(f"no image in {self.image_folder} has a label with the same name in {self.label_folder}")
+        if unmatched:
+            logger.warning("image-segmentation: %d images have no label and are left out (e.g. %s)",
+                           len(unmatched), unmatched[0])
+        stages = {"train": [], "val": [], "test": []}
+        if self.val_image_folder:
+            val_pairs, val_unmatched = match_by_name(expand(self.val_image_folder), expand(self.val_label_folder))
+            unmatched += val_unmatched
+            stages["train"] = sorted(pairs)
+            stages["val"] = sorted(val_pairs)
+        else:
+            shuffled = listing.seeded_shuffle(pairs, self.seed, "split")
+            _, n_val, _ = listing.split_counts(len(shuffled), float(self.val_percent or 0), 0)
+            stages["val"] = sorted(shuffled[:n_val])
+            stages["train"] = sorted(shuffled[n_val:])
+        if self.shuffle:
+            stages = {s: listing.seeded_shuffle(p, self.seed, f"stage:{s}") for s, p in stages.items()}
+        labels = listing.read_labels_file(expand(self.class_labels_file)) if self.class_labels_file else None
+        palette = self._palette(pairs[0][1], len(labels) if labels else None)
+        self.userdata["class_labels"] = labels
+        self.userdata["color_palette"] = palette
+        self.userdata["unmatched_images"] = {"count": len(unmatched), "examples": unmatched[:5]}
+        return stages
+
+    @staticmethod
+    def _palette(label_path: str, num_classes: int | None) -> list[list[int]]:
+        """Palette of the first label image (palette PNG), else the default colour map."""
+        from PIL import Image
+
+        palette = None
+        try:
+            with Image.open(label_path) as image:
+                if image.mode == "P":
+                    flat = image.getpalette() or []
+                    palette = [list(flat[i:i + 3]) for i in range(0, len(flat) - 2, 3)]
+        except OSError:
+            palette = None
+        if not palette:
+            palette = default_palette(256)
+        if num_classes:
+            palette = (palette + default_palette(max(num_classes, 256))[len(palette):])[:num_classes]
+        return palette
+
+    def itemize_entries(self, stage: str) -> list:
+        """Return ``(image path, label path)`` pairs for ``stage`` (inference: image paths for ``"test"``)."""
+        if self.is_inference_db:
+            return inference_entries(self, stage)
+        if self._split is None:
+            self._split = self._build_split()
+        return self._split.get(stage, [])
+
+    def encode_entry(self, entry):
+        """Encode one image and its label; returns ``(feature, H×W mask)``."""
+        if self.is_inference_db:
+            return encode_inference_entry(self, entry)
+        image_path, label_path = entry
+        width, height = int(self.width), int(self.height)
+        mask, _ = read_label(label_path)
+        feature = encode_image_file(image_path, channels=self.channels, width=width, height=height,
+                                    resize_mode=self.resize_mode, encoding=self.encoding, seed=int(self.seed),
+                                    jpg_quality=int(self.jpg_quality or 90))
+        # The label must cover the image before resizing: compare the source sizes.
+        from PIL import Image
+
+        with Image.open(image_path) as image:
+            src_w, src_h = image.size
+        if mask.shape != (src_h, src_w):
+            raise ValueError(f"label {label_path} is {mask.shape[1]}x{mask.shape[0]} but image {image_path} "
+                             f"is {src_w}x{src_h}")
+        mask = resize_image(mask[:, :, None], height, width, self.resize_mode, is_label=True)[:, :, 0]
+        return feature, np.ascontiguousarray(mask)
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_split"] = None
+        return state
