@@ -37,6 +37,8 @@ from ..interfaces import PLUGIN_ID_PATTERN
 KINDS = ("data", "view")
 _CLASS_SUFFIX = {"data": "Ingestion", "view": "View"}
 _TEMPLATE_SUFFIX = ".tmpl"
+#: Characters a title may not contain (it is pasted into Python, TOML and Jinja2/HTML sources).
+_UNSAFE_TITLE = re.compile(r'["\\{}<>%\x00-\x1f]')
 
 
 @dataclass(frozen=True)
@@ -80,13 +82,14 @@ def plugin_names(kind: str, name: str, title: str | None = None) -> PluginNames:
         kind: ``"data"`` or ``"view"``.
         name: The plugin id: lower-case letters, digits, ``-`` and ``_``,
             starting with a letter or digit (``my-dicom``).
-        title: Title shown in menus; defaults to the id in words.
+        title: Title shown in menus; defaults to the id in words. It may
+            not contain ``" \\ { } < > %`` or line breaks.
 
     Returns:
         The :class:`PluginNames`.
 
     Raises:
-        ConfigurationError: Unknown kind or malformed id.
+        ConfigurationError: Unknown kind, malformed id or unsafe title.
     """
     if kind not in KINDS:
         raise ConfigurationError(f"Unknown plugin kind {kind!r}: choose one of {', '.join(KINDS)}.")
@@ -95,6 +98,11 @@ def plugin_names(kind: str, name: str, title: str | None = None) -> PluginNames:
         raise ConfigurationError(
             f"Invalid plugin name {name!r}: a plugin id uses lower-case letters, digits, '-' and '_' "
             f"and starts with a letter or digit (try {suggestion!r})."
+        )
+    if title is not None and (not title.strip() or _UNSAFE_TITLE.search(title)):
+        raise ConfigurationError(
+            f"Invalid title {title!r}: it is written into Python, TOML and HTML files, so it must be "
+            'non-empty and free of the characters " \\ { } < > % and line breaks.'
         )
     words = [w for w in re.split(r"[-_]+", name) if w]
     class_name = "".join(w.capitalize() for w in words) + _CLASS_SUFFIX[kind]
