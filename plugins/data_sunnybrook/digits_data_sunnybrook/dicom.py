@@ -529,7 +529,7 @@ def _require_decoder(uid, paths: list, install_hint: str = DEFAULT_INSTALL_HINT)
     if not uid.is_compressed:
         return
     first = paths[0] if paths else uid
-    count = len(paths)
+    count = max(1, len(paths))
     files = f"{count} file(s) use" if count > 1 else "uses"
     try:
         decoder = get_decoder(uid)
@@ -576,16 +576,16 @@ def check_decoders(paths_or_transfer_syntaxes: Iterable, *, install_hint: str = 
     for item in paths_or_transfer_syntaxes:
         text = str(item)
         if isinstance(item, str) and _UID_RE.match(text) and not os.path.exists(text):
-            by_uid.setdefault(text, [])
+            by_uid.setdefault(text, []).append(None)
             continue
         try:
             ds = read_dicom_header(item)
         except DicomReadError:
             continue
         by_uid.setdefault(str(ds.file_meta.TransferSyntaxUID), []).append(text)
-    for uid, paths in by_uid.items():
-        _require_decoder(uid, paths, install_hint)
-    return {uid: max(1, len(paths)) for uid, paths in by_uid.items()}
+    for uid, items in by_uid.items():
+        _require_decoder(uid, [p for p in items if p is not None], install_hint)
+    return {uid: len(items) for uid, items in by_uid.items()}
 
 
 # -- series helpers and display ------------------------------------------------
