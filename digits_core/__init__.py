@@ -58,6 +58,13 @@ _LAZY_EXPORTS: dict[str, str] = {
     "to_display_rgb": "digits_core.inference.images",
     "png_data_uri": "digits_core.inference.images",
     "resize_nearest": "digits_core.inference.images",
+    # standard datasets and S3 sources (issue 8)
+    "download_dataset": "digits_core.download",
+    "S3Location": "digits_core.sources",
+    "upload_tree": "digits_core.sources",
+    "S3SourceFields": "digits_core.sources.s3_form",
+    "s3_source": "digits_core.sources.s3_form",
+    "is_s3_url": "digits_core.sources.s3_form",
 }
 
 __all__ = [
