@@ -1,4 +1,4 @@
-"""The dataset form of ``dicom-csv``: where the files are and how to split them."""
+"""The forms of ``dicom-csv``: the dataset form (files, labels, split) and the inference form."""
 
 from __future__ import annotations
 
@@ -46,4 +46,20 @@ class DatasetForm(Form):
         classes = sorted({label for _, label in rows})
         if len(classes) < 2:
             raise ValidationError(f"{path} names only the class {classes[0]!r}; a classifier needs two or more")
+        field.data = path
+
+
+class InferenceForm(Form):
+    """What to classify with a model trained on a ``dicom-csv`` dataset."""
+
+    dicom_path = StringField(
+        "DICOM file or folder", validators=[DataRequired()],
+        description="A DICOM file, or a folder: every .dcm file in it and its sub-folders",
+    )
+
+    def validate_dicom_path(self, field):
+        """The file or folder must exist; its path is stored absolute."""
+        path = os.path.abspath(os.path.expanduser(field.data))
+        if not os.path.exists(path):
+            raise ValidationError(f"{path} does not exist")
         field.data = path

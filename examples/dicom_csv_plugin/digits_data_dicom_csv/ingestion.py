@@ -5,7 +5,8 @@ Images are read with ``digits_data_sunnybrook.dicom``, which applies
 RescaleSlope/RescaleIntercept, inverts MONOCHROME1, fixes the byte order,
 checks the required tags and names the file in every error. The split into
 training and validation is by patient (``PatientID``), so the same patient
-never appears on both sides.
+never appears on both sides. For inference, the inference form names a
+DICOM file or a folder of them.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 
 from digits_core import DataIngestion, DatasetError
 
-from .forms import DatasetForm
+from .forms import DatasetForm, InferenceForm
 from .labels import read_labels
 
 PACKAGE = __name__.rsplit(".", 1)[0]
@@ -45,8 +46,28 @@ class DicomCsvIngestion(DataIngestion):
         """Return the dataset form's Jinja2 layout."""
         return DataIngestion.template_from_package(PACKAGE, "templates/dataset.html", form=form)
 
+    @staticmethod
+    def get_inference_form():
+        """Return the inference form class: DICOM files to classify."""
+        return InferenceForm
+
+    @staticmethod
+    def get_inference_template(form):
+        """Return the inference form's Jinja2 layout."""
+        return DataIngestion.template_from_package(PACKAGE, "templates/inference.html", form=form)
+
     def itemize_entries(self, stage):
-        """Return ``(path, class index)`` entries of ``stage`` (train/val; no test)."""
+        """Return ``(path, class index)`` entries of ``stage`` (train/val; no test).
+
+        For inference (``is_inference_db``), stage ``"test"`` lists the
+        chosen DICOM files as ``(path, None)``: no known class.
+        """
+        if self.is_inference_db:
+            if stage != "test":
+                return []
+            if Path(self.dicom_path).is_dir():
+                return [(str(path), None) for path in sorted(Path(self.dicom_path).rglob("*.dcm"))]
+            return [(self.dicom_path, None)]
         if self._splits is None:
             self._splits = self._split_by_patient()
         return self._splits.get(stage, [])
@@ -91,7 +112,7 @@ class DicomCsvIngestion(DataIngestion):
         return splits
 
     def encode_entry(self, entry):
-        """Read one DICOM file: ``(H x W x 1 array, class index)``.
+        """Read one DICOM file: ``(H x W x 1 array, class index or None)``.
 
         The array keeps the rescaled values (e.g. int16 Hounsfield units for
         CT); a file that is not a usable image raises ``DicomReadError``

@@ -3,6 +3,8 @@
 Run with ``python -m pytest tests``.
 """
 
+from pathlib import Path
+
 import jinja2
 import numpy as np
 import pydicom
@@ -64,11 +66,24 @@ def test_a_broken_file_is_named_in_the_error(toy):
         plugin.encode_entry(broken[0])
 
 
-def test_template_renders_the_form():
-    form = DicomCsvIngestion.get_dataset_form()()
-    source, context = DicomCsvIngestion.get_dataset_template(form)
-    html = jinja2.Environment(autoescape=True).from_string(source).render(**context)
-    assert 'name="dicom_folder"' in html and 'name="labels_csv"' in html
+def test_inference_lists_the_chosen_files(toy):
+    values = validate_values(DicomCsvIngestion.get_inference_form(), {"dicom_path": str(toy / "P002")})
+    plugin = DicomCsvIngestion(is_inference_db=True, **{**make_plugin(toy).userdata, **values})
+    entries = plugin.itemize_entries("test")
+    assert [Path(path).name for path, _ in entries] == ["IM-0001.dcm", "IM-0002.dcm", "IM-0003.dcm"]
+    assert plugin.itemize_entries("train") == []
+    feature, label = plugin.encode_entry(entries[0])
+    assert feature.shape == (16, 16, 1) and label is None
+
+
+def test_templates_render_the_forms():
+    env = jinja2.Environment(autoescape=True)
+    for get_form, get_template, field in [
+        (DicomCsvIngestion.get_dataset_form, DicomCsvIngestion.get_dataset_template, "dicom_folder"),
+        (DicomCsvIngestion.get_inference_form, DicomCsvIngestion.get_inference_template, "dicom_path"),
+    ]:
+        source, context = get_template(get_form()())
+        assert f'name="{field}"' in env.from_string(source).render(**context)
 
 
 def test_registry_finds_the_plugin():
