@@ -1,0 +1,101 @@
+"""Choosing a ``tf.distribute`` strategy: default device, MirroredStrategy, MultiWorkerMirroredStrategy.
+
+* ``TF_CONFIG`` set with a cluster of more than one task: ``MultiWorkerMirroredStrategy``
+  (one input pipeline per worker, each reading its shard of every epoch; only
+  the chief writes outputs);
+* ``gpus`` = N or ``"all"``: ``MirroredStrategy`` over that many local GPUs;
+* otherwise TensorFlow's default strategy (one device).
+
+The strategy must be created before TensorFlow runs anything else in the
+process (a TensorFlow rule for collective ops), so :func:`make_strategy`
+is the first thing a training run does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import TrainingError
+
+
+@dataclass
+class StrategyInfo:
+    """The strategy and this process's role.
+
+    Attributes:
+        strategy: The ``tf.distribute.Strategy``.
+        kind: ``"default"``, ``"MirroredStrategy"`` or ``"MultiWorkerMirroredStrategy"``.
+        num_workers: Worker processes.
+        worker_index: This worker's index (0-based; chief is 0).
+        is_chief: Whether this process writes outputs.
+        replicas: Replicas in sync over all workers.
+    """
+
+    strategy: Any
+    kind: str
+    num_workers: int = 1
+    worker_index: int = 0
+    is_chief: bool = True
+    replicas: int = 1
+
+    def describe(self) -> dict:
+        return {"strategy": self.kind, "num_workers": self.num_workers, "worker_index": self.worker_index,
+                "replicas": self.replicas}
+
+
+def cluster_from_env() -> dict | None:
+    """The parsed ``TF_CONFIG`` when it describes more than one task, else ``None``."""
+    raw = os.environ.get("TF_CONFIG")
+    if not raw:
+        return None
+    try:
+        config = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise TrainingError(f"TF_CONFIG is not valid JSON: {exc}") from exc
+    cluster = config.get("cluster") or {}
+    tasks = sum(len(v) for v in cluster.values())
+    if tasks <= 1:
+        return None
+    task = config.get("task") or {}
+    if "type" not in task or "index" not in task:
+        raise TrainingError('TF_CONFIG needs a "task" with "type" and "index" (e.g. {"type": "worker", "index": 0}).')
+    return config
+
+
+def make_strategy(gpus: Any = None) -> StrategyInfo:
+    """Create the strategy for ``gpus`` and ``TF_CONFIG`` (see module docstring).
+
+    Raises:
+        TrainingError: More GPUs requested than visible, or a bad TF_CONFIG.
+    """
+    config = cluster_from_env()
+    import tensorflow as tf
+
+    if config is not None:
+        strategy = tf.distribute.MultiWorkerMirroredStrategy()
+        cluster = config["cluster"]
+        task_type, index = config["task"]["type"], int(config["task"]["index"])
+        workers = len(cluster.get("worker", [])) + len(cluster.get("chief", []))
+        if "chief" in cluster:
+            is_chief = task_type == "chief"
+            worker_index = 0 if is_chief else index + 1
+        else:
+            is_chief = task_type == "worker" and index == 0
+            worker_index = index
+        return StrategyInfo(strategy, "MultiWorkerMirroredStrategy", workers, worker_index, is_chief,
+                            strategy.num_replicas_in_sync)
+    if gpus not in (None, 0, "0"):
+        visible = tf.config.list_physical_devices("GPU")
+        count = len(visible) if gpus == "all" else int(gpus)
+        if not visible:
+            raise TrainingError(f"--gpus {gpus}: no GPU is visible to TensorFlow on this machine; "
+                                "omit --gpus to train on the CPU.")
+        if count > len(visible):
+            raise TrainingError(f"--gpus {gpus}: only {len(visible)} GPU(s) are visible.")
+        devices = [f"/gpu:{i}" for i in range(count)]
+        strategy = tf.distribute.MirroredStrategy(devices=devices)
+        return StrategyInfo(strategy, "MirroredStrategy", replicas=strategy.num_replicas_in_sync)
+    return StrategyInfo(tf.distribute.get_strategy(), "default")

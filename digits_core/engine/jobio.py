@@ -1,0 +1,151 @@
+"""Model job files: ``model.json``, ``metrics.jsonl``, TensorBoard events, snapshots.
+
+Layout of a model job folder::
+
+    job.json                 kind "model", status history (digits_core.jobs)
+    model.json               network, options, dataset, task, shapes, labels, preprocessing,
+                             snapshots, best/last epoch, fine-tune report
+    mean.npy                 the dataset mean used for mean subtraction (float32 H×W×C)
+    network.py               copy of a custom network file (so snapshots reload anywhere)
+    metrics.jsonl            one {"epoch", "step", "name", "value"} object per line, streamed
+    tb/                      TensorBoard event files (same scalars)
+    snapshots/epoch-NNN.keras        full Keras models (load with load_snapshot)
+    snapshots/epoch-NNN.state.npz    optimizer state + position, for resume
+    abort                    present while an abort was requested (request_abort)
+
+No TensorFlow at import time.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from ..errors import JobNotFoundError, TrainingError
+from ..jobs import Job, JobStore, write_json_atomic
+
+MODEL_FILE = "model.json"
+METRICS_FILE = "metrics.jsonl"
+SNAPSHOT_DIR = "snapshots"
+TB_DIR = "tb"
+ABORT_FILE = "abort"
+NETWORK_COPY = "network.py"
+
+
+def model_folder(job: Any, jobs_dir=None) -> Path:
+    """The folder of a model job given as a :class:`Job`, a folder path or a job id."""
+    if isinstance(job, Job):
+        return job.path
+    path = Path(str(job)).expanduser()
+    if (path / MODEL_FILE).is_file() or (path / "job.json").is_file():
+        return path
+    return JobStore(jobs_dir).get(str(job), kind="model").path
+
+
+def load_model_job(job: Any, jobs_dir=None) -> Job:
+    """Return the model :class:`Job` for a Job, folder or id."""
+    if isinstance(job, Job):
+        return job
+    folder = model_folder(job, jobs_dir)
+    loaded = Job.load(folder)
+    if loaded.kind != "model":
+        raise JobNotFoundError(f'Job "{loaded.id}" is a {loaded.kind} job, not a model job.')
+    return loaded
+
+
+def read_model_info(folder: str | os.PathLike) -> dict:
+    """Parse ``model.json`` of a model job folder."""
+    path = Path(folder) / MODEL_FILE
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise TrainingError(f"{path} does not exist: the model job has not started training.") from None
+    except (OSError, json.JSONDecodeError) as exc:
+        raise TrainingError(f"Cannot read {path}: {exc}") from exc
+
+
+def write_model_info(folder: str | os.PathLike, info: dict) -> None:
+    """Rewrite ``model.json`` atomically."""
+    write_json_atomic(Path(folder) / MODEL_FILE, info)
+
+
+def read_metrics(job: Any, jobs_dir=None) -> list[dict]:
+    """All points of ``metrics.jsonl`` (a partly written last line is ignored)."""
+    path = model_folder(job, jobs_dir) / METRICS_FILE
+    if not path.is_file():
+        return []
+    points = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            points.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return points
+
+
+def epoch_tag(epoch: float) -> str:
+    """Snapshot name part for an epoch: ``007`` for 7, ``000.5`` for 0.5."""
+    epoch = round(float(epoch), 4)
+    whole = int(math.floor(epoch))
+    frac = round(epoch - whole, 4)
+    if frac == 0:
+        return f"{whole:03d}"
+    return f"{whole:03d}" + f"{frac:.4f}".rstrip("0")[1:]
+
+
+class MetricsWriter:
+    """Streams metric points to ``metrics.jsonl`` (line-buffered, flushed each point) and TensorBoard.
+
+    Args:
+        folder: The model job folder.
+        tensorboard: Also write TensorBoard scalars under ``tb/``.
+        enabled: False on non-chief workers (writes nothing).
+    """
+
+    def __init__(self, folder: str | os.PathLike, *, tensorboard: bool = True, enabled: bool = True):
+        self.enabled = enabled
+        self._file = None
+        self._tb = None
+        if not enabled:
+            return
+        self._file = open(Path(folder) / METRICS_FILE, "a", encoding="utf-8")
+        if tensorboard:
+            import tensorflow as tf
+
+            from tensorflow.core.framework import summary_pb2
+
+            self._tb = tf.summary.create_file_writer(str(Path(folder) / TB_DIR))
+            # TensorBoard's scalar plugin format, written with core TF (no tensorboard package needed)
+            self._scalar_metadata = summary_pb2.SummaryMetadata(
+                plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"))
+
+    def write(self, epoch: float, step: int, values: dict[str, float]) -> None:
+        """Write one point per name."""
+        if not self.enabled:
+            return
+        for name, value in values.items():
+            value = float(value)
+            record = {"epoch": round(float(epoch), 6), "step": int(step), "name": name,
+                      "value": value if math.isfinite(value) else None}
+            self._file.write(json.dumps(record) + "\n")
+        self._file.flush()
+        if self._tb is not None:
+            import tensorflow as tf
+
+            with self._tb.as_default():
+                for name, value in values.items():
+                    if math.isfinite(float(value)):
+                        tf.summary.write(name, tf.constant(float(value), tf.float32), step=int(step),
+                                         metadata=self._scalar_metadata)
+
+    def close(self) -> None:
+        if self._file:
+            self._file.close()
+            self._file = None
+        if self._tb is not None:
+            self._tb.flush()
+            self._tb.close()
+            self._tb = None

@@ -1,0 +1,234 @@
+"""Learning-rate policies of Caffe/DIGITS, as formulas and as Keras schedules.
+
+The unit of ``it``
+------------------
+DIGITS expressed step positions as a percentage of the whole training; we
+use that unit **everywhere**: ``it`` is the training progress in percent,
+``it = 100 * step / total_steps`` (a float, updated at every optimizer
+step), so ``it`` runs from 0 to 100 whatever the dataset size, batch size
+or number of epochs. The parameters therefore mean:
+
+===========  =========================================  ==========================
+policy       formula                                    defaults
+===========  =========================================  ==========================
+fixed        ``lr``
+step         ``lr * gamma ** floor(it / step_size)``    step_size 33 (%), gamma 0.1
+multistep    ``lr * gamma ** k``, k = number of          step_values "50,85" (%),
+             ``step_values`` that ``it`` has reached     gamma 0.5
+exp          ``lr * gamma ** it``                       gamma 0.95
+inv          ``lr * (1 + gamma * it) ** -power``        gamma 0.1, power 0.5
+poly         ``lr * (1 - it / 100) ** power``           power 3
+sigmoid      ``lr / (1 + exp(-gamma * (it - step_size)))``  step_size 50 (%), gamma 0.1
+===========  =========================================  ==========================
+
+:func:`lr_schedule_preview` evaluates the very function the optimizer uses
+(:func:`learning_rate_at`), so the preview is the real schedule. This module
+imports numpy only; :func:`keras_schedule` imports Keras when called.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..errors import FormValidationError
+
+POLICIES = ("fixed", "step", "multistep", "exp", "inv", "poly", "sigmoid")
+
+#: DIGITS's defaults for each policy's parameters.
+DEFAULTS: dict[str, dict[str, Any]] = {
+    "fixed": {},
+    "step": {"step_size": 33.0, "gamma": 0.1},
+    "multistep": {"step_values": (50.0, 85.0), "gamma": 0.5},
+    "exp": {"gamma": 0.95},
+    "inv": {"gamma": 0.1, "power": 0.5},
+    "poly": {"power": 3.0},
+    "sigmoid": {"step_size": 50.0, "gamma": 0.1},
+}
+
+
+def _parse_step_values(value) -> tuple[float, ...]:
+    if isinstance(value, str):
+        parts = [p.strip() for p in value.split(",") if p.strip()]
+    else:
+        parts = list(value)
+    try:
+        values = tuple(sorted(float(p) for p in parts))
+    except (TypeError, ValueError):
+        raise FormValidationError(
+            {"lr_step_values": [f"{value!r} is not a comma-separated list of percentages, e.g. \"50,85\""]},
+            "training options",
+        ) from None
+    if not values:
+        raise FormValidationError({"lr_step_values": ["give at least one percentage, e.g. \"50,85\""]},
+                                  "training options")
+    return values
+
+
+def resolve_policy(policy: str = "step", **params: Any) -> dict[str, Any]:
+    """Validate a policy and its parameters, filling DIGITS's defaults.
+
+    Args:
+        policy: One of :data:`POLICIES`.
+        **params: ``step_size`` (percent), ``gamma``, ``power`` or
+            ``step_values`` (percentages, list or ``"50,85"``). ``None``
+            values take the default; parameters the policy does not use are
+            ignored.
+
+    Returns:
+        ``{"policy": ..., <parameters>}`` with floats (``step_values`` a list).
+
+    Raises:
+        FormValidationError: Unknown policy or a bad parameter value.
+    """
+    policy = (policy or "step").lower()
+    if policy not in POLICIES:
+        raise FormValidationError({"lr_policy": [f'unknown policy "{policy}"; choose one of {", ".join(POLICIES)}']},
+                                  "training options")
+    resolved: dict[str, Any] = {"policy": policy}
+    for key, default in DEFAULTS[policy].items():
+        value = params.get(key)
+        if value is None:
+            value = default
+        if key == "step_values":
+            resolved[key] = list(_parse_step_values(value))
+            continue
+        try:
+            value = float(value)
+        except (TypeError, ValueError):
+            raise FormValidationError({f"lr_{key}": [f"{value!r} is not a number"]}, "training options") from None
+        if key == "step_size" and value <= 0:
+            raise FormValidationError({"lr_step_size": ["must be a positive percentage"]}, "training options")
+        resolved[key] = value
+    return resolved
+
+
+def learning_rate_at(progress_percent, base_lr: float, policy: dict[str, Any], xp=np):
+    """Return the learning rate at a training progress (in percent, 0-100).
+
+    Args:
+        progress_percent: ``it``: scalar or array of progress in percent.
+        base_lr: The base learning rate.
+        policy: A dict from :func:`resolve_policy`.
+        xp: The array module: ``numpy``, or ``tensorflow.math``-compatible
+            functions passed by :func:`keras_schedule`.
+
+    Returns:
+        The learning rate(s), same shape as ``progress_percent``.
+    """
+    it = progress_percent
+    name = policy["policy"]
+    if name == "fixed":
+        return base_lr * xp.ones_like(it)
+    if name == "step":
+        return base_lr * policy["gamma"] ** xp.floor(it / policy["step_size"])
+    if name == "multistep":
+        k = 0.0
+        for value in policy["step_values"]:
+            k = k + xp.where(it >= value, 1.0, 0.0)
+        return base_lr * policy["gamma"] ** k
+    if name == "exp":
+        return base_lr * policy["gamma"] ** it
+    if name == "inv":
+        return base_lr * (1.0 + policy["gamma"] * it) ** (-policy["power"])
+    if name == "poly":
+        return base_lr * xp.maximum(1.0 - it / 100.0, 0.0) ** policy["power"]
+    if name == "sigmoid":
+        return base_lr / (1.0 + xp.exp(-policy["gamma"] * (it - policy["step_size"])))
+    raise ValueError(name)
+
+
+def lr_schedule_preview(total_steps: int = 100, *, learning_rate: float = 0.01, lr_policy: str = "step",
+                        points: int = 101, plot: str | None = None, **params: Any) -> list[dict]:
+    """Return (and optionally plot) the learning rate over a whole training run.
+
+    Args:
+        total_steps: Optimizer steps of the run (epochs x steps per epoch).
+        learning_rate: Base learning rate.
+        lr_policy: Policy name (see module docstring).
+        points: How many evenly spaced steps to evaluate (first and last included).
+        plot: Write a PNG plot of the schedule to this path (uses Pillow).
+        **params: Policy parameters (``step_size``, ``gamma``, ``power``, ``step_values``).
+
+    Returns:
+        ``[{"step": int, "progress": percent, "lr": float}, ...]``.
+    """
+    policy = resolve_policy(lr_policy, **params)
+    total_steps = max(int(total_steps), 1)
+    steps = np.unique(np.linspace(0, total_steps, max(int(points), 2)).round().astype(np.int64))
+    progress = 100.0 * steps.astype(np.float64) / total_steps
+    lrs = learning_rate_at(progress, float(learning_rate), policy)
+    rows = [{"step": int(s), "progress": float(p), "lr": float(v)} for s, p, v in zip(steps, progress, lrs)]
+    if plot:
+        plot_schedule(rows, plot, title=f"{policy['policy']} (base lr {learning_rate:g})")
+    return rows
+
+
+def plot_schedule(rows: Sequence[dict], path: str, title: str = "") -> None:
+    """Draw a learning-rate schedule as a PNG line plot (Pillow only, no matplotlib)."""
+    from PIL import Image, ImageDraw
+
+    width, height, margin = 640, 360, 50
+    image = Image.new("RGB", (width, height), "white")
+    draw = ImageDraw.Draw(image)
+    xs = [r["progress"] for r in rows]
+    ys = [r["lr"] for r in rows]
+    top = max(ys) or 1.0
+    def to_px(x, y):
+        return (margin + (width - 2 * margin) * x / 100.0,
+                height - margin - (height - 2 * margin) * (y / top))
+    draw.rectangle([margin, margin, width - margin, height - margin], outline="black")
+    for frac in (0, 0.25, 0.5, 0.75, 1.0):
+        x, _ = to_px(100 * frac, 0)
+        draw.text((x - 10, height - margin + 5), f"{int(100 * frac)}%", fill="black")
+        _, y = to_px(0, top * frac)
+        draw.text((2, y - 6), f"{top * frac:.2g}", fill="black")
+    draw.line([to_px(x, y) for x, y in zip(xs, ys)], fill=(31, 119, 180), width=2)
+    draw.text((margin, 15), f"learning rate: {title}", fill="black")
+    draw.text((width // 2 - 60, height - 20), "training progress", fill="black")
+    image.save(path, format="PNG")
+
+
+def keras_schedule(base_lr: float, policy: dict[str, Any], total_steps: int):
+    """Return a ``keras.optimizers.schedules.LearningRateSchedule`` for the policy.
+
+    The optimizer's iteration counter is the step; ``it = 100 * step / total_steps``.
+    """
+    import keras
+    import tensorflow as tf
+
+    class _TFMath:
+        ones_like = staticmethod(tf.ones_like)
+        floor = staticmethod(tf.floor)
+        exp = staticmethod(tf.exp)
+        maximum = staticmethod(tf.maximum)
+
+        @staticmethod
+        def where(cond, a, b):
+            return tf.where(cond, tf.constant(a, tf.float32), tf.constant(b, tf.float32))
+
+    class DigitsLRSchedule(keras.optimizers.schedules.LearningRateSchedule):
+        def __init__(self, base_lr, policy, total_steps):
+            self.base_lr = float(base_lr)
+            self.policy = dict(policy)
+            self.total_steps = int(total_steps)
+
+        def __call__(self, step):
+            it = 100.0 * tf.cast(step, tf.float32) / float(max(self.total_steps, 1))
+            return tf.cast(learning_rate_at(it, self.base_lr, self.policy, xp=_TFMath), tf.float32)
+
+        def get_config(self):
+            return {"base_lr": self.base_lr, "policy": self.policy, "total_steps": self.total_steps}
+
+    return DigitsLRSchedule(base_lr, policy, total_steps)
+
+
+def describe(policy: dict[str, Any]) -> str:
+    """One-line description of a resolved policy, for logs."""
+    params = ", ".join(f"{k}={v}" for k, v in policy.items() if k != "policy")
+    return f"{policy['policy']}({params})" if params else policy["policy"]
+
+
+__all__ = ["POLICIES", "DEFAULTS", "resolve_policy", "learning_rate_at", "lr_schedule_preview",
+           "keras_schedule", "plot_schedule", "describe"]

@@ -1,0 +1,106 @@
+"""Networks: built-in ones, plugin ones (``digits_register_networks``) and custom files.
+
+:func:`resolve_network` turns what the user typed (``lenet``, ``my_net.py``,
+a plugin network name) into a :class:`NetworkSpec`; :func:`list_networks`
+lists what is available for ``digits train --help`` and the web form.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from ...errors import TrainingError
+from . import builtin
+
+
+@dataclass
+class NetworkSpec:
+    """A network the engine can build.
+
+    Attributes:
+        name: Its name (a file's path for custom networks).
+        build: ``build_model(input_shape, num_outputs, **params)``.
+        source: ``"builtin"``, ``"plugin"`` or ``"file"``.
+        tasks: Tasks it suits (empty: unknown, checked from its output shape).
+        batch_size: Default batch size (DIGITS's per-network default).
+        description: One line for listings.
+        path: The file, for custom networks.
+    """
+
+    name: str
+    build: Callable
+    source: str
+    tasks: tuple = ()
+    batch_size: int = 32
+    description: str = ""
+    path: str | None = None
+
+
+BUILTIN: dict[str, NetworkSpec] = {
+    "lenet": NetworkSpec("lenet", builtin.lenet, "builtin", ("classification",), 64,
+                         "LeNet (conv20-pool-conv50-pool-fc500-fc), DIGITS's small-image default"),
+    "alexnet": NetworkSpec("alexnet", builtin.alexnet, "builtin", ("classification",), 32,
+                           "AlexNet, stem and poolings adapted to the input size"),
+    "googlenet": NetworkSpec("googlenet", builtin.googlenet, "builtin", ("classification",), 32,
+                             "GoogLeNet-style: inception modules and global average pooling"),
+    "unet": NetworkSpec("unet", builtin.unet, "builtin", ("segmentation",), 16,
+                        "small U-Net (~0.47 M parameters), the default for segmentation"),
+    "fcn": NetworkSpec("fcn", builtin.fcn, "builtin", ("segmentation",), 16,
+                       "small FCN-8s-style fully convolutional network"),
+    "regression": NetworkSpec("regression", builtin.regression, "builtin", ("regression",), 32,
+                              "small CNN regressor with a linear output"),
+}
+
+#: The network used when none is given, per task.
+DEFAULT_NETWORK = {"classification": "lenet", "segmentation": "unet", "regression": "regression"}
+
+
+def plugin_networks() -> dict[str, NetworkSpec]:
+    """Networks added by plugins through the ``digits_register_networks`` hook."""
+    from ...plugin_registry import registry
+
+    found = {}
+    for name, build in registry.networks().items():
+        if callable(build):
+            doc = (getattr(build, "__doc__", None) or "").strip().splitlines()
+            found[str(name).lower()] = NetworkSpec(str(name), build, "plugin",
+                                                   description=doc[0] if doc else "plugin network")
+    return found
+
+
+def list_networks() -> list[NetworkSpec]:
+    """Built-in then plugin networks."""
+    specs = dict(BUILTIN)
+    for key, spec in plugin_networks().items():
+        specs.setdefault(key, spec)
+    return list(specs.values())
+
+
+def resolve_network(network: str | Callable) -> NetworkSpec:
+    """Find a network by name, by file path, or wrap a ``build_model`` callable.
+
+    Raises:
+        TrainingError: Unknown name, or a broken network file (message points at its line).
+    """
+    if callable(network):
+        return NetworkSpec(getattr(network, "__name__", "custom"), network, "callable")
+    text = str(network)
+    if text.endswith(".py") or Path(text).expanduser().is_file():
+        from .custom import load_network_module
+
+        path = str(Path(text).expanduser().resolve())
+        module = load_network_module(path)
+        return NetworkSpec(path, module.build_model, "file",
+                           batch_size=int(getattr(module, "BATCH_SIZE", 32)), path=path,
+                           tasks=tuple(getattr(module, "TASKS", ())))
+    key = text.lower()
+    if key in BUILTIN:
+        return BUILTIN[key]
+    plugins = plugin_networks()
+    if key in plugins:
+        return plugins[key]
+    names = ", ".join(sorted(set(BUILTIN) | set(plugins)))
+    raise TrainingError(f'Unknown network "{text}": use one of {names}, or the path of a .py file '
+                        "defining build_model(input_shape, num_outputs, **params).")

@@ -1,0 +1,278 @@
+"""Training options (DIGITS's "New Model" form), validated in one place.
+
+The Python API (``train(**options)``), the ``digits train`` flags and the web
+form all end up in :class:`TrainingOptions`; :meth:`TrainingOptions.from_kwargs`
+rejects unknown names and bad values with a :class:`FormValidationError`
+naming the field. No TensorFlow here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import FormValidationError
+from .lr_policies import resolve_policy
+
+SOLVERS = ("sgd", "momentum", "nesterov", "adam", "adamw", "rmsprop", "adagrad", "adadelta")
+MEAN_MODES = ("none", "image", "pixel")
+TASKS = ("classification", "segmentation", "regression")
+LOSSES = ("ce", "dice_ce", "dice", "mse", "mae")
+FLIPS = ("none", "horizontal", "vertical", "both")
+_FORM = "training options"
+
+
+@dataclass
+class Augmentation:
+    """On-the-fly augmentation in the tf.data pipeline (training stage only).
+
+    Geometric transforms (flips, rot90, rotation, scale) are applied to the
+    image and, for segmentation, to its mask with the same random draw
+    (masks use nearest-neighbour sampling, so class ids stay integers).
+    Photometric transforms (noise, contrast, brightness, hue, saturation)
+    touch the image only.
+
+    Attributes:
+        flip: ``"none"``, ``"horizontal"``, ``"vertical"`` or ``"both"`` (random, p=0.5 each).
+        rot90: Random multiple of 90 degrees (square inputs only).
+        rotation: Maximum absolute rotation angle in degrees (uniform in [-r, r]).
+        scale: Maximum relative zoom (uniform factor in [1-s, 1+s]).
+        noise: Standard deviation of additive Gaussian noise, as a fraction of the input scale.
+        contrast: Maximum relative contrast change (factor in [1-c, 1+c]).
+        brightness: Maximum brightness shift, as a fraction of the input scale.
+        hue: Maximum hue shift (fraction of the colour circle, 0-0.5; RGB only).
+        saturation: Maximum relative saturation change (RGB only).
+    """
+
+    flip: str = "none"
+    rot90: bool = False
+    rotation: float = 0.0
+    scale: float = 0.0
+    noise: float = 0.0
+    contrast: float = 0.0
+    brightness: float = 0.0
+    hue: float = 0.0
+    saturation: float = 0.0
+
+    @property
+    def enabled(self) -> bool:
+        """True when any transform is on."""
+        return self.flip != "none" or self.rot90 or any(
+            getattr(self, n) > 0 for n in ("rotation", "scale", "noise", "contrast", "brightness", "hue", "saturation"))
+
+    def validate(self) -> None:
+        errors: dict[str, list[str]] = {}
+        if self.flip not in FLIPS:
+            errors["aug_flip"] = [f"choose one of {', '.join(FLIPS)}"]
+        for name in ("rotation", "scale", "noise", "contrast", "brightness", "hue", "saturation"):
+            try:
+                value = float(getattr(self, name))
+            except (TypeError, ValueError):
+                errors[f"aug_{name}"] = ["must be a number"]
+                continue
+            if value < 0 or not math.isfinite(value):
+                errors[f"aug_{name}"] = ["must be >= 0"]
+            setattr(self, name, value)
+        if self.scale >= 1:
+            errors["aug_scale"] = ["must be below 1 (0.1 means zoom factor in [0.9, 1.1])"]
+        if self.hue > 0.5:
+            errors["aug_hue"] = ["must be at most 0.5"]
+        if errors:
+            raise FormValidationError(errors, _FORM)
+
+
+@dataclass
+class TrainingOptions:
+    """Every training hyper-parameter, with DIGITS's defaults.
+
+    Attributes:
+        epochs: Training epochs (DIGITS default 30).
+        batch_size: Images per step (global, over all replicas); ``None`` takes the network's default.
+        solver: One of :data:`SOLVERS`.
+        momentum: Momentum for ``momentum``, ``nesterov`` and ``rmsprop``.
+        learning_rate: Base learning rate.
+        lr_policy: ``fixed``, ``step``, ``multistep``, ``exp``, ``inv``, ``poly`` or ``sigmoid``
+            (see :mod:`digits_core.engine.lr_policies` for formulas; ``it`` is progress in %).
+        lr_step_size, lr_gamma, lr_power, lr_step_values: Policy parameters (``None``: DIGITS default).
+        weight_decay: Decoupled weight decay (L2 for plain SGD), 0 to disable.
+        validation_interval: Validate every this many epochs (fractions allowed); 0 disables.
+        snapshot_interval: Snapshot every this many epochs (fractions allowed); the last epoch is always saved.
+        seed: Random seed; the same seed on the same data gives the same result on CPU.
+            ``None`` picks one at random and records it (resume needs it).
+        shuffle: Shuffle the training set each epoch.
+        mean_subtraction: ``none``, ``image`` (the dataset's mean image) or ``pixel`` (its per-channel mean).
+        crop_size: Random crop of this size in training, centre crop in validation/inference.
+        augmentation: :class:`Augmentation` (or a dict of its fields).
+        loss: ``None`` for the task default (``ce``; ``dice_ce`` for segmentation; ``mse`` for
+            regression) or one of :data:`LOSSES`.
+        class_weights: ``None``, ``"auto"`` (inverse class frequency in the training set) or a list
+            of one weight per class.
+        task: Override the task inferred from the dataset.
+        network_params: Extra keyword arguments for the network's ``build_model``.
+        pretrained: Fine-tune: a model job id (its last snapshot) or a Keras ``.keras``/``.weights.h5`` file.
+        gpus: ``None``/0 for the default device, an int or ``"all"`` for ``MirroredStrategy``.
+        preload: ``"auto"`` (preload when the training set fits in ``preload_limit_mb``), ``True`` or ``False``.
+        preload_limit_mb: Size limit for ``preload="auto"``.
+        log_every: Log train loss/LR this many times per epoch.
+    """
+
+    epochs: int = 30
+    batch_size: int | None = None
+    solver: str = "sgd"
+    momentum: float = 0.9
+    learning_rate: float = 0.01
+    lr_policy: str = "step"
+    lr_step_size: float | None = None
+    lr_gamma: float | None = None
+    lr_power: float | None = None
+    lr_step_values: Any = None
+    weight_decay: float = 0.0
+    validation_interval: float = 1.0
+    snapshot_interval: float = 1.0
+    seed: int | None = None
+    shuffle: bool = True
+    mean_subtraction: str = "image"
+    crop_size: int | None = None
+    augmentation: Augmentation = field(default_factory=Augmentation)
+    loss: str | None = None
+    class_weights: Any = None
+    task: str | None = None
+    network_params: dict = field(default_factory=dict)
+    pretrained: str | None = None
+    gpus: Any = None
+    preload: Any = "auto"
+    preload_limit_mb: float = 2048.0
+    log_every: int = 10
+
+    @classmethod
+    def from_kwargs(cls, **kwargs: Any) -> "TrainingOptions":
+        """Build and validate options; ``aug_<name>`` keys fill the augmentation.
+
+        Raises:
+            FormValidationError: Unknown option names or invalid values.
+        """
+        names = {f.name for f in dataclasses.fields(cls)}
+        aug_names = {f.name for f in dataclasses.fields(Augmentation)}
+        aug = kwargs.pop("augmentation", None) or {}
+        if isinstance(aug, Augmentation):
+            aug = dataclasses.asdict(aug)
+        aug = dict(aug)
+        unknown = []
+        values = {}
+        for key, value in kwargs.items():
+            if key.startswith("aug_") and key[4:] in aug_names:
+                if value is not None:
+                    aug[key[4:]] = value
+            elif key in names:
+                if value is not None or key in ("seed", "batch_size", "crop_size", "loss", "task", "pretrained"):
+                    values[key] = value
+            else:
+                unknown.append(key)
+        if unknown:
+            raise FormValidationError({k: ["unknown training option"] for k in unknown}, _FORM)
+        bad_aug = set(aug) - aug_names
+        if bad_aug:
+            raise FormValidationError({f"aug_{k}": ["unknown augmentation"] for k in bad_aug}, _FORM)
+        options = cls(**values, augmentation=Augmentation(**aug))
+        options.validate()
+        return options
+
+    def lr_policy_params(self) -> dict:
+        """The resolved policy dict (see :func:`~digits_core.engine.lr_policies.resolve_policy`)."""
+        return resolve_policy(self.lr_policy, step_size=self.lr_step_size, gamma=self.lr_gamma,
+                              power=self.lr_power, step_values=self.lr_step_values)
+
+    def validate(self) -> None:
+        """Check every value; raises :class:`FormValidationError` listing all bad fields."""
+        errors: dict[str, list[str]] = {}
+
+        def number(name, kind=float, minimum=None, strict=False):
+            value = getattr(self, name)
+            try:
+                if kind is int and isinstance(value, float) and not value.is_integer():
+                    raise ValueError
+                value = kind(value)
+            except (TypeError, ValueError):
+                errors[name] = [f"{getattr(self, name)!r} is not {'an integer' if kind is int else 'a number'}"]
+                return
+            if kind is float and not math.isfinite(value):
+                errors[name] = ["must be finite"]
+                return
+            if minimum is not None and (value <= minimum if strict else value < minimum):
+                errors[name] = [f"must be {'>' if strict else '>='} {minimum}"]
+                return
+            setattr(self, name, value)
+
+        number("epochs", int, 0, strict=True)
+        if self.batch_size is not None:
+            number("batch_size", int, 0, strict=True)
+        number("momentum", float, 0)
+        number("learning_rate", float, 0, strict=True)
+        number("weight_decay", float, 0)
+        number("validation_interval", float, 0)
+        number("snapshot_interval", float, 0)
+        number("preload_limit_mb", float, 0)
+        number("log_every", int, 1)
+        if self.seed is not None:
+            number("seed", int, 0)
+        if self.crop_size is not None:
+            number("crop_size", int, 0, strict=True)
+        self.solver = str(self.solver).lower()
+        if self.solver not in SOLVERS:
+            errors["solver"] = [f'unknown solver "{self.solver}"; choose one of {", ".join(SOLVERS)}']
+        self.mean_subtraction = str(self.mean_subtraction).lower()
+        if self.mean_subtraction not in MEAN_MODES:
+            errors["mean_subtraction"] = [f"choose one of {', '.join(MEAN_MODES)}"]
+        if self.loss is not None and self.loss not in LOSSES:
+            errors["loss"] = [f"choose one of {', '.join(LOSSES)}"]
+        if self.task is not None and self.task not in TASKS:
+            errors["task"] = [f"choose one of {', '.join(TASKS)}"]
+        if isinstance(self.class_weights, str) and self.class_weights != "auto":
+            try:
+                self.class_weights = [float(x) for x in self.class_weights.split(",")]
+            except ValueError:
+                errors["class_weights"] = ['use "auto" or a comma-separated list of numbers, one per class']
+        if self.gpus is not None and self.gpus != "all":
+            try:
+                self.gpus = int(self.gpus)
+                if self.gpus < 0:
+                    raise ValueError
+            except (TypeError, ValueError):
+                errors["gpus"] = ['use a number of GPUs or "all"']
+        if isinstance(self.preload, str):
+            lowered = self.preload.lower()
+            if lowered in ("auto",):
+                self.preload = "auto"
+            elif lowered in ("1", "true", "yes", "on"):
+                self.preload = True
+            elif lowered in ("0", "false", "no", "off"):
+                self.preload = False
+            else:
+                errors["preload"] = ['use "auto", true or false']
+        if not isinstance(self.network_params, dict):
+            errors["network_params"] = ["must be a dict of keyword arguments"]
+        try:
+            self.lr_policy_params()
+        except FormValidationError as exc:
+            errors.update(exc.errors)
+        try:
+            if isinstance(self.augmentation, dict):
+                self.augmentation = Augmentation(**self.augmentation)
+            self.augmentation.validate()
+        except FormValidationError as exc:
+            errors.update(exc.errors)
+        if errors:
+            raise FormValidationError(errors, _FORM)
+
+    def to_dict(self) -> dict:
+        """JSON-serializable dict (stored in ``model.json``)."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "TrainingOptions":
+        """Inverse of :meth:`to_dict`."""
+        data = dict(data)
+        aug = data.pop("augmentation", {}) or {}
+        return cls.from_kwargs(**data, augmentation=aug)
