@@ -150,7 +150,8 @@ def _model_job(jobs_dir, dataset_id, name, task, build, mean_subtraction, crop_s
         model.save(job.path / "snapshots" / f"epoch-{epoch:03d}.keras")
     info = {"network": "toy", "dataset_id": ds.id, "task": task, "class_labels": class_labels,
             "input_shape": list(prep.input_shape), "preprocessing": prep.save(job.path),
-            "last_epoch": epochs}
+            "last_epoch": epochs, "dataset_plugin": ds.plugin_id, "feature_dtype": ds.feature_dtype(),
+            "snapshots": [{"epoch": e, "file": f"epoch-{e:03d}.keras"} for e in range(1, epochs + 1)]}
     (job.path / "model.json").write_text(json.dumps(info))
     job.set_status("Done")
     return job

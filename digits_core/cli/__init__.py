@@ -21,7 +21,9 @@ from ..errors import DigitsError
 
 #: Modules (relative to this package) that each add sub-commands.
 COMMAND_MODULES = [
+    "infer_cmd",
     "plugins_cmd",
+    "dataset_cmd",
     "serve_cmd",
     "download_cmd",
     "upload_s3_cmd",

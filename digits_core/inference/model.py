@@ -122,11 +122,21 @@ def _epoch_number(text: str) -> int | float:
     return int(value) if value.is_integer() else value
 
 
-def list_snapshots(job) -> dict[int | float, Path]:
-    """Return ``{epoch: snapshot file}`` of a model job's ``snapshots/`` folder (fractional epochs as floats)."""
+def list_snapshots(job, info: dict | None = None) -> dict[int | float, Path]:
+    """Return ``{epoch: snapshot file}`` of a model job (fractional epochs as floats).
+
+    The engine lists snapshots in ``model.json["snapshots"]`` (``{"epoch", "file"}``);
+    without that list, the ``snapshots/epoch-NNN.keras`` files are used.
+    """
     folder = Path(job.path) / SNAPSHOT_DIR
     found = {}
-    if folder.is_dir():
+    listed = (info or {}).get("snapshots")
+    if listed:
+        for snap in listed:
+            path = folder / snap["file"]
+            if path.is_file():
+                found[_epoch_number(str(snap["epoch"]))] = path
+    elif folder.is_dir():
         for child in folder.iterdir():
             match = SNAPSHOT_PATTERN.match(child.name)
             if match:
@@ -134,13 +144,13 @@ def list_snapshots(job) -> dict[int | float, Path]:
     return dict(sorted(found.items()))
 
 
-def resolve_epoch(job, epoch: int | float | None) -> tuple[int | float, Path]:
+def resolve_epoch(job, epoch: int | float | None, info: dict | None = None) -> tuple[int | float, Path]:
     """Pick the snapshot: ``epoch`` when given, else the last one (as DIGITS did).
 
     Raises:
         InferenceError: No snapshot, or none for that epoch (the message lists those there are).
     """
-    snapshots = list_snapshots(job)
+    snapshots = list_snapshots(job, info)
     if not snapshots:
         raise InferenceError(f'Model job "{job.id}" has no snapshot yet (status {job.status.value}); '
                              "wait for the first epoch to finish.")
@@ -164,23 +174,25 @@ def _dataset_id(info: dict) -> str | None:
 def dataset_meta(info: dict, preprocessing, jobs_dir=None) -> DatasetMeta:
     """Describe the model's dataset, from its job when it exists, else from ``model.json``."""
     dataset_id = _dataset_id(info)
-    if dataset_id:
-        from ..datasets import open_dataset
-        from ..errors import DatasetError
+    ds = None
+    for reference in (dataset_id, info.get("dataset_path")):
+        if ds is None and reference:
+            from ..datasets import open_dataset
+            from ..errors import DatasetError
 
-        try:
-            ds = open_dataset(dataset_id, jobs_dir)
-        except DatasetError:
-            ds = None
-        if ds is not None:
-            return DatasetMeta(
-                id=ds.id, plugin_id=ds.plugin_id, userdata=dict(ds.userdata),
-                class_labels=ds.class_labels or info.get("class_labels"), color_palette=ds.color_palette,
-                feature_shape=tuple(ds.feature_shape()), feature_dtype=ds.feature_dtype(),
-                info=ds.info, available=True, dataset=ds,
-            )
+            try:
+                ds = open_dataset(reference, jobs_dir)
+            except DatasetError:
+                ds = None
+    if ds is not None:
+        return DatasetMeta(
+            id=ds.id, plugin_id=ds.plugin_id, userdata=dict(ds.userdata),
+            class_labels=ds.class_labels or info.get("class_labels"), color_palette=ds.color_palette,
+            feature_shape=tuple(ds.feature_shape()), feature_dtype=ds.feature_dtype(),
+            info=ds.info, available=True, dataset=ds,
+        )
     return DatasetMeta(
-        id=dataset_id, plugin_id=info.get("dataset_plugin_id") or info.get("plugin_id"), userdata={},
+        id=dataset_id, plugin_id=info.get("dataset_plugin") or info.get("plugin_id"), userdata={},
         class_labels=info.get("class_labels"), color_palette=info.get("color_palette"),
         feature_shape=tuple(preprocessing.feature_shape),
         feature_dtype=info.get("feature_dtype") or "uint8",
@@ -307,6 +319,8 @@ class InferenceModel:
 
 _cache: "OrderedDict[tuple, InferenceModel]" = OrderedDict()
 _cache_lock = threading.Lock()
+#: (model id as given, epoch, jobs_dir, $DIGITS_JOBS_DIR) -> (model, model.json path, its mtime)
+_aliases: dict[tuple, tuple] = {}
 
 
 def _cache_size() -> int:
@@ -316,8 +330,11 @@ def _cache_size() -> int:
         return 4
 
 
-def load_inference_model(model_id, *, epoch: int | None = None, jobs_dir=None) -> InferenceModel:
+def load_inference_model(model_id, *, epoch: int | float | None = None, jobs_dir=None) -> InferenceModel:
     """Return the (cached) :class:`InferenceModel` of a model job's epoch.
+
+    A cache hit costs one ``stat`` of ``model.json``: when the file changed
+    (a new snapshot, a resumed run) the snapshot is resolved again.
 
     Args:
         model_id: Model job id, unique prefix, or job folder.
@@ -328,22 +345,41 @@ def load_inference_model(model_id, *, epoch: int | None = None, jobs_dir=None) -
         JobNotFoundError: No such model.
         InferenceError: No snapshot (for that epoch), or no preprocessing saved.
     """
+    alias = (str(model_id), None if epoch is None else float(epoch), str(jobs_dir) if jobs_dir else None,
+             os.environ.get("DIGITS_JOBS_DIR"))
+    with _cache_lock:
+        hit = _aliases.get(alias)
+    if hit is not None:
+        loaded, info_path, mtime = hit
+        try:
+            if info_path.stat().st_mtime_ns == mtime:
+                return loaded
+        except OSError:
+            pass
     job = find_model_job(model_id, jobs_dir)
-    epoch, snapshot = resolve_epoch(job, epoch)
+    info_path = Path(job.path) / MODEL_FILE
+    mtime = info_path.stat().st_mtime_ns if info_path.is_file() else None
+    info = read_model_info(job)
+    epoch, snapshot = resolve_epoch(job, epoch, info)
     key = (str(Path(job.path).resolve()), epoch, snapshot.stat().st_mtime_ns)
     with _cache_lock:
         loaded = _cache.get(key)
         if loaded is not None:
             _cache.move_to_end(key)
-            return loaded
-    info = read_model_info(job)
-    preprocessing = _load_preprocessing(job, info)
-    model = _load_keras_model(job, epoch, snapshot)
-    loaded = InferenceModel(job, info, epoch, snapshot, model, preprocessing, dataset_meta(info, preprocessing, jobs_dir))
+    if loaded is None:
+        preprocessing = _load_preprocessing(job, info)
+        model = _load_keras_model(job, epoch, snapshot)
+        loaded = InferenceModel(job, info, epoch, snapshot, model, preprocessing,
+                                dataset_meta(info, preprocessing, jobs_dir))
+        with _cache_lock:
+            _cache[key] = loaded
+            while len(_cache) > _cache_size():
+                _cache.popitem(last=False)
     with _cache_lock:
-        _cache[key] = loaded
-        while len(_cache) > _cache_size():
-            _cache.popitem(last=False)
+        if key in _cache:
+            _aliases[alias] = (loaded, info_path, mtime)
+        for name in [a for a, (m, _, _) in _aliases.items() if not any(m is c for c in _cache.values())]:
+            del _aliases[name]
     return loaded
 
 
@@ -351,3 +387,4 @@ def clear_model_cache() -> None:
     """Forget every cached model (e.g. after deleting a job, or to free memory)."""
     with _cache_lock:
         _cache.clear()
+        _aliases.clear()

@@ -1,0 +1,147 @@
+"""``digits infer``: run a trained model on images and write a results page.
+
+::
+
+    digits infer --model ID [--epoch N] [--view VIEW_ID] [--view-option k=v ...]
+                 INPUT... [--out report.html | --json] [--top N]
+    digits infer --model ID --<inference-form-field> VALUE ...   # the data plugin's inference form
+
+INPUTs are image files, folders (every image below, recursively) or list
+files (``path [label]`` per line). The options of every installed data
+plugin's inference form are added to this command (``--help`` lists them
+per plugin); the model's own plugin validates them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from ..errors import FormValidationError
+
+logger = logging.getLogger("digits_core.cli")
+_OWN = {"model", "epoch", "view", "view_option", "out", "json", "top", "batch_size", "inputs", "include_images"}
+
+
+def _add_plugin_form_options(parser) -> dict[str, list[str]]:
+    """Add the inference form fields of every data plugin; return ``{plugin_id: field names}``."""
+    from ..forms import add_form_arguments
+    from ..plugin_registry import registry
+
+    fields: dict[str, list[str]] = {}
+    try:
+        plugins = registry.data_ingestions()
+    except Exception as exc:  # noqa: BLE001 - never let plugins break the CLI
+        logger.warning("Could not list data plugins for `digits infer` options: %s", exc)
+        return fields
+    for plugin_id, plugin in sorted(plugins.items()):
+        try:
+            form = plugin.get_inference_form()
+            if form is None:
+                continue
+            fields[plugin_id] = add_form_arguments(parser, form, title=f'inference inputs of data plugin "{plugin_id}"')
+        except Exception as exc:  # noqa: BLE001
+            logger.warning('Data plugin "%s": its inference form cannot become options: %s', plugin_id, exc)
+    return fields
+
+
+def register(subparsers) -> None:
+    """Add the ``infer`` command."""
+    parser = subparsers.add_parser(
+        "infer", help="run a trained model on images (results page or JSON)",
+        description="Classify or segment images with a trained model and render the results with a view "
+        "plugin into one self-contained HTML page (--out) or JSON (--json). Labelled list files add "
+        "accuracy figures and a confusion matrix (classification) or Dice/IoU (segmentation).",
+        conflict_handler="resolve",
+    )
+    plugin_fields = _add_plugin_form_options(parser)
+    parser.add_argument("--model", required=True, metavar="ID", help="model job id (or unique prefix)")
+    parser.add_argument("--epoch", type=float, default=None, metavar="N", help="snapshot epoch (default: the last)")
+    parser.add_argument("--view", default=None, metavar="VIEW_ID",
+                        help="view plugin (default: the bundled view of the model's task); see `digits plugins`")
+    parser.add_argument("--view-option", action="append", default=[], metavar="K=V",
+                        help="a view option, e.g. top_n=3 or opacity=0.3 (repeatable)")
+    parser.add_argument("--out", metavar="FILE", help="write the HTML page (or, with --json, the JSON) to FILE")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a text summary")
+    parser.add_argument("--include-images", action="store_true", help="keep the view's PNG data URIs in JSON")
+    parser.add_argument("--top", type=int, default=5, metavar="N", help="classes listed per input (default: 5)")
+    parser.add_argument("--batch-size", type=int, default=64, metavar="N", help="inputs per network call (default: 64)")
+    parser.add_argument("inputs", nargs="*", metavar="INPUT", help="image files, folders or list files (path [label])")
+    parser.set_defaults(handler=run, plugin_fields=plugin_fields)
+
+
+def parse_view_options(items: list[str]) -> dict[str, str]:
+    """Turn ``["k=v", ...]`` into a dict.
+
+    Raises:
+        FormValidationError: An item has no ``=``.
+    """
+    options = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise FormValidationError({"view_option": [f"expected k=v, got {item!r}"]}, "--view-option")
+        options[key.strip().replace("-", "_")] = value
+    return options
+
+
+def _form_values(args, plugin_fields: dict[str, list[str]]) -> dict:
+    from ..forms import form_values_from_namespace
+
+    names = sorted({n for names in plugin_fields.values() for n in names} - _OWN)
+    return form_values_from_namespace(args, names)
+
+
+def _print_summary(result) -> None:
+    from .output import print_table
+
+    rows = []
+    for sample in result.samples:
+        if sample.top is not None:
+            best = sample.top[0]
+            rows.append([sample.input_id, best["label"], f"{best['probability'] * 100:.2f}%",
+                         "" if sample.ground_truth is None else str(sample.ground_truth)])
+        else:
+            rows.append([sample.input_id, "x".join(str(v) for v in sample.output.shape), "", ""])
+    print_table(["input", "prediction", "probability", "truth"], rows)
+    if result.metrics:
+        m = result.metrics
+        print(f"\ntop-1 accuracy {m['top1_accuracy'] * 100:.2f}%, top-{m['top_k']} accuracy "
+              f"{m['top_k_accuracy'] * 100:.2f}% over {m['count']} labelled inputs")
+    print("\nUse --out report.html for the full results page, --json for machines.")
+
+
+def run(args) -> int:
+    """Run inference and write or print the results."""
+    from ..inference.runner import infer
+    from .output import print_json
+
+    form_data = _form_values(args, args.plugin_fields)
+    progress = None
+    if sys.stderr.isatty():
+        def progress(done, total):
+            print(f"\rinference: {done}/{total}", end="" if done < total else "\n", file=sys.stderr)
+
+    result = infer(
+        args.model, args.inputs, epoch=args.epoch, view_id=args.view,
+        view_config=parse_view_options(args.view_option), form_data=form_data or None,
+        jobs_dir=args.jobs_dir, top_n_classes=args.top, batch_size=args.batch_size, progress=progress,
+    )
+    if args.json:
+        data = result.to_json(include_images=args.include_images)
+        if args.out:
+            import json
+
+            with open(args.out, "w", encoding="utf-8") as handle:
+                json.dump(data, handle, indent=2)
+            print(f"wrote {args.out}", file=sys.stderr)
+        else:
+            print_json(data)
+        return 0
+    if args.out:
+        result.save_html(args.out)
+        print(f"wrote {args.out} ({len(result.samples)} inputs, view {result.view_id})")
+        return 0
+    _print_summary(result)
+    return 0
