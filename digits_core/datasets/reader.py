@@ -56,6 +56,14 @@ def _find_dataset_folder(job_id_or_path, jobs_dir) -> tuple[Path, Path]:
     return job.path, folder
 
 
+def read_errors_report(job_path: str | os.PathLike) -> list[dict]:
+    """Return the entries a dataset job skipped (``{"stage", "entry", "error"}`` each), from ``errors.jsonl``."""
+    path = Path(job_path) / ERRORS_FILE
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
 def open_dataset(job_id_or_path: str | os.PathLike, jobs_dir: str | os.PathLike | None = None) -> "Dataset":
     """Open a published dataset for reading.
 
@@ -198,10 +206,7 @@ class Dataset:
 
     def errors(self) -> list[dict]:
         """Return the skipped entries recorded while building (``stage``, ``entry``, ``error``)."""
-        path = self.job_path / ERRORS_FILE
-        if not path.is_file():
-            return []
-        return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        return read_errors_report(self.job_path)
 
     # -- records -------------------------------------------------------------
 

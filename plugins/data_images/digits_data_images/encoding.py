@@ -87,13 +87,15 @@ def load_resized(source, path: str, *, channels: int, width: int, height: int, r
 
 
 def encode_image_file(path: str, *, channels: int, width: int, height: int, resize_mode: str = "squash",
-                      encoding: str = "png", seed: int = 0, jpg_quality: int = 90):
+                      encoding: str = "png", seed: int = 0, jpg_quality: int = 90, data: bytes | None = None):
     """Return the stored feature of image ``path``: an ``H×W×C`` array or an :class:`EncodedImage`.
+
+    ``data``, when given, is the file's content already fetched (e.g. from S3); ``path`` then only names it.
 
     Raises:
         ValueError: The file cannot be read or decoded (the message names it).
     """
-    data = read_file(path)
+    data = read_file(path) if data is None else data
     if encoding == "passthrough":
         kept = passthrough(data, channels, width, height)
         if kept is not None:

@@ -58,24 +58,40 @@ def expand(path):
     return os.path.abspath(os.path.expanduser(str(path))) if path else None
 
 
-class ImageSizeForm(Form):
-    """Image type, size, resize mode and encoding (shared fields)."""
+#: Names of the fields :func:`image_option_fields` returns, in order.
+IMAGE_OPTION_FIELDS = ("image_type", "width", "height", "resize_mode", "encoding", "jpg_quality", "seed")
 
-    image_type = SelectField("Image type", choices=IMAGE_TYPES, default="color",
-                             description="Color images have 3 channels (RGB), grayscale 1. "
-                                         "16-bit grayscale PNGs are kept as 16-bit")
-    width = IntegerField("Width", default=256, validators=[validators.InputRequired(), validators.NumberRange(1, 16384)],
-                         description="Image width in pixels after resizing")
-    height = IntegerField("Height", default=256, validators=[validators.InputRequired(), validators.NumberRange(1, 16384)],
-                          description="Image height in pixels after resizing")
-    resize_mode = SelectField("Resize mode", choices=RESIZE_CHOICES, default="squash",
-                              description="How images of another size or aspect ratio are resized (DIGITS modes)")
-    encoding = SelectField("Image encoding", choices=ENCODING_CHOICES, default="png",
-                           description="How images are stored in the database")
-    jpg_quality = IntegerField("JPEG quality", default=90, validators=[validators.NumberRange(1, 100)],
-                               description="Quality of JPEG encoding (1-100)")
-    seed = IntegerField("Random seed", default=0, validators=[validators.InputRequired()],
-                        description="Seeds the split, the shuffle and fill noise, so a rebuild gives the same dataset")
+
+def image_option_fields() -> tuple:
+    """Return new (unbound) fields for image type, size, resize mode, encoding and seed.
+
+    A form class unpacks them into :data:`IMAGE_OPTION_FIELDS` after its own
+    fields, so they come after the data-source fields on the page and in
+    ``--help``.
+    """
+    return (
+        SelectField("Image type", choices=IMAGE_TYPES, default="color",
+                    description="Color images have 3 channels (RGB), grayscale 1. "
+                                "16-bit grayscale PNGs are kept as 16-bit"),
+        IntegerField("Width", default=256, validators=[validators.InputRequired(), validators.NumberRange(1, 16384)],
+                     description="Image width in pixels after resizing"),
+        IntegerField("Height", default=256, validators=[validators.InputRequired(), validators.NumberRange(1, 16384)],
+                     description="Image height in pixels after resizing"),
+        SelectField("Resize mode", choices=RESIZE_CHOICES, default="squash",
+                    description="How images of another size or aspect ratio are resized (DIGITS modes)"),
+        SelectField("Image encoding", choices=ENCODING_CHOICES, default="png",
+                    description="How images are stored in the database"),
+        IntegerField("JPEG quality", default=90, validators=[validators.NumberRange(1, 100)],
+                     description="Quality of JPEG encoding (1-100)"),
+        IntegerField("Random seed", default=0, validators=[validators.InputRequired()],
+                     description="Seeds the split, the shuffle and fill noise, so a rebuild gives the same dataset"),
+    )
+
+
+class ImageSizeForm(Form):
+    """A form with only the image option fields (for plugins that subclass it)."""
+
+    image_type, width, height, resize_mode, encoding, jpg_quality, seed = image_option_fields()
 
 
 class InferenceForm(Form):

@@ -23,14 +23,14 @@ import logging
 import os
 
 import numpy as np
-from wtforms import BooleanField, FloatField, StringField, validators
+from wtforms import BooleanField, Form, FloatField, StringField, validators
 from wtforms.validators import ValidationError
 
 from digits_core import DataIngestion
 
 from . import listing
 from .encoding import encode_image_file, read_file
-from .forms import ImageSizeForm, InferenceForm, existing_file, existing_folder, expand, form_defaults
+from .forms import image_option_fields, InferenceForm, existing_file, existing_folder, expand, form_defaults
 from .inference import encode_inference_entry, inference_entries, prepare_upload
 from .resize import open_image, resize_image
 
@@ -52,7 +52,7 @@ def default_palette(n: int = 256) -> list[list[int]]:
     return palette
 
 
-class SegmentationForm(ImageSizeForm):
+class SegmentationForm(Form):
     """Dataset options of ``image-segmentation``."""
 
     image_folder = StringField("Image folder", description="Folder of input images",
@@ -69,6 +69,7 @@ class SegmentationForm(ImageSizeForm):
     class_labels_file = StringField("Class labels file", description="Class names, one per line (index = class id)",
                                     validators=[existing_file("class labels file")])
     shuffle = BooleanField("Shuffle", default=True, description="Write the records in a seeded random order")
+    image_type, width, height, resize_mode, encoding, jpg_quality, seed = image_option_fields()
 
     def validate_val_label_folder(form, field):
         if bool(field.data) != bool(form.val_image_folder.data):

@@ -1,0 +1,298 @@
+"""``digits dataset``: create, list, show, explore and delete datasets.
+
+``digits dataset create <plugin-id> [options]`` builds its options from the
+plugin's own WTForms dataset form (``--field-name`` per field, help from the
+labels and descriptions, defaults and choices from the form), so
+``digits dataset create <plugin-id> --help`` lists them. The same form
+validates the values through :func:`digits_core.datasets.create_dataset`,
+the path the web UI and the Python API use too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from ..errors import DatasetError, JobStateError
+from .output import print_json, print_table
+
+
+def register(subparsers) -> None:
+    """Add the ``dataset`` command and its sub-commands."""
+    parser = subparsers.add_parser(
+        "dataset", help="create, list, show, explore and delete datasets",
+        description="Build datasets with data plugins and look at them.",
+    )
+    sub = parser.add_subparsers(dest="dataset_command", metavar="SUBCOMMAND")
+    parser.set_defaults(handler=lambda args: parser.print_help() or 0)
+
+    create = sub.add_parser(
+        "create", add_help=False, help="build a dataset with a data plugin",
+        description="Build a dataset with a data plugin: digits dataset create PLUGIN-ID --name NAME "
+                    "[--workers N] [--max-errors X] --FIELD VALUE ...  Run "
+                    "`digits dataset create PLUGIN-ID --help` for the plugin's options.",
+    )
+    create.add_argument("-h", "--help", action="store_true", dest="show_help", help="show this help")
+    create.add_argument("plugin_id", nargs="?", metavar="PLUGIN-ID", help="data plugin id (see `digits plugins`)")
+    create.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    create.set_defaults(handler=run_create, create_parser=create)
+
+    lister = sub.add_parser("list", help="list dataset jobs", description="List the dataset jobs in the jobs folder.")
+    lister.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    lister.set_defaults(handler=run_list)
+
+    show = sub.add_parser("show", help="show a dataset's counts, shapes, labels and errors",
+                          description="Show one dataset: counts per stage, feature shape and dtype, labels, "
+                                      "skipped entries, timing.")
+    show.add_argument("id", help="dataset job id (or a unique prefix)")
+    show.add_argument("--json", action="store_true", help="print JSON")
+    show.add_argument("--errors", type=int, default=10, metavar="N", help="skipped entries to list (default: 10)")
+    show.set_defaults(handler=run_show)
+
+    explore = sub.add_parser("explore", help="write a contact sheet of samples with their labels",
+                             description="Render N records of a stage with their labels into a PNG "
+                                         "(DIGITS's Explore DB).")
+    explore.add_argument("id", help="dataset job id (or a unique prefix)")
+    explore.add_argument("--stage", default="train", choices=["train", "val", "test"], help="stage (default: train)")
+    explore.add_argument("-n", type=int, default=24, help="number of samples (default: 24)")
+    explore.add_argument("--start", type=int, default=None, help="first record (default: spread over the stage)")
+    explore.add_argument("--out", default=None, help="output PNG (default: explore-<id>-<stage>.png)")
+    explore.set_defaults(handler=run_explore)
+
+    delete = sub.add_parser("delete", help="delete a dataset job", description="Delete a dataset job folder.")
+    delete.add_argument("id", help="dataset job id (or a unique prefix)")
+    delete.add_argument("--force", action="store_true", help="also delete a job that is still running")
+    delete.set_defaults(handler=run_delete)
+
+
+# -- create ----------------------------------------------------------------------
+
+def plugin_create_parser(plugin_id: str, plugin_cls) -> tuple[argparse.ArgumentParser, list[str]]:
+    """Return the ``digits dataset create <plugin-id>`` parser and the form field names it has."""
+    from ..forms import add_form_arguments
+
+    parser = argparse.ArgumentParser(
+        prog=f"digits dataset create {plugin_id}",
+        description=f"Build a dataset with {plugin_cls.get_title()} ({plugin_id}). "
+                    "Options after the job options come from the plugin's dataset form.",
+    )
+    job = parser.add_argument_group("job options")
+    job.add_argument("--name", default=None, help=f"dataset name (default: {plugin_id})")
+    job.add_argument("--workers", type=int, default=None, help="encoding processes (default: number of CPUs)")
+    job.add_argument("--max-errors", default=None, metavar="X",
+                     help="entries that may fail before the job fails: a count (10), a fraction (0.05) "
+                          "or a percentage (5%%) (default: 5%%)")
+    job.add_argument("--json", action="store_true", help="print the result as JSON")
+    job.add_argument("--quiet", action="store_true", help="no progress bar")
+    names = add_form_arguments(parser, plugin_cls.get_dataset_form(), title=f"{plugin_id} dataset options")
+    return parser, names
+
+
+class _ProgressBars:
+    """A tqdm bar per stage, fed by create_dataset's progress callback."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self.bar = None
+        self.stage = None
+        self.seen = 0
+
+    def __call__(self, snap: dict) -> None:
+        if not self.enabled:
+            return
+        stage = snap.get("stage")
+        info = snap.get("stages", {}).get(stage)
+        if info is None:
+            return
+        if stage != self.stage:
+            self.close()
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=info["total"], desc=f"{stage:>5}", unit="img", file=sys.stderr,
+                            dynamic_ncols=True, leave=True)
+            self.stage, self.seen = stage, 0
+        self.bar.update(info["done"] - self.seen)
+        self.seen = info["done"]
+        if info["errors"]:
+            self.bar.set_postfix(skipped=info["errors"], refresh=False)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
+def run_create(args) -> int:
+    """Validate the plugin's form values, build the dataset, print a summary."""
+    from ..forms import form_values_from_namespace
+    from ..plugin_registry import registry
+
+    if args.show_help or not args.plugin_id:
+        args.create_parser.print_help()
+        ids = ", ".join(sorted(registry.data_ingestions())) or "none installed"
+        print(f"\ndata plugins: {ids}")
+        return 0 if args.show_help else 2
+    plugin_cls = registry.get_data_ingestion(args.plugin_id)
+    parser, names = plugin_create_parser(args.plugin_id, plugin_cls)
+    options = parser.parse_args(args.rest)
+    values = form_values_from_namespace(options, names)
+    from ..datasets import create_dataset, open_dataset
+
+    bars = _ProgressBars(enabled=not options.quiet and not options.json)
+    try:
+        job = create_dataset(args.plugin_id, values, name=options.name, workers=options.workers,
+                             jobs_dir=args.jobs_dir, max_errors=options.max_errors, progress=bars)
+    finally:
+        bars.close()
+    ds = open_dataset(job.path)
+    if options.json:
+        print_json({**ds.summary(), "job": job.to_dict()})
+        return 0
+    _print_summary(ds, job)
+    return 0
+
+
+def _print_summary(ds, job) -> None:
+    counts = ", ".join(f"{s} {ds.count(s)}" for s in ds.stages)
+    print(f"Dataset {ds.id} ({ds.name}) created in {job.path}")
+    print(f"  records: {counts}")
+    print(f"  feature: {ds.feature_dtype()} {tuple(ds.feature_shape())}   label: {ds.label_kind} "
+          f"{ds.label_dtype} {ds.label_shape}")
+    skipped = (ds.info.get("errors") or {}).get("skipped", 0)
+    if skipped:
+        print(f"  skipped {skipped} entries: see `digits dataset show {ds.id}` or {ds.job_path / 'errors.jsonl'}")
+    timing = ds.info.get("timing") or {}
+    if timing.get("total_s") is not None:
+        print(f"  time: {timing['total_s']:.2f} s ({timing.get('entries_per_s')} entries/s)")
+
+
+# -- list / show / explore / delete -------------------------------------------------
+
+def _pid_alive(pid) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, ValueError, OverflowError):
+        return True
+    return True
+
+
+def job_status_text(job) -> str:
+    """Return the status, noting a Running job whose process is gone (killed)."""
+    status = job.status.value
+    if status == "Running" and "pid" in job.data and not _pid_alive(job.data.get("pid")):
+        return "Running (process gone)"
+    return status
+
+
+def run_list(args) -> int:
+    """Print the dataset jobs."""
+    from ..jobs import JobStore
+
+    jobs = JobStore(args.jobs_dir).list(kind="dataset")
+    if args.json:
+        print_json([{**j.to_dict(), "status": job_status_text(j)} for j in jobs])
+        return 0
+    if not jobs:
+        print("No datasets yet. Create one with `digits dataset create PLUGIN-ID --help`.")
+        return 0
+    rows = []
+    for job in jobs:
+        summary = job.data.get("dataset") or {}
+        stages = summary.get("stages") or {}
+        counts = " ".join(f"{s}={n}" for s, n in stages.items() if n)
+        rows.append([job.id, job.name, job.data.get("plugin_id", ""), job_status_text(job), counts,
+                     summary.get("skipped", "")])
+    print_table(["id", "name", "plugin", "status", "records", "skipped"], rows)
+    return 0
+
+
+def run_show(args) -> int:
+    """Print one dataset's metadata, labels and skipped entries."""
+    from ..datasets import open_dataset
+    from ..datasets.reader import DATASET_DIRNAME, read_errors_report
+    from ..jobs import JobStore
+
+    job = JobStore(args.jobs_dir).get(args.id, kind="dataset")
+    published = (job.path / DATASET_DIRNAME / "dataset.json").is_file()
+    ds = open_dataset(job.path) if published else None
+    errors = read_errors_report(job.path)
+    if args.json:
+        data = {"job": {**job.to_dict(), "status": job_status_text(job)}, "dataset": ds.summary() if ds else None,
+                "skipped_entries": errors}
+        print_json(data)
+        return 0
+    print(f"Dataset job {job.id}  name: {job.name}  plugin: {job.data.get('plugin_id')}  "
+          f"status: {job_status_text(job)}")
+    print(f"  folder: {job.path}")
+    if job.error:
+        print(f"  error: {job.error}")
+    if ds is None:
+        print("  no published dataset")
+    else:
+        for stage in ds.stages:
+            enc = ", ".join(f"{k} {v}" for k, v in ds.feature_encodings(stage).items())
+            print(f"  {stage:>5}: {ds.count(stage)} records ({enc})")
+        print(f"  feature: {ds.feature_dtype()} {tuple(ds.feature_shape())} (H, W, C)")
+        print(f"  label: {ds.label_kind} {ds.label_dtype} {ds.label_shape}")
+        mean = ds.info.get("mean")
+        if mean:
+            print(f"  mean: {mean['file']} (float32, from {mean['images']} train images"
+                  f"{'' if mean.get('exact') else ', a sample'})")
+        labels = ds.class_labels
+        if labels:
+            per_class = (ds.userdata.get("images_per_class") or {})
+            print(f"  classes ({len(labels)}):")
+            for i, name in enumerate(labels[:50]):
+                counts = " ".join(f"{s}={c[i]}" for s, c in per_class.items() if i < len(c))
+                print(f"    {i:>3} {name}  {counts}".rstrip())
+            if len(labels) > 50:
+                print(f"    ... {len(labels) - 50} more")
+        timing = ds.info.get("timing") or {}
+        if timing:
+            print(f"  timing: itemize {timing.get('itemize_s')} s, encode {timing.get('encode_s')} s, "
+                  f"total {timing.get('total_s')} s, {ds.info.get('workers')} workers")
+    if errors:
+        print(f"  skipped entries: {len(errors)}")
+        for item in errors[: max(0, args.errors)]:
+            print(f"    [{item.get('stage')}] {item.get('entry')}: {item.get('error')}")
+        if len(errors) > args.errors:
+            print(f"    ... {len(errors) - args.errors} more in {job.path / 'errors.jsonl'}")
+    return 0
+
+
+def run_explore(args) -> int:
+    """Write a contact sheet PNG of a stage."""
+    from ..datasets import open_dataset
+    from ..datasets.explore import contact_sheet
+
+    ds = open_dataset(args.id, jobs_dir=args.jobs_dir)
+    if args.n < 1:
+        raise DatasetError(f"-n must be at least 1, not {args.n}")
+    sheet = contact_sheet(ds, args.stage, args.n, start=args.start)
+    out = args.out or f"explore-{ds.id}-{args.stage}.png"
+    try:
+        sheet.save(out, format="PNG")
+    except OSError as exc:
+        raise DatasetError(f"Cannot write {out}: {exc}") from exc
+    print(out)
+    return 0
+
+
+def run_delete(args) -> int:
+    """Delete a dataset job folder."""
+    from ..jobs import JobStore
+
+    store = JobStore(args.jobs_dir)
+    job = store.get(args.id, kind="dataset")
+    if job_status_text(job) == "Running" and not args.force:
+        raise JobStateError(f"Dataset job {job.id} is still running (pid {job.data.get('pid')}); "
+                            "wait for it, or use --force.")
+    store.delete(job.id)
+    print(f"Deleted dataset job {job.id}")
+    return 0

@@ -1,0 +1,101 @@
+"""Contact sheets of dataset records (DIGITS's "Explore DB") as a Pillow image."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import DatasetError
+
+
+def to_display(feature: np.ndarray) -> np.ndarray:
+    """Return an ``H×W×3`` uint8 view of a feature for display.
+
+    uint8 is shown as is; other dtypes are stretched from their min..max.
+    """
+    arr = np.asarray(feature)
+    if arr.ndim == 2:
+        arr = arr[:, :, None]
+    if arr.dtype != np.uint8:
+        lo, hi = float(arr.min()), float(arr.max())
+        scale = 255.0 / (hi - lo) if hi > lo else 0.0
+        arr = ((arr.astype(np.float64) - lo) * scale).round().clip(0, 255).astype(np.uint8)
+    if arr.shape[2] == 1:
+        arr = np.repeat(arr, 3, axis=2)
+    elif arr.shape[2] != 3:
+        arr = np.repeat(arr[:, :, :1], 3, axis=2)
+    return arr
+
+
+def colorize_mask(mask: np.ndarray, palette: list | None) -> np.ndarray:
+    """Return an ``H×W×3`` uint8 image of a class-index mask coloured with ``palette``."""
+    table = np.zeros((max(int(mask.max()) + 1, 256), 3), np.uint8)
+    if palette:
+        colors = np.asarray(palette, dtype=np.int64).clip(0, 255).astype(np.uint8)[:, :3]
+        table[: len(colors)] = colors[: len(table)]
+    else:
+        table[:256] = np.stack([np.arange(256) * 37 % 256, np.arange(256) * 91 % 256, np.arange(256) * 53 % 256], 1)
+    return table[mask.astype(np.int64)]
+
+
+def label_text(dataset, label) -> str:
+    """Return a short caption for a class or regression label."""
+    if dataset.label_kind == "class":
+        index = int(label)
+        names = dataset.class_labels or []
+        return f"{index}: {names[index]}" if 0 <= index < len(names) else str(index)
+    values = np.atleast_1d(np.asarray(label, dtype=np.float64))
+    return ", ".join(f"{v:.3g}" for v in values[:4]) + (" ..." if values.size > 4 else "")
+
+
+def contact_sheet(dataset, stage: str = "train", n: int = 24, *, columns: int | None = None, thumb: int = 96,
+                  start: int | None = None):
+    """Render ``n`` records of ``stage`` as a grid with their labels.
+
+    Records are spread evenly over the stage (or taken from ``start`` on).
+    Masks are shown next to their image, coloured with the dataset palette.
+
+    Args:
+        dataset: An open :class:`~digits_core.datasets.Dataset`.
+        stage: The stage to show.
+        n: How many records.
+        columns: Grid columns (default: about square).
+        thumb: Thumbnail size in pixels (longer side).
+        start: First record; ``None`` spreads the records over the stage.
+
+    Returns:
+        A Pillow RGB image.
+    """
+    from PIL import Image, ImageDraw
+
+    count = dataset.count(stage)
+    if count == 0:
+        raise DatasetError(f'Dataset "{dataset.id}" has no records in stage "{stage}" '
+                           f"(stages: {', '.join(dataset.stages)}).")
+    n = max(1, min(int(n), count))
+    if start is None:
+        indexes = np.unique(np.linspace(0, count - 1, n).round().astype(int)).tolist()
+    else:
+        indexes = list(range(max(0, start), min(count, max(0, start) + n)))
+    features, labels = dataset.read_indexes(stage, indexes)
+    is_mask = dataset.label_kind == "mask"
+    h, w = features.shape[1:3]
+    ratio = thumb / max(h, w)
+    tw, th = max(1, round(w * ratio)), max(1, round(h * ratio))
+    cell_w = tw * (2 if is_mask else 1) + 8
+    cell_h = th + 22
+    columns = columns or max(1, int(np.ceil(np.sqrt(len(indexes) * cell_h / cell_w))))
+    rows = int(np.ceil(len(indexes) / columns))
+    sheet = Image.new("RGB", (columns * cell_w, rows * cell_h), (255, 255, 255))
+    draw = ImageDraw.Draw(sheet)
+    for k, (index, feature, label) in enumerate(zip(indexes, features, labels)):
+        x, y = (k % columns) * cell_w + 4, (k // columns) * cell_h + 4
+        image = Image.fromarray(to_display(feature)).resize((tw, th), Image.NEAREST)
+        sheet.paste(image, (x, y))
+        if is_mask:
+            mask = Image.fromarray(colorize_mask(np.asarray(label), dataset.color_palette)).resize((tw, th), Image.NEAREST)
+            sheet.paste(mask, (x + tw, y))
+            caption = f"#{index}"
+        else:
+            caption = f"#{index} {label_text(dataset, label)}"
+        draw.text((x, y + th + 2), caption[: max(4, cell_w // 6)], fill=(0, 0, 0))
+    return sheet
