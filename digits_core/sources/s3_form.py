@@ -39,11 +39,14 @@ from .s3 import (
     check_location,
     list_class_tree,
     list_prefixes,
+    parse_s3_url,
     read_object,
 )
 
 #: Stage -> the form field holding its S3 path.
 STAGE_FIELDS = {"train": "s3_path", "val": "s3_val_path", "test": "s3_test_path"}
+#: Stage -> fields of a host form giving the same stage locally (an S3 path excludes them).
+_LOCAL_FIELDS = {"train": ("folder", "train_list"), "val": ("val_folder", "val_list"), "test": ("test_folder", "test_list")}
 
 
 def is_s3_url(path: Any) -> bool:
@@ -97,13 +100,29 @@ class S3ClassSource:
                 raise _StagePathError(stage, f"No class folders under {location.describe()}: expected keys like "
                                              f"{location.prefix}<class>/<image>.")
 
-    def class_files(self, stage: str, *, workers: int = 8) -> dict[str, list[str]] | None:
-        """List a stage's classes in parallel: class name -> ``s3://bucket/key`` URLs (sorted).
+    def stage_url(self, stage: str) -> str | None:
+        """``s3://bucket/prefix/`` of a stage's class tree, or ``None`` when the stage has no S3 path."""
+        location = self.stage_location(stage)
+        return location.url if location is not None else None
+
+    def class_files(self, stage_or_url: str, *, workers: int = 8) -> dict[str, list[str]] | None:
+        """List a class tree in parallel: class name -> ``s3://bucket/key`` URLs (sorted).
+
+        Args:
+            stage_or_url: ``"train"``, ``"val"``, ``"test"``, or an ``s3://bucket/prefix/`` URL
+                (read with this source's endpoint and credentials).
+            workers: Parallel listing requests.
 
         Returns:
             ``None`` when the stage has no S3 path.
         """
-        location = self.stage_location(stage)
+        if is_s3_url(stage_or_url):
+            bucket, prefix = parse_s3_url(stage_or_url)
+            location = S3Location(bucket, prefix if prefix.endswith("/") or not prefix else prefix + "/",
+                                  self.location.endpoint_url, self.location.access_key, self.location.secret_key,
+                                  self.location.profile, self.location.region)
+        else:
+            location = self.stage_location(stage_or_url)
         if location is None:
             return None
         tree = list_class_tree(location, extensions=IMAGE_EXTENSIONS, workers=workers)
@@ -150,7 +169,12 @@ def s3_source(values: Any) -> S3ClassSource | None:
 
 
 class S3SourceFields(Form):
-    """Form mixin: DIGITS's "Use S3" fields, checked against the server when filled in."""
+    """Form mixin: DIGITS's "Use S3" fields, checked against the server when filled in.
+
+    The fields are listed after the host form's own fields. When the host
+    form also has ``folder``/``train_list``, ``val_folder``/``val_list`` or
+    ``test_folder``/``test_list``, an S3 path for the same stage excludes them.
+    """
 
     s3_endpoint_url = StringField(
         "S3 endpoint URL",
@@ -176,7 +200,13 @@ class S3SourceFields(Form):
             return self._s3_checked or None
         result: tuple[str, str] | tuple = ()
         source = s3_source(self)
-        if source is not None:
+        conflict = next((stage for stage, names in _LOCAL_FIELDS.items()
+                         if _get(self, STAGE_FIELDS[stage]) and any(_get(self, n) for n in names)), None)
+        if conflict is not None:
+            local = ", ".join(n for n in _LOCAL_FIELDS[conflict] if hasattr(self, n))
+            what = {"train": "training", "val": "validation", "test": "test"}[conflict]
+            result = (STAGE_FIELDS[conflict], f"give the {what} images either as an S3 path or locally ({local}), not both")
+        elif source is not None:
             if not source.location.bucket:
                 result = ("s3_bucket", "give the bucket that holds the S3 paths")
             elif source.location.access_key and not source.location.secret_key:
