@@ -139,7 +139,8 @@ class SunnybrookDatasetForm(Form):
         check_image_folder(field.data)
 
     def validate_contour_folder(self, field):
-        contour_cases = check_contour_folder(field.data, self.contour_type.data or "i")
+        kind = self.contour_type.data if self.contour_type.data in ("i", "o") else "i"  # a bad kind is reported on its own field
+        contour_cases = check_contour_folder(field.data, kind)
         try:
             images = check_image_folder(self.image_folder.data)
         except ValidationError:
@@ -164,13 +165,11 @@ class SunnybrookInferenceForm(Form):
     dicom_file = StringField(
         "DICOM file",
         default="",
-        validators=[Optional()],
         description="Path of one DICOM image to segment.",
     )
     validation_record = StringField(
         "Validation record",
         default="",
-        validators=[Optional()],
         description="Or a record of the dataset's validation set: its index (0, 1, ...) or CASE/NUMBER "
         "(e.g. SC-HF-I-1/0021); its contour is shown as ground truth.",
     )
