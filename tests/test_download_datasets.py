@@ -202,6 +202,33 @@ def test_mnist_from_http_server_decodes_images_and_labels(server, tmp_path):
     assert str(out / "train") in command
 
 
+def test_printed_next_step_builds_the_dataset(server, tmp_path, capsys):
+    import shlex
+
+    from digits_core.datasets import open_dataset
+    from digits_core.jobs import JobStore
+
+    data = make_mnist(server.root, n_train=20, n_test=10)
+    out = tmp_path / "mnist"
+    assert main(["download", "mnist", str(out), "--source", server.url, "--no-verify", "-q"]) == 0
+    command = next(line.strip() for line in capsys.readouterr().out.splitlines() if "dataset create" in line)
+    jobs = tmp_path / "jobs"
+    argv = shlex.split(command)[1:] + ["--workers", "1", "--min-per-class", "1", "--val-percent", "0"]
+    assert main(["--jobs-dir", str(jobs), *argv]) == 0, capsys.readouterr()
+    (job,) = JobStore(jobs).list()
+    dataset = open_dataset(job.id, jobs_dir=jobs)
+    assert dataset.class_labels == [str(i) for i in range(10)]
+    assert dataset.count("train") == 20 and dataset.count("test") == 10
+    features, labels = dataset.read_all("test")
+    assert features.shape == (10, 28, 28, 1)
+    images, truth = data["test"]
+    assert sorted(labels.tolist()) == sorted(truth.tolist())
+    # each stored test image is one of the originals, with its label
+    originals = {images[i].tobytes(): int(truth[i]) for i in range(len(truth))}
+    for feature, label in zip(features, labels):
+        assert originals[feature[:, :, 0].tobytes()] == label
+
+
 def test_mnist_invert_matches_digits6(server, tmp_path):
     data = make_mnist(server.root, n_train=10, n_test=10)
     out = tmp_path / "inv"

@@ -70,15 +70,19 @@ class DownloadResult:
     trees: list[TreeSummary]
     archives: list[Path]
     skipped: list[str] = field(default_factory=list)
+    image_size: tuple[int, int, int] = (0, 0, 0)
 
     def next_steps(self) -> list[str]:
         """Return ``digits dataset create`` command lines that build a dataset from each tree."""
         commands = []
         for tree in self.trees:
             suffix = f"-{tree.folder.name}" if tree.folder != self.folder else ""
+            height, width, channels = self.image_size
+            size = (f"--image-type {'grayscale' if channels == 1 else 'color'} --width {width} --height {height} "
+                    if width else "")
             commands.append(
                 "digits dataset create image-classification "
-                f"--name {self.dataset}{suffix} "
+                f"--name {self.dataset}{suffix} {size}"
                 f"--folder {_quote(tree.folder / 'train')} "
                 f"--test-folder {_quote(tree.folder / 'test')}"
             )
@@ -252,7 +256,8 @@ def download_dataset(
         ],
     }
     write_json_atomic(folder / MARKER, marker)
-    return DownloadResult(spec.name, folder, summaries, list(archives.values()), skipped=sorted(done_stages))
+    return DownloadResult(spec.name, folder, summaries, list(archives.values()), skipped=sorted(done_stages),
+                          image_size=spec.image_size)
 
 
 def _result_from_marker(spec: DatasetSpec, folder: Path, marker: dict, skipped: list[str]) -> DownloadResult:
@@ -260,7 +265,8 @@ def _result_from_marker(spec: DatasetSpec, folder: Path, marker: dict, skipped: 
         TreeSummary(folder / s["folder"] if s["folder"] != "." else folder, list(s["classes"]), dict(s["counts"]))
         for s in marker["summary"]
     ]
-    return DownloadResult(spec.name, folder, trees, [Path(p) for p in marker.get("archives", {}).values()], skipped)
+    return DownloadResult(spec.name, folder, trees, [Path(p) for p in marker.get("archives", {}).values()], skipped,
+                          image_size=spec.image_size)
 
 
 def _stage_count(tree: Path, stage: str) -> int:
