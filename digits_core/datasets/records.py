@@ -114,7 +114,7 @@ class EncodedImage:
         if dtype == "uint16":
             if fmt != "png" or arr.shape[2] != 1:
                 raise RecordError("uint16 images can only be stored as 1-channel PNG")
-            image = Image.fromarray(np.ascontiguousarray(arr[:, :, 0]).astype("<u2", copy=False), mode="I;16")
+            image = Image.fromarray(np.ascontiguousarray(arr[:, :, 0]).astype(np.uint16))
         elif dtype == "uint8":
             image = Image.fromarray(arr[:, :, 0] if arr.shape[2] == 1 else arr)
         else:

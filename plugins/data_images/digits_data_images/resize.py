@@ -20,6 +20,9 @@ DIGITS; 0–65535 for 16-bit ones) and come from a generator the caller seeds,
 so a dataset rebuilt from the same files is identical. Labels (segmentation
 masks) are resized with nearest neighbour and padded with class 0.
 
+Rounding of the intermediate sizes and crop offsets is half away from zero,
+as in DIGITS (Python 2's ``round``).
+
 Channel conversion: RGB → grayscale with the weights 0.299, 0.587, 0.114
 (Pillow's ``convert("L")``), grayscale → RGB by repeating the channel;
 images with transparency are composited over white first, as DIGITS did.
@@ -28,6 +31,7 @@ images with transparency are composited over white first, as DIGITS did.
 from __future__ import annotations
 
 import io
+import math
 from typing import BinaryIO
 
 import numpy as np
@@ -117,16 +121,21 @@ def _resize_array(arr: np.ndarray, height: int, width: int, nearest: bool = Fals
     for c in range(arr.shape[2]):
         plane = arr[:, :, c]
         if nearest:
-            image = Image.fromarray(plane.astype(np.int32), mode="I")
+            image = Image.fromarray(plane.astype(np.int32))
             channels.append(np.asarray(image.resize((width, height), resample)).astype(arr.dtype))
         else:
-            image = Image.fromarray(plane.astype(np.float32), mode="F")
+            image = Image.fromarray(plane.astype(np.float32))
             res = np.asarray(image.resize((width, height), resample))
             if np.issubdtype(arr.dtype, np.integer):
                 info = np.iinfo(arr.dtype)
                 res = np.clip(np.rint(res), info.min, info.max)
             channels.append(res.astype(arr.dtype))
     return np.stack(channels, axis=2)
+
+
+def _round(value: float) -> int:
+    """Round half away from zero, as Python 2's ``round`` in DIGITS did (Python 3 rounds half to even)."""
+    return int(math.floor(value + 0.5)) if value >= 0 else -int(math.floor(-value + 0.5))
 
 
 def _noise(rng: np.random.Generator, shape: tuple, dtype) -> np.ndarray:
@@ -172,42 +181,42 @@ def resize_image(arr: np.ndarray, height: int, width: int, resize_mode: str = "s
     if resize_mode == "crop":
         if width_ratio > height_ratio:
             resize_height = height
-            resize_width = int(round(src_w / height_ratio))
+            resize_width = _round((src_w / height_ratio))
         else:
             resize_width = width
-            resize_height = int(round(src_h / width_ratio))
+            resize_height = _round((src_h / width_ratio))
         out = _resize_array(arr, resize_height, resize_width, is_label)
         if width_ratio > height_ratio:
-            start = int(round((resize_width - width) / 2.0))
+            start = _round(((resize_width - width) / 2.0))
             return np.ascontiguousarray(out[:, start:start + width])
-        start = int(round((resize_height - height) / 2.0))
+        start = _round(((resize_height - height) / 2.0))
         return np.ascontiguousarray(out[start:start + height, :])
     if resize_mode == "fill":
         if width_ratio > height_ratio:
             resize_width = width
-            resize_height = int(round(src_h / width_ratio))
+            resize_height = _round((src_h / width_ratio))
             if (height - resize_height) % 2 == 1:
                 resize_height += 1
         else:
             resize_height = height
-            resize_width = int(round(src_w / height_ratio))
+            resize_width = _round((src_w / height_ratio))
             if (width - resize_width) % 2 == 1:
                 resize_width += 1
         out = _resize_array(arr, resize_height, resize_width, is_label)
     else:  # half_crop
         new_ratio = (width_ratio + height_ratio) / 2.0
-        resize_width = int(round(src_w / new_ratio))
-        resize_height = int(round(src_h / new_ratio))
+        resize_width = _round((src_w / new_ratio))
+        resize_height = _round((src_h / new_ratio))
         if width_ratio > height_ratio and (height - resize_height) % 2 == 1:
             resize_height += 1
         elif width_ratio < height_ratio and (width - resize_width) % 2 == 1:
             resize_width += 1
         out = _resize_array(arr, resize_height, resize_width, is_label)
         if width_ratio > height_ratio:
-            start = int(round((resize_width - width) / 2.0))
+            start = _round(((resize_width - width) / 2.0))
             out = out[:, start:start + width]
         else:
-            start = int(round((resize_height - height) / 2.0))
+            start = _round(((resize_height - height) / 2.0))
             out = out[start:start + height, :]
     rng = rng if rng is not None else np.random.default_rng(0)
     fill = (lambda shape: np.zeros(shape, out.dtype)) if is_label else (lambda shape: _noise(rng, shape, out.dtype))

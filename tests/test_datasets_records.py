@@ -1,0 +1,117 @@
+"""One record's bytes: bit-exact round trips per dtype, label kinds, contract violations."""
+
+from __future__ import annotations
+
+import lmdb
+import numpy as np
+import pytest
+
+from digits_core.datasets import EncodedImage, RecordError
+from digits_core.datasets import records as rec
+from digits_core.datasets.storage import StageWriter, open_reader, read_keys, read_range
+
+
+def _roundtrip(feature, label):
+    data, meta, _ = rec.pack_record(feature, label)
+    return rec.unpack_record(data), meta
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "uint16", "int16", "float32"])
+def test_feature_dtypes_round_trip_bit_exactly(dtype):
+    rng = np.random.default_rng(1)
+    if dtype == "float32":
+        feature = rng.standard_normal((5, 7, 3)).astype(np.float32)
+        feature[0, 0, 0] = np.float32(np.nan)
+        feature[0, 0, 1] = np.float32(-0.0)
+    else:
+        info = np.iinfo(dtype)
+        feature = rng.integers(info.min, info.max, (5, 7, 3), endpoint=True).astype(dtype)
+    (out, label), meta = _roundtrip(feature, 3)
+    assert out.dtype == np.dtype(dtype) and out.shape == (5, 7, 3)
+    assert out.tobytes() == feature.tobytes()
+    assert meta.feature_dtype == dtype and meta.feature_shape == (5, 7, 3)
+    assert label == 3 and label.dtype == np.int64
+
+
+def test_hw_feature_becomes_hwc_and_big_endian_is_stored_by_value():
+    feature = np.arange(12, dtype=">u2").reshape(3, 4)
+    (out, _), meta = _roundtrip(feature, 0)
+    assert out.shape == (3, 4, 1) and out.dtype == np.uint16
+    assert np.array_equal(out[:, :, 0], feature.astype(np.uint16))
+    assert out.dtype.byteorder in ("=", "<", "|")
+
+
+@pytest.mark.parametrize("label, kind, dtype, shape", [
+    (7, "class", "int64", ()),
+    (np.int32(2), "class", "int64", ()),
+    (0.25, "regression", "float64", ()),
+    (np.float32(1.5), "regression", "float32", ()),
+    (np.array([1.0, -2.5, 3.25], np.float32), "regression", "float32", (3,)),
+    (np.array([1.0, 2.0], np.float64), "regression", "float64", (2,)),
+])
+def test_label_kinds(label, kind, dtype, shape):
+    feature = np.zeros((2, 3, 1), np.uint8)
+    (_, out), meta = _roundtrip(feature, label)
+    assert rec.LABEL_KINDS[meta.label_kind] == kind
+    assert meta.label_dtype == dtype and meta.label_shape == shape
+    assert np.asarray(out).dtype == np.dtype(dtype)
+    assert np.array_equal(np.asarray(out), np.asarray(label, dtype=dtype))
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "uint16", "int32"])
+def test_mask_labels(dtype):
+    mask = (np.arange(20).reshape(4, 5) % 3).astype(dtype)
+    (_, out), meta = _roundtrip(np.zeros((4, 5, 3), np.uint8), mask)
+    assert rec.LABEL_KINDS[meta.label_kind] == "mask"
+    assert out.dtype == np.dtype(dtype) and out.shape == (4, 5)
+    assert np.array_equal(out, mask)
+
+
+@pytest.mark.parametrize("feature, label, message", [
+    ([1, 2, 3], 0, "numpy array"),
+    (np.zeros((2, 2, 2, 2), np.uint8), 0, "H×W×C"),
+    (np.zeros((2, 2), np.int64), 0, "dtype int64"),
+    (np.zeros((2, 2), np.uint8), None, "label is None"),
+    (np.zeros((2, 2), np.uint8), True, "bool"),
+    (np.zeros((2, 2), np.uint8), "cat", "not str"),
+    (np.zeros((2, 2), np.uint8), np.zeros((3, 3), np.uint8), "differs from the feature"),
+    (np.zeros((2, 2), np.uint8), np.zeros((2, 2), np.float32), "integer array"),
+    (np.zeros((2, 2), np.uint8), np.array([1, 2]), "float32 or float64"),
+])
+def test_contract_violations_raise_record_error(feature, label, message):
+    with pytest.raises(RecordError, match=message):
+        rec.pack_record(feature, label)
+
+
+def test_encoded_png_round_trips_uint8_and_uint16():
+    rng = np.random.default_rng(2)
+    rgb = rng.integers(0, 256, (6, 5, 3), dtype=np.uint8)
+    gray16 = rng.integers(0, 65536, (6, 5), dtype=np.uint16)
+    for arr in (rgb, gray16):
+        enc = EncodedImage.from_array(arr, "png")
+        data, meta, pixels = rec.pack_record(enc, 1)
+        assert meta.encoding == rec.PNG and pixels is not None
+        out, _ = rec.unpack_record(data)
+        assert out.dtype == arr.dtype and np.array_equal(out.reshape(arr.shape), arr)
+        raw, _ = rec.unpack_record(data, decode=False)
+        assert raw == enc.data
+    with pytest.raises(RecordError, match="1-channel PNG"):
+        EncodedImage.from_array(np.zeros((2, 2, 3), np.uint16), "png")
+    with pytest.raises(RecordError, match="uint8 or uint16"):
+        rec.pack_record(EncodedImage(b"x", "png", (2, 2, 1), "float32"), 0)
+
+
+def test_stage_writer_grows_the_map_and_reads_ranges(tmp_path):
+    writer = StageWriter(tmp_path / "train", map_size=64 * 1024)
+    records = [bytes([i % 256]) * 3000 for i in range(200)]  # ~600 KB: the map must grow
+    for start in range(0, 200, 50):
+        writer.append(records[start:start + 50])
+    assert writer.map_grows >= 1 and writer.count == 200
+    writer.close()
+    env = open_reader(tmp_path / "train")
+    assert read_range(env, 10, 13) == records[10:13]
+    assert read_range(env, 195, 300) == records[195:]
+    assert read_keys(env, [199, 0, 5]) == [records[199], records[0], records[5]]
+    env.close()
+    with pytest.raises(lmdb.Error):
+        lmdb.open(str(tmp_path / "missing"), readonly=True, create=False)
