@@ -197,7 +197,7 @@ def test_guide_walkthrough(tmp_path):
     workspace = tmp_path / "work"
     workspace.mkdir()
     env = subprocess_env(tmp_path / "jobs")
-    last_output, ran = None, []
+    last_output, ran, uninstalled = None, [], False
     try:
         for number, block in enumerate(parse_guide()):
             where = f"docs/writing-plugins.md:{block.line} ({block.kind})"
@@ -220,8 +220,10 @@ def test_guide_walkthrough(tmp_path):
                 assert result.returncode == 0, f"{where} failed:\n{block.text}\n{result.stdout}\n{result.stderr}"
                 last_output = result.stdout
                 ran.append(block.kind)
+                uninstalled = block.kind == "run" and f"pip uninstall -y {DISTRIBUTION}" in block.text
     finally:
-        pip_uninstall(DISTRIBUTION)
+        if not uninstalled:  # the guide ends by uninstalling; otherwise (a failure) clean up here
+            pip_uninstall(DISTRIBUTION)
     assert ran.count("run") >= 5 and ran.count("python") >= 3
     built, example = source_files(workspace / PLUGIN_FOLDER), source_files(EXAMPLE)
     assert sorted(built) == sorted(example)

@@ -121,6 +121,18 @@ def test_generated_classes_meet_the_contract(tmp_path, monkeypatch):
     assert 'name="image_folder"' in html and "<legend>Probe (x) & co's</legend>" in html
     assert (ProbeInProcessView.get_static_folder() / "style.css").is_file()
 
+    # The generated view works with the core's results-page renderer (the one `digits infer` uses).
+    from types import SimpleNamespace
+
+    from digits_core.inference.report import render_html, run_view
+
+    view_instance = ProbeInProcessView(SimpleNamespace(class_labels=["cat", "dog"], userdata={}), top_n=2)
+    samples = [("a.png", np.zeros((4, 4, 1), np.uint8), np.array([0.9, 0.1]), 0),
+               ("b.png", np.zeros((4, 4, 1), np.uint8), np.array([0.3, 0.7]), 0)]
+    page = render_html(view_instance, run_view(view_instance, samples))
+    assert "Top-1 accuracy: 50.0 %" in page and ".plugin-probe-in-process-sample" in page
+    assert page.count('class="plugin-probe-in-process-sample"') == 2
+
 
 def test_existing_folder_is_not_overwritten(tmp_path, capsys):
     assert main(["plugin", "new", "data", "probe", "--dir", str(tmp_path)]) == 0
