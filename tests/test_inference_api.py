@@ -395,3 +395,79 @@ def test_cli_html_json_and_plugin_form_options(cls_model, seg_model, labelled_li
     assert main(["--jobs-dir", str(jobs_dir), "infer", "--model", cls_model.id, "--view-option", "bad",
                  str(labelled_list / "img3.png")]) == 2
     assert "k=v" in capsys.readouterr().err
+
+
+# -- export -----------------------------------------------------------------------
+
+PLAIN_TF_SCRIPT = r"""
+import json, sys
+import numpy as np
+import tensorflow as tf
+root = sys.argv[1]
+results = {}
+for name in json.loads(sys.argv[2]):
+    serve = tf.saved_model.load(f"{root}/{name}/saved_model").signatures["serving_default"]
+    images = np.load(f"{root}/{name}-images.npy")
+    np.save(f"{root}/{name}-outputs.npy", serve(images=tf.constant(images))["outputs"].numpy())
+    big = np.repeat(np.repeat(images[:1], 2, axis=1), 2, axis=2)
+    results[name] = list(serve(images=tf.constant(big))["outputs"].shape)
+results["digits_core_imported"] = any(m.startswith("digits") for m in sys.modules)
+print(json.dumps(results))
+"""
+
+
+def test_export_round_trip_with_plain_tensorflow(cls_model, seg_model, jobs_dir, tmp_path):
+    import subprocess
+    import sys
+    import tarfile
+
+    from digits_core import export_model, infer
+    from digits_core.cli import main
+
+    cls_archive = tmp_path / "cls.tar.gz"
+    assert main(["--jobs-dir", str(jobs_dir), "export", "--model", cls_model.id, "--out", str(cls_archive)]) == 0
+    seg_archive = export_model(seg_model.id, tmp_path / "seg.tar.gz", jobs_dir=jobs_dir)
+    names = []
+    expected = {}
+    inputs = {
+        cls_archive: np.stack([toy_image(c, 300 + c) for c in range(3)]),
+        seg_archive: np.stack([toy_rectangle(900 + i)[0] for i in range(2)]),
+    }
+    for archive, (job, images) in zip(inputs, [(cls_model, inputs[cls_archive]), (seg_model, inputs[seg_archive])]):
+        with tarfile.open(archive) as tar:
+            members = tar.getnames()
+            tar.extractall(tmp_path, filter="data")
+        name = members[0].split("/")[0]
+        assert name == f"{job.id}-epoch-{2 if job is cls_model else 1:03d}"
+        assert {f"{name}/info.json", f"{name}/mean.npy", f"{name}/labels.txt"} <= set(members)
+        info = json.loads((tmp_path / name / "info.json").read_text())
+        assert info["signature"]["input"]["dtype"] == "uint8"
+        assert info["task"] == ("classification" if job is cls_model else "segmentation")
+        np.save(tmp_path / f"{name}-images.npy", images)
+        expected[name] = infer(job.id, list(images), jobs_dir=jobs_dir).outputs
+        names.append(name)
+    labels = (tmp_path / names[0] / "labels.txt").read_text().split()
+    assert labels == LABELS
+    env = {"PATH": "/usr/bin:/bin", "TF_CPP_MIN_LOG_LEVEL": "3"}
+    proc = subprocess.run([sys.executable, "-c", PLAIN_TF_SCRIPT, str(tmp_path), json.dumps(names)],
+                          capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert report["digits_core_imported"] is False
+    for name in names:
+        assert np.allclose(np.load(tmp_path / f"{name}-outputs.npy"), expected[name], atol=1e-5)
+    assert report[names[0]] == [1, 3] and report[names[1]] == [1, 12, 12, 2]
+
+
+def test_keras_format_export(cls_model, jobs_dir, tmp_path):
+    import tarfile
+
+    from digits_core import export_model
+
+    archive = export_model(cls_model.id, tmp_path / "k.tar.gz", epoch=1, format="keras", jobs_dir=jobs_dir)
+    with tarfile.open(archive) as tar:
+        members = set(tar.getnames())
+    name = f"{cls_model.id}-epoch-001"
+    assert {f"{name}/model.keras", f"{name}/info.json", f"{name}/labels.txt", f"{name}/mean.npy"} <= members
+    with pytest.raises(InferenceError, match="Unknown export format"):
+        export_model(cls_model.id, tmp_path / "x.tar.gz", format="onnx", jobs_dir=jobs_dir)

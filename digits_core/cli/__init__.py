@@ -22,6 +22,7 @@ from ..errors import DigitsError
 #: Modules (relative to this package) that each add sub-commands.
 COMMAND_MODULES = [
     "infer_cmd",
+    "export_cmd",
     "plugins_cmd",
     "dataset_cmd",
     "serve_cmd",
