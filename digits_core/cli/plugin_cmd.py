@@ -39,7 +39,9 @@ def run_new(args) -> int:
 
     names = plugin_names(args.kind, args.name, args.title)
     target = create_plugin(args.kind, args.name, args.dir, title=args.title)
-    shown = os.path.relpath(target) if not os.path.relpath(target).startswith("..") else str(target)
+    relative = os.path.relpath(target)
+    # "./name" so that pip takes it for a folder, never for a package name to download.
+    shown = str(target) if relative.startswith("..") else os.path.join(os.curdir, relative)
     noun = "data plugin" if args.kind == "data" else "view plugin"
     print(f'Created {noun} "{names.plugin_id}" ({names.distribution}) in {shown}:')
     for path in sorted(p for p in target.rglob("*") if p.is_file()):
