@@ -17,6 +17,10 @@ it is exercised:
 * ``<!-- guide: toml -->``: a ``pyproject.toml`` excerpt; it must parse and
   declare only DIGITS entry-point groups with ``module:attribute`` values.
 
+After changing a file of ``examples/dicom_csv_plugin``, copy it into the
+guide with ``python tests/test_plugin_guide.py --sync`` (it rewrites the
+guide's ``write`` blocks from the example's files).
+
 The fast tests check tags and file contents; the slow walkthrough does what
 a reader does, from ``digits plugin new`` to a built dataset, with real pip
 installs. A separate slow test pip-installs ``examples/dicom_csv_plugin``
@@ -270,3 +274,25 @@ def test_example_plugin_installs_and_builds_a_dataset(tmp_path):
     assert features.min() >= -1024 and features.max() <= 3071 and set(labels.tolist()) <= {0, 1}
     errors = "".join(p.read_text() for p in job_folder.rglob("errors*") if p.is_file())
     assert "P003" in errors and "IM-0002.dcm" in errors
+
+
+def sync_guide(path: Path = GUIDE) -> int:
+    """Rewrite the guide's ``write`` blocks from the example plugin's files; return how many changed."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    changed = 0
+    for block in reversed(parse_guide(path)):
+        if block.kind != "write":
+            continue
+        text = (EXAMPLE / block.arg.split("/", 1)[1]).read_text(encoding="utf-8")
+        if text != block.text:
+            end = block.line + len(block.text.splitlines())  # index of the closing fence
+            lines[block.line:end] = text.splitlines()
+            changed += 1
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return changed
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["--sync"]:
+        sys.exit("usage: python tests/test_plugin_guide.py --sync")
+    print(f"{sync_guide()} block(s) of {GUIDE.relative_to(REPO)} updated from {EXAMPLE.relative_to(REPO)}")
