@@ -6,7 +6,10 @@ Sources, as in DIGITS's "New Image Classification Dataset":
   sub-folder names are the class labels, index = class id), or
 * ``train_list``: a list file, ``<path> <class id>`` per line, with an
   optional ``list_root`` for relative paths and a ``labels_file`` (one class
-  name per line).
+  name per line), or
+* ``s3_path`` with ``s3_bucket`` (and ``s3_endpoint_url``, keys or profile):
+  class folders in an S3 bucket, DIGITS's "Use S3" (fields and checks from
+  :class:`digits_core.S3SourceFields`; ``s3_val_path``/``s3_test_path`` likewise).
 
 Validation and test images come from ``val_folder``/``val_list`` and
 ``test_folder``/``test_list`` when given, else ``val_percent``/``test_percent``
@@ -30,20 +33,20 @@ from __future__ import annotations
 import logging
 import os
 
-from wtforms import BooleanField, FloatField, IntegerField, StringField, validators
+from wtforms import BooleanField, Form, FloatField, IntegerField, StringField, validators
 from wtforms.validators import ValidationError
 
-from digits_core import DataIngestion
+from digits_core import DataIngestion, S3SourceFields, is_s3_url, s3_source
 
 from . import listing
 from .encoding import encode_image_file
-from .forms import ImageSizeForm, InferenceForm, existing_file, existing_folder, expand, form_defaults
+from .forms import image_option_fields, InferenceForm, existing_file, existing_folder, expand, form_defaults
 from .inference import encode_inference_entry, inference_entries, prepare_upload
 
 logger = logging.getLogger("digits_data_images")
 
 
-class ClassificationForm(ImageSizeForm):
+class ClassificationForm(S3SourceFields):
     """Dataset options of ``image-classification`` (DIGITS defaults)."""
 
     folder = StringField("Training images", description="Folder with one sub-folder of images per class",
@@ -71,10 +74,12 @@ class ClassificationForm(ImageSizeForm):
     max_per_class = IntegerField("Maximum images per class", validators=[validators.Optional(), validators.NumberRange(min=1)],
                                  description="Cap on training images per class (default: no cap)")
     shuffle = BooleanField("Shuffle", default=True, description="Write the records of each stage in a seeded random order")
+    image_type, width, height, resize_mode, encoding, jpg_quality, seed = image_option_fields()
 
     def validate_folder(form, field):
-        if not field.data and not form.train_list.data:
-            raise ValidationError("give a training folder (with one sub-folder per class) or a training list")
+        if not field.data and not form.train_list.data and not form.s3_path.data:
+            raise ValidationError("give a training folder (with one sub-folder per class) or a training list "
+                                  "(or an S3 training path)")
         if field.data and form.train_list.data:
             raise ValidationError("give a training folder or a training list, not both")
 
@@ -140,7 +145,7 @@ class ImageClassificationIngestion(DataIngestion):
     def _source(self, folder, list_file) -> dict[int, list[str]] | None:
         """Return class id -> files of a folder or list source, or None when neither is given."""
         if folder:
-            by_name = {n: f for n, f in listing.scan_class_folders(expand(folder)).items()
+            by_name = {n: f for n, f in self._scan(folder).items()
                        if n not in self._dropped_names}
             unknown = [n for n in by_name if n not in self._class_ids]
             if unknown:
@@ -157,11 +162,23 @@ class ImageClassificationIngestion(DataIngestion):
             return out
         return None
 
+    def _s3_url(self, stage: str) -> str | None:
+        """The ``s3://`` URL of a stage's class tree given in the S3 fields, or None."""
+        source = s3_source(self)
+        return source.stage_url(stage) if source is not None else None
+
+    def _scan(self, folder: str) -> dict[str, list[str]]:
+        """Class name -> files of a class-folder tree: a local folder, or an S3 URL (files are s3:// URLs)."""
+        if is_s3_url(folder):
+            return s3_source(self).class_files(folder)
+        return listing.scan_class_folders(expand(folder))
+
     def _build_split(self) -> dict[str, list]:
-        if self.folder:
-            by_name = listing.scan_class_folders(expand(self.folder))
+        train_folder = self.folder or self._s3_url("train")
+        if train_folder:
+            by_name = self._scan(train_folder)
             if not by_name:
-                raise ValueError(f"training folder {self.folder} has no class sub-folders")
+                raise ValueError(f"training folder {train_folder} has no class sub-folders")
             names = list(by_name)
             files_by_index = [by_name[n] for n in names]
         else:
@@ -197,8 +214,8 @@ class ImageClassificationIngestion(DataIngestion):
         stages: dict[str, list] = {"train": [], "val": [], "test": []}
         counts: dict[str, list[int]] = {s: [0] * len(kept) for s in stages}
         explicit = {}
-        for stage, folder, list_file in (("val", self.val_folder, self.val_list),
-                                         ("test", self.test_folder, self.test_list)):
+        for stage, folder, list_file in (("val", self.val_folder or self._s3_url("val"), self.val_list),
+                                         ("test", self.test_folder or self._s3_url("test"), self.test_list)):
             if folder or list_file:
                 if list_file and not folder:
                     # list ids refer to the original numbering
@@ -224,6 +241,8 @@ class ImageClassificationIngestion(DataIngestion):
         for stage in stages:
             if self.shuffle:
                 stages[stage] = listing.seeded_shuffle(stages[stage], self.seed, f"stage:{stage}")
+            else:  # class by class, files in name order
+                stages[stage] = sorted(stages[stage], key=lambda item: (item[1], item[0]))
         self.userdata["class_labels"] = list(self._labels)
         self.userdata["dropped_classes"] = dropped
         self.userdata["images_per_class"] = {s: c for s, c in counts.items() if sum(c)}
@@ -254,7 +273,8 @@ class ImageClassificationIngestion(DataIngestion):
         path, label = entry
         feature = encode_image_file(path, channels=self.channels, width=int(self.width), height=int(self.height),
                                     resize_mode=self.resize_mode, encoding=self.encoding, seed=int(self.seed),
-                                    jpg_quality=int(self.jpg_quality or 90))
+                                    jpg_quality=int(self.jpg_quality or 90),
+                                    data=s3_source(self).read(path) if is_s3_url(path) else None)
         return feature, int(label)
 
     def __getstate__(self):
