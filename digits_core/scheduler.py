@@ -324,6 +324,33 @@ def _call_with_job(func, job: Job, **kwargs):
         p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())})
 
 
+def train_into_job(job: Job, options: dict) -> Job:
+    """Run :func:`digits_core.engine.train` into a model job the web UI already created.
+
+    ``engine.train`` creates its own job folder; the web UI needs the job
+    (and its id) before the run starts, to queue it and show its page. This
+    runs the same steps as ``train`` (options, strategy, dataset, network,
+    the run) on the existing job, using the engine's own functions.
+    """
+    from .engine import trainer
+
+    public = getattr(trainer, "train_existing_job", None)
+    if public is not None:
+        return public(job, **options)
+    dataset = options.pop("dataset")
+    network = options.pop("network", None)
+    opts = trainer.TrainingOptions.from_kwargs(**options)
+    strat = trainer._strategy(opts)
+    reader = trainer._open_reader(dataset, job.path.parent)
+    task = opts.task or trainer.TASK_OF_LABEL.get(reader.label_kind)
+    if task is None:
+        raise JobStateError(f'Dataset "{reader.id}" has labels of kind "{reader.label_kind}"; choose a task.')
+    spec = trainer.resolve_network(network or trainer.DEFAULT_NETWORK[task])
+    job.data.update(dataset_id=reader.id, network=spec.name, task=task, form_data=opts.to_dict())
+    job.save()
+    return trainer._Run(job, reader, spec, opts, task, strat).execute()
+
+
 def run_job(job_path: str | os.PathLike) -> int:
     """Run one queued job in this process (the worker side). Returns an exit status."""
     job = Job.load(job_path)
@@ -336,9 +363,9 @@ def run_job(job_path: str | os.PathLike) -> int:
             from . import engine
 
             if job.data.get("resume"):
-                _call_with_job(engine.resume_training, job, job_id=job.id)
+                engine.resume_training(job)
             else:
-                _call_with_job(engine.train, job, name=job.name, **job.data.get("train_options", {}))
+                train_into_job(job, dict(job.data.get("train_options", {})))
         else:
             raise JobStateError(f"Job {job.id} has kind {job.kind!r}, which no worker runs.")
     except DigitsError as exc:

@@ -18,7 +18,7 @@ from .model_form import CUSTOM, CUSTOM_NETWORK_EXAMPLE, ModelForm, set_choices, 
 bp = Blueprint("models", __name__, url_prefix="/models")
 
 #: File a custom network's code is saved to in its model job folder.
-CUSTOM_NETWORK_FILE = "network.py"
+CUSTOM_NETWORK_FILE = "custom_network.py"
 
 
 def _ext():

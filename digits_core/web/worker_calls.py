@@ -47,20 +47,19 @@ def _do_infer(request: dict) -> dict:
     from ..inference import infer
     from ..inference.report import render_fragments
 
-    kwargs = dict(request["kwargs"])
-    result = infer(**kwargs)
-    fragments = render_fragments(result.view, result.processed) if hasattr(result, "processed") else None
-    out = {"fragments": None, "summary": getattr(result, "summary", None)}
-    if fragments is not None:
-        out["fragments"] = {"header": fragments["header"] and str(fragments["header"]),
-                            "samples": [str(s) for s in fragments["samples"]],
-                            "summary": fragments["summary"] and str(fragments["summary"])}
-    if hasattr(result, "to_dict"):
-        try:
-            out["json"] = json.loads(json.dumps(result.to_dict(), default=str))
-        except Exception:  # noqa: BLE001
-            pass
-    return out
+    epoch = request.get("epoch")
+    result = infer(request["model"], request.get("inputs") or (), epoch=int(float(epoch)) if epoch else None,
+                   view_id=request.get("view") or None, view_config=request.get("view_config") or None,
+                   form_data=request.get("inference_form") or None, jobs_dir=request.get("jobs_dir"))
+    view, processed = result.run_view()
+    fragments = render_fragments(view, processed)
+    return {
+        "fragments": {"header": None if fragments["header"] is None else str(fragments["header"]),
+                      "samples": [str(s) for s in fragments["samples"]],
+                      "summary": None if fragments["summary"] is None else str(fragments["summary"])},
+        "info": {str(k): str(v) for k, v in result.page_info().items()},
+        "json": result.to_json(include_images=False, include_view=False),
+    }
 
 
 def _do_export(request: dict) -> dict:

@@ -1,0 +1,190 @@
+"""End-to-end tests in a real headless Chromium (Playwright), against a real server and real workers.
+
+Run under the TensorFlow lock (the training workers import TF)::
+
+    flock /tmp/digits-tf.lock .venv/bin/python -m pytest tests/test_ui_browser.py
+
+Screenshots of every page go to ``test-artifacts/`` (git-ignored).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.slow, pytest.mark.browser]
+
+REPO = Path(__file__).resolve().parent.parent
+ARTIFACTS = REPO / "test-artifacts"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+
+
+def _load_demo():
+    spec = importlib.util.spec_from_file_location("digits_demo_script", REPO / "scripts" / "demo.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """A real DIGITS web server (werkzeug, threaded) on a free port, with its scheduler."""
+    from werkzeug.serving import make_server
+
+    from digits_core.web import create_app
+
+    jobs = tmp_path_factory.mktemp("browser") / "jobs"
+    app = create_app(jobs, max_dataset_jobs=2, max_training_jobs=1)
+    app.extensions["digits"]["scheduler"].poll_interval = 0.2
+    httpd = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield {"url": f"http://127.0.0.1:{httpd.server_port}", "app": app, "jobs": jobs}
+    httpd.shutdown()
+    app.extensions["digits"]["scheduler"].shutdown()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"{CHROMIUM} missing: run scripts/ensure-chromium.sh (make test does)")
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    errors = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    yield page
+    context.close()
+    assert not errors, f"JavaScript errors: {errors}"
+
+
+def shot(page, name):
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+def wait_status(page, status, timeout_s):
+    page.wait_for_function(f"document.getElementById('job-status') && "
+                           f"document.getElementById('job-status').textContent.trim() === '{status}'",
+                           timeout=timeout_s * 1000)
+
+
+def test_classification_dataset_train_infer(server, page, tmp_path):
+    demo = _load_demo()
+    data = tmp_path / "digits"
+    demo.export_sklearn_digits(data, per_class=24)
+    base = server["url"]
+
+    page.goto(base + "/")
+    shot(page, "01-home-empty")
+    page.click("nav summary:has-text('New dataset')")
+    page.click("nav .dropdown-menu a:has-text('Image classification')")
+    page.wait_for_selector("#dataset-form")
+    # A wrong folder first: the error shows next to the field.
+    page.fill("[name=folder]", str(tmp_path / "missing"))
+    page.fill("[name=job_name]", "digits <script>")
+    page.click("#create-dataset")
+    page.wait_for_selector(".field-error")
+    shot(page, "02-new-dataset-errors")
+    assert page.locator("[name=folder]").evaluate("el => el.classList.contains('is-invalid') || "
+                                                  "!!el.closest('.has-error')")
+    page.fill("[name=folder]", str(data))
+    page.select_option("[name=image_type]", "grayscale")
+    page.fill("[name=width]", "28")
+    page.fill("[name=height]", "28")
+    page.click("#create-dataset")
+    page.wait_for_url("**/datasets/*")
+    wait_status(page, "Done", 90)
+    page.wait_for_selector("#dataset-info", timeout=20000)  # the page reloads itself when the job ends
+    assert "digits <script>" in page.locator("h1").inner_text()  # escaped, shown as text
+    shot(page, "03-dataset-done")
+    dataset_id = page.url.rsplit("/", 1)[1]
+    page.click("a:has-text('Explore')")
+    assert page.locator(".sample").count() >= 12
+    shot(page, "04-dataset-explore")
+
+    page.goto(base + f"/models/new?dataset={dataset_id}")
+    page.wait_for_function("document.getElementById('lr-preview').dataset.points > 0")
+    page.select_option("[name=lr_policy]", "exp")
+    page.fill("[name=lr_gamma]", "0.97")
+    page.wait_for_timeout(600)
+    shot(page, "05-new-model")
+    page.select_option("[name=network]", "lenet")
+    page.fill("[name=epochs]", "3")
+    page.fill("[name=batch_size]", "32")
+    page.select_option("[name=solver]", "momentum")
+    page.fill("[name=model_name]", "tiny lenet")
+    page.click("#create-model")
+    page.wait_for_url("**/models/*")
+    page.wait_for_function("document.getElementById('charts').dataset.points > 0", timeout=120000)
+    shot(page, "06-model-training")
+    wait_status(page, "Done", 150)
+    page.wait_for_selector("#infer-form", timeout=20000)
+    page.wait_for_function("document.getElementById('charts').dataset.points > 3")
+    shot(page, "07-model-done")
+
+    image = sorted((data / "7").glob("*.png"))[0]
+    page.check("input[name=input_mode][value=upload]")
+    page.set_input_files("#infer-images", str(image))
+    page.click("#infer-button")
+    page.wait_for_selector("#results", timeout=120000)
+    text = page.locator("#results").inner_text()
+    assert text.count("%") >= 5 and "top 5" in text  # the classification view's top-N with percentages
+    shot(page, "08-inference-top-n")
+
+
+def test_sunnybrook_dataset_and_segmentation_view(server, page, tmp_path):
+    from digits_data_sunnybrook.synth import CONTOURS_DIR, IMAGES_DIR, generate
+
+    synth = generate(tmp_path / "sunny", cases=3, size=48, seed=0, slices=2)
+    base = server["url"]
+    page.goto(base + "/datasets/new/image-sunnybrook")
+    page.fill("[name=image_folder]", str(synth.root / IMAGES_DIR))
+    page.fill("[name=contour_folder]", str(synth.root / CONTOURS_DIR))
+    page.fill("[name=pct_val]", "34")
+    page.fill("[name=job_name]", "sunny")
+    shot(page, "09-new-sunnybrook")
+    page.click("#create-dataset")
+    page.wait_for_url("**/datasets/*")
+    wait_status(page, "Done", 90)
+    page.wait_for_selector("#dataset-info", timeout=20000)
+    shot(page, "10-sunnybrook-done")
+    dataset_id = page.url.rsplit("/", 1)[1]
+    page.goto(base + f"/datasets/{dataset_id}/explore")
+    assert page.locator(".sample img").count() >= 2
+    shot(page, "11-sunnybrook-explore")
+
+    # Train through the JSON API (the page flow is covered above), then infer in the browser.
+    token = page.evaluate("fetch('/api/csrf-token').then(r => r.json()).then(d => d.csrf_token)")
+    created = page.evaluate("""([token, ds]) => fetch('/api/models', {method: 'POST',
+        headers: {'Content-Type': 'application/json', 'X-CSRFToken': token},
+        body: JSON.stringify({name: 'tiny unet', dataset: ds, network: 'unet',
+               options: {epochs: 1, batch_size: 8, solver: 'adam', learning_rate: 0.003, lr_policy: 'fixed',
+                         network_params: {filters: 4, depth: 2}}})}).then(r => r.json())""", [token, dataset_id])
+    page.goto(base + created["url"])
+    wait_status(page, "Done", 150)
+    page.wait_for_selector("#infer-form", timeout=20000)
+    page.select_option("#view-id", "image-segmentation")
+    plugin_mode = page.locator("input[name=input_mode][value=plugin]")
+    assert plugin_mode.count() == 1  # the Sunnybrook plugin's own inference form is offered
+    plugin_mode.check()
+    page.fill("[name=validation_record]", "0")
+    page.click("#infer-button")
+    page.wait_for_selector("#results img", timeout=120000)
+    shot(page, "12-segmentation-view")
+    assert "Dice" in page.locator("#results").inner_text()
