@@ -100,7 +100,7 @@ def test_create_list_show_explore_delete(plugin, tmp_path, capsys):
 
     assert main(["--jobs-dir", jobs, "dataset", "show", job.id]) == 0
     out = capsys.readouterr().out
-    assert "uint8 (12, 10, 3)" in out and "0 even" in out and "item 11 is unreadable" in out
+    assert "uint8 (12, 10, 3)" in out and "0 even  train=20 val=3" in out and "1 odd  train=16 val=1" in out and "item 11 is unreadable" in out
 
     sheet = tmp_path / "grid.png"
     assert main(["--jobs-dir", jobs, "dataset", "explore", job.id, "--stage", "val", "-n", "4",

@@ -117,6 +117,8 @@ def test_two_workers_store_each_dtype_bit_exactly(synth, jobs, dtype):
     assert ds.stages == ["train", "val"] and ds.count("val") == 7 and ds.count("test") == 0
     assert ds.feature_shape("train") == (6, 5, 2) and ds.feature_dtype("val") == dtype
     assert ds.label_kind == "class" and ds.plugin_id == "test-synth"
+    assert ds.label_histogram("train") == [23, 23, 22, 22] and ds.num_classes == 4
+    assert ds.class_labels == ["0", "1", "2", "3"]  # the plugin named none: named by index
     mean = ds.mean()
     assert mean.dtype == np.float32 and mean.shape == (6, 5, 2)
     np.testing.assert_allclose(mean, expected.astype(np.float64).mean(axis=0), rtol=1e-6, atol=1e-4)

@@ -246,10 +246,11 @@ def run_show(args) -> int:
                   f"{'' if mean.get('exact') else ', a sample'})")
         labels = ds.class_labels
         if labels:
-            per_class = (ds.userdata.get("images_per_class") or {})
-            print(f"  classes ({len(labels)}):")
+            per_class = {s: ds.label_histogram(s) or [] for s in ds.stages}
+            unit = "pixels" if ds.label_kind == "mask" else "records"
+            print(f"  classes ({len(labels)}; {unit} per stage):")
             for i, name in enumerate(labels[:50]):
-                counts = " ".join(f"{s}={c[i]}" for s, c in per_class.items() if i < len(c))
+                counts = " ".join(f"{s}={c[i] if i < len(c) else 0}" for s, c in per_class.items())
                 print(f"    {i:>3} {name}  {counts}".rstrip())
             if len(labels) > 50:
                 print(f"    ... {len(labels) - 50} more")

@@ -82,10 +82,10 @@ def _encode_chunk(start: int, entries: list, mean_every: int) -> tuple[list, dic
     """Encode ``entries`` (global indexes from ``start``) with the worker's plugin.
 
     Returns:
-        ``(outcomes, sums)``: one outcome per entry, ``(records, metas, None)``
-        or ``(None, None, error message)``; ``sums`` maps a record layout to
-        ``[float64 sum of pixels, count]`` for the mean image (empty when
-        ``mean_every`` is 0).
+        ``(outcomes, sums)``: one outcome per entry, ``(records, metas, None,
+        label histogram)`` or ``(None, None, error message, None)``; ``sums``
+        maps a record layout to ``[float64 sum of pixels, count]`` for the
+        mean image (empty when ``mean_every`` is 0).
     """
     plugin = _WORKER_PLUGIN
     outcomes = []
@@ -96,7 +96,7 @@ def _encode_chunk(start: int, entries: list, mean_every: int) -> tuple[list, dic
             pairs = result if isinstance(result, list) else [result]
             if not pairs:
                 raise rec.RecordError("encode_entry returned an empty list")
-            packed, metas = [], []
+            packed, metas, hist = [], [], None
             for pair in pairs:
                 if not isinstance(pair, tuple) or len(pair) != 2:
                     raise rec.RecordError(f"encode_entry must return (feature, label) or a list of them, "
@@ -114,9 +114,10 @@ def _encode_chunk(start: int, entries: list, mean_every: int) -> tuple[list, dic
                         slot[1] += 1
                 packed.append(data)
                 metas.append(meta)
-            outcomes.append((packed, metas, None))
+                hist = rec.add_histograms(hist, rec.label_histogram(pair[1], meta.label_kind))
+            outcomes.append((packed, metas, None, hist))
         except Exception as exc:  # noqa: BLE001 - a bad entry is skipped and reported
-            outcomes.append((None, None, _describe_exception(exc)))
+            outcomes.append((None, None, _describe_exception(exc), None))
     return outcomes, sums
 
 
@@ -434,12 +435,13 @@ class _Builder:
         starts = range(0, n, size)
         counts = {"encodings": {}, "skipped": 0}
         pending_records: list[bytes] = []
+        histogram: list = [None]
 
         def handle(start: int, result) -> None:
             outcomes, sums = result
             good: list[bytes] = []
             errors = 0
-            for offset, (packed, metas, error) in enumerate(outcomes):
+            for offset, (packed, metas, error, hist) in enumerate(outcomes):
                 if error is None:
                     for meta in metas:
                         if self.layout is None:
@@ -453,6 +455,7 @@ class _Builder:
                     self._record_error(stage, items[start + offset], error)
                     continue
                 good.extend(packed)
+                histogram[0] = rec.add_histograms(histogram[0], hist)
                 for meta in metas:
                     name = rec.ENCODINGS[meta.encoding]
                     counts["encodings"][name] = counts["encodings"].get(name, 0) + 1
@@ -511,6 +514,7 @@ class _Builder:
             "entries": n,
             "skipped": counts["skipped"],
             "encodings": counts["encodings"],
+            "label_histogram": None if histogram[0] is None else histogram[0].tolist(),
             "lmdb": stage,
             "map_grows": writer.map_grows,
             "encode_s": round(time.perf_counter() - t0, 3),
@@ -546,6 +550,13 @@ class _Builder:
                          "exact": int(slot[1]) == train_count}
         total_s = time.perf_counter() - started
         job = self.job
+        class_labels = userdata.get("class_labels")
+        num_classes = None
+        if rec.LABEL_KINDS[kind] in ("class", "mask"):
+            seen = max((len(i["label_histogram"] or []) for i in self.stage_info.values()), default=0)
+            num_classes = max(seen, len(class_labels or []))
+            if not class_labels and num_classes:
+                class_labels = [str(i) for i in range(num_classes)]
         info = {
             "format": FORMAT_NAME,
             "format_version": FORMAT_VERSION,
@@ -558,7 +569,8 @@ class _Builder:
             "label": {"kind": rec.LABEL_KINDS[kind], "dtype": ldtype, "shape": list(lshape)},
             "stages": {s: self.stage_info[s] for s in STAGES if s in self.stage_info},
             "userdata": userdata,
-            "class_labels": userdata.get("class_labels"),
+            "class_labels": class_labels,
+            "num_classes": num_classes,
             "color_palette": userdata.get("color_palette"),
             "mean": mean_info,
             "errors": {"skipped": self.errors, "max_errors": self.max_errors, "report": f"../{ERRORS_FILE}"

@@ -144,7 +144,11 @@ class Dataset:
 
     @property
     def class_labels(self) -> list[str] | None:
-        """Class names, index = class id, or ``None``."""
+        """Class names, index = class id, or ``None`` (regression).
+
+        When the plugin gave none, classes are named by their index
+        (``"0"``, ``"1"``, ...) up to the highest id seen.
+        """
         return self.info.get("class_labels") or self.userdata.get("class_labels")
 
     @property
@@ -191,9 +195,16 @@ class Dataset:
 
     @property
     def num_classes(self) -> int | None:
-        """Number of classes (from ``class_labels``), or ``None``."""
+        """Number of classes: ``class_labels``' length, at least the highest class id seen + 1; ``None`` for regression."""
         labels = self.class_labels
-        return len(labels) if labels else None
+        counted = self.info.get("num_classes")
+        if counted is None and not labels:
+            return None
+        return max(counted or 0, len(labels or []))
+
+    def label_histogram(self, stage: str) -> list[int] | None:
+        """Records per class id (class labels) or pixels per class id (masks) in ``stage``."""
+        return self._stage_info(stage).get("label_histogram")
 
     def mean(self) -> np.ndarray | None:
         """Return the float32 ``H×W×C`` mean image of the train stage, or ``None``."""
@@ -337,6 +348,8 @@ class Dataset:
             "feature": self.info.get("feature"),
             "label": self.info.get("label"),
             "class_labels": self.class_labels,
+            "num_classes": self.num_classes,
+            "label_histograms": {s: self.label_histogram(s) for s in self.stages},
             "color_palette": self.color_palette,
             "mean": self.info.get("mean"),
             "errors": self.info.get("errors"),

@@ -162,6 +162,8 @@ def _as_label(label, feature_shape: tuple) -> tuple[int, str, tuple, bytes]:
     if isinstance(label, (bool, np.bool_)):
         raise RecordError("label must be an int class, a float or float vector, or an H×W integer mask, not a bool")
     if isinstance(label, (int, np.integer)):
+        if label < 0:
+            raise RecordError(f"class index {label} is negative")
         return CLASS, "int64", (), np.int64(label).astype("<i8").tobytes()
     if isinstance(label, (float, np.floating)):
         dtype = "float32" if isinstance(label, np.float32) else "float64"
@@ -181,6 +183,8 @@ def _as_label(label, feature_shape: tuple) -> tuple[int, str, tuple, bytes]:
     if label.ndim == 2:
         if label.dtype.name not in MASK_DTYPES:
             raise RecordError(f"a mask label must be an integer array ({', '.join(MASK_DTYPES)}), not {label.dtype}")
+        if label.dtype.kind == "i" and label.size and label.min() < 0:
+            raise RecordError(f"mask has a negative class index ({label.min()})")
         if tuple(label.shape) != tuple(feature_shape[:2]):
             raise RecordError(f"mask shape {label.shape} differs from the feature's H×W {tuple(feature_shape[:2])}")
         arr = np.ascontiguousarray(label, dtype=np.dtype(label.dtype.name).newbyteorder("<"))
@@ -297,3 +301,36 @@ def unpack_record(record: bytes, *, decode: bool = True) -> tuple[Any, Any]:
     label = np.frombuffer(record[start + flen:], dtype=np.dtype(ldtype).newbyteorder("<")).astype(ldtype)
     label = label[0] if lshape == () else label.reshape(lshape)
     return feature, label
+
+
+#: Class ids above this are not counted in label histograms.
+MAX_HISTOGRAM_CLASSES = 65536
+
+
+def label_histogram(label, kind: int) -> np.ndarray | None:
+    """Count class ids in a class label (one) or a mask (pixels); ``None`` for regression or huge ids."""
+    if kind == CLASS:
+        index = int(label)
+        if index >= MAX_HISTOGRAM_CLASSES:
+            return None
+        counts = np.zeros(index + 1, np.int64)
+        counts[index] = 1
+        return counts
+    if kind == MASK:
+        flat = np.asarray(label).ravel()
+        if flat.size and int(flat.max()) >= MAX_HISTOGRAM_CLASSES:
+            return None
+        return np.bincount(flat.astype(np.int64, copy=False)) if flat.size else np.zeros(0, np.int64)
+    return None
+
+
+def add_histograms(total: np.ndarray | None, extra: np.ndarray | None) -> np.ndarray | None:
+    """Return ``total + extra`` for histograms of different lengths (``None`` counts as empty)."""
+    if extra is None:
+        return total
+    if total is None:
+        return extra.astype(np.int64, copy=True)
+    if len(extra) > len(total):
+        total, extra = extra.astype(np.int64, copy=True), total
+    total[: len(extra)] += extra
+    return total

@@ -71,6 +71,8 @@ def test_grayscale_labels_with_separate_validation_folders(tmp_path, images):
     assert ds.count("train") == 4 and ds.count("val") == 2
     assert ds.feature_shape() == (6, 6, 1)
     assert len(ds.color_palette) == 256 and ds.color_palette[1] == [128, 0, 0]  # the default VOC colour map
+    assert ds.class_labels == ["0", "1", "2"] and ds.num_classes == 3  # no labels file: named by index
+    assert sum(ds.label_histogram("train")) == 4 * 36
     _, labels = ds.read_all("val")
     assert sorted(int(m.max()) for m in labels) == [1, 2]
 
