@@ -65,6 +65,17 @@ _LAZY_EXPORTS: dict[str, str] = {
     "S3SourceFields": "digits_core.sources.s3_form",
     "s3_source": "digits_core.sources.s3_form",
     "is_s3_url": "digits_core.sources.s3_form",
+    # training engine (issue 5)
+    "train": "digits_core.engine",
+    "resume_training": "digits_core.engine",
+    "request_abort": "digits_core.engine",
+    "load_snapshot": "digits_core.engine",
+    "lr_schedule_preview": "digits_core.engine",
+    "TrainingOptions": "digits_core.engine",
+    "Preprocessing": "digits_core.engine",
+    "list_networks": "digits_core.engine",
+    "read_metrics": "digits_core.engine",
+    "read_model_info": "digits_core.engine",
 }
 
 __all__ = [

@@ -29,6 +29,7 @@ COMMAND_MODULES = [
     "download_cmd",
     "upload_s3_cmd",
     "plugin_cmd",
+    "train_cmd",
 ]
 
 

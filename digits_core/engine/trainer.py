@@ -82,7 +82,7 @@ def train(dataset: Any, network: str | Callable | None = None, name: str | None 
         TrainingError: The network or dataset is unusable, or training failed
             (e.g. the loss became NaN); the job is left with status Error.
     """
-    opts = TrainingOptions.from_kwargs(**options)
+    opts = TrainingOptions.from_kwargs(**options)  # reject bad options before any work
     strat = _strategy(opts)
     reader = _open_reader(dataset, jobs_dir)
     task = opts.task or TASK_OF_LABEL.get(reader.label_kind)
@@ -90,6 +90,8 @@ def train(dataset: Any, network: str | Callable | None = None, name: str | None 
         raise TrainingError(f'Dataset "{reader.id}" has labels of kind "{reader.label_kind}"; pass task=...')
     network = network or DEFAULT_NETWORK[task]
     spec = resolve_network(network)
+    given = {k: v for k, v in options.items() if v is not None}
+    opts = TrainingOptions.from_kwargs(**{**spec.defaults, **given})
     job = _create_job(strat, reader, spec, name, opts, task, jobs_dir)
     run = _Run(job, reader, spec, opts, task, strat, callbacks=callbacks, progress=progress)
     return run.execute()

@@ -7,7 +7,7 @@ lists what is available for ``digits train --help`` and the web form.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -27,6 +27,8 @@ class NetworkSpec:
         batch_size: Default batch size (DIGITS's per-network default).
         description: One line for listings.
         path: The file, for custom networks.
+        defaults: Recommended training options (e.g. ``{"solver": "adam"}``) used
+            when the user does not set them; DIGITS's global defaults apply otherwise.
     """
 
     name: str
@@ -36,21 +38,26 @@ class NetworkSpec:
     batch_size: int = 32
     description: str = ""
     path: str | None = None
+    defaults: dict = field(default_factory=dict)
 
 
+_ADAM = {"solver": "adam", "learning_rate": 0.001}
 BUILTIN: dict[str, NetworkSpec] = {
     "lenet": NetworkSpec("lenet", builtin.lenet, "builtin", ("classification",), 64,
-                         "LeNet (conv20-pool-conv50-pool-fc500-fc), DIGITS's small-image default"),
+                         "LeNet (conv20-pool-conv50-pool-fc500-fc), DIGITS's small-image default",
+                         defaults=_ADAM),
     "alexnet": NetworkSpec("alexnet", builtin.alexnet, "builtin", ("classification",), 32,
-                           "AlexNet, stem and poolings adapted to the input size"),
+                           "AlexNet, stem and poolings adapted to the input size", defaults=_ADAM),
     "googlenet": NetworkSpec("googlenet", builtin.googlenet, "builtin", ("classification",), 32,
-                             "GoogLeNet-style: inception modules and global average pooling"),
+                             "GoogLeNet-style: inception modules and global average pooling", defaults=_ADAM),
     "unet": NetworkSpec("unet", builtin.unet, "builtin", ("segmentation",), 16,
-                        "small U-Net (~0.47 M parameters), the default for segmentation"),
+                        "small U-Net (~0.47 M parameters), the default for segmentation",
+                        defaults={**_ADAM, "lr_policy": "fixed"}),
     "fcn": NetworkSpec("fcn", builtin.fcn, "builtin", ("segmentation",), 16,
-                       "small FCN-8s-style fully convolutional network"),
+                       "small FCN-8s-style fully convolutional network",
+                       defaults={**_ADAM, "lr_policy": "fixed"}),
     "regression": NetworkSpec("regression", builtin.regression, "builtin", ("regression",), 32,
-                              "small CNN regressor with a linear output"),
+                              "small CNN regressor with a linear output", defaults=_ADAM),
 }
 
 #: The network used when none is given, per task.
@@ -94,7 +101,8 @@ def resolve_network(network: str | Callable) -> NetworkSpec:
         module = load_network_module(path)
         return NetworkSpec(path, module.build_model, "file",
                            batch_size=int(getattr(module, "BATCH_SIZE", 32)), path=path,
-                           tasks=tuple(getattr(module, "TASKS", ())))
+                           tasks=tuple(getattr(module, "TASKS", ())),
+                           defaults=dict(getattr(module, "DEFAULTS", {}) or {}))
     key = text.lower()
     if key in BUILTIN:
         return BUILTIN[key]

@@ -1,0 +1,330 @@
+"""``digits train``, ``digits model list|show|abort|delete``, ``digits lr-preview``, ``digits networks``.
+
+Thin wrappers over :mod:`digits_core.engine`; TensorFlow is imported only
+when a command trains or loads a model.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from ..errors import FormValidationError, JobStateError
+from .output import print_json, print_table
+
+_NUMBER_OPTIONS = [
+    ("epochs", int, "training epochs (default 30)"),
+    ("batch-size", int, "images per step (default: the network's, e.g. LeNet 64)"),
+    ("momentum", float, "momentum for the momentum/nesterov/rmsprop solvers (default 0.9)"),
+    ("learning-rate", float, "base learning rate (default 0.01, or the network's recommendation)"),
+    ("lr-step-size", float, "step/sigmoid policies: step position in %% of training (default 33 / 50)"),
+    ("lr-gamma", float, "policy gamma (step 0.1, multistep 0.5, exp 0.95, inv 0.1, sigmoid 0.1)"),
+    ("lr-power", float, "inv/poly power (0.5 / 3)"),
+    ("weight-decay", float, "decoupled weight decay (default 0)"),
+    ("validation-interval", float, "validate every N epochs, fractions allowed (default 1; 0 disables)"),
+    ("snapshot-interval", float, "snapshot every N epochs, fractions allowed (default 1)"),
+    ("seed", int, "random seed: same seed, same data, same result on CPU"),
+    ("crop-size", int, "random crop in training, centre crop in validation/inference"),
+    ("aug-rotation", float, "augmentation: max rotation in degrees"),
+    ("aug-scale", float, "augmentation: max zoom, e.g. 0.1 for [0.9, 1.1]"),
+    ("aug-noise", float, "augmentation: Gaussian noise std (input scale)"),
+    ("aug-contrast", float, "augmentation: max relative contrast change"),
+    ("aug-brightness", float, "augmentation: max brightness shift (input scale)"),
+    ("aug-hue", float, "augmentation: max hue shift (RGB only, 0-0.5)"),
+    ("aug-saturation", float, "augmentation: max relative saturation change (RGB only)"),
+]
+
+
+def register(subparsers) -> None:
+    """Add ``train``, ``model``, ``lr-preview`` and ``networks``."""
+    from ..engine.lr_policies import POLICIES
+    from ..engine.options import FLIPS, LOSSES, MEAN_MODES, SOLVERS, TASKS
+
+    p = subparsers.add_parser(
+        "train", help="train a network on a dataset (a model job)",
+        description="Train a built-in, plugin or custom network on a dataset. The task (classification, "
+        "segmentation, regression) comes from the dataset's labels. Ctrl-C or `digits model abort` stops "
+        "at the next step (status Aborted); `--resume JOB` continues from the last snapshot.")
+    p.add_argument("--dataset", metavar="ID", help="dataset job id (or unique prefix)")
+    p.add_argument("--network", metavar="NAME|FILE.py",
+                   help="lenet, alexnet, googlenet, unet, fcn, regression, a plugin network, or a .py file "
+                   "defining build_model(input_shape, num_outputs, **params) (default: the task's)")
+    p.add_argument("--name", help="model job name")
+    p.add_argument("--resume", metavar="JOB", help="continue an aborted model job from its last snapshot")
+    p.add_argument("--solver", choices=SOLVERS, help="optimizer (default sgd, or the network's recommendation)")
+    p.add_argument("--lr", dest="learning_rate", type=float, help=argparse_suppress())
+    p.add_argument("--lr-policy", choices=POLICIES, help="learning-rate policy (default step); see `digits lr-preview`")
+    p.add_argument("--lr-step-values", metavar="P1,P2", help='multistep: positions in %% (default "50,85")')
+    for name, kind, text in _NUMBER_OPTIONS:
+        p.add_argument(f"--{name}", type=kind, help=text)
+    p.add_argument("--no-shuffle", dest="shuffle", action="store_false", default=None, help="keep record order")
+    p.add_argument("--mean-subtraction", choices=MEAN_MODES, help="none, image (default) or pixel")
+    p.add_argument("--aug-flip", choices=FLIPS, help="augmentation: random flips")
+    p.add_argument("--aug-rot90", action="store_true", default=None, help="augmentation: random 90-degree rotations")
+    p.add_argument("--loss", choices=LOSSES, help="loss (default: ce; dice_ce for segmentation; mse for regression)")
+    p.add_argument("--class-weights", metavar="auto|W1,W2,...", help="per-class loss weights")
+    p.add_argument("--task", choices=TASKS, help="override the task inferred from the dataset")
+    p.add_argument("--network-param", metavar="KEY=VALUE", action="append", default=[],
+                   help="extra build_model keyword argument (VALUE parsed as JSON when possible); repeatable")
+    p.add_argument("--pretrained", metavar="JOB|FILE",
+                   help="fine-tune: a model job (its last snapshot) or a .keras / .weights.h5 file; layers match by name")
+    p.add_argument("--gpus", metavar="N|all", help="train on N local GPUs with MirroredStrategy")
+    p.add_argument("--preload", choices=["auto", "true", "false"], help="preload the dataset into memory (default auto)")
+    p.add_argument("--json", action="store_true", help="print model.json at the end instead of a summary")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(handler=run_train)
+
+    m = subparsers.add_parser("model", help="list, show, abort or delete model jobs")
+    msub = m.add_subparsers(dest="model_command", metavar="ACTION")
+    ml = msub.add_parser("list", help="list model jobs")
+    ml.add_argument("--json", action="store_true")
+    ml.set_defaults(handler=run_list)
+    ms = msub.add_parser("show", help="show a model job: options, snapshots, last metrics")
+    ms.add_argument("job")
+    ms.add_argument("--json", action="store_true")
+    ms.set_defaults(handler=run_show)
+    ma = msub.add_parser("abort", help="ask a running training to stop at its next step")
+    ma.add_argument("job")
+    ma.set_defaults(handler=run_abort)
+    md = msub.add_parser("delete", help="delete a model job folder")
+    md.add_argument("job")
+    md.add_argument("--force", action="store_true", help="also delete a running job")
+    md.set_defaults(handler=run_delete)
+    m.set_defaults(handler=lambda args: m.print_help() or 0)
+
+    lp = subparsers.add_parser("lr-preview", help="show a learning-rate schedule as numbers and a PNG plot",
+                               description="Evaluate the learning-rate policy exactly as training will "
+                               "(it = training progress in percent).")
+    lp.add_argument("--lr-policy", choices=POLICIES, default="step")
+    lp.add_argument("--learning-rate", "--lr", type=float, default=0.01)
+    lp.add_argument("--lr-step-size", type=float)
+    lp.add_argument("--lr-gamma", type=float)
+    lp.add_argument("--lr-power", type=float)
+    lp.add_argument("--lr-step-values")
+    lp.add_argument("--epochs", type=int, default=30)
+    lp.add_argument("--steps-per-epoch", type=int, default=100)
+    lp.add_argument("--points", type=int, default=11, help="how many rows to print (default 11)")
+    lp.add_argument("--plot", metavar="FILE.png", help="write a PNG plot of the schedule")
+    lp.add_argument("--json", action="store_true")
+    lp.set_defaults(handler=run_lr_preview)
+
+    n = subparsers.add_parser("networks", help="list the networks `digits train --network` accepts")
+    n.add_argument("--json", action="store_true")
+    n.set_defaults(handler=run_networks)
+
+
+def argparse_suppress():
+    import argparse
+
+    return argparse.SUPPRESS
+
+
+def _parse_network_params(items) -> dict:
+    params = {}
+    for item in items or []:
+        if "=" not in item:
+            raise FormValidationError({"network_param": [f'"{item}" is not KEY=VALUE']}, "training options")
+        key, value = item.split("=", 1)
+        try:
+            params[key.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            params[key.strip()] = value
+    return params
+
+
+def _options_from_args(args) -> dict:
+    options = {}
+    for name in ("solver", "learning_rate", "lr_policy", "lr_step_values", "shuffle", "mean_subtraction",
+                 "aug_flip", "aug_rot90", "loss", "class_weights", "task", "pretrained", "gpus", "preload"):
+        value = getattr(args, name, None)
+        if value is not None:
+            options[name] = value
+    for name, _, _ in _NUMBER_OPTIONS:
+        value = getattr(args, name.replace("-", "_"), None)
+        if value is not None:
+            options[name.replace("-", "_")] = value
+    params = _parse_network_params(args.network_param)
+    if params:
+        options["network_params"] = params
+    return options
+
+
+class _ProgressBar:
+    """tqdm bar: epoch, step, loss, ETA; validation results printed above it."""
+
+    def __init__(self, quiet: bool):
+        self.quiet = quiet
+        self.bar = None
+
+    def __call__(self, event: dict) -> None:
+        if self.quiet:
+            return
+        from tqdm import tqdm
+
+        if self.bar is None:
+            self.bar = tqdm(total=event["total_steps"], initial=event["step"] - (event["phase"] == "train"),
+                            unit="step", dynamic_ncols=True, file=sys.stderr)
+        if event["phase"] == "train":
+            self.bar.update(event["step"] - self.bar.n)
+            self.bar.set_postfix_str(f"epoch {event['epoch']:.2f}/{event['epochs']} loss {event['loss']:.4f}",
+                                     refresh=False)
+        else:
+            shown = ", ".join(f"{k} {v:.4f}" for k, v in event.items() if k.startswith("val_"))
+            self.bar.write(f"epoch {event['epoch']:.2f}: {shown}")
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
+
+
+def run_train(args) -> int:
+    """Train (or resume) and print a summary."""
+    from ..engine import resume_training, train
+    from ..engine.jobio import read_model_info
+
+    bar = _ProgressBar(args.quiet)
+    try:
+        if args.resume:
+            job = resume_training(args.resume, jobs_dir=args.jobs_dir, progress=bar, epochs=args.epochs)
+        else:
+            if not args.dataset:
+                raise FormValidationError({"dataset": ["give --dataset ID (see `digits dataset list`) or --resume JOB"]},
+                                          "digits train")
+            job = train(args.dataset, args.network, name=args.name, jobs_dir=args.jobs_dir, progress=bar,
+                        **_options_from_args(args))
+    finally:
+        bar.close()
+    if not (job.path / "model.json").is_file():  # a non-chief worker: outputs belong to the chief
+        print(f"worker finished ({job.status.value})")
+        return 0
+    info = read_model_info(job.path)
+    if args.json:
+        print_json({**info, "status": job.status.value})
+    else:
+        final = info.get("final_metrics") or {}
+        shown = ", ".join(f"{k} {v:.4f}" for k, v in sorted(final.items()) if isinstance(v, float))
+        print(f"model job {job.id} ({job.name}): {job.status.value}; last epoch {info.get('last_epoch')}, "
+              f"best epoch {info.get('best_epoch')}")
+        if shown:
+            print(f"  {shown}")
+        print(f"  folder: {job.path}")
+        if job.status.value == "Aborted":
+            print(f"  resume with: digits train --resume {job.id}")
+    return 0 if job.status.value == "Done" else 3
+
+
+def _store(args):
+    from ..jobs import JobStore
+
+    return JobStore(args.jobs_dir)
+
+
+def run_list(args) -> int:
+    from ..engine.jobio import MODEL_FILE
+
+    rows, data = [], []
+    for job in _store(args).list(kind="model"):
+        info = {}
+        path = job.path / MODEL_FILE
+        if path.is_file():
+            try:
+                info = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, json.JSONDecodeError):
+                info = {}
+        best = info.get("best_metric")
+        rows.append([job.id, job.name, job.status.value, info.get("network", job.data.get("network")),
+                     info.get("dataset_id", job.data.get("dataset_id")), info.get("last_epoch"),
+                     f"{info.get('best_metric_name', '')} {best:.4f}" if isinstance(best, float) else ""])
+        data.append({**job.to_dict(), "model": info})
+    if args.json:
+        print_json(data)
+    elif rows:
+        print_table(["id", "name", "status", "network", "dataset", "epoch", "best"], rows)
+    else:
+        print("No model jobs yet. Train one with `digits train --dataset ID --network lenet`.")
+    return 0
+
+
+def run_show(args) -> int:
+    from ..engine.jobio import load_model_job, read_metrics
+
+    job = load_model_job(_store(args).get(args.job, kind="model"))
+    info = {}
+    if (job.path / "model.json").is_file():
+        info = json.loads((job.path / "model.json").read_text(encoding="utf-8"))
+    last: dict = {}
+    for point in read_metrics(job):
+        last[point["name"]] = point["value"]
+    if args.json:
+        print_json({"job": job.to_dict(), "model": info, "last_metrics": last})
+        return 0
+    print(f"{job.id}  {job.name}  {job.status.value}")
+    if job.error:
+        print(f"error: {job.error}")
+    for key in ("network", "dataset_id", "task", "input_shape", "num_outputs", "batch_size", "seed",
+                "mean_subtraction", "crop_size", "parameters", "last_epoch", "best_epoch", "best_metric"):
+        if key in info:
+            print(f"  {key}: {info[key]}")
+    if info.get("options"):
+        opts = info["options"]
+        print(f"  solver: {opts.get('solver')} lr {opts.get('learning_rate')} policy {info.get('lr_policy')}")
+    if info.get("snapshots"):
+        print(f"  snapshots: {', '.join(s['file'] for s in info['snapshots'])}")
+    if last:
+        print("  last metrics: " + ", ".join(f"{k} {v:.4g}" for k, v in sorted(last.items()) if v is not None))
+    print(f"  folder: {job.path}")
+    return 0
+
+
+def run_abort(args) -> int:
+    from ..engine.trainer import request_abort
+
+    job = _store(args).get(args.job, kind="model")
+    if job.status.is_finished:
+        raise JobStateError(f'Model job "{job.id}" is not running (status {job.status.value}).')
+    request_abort(job)
+    print(f"abort requested for {job.id}; it stops at its next step")
+    return 0
+
+
+def run_delete(args) -> int:
+    store = _store(args)
+    job = store.get(args.job, kind="model")
+    if job.status.value == "Running" and not args.force:
+        raise JobStateError(f'Model job "{job.id}" is running; abort it first or pass --force.')
+    store.delete(job.id)
+    print(f"deleted {job.id}")
+    return 0
+
+
+def run_lr_preview(args) -> int:
+    from ..engine.lr_policies import lr_schedule_preview
+
+    total = args.epochs * args.steps_per_epoch
+    rows = lr_schedule_preview(total, learning_rate=args.learning_rate, lr_policy=args.lr_policy,
+                               points=max(args.points, 2), plot=args.plot, step_size=args.lr_step_size,
+                               gamma=args.lr_gamma, power=args.lr_power, step_values=args.lr_step_values)
+    if args.json:
+        print_json(rows)
+    else:
+        print_table(["step", "epoch", "progress %", "learning rate"],
+                    [[r["step"], f"{r['step'] / args.steps_per_epoch:.2f}", f"{r['progress']:.1f}", f"{r['lr']:.6g}"]
+                     for r in rows])
+        if args.plot:
+            print(f"plot written to {args.plot}")
+    return 0
+
+
+def run_networks(args) -> int:
+    from ..engine.networks import list_networks
+
+    specs = list_networks()
+    if args.json:
+        print_json([{"name": s.name, "source": s.source, "tasks": list(s.tasks), "batch_size": s.batch_size,
+                     "description": s.description, "defaults": s.defaults} for s in specs])
+        return 0
+    print_table(["name", "source", "task", "batch", "description"],
+                [[s.name, s.source, ",".join(s.tasks), s.batch_size, s.description] for s in specs])
+    print("\nOr pass --network path/to/net.py with build_model(input_shape, num_outputs, **params); "
+          "see docs/custom-networks.md.")
+    return 0
