@@ -267,7 +267,28 @@ def _encode_with_plugin(model: InferenceModel, form_data: dict) -> tuple[list[st
     return ids, np.stack(features), labels
 
 
+_validated_configs: dict[tuple, dict] = {}
+
+
 def _view_config(view_id: str | None, config: dict | None) -> dict:
+    """Validate view options with the view's config form (memoized per view class and options)."""
+    from ..plugin_registry import registry
+
+    try:
+        key = (registry.get_view(view_id) if view_id else None, tuple(sorted((config or {}).items())))
+        hash(key)
+    except TypeError:
+        return _validate_view_config(view_id, config)
+    except Exception:  # noqa: BLE001 - unknown view: let validation raise the proper error
+        return _validate_view_config(view_id, config)
+    if key not in _validated_configs:
+        if len(_validated_configs) > 256:
+            _validated_configs.clear()
+        _validated_configs[key] = _validate_view_config(view_id, config)
+    return dict(_validated_configs[key])
+
+
+def _validate_view_config(view_id: str | None, config: dict | None) -> dict:
     if not view_id:
         if config:
             raise InferenceError("View options were given but no view renders this model; choose one with --view.")
