@@ -17,12 +17,15 @@ $(STAMP): pyproject.toml $(addsuffix /pyproject.toml,$(PLUGINS))
 
 setup: $(STAMP)
 
-# The main job: set up, then run the demo.
+# The main job: set up, then run the demo (real digits + synthetic Sunnybrook data, two datasets,
+# two trained models, then the web UI; a second run reuses what exists). See scripts/demo.py.
+DEMO_ARGS ?=
 demo: setup
-	$(BIN)/digits plugins
+	$(BIN)/python scripts/demo.py $(DEMO_ARGS)
 
 # Set up, then run the whole test suite (slow end-to-end tests included).
 test: setup
+	sh scripts/ensure-chromium.sh
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # The suite without the slow end-to-end tests, for quick local runs.

@@ -165,3 +165,29 @@ def lr_preview():
     except TypeError as exc:
         raise FormValidationError({"lr_policy": [str(exc)]}, "learning-rate preview") from exc
     return jsonify({"points": rows})
+
+
+@bp.post("/models/<job_id>/infer")
+def infer(job_id: str):
+    """Run a model on server-side inputs: ``{"inputs": [paths], "view_id"?, "view_config"?, "epoch"?,
+    "form_data"?}`` -> the samples (top-N or maps), metrics and the view's HTML fragments."""
+    from .inference_views import _check_server_path
+    from .worker_calls import run_worker
+
+    job = _ext()["store"].get(job_id, kind="model")
+    body = _body()
+    inputs = body.get("inputs") or []
+    if not isinstance(inputs, list):
+        raise FormValidationError({"inputs": ["must be a list of paths on the server"]}, "inference")
+    checked = []
+    for raw in inputs:
+        try:
+            checked.append(_check_server_path(str(raw)))
+        except FormValidationError as exc:
+            raise FormValidationError({"inputs": exc.errors["server_path"]}, "inference") from None
+    request_body = {"model": str(job.path), "jobs_dir": str(_ext()["jobs_dir"]), "inputs": checked,
+                    "view": body.get("view_id") or None, "view_config": body.get("view_config") or None,
+                    "epoch": body.get("epoch"), "inference_form": body.get("form_data") or None}
+    result = run_worker("infer", request_body, timeout=600)
+    return jsonify({"model": job.id, "results": result.get("json"), "info": result.get("info"),
+                    "html": result.get("fragments")})

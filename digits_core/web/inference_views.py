@@ -100,7 +100,14 @@ def infer(job_id: str):
     view_config = {}
     form_class = view_cls.get_config_form()
     if form_class is not None:
-        view_config = jsonable(validate_form(form_from_request(form_class, request), f'config of view "{view_id}"'))
+        from ..forms import bind_form, user_fields
+
+        names = {f.name for f in user_fields(form_class(meta={"csrf": False}))}
+        if names & set(request.form):
+            bound = form_from_request(form_class, request)
+        else:  # the config form was not shown (e.g. a script posting only inputs): the view's defaults
+            bound = bind_form(form_class, {}, meta={"csrf": False})
+        view_config = jsonable(validate_form(bound, f'config of view "{view_id}"'))
     mode = request.form.get("input_mode", "upload")
     request_body = {"model": str(job.path), "jobs_dir": str(_ext()["jobs_dir"]), "view": view_id,
                     "view_config": view_config, "epoch": request.form.get("snapshot") or None}

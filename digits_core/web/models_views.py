@@ -116,6 +116,8 @@ def new():
                         field.errors = list(field.errors) + messages
                     else:
                         form.form_errors.append(f"{name}: {'; '.join(messages)}")
+        else:
+            _engine_errors_too(form)
         status = 400
     else:
         form = ModelForm()
@@ -129,6 +131,26 @@ def new():
             form.custom_network.data = CUSTOM_NETWORK_EXAMPLE
     errors = {k: v for k, v in form.errors.items()} if request.method == "POST" else {}
     return render_template("model_new.html", form=form, errors=errors, custom=CUSTOM), status
+
+
+def _engine_errors_too(form: ModelForm) -> None:
+    """After WTForms found errors, also show the engine's verdict on the other fields (all errors at once)."""
+    options = {}
+    for field in form:
+        if field.errors or field.name in ("model_name", "dataset", "network", "custom_network", "network_params"):
+            continue
+        if field.data in (None, "") and field.type != "BooleanField":
+            continue
+        options[field.name] = field.data
+    try:
+        check_options(options)
+    except FormValidationError as exc:
+        for name, messages in exc.errors.items():
+            field = form._fields.get(name)
+            if field is not None and not field.errors:
+                field.errors = list(messages)
+    except Exception:  # noqa: BLE001 - best effort: the WTForms errors are shown anyway
+        pass
 
 
 def _fill_from_job(form: ModelForm, job: Job) -> None:
