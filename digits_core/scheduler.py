@@ -89,6 +89,7 @@ class Scheduler:
         self._queue: deque[str] = deque()
         self._running: dict[str, tuple[subprocess.Popen, str]] = {}
         self._abort_deadline: dict[str, float] = {}
+        self._abort_requested: set[str] = set()
         self._lock = threading.RLock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -183,8 +184,8 @@ class Scheduler:
                     return
                 raise JobStateError(f"Job {job.id} is {job.status.value}; there is nothing to abort.")
             proc, kind = entry
-            job.data["abort_requested"] = True
-            job.save()
+            # Kept in memory: the worker owns job.json while it runs.
+            self._abort_requested.add(job.id)
             if kind == "model":
                 try:
                     from .engine import request_abort
@@ -296,9 +297,10 @@ class Scheduler:
             job = self.store.get(job_id)
         except DigitsError:
             return
-        job.data.pop("resume", None)
-        requested = job.data.pop("abort_requested", False)
-        job.save()
+        requested = job.id in self._abort_requested
+        self._abort_requested.discard(job.id)
+        if job.data.pop("resume", None) is not None:
+            job.save()
         if job.status.is_finished:
             return
         if aborted or requested:
@@ -378,7 +380,7 @@ def run_job(job_path: str | os.PathLike) -> int:
         traceback.print_exc()
         job.reload()
         if not job.status.is_finished:
-            aborted = isinstance(exc, KeyboardInterrupt) or job.data.get("abort_requested")
+            aborted = isinstance(exc, KeyboardInterrupt)
             job.set_status(JobStatus.ABORTED if aborted else JobStatus.ERROR,
                            error="Aborted by the user." if aborted else f"Internal error: {exc!r} (see {WORKER_LOG}).")
         return 1
