@@ -137,6 +137,14 @@ def test_classification_dataset_train_infer(server, page, tmp_path):
     page.wait_for_selector("#infer-form", timeout=20000)
     page.wait_for_function("document.getElementById('charts').dataset.points > 3")
     shot(page, "07-model-done")
+    with page.expect_download(timeout=180000) as download_info:
+        page.click("#download")
+    archive = download_info.value.path()
+    import tarfile
+
+    with tarfile.open(archive) as tar:
+        names = tar.getnames()
+    assert any(n.endswith("info.json") for n in names) and any("saved_model" in n for n in names), names
 
     image = sorted((data / "7").glob("*.png"))[0]
     page.check("input[name=input_mode][value=upload]")
@@ -188,3 +196,40 @@ def test_sunnybrook_dataset_and_segmentation_view(server, page, tmp_path):
     page.wait_for_selector("#results img", timeout=120000)
     shot(page, "12-segmentation-view")
     assert "Dice" in page.locator("#results").inner_text()
+    page.goto(base + "/")
+    assert page.locator("#datasets-table tbody tr").count() >= 2
+    page.click("#datasets-table th:has-text('Name')")
+    shot(page, "14-home")
+    page.goto(base + "/plugins")
+    assert page.locator("text=image-sunnybrook").count() >= 1
+    shot(page, "15-plugins")
+
+
+def test_abort_and_resume_training(server, page):
+    """Abort a running training from its page, then resume it from the last snapshot."""
+    store = server["app"].extensions["digits"]["store"]
+    datasets = [j for j in store.list("dataset") if j.status.value == "Done" and j.data.get("plugin_id") == "image-classification"]
+    if not datasets:
+        pytest.skip("needs the dataset of test_classification_dataset_train_infer")
+    base = server["url"]
+    page.goto(base + "/")
+    token = page.evaluate("fetch('/api/csrf-token').then(r => r.json()).then(d => d.csrf_token)")
+    created = page.evaluate("""([token, ds]) => fetch('/api/models', {method: 'POST',
+        headers: {'Content-Type': 'application/json', 'X-CSRFToken': token},
+        body: JSON.stringify({name: 'long lenet', dataset: ds, network: 'lenet',
+               options: {epochs: 200, batch_size: 16, lr_policy: 'fixed'}})}).then(r => r.json())""",
+                            [token, datasets[0].id])
+    page.goto(base + created["url"])
+    page.wait_for_function("document.getElementById('charts').dataset.snapshots > 0", timeout=120000)
+    page.click("#abort")
+    wait_status(page, "Aborted", 60)
+    page.wait_for_selector("#resume", timeout=20000)  # the page reloads when the job ends
+    shot(page, "13-model-aborted")
+    before = int(page.evaluate("document.getElementById('charts').dataset.points"))
+    page.click("#resume")
+    page.wait_for_function(f"document.getElementById('charts').dataset.points > {before}", timeout=120000)
+    job = store.get(created["id"])
+    assert job.status.value in ("Running", "Waiting")
+    server["app"].extensions["digits"]["scheduler"].abort(job.id)
+    server["app"].extensions["digits"]["scheduler"].wait(job.id, 60)
+    assert store.get(job.id).status.value == "Aborted"

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import logging
 import secrets
-from pathlib import Path
 
-from flask import Flask, g, jsonify, render_template, request
+from flask import Flask, jsonify, render_template, request
 from flask_wtf.csrf import CSRFError, CSRFProtect
-from markupsafe import Markup
 from werkzeug.exceptions import HTTPException
 
 from .. import __version__

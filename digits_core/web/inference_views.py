@@ -20,7 +20,7 @@ from flask import Blueprint, current_app, render_template, request
 from markupsafe import Markup
 from werkzeug.utils import secure_filename
 
-from ..errors import DigitsError, FormValidationError
+from ..errors import FormValidationError
 from ..forms import validate_form
 from .forms_render import blank_form, form_from_request, jsonable, render_plugin_form
 

@@ -12,7 +12,7 @@ import json
 
 from wtforms import (BooleanField, Form, IntegerField, SelectField, StringField, TextAreaField,
                      ValidationError)
-from wtforms.fields import DecimalField, FloatField
+from wtforms.fields import FloatField
 from wtforms.validators import DataRequired, Length, NumberRange, Optional
 
 SOLVER_CHOICES = [("sgd", "SGD"), ("momentum", "SGD with momentum"), ("nesterov", "Nesterov"), ("adam", "Adam"),

@@ -304,11 +304,12 @@ def delete(job_id: str):
 
 
 def _export_file(job: Job) -> Path | None:
-    for pattern in ("export/*.tar.gz", "*.tar.gz"):
-        found = sorted(job.path.glob(pattern))
-        if found:
-            return found[-1]
-    return None
+    """The archive of the last snapshot, if it was exported already."""
+    snaps = snapshots(job)
+    if not snaps:
+        return None
+    path = job.path / "export" / f"{job.id}-{Path(snaps[-1]['file']).stem}.tar.gz"
+    return path if path.is_file() else None
 
 
 @bp.route("/<job_id>/download", methods=["GET", "POST"])
@@ -325,7 +326,10 @@ def download(job_id: str):
             raise JobStateError(f"Model {job.id} has no snapshot yet; download once an epoch has finished.")
         from .worker_calls import run_worker
 
-        run_worker("export", {"job": str(job.path)}, timeout=600)
+        snaps = snapshots(job)
+        (job.path / "export").mkdir(exist_ok=True)
+        out = job.path / "export" / f"{job.id}-{Path(snaps[-1]['file']).stem}.tar.gz"
+        run_worker("export", {"job": str(job.path), "out": str(out)}, timeout=600)
         existing = _export_file(job)
         if existing is None:
             raise JobStateError(f"Export of model {job.id} produced no file.")

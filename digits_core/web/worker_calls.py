@@ -10,7 +10,6 @@ the worker comes back as a :class:`DigitsError` with the same message.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -65,7 +64,7 @@ def _do_infer(request: dict) -> dict:
 def _do_export(request: dict) -> dict:
     from ..inference import export_model
 
-    path = export_model(request["job"])
+    path = export_model(request["job"], request["out"])
     return {"path": str(path)}
 
 

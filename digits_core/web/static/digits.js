@@ -141,6 +141,7 @@
           }
           seriesFor(p.name).ds.data.push({ x: p.epoch, y: p.value });
         });
+        box.dataset.snapshots = (d.snapshots || []).length;
         box.dataset.points = Object.keys(series).reduce(function (n, k) { return n + series[k].ds.data.length; }, 0);
         main.update(); lr.update();
         var status = document.getElementById("job-status");
