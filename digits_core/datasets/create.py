@@ -48,9 +48,15 @@ DEFAULT_MAX_ERRORS = 0.05
 #: Largest chunk of entries sent to a worker at once.
 MAX_CHUNK = 512
 #: At most this many images without decoded pixels (pass-through bytes) are decoded for the mean.
-MEAN_SAMPLE_LIMIT = 256
-#: Records written per LMDB transaction (at least; a chunk is never split).
+MEAN_SAMPLE_LIMIT = 128
+#: A write transaction is committed once it holds this many records or TXN_BYTES (a chunk is never split).
 RECORDS_PER_TXN = 1000
+TXN_BYTES = 32 << 20
+#: Entries in the first chunks of a stage, before record sizes are known.
+FIRST_CHUNK = 64
+#: Later chunks hold about this many bytes of records (between MIN_CHUNK and MAX_CHUNK entries).
+CHUNK_BYTES = 8 << 20
+MIN_CHUNK = 4
 #: Prefix of the hidden folder a dataset is built in, inside the job folder.
 BUILD_PREFIX = ".building-"
 
@@ -90,6 +96,7 @@ def _encode_chunk(start: int, entries: list, mean_every: int) -> tuple[list, dic
     plugin = _WORKER_PLUGIN
     outcomes = []
     sums: dict[tuple, list] = {}
+    interned: dict = {}  # equal metas become one object: pickled once per chunk
     for offset, entry in enumerate(entries):
         try:
             result = plugin.encode_entry(entry)
@@ -102,6 +109,7 @@ def _encode_chunk(start: int, entries: list, mean_every: int) -> tuple[list, dic
                     raise rec.RecordError(f"encode_entry must return (feature, label) or a list of them, "
                                           f"got {type(pair).__name__}")
                 data, meta, pixels = rec.pack_record(*pair)
+                meta = interned.setdefault(meta, meta)
                 if mean_every and (pixels is not None or (start + offset) % mean_every == 0):
                     if pixels is None:
                         feature = pair[0]
@@ -114,7 +122,10 @@ def _encode_chunk(start: int, entries: list, mean_every: int) -> tuple[list, dic
                         slot[1] += 1
                 packed.append(data)
                 metas.append(meta)
-                hist = rec.add_histograms(hist, rec.label_histogram(pair[1], meta.label_kind))
+                if meta.label_kind == rec.CLASS:  # class ids are counted in the parent, per chunk
+                    hist = (hist or []) + [int(pair[1])]
+                else:
+                    hist = rec.add_histograms(hist, rec.label_histogram(pair[1], meta.label_kind))
             outcomes.append((packed, metas, None, hist))
         except Exception as exc:  # noqa: BLE001 - a bad entry is skipped and reported
             outcomes.append((None, None, _describe_exception(exc), None))
@@ -432,21 +443,41 @@ class _Builder:
         mean_every = 0
         if stage == "train":
             mean_every = max(1, math.ceil(n / MEAN_SAMPLE_LIMIT))
-        starts = range(0, n, size)
         counts = {"encodings": {}, "skipped": 0}
         pending_records: list[bytes] = []
+        pending_bytes = [0]
+        # Chunks start small; once record sizes are known they hold about CHUNK_BYTES of records
+        # (at most `size` entries), so big images never pile up in the pipes or in memory.
+        chunking = {"next": 0, "size": min(size, FIRST_CHUNK), "max": size, "bytes": 0, "entries": 0}
+
+        def next_chunk() -> tuple[int, int] | None:
+            start = chunking["next"]
+            if start >= n:
+                return None
+            if chunking["entries"]:
+                per_entry = max(1.0, chunking["bytes"] / chunking["entries"])
+                chunking["size"] = int(min(chunking["max"], max(MIN_CHUNK, CHUNK_BYTES // per_entry)))
+            stop = min(n, start + chunking["size"])
+            chunking["next"] = stop
+            return start, stop
         histogram: list = [None]
+        last_ok: list = [None]  # the last meta object that matched the layout (identity fast path)
 
         def handle(start: int, result) -> None:
             outcomes, sums = result
             good: list[bytes] = []
             errors = 0
+            class_ids: list[int] = []
             for offset, (packed, metas, error, hist) in enumerate(outcomes):
                 if error is None:
                     for meta in metas:
+                        if meta is last_ok[0]:
+                            continue
                         if self.layout is None:
                             self.layout = meta.layout
-                        elif meta.layout != self.layout:
+                        if meta.layout == self.layout:
+                            last_ok[0] = meta
+                        else:
                             error = (f"record layout ({_describe_layout(meta.layout)}) differs from the dataset's "
                                      f"({_describe_layout(self.layout)})")
                             break
@@ -455,7 +486,10 @@ class _Builder:
                     self._record_error(stage, items[start + offset], error)
                     continue
                 good.extend(packed)
-                histogram[0] = rec.add_histograms(histogram[0], hist)
+                if isinstance(hist, list):
+                    class_ids.extend(hist)
+                elif hist is not None:
+                    histogram[0] = rec.add_histograms(histogram[0], hist)
                 for meta in metas:
                     name = rec.ENCODINGS[meta.encoding]
                     counts["encodings"][name] = counts["encodings"].get(name, 0) + 1
@@ -466,10 +500,19 @@ class _Builder:
                 else:
                     slot[0] += total_sum
                     slot[1] += count
+            if class_ids:
+                ids = np.asarray(class_ids, dtype=np.int64)
+                if ids.max() < rec.MAX_HISTOGRAM_CLASSES:
+                    histogram[0] = rec.add_histograms(histogram[0], np.bincount(ids))
             pending_records.extend(good)
-            if len(pending_records) >= RECORDS_PER_TXN:
+            chunk_bytes = sum(len(r) for r in good)
+            pending_bytes[0] += chunk_bytes
+            chunking["bytes"] += chunk_bytes
+            chunking["entries"] += len(outcomes)
+            if len(pending_records) >= RECORDS_PER_TXN or pending_bytes[0] >= TXN_BYTES:
                 writer.append(pending_records)
                 pending_records.clear()
+                pending_bytes[0] = 0
             counts["skipped"] += errors
             self.progress.update(stage, len(outcomes), errors)
             if self.errors > self.allowed:
@@ -482,17 +525,21 @@ class _Builder:
         try:
             self.progress.update(stage, 0, 0, force=True)
             if executor is None:
-                for start in starts:
-                    handle(start, _encode_chunk(start, items[start:start + size], mean_every))
+                while (chunk := next_chunk()) is not None:
+                    start, stop = chunk
+                    handle(start, _encode_chunk(start, items[start:stop], mean_every))
             else:
-                window = deque()
+                window: deque = deque()  # futures in submission (= record) order
                 limit = self.workers * 2 + 1
-                it = iter(starts)
-                for start in it:
-                    window.append((start, executor.submit(_encode_chunk, start, items[start:start + size],
-                                                          mean_every)))
-                    if len(window) >= limit:
-                        break
+
+                def submit() -> None:
+                    chunk = next_chunk()
+                    if chunk is not None:
+                        start, stop = chunk
+                        window.append((start, executor.submit(_encode_chunk, start, items[start:stop], mean_every)))
+
+                for _ in range(limit):
+                    submit()
                 while window:
                     start, future = window.popleft()
                     try:
@@ -500,10 +547,8 @@ class _Builder:
                     except BrokenProcessPool as exc:
                         raise DatasetError(f'A worker process of plugin "{self.plugin_id}" died while encoding '
                                            f'stage "{stage}" (out of memory or a crash in native code).') from exc
-                    nxt = next(it, None)
-                    if nxt is not None:
-                        window.append((nxt, executor.submit(_encode_chunk, nxt, items[nxt:nxt + size], mean_every)))
                     handle(start, result)
+                    submit()
             writer.append(pending_records)
             pending_records.clear()
             count = writer.count

@@ -6,10 +6,18 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from ..jobs import write_json_atomic
+import json
+import os
 
 #: Minimum seconds between two writes of progress.json (the last update is always written).
 WRITE_INTERVAL_S = 0.5
+
+
+def _write_json_fast(path: Path, data: dict) -> None:
+    """Replace ``path`` atomically (temp file + rename) without fsync: progress is advisory."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data), encoding="utf-8")
+    os.replace(tmp, path)
 
 
 class ProgressReporter:
@@ -85,7 +93,7 @@ class ProgressReporter:
         if force or now - self._last_write >= WRITE_INTERVAL_S:
             self._last_write = now
             try:
-                write_json_atomic(self.path, snap)
+                _write_json_fast(self.path, snap)
             except OSError:
                 pass  # progress is advisory; the job goes on
         if self.callback is not None:

@@ -14,12 +14,13 @@ Encodings (the ``encoding`` form field):
 from __future__ import annotations
 
 import io
+import struct
 
 import numpy as np
 
 from digits_core import EncodedImage
 
-from .resize import MODES_16BIT, image_to_array, open_image, resize_image, seeded_rng
+from .resize import image_to_array, open_image, resize_image, seeded_rng
 
 ENCODINGS = ("none", "png", "jpg", "passthrough")
 #: Pillow format name -> EncodedImage format, for pass-through.
@@ -44,20 +45,74 @@ def _looks_complete(data: bytes, fmt: str) -> bool:
     return False
 
 
-def passthrough(data: bytes, channels: int, width: int, height: int) -> EncodedImage | None:
-    """Return the original bytes as an :class:`EncodedImage` when no decoding is needed, else ``None``."""
-    from PIL import Image, UnidentifiedImageError
+_SOF_MARKERS = {0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF}
 
-    try:
-        with Image.open(io.BytesIO(data)) as image:  # parses the header only
-            fmt, mode, size = image.format, image.mode, image.size
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError):
+
+def probe_header(data: bytes) -> tuple[str, int, int, str] | None:
+    """Read format, width, height and Pillow mode from a PNG or JPEG header without Pillow.
+
+    Only the layouts pass-through keeps are recognised: 8-bit grayscale or
+    RGB and 16-bit grayscale PNGs (not interlaced, no palette or alpha), and
+    8-bit baseline/progressive JPEGs with 1 or 3 components.
+
+    Returns:
+        ``("PNG" | "JPEG", width, height, "L" | "RGB" | "I;16")`` or ``None``.
+    """
+    if data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR" and len(data) >= 33:
+        width, height = struct.unpack(">II", data[16:24])
+        depth, color, interlace = data[24], data[25], data[28]
+        if interlace != 0:
+            return None
+        if color == 0 and depth == 8:
+            return "PNG", width, height, "L"
+        if color == 0 and depth == 16:
+            return "PNG", width, height, "I;16"
+        if color == 2 and depth == 8:
+            return "PNG", width, height, "RGB"
         return None
-    if fmt not in _PASSTHROUGH_FORMATS or size != (width, height):
+    if data[:2] != b"\xff\xd8":
+        return None
+    i, n = 2, len(data)
+    while i + 4 <= n:
+        if data[i] != 0xFF:
+            return None
+        marker = data[i + 1]
+        if marker == 0xFF:  # fill byte
+            i += 1
+            continue
+        if marker == 0x01 or 0xD0 <= marker <= 0xD8:
+            i += 2
+            continue
+        length = (data[i + 2] << 8) | data[i + 3]
+        if marker in _SOF_MARKERS:
+            if i + 10 > n or data[i + 4] != 8:
+                return None
+            height = (data[i + 5] << 8) | data[i + 6]
+            width = (data[i + 7] << 8) | data[i + 8]
+            components = data[i + 9]
+            mode = {1: "L", 3: "RGB"}.get(components)
+            return ("JPEG", width, height, mode) if mode and width and height else None
+        if marker == 0xDA:  # start of scan before any frame header
+            return None
+        i += 2 + length
+    return None
+
+
+def passthrough(data: bytes, channels: int, width: int, height: int) -> EncodedImage | None:
+    """Return the original bytes as an :class:`EncodedImage` when no decoding is needed, else ``None``.
+
+    Only the header is parsed (:func:`probe_header`), and the end of the file
+    is checked for the format's end marker, so a cut file is not kept.
+    """
+    probed = probe_header(data)
+    if probed is None:
+        return None
+    fmt, w, h, mode = probed
+    if (w, h) != (width, height):
         return None
     if channels == 1 and mode == "L":
         dtype = "uint8"
-    elif channels == 1 and mode in MODES_16BIT and fmt == "PNG" and mode != "I":
+    elif channels == 1 and mode == "I;16":
         dtype = "uint16"
     elif channels == 3 and mode == "RGB":
         dtype = "uint8"
