@@ -204,3 +204,36 @@ def test_lr_preview(client):
     assert bad.status_code == 400 and "learning_rate" in bad.get_json()["error"]["fields"]
     bad = client.get("/api/lr-preview?lr_policy=nonsense")
     assert bad.status_code == 400
+
+
+def test_dataset_abort_route_and_explore_before_done(app, client):
+    scheduler = app.extensions["digits"]["scheduler"]
+    job = make_job(app, "dataset", "queued", status=JobStatus.INITIALIZED, plugin_id="x")
+    scheduler.submit(job)
+    page = client.get(f"/datasets/{job.id}").get_data(as_text=True)
+    assert "Waiting" in page and "Abort" in page
+    resp = client.get(f"/datasets/{job.id}/explore")
+    assert resp.status_code == 400 and "once Done" in resp.get_data(as_text=True)
+    resp = client.post(f"/datasets/{job.id}/abort", data={"csrf_token": csrf_token(client)})
+    assert resp.status_code == 302 and job.reload().status is JobStatus.ABORTED
+
+
+def test_data_plugin_static_is_confined(client):
+    from digits_core import registry
+
+    for plugin_id in registry.data_ingestions():
+        for attack in ("..%2f__init__.py", "../__init__.py", "%2e%2e/__init__.py"):
+            resp = client.get(f"/plugins/data/{plugin_id}/static/{attack}", follow_redirects=True)
+            assert resp.status_code == 404, (plugin_id, attack)
+    assert client.get("/plugins/data/no-such-plugin/static/x.css").status_code == 404
+
+
+def test_new_dataset_unknown_plugin_and_menu(client):
+    from digits_core import registry
+
+    resp = client.get("/datasets/new/no-such-plugin")
+    assert resp.status_code == 404 and "no-such-plugin" in resp.get_data(as_text=True)
+    html = client.get("/").get_data(as_text=True)
+    for plugin_id, cls in registry.data_ingestions().items():
+        assert f"/datasets/new/{plugin_id}" in html
+        assert cls.get_category() in html
