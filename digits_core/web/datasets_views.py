@@ -10,7 +10,7 @@ from ..errors import DigitsError, FormValidationError
 from ..jobs import Job, JobStatus
 from .common_fields import DatasetJobForm
 from .forms_render import blank_form, form_from_request, jsonable, render_plugin_form, validated
-from .helpers import job_summary, read_json, read_progress
+from .helpers import job_summary, read_json, worker_log_tail, read_progress
 
 bp = Blueprint("datasets", __name__, url_prefix="/datasets")
 
@@ -103,7 +103,8 @@ def dataset_details(job: Job) -> dict:
     return {"job": job_summary(job), "status_history": job.data.get("status_history", []),
             "plugin_id": job.data.get("plugin_id"), "form_data": job.data.get("form_data", {}),
             "workers": job.data.get("workers"), "progress": read_progress(job), "info": info,
-            "errors_report": report, "error": job.error}
+            "errors_report": report, "error": job.error,
+            "log_tail": worker_log_tail(job) if job.status.value in ("Error", "Aborted") else None}
 
 
 @bp.get("/<job_id>")

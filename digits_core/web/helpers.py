@@ -155,3 +155,16 @@ def new_dataset_menu() -> list[tuple[str, list[tuple[str, str]]]]:
             continue
         groups.setdefault(category, []).append((plugin_id, title))
     return sorted(groups.items())
+
+
+def worker_log_tail(job: Job, lines: int = 40) -> str | None:
+    """The end of the job's ``worker.log`` (shown when a job failed), or ``None``."""
+    path = job.path / "worker.log"
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, handle.tell() - 16384))
+            text = handle.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+    return "\n".join(text.splitlines()[-lines:]) or None

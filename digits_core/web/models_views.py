@@ -12,7 +12,7 @@ from flask import (Blueprint, abort, current_app, flash, jsonify, redirect, rend
 from ..errors import DigitsError, FormValidationError, JobStateError
 from ..jobs import Job, JobStatus
 from .datasets_views import delete_job
-from .helpers import job_summary, read_json
+from .helpers import job_summary, read_json, worker_log_tail
 from .model_form import CUSTOM, CUSTOM_NETWORK_EXAMPLE, ModelForm, set_choices, training_options
 
 bp = Blueprint("models", __name__, url_prefix="/models")
@@ -197,7 +197,8 @@ def model_details(job: Job) -> dict:
     return {"job": job_summary(job), "status_history": job.data.get("status_history", []),
             "dataset_id": job.data.get("dataset_id") or (job.data.get("train_options") or {}).get("dataset"),
             "train_options": job.data.get("train_options", {}), "model": info, "snapshots": snapshots(job),
-            "error": job.error, "exported": _export_file(job) is not None}
+            "error": job.error,
+            "log_tail": worker_log_tail(job) if job.status.value in ("Error", "Aborted") else None, "exported": _export_file(job) is not None}
 
 
 @bp.get("/<job_id>")
