@@ -237,3 +237,20 @@ def test_new_dataset_unknown_plugin_and_menu(client):
     for plugin_id, cls in registry.data_ingestions().items():
         assert f"/datasets/new/{plugin_id}" in html
         assert cls.get_category() in html
+
+
+def test_serve_command_warns_without_auth(tmp_path, monkeypatch, capsys):
+    from flask import Flask
+
+    from digits_core.cli import main
+
+    calls = []
+    monkeypatch.setattr(Flask, "run", lambda self, **kw: calls.append(kw))
+    assert main(["--jobs-dir", str(tmp_path / "jobs"), "serve", "--host", "0.0.0.0", "--port", "5999"]) == 0
+    out = capsys.readouterr()
+    assert "without authentication" in out.err and "--auth-token" in out.err
+    assert "http://localhost:5999/" in out.out
+    assert calls[0]["host"] == "0.0.0.0" and calls[0]["port"] == 5999 and calls[0]["use_reloader"] is False
+    assert main(["--jobs-dir", str(tmp_path / "jobs"), "serve", "--host", "0.0.0.0", "--auth-token", "t"]) == 0
+    assert "without authentication" not in capsys.readouterr().err
+    assert main(["--jobs-dir", str(tmp_path / "jobs"), "serve", "--port", "70000"]) == 1
