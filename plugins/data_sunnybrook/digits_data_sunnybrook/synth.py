@@ -160,13 +160,11 @@ class _Case:
     def radius(self, slice_index: int, phase: int) -> float:
         """LV radius: smaller towards the apex, contracting from ED (phase 0) to ES."""
         apex = 1.0 - 0.45 * (slice_index / max(1, self.slices - 1)) ** 1.5
-        t = phase / PHASES_PER_SLICE
         # contraction: 0 at ED, 1 at ES, back to 0 at the end of the cycle
         if phase <= self.es_phase:
             c = 0.5 - 0.5 * math.cos(math.pi * phase / self.es_phase)
         else:
             c = 0.5 + 0.5 * math.cos(math.pi * (phase - self.es_phase) / (PHASES_PER_SLICE - self.es_phase))
-        del t
         return self.r_ed * apex * (1.0 - (1.0 - self.es_ratio) * c)
 
     def contours(self, slice_index: int, phase: int, written: bool = True):
