@@ -170,3 +170,19 @@ def test_plugin_modules_do_not_import_tensorflow():
             "digits_core.datasets.create, digits_core.cli.dataset_cmd; "
             "assert 'tensorflow' not in sys.modules and 'keras' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_workers_come_from_a_forkserver_when_tensorflow_is_loaded(tmp_path, images, monkeypatch):
+    import types
+
+    from digits_core.datasets.create import _mp_context
+
+    for c in ("a", "b"):
+        for i in range(4):
+            images.save(tmp_path / "train" / c / f"{i}.png", images.gray(5, 5, i + (10 if c == "b" else 0)))
+    monkeypatch.setitem(sys.modules, "tensorflow", types.ModuleType("tensorflow"))
+    assert _mp_context().get_start_method() == "forkserver"  # forking a TensorFlow process is unsafe
+    job = create_dataset("image-classification", {"folder": str(tmp_path / "train"), "image_type": "grayscale",
+                                                  "width": 5, "height": 5, "val_percent": 0},
+                         workers=2, jobs_dir=tmp_path / "jobs")
+    assert open_dataset(job.path).count("train") == 8
