@@ -225,6 +225,26 @@ def test_progress_callback_file_and_created_hook(synth, jobs):
     assert final["status"] == "Done" and final["done"] == 60
 
 
+def test_interrupt_marks_the_job_aborted_and_publishes_nothing(jobs):
+    class Interrupted(SynthIngestion):
+        plugin_id = "test-interrupted"
+
+        def encode_entry(self, entry):
+            if entry == 20:
+                raise KeyboardInterrupt
+            return super().encode_entry(entry)
+
+    registry.register(Interrupted)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            create_dataset("test-interrupted", {"n": 40}, workers=1, jobs_dir=jobs)
+    finally:
+        registry.unregister(Interrupted)
+    (job,) = JobStore(jobs).list()
+    assert job.status.value == "Aborted"
+    assert sorted(p.name for p in job.path.iterdir()) == ["job.json", "progress.json"]
+
+
 def test_parse_max_errors():
     assert parse_max_errors(None) == 0.05
     assert parse_max_errors("10") == 10 and parse_max_errors(3) == 3

@@ -163,6 +163,11 @@ def test_inference_mode_lists_and_encodes_images(tmp_path, images):
     assert len(entries) == 4 and plugin.itemize_entries("train") == []
     feature, label = plugin.encode_entry(entries[0])
     assert feature.shape == (4, 6, 3) and feature.dtype == np.uint8 and label is None
+    # an uploaded file (bytes or a file object) is read once and listed by name
+    upload = ImageClassificationIngestion(is_inference_db=True, **userdata, image_file=path.read_bytes())
+    (entry,) = upload.itemize_entries("test")
+    assert entry == ("upload:image", None)
+    assert np.array_equal(upload.encode_entry(entry)[0], feature)
 
 
 def test_plugin_modules_do_not_import_tensorflow():
