@@ -22,8 +22,10 @@ guide with ``python tests/test_plugin_guide.py --sync`` (it rewrites the
 guide's ``write`` blocks from the example's files).
 
 The fast tests check tags and file contents; the slow walkthrough does what
-a reader does, from ``digits plugin new`` to a built dataset, with real pip
-installs. A separate slow test pip-installs ``examples/dicom_csv_plugin``
+a reader does, from ``digits plugin new`` to a built dataset, a trained
+LeNet and inference through the plugin's inference form, with real pip
+installs. Its training step imports TensorFlow in a subprocess: run this
+module under the shared TensorFlow lock (as the whole suite is). A separate slow test pip-installs ``examples/dicom_csv_plugin``
 itself and builds a dataset with it (``workers=2``).
 """
 
