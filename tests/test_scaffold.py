@@ -134,6 +134,29 @@ def test_generated_classes_meet_the_contract(tmp_path, monkeypatch):
     assert page.count('class="plugin-probe-in-process-sample"') == 2
 
 
+def test_warns_when_the_id_is_already_installed(tmp_path, capsys):
+    from digits_core import View, registry
+
+    class ClashProbeView(View):
+        plugin_id = "clash-probe"
+
+        def process_data(self, input_id, input_data, output_data, ground_truth=None):
+            return None
+
+        def get_view_template(self, data):
+            return "", {}
+
+    registry.register(ClashProbeView)
+    try:
+        assert main(["plugin", "new", "view", "clash-probe", "--dir", str(tmp_path)]) == 0
+        assert main(["plugin", "new", "data", "clash-probe", "--dir", str(tmp_path)]) == 0
+    finally:
+        registry.unregister(ClashProbeView)
+    err = capsys.readouterr().err
+    assert err.count("already uses the id") == 1 and "ClashProbeView" in err
+    assert (tmp_path / "digits-view-clash-probe" / "pyproject.toml").is_file()
+
+
 def test_existing_folder_is_not_overwritten(tmp_path, capsys):
     assert main(["plugin", "new", "data", "probe", "--dir", str(tmp_path)]) == 0
     marker = tmp_path / "digits-data-probe" / "pyproject.toml"

@@ -39,6 +39,7 @@ def run_new(args) -> int:
 
     names = plugin_names(args.kind, args.name, args.title)
     target = create_plugin(args.kind, args.name, args.dir, title=args.title)
+    _warn_if_id_taken(args.kind, names.plugin_id)
     relative = os.path.relpath(target)
     # "./name" so that pip takes it for a folder, never for a package name to download.
     shown = str(target) if relative.startswith("..") else os.path.join(os.curdir, relative)
@@ -54,3 +55,20 @@ def run_new(args) -> int:
     print(f"  python -m pytest {os.path.join(shown, 'tests')}")
     print("Guide: docs/writing-plugins.md")
     return 0
+
+
+def _warn_if_id_taken(kind: str, plugin_id: str) -> None:
+    """Warn when an installed plugin of the same kind already uses ``plugin_id`` (they would clash)."""
+    import sys
+
+    from ..plugin_registry import registry
+
+    try:
+        installed = registry.data_ingestions() if kind == "data" else registry.views()
+    except Exception:  # noqa: BLE001 - a broken plugin must not stop the scaffold
+        return
+    other = installed.get(plugin_id)
+    if other is not None:
+        print(f'warning: the installed {kind} plugin {other.__module__}.{other.__qualname__} already uses the id '
+              f'"{plugin_id}"; installing this one too makes one of them fail to load. Rename it unless you '
+              "mean to replace that plugin.", file=sys.stderr)
