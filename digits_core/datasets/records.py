@@ -42,6 +42,7 @@ DTYPES: tuple[str, ...] = ("uint8", "uint16", "int16", "float32", "int32", "int6
 DTYPE_CODES = {name: code for code, name in enumerate(DTYPES)}
 #: Feature dtypes the data contract allows.
 FEATURE_DTYPES = ("uint8", "uint16", "int16", "float32")
+_LITTLE_ENDIAN_FEATURES = {np.dtype(name).newbyteorder("<"): name for name in FEATURE_DTYPES}
 #: Integer dtypes allowed for segmentation masks.
 MASK_DTYPES = ("uint8", "uint16", "int16", "int32", "int64")
 #: Float dtypes allowed for regression targets.
@@ -150,11 +151,13 @@ def _as_feature(feature) -> tuple[int, str, tuple, bytes, np.ndarray | None]:
         raise RecordError(f"feature must be H×W×C (or H×W), got shape {feature.shape}")
     if min(arr.shape) < 1:
         raise RecordError(f"feature has an empty dimension: shape {feature.shape}")
-    name = arr.dtype.name
-    if name not in FEATURE_DTYPES:
-        raise RecordError(f"feature dtype {arr.dtype} is not one of {', '.join(FEATURE_DTYPES)}")
-    arr = np.ascontiguousarray(arr, dtype=np.dtype(name).newbyteorder("<"))
-    return RAW, name, tuple(int(s) for s in arr.shape), arr.tobytes(), arr
+    name = _LITTLE_ENDIAN_FEATURES.get(arr.dtype)  # fast path: already little-endian
+    if name is None:
+        name = arr.dtype.name
+        if name not in FEATURE_DTYPES:
+            raise RecordError(f"feature dtype {arr.dtype} is not one of {', '.join(FEATURE_DTYPES)}")
+        arr = arr.astype(np.dtype(name).newbyteorder("<"))  # same values, little-endian bytes
+    return RAW, name, arr.shape, arr.tobytes(), arr
 
 
 def _as_label(label, feature_shape: tuple) -> tuple[int, str, tuple, bytes]:
@@ -249,14 +252,26 @@ def parse_header(record: bytes) -> tuple:
     return enc, DTYPES[fcode], (h, w, c), flen, kind, DTYPES[lcode], lshape
 
 
+_PIL_IMAGE = None
+
+
+def _pil_image():
+    """Pillow's Image module, imported once on first use."""
+    global _PIL_IMAGE
+    if _PIL_IMAGE is None:
+        from PIL import Image
+
+        _PIL_IMAGE = Image
+    return _PIL_IMAGE
+
+
 def decode_image_bytes(data: bytes, shape: tuple, dtype: str) -> np.ndarray:
     """Decode PNG/JPEG/other image bytes to an ``H×W×C`` array of ``dtype``.
 
     Raises:
         RecordError: The bytes do not decode to the expected shape.
     """
-    from PIL import Image
-
+    Image = _pil_image()
     with Image.open(io.BytesIO(data)) as image:
         want_c = shape[2]
         mode = image.mode

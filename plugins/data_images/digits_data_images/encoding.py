@@ -138,7 +138,7 @@ def load_resized(source, path: str, *, channels: int, width: int, height: int, r
         arr = image_to_array(image, channels)
     except ValueError as exc:
         raise ValueError(f"{path}: {exc}") from None
-    return resize_image(arr, height, width, resize_mode, rng=seeded_rng(seed, path))
+    return resize_image(arr, height, width, resize_mode, rng=lambda: seeded_rng(seed, path))
 
 
 def encode_image_file(path: str, *, channels: int, width: int, height: int, resize_mode: str = "squash",

@@ -41,10 +41,17 @@ RESIZE_MODES = ("squash", "crop", "fill", "half_crop")
 MODES_16BIT = ("I;16", "I;16B", "I;16L", "I;16N", "I")
 
 
-def _pil():
-    from PIL import Image
+_PIL_IMAGE = None
 
-    return Image
+
+def _pil():
+    """Pillow's Image module, imported on first use (kept out of module import time)."""
+    global _PIL_IMAGE
+    if _PIL_IMAGE is None:
+        from PIL import Image
+
+        _PIL_IMAGE = Image
+    return _PIL_IMAGE
 
 
 def open_image(source: str | bytes | BinaryIO):
@@ -55,13 +62,11 @@ def open_image(source: str | bytes | BinaryIO):
             the message says which.
     """
     Image = _pil()
-    from PIL import UnidentifiedImageError
-
     stream = io.BytesIO(source) if isinstance(source, (bytes, bytearray)) else source
     try:
         image = Image.open(stream)
         image.load()
-    except UnidentifiedImageError:
+    except Image.UnidentifiedImageError:
         raise ValueError("not an image file Pillow can read") from None
     except (OSError, SyntaxError) as exc:
         raise ValueError(f"cannot decode image ({exc})") from None
@@ -148,7 +153,7 @@ def _noise(rng: np.random.Generator, shape: tuple, dtype) -> np.ndarray:
 
 
 def resize_image(arr: np.ndarray, height: int, width: int, resize_mode: str = "squash", *,
-                 rng: np.random.Generator | None = None, is_label: bool = False) -> np.ndarray:
+                 rng=None, is_label: bool = False) -> np.ndarray:
     """Resize an ``H×W×C`` array to ``height × width`` with a DIGITS resize mode.
 
     Args:
@@ -156,7 +161,8 @@ def resize_image(arr: np.ndarray, height: int, width: int, resize_mode: str = "s
         height: Target height.
         width: Target width.
         resize_mode: ``squash``, ``crop``, ``fill`` or ``half_crop``.
-        rng: Noise source for ``fill``/``half_crop`` (default: seeded with 0).
+        rng: Noise source for ``fill``/``half_crop`` (default: seeded with 0), or
+            a function returning one, called only when noise is needed.
         is_label: Resize with nearest neighbour and pad with zeros (masks).
 
     Returns:
@@ -218,7 +224,10 @@ def resize_image(arr: np.ndarray, height: int, width: int, resize_mode: str = "s
         else:
             start = _round(((resize_height - height) / 2.0))
             out = out[start:start + height, :]
-    rng = rng if rng is not None else np.random.default_rng(0)
+    if rng is None:
+        rng = np.random.default_rng(0)
+    elif not isinstance(rng, np.random.Generator):
+        rng = rng()  # a factory: seeding costs more than most resizes, so only when noise is needed
     fill = (lambda shape: np.zeros(shape, out.dtype)) if is_label else (lambda shape: _noise(rng, shape, out.dtype))
     if width_ratio > height_ratio:
         padding = (height - out.shape[0]) // 2
