@@ -18,6 +18,7 @@ import contextlib
 import json
 import socket
 import urllib.request
+import uuid
 from dataclasses import dataclass, field
 from typing import Iterator
 
@@ -56,6 +57,9 @@ def _set_auth(endpoint: str, count: str) -> None:
 def local_s3_server(*, authenticate: bool = True) -> Iterator[LocalS3]:
     """Run moto's S3 server on 127.0.0.1 (random free port) for the duration of the block.
 
+    moto keeps its data (buckets, users) per process, shared by every server
+    started in it: give each test its own bucket names.
+
     Args:
         authenticate: Check request signatures against a created IAM user
             (bad credentials are then rejected). Note: moto keeps this switch
@@ -71,10 +75,11 @@ def local_s3_server(*, authenticate: bool = True) -> Iterator[LocalS3]:
     try:
         iam = boto3.client("iam", endpoint_url=endpoint, region_name="us-east-1",
                            aws_access_key_id="bootstrap", aws_secret_access_key="bootstrap")
-        iam.create_user(UserName="digits-test")
+        user = f"digits-test-{uuid.uuid4().hex[:12]}"  # moto's state is per process, shared by its servers
+        iam.create_user(UserName=user)
         policy = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
-        iam.put_user_policy(UserName="digits-test", PolicyName="all", PolicyDocument=json.dumps(policy))
-        key = iam.create_access_key(UserName="digits-test")["AccessKey"]
+        iam.put_user_policy(UserName=user, PolicyName="all", PolicyDocument=json.dumps(policy))
+        key = iam.create_access_key(UserName=user)["AccessKey"]
         if authenticate:
             _set_auth(endpoint, "0")
         try:
