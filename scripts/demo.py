@@ -21,6 +21,7 @@ Options: ``--jobs-dir`` (default ``demo-data/jobs``), ``--port``, ``--host``,
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import time
@@ -82,7 +83,12 @@ def _bar(label: str):
         state["last"] = now
         if "total_steps" in snapshot:
             done, total = snapshot.get("step", 0), snapshot.get("total_steps") or 1
-            extra = f" epoch {snapshot.get('epoch', 0):.2f} loss {snapshot.get('loss', float('nan')):.4f}"
+            loss = snapshot.get("loss")
+            if isinstance(loss, (int, float)) and math.isfinite(loss):
+                state["loss"] = loss
+            extra = f" epoch {snapshot.get('epoch', 0):.2f}"
+            if "loss" in state:
+                extra += f" loss {state['loss']:.4f}"
         else:
             done, total = snapshot.get("done", 0), snapshot.get("total") or 1
             extra = f" {snapshot.get('rate', 0):.0f}/s"
@@ -167,6 +173,7 @@ def main(argv=None) -> int:
     parser.add_argument("--epochs-unet", type=int, default=6)
     parser.add_argument("--no-serve", action="store_true", help="stop after building and training")
     args = parser.parse_args(argv)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TensorFlow's start-up chatter out of the demo
     jobs_dir = Path(args.jobs_dir).resolve()
     jobs_dir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
