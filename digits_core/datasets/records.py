@@ -29,13 +29,14 @@ from __future__ import annotations
 import io
 import struct
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 MAGIC = b"DGR1"
 HEADER = struct.Struct("<4sBBBBIIIIII")
 HEADER_SIZE = HEADER.size  # 32
+_INT64 = struct.Struct("<q")
 
 #: dtype code -> numpy dtype (little-endian). The code is stored in each record.
 DTYPES: tuple[str, ...] = ("uint8", "uint16", "int16", "float32", "int32", "int64", "float64")
@@ -167,7 +168,10 @@ def _as_label(label, feature_shape: tuple) -> tuple[int, str, tuple, bytes]:
     if isinstance(label, (int, np.integer)):
         if label < 0:
             raise RecordError(f"class index {label} is negative")
-        return CLASS, "int64", (), np.int64(label).astype("<i8").tobytes()
+        try:
+            return CLASS, "int64", (), _INT64.pack(int(label))
+        except struct.error:
+            raise RecordError(f"class index {label} does not fit in int64") from None
     if isinstance(label, (float, np.floating)):
         dtype = "float32" if isinstance(label, np.float32) else "float64"
         return REGRESSION, dtype, (), np.asarray(label, dtype=np.dtype(dtype).newbyteorder("<")).tobytes()
@@ -195,8 +199,7 @@ def _as_label(label, feature_shape: tuple) -> tuple[int, str, tuple, bytes]:
     raise RecordError(f"label array of shape {label.shape} is neither a vector nor an H×W mask")
 
 
-@dataclass(frozen=True)
-class RecordMeta:
+class RecordMeta(NamedTuple):
     """What must agree between the records of one dataset (plus the encoding)."""
 
     encoding: int
@@ -209,7 +212,7 @@ class RecordMeta:
     @property
     def layout(self) -> tuple:
         """Everything but the encoding: records of a dataset must share it."""
-        return (self.feature_dtype, self.feature_shape, self.label_kind, self.label_dtype, self.label_shape)
+        return self[1:]
 
 
 def pack_record(feature, label) -> tuple[bytes, RecordMeta, np.ndarray | None]:

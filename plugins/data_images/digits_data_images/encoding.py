@@ -3,7 +3,10 @@
 Encodings (the ``encoding`` form field):
 
 * ``none``: the raw ``H×W×C`` array.
-* ``png``: lossless PNG of the resized image (DIGITS's default).
+* ``png``: lossless PNG of the resized image (DIGITS's default). A source
+  PNG that already has the target size and channels is decoded (to check it
+  and for the mean image) and its own bytes are stored instead of a
+  re-encoding: the decoded pixels are the same.
 * ``jpg``: JPEG of the resized image (8-bit images only; 16-bit ones fall back to PNG).
 * ``passthrough``: the original file's bytes, when the file is a PNG or
   JPEG that already has the target size and channels (and is not cut
@@ -151,13 +154,21 @@ def encode_image_file(path: str, *, channels: int, width: int, height: int, resi
         ValueError: The file cannot be read or decoded (the message names it).
     """
     data = read_file(path) if data is None else data
-    if encoding == "passthrough":
+    kept = None
+    if encoding in ("passthrough", "png"):
         kept = passthrough(data, channels, width, height)
-        if kept is not None:
+        if kept is not None and encoding == "passthrough":
             return kept
+        if kept is not None and kept.format != "png":
+            kept = None
     arr = load_resized(io.BytesIO(data), path, channels=channels, width=width, height=height,
                        resize_mode=resize_mode, seed=seed)
     if encoding == "none":
         return arr
+    if kept is not None and arr.shape == kept.shape and arr.dtype.name == kept.dtype:
+        # Already a PNG of the right size and mode: its bytes are what re-encoding would store
+        # (PNG is lossless), so keep them; the decoded pixels still feed the exact mean image.
+        kept.array = arr
+        return kept
     fmt = "jpg" if encoding == "jpg" and arr.dtype == np.uint8 else "png"
     return EncodedImage.from_array(arr, fmt, quality=jpg_quality)

@@ -89,9 +89,10 @@ def test_passthrough_keeps_original_bytes_and_16_bit_png_stays_uint16(tmp_path, 
         assert features.dtype == np.uint16 and features.shape == (6, 6, 5, 1)
         expected = [values[i] for i in range(3)] + [values[i][::-1] for i in range(3)]
         assert all(np.array_equal(f[:, :, 0], e) for f, e in zip(features, expected)), encoding
-        if encoding == "passthrough":
+        if encoding != "none":  # a PNG of the target size is kept as is (png: after a decode check)
             raw, _ = ds.read_batch("train", 0, 1, decode=False)
             assert raw[0] == (deep_only / "x" / "0.png").read_bytes()
+            assert ds.info["mean"]["exact"] and ds.info["mean"]["images"] == 6
     # JPEG pass-through: stored bytes are the file; a file of another size is re-encoded as PNG
     rgb = tmp_path / "rgb"
     for i in range(2):
