@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -114,6 +115,8 @@ def test_two_workers_store_each_dtype_bit_exactly(synth, jobs, dtype):
     assert np.concatenate([b[0] for b in batches]).tobytes() == expected.tobytes()
     f, _ = ds.read_indexes("train", [89, 0, 45])
     assert f.tobytes() == expected[[89, 0, 45]].tobytes()
+    copy = pickle.loads(pickle.dumps(ds))  # e.g. sent to a spawned process
+    assert copy.read_batch("train", 3, 4)[0].tobytes() == expected[3:4].tobytes()
     assert ds.stages == ["train", "val"] and ds.count("val") == 7 and ds.count("test") == 0
     assert ds.feature_shape("train") == (6, 5, 2) and ds.feature_dtype("val") == dtype
     assert ds.label_kind == "class" and ds.plugin_id == "test-synth"

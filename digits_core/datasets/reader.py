@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
@@ -107,6 +108,7 @@ class Dataset:
         except (OSError, json.JSONDecodeError) as exc:
             raise DatasetError(f"Cannot read {self.path / INFO_FILE}: {exc}") from exc
         self._envs: dict[str, Any] = {}
+        self._lock = threading.Lock()
         self._pid = os.getpid()
         self._mean: np.ndarray | None = None
 
@@ -222,14 +224,17 @@ class Dataset:
     # -- records -------------------------------------------------------------
 
     def _env(self, stage: str):
-        if self._pid != os.getpid():
+        if self._pid != os.getpid():  # forked: LMDB handles must not cross a fork
             self._envs = {}
             self._pid = os.getpid()
         env = self._envs.get(stage)
         if env is None:
-            info = self._stage_info(stage)
-            env = open_reader(self.path / info.get("lmdb", stage))
-            self._envs[stage] = env
+            with self._lock:  # tf.data may read from several threads
+                env = self._envs.get(stage)
+                if env is None:
+                    info = self._stage_info(stage)
+                    env = open_reader(self.path / info.get("lmdb", stage))
+                    self._envs[stage] = env
         return env
 
     def read_records(self, stage: str, start: int, stop: int) -> list[bytes]:
@@ -324,6 +329,16 @@ class Dataset:
             except (rec.RecordError, OSError, ValueError) as exc:
                 raise DatasetError(f'Record of dataset "{self.id}" is corrupt: {exc}') from exc
         return features, labels
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_envs"], state["_lock"] = {}, None  # reopened after unpickling
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
 
     def close(self) -> None:
         """Close the LMDB environments (reopened on the next read)."""
