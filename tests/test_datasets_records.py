@@ -8,7 +8,7 @@ import pytest
 
 from digits_core.datasets import EncodedImage, RecordError
 from digits_core.datasets import records as rec
-from digits_core.datasets.storage import StageWriter, open_reader, read_keys, read_range
+from digits_core.datasets.storage import StageWriter, close_reader, open_reader, read_keys, read_range
 
 
 def _roundtrip(feature, label):
@@ -109,9 +109,12 @@ def test_stage_writer_grows_the_map_and_reads_ranges(tmp_path):
     assert writer.map_grows >= 1 and writer.count == 200
     writer.close()
     env = open_reader(tmp_path / "train")
+    assert open_reader(tmp_path / "train") is env  # one environment per file and process (LMDB's rule)
     assert read_range(env, 10, 13) == records[10:13]
     assert read_range(env, 195, 300) == records[195:]
     assert read_keys(env, [199, 0, 5]) == [records[199], records[0], records[5]]
-    env.close()
+    close_reader(tmp_path / "train")
+    assert open_reader(tmp_path / "train") is not env
+    close_reader(tmp_path / "train")
     with pytest.raises(lmdb.Error):
         lmdb.open(str(tmp_path / "missing"), readonly=True, create=False)

@@ -341,9 +341,8 @@ class Dataset:
         self._pid = os.getpid()
 
     def close(self) -> None:
-        """Close the LMDB environments (reopened on the next read)."""
-        for env in self._envs.values():
-            env.close()
+        """Forget this object's LMDB handles (the process-wide environments stay open; see
+        :func:`~digits_core.datasets.storage.close_reader`)."""
         self._envs = {}
 
     def __enter__(self) -> "Dataset":

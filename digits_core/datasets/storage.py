@@ -8,6 +8,7 @@ cursor walk). The writer grows the map when LMDB raises ``MapFullError``.
 from __future__ import annotations
 
 import os
+import threading
 from itertools import islice
 from pathlib import Path
 from typing import Sequence
@@ -74,9 +75,34 @@ class StageWriter:
             self.env = None
 
 
+_readers: dict[tuple[int, str], lmdb.Environment] = {}
+_readers_lock = threading.Lock()
+
+
 def open_reader(path: str | os.PathLike) -> lmdb.Environment:
-    """Open a published stage environment read-only (no lock file is written)."""
-    return lmdb.open(str(path), readonly=True, lock=False, subdir=True, readahead=True, max_readers=512)
+    """Return the read-only environment of a published stage, shared by the whole process.
+
+    LMDB allows one open environment per file per process, so every reader
+    of the same stage (several :class:`~digits_core.datasets.Dataset`
+    objects, threads) shares one; it stays open until :func:`close_reader`.
+    Published datasets never change, so no lock file is used.
+    """
+    key = (os.getpid(), str(Path(path).resolve()))
+    with _readers_lock:
+        env = _readers.get(key)
+        if env is None:
+            env = lmdb.open(key[1], readonly=True, lock=False, subdir=True, readahead=True, max_readers=512)
+            _readers[key] = env
+        return env
+
+
+def close_reader(path: str | os.PathLike) -> None:
+    """Close the shared environment of ``path`` in this process (e.g. before deleting it)."""
+    key = (os.getpid(), str(Path(path).resolve()))
+    with _readers_lock:
+        env = _readers.pop(key, None)
+    if env is not None:
+        env.close()
 
 
 def read_range(env: lmdb.Environment, start: int, stop: int) -> list[bytes]:
