@@ -146,7 +146,7 @@ def _explore_page(job: Job, stage: str, page: int, per_page: int) -> dict:
             label_value = label.tolist() if hasattr(label, "tolist") else label
             if ds.label_kind == "mask":
                 item["mask"] = png_data_uri(_colorize(label, palette), max_size=128)
-                item["label"] = "mask"
+                item["label"] = _mask_caption(label, class_labels)
             elif ds.label_kind == "class":
                 idx = int(label_value if not isinstance(label_value, list) else label_value[0])
                 item["label"] = class_labels[idx] if 0 <= idx < len(class_labels) else str(idx)
@@ -155,6 +155,21 @@ def _explore_page(job: Job, stage: str, page: int, per_page: int) -> dict:
             items.append(item)
     return {"stage": stage, "stages": stages, "page": page, "pages": pages, "per_page": per_page,
             "count": count, "items": items}
+
+
+def _mask_caption(mask, class_labels) -> str:
+    """``"left ventricle 1.3%"``: the share of pixels of each non-background class."""
+    import numpy as np
+
+    mask = np.asarray(mask)
+    values, counts = np.unique(mask, return_counts=True)
+    parts = []
+    for value, count in zip(values.tolist(), counts.tolist()):
+        if value == 0:
+            continue
+        name = class_labels[value] if 0 <= value < len(class_labels) else f"class {value}"
+        parts.append(f"{name} {100.0 * count / mask.size:.1f}%")
+    return ", ".join(parts) or "background only"
 
 
 def _colorize(mask, palette):
