@@ -195,18 +195,24 @@ class ImageClassificationIngestion(DataIngestion):
                     raise ValueError(f"training list {self.train_list}: class id {label} but the labels file "
                                      f"has only {len(names)} labels")
                 files_by_index[label].append(path)
-        # Drop classes with too few images (DIGITS's minimum per category); renumber the rest.
-        kept, dropped = [], []
+        # Class folders with too few images are dropped (DIGITS's minimum per category) and the
+        # rest renumbered. Classes of a list file keep the ids the list gives: small ones are only
+        # reported, since renumbering would change the user's labels.
+        from_list = not train_folder
+        kept, dropped, small = [], [], []
         for name, files in zip(names, files_by_index):
             if len(files) < self.min_per_class:
-                dropped.append(f"{name} ({len(files)} images < {self.min_per_class})")
-                logger.warning("image-classification: class %s dropped: %d images < minimum %d",
-                               name, len(files), self.min_per_class)
-            else:
+                note = f"{name} ({len(files)} images < {self.min_per_class})"
+                (small if from_list else dropped).append(note)
+                logger.warning("image-classification: class %s %s: %d images < minimum %d", name,
+                               "kept (list ids are fixed)" if from_list else "dropped", len(files),
+                               self.min_per_class)
+            if from_list or len(files) >= self.min_per_class:
                 kept.append((name, files))
-        if not kept:
-            raise ValueError(f"no class has at least {self.min_per_class} images ({', '.join(dropped) or 'no classes'})")
-        # Classes from lists keep ids only if none was dropped; otherwise ids are renumbered.
+        if not any(len(files) >= self.min_per_class for _, files in kept):
+            raise ValueError(f"no class has at least {self.min_per_class} images "
+                             f"({', '.join(dropped + small) or 'no classes'})")
+        self.userdata["small_classes"] = small
         self._labels = [name for name, _ in kept]
         self._dropped_names = {name for name in names if name not in {k for k, _ in kept}}
         self._class_ids = {name: i for i, name in enumerate(self._labels)}

@@ -127,6 +127,19 @@ def test_list_files_with_labels_file(tmp_path, images):
     assert sorted(ds.read_all("val")[1].tolist()) == [0, 1]
 
 
+def test_list_ids_are_kept_even_for_small_classes(tmp_path, images):
+    for i in range(7):
+        images.save(tmp_path / f"{i}.png", images.gray(3, 3, i))
+    (tmp_path / "train.txt").write_text("0.png 0\n1.png 0\n2.png 1\n3.png 1\n4.png 3\n5.png 1\n6.png 0\n")
+    job = create_dataset("image-classification", {"train_list": str(tmp_path / "train.txt"), "val_percent": 0,
+                                                  "image_type": "grayscale", "width": 3, "height": 3,
+                                                  "shuffle": False}, workers=1, jobs_dir=tmp_path / "jobs")
+    ds = open_dataset(job.path)
+    assert ds.class_labels == ["0", "1", "2", "3"]
+    assert ds.userdata["small_classes"] == ["2 (0 images < 2)", "3 (1 images < 2)"]
+    assert sorted(ds.read_all("train")[1].tolist()) == [0, 0, 0, 1, 1, 1, 3]
+
+
 def test_form_errors_name_the_field(tmp_path):
     with pytest.raises(FormValidationError) as info:
         create_dataset("image-classification", {}, jobs_dir=tmp_path)
