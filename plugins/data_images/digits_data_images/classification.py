@@ -14,9 +14,10 @@ Sources, as in DIGITS's "New Image Classification Dataset":
 Validation and test images come from ``val_folder``/``val_list`` and
 ``test_folder``/``test_list`` when given, else ``val_percent``/``test_percent``
 of each class of the training images go there (a seeded shuffle per class,
-rounded half up). Classes with fewer than ``min_per_class`` training images
-are dropped (and listed in ``userdata["dropped_classes"]``); ``max_per_class``
-caps each class.
+rounded half up). Class folders with fewer than ``min_per_class`` training
+images are dropped (and listed in ``userdata["dropped_classes"]``); the
+classes of a list file keep the ids the list gives (small ones are listed in
+``userdata["small_classes"]``). ``max_per_class`` caps each class.
 
 Entries are ``(path, class id)`` tuples, so the worker processes receive
 paths and read the files themselves. Userdata gets ``class_labels`` and
