@@ -305,13 +305,14 @@ class Dataset:
         fbytes = int(np.prod(fshape)) * fdtype.itemsize
         lbytes = int(np.prod(lshape)) * ldtype.itemsize if lshape else ldtype.itemsize
         raw_len = rec.HEADER_SIZE + fbytes + lbytes
-        # Fast path: every record raw and of the same layout -> one frombuffer.
-        if all(len(v) == raw_len for v in values) and all(v[4] == rec.RAW for v in values):
+        # Fast path: every record raw (encoding byte 0) and of the raw length -> one frombuffer.
+        if set(map(len, values)) == {raw_len}:
             table = np.frombuffer(b"".join(values), dtype=np.uint8).reshape(n, raw_len)
-            features = table[:, rec.HEADER_SIZE:rec.HEADER_SIZE + fbytes].copy().view(fdtype)
-            features = features.reshape((n, *fshape)).astype(fdtype.name, copy=False)
-            labels = table[:, rec.HEADER_SIZE + fbytes:].copy().view(ldtype).reshape((n, *lshape))
-            return features, labels.astype(ldtype.name, copy=False)
+            if not table[:, 4].any():
+                features = table[:, rec.HEADER_SIZE:rec.HEADER_SIZE + fbytes].copy().view(fdtype)
+                features = features.reshape((n, *fshape)).astype(fdtype.name, copy=False)
+                labels = table[:, rec.HEADER_SIZE + fbytes:].copy().view(ldtype).reshape((n, *lshape))
+                return features, labels.astype(ldtype.name, copy=False)
         labels = np.frombuffer(b"".join([v[len(v) - lbytes:] for v in values]), dtype=ldtype)
         labels = labels.reshape((n, *lshape)).astype(ldtype.name, copy=False)
         if not decode:
