@@ -471,3 +471,43 @@ def test_keras_format_export(cls_model, jobs_dir, tmp_path):
     assert {f"{name}/model.keras", f"{name}/info.json", f"{name}/labels.txt", f"{name}/mean.npy"} <= members
     with pytest.raises(InferenceError, match="Unknown export format"):
         export_model(cls_model.id, tmp_path / "x.tar.gz", format="onnx", jobs_dir=jobs_dir)
+
+
+# -- the bundled image data plugin -------------------------------------------------------
+
+
+def test_image_files_prepared_like_the_image_plugin_does(jobs_dir, tmp_path):
+    """Positional inputs (core image preparation) and the plugin's inference form give the same result."""
+    import keras
+
+    from digits_core import infer
+    from digits_core.datasets import create_dataset
+
+    rng = np.random.default_rng(5)
+    for cls, name in enumerate(["dark", "bright"]):
+        (tmp_path / "train" / name).mkdir(parents=True)
+        for i in range(6):
+            pixels = rng.integers(0, 120, (12, 20, 3)) + 120 * cls
+            Image.fromarray(pixels.astype(np.uint8)).save(tmp_path / "train" / name / f"{i}.png")
+    rgba = np.concatenate([rng.integers(0, 255, (12, 20, 3)), rng.integers(0, 255, (12, 20, 1))], axis=2)
+    Image.fromarray(rgba.astype(np.uint8), "RGBA").save(tmp_path / "rgba.png")
+    files = sorted(str(p) for p in (tmp_path / "train").rglob("*.png"))[::3] + [str(tmp_path / "rgba.png")]
+    (tmp_path / "list.txt").write_text("".join(f"{f} {0 if '/dark/' in f else 1}\n" for f in files))
+    ds_job = create_dataset("image-classification", {"folder": str(tmp_path / "train"), "image_type": "grayscale",
+                                                     "width": 8, "height": 8, "resize_mode": "crop",
+                                                     "val_percent": 0}, workers=1, jobs_dir=jobs_dir)
+
+    def build(shape):
+        inputs = keras.Input(shape)
+        return keras.Model(inputs, keras.layers.Dense(2, activation="softmax")(keras.layers.Flatten()(inputs)))
+
+    job = _model_job(jobs_dir, ds_job.id, "images", "classification", build, "image", None, 1, ["bright", "dark"])
+    positional = infer(job.id, [tmp_path / "list.txt"], jobs_dir=jobs_dir)
+    plugin = infer(job.id, form_data={"image_list": str(tmp_path / "list.txt"), "show_labels": True},
+                   jobs_dir=jobs_dir)
+    assert [s.input_id for s in plugin.samples] == [s.input_id for s in positional.samples] == files
+    for a, b in zip(positional.samples, plugin.samples):
+        assert a.input_data.shape == (8, 8, 1)
+        assert np.array_equal(a.input_data, b.input_data), a.input_id
+    assert np.allclose(positional.outputs, plugin.outputs)
+    assert positional.metrics["count"] == plugin.metrics["count"] == len(files)

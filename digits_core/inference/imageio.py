@@ -7,7 +7,7 @@ crop, scaling):
 1. read: PNG/JPEG/BMP/GIF/TIFF/WebP/PPM with Pillow (16-bit PNG/TIFF keep
    their 16 bits), or ``.npy`` arrays;
 2. channels: to the dataset's C (RGB → gray with weights 0.299, 0.587,
-   0.114; gray → RGB by repeating; alpha dropped);
+   0.114; gray → RGB by repeating; transparency composited over white);
 3. resize to the dataset's H×W with its ``resize_mode`` (DIGITS's
    ``squash``, ``crop``, ``fill``, ``half_crop``; see :func:`resize_image`);
 4. cast to the dataset's feature dtype (rounded and clipped for integers).
@@ -63,8 +63,11 @@ def read_image(path: str | os.PathLike) -> np.ndarray:
                     array = np.asarray(image)
                 elif image.mode in ("L", "RGB"):
                     array = np.asarray(image)
-                elif image.mode == "LA":
-                    array = np.asarray(image.convert("L"))
+                elif image.mode in ("RGBA", "LA", "PA") or (image.mode == "P" and "transparency" in image.info):
+                    # transparency composited over white, as DIGITS and the image data plugins do
+                    rgba = image.convert("RGBA")
+                    white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+                    array = np.asarray(Image.alpha_composite(white, rgba).convert("RGB"))
                 else:
                     array = np.asarray(image.convert("RGB"))
         except (OSError, UnidentifiedImageError, ValueError) as exc:

@@ -224,6 +224,13 @@ def _read_items(model: InferenceModel, items: list[InputItem]) -> tuple[list[str
     return ids, features, labels
 
 
+def _entry_name(entry) -> str:
+    """A readable input id for a plugin entry: the entry, or the first item of a tuple entry (its path)."""
+    if isinstance(entry, (tuple, list)) and entry and isinstance(entry[0], (str, os.PathLike)):
+        return str(entry[0])
+    return str(entry)
+
+
 def _encode_with_plugin(model: InferenceModel, form_data: dict) -> tuple[list[str], np.ndarray, list]:
     from ..forms import validate_values
     from ..plugin_registry import registry
@@ -261,7 +268,8 @@ def _encode_with_plugin(model: InferenceModel, form_data: dict) -> tuple[list[st
                 feature = feature[:, :, None]
             if feature.shape != shape or feature.dtype != dtype:
                 feature = prepare_image(feature, shape, dtype.name, model.dataset.resize_mode)
-            ids.append(str(entry) if len(pairs) == 1 else f"{entry}#{k}")
+            name = _entry_name(entry)
+            ids.append(name if len(pairs) == 1 else f"{name}#{k}")
             features.append(feature)
             labels.append(label)
     return ids, np.stack(features), labels
