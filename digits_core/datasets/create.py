@@ -29,7 +29,7 @@ from collections import deque
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, NamedTuple
 
 import numpy as np
 
@@ -131,7 +131,40 @@ def _encode_chunk(start: int, entries: list, mean_every: int) -> tuple[list, dic
             outcomes.append((None, None, _describe_exception(exc), None))
     for slot in sums.values():
         _flush_mean(slot)
-    return outcomes, {layout: slot[:2] for layout, slot in sums.items()}
+    sums_out = {layout: slot[:2] for layout, slot in sums.items()}
+    if len(interned) == 1 and all(o[2] is None for o in outcomes):
+        # The usual case, sent compactly so the parent does no per-record Python work: every
+        # entry encoded, all records share one meta.
+        (meta,) = interned
+        records = [r for o in outcomes for r in o[0]]
+        per_entry = [len(o[0]) for o in outcomes]
+        if meta.label_kind == rec.CLASS:
+            labels = np.fromiter((c for o in outcomes for c in o[3]), dtype=np.int64, count=len(records))
+            hist = np.bincount(labels) if len(labels) and labels.max() < rec.MAX_HISTOGRAM_CLASSES else None
+        else:
+            hist = None
+            for o in outcomes:
+                hist = rec.add_histograms(hist, o[3])
+        return _Uniform(meta, records, per_entry, hist), sums_out
+    return outcomes, sums_out
+
+
+def _expand(chunk: "_Uniform") -> list:
+    """Turn a compact chunk back into per-entry outcomes (records, metas, error, histogram)."""
+    outcomes, i = [], 0
+    for n in chunk.per_entry:
+        outcomes.append((chunk.records[i:i + n], [chunk.meta] * n, None, None))
+        i += n
+    return outcomes
+
+
+class _Uniform(NamedTuple):
+    """A chunk whose entries all encoded, to records sharing one meta."""
+
+    meta: Any
+    records: list
+    per_entry: list  # records per entry (usually all 1)
+    histogram: Any  # class or mask histogram of the chunk, or None
 
 
 #: Pixels of this many bytes are summed at once for the mean (one numpy call instead of one per image).
@@ -488,9 +521,19 @@ class _Builder:
 
         def handle(start: int, result) -> None:
             outcomes, sums = result
+            if isinstance(outcomes, _Uniform):
+                layout = outcomes.meta.layout
+                if self.layout is None:
+                    self.layout = layout
+                if layout == self.layout:
+                    finish(outcomes.records, len(outcomes.per_entry), 0, sums, outcomes.histogram, None,
+                           {rec.ENCODINGS[outcomes.meta.encoding]: len(outcomes.records)})
+                    return
+                outcomes = _expand(outcomes)  # every entry of the chunk has the wrong layout
             good: list[bytes] = []
             errors = 0
             class_ids: list[int] = []
+            encodings: dict[str, int] = {}
             for offset, (packed, metas, error, hist) in enumerate(outcomes):
                 if error is None:
                     for meta in metas:
@@ -515,7 +558,14 @@ class _Builder:
                     histogram[0] = rec.add_histograms(histogram[0], hist)
                 for meta in metas:
                     name = rec.ENCODINGS[meta.encoding]
-                    counts["encodings"][name] = counts["encodings"].get(name, 0) + 1
+                    encodings[name] = encodings.get(name, 0) + 1
+            finish(good, len(outcomes), errors, sums, None, class_ids, encodings)
+
+        def finish(good: list, entries: int, errors: int, sums: dict, hist, class_ids, encodings: dict) -> None:
+            """Account for a chunk's written records and skipped entries, then write and report."""
+            histogram[0] = rec.add_histograms(histogram[0], hist)
+            for name, number in encodings.items():
+                counts["encodings"][name] = counts["encodings"].get(name, 0) + number
             for layout, (total_sum, count) in sums.items():
                 slot = self.mean_sums.get(layout)
                 if slot is None:
@@ -528,16 +578,16 @@ class _Builder:
                 if ids.max() < rec.MAX_HISTOGRAM_CLASSES:
                     histogram[0] = rec.add_histograms(histogram[0], np.bincount(ids))
             pending_records.extend(good)
-            chunk_bytes = sum(len(r) for r in good)
+            chunk_bytes = sum(map(len, good))
             pending_bytes[0] += chunk_bytes
             chunking["bytes"] += chunk_bytes
-            chunking["entries"] += len(outcomes)
+            chunking["entries"] += entries
             if len(pending_records) >= RECORDS_PER_TXN or pending_bytes[0] >= TXN_BYTES:
                 writer.append(pending_records)
                 pending_records.clear()
                 pending_bytes[0] = 0
             counts["skipped"] += errors
-            self.progress.update(stage, len(outcomes), errors)
+            self.progress.update(stage, entries, errors)
             if self.errors > self.allowed:
                 raise DatasetError(
                     f"{self.errors} entries failed, more than max-errors allows ({self.allowed} of "

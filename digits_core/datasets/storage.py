@@ -49,7 +49,7 @@ class StageWriter:
         """Write ``records`` as the next indexes, in one transaction (grown and retried if full)."""
         if not records:
             return
-        items = [(record_key(self.count + i), value) for i, value in enumerate(records)]
+        items = list(zip([b"%08d" % i for i in range(self.count, self.count + len(records))], records))
         while True:
             txn = self.env.begin(write=True)
             try:
