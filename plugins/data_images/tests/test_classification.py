@@ -205,3 +205,18 @@ def test_workers_come_from_a_forkserver_when_tensorflow_is_loaded(tmp_path, imag
                                                   "width": 5, "height": 5, "val_percent": 0},
                          workers=2, jobs_dir=tmp_path / "jobs")
     assert open_dataset(job.path).count("train") == 8
+
+
+def test_digits_command_in_a_real_process(tmp_path, images):
+    for c in ("a", "b"):
+        for i in range(6):
+            images.save(tmp_path / "train" / c / f"{i}.png", images.rgb(9, 7, i + (50 if c == "b" else 0)))
+    jobs = tmp_path / "jobs"
+    cmd = [sys.executable, "-m", "digits_core", "--jobs-dir", str(jobs), "dataset", "create", "image-classification",
+           "--name", "ab", "--folder", str(tmp_path / "train"), "--width", "7", "--height", "9", "--workers", "2"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "records: train 8, val 4" in done.stdout and "100%" in done.stderr  # summary and progress bar
+    bad = subprocess.run(cmd[:-6] + ["--width", "7", "--height", "0"], capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "height: Number must be between 1 and 16384" in bad.stderr
+    assert "Traceback" not in bad.stderr
