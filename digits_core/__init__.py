@@ -65,6 +65,9 @@ _LAZY_EXPORTS: dict[str, str] = {
     "S3SourceFields": "digits_core.sources.s3_form",
     "s3_source": "digits_core.sources.s3_form",
     "is_s3_url": "digits_core.sources.s3_form",
+    # web UI and job scheduler (issue 7)
+    "create_app": "digits_core.web",
+    "Scheduler": "digits_core.scheduler",
     # training engine (issue 5)
     "train": "digits_core.engine",
     "resume_training": "digits_core.engine",
