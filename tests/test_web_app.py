@@ -254,3 +254,29 @@ def test_serve_command_warns_without_auth(tmp_path, monkeypatch, capsys):
     assert main(["--jobs-dir", str(tmp_path / "jobs"), "serve", "--host", "0.0.0.0", "--auth-token", "t"]) == 0
     assert "without authentication" not in capsys.readouterr().err
     assert main(["--jobs-dir", str(tmp_path / "jobs"), "serve", "--port", "70000"]) == 1
+
+
+def test_register_routes_hook(tmp_path):
+    from digits_core import hookimpl
+
+    class Routes:
+        @hookimpl
+        def digits_register_routes(self, app):
+            app.add_url_rule("/hello-plugin", "hello_plugin", lambda: "hello from a plugin")
+
+    class Broken:
+        @hookimpl
+        def digits_register_routes(self, app):
+            raise RuntimeError("plugin bug")
+
+    routes, broken = Routes(), Broken()
+    registry.register(routes)
+    registry.register(broken)
+    try:
+        app = create_app(tmp_path / "jobs", start_scheduler=False, testing=True)
+        client = app.test_client()
+        assert client.get("/hello-plugin").get_data(as_text=True) == "hello from a plugin"
+        assert client.get("/").status_code == 200
+    finally:
+        registry.unregister(routes)
+        registry.unregister(broken)
