@@ -99,6 +99,22 @@ def _bar(label: str):
     return report
 
 
+def _last_metric(job, name: str):
+    """The last value of metric ``name`` in the job's metrics.jsonl, or ``None``."""
+    import json
+
+    value = None
+    try:
+        with open(job.path / "metrics.jsonl", encoding="utf-8") as handle:
+            for line in handle:
+                point = json.loads(line)
+                if point.get("name") == name:
+                    value = point.get("value")
+    except (OSError, ValueError):
+        pass
+    return value
+
+
 def build_all(jobs_dir: Path, epochs_lenet: int, epochs_unet: int) -> dict:
     """Make (or reuse) the demo data, datasets and models; return their job ids."""
     from digits_core.datasets import create_dataset
@@ -116,7 +132,7 @@ def build_all(jobs_dir: Path, epochs_lenet: int, epochs_unet: int) -> dict:
     if not (sunny / ".done").exists():
         from digits_data_sunnybrook.synth import generate
 
-        result = generate(sunny, cases=6, size=64, seed=0, slices=3)
+        result = generate(sunny, cases=10, size=64, seed=0, slices=4)
         (sunny / ".done").write_text("ok")
         print(f"  {len(result.cases)} cases written in {result.seconds:.1f} s")
     else:
@@ -150,15 +166,22 @@ def build_all(jobs_dir: Path, epochs_lenet: int, epochs_unet: int) -> dict:
                     batch_size=64, solver="momentum", learning_rate=0.01, lr_policy="step", seed=1,
                     progress=_bar("lenet"))
         print()
-    print(f"  {LENET_MODEL}: {job.id} ({job.status.value})")
+    acc = _last_metric(job, "val_accuracy")
+    print(f"  {LENET_MODEL}: {job.id} ({job.status.value}"
+          + (f", validation accuracy {acc * 100:.1f}%)" if acc is not None else ")"))
     ids["lenet"] = job.id
     job = _find(store, "model", UNET_MODEL)
     if job is None:
+        # The left ventricle is a few % of the pixels: class-weighted cross-entropy learns it quickly
+        # (validation Dice ~0.9 after 20 epochs on this set).
         job = train(ids["sunnybrook"], "unet", name=UNET_MODEL, jobs_dir=jobs_dir, epochs=epochs_unet,
-                    batch_size=8, solver="adam", learning_rate=0.002, lr_policy="fixed", seed=1,
-                    network_params={"filters": 8, "depth": 3}, progress=_bar("unet"))
+                    batch_size=8, solver="adam", learning_rate=0.001, lr_policy="fixed", seed=1,
+                    loss="ce", class_weights="auto", network_params={"filters": 8, "depth": 3},
+                    progress=_bar("unet"))
         print()
-    print(f"  {UNET_MODEL}: {job.id} ({job.status.value})")
+    dice = _last_metric(job, "val_dice")
+    print(f"  {UNET_MODEL}: {job.id} ({job.status.value}"
+          + (f", validation Dice {dice:.3f})" if dice is not None else ")"))
     ids["unet"] = job.id
     return ids
 
@@ -169,8 +192,8 @@ def main(argv=None) -> int:
     parser.add_argument("--jobs-dir", default=str(DEMO / "jobs"))
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=int(os.environ.get("DIGITS_DEMO_PORT", 5000)))
-    parser.add_argument("--epochs-lenet", type=int, default=8)
-    parser.add_argument("--epochs-unet", type=int, default=6)
+    parser.add_argument("--epochs-lenet", type=int, default=10)
+    parser.add_argument("--epochs-unet", type=int, default=20)
     parser.add_argument("--no-serve", action="store_true", help="stop after building and training")
     args = parser.parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TensorFlow's start-up chatter out of the demo
