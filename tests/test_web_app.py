@@ -280,3 +280,17 @@ def test_register_routes_hook(tmp_path):
     finally:
         registry.unregister(routes)
         registry.unregister(broken)
+
+
+def test_user_text_is_escaped_in_plugin_templates(client):
+    from digits_core import registry
+
+    attack = '"><script>alert(1)</script>'
+    for plugin_id in registry.data_ingestions():
+        form = registry.get_data_ingestion(plugin_id).get_dataset_form()(meta={"csrf": False})
+        text_fields = [f.name for f in form if f.type == "StringField"]
+        data = {"csrf_token": csrf_token(client), "job_name": attack, **{name: attack for name in text_fields}}
+        resp = client.post(f"/datasets/new/{plugin_id}", data=data)
+        html = resp.get_data(as_text=True)
+        assert resp.status_code in (302, 400), plugin_id
+        assert "<script>alert(1)</script>" not in html, plugin_id
