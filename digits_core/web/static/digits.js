@@ -11,6 +11,14 @@
   }
   DIGITS.getJSON = getJSON;
 
+  var STATUS_CLASSES = { Initialized: "muted", Waiting: "muted", Running: "info", Done: "ok", Error: "bad", Aborted: "warn" };
+  function setStatus(status) {
+    var badge = document.getElementById("job-status");
+    if (!badge || !status) { return; }
+    badge.textContent = status;
+    badge.className = "badge " + (STATUS_CLASSES[status] || "muted");
+  }
+
   /* Sortable tables: click a header with data-sort="text|num"; cells may carry data-value. */
   function initSortable(table) {
     var heads = table.querySelectorAll("th[data-sort]");
@@ -62,8 +70,7 @@
     var url = box.dataset.url;
     function tick() {
       getJSON(url).then(function (d) {
-        var status = document.getElementById("job-status");
-        if (status && d.job) { status.textContent = d.job.status; }
+        if (d.job) { setStatus(d.job.status); }
         var p = d.progress || {};
         var stages = p.stages || {};
         var needReload = false;
@@ -144,8 +151,7 @@
         box.dataset.snapshots = (d.snapshots || []).length;
         box.dataset.points = Object.keys(series).reduce(function (n, k) { return n + series[k].ds.data.length; }, 0);
         main.update(); lr.update();
-        var status = document.getElementById("job-status");
-        if (status) { status.textContent = d.status; }
+        setStatus(d.status);
         var info = document.getElementById("chart-status");
         if (info) { info.textContent = d.status === "Waiting" ? "Waiting for a free training slot…" : ""; }
         if (d.done && active) { window.location.reload(); return; }
