@@ -117,6 +117,11 @@ def test_two_workers_store_each_dtype_bit_exactly(synth, jobs, dtype):
     assert f.tobytes() == expected[[89, 0, 45]].tobytes()
     copy = pickle.loads(pickle.dumps(ds))  # e.g. sent to a spawned process
     assert copy.read_batch("train", 3, 4)[0].tobytes() == expected[3:4].tobytes()
+    ds.close()  # the shared LMDB environment stays open for the other reader
+    assert copy.read_batch("train", 5, 6)[0].tobytes() == expected[5:6].tobytes()
+    assert ds.read_batch("train", 7, 8)[0].tobytes() == expected[7:8].tobytes()  # reopens
+    copy.close()
+    ds.close()
     assert ds.stages == ["train", "val"] and ds.count("val") == 7 and ds.count("test") == 0
     assert ds.feature_shape("train") == (6, 5, 2) and ds.feature_dtype("val") == dtype
     assert ds.label_kind == "class" and ds.plugin_id == "test-synth"

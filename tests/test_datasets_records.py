@@ -8,7 +8,8 @@ import pytest
 
 from digits_core.datasets import EncodedImage, RecordError
 from digits_core.datasets import records as rec
-from digits_core.datasets.storage import StageWriter, close_reader, open_reader, read_keys, read_range
+from digits_core.datasets.storage import (StageWriter, close_reader, open_reader, read_keys, read_range,
+                                          release_reader)
 
 
 def _roundtrip(feature, label):
@@ -113,8 +114,12 @@ def test_stage_writer_grows_the_map_and_reads_ranges(tmp_path):
     assert read_range(env, 10, 13) == records[10:13]
     assert read_range(env, 195, 300) == records[195:]
     assert read_keys(env, [199, 0, 5]) == [records[199], records[0], records[5]]
-    close_reader(tmp_path / "train")
-    assert open_reader(tmp_path / "train") is not env
+    release_reader(tmp_path / "train")
+    assert open_reader(tmp_path / "train") is env  # one user left
+    release_reader(tmp_path / "train")
+    release_reader(tmp_path / "train")  # the last user closes it
+    again = open_reader(tmp_path / "train")
+    assert again is not env and read_range(again, 0, 1) == records[:1]
     close_reader(tmp_path / "train")
     with pytest.raises(lmdb.Error):
         lmdb.open(str(tmp_path / "missing"), readonly=True, create=False)

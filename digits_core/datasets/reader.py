@@ -20,7 +20,7 @@ import numpy as np
 from ..errors import DatasetError, JobNotFoundError
 from ..interfaces import STAGES
 from . import records as rec
-from .storage import open_reader, read_keys, read_range
+from .storage import open_reader, read_keys, read_range, release_reader
 
 #: The published dataset folder inside a dataset job folder.
 DATASET_DIRNAME = "dataset"
@@ -232,10 +232,12 @@ class Dataset:
             with self._lock:  # tf.data may read from several threads
                 env = self._envs.get(stage)
                 if env is None:
-                    info = self._stage_info(stage)
-                    env = open_reader(self.path / info.get("lmdb", stage))
+                    env = open_reader(self._env_path(stage))
                     self._envs[stage] = env
         return env
+
+    def _env_path(self, stage: str) -> Path:
+        return self.path / self._stage_info(stage).get("lmdb", stage)
 
     def read_records(self, stage: str, start: int, stop: int) -> list[bytes]:
         """Return the raw record bytes ``start..stop-1`` of ``stage`` (one transaction)."""
@@ -342,8 +344,14 @@ class Dataset:
         self._pid = os.getpid()
 
     def close(self) -> None:
-        """Forget this object's LMDB handles (the process-wide environments stay open; see
-        :func:`~digits_core.datasets.storage.close_reader`)."""
+        """Release this object's LMDB environments (closed when no other reader in the process uses them).
+
+        Reading again reopens them. Call it (or use ``with open_dataset(...) as ds:``) in
+        long-running processes, e.g. before deleting a dataset's files.
+        """
+        if self._pid == os.getpid():
+            for stage in list(self._envs):
+                release_reader(self._env_path(stage))
         self._envs = {}
 
     def __enter__(self) -> "Dataset":

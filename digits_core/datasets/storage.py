@@ -75,7 +75,7 @@ class StageWriter:
             self.env = None
 
 
-_readers: dict[tuple[int, str], lmdb.Environment] = {}
+_readers: dict[tuple[int, str], list] = {}  # (pid, path) -> [environment, users]
 _readers_lock = threading.Lock()
 
 
@@ -84,25 +84,41 @@ def open_reader(path: str | os.PathLike) -> lmdb.Environment:
 
     LMDB allows one open environment per file per process, so every reader
     of the same stage (several :class:`~digits_core.datasets.Dataset`
-    objects, threads) shares one; it stays open until :func:`close_reader`.
-    Published datasets never change, so no lock file is used.
+    objects, threads) shares one. Each call counts as one user until
+    :func:`release_reader`; the environment closes when the last user
+    releases it. Published datasets never change, so no lock file is used.
     """
     key = (os.getpid(), str(Path(path).resolve()))
     with _readers_lock:
-        env = _readers.get(key)
-        if env is None:
+        slot = _readers.get(key)
+        if slot is None:
             env = lmdb.open(key[1], readonly=True, lock=False, subdir=True, readahead=True, max_readers=512)
-            _readers[key] = env
-        return env
+            slot = _readers[key] = [env, 0]
+        slot[1] += 1
+        return slot[0]
+
+
+def release_reader(path: str | os.PathLike) -> None:
+    """Drop one user of ``path``'s shared environment; the last one closes it."""
+    key = (os.getpid(), str(Path(path).resolve()))
+    with _readers_lock:
+        slot = _readers.get(key)
+        if slot is None:
+            return
+        slot[1] -= 1
+        if slot[1] > 0:
+            return
+        del _readers[key]
+    slot[0].close()
 
 
 def close_reader(path: str | os.PathLike) -> None:
-    """Close the shared environment of ``path`` in this process (e.g. before deleting it)."""
+    """Close ``path``'s shared environment now, whoever uses it (e.g. before deleting the files)."""
     key = (os.getpid(), str(Path(path).resolve()))
     with _readers_lock:
-        env = _readers.pop(key, None)
-    if env is not None:
-        env.close()
+        slot = _readers.pop(key, None)
+    if slot is not None:
+        slot[0].close()
 
 
 def read_range(env: lmdb.Environment, start: int, stop: int) -> list[bytes]:
