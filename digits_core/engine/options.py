@@ -170,13 +170,15 @@ class TrainingOptions:
                     values[key] = value
             else:
                 unknown.append(key)
-        if unknown:
-            raise FormValidationError({k: ["unknown training option"] for k in unknown}, _FORM)
-        bad_aug = set(aug) - aug_names
-        if bad_aug:
-            raise FormValidationError({f"aug_{k}": ["unknown augmentation"] for k in bad_aug}, _FORM)
-        options = cls(**values, augmentation=Augmentation(**aug))
-        options.validate()
+        errors = {k: ["unknown training option"] for k in unknown}
+        errors.update({f"aug_{k}": ["unknown augmentation"] for k in set(aug) - aug_names})
+        options = cls(**values, augmentation=Augmentation(**{k: v for k, v in aug.items() if k in aug_names}))
+        try:
+            options.validate()
+        except FormValidationError as exc:
+            errors.update(exc.errors)
+        if errors:
+            raise FormValidationError(errors, _FORM)
         return options
 
     def lr_policy_params(self) -> dict:

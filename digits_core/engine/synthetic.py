@@ -154,3 +154,27 @@ class SyntheticRegression(_Synthetic):
         yy, xx = np.mgrid[0:s, 0:s] / (s - 1)
         img = 200 * np.exp(-((yy - cy) ** 2 + (xx - cx) ** 2) / 0.01) + rng.normal(20, 5, (s, s))
         return np.clip(img, 0, 255).astype(np.uint8)[..., None], np.array([cy, cx], np.float32)
+
+
+class SyntheticPairs(_Synthetic):
+    """Pairs for a Siamese network: two shape images stacked as 2 channels; label 1 = same class."""
+
+    plugin_id = "synthetic-pairs"
+    title = "Synthetic image pairs (same / different)"
+
+    def itemize_entries(self, stage):
+        entries = super().itemize_entries(stage)
+        self.userdata["class_labels"] = ["different", "same"]
+        return entries
+
+    def encode_entry(self, entry):
+        rng = self._rng(entry)
+        same = int(entry % 2)
+        a = int(rng.integers(0, int(self.classes)))
+        b = a if same else int((a + rng.integers(1, int(self.classes))) % int(self.classes))
+        size = int(self.size)
+        channels = []
+        for kind in (a, b):
+            img = _pattern(kind, size, rng) * rng.uniform(150, 255) + rng.normal(30, 12, (size, size))
+            channels.append(np.clip(img, 0, 255).astype(np.uint8))
+        return np.stack(channels, axis=-1), same

@@ -353,7 +353,7 @@ class _Run:
             self.fine_tune_report = self._fine_tune() if self.opts.pretrained else None
         if self.resume_from and self.spec.source == "file":
             # re-run the builder only to recover a custom loss (weights come from the snapshot)
-            _, self.custom_loss, _ = call_builder(self.spec.build, self.prep.input_shape, self.num_outputs,
+            _, self.custom_loss, self.custom_metrics = call_builder(self.spec.build, self.prep.input_shape, self.num_outputs,
                                                   dict(self.opts.network_params), origin=self.spec.name,
                                                   path=self.spec.path)
         self._check_model()
@@ -393,7 +393,7 @@ class _Run:
                 if path.is_file():
                     donor = keras.models.load_model(path, compile=False, safe_mode=False)
                 else:
-                    donor = load_snapshot(source)
+                    donor = load_snapshot(source, jobs_dir=self.folder.parent)
                 donor_weights = {layer.name: layer.get_weights() for layer in donor.layers if layer.weights}
         except DigitsError:
             raise
@@ -500,10 +500,16 @@ class _Run:
             mean = tf.distribute.ReduceOp.MEAN
             return strategy.reduce(mean, loss, axis=None), strategy.reduce(mean, metric, axis=None)
 
+        extra = _metric_functions(self.custom_metrics)
+
         def vstep(x, y, valid):
             pred = model(x, training=False)
             loss = loss_fn(y, pred, valid)
-            return val_stats(task, k, y, pred, valid, loss, standard)
+            stats = val_stats(task, k, y, pred, valid, loss, standard)
+            for name, fn in extra:
+                values = tf.reshape(tf.cast(fn(y, pred), tf.float32), [tf.shape(pred)[0], -1])
+                stats[f"custom_{name}"] = tf.reduce_sum(tf.reduce_mean(values, axis=1) * valid)
+            return stats
 
         @tf.function(reduce_retracing=True)
         def val_step(x, y, valid):
@@ -634,6 +640,9 @@ class _Run:
                 value = np.asarray(value, np.float64)
                 sums[key] = sums.get(key, 0) + value
         values = summarize_val(self.task, sums)
+        for key in sums:
+            if key.startswith("custom_"):
+                values[f"val_{key[len('custom_'):]}"] = float(sums[key]) / max(float(sums["count"]), 1.0)
         if not math.isfinite(values["val_loss"]):
             raise TrainingError(f"Training diverged: the validation loss is {values['val_loss']} at epoch "
                                 f"{epoch:.2f}. Lower the learning rate.")
@@ -709,6 +718,26 @@ class _Run:
         for sig, old in self._old_handlers.items():
             signal.signal(sig, old)
         self._old_handlers = {}
+
+
+def _metric_functions(metrics) -> list:
+    """``(name, fn(y_true, y_pred) -> per-sample values)`` for a custom network's metrics."""
+    import keras
+
+    found = []
+    for metric in metrics or []:
+        if isinstance(metric, str):
+            fn = keras.metrics.get(metric)
+            name = metric
+        else:
+            fn, name = metric, getattr(metric, "__name__", None) or getattr(metric, "name", "metric")
+        if isinstance(fn, keras.metrics.Metric):  # e.g. "mae" -> MeanAbsoluteError: use its per-sample function
+            fn = getattr(fn, "_fn", None)
+            if fn is None:
+                raise TrainingError(f'Metric "{name}": pass a function or a name such as "mae", not a stateful '
+                                    "Metric object.")
+        found.append((str(name), fn))
+    return found
 
 
 def _read_weights_h5(path: Path) -> dict:
