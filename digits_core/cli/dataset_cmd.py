@@ -11,7 +11,6 @@ the path the web UI and the Python API use too.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 

@@ -28,7 +28,6 @@ import time
 from collections import deque
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from pathlib import Path
 from typing import Any, Callable, Mapping, NamedTuple
 
 import numpy as np

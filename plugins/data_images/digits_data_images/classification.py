@@ -32,9 +32,8 @@ returns ``(H×W×C uint8/uint16 array, label or None)``.
 from __future__ import annotations
 
 import logging
-import os
 
-from wtforms import BooleanField, Form, FloatField, IntegerField, StringField, validators
+from wtforms import BooleanField, FloatField, IntegerField, StringField, validators
 from wtforms.validators import ValidationError
 
 from digits_core import DataIngestion, S3SourceFields, is_s3_url, s3_source
