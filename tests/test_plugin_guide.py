@@ -189,6 +189,27 @@ def test_toml_excerpts_declare_digits_entry_points():
         check_toml_excerpt(block.text, f"docs/writing-plugins.md:{block.line}")
 
 
+def test_example_forms_render_in_the_web_ui(tmp_path, monkeypatch):
+    """The example's dataset form and template, as the real web UI's "new dataset" page shows them."""
+    from digits_core import registry
+    from digits_core.web import create_app
+
+    monkeypatch.syspath_prepend(str(EXAMPLE))
+    from digits_data_dicom_csv import DicomCsvIngestion
+
+    registry.register(DicomCsvIngestion, replace=True)
+    try:
+        app = create_app(jobs_dir=tmp_path, start_scheduler=False, testing=True)
+        page = app.test_client().get("/datasets/new/dicom-csv")
+    finally:
+        registry.unregister(DicomCsvIngestion)
+    html = page.get_data(as_text=True)
+    assert page.status_code == 200, html
+    assert "<legend>DICOM images + CSV labels</legend>" in html
+    for field in ("dicom_folder", "labels_csv", "percent_val", "seed"):
+        assert f'name="{field}"' in html, field
+
+
 def test_readme_links_the_guide():
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     assert "## Writing plugins" in readme and "docs/writing-plugins.md" in readme

@@ -121,6 +121,17 @@ def test_generated_classes_meet_the_contract(tmp_path, monkeypatch):
     assert 'name="image_folder"' in html and "<legend>Probe (x) & co's</legend>" in html
     assert (ProbeInProcessView.get_static_folder() / "style.css").is_file()
 
+    # The generated dataset form shows on the real web UI's "new dataset" page.
+    from digits_core.web import create_app
+
+    registry.register(ProbeInProcessIngestion)
+    try:
+        page = create_app(jobs_dir=tmp_path / "jobs", start_scheduler=False, testing=True).test_client().get(
+            "/datasets/new/probe-in-process")
+    finally:
+        registry.unregister(ProbeInProcessIngestion)
+    assert page.status_code == 200 and 'name="labels_csv"' in page.get_data(as_text=True)
+
     # The generated view works with the core's results-page renderer (the one `digits infer` uses).
     from types import SimpleNamespace
 
