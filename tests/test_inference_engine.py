@@ -75,3 +75,47 @@ def test_engine_unet_with_crop_infer_and_export(engine_jobs, tmp_path):
     archive = export_model(unet.id, tmp_path / "unet.tar.gz", jobs_dir=jobs_dir)
     with tarfile.open(archive) as tar:
         assert any(name.endswith("saved_model/saved_model.pb") for name in tar.getnames())
+
+
+CUSTOM_NET = """
+import keras
+
+
+@keras.saving.register_keras_serializable(package="toy_infer_net")
+class Doubler(keras.layers.Layer):
+    def call(self, x):
+        return x * 2.0
+
+
+def build_model(input_shape, num_outputs, **params):
+    inputs = keras.Input(input_shape)
+    x = Doubler()(inputs)
+    x = keras.layers.Flatten()(x)
+    return keras.Model(inputs, keras.layers.Dense(num_outputs, activation="softmax")(x))
+"""
+
+
+def test_custom_network_file_infer_and_export(engine_jobs, tmp_path):
+    import tarfile
+
+    from digits_core import export_model, infer
+    from digits_core.engine import train
+
+    jobs_dir, lenet, _, shapes, _ = engine_jobs
+    net = tmp_path / "toy_net.py"
+    net.write_text(CUSTOM_NET)
+    job = train(_dataset_of(lenet), str(net), name="custom", epochs=1,
+                batch_size=32, jobs_dir=jobs_dir)
+    pairs = _entries(shapes, {"count": 96, "val_count": 16, "size": 16, "classes": 3, "seed": 0}, "val", 2)
+    result = infer(job.id, [np.asarray(f).reshape(16, 16, -1) for f, _ in pairs], jobs_dir=jobs_dir)
+    assert result.outputs.shape == (2, 3)
+    archive = export_model(job.id, tmp_path / "custom.tar.gz", format="keras", jobs_dir=jobs_dir)
+    with tarfile.open(archive) as tar:
+        network = [m for m in tar.getmembers() if m.name.endswith("/network.py")]
+        assert network and b"class Doubler" in tar.extractfile(network[0]).read()
+
+
+def _dataset_of(model_job):
+    import json
+
+    return json.loads((model_job.path / "model.json").read_text())["dataset_id"]
