@@ -66,6 +66,26 @@ def test_a_broken_file_is_named_in_the_error(toy):
         plugin.encode_entry(broken[0])
 
 
+def test_csv_paths_may_use_backslashes(toy):
+    (toy / "labels.csv").write_text((toy / "labels.csv").read_text().replace("/", "\\"))
+    entry = make_plugin(toy).itemize_entries("train")[0]
+    assert Path(entry[0]).is_file()
+
+
+def test_a_missing_decoder_fails_before_any_work(toy):
+    from pydicom.data import get_testdata_file
+    from pydicom.pixels import get_decoder
+    from pydicom.uid import JPEGLSLossless
+
+    if get_decoder(JPEGLSLossless).is_available:
+        pytest.skip("a JPEG-LS decoder is installed here")
+    (toy / "P001" / "jpeg-ls.dcm").write_bytes(Path(get_testdata_file("MR_small_jpeg_ls_lossless.dcm")).read_bytes())
+    with open(toy / "labels.csv", "a") as handle:
+        handle.write("P001/jpeg-ls.dcm,normal\n")
+    with pytest.raises(DicomReadError, match=r"jpeg-ls\.dcm.*JPEG-LS.*digits-data-sunnybrook\[codecs\]"):
+        make_plugin(toy).itemize_entries("train")
+
+
 def test_inference_lists_the_chosen_files(toy):
     values = validate_values(DicomCsvIngestion.get_inference_form(), {"dicom_path": str(toy / "P002")})
     plugin = DicomCsvIngestion(is_inference_db=True, **{**make_plugin(toy).userdata, **values})
