@@ -90,6 +90,7 @@ class Scheduler:
         self._running: dict[str, tuple[subprocess.Popen, str]] = {}
         self._abort_deadline: dict[str, float] = {}
         self._abort_requested: set[str] = set()
+        self._resubmitted: set[str] = set()
         self._lock = threading.RLock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -141,7 +142,11 @@ class Scheduler:
         if job.status is not JobStatus.WAITING:
             job.set_status(JobStatus.WAITING)
         with self._lock:
-            if job.id not in self._queue and job.id not in self._running:
+            if job.id in self._running:
+                # The job's previous worker is still exiting (e.g. resume right after an abort):
+                # queue the job again once that process is gone.
+                self._resubmitted.add(job.id)
+            elif job.id not in self._queue:
                 self._queue.append(job.id)
         self._wake()
         return job
@@ -259,12 +264,14 @@ class Scheduler:
                 self._launch(job)
 
     def _launch(self, job: Job) -> None:
+        from .form_secrets import child_env  # the job's PasswordField values, never written to disk
+
         log = open(job.path / WORKER_LOG, "ab")
         try:
             proc = subprocess.Popen(
                 [self.python, "-m", "digits_core.scheduler", "run", str(job.path)],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1", **child_env(job.id)},
             )
         except OSError as exc:
             job.set_status(JobStatus.ERROR, error=f"Could not start a worker process: {exc}")
@@ -293,6 +300,11 @@ class Scheduler:
     def _finish(self, job_id: str, proc: subprocess.Popen, aborted: bool = False) -> None:
         self._running.pop(job_id, None)
         self._abort_deadline.pop(job_id, None)
+        if job_id in self._resubmitted:
+            self._resubmitted.discard(job_id)
+            self._abort_requested.discard(job_id)
+            self._queue.append(job_id)
+            return
         try:
             job = self.store.get(job_id)
         except DigitsError:

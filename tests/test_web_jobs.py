@@ -139,3 +139,25 @@ def test_worker_crash_marks_error(tmp_path):
     finally:
         scheduler.shutdown()
     assert job.status is JobStatus.ERROR and "no-such-plugin" in job.error
+
+
+def test_resubmit_while_previous_worker_exits(tmp_path):
+    """Resume right after an abort: the job waits for its old worker to exit, then runs again."""
+    import subprocess
+    import sys
+
+    jobs = tmp_path / "jobs"
+    job = Job.create("model", "m", jobs_dir=jobs)
+    job.set_status(JobStatus.ABORTED)  # the worker already wrote Aborted but is still exiting
+    scheduler = Scheduler(jobs, poll_interval=0.1)
+    exiting = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.5)"])
+    scheduler._running[job.id] = (exiting, "model")
+    scheduler._abort_requested.add(job.id)
+    scheduler.resume(job)
+    assert job.reload().status is JobStatus.WAITING and scheduler.status()["waiting"] == []
+    exiting.wait()
+    with scheduler._lock:
+        for job_id, (proc, _kind) in list(scheduler._running.items()):
+            scheduler._finish(job_id, proc)
+    assert scheduler.status()["waiting"] == [job.id]
+    assert job.reload().status is JobStatus.WAITING and job.data["resume"] is True
