@@ -94,3 +94,27 @@ def test_bad_s3_settings_fail_before_the_job_with_the_field_named(s3, tmp_path, 
     assert message in " ".join(info.value.errors.get(field, [])), info.value.errors
     assert "wrong-secret" not in str(info.value) and s3.secret_key not in str(info.value)
     assert not list(tmp_path.iterdir())  # no job was created
+
+
+def test_job_run_by_the_scheduler_worker_process_gets_the_secret_key(s3, tmp_path, monkeypatch):
+    """The web UI's path: the job is queued and built by a separate worker process."""
+    from digits_core.datasets.create import create_dataset_job
+    from digits_core.jobs import JobStatus
+    from digits_core.scheduler import Scheduler
+
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    scheduler = Scheduler(tmp_path, poll_interval=0.1).start()
+    try:
+        job = create_dataset_job("image-classification", {**COMMON, **s3_fields(s3)}, workers=1, jobs_dir=tmp_path)
+        scheduler.submit(job)
+        job = scheduler.wait(job.id, timeout=120)
+    finally:
+        scheduler.shutdown()
+    assert job.status is JobStatus.DONE, job.error
+    assert open_dataset(job.id, jobs_dir=tmp_path).count("train") == 18
+    for path in job.path.rglob("*"):
+        if path.is_file():
+            assert s3.secret_key.encode() not in path.read_bytes(), path

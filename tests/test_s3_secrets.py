@@ -8,7 +8,7 @@ from wtforms import Form, PasswordField, StringField
 
 from digits_core import DataIngestion, registry
 from digits_core.datasets import create_dataset, open_dataset
-from digits_core.form_secrets import MASK, redact, restore, secret_field_names, stash
+from digits_core.form_secrets import ENV_VAR, MASK, child_env, redact, restore, secret_field_names, stash
 
 SECRET = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYzz-very-secret"
 SEEN: list = []
@@ -53,6 +53,18 @@ def test_helpers():
     stash("job-x", {"password": "p"}, ["password"])
     assert restore("job-x", {"password": MASK, "token": "t"}) == {"password": "p", "token": "t"}
     assert restore("other-job", {"password": MASK}) == {"password": ""}
+    # a worker process gets them through its environment, not a file
+    env = child_env("job-x")
+    assert list(env) == [ENV_VAR] and child_env("other-job") == {}
+    import json
+    import subprocess
+    import sys
+
+    code = ("from digits_core.form_secrets import restore, MASK; import json; "
+            "print(json.dumps(restore('job-x', {'password': MASK})))")
+    out = subprocess.run([sys.executable, "-c", code], env={**__import__("os").environ, **env},
+                         capture_output=True, text=True, check=True).stdout
+    assert json.loads(out) == {"password": "p"}
 
 
 def test_password_fields_are_used_but_never_written(secret_plugin, tmp_path):

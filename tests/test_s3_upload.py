@@ -72,6 +72,8 @@ def test_error_cases_name_what_is_wrong(s3, tmp_path):
     with pytest.raises(S3CredentialsError, match="secret key") as info:
         check_location(S3Location("errors-bucket", "", s3.endpoint, s3.access_key, "not-the-secret"))
     assert "not-the-secret" not in str(info.value)
+    with pytest.raises(S3CredentialsError, match="No secret key for access key"):
+        check_location(S3Location("errors-bucket", "", s3.endpoint, s3.access_key, None))
     dead = f"http://127.0.0.1:{free_port()}"
     with pytest.raises(S3EndpointError, match="Cannot reach the S3 endpoint " + dead):
         check_location(S3Location("errors-bucket", "", dead, s3.access_key, s3.secret_key))

@@ -166,6 +166,12 @@ def s3_client(location: S3Location, *, pool: int = 16, attempts: int = 3, timeou
         retries={"total_max_attempts": attempts, "mode": "standard"},
     )
     kwargs = {}
+    if location.access_key and not location.secret_key:
+        raise S3CredentialsError(
+            f"No secret key for access key {_mask_key(location.access_key)} at {location.endpoint_url or 'AWS S3'}: "
+            "give the secret key (it is never stored, so a job run again in a new process needs it again), "
+            "or leave both keys empty to use AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE or ~/.aws."
+        )
     if location.access_key or location.secret_key:
         kwargs = {"aws_access_key_id": location.access_key, "aws_secret_access_key": location.secret_key}
     try:
@@ -173,6 +179,8 @@ def s3_client(location: S3Location, *, pool: int = 16, attempts: int = 3, timeou
                                 config=config, **kwargs)
     except ValueError as exc:
         raise S3EndpointError(f"Invalid S3 endpoint URL {location.endpoint_url!r}: {exc}") from exc
+    except botocore.exceptions.BotoCoreError as exc:
+        raise explain(exc, location, "connect to") from exc
     with _clients_lock:
         _clients[key] = client
     return client
