@@ -211,6 +211,18 @@
     select.addEventListener("change", load); load();
   };
 
+  /* Inference form: typing in an input section selects that section's radio button. */
+  DIGITS.inferenceInputs = function (form) {
+    if (!form) { return; }
+    function pick(value) { var r = form.querySelector('input[name=input_mode][value="' + value + '"]'); if (r) { r.checked = true; } }
+    var plugin = form.querySelector(".plugin-form");
+    if (plugin) { ["input", "change"].forEach(function (ev) { plugin.addEventListener(ev, function () { pick("plugin"); }); }); }
+    var files = document.getElementById("infer-images");
+    if (files) { files.addEventListener("change", function () { pick("upload"); }); }
+    var path = document.getElementById("infer-path");
+    if (path) { path.addEventListener("input", function () { pick("path"); }); }
+  };
+
   document.addEventListener("DOMContentLoaded", function () {
     document.querySelectorAll("table.sortable").forEach(initSortable);
     document.querySelectorAll("form[data-confirm]").forEach(function (f) {
