@@ -32,7 +32,7 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from ..errors import FormValidationError, InferenceError, PluginError
+from ..errors import DigitsError, FormValidationError, InferenceError, PluginError
 from .imageio import prepare_image, read_image, read_mask
 from .inputs import InputItem, collect_inputs
 from .metrics import classification_metrics, top_n
@@ -249,7 +249,7 @@ def _encode_with_plugin(model: InferenceModel, form_data: dict) -> tuple[list[st
     try:
         entries = list(instance.itemize_entries("test"))
     except Exception as exc:  # noqa: BLE001 - report the plugin's own message
-        if isinstance(exc, (InferenceError, FormValidationError)):
+        if isinstance(exc, DigitsError):
             raise
         raise InferenceError(f'Data plugin "{plugin_id}" could not list the inference inputs: {exc}') from exc
     if not entries:
