@@ -89,7 +89,8 @@ def run(args) -> int:
         progress.close()
     if not args.verify:
         print("warning: MD5 sums were not checked (--no-verify).", file=sys.stderr)
-    if result.skipped == ["test", "train"] or set(result.skipped) >= {"train", "test"}:
+        sys.stderr.flush()
+    if set(result.skipped) >= {"train", "test"}:
         print(f"{result.dataset} is already complete in {result.folder} (use --force to unpack again).")
     else:
         print(f"{result.dataset} is ready in {result.folder}")

@@ -72,6 +72,8 @@ class _NumpyOnlyUnpickler(pickle.Unpickler):
     _ALLOWED = {
         ("numpy.core.multiarray", "_reconstruct"),
         ("numpy._core.multiarray", "_reconstruct"),
+        ("numpy.core.multiarray", "scalar"),
+        ("numpy._core.multiarray", "scalar"),
         ("numpy", "ndarray"),
         ("numpy", "dtype"),
         ("_codecs", "encode"),
@@ -81,18 +83,18 @@ class _NumpyOnlyUnpickler(pickle.Unpickler):
         if (module, name) not in self._ALLOWED:
             raise pickle.UnpicklingError(f"refusing to load {module}.{name} from a dataset pickle")
         if module.startswith("numpy"):
-            if name == "_reconstruct":
-                return _np_reconstruct()
+            if name in ("_reconstruct", "scalar"):
+                return _np_multiarray(name)
             return getattr(np, name)
         return super().find_class(module, name)
 
 
-def _np_reconstruct():
+def _np_multiarray(name: str):
     try:
-        from numpy._core.multiarray import _reconstruct  # numpy >= 2
+        from numpy._core import multiarray  # numpy >= 2
     except ImportError:  # pragma: no cover - numpy 1.x
-        from numpy.core.multiarray import _reconstruct
-    return _reconstruct
+        from numpy.core import multiarray
+    return getattr(multiarray, name)
 
 
 def _str_keys(obj: dict) -> dict:
