@@ -195,7 +195,10 @@ def run_train(args) -> int:
     finally:
         bar.close()
     if not (job.path / "model.json").is_file():  # a non-chief worker: outputs belong to the chief
-        print(f"worker finished ({job.status.value})")
+        report = job.data.get("worker_report") or {}
+        print(f"worker {report.get('worker_index')} of {report.get('num_workers')} finished ({job.status.value}) "
+              f"after {report.get('steps')} steps on its shard of {report.get('images_per_epoch')} images per epoch; "
+              "the chief wrote the outputs")
         return 0
     info = read_model_info(job.path)
     if args.json:

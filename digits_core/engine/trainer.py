@@ -625,6 +625,11 @@ class _Run:
                     self._snapshot(epoch, step)
                 break
         callbacks.on_train_end(dict(self.last_logs))
+        self.job.data["worker_report"] = {
+            "worker_index": self.strat.worker_index, "num_workers": self.strat.num_workers,
+            "steps": step - self.start_step, "images_per_epoch": len(range(self.strat.worker_index,
+                                                                             self.train_src.n, self.strat.num_workers)),
+        }
 
     def _lr_at(self, step: int) -> float:
         schedule = self.optimizer._learning_rate

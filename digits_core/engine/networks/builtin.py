@@ -143,8 +143,15 @@ def _crop_back(x, pads, L):
     return x
 
 
-def unet(input_shape, num_outputs, filters: int = 8, depth: int = 4, **_):
-    """A small U-Net (default segmentation network): ``depth`` levels of two 3x3 convs,
+def _conv_bn_relu(x, filters, name, batchnorm, L):
+    x = L.Conv2D(filters, 3, padding="same", use_bias=not batchnorm, name=name)(x)
+    if batchnorm:
+        x = L.BatchNormalization(name=f"{name}_bn")(x)
+    return L.Activation("relu", name=f"{name}_relu")(x)
+
+
+def unet(input_shape, num_outputs, filters: int = 8, depth: int = 4, batchnorm: bool = True, **_):
+    """A small U-Net (default segmentation network): ``depth`` levels of two 3x3 conv-BN-ReLU,
     doubling ``filters`` per level, transposed-conv upsampling with skip connections.
 
     With the defaults (8 filters, depth 4) it has about 0.47 M parameters.
@@ -155,18 +162,19 @@ def unet(input_shape, num_outputs, filters: int = 8, depth: int = 4, **_):
     x, pads = _pad_to_multiple(inputs, input_shape, 2 ** depth, L)
     skips = []
     f = int(filters)
+    bn = bool(batchnorm)
     for level in range(depth):
-        x = L.Conv2D(f * 2 ** level, 3, padding="same", activation="relu", name=f"down{level}_conv1")(x)
-        x = L.Conv2D(f * 2 ** level, 3, padding="same", activation="relu", name=f"down{level}_conv2")(x)
+        x = _conv_bn_relu(x, f * 2 ** level, f"down{level}_conv1", bn, L)
+        x = _conv_bn_relu(x, f * 2 ** level, f"down{level}_conv2", bn, L)
         skips.append(x)
         x = L.MaxPooling2D(2, name=f"down{level}_pool")(x)
-    x = L.Conv2D(f * 2 ** depth, 3, padding="same", activation="relu", name="bottom_conv1")(x)
-    x = L.Conv2D(f * 2 ** depth, 3, padding="same", activation="relu", name="bottom_conv2")(x)
+    x = _conv_bn_relu(x, f * 2 ** depth, "bottom_conv1", bn, L)
+    x = _conv_bn_relu(x, f * 2 ** depth, "bottom_conv2", bn, L)
     for level in reversed(range(depth)):
         x = L.Conv2DTranspose(f * 2 ** level, 2, strides=2, padding="same", name=f"up{level}_upconv")(x)
         x = L.Concatenate(name=f"up{level}_concat")([x, skips[level]])
-        x = L.Conv2D(f * 2 ** level, 3, padding="same", activation="relu", name=f"up{level}_conv1")(x)
-        x = L.Conv2D(f * 2 ** level, 3, padding="same", activation="relu", name=f"up{level}_conv2")(x)
+        x = _conv_bn_relu(x, f * 2 ** level, f"up{level}_conv1", bn, L)
+        x = _conv_bn_relu(x, f * 2 ** level, f"up{level}_conv2", bn, L)
     x = L.Conv2D(num_outputs, 1, name="score")(x)
     x = _crop_back(x, pads, L)
     outputs = L.Softmax(axis=-1, name="probabilities")(x)

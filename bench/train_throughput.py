@@ -1,0 +1,149 @@
+"""Training throughput: the DIGITS engine vs plain Keras ``model.fit`` on numpy, same run.
+
+LeNet on 20,000 28x28 grayscale images (synthetic shapes, 10 classes) stored
+in a real LMDB dataset. Both sides use the same network builder, batch size
+(64), optimizer (Adam 1e-3), loss and preprocessing (mean image subtracted,
+scaled by 1/255); the baseline gets the data already normalized in numpy
+arrays. Throughput is measured after the first epoch (tracing excluded) on
+both sides; runs alternate (baseline, engine, baseline, engine) and medians
+are reported, because absolute figures swing with machine load.
+
+Also reported: the engine's startup overhead, seconds from a fresh Python
+process starting (imports included) to the first training step completed.
+
+Run (TensorFlow runs under the shared lock on the team machine)::
+
+    flock /tmp/digits-tf.lock .venv/bin/python bench/train_throughput.py [--images 20000] [--epochs 3] [--repeats 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+STARTUP_SNIPPET = r"""
+import time, sys, json
+t0 = time.time()
+from digits_core.engine import train
+first = {}
+def progress(event):
+    if event["phase"] == "train" and "t" not in first:
+        first["t"] = time.time()
+train(sys.argv[1], "lenet", name="startup", jobs_dir=sys.argv[2], epochs=1, batch_size=64,
+      validation_interval=0, snapshot_interval=0, progress=progress)
+print(json.dumps({"startup_s": first["t"] - t0}))
+"""
+
+
+def make_dataset(jobs_dir: str, images: int):
+    from digits_core import registry
+    from digits_core.datasets import create_dataset
+    from digits_core.engine.synthetic import SyntheticShapes
+
+    registry.register(SyntheticShapes)
+    try:
+        t0 = time.perf_counter()
+        job = create_dataset("synthetic-shapes", {"count": images, "val_count": 0, "size": 28, "classes": 10},
+                             workers=2, jobs_dir=jobs_dir)
+        return job, time.perf_counter() - t0
+    finally:
+        registry.unregister(SyntheticShapes)
+
+
+def run_baseline(dataset_id: str, jobs_dir: str, epochs: int, batch: int) -> float:
+    import keras
+    import numpy as np
+
+    from digits_core.datasets import open_dataset
+    from digits_core.engine.networks import builtin
+
+    ds = open_dataset(dataset_id, jobs_dir=jobs_dir)
+    x, y = ds.read_all("train")
+    x = (x.astype(np.float32) - ds.mean()) / 255.0
+    model = builtin.lenet(x.shape[1:], 10)
+    model.compile(optimizer=keras.optimizers.Adam(0.001), loss="sparse_categorical_crossentropy",
+                  metrics=["accuracy"])
+    marks = []
+
+    class Clock(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            marks.append(time.perf_counter())
+
+    model.fit(x, y, batch_size=batch, epochs=epochs, shuffle=True, verbose=0, callbacks=[Clock()])
+    return len(x) * (epochs - 1) / (marks[-1] - marks[0])
+
+
+def run_engine(dataset_id: str, jobs_dir: str, epochs: int, batch: int) -> float:
+    from digits_core.engine import train
+
+    marks = {}
+    n = None
+
+    def progress(event):
+        nonlocal n
+        if event["phase"] != "train":
+            return
+        spe = event["total_steps"] // epochs
+        if event["step"] == spe:
+            marks["first_epoch"] = time.perf_counter()
+        if event["step"] == event["total_steps"] - 1:  # before the final snapshot is written
+            marks["end"] = time.perf_counter()
+        n = spe
+
+    job = train(dataset_id, "lenet", name="bench", jobs_dir=jobs_dir, epochs=epochs, batch_size=batch,
+                solver="adam", learning_rate=0.001, lr_policy="fixed", validation_interval=0,
+                snapshot_interval=0, progress=progress)
+    # the final snapshot is written before the last progress event; measure up to the last step's event
+    from digits_core.datasets import open_dataset
+
+    count = open_dataset(dataset_id, jobs_dir=jobs_dir).count("train")
+    last_batch = count - (n - 1) * batch
+    del job
+    return (count * (epochs - 1) - last_batch) / (marks["end"] - marks["first_epoch"])
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--images", type=int, default=20000)
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="digits-bench-") as jobs_dir:
+        job, ingest_s = make_dataset(jobs_dir, args.images)
+        print(f"dataset: {args.images} images 28x28 in LMDB ({ingest_s:.1f} s to build)", flush=True)
+        base, engine = [], []
+        for _ in range(args.repeats):
+            base.append(run_baseline(job.id, jobs_dir, args.epochs, args.batch_size))
+            print(f"  keras fit on numpy: {base[-1]:8.0f} img/s", flush=True)
+            engine.append(run_engine(job.id, jobs_dir, args.epochs, args.batch_size))
+            print(f"  digits engine:      {engine[-1]:8.0f} img/s", flush=True)
+        out = subprocess.run([sys.executable, "-c", STARTUP_SNIPPET, job.id, jobs_dir], capture_output=True,
+                             text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+        if out.returncode != 0:
+            print(out.stderr[-2000:], file=sys.stderr)
+            return 1
+        startup = json.loads(out.stdout.strip().splitlines()[-1])["startup_s"]
+    result = {
+        "images": args.images, "epochs": args.epochs, "batch_size": args.batch_size,
+        "engine_img_per_s": statistics.median(engine), "keras_fit_img_per_s": statistics.median(base),
+        "ratio": statistics.median(engine) / statistics.median(base),
+        "startup_s": startup,
+    }
+    if args.json:
+        print(json.dumps(result))
+    print(f"engine {result['engine_img_per_s']:.0f} img/s vs keras fit {result['keras_fit_img_per_s']:.0f} img/s: "
+          f"ratio {result['ratio']:.3f} (target >= 0.95)")
+    print(f"startup overhead (process start, imports included, to first step): {startup:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
