@@ -14,6 +14,7 @@ from digits_core.sources import (
     S3Error,
     S3Location,
     check_location,
+    download_prefix,
     list_class_tree,
     read_object,
     read_upload_config,
@@ -50,6 +51,11 @@ def test_upload_creates_bucket_lists_classes_and_skips_unchanged(s3, tmp_path):
     assert list(classes) == ["cat", "dog"]
     assert [o.key for o in classes["dog"]] == [f"pets/train/dog/{i:03d}.png" for i in range(3)]
     assert read_object(location, "pets/train/dog/002.png") == (tree / "train/dog/002.png").read_bytes()
+
+    copied = download_prefix(location.child("pets/"), tmp_path / "copy", workers=3)
+    assert len(copied) == 6
+    for path in (tree / "train").rglob("*.png"):
+        assert (tmp_path / "copy" / "train" / path.relative_to(tree / "train")).read_bytes() == path.read_bytes()
 
     # again: everything skipped; a changed file is uploaded again
     again = upload_tree(tree, location)
