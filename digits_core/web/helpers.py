@@ -25,7 +25,7 @@ def format_time(ts) -> str:
     """``2026-12-02 12:30`` from a UNIX time."""
     if not ts:
         return ""
-    return datetime.fromtimestamp(float(ts)).strftime("%Y-%m-%d %H:%M:%S")
+    return datetime.fromtimestamp(float(ts)).strftime("%Y-%m-%d %H:%M")
 
 
 def format_size(num) -> str:
