@@ -115,6 +115,21 @@ def _last_metric(job, name: str):
     return value
 
 
+def _import_tensorflow_quietly() -> None:
+    """Import TensorFlow with its C++ start-up log lines (CUDA probing on CPU machines) hidden."""
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 2)
+            try:
+                import tensorflow  # noqa: F401
+            except ImportError:
+                pass  # the engine reports it properly when it trains
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 def build_all(jobs_dir: Path, epochs_lenet: int, epochs_unet: int) -> dict:
     """Make (or reuse) the demo data, datasets and models; return their job ids."""
     from digits_core.datasets import create_dataset
@@ -159,6 +174,9 @@ def build_all(jobs_dir: Path, epochs_lenet: int, epochs_unet: int) -> dict:
 
     print("4/4 models")
     from digits_core.engine import train
+
+    if _find(store, "model", LENET_MODEL) is None or _find(store, "model", UNET_MODEL) is None:
+        _import_tensorflow_quietly()
 
     job = _find(store, "model", LENET_MODEL)
     if job is None:
