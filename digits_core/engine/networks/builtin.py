@@ -35,16 +35,18 @@ def _pools_for(size: int, wanted: int, minimum: int = 2) -> int:
 def lenet(input_shape, num_outputs, dropout: float = 0.0, **_):
     """LeNet as in DIGITS's Caffe/TF LeNet: conv20-pool-conv50-pool-fc500-relu-fc.
 
-    Convolutions use 'same' padding so small inputs (8x8) still fit.
+    From 28x28 up the convolutions are 'valid' as in DIGITS (28 -> 24 -> 12 -> 8 -> 4);
+    smaller inputs (e.g. 8x8 digits) use 'same' padding so they still fit.
     """
     keras, L = _layers()
     size = min(input_shape[0], input_shape[1])
+    padding = "valid" if size >= 28 else "same"
     pools = _pools_for(size, 2, minimum=2)
     inputs = keras.Input(shape=tuple(input_shape), name="image")
-    x = L.Conv2D(20, 5, padding="same", name="conv1")(inputs)
+    x = L.Conv2D(20, 5, padding=padding, name="conv1")(inputs)
     if pools >= 1:
         x = L.MaxPooling2D(2, name="pool1")(x)
-    x = L.Conv2D(50, 5, padding="same", name="conv2")(x)
+    x = L.Conv2D(50, 5, padding=padding, name="conv2")(x)
     if pools >= 2:
         x = L.MaxPooling2D(2, name="pool2")(x)
     x = L.Flatten(name="flatten")(x)
