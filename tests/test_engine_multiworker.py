@@ -74,3 +74,51 @@ def test_two_workers_train_together_and_only_the_chief_writes(tmp_path):
     assert any((job.path / "tb").iterdir())
     val = [json.loads(line) for line in (job.path / "metrics.jsonl").read_text().splitlines()]
     assert [p["epoch"] for p in val if p["name"] == "val_loss"] == [1.0, 2.0]
+
+
+def test_sigterm_aborts_cli_training_and_resume_finishes(tmp_path):
+    import signal
+    import time
+
+    from digits_core.datasets import create_dataset
+    from digits_core.engine.synthetic import SyntheticShapes
+
+    jobs = tmp_path / "jobs"
+    registry.register(SyntheticShapes)
+    try:
+        ds = create_dataset("synthetic-shapes", {"count": 256, "val_count": 32, "size": 16}, workers=1, jobs_dir=jobs)
+    finally:
+        registry.unregister(SyntheticShapes)
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": ""}
+    env.pop("TF_CONFIG", None)
+    cmd = [sys.executable, "-m", "digits_core", "--jobs-dir", str(jobs), "train", "--dataset", ds.id,
+           "--network", "lenet", "--name", "sigterm", "--epochs", "200", "--batch-size", "16", "--quiet"]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            models = JobStore(jobs).list(kind="model")
+            if models and (models[0].path / "snapshots").is_dir():
+                break
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 3, err[-2000:]
+    job = JobStore(jobs).list(kind="model")[0]
+    assert job.status.value == "Aborted" and "SIGTERM" in job.error
+    assert f"digits train --resume {job.id}" in out
+    info = json.loads((job.path / "model.json").read_text())
+    assert info["snapshots"] and info["last_epoch"] < 200
+    # resume to a smaller total than planned is refused; resuming to the snapshot's epoch + 1 finishes
+    from digits_core.cli import main
+
+    target = int(info["last_epoch"]) + 1
+    cmd = [sys.executable, "-m", "digits_core", "--jobs-dir", str(jobs), "train", "--resume", job.id,
+           "--epochs", str(target), "--quiet", "--json"]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout)["last_epoch"] == target
+    del main

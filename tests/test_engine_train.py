@@ -234,7 +234,7 @@ def test_regression_custom_file_with_loss_and_metrics(datasets, jobs):
     assert losses[-1] < losses[0]
 
 
-def test_siamese_example_and_fine_tune_report(datasets, jobs, lenet_job):
+def test_siamese_example_and_fine_tune_report(datasets, jobs, lenet_job, tmp_path):
     from digits_core.engine import load_snapshot, train
 
     job = train(datasets["pairs"].id, str(EXAMPLES / "siamese.py"), name="siamese", jobs_dir=jobs, epochs=1, seed=4)
@@ -246,12 +246,21 @@ def test_siamese_example_and_fine_tune_report(datasets, jobs, lenet_job):
     report = json.loads((tuned.path / "model.json").read_text())["fine_tune"]
     assert report["loaded"] == ["conv2", "fc1"]
     assert set(report["shape_mismatch"]) == {"conv1", "fc2"}  # 2 channels vs 1, 2 classes vs 4
-    donor, new = load_snapshot(lenet_job), train.__module__ and None
-    del new
     with pytest.raises(TrainingError, match="no layer name and shape matches"):
         train(datasets["pairs"].id, str(EXAMPLES / "siamese.py"), name="bad-tune", jobs_dir=jobs, epochs=1,
               pretrained=lenet_job.id)
-    del donor
+    # from a Keras model file: every layer matches on the same dataset
+    donor = load_snapshot(lenet_job)
+    donor.save(tmp_path / "donor.keras")
+    donor.save_weights(tmp_path / "donor.weights.h5")
+    same = train(datasets["shapes"].id, "lenet", name="tuned-file", jobs_dir=jobs, epochs=1, seed=4,
+                 pretrained=str(tmp_path / "donor.keras"), class_weights="auto")
+    info = json.loads((same.path / "model.json").read_text())
+    assert info["fine_tune"]["loaded"] == ["conv1", "conv2", "fc1", "fc2"]
+    assert len(info["class_weights"]) == 4
+    with pytest.raises(TrainingError, match="by position, not by layer name"):
+        train(datasets["shapes"].id, "lenet", name="tuned-h5", jobs_dir=jobs, epochs=1,
+              pretrained=str(tmp_path / "donor.weights.h5"))
 
 
 def test_streaming_pipeline_pixel_mean(datasets, jobs):

@@ -3,6 +3,7 @@ preprocessing, augmentation. Real TensorFlow/Keras, no datasets."""
 
 from __future__ import annotations
 
+import json
 import math
 import textwrap
 
@@ -244,3 +245,41 @@ def test_hue_saturation_on_rgb():
     out, _ = augment_batch(x, tf.zeros([4], tf.int32), tf.constant([1, 2], tf.int64), aug, out_hw=(8, 8),
                            is_mask=False, random_crop=False)
     assert out.shape == x.shape and not np.allclose(out.numpy(), x.numpy())
+
+
+def test_auto_class_weights_and_val_summary():
+    from digits_core.engine.losses import auto_class_weights, summarize_val
+
+    weights = auto_class_weights(np.array([0, 0, 0, 1, 2, 2]), 4)
+    assert weights[0] < weights[2] < weights[1] and weights[3] == 1.0
+    out = summarize_val("segmentation", {"count": 2, "loss_sum": 1.0, "tp": np.array([90.0, 8.0]),
+                                         "fp": np.array([2.0, 2.0]), "fn": np.array([2.0, 0.0]), "pixels": 100})
+    assert out["val_dice"] == pytest.approx(16 / 18) and out["val_iou"] == pytest.approx(0.8)
+    assert out["val_accuracy"] == pytest.approx(0.98) and out["val_loss"] == 0.5
+
+
+def test_plugin_networks_through_the_hook(capsys):
+    from digits_core import hookimpl, registry
+    from digits_core.cli import main
+    from digits_core.engine.networks import resolve_network
+
+    def tiny(input_shape, num_outputs, **params):
+        """A tiny plugin network."""
+
+    class Plugin:
+        @hookimpl
+        def digits_register_networks(self):
+            return {"tiny-net": tiny}
+
+    plugin = Plugin()
+    registry.register(plugin)
+    try:
+        spec = resolve_network("tiny-net")
+        assert spec.source == "plugin" and spec.build is tiny
+        assert main(["networks", "--json"]) == 0
+        listed = {n["name"]: n for n in json.loads(capsys.readouterr().out)}
+        assert listed["tiny-net"]["description"] == "A tiny plugin network." and "lenet" in listed
+    finally:
+        registry.unregister(plugin)
+    with pytest.raises(TrainingError):
+        resolve_network("tiny-net")

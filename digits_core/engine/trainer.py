@@ -320,6 +320,11 @@ class _Run:
         self.writer = jobio.MetricsWriter(self.folder, enabled=self.strat.is_chief)
         if not self.resume_from:
             self._write_initial_info()
+        elif self.strat.is_chief:
+            info = jobio.read_model_info(self.folder)
+            info.update(options=self.opts.to_dict(), total_steps=self.total_steps, status="Running",
+                        resumed_from=self.resume_from["file"])
+            jobio.write_model_info(self.folder, info)
         self._heartbeat()
 
     def _stored_seed(self) -> int:
@@ -388,7 +393,12 @@ class _Run:
         path = Path(source).expanduser()
         try:
             if path.is_file() and source.endswith(".weights.h5"):
-                donor_weights = _read_weights_h5(path)
+                raise TrainingError(
+                    f'pretrained "{source}": Keras 3 ".weights.h5" files store weights by position, not by layer '
+                    'name; pass the full model saved as ".keras" (model.save("net.keras")), a Keras 2 ".h5" '
+                    "weights file, or a model job id.")
+            if path.is_file() and source.endswith(".h5"):
+                donor_weights = _read_legacy_h5(path)
             else:
                 if path.is_file():
                     donor = keras.models.load_model(path, compile=False, safe_mode=False)
@@ -745,21 +755,21 @@ def _metric_functions(metrics) -> list:
     return found
 
 
-def _read_weights_h5(path: Path) -> dict:
-    """Layer name -> weight arrays from a Keras 3 ``.weights.h5`` file."""
-    try:
-        import h5py
-    except ImportError as exc:
-        raise TrainingError(f"Reading {path} needs h5py (pip install h5py), or pass a .keras file.") from exc
+def _read_legacy_h5(path: Path) -> dict:
+    """Layer name -> weight arrays from a Keras 2 HDF5 file (``save_weights("x.h5")`` or a full ``.h5`` model)."""
+    import h5py
+
     found: dict[str, list] = {}
-
-    def visit(name, obj):
-        if isinstance(obj, h5py.Group) and name.endswith("/vars") and len(obj):
-            layer = name[:-len("/vars")].rsplit("/", 1)[-1]
-            found[layer] = [obj[str(i)][()] for i in range(len(obj))]
-
     with h5py.File(path, "r") as handle:
-        handle.visititems(visit)
+        root = handle["model_weights"] if "model_weights" in handle else handle
+        names = [n.decode() if isinstance(n, bytes) else str(n) for n in root.attrs.get("layer_names", [])]
+        if not names:
+            raise TrainingError(f"{path}: not a Keras 2 HDF5 weights file (no layer_names attribute).")
+        for name in names:
+            group = root[name]
+            weight_names = [w.decode() if isinstance(w, bytes) else str(w) for w in group.attrs.get("weight_names", [])]
+            if weight_names:
+                found[name] = [group[w][()] for w in weight_names]
     return found
 
 
