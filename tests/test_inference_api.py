@@ -395,6 +395,11 @@ def test_cli_html_json_and_plugin_form_options(cls_model, seg_model, labelled_li
     assert main(["--jobs-dir", str(jobs_dir), "infer", "--model", cls_model.id, "--view-option", "bad",
                  str(labelled_list / "img3.png")]) == 2
     assert "k=v" in capsys.readouterr().err
+    assert main(["--jobs-dir", str(jobs_dir), "infer", "--model", cls_model.id, str(labelled_list / "list.txt")]) == 0
+    text = capsys.readouterr().out
+    assert "img8.png" in text and "top-1 accuracy" in text
+    assert main(["--jobs-dir", str(jobs_dir), "infer", "--model", seg_model.id, "--index", "4"]) == 0
+    assert "classes 0" in capsys.readouterr().out
 
 
 # -- export -----------------------------------------------------------------------

@@ -102,8 +102,16 @@ def _print_summary(result) -> None:
             best = sample.top[0]
             rows.append([sample.input_id, best["label"], f"{best['probability'] * 100:.2f}%",
                          "" if sample.ground_truth is None else str(sample.ground_truth)])
+        elif sample.output.ndim == 3:
+            import numpy as np
+
+            classes = np.unique(np.argmax(sample.output, axis=-1)) if sample.output.shape[-1] > 1 else \
+                np.unique(sample.output[..., 0] >= 0.5).astype(int)
+            rows.append([sample.input_id, "classes " + ",".join(str(int(c)) for c in classes), "",
+                         "" if sample.ground_truth is None else "mask"])
         else:
-            rows.append([sample.input_id, "x".join(str(v) for v in sample.output.shape), "", ""])
+            rows.append([sample.input_id, " ".join(f"{v:.4g}" for v in sample.output.reshape(-1)[:8]), "",
+                         "" if sample.ground_truth is None else str(sample.ground_truth)])
     print_table(["input", "prediction", "probability", "truth"], rows)
     if result.metrics:
         m = result.metrics

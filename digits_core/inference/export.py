@@ -153,8 +153,12 @@ def export_model(model_id, out: str | os.PathLike, *, epoch: int | float | None 
         try:
             build_export_folder(loaded, format, staging / name)
             if cached.exists():
-                shutil.rmtree(cached)
-            os.replace(staging / name, cached)
+                shutil.rmtree(cached, ignore_errors=True)
+            try:
+                os.replace(staging / name, cached)
+            except OSError:
+                if not (cached / "info.json").is_file():  # not another export finishing first
+                    raise
         finally:
             shutil.rmtree(staging, ignore_errors=True)
     tmp = out.with_name(f".{out.name}.tmp")
