@@ -1,7 +1,7 @@
 """Benchmark: an `image-classification` dataset built from S3 versus from the same local folder.
 
 Generates N 28×28 grayscale PNGs in 10 class folders, uploads them to a real
-S3-compatible server on 127.0.0.1 (moto's standalone server, in this
+S3-compatible server on 127.0.0.1 (moto's standalone server, in a child
 process, with signature checking), then builds the same dataset both ways
 in the same run with :func:`digits_core.datasets.create_dataset`:
 
@@ -16,8 +16,7 @@ the ratio s3/local.
 Read the S3 figure as a lower bound: moto spends about 10 ms of CPU per
 request (measured: ~12 ms per GET without signature checks, ~17 ms with;
 botocore's own client cost is ~2.5 ms per GET against a trivial server),
-and here it shares the CPUs (and this process's GIL) with the dataset
-builder. Against a real S3 service each worker process waits on network
+and here it shares the 2 CPUs with the dataset builder. Against a real S3 service each worker process waits on network
 latency instead, so throughput grows with ``--workers`` well past the CPU
 count.
 
@@ -53,9 +52,6 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()
 
-    import logging
-
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
     from digits_core.datasets import create_dataset, open_dataset
     from digits_core.plugin_registry import registry
     from digits_core.sources import upload_tree
