@@ -122,3 +122,45 @@ def test_sigterm_aborts_cli_training_and_resume_finishes(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads(done.stdout)["last_epoch"] == target
     del main
+
+
+def test_abort_on_the_chief_stops_every_worker(tmp_path):
+    import time
+
+    from digits_core.cli import main
+    from digits_core.datasets import create_dataset
+    from digits_core.engine.synthetic import SyntheticShapes
+
+    jobs = tmp_path / "jobs"
+    registry.register(SyntheticShapes)
+    try:
+        ds = create_dataset("synthetic-shapes", {"count": 128, "val_count": 32, "size": 16}, workers=1, jobs_dir=jobs)
+    finally:
+        registry.unregister(SyntheticShapes)
+    cluster = {"worker": [f"localhost:{p}" for p in _free_ports(2)]}
+    procs = []
+    for index in range(2):
+        env = {**os.environ, "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}}),
+               "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": ""}
+        cmd = [sys.executable, "-m", "digits_core", "--jobs-dir", str(jobs), "train", "--dataset", ds.id,
+               "--network", "lenet", "--name", "abort-all", "--epochs", "500", "--batch-size", "32", "--quiet"]
+        procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    try:
+        deadline = time.time() + 180
+        job = None
+        while time.time() < deadline:
+            models = JobStore(jobs).list(kind="model")
+            if models and (models[0].path / "snapshots").is_dir():
+                job = models[0]
+                break
+            time.sleep(0.2)
+        assert job is not None, "the chief never wrote a snapshot"
+        assert main(["--jobs-dir", str(jobs), "model", "abort", job.id]) == 0
+        outputs = [proc.communicate(timeout=90) for proc in procs]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+    assert procs[0].returncode == 3, outputs[0][1][-2000:]
+    assert procs[1].returncode == 0 and "finished (Aborted)" in outputs[1][0], outputs[1][1][-2000:]
+    assert job.reload().status.value == "Aborted"

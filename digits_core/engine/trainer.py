@@ -494,7 +494,7 @@ class _Run:
         replicas = float(self.strat.replicas)
         task, standard, k = self.task, self.standard_output, self.num_outputs
 
-        def step(x, y):
+        def step(x, y, stop):
             with tf.GradientTape() as tape:
                 pred = model(x, training=True)
                 loss = loss_fn(y, pred)
@@ -502,13 +502,16 @@ class _Run:
                 scaled = total / replicas
             grads = tape.gradient(scaled, model.trainable_variables)
             optimizer.apply_gradients(zip(grads, model.trainable_variables))
-            return loss, train_metric(task, y, pred, standard)
+            return loss, train_metric(task, y, pred, standard), stop
 
         @tf.function(reduce_retracing=True)
-        def train_step(x, y):
-            loss, metric = strategy.run(step, args=(x, y))
-            mean = tf.distribute.ReduceOp.MEAN
-            return strategy.reduce(mean, loss, axis=None), strategy.reduce(mean, metric, axis=None)
+        def train_step(x, y, stop):
+            # ``stop`` is this worker's abort flag; summed over workers, so an abort on any
+            # worker (signal, or the abort file on the chief) stops every worker after the same step
+            loss, metric, stop = strategy.run(step, args=(x, y, stop))
+            mean, total = tf.distribute.ReduceOp.MEAN, tf.distribute.ReduceOp.SUM
+            return (strategy.reduce(mean, loss, axis=None), strategy.reduce(mean, metric, axis=None),
+                    strategy.reduce(total, stop, axis=None))
 
         extra = _metric_functions(self.custom_metrics)
 
@@ -538,6 +541,7 @@ class _Run:
 
     def _loop(self) -> None:
         import keras
+        import tensorflow as tf
 
         opts = self.opts
         train_step, val_step = self._make_functions()
@@ -570,15 +574,22 @@ class _Run:
         folder_key = str(self.folder.resolve())
         if has_callbacks and step % spe == 0:
             callbacks.on_epoch_begin(step // spe)
+        multi = self.strat.num_workers > 1
+        flags = (tf.constant(0.0), tf.constant(1.0))
         while step < self.total_steps:
             if self.abort_reason is None and (abort_path.exists() or folder_key in _abort_flags):
                 self.abort_reason = "abort requested"
-            if self.abort_reason:
+            if self.abort_reason and not multi:
                 _abort_flags.discard(folder_key)
                 abort_path.unlink(missing_ok=True)
                 return
             x, y = next(iterator)
-            loss, metric = train_step(x, y)
+            loss, metric, stop = train_step(x, y, flags[1 if self.abort_reason else 0])
+            if multi and float(stop) > 0:  # every worker leaves after this same step
+                self.abort_reason = self.abort_reason or "abort requested on another worker"
+                _abort_flags.discard(folder_key)
+                abort_path.unlink(missing_ok=True)
+                return
             loss = float(loss)
             step += 1
             epoch = step / spe
