@@ -203,6 +203,7 @@ def test_mnist_from_http_server_decodes_images_and_labels(server, tmp_path):
     assert str(out / "train") in command
 
 
+@pytest.mark.slow
 def test_printed_next_step_builds_the_dataset(server, tmp_path, capsys):
     import shlex
 

@@ -46,6 +46,7 @@ def all_records(dataset):
     return {stage: dataset.read_all(stage) for stage in dataset.stages}
 
 
+@pytest.mark.slow
 def test_dataset_from_s3_equals_dataset_from_local_folder(s3, tmp_path):
     local = create_dataset("image-classification",
                            {**COMMON, "folder": str(s3.root / "train"), "test_folder": str(s3.root / "test")},
@@ -96,6 +97,7 @@ def test_bad_s3_settings_fail_before_the_job_with_the_field_named(s3, tmp_path, 
     assert not list(tmp_path.iterdir())  # no job was created
 
 
+@pytest.mark.slow
 def test_job_run_by_the_scheduler_worker_process_gets_the_secret_key(s3, tmp_path, monkeypatch):
     """The web UI's path: the job is queued and built by a separate worker process."""
     from digits_core.datasets.create import create_dataset_job
