@@ -52,3 +52,14 @@ def top_n(probabilities: np.ndarray, n: int, class_labels=None) -> list[dict]:
     return [{"index": int(i),
              "label": str(class_labels[i]) if class_labels and i < len(class_labels) else str(int(i)),
              "probability": float(probabilities[i])} for i in order]
+
+
+def top_n_batch(probabilities: np.ndarray, n: int, class_labels=None) -> list[list[dict]]:
+    """:func:`top_n` for every row of ``[N, K]`` outputs, with one vectorised sort."""
+    probabilities = np.asarray(probabilities, dtype=np.float64).reshape(len(probabilities), -1)
+    order = np.argsort(-probabilities, axis=1, kind="stable")[:, :n]
+    values = np.take_along_axis(probabilities, order, axis=1).tolist()
+    names = [str(c) for c in class_labels] if class_labels else []
+    count = len(names)
+    return [[{"index": i, "label": names[i] if i < count else str(i), "probability": p}
+             for i, p in zip(row, probs)] for row, probs in zip(order.tolist(), values)]

@@ -35,7 +35,7 @@ import numpy as np
 from ..errors import DigitsError, FormValidationError, InferenceError, PluginError
 from .imageio import prepare_image, read_image, read_mask
 from .inputs import InputItem, collect_inputs
-from .metrics import classification_metrics, top_n
+from .metrics import classification_metrics, top_n_batch
 from .model import InferenceModel, load_inference_model
 
 logger = logging.getLogger("digits_core.inference")
@@ -363,10 +363,10 @@ def infer(model_id, inputs: Iterable[Any] = (), *, epoch: int | None = None, vie
     outputs = np.concatenate(outputs) if len(outputs) > 1 else outputs[0]
     samples = []
     classification = model.task == "classification"
+    tops = top_n_batch(outputs, top_n_classes, model.class_labels) if classification else [None] * len(ids)
     for i, input_id in enumerate(ids):
         truth = model.crop_label(labels[i])
-        top = top_n(outputs[i], top_n_classes, model.class_labels) if classification else None
-        samples.append(InferenceSample(input_id, model.network_input(features[i]), outputs[i], truth, top))
+        samples.append(InferenceSample(input_id, model.network_input(features[i]), outputs[i], truth, tops[i]))
     metrics = None
     labelled = [i for i, s in enumerate(samples) if s.ground_truth is not None]
     if classification and labelled:
