@@ -111,3 +111,14 @@ def test_uint16_input_thumbnail_is_windowed():
     image = (np.arange(64, dtype=np.uint16).reshape(8, 8) * 1000)
     data = view.process_data("ct", image[:, :, None], np.array([1.0, 0.0, 0.0]))
     assert data["image"].startswith("data:image/png;base64,")
+
+
+def test_config_template_renders_the_form():
+    import jinja2
+
+    from digits_core import bind_form
+
+    form = bind_form(ClassificationView.get_config_form(), {"top_n": "3"}, meta={"csrf": False})
+    source, context = ClassificationView.get_config_template(form)
+    html = jinja2.Environment(autoescape=True).from_string(source).render(**context)
+    assert 'name="top_n"' in html and 'value="3"' in html and 'name="show_input"' in html

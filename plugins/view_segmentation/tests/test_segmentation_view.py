@@ -163,3 +163,14 @@ def test_page_has_legend_with_class_labels_each_sample_and_summary():
     data = report_json(view, processed)
     assert len(data["summary"]["summary"]["per_class"]) == 3
     assert data["header"]["legend"][1] == {"class": 1, "label": "ventricle", "color": "#ff0000"}
+
+
+def test_config_template_renders_the_form():
+    import jinja2
+
+    from digits_core import bind_form
+
+    form = bind_form(SegmentationView.get_config_form(), {"opacity": "0.3"}, meta={"csrf": False})
+    source, context = SegmentationView.get_config_template(form)
+    html = jinja2.Environment(autoescape=True).from_string(source).render(**context)
+    assert 'name="opacity"' in html and 'value="0.3"' in html and "Built-in categorical map" in html
