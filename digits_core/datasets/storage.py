@@ -40,8 +40,10 @@ class StageWriter:
         self.path = Path(path)
         self.path.mkdir(parents=True, exist_ok=True)
         # sync/metasync off while writing; close() syncs once before publishing.
+        # meminit stays on: without it LMDB writes stale heap bytes (secrets
+        # such as S3 keys included) into the unused parts of pages.
         self.env = lmdb.open(str(self.path), map_size=map_size, subdir=True, readahead=False,
-                             meminit=False, sync=False, metasync=False, max_dbs=0, lock=True)
+                             meminit=True, sync=False, metasync=False, max_dbs=0, lock=True)
         self.count = 0
         self.map_grows = 0
 
