@@ -205,7 +205,7 @@ def run_train(args) -> int:
         print_json({**info, "status": job.status.value})
     else:
         final = info.get("final_metrics") or {}
-        shown = ", ".join(f"{k} {v:.4f}" for k, v in sorted(final.items()) if isinstance(v, float))
+        shown = ", ".join(f"{k} {v:.4g}" for k, v in sorted(final.items()) if isinstance(v, float))
         print(f"model job {job.id} ({job.name}): {job.status.value}; last epoch {info.get('last_epoch')}, "
               f"best epoch {info.get('best_epoch')}")
         if shown:

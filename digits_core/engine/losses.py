@@ -140,10 +140,8 @@ def val_stats(task: str, num_outputs: int, y_true, y_pred, valid, loss_value, st
     else:
         diff = tf.reshape(tf.cast(y_true, tf.float32), tf.shape(y_pred)) - y_pred
         per = tf.reshape(diff, [tf.shape(diff)[0], -1])
-        dims = tf.cast(tf.shape(per)[1], tf.float32)
         stats["abs_sum"] = tf.reduce_sum(tf.reduce_mean(tf.abs(per), axis=1) * valid)
         stats["sq_sum"] = tf.reduce_sum(tf.reduce_mean(tf.square(per), axis=1) * valid)
-        del dims
     return stats
 
 
