@@ -339,30 +339,15 @@ def _call_with_job(func, job: Job, **kwargs):
 
 
 def train_into_job(job: Job, options: dict) -> Job:
-    """Run :func:`digits_core.engine.train` into a model job the web UI already created.
+    """Run the engine's training into a model job the web UI already created.
 
-    ``engine.train`` creates its own job folder; the web UI needs the job
-    (and its id) before the run starts, to queue it and show its page. This
-    runs the same steps as ``train`` (options, strategy, dataset, network,
-    the run) on the existing job, using the engine's own functions.
+    The web UI needs the job (and its id) before the run starts, to queue it
+    and show its page; :func:`digits_core.engine.trainer.train_existing_job`
+    is :func:`~digits_core.engine.train` on a given job.
     """
-    from .engine import trainer
+    from .engine import train_existing_job
 
-    public = getattr(trainer, "train_existing_job", None)
-    if public is not None:
-        return public(job, **options)
-    dataset = options.pop("dataset")
-    network = options.pop("network", None)
-    opts = trainer.TrainingOptions.from_kwargs(**options)
-    strat = trainer._strategy(opts)
-    reader = trainer._open_reader(dataset, job.path.parent)
-    task = opts.task or trainer.TASK_OF_LABEL.get(reader.label_kind)
-    if task is None:
-        raise JobStateError(f'Dataset "{reader.id}" has labels of kind "{reader.label_kind}"; choose a task.')
-    spec = trainer.resolve_network(network or trainer.DEFAULT_NETWORK[task])
-    job.data.update(dataset_id=reader.id, network=spec.name, task=task, form_data=opts.to_dict())
-    job.save()
-    return trainer._Run(job, reader, spec, opts, task, strat).execute()
+    return train_existing_job(job, **options)
 
 
 def run_job(job_path: str | os.PathLike) -> int:

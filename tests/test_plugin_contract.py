@@ -17,11 +17,11 @@ def test_rendering_every_bundled_form_does_not_import_tensorflow():
     code = textwrap.dedent(
         f"""
         import sys
-        import jinja2
         from digits_core import registry
         from digits_core.forms import bind_form
 
-        env = jinja2.Environment(autoescape=True, loader=jinja2.PackageLoader("digits_core.web", "templates"))
+        from digits_core.templating import plugin_environment
+        env = plugin_environment()
         rendered = {{}}
 
         def render(pair, form):
@@ -80,3 +80,18 @@ def test_bundled_views_ship_static_files(view_id):
     assert folder is not None and folder.is_dir()
     for name in cls.stylesheets:
         assert (folder / name).is_file(), f"{view_id} lists stylesheet {name} that it does not ship"
+
+
+def test_plugin_templates_can_import_the_helper_macros_everywhere():
+    """The same plugin template renders in HTML reports (no Flask) as on the web page."""
+    from wtforms import Form, StringField
+
+    from digits_core.templating import render_plugin_template
+
+    class PathForm(Form):
+        path = StringField("DICOM file", description="A .dcm file")
+
+    form = PathForm(data={"path": "<b>x.dcm</b>"})
+    html = render_plugin_template('{% from "helper.html" import render_field %}{{ render_field(form.path) }}', {"form": form})
+    assert 'name="path"' in html and "A .dcm file" in html
+    assert "<b>x.dcm</b>" not in html and "&lt;b&gt;x.dcm&lt;/b&gt;" in html

@@ -22,6 +22,7 @@ import importlib
 
 _NAMES = {
     "train": "trainer",
+    "train_existing_job": "trainer",
     "resume_training": "trainer",
     "request_abort": "trainer",
     "load_snapshot": "trainer",

@@ -82,19 +82,48 @@ def train(dataset: Any, network: str | Callable | None = None, name: str | None 
         TrainingError: The network or dataset is unusable, or training failed
             (e.g. the loss became NaN); the job is left with status Error.
     """
+    strat, reader, spec, opts, task = _plan(dataset, network, options, jobs_dir)
+    job = _create_job(strat, reader, spec, name, opts, task, jobs_dir)
+    run = _Run(job, reader, spec, opts, task, strat, callbacks=callbacks, progress=progress)
+    return run.execute()
+
+
+def train_existing_job(job: Job, dataset: Any, network: str | Callable | None = None, *,
+                       callbacks: list | None = None, progress: Callable[[dict], None] | None = None,
+                       **options: Any) -> Job:
+    """Train into a model job that was created beforehand (e.g. queued by the web UI).
+
+    Does exactly what :func:`train` does, with the job folder given instead
+    of created, so a scheduler can show the job before its run starts.
+
+    Args:
+        job: A model :class:`~digits_core.Job` (status Initialized or Waiting).
+        dataset, network, callbacks, progress, **options: As for :func:`train`.
+
+    Returns:
+        ``job``, with status Done (or Aborted after an abort).
+
+    Raises:
+        FormValidationError, TrainingError: As for :func:`train`.
+    """
+    strat, reader, spec, opts, task = _plan(dataset, network, options, job.path.parent)
+    job.data.update(dataset_id=reader.id, network=spec.name, task=task, form_data=opts.to_dict())
+    job.save()
+    return _Run(job, reader, spec, opts, task, strat, callbacks=callbacks, progress=progress).execute()
+
+
+def _plan(dataset: Any, network, options: dict, jobs_dir):
+    """Validate options, open the dataset, infer the task and resolve the network (no job yet)."""
     opts = TrainingOptions.from_kwargs(**options)  # reject bad options before any work
     strat = _strategy(opts)
     reader = _open_reader(dataset, jobs_dir)
     task = opts.task or TASK_OF_LABEL.get(reader.label_kind)
     if task is None:
         raise TrainingError(f'Dataset "{reader.id}" has labels of kind "{reader.label_kind}"; pass task=...')
-    network = network or DEFAULT_NETWORK[task]
-    spec = resolve_network(network)
+    spec = resolve_network(network or DEFAULT_NETWORK[task])
     given = {k: v for k, v in options.items() if v is not None}
     opts = TrainingOptions.from_kwargs(**{**spec.defaults, **given})
-    job = _create_job(strat, reader, spec, name, opts, task, jobs_dir)
-    run = _Run(job, reader, spec, opts, task, strat, callbacks=callbacks, progress=progress)
-    return run.execute()
+    return strat, reader, spec, opts, task
 
 
 def resume_training(job: Any, *, jobs_dir=None, callbacks: list | None = None,

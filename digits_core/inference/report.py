@@ -94,9 +94,9 @@ class ProcessedSample:
 
 
 def _environment():
-    import jinja2
+    from ..templating import plugin_environment
 
-    return jinja2.Environment(autoescape=True, trim_blocks=False, lstrip_blocks=False)
+    return plugin_environment()
 
 
 def _view_id(view) -> str:

@@ -72,6 +72,36 @@ def _save_uploads(job, files) -> Path:
     return folder
 
 
+def _is_upload(value) -> bool:
+    return hasattr(value, "filename") and hasattr(value, "stream")
+
+
+def _save_form_uploads(job, values: dict) -> dict:
+    """Save files uploaded through a plugin's inference form; their values become the saved paths.
+
+    The worker process that runs inference cannot receive the upload
+    itself, so each uploaded file is stored under the model job's
+    ``inference/`` folder and the plugin gets its path (an empty string when
+    no file was chosen).
+    """
+    uploads = {name: value for name, value in values.items() if _is_upload(value)}
+    if not uploads:
+        return values
+    saved = dict(values)
+    folder = None
+    for name, storage in uploads.items():
+        if not storage.filename:
+            saved[name] = ""
+            continue
+        if folder is None:
+            folder = job.path / "inference" / f"form-upload-{secrets.token_hex(4)}"
+            folder.mkdir(parents=True)
+        target = folder / (secure_filename(storage.filename) or name)
+        storage.save(target)
+        saved[name] = str(target)
+    return saved
+
+
 def _check_server_path(raw: str) -> str:
     text = (raw or "").strip()
     if not text:
@@ -119,8 +149,8 @@ def infer(job_id: str):
         inf_class = cls.get_inference_form()
         if inf_class is None:
             raise FormValidationError({"input_mode": ["This data plugin has no inference form."]}, "inference")
-        request_body["inference_form"] = jsonable(validate_form(form_from_request(inf_class, request),
-                                                                f'inference form of plugin "{cls.get_id()}"'))
+        values = validate_form(form_from_request(inf_class, request), f'inference form of plugin "{cls.get_id()}"')
+        request_body["inference_form"] = jsonable(_save_form_uploads(job, values))
     elif mode == "path":
         request_body["inputs"] = [_check_server_path(request.form.get("server_path", ""))]
     else:

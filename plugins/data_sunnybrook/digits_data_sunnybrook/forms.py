@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from wtforms import Form, IntegerField, SelectField, StringField
+from wtforms import FileField, Form, IntegerField, SelectField, StringField
 from wtforms.validators import InputRequired, NumberRange, Optional, ValidationError
 
 from .layout import CASE_RE, IMAGE_RE, find_contour_cases, parse_series_override
@@ -167,6 +167,10 @@ class SunnybrookInferenceForm(Form):
         default="",
         description="Path of one DICOM image to segment.",
     )
+    dicom_upload = FileField(
+        "Or upload a DICOM file",
+        description="The web page stores the uploaded file in the model job folder and segments it.",
+    )
     validation_record = StringField(
         "Validation record",
         default="",
@@ -181,7 +185,12 @@ class SunnybrookInferenceForm(Form):
                 raise ValidationError(f"{path} is not a file" if path.exists() else f"{path} does not exist")
 
     def validate_validation_record(self, field):
-        given = [bool(self.dicom_file.data and self.dicom_file.data.strip()), bool(field.data and field.data.strip())]
+        upload = self.dicom_upload.data
+        uploaded = bool(getattr(upload, "filename", None)) or (isinstance(upload, str) and bool(upload.strip()))
+        file_given = bool(self.dicom_file.data and self.dicom_file.data.strip())
+        if file_given and uploaded:
+            raise ValidationError("give a DICOM file path or an upload, not both")
+        given = [file_given or uploaded, bool(field.data and field.data.strip())]
         if given == [False, False]:
             raise ValidationError("give a DICOM file or a validation record")
         if all(given):

@@ -216,7 +216,7 @@ class SunnybrookIngestion(DataIngestion):
         return entries
 
     def _inference_entries(self) -> list[Entry]:
-        dicom_file = str(self.userdata.get("dicom_file") or "").strip()
+        dicom_file = str(self.userdata.get("dicom_file") or "").strip() or self._saved_upload()
         record = str(self.userdata.get("validation_record") or "").strip()
         if dicom_file and record:
             raise DatasetError("Give a DICOM file or a validation record, not both")
@@ -229,6 +229,25 @@ class SunnybrookIngestion(DataIngestion):
         if not record:
             raise DatasetError("Give a DICOM file (dicom_file) or a validation record (validation_record)")
         return [self._validation_entry(record)]
+
+    def _saved_upload(self) -> str:
+        """The path of an uploaded DICOM file (``dicom_upload``), or ``""``.
+
+        The web UI saves uploads and passes their path; an API caller may
+        pass a file object, which is written to a temporary file here.
+        """
+        upload = self.userdata.get("dicom_upload")
+        if isinstance(upload, str):
+            return upload.strip()
+        if upload is None or not hasattr(upload, "read"):
+            return ""
+        import tempfile
+
+        handle, path = tempfile.mkstemp(prefix="digits-upload-", suffix=".dcm")
+        with open(handle, "wb") as out:
+            out.write(upload.read())
+        self.userdata["dicom_upload"] = path
+        return path
 
     def _validation_entry(self, record: str) -> Entry:
         """Resolve ``"3"`` (index) or ``"SC-HF-I-1/0021"`` against the dataset's validation split.
