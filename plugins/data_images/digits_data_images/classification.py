@@ -40,8 +40,9 @@ from digits_core import DataIngestion, S3SourceFields, is_s3_url, s3_source
 
 from . import listing
 from .encoding import encode_image_file
-from .forms import image_option_fields, InferenceForm, existing_file, existing_folder, expand, form_defaults
-from .inference import encode_inference_entry, inference_entries, prepare_upload
+from .forms import image_option_fields, existing_file, existing_folder, expand
+from .base import ImageIngestionBase
+from .inference import encode_inference_entry, inference_entries
 
 logger = logging.getLogger("digits_data_images")
 
@@ -101,22 +102,12 @@ class ClassificationForm(S3SourceFields):
             raise ValidationError("give a test folder or a test list, not both")
 
 
-class ImageClassificationIngestion(DataIngestion):
+class ImageClassificationIngestion(ImageIngestionBase):
     """Image classification datasets from class folders or list files (DIGITS's image classification)."""
 
     plugin_id = "image-classification"
     title = "Image classification (folders or lists)"
     category = "Images"
-
-    def __init__(self, is_inference_db: bool = False, **form_data):
-        super().__init__(is_inference_db=is_inference_db, **form_data)
-        for key, value in form_defaults(ClassificationForm).items():
-            if getattr(self, key, None) is None:
-                setattr(self, key, value)
-        self.channels = 1 if self.image_type == "grayscale" else 3
-        self._split: dict[str, list] | None = None
-        if is_inference_db:
-            prepare_upload(self)
 
     # -- forms ---------------------------------------------------------------
 
@@ -129,16 +120,6 @@ class ImageClassificationIngestion(DataIngestion):
     def get_dataset_template(form):
         """Return the dataset form's Jinja2 layout."""
         return DataIngestion.template_from_package("digits_data_images", "templates/classification.html", form=form)
-
-    @staticmethod
-    def get_inference_form():
-        """Return :class:`~digits_data_images.forms.InferenceForm`."""
-        return InferenceForm
-
-    @staticmethod
-    def get_inference_template(form):
-        """Return the inference form's Jinja2 layout."""
-        return DataIngestion.template_from_package("digits_data_images", "templates/inference.html", form=form)
 
     # -- entries -------------------------------------------------------------
 

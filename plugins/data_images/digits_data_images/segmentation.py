@@ -30,8 +30,9 @@ from digits_core import DataIngestion
 
 from . import listing
 from .encoding import encode_image_file, read_file
-from .forms import image_option_fields, InferenceForm, existing_file, existing_folder, expand, form_defaults
-from .inference import encode_inference_entry, inference_entries, prepare_upload
+from .forms import image_option_fields, existing_file, existing_folder, expand
+from .base import ImageIngestionBase
+from .inference import encode_inference_entry, inference_entries
 from .resize import open_image, resize_image
 
 logger = logging.getLogger("digits_data_images")
@@ -116,22 +117,12 @@ def read_label(path: str) -> tuple[np.ndarray, object]:
     raise ValueError(f"label {path} is a {mode} image; save labels as palette PNGs or grayscale class-index images")
 
 
-class ImageSegmentationIngestion(DataIngestion):
+class ImageSegmentationIngestion(ImageIngestionBase):
     """Image segmentation datasets from an image folder and a matching label folder."""
 
     plugin_id = "image-segmentation"
     title = "Image segmentation (image + label folders)"
     category = "Images"
-
-    def __init__(self, is_inference_db: bool = False, **form_data):
-        super().__init__(is_inference_db=is_inference_db, **form_data)
-        for key, value in form_defaults(SegmentationForm).items():
-            if getattr(self, key, None) is None:
-                setattr(self, key, value)
-        self.channels = 1 if self.image_type == "grayscale" else 3
-        self._split: dict[str, list] | None = None
-        if is_inference_db:
-            prepare_upload(self)
 
     @staticmethod
     def get_dataset_form():
@@ -142,16 +133,6 @@ class ImageSegmentationIngestion(DataIngestion):
     def get_dataset_template(form):
         """Return the dataset form's Jinja2 layout."""
         return DataIngestion.template_from_package("digits_data_images", "templates/segmentation.html", form=form)
-
-    @staticmethod
-    def get_inference_form():
-        """Return :class:`~digits_data_images.forms.InferenceForm`."""
-        return InferenceForm
-
-    @staticmethod
-    def get_inference_template(form):
-        """Return the inference form's Jinja2 layout."""
-        return DataIngestion.template_from_package("digits_data_images", "templates/inference.html", form=form)
 
     def _build_split(self) -> dict[str, list]:
         pairs, unmatched = match_by_name(expand(self.image_folder), expand(self.label_folder))

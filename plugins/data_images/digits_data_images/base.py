@@ -1,0 +1,37 @@
+"""What the two image plugins share: form defaults, channels, uploads and the inference form."""
+
+from __future__ import annotations
+
+from digits_core import DataIngestion
+
+from .forms import InferenceForm, form_defaults
+from .inference import prepare_upload
+
+
+class ImageIngestionBase(DataIngestion):
+    """Base of :class:`ImageClassificationIngestion` and :class:`ImageSegmentationIngestion`.
+
+    Fills options missing from ``form_data`` with the dataset form's
+    defaults (so the API can pass only what it changes), sets ``channels``
+    from ``image_type``, and reads an uploaded inference image into memory.
+    """
+
+    def __init__(self, is_inference_db: bool = False, **form_data):
+        super().__init__(is_inference_db=is_inference_db, **form_data)
+        for key, value in form_defaults(self.get_dataset_form()).items():
+            if getattr(self, key, None) is None:
+                setattr(self, key, value)
+        self.channels = 1 if self.image_type == "grayscale" else 3
+        self._split: dict[str, list] | None = None
+        if is_inference_db:
+            prepare_upload(self)
+
+    @staticmethod
+    def get_inference_form():
+        """Return :class:`~digits_data_images.forms.InferenceForm`."""
+        return InferenceForm
+
+    @staticmethod
+    def get_inference_template(form):
+        """Return the inference form's Jinja2 layout."""
+        return DataIngestion.template_from_package("digits_data_images", "templates/inference.html", form=form)
