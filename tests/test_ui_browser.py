@@ -53,7 +53,10 @@ def server(tmp_path_factory):
 @pytest.fixture(scope="module")
 def browser():
     if not os.path.exists(CHROMIUM):
-        pytest.skip(f"{CHROMIUM} missing: run scripts/ensure-chromium.sh (make test does)")
+        message = f"{CHROMIUM} missing: run scripts/ensure-chromium.sh (make test does)"
+        if os.environ.get("CI"):  # CI must run the browser tests, never skip them
+            pytest.fail(message)
+        pytest.skip(message)
     from playwright.sync_api import sync_playwright
 
     ARTIFACTS.mkdir(exist_ok=True)
