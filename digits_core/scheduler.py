@@ -50,6 +50,10 @@ logger = logging.getLogger(__name__)
 WORKER_LOG = "worker.log"
 #: Seconds a training worker gets to stop by itself after an abort request.
 ABORT_GRACE_S = 20.0
+#: The file holding a job's worker pid (the worker itself rewrites job.json).
+WORKER_PID_FILE = "worker.pid"
+#: Seconds an orphaned worker gets to stop after SIGTERM when a server restarts.
+ORPHAN_STOP_TIMEOUT = 30.0
 
 
 def default_training_slots() -> int:
@@ -128,7 +132,10 @@ class Scheduler:
             if job.id in self._running:
                 continue
             if job.status is JobStatus.RUNNING:
-                job.set_status(JobStatus.ABORTED, error="The server stopped while this job was running.")
+                _stop_orphan_worker(job)
+                job.reload()
+                if not job.status.is_finished:
+                    job.set_status(JobStatus.ABORTED, error="The server stopped while this job was running.")
                 result["aborted"].append(job.id)
             elif job.status is JobStatus.WAITING and job.id not in self._queue:
                 self._queue.append(job.id)
@@ -278,6 +285,8 @@ class Scheduler:
             return
         finally:
             log.close()
+        # A file of its own, not job.json: the worker rewrites job.json concurrently.
+        (job.path / WORKER_PID_FILE).write_text(str(proc.pid), encoding="utf-8")
         self._running[job.id] = (proc, job.kind)
 
     @staticmethod
@@ -320,6 +329,67 @@ class Scheduler:
         else:
             job.set_status(JobStatus.ERROR, error=f"The worker process ended unexpectedly (exit code {proc.returncode}); "
                                                   f"see {WORKER_LOG} in the job folder.")
+
+
+def _worker_pid(job: Job) -> int | None:
+    """The pid of the worker process still running ``job``, or ``None``.
+
+    Checked against ``/proc/<pid>/cmdline`` where available, so a recycled
+    pid of an unrelated process is never signalled.
+    """
+    try:
+        pid = int((job.path / WORKER_PID_FILE).read_text(encoding="utf-8").strip())
+        os.kill(pid, 0)
+    except (OSError, ValueError):
+        return None
+    cmdline = Path(f"/proc/{pid}/cmdline")
+    if cmdline.exists():
+        try:
+            args = cmdline.read_bytes().split(b"\0")
+        except OSError:
+            return None
+        if b"digits_core.scheduler" not in args or os.fsencode(str(job.path)) not in args:
+            return None
+    return pid
+
+
+def _stop_orphan_worker(job: Job, timeout: float | None = None) -> None:
+    """Stop a worker left running by a server that died without stopping it.
+
+    SIGTERM first (a training job then aborts at its next step and keeps its
+    last snapshot, so it can be resumed), SIGKILL after ``timeout`` seconds.
+    Without this, a resumed job would have two processes writing its folder.
+    """
+    timeout = ORPHAN_STOP_TIMEOUT if timeout is None else timeout
+    pid = _worker_pid(job)
+    if pid is None:
+        return
+    logger.warning("Stopping worker %s left running for job %s by a previous server", pid, job.id)
+    for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(pid, sig)
+        except ProcessLookupError:
+            return
+        except PermissionError:
+            return
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            if not _alive(pid):
+                return
+            time.sleep(0.1)
+
+
+def _alive(pid: int) -> bool:
+    """True while process ``pid`` exists and is not a zombie."""
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state != "Z"
 
 
 # -- the worker side -------------------------------------------------------------
