@@ -60,4 +60,5 @@ def run(args) -> int:
     finally:
         signal.signal(signal.SIGTERM, previous)
         scheduler.shutdown(abort_running=True)
+        app.extensions["digits"]["inference_worker"].close()
     return 0

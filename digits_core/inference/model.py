@@ -321,6 +321,7 @@ _cache: "OrderedDict[tuple, InferenceModel]" = OrderedDict()
 _cache_lock = threading.Lock()
 #: (model id as given, epoch, jobs_dir, $DIGITS_JOBS_DIR) -> (model, model.json path, its mtime)
 _aliases: dict[tuple, tuple] = {}
+_load_count = 0
 
 
 def _cache_size() -> int:
@@ -372,6 +373,8 @@ def load_inference_model(model_id, *, epoch: int | float | None = None, jobs_dir
         loaded = InferenceModel(job, info, epoch, snapshot, model, preprocessing,
                                 dataset_meta(info, preprocessing, jobs_dir))
         with _cache_lock:
+            global _load_count
+            _load_count += 1
             _cache[key] = loaded
             while len(_cache) > _cache_size():
                 _cache.popitem(last=False)
@@ -381,6 +384,11 @@ def load_inference_model(model_id, *, epoch: int | float | None = None, jobs_dir
         for name in [a for a, (m, _, _) in _aliases.items() if not any(m is c for c in _cache.values())]:
             del _aliases[name]
     return loaded
+
+
+def model_load_count() -> int:
+    """How many models this process loaded from disk (cache misses) so far."""
+    return _load_count
 
 
 def clear_model_cache() -> None:

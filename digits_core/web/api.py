@@ -172,7 +172,7 @@ def infer(job_id: str):
     """Run a model on server-side inputs: ``{"inputs": [paths], "view_id"?, "view_config"?, "epoch"?,
     "form_data"?}`` -> the samples (top-N or maps), metrics and the view's HTML fragments."""
     from .inference_views import _check_server_path
-    from .worker_calls import run_worker
+    from .inference_worker import run_in_worker
 
     job = _ext()["store"].get(job_id, kind="model")
     body = _body()
@@ -188,6 +188,6 @@ def infer(job_id: str):
     request_body = {"model": str(job.path), "jobs_dir": str(_ext()["jobs_dir"]), "inputs": checked,
                     "view": body.get("view_id") or None, "view_config": body.get("view_config") or None,
                     "epoch": body.get("epoch"), "inference_form": body.get("form_data") or None}
-    result = run_worker("infer", request_body, timeout=600)
+    result = run_in_worker("infer", request_body)
     return jsonify({"model": job.id, "results": result.get("json"), "info": result.get("info"),
-                    "html": result.get("fragments")})
+                    "html": result.get("fragments"), "worker": result.get("worker")})

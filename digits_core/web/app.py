@@ -35,7 +35,7 @@ def wants_json() -> bool:
 def create_app(jobs_dir=None, auth_token: str | None = None, *, scheduler=None, start_scheduler: bool = True,
                max_dataset_jobs: int = 2, max_training_jobs: int | None = None,
                max_upload_bytes: int = DEFAULT_MAX_UPLOAD, secret_key: str | None = None,
-               testing: bool = False) -> Flask:
+               testing: bool = False, inference_timeout: float = 600.0) -> Flask:
     """Build the web UI.
 
     Args:
@@ -53,10 +53,15 @@ def create_app(jobs_dir=None, auth_token: str | None = None, *, scheduler=None, 
         max_upload_bytes: Largest accepted request body (HTTP 413 beyond).
         secret_key: Signs the session cookie (default: random per process).
         testing: Flask testing mode.
+        inference_timeout: Seconds an inference request may take in the app's
+            long-lived inference worker (config ``DIGITS_INFERENCE_TIMEOUT``)
+            before the worker is killed, restarted and the request fails.
 
     Returns:
         The Flask app; ``app.extensions["digits"]`` holds ``jobs_dir``,
-        ``store`` and ``scheduler``.
+        ``store``, ``scheduler`` and ``inference_worker`` (an
+        :class:`~digits_core.web.inference_worker.InferenceWorker` whose
+        process starts on the first inference request).
     """
     from ..scheduler import Scheduler
 
@@ -71,12 +76,16 @@ def create_app(jobs_dir=None, auth_token: str | None = None, *, scheduler=None, 
         SESSION_COOKIE_SAMESITE="Lax",
         SESSION_COOKIE_HTTPONLY=True,
         DIGITS_AUTH_TOKEN=auth_token or None,
+        DIGITS_INFERENCE_TIMEOUT=float(inference_timeout),
     )
     app.jinja_env.autoescape = True
     csrf.init_app(app)
     if scheduler is None:
         scheduler = Scheduler(root, max_dataset_jobs=max_dataset_jobs, max_training_jobs=max_training_jobs)
-    app.extensions["digits"] = {"jobs_dir": root, "store": JobStore(root), "scheduler": scheduler}
+    from .inference_worker import InferenceWorker
+
+    app.extensions["digits"] = {"jobs_dir": root, "store": JobStore(root), "scheduler": scheduler,
+                                "inference_worker": InferenceWorker(inference_timeout)}
     if start_scheduler:
         scheduler.start()
 

@@ -122,7 +122,7 @@ def _check_server_path(raw: str) -> str:
 @bp.post("/<job_id>/infer")
 def infer(job_id: str):
     """Run the model on the given inputs and show the view's results page."""
-    from .worker_calls import run_worker
+    from .inference_worker import run_in_worker
 
     job = _ext()["store"].get(job_id, kind="model")
     view_id = request.form.get("view_id", "")
@@ -155,7 +155,7 @@ def infer(job_id: str):
         request_body["inputs"] = [_check_server_path(request.form.get("server_path", ""))]
     else:
         request_body["inputs"] = [str(_save_uploads(job, request.files.getlist("images")))]
-    result = run_worker("infer", request_body, timeout=600)
+    result = run_in_worker("infer", request_body)
     frags = result.get("fragments") or {}
     view_static = view_cls.get_static_folder()
     stylesheets = [f for f in getattr(view_cls, "stylesheets", ()) or ()] if view_static else []

@@ -5,6 +5,9 @@ code); the web server itself never does. ``run_worker(kind, request)``
 starts ``python -m digits_core.web.worker_calls KIND REQUEST.json RESULT.json``,
 waits for it and returns the result dict; a :class:`DigitsError` raised in
 the worker comes back as a :class:`DigitsError` with the same message.
+The web app runs inference in a long-lived worker instead
+(:mod:`digits_core.web.inference_worker`, same requests, same :func:`handle`),
+so the model cache stays warm; export still uses a one-off process.
 """
 
 from __future__ import annotations
@@ -73,15 +76,26 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     kind, req_path, res_path = argv
     request = json.loads(Path(req_path).read_text(encoding="utf-8"))
+    Path(res_path).write_text(json.dumps(handle(kind, request), default=str), encoding="utf-8")
+    return 0
+
+
+def handle(kind: str, request: dict) -> dict:
+    """Run one ``kind`` ("infer" or "export") request in this process.
+
+    Used by :func:`main` and by the long-lived worker
+    (:mod:`digits_core.web.inference_worker`).
+
+    Returns:
+        The result dict, or ``{"error": message}`` when it failed.
+    """
     try:
-        result = {"infer": _do_infer, "export": _do_export}[kind](request)
+        return {"infer": _do_infer, "export": _do_export}[kind](request)
     except DigitsError as exc:
-        result = {"error": str(exc)}
+        return {"error": str(exc)}
     except Exception as exc:  # noqa: BLE001
         traceback.print_exc()
-        result = {"error": f"Internal error in the {kind} worker: {type(exc).__name__}: {exc}"}
-    Path(res_path).write_text(json.dumps(result, default=str), encoding="utf-8")
-    return 0
+        return {"error": f"Internal error in the {kind} worker: {type(exc).__name__}: {exc}"}
 
 
 if __name__ == "__main__":

@@ -1,0 +1,124 @@
+"""The web app's long-lived inference worker: warm model cache, restarts, timeouts, crashes.
+
+Real processes and a real (tiny) LeNet trained here by ``digits_core.engine.train``
+on a 3-class 8×8 image folder; inference goes through the Flask test client
+(``POST /api/models/ID/infer``), which hands it to the app's worker process.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+from PIL import Image
+
+pytestmark = pytest.mark.slow
+
+SPOTS = {"a": (0, 0), "b": (3, 3), "c": (5, 5)}
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    from digits_core.datasets import create_dataset
+    from digits_core.engine import train
+    from digits_core.web import create_app
+
+    root = tmp_path_factory.mktemp("worker")
+    rng = np.random.default_rng(0)
+    for name, (r, c) in SPOTS.items():
+        (root / "images" / name).mkdir(parents=True)
+        for i in range(8):
+            image = rng.integers(0, 40, (8, 8)).astype(np.uint8)
+            image[r:r + 3, c:c + 3] = 220
+            Image.fromarray(image).save(root / "images" / name / f"{i}.png")
+    jobs = root / "jobs"
+    ds = create_dataset("image-classification", {"folder": str(root / "images"), "image_type": "grayscale",
+                                                 "width": 8, "height": 8}, workers=1, jobs_dir=jobs)
+    model = train(ds.id, "lenet", name="tiny", epochs=1, batch_size=8, jobs_dir=jobs)
+    app = create_app(jobs, start_scheduler=False, testing=True, inference_timeout=120)
+    client = app.test_client()
+    token = client.get("/api/csrf-token").get_json()["csrf_token"]
+    worker = app.extensions["digits"]["inference_worker"]
+    try:
+        yield app, client, token, model, str(root / "images" / "b" / "0.png"), worker
+    finally:
+        worker.close()
+
+
+def _infer(served):
+    app, client, token, model, image, _ = served
+    start = time.perf_counter()
+    resp = client.post(f"/api/models/{model.id}/infer", json={"inputs": [image]}, headers={"X-CSRFToken": token})
+    return resp, time.perf_counter() - start
+
+
+def _wait_gone(worker, pid, seconds=10.0):
+    deadline = time.monotonic() + seconds
+    while worker.pid == pid and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert worker.pid != pid
+
+
+def test_consecutive_requests_share_one_warm_worker(served):
+    worker = served[-1]
+    assert worker.pid is None  # started lazily, by the first inference request
+    first, cold = _infer(served)
+    second, warm = _infer(served)
+    assert first.status_code == 200, first.get_json()
+    assert second.status_code == 200, second.get_json()
+    one, two = first.get_json()["worker"], second.get_json()["worker"]
+    print(f"\ninference latency through the Flask app: 1st {cold:.3f} s (worker {one['seconds']:.3f} s, "
+          f"loaded model), 2nd {warm:.3f} s (worker {two['seconds']:.3f} s, cached), ratio {cold / warm:.1f}x")
+    assert one["pid"] == two["pid"] == worker.pid
+    assert one["loaded_model"] is True and two["loaded_model"] is False
+    assert one["model_loads"] == two["model_loads"] == 1 and two["requests"] == 2
+    assert first.get_json()["results"]["samples"][0]["top"][0]["label"] == second.get_json()["results"]["samples"][0]["top"][0]["label"]
+    assert warm < cold
+
+
+def test_killed_worker_is_restarted_transparently(served):
+    worker = served[-1]
+    resp, _ = _infer(served)
+    pid = resp.get_json()["worker"]["pid"]
+    os.kill(pid, signal.SIGKILL)
+    _wait_gone(worker, pid)
+    again, _ = _infer(served)
+    assert again.status_code == 200, again.get_json()
+    info = again.get_json()["worker"]
+    assert info["pid"] != pid and info["requests"] == 1 and info["loaded_model"] is True
+
+
+def test_timeout_and_crash_fail_only_that_request(served):
+    app, worker = served[0], served[-1]
+    worker.close()  # the next request starts a cold worker: TensorFlow's import alone takes longer than 1 s
+    app.config["DIGITS_INFERENCE_TIMEOUT"] = 1.0
+    try:
+        slow, seconds = _infer(served)
+    finally:
+        app.config["DIGITS_INFERENCE_TIMEOUT"] = 120.0
+    message = slow.get_json()["error"]["message"]
+    assert slow.status_code == 400 and "did not finish within 1 s" in message and "fresh one" in message
+    assert seconds < 10 and worker.pid is None
+
+    def kill_soon():  # a worker that dies mid-request (like a crashing custom network)
+        deadline = time.monotonic() + 10
+        while worker.pid is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.5)
+        if worker.pid is not None:
+            os.kill(worker.pid, signal.SIGKILL)
+
+    killer = threading.Thread(target=kill_soon)
+    killer.start()
+    crashed, _ = _infer(served)
+    killer.join()
+    message = crashed.get_json()["error"]["message"]
+    assert crashed.status_code == 400 and "stopped while running" in message and "SIGKILL" in message
+
+    ok, _ = _infer(served)
+    assert ok.status_code == 200, ok.get_json()
+    assert ok.get_json()["worker"]["requests"] == 1
