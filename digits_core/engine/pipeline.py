@@ -6,8 +6,19 @@ Two sources, one pipeline:
   whole stage is read with one batched LMDB read (``read_all``), kept as
   tensors, and each batch is a ``tf.gather`` of shuffled indexes;
 * **stream**: each batch is one ``read_indexes`` call (one LMDB transaction
-  for a batch of keys) from a Python generator, decoded there, then handed
-  to tf.data.
+  for a batch of keys) from a Python generator, handed to tf.data.
+
+Encoded stages (PNG, JPEG or pass-through file bytes) are read as batches
+of encoded bytes (``decode=False``) and decoded inside tf.data with
+``tf.io.decode_png`` / ``decode_jpeg`` / ``decode_image`` in parallel
+``map`` stages (:func:`make_decoder`), never with Pillow one record at a
+time: a preloaded stage is decoded once, when it is loaded, by a parallel
+tf.data pass (then batches are gathers as for raw data); a streamed stage
+is decoded per batch in the training/validation pipeline. 16-bit PNGs
+decode to uint16, and the channel count comes from the dataset's feature
+shape. Raw stages keep the ``frombuffer`` fast path. A stage that mixes
+raw and encoded records, or an encoded stage of a dtype other than uint8
+or uint16, is decoded by the reader (Pillow) as before.
 
 Never one record at a time through Python. Normalization (mean, scale),
 cropping and augmentation are batched TensorFlow ops in ``map`` stages,
@@ -32,6 +43,108 @@ from .options import Augmentation
 from .preprocessing import Preprocessing, center_crop_offsets
 
 AUTOTUNE = -1
+
+#: Encoding names (``dataset.json`` ``stages.<s>.encodings``) of encoded features.
+ENCODED_KINDS = ("png", "jpg", "other")
+
+
+def stage_encodings(reader, stage: str) -> frozenset | None:
+    """The encodings of an encoded stage the pipeline decodes in TensorFlow, or ``None``.
+
+    ``None`` (reader decodes) for raw stages, readers without
+    ``feature_encodings``, stages mixing raw and encoded records, and
+    dtypes PNG/JPEG cannot hold.
+    """
+    counts = getattr(reader, "feature_encodings", None)
+    if counts is None:
+        return None
+    kinds = {k for k, v in counts(stage).items() if v}
+    if not kinds or not kinds <= set(ENCODED_KINDS):
+        return None
+    if np.dtype(reader.feature_dtype()) not in (np.uint8, np.uint16):
+        return None
+    return frozenset(kinds)
+
+
+def make_decoder(feature_shape: tuple, feature_dtype, kinds):
+    """Return a TensorFlow function decoding one encoded image (scalar string) to ``feature_shape``.
+
+    uint16 features decode with ``tf.io.decode_png(dtype=tf.uint16)``; uint8
+    ones with ``decode_png`` (PNG-only stages), ``decode_jpeg`` (JPEG-only;
+    ``dct_method="INTEGER_ACCURATE"``, the IDCT Pillow uses) or, for mixed
+    or other formats, ``decode_jpeg`` for JPEG bytes and ``decode_image``
+    for the rest, with ``channels`` = the
+    feature shape's C, so gray stays gray and RGB stays RGB. The result is
+    checked against the shape (a record that decodes to another shape
+    fails the pipeline with InvalidArgumentError).
+    """
+    import tensorflow as tf
+
+    shape = tuple(int(d) for d in feature_shape)
+    channels = shape[2]
+    kinds = frozenset(kinds)
+
+    def decode_jpeg(data):
+        # INTEGER_ACCURATE = libjpeg's ISLOW IDCT, Pillow's choice; TF's default (IFAST) differs by a few levels.
+        return tf.io.decode_jpeg(data, channels=channels, dct_method="INTEGER_ACCURATE")
+
+    if np.dtype(feature_dtype) == np.uint16:
+        def raw_decode(data):
+            return tf.io.decode_png(data, channels=channels, dtype=tf.uint16)
+    elif kinds == {"png"}:
+        def raw_decode(data):
+            return tf.io.decode_png(data, channels=channels)
+    elif kinds == {"jpg"}:
+        def raw_decode(data):
+            return decode_jpeg(data)
+    else:
+        def raw_decode(data):
+            return tf.cond(tf.strings.substr(data, 0, 3) == b"\xff\xd8\xff", lambda: decode_jpeg(data),
+                           lambda: tf.io.decode_image(data, channels=channels, dtype=tf.uint8,
+                                                      expand_animations=False))
+
+    def decode(data):
+        return tf.ensure_shape(raw_decode(data), shape)
+
+    return decode
+
+
+def make_batch_decoder(feature_shape: tuple, feature_dtype, kinds):
+    """Like :func:`make_decoder` for a ``[N]`` string batch -> ``[N, H, W, C]`` (a graph loop, no Python)."""
+    import tensorflow as tf
+
+    decode = make_decoder(feature_shape, feature_dtype, kinds)
+    spec = tf.TensorSpec(tuple(feature_shape), tf.as_dtype(np.dtype(feature_dtype)))
+
+    def decode_batch(data):
+        return tf.map_fn(decode, data, fn_output_signature=spec, parallel_iterations=16)
+
+    return decode_batch
+
+
+def bytes_array(items) -> np.ndarray:
+    """A 1-D object array of ``bytes`` (numpy ``S`` arrays would drop trailing NUL bytes)."""
+    out = np.empty(len(items), dtype=object)
+    out[:] = list(items)
+    return out
+
+
+def decode_all(encoded, feature_shape: tuple, feature_dtype, kinds, chunk: int = 1024) -> np.ndarray:
+    """Decode a list of encoded images with one parallel tf.data pass; return ``[N, H, W, C]``."""
+    import tensorflow as tf
+
+    n = len(encoded)
+    out = np.empty((n, *feature_shape), dtype=np.dtype(feature_dtype))
+    if n == 0:
+        return out
+    decode = make_decoder(feature_shape, feature_dtype, kinds)
+    ds = (tf.data.Dataset.from_tensor_slices(bytes_array(encoded))
+          .map(decode, num_parallel_calls=AUTOTUNE, deterministic=True).batch(chunk).prefetch(2))
+    pos = 0
+    for batch in ds.as_numpy_iterator():
+        out[pos:pos + len(batch)] = batch
+        pos += len(batch)
+    return out
 
 
 @dataclass
@@ -83,11 +196,21 @@ class StageSource:
         self.feature_shape = tuple(reader.feature_shape())
         self.feature_dtype = np.dtype(reader.feature_dtype())
         self.label_kind = reader.label_kind
+        self.encodings = stage_encodings(reader, stage)
         self.features = self.labels = None
+        self.decode_s = 0.0
         if self.preload:
-            self.features, labels = reader.read_all(stage)
+            if self.encoded:
+                import time
+
+                t0 = time.perf_counter()
+                encoded, labels = reader.read_all(stage, decode=False)
+                self.features = self._decode(encoded)
+                self.decode_s = time.perf_counter() - t0
+            else:
+                self.features, labels = reader.read_all(stage)
             self.labels = self._fix_labels(labels)
-        first = self.labels[:1] if self.preload else self._fix_labels(reader.read_batch(stage, 0, 1)[1])
+        first = self.labels[:1] if self.preload else self.read_labels(np.arange(min(1, self.n)))
         self.label_shape = tuple(first.shape[1:])
         self.label_dtype = first.dtype
 
@@ -97,12 +220,43 @@ class StageSource:
         labels = labels.astype(np.float32, copy=False)
         return labels.reshape(len(labels), -1)
 
+    @property
+    def encoded(self) -> bool:
+        """Features are decoded by TensorFlow (see :func:`stage_encodings`)."""
+        return self.encodings is not None
+
+    def _decode(self, encoded) -> np.ndarray:
+        if isinstance(encoded, np.ndarray):  # every record turned out raw
+            return encoded
+        return decode_all(encoded, self.feature_shape, self.feature_dtype, self.encodings)
+
     def read(self, indexes: np.ndarray):
-        """Read records by index (preloaded: numpy take; streamed: one batched LMDB read)."""
+        """Read records by index (preloaded: numpy take; streamed: one batched LMDB read).
+
+        Returns decoded features; a streamed encoded stage decodes them with
+        TensorFlow (:func:`decode_all`).
+        """
         if self.preload:
             return self.features[indexes], self.labels[indexes]
+        if self.encoded:
+            encoded, labels = self.read_encoded(indexes)
+            return self._decode(encoded), labels
         features, labels = self.reader.read_indexes(self.stage, [int(i) for i in indexes])
         return np.asarray(features), self._fix_labels(labels)
+
+    def read_encoded(self, indexes: np.ndarray):
+        """Streamed encoded stage: ``(encoded bytes list (or raw array), labels)`` in one LMDB read, no decoding."""
+        features, labels = self.reader.read_indexes(self.stage, [int(i) for i in indexes], decode=False)
+        return features, self._fix_labels(labels)
+
+    def read_labels(self, indexes: np.ndarray) -> np.ndarray:
+        """Labels only (features are not decoded)."""
+        if self.preload:
+            return self.labels[indexes]
+        idx = [int(i) for i in indexes]
+        if self.encoded:
+            return self._fix_labels(self.reader.read_indexes(self.stage, idx, decode=False)[1])
+        return self._fix_labels(self.reader.read_indexes(self.stage, idx)[1])
 
     def sample(self, count: int = 1024, seed: int = 0) -> np.ndarray:
         """A few features for statistics (input scale)."""
@@ -173,7 +327,11 @@ def train_dataset(source: StageSource, *, layout: Layout, prep: Preprocessing, a
             ds = ds.skip(skip_batches * layout.local_replicas)
         ds = ds.map(gather, num_parallel_calls=AUTOTUNE, deterministic=True)
     else:
-        feat_sig = tf.TensorSpec((None, *source.feature_shape), tf.as_dtype(source.feature_dtype))
+        encoded = source.encoded
+        if encoded:
+            feat_sig = tf.TensorSpec((None,), tf.string)
+        else:
+            feat_sig = tf.TensorSpec((None, *source.feature_shape), tf.as_dtype(source.feature_dtype))
         label_sig = tf.TensorSpec((None, *source.label_shape), tf.as_dtype(source.label_dtype))
 
         def generator(epoch):
@@ -185,7 +343,11 @@ def train_dataset(source: StageSource, *, layout: Layout, prep: Preprocessing, a
                 if count >= batches_per_epoch or (drop and len(idx) < per_b):
                     return
                 count += 1
-                x, y = source.read(idx)
+                if encoded:
+                    x, y = source.read_encoded(idx)
+                    x = bytes_array(x)
+                else:
+                    x, y = source.read(idx)
                 yield epoch, j, x, y
 
         def epoch_batches(epoch):
@@ -196,6 +358,10 @@ def train_dataset(source: StageSource, *, layout: Layout, prep: Preprocessing, a
         ds = tf.data.Dataset.range(start_epoch, epochs).flat_map(epoch_batches)
         if skip_batches:
             ds = ds.skip(skip_batches * layout.local_replicas)
+        if encoded:
+            decode_batch = make_batch_decoder(source.feature_shape, source.feature_dtype, source.encodings)
+            ds = ds.map(lambda e, j, x, y: (e, j, decode_batch(x), y),
+                        num_parallel_calls=AUTOTUNE, deterministic=True)
 
     def transform(epoch, j, x, y):
         x = prep.tf_normalize(x)
@@ -255,6 +421,9 @@ def val_dataset(source: StageSource, *, layout: Layout, prep: Preprocessing):
             yield x.astype(np.float32), y, valid
 
     in_shape = prep.input_shape
+    if source.encoded and not source.preload:
+        return _encoded_val_dataset(source, per_b=per_b, batches=batches, idx_all=idx_all, prep=prep,
+                                    label_shape=label_shape), steps
     ds = tf.data.Dataset.from_generator(generator, output_signature=(
         tf.TensorSpec((per_b, *in_shape), tf.float32),
         tf.TensorSpec((per_b, *label_shape), tf.as_dtype(source.label_dtype)),
@@ -262,3 +431,48 @@ def val_dataset(source: StageSource, *, layout: Layout, prep: Preprocessing):
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
     return ds.with_options(options).prefetch(AUTOTUNE), steps
+
+
+def _encoded_val_dataset(source: StageSource, *, per_b: int, batches: int, idx_all: np.ndarray,
+                         prep: Preprocessing, label_shape: tuple):
+    """Validation batches of a streamed encoded stage: bytes from LMDB, decode/normalize/crop/pad in tf.data."""
+    import tensorflow as tf
+
+    from .preprocessing import tf_center_crop
+
+    crop = prep.crop_size
+    is_mask = source.label_kind == "mask"
+    decode_batch = make_batch_decoder(source.feature_shape, source.feature_dtype, source.encodings)
+    in_shape = tuple(prep.input_shape)
+
+    def generator():
+        for b in range(batches):
+            idx = idx_all[b * per_b:(b + 1) * per_b]
+            valid = np.zeros(per_b, np.float32)
+            valid[:len(idx)] = 1
+            if len(idx):
+                x, y = source.read_encoded(idx)
+            else:
+                x, y = [], np.zeros((0, *source.label_shape), source.label_dtype)
+            if crop and is_mask:
+                top, left = center_crop_offsets(y.shape[1], y.shape[2], crop) if len(idx) else (0, 0)
+                y = y[:, top:top + crop, left:left + crop]
+            pad = per_b - len(idx)
+            if pad:
+                y = np.concatenate([y, np.zeros((pad, *label_shape), y.dtype)])
+            yield bytes_array(x), y, valid
+
+    def transform(x, y, valid):
+        images = tf_center_crop(prep.tf_normalize(decode_batch(x)), crop)
+        pad = per_b - tf.shape(images)[0]
+        images = tf.concat([images, tf.zeros(tf.concat([[pad], tf.constant(in_shape, tf.int32)], 0), tf.float32)], 0)
+        return tf.ensure_shape(images, (per_b, *in_shape)), y, valid
+
+    ds = tf.data.Dataset.from_generator(generator, output_signature=(
+        tf.TensorSpec((None,), tf.string),
+        tf.TensorSpec((per_b, *label_shape), tf.as_dtype(source.label_dtype)),
+        tf.TensorSpec((per_b,), tf.float32)))
+    ds = ds.map(transform, num_parallel_calls=AUTOTUNE, deterministic=True)
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
+    return ds.with_options(options).prefetch(AUTOTUNE)

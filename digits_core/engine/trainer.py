@@ -216,7 +216,7 @@ def _num_outputs(task: str, reader, source: StageSource) -> int:
     for names in (reader.class_labels, reader.color_palette):
         if names:
             return len(names)
-    labels = source.labels if source.preload else source.read(np.arange(min(source.n, 256)))[1]
+    labels = source.labels if source.preload else source.read_labels(np.arange(min(source.n, 256)))
     return int(np.max(labels)) + 1
 
 
@@ -314,7 +314,7 @@ class _Run:
         if task != "regression" and opts.class_weights is not None:
             if opts.class_weights == "auto":
                 labels = self.train_src.labels if self.train_src.preload else \
-                    self.train_src.read(np.arange(min(self.train_src.n, 4096)))[1]
+                    self.train_src.read_labels(np.arange(min(self.train_src.n, 4096)))
                 self.class_weights = auto_class_weights(labels, self.num_outputs)
             else:
                 if len(opts.class_weights) != self.num_outputs:
