@@ -63,6 +63,29 @@ def _wait_gone(worker, pid, seconds=10.0):
     assert worker.pid != pid
 
 
+def test_worker_protocol_errors_and_restart_without_tensorflow():
+    """An unknown request kind fails in the worker (no model, no TensorFlow), the worker lives on."""
+    from digits_core.errors import DigitsError
+    from digits_core.web.inference_worker import InferenceWorker
+
+    worker = InferenceWorker(timeout=30)
+    try:
+        with pytest.raises(DigitsError, match="Internal error in the bogus worker: KeyError"):
+            worker.call("bogus", {})
+        pid = worker.pid
+        with pytest.raises(DigitsError, match="bogus"):
+            worker.call("bogus", {})
+        assert worker.pid == pid and worker.starts == 1
+        os.kill(pid, signal.SIGKILL)
+        _wait_gone(worker, pid)
+        with pytest.raises(DigitsError, match="bogus"):
+            worker.call("bogus", {})
+        assert worker.pid not in (None, pid) and worker.starts == 2
+    finally:
+        worker.close()
+    assert worker.pid is None
+
+
 def test_consecutive_requests_share_one_warm_worker(served):
     worker = served[-1]
     assert worker.pid is None  # started lazily, by the first inference request

@@ -121,12 +121,23 @@ class InferenceWorker:
             self._lock.release()
 
     def close(self, timeout: float = 5.0) -> None:
-        """Stop the worker (it exits when its stdin closes; killed after ``timeout``)."""
-        with self._lock:
+        """Stop the worker (it exits when its stdin closes; killed after ``timeout``).
+
+        A request still running after ``timeout`` is ended by killing the
+        worker; that request then fails like one whose worker crashed.
+        """
+        if not self._lock.acquire(timeout=timeout):
+            proc = self._proc
+            if proc is not None:
+                proc.kill()
+            return
+        try:
             self._stop(kill=False, timeout=timeout)
             if self._log_path is not None:
                 self._log_path.unlink(missing_ok=True)
                 self._log_path = None
+        finally:
+            self._lock.release()
 
     # -- internals --------------------------------------------------------------
 
