@@ -19,7 +19,7 @@ Figures (images/s, medians over ``--repeats``, runs alternate raw / PNG):
 
 Run (TensorFlow runs under the shared lock on the team machine)::
 
-    flock /tmp/digits-tf.lock .venv/bin/python bench/encoded_pipeline.py [--images 10000] [--epochs 3] [--repeats 2]
+    .venv/bin/python bench/encoded_pipeline.py [--images 10000] [--epochs 3] [--repeats 2]
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ load hits both alike:
 
 Usage (TensorFlow: run under the shared lock on the team machine)::
 
-    flock /tmp/digits-tf.lock .venv/bin/python bench/inference_latency.py [--rounds 20] [--calls 50] [--json]
+    .venv/bin/python bench/inference_latency.py [--rounds 20] [--calls 50] [--json]
 """
 
 from __future__ import annotations

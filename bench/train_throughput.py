@@ -13,7 +13,7 @@ process starting (imports included) to the first training step completed.
 
 Run (TensorFlow runs under the shared lock on the team machine)::
 
-    flock /tmp/digits-tf.lock .venv/bin/python bench/train_throughput.py [--images 20000] [--epochs 3] [--repeats 2]
+    .venv/bin/python bench/train_throughput.py [--images 20000] [--epochs 3] [--repeats 2]
 """
 
 from __future__ import annotations
