@@ -5,7 +5,7 @@ from __future__ import annotations
 from digits_core import DataIngestion
 
 from .forms import InferenceForm, form_defaults
-from .inference import prepare_upload
+from .inference import inference_entries, prepare_upload
 
 
 class ImageIngestionBase(DataIngestion):
@@ -35,3 +35,20 @@ class ImageIngestionBase(DataIngestion):
     def get_inference_template(form):
         """Return the inference form's Jinja2 layout."""
         return DataIngestion.template_from_package("digits_data_images", "templates/inference.html", form=form)
+
+    def itemize_entries(self, stage: str) -> list:
+        """Return the entries of ``stage``, split once for all stages.
+
+        Classification entries are ``(image path, class id)``, segmentation
+        entries ``(image path, label path)``; for inference
+        (``is_inference_db``), the images of the inference form for ``"test"``.
+        """
+        if self.is_inference_db:
+            return inference_entries(self, stage)
+        if self._split is None:
+            self._split = self._build_split()
+        return self._split.get(stage, [])
+
+    def _build_split(self) -> dict[str, list]:
+        """Return ``{stage: entries}`` for every stage (the subclass lists its sources)."""
+        raise NotImplementedError

@@ -42,7 +42,7 @@ from . import listing
 from .encoding import encode_image_file
 from .forms import image_option_fields, existing_file, existing_folder, expand
 from .base import ImageIngestionBase
-from .inference import encode_inference_entry, inference_entries
+from .inference import encode_inference_entry
 
 logger = logging.getLogger("digits_data_images")
 
@@ -244,14 +244,6 @@ class ImageClassificationIngestion(ImageIngestionBase):
             if name in self._class_ids:
                 out.setdefault(self._class_ids[name], []).append(path)
         return out
-
-    def itemize_entries(self, stage: str) -> list:
-        """Return ``(path, class id)`` tuples for ``stage`` (inference: image paths for ``"test"``)."""
-        if self.is_inference_db:
-            return inference_entries(self, stage)
-        if self._split is None:
-            self._split = self._build_split()
-        return self._split.get(stage, [])
 
     def encode_entry(self, entry):
         """Read, convert, resize and encode one image; returns ``(feature, class id)``."""

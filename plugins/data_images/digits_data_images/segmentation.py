@@ -32,7 +32,7 @@ from . import listing
 from .encoding import encode_image_file, read_file
 from .forms import image_option_fields, existing_file, existing_folder, expand
 from .base import ImageIngestionBase
-from .inference import encode_inference_entry, inference_entries
+from .inference import encode_inference_entry
 from .resize import open_image, resize_image
 
 logger = logging.getLogger("digits_data_images")
@@ -179,14 +179,6 @@ class ImageSegmentationIngestion(ImageIngestionBase):
         if num_classes:
             palette = (palette + default_palette(max(num_classes, 256))[len(palette):])[:num_classes]
         return palette
-
-    def itemize_entries(self, stage: str) -> list:
-        """Return ``(image path, label path)`` pairs for ``stage`` (inference: image paths for ``"test"``)."""
-        if self.is_inference_db:
-            return inference_entries(self, stage)
-        if self._split is None:
-            self._split = self._build_split()
-        return self._split.get(stage, [])
 
     def encode_entry(self, entry):
         """Encode one image and its label; returns ``(feature, H×W mask)``."""
