@@ -13,6 +13,10 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE_PLUGINS = Path(__file__).resolve().parent / "sample_plugins"
 
+# Helper modules of the suite (``import live_server`` in a test) live next to this file.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from live_server import live_server  # noqa: E402,F401  (the fixture: a real `digits serve` subprocess)
+
 
 def pip_install_target(source: Path, target: Path) -> Path:
     """Really pip-install the distribution in ``source`` into folder ``target``."""

@@ -1,4 +1,12 @@
-"""A tiny third-party plugin: numbered grey squares, and a text view."""
+"""A tiny third-party plugin: numbered grey squares, and a text view.
+
+Test hook: when ``DIGITS_SAMPLE_GATE`` names a file, itemizing creates
+``<that file>.waiting`` and then blocks until the file exists, so a test
+holds a dataset job Running for exactly as long as it needs.
+"""
+
+import os
+import time
 
 import numpy as np
 from wtforms import Form, IntegerField, validators
@@ -26,6 +34,12 @@ class NumbersIngestion(DataIngestion):
         return "{{ form.count.label }} {{ form.count() }}", {}
 
     def itemize_entries(self, stage):
+        gate = os.environ.get("DIGITS_SAMPLE_GATE")
+        if gate:
+            with open(gate + ".waiting", "w"):
+                pass
+            while not os.path.exists(gate):
+                time.sleep(0.05)
         self.userdata["class_labels"] = ["even", "odd"]
         return list(range(self.count)) if stage != "test" else []
 
