@@ -3,7 +3,7 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-PLUGINS := plugins/data_images plugins/data_sunnybrook plugins/view_classification plugins/view_segmentation
+PLUGINS := plugins/data_images plugins/data_sunnybrook plugins/view_classification plugins/view_segmentation plugins/view_generic
 PYTEST_ARGS ?=
 
 .PHONY: setup demo test test-fast clean
