@@ -182,10 +182,10 @@ def _pid_alive(pid) -> bool:
 
 
 def job_status_text(job) -> str:
-    """Return the status, noting a Running job whose process is gone (killed)."""
+    """Return the status; a Running job whose process is gone (killed) shows as Aborted."""
     status = job.status.value
     if status == "Running" and "pid" in job.data and not _pid_alive(job.data.get("pid")):
-        return "Running (process gone)"
+        return "Aborted"
     return status
 
 

@@ -1,0 +1,189 @@
+"""The worker side of a dataset job: encode a chunk of entries into packed records.
+
+:func:`encode_chunk` runs in a worker process (or in the job's own process
+with one worker). It calls the plugin's ``encode_entry`` on each entry,
+checks and packs every ``(feature, label)`` pair (:func:`records.pack_record`)
+and sums the decoded pixels for the mean image. A bad entry becomes an error
+message; it never stops the chunk.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from . import records as rec
+
+#: Pixels of this many bytes are summed at once for the mean (one numpy call instead of one per image).
+MEAN_BATCH_BYTES = 4 << 20
+#: At most this many record layouts get a running mean sum per chunk (more means a broken plugin).
+MAX_MEAN_LAYOUTS = 4
+
+
+class Outcome(NamedTuple):
+    """What one entry became: its records and their metas, or an error message."""
+
+    records: list | None
+    metas: list | None
+    error: str | None
+    #: Class ids (a list, counted by the parent) or a mask histogram (array), or None.
+    histogram: Any
+
+
+class UniformChunk(NamedTuple):
+    """A chunk whose entries all encoded, to records sharing one meta (the usual case, sent compactly)."""
+
+    meta: rec.RecordMeta
+    records: list
+    per_entry: list  # records per entry (usually all 1)
+    histogram: Any  # class or mask histogram of the chunk, or None
+
+    def expand(self) -> list[Outcome]:
+        """Return the per-entry outcomes this chunk stands for."""
+        outcomes, i = [], 0
+        for n in self.per_entry:
+            outcomes.append(Outcome(self.records[i:i + n], [self.meta] * n, None, None))
+            i += n
+        return outcomes
+
+
+class ChunkResult(NamedTuple):
+    """A worker's answer for one chunk."""
+
+    outcomes: list[Outcome] | UniformChunk
+    #: Record layout -> ``(float64 sum of pixels, image count)`` for the mean image.
+    mean_sums: dict
+
+
+def describe_exception(exc: BaseException) -> str:
+    """``"Type: message"`` (or just the type when the message is empty)."""
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+class MeanSum:
+    """A running float64 sum of images of one shape, added in batches (one numpy call per few MB)."""
+
+    def __init__(self, shape: tuple):
+        self.total = np.zeros(shape, np.float64)
+        self.count = 0
+        self._pending: list[np.ndarray] = []
+        self._pending_bytes = 0
+
+    def add(self, pixels: np.ndarray) -> None:
+        """Queue one image (summed when the batch is full or at :meth:`result`)."""
+        self._pending.append(pixels)
+        self._pending_bytes += pixels.nbytes
+        if self._pending_bytes >= MEAN_BATCH_BYTES:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._pending:
+            self.total += np.sum(np.stack(self._pending), axis=0, dtype=np.float64)
+            self.count += len(self._pending)
+            self._pending = []
+            self._pending_bytes = 0
+
+    def result(self) -> tuple[np.ndarray, int]:
+        """Return ``(sum, count)`` with everything queued added."""
+        self._flush()
+        return self.total, self.count
+
+
+class _Worker:
+    """The state a worker process keeps between chunks (set by the pool's initializer)."""
+
+    plugin: Any = None
+    #: Optional shared int64 array: ``[2*slot]`` = pid, ``[2*slot+1]`` = index of the entry being encoded.
+    tracker: Any = None
+    slot: int = -1
+
+
+def set_worker_plugin(plugin, tracker=None, slot: int = -1) -> None:
+    """Make ``plugin`` the one :func:`encode_chunk` uses in this process (``None`` forgets it)."""
+    _Worker.plugin, _Worker.tracker, _Worker.slot = plugin, tracker, slot
+
+
+def _track(index: int) -> None:
+    tracker = _Worker.tracker
+    if tracker is not None:
+        tracker[2 * _Worker.slot + 1] = index
+
+
+def encode_chunk(start: int, entries: list, mean_every: int) -> ChunkResult:
+    """Encode ``entries`` (stage indexes from ``start``) with this process's plugin.
+
+    Args:
+        start: Index of the first entry in its stage.
+        entries: The entries, as ``itemize_entries`` listed them.
+        mean_every: Sum every image with decoded pixels, and decode every
+            ``mean_every``-th encoded one, for the mean image; 0 for none.
+
+    Returns:
+        A :class:`ChunkResult`: a :class:`UniformChunk` when every entry
+        encoded to records of one meta, else one :class:`Outcome` per entry.
+    """
+    plugin = _Worker.plugin
+    outcomes: list[Outcome] = []
+    sums: dict[tuple, MeanSum] = {}
+    interned: dict = {}  # equal metas become one object: pickled once per chunk
+    for offset, entry in enumerate(entries):
+        _track(start + offset)
+        try:
+            outcomes.append(_encode_entry(plugin, entry, start + offset, mean_every, sums, interned))
+        except Exception as exc:  # noqa: BLE001 - a bad entry is skipped and reported
+            outcomes.append(Outcome(None, None, describe_exception(exc), None))
+    _track(-1)
+    mean_sums = {layout: acc.result() for layout, acc in sums.items()}
+    if len(interned) == 1 and all(o.error is None for o in outcomes):
+        return ChunkResult(_uniform(next(iter(interned)), outcomes), mean_sums)
+    return ChunkResult(outcomes, mean_sums)
+
+
+def _encode_entry(plugin, entry, index: int, mean_every: int, sums: dict, interned: dict) -> Outcome:
+    result = plugin.encode_entry(entry)
+    pairs = result if isinstance(result, list) else [result]
+    if not pairs:
+        raise rec.RecordError("encode_entry returned an empty list")
+    packed, metas, hist = [], [], None
+    for pair in pairs:
+        if not isinstance(pair, tuple) or len(pair) != 2:
+            raise rec.RecordError(f"encode_entry must return (feature, label) or a list of them, "
+                                  f"got {type(pair).__name__}")
+        data, meta, pixels = rec.pack_record(*pair)
+        meta = interned.setdefault(meta, meta)
+        if mean_every and (pixels is not None or index % mean_every == 0):
+            _add_to_mean(sums, meta, pair[0], pixels)
+        packed.append(data)
+        metas.append(meta)
+        if meta.label_kind == rec.CLASS:  # class ids are counted in the parent, per chunk
+            hist = (hist or []) + [int(pair[1])]
+        else:
+            hist = rec.add_histograms(hist, rec.label_histogram(pair[1], meta.label_kind))
+    return Outcome(packed, metas, None, hist)
+
+
+def _add_to_mean(sums: dict, meta: rec.RecordMeta, feature, pixels) -> None:
+    if pixels is None:
+        pixels = rec.decode_image_bytes(feature.data, meta.feature_shape, meta.feature_dtype)
+    acc = sums.get(meta.layout)
+    if acc is None:
+        if len(sums) >= MAX_MEAN_LAYOUTS:
+            return
+        acc = sums[meta.layout] = MeanSum(meta.feature_shape)
+    acc.add(pixels.reshape(meta.feature_shape))
+
+
+def _uniform(meta: rec.RecordMeta, outcomes: list[Outcome]) -> UniformChunk:
+    """Pack a chunk of good entries sharing ``meta`` so the parent does no per-record Python work."""
+    records = [r for o in outcomes for r in o.records]
+    per_entry = [len(o.records) for o in outcomes]
+    if meta.label_kind == rec.CLASS:
+        labels = np.fromiter((c for o in outcomes for c in o.histogram), dtype=np.int64, count=len(records))
+        hist = np.bincount(labels) if len(labels) and labels.max() < rec.MAX_HISTOGRAM_CLASSES else None
+    else:
+        hist = None
+        for o in outcomes:
+            hist = rec.add_histograms(hist, o.histogram)
+    return UniformChunk(meta, records, per_entry, hist)

@@ -1,0 +1,214 @@
+"""The encoder worker processes of a dataset job, and their lifetime.
+
+:class:`WorkerPool` sends chunks of entries to worker processes and yields
+the results in submission order (= record order), keeping a bounded window
+of chunks in flight. With one worker, :class:`InlinePool` encodes in the
+job's own process behind the same interface.
+
+Workers never outlive the job: each one asks the kernel to kill it when its
+parent dies (``PR_SET_PDEATHSIG``, Linux), and a watchdog thread exits it
+when the job process is gone (other systems, or a forkserver parent). They
+ignore SIGINT (Ctrl-C reaches the whole terminal group; the job process
+stops them). When a worker dies (out of memory, a crash in native code, an
+``os._exit`` in a plugin), the error names the entry it was encoding.
+
+Worker processes are forked when TensorFlow is not loaded in this process
+(cheap, nothing to pickle); otherwise they come from a ``forkserver``
+(forking a process that runs TensorFlow threads is unsafe), which pickles
+the plugin instance once per worker.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import multiprocessing
+import os
+import signal
+import sys
+import threading
+import time
+from collections import deque
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import Callable, Iterable, Iterator
+
+from ..errors import DatasetError
+from .encoder import encode_chunk, set_worker_plugin
+
+#: Seconds between two checks of the worker's watchdog that the job process is alive.
+WATCHDOG_INTERVAL_S = 0.5
+_PR_SET_PDEATHSIG = 1
+
+
+def mp_context():
+    """The multiprocessing context for workers: fork unless TensorFlow is loaded here."""
+    methods = multiprocessing.get_all_start_methods()
+    if "fork" in methods and "tensorflow" not in sys.modules:
+        return multiprocessing.get_context("fork")
+    if "forkserver" in methods:
+        return multiprocessing.get_context("forkserver")
+    return multiprocessing.get_context("spawn")
+
+
+def pid_alive(pid: int) -> bool:
+    """True while process ``pid`` exists (a zombie counts as alive)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def die_with_parent(job_pid: int) -> None:
+    """Make this process exit when the job process ``job_pid`` (or its direct parent) dies.
+
+    ``PR_SET_PDEATHSIG`` makes the kernel send SIGKILL when the direct parent
+    exits; a daemon thread covers the rest (no prctl, or a forkserver in
+    between) by polling.
+    """
+    parent = os.getppid()
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent or not pid_alive(job_pid):  # died before prctl took effect
+        os._exit(1)
+
+    def watch() -> None:
+        while True:
+            time.sleep(WATCHDOG_INTERVAL_S)
+            if os.getppid() != parent or not pid_alive(job_pid):
+                os._exit(1)
+
+    threading.Thread(target=watch, name="digits-parent-watchdog", daemon=True).start()
+
+
+def _init_worker(plugin, tracker, next_slot, job_pid: int) -> None:
+    """Pool initializer: bind to the job process, keep the plugin, claim a tracking slot."""
+    die_with_parent(job_pid)
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:  # not the main thread
+        pass
+    with next_slot.get_lock():
+        slot = next_slot.value % (len(tracker) // 2)
+        next_slot.value += 1
+    tracker[2 * slot] = os.getpid()
+    tracker[2 * slot + 1] = -1
+    set_worker_plugin(plugin, tracker, slot)
+
+
+#: A chunk to encode: ``(start index in the stage, entries)``.
+Chunk = tuple
+
+
+class InlinePool:
+    """Encodes chunks in this process (one worker)."""
+
+    def __init__(self, plugin):
+        self.plugin = plugin
+
+    def __enter__(self) -> "InlinePool":
+        set_worker_plugin(self.plugin)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        set_worker_plugin(None)
+
+    def imap(self, chunks: Iterable[Chunk], mean_every: int, describe: Callable[[int], str]) -> Iterator:
+        """Yield ``(start, ChunkResult)`` for each chunk, in order."""
+        for start, entries in chunks:
+            yield start, encode_chunk(start, entries, mean_every)
+
+
+class WorkerPool:
+    """``workers`` encoder processes running :func:`~.encoder.encode_chunk`.
+
+    Args:
+        plugin: The data plugin instance (inherited by fork, or pickled once per worker).
+        workers: Number of processes.
+        plugin_id: For error messages.
+    """
+
+    def __init__(self, plugin, workers: int, plugin_id: str):
+        self.workers = workers
+        self.plugin_id = plugin_id
+        ctx = mp_context()
+        self._tracker = ctx.Array("q", [0, -1] * workers, lock=False)
+        self._executor = ProcessPoolExecutor(
+            max_workers=workers, mp_context=ctx, initializer=_init_worker,
+            initargs=(plugin, self._tracker, ctx.Value("i", 0), os.getpid()))
+        self._processes: dict = {}
+
+    def __enter__(self) -> "WorkerPool":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self._executor.shutdown(wait=True)
+        else:
+            self.kill()
+
+    def kill(self) -> None:
+        """Stop every worker now (used on errors and interrupts)."""
+        procs = list(self._processes.values()) + list((getattr(self._executor, "_processes", None) or {}).values())
+        for proc in procs:
+            if proc.is_alive():
+                proc.kill()
+        self._executor.shutdown(wait=True, cancel_futures=True)
+
+    def imap(self, chunks: Iterable[Chunk], mean_every: int, describe: Callable[[int], str]) -> Iterator:
+        """Yield ``(start, ChunkResult)`` for each chunk, in submission order.
+
+        ``chunks`` is pulled lazily (one chunk after each result), so it may
+        size later chunks from what earlier results held.
+
+        Raises:
+            DatasetError: A worker died; ``describe(index)`` names the entry.
+        """
+        chunks = iter(chunks)
+        window: deque = deque()
+
+        def submit() -> None:
+            chunk = next(chunks, None)
+            if chunk is not None:
+                start, entries = chunk
+                window.append((start, self._executor.submit(encode_chunk, start, entries, mean_every)))
+                self._processes.update(getattr(self._executor, "_processes", None) or {})
+
+        for _ in range(self.workers * 2 + 1):
+            submit()
+        while window:
+            start, future = window.popleft()
+            try:
+                result = future.result()
+            except BrokenProcessPool as exc:
+                raise DatasetError(self._crash_message(describe)) from exc
+            yield start, result
+            submit()
+
+    def _crash_message(self, describe: Callable[[int], str]) -> str:
+        """Name the entry the dead worker was encoding and how it died."""
+        for proc in self._processes.values():
+            proc.join(timeout=5)
+        dead = [p for p in self._processes.values() if p.exitcode not in (None, 0, -signal.SIGTERM)]
+        culprit = dead[0] if dead else None
+        how = "out of memory or a crash in native code"
+        if culprit is not None:
+            code = culprit.exitcode
+            how = (f"killed by {signal.Signals(-code).name}" if code < 0 and -code in signal.valid_signals()
+                   else f"exit status {code}")
+        entry = None
+        tracker = self._tracker
+        for slot in range(len(tracker) // 2):
+            pid, index = tracker[2 * slot], tracker[2 * slot + 1]
+            if index >= 0 and (culprit is None or pid == culprit.pid):
+                entry = describe(index)
+                break
+        where = f" while encoding entry {entry}" if entry is not None else ""
+        return (f'A worker process of plugin "{self.plugin_id}" died{where} ({how}). '
+                "Remove or fix that entry, or look for a crash in the plugin's native code.")
