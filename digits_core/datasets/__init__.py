@@ -9,14 +9,18 @@
     features, labels = ds.read_batch("train", 0, 64)   # [64, H, W, C], [64]
 
 Modules: :mod:`.records` (one record's bytes), :mod:`.storage` (LMDB per
-stage), :mod:`.reader` (:class:`Dataset`), :mod:`.create` (the job),
-:mod:`.progress` (``progress.json``), :mod:`.explore` (contact sheets).
+stage), :mod:`.reader` (:class:`Dataset`), :mod:`.create` (the job, and a
+map of the modules that build a dataset), :mod:`.progress`
+(``progress.json``), :mod:`.explore` (contact sheets).
+:func:`channels_first_problem` is the layout check ``digits plugin check``
+shares.
 The on-disk format is described in ``docs/formats.md``. Nothing here imports
 TensorFlow.
 """
 
 from __future__ import annotations
 
+from .layout import channels_first_problem
 from .records import EncodedImage, RecordError
 from .reader import Dataset, open_dataset
 
@@ -31,4 +35,4 @@ def __getattr__(name: str):
 
 
 __all__ = ["create_dataset", "create_dataset_job", "run_dataset_job", "open_dataset", "Dataset",
-           "EncodedImage", "RecordError", "parse_max_errors"]
+           "EncodedImage", "RecordError", "parse_max_errors", "channels_first_problem"]

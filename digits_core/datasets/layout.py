@@ -68,4 +68,6 @@ def agree_on_layout(metas: Iterable[rec.RecordMeta]) -> tuple | None:
 
 def layout_mismatch(layout: tuple, expected: tuple) -> str:
     """The error recorded for a record whose layout differs from the dataset's."""
-    return f"record layout ({describe_layout(layout)}) differs from the dataset's ({describe_layout(expected)})"
+    message = f"record layout ({describe_layout(layout)}) differs from the dataset's ({describe_layout(expected)})"
+    problem = channels_first_problem(layout[1])
+    return f"{message}. {problem}" if problem else message

@@ -2,8 +2,8 @@
 
 :class:`StageEncoder` cuts the stage's entries into chunks
 (:class:`ChunkPlan`), has a pool encode them, and takes the results in
-order: it decides the dataset layout on the first results
-(:class:`LayoutState`), skips and reports entries that failed or differ,
+order: it decides the dataset layout by a vote of the records of the first
+:data:`AGREEMENT_SAMPLE` entries (:class:`LayoutState`), skips and reports entries that failed or differ,
 adds up label histograms, encodings and mean-image sums, and appends the
 good records to the stage's :class:`~.storage.StageWriter`.
 """
@@ -32,9 +32,16 @@ RECORDS_PER_TXN = 1000
 TXN_BYTES = 32 << 20
 #: Entries in the first chunks of a stage, before record sizes are known.
 FIRST_CHUNK = 64
+#: The dataset layout is the one most records of (at least) this many first entries share.
+AGREEMENT_SAMPLE = 64
 #: Later chunks hold about this many bytes of records (between MIN_CHUNK and the job's chunk size).
 CHUNK_BYTES = 8 << 20
 MIN_CHUNK = 4
+
+
+def _entries(result: ChunkResult) -> int:
+    outcomes = result.outcomes
+    return len(outcomes.per_entry) if isinstance(outcomes, UniformChunk) else len(outcomes)
 
 
 class ChunkPlan:
@@ -131,8 +138,14 @@ class StageEncoder:
         writer = StageWriter(self.folder)
         try:
             self.progress.update(self.stage, 0, 0, force=True)
-            for start, result in pool.imap(self.plan, self.mean_every, self.describe_entry):
-                self._take(start, result, writer)
+            held: list = []  # results waiting for the layout vote
+            for item in pool.imap(self.plan, self.mean_every, self.describe_entry):
+                held.append(item)
+                if self.layout.layout is None and sum(_entries(r) for _, r in held) < AGREEMENT_SAMPLE:
+                    continue
+                self._take_all(held, writer)
+                held = []
+            self._take_all(held, writer)
             writer.append(self._pending)
             self._pending = []
             count = writer.count
@@ -150,6 +163,22 @@ class StageEncoder:
         }
 
     # -- one chunk's result ------------------------------------------------------
+
+    def _take_all(self, held: list, writer: StageWriter) -> None:
+        """Decide the layout (unless decided) by a vote of the ``held`` results, then take them in order."""
+        if self.layout.layout is None:
+            self._vote(held)
+        for start, result in held:
+            self._take(start, result, writer)
+
+    def _vote(self, held: list) -> None:
+        metas = []
+        for _, result in held:
+            if isinstance(result.outcomes, UniformChunk):
+                metas.extend([result.outcomes.meta] * len(result.outcomes.records))
+            else:
+                metas.extend(meta for o in result.outcomes if o.error is None for meta in o.metas)
+        self.layout.decide(metas)
 
     def _take(self, start: int, result: ChunkResult, writer: StageWriter) -> None:
         outcomes = result.outcomes
