@@ -14,6 +14,9 @@ from __future__ import annotations
 import importlib
 
 __version__ = "0.1.0"
+#: Version (major, minor) of the plugin contract: interfaces, hooks, entry-point groups, userdata keys.
+#: A minor bump only adds; a major bump may remove what ``digits_core.deprecated`` announced.
+PLUGIN_API_VERSION = (1, 0)
 
 from .errors import (  # noqa: E402
     ConfigurationError,
@@ -23,6 +26,7 @@ from .errors import (  # noqa: E402
     InferenceError,
     JobNotFoundError,
     JobStateError,
+    PluginCodeError,
     PluginError,
     PluginLoadError,
     PluginNotFoundError,
@@ -30,7 +34,7 @@ from .errors import (  # noqa: E402
 )
 from .hookspecs import hookimpl  # noqa: E402
 from .interfaces import STAGES, TEST, TRAIN, VAL, DataIngestion, View  # noqa: E402
-from .jobs import Job, JobStatus, JobStore  # noqa: E402
+from .jobs import Job, JobLock, JobLockedError, JobStatus, JobStore, is_job_alive  # noqa: E402
 from .plugin_registry import PluginRecord, PluginRegistry, registry  # noqa: E402
 
 # Names provided by modules that are imported on first access (PEP 562), so
@@ -83,6 +87,7 @@ _LAZY_EXPORTS: dict[str, str] = {
 
 __all__ = [
     "__version__",
+    "PLUGIN_API_VERSION",
     "DataIngestion",
     "View",
     "STAGES",
@@ -96,6 +101,9 @@ __all__ = [
     "Job",
     "JobStatus",
     "JobStore",
+    "JobLock",
+    "JobLockedError",
+    "is_job_alive",
     "DigitsError",
     "ConfigurationError",
     "DatasetError",
@@ -103,6 +111,7 @@ __all__ = [
     "InferenceError",
     "JobNotFoundError",
     "JobStateError",
+    "PluginCodeError",
     "PluginError",
     "PluginLoadError",
     "PluginNotFoundError",

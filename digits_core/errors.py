@@ -42,6 +42,30 @@ class PluginError(DigitsError):
         super().__init__(message)
 
 
+class PluginCodeError(PluginError):
+    """Plugin code (a constructor, form, template, view or hook) raised an exception.
+
+    The message is one line naming the plugin, the method and the cause;
+    the original exception is chained as ``__cause__`` (``digits -v`` prints
+    its traceback).
+
+    Args:
+        plugin: The plugin's id.
+        method: What the core called (e.g. ``get_dataset_form``, ``View.__init__``).
+        exc: The exception plugin code raised.
+
+    Attributes:
+        method: As given.
+        cause: ``"ExceptionType: message"`` of the original exception.
+    """
+
+    def __init__(self, plugin: str, method: str, exc: BaseException):
+        self.method = method
+        first_line = (str(exc).strip().splitlines() or [""])[0]
+        self.cause = f"{type(exc).__name__}: {first_line}" if first_line else type(exc).__name__
+        super().__init__(plugin, f'plugin "{plugin}" failed in {method}: {self.cause}')
+
+
 class PluginNotFoundError(PluginError):
     """No loaded plugin has the requested id."""
 

@@ -17,8 +17,23 @@ version and error, a warning is logged, and it is skipped: one broken plugin
 never takes the core down. Set ``DIGITS_STRICT_PLUGINS=1`` to raise
 :class:`~digits_core.errors.PluginLoadError` instead.
 
+Hooks are called through pluggy's hook callers, so ``wrapper=True`` /
+``hookwrapper=True`` implementations, ``tryfirst``/``trylast`` and
+``firstresult`` specs behave as in pluggy. Each plain implementation runs
+contained: one that raises is logged (plugin, hook, cause) and skipped.
+An implementation of a hook no spec declares (a misspelled name) marks its
+plugin ``failed`` naming the hook, as pluggy's ``check_pending()`` would.
+
+Id clashes: a bundled plugin (a distribution in :data:`BUNDLED_DISTRIBUTIONS`)
+keeps its id unless the newcomer sets ``replaces_bundled = True`` on purpose;
+otherwise the newcomer is reported ``failed``. Two third-party entry points
+claiming one id both fail (whatever their distribution names sort as); an
+in-process registration clashing with a loaded plugin fails unless
+``register(..., replace=True)``.
+
 Environment variables (comma-separated names; a name matches a plugin's id,
-its entry-point name or its distribution name):
+its entry-point name or its distribution name; ``data:ID``, ``view:ID`` and
+``hooks:NAME`` match one kind only):
 
 * ``DIGITS_LOAD_PLUGINS``: allow-list. When set, only the named plugins load
   (set but empty: none). In-process registrations are not filtered.
@@ -30,6 +45,8 @@ Loading a plugin imports only its module: plugins must keep heavy imports
 
 from __future__ import annotations
 
+import difflib
+import functools
 import inspect
 import logging
 import os
@@ -59,6 +76,13 @@ LOADED, DISABLED, FAILED = "loaded", "disabled", "failed"
 LOAD_ENV = "DIGITS_LOAD_PLUGINS"
 DISABLE_ENV = "DIGITS_DISABLE_PLUGINS"
 STRICT_ENV = "DIGITS_STRICT_PLUGINS"
+
+#: Distributions shipped with DIGITS Core: their plugin ids are replaced only on purpose.
+BUNDLED_DISTRIBUTIONS = frozenset({
+    "digits-core", "digits-data-images", "digits-data-sunnybrook",
+    "digits-data-dicomweb", "digits-view-classification", "digits-view-segmentation",
+    "digits-view-detection", "digits-view-generic",
+})
 
 _INTERFACES = {DATA: DataIngestion, VIEW: View}
 _REGISTER_HOOKS = {DATA: "digits_register_data_ingestions", VIEW: "digits_register_views"}
@@ -111,6 +135,8 @@ class _Origin:
     distribution: str | None
     version: str | None
     source: str
+    order: int = 0
+    replace: bool = False
 
 
 class _ClassProvider:
@@ -144,6 +170,44 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+def is_bundled(distribution: str | None) -> bool:
+    """Return whether ``distribution`` ships with DIGITS Core (see :data:`BUNDLED_DISTRIBUTIONS`)."""
+    return bool(distribution) and _normalize(distribution) in BUNDLED_DISTRIBUTIONS
+
+
+def _contained(function: Callable, plugin: str, hook_name: str) -> Callable:
+    """Wrap a hook implementation so that an exception is logged and the call yields ``None``."""
+
+    @functools.wraps(function)
+    def call(*args, **kwargs):
+        try:
+            return function(*args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - one plugin must not stop the others
+            logger.warning('Plugin "%s" failed in hook %s: %s', plugin, hook_name, _describe(exc),
+                           exc_info=logger.isEnabledFor(logging.INFO))
+            return None
+
+    return call
+
+
+class _ContainedHooks:
+    """What pluggy sees of a hook plugin: its plain implementations wrapped by :func:`_contained`."""
+
+    def __init__(self, pm: pluggy.PluginManager, plugin: Any, label: str):
+        self.plugin = plugin
+        for name in dir(plugin):
+            try:
+                opts = pm.parse_hookimpl_opts(plugin, name)
+            except Exception:  # noqa: BLE001 - odd attributes are not hooks
+                opts = None
+            if opts is None:
+                continue
+            function = getattr(plugin, name)
+            if not (opts.get("wrapper") or opts.get("hookwrapper")):
+                function = _contained(function, label, name)
+            setattr(self, name, function)
+
+
 def _missing_abstract_methods(cls: type) -> list[str]:
     return sorted(getattr(cls, "__abstractmethods__", ()) or ())
 
@@ -170,6 +234,7 @@ class PluginRegistry:
         self._pm: pluggy.PluginManager | None = None
         self._records: list[PluginRecord] = []
         self._classes: dict[str, dict[str, type]] = {DATA: {}, VIEW: {}}
+        self._extra_specs: list[Any] = []
 
     # -- public API ----------------------------------------------------------
 
@@ -191,6 +256,17 @@ class PluginRegistry:
             self._in_process.append((plugin, replace))
             self._built = False
         return plugin
+
+    def add_hookspecs(self, module_or_class: Any) -> None:
+        """Declare more hooks (``@hookspec`` functions), e.g. for plugins extending other plugins.
+
+        Args:
+            module_or_class: A module or class with :data:`digits_core.hookspecs.hookspec`
+                marked functions, as pluggy's ``PluginManager.add_hookspecs``.
+        """
+        with self._lock:
+            self._extra_specs.append(module_or_class)
+            self._built = False
 
     def unregister(self, plugin: Any) -> None:
         """Remove a plugin registered with :meth:`register`.
@@ -255,31 +331,38 @@ class PluginRegistry:
         self._ensure_built()
         return self._pm.hook
 
-    def call_hook(self, name: str, **kwargs: Any) -> list[Any]:
-        """Call every implementation of hook ``name``, containing failures.
+    def call_hook(self, name: str, /, **kwargs: Any) -> Any:
+        """Call hook ``name`` through pluggy, containing plugin failures.
 
-        Unlike ``registry.hook.<name>(...)``, an implementation that raises is
-        logged with its plugin's name and skipped, so one broken plugin cannot
-        stop a job. ``None`` results are dropped.
+        Wrappers, ``tryfirst``/``trylast`` and ``firstresult`` apply as in
+        pluggy. A plain implementation that raises is logged with its plugin's
+        name and skipped, so one broken plugin cannot stop a job (the same
+        holds for ``registry.hook.<name>(...)``). A mistake of the caller (an
+        unknown hook, a missing or unexpected argument) raises ``TypeError``
+        and is never blamed on a plugin.
 
         Args:
-            name: Hook name from :mod:`digits_core.hookspecs`.
+            name: Hook name from :mod:`digits_core.hookspecs` (or a spec added
+                with :meth:`add_hookspecs`).
             **kwargs: The hook's arguments (implementations may take fewer).
 
         Returns:
-            The non-``None`` results, in pluggy's call order.
+            The non-``None`` results in pluggy's call order, or for a
+            ``firstresult`` hook the first non-``None`` result (or ``None``).
+
+        Raises:
+            TypeError: No such hook, or arguments that do not match its spec.
         """
         self._ensure_built()
-        results = []
-        for impl in reversed(getattr(self._pm.hook, name).get_hookimpls()):
-            try:
-                result = impl.function(*[kwargs[arg] for arg in impl.argnames])
-            except Exception as exc:  # noqa: BLE001 - contain plugin failures
-                logger.warning("Plugin %r failed in hook %s: %s", impl.plugin_name, name, _describe(exc))
-                continue
-            if result is not None:
-                results.append(result)
-        return results
+        caller = getattr(self._pm.hook, name, None)
+        if caller is None or caller.spec is None:
+            raise TypeError(f"call_hook: no hook named {name!r} is declared (see digits_core.hookspecs)")
+        expected = set(caller.spec.argnames)
+        if set(kwargs) != expected:
+            missing, extra = sorted(expected - set(kwargs)), sorted(set(kwargs) - expected)
+            raise TypeError(f"call_hook({name!r}): arguments must be {sorted(expected)}"
+                            + (f"; missing {missing}" if missing else "") + (f"; unexpected {extra}" if extra else ""))
+        return caller(**kwargs)
 
     # -- building ------------------------------------------------------------
 
@@ -311,9 +394,10 @@ class PluginRegistry:
     def _build(self) -> None:
         pm = pluggy.PluginManager(hookspecs.PROJECT_NAME)
         pm.add_hookspecs(hookspecs)
+        for specs in self._extra_specs:
+            pm.add_hookspecs(specs)
         records: list[PluginRecord] = []
         origins: dict[str, _Origin] = {}
-        classes: dict[str, dict[str, type]] = {DATA: {}, VIEW: {}}
         replacing: set[str] = set()
 
         if self._use_entry_points:
@@ -337,21 +421,32 @@ class PluginRegistry:
 
         # Collect classes from every digits_register_* implementation, one at a
         # time so each result is attributed to (and contained within) its plugin.
-        # Registration order (entry points sorted by distribution, then
-        # in-process) decides which plugin keeps a clashing id: the first.
+        candidates: list[tuple[PluginRecord, _Origin]] = []
         for kind, hook_name in _REGISTER_HOOKS.items():
             for impl in getattr(pm.hook, hook_name).get_hookimpls():
                 origin = origins[impl.plugin_name]
+                origin.replace = impl.plugin_name in replacing
+                function = getattr(impl.plugin, "plugin", None)
+                function = getattr(function, hook_name, None) if function is not None else None
                 try:
-                    provided = list(impl.function() or [])
+                    provided = list((function or impl.function)() or [])
                 except Exception as exc:  # noqa: BLE001 - contain plugin failures
                     records.append(self._failed(kind, origin, None, f"{hook_name}() raised {_describe(exc)}"))
                     continue
                 for plugin_class in provided:
-                    record = self._validate_class(kind, plugin_class, origin, classes, impl.plugin_name in replacing)
+                    record = self._validate_class(kind, plugin_class, origin)
                     records.append(record)
                     if record.status == LOADED:
-                        classes[kind][record.id] = plugin_class
+                        candidates.append((record, origin))
+        classes = self._resolve_clashes(candidates)
+        from .contract import check_at_load
+
+        for record in records:
+            if record.status == LOADED and record.kind in _INTERFACES:
+                problem = check_at_load(record.kind, record.obj)
+                if problem:
+                    record.status, record.error = FAILED, problem
+                    classes[record.kind].pop(record.id, None)
 
         strict = os.environ.get(STRICT_ENV, "").strip().lower() in {"1", "true", "yes", "on"}
         for record in records:
@@ -368,22 +463,38 @@ class PluginRegistry:
     def _add_to_manager(self, pm, record, obj, origins, records, plugin_name=None) -> None:
         """Register ``obj`` with pluggy; data/view classes go through a provider."""
         plugin_name = plugin_name or f"{ENTRY_POINT_GROUPS[record.kind]}:{record.distribution}:{record.name}"
-        origins[plugin_name] = _Origin(record.name, record.distribution, record.version, record.source)
+        origins[plugin_name] = _Origin(record.name, record.distribution, record.version, record.source,
+                                       order=len(origins))
         if record.kind in _INTERFACES:
             pm.register(_ClassProvider(record.kind, obj), name=plugin_name)
             return
+        label = record.name if record.source == "in-process" else f"{record.name} ({record.distribution})"
+        proxy = _ContainedHooks(pm, obj, label)
         try:
-            pm.register(obj, name=plugin_name)
+            pm.register(proxy, name=plugin_name)
         except Exception as exc:  # noqa: BLE001 - pluggy validation errors
             record.status, record.error = FAILED, _describe(exc)
         else:
-            record.hooks = sorted(caller.name for caller in (pm.get_hookcallers(obj) or []))
-            if not record.hooks and record.status == LOADED:
+            callers = pm.get_hookcallers(proxy) or []
+            record.hooks = sorted(caller.name for caller in callers)
+            unknown = [c.name for c in callers if c.spec is None
+                       and not any(i.optionalhook for i in c.get_hookimpls() if i.plugin is proxy)]
+            if unknown:
+                known = [n for n in dir(pm.hook) if getattr(getattr(pm.hook, n), "spec", None) is not None]
+                hints = []
+                for name in unknown:
+                    close = difflib.get_close_matches(name, known, n=1)
+                    hints.append(f"{name} (did you mean {close[0]}?)" if close else name)
+                record.status = FAILED
+                record.error = (f"implements unknown hook {', '.join(hints)}: no such hook in "
+                                "digits_core.hookspecs (see the hook table in docs/writing-plugins.md)")
+                pm.unregister(proxy)
+            elif not record.hooks and record.status == LOADED:
                 record.status, record.error = FAILED, "implements no digits hook (use @digits_core.hookimpl)"
-                pm.unregister(obj)
+                pm.unregister(proxy)
         records.append(record)
 
-    def _validate_class(self, kind, plugin_class, origin, classes, replace) -> PluginRecord:
+    def _validate_class(self, kind, plugin_class, origin) -> PluginRecord:
         interface = _INTERFACES[kind]
         record = PluginRecord(
             kind=kind, name=origin.name, distribution=origin.distribution,
@@ -408,16 +519,70 @@ class PluginRegistry:
         elif not isinstance(record.id, str) or not PLUGIN_ID_PATTERN.match(record.id):
             record.status = FAILED
             record.error = f"malformed plugin id {record.id!r}: it must match {PLUGIN_ID_PATTERN.pattern}"
-        elif record.id in classes[kind] and not replace:
-            other = classes[kind][record.id]
-            record.status = FAILED
-            record.error = (
-                f'id "{record.id}" is already used by {other.__module__}.{other.__qualname__}; '
-                "uninstall one of the two or disable one with DIGITS_DISABLE_PLUGINS"
-            )
-        elif origin.source != "in-process" and self._blocked(record.id, origin.name, origin.distribution):
-            record.status, record.error = DISABLED, self._blocked(record.id, origin.name, origin.distribution)
+        elif origin.source != "in-process" and self._blocked(kind, record.id, origin.name, origin.distribution):
+            record.status, record.error = DISABLED, self._blocked(kind, record.id, origin.name, origin.distribution)
         return record
+
+    @staticmethod
+    def _resolve_clashes(candidates: list[tuple[PluginRecord, _Origin]]) -> dict[str, dict[str, type]]:
+        """Decide which plugin keeps each id; mark the others failed (or disabled when replaced on purpose)."""
+        groups: dict[tuple[str, str], list[tuple[PluginRecord, _Origin]]] = {}
+        for record, origin in candidates:
+            groups.setdefault((record.kind, record.id), []).append((record, origin))
+        classes: dict[str, dict[str, type]] = {DATA: {}, VIEW: {}}
+
+        def where(record: PluginRecord) -> str:
+            cls = record.obj
+            place = "bundled" if is_bundled(record.distribution) else (record.distribution or "in-process")
+            return f"{cls.__module__}.{cls.__qualname__} ({place})"
+
+        for (kind, plugin_id), group in groups.items():
+            winner = None
+            if len(group) == 1:
+                winner = group[0][0]
+            else:
+                explicit = [r for r, o in group if o.source == "in-process" and o.replace]
+                bundled = [r for r, o in group if o.source != "in-process" and is_bundled(r.distribution)]
+                others = [r for r, o in group if r not in bundled]
+                on_purpose = [r for r in others if getattr(r.obj, "replaces_bundled", False) is True]
+                entry_points = [r for r, o in group if o.source != "in-process"]
+                if explicit:
+                    winner = explicit[-1]
+                elif bundled and len(on_purpose) == 1:
+                    winner = on_purpose[0]
+                elif bundled:
+                    winner = bundled[0]
+                elif len(entry_points) == 1:
+                    winner = entry_points[0]
+                elif not entry_points:
+                    winner = min(group, key=lambda pair: pair[1].order)[0]
+                for record, _origin in group:
+                    if record is winner:
+                        continue
+                    if winner is not None and (winner in explicit or winner in on_purpose):
+                        record.status = DISABLED
+                        record.error = f'replaced by {where(winner)}, which takes over the id "{plugin_id}" on purpose'
+                    elif winner is not None and winner in bundled:
+                        record.status = FAILED
+                        record.error = (
+                            f'id "{plugin_id}" is already used by the bundled plugin {where(winner)}; rename this '
+                            "plugin, or set `replaces_bundled = True` on its class to replace the bundled one "
+                            "on purpose"
+                        )
+                    elif winner is not None:
+                        record.status = FAILED
+                        record.error = (f'id "{plugin_id}" is already used by {where(winner)}; rename one of them '
+                                        "or register with replace=True")
+                    else:
+                        rivals = ", ".join(where(r) for r, _ in group if r is not record)
+                        record.status = FAILED
+                        record.error = (
+                            f'id "{plugin_id}" is also claimed by {rivals}; neither loads. Uninstall one, or '
+                            f"disable one by distribution name in {DISABLE_ENV}"
+                        )
+            if winner is not None:
+                classes[kind][plugin_id] = winner.obj
+        return classes
 
     @staticmethod
     def _failed(kind, origin, plugin_id, error) -> PluginRecord:
@@ -435,9 +600,10 @@ class PluginRegistry:
         return HOOKS
 
     @staticmethod
-    def _blocked(*names: str | None) -> str | None:
-        """Return why a plugin known by ``names`` is disabled, or ``None``."""
+    def _blocked(kind: str, *names: str | None) -> str | None:
+        """Return why a plugin of ``kind`` known by ``names`` (id, entry-point name, distribution) is disabled."""
         wanted = {_normalize(n) for n in names if n}
+        wanted |= {f"{kind}:{n}" for n in wanted}
         allow = _names_from_env(LOAD_ENV)
         if allow is not None and not wanted & allow:
             return f"not listed in {LOAD_ENV}"
@@ -466,7 +632,7 @@ class PluginRegistry:
                     kind=kind, name=entry_point.name, distribution=dist_name,
                     version=dist.version if dist else None,
                 )
-                reason = self._blocked(entry_point.name, dist_name)
+                reason = self._blocked(kind, entry_point.name, dist_name)
                 if reason:
                     record.status, record.error = DISABLED, reason
                     yield record, None

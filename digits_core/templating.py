@@ -9,7 +9,12 @@ form macros of ``helper.html`` as DIGITS plugins did::
 
 ``render_field(field)`` draws a label, the input, its description and its
 errors; ``render_form(form)`` draws every field; ``print_errors(form)``
-draws a summary when the form has errors.
+lists each invalid field with its messages. The other macros of DIGITS 6's
+``helper.html`` are there too: ``print_flashes()`` (Flask's flashed
+messages, when rendered inside the web UI), ``mark_errors(items)`` (the
+`` has-error`` class when any form or field in ``items`` has errors) and
+``serve_file(obj, path)`` (the path as text: the core serves no job files
+from plugin templates).
 """
 
 from __future__ import annotations
@@ -28,6 +33,32 @@ def plugin_environment():
     import jinja2
 
     return jinja2.Environment(autoescape=True, loader=jinja2.FileSystemLoader(str(HELPER_TEMPLATES)))
+
+
+def template_problem(source: str) -> str | None:
+    """Return why a plugin template cannot render, or ``None``: a syntax error or an imported template that is missing.
+
+    Cheap: the source is compiled, not rendered.
+    """
+    import jinja2
+    from jinja2 import meta
+
+    env = plugin_environment()
+    try:
+        tree = env.parse(source)
+        env.compile(tree)
+    except jinja2.TemplateSyntaxError as exc:
+        return f"template syntax error on line {exc.lineno}: {exc.message}"
+    for name in meta.find_referenced_templates(tree):
+        if name is None:
+            continue  # a computed name: only rendering can tell
+        try:
+            env.get_template(name)
+        except jinja2.TemplateNotFound:
+            return f'the template imports "{name}", which does not exist (available: helper.html)'
+        except jinja2.TemplateSyntaxError as exc:
+            return f'the imported template "{name}" has a syntax error: {exc.message}'
+    return None
 
 
 def render_plugin_template(source: str, context: dict[str, Any] | None = None) -> str:

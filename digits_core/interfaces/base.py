@@ -22,11 +22,15 @@ class PluginBase:
             never change it once published.
         title: Human-readable name shown in menus.
         category: Menu group (e.g. ``"Images"``).
+        replaces_bundled: Set to ``True`` to take over the id of a plugin
+            bundled with DIGITS Core on purpose; without it a plugin
+            claiming a bundled id is reported ``failed``.
     """
 
     plugin_id: ClassVar[str] = ""
     title: ClassVar[str] = ""
     category: ClassVar[str] = "Other"
+    replaces_bundled: ClassVar[bool] = False
 
     @classmethod
     def get_id(cls) -> str:

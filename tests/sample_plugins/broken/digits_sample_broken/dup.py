@@ -2,4 +2,6 @@ from digits_sample_basic import NumbersIngestion
 
 
 class DuplicateNumbers(NumbersIngestion):
-    """Reuses the id "sample-numbers" of another distribution."""
+    """Claims the id "image-classification" of a bundled plugin, without replaces_bundled."""
+
+    plugin_id = "image-classification"

@@ -1,0 +1,208 @@
+"""The plugin contract, checked where mistakes are made.
+
+* :func:`form_class` / :func:`plugin_form` accept what plugins return from
+  ``get_dataset_form``, ``get_inference_form`` and ``get_config_form``: a
+  WTForms form **class** or a form **instance** (the DIGITS 6 habit), and
+  ``get_inference_form`` / ``get_inference_template`` as static, class or
+  instance methods.
+* :func:`check_at_load` is the cheap check the registry runs on every data
+  and view plugin when it loads: forms constructible, no form field named
+  after something the framework owns, templates compile and the templates
+  they import exist. A plugin failing it is listed ``failed`` with the
+  method and the reason.
+* :func:`plugin_code` turns an exception raised by plugin code into one
+  :class:`~digits_core.errors.PluginCodeError` naming the plugin, the method
+  and the cause (the CLI prints it as one ``error:`` line, the web UI as an
+  inline error).
+* :func:`strip_reserved` removes framework-owned keys from persisted
+  userdata before a plugin is re-created from it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import logging
+from typing import Any, Iterator, Mapping
+
+from .errors import DigitsError, PluginCodeError
+
+logger = logging.getLogger("digits_core.plugins")
+
+#: Keyword arguments and attributes the core owns on every data plugin.
+DATA_RESERVED = frozenset({"is_inference_db", "userdata"})
+#: Keyword arguments and attributes the core owns on every view.
+VIEW_RESERVED = frozenset({"dataset", "config"})
+
+
+def _interface(kind: str):
+    from .interfaces import DataIngestion, View
+
+    return DataIngestion if kind == "data" else View
+
+
+def reserved_names(kind: str) -> frozenset[str]:
+    """Return the names a plugin of ``kind`` (``"data"``/``"view"``) may not use as form fields or userdata keys.
+
+    They are the constructor arguments the core passes itself plus every
+    public attribute and method of the interface (a form field becomes an
+    attribute of the instance, so ``encode_entry`` as a field would hide the
+    method).
+    """
+    interface = _interface(kind)
+    own = DATA_RESERVED if kind == "data" else VIEW_RESERVED
+    return own | {name for name in dir(interface) if not name.startswith("_")}
+
+
+def strip_reserved(kind: str, values: Mapping[str, Any], plugin: str = "") -> dict[str, Any]:
+    """Return ``values`` without the keys the framework owns, warning once per key dropped.
+
+    DIGITS 6 plugins stored ``userdata['is_inference_db']``; passing it back
+    next to the core's own ``is_inference_db=`` would fail with "multiple
+    values for keyword argument".
+    """
+    from .deprecated import RESERVED_USERDATA_KEY
+
+    reserved = reserved_names(kind)
+    for key in sorted(k for k in values if k in reserved):
+        RESERVED_USERDATA_KEY.warn(plugin=plugin, key=key)
+    return {k: v for k, v in values.items() if k not in reserved}
+
+
+def is_form_class(obj: Any) -> bool:
+    """Return whether ``obj`` is a WTForms form class (``wtforms.Form`` or ``BaseForm`` subclass)."""
+    from wtforms.form import BaseForm
+
+    return inspect.isclass(obj) and issubclass(obj, BaseForm)
+
+
+def form_class(form: Any):
+    """Return the form class of what a ``get_*_form`` method returned (class, instance or ``None``).
+
+    Raises:
+        TypeError: ``form`` is neither a WTForms form class nor an instance of one.
+    """
+    from wtforms.form import BaseForm
+
+    if form is None or is_form_class(form):
+        return form
+    if isinstance(form, BaseForm):
+        return type(form)
+    raise TypeError(f"expected a WTForms Form class or instance, got {type(form).__name__}")
+
+
+def _needs_instance(plugin_cls: type, method: str) -> bool:
+    attribute = inspect.getattr_static(plugin_cls, method, None)
+    return inspect.isfunction(attribute)  # a plain function in the class body: an instance method
+
+
+def call_plugin_method(plugin_cls: type, method: str, *args: Any, kind: str = "data",
+                       init: Mapping[str, Any] | None = None, instance: Any = None) -> Any:
+    """Call ``method`` of a plugin whether it is a static, class or instance method.
+
+    For an instance method a plugin is created from ``init`` (framework
+    keys stripped) unless ``instance`` is given. Exceptions from plugin code
+    become :class:`~digits_core.errors.PluginCodeError`.
+    """
+    plugin_id = _plugin_id(plugin_cls)
+    with plugin_code(plugin_id, method):
+        if instance is None and _needs_instance(plugin_cls, method):
+            values = strip_reserved(kind, dict(init or {}), plugin_id)
+            extra = {"is_inference_db": True} if kind == "data" and "inference" in method else {}
+            instance = plugin_cls(**extra, **values) if kind == "data" else plugin_cls(None, **values)
+        target = instance if instance is not None else plugin_cls
+        return getattr(target, method)(*args)
+
+
+def plugin_form(plugin_cls: type, method: str, *, kind: str = "data", init: Mapping[str, Any] | None = None,
+                instance: Any = None):
+    """Return the form class a plugin's ``get_*_form`` method gives (it may return a class or an instance).
+
+    Raises:
+        PluginCodeError: The method raised, or returned something that is not a form.
+    """
+    result = call_plugin_method(plugin_cls, method, kind=kind, init=init, instance=instance)
+    with plugin_code(_plugin_id(plugin_cls), method):
+        return form_class(result)
+
+
+def _plugin_id(plugin_cls: Any) -> str:
+    try:
+        return str(plugin_cls.get_id())
+    except Exception:  # noqa: BLE001 - a broken get_id must not hide the real error
+        return getattr(plugin_cls, "__qualname__", repr(plugin_cls))
+
+
+@contextlib.contextmanager
+def plugin_code(plugin: str, method: str) -> Iterator[None]:
+    """Run plugin code; re-raise any non-:class:`DigitsError` exception as :class:`PluginCodeError`.
+
+    Args:
+        plugin: The plugin's id.
+        method: What was called (``get_dataset_form``, ``View.__init__``, ...).
+    """
+    try:
+        yield
+    except DigitsError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - every plugin failure gets one clear line
+        raise PluginCodeError(plugin, method, exc) from exc
+
+
+def _form_problems(kind: str, form_cls: Any, method: str) -> tuple[Any, str | None]:
+    """Build the form; return ``(form, problem)``."""
+    from .forms import user_fields
+
+    try:
+        form = form_cls(meta={"csrf": False})
+    except Exception as exc:  # noqa: BLE001
+        return None, f"{method}(): the form cannot be constructed: {type(exc).__name__}: {exc}"
+    clash = sorted(f.name for f in user_fields(form) if f.name in reserved_names(kind))
+    if clash:
+        return form, (f"{method}(): form field(s) {', '.join(clash)} use a name the framework owns "
+                      f"(reserved: is_inference_db, userdata and the interface's method names); rename the field(s)")
+    return form, None
+
+
+def _template_problem(plugin_cls: type, method: str, form: Any, kind: str) -> str | None:
+    from .templating import template_problem
+
+    try:
+        source, _context = call_plugin_method(plugin_cls, method, form, kind=kind)
+    except PluginCodeError as exc:
+        return f"{method}() raised {exc.cause}"
+    if source is None:
+        return None
+    if not isinstance(source, str):
+        return f"{method}() must return (jinja_source, context), got a {type(source).__name__} as the source"
+    problem = template_problem(source)
+    return f"{method}(): {problem}" if problem else None
+
+
+def check_at_load(kind: str, plugin_cls: type) -> str | None:
+    """The cheap contract check run when a data or view plugin loads.
+
+    Returns:
+        ``None`` when the plugin passes, else ``"<method>(): <reason>"``.
+    """
+    if kind == "data":
+        pairs = [("get_dataset_form", "get_dataset_template"), ("get_inference_form", "get_inference_template")]
+    else:
+        pairs = [("get_config_form", "get_config_template")]
+    for form_method, template_method in pairs:
+        if _needs_instance(plugin_cls, form_method):
+            continue  # needs dataset userdata: checked by `digits plugin check`
+        try:
+            form_cls = plugin_form(plugin_cls, form_method, kind=kind)
+        except PluginCodeError as exc:
+            return f"{form_method}() failed: {exc.cause}"
+        if form_cls is None:
+            continue
+        form, problem = _form_problems(kind, form_cls, form_method)
+        if problem:
+            return problem
+        if not _needs_instance(plugin_cls, template_method):
+            problem = _template_problem(plugin_cls, template_method, form, kind)
+            if problem:
+                return problem
+    return None
