@@ -5,15 +5,31 @@ digits) as in DIGITS, inside the jobs folder (see :mod:`digits_core.config`).
 ``job.json`` holds the job's kind, name, plugin ids, form data and status
 history; it is always rewritten atomically (write to a temporary file, then
 rename), so a reader never sees half a file.
+
+One owner per job: the process running a job holds an OS lock
+(``fcntl.flock``) on ``job.lock`` in its folder, with its pid, host and start
+time written in the file. A job is alive exactly while that lock is held,
+whoever started it (command line, scheduler worker, resume): the kernel
+releases the lock when the owner dies, even by ``kill -9``, so there is no
+grace period to wait out. :meth:`Job.set_status` takes the lock when a
+process marks a job Running and releases it when that process marks it
+finished; :func:`is_job_alive` and :func:`job_lock_owner` answer for any
+process, and :meth:`Job.reap` turns a Running job whose owner died into
+Aborted.
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import json
 import os
 import secrets
 import shutil
+import socket
+import sys
 import tempfile
+import threading
 import time
 from datetime import datetime
 from enum import Enum
@@ -21,9 +37,13 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from .config import resolve_jobs_dir
-from .errors import JobNotFoundError
+from .errors import JobNotFoundError, JobStateError
 
 JOB_FILE = "job.json"
+#: The file in a job folder whose ``flock`` marks the job's one live owner.
+LOCK_FILE = "job.lock"
+#: Seconds an owner retries while another process briefly probes the lock.
+LOCK_PROBE_WAIT_S = 2.0
 
 
 class JobStatus(str, Enum):
@@ -63,6 +83,190 @@ def new_job_id(now: float | None = None) -> str:
     """Return a fresh job id, ``YYYYMMDD-HHMMSS-xxxx``."""
     stamp = datetime.fromtimestamp(now if now is not None else time.time()).strftime("%Y%m%d-%H%M%S")
     return f"{stamp}-{secrets.token_hex(2)}"
+
+
+# -- one owner per job: the job lock ------------------------------------------------------
+
+
+class JobLockedError(JobStateError):
+    """Another live process owns the job (holds its lock).
+
+    Attributes:
+        owner: What the owner wrote in the lock file (``pid``, ``host``,
+            ``started``, ``command``), or an empty dict if unreadable.
+    """
+
+    def __init__(self, job_dir: Path, owner: dict):
+        self.owner = owner
+        who = describe_owner(owner)
+        super().__init__(f"Job {Path(job_dir).name} is running in another process ({who}); "
+                         f"stop that process or abort the job first.")
+
+
+def describe_owner(owner: dict) -> str:
+    """``pid 123 on host x since 02:10:00`` from a lock file's content."""
+    if not owner:
+        return "owner unknown"
+    since = ""
+    if owner.get("started"):
+        since = " since " + datetime.fromtimestamp(float(owner["started"])).strftime("%Y-%m-%d %H:%M:%S")
+    return f"pid {owner.get('pid', '?')} on {owner.get('host', '?')}{since}"
+
+
+_held_lock = threading.RLock()
+#: Locks this process holds: real job folder -> [fd, hold count].
+_held: dict[str, list] = {}
+#: Job folders this process marked Running (so it releases the lock when it marks them finished).
+_running_holds: set[str] = set()
+
+
+def _key(job_dir: str | os.PathLike) -> str:
+    return os.path.realpath(os.fspath(job_dir))
+
+
+def _read_owner(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8") or "{}")
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+class JobLock:
+    """The lock that makes this process the one owner of a job folder.
+
+    Re-entrant within a process: acquiring a lock the process already holds
+    only counts a hold; the OS lock goes when the last hold is released or
+    the process dies. Usable as a context manager::
+
+        with JobLock(job.path):
+            ...  # no other process can run this job meanwhile
+
+    Args:
+        job_dir: The job folder.
+    """
+
+    def __init__(self, job_dir: str | os.PathLike):
+        self.job_dir = Path(job_dir)
+        self._acquired = False
+
+    @property
+    def path(self) -> Path:
+        """The lock file."""
+        return self.job_dir / LOCK_FILE
+
+    def acquire(self, *, wait: float | None = None) -> "JobLock":
+        """Take the lock, or raise :class:`JobLockedError` if another process holds it.
+
+        Args:
+            wait: Seconds to retry while the lock is busy (a reader probing
+                it holds it for microseconds; default
+                :data:`LOCK_PROBE_WAIT_S`); a live owner outlasts this.
+
+        Raises:
+            JobLockedError: Another process owns the job.
+        """
+        if self._acquired:
+            return self
+        key = _key(self.job_dir)
+        with _held_lock:
+            entry = _held.get(key)
+            if entry is not None:
+                entry[1] += 1
+                self._acquired = True
+                return self
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+            deadline = time.monotonic() + (LOCK_PROBE_WAIT_S if wait is None else wait)
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except OSError as exc:
+                    if exc.errno not in (errno.EAGAIN, errno.EWOULDBLOCK, errno.EACCES):
+                        os.close(fd)
+                        raise
+                    if time.monotonic() >= deadline:
+                        os.close(fd)
+                        raise JobLockedError(self.job_dir, _read_owner(self.path)) from None
+                    time.sleep(0.01)
+            owner = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.time(),
+                     "command": " ".join(sys.argv[:3])}
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, (json.dumps(owner) + "\n").encode("utf-8"), 0)
+            _held[key] = [fd, 1]
+            self._acquired = True
+        return self
+
+    def release(self) -> None:
+        """Release this hold; the OS lock goes with the process's last hold."""
+        if not self._acquired:
+            return
+        self._acquired = False
+        _release(_key(self.job_dir))
+
+    def __enter__(self) -> "JobLock":
+        return self.acquire()
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+def _release(key: str) -> None:
+    with _held_lock:
+        entry = _held.get(key)
+        if entry is None:
+            return
+        entry[1] -= 1
+        if entry[1] > 0:
+            return
+        del _held[key]
+        fd = entry[0]
+        try:
+            os.ftruncate(fd, 0)
+        except OSError:
+            pass
+        # LOCK_UN, not just close: a forked child holding a copy of fd must not keep the job alive.
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def holds_job_lock(job_dir: str | os.PathLike) -> bool:
+    """True if this process owns the job folder's lock."""
+    with _held_lock:
+        return _key(job_dir) in _held
+
+
+def is_job_alive(job_dir: str | os.PathLike) -> bool:
+    """True while some process (this one included) holds the job's lock.
+
+    The answer needs no grace period: the kernel drops the lock the moment
+    its owner dies, however it died.
+    """
+    if holds_job_lock(job_dir):
+        return True
+    path = Path(job_dir) / LOCK_FILE
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError as exc:
+        if exc.errno in (errno.EAGAIN, errno.EWOULDBLOCK, errno.EACCES):
+            return True
+        raise
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
+
+
+def job_lock_owner(job_dir: str | os.PathLike) -> dict | None:
+    """The live owner of a job (``pid``, ``host``, ``started``, ``command``), or ``None``."""
+    if not is_job_alive(job_dir):
+        return None
+    return _read_owner(Path(job_dir) / LOCK_FILE)
 
 
 class Job:
@@ -168,11 +372,30 @@ class Job:
     def set_status(self, status: JobStatus | str, *, error: str | None = None) -> None:
         """Append a status to the history and save; calls ``digits_job_status_changed``.
 
+        Marking a job Running makes this process its owner (takes the job
+        lock, see :class:`JobLock`); marking it finished from that process
+        releases the lock, after the status is saved.
+
         Args:
             status: The new status.
             error: For Error (or Aborted), the message shown to the user.
+
+        Raises:
+            JobLockedError: Status Running while another process owns the job.
         """
         status = JobStatus(status)
+        key = _key(self.path)
+        if status is JobStatus.RUNNING and key not in _running_holds:
+            JobLock(self.path).acquire()
+            _running_holds.add(key)
+        try:
+            self._append_status(status, error)
+        finally:
+            if status.is_finished and key in _running_holds:
+                _running_holds.discard(key)
+                _release(key)
+
+    def _append_status(self, status: JobStatus, error: str | None) -> None:
         old = self.status
         self.data["status_history"].append([status.value, time.time()])
         if error is not None:
@@ -184,6 +407,48 @@ class Job:
             from .plugin_registry import registry
 
             registry.call_hook("digits_job_status_changed", job=self, old_status=old.value, new_status=status.value)
+
+    # -- ownership --------------------------------------------------------------
+
+    def acquire_lock(self, *, wait: float | None = None) -> JobLock:
+        """Make this process the job's owner; see :class:`JobLock`.
+
+        Raises:
+            JobLockedError: Another live process owns the job.
+        """
+        return JobLock(self.path).acquire(wait=wait)
+
+    @property
+    def is_alive(self) -> bool:
+        """True while a process (any, this one included) owns the job; see :func:`is_job_alive`."""
+        return is_job_alive(self.path)
+
+    @property
+    def owner(self) -> dict | None:
+        """The live owner's ``pid``, ``host``, ``started`` and ``command``, or ``None``."""
+        return job_lock_owner(self.path)
+
+    def reap(self) -> bool:
+        """Mark a Running job whose owner died as Aborted; return True if it did.
+
+        Takes the job lock while it writes, so it never races a process that
+        is starting (or resuming) the job.
+        """
+        if self.status is not JobStatus.RUNNING or is_job_alive(self.path):
+            return False
+        try:
+            lock = JobLock(self.path).acquire(wait=0.0)
+        except (JobLockedError, OSError):
+            return False
+        try:
+            self.reload()
+            if self.status is not JobStatus.RUNNING:
+                return False
+            self._append_status(JobStatus.ABORTED, "The process running this job ended without finishing it "
+                                                   "(killed, or its machine stopped).")
+            return True
+        finally:
+            lock.release()
 
     def to_dict(self) -> dict:
         """Return ``job.json``'s content plus the current status and folder."""
@@ -207,8 +472,11 @@ class JobStore:
     def __iter__(self) -> Iterator[Job]:
         return iter(self.list())
 
-    def list(self, kind: str | None = None) -> list[Job]:
+    def list(self, kind: str | None = None, *, reap: bool = True) -> list[Job]:
         """Return the jobs (newest first), optionally only those of ``kind``.
+
+        With ``reap`` (the default), a Running job whose owner died is marked
+        Aborted on the way (see :meth:`Job.reap`).
 
         Folders without a readable ``job.json`` (e.g. a dataset still being
         built in a temporary folder) are skipped.
@@ -221,12 +489,16 @@ class JobStore:
                 job = Job.load(child)
             except JobNotFoundError:
                 continue
+            if reap:
+                job.reap()
             if kind is None or job.kind == kind:
                 jobs.append(job)
         return jobs
 
     def get(self, job_id: str, kind: str | None = None) -> Job:
         """Return the job with this id (a unique prefix of it also works).
+
+        A Running job whose owner died comes back Aborted (see :meth:`Job.reap`).
 
         Raises:
             JobNotFoundError: No such job, or the prefix is ambiguous, or the
@@ -242,6 +514,7 @@ class JobStore:
                 raise JobNotFoundError(f'Job "{job_id}" {detail} in {self.root}.')
             path = matches[0]
         job = Job.load(path)
+        job.reap()
         if kind is not None and job.kind != kind:
             raise JobNotFoundError(f'Job "{job_id}" is a {job.kind} job, not a {kind} job.')
         return job

@@ -15,9 +15,15 @@ Limits: at most ``max_dataset_jobs`` dataset jobs (default 2) and
 first-in first-out order.
 
 State lives only in the job folders, so a server restart loses nothing:
-:meth:`Scheduler.recover` marks jobs that were Running as Aborted (a model
-job can then be resumed from its last snapshot) and queues the Waiting ones
-again.
+:meth:`Scheduler.recover` marks jobs that were Running as Aborted when their
+owner died (a model job can then be resumed from its last snapshot), leaves
+alone those whose owner still holds the job lock (see
+:class:`digits_core.jobs.JobLock`; e.g. a ``digits train`` started from a
+shell), and queues the Waiting ones again.
+
+Workers die with their parent: each watches its parent process and stops
+its job (status Aborted) when the server that started it is gone, even
+after ``kill -9`` of the server.
 
 Job requests in ``job.json``:
 
@@ -33,16 +39,16 @@ import logging
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
 import traceback
 from collections import deque
-from pathlib import Path
 
 from .errors import DigitsError, JobStateError
-from .jobs import Job, JobStatus, JobStore
+from .jobs import Job, JobLockedError, JobStatus, JobStore, describe_owner
 
 logger = logging.getLogger(__name__)
 
@@ -50,10 +56,14 @@ logger = logging.getLogger(__name__)
 WORKER_LOG = "worker.log"
 #: Seconds a training worker gets to stop by itself after an abort request.
 ABORT_GRACE_S = 20.0
-#: The file holding a job's worker pid (the worker itself rewrites job.json).
+#: The file holding a job's worker pid, for people and tools (job.json is the worker's to rewrite).
 WORKER_PID_FILE = "worker.pid"
-#: Seconds an orphaned worker gets to stop after SIGTERM when a server restarts.
+#: Seconds an orphaned worker (its server died) gets to stop by itself before it kills its process group.
 ORPHAN_STOP_TIMEOUT = 30.0
+#: Exit status of a worker that found its job owned by another live process (the job is left as it is).
+EXIT_JOB_LOCKED = 75
+#: Environment variable naming the pid of the server that started a worker.
+PARENT_PID_ENV = "DIGITS_SCHEDULER_PID"
 
 
 def default_training_slots() -> int:
@@ -122,21 +132,25 @@ class Scheduler:
                     self._finish(job_id, proc, aborted=True)
 
     def recover(self) -> dict[str, list[str]]:
-        """Mark jobs left Running by a previous server as Aborted; queue Waiting jobs again.
+        """Mark jobs whose owner died as Aborted; queue Waiting jobs again.
+
+        A Running job whose owner still holds its lock (a ``digits train``
+        from a shell, a worker still stopping) is left as it is.
 
         Returns:
-            ``{"aborted": [...ids], "queued": [...ids]}``.
+            ``{"aborted": [...ids], "queued": [...ids], "alive": [...ids]}``.
         """
-        result = {"aborted": [], "queued": []}
-        for job in reversed(self.store.list()):
+        result: dict[str, list[str]] = {"aborted": [], "queued": [], "alive": []}
+        for job in reversed(self.store.list(reap=False)):
             if job.id in self._running:
                 continue
             if job.status is JobStatus.RUNNING:
-                _stop_orphan_worker(job)
-                job.reload()
-                if not job.status.is_finished:
-                    job.set_status(JobStatus.ABORTED, error="The server stopped while this job was running.")
-                result["aborted"].append(job.id)
+                if job.reap():
+                    result["aborted"].append(job.id)
+                elif job.status is JobStatus.RUNNING:
+                    logger.info("Job %s is running in another process (%s); leaving it alone",
+                                job.id, describe_owner(job.owner or {}))
+                    result["alive"].append(job.id)
             elif job.status is JobStatus.WAITING and job.id not in self._queue:
                 self._queue.append(job.id)
                 result["queued"].append(job.id)
@@ -163,9 +177,13 @@ class Scheduler:
 
         Raises:
             JobStateError: The job is not a model job, or is still running/waiting.
+            JobLockedError: Another live process owns the job.
         """
         if job.kind != "model":
             raise JobStateError(f"Job {job.id} is a {job.kind} job; only model jobs can be resumed.")
+        owner = job.owner if job.id not in self._running else None
+        if owner is not None:
+            raise JobLockedError(job.path, owner)
         if not job.status.is_finished:
             raise JobStateError(f"Job {job.id} is {job.status.value}; only a finished job can be resumed.")
         job.data["resume"] = True
@@ -191,6 +209,9 @@ class Scheduler:
                 return
             entry = self._running.get(job.id)
             if entry is None:
+                if job.status is JobStatus.RUNNING and job.is_alive:
+                    _abort_foreign(job)
+                    return
                 if job.status in (JobStatus.RUNNING, JobStatus.WAITING):
                     job.set_status(JobStatus.ABORTED, error="Aborted by the user.")
                     return
@@ -278,14 +299,14 @@ class Scheduler:
             proc = subprocess.Popen(
                 [self.python, "-m", "digits_core.scheduler", "run", str(job.path)],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1", **child_env(job.id)},
+                start_new_session=True,
+                env={**os.environ, "PYTHONUNBUFFERED": "1", PARENT_PID_ENV: str(os.getpid()), **child_env(job.id)},
             )
         except OSError as exc:
             job.set_status(JobStatus.ERROR, error=f"Could not start a worker process: {exc}")
             return
         finally:
             log.close()
-        # A file of its own, not job.json: the worker rewrites job.json concurrently.
         (job.path / WORKER_PID_FILE).write_text(str(proc.pid), encoding="utf-8")
         self._running[job.id] = (proc, job.kind)
 
@@ -320,6 +341,8 @@ class Scheduler:
             return
         requested = job.id in self._abort_requested
         self._abort_requested.discard(job.id)
+        if proc.returncode == EXIT_JOB_LOCKED:
+            return  # another process owns the job: its status is that owner's to write
         if job.data.pop("resume", None) is not None:
             job.save()
         if job.status.is_finished:
@@ -331,65 +354,26 @@ class Scheduler:
                                                   f"see {WORKER_LOG} in the job folder.")
 
 
-def _worker_pid(job: Job) -> int | None:
-    """The pid of the worker process still running ``job``, or ``None``.
+def _abort_foreign(job: Job) -> None:
+    """Stop a job that another live process owns (not one of this scheduler's workers).
 
-    Checked against ``/proc/<pid>/cmdline`` where available, so a recycled
-    pid of an unrelated process is never signalled.
+    A training job is asked to stop through its abort file (it keeps its last
+    snapshot); any other job's owner gets SIGTERM, if it runs on this host.
     """
-    try:
-        pid = int((job.path / WORKER_PID_FILE).read_text(encoding="utf-8").strip())
-        os.kill(pid, 0)
-    except (OSError, ValueError):
-        return None
-    cmdline = Path(f"/proc/{pid}/cmdline")
-    if cmdline.exists():
-        try:
-            args = cmdline.read_bytes().split(b"\0")
-        except OSError:
-            return None
-        if b"digits_core.scheduler" not in args or os.fsencode(str(job.path)) not in args:
-            return None
-    return pid
+    if job.kind == "model":
+        from .engine import request_abort
 
-
-def _stop_orphan_worker(job: Job, timeout: float | None = None) -> None:
-    """Stop a worker left running by a server that died without stopping it.
-
-    SIGTERM first (a training job then aborts at its next step and keeps its
-    last snapshot, so it can be resumed), SIGKILL after ``timeout`` seconds.
-    Without this, a resumed job would have two processes writing its folder.
-    """
-    timeout = ORPHAN_STOP_TIMEOUT if timeout is None else timeout
-    pid = _worker_pid(job)
-    if pid is None:
+        request_abort(job)
         return
-    logger.warning("Stopping worker %s left running for job %s by a previous server", pid, job.id)
-    for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(pid, sig)
-        except ProcessLookupError:
-            return
-        except PermissionError:
-            return
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline:
-            if not _alive(pid):
-                return
-            time.sleep(0.1)
-
-
-def _alive(pid: int) -> bool:
-    """True while process ``pid`` exists and is not a zombie."""
+    owner = job.owner or {}
+    if owner.get("host") != socket.gethostname() or not owner.get("pid"):
+        raise JobStateError(f"Job {job.id} runs in another process ({describe_owner(owner)}); stop it there.")
     try:
-        os.kill(pid, 0)
-    except OSError:
-        return False
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return True
-    return state != "Z"
+        os.kill(int(owner["pid"]), signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    except PermissionError as exc:
+        raise JobStateError(f"Job {job.id} runs in a process of another user ({describe_owner(owner)}).") from exc
 
 
 # -- the worker side -------------------------------------------------------------
@@ -421,8 +405,25 @@ def train_into_job(job: Job, options: dict) -> Job:
 
 
 def run_job(job_path: str | os.PathLike) -> int:
-    """Run one queued job in this process (the worker side). Returns an exit status."""
+    """Run one queued job in this process (the worker side). Returns an exit status.
+
+    The worker owns the job (holds its lock) from start to end; if another
+    live process owns it already, nothing is run or written and the status is
+    :data:`EXIT_JOB_LOCKED`.
+    """
     job = Job.load(job_path)
+    try:
+        lock = job.acquire_lock()
+    except JobLockedError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_JOB_LOCKED
+    try:
+        return _run_owned_job(job)
+    finally:
+        lock.release()
+
+
+def _run_owned_job(job: Job) -> int:
     try:
         if job.kind == "dataset":
             from .datasets import run_dataset_job
@@ -461,13 +462,41 @@ def _sigterm(_signum, _frame):
     raise KeyboardInterrupt
 
 
+def watch_parent(parent_pid: int, *, interval: float = 0.5, grace: float | None = None) -> threading.Thread:
+    """Stop this process when ``parent_pid`` is no longer its parent (the server died, even by ``kill -9``).
+
+    The process first gets SIGTERM (a training job aborts at its next step,
+    keeping its last snapshot); if it is still alive ``grace`` seconds later
+    (:data:`ORPHAN_STOP_TIMEOUT`), its whole process group is killed.
+    A thread, rather than ``PR_SET_PDEATHSIG``: that signal fires when the
+    parent's *thread* that started the worker ends, not the parent process.
+    """
+    grace = ORPHAN_STOP_TIMEOUT if grace is None else grace
+
+    def watch():
+        while os.getppid() == parent_pid:
+            time.sleep(interval)
+        logger.warning("The server (pid %s) that started this worker is gone; stopping the job", parent_pid)
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(grace)
+        os.killpg(os.getpgid(0), signal.SIGKILL)
+
+    thread = threading.Thread(target=watch, name="digits-parent-watch", daemon=True)
+    thread.start()
+    return thread
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m digits_core.scheduler run JOB_FOLDER``: the worker process entry point."""
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 2 or argv[0] != "run":
         print("usage: python -m digits_core.scheduler run JOB_FOLDER", file=sys.stderr)
         return 2
-    signal.signal(signal.SIGTERM, _sigterm)
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _sigterm)
+    parent = os.environ.get(PARENT_PID_ENV)
+    if parent and parent.isdigit():
+        watch_parent(int(parent))
     return run_job(argv[1])
 
 

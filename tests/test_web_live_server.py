@@ -117,11 +117,10 @@ def test_restart_recovers_the_jobs_a_killed_server_left(live_server, sample_path
     waiting_id = queue_numbers_dataset(first, "left waiting")
     assert job_row(first, waiting_id)["status"] == "Waiting"
     assert first.kill() == -signal.SIGKILL
-    assert worker_alive(pid, job_dir), "precondition: kill -9 of the server leaves its worker running"
+    # The worker dies with its server (it watches its parent): no orphan keeps writing the job.
+    wait_until(lambda: not worker_alive(pid, job_dir), "the orphan worker to stop by itself")
 
     second = live_server(jobs_dir, pythonpath=[sample_path], auth_token=TOKEN)  # no gate: jobs run through
-    # The orphan worker is stopped, never left writing a job shown as Aborted.
-    wait_until(lambda: not worker_alive(pid, job_dir), "the orphan worker to be stopped", second)
     row = wait_until(lambda: (r := job_row(second, running_id)) and r["status"] != "Running" and r,
                      "the left-running job to leave Running", second)
     assert row["status"] == "Aborted", row

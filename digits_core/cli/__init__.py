@@ -51,6 +51,25 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _raise_interrupt(_signum, _frame):
+    raise KeyboardInterrupt
+
+
+def _stop_on_signals() -> None:
+    """SIGTERM and SIGHUP stop a command like Ctrl-C does (``timeout``, systemd, Docker, a closed terminal).
+
+    Each command's own clean-up then runs: a training aborts at its next step
+    (its job ends Aborted, last snapshot kept), the server stops its workers.
+    """
+    import signal
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        try:
+            signal.signal(sig, _raise_interrupt)
+        except (ValueError, OSError):  # not the main thread (embedded use)
+            pass
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the ``digits`` command and return its exit status."""
     parser = build_parser()
@@ -62,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "handler", None):
         parser.print_help()
         return 0
+    _stop_on_signals()
     try:
         return int(args.handler(args) or 0)
     except DigitsError as exc:

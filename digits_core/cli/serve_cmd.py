@@ -51,14 +51,13 @@ def run(args) -> int:
     url_host = "localhost" if args.host in ("127.0.0.1", "0.0.0.0", "::") else args.host
     print(f"DIGITS is serving {app.extensions['digits']['jobs_dir']} at http://{url_host}:{args.port}/ "
           "(Ctrl-C to stop)", flush=True)
-    import signal
-
-    # `kill` (SIGTERM) stops the server like Ctrl-C: running jobs are stopped and marked Aborted.
-    previous = signal.signal(signal.SIGTERM, lambda _signum, _frame: sys.exit(0))
+    # SIGTERM/SIGHUP stop the server like Ctrl-C (see digits_core.cli.main): running jobs are stopped
+    # and marked Aborted, the inference worker is closed.
     try:
         app.run(host=args.host, port=args.port, debug=args.debug, use_reloader=False, threaded=True)
+    except KeyboardInterrupt:
+        pass
     finally:
-        signal.signal(signal.SIGTERM, previous)
         scheduler.shutdown(abort_running=True)
         app.extensions["digits"]["inference_worker"].close()
     return 0

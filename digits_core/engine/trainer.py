@@ -141,11 +141,19 @@ def resume_training(job: Any, *, jobs_dir=None, callbacks: list | None = None,
         epochs: Optionally train to a larger total number of epochs.
 
     Raises:
-        JobStateError: The job is running or has no snapshot to resume from.
+        JobStateError: The job has no snapshot to resume from, or another live
+            process runs it (:class:`~digits_core.jobs.JobLockedError`; resuming
+            works at once after that process died, there is no grace period).
     """
     job = jobio.load_model_job(job, jobs_dir)
-    if job.status is JobStatus.RUNNING and not _stale(job):
-        raise JobStateError(f'Model job "{job.id}" is running; abort it first (`digits model abort {job.id}`).')
+    lock = job.acquire_lock()  # JobLockedError while another process owns the job
+    try:
+        return _resume_owned(job, jobs_dir, callbacks, progress, epochs)
+    finally:
+        lock.release()
+
+
+def _resume_owned(job: Job, jobs_dir, callbacks, progress, epochs) -> Job:
     info = jobio.read_model_info(job.path)
     if not info.get("snapshots"):
         raise JobStateError(f'Model job "{job.id}" has no snapshot to resume from; start a new training.')
@@ -178,12 +186,6 @@ def request_abort(job: Any, jobs_dir=None) -> None:
 
 
 # -- helpers ------------------------------------------------------------------------------
-
-
-def _stale(job: Job) -> bool:
-    """A Running job whose process is gone (no heartbeat for 2 minutes)."""
-    beat = job.path / "heartbeat"
-    return not beat.exists() or time.time() - beat.stat().st_mtime > 120
 
 
 def _strategy(opts: TrainingOptions):
@@ -763,7 +765,7 @@ class _Run:
         def handler(signum, frame):
             self.abort_reason = f"received {signal.Signals(signum).name}"
 
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             try:
                 self._old_handlers[sig] = signal.signal(sig, handler)
             except (ValueError, OSError):
