@@ -10,6 +10,7 @@ No TensorFlow is imported by the server or these workers.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -120,7 +121,9 @@ def test_restart_recovers_the_jobs_a_killed_server_left(live_server, sample_path
     # The worker dies with its server (it watches its parent): no orphan keeps writing the job.
     wait_until(lambda: not worker_alive(pid, job_dir), "the orphan worker to stop by itself")
 
-    second = live_server(jobs_dir, pythonpath=[sample_path], auth_token=TOKEN)  # no gate: jobs run through
+    hook_log = tmp_path / "hooks.jsonl"
+    second = live_server(jobs_dir, pythonpath=[sample_path], auth_token=TOKEN,  # no gate: jobs run through
+                         env={"DIGITS_SAMPLE_HOOK_LOG": str(hook_log)})
     row = wait_until(lambda: (r := job_row(second, running_id)) and r["status"] != "Running" and r,
                      "the left-running job to leave Running", second)
     assert row["status"] == "Aborted", row
@@ -129,4 +132,10 @@ def test_restart_recovers_the_jobs_a_killed_server_left(live_server, sample_path
     assert row["status"] == "Done", (row, (jobs_dir / waiting_id / "worker.log").read_text())
     data = second.get_json(f"/datasets/{waiting_id}.json")
     assert data["info"]["stages"]["train"]["count"] > 0
+    # The installed plugin's hooks ran in the job's worker process, not in the server.
+    calls = [json.loads(line) for line in hook_log.read_text().splitlines()]
+    created = [c for c in calls if c["hook"] == "digits_dataset_created"]
+    assert [c["args"]["dataset"]["job_path"] for c in created] == [str(jobs_dir / waiting_id)]
+    assert created[0]["pid"] != second.process.pid
+    assert "digits_register_routes" in {c["hook"] for c in calls if c["pid"] == second.process.pid}
     assert second.stop() == 0, second.describe()
