@@ -13,7 +13,11 @@ called. Modules: :mod:`.options` (hyper-parameters), :mod:`.lr_policies`,
 :mod:`.solvers`, :mod:`.networks` (built-in, plugin and custom networks),
 :mod:`.preprocessing` (shared with inference), :mod:`.augmentation`,
 :mod:`.pipeline` (tf.data), :mod:`.losses`, :mod:`.distribute`,
-:mod:`.jobio` (files of a model job), :mod:`.trainer` (the run).
+:mod:`.jobio` (files of a model job), :mod:`.tasks` (what differs per task: loss,
+metrics, labels), :mod:`.trainer` (public API and a run's life cycle), :mod:`.setup`
+(everything before the first step), :mod:`.loop` (the steps), :mod:`.steps`
+(compiled train/val steps), :mod:`.callbacks` (the Keras callback protocol),
+:mod:`.snapshots`.
 """
 
 from __future__ import annotations
@@ -25,7 +29,9 @@ _NAMES = {
     "train_existing_job": "trainer",
     "resume_training": "trainer",
     "request_abort": "trainer",
-    "load_snapshot": "trainer",
+    "load_snapshot": "snapshots",
+    "Task": "tasks",
+    "register_task": "tasks",
     "lr_schedule_preview": "lr_policies",
     "TrainingOptions": "options",
     "Augmentation": "options",

@@ -116,6 +116,8 @@ class TrainingOptions:
         preload: ``"auto"`` (preload when the training set fits in ``preload_limit_mb``), ``True`` or ``False``.
         preload_limit_mb: Size limit for ``preload="auto"``.
         log_every: Log train loss/LR this many times per epoch.
+        jit: Compile the train step with XLA (``jit_compile``).
+        mixed_precision: Compute in float16 with float32 variables (``mixed_float16``; GPU only).
     """
 
     epochs: int = 30
@@ -145,6 +147,8 @@ class TrainingOptions:
     preload: Any = "auto"
     preload_limit_mb: float = 2048.0
     log_every: int = 10
+    jit: bool = False
+    mixed_precision: bool = False
 
     @classmethod
     def from_kwargs(cls, **kwargs: Any) -> "TrainingOptions":
@@ -243,6 +247,14 @@ class TrainingOptions:
                     raise ValueError
             except (TypeError, ValueError):
                 errors["gpus"] = ['use a number of GPUs or "all"']
+        for name in ("jit", "mixed_precision"):
+            value = getattr(self, name)
+            if isinstance(value, str) and value.lower() in ("1", "true", "yes", "on", "0", "false", "no", "off", ""):
+                value = value.lower() in ("1", "true", "yes", "on")
+            if not isinstance(value, (bool, int)) or isinstance(value, int) and value not in (0, 1):
+                errors[name] = ["must be true or false"]
+            else:
+                setattr(self, name, bool(value))
         if isinstance(self.preload, str):
             lowered = self.preload.lower()
             if lowered in ("auto",):

@@ -186,9 +186,11 @@ class StageSource:
             ``read_indexes``, ``feature_shape``, ``feature_dtype``, ``label_kind``).
         stage: ``"train"`` or ``"val"``.
         preload: Read the whole stage into memory.
+        fix_labels: ``labels -> labels`` as the model takes them (the task's
+            :attr:`~digits_core.engine.tasks.Task.fix_labels`); default: by the dataset's label kind.
     """
 
-    def __init__(self, reader, stage: str, preload: bool):
+    def __init__(self, reader, stage: str, preload: bool, fix_labels=None):
         self.reader = reader
         self.stage = stage
         self.n = int(reader.count(stage))
@@ -196,6 +198,7 @@ class StageSource:
         self.feature_shape = tuple(reader.feature_shape())
         self.feature_dtype = np.dtype(reader.feature_dtype())
         self.label_kind = reader.label_kind
+        self._label_fn = fix_labels
         self.encodings = stage_encodings(reader, stage)
         self.features = self.labels = None
         self.decode_s = 0.0
@@ -215,6 +218,8 @@ class StageSource:
         self.label_dtype = first.dtype
 
     def _fix_labels(self, labels: np.ndarray) -> np.ndarray:
+        if self._label_fn is not None:
+            return self._label_fn(labels)
         if self.label_kind in ("class", "mask"):
             return labels.astype(np.int32, copy=False)
         labels = labels.astype(np.float32, copy=False)

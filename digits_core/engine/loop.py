@@ -1,0 +1,272 @@
+"""The training loop: steps, logging windows, validation, snapshots, abort, callbacks.
+
+One :class:`TrainingLoop` runs the steps of a prepared
+:class:`~digits_core.engine.setup.RunState` from ``start_step`` to
+``total_steps``. Per step it checks for an abort (file, flag, signal, or
+any worker of a multi-worker run), runs the compiled train step, stops on a
+non-finite loss, and feeds the Keras callbacks (:mod:`.callbacks`), the
+``progress`` function, ``metrics.jsonl``/TensorBoard, validation and
+snapshots at their step intervals.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+from ..errors import TrainingError
+from . import jobio
+from .callbacks import CallbackDriver
+from .pipeline import train_dataset, val_dataset
+from .setup import RunState
+from .snapshots import save_snapshot
+from .steps import StepSpec, make_steps
+
+ABORT_FLAGS: set[str] = set()  # job folders asked to abort from this process (see ``request_abort``)
+
+
+class AbortSignal:
+    """Why the run should stop (``reason``), from a signal, an abort file, this process or a callback."""
+
+    def __init__(self, folder) -> None:
+        self.reason: str | None = None
+        self.path = folder / jobio.ABORT_FILE
+        self.key = str(folder.resolve())
+
+    def poll(self) -> str | None:
+        """Notice an abort requested since the last step; returns the reason (or ``None``)."""
+        if self.reason is None and (self.path.exists() or self.key in ABORT_FLAGS):
+            self.reason = "abort requested"
+        return self.reason
+
+    def clear(self) -> None:
+        """Consume the request (a resumed run must not stop at once)."""
+        ABORT_FLAGS.discard(self.key)
+        self.path.unlink(missing_ok=True)
+
+
+class _Means:
+    """Running sums of loss and the training metric (a logging window, or an epoch)."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.loss = self.metric = 0.0
+        self.steps = self.images = 0
+        self.start = time.perf_counter()
+
+    def add(self, loss: float, metric: float, images: int) -> None:
+        self.loss += loss
+        self.metric += metric
+        self.steps += 1
+        self.images += images
+
+    def logs(self, metric_name: str | None) -> dict:
+        n = max(self.steps, 1)
+        out = {"loss": self.loss / n}
+        if metric_name:
+            out[metric_name] = self.metric / n
+        return out
+
+
+class TrainingLoop:
+    """Runs one prepared training run (see the module docstring).
+
+    Args:
+        state: The prepared run.
+        writer: The :class:`~digits_core.engine.jobio.MetricsWriter`.
+        callbacks: Keras callbacks (user and plugin).
+        progress: ``progress(dict)`` after every step and validation (see :func:`~digits_core.engine.train`).
+        abort: The run's :class:`AbortSignal`.
+        heartbeat: Called at every logging window (shows the job is alive).
+    """
+
+    def __init__(self, state: RunState, writer, callbacks: list, progress: Callable[[dict], None] | None,
+                 abort: AbortSignal, heartbeat: Callable[[], None]):
+        self.s = state
+        self.writer = writer
+        self.progress = progress
+        self.abort = abort
+        self.heartbeat = heartbeat
+        self.last_logs: dict = {}
+        self.stopped_early = False
+        self.metric_name = state.task.train_metric_name if state.standard_output else None
+        self.cb = CallbackDriver(callbacks, state.model, epochs=state.opts.epochs,
+                                 steps_per_epoch=state.steps_per_epoch)
+
+    # -- datasets and steps -------------------------------------------------------------------
+
+    def _distribute(self, make):
+        if self.s.strat.kind == "default":
+            import tensorflow as tf
+
+            return make(tf.distribute.InputContext())
+        return self.s.strat.strategy.distribute_datasets_from_function(make)
+
+    def _datasets(self):
+        s, opts = self.s, self.s.opts
+        start_epoch, skip = divmod(s.start_step, s.steps_per_epoch)
+        train_ds = self._distribute(lambda ctx: train_dataset(
+            s.train_src, layout=s.layout, prep=s.prep, aug=opts.augmentation, seed=s.seed,
+            shuffle=opts.shuffle, start_epoch=start_epoch, epochs=opts.epochs, skip_batches=skip))
+        val_ds = None
+        if s.val_src:
+            val_ds = self._distribute(lambda ctx: val_dataset(s.val_src, layout=s.layout, prep=s.prep)[0])
+        return train_ds, val_ds
+
+    # -- the loop ---------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Train to ``total_steps`` (or an abort / early stop); raises :class:`TrainingError` on divergence."""
+        import tensorflow as tf
+
+        s = self.s
+        train_step, self.val_step = make_steps(StepSpec(
+            strategy=s.strat.strategy, replicas=s.strat.replicas, model=s.model, optimizer=s.optimizer,
+            loss_fn=s.loss_fn, task=s.task, num_outputs=s.num_outputs, standard_output=s.standard_output,
+            custom_metrics=s.custom_metrics, jit=s.opts.jit))
+        train_ds, self.val_ds = self._datasets()
+        spe, multi = s.steps_per_epoch, s.strat.num_workers > 1
+        flags = (tf.constant(0.0), tf.constant(1.0))
+        window, epoch_means = _Means(), _Means()
+        run_start = time.perf_counter()
+        step = s.start_step
+        iterator = iter(train_ds)
+        self.cb.train_begin()
+        if step % spe == 0:
+            self.cb.epoch_begin(step // spe)
+        else:  # a resumed run starts inside an epoch
+            self.cb.epoch_open = step // spe
+        while step < s.total_steps:
+            if self.abort.poll() and not multi:
+                self._aborted(epoch_means)
+                return
+            x, y = next(iterator)
+            batch = step % spe
+            self.cb.batch_begin(batch)
+            loss, metric, stop = train_step(x, y, flags[1 if self.abort.reason else 0])
+            if multi and float(stop) > 0:  # every worker leaves after this same step
+                self.abort.reason = self.abort.reason or "abort requested on another worker"
+                self._aborted(epoch_means)
+                return
+            loss = float(loss)
+            step += 1
+            epoch = step / spe
+            if not math.isfinite(loss):
+                raise TrainingError(
+                    f"Training diverged: the loss became {loss} at epoch {epoch:.2f} (step {step}). "
+                    "Lower the learning rate, check the labels, or use a different solver.")
+            images = s.layout.global_batch if s.strat.replicas > 1 else int(x.shape[0])
+            window.add(loss, float(metric), images)
+            epoch_means.add(loss, float(metric), images)
+            self.cb.batch_end(batch, epoch_means.logs(self.metric_name))
+            end_of_epoch = step % spe == 0
+            if step % s.log_every == 0 or end_of_epoch or step == s.total_steps:
+                self._log_window(window, epoch, step)
+            if s.val_every and (step % s.val_every == 0 or step == s.total_steps):
+                self.validate(epoch, step)
+            if step == s.total_steps or (s.snap_every and step % s.snap_every == 0):
+                self._snapshot(epoch, step)
+            self._report({"phase": "train", "epoch": epoch, "step": step, "total_steps": s.total_steps,
+                          "epochs": s.opts.epochs, "loss": loss,
+                          "eta_s": (time.perf_counter() - run_start) / max(step - s.start_step, 1)
+                          * (s.total_steps - step)})
+            if end_of_epoch:
+                self.cb.epoch_end(step // spe - 1, self._epoch_logs(epoch_means))
+                epoch_means.reset()
+                if step < s.total_steps and not s.model.stop_training and not self.abort.reason:
+                    self.cb.epoch_begin(step // spe)
+            if s.model.stop_training:
+                self.stopped_early = True
+                if not (s.snap_every and step % s.snap_every == 0) and step != s.total_steps:
+                    self._snapshot(epoch, step)
+                break
+        self.cb.train_end(dict(self.last_logs))
+        s.job.data["worker_report"] = {
+            "worker_index": s.strat.worker_index, "num_workers": s.strat.num_workers,
+            "steps": step - s.start_step,
+            "images_per_epoch": len(range(s.strat.worker_index, s.train_src.n, s.strat.num_workers)),
+        }
+
+    def _aborted(self, epoch_means: _Means) -> None:
+        self.abort.clear()
+        logs = self._epoch_logs(epoch_means) if epoch_means.steps else dict(self.last_logs)
+        self.cb.aborted(logs)
+
+    def _epoch_logs(self, means: _Means) -> dict:
+        logs = dict(self.last_logs)
+        logs.update(means.logs(self.metric_name))
+        return logs
+
+    def _report(self, values: dict) -> None:
+        """Call ``progress``; an exception there aborts the run (status Aborted, not Error)."""
+        if not self.progress:
+            return
+        try:
+            self.progress(values)
+        except Exception as exc:  # noqa: BLE001 - the caller's way to cancel
+            self.abort.reason = self.abort.reason or f"progress callback raised {type(exc).__name__}: {exc}"
+
+    def _log_window(self, window: _Means, epoch: float, step: int) -> None:
+        values = window.logs(self.metric_name)
+        values["lr"] = self._lr_at(step - 1)
+        values["images_per_sec"] = window.images / max(time.perf_counter() - window.start, 1e-9)
+        ordered = {"loss": values["loss"], "lr": values["lr"], "images_per_sec": values["images_per_sec"]}
+        if self.metric_name:
+            ordered[self.metric_name] = values[self.metric_name]
+        self.writer.write(epoch, step, ordered)
+        self.last_logs.update(ordered)
+        window.reset()
+        self.heartbeat()
+
+    def _lr_at(self, step: int) -> float:
+        optimizer = getattr(self.s.optimizer, "inner_optimizer", self.s.optimizer)
+        schedule = optimizer._learning_rate
+        if callable(schedule):
+            return float(schedule(step))
+        return float(optimizer.learning_rate)
+
+    def _snapshot(self, epoch: float, step: int) -> None:
+        if self.s.strat.is_chief:
+            save_snapshot(self.s.folder, self.s.model, self.s.optimizer, epoch, step)
+
+    # -- validation ---------------------------------------------------------------------------------
+
+    def validate(self, epoch: float, step: int) -> None:
+        """Run the validation set; log ``val_*`` metrics, track the best epoch."""
+        s = self.s
+        self.cb.test_begin()
+        sums: dict = {}
+        for batch, (x, y, valid) in enumerate(self.val_ds):
+            self.cb.test_batch_begin(batch)
+            for key, value in self.val_step(x, y, valid).items():
+                sums[key] = sums.get(key, 0) + np.asarray(value, np.float64)
+            if self.cb.active:
+                self.cb.test_batch_end(batch, self._val_values(sums))
+        values = self._val_values(sums)
+        if not math.isfinite(values["val_loss"]):
+            raise TrainingError(f"Training diverged: the validation loss is {values['val_loss']} at epoch "
+                                f"{epoch:.2f}. Lower the learning rate.")
+        self.writer.write(epoch, step, values)
+        self.last_logs.update(values)
+        self.cb.test_end(values)
+        key, better = s.task.best_key(s.standard_output)
+        if key in values and s.strat.is_chief:
+            info = jobio.read_model_info(s.folder)
+            if info.get("best_metric") is None or better(values[key], info["best_metric"]):
+                info["best_epoch"], info["best_metric"], info["best_metric_name"] = round(epoch, 4), values[key], key
+                jobio.write_model_info(s.folder, info)
+        self._report({"phase": "val", "epoch": epoch, "step": step, "total_steps": s.total_steps, **values})
+
+    def _val_values(self, sums: dict) -> dict:
+        values = self.s.task.summarize_val(self.s.task.name, sums)
+        for key in sums:
+            if key.startswith("custom_"):
+                values[f"val_{key[len('custom_'):]}"] = float(sums[key]) / max(float(sums["count"]), 1.0)
+        return values
+
+

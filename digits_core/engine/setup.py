@@ -1,0 +1,291 @@
+"""Everything a training run needs before its first step, built in one place.
+
+:func:`prepare_run` turns a job, a dataset reader, a network and options
+into a :class:`RunState`: seeded random streams, the input sources,
+preprocessing, the model (built, fine-tuned or restored from a snapshot),
+the optimizer (state restored on resume), the loss, the step schedule and
+the initial ``model.json``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import FormValidationError, TrainingError
+from ..jobs import Job
+from . import jobio
+from .augmentation import check_augmentation
+from .distribute import cluster_from_env
+from .losses import auto_class_weights
+from .networks import NetworkSpec
+from .networks.custom import call_builder
+from .options import TrainingOptions
+from .pipeline import Layout, StageSource, should_preload
+from .preprocessing import Preprocessing, compute_scale
+from .snapshots import fine_tune, restore_optimizer_state
+from .tasks import Task
+
+_FORM = "training options"
+
+
+@dataclass
+class RunState:
+    """A training run, ready to loop (see :func:`prepare_run`).
+
+    Attributes:
+        job, reader, spec, opts, task, strat: What the run was asked to do.
+        folder: The job folder.
+        seed: The run's random seed (recorded in ``model.json``).
+        train_src, val_src: Input sources (``val_src`` is ``None`` without validation).
+        prep: Input preprocessing (saved with the job, shared with inference).
+        layout: Batch layout over replicas and workers.
+        num_outputs: Classes or regression outputs.
+        class_weights: Per-class loss weights or ``None``.
+        model, optimizer, loss_fn: Built under the strategy's scope.
+        standard_output: The model's output has the task's standard shape.
+        custom_loss, custom_metrics: From a custom network's ``build_model``.
+        steps_per_epoch, total_steps, start_step: The step schedule (``start_step`` > 0 on resume).
+        val_every, snap_every, log_every: Intervals in steps (0: never).
+        resume_from: The snapshot entry resumed from, or ``None``.
+        fine_tune_report: What ``pretrained`` loaded.
+    """
+
+    job: Job
+    reader: Any
+    spec: NetworkSpec
+    opts: TrainingOptions
+    task: Task
+    strat: Any
+    folder: Path
+    seed: int = 0
+    train_src: Any = None
+    val_src: Any = None
+    prep: Any = None
+    layout: Any = None
+    num_outputs: int = 0
+    class_weights: list | None = None
+    model: Any = None
+    optimizer: Any = None
+    loss_fn: Any = None
+    standard_output: bool = True
+    custom_loss: Any = None
+    custom_metrics: Any = None
+    steps_per_epoch: int = 1
+    total_steps: int = 0
+    start_step: int = 0
+    val_every: int = 0
+    snap_every: int = 0
+    log_every: int = 1
+    resume_from: dict | None = None
+    fine_tune_report: dict | None = None
+    extra: dict = field(default_factory=dict)
+
+
+def prepare_run(state: RunState) -> RunState:
+    """Fill ``state`` (see the module docstring); raises :class:`TrainingError` / :class:`FormValidationError`."""
+    import keras
+    import tensorflow as tf
+
+    opts = state.opts
+    state.seed = int(opts.seed if opts.seed is not None else _stored_seed(state))
+    keras.utils.set_random_seed(state.seed)
+    if opts.seed is not None:
+        tf.config.experimental.enable_op_determinism()
+    if opts.mixed_precision:
+        keras.mixed_precision.set_global_policy("mixed_float16")
+    _open_sources(state)
+    _make_preprocessing(state)
+    state.num_outputs = state.task.num_outputs(state.reader, state.train_src)
+    state.class_weights = _class_weights(state)
+    _schedule(state)
+    try:
+        with state.strat.strategy.scope():
+            _build_model(state)
+            from .solvers import optimizer_for
+
+            optimizer = optimizer_for(opts, state.total_steps)
+            if opts.mixed_precision:
+                optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+            optimizer.build(state.model.trainable_variables)
+            state.optimizer = optimizer
+            if state.resume_from:
+                state.start_step = restore_optimizer_state(state.folder, optimizer, state.resume_from)
+    finally:
+        if opts.mixed_precision:
+            keras.mixed_precision.set_global_policy("float32")
+    state.loss_fn = state.task.loss(opts.loss, state.num_outputs, state.class_weights, state.custom_loss)
+    if not state.resume_from:
+        write_initial_info(state)
+    elif state.strat.is_chief:
+        info = jobio.read_model_info(state.folder)
+        info.update(options=opts.to_dict(), total_steps=state.total_steps, status="Running",
+                    resumed_from=state.resume_from["file"])
+        jobio.write_model_info(state.folder, info)
+    return state
+
+
+def _stored_seed(state: RunState) -> int:
+    if state.resume_from:
+        return int(jobio.read_model_info(state.folder)["seed"])
+    cluster = cluster_from_env()
+    if cluster is not None:  # every worker must agree on the seed
+        return abs(hash(str(sorted(cluster["cluster"].items())))) % (2 ** 31)
+    return int.from_bytes(os.urandom(4), "little") % (2 ** 31)
+
+
+def _open_sources(state: RunState) -> None:
+    reader, opts = state.reader, state.opts
+    if "train" not in reader.stages:
+        raise TrainingError(f'Dataset "{reader.id}" has no training images.')
+    fix = state.task.fix_labels
+
+    def source(stage: str) -> StageSource:
+        return StageSource(reader, stage, should_preload(reader, stage, opts.preload, opts.preload_limit_mb),
+                           fix_labels=fix)
+
+    state.train_src = source("train")
+    state.val_src = source("val") if "val" in reader.stages and opts.validation_interval > 0 else None
+
+
+def _make_preprocessing(state: RunState) -> None:
+    reader, opts = state.reader, state.opts
+    feature_shape = tuple(reader.feature_shape())
+    if opts.crop_size and opts.crop_size > min(feature_shape[:2]):
+        raise FormValidationError({"crop_size": [f"{opts.crop_size} is larger than the images "
+                                                 f"({feature_shape[0]}x{feature_shape[1]})"]}, _FORM)
+    mean = reader.mean() if opts.mean_subtraction != "none" else None
+    if opts.mean_subtraction != "none" and mean is None:
+        raise TrainingError(f'Dataset "{reader.id}" has no mean image; use mean_subtraction="none".')
+    if state.resume_from:
+        state.prep = Preprocessing.load(state.folder)
+    else:
+        mean_arr = 0.0 if mean is None else (
+            mean if opts.mean_subtraction == "image" else mean.reshape(-1, mean.shape[-1]).mean(axis=0))
+        scale = compute_scale(reader.feature_dtype(), state.train_src.sample(seed=state.seed), mean_arr)
+        state.prep = Preprocessing(opts.mean_subtraction, mean, scale, opts.crop_size, feature_shape)
+    check_augmentation(opts.augmentation, state.prep.input_shape[:2], feature_shape[2])
+
+
+def _class_weights(state: RunState) -> list | None:
+    opts, src = state.opts, state.train_src
+    if not state.task.uses_class_weights or opts.class_weights is None:
+        return None
+    if opts.class_weights == "auto":
+        labels = src.labels if src.preload else src.read_labels(np.arange(min(src.n, 4096)))
+        return auto_class_weights(labels, state.num_outputs)
+    if len(opts.class_weights) != state.num_outputs:
+        raise FormValidationError({"class_weights": [
+            f"give {state.num_outputs} weights (one per class), not {len(opts.class_weights)}"]}, _FORM)
+    return list(opts.class_weights)
+
+
+def _schedule(state: RunState) -> None:
+    opts, strat = state.opts, state.strat
+    batch = opts.batch_size or state.spec.batch_size
+    state.layout = Layout(batch, num_pipelines=strat.num_workers, pipeline_id=strat.worker_index,
+                          replicas=strat.replicas)
+    if batch < strat.replicas:
+        raise FormValidationError({"batch_size": [f"must be at least the number of replicas ({strat.replicas})"]},
+                                  _FORM)
+    spe = state.steps_per_epoch = state.layout.steps_per_epoch(state.train_src.n)
+    state.total_steps = spe * opts.epochs
+
+    def interval(epochs: float) -> int:
+        return max(1, int(round(epochs * spe)))
+
+    state.val_every = interval(opts.validation_interval) if state.val_src else 0
+    state.snap_every = interval(opts.snapshot_interval) if opts.snapshot_interval > 0 else 0
+    state.log_every = max(1, spe // opts.log_every)
+
+
+def _build_model(state: RunState) -> None:
+    import keras
+
+    spec, opts = state.spec, state.opts
+
+    def build():
+        return call_builder(spec.build, state.prep.input_shape, state.num_outputs, dict(opts.network_params),
+                            origin=spec.name, path=spec.path)
+
+    if state.resume_from:
+        state.model = keras.models.load_model(state.folder / jobio.SNAPSHOT_DIR / state.resume_from["file"],
+                                              compile=False, safe_mode=False)
+        if spec.source == "file":
+            # re-run the builder only to recover a custom loss (weights come from the snapshot)
+            _, state.custom_loss, state.custom_metrics = build()
+    else:
+        state.model, state.custom_loss, state.custom_metrics = build()
+        if opts.pretrained:
+            state.fine_tune_report = fine_tune(state.model, str(opts.pretrained), state.folder.parent)
+    _check_model(state)
+
+
+def _check_model(state: RunState) -> None:
+    model, task = state.model, state.task
+    where = state.spec.path or state.spec.name
+    in_shape = tuple(model.inputs[0].shape[1:]) if model.inputs else None
+    if in_shape and tuple(in_shape) != tuple(state.prep.input_shape):
+        if any(d is not None and d != e for d, e in zip(in_shape, state.prep.input_shape)) or len(in_shape) != 3:
+            raise TrainingError(f"{where}: the model's input shape {in_shape} does not match the "
+                                f"dataset's (cropped) images {tuple(state.prep.input_shape)}.")
+    out_shape = tuple(model.outputs[0].shape[1:]) if model.outputs else ()
+    expected = tuple(task.output_shape(tuple(state.prep.input_shape), state.num_outputs))
+    state.standard_output = out_shape == expected
+    if not state.standard_output and state.custom_loss is None:
+        raise TrainingError(
+            f"{where}: the model's output shape {out_shape} does not fit {task.name} with "
+            f"{state.num_outputs} outputs (expected {expected}); return a matching model, or "
+            "(model, loss, metrics) with your own loss.")
+
+
+def write_initial_info(state: RunState) -> None:
+    """Write ``model.json`` at the start of a new run (chief only); copy a custom network file."""
+    if not state.strat.is_chief:
+        return
+    opts, reader, prep = state.opts, state.reader, state.prep
+    info = {
+        "job_id": state.job.id,
+        "network": state.spec.name,
+        "network_source": state.spec.source,
+        "dataset_id": reader.id,
+        "dataset_path": str(getattr(reader, "path", "")) or None,
+        "dataset_plugin": getattr(reader, "plugin_id", None),
+        "task": state.task.name,
+        "options": opts.to_dict(),
+        "seed": state.seed,
+        "batch_size": state.layout.global_batch,
+        "steps_per_epoch": state.steps_per_epoch,
+        "total_steps": state.total_steps,
+        "input_shape": list(prep.input_shape),
+        "feature_shape": list(prep.feature_shape),
+        "feature_dtype": str(reader.feature_dtype()),
+        "num_outputs": state.num_outputs,
+        "class_labels": reader.class_labels,
+        "color_palette": reader.color_palette,
+        "mean_subtraction": prep.mean_subtraction,
+        "crop_size": prep.crop_size,
+        "preprocessing": prep.save(state.folder),
+        "loss": opts.loss or (state.task.default_loss if state.custom_loss is None else "custom"),
+        "class_weights": state.class_weights,
+        "lr_policy": opts.lr_policy_params(),
+        "parameters": int(state.model.count_params()),
+        "distributed": state.strat.describe(),
+        "train_count": state.train_src.n,
+        "val_count": state.val_src.n if state.val_src else 0,
+        "input_pipeline": "preload" if state.train_src.preload else "stream",
+        "fine_tune": state.fine_tune_report,
+        "snapshots": [],
+        "best_epoch": None,
+        "best_metric": None,
+        "last_epoch": 0,
+        "status": "Running",
+    }
+    if state.spec.source == "file" and state.spec.path:
+        shutil.copyfile(state.spec.path, state.folder / jobio.NETWORK_COPY)
+    jobio.write_model_info(state.folder, info)

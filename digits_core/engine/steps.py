@@ -1,0 +1,118 @@
+"""The compiled train and validation steps (``tf.function``, inside a ``tf.distribute`` strategy).
+
+:func:`make_steps` returns ``train_step(x, y, stop) -> (loss, metric, stop)``
+and ``val_step(x, y, valid) -> {statistic: sum}``, reduced over replicas. The
+task (:mod:`.tasks`) supplies the loss and metrics; ``jit=True`` compiles the
+train step with XLA (``jit_compile``); a mixed-precision optimizer
+(``LossScaleOptimizer``) gets its loss scaled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ..errors import TrainingError
+from .tasks import Task
+
+
+@dataclass
+class StepSpec:
+    """What the steps compute with.
+
+    Attributes:
+        strategy: The ``tf.distribute.Strategy``.
+        replicas: Number of replicas the global batch is split over.
+        model, optimizer: The Keras model and optimizer (built under the strategy's scope).
+        loss_fn: ``loss(y, pred, valid=None)`` (see :meth:`.tasks.Task.loss`).
+        task: The run's :class:`~.tasks.Task`.
+        num_outputs: Classes or regression outputs.
+        standard_output: The model's output has the task's standard shape (metrics computable).
+        custom_metrics: Metrics returned by a custom network (names or functions).
+        jit: Compile the train step with XLA.
+    """
+
+    strategy: Any
+    replicas: int
+    model: Any
+    optimizer: Any
+    loss_fn: Callable
+    task: Task
+    num_outputs: int
+    standard_output: bool
+    custom_metrics: Any = None
+    jit: bool = False
+
+
+def make_steps(spec: StepSpec):
+    """``(train_step, val_step)`` for one run (see the module docstring)."""
+    import keras
+    import tensorflow as tf
+
+    strategy, model, optimizer, loss_fn = spec.strategy, spec.model, spec.optimizer, spec.loss_fn
+    replicas = float(spec.replicas)
+    task, standard, k = spec.task, spec.standard_output, spec.num_outputs
+    loss_scaled = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
+
+    def step(x, y, stop):
+        with tf.GradientTape() as tape:
+            pred = tf.cast(model(x, training=True), tf.float32)
+            loss = loss_fn(y, pred)
+            total = loss + tf.add_n(model.losses) if model.losses else loss
+            scaled = total / replicas
+            if loss_scaled:
+                scaled = optimizer.scale_loss(scaled)
+        grads = tape.gradient(scaled, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return loss, task.train_metric(task.name, y, pred, standard), stop
+
+    @tf.function(reduce_retracing=True, jit_compile=spec.jit or None)
+    def replica_step(x, y, stop):
+        return step(x, y, stop)
+
+    @tf.function(reduce_retracing=True)
+    def train_step(x, y, stop):
+        # ``stop`` is this worker's abort flag; summed over workers, so an abort on any
+        # worker (signal, or the abort file on the chief) stops every worker after the same step
+        loss, metric, stop = strategy.run(replica_step if spec.jit else step, args=(x, y, stop))
+        mean, total = tf.distribute.ReduceOp.MEAN, tf.distribute.ReduceOp.SUM
+        return (strategy.reduce(mean, loss, axis=None), strategy.reduce(mean, metric, axis=None),
+                strategy.reduce(total, stop, axis=None))
+
+    extra = metric_functions(spec.custom_metrics)
+
+    def vstep(x, y, valid):
+        pred = tf.cast(model(x, training=False), tf.float32)
+        loss = loss_fn(y, pred, valid)
+        stats = task.val_stats(task.name, k, y, pred, valid, loss, standard)
+        for name, fn in extra:
+            values = tf.reshape(tf.cast(fn(y, pred), tf.float32), [tf.shape(pred)[0], -1])
+            stats[f"custom_{name}"] = tf.reduce_sum(tf.reduce_mean(values, axis=1) * valid)
+        return stats
+
+    @tf.function(reduce_retracing=True)
+    def val_step(x, y, valid):
+        stats = strategy.run(vstep, args=(x, y, valid))
+        return {key: strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None) for key, v in stats.items()}
+
+    return train_step, val_step
+
+
+def metric_functions(metrics) -> list:
+    """``(name, fn(y_true, y_pred) -> per-sample values)`` for a custom network's metrics."""
+    import keras
+
+    found = []
+    for metric in metrics or []:
+        if isinstance(metric, str):
+            fn = keras.metrics.get(metric)
+            name = metric
+        else:
+            fn, name = metric, getattr(metric, "__name__", None) or getattr(metric, "name", "metric")
+        if isinstance(fn, keras.metrics.Metric):  # e.g. "mae" -> MeanAbsoluteError: use its per-sample function
+            fn = getattr(fn, "_fn", None)
+            if fn is None:
+                raise TrainingError(f'Metric "{name}": pass a function or a name such as "mae", not a stateful '
+                                    "Metric object.")
+        found.append((str(name), fn))
+    return found
