@@ -28,6 +28,23 @@ INFO_FILE = "dataset.json"
 MEAN_FILE = "mean.npy"
 ERRORS_FILE = "errors.jsonl"
 PROGRESS_FILE = "progress.json"
+#: Class id of the rows that pad a batch of boxes labels (no box).
+PAD_CLASS = -1.0
+
+
+def pad_boxes(boxes: Sequence[np.ndarray], rows: int | None = None) -> np.ndarray:
+    """Stack ``N_i×5`` boxes labels into one float32 ``[n, M, 5]`` array.
+
+    ``M`` is ``rows`` or the largest ``N_i``; missing rows are filled with
+    :data:`PAD_CLASS` (``-1``) in every column. Labels with more than
+    ``rows`` boxes are cut to their first ``rows``.
+    """
+    width = max((len(b) for b in boxes), default=0) if rows is None else int(rows)
+    out = np.full((len(boxes), width, 5), PAD_CLASS, np.float32)
+    for i, b in enumerate(boxes):
+        b = np.asarray(b, np.float32).reshape(-1, 5)[:width]
+        out[i, :len(b)] = b
+    return out
 
 
 def _find_dataset_folder(job_id_or_path, jobs_dir) -> tuple[Path, Path]:
@@ -160,7 +177,7 @@ class Dataset:
 
     @property
     def label_kind(self) -> str:
-        """``"class"``, ``"regression"`` or ``"mask"``."""
+        """``"class"``, ``"regression"``, ``"mask"`` or ``"boxes"``."""
         return self.info["label"]["kind"]
 
     @property
@@ -170,7 +187,7 @@ class Dataset:
 
     @property
     def label_shape(self) -> tuple:
-        """Shape of one label: ``()`` for classes and scalars, ``(K,)``, or ``(H, W)``."""
+        """Shape of one label: ``()`` for classes and scalars, ``(K,)``, ``(H, W)``, or ``(None, 5)`` for boxes."""
         return tuple(self.info["label"]["shape"])
 
     def _stage_info(self, stage: str) -> dict:
@@ -264,7 +281,9 @@ class Dataset:
         Returns:
             ``(features, labels)``: features ``[N, H, W, C]`` of
             :meth:`feature_dtype`; labels ``[N]`` int64 (class), ``[N]`` or
-            ``[N, K]`` float (regression) or ``[N, H, W]`` (mask).
+            ``[N, K]`` float (regression), ``[N, H, W]`` (mask), or float32
+            ``[N, M, 5]`` boxes padded to the batch's largest count ``M``
+            with rows of ``-1`` (boxes; see :func:`pad_boxes`).
         """
         values = self.read_records(stage, start, stop)
         return self._unpack(values, decode)
@@ -293,12 +312,15 @@ class Dataset:
     def _empty(self):
         fshape = self.feature_shape()
         features = np.zeros((0, *fshape), dtype=self.feature_dtype())
-        labels = np.zeros((0, *self.label_shape), dtype=self.label_dtype)
+        lshape = (0, 5) if self.label_kind == "boxes" else self.label_shape
+        labels = np.zeros((0, *lshape), dtype=self.label_dtype)
         return features, labels
 
     def _unpack(self, values: list[bytes], decode: bool):
         if not values:
             return self._empty()
+        if self.label_kind == "boxes":
+            return self._unpack_boxes(values, decode)
         n = len(values)
         fshape = self.feature_shape()
         fdtype = np.dtype(self.feature_dtype()).newbyteorder("<")
@@ -332,6 +354,21 @@ class Dataset:
             except (rec.RecordError, OSError, ValueError) as exc:
                 raise DatasetError(f'Record of dataset "{self.id}" is corrupt: {exc}') from exc
         return features, labels
+
+    def _unpack_boxes(self, values: list[bytes], decode: bool):
+        """Records with boxes labels: each label has its own box count; pad them to the batch's largest."""
+        features_list, boxes = [], []
+        for v in values:
+            try:
+                feature, label = rec.unpack_record(v, decode=decode)
+            except (rec.RecordError, OSError, ValueError) as exc:
+                raise DatasetError(f'Record of dataset "{self.id}" is corrupt: {exc}') from exc
+            features_list.append(feature)
+            boxes.append(label)
+        labels = pad_boxes(boxes)
+        if all(isinstance(f, np.ndarray) for f in features_list):
+            return np.stack(features_list).astype(self.feature_dtype(), copy=False), labels
+        return features_list, labels
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)

@@ -7,18 +7,20 @@ payload and then the label payload (see ``docs/formats.md``)::
     0      4     magic b"DGR1"
     4      1     feature encoding: 0 raw, 1 png, 2 jpg, 3 other (original file bytes Pillow decodes)
     5      1     feature dtype code (see DTYPES)
-    6      1     label kind: 0 class, 1 regression, 2 mask
+    6      1     label kind: 0 class, 1 regression, 2 mask, 3 boxes
     7      1     label dtype code
     8      4     feature height H
     12     4     feature width W
     16     4     feature channels C
     20     4     feature payload length in bytes
-    24     4     label dim 0 (regression length K, mask height; 0 for a scalar)
-    28     4     label dim 1 (mask width; 0 otherwise)
+    24     4     label dim 0 (regression length K, mask height, box count N; 0 for a scalar)
+    28     4     label dim 1 (mask width, 5 for boxes; 0 otherwise)
 
 Raw features are the ``H×W×C`` array's bytes in C order, little-endian.
 Labels are stored raw, little-endian: a class as one int64, a regression
-target as a float32/float64 scalar or vector, a mask as ``H×W`` integers.
+target as a float32/float64 scalar or vector, a mask as ``H×W`` integers,
+boxes as an ``N×5`` float32 array ``(class_id, x_min, y_min, x_max, y_max)``
+(N may be 0; the layout every record shares says ``(None, 5)``).
 
 This module imports Pillow only inside the functions that encode or decode
 images.
@@ -55,9 +57,11 @@ ENCODINGS = ("none", "png", "jpg", "other")
 ENCODING_CODES = {name: code for code, name in enumerate(ENCODINGS)}
 ENCODING_CODES["jpeg"] = JPG
 
-CLASS, REGRESSION, MASK = 0, 1, 2
+CLASS, REGRESSION, MASK, BOXES = 0, 1, 2, 3
 #: Label kind code -> name (``Dataset.label_kind``).
-LABEL_KINDS = ("class", "regression", "mask")
+LABEL_KINDS = ("class", "regression", "mask", "boxes")
+#: Columns of a boxes label: class id, x_min, y_min, x_max, y_max.
+BOX_COLUMNS = 5
 
 
 class RecordError(ValueError):
@@ -185,6 +189,8 @@ def _as_label(label, feature_shape: tuple) -> tuple[int, str, tuple, bytes]:
             raise RecordError(f"a 1-D label is a regression target and must be float32 or float64, not {label.dtype}")
         arr = np.ascontiguousarray(label, dtype=np.dtype(label.dtype.name).newbyteorder("<"))
         return REGRESSION, label.dtype.name, (int(arr.shape[0]),), arr.tobytes()
+    if label.ndim == 2 and kind_char == "f" and label.shape[1] == BOX_COLUMNS:  # masks are integers: floats are boxes
+        return _as_boxes(label.astype(np.float32, copy=False))
     if label.ndim == 3 and label.shape[2] == 1:
         label = label[:, :, 0]
     if label.ndim == 2:
@@ -197,6 +203,19 @@ def _as_label(label, feature_shape: tuple) -> tuple[int, str, tuple, bytes]:
         arr = np.ascontiguousarray(label, dtype=np.dtype(label.dtype.name).newbyteorder("<"))
         return MASK, label.dtype.name, (int(arr.shape[0]), int(arr.shape[1])), arr.tobytes()
     raise RecordError(f"label array of shape {label.shape} is neither a vector nor an H×W mask")
+
+
+def _as_boxes(label: np.ndarray) -> tuple[int, str, tuple, bytes]:
+    """A float32 ``N×5`` boxes label: finite, class ids whole and ``>= 0``, ``x_min <= x_max``, ``y_min <= y_max``."""
+    if not np.isfinite(label).all():
+        raise RecordError("boxes label has a NaN or infinite value")
+    classes = label[:, 0]
+    if label.shape[0] and (classes.min() < 0 or not np.array_equal(classes, np.round(classes))):
+        raise RecordError("boxes label: column 0 must hold whole class ids >= 0")
+    if label.shape[0] and ((label[:, 3] < label[:, 1]).any() or (label[:, 4] < label[:, 2]).any()):
+        raise RecordError("boxes label: every box needs x_min <= x_max and y_min <= y_max")
+    arr = np.ascontiguousarray(label, dtype=np.dtype("float32").newbyteorder("<"))
+    return BOXES, "float32", (int(arr.shape[0]), BOX_COLUMNS), arr.tobytes()
 
 
 class RecordMeta(NamedTuple):
@@ -220,7 +239,8 @@ def pack_record(feature, label) -> tuple[bytes, RecordMeta, np.ndarray | None]:
 
     Args:
         feature: ``H×W×C`` numpy array (uint8, uint16, int16, float32) or :class:`EncodedImage`.
-        label: int class, float / 1-D float array, or ``H×W`` integer mask.
+        label: int class, float / 1-D float array, ``H×W`` integer mask, or
+            float32 ``N×5`` boxes.
 
     Returns:
         ``(record_bytes, meta, pixels)``: ``pixels`` is the decoded feature
@@ -236,6 +256,8 @@ def pack_record(feature, label) -> tuple[bytes, RecordMeta, np.ndarray | None]:
     dims = tuple(lshape) + (0,) * (2 - len(lshape))
     header = HEADER.pack(MAGIC, enc, DTYPE_CODES[fdtype], kind, DTYPE_CODES[ldtype],
                          fshape[0], fshape[1], fshape[2], len(fpayload), dims[0], dims[1])
+    if kind == BOXES:  # records differ in box count N; the layout they share is (None, 5)
+        lshape = (None, BOX_COLUMNS)
     meta = RecordMeta(enc, fdtype, fshape, kind, ldtype, lshape)
     return header + fpayload + lpayload, meta, pixels
 
@@ -305,7 +327,8 @@ def unpack_record(record: bytes, *, decode: bool = True) -> tuple[Any, Any]:
 
     Returns:
         ``(feature, label)``: the feature as ``H×W×C`` array (or bytes);
-        the label as ``numpy.int64``, a float scalar/vector or an ``H×W`` array.
+        the label as ``numpy.int64``, a float scalar/vector, an ``H×W`` array
+        or an ``N×5`` float32 boxes array.
     """
     enc, fdtype, fshape, flen, kind, ldtype, lshape = parse_header(record)
     start = HEADER_SIZE
@@ -326,7 +349,7 @@ MAX_HISTOGRAM_CLASSES = 65536
 
 
 def label_histogram(label, kind: int) -> np.ndarray | None:
-    """Count class ids in a class label (one) or a mask (pixels); ``None`` for regression or huge ids."""
+    """Count class ids in a class label (one), a mask (pixels) or boxes (boxes); ``None`` for regression or huge ids."""
     if kind == CLASS:
         index = int(label)
         if index >= MAX_HISTOGRAM_CLASSES:
@@ -334,8 +357,8 @@ def label_histogram(label, kind: int) -> np.ndarray | None:
         counts = np.zeros(index + 1, np.int64)
         counts[index] = 1
         return counts
-    if kind == MASK:
-        flat = np.asarray(label).ravel()
+    if kind in (MASK, BOXES):
+        flat = np.asarray(label).ravel() if kind == MASK else np.asarray(label)[:, 0]
         if flat.size and int(flat.max()) >= MAX_HISTOGRAM_CLASSES:
             return None
         return np.bincount(flat.astype(np.int64, copy=False)) if flat.size else np.zeros(0, np.int64)
