@@ -63,7 +63,8 @@ class RegressionInferenceForm(InferenceForm):
     """The image inference inputs plus a targets file (labelled inputs)."""
 
     targets_file = StringField("Targets file", description="CSV/JSON lines of images and their true targets "
-                               "(paths relative to the file's folder)", validators=[existing_file("targets file")])
+                               "(paths relative to the list root folder, else to the file's folder)",
+                               validators=[existing_file("targets file")])
 
     def validate_image_path(form, field):
         if not form.targets_file.data:
@@ -97,7 +98,7 @@ class ImageRegressionIngestion(ImageIngestionBase):
         if self.is_inference_db:
             entries = inference_entries(self, stage)
             if stage == "test" and getattr(self, "targets_file", None):
-                _, rows = read_targets(expand(self.targets_file))
+                _, rows = read_targets(expand(self.targets_file), expand(getattr(self, "list_root", None)))
                 entries.extend(rows)
             return entries
         return super().itemize_entries(stage)
