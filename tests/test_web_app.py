@@ -246,9 +246,12 @@ def test_serve_command_warns_without_auth(tmp_path, monkeypatch, capsys):
 
     calls = []
     monkeypatch.setattr(Flask, "run", lambda self, **kw: calls.append(kw))
-    assert main(["--jobs-dir", str(tmp_path / "jobs"), "serve", "--host", "0.0.0.0", "--port", "5999"]) == 0
+    assert main(["--jobs-dir", str(tmp_path / "jobs"), "serve", "--host", "0.0.0.0", "--port", "5999"]) == 1
+    assert "--insecure-no-auth" in capsys.readouterr().err and not calls  # refused: no token, not explicit
+    assert main(["--jobs-dir", str(tmp_path / "jobs"), "serve", "--host", "0.0.0.0", "--port", "5999",
+                 "--insecure-no-auth"]) == 0
     out = capsys.readouterr()
-    assert "without authentication" in out.err and "--auth-token" in out.err
+    assert "without authentication" in out.err
     assert "http://localhost:5999/" in out.out
     assert calls[0]["host"] == "0.0.0.0" and calls[0]["port"] == 5999 and calls[0]["use_reloader"] is False
     assert main(["--jobs-dir", str(tmp_path / "jobs"), "serve", "--host", "0.0.0.0", "--auth-token", "t"]) == 0

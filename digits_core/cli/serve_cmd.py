@@ -24,7 +24,15 @@ def register(subparsers) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1, this machine only)")
     parser.add_argument("--port", type=int, default=5000, help="port (default: 5000)")
     parser.add_argument("--auth-token", default=None, metavar="TOKEN",
-                        help="require this token for every page and API call (default: $DIGITS_AUTH_TOKEN; none)")
+                        help="require this token for every page and API call (default: $DIGITS_AUTH_TOKEN; none). "
+                             "Required when --host is not a loopback address")
+    parser.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
+                        help="also answer requests whose Host header is NAME (repeatable; always allowed: "
+                             "localhost, 127.0.0.1, [::1] and the --host address). Any other Host gets 400, "
+                             "which stops DNS-rebinding attacks")
+    parser.add_argument("--insecure-no-auth", action="store_true",
+                        help="allow a non-loopback --host without --auth-token: anyone who can reach the port "
+                             "can then run code on this machine (custom networks)")
     parser.add_argument("--max-dataset-jobs", type=int, default=2, metavar="N",
                         help="dataset jobs that run at once (default: 2)")
     parser.add_argument("--max-training-jobs", type=int, default=None, metavar="N",
@@ -39,14 +47,22 @@ def run(args) -> int:
     """Build the app and serve it until interrupted."""
     from ..web import create_app
 
+    from ..web.request_guard import allowed_hosts
+
     token = args.auth_token or os.environ.get("DIGITS_AUTH_TOKEN") or None
     if args.host not in LOCAL_HOSTS and not token:
-        print(f"warning: serving on {args.host} without authentication: anyone who can reach this port can "
-              "create jobs and run code (custom networks). Use --auth-token TOKEN.", file=sys.stderr)
+        if not args.insecure_no_auth:
+            raise ConfigurationError(
+                f"--host {args.host} makes the server reachable from other machines, and it runs code (custom "
+                "networks): give --auth-token TOKEN (or $DIGITS_AUTH_TOKEN), or --insecure-no-auth if this "
+                "network is yours alone.")
+        print(f"warning: serving on {args.host} without authentication (--insecure-no-auth): anyone who can reach "
+              "this port can create jobs and run code (custom networks).", file=sys.stderr)
     if args.port <= 0 or args.port > 65535:
         raise ConfigurationError(f"--port {args.port} is not a valid port number.")
     app = create_app(args.jobs_dir, auth_token=token, max_dataset_jobs=args.max_dataset_jobs,
-                     max_training_jobs=args.max_training_jobs, max_upload_bytes=int(args.max_upload_mb * 1024 * 1024))
+                     max_training_jobs=args.max_training_jobs, max_upload_bytes=int(args.max_upload_mb * 1024 * 1024),
+                     allowed_hosts=allowed_hosts(args.host, args.allowed_host))
     scheduler = app.extensions["digits"]["scheduler"]
     url_host = "localhost" if args.host in ("127.0.0.1", "0.0.0.0", "::") else args.host
     print(f"DIGITS is serving {app.extensions['digits']['jobs_dir']} at http://{url_host}:{args.port}/ "

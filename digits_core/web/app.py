@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+from typing import Iterable
 
 from flask import Flask, jsonify, render_template, request
 from flask_wtf.csrf import CSRFError, CSRFProtect
@@ -13,7 +14,7 @@ from .. import __version__
 from ..config import resolve_jobs_dir
 from ..errors import DigitsError, JobNotFoundError, PluginNotFoundError
 from ..jobs import JobStore
-from . import security
+from . import request_guard, security
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +36,8 @@ def wants_json() -> bool:
 def create_app(jobs_dir=None, auth_token: str | None = None, *, scheduler=None, start_scheduler: bool = True,
                max_dataset_jobs: int = 2, max_training_jobs: int | None = None,
                max_upload_bytes: int = DEFAULT_MAX_UPLOAD, secret_key: str | None = None,
-               testing: bool = False, inference_timeout: float = 600.0) -> Flask:
+               testing: bool = False, inference_timeout: float = 600.0,
+               allowed_hosts: Iterable[str] | None = None) -> Flask:
     """Build the web UI.
 
     Args:
@@ -56,6 +58,10 @@ def create_app(jobs_dir=None, auth_token: str | None = None, *, scheduler=None, 
         inference_timeout: Seconds an inference request may take in the app's
             long-lived inference worker (config ``DIGITS_INFERENCE_TIMEOUT``)
             before the worker is killed, restarted and the request fails.
+        allowed_hosts: The ``Host`` names the server answers to (default:
+            ``localhost``, ``127.0.0.1``, ``[::1]``; see
+            :func:`~digits_core.web.request_guard.allowed_hosts`); any other
+            Host gets 400 (DNS rebinding).
 
     Returns:
         The Flask app; ``app.extensions["digits"]`` holds ``jobs_dir``,
@@ -89,6 +95,7 @@ def create_app(jobs_dir=None, auth_token: str | None = None, *, scheduler=None, 
     if start_scheduler:
         scheduler.start()
 
+    request_guard.init_app(app, allowed_hosts)  # first: a forged Host is refused before anything else
     security.init_app(app, csrf)
 
     from . import api, datasets_views, home, inference_views, models_views, plugin_static
