@@ -47,6 +47,7 @@ import time
 import traceback
 from collections import deque
 
+from .datasets.publish import remove_stale_builds
 from .errors import DigitsError, JobStateError
 from .jobs import Job, JobLockedError, JobStatus, JobStore, describe_owner
 
@@ -154,6 +155,7 @@ class Scheduler:
             elif job.status is JobStatus.WAITING and job.id not in self._queue:
                 self._queue.append(job.id)
                 result["queued"].append(job.id)
+        remove_stale_builds(self.store.root)  # build folders of dataset jobs whose owner died
         return result
 
     # -- queue ----------------------------------------------------------------

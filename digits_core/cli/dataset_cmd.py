@@ -11,7 +11,6 @@ the path the web UI and the Python API use too.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 from ..errors import DatasetError, JobStateError
@@ -36,11 +35,11 @@ def register(subparsers) -> None:
     create.add_argument("-h", "--help", action="store_true", dest="show_help", help="show this help")
     create.add_argument("plugin_id", nargs="?", metavar="PLUGIN-ID", help="data plugin id (see `digits plugins`)")
     create.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
-    create.set_defaults(handler=run_create, create_parser=create)
+    create.set_defaults(handler=_cleaning(run_create), create_parser=create)
 
     lister = sub.add_parser("list", help="list dataset jobs", description="List the dataset jobs in the jobs folder.")
     lister.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    lister.set_defaults(handler=run_list)
+    lister.set_defaults(handler=_cleaning(run_list))
 
     show = sub.add_parser("show", help="show a dataset's counts, shapes, labels and errors",
                           description="Show one dataset: counts per stage, feature shape and dtype, labels, "
@@ -48,7 +47,7 @@ def register(subparsers) -> None:
     show.add_argument("id", help="dataset job id (or a unique prefix)")
     show.add_argument("--json", action="store_true", help="print JSON")
     show.add_argument("--errors", type=int, default=10, metavar="N", help="skipped entries to list (default: 10)")
-    show.set_defaults(handler=run_show)
+    show.set_defaults(handler=_cleaning(run_show))
 
     explore = sub.add_parser("explore", help="write a contact sheet of samples with their labels",
                              description="Render N records of a stage with their labels into a PNG "
@@ -58,12 +57,24 @@ def register(subparsers) -> None:
     explore.add_argument("-n", type=int, default=24, help="number of samples (default: 24)")
     explore.add_argument("--start", type=int, default=None, help="first record (default: spread over the stage)")
     explore.add_argument("--out", default=None, help="output PNG (default: explore-<id>-<stage>.png)")
-    explore.set_defaults(handler=run_explore)
+    explore.set_defaults(handler=_cleaning(run_explore))
 
     delete = sub.add_parser("delete", help="delete a dataset job", description="Delete a dataset job folder.")
     delete.add_argument("id", help="dataset job id (or a unique prefix)")
     delete.add_argument("--force", action="store_true", help="also delete a job that is still running")
-    delete.set_defaults(handler=run_delete)
+    delete.set_defaults(handler=_cleaning(run_delete))
+
+
+def _cleaning(handler):
+    """Run ``handler`` after removing the build folders killed dataset jobs left behind."""
+    def run(args) -> int:
+        from ..datasets.publish import remove_stale_builds
+
+        remove_stale_builds(args.jobs_dir)
+        return handler(args)
+
+    run.__doc__ = handler.__doc__
+    return run
 
 
 # -- create ----------------------------------------------------------------------
@@ -169,22 +180,10 @@ def _print_summary(ds, job) -> None:
 
 # -- list / show / explore / delete -------------------------------------------------
 
-def _pid_alive(pid) -> bool:
-    if not pid:
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, ValueError, OverflowError):
-        return True
-    return True
-
-
 def job_status_text(job) -> str:
-    """Return the status; a Running job whose process is gone (killed) shows as Aborted."""
+    """Return the status; a Running job whose owner process is gone (killed) shows as Aborted."""
     status = job.status.value
-    if status == "Running" and "pid" in job.data and not _pid_alive(job.data.get("pid")):
+    if status == "Running" and not job.is_alive:
         return "Aborted"
     return status
 

@@ -85,19 +85,35 @@ def publish(build: Path, job_path: Path, info: dict) -> Path:
     return final
 
 
-def remove_stale_builds(job_path: Path, *, keep: Path | None = None) -> int:
-    """Delete the ``.building-*`` folders of ``job_path`` (except ``keep``); return how many.
+def _owner_alive(job_path: Path) -> bool:
+    """True while a process owns the job (holds its lock; see :mod:`digits_core.jobs`)."""
+    from ..jobs import is_job_alive
 
-    Call it only when no live process is building in that job folder.
+    return is_job_alive(job_path)
+
+
+def remove_stale_builds(jobs_dir: str | os.PathLike | None = None) -> int:
+    """Delete the ``.building-*`` folders that killed dataset jobs left behind; return how many.
+
+    Only folders of jobs whose owner process is gone are touched: a job
+    being built right now (by any process) keeps its build folder. The
+    dataset commands and the server call this on start.
     """
+    from ..config import resolve_jobs_dir
+
     removed = 0
     try:
-        candidates = [p for p in job_path.iterdir() if p.name.startswith(BUILD_PREFIX)]
+        jobs = [p for p in resolve_jobs_dir(jobs_dir, create=False).iterdir() if p.is_dir()]
     except OSError:
         return 0
-    for path in candidates:
-        if keep is not None and path == keep:
+    for job_path in jobs:
+        try:
+            builds = [p for p in job_path.iterdir() if p.name.startswith(BUILD_PREFIX)]
+        except OSError:
             continue
-        shutil.rmtree(path, ignore_errors=True)
-        removed += not path.exists()
+        if not builds or _owner_alive(job_path):
+            continue
+        for path in builds:
+            shutil.rmtree(path, ignore_errors=True)
+            removed += not path.exists()
     return removed
