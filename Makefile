@@ -3,7 +3,7 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-PLUGINS := plugins/data_images plugins/data_sunnybrook plugins/view_classification plugins/view_segmentation plugins/view_generic
+PLUGINS := plugins/data_images plugins/data_sunnybrook plugins/view_classification plugins/view_segmentation plugins/view_generic plugins/data_dicomweb
 PYTEST_ARGS ?=
 
 .PHONY: setup demo test test-fast clean
@@ -26,6 +26,7 @@ demo: setup
 # Set up, then run the whole test suite (slow end-to-end tests included).
 test: setup
 	sh scripts/ensure-chromium.sh
+	sh scripts/ensure-orthanc.sh
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # The suite without the slow end-to-end tests, for quick local runs.

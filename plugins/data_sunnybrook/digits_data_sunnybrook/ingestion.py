@@ -96,6 +96,23 @@ def split_cases(cases: list[str], pct_val: int, seed: int) -> tuple[list[str], l
     return sorted(ordered[n_val:]), sorted(ordered[:n_val])
 
 
+def convert_channels(image: np.ndarray, mode: str) -> np.ndarray:
+    """Convert an ``H x W x C`` image to grayscale (``"L"``, weights 0.299/0.587/0.114) or RGB (gray repeated).
+
+    Integer images keep their dtype (rounded and clipped); other modes return the image unchanged.
+    """
+    channels = image.shape[2]
+    if mode == "RGB" and channels == 1:
+        return np.ascontiguousarray(np.repeat(image, 3, axis=2))
+    if mode == "L" and channels == 3:
+        gray = image.astype(np.float64) @ np.array([0.299, 0.587, 0.114])
+        if image.dtype.kind in "iu":
+            info = np.iinfo(image.dtype)
+            gray = np.clip(np.rint(gray), info.min, info.max)
+        return np.ascontiguousarray(gray.astype(image.dtype)[..., np.newaxis])
+    return image
+
+
 class SunnybrookIngestion(DataIngestion):
     """Sunnybrook Cardiac Data (DICOM cine MR + expert contours) for left-ventricle segmentation."""
 
@@ -297,18 +314,6 @@ class SunnybrookIngestion(DataIngestion):
 
     # -- encoding ---------------------------------------------------------------
 
-    def _convert_channels(self, image: np.ndarray) -> np.ndarray:
-        channels = image.shape[2]
-        if self.channel_conversion == "RGB" and channels == 1:
-            return np.ascontiguousarray(np.repeat(image, 3, axis=2))
-        if self.channel_conversion == "L" and channels == 3:
-            gray = image.astype(np.float64) @ np.array([0.299, 0.587, 0.114])
-            if image.dtype.kind in "iu":
-                info = np.iinfo(image.dtype)
-                gray = np.clip(np.rint(gray), info.min, info.max)
-            return np.ascontiguousarray(gray.astype(image.dtype)[..., np.newaxis])
-        return image
-
     def encode_entry(self, entry: Entry):
         """Return ``(image H x W x C, mask H x W uint8)``; the mask is ``None`` for a free DICOM file.
 
@@ -325,10 +330,10 @@ class SunnybrookIngestion(DataIngestion):
             if entry.contour:
                 reason += f" (contour {Path(entry.contour).name} refers to image {entry.number} of this series)"
             raise DicomReadError(entry.image, reason)
-        image = self._convert_channels(read_dicom_image(entry.image))
+        image = convert_channels(read_dicom_image(entry.image), self.channel_conversion)
         if not entry.contour:
             return image, None
         return image, contour_mask(entry.contour, image.shape[:2])
 
 
-__all__ = ["SunnybrookIngestion", "Entry", "split_cases", "CLASS_LABELS", "COLOR_PALETTE"]
+__all__ = ["SunnybrookIngestion", "Entry", "split_cases", "convert_channels", "CLASS_LABELS", "COLOR_PALETTE"]

@@ -1,0 +1,332 @@
+"""The ``dicomweb-segmentation`` data plugin: a segmentation dataset from a PACS over DICOMweb.
+
+Itemizing (parent process, once):
+
+1. QIDO-RS finds the studies the form asks for (modality, descriptions, dates, patients, study UIDs).
+2. Each study's DICOM-SEG objects are fetched; every source image a SEG frame references becomes an
+   entry (the image is the feature, the SEG's label map on it the label). A study without SEG is
+   skipped with a warning (recorded in ``userdata["skipped_studies"]``).
+3. Patients are split into train and validation with the same seeded split as ``image-sunnybrook``
+   (:func:`digits_data_sunnybrook.ingestion.split_cases`): no patient is in both.
+4. Every image is fetched with WADO-RS into the local cache (:class:`~.source.DicomWebSource`), at most
+   ``max_parallel`` requests at a time; instances already cached are not asked for again, so a second
+   build, or one resumed after a failure, reads from disk. An instance the server refuses stays an
+   entry that fails on its own, so the errors report names it.
+
+Encoding (worker processes) reads the cached file with the Sunnybrook plugin's DICOM reader (rescale,
+MONOCHROME1, 16-bit kept, compressed syntaxes with a clear message when a decoder is missing).
+
+Inference takes a series on the server (``dicomweb_series``); with ``store`` on, the predicted masks
+go back to the server as a DICOM-SEG series that references the source images
+(:meth:`DicomWebSegmentationIngestion.finish_inference`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections import defaultdict
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from digits_core import DataIngestion, DatasetError, DigitsError, TEST, TRAIN, VAL
+
+from .forms import split_list
+from .source import DicomWebError, DicomWebSource, InstanceRef, StudyQuery, public_url
+
+logger = logging.getLogger("digits_data_dicomweb")
+
+#: Environment variables read when the form's secret fields are empty (secrets are never stored).
+PASSWORD_ENV, TOKEN_ENV = "DIGITS_DICOMWEB_PASSWORD", "DIGITS_DICOMWEB_TOKEN"
+_MASKED = "********"
+
+
+class Entry(NamedTuple):
+    """One image to encode (picklable; its ``str()`` names it in the errors report).
+
+    Attributes:
+        image: The source image on the server.
+        frame: Frame index for multi-frame images (``None``: single-frame).
+        seg: The SEG instance holding its label (``None`` at inference).
+        error: Why it could not be fetched, or ``""``.
+    """
+
+    image: InstanceRef
+    frame: int | None = None
+    seg: InstanceRef | None = None
+    error: str = ""
+
+    def __str__(self) -> str:
+        return str(self.image) + (f" frame {self.frame}" if self.frame is not None else "")
+
+
+def _palette(count: int) -> list[list[int]]:
+    colors = [[0, 0, 0], [255, 64, 64], [64, 160, 255], [64, 200, 64], [255, 200, 0], [200, 64, 255]]
+    return [colors[k % len(colors)] if k < len(colors) else [(53 * k) % 256, (97 * k) % 256, (191 * k) % 256]
+            for k in range(count)]
+
+
+class DicomWebSegmentationIngestion(DataIngestion):
+    """Segmentation datasets from a DICOMweb server (images + DICOM-SEG labels), split by patient."""
+
+    plugin_id = "dicomweb-segmentation"
+    title = "DICOMweb (PACS) segmentation"
+    category = "Images"
+
+    def __init__(self, is_inference_db: bool = False, **form_data: Any):
+        super().__init__(is_inference_db=is_inference_db, **form_data)
+        self.channel_conversion = form_data.get("channel_conversion") or "L"
+        self._entries: dict[str, list[Entry]] | None = None
+        self._segs: dict[str, Any] = {}
+        self._inference: dict[str, Entry] = {}
+
+    # -- forms -------------------------------------------------------------------
+
+    @staticmethod
+    def get_dataset_form():
+        """Return the dataset form class (:class:`~digits_data_dicomweb.forms.DicomWebDatasetForm`)."""
+        from .forms import DicomWebDatasetForm
+
+        return DicomWebDatasetForm
+
+    @staticmethod
+    def get_dataset_template(form):
+        """Return the Jinja2 source laying out the dataset form, and its context."""
+        return DataIngestion.template_from_package("digits_data_dicomweb", "templates/dataset.html")
+
+    @staticmethod
+    def get_inference_form():
+        """Return the inference form class: a series UID on the server, and whether to store the result."""
+        from .forms import DicomWebInferenceForm
+
+        return DicomWebInferenceForm
+
+    @staticmethod
+    def get_inference_template(form):
+        """Return the Jinja2 source laying out the inference form, and its context."""
+        return DataIngestion.template_from_package("digits_data_dicomweb", "templates/inference.html")
+
+    # -- the server ----------------------------------------------------------------
+
+    def _secret(self, name: str, env: str) -> str:
+        value = str(self.userdata.get(name) or "")
+        return os.environ.get(env, "") if value in ("", _MASKED) else value
+
+    def source(self) -> DicomWebSource:
+        """The :class:`~.source.DicomWebSource` this dataset reads (credentials from the form or environment)."""
+        source = getattr(self, "_source", None)
+        if source is None:
+            source = DicomWebSource(
+                str(self.userdata.get("server_url") or ""),
+                username=str(self.userdata.get("username") or ""),
+                password=self._secret("password", PASSWORD_ENV),
+                token=self._secret("token", TOKEN_ENV),
+                cache_dir=str(self.userdata.get("cache_folder") or "") or None,
+                max_parallel=int(self.userdata.get("max_parallel") or 4),
+            )
+            self._source = source
+        return source
+
+    def _query(self) -> StudyQuery:
+        u = self.userdata
+        return StudyQuery(
+            modality=str(u.get("modality") or "").strip(),
+            study_description=str(u.get("study_description") or "").strip(),
+            series_description=str(u.get("series_description") or "").strip(),
+            date_from=str(u.get("date_from") or "").strip(),
+            date_to=str(u.get("date_to") or "").strip(),
+            patient_ids=split_list(u.get("patient_ids")),
+            study_uids=split_list(u.get("study_uids")),
+        )
+
+    def _seg_labels(self, ref: InstanceRef):
+        """The parsed SEG (cached per process)."""
+        from .seg import SegmentationLabels
+
+        labels = self._segs.get(ref.sop)
+        if labels is None:
+            labels = SegmentationLabels(self.source().retrieve(ref), name=str(ref))
+            self._segs[ref.sop] = labels
+        return labels
+
+    # -- itemizing -------------------------------------------------------------------
+
+    def itemize_entries(self, stage: str) -> list[Entry]:
+        """Return the entries of ``stage`` (see the module docstring).
+
+        Raises:
+            DatasetError: The server cannot be used, or no study has a usable SEG.
+        """
+        if self.is_inference_db:
+            return self._inference_entries() if stage == TEST else []
+        if self._entries is None:
+            try:
+                self._entries = self._plan()
+            except DicomWebError as exc:
+                raise DatasetError(str(exc)) from None
+        return list(self._entries.get(stage, []))
+
+    def _plan(self) -> dict[str, list[Entry]]:
+        from digits_data_sunnybrook.ingestion import split_cases
+
+        source = self.source()
+        refs = source.find_instances(self._query())
+        if not refs:
+            raise DatasetError(f"No study on {public_url(source.url)} matches the query; widen the filters.")
+        by_sop = {ref.sop: ref for ref in refs}
+        segs_by_study: dict[str, list[InstanceRef]] = defaultdict(list)
+        for ref in refs:
+            if ref.modality == "SEG":
+                segs_by_study[ref.study].append(ref)
+        failures = source.fetch_all([ref for seg_refs in segs_by_study.values() for ref in seg_refs])
+        by_patient: dict[str, list[Entry]] = defaultdict(list)
+        skipped: list[str] = []
+        class_labels: list[str] | None = None
+        for study in sorted({ref.study for ref in refs}):
+            patient = next(ref.patient for ref in refs if ref.study == study)
+            if not segs_by_study.get(study):
+                skipped.append(f"study {study} (patient {patient}) has no DICOM-SEG")
+                continue
+            labelled: set[str] = set()
+            for seg_ref in sorted(segs_by_study[study]):
+                if seg_ref.sop in failures:
+                    skipped.append(f"{seg_ref}: {failures[seg_ref.sop]}")
+                    continue
+                try:
+                    seg = self._seg_labels(seg_ref)
+                except DigitsError as exc:
+                    skipped.append(str(exc))
+                    continue
+                if class_labels is None:
+                    class_labels = seg.class_labels
+                elif seg.class_labels != class_labels:
+                    skipped.append(f"{seg_ref}: segments {seg.class_labels[1:]} differ from {class_labels[1:]}")
+                    continue
+                for study_uid, series_uid, sop in seg.source_images:
+                    if sop in labelled:
+                        continue
+                    labelled.add(sop)
+                    image = by_sop.get(sop) or InstanceRef(patient, study_uid, series_uid, sop)
+                    by_patient[patient].append(Entry(image, None, seg_ref))
+        if not by_patient:
+            detail = "; ".join(skipped[:3]) if skipped else "no DICOM-SEG objects"
+            raise DatasetError(f"No labelled image on {public_url(source.url)}: {detail}")
+        for message in skipped:
+            logger.warning("dicomweb-segmentation: skipped %s", message)
+        train, val = split_cases(list(by_patient), int(self.userdata.get("pct_val") or 0),
+                                 int(self.userdata.get("seed") or 0))
+        ordered = {p: sorted(by_patient[p], key=lambda e: (e.image.series, e.image.number, e.image.sop)) for p in by_patient}
+        fetch_errors = source.fetch_all([e.image for entries in ordered.values() for e in entries])
+        ordered = {p: [e._replace(error=fetch_errors.get(e.image.sop, "")) for e in entries]
+                   for p, entries in ordered.items()}
+        class_labels = class_labels or ["background", "foreground"]
+        self.userdata.update(
+            class_labels=list(class_labels),
+            color_palette=_palette(len(class_labels)),
+            split={TRAIN: train, VAL: val},
+            server=public_url(source.url),
+            image_counts={p: len(entries) for p, entries in ordered.items()},
+            skipped_studies=skipped,
+        )
+        return {TRAIN: [e for p in train for e in ordered[p]], VAL: [e for p in val for e in ordered[p]], TEST: []}
+
+    def _inference_entries(self) -> list[Entry]:
+        source = self.source()
+        series_uid = str(self.userdata.get("dicomweb_series") or "").strip()
+        study_uid = str(self.userdata.get("dicomweb_study") or "").strip()
+        try:
+            if not study_uid:
+                found = source._call(f"find series {series_uid}", source.client.search_for_series,
+                                     search_filters={"SeriesInstanceUID": series_uid})
+                if not found:
+                    raise DatasetError(f"dicomweb_series: no series {series_uid} on {public_url(source.url)}")
+                study_uid = str((found[0].get("0020000D") or {}).get("Value", [""])[0])
+            instances = source._call(f"list the instances of series {series_uid}", source.client.search_for_instances,
+                                     study_instance_uid=study_uid, series_instance_uid=series_uid,
+                                     fields=["InstanceNumber", "NumberOfFrames"])
+        except DicomWebError as exc:
+            raise DatasetError(str(exc)) from None
+        refs = []
+        for item in instances:
+            sop = str((item.get("00080018") or {}).get("Value", [""])[0])
+            number = int(((item.get("00200013") or {}).get("Value") or [0])[0] or 0)
+            frames = int(((item.get("00280008") or {}).get("Value") or [1])[0] or 1)
+            refs.append((InstanceRef("", study_uid, series_uid, sop, "", number), frames))
+        refs.sort(key=lambda r: (r[0].number, r[0].sop))
+        errors = source.fetch_all([ref for ref, _ in refs])
+        entries = []
+        for ref, frames in refs:
+            for frame in (range(frames) if frames > 1 else [None]):
+                entries.append(Entry(ref, frame, None, errors.get(ref.sop, "")))
+        self._inference = {str(e): e for e in entries}
+        return entries
+
+    # -- encoding -------------------------------------------------------------------
+
+    def encode_entry(self, entry: Entry):
+        """Return ``(image H x W x C, label map H x W uint8)``; the label is ``None`` at inference.
+
+        Raises:
+            DicomWebError: The image could not be fetched (the message names the instance).
+            DicomReadError: The image cannot be decoded.
+        """
+        from digits_data_sunnybrook.dicom import dataset_to_image
+        from digits_data_sunnybrook.ingestion import convert_channels
+
+        entry = Entry(*entry)
+        if entry.error:
+            raise DicomWebError(entry.error)
+        image = convert_channels(dataset_to_image(self.source().retrieve(entry.image), frame=entry.frame,
+                                                  name=str(entry)), self.channel_conversion)
+        if entry.seg is None:
+            return image, None
+        return image, self._seg_labels(entry.seg).label_map(entry.image.sop)
+
+    # -- results back to the PACS -----------------------------------------------------
+
+    def finish_inference(self, samples) -> str | None:
+        """With ``store`` on, write the predicted masks back to the server as one DICOM-SEG series.
+
+        Args:
+            samples: The inference samples (``input_id`` = ``str(entry)``, ``output`` = ``H x W x K`` scores).
+
+        Returns:
+            A one-line message for the user, or ``None`` when nothing was stored.
+
+        Raises:
+            DicomWebError: The server refused the SEG.
+        """
+        if not self.userdata.get("store"):
+            return None
+        from .seg import build_segmentations
+
+        pairs = [(self._inference[s.input_id], s.output) for s in samples if s.input_id in self._inference]
+        pairs = [(entry, output) for entry, output in pairs if entry.frame is None]
+        if not pairs:
+            return "Nothing stored: DICOM-SEG output is written for single-frame images only."
+        source = self.source()
+        sources = [source.retrieve(entry.image) for entry, _ in pairs]
+        masks = np.stack([_mask_for(output, int(ds.Rows), int(ds.Columns)) for (_, output), ds in zip(pairs, sources)])
+        class_labels = list(self.userdata.get("class_labels") or ["background", "foreground"])
+        segs = build_segmentations(sources, masks, class_labels, manual=False)
+        source.store(segs)
+        return (f"Stored {len(segs)} DICOM-SEG instance(s) of {len(pairs)} image(s) in series "
+                f"{segs[0].SeriesInstanceUID} on {public_url(source.url)}")
+
+
+def _mask_for(output, rows: int, columns: int) -> np.ndarray:
+    """Label map of a network output (``H x W x K`` scores, or ``H x W x 1`` foreground probability) at the source size."""
+    output = np.asarray(output)
+    if output.ndim == 3 and output.shape[-1] > 1:
+        mask = np.argmax(output, axis=-1).astype(np.uint8)
+    else:
+        mask = (output.reshape(output.shape[:2]) > 0.5).astype(np.uint8)
+    if mask.shape != (rows, columns):
+        from PIL import Image
+
+        mask = np.asarray(Image.fromarray(mask).resize((columns, rows), Image.NEAREST))
+    return mask
+
+
+__all__ = ["DicomWebSegmentationIngestion", "Entry", "PASSWORD_ENV", "TOKEN_ENV"]
