@@ -62,6 +62,9 @@ _LAZY_EXPORTS: dict[str, str] = {
     "to_display_rgb": "digits_core.inference.images",
     "png_data_uri": "digits_core.inference.images",
     "resize_nearest": "digits_core.inference.images",
+    "resize_geometry": "digits_core.engine.detection.geometry",
+    "transform_boxes": "digits_core.engine.detection.geometry",
+    "invert_boxes": "digits_core.engine.detection.geometry",
     # standard datasets and S3 sources (issue 8)
     "download_dataset": "digits_core.download",
     "S3Location": "digits_core.sources",

@@ -37,6 +37,27 @@ def colorize_mask(mask: np.ndarray, palette: list | None) -> np.ndarray:
     return table[mask.astype(np.int64)]
 
 
+def draw_boxes(draw, boxes: np.ndarray, scale: float, origin: tuple, palette: list | None,
+               names: list | None) -> None:
+    """Draw ``N×5`` boxes (class, x1, y1, x2, y2; padding rows of class -1 skipped) scaled by ``scale`` at ``origin``.
+
+    Each box is outlined in its class colour and captioned with the class
+    name; ``dontcare`` regions (class 0) are outlined in grey.
+    """
+    ox, oy = origin
+    for cls, x1, y1, x2, y2 in np.asarray(boxes, np.float64).reshape(-1, 5):
+        if cls < 0:
+            continue
+        cls = int(cls)
+        color = tuple(int(c) for c in palette[cls][:3]) if palette and cls < len(palette) else (255, 0, 0)
+        if cls == 0:
+            color = (128, 128, 128)
+        rect = [ox + x1 * scale, oy + y1 * scale, ox + x2 * scale, oy + y2 * scale]
+        draw.rectangle(rect, outline=color)
+        name = names[cls] if names and cls < len(names) else str(cls)
+        draw.text((rect[0] + 1, rect[1]), name[:10], fill=color)
+
+
 def label_text(dataset, label) -> str:
     """Return a short caption for a class or regression label."""
     if dataset.label_kind == "class":
@@ -52,7 +73,8 @@ def contact_sheet(dataset, stage: str = "train", n: int = 24, *, columns: int | 
     """Render ``n`` records of ``stage`` as a grid with their labels.
 
     Records are spread evenly over the stage (or taken from ``start`` on).
-    Masks are shown next to their image, coloured with the dataset palette.
+    Masks are shown next to their image, coloured with the dataset palette;
+    boxes are drawn on their image with class names.
 
     Args:
         dataset: An open :class:`~digits_core.datasets.Dataset`.
@@ -78,6 +100,7 @@ def contact_sheet(dataset, stage: str = "train", n: int = 24, *, columns: int | 
         indexes = list(range(max(0, start), min(count, max(0, start) + n)))
     features, labels = dataset.read_indexes(stage, indexes)
     is_mask = dataset.label_kind == "mask"
+    is_boxes = dataset.label_kind == "boxes"
     h, w = features.shape[1:3]
     ratio = thumb / max(h, w)
     tw, th = max(1, round(w * ratio)), max(1, round(h * ratio))
@@ -95,6 +118,9 @@ def contact_sheet(dataset, stage: str = "train", n: int = 24, *, columns: int | 
             mask = Image.fromarray(colorize_mask(np.asarray(label), dataset.color_palette)).resize((tw, th), Image.NEAREST)
             sheet.paste(mask, (x + tw, y))
             caption = f"#{index}"
+        elif is_boxes:
+            draw_boxes(draw, label, ratio, (x, y), dataset.color_palette, dataset.class_labels)
+            caption = f"#{index} {int((np.asarray(label)[:, 0] > 0).sum())} boxes"
         else:
             caption = f"#{index} {label_text(dataset, label)}"
         draw.text((x, y + th + 2), caption[: max(4, cell_w // 6)], fill=(0, 0, 0))

@@ -1,0 +1,154 @@
+"""object-detection: KITTI/COCO parsing, class mapping, boxes moved with their image, the synthetic set."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from digits_core import resize_geometry, transform_boxes
+from digits_core.datasets import create_dataset, open_dataset
+from digits_core.errors import FormValidationError
+from digits_data_images import synth_detection
+from digits_data_images.detection_labels import KITTI_CLASSES, class_lookup, parse_class_mapping, parse_kitti, read_coco
+from digits_data_images.resize import resize_image
+
+LINE = "{} 0.00 0 0.00 {} {} {} {} 0.00 0.00 0.00 0.00 0.00 0.00 0.00\n"
+
+
+def test_class_mapping_defaults_custom_and_unknown(tmp_path):
+    assert parse_class_mapping("")[:2] == ["dontcare", "car"] and len(parse_class_mapping(None)) == len(KITTI_CLASSES)
+    names = parse_class_mapping("dontcare, pedestrian")
+    assert names == ["dontcare", "pedestrian"]
+    with pytest.raises(ValueError, match="twice"):
+        parse_class_mapping("a,b,A")
+    label = tmp_path / "x.txt"
+    label.write_text(LINE.format("Pedestrian", 1, 2, 30, 40) + LINE.format("Car", 5, 5, 9, 9) + "\n"
+                     + "DontCare -1 -1 -10 0 0 10 10 -1 -1 -1 -1000 -1000 -1000 -10 0.5\n")
+    boxes = parse_kitti(str(label), class_lookup(names))
+    assert boxes.dtype == np.float32 and boxes.tolist() == [[1, 1, 2, 30, 40], [0, 5, 5, 9, 9], [0, 0, 0, 10, 10]]
+
+
+@pytest.mark.parametrize("text, message", [
+    ("car 0 0 0 1 2 3\n", "line 1: expected 15 columns"),
+    (LINE.format("car", 1, 2, 3, 4) + LINE.format("car", "a", 2, 3, 4), "line 2: bbox columns 5-8 must be numbers"),
+    (LINE.format("car", 10, 2, 3, 4), "line 1: bbox right/bottom"),
+])
+def test_bad_kitti_lines_are_named_by_file_and_line(tmp_path, text, message):
+    label = tmp_path / "007.txt"
+    label.write_text(text)
+    with pytest.raises(ValueError, match=message) as info:
+        parse_kitti(str(label), class_lookup(["dontcare", "car"]))
+    assert "007.txt" in str(info.value)
+
+
+def test_coco_categories_crowd_and_bad_annotation(tmp_path):
+    data = {"images": [{"id": 1, "file_name": "a.png"}, {"id": 2, "file_name": "b.png"}],
+            "categories": [{"id": 7, "name": "cat"}, {"id": 3, "name": "dog"}],
+            "annotations": [{"id": 1, "image_id": 1, "category_id": 7, "bbox": [1, 2, 10, 20]},
+                            {"id": 2, "image_id": 1, "category_id": 3, "bbox": [0, 0, 5, 5], "iscrowd": 1}]}
+    path = tmp_path / "ann.json"
+    path.write_text(json.dumps(data))
+    names, boxes = read_coco(str(path), None)
+    assert names == ["dontcare", "dog", "cat"]  # categories by id
+    assert boxes == {"a.png": [[2, 1.0, 2.0, 11.0, 22.0], [0, 0.0, 0.0, 5.0, 5.0]], "b.png": []}
+    data["annotations"].append({"id": 99, "image_id": 5, "category_id": 7, "bbox": [0, 0, 1, 1]})
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match="ann.json annotation 99: image_id 5"):
+        read_coco(str(path), None)
+
+
+@pytest.mark.parametrize("mode", ["squash", "crop", "fill", "half_crop"])
+def test_boxes_follow_their_pixels_through_every_resize_mode(mode):
+    rng = np.random.default_rng(hash(mode) % 1000)
+    for _ in range(25):
+        sh, sw = (int(v) for v in rng.integers(30, 160, 2))
+        h, w = (int(v) for v in rng.integers(30, 100, 2))
+        x1, y1 = int(rng.integers(0, sw - 12)), int(rng.integers(0, sh - 12))
+        x2, y2 = int(rng.integers(x1 + 10, sw + 1)), int(rng.integers(y1 + 10, sh + 1))
+        img = np.zeros((sh, sw, 1), np.uint8)
+        img[y1:y2, x1:x2] = 1
+        out = resize_image(img, h, w, mode, is_label=True)[:, :, 0]
+        boxes = transform_boxes(np.array([[1, x1, y1, x2, y2]], np.float32), resize_geometry(sh, sw, h, w, mode))
+        ys, xs = np.nonzero(out)
+        if len(xs) == 0 or len(boxes) == 0:
+            assert len(xs) == 0 or (xs.max() - xs.min() < 2 or ys.max() - ys.min() < 2)
+            continue
+        got = np.array([xs.min(), ys.min(), xs.max() + 1, ys.max() + 1])
+        assert np.abs(got - boxes[0, 1:]).max() <= 0.5 + 1e-6
+
+
+def test_min_box_size_makes_dontcare_and_cropped_boxes_drop():
+    geometry = resize_geometry(100, 200, 50, 50, "crop")  # scale 0.5, crop 25 px each side
+    boxes = transform_boxes(np.array([[1, 0, 0, 20, 20], [1, 60, 10, 100, 90], [2, 90, 50, 96, 56]], np.float32),
+                            geometry, min_size=4)
+    assert boxes.tolist() == [[1, 5, 5, 25, 45], [0, 20, 25, 23, 28]]
+
+
+def _kitti_set(root, count=6, size=(40, 60)):
+    for i in range(count):
+        img = np.full((*size, 3), 30 * i, np.uint8)
+        (root / "images").mkdir(parents=True, exist_ok=True)
+        (root / "labels").mkdir(parents=True, exist_ok=True)
+        Image.fromarray(img).save(root / "images" / f"{i:03d}.png")
+        lines = "".join(LINE.format("pedestrian", 2 * k, 4, 2 * k + 20, 30) for k in range(i % 3))
+        (root / "labels" / f"{i:03d}.txt").write_text(lines)  # i % 3 == 0: no objects
+
+
+def test_kitti_dataset_with_empty_images_bad_line_and_resize(tmp_path):
+    _kitti_set(tmp_path / "train")
+    (tmp_path / "train" / "labels" / "005.txt").write_text("pedestrian 1 2\n")
+    job = create_dataset("object-detection", {
+        "train_image_folder": str(tmp_path / "train" / "images"), "train_label_folder": str(tmp_path / "train" / "labels"),
+        "custom_classes": "dontcare,pedestrian", "width": 30, "height": 20, "val_percent": 0, "shuffle": False},
+        workers=1, jobs_dir=tmp_path / "jobs", max_errors=1)
+    ds = open_dataset(job.path)
+    assert ds.label_kind == "boxes" and ds.label_shape == (None, 5) and ds.class_labels == ["dontcare", "pedestrian"]
+    (error,) = ds.errors()
+    assert "005.txt line 1: expected 15 columns" in error["error"]
+    features, labels = ds.read_all("train")
+    assert features.shape == (5, 20, 30, 3) and labels.shape == (5, 2, 5)  # padded to the largest count
+    counts = [int((lab[:, 0] >= 0).sum()) for lab in labels]
+    assert counts == [0, 1, 2, 0, 1]
+    # 60x40 -> 30x20 squash: every coordinate halves
+    assert labels[2, 1].tolist() == [1, 1, 2, 11, 15] and labels[0].tolist() == [[-1] * 5] * 2
+
+
+def test_coco_dataset_with_validation_file(tmp_path):
+    synth_detection.generate(str(tmp_path / "synth"), images=6, val_images=3, size=48, seed=4)
+    s = tmp_path / "synth"
+    job = create_dataset("object-detection", {
+        "label_format": "coco", "train_image_folder": str(s / "train" / "images"),
+        "train_annotations": str(s / "annotations" / "train.json"), "val_image_folder": str(s / "val" / "images"),
+        "val_annotations": str(s / "annotations" / "val.json"), "width": 48, "height": 48},
+        workers=1, jobs_dir=tmp_path / "jobs")
+    ds = open_dataset(job.path)
+    assert ds.class_labels == ["dontcare", *synth_detection.DIGIT_NAMES]
+    assert ds.count("train") == 6 and ds.count("val") == 3
+    _, labels = ds.read_all("val")
+    coco = json.loads((s / "annotations" / "val.json").read_text())
+    assert int((labels[:, :, 0] > 0).sum()) == len(coco["annotations"])
+
+
+def test_form_needs_labels_of_the_chosen_format(tmp_path):
+    with pytest.raises(FormValidationError, match="training annotations"):
+        create_dataset("object-detection", {"label_format": "coco", "train_image_folder": str(tmp_path)},
+                       jobs_dir=tmp_path / "jobs")
+
+
+def test_synthetic_set_is_seeded_with_boxes_on_the_ink(tmp_path):
+    counts = synth_detection.generate(str(tmp_path / "a"), images=4, val_images=2, size=64, seed=7)
+    synth_detection.generate(str(tmp_path / "b"), images=4, val_images=2, size=64, seed=7)
+    assert counts == {"train": 4, "val": 2}
+    for i in range(4):
+        name = f"train/labels/{i:06d}.txt"
+        text = (tmp_path / "a" / name).read_text()
+        assert text == (tmp_path / "b" / name).read_text()
+        lines = text.splitlines()
+        assert 1 <= len(lines) <= 6 and all(len(line.split()) == 15 for line in lines)
+        for line in lines:
+            x1, y1, x2, y2 = (float(v) for v in line.split()[4:8])
+            assert line.split()[0] in synth_detection.DIGIT_NAMES and 0 <= x1 < x2 <= 64 and 0 <= y1 < y2 <= 64
+    assert (tmp_path / "a" / "classes.txt").read_text().strip() == synth_detection.CLASS_MAPPING
