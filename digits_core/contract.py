@@ -206,3 +206,47 @@ def check_at_load(kind: str, plugin_cls: type) -> str | None:
             if problem:
                 return problem
     return None
+
+
+def dataset_form(plugin_cls: type):
+    """Return the dataset form class of a data plugin (its ``get_dataset_form`` may return a class or an instance).
+
+    Raises:
+        PluginCodeError: The plugin's method raised or returned no form.
+    """
+    form = plugin_form(plugin_cls, "get_dataset_form")
+    if form is None:
+        raise PluginCodeError(_plugin_id(plugin_cls), "get_dataset_form",
+                              TypeError("returned None; a data plugin needs a dataset form"))
+    return form
+
+
+def inference_form(plugin_cls: type, userdata: Mapping[str, Any] | None = None):
+    """Return the inference form class of a data plugin, or ``None``.
+
+    ``get_inference_form`` may be a static method or (as in DIGITS 6) an
+    instance method; for the latter the plugin is created as
+    ``cls(is_inference_db=True, **userdata)`` with framework keys stripped.
+    """
+    return plugin_form(plugin_cls, "get_inference_form", init=userdata)
+
+
+def config_form(view_cls: type):
+    """Return the config form class of a view, or ``None`` (class or instance accepted)."""
+    return plugin_form(view_cls, "get_config_form", kind="view")
+
+
+def create_view(view_cls: type, dataset: Any, config: Mapping[str, Any]):
+    """Create a view as the core does (``cls(dataset, **config)``), naming the plugin if its ``__init__`` raises."""
+    with plugin_code(_plugin_id(view_cls), "View.__init__"):
+        return view_cls(dataset, **strip_reserved("view", dict(config), _plugin_id(view_cls)))
+
+
+def template_method(plugin_cls: type, method: str, userdata: Mapping[str, Any] | None = None):
+    """Return a callable ``f(form)`` for a plugin's ``get_*_template`` method, static or instance (DIGITS 6)."""
+
+    def render(form):
+        return call_plugin_method(plugin_cls, method, form, init=userdata)
+
+    render.__qualname__ = f"{_plugin_id(plugin_cls)}.{method}"
+    return render

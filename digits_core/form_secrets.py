@@ -31,9 +31,11 @@ _lock = threading.Lock()
 
 
 def secret_field_names(form_class) -> list[str]:
-    """Return the names of the secret (``PasswordField``) fields of a form class."""
+    """Return the names of the secret (``PasswordField``) fields of a form class (or instance)."""
+    from .contract import form_class as _form_class
+
     try:
-        form = form_class(meta={"csrf": False})
+        form = _form_class(form_class)(meta={"csrf": False})
     except Exception:  # noqa: BLE001 - a form that cannot be built has no fields to hide
         return []
     return [field.name for field in form if field.type == "PasswordField"]

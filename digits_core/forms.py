@@ -9,6 +9,9 @@ way on the command line.
 :func:`add_form_arguments` turns a form class into ``argparse`` options:
 ``--field-name`` per field, help from the field's label and description,
 defaults and choices from the form.
+
+Every function taking a ``form_class`` also takes a form **instance** (what
+DIGITS 6 plugins return from ``get_dataset_form()``): its class is used.
 """
 
 from __future__ import annotations
@@ -66,6 +69,9 @@ def bind_form(form_class, values: Mapping[str, Any] | None = None, *, formdata=N
     Returns:
         The bound form instance.
     """
+    from .contract import form_class as _form_class
+
+    form_class = _form_class(form_class)
     kwargs = {"meta": meta} if meta else {}
     if formdata is not None:
         return form_class(formdata=formdata, **kwargs)
@@ -166,6 +172,9 @@ def add_form_arguments(parser: argparse.ArgumentParser, form_class, *, title: st
     Returns:
         The field names added, for :func:`form_values_from_namespace`.
     """
+    from .contract import form_class as _form_class
+
+    form_class = _form_class(form_class)
     group = parser.add_argument_group(title) if title else parser
     names = []
     for field in user_fields(form_class(meta={"csrf": False})):

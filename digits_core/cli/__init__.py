@@ -6,7 +6,9 @@ Command modules must stay light to import (no TensorFlow at module level):
 ``digits --help`` imports them all.
 
 A :class:`~digits_core.errors.DigitsError` is printed as ``error: <message>``
-without a traceback, and the command exits with the error's ``exit_code``.
+without a traceback (``-v`` adds the traceback of its cause, e.g. the
+plugin code behind a :class:`~digits_core.errors.PluginCodeError`), and the
+command exits with the error's ``exit_code``.
 """
 
 from __future__ import annotations
@@ -85,6 +87,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.handler(args) or 0)
     except DigitsError as exc:
+        if args.verbose and exc.__cause__ is not None:
+            import traceback
+
+            traceback.print_exception(exc.__cause__, file=sys.stderr)
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:

@@ -21,7 +21,8 @@ import sys
 from ..errors import FormValidationError
 
 logger = logging.getLogger("digits_core.cli")
-_OWN = {"model", "epoch", "view", "view_option", "out", "json", "top", "batch_size", "inputs", "include_images"}
+_OWN = {"model", "epoch", "view", "view_option", "out", "json", "top", "batch_size", "inputs", "include_images",
+        "max_errors"}
 
 
 def _add_plugin_form_options(parser) -> dict[str, list[str]]:
@@ -37,7 +38,9 @@ def _add_plugin_form_options(parser) -> dict[str, list[str]]:
         return fields
     for plugin_id, plugin in sorted(plugins.items()):
         try:
-            form = plugin.get_inference_form()
+            from ..contract import inference_form
+
+            form = inference_form(plugin)
             if form is None:
                 continue
             fields[plugin_id] = add_form_arguments(parser, form, title=f'inference inputs of data plugin "{plugin_id}"')
@@ -67,6 +70,9 @@ def register(subparsers) -> None:
     parser.add_argument("--include-images", action="store_true", help="keep the view's PNG data URIs in JSON")
     parser.add_argument("--top", type=int, default=5, metavar="N", help="classes listed per input (default: 5)")
     parser.add_argument("--batch-size", type=int, default=64, metavar="N", help="inputs per network call (default: 64)")
+    parser.add_argument("--max-errors", default=None, metavar="X",
+                        help="inputs that may fail (skipped and listed) before inference fails: a count (10), "
+                             "a fraction (0.05) or a percentage (5%%) (default: 5%%)")
     parser.add_argument("inputs", nargs="*", metavar="INPUT", help="image files, folders or list files (path [label])")
     parser.set_defaults(handler=run, plugin_fields=plugin_fields)
 
@@ -135,7 +141,10 @@ def run(args) -> int:
         args.model, args.inputs, epoch=args.epoch, view_id=args.view,
         view_config=parse_view_options(args.view_option), form_data=form_data or None,
         jobs_dir=args.jobs_dir, top_n_classes=args.top, batch_size=args.batch_size, progress=progress,
+        max_errors=args.max_errors,
     )
+    for skipped in result.errors:
+        print(f"skipped: {skipped['input']}: {skipped['error']}", file=sys.stderr)
     if args.json:
         data = result.to_json(include_images=args.include_images)
         if args.out:

@@ -1,4 +1,5 @@
-"""``digits plugin new data|view NAME [--dir DIR]``: start a new plugin package.
+"""``digits plugin new data|view NAME [--dir DIR]``: start a new plugin package;
+``digits plugin check ID``: run the whole plugin contract on an installed plugin.
 
 The generated package (see :mod:`digits_core.scaffold`) pip-installs and is
 listed by ``digits plugins`` without edits; the guide
@@ -28,6 +29,21 @@ def register(subparsers) -> None:
     new.add_argument("--dir", default=".", metavar="DIR", help="folder to create the package in (default: .)")
     new.add_argument("--title", default=None, help="title shown in menus (default: NAME in words)")
     new.set_defaults(handler=run_new)
+    check = actions.add_parser(
+        "check",
+        help="run the plugin contract on an installed plugin",
+        description="Check a data or view plugin where its mistakes are made: its forms build, its templates "
+        "render, itemize_entries runs on the form defaults (or --form values) and a few encode_entry results "
+        "have an allowed dtype, an H×W×C shape and a valid label; a view's process_data and templates run on "
+        "synthetic output. Exit status 1 when a check fails.",
+    )
+    check.add_argument("plugin_id", metavar="ID", help="plugin id (see `digits plugins`); data:ID or view:ID "
+                       "when a data and a view plugin share it")
+    check.add_argument("--form", action="append", default=[], metavar="FIELD=VALUE",
+                       help="a dataset form value (data plugins) or config value (views); repeatable")
+    check.add_argument("--entries", type=int, default=3, metavar="N", help="entries encoded per stage (default: 3)")
+    check.add_argument("--json", action="store_true", help="print the report as JSON")
+    check.set_defaults(handler=run_check)
     parser.set_defaults(handler=lambda args: parser.print_help() or 0)
 
 
@@ -55,6 +71,46 @@ def run_new(args) -> int:
     print(f"  python -m pytest {os.path.join(shown, 'tests')}")
     print("Guide: docs/writing-plugins.md")
     return 0
+
+
+def run_check(args) -> int:
+    """Run :func:`digits_core.testing.check_plugin` on an installed plugin and print the report."""
+    import sys
+
+    from ..errors import FormValidationError
+    from ..plugin_registry import registry
+    from ..testing import check_plugin
+    from .output import print_json
+
+    kind, sep, plugin_id = args.plugin_id.partition(":")
+    if not sep:
+        kind, plugin_id = "", args.plugin_id
+    found = []
+    if kind in ("", "data") and plugin_id in registry.data_ingestions():
+        found.append(registry.get_data_ingestion(plugin_id))
+    if kind in ("", "view") and plugin_id in registry.views():
+        found.append(registry.get_view(plugin_id))
+    if not found:
+        if kind in ("", "data"):
+            registry.get_data_ingestion(plugin_id)  # raises, saying why (failed, disabled, unknown)
+        registry.get_view(plugin_id)
+    values = {}
+    for item in args.form:
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip():
+            raise FormValidationError({"form": [f"expected FIELD=VALUE, got {item!r}"]}, "--form")
+        values[key.strip().replace("-", "_")] = value
+    reports = [check_plugin(cls, form_values=values, entries=args.entries) for cls in found]
+    if args.json:
+        print_json([r.to_dict() for r in reports])
+    else:
+        for report in reports:
+            print(report)
+            if args.verbose:
+                for check in report.checks:
+                    if check.detail:
+                        print(f"\n{check.name}:\n{check.detail}", file=sys.stderr)
+    return 0 if all(r.ok for r in reports) else 1
 
 
 def _warn_if_id_taken(kind: str, plugin_id: str) -> None:

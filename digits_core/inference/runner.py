@@ -18,6 +18,13 @@ file or a validation record, with its ground truth). The network then gets
 the engine's preprocessing (mean, scale, centre crop) inside one compiled
 function (:mod:`~digits_core.inference.model`).
 
+Inputs are treated as datasets treat entries: an input that cannot be read
+or encoded (an unreadable image, one broken DICOM file in a folder, a bad
+label) is skipped and listed in :attr:`InferenceResult.errors` while the
+others get results, unless more inputs fail than ``max_errors`` allows (a
+count, a fraction or a percentage, default 5 %, as for datasets): then
+:class:`~digits_core.errors.InferenceError` names the first failures.
+
 The view runs lazily, the first time the HTML or JSON is asked for, so an
 API call that only needs predictions pays for the network alone.
 """
@@ -88,6 +95,7 @@ class InferenceResult:
             :func:`~digits_core.inference.metrics.classification_metrics`), or ``None``.
         view_id: The view that renders the results (``None``: no view for this task).
         view_config: The validated view options.
+        errors: The inputs that were skipped, as ``{"input": name, "error": message}``.
     """
 
     model: InferenceModel
@@ -95,6 +103,7 @@ class InferenceResult:
     metrics: dict | None = None
     view_id: str | None = None
     view_config: dict = field(default_factory=dict)
+    errors: list[dict] = field(default_factory=list)
     _rendered: Any = field(default=None, repr=False)
 
     @property
@@ -116,8 +125,10 @@ class InferenceResult:
             from ..plugin_registry import registry
             from .report import run_view
 
+            from ..contract import create_view
+
             view_class = registry.get_view(self.view_id)
-            view = view_class(self.model.dataset, **self.view_config)
+            view = create_view(view_class, self.model.dataset, self.view_config)
             processed = run_view(view, ((s.input_id, s.input_data, s.output, s.ground_truth) for s in self.samples))
             self._rendered = (view, processed)
         return self._rendered
@@ -130,6 +141,10 @@ class InferenceResult:
             info["Dataset"] = self.model.dataset.id
         if self.metrics:
             info["Top-1 accuracy"] = f"{self.metrics['top1_accuracy'] * 100:.2f}%"
+        if self.errors:
+            first = self.errors[0]
+            info["Skipped inputs"] = (f"{len(self.errors)} (first: {first['input']}: {first['error']})"
+                                      + ("; see the JSON output for all" if len(self.errors) > 1 else ""))
         return info
 
     def to_html(self, title: str | None = None) -> str:
@@ -163,6 +178,7 @@ class InferenceResult:
             "samples": [s.to_dict() for s in self.samples],
             "metrics": self.metrics,
             "view": self.view_id,
+            "errors": list(self.errors),
         }
         if include_view and self.view_id:
             view, processed = self.run_view()
@@ -209,29 +225,62 @@ def _resolve_label(model: InferenceModel, item: InputItem, height: int, width: i
     return np.asarray(values, dtype=np.float32)
 
 
-def _read_items(model: InferenceModel, items: list[InputItem]) -> tuple[list[str], np.ndarray, list]:
+class _Budget:
+    """Skipped inputs and the ``max_errors`` rule (the one datasets use)."""
+
+    def __init__(self, max_errors: Any, total: int):
+        from ..datasets.options import allowed_errors, parse_max_errors
+
+        try:
+            self.allowed = allowed_errors(parse_max_errors(max_errors), total)
+        except DigitsError as exc:
+            raise InferenceError(str(exc).replace("max_errors", "max-errors", 1)) from None
+        self.total = total
+        self.errors: list[dict] = []
+
+    def skip(self, name: str, exc: BaseException) -> None:
+        message = str(exc) if isinstance(exc, DigitsError) else f"{type(exc).__name__}: {exc}"
+        self.errors.append({"input": name, "error": message})
+        logger.warning("skipped input %s: %s", name, message)
+
+    def check(self, good: int) -> None:
+        if not self.errors:
+            return
+        if len(self.errors) > self.allowed or good == 0:
+            shown = "; ".join(f"{e['input']}: {e['error']}" for e in self.errors[:3])
+            more = f" (and {len(self.errors) - 3} more)" if len(self.errors) > 3 else ""
+            raise InferenceError(
+                f"{len(self.errors)} of {self.total} inputs failed, more than max-errors allows ({self.allowed}): "
+                f"{shown}{more}. Fix or remove them, or raise --max-errors.")
+
+
+def _read_items(model: InferenceModel, items: list[InputItem], budget: _Budget) -> tuple[list[str], np.ndarray, list]:
     shape, dtype = model.feature_shape, model.feature_dtype
-    ids, features, labels = [], np.empty((len(items), *shape), dtype=dtype), []
-    for i, item in enumerate(items):
-        image = item.array if item.array is not None else read_image(item.path)
-        if image.ndim == 2:
-            image = image[:, :, None]
-        if image.shape != shape or image.dtype != dtype:
-            image = prepare_image(image, shape, dtype.name, model.dataset.resize_mode)
-        features[i] = image
+    ids, features, labels = [], [], []
+    for item in items:
+        try:
+            image = item.array if item.array is not None else read_image(item.path)
+            if image.ndim == 2:
+                image = image[:, :, None]
+            if image.shape != shape or image.dtype != dtype:
+                image = prepare_image(image, shape, dtype.name, model.dataset.resize_mode)
+            label = _resolve_label(model, item, shape[0], shape[1])
+        except Exception as exc:  # noqa: BLE001 - one bad input is skipped and reported
+            budget.skip(item.input_id, exc)
+            continue
+        features.append(image)
         ids.append(item.input_id)
-        labels.append(_resolve_label(model, item, shape[0], shape[1]))
-    return ids, features, labels
+        labels.append(label)
+    budget.check(len(ids))
+    return ids, _stack(features, shape, dtype), labels
 
 
-def _entry_name(entry) -> str:
-    """A readable input id for a plugin entry: the entry, or the first item of a tuple entry (its path)."""
-    if isinstance(entry, (tuple, list)) and entry and isinstance(entry[0], (str, os.PathLike)):
-        return str(entry[0])
-    return str(entry)
+def _stack(features: list, shape, dtype) -> np.ndarray:
+    return np.stack(features) if features else np.empty((0, *shape), dtype=dtype)
 
 
-def _encode_with_plugin(model: InferenceModel, form_data: dict) -> tuple[list[str], np.ndarray, list]:
+def _encode_with_plugin(model: InferenceModel, form_data: dict, max_errors: Any = None) -> tuple[list[str], np.ndarray, list, list]:
+    from ..contract import inference_form, plugin_code, strip_reserved
     from ..forms import validate_values
     from ..plugin_registry import registry
 
@@ -240,12 +289,14 @@ def _encode_with_plugin(model: InferenceModel, form_data: dict) -> tuple[list[st
         raise InferenceError(f'The dataset of model "{model.id}" is not available, so its data plugin\'s '
                              "inference form cannot be used; give image files instead.")
     plugin = registry.get_data_ingestion(plugin_id)
-    form = plugin.get_inference_form()
+    userdata = strip_reserved("data", model.dataset.userdata, plugin_id)
+    form = inference_form(plugin, userdata)
     if form is None:
         raise InferenceError(f'Data plugin "{plugin_id}" has no inference form; give image files, a folder '
                              "or a list file instead.")
     values = validate_values(form, form_data, f'inference form of plugin "{plugin_id}"')
-    instance = plugin(is_inference_db=True, **{**model.dataset.userdata, **values})
+    with plugin_code(plugin_id, "__init__"):
+        instance = plugin(is_inference_db=True, **{**userdata, **values})
     try:
         entries = list(instance.itemize_entries("test"))
     except Exception as exc:  # noqa: BLE001 - report the plugin's own message
@@ -254,25 +305,31 @@ def _encode_with_plugin(model: InferenceModel, form_data: dict) -> tuple[list[st
         raise InferenceError(f'Data plugin "{plugin_id}" could not list the inference inputs: {exc}') from exc
     if not entries:
         raise InferenceError(f'Data plugin "{plugin_id}" found no inference inputs for {values}.')
+    budget = _Budget(max_errors, len(entries))
     ids, features, labels = [], [], []
     shape, dtype = model.feature_shape, model.feature_dtype
     for entry in entries:
+        name = str(entry)
         try:
             encoded = instance.encode_entry(entry)
-        except Exception as exc:  # noqa: BLE001
-            raise InferenceError(f'Data plugin "{plugin_id}" could not encode {entry}: {exc}') from exc
-        pairs = encoded if isinstance(encoded, list) else [encoded]
-        for k, (feature, label) in enumerate(pairs):
-            feature = np.asarray(feature)
-            if feature.ndim == 2:
-                feature = feature[:, :, None]
-            if feature.shape != shape or feature.dtype != dtype:
-                feature = prepare_image(feature, shape, dtype.name, model.dataset.resize_mode)
-            name = _entry_name(entry)
-            ids.append(name if len(pairs) == 1 else f"{name}#{k}")
+            pairs = encoded if isinstance(encoded, list) else [encoded]
+            prepared = []
+            for feature, label in pairs:
+                feature = np.asarray(feature)
+                if feature.ndim == 2:
+                    feature = feature[:, :, None]
+                if feature.shape != shape or feature.dtype != dtype:
+                    feature = prepare_image(feature, shape, dtype.name, model.dataset.resize_mode)
+                prepared.append((feature, label))
+        except Exception as exc:  # noqa: BLE001 - one bad entry is skipped and reported
+            budget.skip(name, exc)
+            continue
+        for k, (feature, label) in enumerate(prepared):
+            ids.append(name if len(prepared) == 1 else f"{name}#{k}")
             features.append(feature)
             labels.append(label)
-    return ids, np.stack(features), labels
+    budget.check(len(ids))
+    return ids, _stack(features, shape, dtype), labels, budget.errors
 
 
 _validated_configs: dict[tuple, dict] = {}
@@ -304,8 +361,10 @@ def _validate_view_config(view_id: str | None, config: dict | None) -> dict:
     from ..forms import validate_values
     from ..plugin_registry import registry
 
+    from ..contract import config_form
+
     view_class = registry.get_view(view_id)
-    form = view_class.get_config_form()
+    form = config_form(view_class)
     if form is None:
         if config:
             raise FormValidationError({k: ["this view has no options"] for k in config}, f'options of view "{view_id}"')
@@ -316,7 +375,7 @@ def _validate_view_config(view_id: str | None, config: dict | None) -> dict:
 def infer(model_id, inputs: Iterable[Any] = (), *, epoch: int | None = None, view_id: str | None = None,
           view_config: dict | None = None, form_data: dict | None = None, jobs_dir=None,
           top_n_classes: int = DEFAULT_TOP_N, batch_size: int = 64,
-          progress: Callable[[int, int], None] | None = None) -> InferenceResult:
+          progress: Callable[[int, int], None] | None = None, max_errors: Any = None) -> InferenceResult:
     """Run a trained model on inputs.
 
     Args:
@@ -333,13 +392,17 @@ def infer(model_id, inputs: Iterable[Any] = (), *, epoch: int | None = None, vie
         top_n_classes: How many classes ``samples[i].top`` lists (classification).
         batch_size: Largest batch per network call.
         progress: Called as ``progress(done, total)`` after each batch.
+        max_errors: Inputs that may fail (be skipped and listed in
+            ``result.errors``) before inference fails: a count (``10``), a
+            fraction (``0.05``) or a percentage (``"5%"``); default 5 %.
 
     Returns:
         An :class:`InferenceResult`.
 
     Raises:
         JobNotFoundError: No such model.
-        InferenceError: Bad inputs (missing file, bad label, no snapshot).
+        InferenceError: Bad inputs (missing file, no snapshot), or more
+            unreadable inputs than ``max_errors`` allows.
         FormValidationError: Bad view options or inference form values.
         PluginNotFoundError: Unknown view or data plugin.
     """
@@ -350,11 +413,14 @@ def infer(model_id, inputs: Iterable[Any] = (), *, epoch: int | None = None, vie
     if form_data:
         if inputs:
             raise InferenceError("Give either input files or the data plugin's inference form fields, not both.")
-        ids, features, labels = _encode_with_plugin(model, form_data)
+        ids, features, labels, errors = _encode_with_plugin(model, form_data, max_errors)
     else:
         if not inputs:
             raise InferenceError("No inputs: give image files, folders or list files.")
-        ids, features, labels = _read_items(model, collect_inputs(inputs))
+        items = collect_inputs(inputs)
+        budget = _Budget(max_errors, len(items))
+        ids, features, labels = _read_items(model, items, budget)
+        errors = budget.errors
     outputs = []
     for start in range(0, len(features), batch_size):
         outputs.append(model.predict(features[start:start + batch_size], batch_size))
@@ -372,4 +438,4 @@ def infer(model_id, inputs: Iterable[Any] = (), *, epoch: int | None = None, vie
     if classification and labelled:
         metrics = classification_metrics(outputs[labelled], [int(np.asarray(samples[i].ground_truth).reshape(-1)[0]) for i in labelled],
                                          model.class_labels)
-    return InferenceResult(model, samples, metrics, view_id, config)
+    return InferenceResult(model, samples, metrics, view_id, config, errors)

@@ -170,7 +170,8 @@ def lr_preview():
 @bp.post("/models/<job_id>/infer")
 def infer(job_id: str):
     """Run a model on server-side inputs: ``{"inputs": [paths], "view_id"?, "view_config"?, "epoch"?,
-    "form_data"?}`` -> the samples (top-N or maps), metrics and the view's HTML fragments."""
+    "form_data"?, "max_errors"?}`` -> the samples (top-N or maps), metrics, skipped inputs
+    (``results.errors``) and the view's HTML fragments."""
     from .inference_views import _check_server_path
     from .inference_worker import run_in_worker
 
@@ -187,7 +188,8 @@ def infer(job_id: str):
             raise FormValidationError({"inputs": exc.errors["server_path"]}, "inference") from None
     request_body = {"model": str(job.path), "jobs_dir": str(_ext()["jobs_dir"]), "inputs": checked,
                     "view": body.get("view_id") or None, "view_config": body.get("view_config") or None,
-                    "epoch": body.get("epoch"), "inference_form": body.get("form_data") or None}
+                    "epoch": body.get("epoch"), "inference_form": body.get("form_data") or None,
+                    "max_errors": body.get("max_errors")}
     result = run_in_worker("infer", request_body)
     return jsonify({"model": job.id, "results": result.get("json"), "info": result.get("info"),
                     "html": result.get("fragments"), "worker": result.get("worker")})

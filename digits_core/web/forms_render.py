@@ -38,13 +38,37 @@ def render_source(source: str | None, context: dict | None, **extra: Any) -> Mar
 
 
 def render_plugin_form(form, template_func) -> Markup:
-    """Render ``template_func(form)`` (a plugin's ``get_*_template``) or, without one, every field."""
-    source, context = (None, None)
-    if template_func is not None:
-        source, context = template_func(form)
-    if not source:
-        source, context = '{% from "helper.html" import render_form %}{{ render_form(form) }}', {}
-    return render_source(source, context, form=form)
+    """Render ``template_func(form)`` (a plugin's ``get_*_template``) or, without one, every field.
+
+    An exception from the plugin's method or template is shown inline, as one
+    line naming the plugin, the method and the cause (the page still renders).
+    """
+    from ..errors import PluginCodeError
+
+    qualname = getattr(template_func, "__qualname__", "plugin")
+    owner, _, method = qualname.rpartition(".")
+    plugin = getattr(getattr(template_func, "__self__", None), "plugin_id", None) or owner or "plugin"
+    try:
+        source, context = (None, None)
+        if template_func is not None:
+            source, context = template_func(form)
+        if not source:
+            source, context = '{% from "helper.html" import render_form %}{{ render_form(form) }}', {}
+        return render_source(source, context, form=form)
+    except Exception as exc:  # noqa: BLE001 - a plugin's bug is reported on the page, not as HTTP 500
+        error = exc if isinstance(exc, PluginCodeError) else PluginCodeError(plugin, method or "template", exc)
+        current_app.logger.warning("%s", error, exc_info=exc)
+        return Markup('<div class="alert alert-bad plugin-error" role="alert">{}</div>').format(f"error: {error}")
+
+
+def dataset_userdata(ds_job) -> dict:
+    """The persisted userdata of a dataset job (what a DIGITS 6 style plugin instance is re-created from)."""
+    for path in (ds_job.path / "dataset" / "dataset.json", ds_job.path / "dataset.json"):
+        try:
+            return dict(json.loads(path.read_text(encoding="utf-8")).get("userdata") or {})
+        except (OSError, ValueError, AttributeError):
+            continue
+    return {}
 
 
 def form_from_request(form_class, request, prefix: str | None = None):
@@ -54,7 +78,10 @@ def form_from_request(form_class, request, prefix: str | None = None):
 
 
 def blank_form(form_class, values: dict | None = None):
-    """A form showing defaults, or pre-filled from saved values (clone)."""
+    """A form showing defaults, or pre-filled from saved values (clone); ``form_class`` may be an instance."""
+    from ..contract import form_class as _form_class
+
+    form_class = _form_class(form_class)
     if values:
         known = {f.name for f in user_fields(form_class(meta={"csrf": False}))}
         return bind_form(form_class, {k: v for k, v in values.items() if k in known}, meta={"csrf": False})

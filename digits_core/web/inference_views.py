@@ -44,8 +44,10 @@ def _view_class(view_id: str):
 def view_config(job_id: str):
     """The chosen view's config form, as an HTML fragment (``?view_id=``)."""
     _ext()["store"].get(job_id, kind="model")
+    from ..contract import config_form
+
     cls = _view_class(request.args.get("view_id", ""))
-    form_class = cls.get_config_form()
+    form_class = config_form(cls)
     if form_class is None:
         return Markup('<p class="muted small">This view has no options.</p>')
     return render_plugin_form(blank_form(form_class), cls.get_config_template)
@@ -128,7 +130,10 @@ def infer(job_id: str):
     view_id = request.form.get("view_id", "")
     view_cls = _view_class(view_id)
     view_config = {}
-    form_class = view_cls.get_config_form()
+    from ..contract import config_form, inference_form
+    from .forms_render import dataset_userdata
+
+    form_class = config_form(view_cls)
     if form_class is not None:
         from ..forms import bind_form, user_fields
 
@@ -146,7 +151,7 @@ def infer(job_id: str):
 
         ds_job = _ext()["store"].get(job.data.get("dataset_id"), kind="dataset")
         cls = registry.get_data_ingestion(ds_job.data["plugin_id"])
-        inf_class = cls.get_inference_form()
+        inf_class = inference_form(cls, dataset_userdata(ds_job))
         if inf_class is None:
             raise FormValidationError({"input_mode": ["This data plugin has no inference form."]}, "inference")
         values = validate_form(form_from_request(inf_class, request), f'inference form of plugin "{cls.get_id()}"')

@@ -52,7 +52,8 @@ def _do_infer(request: dict) -> dict:
     epoch = request.get("epoch")
     result = infer(request["model"], request.get("inputs") or (), epoch=int(float(epoch)) if epoch else None,
                    view_id=request.get("view") or None, view_config=request.get("view_config") or None,
-                   form_data=request.get("inference_form") or None, jobs_dir=request.get("jobs_dir"))
+                   form_data=request.get("inference_form") or None, jobs_dir=request.get("jobs_dir"),
+                   max_errors=request.get("max_errors"))
     view, processed = result.run_view()
     fragments = render_fragments(view, processed)
     return {
