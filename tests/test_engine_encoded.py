@@ -14,6 +14,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
+# TensorFlow decodes and trains in every test here.
+pytestmark = pytest.mark.slow
+
 #: Largest |TF - Pillow| difference allowed for JPEG pixels. The engine decodes JPEG with
 #: ``dct_method="INTEGER_ACCURATE"`` (libjpeg-turbo's ISLOW IDCT, Pillow's default, fancy
 #: upsampling on both sides): TF 2.21 and Pillow agree exactly, gray and RGB 4:2:0. With

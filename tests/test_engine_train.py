@@ -14,6 +14,9 @@ from digits_core import hookimpl, registry
 from digits_core.errors import FormValidationError, TrainingError
 from digits_core.jobs import JobStatus, JobStore
 
+# Every test here trains real models with TensorFlow (module fixtures build datasets and a LeNet).
+pytestmark = pytest.mark.slow
+
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "networks"
 
 

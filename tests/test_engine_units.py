@@ -35,6 +35,7 @@ def formula(policy, it, lr=0.1):
     raise AssertionError(p)
 
 
+@pytest.mark.slow  # imports TensorFlow
 @pytest.mark.parametrize("policy", POLICIES)
 def test_lr_policies_match_formulas_numpy_and_keras(policy):
     from digits_core.engine.lr_policies import keras_schedule
@@ -68,6 +69,7 @@ def test_options_validation_names_fields():
     assert TrainingOptions.from_dict(opts.to_dict()) == opts
 
 
+@pytest.mark.slow  # imports TensorFlow
 @pytest.mark.parametrize("solver", SOLVERS)
 def test_each_solver_reduces_loss(solver):
     import keras
@@ -97,6 +99,7 @@ def test_each_solver_reduces_loss(solver):
     assert last < (0.95 if solver == "adadelta" else 0.5) * first, (solver, first, last)
 
 
+@pytest.mark.slow  # imports TensorFlow
 @pytest.mark.parametrize("name,shape,outputs,expected", [
     ("lenet", (8, 8, 1), 10, (10,)),
     ("lenet", (28, 28, 1), 10, (10,)),
@@ -130,6 +133,7 @@ def _write(tmp_path, name, body):
     return str(path)
 
 
+@pytest.mark.slow  # imports TensorFlow
 def test_custom_network_errors_point_at_user_line(tmp_path):
     from digits_core.engine.networks import resolve_network
     from digits_core.engine.networks.custom import call_builder
@@ -174,6 +178,7 @@ def test_custom_network_errors_point_at_user_line(tmp_path):
         call_builder(spec.build, (8, 8, 1), 3, {}, origin=spec.name, path=spec.path)
 
 
+@pytest.mark.slow  # imports TensorFlow
 def test_preprocessing_numpy_and_tf_agree(tmp_path):
     from digits_core.engine.preprocessing import Preprocessing, tf_center_crop
 
@@ -193,6 +198,7 @@ def test_preprocessing_numpy_and_tf_agree(tmp_path):
     assert prep.input_shape == (6, 6, 3)
 
 
+@pytest.mark.slow  # imports TensorFlow
 def test_augmentation_keeps_masks_aligned():
     import tensorflow as tf
 
@@ -232,6 +238,7 @@ def test_augmentation_keeps_masks_aligned():
     assert not np.allclose(a[0].numpy(), images.numpy())
 
 
+@pytest.mark.slow  # imports TensorFlow
 def test_hue_saturation_on_rgb():
     import tensorflow as tf
 

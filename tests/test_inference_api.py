@@ -22,6 +22,9 @@ from wtforms.validators import NumberRange
 from digits_core import DataIngestion, Job, View, registry
 from digits_core.errors import FormValidationError, InferenceError, JobNotFoundError
 
+# The module fixtures train and save real Keras models.
+pytestmark = pytest.mark.slow
+
 LABELS = ["top-left", "centre", "bottom-right"]
 SPOTS = {0: (0, 0), 1: (3, 3), 2: (5, 5)}
 
