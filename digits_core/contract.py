@@ -65,7 +65,10 @@ def strip_reserved(kind: str, values: Mapping[str, Any], plugin: str = "") -> di
 
     reserved = reserved_names(kind)
     for key in sorted(k for k in values if k in reserved):
-        RESERVED_USERDATA_KEY.warn(plugin=plugin, key=key)
+        if kind == "data":
+            RESERVED_USERDATA_KEY.warn(plugin=plugin, key=key)
+        else:
+            logger.warning('View "%s": ignoring the config value "%s": the framework owns that name', plugin, key)
     return {k: v for k, v in values.items() if k not in reserved}
 
 
