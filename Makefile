@@ -3,7 +3,7 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-PLUGINS := plugins/data_images plugins/data_sunnybrook plugins/view_classification plugins/view_segmentation plugins/view_generic plugins/data_dicomweb
+PLUGINS := plugins/data_images plugins/data_sunnybrook plugins/view_classification plugins/view_segmentation plugins/view_generic plugins/data_dicomweb compat/digits6
 PYTEST_ARGS ?=
 
 .PHONY: setup demo test test-fast clean
@@ -34,4 +34,4 @@ test-fast: setup
 	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
 
 clean:
-	rm -rf $(VENV) build *.egg-info plugins/*/*.egg-info
+	rm -rf $(VENV) build *.egg-info plugins/*/*.egg-info compat/*/*.egg-info

@@ -1,0 +1,129 @@
+"""The DIGITS 6 → DIGITS Core translations, as plain functions (each unit-tested).
+
+* :func:`feature_to_core`: a DIGITS 6 feature is ``C×H×W`` (Caffe's datum
+  layout, e.g. ``image[np.newaxis, ...]``); DIGITS Core stores ``H×W×C``.
+  Dtypes DIGITS Core stores as they are (``uint8``, ``uint16``, ``int16``,
+  ``float32``) are kept; any other is stored as ``float32``, as DIGITS 6's
+  datum did with every non-``uint8`` array.
+* :func:`label_to_core`: a ``1×1×N`` (or ``N×1×1``) label is a vector of
+  N floats (``float32``, as DIGITS 6 stored it), a ``1×H×W`` label an
+  ``H×W`` mask, a ``C×H×W`` label ``H×W×C``, a
+  one-element integer array a class index.
+* :func:`view_input` / :func:`view_outputs`: views get a grayscale input as
+  ``H×W`` (as DIGITS 6 passed it) and the network output as
+  ``{name: array}``.
+* :func:`form_class`: a form *instance* (what DIGITS 6 plugins return)
+  becomes a form class DIGITS Core can bind, keeping what the plugin did to
+  the instance (e.g. choices it appended).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+#: Feature dtypes DIGITS Core stores bit-exactly.
+CORE_FEATURE_DTYPES = ("uint8", "uint16", "int16", "float32")
+#: The key of a single-output network's output in the dict a DIGITS 6 view gets.
+OUTPUT_NAME = "output"
+
+
+def feature_to_core(feature: Any) -> np.ndarray:
+    """Translate a DIGITS 6 ``C×H×W`` feature into DIGITS Core's ``H×W×C``.
+
+    Raises:
+        ValueError: The feature is neither ``C×H×W`` nor ``H×W``.
+    """
+    array = np.asarray(feature)
+    if array.ndim == 3:
+        array = np.transpose(array, (1, 2, 0))
+    elif array.ndim != 2:
+        raise ValueError(f"a DIGITS 6 feature is a C×H×W array; got shape {array.shape}")
+    if array.dtype.name not in CORE_FEATURE_DTYPES:
+        array = array.astype(np.float32)
+    return np.ascontiguousarray(array)
+
+
+def label_to_core(label: Any) -> Any:
+    """Translate a DIGITS 6 label (scalar or ``C×H×W`` array) into a DIGITS Core label."""
+    if not isinstance(label, np.ndarray):
+        return label
+    if label.size == 1 and label.ndim <= 3 and label.dtype.kind in "biu":
+        return int(label.reshape(()))
+    if label.ndim == 3:
+        channels, height, width = label.shape
+        if (channels == 1 and height == 1) or (height == 1 and width == 1):  # 1×1×N (or N×1×1): a vector
+            return label.reshape(-1).astype(np.float32)
+        if channels == 1:
+            return np.ascontiguousarray(label[0])
+        return np.ascontiguousarray(np.transpose(label, (1, 2, 0)))
+    if label.ndim == 1:
+        return label.astype(np.float32)
+    return label
+
+
+def pairs_to_core(encoded: Any) -> Any:
+    """Translate what a DIGITS 6 ``encode_entry`` returned: one ``(feature, label)`` pair or a list of them."""
+    if isinstance(encoded, list):
+        return [(feature_to_core(f), label_to_core(lb)) for f, lb in encoded]
+    feature, label = encoded
+    return feature_to_core(feature), label_to_core(label)
+
+
+def view_input(input_data: Any) -> Any:
+    """A view's input as DIGITS 6 passed it: ``H×W`` for one channel, else ``H×W×C``."""
+    if isinstance(input_data, np.ndarray) and input_data.ndim == 3 and input_data.shape[2] == 1:
+        return input_data[:, :, 0]
+    return input_data
+
+
+class Outputs(dict):
+    """The network outputs of one sample, ``{name: array}``.
+
+    ``keys()``, ``values()`` and ``items()`` return lists, as Python 2 dicts
+    did, so DIGITS 6's ``output_data[output_data.keys()[0]]`` keeps working.
+    """
+
+    def keys(self):  # type: ignore[override]
+        return list(super().keys())
+
+    def values(self):  # type: ignore[override]
+        return list(super().values())
+
+    def items(self):  # type: ignore[override]
+        return list(super().items())
+
+
+def view_outputs(output_data: Any) -> Outputs:
+    """The network output of one sample as DIGITS 6 views get it: ``{name: array}``."""
+    if isinstance(output_data, dict):
+        return Outputs(output_data)
+    return Outputs({OUTPUT_NAME: np.asarray(output_data)})
+
+
+def form_class(form: Any, factory: Callable[[], Any] | None = None) -> Any:
+    """Return a form class for what a DIGITS 6 ``get_*_form`` returned.
+
+    ``None`` and classes pass through. For an instance, the result is a
+    subclass of its class whose construction calls ``factory`` (the plugin's
+    own ``get_*_form``) for a fresh instance and binds the new data to it,
+    so what the plugin did to its instance (choices appended to a select
+    field, constructor arguments) survives every bind the core does.
+    Without a factory, the instance's class is returned.
+    """
+    if form is None or isinstance(form, type):
+        return form
+    base = type(form)
+    if factory is None:
+        return base
+
+    def __new__(cls, formdata=None, obj=None, prefix="", data=None, meta=None, **kwargs):
+        fresh = factory()
+        fresh.process(formdata, obj, data=data, **kwargs)
+        return fresh
+
+    return type(base)(base.__name__, (base,), {
+        "__new__": __new__, "__module__": base.__module__, "__qualname__": base.__qualname__,
+        "__doc__": base.__doc__,
+    })

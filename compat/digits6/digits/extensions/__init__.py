@@ -1,0 +1,1 @@
+"""``digits.extensions``: the DIGITS 6 plugin interfaces (``data`` and ``view``)."""

@@ -1,0 +1,177 @@
+"""``DataIngestionInterface``: a DIGITS 6 data plugin, as a DIGITS Core :class:`~digits_core.DataIngestion`.
+
+A DIGITS 6 plugin subclasses this and keeps its DIGITS 6 code. When the
+subclass is created, its methods are wrapped so DIGITS Core sees the
+contract it expects:
+
+==========================================  ==========================================
+DIGITS 6 plugin does                         DIGITS Core gets
+==========================================  ==========================================
+``encode_entry`` returns ``C×H×W`` features  ``H×W×C`` features
+... and ``1×1×N`` / ``1×H×W`` labels         ``N``-vectors / ``H×W`` masks
+``itemize_entries('train_db')``              called with ``'train'`` (``val``, ``test``)
+``get_dataset_form()`` returns an instance   a form class
+``get_inference_form(self)``                 callable on the class (core style)
+``self.userdata['is_inference_db'] = x``     a flag; never persisted with the dataset
+==========================================  ==========================================
+
+See ``docs/porting-digits6.md``.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from typing import Any
+
+from digits_core import DataIngestion
+
+from ..._translate import form_class, pairs_to_core
+from ..._userdata import Userdata
+from ...utils.constants import STAGE_FROM_CORE
+
+__all__ = ["DataIngestionInterface"]
+
+_depth = threading.local()
+
+
+def _outermost(method):
+    """Wrap ``method`` so its result is translated once, at the outermost call.
+
+    A plugin subclassing another DIGITS 6 plugin calls ``super().encode_entry``;
+    only the call the core made translates.
+    """
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        level = getattr(_depth, "level", 0)
+        _depth.level = level + 1
+        try:
+            result = method(self, *args, **kwargs)
+        finally:
+            _depth.level = level
+        return pairs_to_core(result) if level == 0 else result
+
+    return wrapper
+
+
+def _wrap_itemize(method):
+    @functools.wraps(method)
+    def itemize_entries(self, stage):
+        return list(method(self, STAGE_FROM_CORE.get(stage, stage)) or [])
+
+    return itemize_entries
+
+
+def _wrap_init(method):
+    @functools.wraps(method)
+    def __init__(self, *args, **kwargs):
+        method(self, *args, **kwargs)
+        if kwargs.get("is_inference_db"):
+            self.userdata.is_inference_db = True
+
+    return __init__
+
+
+def _wrap_static_form(function):
+    @functools.wraps(function)
+    def get_form(*args, **kwargs):
+        return form_class(function(*args, **kwargs), lambda: function(*args, **kwargs))
+
+    return staticmethod(get_form)
+
+
+class _InferenceForm:
+    """``get_inference_form``: an instance method in DIGITS 6, called on the class by DIGITS Core.
+
+    On an instance it runs the plugin's method on that instance. On the
+    class it runs it on a stand-in instance holding ``userdata`` (default:
+    empty) with ``is_inference_db`` set, built without the plugin's own
+    ``__init__``, as the core has no instance at hand when it shows the form.
+    """
+
+    def __init__(self, function):
+        self.function = function
+        functools.update_wrapper(self, function)
+
+    def __get__(self, instance, owner):
+        if instance is not None:
+            return functools.partial(self._call, instance)
+
+        @functools.wraps(self.function)
+        def get_inference_form(userdata=None):
+            stand_in = owner.__new__(owner)
+            DataIngestionInterface.__init__(stand_in, is_inference_db=True, **dict(userdata or {}))
+            return self._call(stand_in)
+
+        return get_inference_form
+
+    def _call(self, instance):
+        return form_class(self.function(instance), lambda: self.function(instance))
+
+
+class DataIngestionInterface(DataIngestion):
+    """Base class of DIGITS 6 data plugins (``digits.extensions.data.interface``).
+
+    Args:
+        is_inference_db: True when building an inference dataset (DIGITS 6
+            plugins usually store it as ``self.userdata['is_inference_db']``).
+        **kwargs: The dataset form's values (plus, for inference, the
+            inference form's); stored in :attr:`userdata` and set as attributes.
+    """
+
+    def __init__(self, is_inference_db: bool = False, **kwargs: Any):  # noqa: D107 - documented on the class
+        self.userdata = Userdata(kwargs, is_inference_db=is_inference_db)
+        for key, value in self.userdata.items():
+            setattr(self, key, value)
+
+    def __init_subclass__(cls, **kwargs: Any):
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__
+        if "__init__" in own:
+            cls.__init__ = _wrap_init(own["__init__"])
+        if "encode_entry" in own:
+            cls.encode_entry = _outermost(own["encode_entry"])
+        if "itemize_entries" in own:
+            cls.itemize_entries = _wrap_itemize(own["itemize_entries"])
+        if isinstance(own.get("get_dataset_form"), staticmethod):
+            cls.get_dataset_form = _wrap_static_form(own["get_dataset_form"].__func__)
+        inference = own.get("get_inference_form")
+        if isinstance(inference, staticmethod):
+            cls.get_inference_form = _wrap_static_form(inference.__func__)
+        elif callable(inference) and not isinstance(inference, _InferenceForm):
+            cls.get_inference_form = _InferenceForm(inference)
+
+    # -- userdata and the inference flag --------------------------------------
+
+    @property
+    def userdata(self) -> Userdata:
+        """The persisted values (form data plus what the plugin adds); ``'is_inference_db'`` is a flag."""
+        data = self.__dict__.get("_digits6_userdata")
+        if data is None:
+            data = self.__dict__["_digits6_userdata"] = Userdata()
+        return data
+
+    @userdata.setter
+    def userdata(self, value) -> None:
+        flag = self.__dict__["_digits6_userdata"].is_inference_db if "_digits6_userdata" in self.__dict__ else False
+        self.__dict__["_digits6_userdata"] = value if isinstance(value, Userdata) else Userdata(value, is_inference_db=flag)
+
+    @property
+    def is_inference_db(self) -> bool:  # type: ignore[override]
+        """True when the instance encodes inference inputs (the same flag as ``userdata['is_inference_db']``)."""
+        return self.userdata.is_inference_db
+
+    @is_inference_db.setter
+    def is_inference_db(self, value: bool) -> None:
+        self.userdata.is_inference_db = bool(value)
+
+    # -- DIGITS 6 methods without a DIGITS Core counterpart --------------------
+
+    def get_user_data(self) -> dict:
+        """Return the userdata persisted with the dataset (DIGITS 6 API)."""
+        return self.userdata
+
+    @staticmethod
+    def get_default_visibility() -> bool:
+        """Whether DIGITS 6 showed the plugin by default; every loaded plugin is shown in DIGITS Core."""
+        return True

@@ -1,0 +1,138 @@
+"""``VisualizationInterface``: a DIGITS 6 view plugin, as a DIGITS Core :class:`~digits_core.View`.
+
+When a subclass is created its methods are wrapped so DIGITS Core sees the
+contract it expects:
+
+=================================================  =============================================
+DIGITS 6 view does                                  what the wrapper does
+=================================================  =============================================
+``__init__(self, dataset, **kwargs)``               gets a dataset with DIGITS 6's methods
+                                                    (``get_feature_dims()``, ``extension_userdata``)
+``process_data(self, input_id, input_data,          called with 3 arguments (4 when it takes
+output_data)``                                      ``ground_truth``); grayscale input as ``H×W``;
+                                                    ``output_data`` as ``{name: array}``
+``get_config_form()`` returns an instance           a form class
+=================================================  =============================================
+
+See ``docs/porting-digits6.md``.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import inspect
+from typing import Any
+
+from digits_core import View
+
+from ..._translate import form_class, view_input, view_outputs
+
+__all__ = ["VisualizationInterface", "Digits6Dataset"]
+
+
+class Digits6Dataset:
+    """The dataset a DIGITS 6 view is constructed with: DIGITS 6's dataset-job methods over DIGITS Core's metadata.
+
+    Anything else is read from the wrapped DIGITS Core dataset description
+    (``userdata``, ``class_labels``, ``color_palette``, ``feature_shape``...).
+    """
+
+    def __init__(self, dataset: Any):
+        self._dataset = dataset
+
+    def get_feature_dims(self) -> tuple:
+        """The stored feature shape ``(H, W, C)``."""
+        return tuple(getattr(self._dataset, "feature_shape", ()) or ())
+
+    @property
+    def extension_userdata(self) -> dict:
+        """The data plugin's userdata (form values and what it added)."""
+        return dict(getattr(self._dataset, "userdata", None) or {})
+
+    @property
+    def extension_id(self) -> str | None:
+        """The id of the data plugin that built the dataset."""
+        return getattr(self._dataset, "plugin_id", None)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.__dict__["_dataset"], name)
+
+
+def _takes_ground_truth(function) -> bool:
+    try:
+        parameters = list(inspect.signature(function).parameters.values())
+    except (TypeError, ValueError):
+        return True
+    if any(p.kind is p.VAR_POSITIONAL for p in parameters) or "ground_truth" in {p.name for p in parameters}:
+        return True
+    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 5  # self, input_id, input_data, output_data, ground_truth
+
+
+def _wrap_process_data(method):
+    with_truth = _takes_ground_truth(method)
+
+    @functools.wraps(method)
+    def process_data(self, input_id, input_data, output_data, ground_truth=None):
+        args = (self, input_id, view_input(input_data), view_outputs(output_data))
+        return method(*args, ground_truth) if with_truth else method(*args)
+
+    return process_data
+
+
+def _wrap_init(method):
+    @functools.wraps(method)
+    def __init__(self, dataset=None, *args, **config):
+        proxy = dataset if isinstance(dataset, Digits6Dataset) or dataset is None else Digits6Dataset(dataset)
+        method(self, proxy, *args, **config)
+        self.__dict__.setdefault("dataset", proxy)
+        self.__dict__.setdefault("config", dict(config))
+
+    return __init__
+
+
+def _wrap_static_form(function):
+    @functools.wraps(function)
+    def get_config_form(*args, **kwargs):
+        return form_class(function(*args, **kwargs), lambda: function(*args, **kwargs))
+
+    return staticmethod(get_config_form)
+
+
+class VisualizationInterface(View):
+    """Base class of DIGITS 6 view plugins (``digits.extensions.view.interface``).
+
+    Args:
+        dataset: The model's dataset (a :class:`Digits6Dataset`).
+        **kwargs: The validated config form values.
+    """
+
+    def __init__(self, dataset: Any = None, *args: Any, **kwargs: Any):  # noqa: D107 - documented on the class
+        View.__init__(self, dataset, **kwargs)
+
+    def __init_subclass__(cls, **kwargs: Any):
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__
+        if "__init__" in own:
+            cls.__init__ = _wrap_init(own["__init__"])
+        if "process_data" in own:
+            cls.process_data = _wrap_process_data(own["process_data"])
+        if isinstance(own.get("get_config_form"), staticmethod):
+            cls.get_config_form = _wrap_static_form(own["get_config_form"].__func__)
+
+    # -- DIGITS 6 methods without a DIGITS Core counterpart --------------------
+
+    @staticmethod
+    def get_default_visibility() -> bool:
+        """Whether DIGITS 6 showed the view by default; every loaded view is offered in DIGITS Core."""
+        return True
+
+    def get_ng_templates(self) -> tuple[None, None]:
+        """DIGITS 6's AngularJS app wrapper: not used by DIGITS Core (always ``(None, None)``)."""
+        return None, None
+
+    @classmethod
+    def get_dirname(cls) -> str:
+        """The folder of the plugin's module (DIGITS 6 served static files from it)."""
+        return os.path.dirname(os.path.abspath(inspect.getfile(cls)))
