@@ -8,6 +8,7 @@ TensorFlow training.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,6 +17,7 @@ from PIL import Image
 from digits_core.cli import main as digits
 
 pytestmark = pytest.mark.slow
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "networks"
 
 
 def _brightness_images(folder, n=24, size=8):
@@ -41,7 +43,9 @@ def test_image_regression_cli_and_api_to_regression_view(tmp_path, capsys):
     dataset_id = json.loads(capsys.readouterr().out)["id"]
     with open_dataset(dataset_id, jobs_dir=jobs) as ds:
         assert ds.label_kind == "regression" and ds.userdata["target_names"] == ["bright", "dark"]
-    model = train(dataset_id, "regression", name="r", epochs=1, batch_size=8, jobs_dir=jobs, seed=1)
+    # docs/custom-networks.md Example 1: the regression network file with its MSE loss
+    model = train(dataset_id, str(EXAMPLES / "regression_mse.py"), name="r", epochs=1, batch_size=8,
+                  jobs_dir=jobs, seed=1, network_params={"width": 4})
     # CLI inference on a list file with true values: the regression view's JSON
     (tmp_path / "val.txt").write_text("imgs/b03.png 0.3913,0.6087\nimgs/b20.png 0.8696,0.1304\n")
     assert digits(["--jobs-dir", jobs, "infer", "--model", model.id, str(tmp_path / "val.txt"), "--json"]) == 0
@@ -58,3 +62,45 @@ def test_image_regression_cli_and_api_to_regression_view(tmp_path, capsys):
     html = result.to_html()
     assert html.count('class="dvg-sample"') == 24 and html.count("<circle") == 48
     assert "dvg-mae" in html
+
+
+def test_image_pairs_train_the_siamese_example_and_infer(tmp_path, capsys):
+    """docs/custom-networks.md Example 2 on bundled plugins only: image-pairs → siamese.py."""
+    from digits_core import infer, train
+    from digits_core.engine import load_snapshot
+
+    jobs = str(tmp_path / "jobs")
+    for c in range(3):
+        folder = tmp_path / "classes" / f"c{c}"
+        folder.mkdir(parents=True)
+        for i in range(6):
+            Image.fromarray(np.full((8, 8), 60 * c + 3 * i, np.uint8)).save(folder / f"{i}.png")
+    assert digits(["--jobs-dir", jobs, "dataset", "create", "image-pairs", "--name", "pairs", "--json",
+                   "--folder", str(tmp_path / "classes"), "--train-pairs", "32", "--val-pairs", "8", "--val-percent", "34",
+                   "--width", "8", "--height", "8"]) == 0
+    dataset_id = json.loads(capsys.readouterr().out)["id"]
+    model = train(dataset_id, str(EXAMPLES / "siamese.py"), name="siamese", epochs=1, batch_size=8,
+                  jobs_dir=jobs, network_params={"width": 4})
+    assert load_snapshot(model).get_layer("tower") is not None
+    pair = np.stack([np.full((8, 8), 60, np.uint8), np.full((8, 8), 63, np.uint8)], axis=-1)
+    result = infer(model.id, [("same-pair", pair, 1)], jobs_dir=jobs, view_config={"top_n": 1})
+    assert result.view_id == "image-classification"
+    assert result.samples[0].top[0]["label"] in ("different", "same") and len(result.samples[0].top) == 1
+    assert result.to_json()["view_summary"]["summary"]["labelled"] == 1
+
+
+def test_numpy_arrays_from_memory_train_and_infer(tmp_path):
+    from digits_core import infer, train
+    from digits_data_images.numpy_arrays import create_dataset_from_arrays
+
+    rng = np.random.default_rng(0)
+    labels = np.arange(40) % 2
+    features = (rng.random((40, 8, 8, 1)) * 60 + labels[:, None, None, None] * 150).astype(np.uint8)
+    jobs = str(tmp_path / "jobs")
+    job = create_dataset_from_arrays(features, labels, folder=tmp_path / "arrays", jobs_dir=jobs, workers=1,
+                                     options={"val_percent": 20})
+    model = train(job.id, "lenet", name="np", epochs=1, batch_size=8, jobs_dir=jobs)
+    np.save(tmp_path / "x.npy", features[1])
+    result = infer(model.id, [str(tmp_path / "x.npy")], jobs_dir=jobs)
+    assert result.samples[0].input_data.shape == (8, 8, 1) and result.samples[0].output.shape == (2,)
+    assert "x.npy" in result.to_html()

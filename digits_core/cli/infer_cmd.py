@@ -68,7 +68,8 @@ def register(subparsers) -> None:
     parser.add_argument("--out", metavar="FILE", help="write the HTML page (or, with --json, the JSON) to FILE")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a text summary")
     parser.add_argument("--include-images", action="store_true", help="keep the view's PNG data URIs in JSON")
-    parser.add_argument("--top", type=int, default=5, metavar="N", help="classes listed per input (default: 5)")
+    parser.add_argument("--top", type=int, default=None, metavar="N",
+                        help="classes listed per input (default: the view's top_n option, else 5)")
     parser.add_argument("--batch-size", type=int, default=64, metavar="N", help="inputs per network call (default: 64)")
     parser.add_argument("--max-errors", default=None, metavar="X",
                         help="inputs that may fail (skipped and listed) before inference fails: a count (10), "

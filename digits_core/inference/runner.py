@@ -374,7 +374,7 @@ def _validate_view_config(view_id: str | None, config: dict | None) -> dict:
 
 def infer(model_id, inputs: Iterable[Any] = (), *, epoch: int | None = None, view_id: str | None = None,
           view_config: dict | None = None, form_data: dict | None = None, jobs_dir=None,
-          top_n_classes: int = DEFAULT_TOP_N, batch_size: int = 64,
+          top_n_classes: int | None = None, batch_size: int = 64,
           progress: Callable[[int, int], None] | None = None, max_errors: Any = None) -> InferenceResult:
     """Run a trained model on inputs.
 
@@ -389,7 +389,8 @@ def infer(model_id, inputs: Iterable[Any] = (), *, epoch: int | None = None, vie
         form_data: Values of the data plugin's inference form, used instead of
             ``inputs`` (e.g. ``{"dicom_file": "IM-0001-0048.dcm"}``).
         jobs_dir: The jobs folder.
-        top_n_classes: How many classes ``samples[i].top`` lists (classification).
+        top_n_classes: How many classes ``samples[i].top`` lists (classification); default:
+            the view's ``top_n`` option when it has one, else 5.
         batch_size: Largest batch per network call.
         progress: Called as ``progress(done, total)`` after each batch.
         max_errors: Inputs that may fail (be skipped and listed in
@@ -429,6 +430,8 @@ def infer(model_id, inputs: Iterable[Any] = (), *, epoch: int | None = None, vie
     outputs = np.concatenate(outputs) if len(outputs) > 1 else outputs[0]
     samples = []
     classification = model.task == "classification"
+    if top_n_classes is None:
+        top_n_classes = int(config.get("top_n") or DEFAULT_TOP_N)
     tops = top_n_batch(outputs, top_n_classes, model.class_labels) if classification else [None] * len(ids)
     for i, input_id in enumerate(ids):
         truth = model.crop_label(labels[i])

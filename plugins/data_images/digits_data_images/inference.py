@@ -10,12 +10,23 @@ when the plugin is created and listed as ``("upload:<file name>", None)``.
 from __future__ import annotations
 
 import io
+from typing import Any, NamedTuple
 
 from . import listing
 from .encoding import load_resized, read_file
 from .forms import expand
 
 UPLOAD_PREFIX = "upload:"
+
+
+class InferenceEntry(NamedTuple):
+    """One inference input: a tuple ``(path, label)`` whose ``str()`` is the path (the input id shown)."""
+
+    path: str
+    label: Any = None
+
+    def __str__(self) -> str:
+        return self.path
 
 
 def prepare_upload(plugin) -> None:
@@ -38,7 +49,10 @@ def prepare_upload(plugin) -> None:
 
 
 def inference_entries(plugin, stage: str) -> list[tuple]:
-    """Return the ``(path, label or None)`` entries of the inference inputs (stage ``"test"`` only)."""
+    """Return the ``(path, label or None)`` entries of the inference inputs (stage ``"test"`` only).
+
+    Entries are :class:`InferenceEntry` tuples, so the input id is the path.
+    """
     if stage != "test":
         return []
     entries: list[tuple] = []
@@ -57,7 +71,7 @@ def inference_entries(plugin, stage: str) -> list[tuple]:
             entries.extend(listing.read_list_file(expand(plugin.image_list), root))
         else:
             entries.extend((path, None) for path in listing.read_path_list(expand(plugin.image_list), root))
-    return entries
+    return [InferenceEntry(*entry) for entry in entries]
 
 
 def read_entry_bytes(plugin, path: str) -> bytes:

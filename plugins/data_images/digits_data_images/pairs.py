@@ -119,9 +119,15 @@ class ImagePairsIngestion(DataIngestion):
             val.append(files[:n_val])
             train.append(files[n_val:])
         rng = random.Random(f"{self.seed}:pairs")
-        stages = {"train": draw_pairs(train, int(self.train_pairs), float(self.same_percent), rng), "val": []}
-        if int(self.val_pairs or 0):
-            stages["val"] = draw_pairs(val, int(self.val_pairs), float(self.same_percent), rng)
+        stages: dict[str, list] = {"train": [], "val": []}
+        for stage, by_class, count in (("train", train, int(self.train_pairs)), ("val", val, int(self.val_pairs or 0))):
+            if count:
+                try:
+                    stages[stage] = draw_pairs(by_class, count, float(self.same_percent), rng)
+                except ValueError as exc:
+                    held = "held out for validation" if stage == "val" else "left for training"
+                    raise ValueError(f"{stage} pairs: {exc} ({self.val_percent}% of each class's images are {held}; "
+                                     "change the validation % or add images)") from None
         if not self.shuffle:
             stages = {s: sorted(p) for s, p in stages.items()}
         self.userdata["class_labels"] = ["different", "same"]

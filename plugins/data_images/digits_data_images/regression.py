@@ -29,7 +29,7 @@ from . import listing
 from .base import ImageIngestionBase
 from .encoding import encode_image_file
 from .forms import InferenceForm, existing_file, existing_folder, expand, image_option_fields
-from .inference import encode_inference_entry, inference_entries
+from .inference import InferenceEntry, encode_inference_entry, inference_entries
 from .targets import read_targets
 
 
@@ -99,7 +99,7 @@ class ImageRegressionIngestion(ImageIngestionBase):
             entries = inference_entries(self, stage)
             if stage == "test" and getattr(self, "targets_file", None):
                 _, rows = read_targets(expand(self.targets_file), expand(getattr(self, "list_root", None)))
-                entries.extend(rows)
+                entries.extend(InferenceEntry(path, values) for path, values in rows)
             return entries
         return super().itemize_entries(stage)
 
