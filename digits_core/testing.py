@@ -158,8 +158,26 @@ def check_feature(feature: Any, label: Any, plugin_id: str) -> str | None:
     return None
 
 
+def _check_inference_form(cls: type, report: CheckReport, userdata: Mapping[str, Any]) -> None:
+    """The inference form and template, with the plugin created from ``userdata`` as at inference."""
+    from .contract import inference_form, template_method
+    from .forms import bind_form
+
+    try:
+        inf_cls = inference_form(cls, userdata)
+    except Exception as exc:  # noqa: BLE001
+        report.add("inference form", FAILED, _cause(exc), _trace(exc))
+        return
+    if inf_cls is None:
+        return
+    inf = bind_form(inf_cls, {}, meta={"csrf": False})
+    report.add("inference form", OK)
+    render = template_method(cls, "get_inference_template", userdata)
+    _render(report, "inference template", _call(report, "get_inference_template", lambda: render(inf)), form=inf)
+
+
 def _check_data(cls: type, report: CheckReport, form_values: Mapping[str, Any] | None, entries: int) -> None:
-    from .contract import dataset_form, inference_form, plugin_code, template_method
+    from .contract import dataset_form, plugin_code
     from .forms import bind_form, validate_form
 
     plugin_id = report.plugin_id
@@ -173,22 +191,14 @@ def _check_data(cls: type, report: CheckReport, form_values: Mapping[str, Any] |
     _render(report, "dataset template", _call(report, "get_dataset_template", lambda: cls.get_dataset_template(form)),
             form=form)
     try:
-        inf_cls = inference_form(cls)
-    except Exception as exc:  # noqa: BLE001
-        report.add("inference form", FAILED, _cause(exc), _trace(exc))
-        inf_cls = None
-    if inf_cls is not None:
-        inf = bind_form(inf_cls, {}, meta={"csrf": False})
-        report.add("inference form", OK)
-        render = template_method(cls, "get_inference_template")
-        _render(report, "inference template", _call(report, "get_inference_template", lambda: render(inf)), form=inf)
-    try:
         values = validate_form(form, f'dataset form of plugin "{plugin_id}"')
     except DigitsError as exc:
+        _check_inference_form(cls, report, {})
         report.add("itemize/encode", SKIPPED,
                    f"the form values do not validate ({str(exc).splitlines()[-1].strip()}); "
                    "give form_values (--form FIELD=VALUE) to run them")
         return
+    _check_inference_form(cls, report, values)
     try:
         with plugin_code(plugin_id, "__init__"):
             plugin = cls(**values)
