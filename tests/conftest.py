@@ -106,3 +106,23 @@ def digits_cli():
 def list_plugins():
     """The :func:`plugins_json` helper: ``digits plugins --json`` as data."""
     return plugins_json
+
+
+# -- the inner loop stays light ------------------------------------------------------------------
+
+HEAVY_MODULES = ("tensorflow", "keras")
+
+
+def pytest_runtest_setup(item):
+    item.heavy_before = {m for m in HEAVY_MODULES if m in sys.modules}
+
+
+def pytest_runtest_teardown(item, nextitem):
+    """Fail a test not marked ``slow`` that imported TensorFlow (``make test-fast`` must stay fast)."""
+    before = getattr(item, "heavy_before", None)
+    if before is None or item.get_closest_marker("slow") is not None:
+        return
+    imported = sorted(m for m in HEAVY_MODULES if m in sys.modules and m not in before)
+    if imported:
+        pytest.fail(f"{item.nodeid} imported {', '.join(imported)} (in the test or a fixture) but is not "
+                    "marked @pytest.mark.slow; `make test-fast` runs only light tests.", pytrace=False)
