@@ -9,36 +9,14 @@ from __future__ import annotations
 import json
 import sys
 
+from ..engine.option_specs import add_cli_arguments, options_from_cli
 from ..errors import FormValidationError, JobStateError
 from .output import print_json, print_table
-
-_NUMBER_OPTIONS = [
-    ("epochs", int, "training epochs (default 30)"),
-    ("batch-size", int, "images per step (default: the network's, e.g. LeNet 64)"),
-    ("momentum", float, "momentum for the momentum/nesterov/rmsprop solvers (default 0.9)"),
-    ("learning-rate", float, "base learning rate (default 0.01, or the network's recommendation)"),
-    ("lr-step-size", float, "step/sigmoid policies: step position in %% of training (default 33 / 50)"),
-    ("lr-gamma", float, "policy gamma (step 0.1, multistep 0.5, exp 0.95, inv 0.1, sigmoid 0.1)"),
-    ("lr-power", float, "inv/poly power (0.5 / 3)"),
-    ("weight-decay", float, "decoupled weight decay (default 0)"),
-    ("validation-interval", float, "validate every N epochs, fractions allowed (default 1; 0 disables)"),
-    ("snapshot-interval", float, "snapshot every N epochs, fractions allowed (default 1)"),
-    ("seed", int, "random seed: same seed, same data, same result on CPU"),
-    ("crop-size", int, "random crop in training, centre crop in validation/inference"),
-    ("aug-rotation", float, "augmentation: max rotation in degrees"),
-    ("aug-scale", float, "augmentation: max zoom, e.g. 0.1 for [0.9, 1.1]"),
-    ("aug-noise", float, "augmentation: Gaussian noise std (input scale)"),
-    ("aug-contrast", float, "augmentation: max relative contrast change"),
-    ("aug-brightness", float, "augmentation: max brightness shift (input scale)"),
-    ("aug-hue", float, "augmentation: max hue shift (RGB only, 0-0.5)"),
-    ("aug-saturation", float, "augmentation: max relative saturation change (RGB only)"),
-]
 
 
 def register(subparsers) -> None:
     """Add ``train``, ``model``, ``lr-preview`` and ``networks``."""
     from ..engine.lr_policies import POLICIES
-    from ..engine.options import FLIPS, LOSSES, MEAN_MODES, SOLVERS, TASKS
 
     p = subparsers.add_parser(
         "train", help="train a network on a dataset (a model job)",
@@ -51,25 +29,9 @@ def register(subparsers) -> None:
                    "defining build_model(input_shape, num_outputs, **params) (default: the task's)")
     p.add_argument("--name", help="model job name")
     p.add_argument("--resume", metavar="JOB", help="continue an aborted model job from its last snapshot")
-    p.add_argument("--solver", choices=SOLVERS, help="optimizer (default sgd, or the network's recommendation)")
-    p.add_argument("--lr", dest="learning_rate", type=float, help=argparse_suppress())
-    p.add_argument("--lr-policy", choices=POLICIES, help="learning-rate policy (default step); see `digits lr-preview`")
-    p.add_argument("--lr-step-values", metavar="P1,P2", help='multistep: positions in %% (default "50,85")')
-    for name, kind, text in _NUMBER_OPTIONS:
-        p.add_argument(f"--{name}", type=kind, help=text)
-    p.add_argument("--no-shuffle", dest="shuffle", action="store_false", default=None, help="keep record order")
-    p.add_argument("--mean-subtraction", choices=MEAN_MODES, help="none, image (default) or pixel")
-    p.add_argument("--aug-flip", choices=FLIPS, help="augmentation: random flips")
-    p.add_argument("--aug-rot90", action="store_true", default=None, help="augmentation: random 90-degree rotations")
-    p.add_argument("--loss", choices=LOSSES, help="loss (default: ce; dice_ce for segmentation; mse for regression)")
-    p.add_argument("--class-weights", metavar="auto|W1,W2,...", help="per-class loss weights")
-    p.add_argument("--task", choices=TASKS, help="override the task inferred from the dataset")
+    add_cli_arguments(p)
     p.add_argument("--network-param", metavar="KEY=VALUE", action="append", default=[],
                    help="extra build_model keyword argument (VALUE parsed as JSON when possible); repeatable")
-    p.add_argument("--pretrained", metavar="JOB|FILE",
-                   help="fine-tune: a model job (its last snapshot) or a .keras / .weights.h5 file; layers match by name")
-    p.add_argument("--gpus", metavar="N|all", help="train on N local GPUs with MirroredStrategy")
-    p.add_argument("--preload", choices=["auto", "true", "false"], help="preload the dataset into memory (default auto)")
     p.add_argument("--json", action="store_true", help="print model.json at the end instead of a summary")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(handler=run_train)
@@ -113,12 +75,6 @@ def register(subparsers) -> None:
     n.set_defaults(handler=run_networks)
 
 
-def argparse_suppress():
-    import argparse
-
-    return argparse.SUPPRESS
-
-
 def _parse_network_params(items) -> dict:
     params = {}
     for item in items or []:
@@ -133,16 +89,7 @@ def _parse_network_params(items) -> dict:
 
 
 def _options_from_args(args) -> dict:
-    options = {}
-    for name in ("solver", "learning_rate", "lr_policy", "lr_step_values", "shuffle", "mean_subtraction",
-                 "aug_flip", "aug_rot90", "loss", "class_weights", "task", "pretrained", "gpus", "preload"):
-        value = getattr(args, name, None)
-        if value is not None:
-            options[name] = value
-    for name, _, _ in _NUMBER_OPTIONS:
-        value = getattr(args, name.replace("-", "_"), None)
-        if value is not None:
-            options[name.replace("-", "_")] = value
+    options = options_from_cli(args)
     params = _parse_network_params(args.network_param)
     if params:
         options["network_params"] = params

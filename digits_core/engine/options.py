@@ -3,7 +3,9 @@
 The Python API (``train(**options)``), the ``digits train`` flags and the web
 form all end up in :class:`TrainingOptions`; :meth:`TrainingOptions.from_kwargs`
 rejects unknown names and bad values with a :class:`FormValidationError`
-naming the field. No TensorFlow here.
+naming the field. Defaults and types are the dataclass fields below; help,
+ranges and applicability are declared in :mod:`.option_specs` (the one
+declaration the CLI, the web form and the docs are generated from). No TensorFlow here.
 """
 
 from __future__ import annotations
@@ -16,11 +18,10 @@ from typing import Any
 from ..errors import FormValidationError
 from .lr_policies import resolve_policy
 
-SOLVERS = ("sgd", "momentum", "nesterov", "adam", "adamw", "rmsprop", "adagrad", "adadelta")
-MEAN_MODES = ("none", "image", "pixel")
-TASKS = ("classification", "segmentation", "regression")
-LOSSES = ("ce", "dice_ce", "dice", "mse", "mae")
-FLIPS = ("none", "horizontal", "vertical", "both")
+from .option_specs import BY_NAME, FLIPS, LOSSES, MEAN_MODES, SOLVERS, applicable
+from .tasks import TASKS as _TASK_REGISTRY
+
+TASKS = tuple(_TASK_REGISTRY)  # the built-in tasks; validation reads the live registry
 _FORM = "training options"
 
 
@@ -185,6 +186,16 @@ class TrainingOptions:
             raise FormValidationError(errors, _FORM)
         return options
 
+    @classmethod
+    def resolve(cls, network_defaults: dict | None, given: dict) -> "TrainingOptions":
+        """The options a run uses: the network's recommended defaults, overridden by what the user gave.
+
+        Every front door (API, CLI, web form, JSON API) ends here, so the same
+        inputs give the same ``model.json`` options.
+        """
+        chosen = {k: v for k, v in given.items() if v is not None}
+        return cls.from_kwargs(**{**(network_defaults or {}), **chosen})
+
     def lr_policy_params(self) -> dict:
         """The resolved policy dict (see :func:`~digits_core.engine.lr_policies.resolve_policy`)."""
         return resolve_policy(self.lr_policy, step_size=self.lr_step_size, gamma=self.lr_gamma,
@@ -211,30 +222,24 @@ class TrainingOptions:
                 return
             setattr(self, name, value)
 
-        number("epochs", int, 0, strict=True)
-        if self.batch_size is not None:
-            number("batch_size", int, 0, strict=True)
-        number("momentum", float, 0)
-        number("learning_rate", float, 0, strict=True)
-        number("weight_decay", float, 0)
-        number("validation_interval", float, 0)
-        number("snapshot_interval", float, 0)
-        number("preload_limit_mb", float, 0)
-        number("log_every", int, 1)
-        if self.seed is not None:
-            number("seed", int, 0)
-        if self.crop_size is not None:
-            number("crop_size", int, 0, strict=True)
+        for spec in BY_NAME.values():  # ranges as declared in option_specs (augmentation: Augmentation.validate)
+            if spec.kind in ("int", "float") and not spec.name.startswith("aug_") and spec.minimum is not None:
+                if getattr(self, spec.name) is None and spec.default is None:
+                    continue
+                number(spec.name, int if spec.kind == "int" else float, spec.minimum, strict=spec.exclusive_min)
+                if spec.maximum is not None and spec.name not in errors and getattr(self, spec.name) > spec.maximum:
+                    errors[spec.name] = [f"must be <= {spec.maximum:g}"]
         self.solver = str(self.solver).lower()
         if self.solver not in SOLVERS:
             errors["solver"] = [f'unknown solver "{self.solver}"; choose one of {", ".join(SOLVERS)}']
         self.mean_subtraction = str(self.mean_subtraction).lower()
         if self.mean_subtraction not in MEAN_MODES:
             errors["mean_subtraction"] = [f"choose one of {', '.join(MEAN_MODES)}"]
-        if self.loss is not None and self.loss not in LOSSES:
-            errors["loss"] = [f"choose one of {', '.join(LOSSES)}"]
-        if self.task is not None and self.task not in TASKS:
-            errors["task"] = [f"choose one of {', '.join(TASKS)}"]
+        known_losses = tuple(dict.fromkeys(name for task in _TASK_REGISTRY.values() for name in task.losses))
+        if self.loss is not None and self.loss not in known_losses:
+            errors["loss"] = [f"choose one of {', '.join(known_losses)}"]
+        if self.task is not None and self.task not in _TASK_REGISTRY:
+            errors["task"] = [f"choose one of {', '.join(_TASK_REGISTRY)}"]
         if isinstance(self.class_weights, str) and self.class_weights != "auto":
             try:
                 self.class_weights = [float(x) for x in self.class_weights.split(",")]
@@ -281,8 +286,9 @@ class TrainingOptions:
             raise FormValidationError(errors, _FORM)
 
     def to_dict(self) -> dict:
-        """JSON-serializable dict (stored in ``model.json``)."""
-        return dataclasses.asdict(self)
+        """JSON-serializable dict (stored in ``model.json``), without options that do not apply
+        to the solver / LR policy (e.g. no ``momentum`` for Adam)."""
+        return applicable(dataclasses.asdict(self))
 
     @classmethod
     def from_dict(cls, data: dict) -> "TrainingOptions":

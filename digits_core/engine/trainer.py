@@ -185,8 +185,7 @@ def _plan(dataset: Any, network, options: dict, jobs_dir):
     reader = _open_reader(dataset, jobs_dir)
     task = _task_of(opts, reader)
     spec = resolve_network(network or DEFAULT_NETWORK[task.name])
-    given = {k: v for k, v in options.items() if v is not None}
-    opts = TrainingOptions.from_kwargs(**{**spec.defaults, **given})
+    opts = TrainingOptions.resolve(spec.defaults, options)
     return strat, reader, spec, opts, task
 
 

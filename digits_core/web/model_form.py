@@ -1,25 +1,28 @@
-"""The New Model form: every option of :class:`digits_core.engine.options.TrainingOptions`.
+"""The New Model form, generated from the one declaration of the training options.
 
-Field names are the engine's option names (``aug_*`` for augmentation), so
-the engine's own validation errors land next to the right field. Values are
-checked twice: by WTForms (types) and by ``TrainingOptions.from_kwargs``
-(the engine's rules), exactly as ``digits train`` does.
+Every training option field comes from
+:data:`digits_core.engine.option_specs.TRAINING_OPTIONS` (label, help, kind,
+range, choices, group, which solvers / LR policies it applies to); only the
+dataset, network, custom code, network parameters, pretrained model and the
+model name are written here. Option fields have no default of their own:
+the page shows the chosen network's effective defaults
+(:func:`~digits_core.engine.option_specs.effective_defaults`), and
+:func:`training_options` keeps only what differs from them and applies to
+the chosen solver / policy, so the engine fills the rest exactly as it does
+for ``digits train`` and the JSON API. Values are then checked by
+``TrainingOptions.from_kwargs`` (the engine's rules).
 """
 
 from __future__ import annotations
 
 import json
 
-from wtforms import (BooleanField, Form, IntegerField, SelectField, StringField, TextAreaField,
-                     ValidationError)
+from wtforms import Form, IntegerField, SelectField, StringField, TextAreaField, ValidationError
 from wtforms.fields import FloatField
 from wtforms.validators import DataRequired, Length, NumberRange, Optional
 
-SOLVER_CHOICES = [("sgd", "SGD"), ("momentum", "SGD with momentum"), ("nesterov", "Nesterov"), ("adam", "Adam"),
-                  ("adamw", "AdamW"), ("rmsprop", "RMSprop"), ("adagrad", "AdaGrad"), ("adadelta", "AdaDelta")]
-POLICY_CHOICES = [("fixed", "Fixed"), ("step", "Step down"), ("multistep", "Step down (arbitrary steps)"),
-                  ("exp", "Exponential decay"), ("inv", "Inverse decay"), ("poly", "Polynomial decay"),
-                  ("sigmoid", "Sigmoid decay")]
+from ..engine.option_specs import BY_NAME, GROUPS, TRAINING_OPTIONS, OptionSpec, applicable, effective_defaults
+
 CUSTOM = "__custom__"
 
 #: Fields of the form that are not engine options.
@@ -37,13 +40,37 @@ def build_model(input_shape, num_outputs, **params):
     return keras.Model(inputs, outputs)
 '''
 
+_BOOL_CHOICES = [("true", "yes"), ("false", "no")]
+_TRUE, _FALSE = ("true", "1", "yes", "on", "y"), ("false", "0", "no", "off", "n")
 
-class OptionalFloat(FloatField):
-    """A float field where an empty box means ``None`` (the engine's default)."""
+
+def _is_bool(form, field) -> None:
+    if field.data not in (None, "") and str(field.data).lower() not in _TRUE + _FALSE:
+        raise ValidationError("Choose yes or no.")
+
+
+def _field(spec: OptionSpec):
+    """A WTForms field for one declared option (empty = not set)."""
+    validators: list = [Optional()]
+    if spec.kind in ("int", "float") and (spec.minimum is not None or spec.maximum is not None):
+        validators.append(NumberRange(min=spec.minimum, max=spec.maximum))
+    if spec.kind == "int":
+        return IntegerField(spec.label, validators=validators, description=spec.help)
+    if spec.kind == "float":
+        return FloatField(spec.label, validators=validators, description=spec.help)
+    if spec.kind == "bool":
+        return SelectField(spec.label, choices=_BOOL_CHOICES, validators=[*validators, _is_bool],
+                           validate_choice=False, description=spec.help)
+    if spec.kind == "choice":
+        choices = [(c, c) for c in spec.choices]
+        if spec.default is None:
+            choices = [("", "default")] + choices
+        return SelectField(spec.label, choices=choices, validators=validators, description=spec.help)
+    return StringField(spec.label, validators=validators, description=spec.help)
 
 
 class ModelForm(Form):
-    """New model: dataset, network and training options."""
+    """New model: dataset, network and (generated) training options."""
 
     model_name = StringField("Model name", validators=[DataRequired(message="Give the model a name."), Length(max=200)])
     dataset = SelectField("Dataset", validators=[DataRequired(message="Choose a dataset (build one first).")],
@@ -52,57 +79,10 @@ class ModelForm(Form):
                           description="A built-in network, one a plugin registered, or your own code.")
     custom_network = TextAreaField("Custom network (Python)", validators=[Optional()],
                                    description="Used when the network is 'Custom code'.")
-    pretrained = SelectField("Pretrained model (fine-tune)", validators=[Optional()], default="",
+    pretrained = SelectField(BY_NAME["pretrained"].label, validators=[Optional()], default="",
                              description="Start from the last snapshot of a previous model job.")
-    network_params = StringField("Network parameters (JSON)", default="{}", validators=[Optional()],
+    network_params = StringField(BY_NAME["network_params"].label, default="{}", validators=[Optional()],
                                  description='Keyword arguments for build_model, e.g. {"dropout": 0.5}.')
-    task = SelectField("Task", default="", choices=[("", "from the dataset"), ("classification", "classification"),
-                                                     ("segmentation", "segmentation"), ("regression", "regression")],
-                       validators=[Optional()])
-
-    epochs = IntegerField("Training epochs", default=30, validators=[DataRequired(), NumberRange(min=1, max=100000)])
-    batch_size = IntegerField("Batch size", validators=[Optional(), NumberRange(min=1)],
-                              description="Empty: the network's default (LeNet 64).")
-    snapshot_interval = FloatField("Snapshot interval (epochs)", default=1.0, validators=[NumberRange(min=0)])
-    validation_interval = FloatField("Validation interval (epochs)", default=1.0, validators=[NumberRange(min=0)])
-    seed = IntegerField("Random seed", validators=[Optional(), NumberRange(min=0)],
-                        description="Empty: random (recorded in model.json).")
-    shuffle = BooleanField("Shuffle the training set every epoch", default=True)
-
-    solver = SelectField("Solver", default="sgd", choices=SOLVER_CHOICES)
-    momentum = FloatField("Momentum", default=0.9, validators=[NumberRange(min=0)])
-    learning_rate = FloatField("Base learning rate", default=0.01,
-                               validators=[DataRequired(message="Enter a learning rate > 0."), NumberRange(min=0)])
-    weight_decay = FloatField("Weight decay", default=0.0, validators=[NumberRange(min=0)])
-    lr_policy = SelectField("Policy", default="step", choices=POLICY_CHOICES)
-    lr_step_size = OptionalFloat("Step size (% of training)", validators=[Optional()],
-                                 description="step: every this %; sigmoid: the midpoint (default 33 / 50).")
-    lr_step_values = StringField("Step values (%)", validators=[Optional()],
-                                 description='multistep: comma-separated, e.g. "50,85".')
-    lr_gamma = OptionalFloat("Gamma", validators=[Optional()], description="Decay factor (defaults per policy).")
-    lr_power = OptionalFloat("Power", validators=[Optional()], description="inv and poly (defaults 0.5 / 3).")
-
-    mean_subtraction = SelectField("Subtract mean", default="image",
-                                   choices=[("image", "Image"), ("pixel", "Pixel"), ("none", "None")])
-    crop_size = IntegerField("Crop size", validators=[Optional(), NumberRange(min=1)],
-                             description="Random crop in training, centre crop otherwise.")
-    loss = SelectField("Loss", default="", choices=[("", "task default"), ("ce", "cross-entropy"),
-                                                    ("dice_ce", "Dice + cross-entropy"), ("dice", "Dice"),
-                                                    ("mse", "mean squared error"), ("mae", "mean absolute error")],
-                       validators=[Optional()])
-    class_weights = StringField("Class weights", validators=[Optional()],
-                                description='Empty, "auto" (inverse frequency) or one number per class.')
-    aug_flip = SelectField("Flips", default="none", choices=[("none", "none"), ("horizontal", "horizontal"),
-                                                             ("vertical", "vertical"), ("both", "both")])
-    aug_rot90 = BooleanField("Random 90° rotations", default=False)
-    aug_rotation = FloatField("Rotation (± degrees)", default=0.0, validators=[NumberRange(min=0)])
-    aug_scale = FloatField("Scale (± fraction)", default=0.0, validators=[NumberRange(min=0)])
-    aug_noise = FloatField("Noise (std, fraction)", default=0.0, validators=[NumberRange(min=0)])
-    aug_contrast = FloatField("Contrast (± fraction)", default=0.0, validators=[NumberRange(min=0)])
-    aug_brightness = FloatField("Brightness (± fraction)", default=0.0, validators=[NumberRange(min=0)])
-    aug_hue = FloatField("Hue (± fraction)", default=0.0, validators=[NumberRange(min=0)])
-    aug_saturation = FloatField("Saturation (± fraction)", default=0.0, validators=[NumberRange(min=0)])
-    gpus = StringField("GPUs", validators=[Optional()], description='Empty: default device; a number or "all".')
 
     def validate_custom_network(self, field):
         if self.network.data == CUSTOM:
@@ -119,18 +99,87 @@ class ModelForm(Form):
             raise ValidationError('Give a JSON object, e.g. {"dropout": 0.5}.')
 
 
+for _spec in TRAINING_OPTIONS:
+    if _spec.web == "auto":
+        setattr(ModelForm, _spec.name, _field(_spec))
+del _spec
+
+#: Generated option fields by form section, in declaration order (the template lays them out).
+FIELD_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
+    (group, tuple(s.name for s in TRAINING_OPTIONS if s.group == group and s.web == "auto")) for group in GROUPS)
+
+
+def _value(spec: OptionSpec, data):
+    if spec.kind == "bool":
+        return None if data in (None, "") else str(data).lower() in _TRUE
+    return None if data in (None, "") else data
+
+
+def option_value(spec: OptionSpec, data):
+    """A submitted field's value as the engine option (``None``: not set)."""
+    return _value(spec, data)
+
+
+def _form_value(spec: OptionSpec, value):
+    if spec.kind == "bool":
+        return "true" if value else "false"
+    return value
+
+
+def network_defaults(network: str | None) -> dict:
+    """The recommended options of a network (``{}`` for custom code or an unknown name)."""
+    if not network or network == CUSTOM:
+        return {}
+    from ..engine.networks import list_networks
+
+    for spec in list_networks():
+        if spec.name == network:
+            return dict(spec.defaults)
+    return {}
+
+
 def training_options(form: ModelForm) -> dict:
-    """The engine options from a validated form (empty optional fields left out)."""
-    options = {}
-    for field in form:
-        if field.name in NON_OPTION_FIELDS or field.type in ("SubmitField", "CSRFTokenField"):
+    """The engine options the user set: values that differ from the network's defaults and apply."""
+    network = form.network.data
+    defaults = effective_defaults(network_defaults(network))
+    given = {}
+    for spec in TRAINING_OPTIONS:
+        if spec.web != "auto":
             continue
-        value = field.data
-        if value in (None, "") and field.type != "BooleanField":
-            continue
-        options[field.name] = value
-    options["network_params"] = json.loads(form.network_params.data or "{}")
+        value = _value(spec, form[spec.name].data)
+        if value is not None and value != defaults.get(spec.name):
+            given[spec.name] = value
+    resolved = {**defaults, **given}
+    options = {k: v for k, v in given.items() if k in applicable(resolved)}
+    if form.pretrained.data:
+        options["pretrained"] = form.pretrained.data
+    params = json.loads(form.network_params.data or "{}")
+    if params:
+        options["network_params"] = params
     return options
+
+
+def show_defaults(form: ModelForm, network: str | None = None) -> None:
+    """Fill the option fields with a network's effective defaults (what the engine would use)."""
+    defaults = effective_defaults(network_defaults(network or form.network.data))
+    for spec in TRAINING_OPTIONS:
+        if spec.web == "auto":
+            value = defaults.get(spec.name)
+            form[spec.name].data = None if value is None else _form_value(spec, value)
+
+
+def form_script_data(form: ModelForm) -> dict:
+    """What the page's script needs: each network's defaults and where each option applies."""
+    networks = [value for value, _ in form.network.choices or []]
+    defaults = {}
+    for net in networks:
+        values = effective_defaults(network_defaults(net))
+        defaults[net] = {s.name: (None if values[s.name] is None else _form_value(s, values[s.name]))
+                         for s in TRAINING_OPTIONS if s.web == "auto"}
+    applies = {s.name: {"solvers": list(s.solvers) if s.solvers else None,
+                        "policies": list(s.policies) if s.policies else None}
+               for s in TRAINING_OPTIONS if s.web == "auto" and (s.solvers or s.policies)}
+    return {"defaults": defaults, "applies": applies}
 
 
 def set_choices(form: ModelForm, store) -> None:

@@ -9,11 +9,13 @@ from pathlib import Path
 from flask import (Blueprint, abort, current_app, flash, jsonify, redirect, render_template, request, send_file,
                    url_for)
 
+from ..engine.option_specs import BY_NAME, TRAINING_OPTIONS
 from ..errors import DigitsError, FormValidationError, JobStateError
 from ..jobs import Job, JobStatus
 from .datasets_views import delete_job
 from .helpers import job_summary, read_json, worker_log_tail
-from .model_form import CUSTOM, CUSTOM_NETWORK_EXAMPLE, ModelForm, set_choices, training_options
+from .model_form import (CUSTOM, CUSTOM_NETWORK_EXAMPLE, FIELD_GROUPS, ModelForm, form_script_data, option_value,
+                         set_choices, show_defaults, training_options)
 
 bp = Blueprint("models", __name__, url_prefix="/models")
 
@@ -122,6 +124,9 @@ def new():
     else:
         form = ModelForm()
         set_choices(form, store)
+        if request.args.get("network"):
+            form.network.data = request.args["network"]
+        show_defaults(form, form.network.data or (form.network.choices[0][0] if form.network.choices else None))
         clone = request.args.get("clone")
         if clone:
             _fill_from_job(form, store.get(clone, kind="model"))
@@ -130,18 +135,18 @@ def new():
         if not form.custom_network.data:
             form.custom_network.data = CUSTOM_NETWORK_EXAMPLE
     errors = {k: v for k, v in form.errors.items()} if request.method == "POST" else {}
-    return render_template("model_new.html", form=form, errors=errors, custom=CUSTOM), status
+    return render_template("model_new.html", form=form, errors=errors, custom=CUSTOM, field_groups=FIELD_GROUPS,
+                           script_data=form_script_data(form)), status
 
 
 def _engine_errors_too(form: ModelForm) -> None:
     """After WTForms found errors, also show the engine's verdict on the other fields (all errors at once)."""
     options = {}
-    for field in form:
-        if field.errors or field.name in ("model_name", "dataset", "network", "custom_network", "network_params"):
+    for spec in TRAINING_OPTIONS:
+        field = form._fields.get(spec.name)
+        if spec.web != "auto" or field is None or field.errors or field.data in (None, ""):
             continue
-        if field.data in (None, "") and field.type != "BooleanField":
-            continue
-        options[field.name] = field.data
+        options[spec.name] = option_value(spec, field.data)
     try:
         check_options(options)
     except FormValidationError as exc:
@@ -166,11 +171,13 @@ def _fill_from_job(form: ModelForm, job: Job) -> None:
             pass
     else:
         form.network.data = network
+    show_defaults(form)
     form.network_params.data = json.dumps(options.pop("network_params", {}) or {})
     for name, value in options.items():
         field = form._fields.get(name)
         if field is not None and value is not None:
-            field.data = value
+            spec = BY_NAME.get(name)
+            field.data = ("true" if value else "false") if spec is not None and spec.kind == "bool" else value
 
 
 # -- job page -----------------------------------------------------------------------

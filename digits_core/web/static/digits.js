@@ -201,6 +201,44 @@
     select.addEventListener("change", update); update();
   };
 
+  /* New model: show the chosen network's defaults, hide options that do not apply to the
+     solver / LR policy, and send only what the user changed (the engine fills the rest). */
+  DIGITS.trainingOptions = function (form) {
+    if (!form || !form.dataset.options) { return; }
+    var meta = JSON.parse(form.dataset.options), network = form.elements.network;
+    var shown = {};
+    function fill() {
+      var defaults = meta.defaults[network.value] || {};
+      Object.keys(defaults).forEach(function (name) {
+        var el = form.elements[name];
+        if (!el) { return; }
+        var value = defaults[name] === null ? "" : String(defaults[name]);
+        if (!(name in shown) || el.value === shown[name]) { el.value = value; }
+        shown[name] = value;
+      });
+      applies();
+    }
+    function applies() {
+      var solver = form.elements.solver ? form.elements.solver.value : null;
+      var policy = form.elements.lr_policy ? form.elements.lr_policy.value : null;
+      Object.keys(meta.applies).forEach(function (name) {
+        var rule = meta.applies[name], box = form.querySelector('[data-field="' + name + '"]');
+        if (!box) { return; }
+        box.hidden = (rule.solvers && rule.solvers.indexOf(solver) < 0) ||
+                     (rule.policies && rule.policies.indexOf(policy) < 0);
+      });
+    }
+    network.addEventListener("change", fill);
+    ["solver", "lr_policy"].forEach(function (n) { if (form.elements[n]) { form.elements[n].addEventListener("change", applies); } });
+    fill();
+    form.addEventListener("submit", function () {
+      Object.keys(shown).forEach(function (name) {
+        var el = form.elements[name], box = form.querySelector('[data-field="' + name + '"]');
+        if (el && (el.value === shown[name] || (box && box.hidden))) { el.disabled = true; }
+      });
+    });
+  };
+
   /* Model page: load the chosen view's config form. */
   DIGITS.viewConfig = function (select, box) {
     if (!select || !box) { return; }

@@ -1,0 +1,259 @@
+"""The training options, declared once: CLI flags, web form, API validation and docs come from here.
+
+Each :class:`OptionSpec` says what the user sees about one option: its
+kind, range, help text, form label and group, and which solvers / LR
+policies it applies to. The default value and Python type live on the
+:class:`~digits_core.engine.options.TrainingOptions` dataclass (read through
+:attr:`OptionSpec.default`); :meth:`TrainingOptions.validate` checks the
+ranges declared here. Generated from this list:
+
+* ``digits train`` flags (:func:`add_cli_arguments`, :func:`options_from_cli`);
+* the web "New model" form fields (``digits_core.web.model_form``);
+* the JSON API's validation (``TrainingOptions.from_kwargs``, unknown names rejected);
+* the options table in README.md (:func:`markdown_table`; a test fails when they differ).
+
+Network defaults (built-in ``NetworkSpec.defaults`` and a custom file's
+``DEFAULTS``) are applied by :func:`effective_defaults`, the same for every
+front door. No TensorFlow here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from .lr_policies import POLICIES
+
+SOLVERS = ("sgd", "momentum", "nesterov", "adam", "adamw", "rmsprop", "adagrad", "adadelta")
+MOMENTUM_SOLVERS = ("momentum", "nesterov")
+MEAN_MODES = ("none", "image", "pixel")
+FLIPS = ("none", "horizontal", "vertical", "both")
+LOSSES = ("ce", "dice_ce", "dice", "mse", "mae")
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    """One training option as the front doors show it.
+
+    Attributes:
+        name: The option name (API keyword, form field, ``model.json`` key; ``aug_*`` for augmentation).
+        kind: ``int``, ``float``, ``choice``, ``bool``, ``text`` or ``json``.
+        label: Form label.
+        help: One-line help (CLI ``--help``, form description, docs table).
+        group: Form section (``Training``, ``Solver``, ``Learning rate schedule``, ``Data``, ``Augmentation``,
+            ``Network``, ``Hardware``).
+        choices: Allowed values of a ``choice``.
+        minimum: Lower bound of a number (``None``: none).
+        exclusive_min: The bound itself is not allowed (``> minimum``).
+        maximum: Upper bound of a number.
+        solvers: Solvers it applies to (``None``: all); hidden in the form and left out of
+            ``model.json`` otherwise.
+        policies: LR policies it applies to (``None``: all).
+        cli: Expose as a ``digits train`` flag.
+        web: How the web form shows it: ``"auto"`` (generated), ``"custom"`` (the form defines it) or ``""`` (not shown).
+    """
+
+    name: str
+    kind: str
+    label: str
+    help: str
+    group: str
+    choices: tuple = ()
+    minimum: float | None = None
+    exclusive_min: bool = False
+    maximum: float | None = None
+    solvers: tuple | None = None
+    policies: tuple | None = None
+    cli: bool = True
+    web: str = "auto"
+
+    @property
+    def flag(self) -> str:
+        """The ``digits train`` flag (``--no-shuffle`` for a switch that is on by default)."""
+        if self.kind == "bool" and self.default is True:
+            return f"--no-{self.name.replace('_', '-')}"
+        return f"--{self.name.replace('_', '-')}"
+
+    @property
+    def default(self) -> Any:
+        """The engine default (from :class:`~digits_core.engine.options.TrainingOptions`)."""
+        return _defaults()[self.name]
+
+    def applies(self, options: dict) -> bool:
+        """Whether the option means anything with these (resolved) options' solver and LR policy."""
+        if self.solvers is not None and options.get("solver") not in self.solvers:
+            return False
+        return self.policies is None or options.get("lr_policy") in self.policies
+
+
+def _spec(name, kind, label, help, group, **kw) -> OptionSpec:
+    return OptionSpec(name, kind, label, help, group, **kw)
+
+
+TRAINING_OPTIONS: tuple[OptionSpec, ...] = (
+    _spec("epochs", "int", "Training epochs", "training epochs", "Training", minimum=0, exclusive_min=True,
+          maximum=100000),
+    _spec("batch_size", "int", "Batch size", "images per step over all replicas (empty: the network's, "
+          "e.g. LeNet 64)", "Training", minimum=0, exclusive_min=True),
+    _spec("validation_interval", "float", "Validation interval (epochs)",
+          "validate every N epochs, fractions allowed (0 disables)", "Training", minimum=0),
+    _spec("snapshot_interval", "float", "Snapshot interval (epochs)",
+          "snapshot every N epochs, fractions allowed (the last epoch is always saved)", "Training", minimum=0),
+    _spec("seed", "int", "Random seed", "same seed + same data = same weights on CPU (empty: random, recorded)",
+          "Training", minimum=0),
+    _spec("shuffle", "bool", "Shuffle the training set every epoch", "shuffle the training set every epoch",
+          "Training"),
+    _spec("solver", "choice", "Solver", "optimizer (Keras 3)", "Solver", choices=SOLVERS),
+    _spec("momentum", "float", "Momentum", "momentum of the momentum and nesterov solvers", "Solver", minimum=0,
+          solvers=MOMENTUM_SOLVERS),
+    _spec("learning_rate", "float", "Base learning rate", "base learning rate", "Solver", minimum=0,
+          exclusive_min=True),
+    _spec("weight_decay", "float", "Weight decay", "decoupled weight decay (L2 for plain SGD)", "Solver",
+          minimum=0),
+    _spec("lr_policy", "choice", "Policy", "learning-rate policy (see `digits lr-preview`)",
+          "Learning rate schedule", choices=POLICIES),
+    _spec("lr_step_size", "float", "Step size (% of training)",
+          "step: every this % of training; sigmoid: the midpoint (empty: 33 / 50)", "Learning rate schedule",
+          minimum=0, exclusive_min=True, policies=("step", "sigmoid")),
+    _spec("lr_step_values", "text", "Step values (%)", 'multistep: comma-separated positions in % (empty: "50,85")',
+          "Learning rate schedule", policies=("multistep",)),
+    _spec("lr_gamma", "float", "Gamma", "policy decay factor (empty: step 0.1, multistep 0.5, exp 0.95, inv 0.1, "
+          "sigmoid 0.1)", "Learning rate schedule", policies=("step", "multistep", "exp", "inv", "sigmoid")),
+    _spec("lr_power", "float", "Power", "inv / poly power (empty: 0.5 / 3)", "Learning rate schedule",
+          policies=("inv", "poly")),
+    _spec("mean_subtraction", "choice", "Subtract mean", "subtract the dataset's mean image or per-channel mean",
+          "Data", choices=MEAN_MODES),
+    _spec("crop_size", "int", "Crop size", "random N×N crop in training, centre crop in validation/inference",
+          "Data", minimum=0, exclusive_min=True),
+    _spec("loss", "choice", "Loss", "loss (empty: the task's, ce / dice_ce / mse)", "Data", choices=LOSSES),
+    _spec("class_weights", "text", "Class weights", 'per-class loss weights: "auto" (inverse frequency) or w1,w2,...',
+          "Data"),
+    _spec("preload", "choice", "Preload", "preload the dataset into memory (auto: when it fits the limit)", "Data",
+          choices=("auto", "true", "false")),
+    _spec("preload_limit_mb", "float", "Preload limit (MB)", "size limit of preload=auto", "Data", minimum=0),
+    _spec("log_every", "int", "Log points per epoch", "log train loss / LR this many times per epoch", "Data",
+          minimum=1),
+    _spec("aug_flip", "choice", "Flips", "random flips (masks follow)", "Augmentation", choices=FLIPS),
+    _spec("aug_rot90", "bool", "Random 90° rotations", "random 90-degree rotations (square inputs)",
+          "Augmentation"),
+    _spec("aug_rotation", "float", "Rotation (± degrees)", "max rotation in degrees", "Augmentation", minimum=0),
+    _spec("aug_scale", "float", "Scale (± fraction)", "max zoom, e.g. 0.1 for [0.9, 1.1]", "Augmentation",
+          minimum=0, maximum=0.999),
+    _spec("aug_noise", "float", "Noise (std, fraction)", "Gaussian noise std (input scale)", "Augmentation",
+          minimum=0),
+    _spec("aug_contrast", "float", "Contrast (± fraction)", "max relative contrast change", "Augmentation",
+          minimum=0),
+    _spec("aug_brightness", "float", "Brightness (± fraction)", "max brightness shift (input scale)",
+          "Augmentation", minimum=0),
+    _spec("aug_hue", "float", "Hue (± fraction)", "max hue shift (RGB only)", "Augmentation", minimum=0,
+          maximum=0.5),
+    _spec("aug_saturation", "float", "Saturation (± fraction)", "max relative saturation change (RGB only)",
+          "Augmentation", minimum=0),
+    _spec("task", "choice", "Task", "override the task inferred from the dataset's labels", "Network",
+          choices=("classification", "segmentation", "regression")),
+    _spec("network_params", "json", "Network parameters (JSON)",
+          "keyword arguments of build_model (CLI: --network-param KEY=VALUE, repeatable)", "Network",
+          cli=False, web="custom"),
+    _spec("pretrained", "text", "Pretrained model (fine-tune)",
+          "fine-tune: a model job (its last snapshot) or a .keras / Keras 2 .h5 file; layers match by name",
+          "Network", web="custom"),
+    _spec("gpus", "text", "GPUs", 'number of local GPUs for MirroredStrategy, or "all" (empty: default device)',
+          "Hardware"),
+    _spec("jit", "bool", "XLA compilation (jit)", "compile the train step with XLA (jit_compile)", "Hardware"),
+    _spec("mixed_precision", "bool", "Mixed precision (GPU)",
+          "float16 compute with float32 weights (mixed_float16); GPU only, refused on a CPU", "Hardware"),
+)
+
+BY_NAME: dict[str, OptionSpec] = {spec.name: spec for spec in TRAINING_OPTIONS}
+GROUPS: tuple[str, ...] = tuple(dict.fromkeys(spec.group for spec in TRAINING_OPTIONS))
+
+
+def _defaults() -> dict:
+    from .options import Augmentation, TrainingOptions
+
+    values = {f.name: (f.default if f.default is not dataclasses.MISSING else f.default_factory())
+              for f in dataclasses.fields(TrainingOptions) if f.name != "augmentation"}
+    values.update({f"aug_{f.name}": f.default for f in dataclasses.fields(Augmentation)})
+    return values
+
+
+def effective_defaults(network_defaults: dict | None = None) -> dict:
+    """Every option's value when the user sets nothing: engine defaults overlaid with the network's."""
+    values = _defaults()
+    values.update({k: v for k, v in (network_defaults or {}).items() if k in values})
+    return values
+
+
+def applicable(options: dict) -> dict:
+    """``options`` without those that do not apply to their solver / LR policy (e.g. momentum for Adam)."""
+    return {k: v for k, v in options.items() if k not in BY_NAME or BY_NAME[k].applies(options)}
+
+
+# -- the CLI ---------------------------------------------------------------------------------------
+
+
+def _cli_type(spec: OptionSpec):
+    return {"int": int, "float": float}.get(spec.kind, str)
+
+
+def add_cli_arguments(parser) -> None:
+    """Add one ``digits train`` flag per option (``--lr`` is kept as an alias of ``--learning-rate``)."""
+    for spec in TRAINING_OPTIONS:
+        if not spec.cli:
+            continue
+        text = spec.help.replace("%", "%%") + _default_text(spec)
+        if spec.kind == "bool":
+            action = "store_false" if spec.default is True else "store_true"
+            parser.add_argument(spec.flag, dest=spec.name, action=action, default=None, help=text)
+            continue
+        names = [spec.flag] + (["--lr"] if spec.name == "learning_rate" else [])
+        kwargs: dict = {"dest": spec.name, "type": _cli_type(spec), "help": text}
+        if spec.kind == "choice":
+            kwargs["choices"] = spec.choices
+        parser.add_argument(*names, **kwargs)
+
+
+def _default_text(spec: OptionSpec) -> str:
+    default = spec.default
+    if default is None or default == "" or spec.kind == "bool":
+        return ""
+    return f" (default {default})".replace("%", "%%")
+
+
+def options_from_cli(args) -> dict:
+    """The options a ``digits train`` command line set (flags not given are left out)."""
+    return {spec.name: getattr(args, spec.name) for spec in TRAINING_OPTIONS
+            if spec.cli and getattr(args, spec.name, None) is not None}
+
+
+# -- docs ------------------------------------------------------------------------------------------
+
+
+def markdown_table() -> str:
+    """The README's training options table (regenerate: ``python -m digits_core.engine.option_specs``)."""
+    rows = ["| option (API / form) | flag | default | range / choices | applies to | meaning |",
+            "|---|---|---|---|---|---|"]
+    for spec in TRAINING_OPTIONS:
+        default = spec.default
+        shown = "" if default in (None, "", {}) else f"`{str(default).lower() if isinstance(default, bool) else default}`"
+        if spec.choices:
+            rng = ", ".join(spec.choices)
+        elif spec.minimum is not None or spec.maximum is not None:
+            low = "" if spec.minimum is None else f"{'>' if spec.exclusive_min else '≥'} {spec.minimum:g}"
+            high = "" if spec.maximum is None else f"≤ {spec.maximum:g}"
+            rng = ", ".join(x for x in (low, high) if x)
+        else:
+            rng = spec.kind
+        applies = ""
+        if spec.solvers:
+            applies = "solver " + "/".join(spec.solvers)
+        elif spec.policies:
+            applies = "policy " + "/".join(spec.policies)
+        flag = f"`{spec.flag}`" if spec.cli else "`--network-param`"
+        rows.append(f"| `{spec.name}` | {flag} | {shown} | {rng} | {applies} | {spec.help.replace('|', '/')} |")
+    return "\n".join(rows) + "\n"
+
+
+if __name__ == "__main__":  # pragma: no cover - docs helper
+    print(markdown_table(), end="")
