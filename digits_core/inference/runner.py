@@ -372,7 +372,7 @@ def _validate_view_config(view_id: str | None, config: dict | None) -> dict:
     return validate_values(form, config or {}, f'options of view "{view_id}"')
 
 
-def infer(model_id, inputs: Iterable[Any] = (), *, epoch: int | None = None, view_id: str | None = None,
+def infer(model_id, inputs: Iterable[Any] = (), *, epoch: float | None = None, view_id: str | None = None,
           view_config: dict | None = None, form_data: dict | None = None, jobs_dir=None,
           top_n_classes: int | None = None, batch_size: int = 64,
           progress: Callable[[int, int], None] | None = None, max_errors: Any = None) -> InferenceResult:
@@ -382,7 +382,7 @@ def infer(model_id, inputs: Iterable[Any] = (), *, epoch: int | None = None, vie
         model_id: Model job id (or unique prefix, or job folder).
         inputs: Image files, folders, list files (``path [label]`` per
             line), numpy arrays, or ``(input_id, array[, label])`` tuples.
-        epoch: Snapshot epoch (default: the last).
+        epoch: Snapshot epoch, a number (``1.5`` for a mid-epoch snapshot; default: the last).
         view_id: View plugin rendering the results (default: the bundled view
             of the model's task).
         view_config: View options (validated by the view's config form).

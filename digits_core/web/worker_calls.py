@@ -49,8 +49,9 @@ def _do_infer(request: dict) -> dict:
     from ..inference import infer
     from ..inference.report import render_fragments
 
-    epoch = request.get("epoch")
-    result = infer(request["model"], request.get("inputs") or (), epoch=int(float(epoch)) if epoch else None,
+    epoch = request.get("epoch")  # a number: "1.5" is the mid-epoch snapshot, never truncated
+    epoch = float(epoch) if epoch not in (None, "") else None
+    result = infer(request["model"], request.get("inputs") or (), epoch=epoch,
                    view_id=request.get("view") or None, view_config=request.get("view_config") or None,
                    form_data=request.get("inference_form") or None, jobs_dir=request.get("jobs_dir"),
                    max_errors=request.get("max_errors"))
