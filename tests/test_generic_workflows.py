@@ -104,3 +104,39 @@ def test_numpy_arrays_from_memory_train_and_infer(tmp_path):
     result = infer(model.id, [str(tmp_path / "x.npy")], jobs_dir=jobs)
     assert result.samples[0].input_data.shape == (8, 8, 1) and result.samples[0].output.shape == (2,)
     assert "x.npy" in result.to_html()
+
+
+def test_image_processing_denoising_cli_and_api_to_image_output_view(tmp_path, capsys):
+    from digits_core import infer, open_dataset, train
+
+    rng = np.random.default_rng(0)
+    for folder in ("noisy", "clean"):
+        (tmp_path / folder).mkdir()
+    for i in range(16):
+        clean = np.zeros((16, 16, 3), np.uint8)
+        clean[4 + i % 6:10 + i % 6, 3:12] = (200, 120, 40)
+        noisy = np.clip(clean + rng.normal(0, 25, clean.shape), 0, 255).astype(np.uint8)
+        Image.fromarray(noisy).save(tmp_path / "noisy" / f"{i:02d}.png")
+        Image.fromarray(clean).save(tmp_path / "clean" / f"{i:02d}.png")
+    jobs = str(tmp_path / "jobs")
+    assert digits(["--jobs-dir", jobs, "dataset", "create", "image-processing", "--name", "denoise", "--json",
+                   "--feature-folder", str(tmp_path / "noisy"), "--label-folder", str(tmp_path / "clean"),
+                   "--width", "16", "--height", "16", "--val-percent", "25"]) == 0
+    dataset_id = json.loads(capsys.readouterr().out)["id"]
+    with open_dataset(dataset_id, jobs_dir=jobs) as ds:
+        assert ds.label_kind == "image" and ds.label_shape == (16, 16, 3) and ds.label_dtype == "float32"
+        features, targets = ds.read_all("val")
+        assert targets.max() <= 1.0 and features.dtype == np.uint8
+    model = train(dataset_id, None, name="denoise", epochs=2, batch_size=4, jobs_dir=jobs, loss="mae", seed=0)
+    info = json.loads((model.path / "model.json").read_text())
+    assert info["task"] == "image-to-image" and info["network"] == "image2image"
+    (tmp_path / "pairs.txt").write_text("noisy/00.png clean/00.png\nnoisy/05.png clean/05.png\n")
+    assert digits(["--jobs-dir", jobs, "infer", "--model", model.id, str(tmp_path / "pairs.txt"), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["view"] == "image-output" and report["view_summary"]["summary"]["labelled"] == 2
+    assert report["samples"][0]["output_shape"] == [16, 16, 3] and report["samples"][0]["view"]["ssim"] <= 1.0
+    result = infer(model.id, form_data={"image_folder": str(tmp_path / "noisy"),
+                                        "target_folder": str(tmp_path / "clean")}, jobs_dir=jobs)
+    assert len(result.samples) == 16 and result.samples[3].input_id.endswith("03.png")
+    html = result.to_html()
+    assert html.count('class="dvg-target"') == 16 and "dvg-mean-psnr" in html

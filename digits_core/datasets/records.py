@@ -7,20 +7,22 @@ payload and then the label payload (see ``docs/formats.md``)::
     0      4     magic b"DGR1"
     4      1     feature encoding: 0 raw, 1 png, 2 jpg, 3 other (original file bytes Pillow decodes)
     5      1     feature dtype code (see DTYPES)
-    6      1     label kind: 0 class, 1 regression, 2 mask, 3 boxes
+    6      1     label kind: 0 class, 1 regression, 2 mask, 3 boxes, 4 image
     7      1     label dtype code
     8      4     feature height H
     12     4     feature width W
     16     4     feature channels C
     20     4     feature payload length in bytes
-    24     4     label dim 0 (regression length K, mask height, box count N; 0 for a scalar)
-    28     4     label dim 1 (mask width, 5 for boxes; 0 otherwise)
+    24     4     label dim 0 (regression length K, mask/image height, box count N; 0 for a scalar)
+    28     4     label dim 1 (mask/image width, 5 for boxes; 0 otherwise)
 
 Raw features are the ``H×W×C`` array's bytes in C order, little-endian.
 Labels are stored raw, little-endian: a class as one int64, a regression
 target as a float32/float64 scalar or vector, a mask as ``H×W`` integers,
 boxes as an ``N×5`` float32 array ``(class_id, x_min, y_min, x_max, y_max)``
-(N may be 0; the layout every record shares says ``(None, 5)``).
+(N may be 0; the layout every record shares says ``(None, 5)``), an image
+target (image-to-image) as an ``H×W×C`` float32 array (its channel count C is
+the label payload length divided by ``H·W·4``).
 
 This module imports Pillow only inside the functions that encode or decode
 images.
@@ -57,9 +59,9 @@ ENCODINGS = ("none", "png", "jpg", "other")
 ENCODING_CODES = {name: code for code, name in enumerate(ENCODINGS)}
 ENCODING_CODES["jpeg"] = JPG
 
-CLASS, REGRESSION, MASK, BOXES = 0, 1, 2, 3
+CLASS, REGRESSION, MASK, BOXES, IMAGE = 0, 1, 2, 3, 4
 #: Label kind code -> name (``Dataset.label_kind``).
-LABEL_KINDS = ("class", "regression", "mask", "boxes")
+LABEL_KINDS = ("class", "regression", "mask", "boxes", "image")
 #: Columns of a boxes label: class id, x_min, y_min, x_max, y_max.
 BOX_COLUMNS = 5
 
@@ -191,6 +193,11 @@ def _as_label(label, feature_shape: tuple) -> tuple[int, str, tuple, bytes]:
         return REGRESSION, label.dtype.name, (int(arr.shape[0]),), arr.tobytes()
     if label.ndim == 2 and kind_char == "f" and label.shape[1] == BOX_COLUMNS:  # masks are integers: floats are boxes
         return _as_boxes(label.astype(np.float32, copy=False))
+    if label.ndim == 3 and kind_char == "f":  # masks are integers: a float H×W×C array is an image target
+        if not np.isfinite(label).all():
+            raise RecordError("image label has a NaN or infinite value")
+        arr = np.ascontiguousarray(label, dtype=np.dtype("float32").newbyteorder("<"))
+        return IMAGE, "float32", tuple(int(d) for d in arr.shape), arr.tobytes()
     if label.ndim == 3 and label.shape[2] == 1:
         label = label[:, :, 0]
     if label.ndim == 2:
@@ -202,7 +209,7 @@ def _as_label(label, feature_shape: tuple) -> tuple[int, str, tuple, bytes]:
             raise RecordError(f"mask shape {label.shape} differs from the feature's H×W {tuple(feature_shape[:2])}")
         arr = np.ascontiguousarray(label, dtype=np.dtype(label.dtype.name).newbyteorder("<"))
         return MASK, label.dtype.name, (int(arr.shape[0]), int(arr.shape[1])), arr.tobytes()
-    raise RecordError(f"label array of shape {label.shape} is neither a vector nor an H×W mask")
+    raise RecordError(f"label array of shape {label.shape} is neither a vector, an H×W mask nor an H×W×C float image")
 
 
 def _as_boxes(label: np.ndarray) -> tuple[int, str, tuple, bytes]:
@@ -274,6 +281,8 @@ def parse_header(record: bytes) -> tuple:
     if magic != MAGIC:
         raise RecordError(f"not a DIGITS record (magic {magic!r})")
     lshape = () if kind == CLASS or (kind == REGRESSION and d0 == 0) else ((d0,) if kind == REGRESSION else (d0, d1))
+    if kind == IMAGE:
+        lshape = (d0, d1, (len(record) - HEADER_SIZE - flen) // max(d0 * d1 * np.dtype(DTYPES[lcode]).itemsize, 1))
     return enc, DTYPES[fcode], (h, w, c), flen, kind, DTYPES[lcode], lshape
 
 

@@ -170,6 +170,14 @@ def _make_preprocessing(state: RunState) -> None:
         scale = compute_scale(reader.feature_dtype(), state.train_src.sample(seed=state.seed), mean_arr)
         state.prep = Preprocessing(opts.mean_subtraction, mean, scale, opts.crop_size, feature_shape)
     check_augmentation(opts.augmentation, state.prep.input_shape[:2], feature_shape[2])
+    if state.task.label_kind == "image":  # targets would have to move with the inputs: not supported yet
+        aug = opts.augmentation
+        moved = {"crop_size": opts.crop_size, "aug_flip": aug.flip != "none", "aug_rot90": aug.rot90,
+                 "aug_rotation": aug.rotation > 0, "aug_scale": aug.scale > 0}
+        bad = {name: ["image-to-image training does not crop or move the target images; leave it unset"]
+               for name, used in moved.items() if used}
+        if bad:
+            raise FormValidationError(bad, _FORM)
 
 
 def _class_weights(state: RunState) -> list | None:

@@ -53,6 +53,14 @@ def _regression_outputs(reader: Any, source: Any) -> int:
     return int(np.prod(source.label_shape)) if source.label_shape else 1
 
 
+def _float_labels(labels: np.ndarray) -> np.ndarray:
+    return labels.astype(np.float32, copy=False)
+
+
+def _image_channels(reader: Any, source: Any) -> int:
+    return int(source.label_shape[-1])
+
+
 @dataclass(frozen=True)
 class Task:
     """The task-specific pieces of a training run.
@@ -133,3 +141,7 @@ register_task(Task(name="segmentation", label_kind="mask", default_loss="dice_ce
 register_task(Task(name="regression", label_kind="regression", default_loss="mse", losses=("mse", "mae"),
                    train_metric_name="mae", num_outputs=_regression_outputs, best=("val_loss", "min"),
                    uses_class_weights=False, fix_labels=_flat_float_labels))
+# Image-to-image (DIGITS's imageProcessing): H×W×C float targets, a same-size linear output, MSE or MAE.
+register_task(Task(name="image-to-image", label_kind="image", default_loss="mse", losses=("mse", "mae"),
+                   train_metric_name="mae", num_outputs=_image_channels, output_shape=_same_shape_output,
+                   best=("val_loss", "min"), uses_class_weights=False, fix_labels=_float_labels))

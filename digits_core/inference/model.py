@@ -37,7 +37,8 @@ SNAPSHOT_DIR = "snapshots"
 SNAPSHOT_PATTERN = re.compile(r"^epoch-(\d+(?:\.\d+)?)\.keras$")
 CACHE_SIZE_ENV = "DIGITS_MODEL_CACHE_SIZE"
 #: Default view per model task.
-DEFAULT_VIEWS = {"classification": "image-classification", "segmentation": "image-segmentation", "regression": "regression"}
+DEFAULT_VIEWS = {"classification": "image-classification", "segmentation": "image-segmentation", "regression": "regression",
+                 "image-to-image": "image-output"}
 
 
 @dataclass

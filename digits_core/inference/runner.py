@@ -218,6 +218,8 @@ def _resolve_label(model: InferenceModel, item: InputItem, height: int, width: i
         if not mask_path.is_file():
             raise InferenceError(f"{where}: mask file {mask_path} does not exist.")
         return read_mask(mask_path, height, width, model.dataset.color_palette)
+    if model.task == "image-to-image":
+        return _target_image(model, item, label, where)
     try:
         values = [float(v) for v in str(label).replace(",", " ").split()] if isinstance(label, str) else label
     except ValueError:
@@ -252,6 +254,25 @@ class _Budget:
             raise InferenceError(
                 f"{len(self.errors)} of {self.total} inputs failed, more than max-errors allows ({self.allowed}): "
                 f"{shown}{more}. Fix or remove them, or raise --max-errors.")
+
+
+def _target_image(model: InferenceModel, item: InputItem, label, where: str) -> np.ndarray:
+    """An image-to-image target: an array as given, or an image file prepared like the inputs, scaled to [0, 1]."""
+    if isinstance(label, np.ndarray):
+        return label.astype(np.float32)
+    path = Path(str(label)).expanduser()
+    if not path.is_absolute() and item.base is not None:
+        path = item.base / path
+    if not path.is_file():
+        raise InferenceError(f"{where}: target image {path} does not exist.")
+    image = read_image(path)
+    if image.ndim == 2:
+        image = image[:, :, None]
+    shape, dtype = model.feature_shape, model.feature_dtype
+    if image.shape != shape or image.dtype != dtype:
+        image = prepare_image(image, shape, dtype.name, model.dataset.resize_mode)
+    top = 65535.0 if image.dtype == np.uint16 else 255.0
+    return image.astype(np.float32) / top
 
 
 def _read_items(model: InferenceModel, items: list[InputItem], budget: _Budget) -> tuple[list[str], np.ndarray, list]:

@@ -58,10 +58,14 @@ BUILTIN: dict[str, NetworkSpec] = {
                        defaults={**_ADAM, "lr_policy": "fixed"}),
     "regression": NetworkSpec("regression", builtin.regression, "builtin", ("regression",), 32,
                               "small CNN regressor with a linear output", defaults=_ADAM),
+    "image2image": NetworkSpec("image2image", builtin.image2image, "builtin", ("image-to-image",), 16,
+                               "small encoder-decoder with a skip and a linear same-size output (image-to-image)",
+                               defaults={**_ADAM, "lr_policy": "fixed", "mean_subtraction": "none"}),
 }
 
 #: The network used when none is given, per task.
-DEFAULT_NETWORK = {"classification": "lenet", "segmentation": "unet", "regression": "regression"}
+DEFAULT_NETWORK = {"classification": "lenet", "segmentation": "unet", "regression": "regression",
+                   "image-to-image": "image2image"}
 
 
 def plugin_networks() -> dict[str, NetworkSpec]:

@@ -227,3 +227,26 @@ def regression(input_shape, num_outputs, **_):
     x = L.Dense(64, activation="relu", name="fc1")(x)
     outputs = L.Dense(num_outputs, name="output")(x)
     return keras.Model(inputs, outputs, name="regression")
+
+
+def image2image(input_shape, num_outputs, width=32, **_):
+    """A small encoder-decoder for image-to-image (conv-pool-conv-upsample, skip connection), linear ``output``.
+
+    The output has the input's H×W and ``num_outputs`` channels (the target
+    images' channels); the input is added back through a 1×1 projection, so
+    the network learns a residual (denoising, deblurring).
+    """
+    keras, L = _layers()
+    inputs = keras.Input(shape=tuple(input_shape), name="image")
+    x = L.Conv2D(width, 3, padding="same", activation="relu", name="conv1")(inputs)
+    skip = x
+    if min(input_shape[0], input_shape[1]) >= 2 and input_shape[0] % 2 == 0 and input_shape[1] % 2 == 0:
+        x = L.MaxPooling2D(2, name="pool1")(x)
+        x = L.Conv2D(2 * width, 3, padding="same", activation="relu", name="conv2")(x)
+        x = L.UpSampling2D(2, interpolation="bilinear", name="up1")(x)
+    x = L.Concatenate(name="skip1")([x, skip])
+    x = L.Conv2D(width, 3, padding="same", activation="relu", name="conv3")(x)
+    residual = L.Conv2D(num_outputs, 3, padding="same", name="residual")(x)
+    projected = L.Conv2D(num_outputs, 1, name="input_projection")(inputs)
+    outputs = L.Add(name="output")([projected, residual])
+    return keras.Model(inputs, outputs, name="image2image")
