@@ -4,8 +4,10 @@ LeNet on 20,000 28x28 grayscale images (synthetic shapes, 10 classes) stored
 in a real LMDB dataset. Both sides use the same network builder, batch size
 (64), optimizer (Adam 1e-3), loss and preprocessing (mean image subtracted,
 scaled by 1/255); the baseline gets the data already normalized in numpy
-arrays. Throughput is measured after the first epoch (tracing excluded) on
-both sides; runs alternate (baseline, engine, baseline, engine) and medians
+arrays. Throughput is measured after the first epoch (tracing excluded; in a
+1-epoch run after its first quarter) on both sides; ``--jit`` compiles both
+train steps with XLA and ``--mixed-precision`` uses ``mixed_float16`` on both
+(GPU only); runs alternate (baseline, engine, baseline, engine) and medians
 are reported, because absolute figures swing with machine load.
 
 Also reported: the engine's startup overhead, seconds from a fresh Python
@@ -13,7 +15,7 @@ process starting (imports included) to the first training step completed.
 
 Run (TensorFlow runs under the shared lock on the team machine)::
 
-    .venv/bin/python bench/train_throughput.py [--images 20000] [--epochs 3] [--repeats 2]
+    .venv/bin/python bench/train_throughput.py [--images 20000] [--epochs 3] [--repeats 2] [--jit]
 """
 
 from __future__ import annotations
@@ -56,7 +58,17 @@ def make_dataset(jobs_dir: str, images: int):
         registry.unregister(SyntheticShapes)
 
 
-def run_baseline(dataset_id: str, jobs_dir: str, epochs: int, batch: int) -> float:
+def _images_between(count: int, batch: int, spe: int, first: int, last: int) -> int:
+    """Images in global steps ``first+1 .. last`` (1-based; the last batch of an epoch may be short)."""
+    return sum(batch if (step - 1) % spe + 1 < spe else count - (spe - 1) * batch for step in range(first + 1, last + 1))
+
+
+def _warm_step(spe: int, epochs: int) -> int:
+    """Timing starts after this step: the first epoch (tracing) or, in a 1-epoch run, its first quarter."""
+    return spe if epochs > 1 else max(1, spe // 4)
+
+
+def run_baseline(dataset_id: str, jobs_dir: str, epochs: int, batch: int, jit: bool, mixed: bool) -> float:
     import keras
     import numpy as np
 
@@ -66,46 +78,56 @@ def run_baseline(dataset_id: str, jobs_dir: str, epochs: int, batch: int) -> flo
     ds = open_dataset(dataset_id, jobs_dir=jobs_dir)
     x, y = ds.read_all("train")
     x = (x.astype(np.float32) - ds.mean()) / 255.0
-    model = builtin.lenet(x.shape[1:], 10)
+    if mixed:
+        keras.mixed_precision.set_global_policy("mixed_float16")
+    try:
+        model = builtin.lenet(x.shape[1:], 10)
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
     model.compile(optimizer=keras.optimizers.Adam(0.001), loss="sparse_categorical_crossentropy",
-                  metrics=["accuracy"])
-    marks = []
+                  metrics=["accuracy"], jit_compile=jit)
+    spe = -(-len(x) // batch)
+    warm = _warm_step(spe, epochs)
+    marks = {}
 
     class Clock(keras.callbacks.Callback):
-        def on_epoch_end(self, epoch, logs=None):
-            marks.append(time.perf_counter())
+        def __init__(self):
+            super().__init__()
+            self.step = 0
+
+        def on_train_batch_end(self, batch_index, logs=None):
+            self.step += 1
+            if self.step == warm:
+                marks["warm"] = time.perf_counter()
+
+        def on_train_end(self, logs=None):
+            marks["end"] = time.perf_counter()
 
     model.fit(x, y, batch_size=batch, epochs=epochs, shuffle=True, verbose=0, callbacks=[Clock()])
-    return len(x) * (epochs - 1) / (marks[-1] - marks[0])
+    return _images_between(len(x), batch, spe, warm, spe * epochs) / (marks["end"] - marks["warm"])
 
 
-def run_engine(dataset_id: str, jobs_dir: str, epochs: int, batch: int) -> float:
+def run_engine(dataset_id: str, jobs_dir: str, epochs: int, batch: int, jit: bool, mixed: bool) -> float:
+    from digits_core.datasets import open_dataset
     from digits_core.engine import train
 
+    count = open_dataset(dataset_id, jobs_dir=jobs_dir).count("train")
+    spe = -(-count // batch)
+    warm = _warm_step(spe, epochs)
     marks = {}
-    n = None
 
     def progress(event):
-        nonlocal n
         if event["phase"] != "train":
             return
-        spe = event["total_steps"] // epochs
-        if event["step"] == spe:
-            marks["first_epoch"] = time.perf_counter()
+        if event["step"] == warm:
+            marks["warm"] = time.perf_counter()
         if event["step"] == event["total_steps"] - 1:  # before the final snapshot is written
             marks["end"] = time.perf_counter()
-        n = spe
 
-    job = train(dataset_id, "lenet", name="bench", jobs_dir=jobs_dir, epochs=epochs, batch_size=batch,
-                solver="adam", learning_rate=0.001, lr_policy="fixed", validation_interval=0,
-                snapshot_interval=0, progress=progress)
-    # the final snapshot is written before the last progress event; measure up to the last step's event
-    from digits_core.datasets import open_dataset
-
-    count = open_dataset(dataset_id, jobs_dir=jobs_dir).count("train")
-    last_batch = count - (n - 1) * batch
-    del job
-    return (count * (epochs - 1) - last_batch) / (marks["end"] - marks["first_epoch"])
+    train(dataset_id, "lenet", name="bench", jobs_dir=jobs_dir, epochs=epochs, batch_size=batch,
+          solver="adam", learning_rate=0.001, lr_policy="fixed", validation_interval=0,
+          snapshot_interval=0, progress=progress, jit=jit, mixed_precision=mixed)
+    return _images_between(count, batch, spe, warm, spe * epochs - 1) / (marks["end"] - marks["warm"])
 
 
 def main(argv=None) -> int:
@@ -114,6 +136,8 @@ def main(argv=None) -> int:
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--jit", action="store_true", help="XLA-compile the train step on both sides")
+    parser.add_argument("--mixed-precision", action="store_true", help="mixed_float16 on both sides (GPU only)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="digits-bench-") as jobs_dir:
@@ -121,9 +145,10 @@ def main(argv=None) -> int:
         print(f"dataset: {args.images} images 28x28 in LMDB ({ingest_s:.1f} s to build)", flush=True)
         base, engine = [], []
         for _ in range(args.repeats):
-            base.append(run_baseline(job.id, jobs_dir, args.epochs, args.batch_size))
+            base.append(run_baseline(job.id, jobs_dir, args.epochs, args.batch_size, args.jit, args.mixed_precision))
             print(f"  keras fit on numpy: {base[-1]:8.0f} img/s", flush=True)
-            engine.append(run_engine(job.id, jobs_dir, args.epochs, args.batch_size))
+            engine.append(run_engine(job.id, jobs_dir, args.epochs, args.batch_size, args.jit,
+                                     args.mixed_precision))
             print(f"  digits engine:      {engine[-1]:8.0f} img/s", flush=True)
         out = subprocess.run([sys.executable, "-c", STARTUP_SNIPPET, job.id, jobs_dir], capture_output=True,
                              text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
@@ -132,14 +157,17 @@ def main(argv=None) -> int:
             return 1
         startup = json.loads(out.stdout.strip().splitlines()[-1])["startup_s"]
     result = {
-        "images": args.images, "epochs": args.epochs, "batch_size": args.batch_size,
+        "images": args.images, "epochs": args.epochs, "batch_size": args.batch_size, "jit": args.jit,
+        "mixed_precision": args.mixed_precision,
         "engine_img_per_s": statistics.median(engine), "keras_fit_img_per_s": statistics.median(base),
         "ratio": statistics.median(engine) / statistics.median(base),
         "startup_s": startup,
     }
     if args.json:
         print(json.dumps(result))
-    print(f"engine {result['engine_img_per_s']:.0f} img/s vs keras fit {result['keras_fit_img_per_s']:.0f} img/s: "
+    setting = " (jit)" if args.jit else ""
+    setting += " (mixed precision)" if args.mixed_precision else ""
+    print(f"engine{setting} {result['engine_img_per_s']:.0f} img/s vs keras fit {result['keras_fit_img_per_s']:.0f} img/s: "
           f"ratio {result['ratio']:.3f} (target >= 0.95)")
     print(f"startup overhead (process start, imports included, to first step): {startup:.1f} s")
     return 0
