@@ -79,6 +79,7 @@ class ToyClassification(DataIngestion):
 
 class IndexForm(Form):
     index = IntegerField("Record index", validators=[NumberRange(min=0)], description="toy record to segment")
+    broken = IntegerField("Broken records", default=0, description="unreadable records to add (error handling)")
 
 
 class ToySegmentation(DataIngestion):
@@ -104,7 +105,7 @@ class ToySegmentation(DataIngestion):
         self.userdata["class_labels"] = ["background", "rectangle"]
         self.userdata["color_palette"] = [[0, 0, 0], [0, 255, 0]]
         if self.is_inference_db:
-            return [self.index] if stage == "test" else []
+            return [self.index, *(f"broken-{k}" for k in range(self.broken or 0))] if stage == "test" else []
         if stage == "train":
             return list(range(self.count))
         if stage == "val":
@@ -112,6 +113,8 @@ class ToySegmentation(DataIngestion):
         return []
 
     def encode_entry(self, entry):
+        if isinstance(entry, str):
+            raise OSError(f"record {entry} is truncated")
         return toy_rectangle(entry)
 
 
@@ -376,6 +379,37 @@ def test_segmentation_through_the_plugin_inference_form(seg_model, jobs_dir):
     assert result.to_json()["samples"][0]["view"]["mean_dice"] is not None
     with pytest.raises(FormValidationError, match="index"):
         infer(seg_model.id, form_data={"index": "-1"}, jobs_dir=jobs_dir)
+
+
+def test_bad_inputs_are_skipped_and_reported_within_max_errors(cls_model, seg_model, labelled_list, jobs_dir,
+                                                               tmp_path, capsys):
+    from digits_core import infer
+    from digits_core.cli import main
+
+    (tmp_path / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n truncated")
+    inputs = [labelled_list / f"img{i}.png" for i in range(3)] + [tmp_path / "broken.png"]
+    result = infer(cls_model.id, inputs, jobs_dir=jobs_dir, max_errors=1)
+    assert [Path(s.input_id).name for s in result.samples] == ["img0.png", "img1.png", "img2.png"]
+    assert [e["input"] for e in result.errors] == [str(tmp_path / "broken.png")]
+    assert "is not a readable image" in result.errors[0]["error"]
+    assert result.to_json()["errors"] == result.errors
+    assert result.page_info()["Skipped inputs"].startswith(f"1 (first: {tmp_path / 'broken.png'}: ")
+    with pytest.raises(InferenceError, match=r"1 of 4 inputs failed, more than max-errors allows \(0\): /.*broken.png"):
+        infer(cls_model.id, inputs, jobs_dir=jobs_dir, max_errors=0)
+    # The plugin's inference form: one broken record among the entries is skipped, named by its str().
+    result = infer(seg_model.id, form_data={"index": "3", "broken": "1"}, jobs_dir=jobs_dir, max_errors="50%")
+    assert [s.input_id for s in result.samples] == ["3"]
+    assert result.errors == [{"input": "broken-0", "error": "OSError: record broken-0 is truncated"}]
+    with pytest.raises(InferenceError, match="broken-0: OSError: record broken-0 is truncated"):
+        infer(seg_model.id, form_data={"index": "3", "broken": "1"}, jobs_dir=jobs_dir)
+    # The command line: the same rule, skipped inputs listed on stderr.
+    capsys.readouterr()
+    args = ["--jobs-dir", str(jobs_dir), "infer", "--model", cls_model.id, *map(str, inputs)]
+    assert main(args + ["--max-errors", "1"]) == 0
+    captured = capsys.readouterr()
+    assert "img2.png" in captured.out and f"skipped: {tmp_path / 'broken.png'}: " in captured.err
+    assert main(args + ["--max-errors", "0"]) == 1
+    assert "error: 1 of 4 inputs failed" in capsys.readouterr().err
 
 
 # -- command line -------------------------------------------------------------------
