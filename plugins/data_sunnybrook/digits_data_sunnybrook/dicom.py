@@ -50,6 +50,15 @@ them with a clear :class:`DicomReadError` unless a ``frame`` index is given;
 :func:`read_dicom_frames` returns all frames as ``N x H x W x C``, and
 :func:`count_frames` lets a plugin make one dataset entry per frame.
 
+Truncated files: pydicom reads a file cut short inside its pixel data as a
+dataset without pixel data (or without any element), with only a warning.
+:func:`read_dicom` then re-reads the header alone and, when it is intact,
+says "pixel data truncated" instead of listing tags as missing.
+:func:`check_pixel_data_length` is the cheap version of that test (header
+plus the file's size and last bytes, no decoding) for a plugin's
+``itemize_entries``. pydicom's warnings while reading a file are not printed
+to stderr: a failing file's :class:`DicomReadError` carries them (once).
+
 pydicom is imported inside the functions, so importing this module is cheap.
 """
 
@@ -57,6 +66,7 @@ from __future__ import annotations
 
 import os
 import re
+import warnings
 from pathlib import Path
 from typing import Any, BinaryIO, Iterable, Union
 
@@ -133,8 +143,12 @@ def _name_of(src: PathOrFile) -> str:
     return str(getattr(src, "name", "<stream>"))
 
 
-def _dcmread(src: PathOrFile, *, stop_before_pixels: bool):
-    """dcmread strictly, then with force=True for files without a preamble."""
+def _dcmread(src: PathOrFile, *, stop_before_pixels: bool, notes: list[str] | None = None):
+    """dcmread strictly, then with force=True for files without a preamble.
+
+    pydicom's warnings are collected into ``notes`` (deduplicated) instead
+    of being printed.
+    """
     from pydicom import dcmread
     from pydicom.errors import InvalidDicomError
 
@@ -145,17 +159,108 @@ def _dcmread(src: PathOrFile, *, stop_before_pixels: bool):
             raise DicomReadError(name, "file not found")
         if not path.is_file():
             raise DicomReadError(name, "not a file")
-    try:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         try:
-            return dcmread(src, stop_before_pixels=stop_before_pixels)
-        except InvalidDicomError:
-            if hasattr(src, "seek"):
-                src.seek(0)
-            return dcmread(src, stop_before_pixels=stop_before_pixels, force=True)
-    except DicomReadError:
-        raise
-    except Exception as exc:  # pydicom raises builtins for most problems
-        raise DicomReadError(name, f"not a readable DICOM file ({type(exc).__name__}: {exc})") from exc
+            try:
+                return dcmread(src, stop_before_pixels=stop_before_pixels)
+            except InvalidDicomError:
+                if hasattr(src, "seek"):
+                    src.seek(0)
+                return dcmread(src, stop_before_pixels=stop_before_pixels, force=True)
+        except DicomReadError:
+            raise
+        except Exception as exc:  # pydicom raises builtins for most problems
+            raise DicomReadError(name, f"not a readable DICOM file ({type(exc).__name__}: {exc})") from exc
+        finally:
+            if notes is not None:
+                for item in caught:
+                    text = str(item.message).replace(name, "").strip()
+                    if text not in notes:
+                        notes.append(text)
+
+
+def _with_notes(reason: str, notes: list[str]) -> str:
+    return reason + (f" (pydicom: {'; '.join(notes)})" if notes else "")
+
+
+def _pixel_data_start(path: str) -> int | None:
+    """Byte offset of the pixel data element of a file (read up to it only), or ``None``."""
+    from pydicom import dcmread
+
+    with open(path, "rb") as handle, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            dcmread(handle, stop_before_pixels=True, force=True)
+        except Exception:  # noqa: BLE001 - the caller reports the header itself
+            return None
+        return handle.tell()
+
+
+def _fragments_complete(path: str, start: int, size: int) -> bool:
+    """Walk the item headers of encapsulated pixel data (seeks only); False when the file ends first."""
+    import struct
+
+    with open(path, "rb") as handle:
+        handle.seek(start + 4)
+        explicit = handle.read(2) in (b"OB", b"OW", b"UN")  # (7FE0,0010) [OB 00 00] FFFFFFFF
+        handle.seek(start + (12 if explicit else 8))
+        while True:
+            header = handle.read(8)
+            if len(header) < 8:
+                return False
+            group, element, length = struct.unpack("<HHI", header)
+            if (group, element) == (0xFFFE, 0xE0DD):
+                return True
+            if (group, element) != (0xFFFE, 0xE000) or handle.tell() + length > size:
+                return False
+            handle.seek(length, os.SEEK_CUR)
+
+
+def check_pixel_data_length(src: str | os.PathLike, ds=None) -> None:
+    """Cheaply check that a file's pixel data is complete, without decoding it.
+
+    Native (uncompressed) data must hold ``Rows × Columns × SamplesPerPixel ×
+    BitsAllocated / 8 × NumberOfFrames`` bytes; encapsulated (compressed)
+    data must end with its sequence delimiter. Reads the header and the
+    file's last bytes only: fast enough for ``itemize_entries``.
+
+    Args:
+        src: The file.
+        ds: Its header, if already read (``read_dicom_header``).
+
+    Raises:
+        DicomReadError: The pixel data is truncated (the message gives the
+            byte counts), or the header is unusable.
+    """
+    name = str(src)
+    ds = ds if ds is not None else read_dicom_header(src)
+    tsyntax = ds.file_meta.TransferSyntaxUID
+    if tsyntax.is_deflated:
+        return  # the whole dataset is deflated: only decompressing tells
+    size = os.path.getsize(src)
+    start = _pixel_data_start(name)
+    if start is None or start >= size:
+        raise DicomReadError(name, "pixel data missing: the file ends where the pixel data should start "
+                                   f"(header intact: {ds.Rows}x{ds.Columns})")
+    if tsyntax.is_compressed:
+        if not _fragments_complete(name, start, size):
+            raise DicomReadError(name, f"pixel data truncated: the compressed ({tsyntax.name}) pixel data has no "
+                                       "end marker, the file was cut short (header intact: "
+                                       f"{ds.Rows}x{ds.Columns}); copy the file again")
+        return
+    explicit = not tsyntax.is_implicit_VR
+    element_header = 12 if explicit else 8
+    frames = count_frames(ds)
+    samples = int(ds.SamplesPerPixel)
+    if str(ds.get("PhotometricInterpretation", "")) == "YBR_FULL_422":
+        samples = 2  # chroma subsampled horizontally: 4 values per 2 pixels
+    expected = (int(ds.Rows) * int(ds.Columns) * samples * int(ds.BitsAllocated) * frames + 7) // 8
+    available = size - start - element_header
+    if available < expected:
+        raise DicomReadError(name, f"pixel data truncated: {max(available, 0)} of {expected} bytes "
+                                   f"({ds.Rows}x{ds.Columns}, {frames} frame(s), {ds.BitsAllocated} bits); "
+                                   "the file was cut short, copy it again")
 
 
 def _ensure_transfer_syntax(ds) -> None:
@@ -209,7 +314,8 @@ def read_dicom(src: PathOrFile, *, stop_before_pixels: bool = False):
             tag (:data:`REQUIRED_TAGS`) is missing.
     """
     name = _name_of(src)
-    ds = _dcmread(src, stop_before_pixels=stop_before_pixels)
+    notes: list[str] = []
+    ds = _dcmread(src, stop_before_pixels=stop_before_pixels, notes=notes)
     try:
         _ensure_transfer_syntax(ds)
         if stop_before_pixels:
@@ -217,12 +323,32 @@ def read_dicom(src: PathOrFile, *, stop_before_pixels: bool = False):
             if missing:
                 raise DicomReadError(name, f"not a usable DICOM image: missing {', '.join(missing)}")
         else:
-            _check_required(ds, name)
+            try:
+                _check_required(ds, name)
+            except DicomReadError as exc:
+                _raise_if_truncated(src, name, notes)
+                raise DicomReadError(name, _with_notes(exc.reason, notes)) from None
     except DicomReadError:
         raise
     except Exception as exc:  # malformed values (e.g. a text Rows)
-        raise DicomReadError(name, f"malformed DICOM header ({type(exc).__name__}: {exc})") from exc
+        raise DicomReadError(name, _with_notes(f"malformed DICOM header ({type(exc).__name__}: {exc})", notes)) from exc
     return ds
+
+
+def _raise_if_truncated(src: PathOrFile, name: str, notes: list[str]) -> None:
+    """After a full read lacked tags: if the header alone is intact, the pixel data was cut short."""
+    if not isinstance(src, (str, os.PathLike)):
+        return
+    try:
+        header = read_dicom_header(src)
+    except DicomReadError:
+        return  # the header itself is broken: the "missing ..." message is right
+    try:
+        check_pixel_data_length(src, header)
+    except DicomReadError as exc:
+        raise DicomReadError(name, _with_notes(exc.reason, notes)) from None
+    raise DicomReadError(name, _with_notes(
+        f"pixel data unreadable although the header is intact ({header.Rows}x{header.Columns})", notes))
 
 
 def read_dicom_header(src: PathOrFile):
@@ -417,6 +543,11 @@ def _decode(ds, name: str, frame: int | None):
     try:
         return pixel_array(ds, index=frame)
     except Exception as exc:
+        if os.path.isfile(name):
+            try:
+                check_pixel_data_length(name, ds)
+            except DicomReadError as truncated:
+                raise truncated from exc
         text = " ".join(line.strip() for line in str(exc).splitlines() if line.strip()) or "no details"
         if len(text) > 400:
             text = text[:400] + "..."
@@ -654,6 +785,7 @@ __all__ = [
     "dataset_to_image",
     "image_dtype",
     "count_frames",
+    "check_pixel_data_length",
     "check_decoders",
     "series_key",
     "slice_position",
