@@ -37,9 +37,21 @@ class DataIngestion(PluginBase, abc.ABC):
        :meth:`encode_entry` on each entry, in any order. Keep instances
        picklable: store paths and settings, not open files.
 
-    For inference the core creates ``cls(is_inference_db=True, **inference_form.data)``
-    with the values of :meth:`get_inference_form` and encodes the entries of
-    stage ``"test"`` the same way.
+    For inference the core creates
+    ``cls(is_inference_db=True, **dataset_userdata, **inference_values)``:
+    the userdata saved with the dataset (without the keys the framework
+    owns, see below) overridden by the validated values of
+    :meth:`get_inference_form`. It calls ``itemize_entries("test")`` and
+    encodes each entry the same way; an entry whose ``encode_entry`` raises
+    is skipped and reported (up to ``--max-errors``) while the others get
+    results, and each result is named by its entry's ``str()`` (``#k``
+    appended when ``encode_entry`` returns a list of pairs, e.g. frames).
+
+    Reserved names: ``is_inference_db``, ``userdata`` and every public
+    attribute or method of this class may not be form fields (the plugin is
+    reported ``failed`` at load) nor persisted userdata keys (they are
+    dropped, with a :mod:`digits_core.deprecated` warning, when the plugin
+    is re-created).
 
     Data contract of :meth:`encode_entry`:
 
@@ -72,7 +84,7 @@ class DataIngestion(PluginBase, abc.ABC):
     @staticmethod
     @abc.abstractmethod
     def get_dataset_form():
-        """Return the **unbound** WTForms ``Form`` class of the dataset options.
+        """Return the WTForms ``Form`` class of the dataset options (a form instance is accepted too).
 
         Field names become ``--field-name`` options of ``digits dataset
         create``; labels and descriptions become their help text. Put
@@ -95,10 +107,12 @@ class DataIngestion(PluginBase, abc.ABC):
 
     @staticmethod
     def get_inference_form():
-        """Return the WTForms ``Form`` class for inference inputs, or ``None``.
+        """Return the WTForms ``Form`` class (or an instance) for inference inputs, or ``None``.
 
         ``None`` (the default) means the plugin has no inference input of
-        its own and the core's generic image inputs are used.
+        its own and the core's generic image inputs are used. It may also be
+        an instance method (the DIGITS 6 habit): the core then calls it on
+        ``cls(is_inference_db=True, **dataset_userdata)``.
         """
         return None
 

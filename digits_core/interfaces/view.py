@@ -51,7 +51,11 @@ class View(PluginBase, abc.ABC):
 
     @staticmethod
     def get_config_form():
-        """Return the WTForms ``Form`` class of the view's options, or ``None``."""
+        """Return the WTForms ``Form`` class (or an instance) of the view's options, or ``None``.
+
+        Field names may not be ``dataset``, ``config`` or a name of this
+        class's methods: the view would be reported ``failed`` at load.
+        """
         return None
 
     @staticmethod
