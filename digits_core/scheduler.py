@@ -419,8 +419,12 @@ def run_job(job_path: str | os.PathLike) -> int:
     except JobLockedError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_JOB_LOCKED
+    from .paths import confined_to
+
     try:
-        return _run_owned_job(job)
+        # A job queued by the web server reads only under its data roots (None: a job of the CLI/API).
+        with confined_to(job.data.get("data_roots")):
+            return _run_owned_job(job)
     finally:
         lock.release()
 

@@ -232,7 +232,8 @@ def main(argv=None) -> int:
         return 0
     from digits_core.cli import main as digits_main
 
-    return digits_main(["--jobs-dir", str(jobs_dir), "serve", "--host", args.host, "--port", str(args.port)])
+    return digits_main(["--jobs-dir", str(jobs_dir), "serve", "--host", args.host, "--port", str(args.port),
+                        "--data-root", str(DEMO.resolve()), "--data-root", os.getcwd()])
 
 
 if __name__ == "__main__":

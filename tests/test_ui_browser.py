@@ -40,7 +40,8 @@ def server(tmp_path_factory):
     from digits_core.web import create_app
 
     jobs = tmp_path_factory.mktemp("browser") / "jobs"
-    app = create_app(jobs, max_dataset_jobs=2, max_training_jobs=1)
+    # Data root: pytest's temporary base folder, where each test writes its images.
+    app = create_app(jobs, max_dataset_jobs=2, max_training_jobs=1, data_roots=[tmp_path_factory.getbasetemp()])
     app.extensions["digits"]["scheduler"].poll_interval = 0.2
     httpd = make_server("127.0.0.1", 0, app, threaded=True)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
@@ -70,8 +71,12 @@ def browser():
 def page(browser):
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
+    # Waits are on page state; this is only the bound after which a wait fails (a loaded 2-core box is slow).
+    page.set_default_timeout(180_000)
     errors = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
+    # The server's Content-Security-Policy must fit the UI: a blocked script or style is a failure.
+    page.on("console", lambda msg: errors.append(msg.text) if "Content Security Policy" in msg.text else None)
     yield page
     context.close()
     assert not errors, f"JavaScript errors: {errors}"
@@ -82,7 +87,7 @@ def shot(page, name):
 
 
 def wait_status(page, status, timeout_s):
-    page.wait_for_function(f"document.getElementById('job-status') && "
+    page.wait_for_function(f"() => document.getElementById('job-status') && "
                            f"document.getElementById('job-status').textContent.trim() === '{status}'",
                            timeout=timeout_s * 1000)
 
@@ -113,7 +118,7 @@ def test_classification_dataset_train_infer(server, page, tmp_path):
     page.click("#create-dataset")
     page.wait_for_url("**/datasets/*")
     wait_status(page, "Done", 90)
-    page.wait_for_selector("#dataset-info", timeout=20000)  # the page reloads itself when the job ends
+    page.wait_for_selector("#dataset-info")  # the page reloads itself when the job ends
     assert "digits <script>" in page.locator("h1").inner_text()  # escaped, shown as text
     shot(page, "03-dataset-done")
     dataset_id = page.url.rsplit("/", 1)[1]
@@ -122,10 +127,10 @@ def test_classification_dataset_train_infer(server, page, tmp_path):
     shot(page, "04-dataset-explore")
 
     page.goto(base + f"/models/new?dataset={dataset_id}")
-    page.wait_for_function("document.getElementById('lr-preview').dataset.points > 0")
+    page.wait_for_function("() => document.getElementById('lr-preview').dataset.points > 0")
     page.select_option("[name=lr_policy]", "exp")
     page.fill("[name=lr_gamma]", "0.97")
-    page.wait_for_timeout(600)
+    page.wait_for_function("() => (document.getElementById('lr-preview').dataset.query || '').includes('lr_gamma=0.97')")
     shot(page, "05-new-model")
     page.select_option("[name=network]", "lenet")
     page.fill("[name=epochs]", "3")
@@ -134,11 +139,11 @@ def test_classification_dataset_train_infer(server, page, tmp_path):
     page.fill("[name=model_name]", "tiny lenet")
     page.click("#create-model")
     page.wait_for_url("**/models/*")
-    page.wait_for_function("document.getElementById('charts').dataset.points > 0", timeout=120000)
+    page.wait_for_function("() => document.getElementById('charts').dataset.points > 0", timeout=120000)
     shot(page, "06-model-training")
     wait_status(page, "Done", 150)
-    page.wait_for_selector("#infer-form", timeout=20000)
-    page.wait_for_function("document.getElementById('charts').dataset.points > 3")
+    page.wait_for_selector("#infer-form")
+    page.wait_for_function("() => document.getElementById('charts').dataset.points > 3")
     shot(page, "07-model-done")
     with page.expect_download(timeout=180000) as download_info:
         page.click("#download")
@@ -173,7 +178,7 @@ def test_sunnybrook_dataset_and_segmentation_view(server, page, tmp_path):
     page.click("#create-dataset")
     page.wait_for_url("**/datasets/*")
     wait_status(page, "Done", 90)
-    page.wait_for_selector("#dataset-info", timeout=20000)
+    page.wait_for_selector("#dataset-info")
     shot(page, "10-sunnybrook-done")
     dataset_id = page.url.rsplit("/", 1)[1]
     page.goto(base + f"/datasets/{dataset_id}/explore")
@@ -189,7 +194,7 @@ def test_sunnybrook_dataset_and_segmentation_view(server, page, tmp_path):
                          network_params: {filters: 4, depth: 2}}})}).then(r => r.json())""", [token, dataset_id])
     page.goto(base + created["url"])
     wait_status(page, "Done", 150)
-    page.wait_for_selector("#infer-form", timeout=20000)
+    page.wait_for_selector("#infer-form")
     page.select_option("#view-id", "image-segmentation")
     plugin_mode = page.locator("input[name=input_mode][value=plugin]")
     assert plugin_mode.count() == 1  # the Sunnybrook plugin's own inference form is offered
@@ -223,14 +228,14 @@ def test_abort_and_resume_training(server, page):
                options: {epochs: 200, batch_size: 16, lr_policy: 'fixed'}})}).then(r => r.json())""",
                             [token, datasets[0].id])
     page.goto(base + created["url"])
-    page.wait_for_function("document.getElementById('charts').dataset.snapshots > 0", timeout=120000)
+    page.wait_for_function("() => document.getElementById('charts').dataset.snapshots > 0", timeout=120000)
     page.click("#abort")
     wait_status(page, "Aborted", 60)
-    page.wait_for_selector("#resume", timeout=20000)  # the page reloads when the job ends
+    page.wait_for_selector("#resume")  # the page reloads when the job ends
     shot(page, "13-model-aborted")
     before = int(page.evaluate("document.getElementById('charts').dataset.points"))
     page.click("#resume")
-    page.wait_for_function(f"document.getElementById('charts').dataset.points > {before}", timeout=120000)
+    page.wait_for_function(f"() => document.getElementById('charts').dataset.points > {before}", timeout=120000)
     job = store.get(created["id"])
     assert job.status.value in ("Running", "Waiting")
     server["app"].extensions["digits"]["scheduler"].abort(job.id)

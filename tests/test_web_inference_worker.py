@@ -39,7 +39,7 @@ def served(tmp_path_factory):
     ds = create_dataset("image-classification", {"folder": str(root / "images"), "image_type": "grayscale",
                                                  "width": 8, "height": 8}, workers=1, jobs_dir=jobs)
     model = train(ds.id, "lenet", name="tiny", epochs=1, batch_size=8, jobs_dir=jobs)
-    app = create_app(jobs, start_scheduler=False, testing=True, inference_timeout=120)
+    app = create_app(jobs, start_scheduler=False, testing=True, inference_timeout=120, data_roots=[root])
     client = app.test_client()
     token = client.get("/api/csrf-token").get_json()["csrf_token"]
     worker = app.extensions["digits"]["inference_worker"]

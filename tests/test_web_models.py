@@ -13,7 +13,7 @@ from digits_core.web import create_app
 
 @pytest.fixture
 def app(tmp_path):
-    return create_app(tmp_path / "jobs", start_scheduler=False, testing=True)
+    return create_app(tmp_path / "jobs", start_scheduler=False, testing=True, data_roots=[tmp_path])
 
 
 @pytest.fixture

@@ -30,6 +30,10 @@ def register(subparsers) -> None:
                         help="also answer requests whose Host header is NAME (repeatable; always allowed: "
                              "localhost, 127.0.0.1, [::1] and the --host address). Any other Host gets 400, "
                              "which stops DNS-rebinding attacks")
+    parser.add_argument("--data-root", action="append", default=[], metavar="DIR",
+                        help="a folder whose files the web UI and API may read: dataset folders and lists, "
+                             "inference inputs, plugin path fields (repeatable; default: the current folder and "
+                             "the jobs folder). Paths elsewhere get 400; the command line is not limited")
     parser.add_argument("--insecure-no-auth", action="store_true",
                         help="allow a non-loopback --host without --auth-token: anyone who can reach the port "
                              "can then run code on this machine (custom networks)")
@@ -41,6 +45,14 @@ def register(subparsers) -> None:
                         help="largest accepted upload (default: 64 MB)")
     parser.add_argument("--debug", action="store_true", help="Flask debug mode (never on a shared network)")
     parser.set_defaults(handler=run)
+
+
+def _data_roots(values: list[str]) -> list[str]:
+    """The ``--data-root`` folders; each must be an existing folder."""
+    for value in values:
+        if not os.path.isdir(os.path.expanduser(value)):
+            raise ConfigurationError(f"--data-root {value} is not an existing folder.")
+    return values
 
 
 def run(args) -> int:
@@ -62,11 +74,12 @@ def run(args) -> int:
         raise ConfigurationError(f"--port {args.port} is not a valid port number.")
     app = create_app(args.jobs_dir, auth_token=token, max_dataset_jobs=args.max_dataset_jobs,
                      max_training_jobs=args.max_training_jobs, max_upload_bytes=int(args.max_upload_mb * 1024 * 1024),
-                     allowed_hosts=allowed_hosts(args.host, args.allowed_host))
+                     allowed_hosts=allowed_hosts(args.host, args.allowed_host), data_roots=_data_roots(args.data_root))
     scheduler = app.extensions["digits"]["scheduler"]
     url_host = "localhost" if args.host in ("127.0.0.1", "0.0.0.0", "::") else args.host
     print(f"DIGITS is serving {app.extensions['digits']['jobs_dir']} at http://{url_host}:{args.port}/ "
           "(Ctrl-C to stop)", flush=True)
+    print(f"  data roots: {', '.join(app.config['DIGITS_DATA_ROOTS'])}", flush=True)
     # SIGTERM/SIGHUP stop the server like Ctrl-C (see digits_core.cli.main): running jobs are stopped
     # and marked Aborted, the inference worker is closed.
     try:

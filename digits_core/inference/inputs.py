@@ -21,6 +21,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from ..errors import InferenceError
+from ..paths import check_server_path, server_path_allowed
 from .imageio import is_image_file
 
 
@@ -44,7 +45,7 @@ class InputItem:
 
 
 def _from_folder(folder: Path) -> list[InputItem]:
-    files = sorted(p for p in folder.rglob("*") if p.is_file() and is_image_file(p))
+    files = sorted(p for p in folder.rglob("*") if p.is_file() and is_image_file(p) and server_path_allowed(p))
     if not files:
         raise InferenceError(f"Folder {folder} holds no image files.")
     return [InputItem(str(p), path=p) for p in files]
@@ -69,8 +70,11 @@ def _from_list_file(path: Path) -> list[InputItem]:
         image_path = Path(image).expanduser()
         if not image_path.is_absolute():
             image_path = base / image_path
+        # The line is not quoted: a file given by mistake (or malice) as a list may hold secrets.
+        if not server_path_allowed(image_path):
+            raise InferenceError(f"{path}, line {number}: the image path is outside the server's data roots.")
         if not image_path.is_file():
-            raise InferenceError(f"{path}, line {number}: image {image} does not exist.")
+            raise InferenceError(f"{path}, line {number}: the image it names does not exist.")
         items.append(InputItem(image, path=image_path, label=label, base=base))
     if not items:
         raise InferenceError(f"List file {path} names no inputs.")
@@ -97,9 +101,10 @@ def collect_inputs(inputs: Iterable[Any]) -> list[InputItem]:
             if isinstance(value, np.ndarray):
                 items.append(InputItem(str(name), array=value, label=label))
             else:
-                items.append(InputItem(str(name), path=Path(value), label=label))
+                items.append(InputItem(str(name), path=check_server_path(value, "inputs", form_name="inference"),
+                                       label=label))
             continue
-        path = Path(os.fspath(given)).expanduser()
+        path = check_server_path(os.fspath(given), "inputs", form_name="inference")
         if path.is_dir():
             items.extend(_from_folder(path))
         elif path.is_file():

@@ -180,15 +180,16 @@ def infer(job_id: str):
     inputs = body.get("inputs") or []
     if not isinstance(inputs, list):
         raise FormValidationError({"inputs": ["must be a list of paths on the server"]}, "inference")
-    checked = []
-    for raw in inputs:
-        try:
-            checked.append(_check_server_path(str(raw)))
-        except FormValidationError as exc:
-            raise FormValidationError({"inputs": exc.errors["server_path"]}, "inference") from None
+    checked = [_check_server_path(str(raw), "inputs") for raw in inputs]
+    inference_form = body.get("form_data") or None
+    if inference_form:
+        from ..paths import check_form_paths
+
+        check_form_paths(inference_form, "inference form")
     request_body = {"model": str(job.path), "jobs_dir": str(_ext()["jobs_dir"]), "inputs": checked,
+                    "data_roots": current_app.config["DIGITS_DATA_ROOTS"],
                     "view": body.get("view_id") or None, "view_config": body.get("view_config") or None,
-                    "epoch": body.get("epoch"), "inference_form": body.get("form_data") or None,
+                    "epoch": body.get("epoch"), "inference_form": inference_form,
                     "max_errors": body.get("max_errors")}
     result = run_in_worker("infer", request_body)
     return jsonify({"model": job.id, "results": result.get("json"), "info": result.get("info"),

@@ -6,7 +6,7 @@ import logging
 import secrets
 from typing import Iterable
 
-from flask import Flask, jsonify, render_template, request
+from flask import Flask, g, jsonify, render_template, request
 from flask_wtf.csrf import CSRFError, CSRFProtect
 from werkzeug.exceptions import HTTPException
 
@@ -14,6 +14,7 @@ from .. import __version__
 from ..config import resolve_jobs_dir
 from ..errors import DigitsError, JobNotFoundError, PluginNotFoundError
 from ..jobs import JobStore
+from ..paths import resolve_roots
 from . import request_guard, security
 
 logger = logging.getLogger(__name__)
@@ -37,7 +38,7 @@ def create_app(jobs_dir=None, auth_token: str | None = None, *, scheduler=None, 
                max_dataset_jobs: int = 2, max_training_jobs: int | None = None,
                max_upload_bytes: int = DEFAULT_MAX_UPLOAD, secret_key: str | None = None,
                testing: bool = False, inference_timeout: float = 600.0,
-               allowed_hosts: Iterable[str] | None = None) -> Flask:
+               allowed_hosts: Iterable[str] | None = None, data_roots: Iterable[str] | None = None) -> Flask:
     """Build the web UI.
 
     Args:
@@ -62,6 +63,10 @@ def create_app(jobs_dir=None, auth_token: str | None = None, *, scheduler=None, 
             ``localhost``, ``127.0.0.1``, ``[::1]``; see
             :func:`~digits_core.web.request_guard.allowed_hosts`); any other
             Host gets 400 (DNS rebinding).
+        data_roots: Folders whose files the UI and API may read (dataset
+            folders and lists, inference inputs, plugin path fields; symlinks
+            resolved); default: the current folder and the jobs folder. See
+            :mod:`digits_core.paths`.
 
     Returns:
         The Flask app; ``app.extensions["digits"]`` holds ``jobs_dir``,
@@ -83,6 +88,7 @@ def create_app(jobs_dir=None, auth_token: str | None = None, *, scheduler=None, 
         SESSION_COOKIE_HTTPONLY=True,
         DIGITS_AUTH_TOKEN=auth_token or None,
         DIGITS_INFERENCE_TIMEOUT=float(inference_timeout),
+        DIGITS_DATA_ROOTS=[str(r) for r in resolve_roots(data_roots, root)],
     )
     app.jinja_env.autoescape = True
     csrf.init_app(app)
@@ -97,6 +103,7 @@ def create_app(jobs_dir=None, auth_token: str | None = None, *, scheduler=None, 
 
     request_guard.init_app(app, allowed_hosts)  # first: a forged Host is refused before anything else
     security.init_app(app, csrf)
+    _confine_requests(app)
 
     from . import api, datasets_views, home, inference_views, models_views, plugin_static
 
@@ -113,6 +120,22 @@ def create_app(jobs_dir=None, auth_token: str | None = None, *, scheduler=None, 
     except Exception:  # noqa: BLE001 - a hook plugin must not take the UI down
         logger.exception("a digits_register_routes hook failed")
     return app
+
+
+def _confine_requests(app: Flask) -> None:
+    """Every request handler runs confined to the data roots (:func:`digits_core.paths.check_server_path`)."""
+    from .. import paths
+
+    @app.before_request
+    def _enter():
+        g.data_roots = paths.confined_to(app.config["DIGITS_DATA_ROOTS"])
+        g.data_roots.__enter__()
+
+    @app.teardown_request
+    def _leave(_exc=None):
+        confinement = g.pop("data_roots", None)
+        if confinement is not None:
+            confinement.__exit__(None, None, None)
 
 
 def _register_template_helpers(app: Flask) -> None:

@@ -42,11 +42,16 @@ def create_dataset_job(plugin_id: str, form_data: dict, name: str, workers: int 
         DatasetError: Bad ``workers`` or ``max_errors``.
     """
     from ..datasets import create_dataset_job as api_create
+    from ..paths import check_form_paths
 
     if not (name or "").strip():
         raise FormValidationError({"name": ["Give the dataset a name."]}, "new dataset")
+    check_form_paths(form_data, f'dataset form of plugin "{plugin_id}"')
     job = api_create(plugin_id, form_data, name=name.strip(), jobs_dir=_ext()["jobs_dir"],
                      workers=int(workers) if workers else None, max_errors=max_errors or None)
+    # The worker reads the data under the same roots (paths inside list files, symlinks in folders).
+    job.data["data_roots"] = list(current_app.config["DIGITS_DATA_ROOTS"])
+    job.save()
     _ext()["scheduler"].submit(job)
     return job
 

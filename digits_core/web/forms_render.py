@@ -15,6 +15,7 @@ from flask import current_app
 from markupsafe import Markup
 from werkzeug.datastructures import CombinedMultiDict, MultiDict
 
+from ..errors import FormValidationError
 from ..forms import bind_form, user_fields, validate_form
 
 
@@ -98,7 +99,20 @@ def jsonable(data: dict) -> dict:
 
 
 def validated(form, form_name: str) -> dict:
-    """Validate a bound form; raises FormValidationError (the form keeps per-field errors)."""
+    """Validate a bound form; raises FormValidationError (the form keeps per-field errors).
+
+    Values naming server paths outside the data roots fail first (see
+    :func:`digits_core.paths.check_form_paths`), so the form's own
+    validators never look at (or describe) such a path.
+    """
+    from ..paths import check_form_paths
+
+    try:
+        check_form_paths({field.name: field.data for field in user_fields(form)}, form_name)
+    except FormValidationError as exc:
+        for name, messages in exc.errors.items():
+            form[name].errors = list(messages)
+        raise
     return validate_form(form, form_name)
 
 

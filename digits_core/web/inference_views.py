@@ -22,7 +22,7 @@ from werkzeug.utils import secure_filename
 
 from ..errors import FormValidationError
 from ..forms import validate_form
-from .forms_render import blank_form, form_from_request, jsonable, render_plugin_form
+from .forms_render import blank_form, form_from_request, jsonable, render_plugin_form, validated
 
 bp = Blueprint("inference", __name__, url_prefix="/models")
 
@@ -104,20 +104,23 @@ def _save_form_uploads(job, values: dict) -> dict:
     return saved
 
 
-def _check_server_path(raw: str) -> str:
+def _check_server_path(raw: str, field: str = "server_path") -> str:
+    """An absolute, existing, readable path under the data roots (checked first, so nothing leaks about others)."""
+    from ..paths import check_server_path
+
     text = (raw or "").strip()
     if not text:
-        raise FormValidationError({"server_path": ["Enter a path on the server."]}, "inference")
+        raise FormValidationError({field: ["Enter a path on the server."]}, "inference")
     if "\x00" in text:
-        raise FormValidationError({"server_path": ["Invalid path."]}, "inference")
+        raise FormValidationError({field: ["Invalid path."]}, "inference")
     path = Path(text).expanduser()
     if not path.is_absolute():
-        raise FormValidationError({"server_path": ["Give an absolute path."]}, "inference")
-    path = path.resolve()
+        raise FormValidationError({field: ["Give an absolute path."]}, "inference")
+    path = check_server_path(path, field, form_name="inference").resolve()
     if not path.exists():
-        raise FormValidationError({"server_path": [f"{path} does not exist on the server."]}, "inference")
+        raise FormValidationError({field: [f"{path} does not exist on the server."]}, "inference")
     if not os.access(path, os.R_OK):
-        raise FormValidationError({"server_path": [f"{path} is not readable."]}, "inference")
+        raise FormValidationError({field: [f"{path} is not readable."]}, "inference")
     return str(path)
 
 
@@ -145,7 +148,8 @@ def infer(job_id: str):
         view_config = jsonable(validate_form(bound, f'config of view "{view_id}"'))
     mode = request.form.get("input_mode", "upload")
     request_body = {"model": str(job.path), "jobs_dir": str(_ext()["jobs_dir"]), "view": view_id,
-                    "view_config": view_config, "epoch": request.form.get("snapshot") or None}
+                    "view_config": view_config, "epoch": request.form.get("snapshot") or None,
+                    "data_roots": current_app.config["DIGITS_DATA_ROOTS"]}
     if mode == "plugin":
         from ..plugin_registry import registry
 
@@ -154,7 +158,7 @@ def infer(job_id: str):
         inf_class = inference_form(cls, dataset_userdata(ds_job))
         if inf_class is None:
             raise FormValidationError({"input_mode": ["This data plugin has no inference form."]}, "inference")
-        values = validate_form(form_from_request(inf_class, request), f'inference form of plugin "{cls.get_id()}"')
+        values = validated(form_from_request(inf_class, request), f'inference form of plugin "{cls.get_id()}"')
         request_body["inference_form"] = jsonable(_save_form_uploads(job, values))
     elif mode == "path":
         request_body["inputs"] = [_check_server_path(request.form.get("server_path", ""))]

@@ -91,8 +91,12 @@ def handle(kind: str, request: dict) -> dict:
     Returns:
         The result dict, or ``{"error": message}`` when it failed.
     """
+    from ..paths import confined_to
+
     try:
-        return {"infer": _do_infer, "export": _do_export}[kind](request)
+        # A request from the web server names its data roots: inputs (and paths inside list files) stay under them.
+        with confined_to(request.get("data_roots")):
+            return {"infer": _do_infer, "export": _do_export}[kind](request)
     except DigitsError as exc:
         return {"error": str(exc)}
     except Exception as exc:  # noqa: BLE001

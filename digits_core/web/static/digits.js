@@ -182,6 +182,7 @@
         chart.data.datasets[0].data = d.points.map(function (p) { return { x: p.progress, y: p.lr }; });
         chart.update();
         canvas.dataset.points = d.points.length;
+        canvas.dataset.query = params.toString();  /* what the chart now shows (tests wait on it) */
         if (error) { error.textContent = ""; }
       }).catch(function (body) {
         if (error) { error.textContent = (body && body.error && body.error.message) || "preview unavailable"; }

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import random
 from typing import Iterable
+
+from digits_core.paths import server_path_allowed
+
+logger = logging.getLogger(__name__)
 
 #: File extensions taken as images (lower case).
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".ppm", ".pgm", ".pbm", ".webp")
@@ -17,12 +22,44 @@ def is_image_name(name: str) -> bool:
 
 
 def list_images(folder: str) -> list[str]:
-    """Return the image files under ``folder`` (recursively), sorted."""
+    """Return the image files under ``folder`` (recursively, following symlinks), sorted.
+
+    Each real folder and real file is listed once: a symlink back to a folder
+    already walked (a loop such as ``ln -s . loop``) or a second link to the
+    same file is skipped with a warning naming it. On the web server (see
+    :mod:`digits_core.paths`) a symlink leading outside the data roots is an
+    error.
+    """
+    seen_dirs: set[str] = set()
+    seen_files: set[str] = set()
     found = []
     for root, dirs, files in os.walk(folder, followlinks=True):
+        real = os.path.realpath(root)
+        if real in seen_dirs:
+            logger.warning("%s is a symlink loop back to %s, which is already listed; it is followed once", root, real)
+            dirs[:] = []
+            continue
+        seen_dirs.add(real)
+        _check_root(root, real)
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        found.extend(os.path.join(root, f) for f in files if is_image_name(f))
+        for name in sorted(files):  # sorted: which of two links to one file is kept never depends on the disk
+            if not is_image_name(name):
+                continue
+            path = os.path.join(root, name)
+            real_file = os.path.realpath(path)
+            if real_file in seen_files:
+                logger.warning("%s is another link to %s, which is already listed; it is skipped", path, real_file)
+                continue
+            seen_files.add(real_file)
+            _check_root(path, real_file)
+            found.append(path)
     return sorted(found)
+
+
+def _check_root(path: str, real: str) -> None:
+    """On the web server, refuse a path whose real location is outside the data roots."""
+    if not server_path_allowed(real):
+        raise ValueError(f"{path} leads to {real}, outside the server's data roots")
 
 
 def class_folders(folder: str) -> list[str]:
@@ -73,15 +110,18 @@ def read_list_file(path: str, root: str | None = None) -> list[tuple[str, int]]:
         if not text or text.startswith("#"):
             continue
         parts = text.rsplit(None, 1)
+        # Never quote the line: a list file given by mistake (or malice) may hold secrets.
         if len(parts) != 2:
-            raise ValueError(f'{path} line {number}: expected "<path> <label>", got "{text}"')
+            raise ValueError(f'{path} line {number}: expected "<path> <integer label>"')
         try:
             label = int(parts[1])
         except ValueError:
-            raise ValueError(f'{path} line {number}: label "{parts[1]}" is not an integer') from None
+            raise ValueError(f"{path} line {number}: the label (last field) is not an integer") from None
         if label < 0:
             raise ValueError(f"{path} line {number}: label {label} is negative")
         file_path = parts[0] if os.path.isabs(parts[0]) else os.path.join(base, parts[0])
+        if not server_path_allowed(file_path):
+            raise ValueError(f"{path} line {number}: the image path is outside the server's data roots")
         items.append((file_path, label))
     return items
 
@@ -102,7 +142,10 @@ def read_path_list(path: str, root: str | None = None) -> list[str]:
         parts = text.rsplit(None, 1)
         if len(parts) == 2 and parts[1].lstrip("-").isdigit() and not os.path.exists(os.path.join(base, text)):
             text = parts[0]
-        out.append(text if os.path.isabs(text) else os.path.join(base, text))
+        file_path = text if os.path.isabs(text) else os.path.join(base, text)
+        if not server_path_allowed(file_path):
+            raise ValueError(f"{path}: a listed image path is outside the server's data roots")
+        out.append(file_path)
     return out
 
 

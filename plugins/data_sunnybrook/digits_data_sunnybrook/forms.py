@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from digits_core.paths import server_path_allowed
 from wtforms import FileField, Form, IntegerField, SelectField, StringField
 from wtforms.validators import InputRequired, NumberRange, Optional, ValidationError
 
@@ -20,6 +21,8 @@ _SHOW = 6
 
 
 def _describe_folder(folder: Path) -> str:
+    if not server_path_allowed(folder):  # on the web server, never list a folder outside its data roots
+        return "it is outside the server's data roots"
     try:
         names = sorted(p.name + ("/" if p.is_dir() else "") for p in folder.iterdir())
     except OSError as exc:
