@@ -35,7 +35,8 @@ def _needs_geometry(aug: Augmentation, crop: bool) -> bool:
     return crop or aug.flip != "none" or aug.rot90 or aug.rotation > 0 or aug.scale > 0
 
 
-def augment_batch(images, labels, seed, aug: Augmentation, *, out_hw, is_mask: bool, random_crop: bool):
+def augment_batch(images, labels, seed, aug: Augmentation, *, out_hw, is_mask: bool, random_crop: bool,
+                  is_boxes: bool = False):
     """Augment one batch.
 
     Args:
@@ -46,6 +47,10 @@ def augment_batch(images, labels, seed, aug: Augmentation, *, out_hw, is_mask: b
         out_hw: Output ``(h, w)`` (the crop size, or the input size).
         is_mask: Transform ``labels`` with the images.
         random_crop: Pick a random crop window (else the centre one).
+        is_boxes: ``labels`` are ``[N, M, 5]`` boxes (detection): they move with the image
+            (:func:`digits_core.engine.detection.augment.move_boxes`), the fill is constant
+            (reflections would show unlabelled objects), and with ``scale`` the window also
+            shifts at random within the zoom's slack (a random crop at a random scale).
 
     Returns:
         ``(images, labels)`` of the output size.
@@ -68,6 +73,13 @@ def augment_batch(images, labels, seed, aug: Augmentation, *, out_hw, is_mask: b
             left = tf.fill([n], tf.floor((w_in - ow) / 2))
         cy_in = top + (oh - 1) / 2.0
         cx_in = left + (ow - 1) / 2.0
+        zoom = tf.ones([n])
+        if aug.scale > 0:
+            zoom = tf.random.stateless_uniform([n], seeds[5], 1.0 - aug.scale, 1.0 + aug.scale)
+        if is_boxes and aug.scale > 0:
+            shift = tf.random.stateless_uniform([n, 2], tf.random.experimental.stateless_fold_in(seeds[5], 1), -1.0, 1.0)
+            cx_in += shift[:, 0] * tf.abs(w_in - ow / zoom) / 2.0
+            cy_in += shift[:, 1] * tf.abs(h_in - oh / zoom) / 2.0
         angle = tf.zeros([n])
         if aug.rot90:
             k = tf.floor(tf.random.stateless_uniform([n], seeds[1]) * 4.0)
@@ -80,9 +92,6 @@ def augment_batch(images, labels, seed, aug: Augmentation, *, out_hw, is_mask: b
             fx = tf.where(tf.random.stateless_uniform([n], seeds[3]) < 0.5, -1.0, 1.0)
         if aug.flip in ("vertical", "both"):
             fy = tf.where(tf.random.stateless_uniform([n], seeds[4]) < 0.5, -1.0, 1.0)
-        zoom = tf.ones([n])
-        if aug.scale > 0:
-            zoom = tf.random.stateless_uniform([n], seeds[5], 1.0 - aug.scale, 1.0 + aug.scale)
         cos, sin = tf.cos(angle) / zoom, tf.sin(angle) / zoom
         # input = c_in + R(angle) * diag(fx, fy) * (output - c_out) / zoom
         a0, a1 = cos * fx, -sin * fy
@@ -94,7 +103,11 @@ def augment_batch(images, labels, seed, aug: Augmentation, *, out_hw, is_mask: b
         transforms = tf.stack([a0, a1, a2, b0, b1, b2, zeros, zeros], axis=1)
         images = tf.raw_ops.ImageProjectiveTransformV3(
             images=images, transforms=transforms, output_shape=tf.constant([oh, ow]),
-            fill_value=0.0, interpolation="BILINEAR", fill_mode="REFLECT")
+            fill_value=0.0, interpolation="BILINEAR", fill_mode="CONSTANT" if is_boxes else "REFLECT")
+        if is_boxes:
+            from .detection.augment import move_boxes
+
+            labels = move_boxes(labels, transforms, (oh, ow))
         if is_mask:
             masks = tf.cast(labels, tf.float32)[..., None]
             masks = tf.raw_ops.ImageProjectiveTransformV3(

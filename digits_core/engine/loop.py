@@ -248,6 +248,8 @@ class TrainingLoop:
             if self.cb.active:
                 self.cb.test_batch_end(batch, self._val_values(sums))
         values = self._val_values(sums)
+        if s.task.evaluate is not None and s.standard_output:
+            values.update(s.task.evaluate(s.model, self.val_ds, s.num_outputs, s.reader.class_labels))
         if not math.isfinite(values["val_loss"]):
             raise TrainingError(f"Training diverged: the validation loss is {values['val_loss']} at epoch "
                                 f"{epoch:.2f}. Lower the learning rate.")

@@ -151,7 +151,7 @@ TRAINING_OPTIONS: tuple[OptionSpec, ...] = (
     _spec("aug_saturation", "float", "Saturation (± fraction)", "max relative saturation change (RGB only)",
           "Augmentation", minimum=0),
     _spec("task", "choice", "Task", "override the task inferred from the dataset's labels", "Network",
-          choices=("classification", "segmentation", "regression")),
+          choices=("classification", "segmentation", "regression", "detection")),
     _spec("network_params", "json", "Network parameters (JSON)",
           "keyword arguments of build_model (CLI: --network-param KEY=VALUE, repeatable)", "Network",
           cli=False, web="custom"),

@@ -372,7 +372,8 @@ def train_dataset(source: StageSource, *, layout: Layout, prep: Preprocessing, a
         x = prep.tf_normalize(x)
         if needs_aug:
             batch_seed = tf.stack([tf.cast(seed, tf.int64), epoch * 1_000_003 + j * 7919 + pid])
-            x, y = augment_batch(x, y, batch_seed, aug, out_hw=out_hw, is_mask=is_mask, random_crop=random_crop)
+            x, y = augment_batch(x, y, batch_seed, aug, out_hw=out_hw, is_mask=is_mask, random_crop=random_crop,
+                                 is_boxes=source.label_kind == "boxes")
         return x, y
 
     ds = ds.map(transform, num_parallel_calls=AUTOTUNE, deterministic=True)

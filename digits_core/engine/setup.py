@@ -101,6 +101,8 @@ def prepare_run(state: RunState) -> RunState:
         keras.mixed_precision.set_global_policy("mixed_float16")
     _open_sources(state)
     _make_preprocessing(state)
+    if state.task.bind is not None:  # pieces that depend on the input size (detection)
+        state.task = state.task.bind(state.task, tuple(state.prep.input_shape))
     state.num_outputs = state.task.num_outputs(state.reader, state.train_src)
     state.class_weights = _class_weights(state)
     _schedule(state)
@@ -170,6 +172,9 @@ def _make_preprocessing(state: RunState) -> None:
         scale = compute_scale(reader.feature_dtype(), state.train_src.sample(seed=state.seed), mean_arr)
         state.prep = Preprocessing(opts.mean_subtraction, mean, scale, opts.crop_size, feature_shape)
     check_augmentation(opts.augmentation, state.prep.input_shape[:2], feature_shape[2])
+    if state.task.label_kind == "boxes" and opts.crop_size:
+        raise FormValidationError({"crop_size": ["object detection trains on whole images; resize the dataset "
+                                                 "instead (aug_scale gives random crops that move the boxes)"]}, _FORM)
     if state.task.label_kind == "image":  # targets would have to move with the inputs: not supported yet
         aug = opts.augmentation
         moved = {"crop_size": opts.crop_size, "aug_flip": aug.flip != "none", "aug_rot90": aug.rot90,

@@ -80,6 +80,10 @@ class Task:
         best: ``(metric key, "max" | "min")`` that picks the best epoch when the network has standard outputs.
         uses_class_weights: Whether ``class_weights`` applies.
         fix_labels: ``(labels read from the dataset, numpy) -> labels fed to the model`` (dtype, shape).
+        bind: Optional ``(task, input_shape) -> Task``: the run's own copy of a task whose pieces
+            depend on the network's input size (detection: boxes in pixels, a strided output map).
+        evaluate: Optional ``(model, val_batches, num_outputs, class_names) -> {"val_...": float}``:
+            extra validation metrics computed over all ``(x, y, valid)`` batches (detection mAP).
     """
 
     name: str
@@ -96,6 +100,8 @@ class Task:
     best: tuple[str, str] = ("val_accuracy", "max")
     uses_class_weights: bool = True
     fix_labels: Callable[[np.ndarray], np.ndarray] = _integer_labels
+    bind: Callable | None = None
+    evaluate: Callable | None = None
 
     def loss(self, loss_name: str | None, num_outputs: int, class_weights=None, custom=None) -> Callable:
         """The loss function ``loss(y, pred, valid=None)`` for this task."""
@@ -145,3 +151,7 @@ register_task(Task(name="regression", label_kind="regression", default_loss="mse
 register_task(Task(name="image-to-image", label_kind="image", default_loss="mse", losses=("mse", "mae"),
                    train_metric_name="mae", num_outputs=_image_channels, output_shape=_same_shape_output,
                    best=("val_loss", "min"), uses_class_weights=False, fix_labels=_float_labels))
+
+from .detection.task import make_task as _detection_task  # noqa: E402 - needs Task and register_task above
+
+register_task(_detection_task())

@@ -42,6 +42,13 @@ class NetworkSpec:
 
 
 _ADAM = {"solver": "adam", "learning_rate": 0.001}
+
+
+def _detectnet(input_shape, num_outputs, **params):
+    """``detectnet`` (see :mod:`digits_core.engine.detection.network`)."""
+    from ..detection.network import build_detectnet
+
+    return build_detectnet(input_shape, num_outputs, **params)
 BUILTIN: dict[str, NetworkSpec] = {
     "lenet": NetworkSpec("lenet", builtin.lenet, "builtin", ("classification",), 64,
                          "LeNet (conv20-pool-conv50-pool-fc500-fc), DIGITS's small-image default",
@@ -61,11 +68,17 @@ BUILTIN: dict[str, NetworkSpec] = {
     "image2image": NetworkSpec("image2image", builtin.image2image, "builtin", ("image-to-image",), 16,
                                "small encoder-decoder with a skip and a linear same-size output (image-to-image)",
                                defaults={**_ADAM, "lr_policy": "fixed", "mean_subtraction": "none"}),
+    "detectnet": NetworkSpec("detectnet", _detectnet, "builtin", ("detection",), 32,
+                             "anchor-free multi-class detector (CenterNet-style heat map + box head, "
+                             "stride 4, ~0.45 M parameters)",
+                             defaults={"solver": "adam", "learning_rate": 0.002, "lr_policy": "multistep",
+                                       "lr_step_values": "75,92", "lr_gamma": 0.1, "epochs": 24,
+                                       "aug_scale": 0.25}),
 }
 
 #: The network used when none is given, per task.
 DEFAULT_NETWORK = {"classification": "lenet", "segmentation": "unet", "regression": "regression",
-                   "image-to-image": "image2image"}
+                   "image-to-image": "image2image", "detection": "detectnet"}
 
 
 def plugin_networks() -> dict[str, NetworkSpec]:
