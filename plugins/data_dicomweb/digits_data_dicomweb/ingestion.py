@@ -23,6 +23,7 @@ go back to the server as a DICOM-SEG series that references the source images
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from collections import defaultdict
@@ -171,20 +172,20 @@ class DicomWebSegmentationIngestion(DataIngestion):
         from digits_data_sunnybrook.ingestion import split_cases
 
         source = self.source()
-        refs = source.find_instances(self._query())
-        if not refs:
+        series_list = source.find_series(self._query())
+        if not series_list:
             raise DatasetError(f"No study on {public_url(source.url)} matches the query; widen the filters.")
-        by_sop = {ref.sop: ref for ref in refs}
+        image_series = {s.series: s for s in series_list if s.modality != "SEG"}
+        seg_refs = source.find_instances(self._query(), modality="SEG")
+        failures = source.fetch_all(seg_refs)
         segs_by_study: dict[str, list[InstanceRef]] = defaultdict(list)
-        for ref in refs:
-            if ref.modality == "SEG":
-                segs_by_study[ref.study].append(ref)
-        failures = source.fetch_all([ref for seg_refs in segs_by_study.values() for ref in seg_refs])
+        for ref in seg_refs:
+            segs_by_study[ref.study].append(ref)
         by_patient: dict[str, list[Entry]] = defaultdict(list)
         skipped: list[str] = []
         class_labels: list[str] | None = None
-        for study in sorted({ref.study for ref in refs}):
-            patient = next(ref.patient for ref in refs if ref.study == study)
+        for study in sorted({s.study for s in series_list}):
+            patient = next(s.patient for s in series_list if s.study == study)
             if not segs_by_study.get(study):
                 skipped.append(f"study {study} (patient {patient}) has no DICOM-SEG")
                 continue
@@ -203,11 +204,12 @@ class DicomWebSegmentationIngestion(DataIngestion):
                 elif seg.class_labels != class_labels:
                     skipped.append(f"{seg_ref}: segments {seg.class_labels[1:]} differ from {class_labels[1:]}")
                     continue
-                for study_uid, series_uid, sop in seg.source_images:
-                    if sop in labelled:
+                for _study, series_uid, sop in seg.source_images:
+                    series = image_series.get(series_uid)
+                    if sop in labelled or series is None:  # a series the query's description filter left out
                         continue
                     labelled.add(sop)
-                    image = by_sop.get(sop) or InstanceRef(patient, study_uid, series_uid, sop)
+                    image = InstanceRef(patient, study, series_uid, sop, series.modality, 0, series.series_description)
                     by_patient[patient].append(Entry(image, None, seg_ref))
         if not by_patient:
             detail = "; ".join(skipped[:3]) if skipped else "no DICOM-SEG objects"
@@ -216,10 +218,10 @@ class DicomWebSegmentationIngestion(DataIngestion):
             logger.warning("dicomweb-segmentation: skipped %s", message)
         train, val = split_cases(list(by_patient), int(self.userdata.get("pct_val") or 0),
                                  int(self.userdata.get("seed") or 0))
-        ordered = {p: sorted(by_patient[p], key=lambda e: (e.image.series, e.image.number, e.image.sop)) for p in by_patient}
-        fetch_errors = source.fetch_all([e.image for entries in ordered.values() for e in entries])
-        ordered = {p: [e._replace(error=fetch_errors.get(e.image.sop, "")) for e in entries]
-                   for p, entries in ordered.items()}
+        fetch_errors = source.fetch_all([e.image for entries in by_patient.values() for e in entries])
+        ordered = {p: sorted((self._numbered(e, fetch_errors) for e in entries),
+                             key=lambda e: (e.image.series, e.image.number, e.image.sop))
+                   for p, entries in by_patient.items()}
         class_labels = class_labels or ["background", "foreground"]
         self.userdata.update(
             class_labels=list(class_labels),
@@ -230,6 +232,15 @@ class DicomWebSegmentationIngestion(DataIngestion):
             skipped_studies=skipped,
         )
         return {TRAIN: [e for p in train for e in ordered[p]], VAL: [e for p in val for e in ordered[p]], TEST: []}
+
+    def _numbered(self, entry: Entry, fetch_errors: dict[str, str]) -> Entry:
+        """The entry with its image's InstanceNumber (read from the cached header) or its fetch error."""
+        if entry.image.sop in fetch_errors:
+            return entry._replace(error=fetch_errors[entry.image.sop])
+        import pydicom
+
+        header = pydicom.dcmread(self.source().cache_path(entry.image.sop), stop_before_pixels=True)
+        return entry._replace(image=dataclasses.replace(entry.image, number=int(getattr(header, "InstanceNumber", 0) or 0)))
 
     def _inference_entries(self) -> list[Entry]:
         source = self.source()

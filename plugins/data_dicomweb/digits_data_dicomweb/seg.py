@@ -36,53 +36,82 @@ class SegmentationError(DigitsError):
 class SegmentationLabels:
     """Label maps of the source images a DICOM-SEG object segments.
 
+    Reads the standard Segmentation IOD layout with pydicom alone (segments from
+    SegmentSequence; per frame, the segment from SegmentIdentificationSequence
+    and the source image from DerivationImageSequence), which is much cheaper
+    than building highdicom's frame index for every object.
+
     Args:
         dataset: The SEG object (a ``pydicom.Dataset``).
         name: How to name it in messages (e.g. its SOP Instance UID).
 
     Raises:
-        SegmentationError: The object is not a Segmentation or cannot be parsed.
+        SegmentationError: The object is not a Segmentation or its frames cannot be mapped.
     """
 
     def __init__(self, dataset, name: str = ""):
-        import highdicom as hd
-
         self.name = name or str(getattr(dataset, "SOPInstanceUID", "<segmentation>"))
         if str(getattr(dataset, "Modality", "")) != "SEG":
             raise SegmentationError(f"DICOM-SEG {self.name}: Modality is {getattr(dataset, 'Modality', 'missing')!r}, not SEG")
+        self._dataset = dataset
+        self._pixels: np.ndarray | None = None
         try:
-            self._seg = hd.seg.Segmentation.from_dataset(dataset, copy=False)
-        except Exception as exc:  # noqa: BLE001 - highdicom raises builtins for malformed objects
-            raise SegmentationError(f"DICOM-SEG {self.name} cannot be parsed: {exc}") from exc
-        self.segment_numbers = sorted(int(n) for n in self._seg.get_segment_numbers())
-        self.segment_labels = [str(self._seg.get_segment_description(n).segment_label) for n in self.segment_numbers]
-        #: ``(study, series, sop)`` UIDs of the source images, in the SEG's order.
-        self.source_images = [(str(st), str(se), str(sop)) for st, se, sop in self._seg.get_source_image_uids()]
-        self.source_sop_uids = [sop for _study, _series, sop in self.source_images]
-        self.rows, self.columns = int(dataset.Rows), int(dataset.Columns)
+            segments = {int(item.SegmentNumber): str(item.SegmentLabel) for item in dataset.SegmentSequence}
+            self.segment_numbers = sorted(segments)
+            self.segment_labels = [segments[n] for n in self.segment_numbers]
+            series_of = {str(inst.ReferencedSOPInstanceUID): str(series.SeriesInstanceUID)
+                         for series in dataset.get("ReferencedSeriesSequence", [])
+                         for inst in series.ReferencedInstanceSequence}
+            self._frames: dict[str, list[tuple[int, int]]] = {}
+            shared = (dataset.get("SharedFunctionalGroupsSequence") or [{}])[0]
+            for index, frame in enumerate(dataset.PerFrameFunctionalGroupsSequence):
+                # a functional group sits per frame, or once for all frames in the shared groups
+                identification = frame.get("SegmentIdentificationSequence") or shared.get("SegmentIdentificationSequence")
+                segment = int(identification[0].ReferencedSegmentNumber)
+                derivations = frame.get("DerivationImageSequence") or shared.get("DerivationImageSequence") or []
+                for derivation in derivations:
+                    for source in derivation.SourceImageSequence:
+                        self._frames.setdefault(str(source.ReferencedSOPInstanceUID), []).append((index, segment))
+            self.rows, self.columns = int(dataset.Rows), int(dataset.Columns)
+        except (AttributeError, IndexError, KeyError, TypeError, ValueError) as exc:
+            raise SegmentationError(f"DICOM-SEG {self.name} cannot be parsed ({type(exc).__name__}: {exc})") from exc
+        study = str(getattr(dataset, "StudyInstanceUID", ""))
+        #: ``(study, series, sop)`` UIDs of the source images, in the SEG's frame order.
+        self.source_images = [(study, series_of.get(sop, ""), sop) for sop in self._frames]
+        self.source_sop_uids = list(self._frames)
+        fractional = str(getattr(dataset, "SegmentationType", "BINARY")) == "FRACTIONAL"
+        self._threshold = int(getattr(dataset, "MaximumFractionalValue", 255)) / 2.0 if fractional else 0
 
     @property
     def class_labels(self) -> list[str]:
         """Class names with background first (index = label value)."""
         return ["background", *self.segment_labels]
 
+    def _frame_pixels(self) -> np.ndarray:
+        if self._pixels is None:
+            try:
+                pixels = np.asarray(self._dataset.pixel_array)
+            except Exception as exc:  # noqa: BLE001 - pydicom raises builtins for bad pixel data
+                raise SegmentationError(f"DICOM-SEG {self.name}: pixel data cannot be decoded ({exc})") from exc
+            self._pixels = pixels.reshape(-1, self.rows, self.columns)
+        return self._pixels
+
     def label_map(self, sop_instance_uid: str) -> np.ndarray:
         """Return the ``H x W`` uint8 label map (segment numbers, 0 background) of one source instance.
+
+        Where segments overlap, the higher segment number wins.
 
         Raises:
             SegmentationError: The object does not reference that instance.
         """
-        try:
-            pixels = self._seg.get_pixels_by_source_instance(
-                source_sop_instance_uids=[sop_instance_uid],
-                segment_numbers=self.segment_numbers,
-                combine_segments=True,
-                relabel=False,
-                skip_overlap_checks=True,
-            )
-        except (KeyError, ValueError, IndexError) as exc:
-            raise SegmentationError(f"DICOM-SEG {self.name} has no frame for source instance {sop_instance_uid}: {exc}") from exc
-        return np.ascontiguousarray(np.asarray(pixels[0]), dtype=np.uint8)
+        frames = self._frames.get(sop_instance_uid)
+        if not frames:
+            raise SegmentationError(f"DICOM-SEG {self.name} has no frame for source instance {sop_instance_uid}")
+        pixels = self._frame_pixels()
+        labels = np.zeros((self.rows, self.columns), np.uint8)
+        for index, segment in sorted(frames, key=lambda item: item[1]):
+            labels[pixels[index] > self._threshold] = segment
+        return labels
 
 
 def _segment_descriptions(class_labels: Sequence[str], manual: bool):

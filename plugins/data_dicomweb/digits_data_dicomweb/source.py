@@ -229,28 +229,45 @@ class DicomWebSource:
                 studies.setdefault(_first(item, _STUDY_UID), item)
         return [studies[uid] for uid in sorted(studies)]
 
-    def find_instances(self, query: StudyQuery) -> list[InstanceRef]:
-        """Every instance of the matching studies: SEG series always, image series filtered by description."""
+    def find_series(self, query: StudyQuery) -> list[InstanceRef]:
+        """The series of the matching studies (one search per study, ``max_parallel`` at a time).
+
+        Returns:
+            One :class:`InstanceRef` per series, with an empty ``sop``. Image series whose description does
+            not match ``query.series_description`` are left out; SEG series are always kept.
+        """
         import fnmatch
 
-        refs: list[InstanceRef] = []
-        for study in self.find_studies(query):
+        def one(study: dict) -> list[InstanceRef]:
             study_uid, patient = _first(study, _STUDY_UID), str(_first(study, _PATIENT_ID))
-            series_list = self._call(f"list the series of study {study_uid}", self.client.search_for_series,
-                                     study_instance_uid=study_uid, fields=["Modality", "SeriesDescription"])
-            for series in series_list:
-                series_uid, modality = _first(series, _SERIES_UID), str(_first(series, _MODALITY))
-                description = str(_first(series, _SERIES_DESCRIPTION))
+            found = self._call(f"list the series of study {study_uid}", self.client.search_for_series,
+                               study_instance_uid=study_uid, fields=["Modality", "SeriesDescription"])
+            refs = []
+            for item in found:
+                modality, description = str(_first(item, _MODALITY)), str(_first(item, _SERIES_DESCRIPTION))
                 if (modality != "SEG" and query.series_description
                         and not fnmatch.fnmatchcase(description.lower(), query.series_description.lower())):
                     continue
-                instances = self._call(f"list the instances of series {series_uid}", self.client.search_for_instances,
-                                       study_instance_uid=study_uid, series_instance_uid=series_uid,
-                                       fields=["InstanceNumber"])
-                for item in instances:
-                    refs.append(InstanceRef(patient, study_uid, series_uid, _first(item, _SOP_UID), modality,
-                                            int(_first(item, _INSTANCE_NUMBER, 0) or 0), description))
-        return sorted(refs)
+                refs.append(InstanceRef(patient, study_uid, _first(item, _SERIES_UID), "", modality, 0, description))
+            return refs
+
+        with ThreadPoolExecutor(max_workers=self.max_parallel, thread_name_prefix="qido") as pool:
+            return sorted(ref for refs in pool.map(one, self.find_studies(query)) for ref in refs)
+
+    def find_instances(self, query: StudyQuery, *, modality: str | None = None) -> list[InstanceRef]:
+        """Every instance of the series :meth:`find_series` finds (only series of ``modality`` when given)."""
+
+        def one(series: InstanceRef) -> list[InstanceRef]:
+            found = self._call(f"list the instances of series {series.series}", self.client.search_for_instances,
+                               study_instance_uid=series.study, series_instance_uid=series.series,
+                               fields=["InstanceNumber"])
+            return [InstanceRef(series.patient, series.study, series.series, _first(item, _SOP_UID), series.modality,
+                                int(_first(item, _INSTANCE_NUMBER, 0) or 0), series.series_description)
+                    for item in found]
+
+        series_list = [s for s in self.find_series(query) if modality is None or s.modality == modality]
+        with ThreadPoolExecutor(max_workers=self.max_parallel, thread_name_prefix="qido") as pool:
+            return sorted(ref for refs in pool.map(one, series_list) for ref in refs)
 
     # -- WADO-RS with a cache -------------------------------------------------------
 

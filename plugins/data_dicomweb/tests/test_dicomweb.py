@@ -79,6 +79,7 @@ def test_orthanc_listens_on_loopback_only(pacs):
 def test_query_fetch_and_cache_hit(pacs, tmp_path):
     source = DicomWebSource(pacs.dicomweb_url, username=pacs.username, password=pacs.password, cache_dir=tmp_path)
     refs = source.find_instances(StudyQuery(modality="MR", patient_ids=("SC-HF-I-1",)))
+    assert {r.modality for r in refs} == {"MR", "SEG"}
     assert {r.patient for r in refs} == {"SC-HF-I-1"}
     assert sum(r.modality == "SEG" for r in refs) == 2  # end-diastole and end-systole
     images = [r for r in refs if r.modality != "SEG"]
