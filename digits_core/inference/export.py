@@ -17,7 +17,9 @@ the cast to float32, mean subtraction, scaling and centre crop exactly as
 the training engine's preprocessing, then the network. It returns
 ``{"outputs": ...}`` (class probabilities ``[N, K]`` or per-pixel
 probabilities ``[N, H', W', K]``). Images already at the dataset size give
-exactly what ``digits infer`` gives. Load it with plain TensorFlow::
+exactly what ``digits infer`` gives; other sizes are resized within 1.0
+intensity level per pixel of :func:`digits_core.resize.resize_image`'s
+``squash`` (tested in ``tests/test_preprocessing_parity.py``). Load it with plain TensorFlow::
 
     import tensorflow as tf
     serve = tf.saved_model.load("saved_model").signatures["serving_default"]

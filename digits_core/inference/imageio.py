@@ -9,27 +9,27 @@ crop, scaling):
 2. channels: to the dataset's C (RGB → gray with weights 0.299, 0.587,
    0.114; gray → RGB by repeating; transparency composited over white);
 3. resize to the dataset's H×W with its ``resize_mode`` (DIGITS's
-   ``squash``, ``crop``, ``fill``, ``half_crop``; see :func:`resize_image`);
-4. cast to the dataset's feature dtype (rounded and clipped for integers).
+   ``squash``, ``crop``, ``fill``, ``half_crop``);
+4. cast to the dataset's feature dtype (rounded half to even and clipped for integers).
 
-``fill`` and ``half_crop`` pad with uniform noise as DIGITS did; inference
-draws that noise from a generator seeded with 0, so repeated runs give the
-same result.
+Steps 2–4 are :mod:`digits_core.resize`, the very functions the image data
+plugins build datasets with, so the arrays are bit-identical. ``fill`` and
+``half_crop`` pad with uniform noise as DIGITS did; inference draws that
+noise from a generator seeded with 0, so repeated runs give the same result.
 """
 
 from __future__ import annotations
 
-import math
 import os
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import InferenceError
+from ..resize import RESIZE_MODES, convert_channels, image_to_array, open_image, prepare_array, resize_image  # noqa: F401
 
 #: File name suffixes read as images (``.npy`` is read as an array).
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm", ".pnm", ".npy"}
-RESIZE_MODES = ("squash", "crop", "fill", "half_crop")
 
 
 def is_image_file(path: str | os.PathLike) -> bool:
@@ -39,6 +39,9 @@ def is_image_file(path: str | os.PathLike) -> bool:
 
 def read_image(path: str | os.PathLike) -> np.ndarray:
     """Read an image file (or ``.npy`` array) into an ``H×W×C`` array, keeping its bit depth.
+
+    Decoding is :func:`digits_core.resize.image_to_array` (the dataset plugins' own), with the
+    channels as stored; float (``F``) images are read as float32.
 
     Raises:
         InferenceError: The file is missing or not a readable image; the message names it.
@@ -52,25 +55,11 @@ def read_image(path: str | os.PathLike) -> np.ndarray:
         except (OSError, ValueError) as exc:
             raise InferenceError(f"Input {path} is not a readable .npy array: {exc}") from exc
     else:
-        from PIL import Image, UnidentifiedImageError
-
         try:
-            with Image.open(path) as image:
-                image.load()
-                if image.mode in ("I;16", "I;16B", "I;16L"):
-                    array = np.asarray(image).astype(np.uint16)
-                elif image.mode in ("I", "F"):
-                    array = np.asarray(image)
-                elif image.mode in ("L", "RGB"):
-                    array = np.asarray(image)
-                elif image.mode in ("RGBA", "LA", "PA") or (image.mode == "P" and "transparency" in image.info):
-                    # transparency composited over white, as DIGITS and the image data plugins do
-                    rgba = image.convert("RGBA")
-                    white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
-                    array = np.asarray(Image.alpha_composite(white, rgba).convert("RGB"))
-                else:
-                    array = np.asarray(image.convert("RGB"))
-        except (OSError, UnidentifiedImageError, ValueError) as exc:
+            with open(path, "rb") as handle:
+                image = open_image(handle)
+            array = np.asarray(image, dtype=np.float32) if image.mode == "F" else image_to_array(image, None)
+        except (OSError, ValueError) as exc:
             raise InferenceError(f"Input {path} is not a readable image: {exc}") from exc
     if array.ndim == 2:
         array = array[:, :, None]
@@ -79,141 +68,20 @@ def read_image(path: str | os.PathLike) -> np.ndarray:
     return array
 
 
-def convert_channels(image: np.ndarray, channels: int) -> np.ndarray:
-    """Convert an ``H×W×C`` image to ``channels`` channels (1 or 3; others must already match)."""
-    have = image.shape[2]
-    if have == 4 and channels != 4:
-        image, have = image[:, :, :3], 3
-    if have == channels:
-        return image
-    if channels == 1 and have == 3:
-        gray = image.astype(np.float64) @ np.array([0.299, 0.587, 0.114])
-        return _cast(gray, image.dtype)[:, :, None]
-    if channels == 3 and have == 1:
-        return np.repeat(image, 3, axis=2)
-    raise InferenceError(f"Cannot convert an image with {have} channels to {channels} channels.")
+def prepare_image(image: np.ndarray, shape: tuple, dtype: str, resize_mode: str = "squash",
+                  rng: np.random.Generator | None = None) -> np.ndarray:
+    """Bring an image to a dataset's feature ``shape`` (H, W, C) and ``dtype``: channels, resize, cast.
 
-
-def _cast(values: np.ndarray, dtype) -> np.ndarray:
-    dtype = np.dtype(dtype)
-    if np.issubdtype(dtype, np.integer):
-        info = np.iinfo(dtype)
-        return np.clip(np.floor(np.asarray(values, dtype=np.float64) + 0.5), info.min, info.max).astype(dtype)
-    return np.asarray(values).astype(dtype)
-
-
-def _round(x: float) -> int:
-    return int(math.floor(x + 0.5))
-
-
-def _plain_resize(image: np.ndarray, height: int, width: int) -> np.ndarray:
-    """Bilinear resize of an ``H×W×C`` array (uint8 through Pillow's 8-bit path, others as float)."""
-    from PIL import Image
-
-    if image.shape[:2] == (height, width):
-        return image
-    if image.dtype == np.uint8 and image.shape[2] in (1, 3):
-        pil = Image.fromarray(image[:, :, 0] if image.shape[2] == 1 else image)
-        out = np.asarray(pil.resize((width, height), Image.Resampling.BILINEAR))
-        return out[:, :, None] if out.ndim == 2 else out
-    planes = [
-        np.asarray(Image.fromarray(image[:, :, c].astype(np.float32), mode="F").resize((width, height), Image.Resampling.BILINEAR))
-        for c in range(image.shape[2])
-    ]
-    return _cast(np.stack(planes, axis=2), image.dtype)
-
-
-def _noise(shape, dtype, rng) -> np.ndarray:
-    return rng.integers(0, 255, size=shape, endpoint=True).astype(dtype)
-
-
-def resize_image(image: np.ndarray, height: int, width: int, mode: str = "squash",
-                 rng: np.random.Generator | None = None) -> np.ndarray:
-    """Resize an ``H×W×C`` image as DIGITS's ``resize_image`` did.
-
-    With ``wr = src_w / width`` and ``hr = src_h / height``: nothing is done
-    when the size matches; when ``wr == hr`` every mode is a plain resize.
-
-    * ``squash``: plain bilinear resize, aspect ratio ignored.
-    * ``crop``: keep the aspect ratio, scale so the shorter relative side
-      fits, centre-crop the other.
-    * ``fill``: keep the aspect ratio, scale so the longer relative side
-      fits, pad both ends of the other with uniform noise (0–255); the
-      resized short side grows by one pixel when needed for even padding.
-    * ``half_crop``: scale by the average of the two ratios, centre-crop the
-      side that is too long and noise-fill the side that is too short.
-
-    Args:
-        image: ``H×W×C`` array.
-        height: Target height.
-        width: Target width.
-        mode: One of :data:`RESIZE_MODES`.
-        rng: Noise generator for ``fill``/``half_crop`` (default: seeded with 0).
+    :func:`digits_core.resize.prepare_array`, the steps a dataset plugin applies; noise
+    padding (``fill``/``half_crop``) comes from ``rng`` (default: seeded with 0).
 
     Raises:
-        InferenceError: Unknown mode.
+        InferenceError: Unknown resize mode or impossible channel conversion.
     """
-    if mode not in RESIZE_MODES:
-        raise InferenceError(f'Unknown resize mode "{mode}"; choose one of {", ".join(RESIZE_MODES)}.')
-    src_h, src_w, channels = image.shape
-    if (src_h, src_w) == (height, width):
-        return image
-    wr, hr = src_w / width, src_h / height
-    if mode == "squash" or wr == hr:
-        return _plain_resize(image, height, width)
-    rng = rng if rng is not None else np.random.default_rng(0)
-    if mode == "crop":
-        if wr > hr:
-            rh, rw = height, _round(src_w / hr)
-        else:
-            rh, rw = _round(src_h / wr), width
-        resized = _plain_resize(image, rh, rw)
-        if wr > hr:
-            start = _round((rw - width) / 2.0)
-            return resized[:, start:start + width]
-        start = _round((rh - height) / 2.0)
-        return resized[start:start + height, :]
-    if mode == "fill":
-        if wr > hr:
-            rw, rh = width, _round(src_h / wr)
-            if (height - rh) % 2 == 1:
-                rh += 1
-        else:
-            rh, rw = height, _round(src_w / hr)
-            if (width - rw) % 2 == 1:
-                rw += 1
-        resized = _plain_resize(image, rh, rw)
-    else:  # half_crop
-        ratio = (wr + hr) / 2.0
-        rw, rh = _round(src_w / ratio), _round(src_h / ratio)
-        if wr > hr and (height - rh) % 2 == 1:
-            rh += 1
-        elif wr < hr and (width - rw) % 2 == 1:
-            rw += 1
-        resized = _plain_resize(image, rh, rw)
-        if wr > hr:
-            start = _round((rw - width) / 2.0)
-            resized = resized[:, start:start + width]
-        else:
-            start = _round((rh - height) / 2.0)
-            resized = resized[start:start + height, :]
-    if wr > hr:
-        pad = (height - resized.shape[0]) // 2
-        noise = _noise((pad, width, channels), image.dtype, rng)
-        return np.concatenate([noise, resized, _noise((pad, width, channels), image.dtype, rng)], axis=0)
-    pad = (width - resized.shape[1]) // 2
-    noise = _noise((height, pad, channels), image.dtype, rng)
-    return np.concatenate([noise, resized, _noise((height, pad, channels), image.dtype, rng)], axis=1)
-
-
-def prepare_image(image: np.ndarray, shape: tuple, dtype: str, resize_mode: str = "squash") -> np.ndarray:
-    """Bring an image to a dataset's feature ``shape`` (H, W, C) and ``dtype``: channels, resize, cast."""
-    height, width, channels = (int(v) for v in shape)
-    image = convert_channels(image, channels)
-    image = resize_image(image, height, width, resize_mode or "squash")
-    if image.dtype != np.dtype(dtype):
-        image = _cast(image, dtype)
-    return image
+    try:
+        return prepare_array(image, shape, dtype, resize_mode or "squash", rng=rng)
+    except ValueError as exc:
+        raise InferenceError(f"Cannot prepare the input: {exc}.") from None
 
 
 def read_mask(path: str | os.PathLike, height: int, width: int, palette=None) -> np.ndarray:
