@@ -15,7 +15,8 @@ a previous run made, so a second run goes straight to the server):
 5. start ``digits serve`` on the demo jobs folder and print its URL.
 
 Options: ``--jobs-dir`` (default ``demo-data/jobs``), ``--port``, ``--host``,
-``--no-serve`` (stop after training), ``--epochs-lenet``, ``--epochs-unet``.
+``--no-serve`` (stop after training), ``--epochs-lenet``, ``--epochs-unet``;
+``$DIGITS_DEMO_DATA`` moves ``demo-data`` elsewhere (the end-to-end test uses it).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-DEMO = ROOT / "demo-data"
+DEMO = Path(os.environ.get("DIGITS_DEMO_DATA") or ROOT / "demo-data")  # where the demo's data and jobs go
 DIGITS_DATASET = "demo digits (scikit-learn)"
 SUNNYBROOK_DATASET = "demo sunnybrook (synthetic)"
 LENET_MODEL = "demo lenet on digits"

@@ -199,8 +199,8 @@ def server_env(extra: dict | None = None) -> dict:
 
 
 def start_server(jobs_dir=None, *, auth_token: str | None = None, token_via_env: bool = False,
-                 extra_args=(), env: dict | None = None, pythonpath=(), log_dir=None, wait: bool = True,
-                 timeout: float = START_TIMEOUT) -> LiveServer:
+                 extra_args=(), env: dict | None = None, pythonpath=(), log_dir=None, cwd=None,
+                 command=None, wait: bool = True, timeout: float = START_TIMEOUT) -> LiveServer:
     """Start ``digits serve`` on 127.0.0.1 and a free port.
 
     Args:
@@ -213,6 +213,11 @@ def start_server(jobs_dir=None, *, auth_token: str | None = None, token_via_env:
         pythonpath: Folders put first on ``PYTHONPATH`` (e.g. a pip ``--target`` install of
             a plugin); the server's job and inference workers inherit it.
         log_dir: Where the output file goes (default: next to the jobs folder).
+        cwd: The server's working folder (default: the jobs folder's parent), which is one of
+            its default data roots: inputs a test writes there may be given to the API.
+        command: ``command(port) -> argv`` to run instead of ``digits serve`` (e.g. a
+            script that ends by serving, like ``scripts/demo.py``); ``jobs_dir``,
+            ``auth_token`` and ``extra_args`` are then the caller's business.
         wait: Wait until the server answers HTTP.
         timeout: Seconds allowed for that.
 
@@ -222,6 +227,7 @@ def start_server(jobs_dir=None, *, auth_token: str | None = None, token_via_env:
     jobs_dir = Path(jobs_dir) if jobs_dir is not None else Path(tempfile.mkdtemp(prefix="digits-live-")) / "jobs"
     log_dir = Path(log_dir) if log_dir is not None else jobs_dir.parent
     log_dir.mkdir(parents=True, exist_ok=True)
+    jobs_dir.parent.mkdir(parents=True, exist_ok=True)
     extra_env = dict(env or {})
     args = list(extra_args)
     if pythonpath:
@@ -232,13 +238,14 @@ def start_server(jobs_dir=None, *, auth_token: str | None = None, token_via_env:
         args += ["--auth-token", auth_token]
     for attempt in range(3):  # another process may take the free port before the server binds it
         port = free_port()
-        command = [sys.executable, "-m", "digits_core", "--jobs-dir", str(jobs_dir), "serve",
-                   "--host", "127.0.0.1", "--port", str(port), *args]
+        argv = command(port) if command is not None else [
+            sys.executable, "-m", "digits_core", "--jobs-dir", str(jobs_dir), "serve",
+            "--host", "127.0.0.1", "--port", str(port), *args]
         log_path = log_dir / f"digits-serve-{port}.log"
         with open(log_path, "wb") as log:
-            process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                       env=server_env(extra_env))
-        server = LiveServer(f"http://127.0.0.1:{port}", port, jobs_dir, process, auth_token, log_path, command)
+            process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                       env=server_env(extra_env), cwd=cwd or jobs_dir.parent)
+        server = LiveServer(f"http://127.0.0.1:{port}", port, jobs_dir, process, auth_token, log_path, argv)
         if not wait:
             return server
         try:
