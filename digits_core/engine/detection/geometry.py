@@ -14,7 +14,6 @@ No TensorFlow here: the data plugin and inference import this.
 
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
 import numpy as np
@@ -31,13 +30,11 @@ class Geometry(NamedTuple):
     height: int
 
 
-def _round(value: float) -> int:
-    """Round half away from zero (DIGITS's Python 2 ``round``), as the image resize does."""
-    return int(math.floor(value + 0.5)) if value >= 0 else -int(math.floor(-value + 0.5))
-
-
 def resize_geometry(src_h: int, src_w: int, height: int, width: int, mode: str = "squash") -> Geometry:
     """The coordinate map of resizing a ``src_w × src_h`` image to ``width × height`` with ``mode``.
+
+    Built from :func:`digits_core.resize.resize_plan`, the plan the image
+    resize itself follows (intermediate size, centre crop, padding).
 
     Args:
         src_h, src_w: Source image size in pixels.
@@ -47,45 +44,13 @@ def resize_geometry(src_h: int, src_w: int, height: int, width: int, mode: str =
     Raises:
         ValueError: Unknown mode or non-positive size.
     """
-    if min(src_h, src_w, height, width) < 1:
-        raise ValueError(f"cannot resize {src_w}x{src_h} to {width}x{height}")
-    if mode not in ("squash", "crop", "fill", "half_crop"):
-        raise ValueError(f'unknown resize mode "{mode}"')
-    wr, hr = src_w / width, src_h / height
-    if (src_h, src_w) == (height, width):
-        return Geometry(1.0, 1.0, 0.0, 0.0, width, height)
-    if mode == "squash" or wr == hr:
-        return Geometry(width / src_w, height / src_h, 0.0, 0.0, width, height)
-    if mode == "crop":
-        if wr > hr:
-            rw = _round(src_w / hr)
-            return Geometry(rw / src_w, height / src_h, -float(_round((rw - width) / 2.0)), 0.0, width, height)
-        rh = _round(src_h / wr)
-        return Geometry(width / src_w, rh / src_h, 0.0, -float(_round((rh - height) / 2.0)), width, height)
-    if mode == "fill":
-        if wr > hr:
-            rw, rh = width, _round(src_h / wr)
-            if (height - rh) % 2 == 1:
-                rh += 1
-        else:
-            rw, rh = _round(src_w / hr), height
-            if (width - rw) % 2 == 1:
-                rw += 1
-        ox, oy = 0.0, 0.0
-    else:  # half_crop
-        ratio = (wr + hr) / 2.0
-        rw, rh = _round(src_w / ratio), _round(src_h / ratio)
-        if wr > hr and (height - rh) % 2 == 1:
-            rh += 1
-        elif wr < hr and (width - rw) % 2 == 1:
-            rw += 1
-        ox = -float(_round((rw - width) / 2.0)) if wr > hr else 0.0
-        oy = -float(_round((rh - height) / 2.0)) if wr <= hr else 0.0
-    if wr > hr:
-        oy = float(max((height - rh) // 2, 0))
-    else:
-        ox = float(max((width - rw) // 2, 0))
-    return Geometry(rw / src_w, rh / src_h, ox, oy, width, height)
+    from ...resize import resize_plan
+
+    if min(src_h, src_w) < 1:
+        raise ValueError(f"cannot resize a {src_w}x{src_h} image")
+    plan = resize_plan(src_h, src_w, height, width, mode)
+    return Geometry(plan.resize_w / src_w, plan.resize_h / src_h, float(plan.pad_x - plan.crop_x),
+                    float(plan.pad_y - plan.crop_y), width, height)
 
 
 def transform_boxes(boxes: np.ndarray, geometry: Geometry, min_size: float = 0.0) -> np.ndarray:
