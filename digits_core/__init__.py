@@ -16,7 +16,7 @@ import importlib
 __version__ = "0.1.0"
 #: Version (major, minor) of the plugin contract: interfaces, hooks, entry-point groups, userdata keys.
 #: A minor bump only adds; a major bump may remove what ``digits_core.deprecated`` announced.
-PLUGIN_API_VERSION = (1, 0)
+PLUGIN_API_VERSION = (1, 1)
 
 from .errors import (  # noqa: E402
     ConfigurationError,
@@ -65,6 +65,9 @@ _LAZY_EXPORTS: dict[str, str] = {
     "resize_geometry": "digits_core.engine.detection.geometry",
     "transform_boxes": "digits_core.engine.detection.geometry",
     "invert_boxes": "digits_core.engine.detection.geometry",
+    "read_kitti_labels": "digits_core.engine.detection.kitti",
+    "evaluate_detections": "digits_core.engine.detection.evaluate",
+    "match_detections": "digits_core.engine.detection.evaluate",
     # standard datasets and S3 sources (issue 8)
     "download_dataset": "digits_core.download",
     "S3Location": "digits_core.sources",

@@ -246,3 +246,8 @@ def match_image(pred, gt, iou: float = 0.5) -> dict:
     real = g[:, 0] != DONTCARE
     return {"tp": status.count("tp"), "fp": status.count("fp"), "fn": int((real & ~taken).sum()),
             "pred_status": status, "gt_matched": [bool(t) for t in taken]}
+
+
+#: Public names (``digits_core.evaluate_detections`` / ``digits_core.match_detections``).
+evaluate_detections = evaluate
+match_detections = match_image

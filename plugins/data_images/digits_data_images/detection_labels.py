@@ -21,6 +21,8 @@ import os
 
 import numpy as np
 
+from digits_core import read_kitti_labels as parse_kitti  # noqa: F401 - re-exported: the plugin's KITTI reader
+
 #: DIGITS's default KITTI class mapping (index = class id).
 KITTI_CLASSES = ("dontcare", "car", "van", "truck", "bus", "pickup", "vehicle-with-trailer", "special-vehicle",
                  "person", "person-fa", "person?", "people", "cyclist", "tram", "person_sitting")
@@ -47,37 +49,6 @@ def parse_class_mapping(text: str | None) -> list[str]:
 def class_lookup(names: list[str]) -> dict[str, int]:
     """Lower-case type name → class id."""
     return {n.lower(): i for i, n in enumerate(names)}
-
-
-def parse_kitti(path: str, lookup: dict[str, int]) -> np.ndarray:
-    """Read one KITTI label file into float32 ``N×5`` boxes (class, left, top, right, bottom).
-
-    Raises:
-        ValueError: A bad line, naming the file and line number (1-based).
-    """
-    try:
-        with open(path, encoding="utf-8") as handle:
-            lines = handle.read().splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{path}: cannot read label file ({getattr(exc, 'strerror', None) or exc})") from None
-    boxes = []
-    for number, line in enumerate(lines, 1):
-        fields = line.split()
-        if not fields:
-            continue
-        if len(fields) not in (15, 16):
-            raise ValueError(f"{path} line {number}: expected 15 columns (KITTI), found {len(fields)}")
-        try:
-            left, top, right, bottom = (float(v) for v in fields[4:8])
-        except ValueError:
-            raise ValueError(f"{path} line {number}: bbox columns 5-8 must be numbers") from None
-        if not all(np.isfinite(v) for v in (left, top, right, bottom)):
-            raise ValueError(f"{path} line {number}: bbox is not finite")
-        if right < left or bottom < top:
-            raise ValueError(f"{path} line {number}: bbox right/bottom ({right}, {bottom}) is before "
-                             f"left/top ({left}, {top})")
-        boxes.append((lookup.get(fields[0].lower(), 0), left, top, right, bottom))
-    return np.asarray(boxes, np.float32).reshape(-1, 5)
 
 
 def read_coco(path: str, names: list[str] | None) -> tuple[list[str], dict[str, list]]:
