@@ -230,6 +230,26 @@ def _release(key: str) -> None:
         os.close(fd)
 
 
+def _forget_locks_in_child() -> None:
+    """A forked child (e.g. a dataset encoder worker) owns none of its parent's jobs.
+
+    Closing its copies of the lock descriptors (without LOCK_UN, which would
+    release the parent's lock) means a job is dead the moment its owner dies,
+    even while killed children are still exiting.
+    """
+    for fd, _count in _held.values():
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    _held.clear()
+    _running_holds.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_locks_in_child)
+
+
 def holds_job_lock(job_dir: str | os.PathLike) -> bool:
     """True if this process owns the job folder's lock."""
     with _held_lock:
