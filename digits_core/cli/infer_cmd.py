@@ -146,6 +146,8 @@ def run(args) -> int:
     )
     for skipped in result.errors:
         print(f"skipped: {skipped['input']}: {skipped['error']}", file=sys.stderr)
+    for note in result.notes:
+        print(note, file=sys.stderr)
     if args.json:
         data = result.to_json(include_images=args.include_images)
         if args.out:

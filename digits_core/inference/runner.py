@@ -40,6 +40,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from ..errors import DigitsError, FormValidationError, InferenceError, PluginError
+from ..interfaces import DataIngestion
 from .imageio import prepare_image, read_image, read_mask
 from .inputs import InputItem, collect_inputs
 from .metrics import classification_metrics, top_n_batch
@@ -96,6 +97,9 @@ class InferenceResult:
         view_id: The view that renders the results (``None``: no view for this task).
         view_config: The validated view options.
         errors: The inputs that were skipped, as ``{"input": name, "error": message}``.
+        notes: One-line messages from the data plugin after inference (e.g.
+            where a PACS source stored the results; see
+            :meth:`~digits_core.interfaces.DataIngestion.finish_inference`).
     """
 
     model: InferenceModel
@@ -104,6 +108,7 @@ class InferenceResult:
     view_id: str | None = None
     view_config: dict = field(default_factory=dict)
     errors: list[dict] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
     _rendered: Any = field(default=None, repr=False)
 
     @property
@@ -179,6 +184,7 @@ class InferenceResult:
             "metrics": self.metrics,
             "view": self.view_id,
             "errors": list(self.errors),
+            "notes": list(self.notes),
         }
         if include_view and self.view_id:
             view, processed = self.run_view()
@@ -300,7 +306,8 @@ def _stack(features: list, shape, dtype) -> np.ndarray:
     return np.stack(features) if features else np.empty((0, *shape), dtype=dtype)
 
 
-def _encode_with_plugin(model: InferenceModel, form_data: dict, max_errors: Any = None) -> tuple[list[str], np.ndarray, list, list]:
+def _encode_with_plugin(model: InferenceModel, form_data: dict,
+                        max_errors: Any = None) -> tuple[list[str], np.ndarray, list, list, DataIngestion]:
     from ..contract import inference_form, plugin_code, strip_reserved
     from ..forms import validate_values
     from ..plugin_registry import registry
@@ -350,7 +357,18 @@ def _encode_with_plugin(model: InferenceModel, form_data: dict, max_errors: Any 
             features.append(feature)
             labels.append(label)
     budget.check(len(ids))
-    return ids, _stack(features, shape, dtype), labels, budget.errors
+    return ids, _stack(features, shape, dtype), labels, budget.errors, instance
+
+
+def _finish_inference(instance: DataIngestion | None, plugin_id: str, samples: list) -> list[str]:
+    """Let the data plugin act on the results (:meth:`DataIngestion.finish_inference`); return its notes."""
+    if instance is None:
+        return []
+    from ..contract import plugin_code
+
+    with plugin_code(plugin_id, "finish_inference"):
+        message = instance.finish_inference(samples)
+    return [str(message)] if message else []
 
 
 _validated_configs: dict[tuple, dict] = {}
@@ -435,8 +453,9 @@ def infer(model_id, inputs: Iterable[Any] = (), *, epoch: float | None = None, v
     if form_data:
         if inputs:
             raise InferenceError("Give either input files or the data plugin's inference form fields, not both.")
-        ids, features, labels, errors = _encode_with_plugin(model, form_data, max_errors)
+        ids, features, labels, errors, instance = _encode_with_plugin(model, form_data, max_errors)
     else:
+        instance = None
         if not inputs:
             raise InferenceError("No inputs: give image files, folders or list files.")
         items = collect_inputs(inputs)
@@ -462,4 +481,5 @@ def infer(model_id, inputs: Iterable[Any] = (), *, epoch: float | None = None, v
     if classification and labelled:
         metrics = classification_metrics(outputs[labelled], [int(np.asarray(samples[i].ground_truth).reshape(-1)[0]) for i in labelled],
                                          model.class_labels)
-    return InferenceResult(model, samples, metrics, view_id, config, errors)
+    notes = _finish_inference(instance, model.dataset.plugin_id, samples)
+    return InferenceResult(model, samples, metrics, view_id, config, errors, notes)

@@ -159,3 +159,25 @@ class DataIngestion(PluginBase, abc.ABC):
             ``(feature, label)`` or a list of pairs (e.g. one per frame),
             following the data contract in the class docstring.
         """
+
+    # -- after inference ----------------------------------------------------------
+
+    def finish_inference(self, samples: Sequence[Any]) -> str | None:
+        """Called once after an inference that used this plugin's inference form; optional.
+
+        Lets a source write results back where its inputs came from (the
+        ``dicomweb-segmentation`` plugin stores the predicted masks in the
+        PACS as DICOM-SEG). Runs in the process that ran the inference, on
+        the same instance that itemized and encoded the inputs, with the
+        samples of the inputs that were not skipped. The default does
+        nothing. Added in plugin API 1.1.
+
+        Args:
+            samples: :class:`~digits_core.inference.runner.InferenceSample` objects
+                (``input_id`` is ``str(entry)``; ``output`` the network output).
+
+        Returns:
+            A one-line message for the user (shown by the CLI, the web page
+            and in ``InferenceResult.notes``), or ``None``.
+        """
+        return None

@@ -173,4 +173,5 @@ def infer(job_id: str):
         "inference_results.html", job=job, view_id=view_id, view_title=view_cls.get_title(),
         header=Markup(frags.get("header") or ""), samples=[Markup(s) for s in frags.get("samples", [])],
         summary=Markup(frags.get("summary") or ""), stylesheets=stylesheets, scripts=scripts,
-        info=result.get("info") or {})
+        info=result.get("info") or {}, notes=(result.get("json") or {}).get("notes") or [],
+        skipped=(result.get("json") or {}).get("errors") or [])

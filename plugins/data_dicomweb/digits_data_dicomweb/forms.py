@@ -91,8 +91,9 @@ class DicomWebInferenceForm(Form):
                                  description="Its StudyInstanceUID (found by a search when empty).")
     store = BooleanField("Store the result in the PACS", default=False,
                          description="Write the predicted masks back as a DICOM-SEG series (STOW-RS).")
-    password = PasswordField("Password", description="The server's password (or $DIGITS_DICOMWEB_PASSWORD).")
-    token = PasswordField("Bearer token", description="Or a bearer token (or $DIGITS_DICOMWEB_TOKEN).")
+    dicomweb_password = PasswordField("Password", description="The server's password, needed again since it is never "
+                                      "stored (or set $DIGITS_DICOMWEB_PASSWORD instead of typing it on a command line).")
+    dicomweb_token = PasswordField("Bearer token", description="Or a bearer token (or $DIGITS_DICOMWEB_TOKEN).")
 
     def validate_dicomweb_series(self, field):
         _check_uids(field)

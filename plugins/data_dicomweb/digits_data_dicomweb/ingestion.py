@@ -111,8 +111,12 @@ class DicomWebSegmentationIngestion(DataIngestion):
     # -- the server ----------------------------------------------------------------
 
     def _secret(self, name: str, env: str) -> str:
-        value = str(self.userdata.get(name) or "")
-        return os.environ.get(env, "") if value in ("", _MASKED) else value
+        """A secret from the inference form (``dicomweb_<name>``), the dataset form, or the environment."""
+        for key in (f"dicomweb_{name}", name):
+            value = str(self.userdata.get(key) or "")
+            if value not in ("", _MASKED):
+                return value
+        return os.environ.get(env, "")
 
     def source(self) -> DicomWebSource:
         """The :class:`~.source.DicomWebSource` this dataset reads (credentials from the form or environment)."""

@@ -201,3 +201,51 @@ def test_seg_round_trip_through_stow(pacs, data, tmp_path):
         holder = next(b for b in back if image.SOPInstanceUID in b.source_sop_uids)
         np.testing.assert_array_equal(holder.label_map(image.SOPInstanceUID), mask)
     assert isinstance(images[0], pydicom.Dataset)
+
+
+def test_train_from_the_pacs_and_store_predictions_as_seg(pacs, data, tmp_path):
+    """Dataset from Orthanc -> default U-Net -> `digits infer --dicomweb-series UID --store` -> SEG read back."""
+    import subprocess
+    import sys
+
+    from digits_core import infer, train
+
+    _, result, _ = data
+    jobs = tmp_path / "jobs"
+    patients = ",".join(sorted(result.cases)[:CASES])
+    dataset = create_dataset("dicomweb-segmentation", _form(pacs, tmp_path / "cache", patient_ids=patients),
+                             jobs_dir=jobs, workers=1)
+    model = train(dataset.id, jobs_dir=jobs, epochs=2, batch_size=4)
+    assert model.status == "Done"
+    # a validation patient's image series
+    ds = open_dataset(dataset.id, jobs)
+    val_patient = ds.userdata["split"]["val"][0]
+    source = DicomWebSource(pacs.dicomweb_url, username=pacs.username, password=pacs.password, cache_dir=tmp_path / "q")
+    series = next(s for s in source.find_series(StudyQuery(patient_ids=(val_patient,)))
+                  if s.series_description == "FIESTA CINE SAX")
+    # the reference prediction through the Python API (nothing stored)
+    reference = infer(model.id, form_data={"dicomweb_series": series.series, "dicomweb_password": pacs.password},
+                      jobs_dir=jobs)
+    assert reference.notes == [] and len(reference.samples) == 20  # 1 slice x 20 phases
+    expected = {s.input_id: np.argmax(s.output, axis=-1).astype(np.uint8) for s in reference.samples}
+    assert any(m.any() for m in expected.values()), "the model predicts some left ventricle"
+    # the CLI stores the prediction; the password comes from the environment, never from the command line
+    env = {**os.environ, "DIGITS_DICOMWEB_PASSWORD": pacs.password, "DIGITS_JOBS_DIR": str(jobs)}
+    done = subprocess.run([sys.executable, "-m", "digits_core", "infer", "--model", model.id,
+                           "--dicomweb-series", series.series, "--store", "--json"],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Stored" in done.stderr and "DICOM-SEG" in done.stderr
+    seg_series = [s for s in source.find_series(StudyQuery(patient_ids=(val_patient,)))
+                  if s.modality == "SEG" and s.series_description.startswith("DIGITS Core prediction")]
+    assert len(seg_series) == 1
+    stored = [r for r in source.find_instances(StudyQuery(patient_ids=(val_patient,)), modality="SEG")
+              if r.series == seg_series[0].series]
+    back = [SegmentationLabels(source.retrieve(r)) for r in stored]
+    assert back[0].class_labels == ["background", "left ventricle"]
+    sops = {sop for b in back for sop in b.source_sop_uids}
+    assert len(sops) == 20
+    for input_id, mask in expected.items():
+        sop = input_id.split()[1]
+        holder = next(b for b in back if sop in b.source_sop_uids)
+        np.testing.assert_array_equal(holder.label_map(sop), mask)
