@@ -161,12 +161,34 @@ def lr_schedule_preview(total_steps: int = 100, *, learning_rate: float = 0.01, 
     lrs = learning_rate_at(progress, float(learning_rate), policy)
     rows = [{"step": int(s), "progress": float(p), "lr": float(v)} for s, p, v in zip(steps, progress, lrs)]
     if plot:
-        plot_schedule(rows, plot, title=f"{policy['policy']} (base lr {learning_rate:g})")
+        plot_schedule(dense_schedule(total_steps, float(learning_rate), policy), plot,
+                      title=f"{policy['policy']} (base lr {learning_rate:g})")
     return rows
 
 
+#: The plot evaluates every step up to this many steps, else this many evenly spaced ones.
+PLOT_SAMPLES = 4096
+
+
+def dense_schedule(total_steps: int, learning_rate: float, policy: dict[str, Any]) -> list[dict]:
+    """The rate the optimizer uses at every step (or :data:`PLOT_SAMPLES` evenly spaced steps of long runs).
+
+    Rows are ``{"step", "progress", "lr"}`` like :func:`lr_schedule_preview`'s.
+    """
+    total_steps = max(int(total_steps), 1)
+    steps = np.unique(np.linspace(0, total_steps, min(total_steps + 1, PLOT_SAMPLES)).round().astype(np.int64))
+    progress = 100.0 * steps.astype(np.float64) / total_steps
+    lrs = learning_rate_at(progress, learning_rate, policy)
+    return [{"step": int(s), "progress": float(p), "lr": float(v)} for s, p, v in zip(steps, progress, lrs)]
+
+
 def plot_schedule(rows: Sequence[dict], path: str, title: str = "") -> None:
-    """Draw a learning-rate schedule as a PNG line plot (Pillow only, no matplotlib)."""
+    """Draw a learning-rate schedule as a PNG plot (Pillow only, no matplotlib).
+
+    The rate is held from one row to the next and changes vertically (a
+    staircase), as the optimizer applies it per step: a multistep drop is a
+    step, never a ramp. Pass dense rows (:func:`dense_schedule`).
+    """
     from PIL import Image, ImageDraw
 
     width, height, margin = 640, 360, 50
@@ -184,7 +206,12 @@ def plot_schedule(rows: Sequence[dict], path: str, title: str = "") -> None:
         draw.text((x - 10, height - margin + 5), f"{int(100 * frac)}%", fill="black")
         _, y = to_px(0, top * frac)
         draw.text((2, y - 6), f"{top * frac:.2g}", fill="black")
-    draw.line([to_px(x, y) for x, y in zip(xs, ys)], fill=(31, 119, 180), width=2)
+    stairs = []
+    for i, (x, y) in enumerate(zip(xs, ys)):
+        if i:
+            stairs.append(to_px(x, ys[i - 1]))  # hold the previous rate up to this step
+        stairs.append(to_px(x, y))
+    draw.line(stairs, fill=(31, 119, 180), width=2)
     draw.text((margin, 15), f"learning rate: {title}", fill="black")
     draw.text((width // 2 - 60, height - 20), "training progress", fill="black")
     image.save(path, format="PNG")
@@ -231,4 +258,4 @@ def describe(policy: dict[str, Any]) -> str:
 
 
 __all__ = ["POLICIES", "DEFAULTS", "resolve_policy", "learning_rate_at", "lr_schedule_preview",
-           "keras_schedule", "plot_schedule", "describe"]
+           "dense_schedule", "keras_schedule", "plot_schedule", "describe"]
