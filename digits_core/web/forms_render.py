@@ -38,6 +38,19 @@ def render_source(source: str | None, context: dict | None, **extra: Any) -> Mar
     return Markup(plugin_env().from_string(source).render(**ctx))
 
 
+def _plugin_of(function, method: str) -> str | None:
+    """The id of the loaded plugin whose ``method`` is ``function`` (to name it in an error)."""
+    from ..plugin_registry import registry
+
+    try:
+        for cls in (*registry.data_ingestions().values(), *registry.views().values()):
+            if getattr(cls, method, None) == function:
+                return cls.get_id()
+    except Exception:  # noqa: BLE001 - only used to word an error
+        return None
+    return None
+
+
 def render_plugin_form(form, template_func) -> Markup:
     """Render ``template_func(form)`` (a plugin's ``get_*_template``) or, without one, every field.
 
@@ -48,7 +61,7 @@ def render_plugin_form(form, template_func) -> Markup:
 
     qualname = getattr(template_func, "__qualname__", "plugin")
     owner, _, method = qualname.rpartition(".")
-    plugin = getattr(getattr(template_func, "__self__", None), "plugin_id", None) or owner or "plugin"
+    plugin = _plugin_of(template_func, method) or owner or "plugin"
     try:
         source, context = (None, None)
         if template_func is not None:
