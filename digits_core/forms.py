@@ -157,7 +157,8 @@ def _help_text(field) -> str:
     return text.replace("%", "%%")
 
 
-def add_form_arguments(parser: argparse.ArgumentParser, form_class, *, title: str | None = None) -> list[str]:
+def add_form_arguments(parser: argparse.ArgumentParser, form_class, *, title: str | None = None,
+                       only: Iterable[str] | None = None) -> list[str]:
     """Add one ``--option`` per user field of ``form_class`` to ``parser``.
 
     Parsed values are strings (or booleans for BooleanFields) meant for
@@ -168,6 +169,7 @@ def add_form_arguments(parser: argparse.ArgumentParser, form_class, *, title: st
         parser: The parser (or sub-parser) to extend.
         form_class: The unbound form class.
         title: Heading of the option group in ``--help``.
+        only: Add just these fields (default: every user field).
 
     Returns:
         The field names added, for :func:`form_values_from_namespace`.
@@ -177,7 +179,10 @@ def add_form_arguments(parser: argparse.ArgumentParser, form_class, *, title: st
     form_class = _form_class(form_class)
     group = parser.add_argument_group(title) if title else parser
     names = []
+    wanted = None if only is None else set(only)
     for field in user_fields(form_class(meta={"csrf": False})):
+        if wanted is not None and field.name not in wanted:
+            continue
         kwargs: dict[str, Any] = {"dest": field.name, "default": argparse.SUPPRESS, "help": _help_text(field)}
         if field.type == "BooleanField":
             kwargs["action"] = argparse.BooleanOptionalAction

@@ -26,11 +26,18 @@ _OWN = {"model", "epoch", "view", "view_option", "out", "json", "top", "batch_si
 
 
 def _add_plugin_form_options(parser) -> dict[str, list[str]]:
-    """Add the inference form fields of every data plugin; return ``{plugin_id: field names}``."""
-    from ..forms import add_form_arguments
+    """Add the inference form fields of every data plugin; return ``{plugin_id: field names}``.
+
+    A field several plugins share (e.g. ``image_path`` of every image plugin)
+    becomes one option, listed under a heading that names all of them; the
+    others are listed under their own plugin.
+    """
+    from ..contract import inference_form
+    from ..forms import add_form_arguments, user_fields
     from ..plugin_registry import registry
 
     fields: dict[str, list[str]] = {}
+    forms = {}
     try:
         plugins = registry.data_ingestions()
     except Exception as exc:  # noqa: BLE001 - never let plugins break the CLI
@@ -38,14 +45,27 @@ def _add_plugin_form_options(parser) -> dict[str, list[str]]:
         return fields
     for plugin_id, plugin in sorted(plugins.items()):
         try:
-            from ..contract import inference_form
-
             form = inference_form(plugin)
             if form is None:
                 continue
-            fields[plugin_id] = add_form_arguments(parser, form, title=f'inference inputs of data plugin "{plugin_id}"')
+            fields[plugin_id] = [f.name for f in user_fields(form(meta={"csrf": False}))]
+            forms[plugin_id] = form
         except Exception as exc:  # noqa: BLE001
             logger.warning('Data plugin "%s": its inference form cannot become options: %s', plugin_id, exc)
+    owners: dict[str, list[str]] = {}
+    for plugin_id, names in fields.items():
+        for name in names:
+            owners.setdefault(name, []).append(plugin_id)
+    groups: dict[tuple, list[str]] = {}
+    for name, plugin_ids in owners.items():
+        groups.setdefault(tuple(plugin_ids), []).append(name)
+    for plugin_ids, names in sorted(groups.items(), key=lambda item: (len(item[0]), item[0])):
+        quoted = ", ".join(f'"{p}"' for p in plugin_ids)
+        title = f"inference inputs of data plugin{'s' if len(plugin_ids) > 1 else ''} {quoted}"
+        try:
+            add_form_arguments(parser, forms[plugin_ids[0]], title=title, only=names)
+        except Exception as exc:  # noqa: BLE001
+            logger.warning("Inference form options of %s cannot be added: %s", quoted, exc)
     return fields
 
 
