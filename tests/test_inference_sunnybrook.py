@@ -57,5 +57,6 @@ def test_dicom_file_from_the_command_line(sunnybrook_model, tmp_path):
                  "--out", str(out)]) == 0
     page = out.read_text()
     assert page.count('class="dsv-sample"') == 1 and "data:image/png;base64," in page
+    assert f'data-input-id="{dicom}"' in page  # the input id is the DICOM file, never empty
     assert main(["--jobs-dir", str(jobs_dir), "infer", "--model", model.id, "--validation-record", "999",
                  "--json"]) != 0
