@@ -53,6 +53,52 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _HeldWarnings(logging.Handler):
+    """Holds the plugin registry's log records while the parser is built (it loads the plugins)."""
+
+    def __init__(self):
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+        from ..plugin_registry import logger
+
+        self.logger = logger
+        self.logger.addHandler(self)
+        self.propagate, self.logger.propagate = self.logger.propagate, False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+    def stop(self, *, replay: bool) -> None:
+        """Stop holding; with ``replay``, print what was held (plain ``warning:`` lines)."""
+        self.logger.removeHandler(self)
+        self.logger.propagate = self.propagate
+        if replay:
+            for record in self.records:
+                print(f"warning: {record.getMessage()}", file=sys.stderr)
+            self.records = []
+
+    def replay(self) -> None:
+        """Log the held records again, now that logging is configured."""
+        for record in self.records:
+            self.logger.handle(record)
+        self.records = []
+
+
+#: Commands that always load TensorFlow; its C++ start-up log lines are filtered unless ``-v``.
+TENSORFLOW_COMMANDS = {"train", "infer", "export"}
+
+
+def _start_tensorflow(verbose: bool) -> None:
+    import os
+
+    if verbose:
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "0")
+        return
+    from ..tf_quiet import quiet_tensorflow_startup
+
+    quiet_tensorflow_startup()
+
+
 def _raise_interrupt(_signum, _frame):
     raise KeyboardInterrupt
 
@@ -74,17 +120,30 @@ def _stop_on_signals() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the ``digits`` command and return its exit status."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    # Plugin-load warnings wait until we know this is not --help/--version (help text only, no noise).
+    asks_help = any(arg in ("-h", "--help") for arg in argv)
+    held = _HeldWarnings()
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        held.stop(replay=exc.code not in (0, None) and not asks_help)  # a usage error may come from a failed plugin
+        raise
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(levelname)s: %(message)s",
     )
+    if not asks_help:  # some commands print their own help later (`dataset create PLUGIN --help`)
+        held.stop(replay=False)
+        held.replay()
     if not getattr(args, "handler", None):
         parser.print_help()
         return 0
     _stop_on_signals()
     try:
+        if args.command in TENSORFLOW_COMMANDS:
+            _start_tensorflow(args.verbose)
         return int(args.handler(args) or 0)
     except DigitsError as exc:
         if args.verbose and exc.__cause__ is not None:

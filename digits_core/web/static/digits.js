@@ -43,9 +43,10 @@
 
   /* Place server-side errors next to inputs of plugin templates that do not print them. */
   DIGITS.placeFieldErrors = function (form) {
-    if (!form || !form.dataset.errors) { return; }
+    var raw = form && form.getAttribute("data-errors");  /* not form.dataset: a field named "dataset" shadows it */
+    if (!raw) { return; }
     var errors = {};
-    try { errors = JSON.parse(form.dataset.errors); } catch (e) { return; }
+    try { errors = JSON.parse(raw); } catch (e) { return; }
     Object.keys(errors).forEach(function (name) {
       var input = form.querySelector('[name="' + CSS.escape(name) + '"]');
       if (!input) { return; }
@@ -205,8 +206,10 @@
   /* New model: show the chosen network's defaults, hide options that do not apply to the
      solver / LR policy, and send only what the user changed (the engine fills the rest). */
   DIGITS.trainingOptions = function (form) {
-    if (!form || !form.dataset.options) { return; }
-    var meta = JSON.parse(form.dataset.options), network = form.elements.network;
+    /* getAttribute, not form.dataset: the form's <select name="dataset"> shadows form.dataset. */
+    var options = form && form.getAttribute("data-options");
+    if (!options) { return; }
+    var meta = JSON.parse(options), network = form.elements.network;
     var shown = {};
     function fill() {
       var defaults = meta.defaults[network.value] || {};
@@ -214,7 +217,10 @@
         var el = form.elements[name];
         if (!el) { return; }
         var value = defaults[name] === null ? "" : String(defaults[name]);
-        if (!(name in shown) || el.value === shown[name]) { el.value = value; }
+        if ((!(name in shown) || el.value === shown[name]) && el.value !== value) {
+          el.value = value;
+          el.dispatchEvent(new Event("change"));  // e.g. the LR preview follows
+        }
         shown[name] = value;
       });
       applies();

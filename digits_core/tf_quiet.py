@@ -1,0 +1,106 @@
+"""Keep TensorFlow's C++ start-up chatter off the terminal (unless ``-v``).
+
+Importing TensorFlow 2.x and finding its devices prints lines such as
+``Could not find cuda drivers on your machine, GPU will not be used``,
+``oneDNN custom operations are on`` and, on a machine without a GPU,
+``failed call to cuInit: ... (303)`` from C++, straight to file descriptor 2,
+interleaved with progress bars. ``TF_CPP_MIN_LOG_LEVEL`` stops only part of it
+(lines logged before absl's logging starts ignore it), so
+:func:`quiet_tensorflow_startup` imports TensorFlow and lists its devices
+while fd 2 goes through a filter that drops those lines and passes everything
+else. Real errors stay: error/fatal lines other than the known noise, and a
+``cuInit`` failure on a machine that has an NVIDIA driver (a real device
+problem).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import threading
+
+#: glog-style C++ log line: severity letter, date, time, thread, file:line].
+_GLOG = re.compile(rb"^([IWEF])\d{4} \d\d:\d\d:\d+\.\d+\s+\d+ [^ \]]+:\d+\] ")
+#: Non-glog start-up lines that say nothing actionable.
+_NOISE_PLAIN = (
+    b"WARNING: All log messages before absl::InitializeLog() is called are written to STDERR",
+    b"To enable the following instructions:",
+)
+#: Error-level lines that are noise on a machine without an NVIDIA driver.
+_NO_GPU_NOISE = (b"failed call to cuInit", b"Unable to register cu")
+
+
+def gpu_driver_present() -> bool:
+    """True if this machine has an NVIDIA driver (then a ``cuInit`` failure is a real error)."""
+    return os.path.exists("/dev/nvidiactl") or shutil.which("nvidia-smi") is not None
+
+
+def is_noise(line: bytes, *, gpu_expected: bool) -> bool:
+    """True for a TensorFlow start-up line to drop; never for a real error."""
+    text = line.strip()
+    if any(text.startswith(prefix) for prefix in _NOISE_PLAIN):
+        return True
+    match = _GLOG.match(text)
+    if not match:
+        return False
+    if match.group(1) in (b"I", b"W"):
+        return True
+    return not gpu_expected and any(marker in text for marker in _NO_GPU_NOISE)
+
+
+class _Fd2Filter:
+    """Route fd 2 through a pipe whose reader drops noise lines (until :meth:`close`)."""
+
+    def __init__(self, gpu_expected: bool):
+        self.gpu_expected = gpu_expected
+        self.saved = os.dup(2)
+        read_end, write_end = os.pipe()
+        os.dup2(write_end, 2)
+        os.close(write_end)
+        self.read_end = read_end
+        self.thread = threading.Thread(target=self._pump, name="digits-tf-stderr", daemon=True)
+        self.thread.start()
+
+    def _pump(self) -> None:
+        pending = b""
+        while True:
+            chunk = os.read(self.read_end, 65536)
+            if not chunk:
+                break
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            out = b"".join(line + b"\n" for line in lines if not is_noise(line, gpu_expected=self.gpu_expected))
+            if out:
+                os.write(self.saved, out)
+        if pending and not is_noise(pending, gpu_expected=self.gpu_expected):
+            os.write(self.saved, pending)
+        os.close(self.read_end)
+
+    def close(self) -> None:
+        os.dup2(self.saved, 2)  # closes the pipe's last write end: the reader sees EOF and drains
+        self.thread.join(10)
+        os.close(self.saved)
+
+
+def quiet_tensorflow_startup() -> None:
+    """Import TensorFlow and find its devices with the start-up noise filtered out of stderr.
+
+    Also sets ``TF_CPP_MIN_LOG_LEVEL=2`` (when unset) for what TensorFlow logs
+    later. Does nothing when ``TF_CPP_MIN_LOG_LEVEL`` is ``0`` (``-v``) or
+    TensorFlow is already imported.
+    """
+    import sys
+
+    if os.environ.get("TF_CPP_MIN_LOG_LEVEL") == "0" or "tensorflow" in sys.modules:
+        return
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    sys.stderr.flush()
+    filt = _Fd2Filter(gpu_driver_present())
+    try:
+        import tensorflow as tf
+
+        tf.config.list_physical_devices()
+    finally:
+        sys.stderr.flush()
+        filt.close()

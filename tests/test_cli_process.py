@@ -1,0 +1,38 @@
+"""The ``digits`` process: quiet --help, signals stop commands cleanly."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+
+@pytest.mark.slow
+def test_failed_plugin_warning_is_not_printed_on_help(sample_plugin_paths, digits_cli):
+    broken = [sample_plugin_paths["broken"]]
+    for args in (["--help"], ["dataset", "create", "--help"], ["--version"]):
+        result = digits_cli(*args, pythonpath=broken)
+        assert result.returncode == 0 and "failed to load" not in result.stderr, (args, result.stderr)
+    listed = digits_cli("dataset", "list", pythonpath=broken)
+    assert listed.returncode == 0 and "failed to load and is skipped" in listed.stderr
+
+
+def test_sigterm_and_sighup_stop_a_command_like_ctrl_c(tmp_path):
+    """`timeout`, systemd and Docker send SIGTERM; a closed terminal SIGHUP: the command's clean-up runs."""
+    code = ("import sys, time\n"
+            "from digits_core.cli import _stop_on_signals\n"
+            "_stop_on_signals()\n"
+            "try:\n"
+            "    print('ready', flush=True)\n"
+            "    time.sleep(60)\n"
+            "except KeyboardInterrupt:\n"
+            "    print('cleaned up', flush=True)\n"
+            "    sys.exit(130)\n")
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+        assert proc.stdout.readline().strip() == "ready"
+        os.kill(proc.pid, sig)
+        assert proc.stdout.read().strip() == "cleaned up" and proc.wait() == 130
