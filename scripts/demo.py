@@ -14,9 +14,12 @@ a previous run made, so a second run goes straight to the server):
    (a few minutes in all on 2 CPU cores, progress shown);
 5. start ``digits serve`` on the demo jobs folder and print its URL.
 
-Options: ``--jobs-dir`` (default ``demo-data/jobs``), ``--port``, ``--host``,
-``--no-serve`` (stop after training), ``--epochs-lenet``, ``--epochs-unet``;
-``$DIGITS_DEMO_DATA`` moves ``demo-data`` elsewhere (the end-to-end test uses it).
+Options: ``--jobs-dir`` (default ``$DIGITS_JOBS_DIR`` when set, else
+``demo-data/jobs``), ``--port`` (default ``$DIGITS_DEMO_PORT`` or 5000),
+``--host`` (default 127.0.0.1), ``--no-serve`` (stop after training),
+``--epochs-lenet``, ``--epochs-unet``; ``$DIGITS_DEMO_DATA`` moves
+``demo-data`` elsewhere (the end-to-end test uses it). The demo prints the
+jobs folder and the ``digits`` command that lists or serves it again.
 """
 
 from __future__ import annotations
@@ -205,16 +208,23 @@ def build_all(jobs_dir: Path, epochs_lenet: int, epochs_unet: int) -> dict:
     return ids
 
 
-def main(argv=None) -> int:
-    """Run the demo."""
+def parse_args(argv=None) -> argparse.Namespace:
+    """Parse the demo's options (defaults read ``$DIGITS_JOBS_DIR`` and ``$DIGITS_DEMO_PORT`` now)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--jobs-dir", default=str(DEMO / "jobs"))
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=int(os.environ.get("DIGITS_DEMO_PORT", 5000)))
+    parser.add_argument("--jobs-dir", default=os.environ.get("DIGITS_JOBS_DIR") or str(DEMO / "jobs"),
+                        help="jobs folder (default: $DIGITS_JOBS_DIR, else demo-data/jobs)")
+    parser.add_argument("--host", default="127.0.0.1", help="address the web UI binds (default: 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=int(os.environ.get("DIGITS_DEMO_PORT", 5000)),
+                        help="web UI port (default: $DIGITS_DEMO_PORT, else 5000)")
     parser.add_argument("--epochs-lenet", type=int, default=10)
     parser.add_argument("--epochs-unet", type=int, default=20)
     parser.add_argument("--no-serve", action="store_true", help="stop after building and training")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    """Run the demo."""
+    args = parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TensorFlow's start-up chatter out of the demo
     jobs_dir = Path(args.jobs_dir).resolve()
     jobs_dir.mkdir(parents=True, exist_ok=True)
@@ -226,7 +236,8 @@ def main(argv=None) -> int:
     except DigitsError as exc:
         print(f"\nerror: {exc}", file=sys.stderr)
         return 1
-    print(f"Demo ready in {time.monotonic() - started:.0f} s.")
+    print(f"Demo ready in {time.monotonic() - started:.0f} s. Jobs folder: {jobs_dir}")
+    print(f"  Later:    digits --jobs-dir {jobs_dir} dataset list   (or serve)")
     host = "localhost" if args.host in ("127.0.0.1", "0.0.0.0") else args.host
     print(f"  Models:   http://{host}:{args.port}/models/{ids['lenet']}  and  /models/{ids['unet']}")
     if args.no_serve:
