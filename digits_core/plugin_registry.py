@@ -419,6 +419,11 @@ class PluginRegistry:
                 replacing.add(plugin_name)
             self._add_to_manager(pm, record, obj, origins, records, plugin_name=plugin_name)
 
+        try:  # unknown hooks were attributed and their plugins unregistered above; this is pluggy's own word
+            pm.check_pending()
+        except pluggy.PluginValidationError as exc:  # pragma: no cover - a case the per-plugin check missed
+            logger.warning("Plugin hook validation: %s", exc)
+
         # Collect classes from every digits_register_* implementation, one at a
         # time so each result is attributed to (and contained within) its plugin.
         candidates: list[tuple[PluginRecord, _Origin]] = []
