@@ -266,6 +266,7 @@ class _SyntheticDataset:
     color_palette = [[0, 0, 0], [255, 0, 0], [0, 255, 0]]
     userdata = {"class_labels": class_labels, "color_palette": color_palette}
     plugin_id = None
+    feature_shape = (8, 8, 1)  # the shape of the synthetic inputs
 
 
 def _check_view(cls: type, report: CheckReport, config: Mapping[str, Any] | None, dataset: Any) -> None:

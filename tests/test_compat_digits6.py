@@ -345,6 +345,13 @@ def test_dataset_proxy_delegates_to_core_metadata():
     assert proxy.extension_userdata == {"class_labels": ["slope"], "size": 6}
 
 
+    class Reader:  # digits_core.datasets.reader.Dataset has feature_shape() as a method
+        def feature_shape(self):
+            return [4, 5, 3]
+
+    assert Digits6Dataset(Reader()).get_feature_dims() == (4, 5, 3)
+
+
 def test_view_renders_through_the_core_report():
     from digits_core.inference.report import render_fragments, run_view
 

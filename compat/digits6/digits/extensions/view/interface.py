@@ -43,7 +43,8 @@ class Digits6Dataset:
 
     def get_feature_dims(self) -> tuple:
         """The stored feature shape ``(H, W, C)``."""
-        return tuple(getattr(self._dataset, "feature_shape", ()) or ())
+        shape = getattr(self._dataset, "feature_shape", None)
+        return tuple((shape() if callable(shape) else shape) or ())
 
     @property
     def extension_userdata(self) -> dict:
