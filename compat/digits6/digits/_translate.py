@@ -19,6 +19,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable
 
 import numpy as np
@@ -127,3 +128,12 @@ def form_class(form: Any, factory: Callable[[], Any] | None = None) -> Any:
         "__new__": __new__, "__module__": base.__module__, "__qualname__": base.__qualname__,
         "__doc__": base.__doc__,
     })
+
+
+def static_form_method(function: Callable[..., Any]) -> staticmethod:
+    """Wrap a DIGITS 6 static ``get_*_form`` so it returns a form class (see :func:`form_class`)."""
+    @functools.wraps(function)
+    def get_form(*args, **kwargs):
+        return form_class(function(*args, **kwargs), lambda: function(*args, **kwargs))
+
+    return staticmethod(get_form)

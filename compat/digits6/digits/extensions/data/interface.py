@@ -26,7 +26,7 @@ from typing import Any
 
 from digits_core import DataIngestion
 
-from ..._translate import form_class, pairs_to_core
+from ..._translate import form_class, pairs_to_core, static_form_method
 from ..._userdata import Userdata
 from ...utils.constants import STAGE_FROM_CORE
 
@@ -70,14 +70,6 @@ def _wrap_init(method):
             self.userdata.is_inference_db = True
 
     return __init__
-
-
-def _wrap_static_form(function):
-    @functools.wraps(function)
-    def get_form(*args, **kwargs):
-        return form_class(function(*args, **kwargs), lambda: function(*args, **kwargs))
-
-    return staticmethod(get_form)
 
 
 class _InferenceForm:
@@ -134,10 +126,10 @@ class DataIngestionInterface(DataIngestion):
         if "itemize_entries" in own:
             cls.itemize_entries = _wrap_itemize(own["itemize_entries"])
         if isinstance(own.get("get_dataset_form"), staticmethod):
-            cls.get_dataset_form = _wrap_static_form(own["get_dataset_form"].__func__)
+            cls.get_dataset_form = static_form_method(own["get_dataset_form"].__func__)
         inference = own.get("get_inference_form")
         if isinstance(inference, staticmethod):
-            cls.get_inference_form = _wrap_static_form(inference.__func__)
+            cls.get_inference_form = static_form_method(inference.__func__)
         elif callable(inference) and not isinstance(inference, _InferenceForm):
             cls.get_inference_form = _InferenceForm(inference)
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from digits_core import View
 
-from ..._translate import form_class, view_input, view_outputs
+from ..._translate import static_form_method, view_input, view_outputs
 
 __all__ = ["VisualizationInterface", "Digits6Dataset"]
 
@@ -93,14 +93,6 @@ def _wrap_init(method):
     return __init__
 
 
-def _wrap_static_form(function):
-    @functools.wraps(function)
-    def get_config_form(*args, **kwargs):
-        return form_class(function(*args, **kwargs), lambda: function(*args, **kwargs))
-
-    return staticmethod(get_config_form)
-
-
 class VisualizationInterface(View):
     """Base class of DIGITS 6 view plugins (``digits.extensions.view.interface``).
 
@@ -120,7 +112,7 @@ class VisualizationInterface(View):
         if "process_data" in own:
             cls.process_data = _wrap_process_data(own["process_data"])
         if isinstance(own.get("get_config_form"), staticmethod):
-            cls.get_config_form = _wrap_static_form(own["get_config_form"].__func__)
+            cls.get_config_form = static_form_method(own["get_config_form"].__func__)
 
     # -- DIGITS 6 methods without a DIGITS Core counterpart --------------------
 
