@@ -236,6 +236,12 @@ def _check_data(cls: type, report: CheckReport, form_values: Mapping[str, Any] |
                     problems.append(problem)
             report.add(name, FAILED if problems else OK, "; ".join(dict.fromkeys(problems)))
             encoded_any = encoded_any or not problems
+    from .contract import reserved_names
+
+    taken = sorted(set(plugin.userdata) & reserved_names("data"))
+    report.add("userdata", FAILED if taken else OK,
+               f"itemize_entries stored userdata key(s) {', '.join(taken)}, name(s) the framework owns: they are "
+               "dropped when the plugin is re-created for inference; use another key" if taken else "")
     if not encoded_any:
         report.add("encode_entry", SKIPPED if not report.failures else FAILED,
                    "no entry was encoded: itemize_entries returned none for these form values")

@@ -154,6 +154,13 @@ def test_check_plugin_passes_a_correct_plugin_and_names_channels_first():
     report = check_plugin(_variant("F64", encode_entry=float64))
     assert "feature dtype float64 is not one of uint8, uint16, int16, float32" in str(report)
 
+    def digits6_userdata(self, stage):
+        self.userdata["is_inference_db"] = self.is_inference_db  # the DIGITS 6 idiom
+        return [1]
+
+    report = check_plugin(_variant("D6", itemize_entries=digits6_userdata))
+    assert "failed  userdata: itemize_entries stored userdata key(s) is_inference_db" in str(report)
+
 
 def test_testing_kit_builds_a_dataset_in_process(tmp_path):
     from digits_core.testing import build_dataset
