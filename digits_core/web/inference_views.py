@@ -149,7 +149,8 @@ def infer(job_id: str):
     mode = request.form.get("input_mode", "upload")
     request_body = {"model": str(job.path), "jobs_dir": str(_ext()["jobs_dir"]), "view": view_id,
                     "view_config": view_config, "epoch": request.form.get("snapshot") or None,
-                    "data_roots": current_app.config["DIGITS_DATA_ROOTS"]}
+                    "data_roots": current_app.config["DIGITS_DATA_ROOTS"],
+                    "max_errors": request.form.get("max_errors") or None}
     if mode == "plugin":
         from ..plugin_registry import registry
 
