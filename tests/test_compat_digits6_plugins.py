@@ -164,9 +164,22 @@ def test_trained_and_shown_through_the_view_on_cli_and_web(installed, on_path, d
         assert page.status_code == 200
         text = page.get_data(as_text=True)
         assert 'title="How many gradient images the training set gets"' in text and 'class="form-group' in text
+        token = client.get("/api/csrf-token").get_json()["csrf_token"]
+        fields = {"csrf_token": token, "job_name": "from the web", "job_workers": "1", "train_image_count": "6",
+                  "val_image_count": "2", "image_width": "12", "image_height": "12"}
+        refused = client.post("/datasets/new/gradients6", data={**fields, "train_image_count": "0"})
+        assert refused.status_code == 400  # the template's own mark_errors() marks the field
+        assert re.search(r'class="form-group has-error">\s*<label for="train_image_count"',
+                         refused.get_data(as_text=True))
+        created = client.post("/datasets/new/gradients6", data=fields)
+        assert created.status_code == 302
+        from digits_core.datasets import open_dataset, run_dataset_job
+        from digits_core.jobs import Job
+
+        web_job = run_dataset_job(Job.load(jobs / created.headers["Location"].rsplit("/", 1)[1]), workers=1)
+        assert tuple(open_dataset(web_job.id, jobs).feature_shape()) == (12, 12, 1)
         model_page = client.get(f"/models/{model['job_id']}").get_data(as_text=True)
         assert 'name="gradient_x"' in model_page and "Random gradients" in model_page
-        token = client.get("/api/csrf-token").get_json()["csrf_token"]
         result = client.post(f"/models/{model['job_id']}/infer", data={
             "csrf_token": token, "input_mode": "plugin", "view_id": "gradients6", "arrow_color": "green",
             "arrow_size": "90", "gradient_x": "-0.25", "gradient_y": "0.1"})
