@@ -412,6 +412,35 @@ def test_bad_inputs_are_skipped_and_reported_within_max_errors(cls_model, seg_mo
     assert "error: 1 of 4 inputs failed" in capsys.readouterr().err
 
 
+def test_a_view_whose_init_raises_is_one_error_line(cls_model, labelled_list, jobs_dir, capsys):
+    from digits_core.cli import main
+
+    class BrokenInitView(View):
+        plugin_id = "broken-init"
+
+        def __init__(self, dataset, **config):
+            raise KeyError("color_palette")
+
+        def process_data(self, input_id, input_data, output_data, ground_truth=None):
+            return None
+
+        def get_view_template(self, data):
+            return "", {}
+
+    registry.register(BrokenInitView)
+    try:
+        capsys.readouterr()
+        args = ["--jobs-dir", str(jobs_dir), "infer", "--model", cls_model.id, "--view", "broken-init",
+                str(labelled_list / "img0.png"), "--out", str(jobs_dir / "r.html")]
+        assert main(args) == 1
+        err = capsys.readouterr().err
+        assert err.strip() == "error: plugin \"broken-init\" failed in View.__init__: KeyError: 'color_palette'"
+        assert main(["-v", *args]) == 1
+        assert "Traceback" in capsys.readouterr().err
+    finally:
+        registry.unregister(BrokenInitView)
+
+
 # -- command line -------------------------------------------------------------------
 
 
