@@ -25,6 +25,17 @@ intensity level per pixel of :func:`digits_core.resize.resize_image`'s
     serve = tf.saved_model.load("saved_model").signatures["serving_default"]
     probabilities = serve(images=tf.constant(batch_uint8))["outputs"]
 
+Detection models (task ``detection``) export a different
+``serving_default``: it takes ``encoded``, a ``[N]`` string tensor of PNG
+or JPEG files of any size, decodes and resizes each (bilinear, ``squash``)
+to the network size, runs the network and its in-graph top-K decoding, and
+returns ``boxes`` ``[N, K, 4]`` (``x1, y1, x2, y2`` in each *input* image's
+pixels), ``scores`` ``[N, K]`` and ``classes`` ``[N, K]`` (int32 class ids,
+names in ``labels.txt``), best first; K = 100, filter by score::
+
+    serve = tf.saved_model.load("saved_model").signatures["serving_default"]
+    out = serve(encoded=tf.constant([open("street.png", "rb").read()]))
+
 The ``keras`` format holds the bare network instead: apply the
 preprocessing described in ``info.json`` (``(x - mean) * scale``, then the
 centre crop) yourself.
@@ -71,7 +82,7 @@ def _info(loaded: InferenceModel, fmt: str) -> dict:
         "dataset": {**loaded.dataset.to_dict(), "resize_mode": loaded.dataset.resize_mode},
         "preprocessing": {**prep.to_dict(), "mean_file": "mean.npy" if prep.mean is not None else None,
                           "order": "cast to float32, subtract mean, multiply by scale, centre crop"},
-        "signature": {
+        "signature": _detection_signature(loaded) if loaded.task == "detection" and fmt == "savedmodel" else {
             "name": "serving_default",
             "input": {"name": "images", "shape": [None, None, None, c], "dtype": loaded.feature_dtype.name,
                       "resized_to": [h, w], "resize": "bilinear, antialiased, aspect ratio ignored (squash)"},
@@ -81,10 +92,50 @@ def _info(loaded: InferenceModel, fmt: str) -> dict:
     }
 
 
+def _detection_signature(loaded: InferenceModel) -> dict:
+    h, w, c = loaded.feature_shape
+    return {"name": "serving_default",
+            "input": {"name": "encoded", "shape": [None], "dtype": "string",
+                      "content": "PNG or JPEG file bytes, any size", "resized_to": [h, w], "resize": "bilinear (squash)"},
+            "outputs": {"boxes": {"shape": [None, 100, 4], "coordinates": "x1, y1, x2, y2 in input image pixels"},
+                        "scores": {"shape": [None, 100]}, "classes": {"shape": [None, 100], "dtype": "int32"}}}
+
+
+def _detection_endpoint(loaded: InferenceModel):
+    """``serve(encoded)`` for a detector: decode, resize, detect, boxes back in each input's pixels."""
+    import tensorflow as tf
+
+    h, w, c = loaded.feature_shape
+    dtype = tf.as_dtype(loaded.feature_dtype)
+
+    def prepare(data):
+        image = tf.io.decode_image(data, channels=c, dtype=dtype, expand_animations=False)
+        size = tf.cast(tf.shape(image)[:2], tf.float32)
+        image = tf.image.resize(tf.cast(image, tf.float32), (h, w), method="bilinear")
+        return image, size
+
+    def serve(encoded):
+        images, sizes = tf.map_fn(prepare, encoded, fn_output_signature=(
+            tf.TensorSpec([h, w, c], tf.float32), tf.TensorSpec([2], tf.float32)))
+        rows = loaded.serve(images)
+        scale = tf.stack([sizes[:, 1] / w, sizes[:, 0] / h, sizes[:, 1] / w, sizes[:, 0] / h], axis=-1)
+        return {"boxes": rows[..., 2:] * scale[:, None, :], "scores": rows[..., 1],
+                "classes": tf.cast(rows[..., 0], tf.int32)}
+
+    return serve, [tf.TensorSpec([None], tf.string, name="encoded")]
+
+
 def _write_savedmodel(loaded: InferenceModel, folder: Path) -> None:
     import keras
     import tensorflow as tf
 
+    if loaded.task == "detection":
+        archive = keras.export.ExportArchive()
+        archive.track(loaded.model)
+        serve, signature = _detection_endpoint(loaded)
+        archive.add_endpoint("serving_default", serve, input_signature=signature)
+        archive.write_out(str(folder / "saved_model"), verbose=False)
+        return
     h, w, c = loaded.feature_shape
     dtype = tf.as_dtype(loaded.feature_dtype)
 

@@ -38,7 +38,7 @@ SNAPSHOT_PATTERN = re.compile(r"^epoch-(\d+(?:\.\d+)?)\.keras$")
 CACHE_SIZE_ENV = "DIGITS_MODEL_CACHE_SIZE"
 #: Default view per model task.
 DEFAULT_VIEWS = {"classification": "image-classification", "segmentation": "image-segmentation", "regression": "regression",
-                 "image-to-image": "image-output"}
+                 "image-to-image": "image-output", "detection": "bounding-boxes"}
 
 
 @dataclass
@@ -265,7 +265,10 @@ class InferenceModel:
 
         x = self.preprocessing.tf_normalize(images)
         x = tf_center_crop(x, self.preprocessing.crop_size)
-        return self.model(x, training=False)
+        out = self.model(x, training=False)
+        if self.task == "detection":  # decoded in the graph: [N, K, 6] (class, score, x1, y1, x2, y2)
+            return detection_rows(out, x.shape[1:3], len(self.class_labels or []) or int(out.shape[-1]) - 4)
+        return out
 
     def predict(self, features: np.ndarray, batch_size: int = 64) -> np.ndarray:
         """Run the compiled function on raw features, ``batch_size`` at a time.
@@ -397,3 +400,13 @@ def clear_model_cache() -> None:
     with _cache_lock:
         _cache.clear()
         _aliases.clear()
+
+
+def detection_rows(output_map, input_hw, num_classes: int):
+    """A detector's output map → ``[N, K, 6]`` ``(class, score, x1, y1, x2, y2)`` in network-input pixels."""
+    import tensorflow as tf
+
+    from ..engine.detection.decode import decode_detections
+
+    boxes, scores, classes = decode_detections(output_map, input_hw, num_classes)
+    return tf.concat([tf.cast(classes, tf.float32)[..., None], scores[..., None], boxes], axis=-1)

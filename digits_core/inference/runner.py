@@ -61,6 +61,8 @@ class InferenceSample:
         output: The network's output for it (numpy).
         ground_truth: The known label (class index, ``H×W`` mask, numbers) or ``None``.
         top: For classification, the top-N ``[{index, label, probability}]``.
+        detections: For detection, ``[{class, class_id, score, box}]`` in the *input image's*
+            pixels, best first (see :mod:`digits_core.inference.detection`).
     """
 
     input_id: str
@@ -68,12 +70,15 @@ class InferenceSample:
     output: np.ndarray
     ground_truth: Any = None
     top: list | None = None
+    detections: list | None = None
 
     def to_dict(self) -> dict:
         """JSON-friendly summary (no arrays except small outputs)."""
         data: dict[str, Any] = {"input_id": self.input_id}
         if self.top is not None:
             data["top"] = self.top
+        elif self.detections is not None:
+            data["detections"] = self.detections
         elif self.output.size <= 64:
             data["output"] = self.output.tolist()
         else:
@@ -226,6 +231,10 @@ def _resolve_label(model: InferenceModel, item: InputItem, height: int, width: i
         return read_mask(mask_path, height, width, model.dataset.color_palette)
     if model.task == "image-to-image":
         return _target_image(model, item, label, where)
+    if model.task == "detection":
+        from .detection import ground_truth_boxes
+
+        return ground_truth_boxes(model, item, label, where)
     try:
         values = [float(v) for v in str(label).replace(",", " ").split()] if isinstance(label, str) else label
     except ValueError:
@@ -307,7 +316,7 @@ def _stack(features: list, shape, dtype) -> np.ndarray:
 
 
 def _encode_with_plugin(model: InferenceModel, form_data: dict,
-                        max_errors: Any = None) -> tuple[list[str], np.ndarray, list, list, DataIngestion]:
+                        max_errors: Any = None) -> tuple[list[str], np.ndarray, list, list, DataIngestion, dict]:
     from ..contract import inference_form, plugin_code, strip_reserved
     from ..forms import validate_values
     from ..plugin_registry import registry
@@ -335,6 +344,7 @@ def _encode_with_plugin(model: InferenceModel, form_data: dict,
         raise InferenceError(f'Data plugin "{plugin_id}" found no inference inputs for {values}.')
     budget = _Budget(max_errors, len(entries))
     ids, features, labels = [], [], []
+    sizes: dict[str, tuple] = {}  # input id -> (H, W) before resizing
     shape, dtype = model.feature_shape, model.feature_dtype
     for entry in entries:
         name = str(entry)
@@ -346,6 +356,7 @@ def _encode_with_plugin(model: InferenceModel, form_data: dict,
                 feature = np.asarray(feature)
                 if feature.ndim == 2:
                     feature = feature[:, :, None]
+                sizes[name] = feature.shape[:2]  # before resizing: detection maps boxes back to it
                 if feature.shape != shape or feature.dtype != dtype:
                     feature = prepare_image(feature, shape, dtype.name, model.dataset.resize_mode)
                 prepared.append((feature, label))
@@ -357,7 +368,7 @@ def _encode_with_plugin(model: InferenceModel, form_data: dict,
             features.append(feature)
             labels.append(label)
     budget.check(len(ids))
-    return ids, _stack(features, shape, dtype), labels, budget.errors, instance
+    return ids, _stack(features, shape, dtype), labels, budget.errors, instance, sizes
 
 
 def _finish_inference(instance: DataIngestion | None, plugin_id: str, samples: list) -> list[str]:
@@ -453,7 +464,7 @@ def infer(model_id, inputs: Iterable[Any] = (), *, epoch: float | None = None, v
     if form_data:
         if inputs:
             raise InferenceError("Give either input files or the data plugin's inference form fields, not both.")
-        ids, features, labels, errors, instance = _encode_with_plugin(model, form_data, max_errors)
+        ids, features, labels, errors, instance, sizes = _encode_with_plugin(model, form_data, max_errors)
     else:
         instance = None
         if not inputs:
@@ -462,6 +473,11 @@ def infer(model_id, inputs: Iterable[Any] = (), *, epoch: float | None = None, v
         budget = _Budget(max_errors, len(items))
         ids, features, labels = _read_items(model, items, budget)
         errors = budget.errors
+        sizes = {}
+        if model.task == "detection":
+            from .detection import source_size
+
+            sizes = {item.input_id: source_size(item) for item in items}
     outputs = []
     for start in range(0, len(features), batch_size):
         outputs.append(model.predict(features[start:start + batch_size], batch_size))
@@ -476,6 +492,13 @@ def infer(model_id, inputs: Iterable[Any] = (), *, epoch: float | None = None, v
     for i, input_id in enumerate(ids):
         truth = model.crop_label(labels[i])
         samples.append(InferenceSample(input_id, model.network_input(features[i]), outputs[i], truth, tops[i]))
+    if model.task == "detection":
+        from .detection import DEFAULT_SCORE_THRESHOLD, to_detections
+
+        threshold = float(config.get("score_threshold", DEFAULT_SCORE_THRESHOLD))
+        for sample in samples:
+            sample.detections = to_detections(sample.output, model.feature_shape[:2], sizes.get(sample.input_id),
+                                              model.dataset.resize_mode, model.class_labels, threshold)
     metrics = None
     labelled = [i for i, s in enumerate(samples) if s.ground_truth is not None]
     if classification and labelled:

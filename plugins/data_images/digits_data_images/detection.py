@@ -35,7 +35,7 @@ from .base import ImageIngestionBase
 from .detection_labels import pair_kitti, parse_class_mapping, parse_kitti, read_coco, class_lookup
 from .encoding import encode_image_file
 from .forms import existing_file, existing_folder, expand, image_option_fields
-from .inference import encode_inference_entry
+from .inference import read_entry_bytes
 from .segmentation import default_palette
 
 logger = logging.getLogger("digits_data_images")
@@ -169,7 +169,7 @@ class ObjectDetectionIngestion(ImageIngestionBase):
     def encode_entry(self, entry):
         """Read one image and its boxes, resize both; returns ``(feature, float32 N×5 boxes)``."""
         if self.is_inference_db:
-            return encode_inference_entry(self, entry)
+            return self._inference_image(entry)
         kind, image_path, labels, _ = entry
         if kind == "kitti":
             boxes = parse_kitti(labels, class_lookup(parse_class_mapping(self.custom_classes)))
@@ -188,6 +188,19 @@ class ObjectDetectionIngestion(ImageIngestionBase):
                                     jpg_quality=int(self.jpg_quality or 90))
         geometry = resize_geometry(src_h, src_w, height, width, self.resize_mode)
         return feature, transform_boxes(boxes, geometry, float(self.min_box_size or 0))
+
+    def _inference_image(self, entry):
+        """An inference input at its own size (the core resizes it and maps boxes back to these pixels)."""
+        import io
+
+        from .resize import image_to_array, open_image
+
+        path, label = entry if isinstance(entry, tuple) else (entry, None)
+        try:
+            image = open_image(io.BytesIO(read_entry_bytes(self, path)))
+            return image_to_array(image, self.channels), label
+        except ValueError as exc:
+            raise ValueError(f"{path}: {exc}") from None
 
     def __getstate__(self):
         state = dict(self.__dict__)
