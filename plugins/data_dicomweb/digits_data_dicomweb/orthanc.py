@@ -64,6 +64,16 @@ def orthanc_available() -> bool:
     return Path(ORTHANC_EXECUTABLE).is_file() and Path(DICOMWEB_PLUGIN).is_file() and bool(shutil.which("cc"))
 
 
+def _die_with_parent() -> None:
+    """In the child before exec: ask Linux for SIGTERM when the parent dies (no orphaned Orthanc after kill -9)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -141,7 +151,7 @@ class OrthancServer:
         env = dict(os.environ, LD_PRELOAD=str(self._shim()))
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen([ORTHANC_EXECUTABLE, str(config)], stdout=log, stderr=subprocess.STDOUT,
-                                            env=env, start_new_session=True)
+                                            env=env, start_new_session=True, preexec_fn=_die_with_parent)
         end = time.monotonic() + deadline_s
         while time.monotonic() < end:
             if self.process.poll() is not None:
@@ -209,9 +219,9 @@ def main(argv=None) -> int:
         return 1
     try:
         loaded = server.upload(*args.load) if args.load else 0
-        print(f"Orthanc serves DICOMweb at {server.dicomweb_url} (user {server.username!r}, password "
-              f"{'from --password' if args.password else repr(server.password)}); {loaded} file(s) uploaded. "
-              "Ctrl-C stops it.", flush=True)
+        password = "as given" if args.password else repr(server.password)
+        print(f"Orthanc serves DICOMweb at {server.dicomweb_url} (user {server.username!r}, password {password}); "
+              f"{loaded} file(s) uploaded. Ctrl-C stops it.", flush=True)
         signal.signal(signal.SIGTERM, signal.default_int_handler)
         while server.process and server.process.poll() is None:
             time.sleep(1)

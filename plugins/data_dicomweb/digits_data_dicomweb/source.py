@@ -110,7 +110,8 @@ class InstanceRef:
     series_description: str = ""
 
     def __str__(self) -> str:
-        return f"instance {self.sop} (patient {self.patient}, series {self.series})"
+        where = f"patient {self.patient}, series {self.series}" if self.patient else f"series {self.series}"
+        return f"instance {self.sop} ({where})"
 
 
 def _first(item: dict, tag: str, default=""):
