@@ -249,3 +249,22 @@ def test_train_from_the_pacs_and_store_predictions_as_seg(pacs, data, tmp_path):
         sop = input_id.split()[1]
         holder = next(b for b in back if sop in b.source_sop_uids)
         np.testing.assert_array_equal(holder.label_map(sop), mask)
+
+
+@pytest.mark.parametrize("name", ["MR_small_RLE.dcm", "MR_small_implicit.dcm", "CT_small.dcm"])
+def test_other_transfer_syntaxes_decode_like_the_local_file(pacs, tmp_path, name):
+    """Real pydicom test files (RLE, implicit VR, CT with rescale) through Orthanc decode as the files do."""
+    import pydicom
+    from pydicom.data import get_testdata_file
+
+    from digits_data_sunnybrook.dicom import dataset_to_image, read_dicom_image
+
+    path = get_testdata_file(name)
+    local = pydicom.dcmread(path)
+    pacs.upload(path)
+    source = DicomWebSource(pacs.dicomweb_url, username=pacs.username, password=pacs.password, cache_dir=tmp_path)
+    refs = [r for r in source.find_instances(StudyQuery(study_uids=(str(local.StudyInstanceUID),)))
+            if r.sop == str(local.SOPInstanceUID)]
+    assert len(refs) == 1
+    fetched = source.retrieve(refs[0])
+    np.testing.assert_array_equal(dataset_to_image(fetched, name=str(refs[0])), read_dicom_image(path))
