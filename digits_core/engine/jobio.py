@@ -96,6 +96,23 @@ def epoch_tag(epoch: float) -> str:
     return f"{whole:03d}" + f"{frac:.4f}".rstrip("0")[1:]
 
 
+def _drop_points_after(path: Path, step: int) -> None:
+    """Rewrite ``metrics.jsonl`` atomically without the points (and partial lines) after ``step``."""
+    if not path.is_file():
+        return
+    kept = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            point = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # the half-written last line of a killed run
+        if int(point.get("step", 0)) <= step:
+            kept.append(line + "\n")
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text("".join(kept), encoding="utf-8")
+    os.replace(tmp, path)
+
+
 class MetricsWriter:
     """Streams metric points to ``metrics.jsonl`` (line-buffered, flushed each point) and TensorBoard.
 
@@ -103,14 +120,20 @@ class MetricsWriter:
         folder: The model job folder.
         tensorboard: Also write TensorBoard scalars under ``tb/``.
         enabled: False on non-chief workers (writes nothing).
+        resume_step: On resume, the step of the snapshot resumed from: points
+            logged after it (by the run that was interrupted) are dropped, so
+            the resumed run continues the curves without duplicate points.
     """
 
-    def __init__(self, folder: str | os.PathLike, *, tensorboard: bool = True, enabled: bool = True):
+    def __init__(self, folder: str | os.PathLike, *, tensorboard: bool = True, enabled: bool = True,
+                 resume_step: int | None = None):
         self.enabled = enabled
         self._file = None
         self._tb = None
         if not enabled:
             return
+        if resume_step is not None:
+            _drop_points_after(Path(folder) / METRICS_FILE, int(resume_step))
         self._file = open(Path(folder) / METRICS_FILE, "a", encoding="utf-8")
         if tensorboard:
             import tensorflow as tf

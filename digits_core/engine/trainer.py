@@ -238,7 +238,8 @@ def _execute(state: RunState, callbacks: list | None, progress: Progress | None)
     old_handlers = _install_signals(abort)
     try:
         prepare_run(state)
-        writer = jobio.MetricsWriter(folder, enabled=state.strat.is_chief)
+        writer = jobio.MetricsWriter(folder, enabled=state.strat.is_chief,
+                                     resume_step=state.start_step if state.resume_from else None)
         heartbeat = _heartbeat(state)
         heartbeat()
         loop = TrainingLoop(state, writer, list(callbacks or []) + _hook_callbacks(job), progress, abort,

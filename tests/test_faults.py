@@ -1,0 +1,247 @@
+"""Fault injection against real processes: kill -9 and SIGTERM of training and of the server,
+DNS rebinding, data roots and two writers against a real ``digits serve``.
+
+Every kill lands at a point chosen at random (seeded, printed) among states the
+test waits for (a snapshot written, a job's worker blocked on a gate); nothing
+is synchronised by sleeping. Dataset-create kills live with the datasets tests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from digits_core.jobs import Job, JobStatus, JobStore, is_job_alive
+
+pytestmark = pytest.mark.slow
+
+SEED = int(os.environ.get("DIGITS_FAULT_SEED", "12"))
+TRAIN = ["--network", "lenet", "--epochs", "6", "--seed", "5", "--batch-size", "8", "--snapshot-interval", "1",
+         "--validation-interval", "1", "--solver", "adam", "--learning-rate", "0.002", "--quiet"]
+TOKEN = "fault-token"
+
+
+def wait_until(predicate, what: str, timeout: float = 240.0, proc=None):
+    """Poll ``predicate`` (a bounded wait on state); fail with ``what``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"process ended (status {proc.returncode}) while waiting for {what}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.01)
+
+
+def digits(jobs: Path, *args: str) -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DIGITS_")}
+    return subprocess.Popen([sys.executable, "-m", "digits_core", "--jobs-dir", str(jobs), *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+
+
+def process_gone(pid: int) -> bool:
+    """True once ``pid`` has exited (a zombie waiting for init to reap it counts as gone)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def snapshot_count(folder: Path) -> int:
+    try:
+        return len(json.loads((folder / "model.json").read_text())["snapshots"])
+    except (OSError, ValueError, KeyError):
+        return 0
+
+
+def final_val(points: list[dict]) -> dict:
+    last = max(p["step"] for p in points)
+    return {p["name"]: p["value"] for p in points if p["step"] == last and p["name"].startswith("val_")}
+
+
+@pytest.fixture(scope="module")
+def shapes(tmp_path_factory):
+    from digits_core import registry
+    from digits_core.datasets import create_dataset
+    from digits_core.engine.synthetic import SyntheticShapes
+
+    jobs = tmp_path_factory.mktemp("fault-jobs")
+    registry.register(SyntheticShapes)
+    try:
+        job = create_dataset("synthetic-shapes", {"count": 96, "val_count": 32, "size": 16}, workers=1, jobs_dir=jobs)
+    finally:
+        registry.unregister(SyntheticShapes)
+    return jobs, job.id
+
+
+def test_training_killed_three_times_resumes_to_the_same_result(shapes):
+    """kill -9 at random snapshots; each resume starts at once (no grace period) and the end matches."""
+    from digits_core.engine import read_metrics, train
+
+    jobs, dataset = shapes
+    rng = random.Random(SEED)
+    reference = train(dataset, "lenet", name="reference", jobs_dir=jobs, epochs=6, seed=5, batch_size=8,
+                      snapshot_interval=1, validation_interval=1, solver="adam", learning_rate=0.002)
+    existing = {j.id for j in JobStore(jobs).list(kind="model")}
+    proc = digits(jobs, "train", "--dataset", dataset, "--name", "killed", *TRAIN)
+    folder = wait_until(lambda: next((j.path for j in JobStore(jobs).list(kind="model") if j.id not in existing),
+                                     None), "the new model job", proc=proc)
+    kills = []
+    for kill in range(3):
+        at = snapshot_count(folder) + rng.randint(1, 2 if kill < 2 else 1)  # a random later snapshot
+        wait_until(lambda: snapshot_count(folder) >= at, f"snapshot {at}", proc=proc)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        kills.append(snapshot_count(folder))
+        job = JobStore(jobs).get(folder.name)
+        assert job.status is JobStatus.ABORTED and not is_job_alive(folder), (kill, job.status)
+        proc = digits(jobs, "train", "--resume", folder.name)  # at once: the lock died with the process
+    output = proc.communicate(timeout=300)[0]
+    assert proc.returncode == 0, output
+    print(f"fault seed {SEED}: killed after snapshots {kills}")
+    job = JobStore(jobs).get(folder.name)
+    assert job.status is JobStatus.DONE
+    points = read_metrics(job)
+    keys = [(p["name"], p["step"]) for p in points]
+    assert len(keys) == len(set(keys)), "duplicate metric points after resume"
+    epochs = [s["epoch"] for s in json.loads((folder / "model.json").read_text())["snapshots"]]
+    assert epochs == sorted(set(epochs)) and epochs[-1] == 6
+    ref, got = final_val(read_metrics(reference)), final_val(points)
+    assert ref.keys() == got.keys() and ref
+    for name in ref:
+        assert got[name] == pytest.approx(ref[name], rel=1e-4, abs=1e-5), name
+
+
+def test_sigterm_to_cli_training_aborts_and_keeps_a_snapshot(shapes):
+    jobs, dataset = shapes
+    existing = {j.id for j in JobStore(jobs).list(kind="model")}
+    proc = digits(jobs, "train", "--dataset", dataset, "--name", "terminated", *TRAIN)
+    folder = wait_until(lambda: next((j.path for j in JobStore(jobs).list(kind="model") if j.id not in existing),
+                                     None), "the new model job", proc=proc)
+    wait_until(lambda: snapshot_count(folder) >= 1, "a snapshot", proc=proc)
+    proc.send_signal(signal.SIGTERM)
+    output = proc.communicate(timeout=120)[0]
+    job = Job.load(folder)
+    assert job.status is JobStatus.ABORTED and "SIGTERM" in (job.error or ""), output
+    assert proc.returncode != 0 and not is_job_alive(folder)
+
+
+# -- a REAL digits serve ------------------------------------------------------------------
+
+
+@pytest.fixture
+def gate_server(live_server, sample_plugin_paths, tmp_path):
+    """Start servers whose sample dataset jobs block in their worker until ``gate`` exists."""
+
+    def start(jobs_dir, gate, **kwargs):
+        return live_server(jobs_dir, pythonpath=[sample_plugin_paths["basic"]], env={"DIGITS_SAMPLE_GATE": str(gate)},
+                           auth_token=TOKEN, **kwargs)
+
+    return start
+
+
+def blocked_job(server, gate) -> str:
+    resp = server.request("/api/datasets", method="POST",
+                          data={"plugin_id": "sample-numbers", "name": "blocked", "workers": 1,
+                                "form_data": {"count": 3}})
+    assert resp.status == 202, resp.text
+    wait_until(lambda: Path(f"{gate}.waiting").exists(), "the worker to reach the gate")
+    return resp.json()["id"]
+
+
+def test_server_killed_twice_with_a_running_job_leaves_no_orphan(gate_server, tmp_path):
+    jobs = tmp_path / "jobs"
+    for round_ in range(2):
+        gate = tmp_path / f"gate{round_}"
+        server = gate_server(jobs, gate)
+        job_id = blocked_job(server, gate)
+        worker = int((jobs / job_id / "worker.pid").read_text())
+        assert is_job_alive(jobs / job_id)
+        assert server.kill() == -signal.SIGKILL
+        # The worker notices its server is gone, stops its job and exits: the lock goes with it.
+        wait_until(lambda: not is_job_alive(jobs / job_id), "the orphaned worker to release its job")
+        wait_until(lambda: process_gone(worker), "the orphaned worker to exit")
+        assert Job.load(jobs / job_id).status is JobStatus.ABORTED
+    restarted = gate_server(jobs, tmp_path / "gate-final")
+    rows = {r["id"]: r["status"] for r in restarted.get_json("/api/jobs")}
+    assert list(rows.values()) == ["Aborted", "Aborted"]
+    assert restarted.stop(signal.SIGHUP) == 0, restarted.describe()
+
+
+def test_rebinding_origin_and_data_roots_on_a_real_server(live_server, tmp_path):
+    (tmp_path / "outside").mkdir()
+    root = tmp_path / "root"
+    (root / "c0").mkdir(parents=True)
+    server = live_server(tmp_path / "jobs", extra_args=["--data-root", str(root)])
+    for path in ("/", "/api/csrf-token", "/index.json"):
+        resp = server.get(path, headers={"Host": "evil.example:%d" % server.port})
+        assert resp.status == 400, (path, resp.status)
+        assert resp.headers["x-frame-options"] == "DENY"
+    csrf_page = server.get("/api/csrf-token")
+    token = csrf_page.json()["csrf_token"]
+    cookie = csrf_page.headers.get("set-cookie", "").split(";", 1)[0]
+    attack = {"name": "x", "dataset": "none", "custom_network": "open('/tmp/pwned', 'w')"}
+    evil = server.request("/api/models", method="POST", data=attack,
+                          headers={"Host": f"evil.example:{server.port}", "X-CSRFToken": token, "Cookie": cookie})
+    assert evil.status == 400
+    cross = server.request("/api/models", method="POST", data=attack,
+                           headers={"Origin": "http://evil.example", "X-CSRFToken": token, "Cookie": cookie})
+    assert cross.status == 403
+    outside = server.request("/api/datasets", method="POST",
+                             data={"plugin_id": "image-classification", "name": "d",
+                                   "form_data": {"folder": str(tmp_path / "outside"), "width": 8, "height": 8}},
+                             headers={"X-CSRFToken": token, "Cookie": cookie})
+    assert outside.status == 400 and "folder" in outside.text and str(root) in outside.text, outside.text
+    assert server.get_json("/api/jobs") == []
+    headers = server.get("/").headers
+    assert "frame-ancestors 'none'" in headers["content-security-policy"]
+    assert headers["x-content-type-options"] == "nosniff"
+
+
+OWNER = """
+import sys
+from digits_core.jobs import Job
+job = Job.load(sys.argv[1])
+job.set_status("Running")
+print("owned", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_two_writers_a_server_never_takes_over_a_live_job(live_server, tmp_path):
+    """`digits train` from a shell owns a job; the server must neither abort nor resume it."""
+    jobs = tmp_path / "jobs"
+    job = Job.create("model", "shell run", jobs_dir=jobs, dataset_id="none")
+    (job.path / "snapshots").mkdir()
+    (job.path / "snapshots" / "snapshot-001.keras").write_bytes(b"")  # something to resume from
+    owner = subprocess.Popen([sys.executable, "-c", OWNER, str(job.path)], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert owner.stdout.readline().strip() == "owned"
+        server = live_server(jobs)
+        assert server.get_json("/api/jobs")[0]["status"] == "Running"  # not marked Aborted at start-up
+        token = server.get("/api/csrf-token")
+        headers = {"X-CSRFToken": token.json()["csrf_token"],
+                   "Cookie": token.headers.get("set-cookie", "").split(";", 1)[0]}
+        resume = server.request(f"/api/jobs/{job.id}/resume", method="POST", data={}, headers=headers)
+        assert resume.status == 400 and f"pid {owner.pid}" in resume.text, resume.text
+        abort = server.request(f"/api/jobs/{job.id}/abort", method="POST", data={}, headers=headers)
+        assert abort.status == 200 and (job.path / "abort").exists()  # asked the owner to stop
+        owner.kill()
+        owner.wait()
+        rows = server.get_json("/api/jobs")
+        assert rows[0]["status"] == "Aborted"  # the owner died: no 120 s grace period
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+            owner.wait()
