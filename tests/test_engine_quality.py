@@ -2,7 +2,8 @@
 
 * scikit-learn's handwritten digits (1,797 8x8 images) exported to class
   folders and built with the image-classification plugin: LeNet reaches
-  >= 0.97 validation accuracy in under a minute of training;
+  >= 0.97 validation accuracy with default settings (how fast it trains is
+  measured in ``bench/train_throughput.py``, never asserted here);
 * the synthetic Sunnybrook set at 64x64 (real DICOM + contour files from
   ``digits_data_sunnybrook.synth``, built with the image-sunnybrook plugin):
   the default segmentation network (U-Net, Dice + cross-entropy) reaches
@@ -12,7 +13,6 @@
 from __future__ import annotations
 
 import json
-import time
 
 import numpy as np
 import pytest
@@ -37,13 +37,10 @@ def test_sklearn_digits_lenet_reaches_97_percent(tmp_path):
     jobs = tmp_path / "jobs"
     ds = create_dataset("image-classification", {"folder": str(root), "image_type": "grayscale", "width": 8,
                                                  "height": 8}, workers=2, jobs_dir=jobs)
-    start = time.perf_counter()
     job = train(ds.id, "lenet", name="sklearn-digits", jobs_dir=jobs, seed=0)  # default settings otherwise
-    seconds = time.perf_counter() - start
     info = json.loads((job.path / "model.json").read_text())
     assert job.status is JobStatus.DONE and info["val_count"] > 400  # 25 % held out
     assert info["final_metrics"]["val_accuracy"] >= 0.97, info["final_metrics"]
-    assert seconds < 60, seconds
 
 
 def test_synthetic_sunnybrook_unet_dice(tmp_path):
