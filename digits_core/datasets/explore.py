@@ -58,6 +58,27 @@ def draw_boxes(draw, boxes: np.ndarray, scale: float, origin: tuple, palette: li
         draw.text((rect[0] + 1, rect[1]), name[:10], fill=color)
 
 
+def image_with_boxes(feature: np.ndarray, boxes: np.ndarray, palette: list | None, names: list | None,
+                     scale: int = 2) -> np.ndarray:
+    """An ``H×W×3`` uint8 picture of a feature (enlarged ``scale`` times) with its boxes drawn."""
+    from PIL import Image, ImageDraw
+
+    image = Image.fromarray(to_display(feature))
+    image = image.resize((image.width * scale, image.height * scale), Image.NEAREST)
+    draw_boxes(ImageDraw.Draw(image), boxes, scale, (0, 0), palette, names)
+    return np.asarray(image)
+
+
+def boxes_caption(boxes: np.ndarray, names: list | None) -> str:
+    """``"3 boxes: car, car, van"`` (dontcare regions counted apart; padding rows skipped)."""
+    rows = np.asarray(boxes).reshape(-1, 5)
+    classes = [int(c) for c in rows[:, 0] if c > 0]
+    care = int((rows[:, 0] == 0).sum())
+    named = [str(names[c]) if names and c < len(names) else str(c) for c in classes]
+    text = f"{len(classes)} box{'es' if len(classes) != 1 else ''}" + (f": {', '.join(named[:6])}" if named else "")
+    return text + ("..." if len(named) > 6 else "") + (f" (+{care} dontcare)" if care else "")
+
+
 def label_text(dataset, label) -> str:
     """Return a short caption for a class or regression label."""
     if dataset.label_kind == "class":

@@ -152,6 +152,11 @@ def _explore_page(job: Job, stage: str, page: int, per_page: int) -> dict:
             if ds.label_kind == "mask":
                 item["mask"] = png_data_uri(_colorize(label, palette), max_size=128)
                 item["label"] = _mask_caption(label, class_labels)
+            elif ds.label_kind == "boxes":
+                from ..datasets.explore import boxes_caption, image_with_boxes
+
+                item["image"] = png_data_uri(image_with_boxes(feature, label, palette, class_labels), max_size=256)
+                item["label"] = boxes_caption(label, class_labels)
             elif ds.label_kind == "class":
                 idx = int(label_value if not isinstance(label_value, list) else label_value[0])
                 item["label"] = class_labels[idx] if 0 <= idx < len(class_labels) else str(idx)
