@@ -114,7 +114,7 @@
     });
   }
 
-  function isRatio(name) { return /acc|dice|iou|precision|recall|f1/i.test(name); }
+  function isRatio(name) { return /acc|dice|iou|precision|recall|f1|map|_ap/i.test(name); }
 
   /* Model page: poll metrics.json from a byte offset and append points to the charts. */
   DIGITS.trainingCharts = function (box) {
