@@ -12,12 +12,14 @@ a previous run made, so a second run goes straight to the server):
    at 28x28 grayscale, ``image-sunnybrook``);
 4. train a LeNet on the digits and a small U-Net on the cardiac images
    (a few minutes in all on 2 CPU cores, progress shown);
+   and a ``detectnet`` detector on synthetic handwritten digits placed on
+   cluttered backgrounds (``digits_data_images.synth_detection``);
 5. start ``digits serve`` on the demo jobs folder and print its URL.
 
 Options: ``--jobs-dir`` (default ``$DIGITS_JOBS_DIR`` when set, else
 ``demo-data/jobs``), ``--port`` (default ``$DIGITS_DEMO_PORT`` or 5000),
 ``--host`` (default 127.0.0.1), ``--no-serve`` (stop after training),
-``--epochs-lenet``, ``--epochs-unet``; ``$DIGITS_DEMO_DATA`` moves
+``--epochs-lenet``, ``--epochs-unet``, ``--epochs-detectnet``; ``$DIGITS_DEMO_DATA`` moves
 ``demo-data`` elsewhere (the end-to-end test uses it). The demo prints the
 jobs folder and the ``digits`` command that lists or serves it again.
 """
@@ -37,6 +39,8 @@ DIGITS_DATASET = "demo digits (scikit-learn)"
 SUNNYBROOK_DATASET = "demo sunnybrook (synthetic)"
 LENET_MODEL = "demo lenet on digits"
 UNET_MODEL = "demo unet on sunnybrook"
+DETECTION_DATASET = "demo detection (synthetic digits)"
+DETECTNET_MODEL = "demo detectnet on digits"
 
 
 def export_sklearn_digits(folder: Path, per_class: int | None = None) -> int:
@@ -134,7 +138,7 @@ def _import_tensorflow_quietly() -> None:
         os.close(saved)
 
 
-def build_all(jobs_dir: Path, epochs_lenet: int, epochs_unet: int) -> dict:
+def build_all(jobs_dir: Path, epochs_lenet: int, epochs_unet: int, epochs_detectnet: int = 12) -> dict:
     """Make (or reuse) the demo data, datasets and models; return their job ids."""
     from digits_core.datasets import create_dataset
     from digits_core.jobs import JobStore
@@ -205,7 +209,39 @@ def build_all(jobs_dir: Path, epochs_lenet: int, epochs_unet: int) -> dict:
     print(f"  {UNET_MODEL}: {job.id} ({job.status.value}"
           + (f", validation Dice {dice:.3f})" if dice is not None else ")"))
     ids["unet"] = job.id
+    ids.update(build_detection(store, jobs_dir, epochs_detectnet))
     return ids
+
+
+def build_detection(store, jobs_dir: Path, epochs: int) -> dict:
+    """Object detection: synthetic digits on clutter (KITTI folders) -> dataset -> a small detectnet."""
+    from digits_core.datasets import create_dataset
+    from digits_core.engine import train
+    from digits_data_images import synth_detection
+
+    print("detection: handwritten digits on cluttered backgrounds -> demo-data/detection")
+    folder = DEMO / "detection"
+    if not (folder / "classes.txt").exists():
+        synth_detection.generate(str(folder), images=320, val_images=80, size=64, seed=0)
+    job = _find(store, "dataset", DETECTION_DATASET)
+    if job is None:
+        job = create_dataset("object-detection", {
+            "train_image_folder": str(folder / "train" / "images"), "train_label_folder": str(folder / "train" / "labels"),
+            "val_image_folder": str(folder / "val" / "images"), "val_label_folder": str(folder / "val" / "labels"),
+            "custom_classes": synth_detection.CLASS_MAPPING, "width": 64, "height": 64},
+            name=DETECTION_DATASET, workers=2, jobs_dir=jobs_dir, progress=_bar("detection"))
+        print()
+    dataset_id = job.id
+    job = _find(store, "model", DETECTNET_MODEL)
+    if job is None:
+        _import_tensorflow_quietly()
+        job = train(dataset_id, "detectnet", name=DETECTNET_MODEL, jobs_dir=jobs_dir, epochs=epochs, seed=1,
+                    progress=_bar("detectnet"))
+        print()
+    map50 = _last_metric(job, "val_map50")
+    print(f"  {DETECTNET_MODEL}: {job.id} ({job.status.value}"
+          + (f", validation mAP@0.5 {map50:.3f})" if map50 is not None else ")"))
+    return {"detection": dataset_id, "detectnet": job.id}
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -218,6 +254,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="web UI port (default: $DIGITS_DEMO_PORT, else 5000)")
     parser.add_argument("--epochs-lenet", type=int, default=10)
     parser.add_argument("--epochs-unet", type=int, default=20)
+    parser.add_argument("--epochs-detectnet", type=int, default=12)
     parser.add_argument("--no-serve", action="store_true", help="stop after building and training")
     return parser.parse_args(argv)
 
@@ -232,14 +269,15 @@ def main(argv=None) -> int:
     from digits_core.errors import DigitsError
 
     try:
-        ids = build_all(jobs_dir, args.epochs_lenet, args.epochs_unet)
+        ids = build_all(jobs_dir, args.epochs_lenet, args.epochs_unet, args.epochs_detectnet)
     except DigitsError as exc:
         print(f"\nerror: {exc}", file=sys.stderr)
         return 1
     print(f"Demo ready in {time.monotonic() - started:.0f} s. Jobs folder: {jobs_dir}")
     print(f"  Later:    digits --jobs-dir {jobs_dir} dataset list   (or serve)")
     host = "localhost" if args.host in ("127.0.0.1", "0.0.0.0") else args.host
-    print(f"  Models:   http://{host}:{args.port}/models/{ids['lenet']}  and  /models/{ids['unet']}")
+    print(f"  Models:   http://{host}:{args.port}/models/{ids['lenet']}  and  /models/{ids['unet']}"
+          f"  and  /models/{ids['detectnet']}")
     if args.no_serve:
         return 0
     from digits_core.cli import main as digits_main
