@@ -256,12 +256,16 @@ def _call(report: CheckReport, method: str, function):
 
 
 def synthetic_output(view_cls: type) -> list[tuple[str, np.ndarray, np.ndarray, Any]]:
-    """Samples ``(input_id, input, output, ground_truth)`` to try a view on: class scores and an H×W×N map."""
+    """Samples ``(input_id, input, output, ground_truth)`` to try a view on: class scores, an H×W×N map
+    and detections (``K×6`` rows ``class, score, x1, y1, x2, y2`` with ``N×5`` ground-truth boxes)."""
     rng = np.random.default_rng(0)
     image = rng.integers(0, 255, (8, 8, 1), dtype=np.uint8)
     scores = np.array([0.1, 0.7, 0.2], np.float32)
     heat = rng.random((8, 8, 2)).astype(np.float32)
-    return [("sample-1.png", image, scores, 1), ("sample-2.png", image, heat, None)]
+    boxes = np.array([[1, 0.9, 1, 1, 5, 6], [2, 0.4, 2, 3, 7, 7]], np.float32)
+    truth = np.array([[1, 1, 1, 5, 5]], np.float32)
+    return [("sample-1.png", image, scores, 1), ("sample-2.png", image, heat, None),
+            ("sample-3.png", image, boxes, truth)]
 
 
 class _SyntheticDataset:
@@ -314,7 +318,7 @@ def _check_view(cls: type, report: CheckReport, config: Mapping[str, Any] | None
         worked += 1
     if not worked:
         report.add("process_data", FAILED, "the view handled none of the synthetic outputs "
-                   "(class scores, an H×W×N map); see the skipped checks above")
+                   "(class scores, an H×W×N map, detections); see the skipped checks above")
     _render(report, "header template", _call(report, "get_header_template", view.get_header_template))
     _render(report, "summary template", _call(report, "get_summary_template", view.get_summary_template))
 
