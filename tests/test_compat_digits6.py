@@ -289,9 +289,19 @@ def test_forms_are_classes_for_the_core():
     dataset_form = Gradients.get_dataset_form()
     assert isinstance(dataset_form, type) and issubclass(dataset_form, GradientForm)
     assert dataset_form(meta={"csrf": False}).size.description == "Side in pixels"  # tooltip → CLI/web help
-    inference_form = Gradients.get_inference_form()  # an instance method in DIGITS 6, called on the class
-    assert [c[0] for c in inference_form(meta={"csrf": False}).record.choices] == ["none", "3"]
-    assert Gradients(size=4, count=1).get_inference_form() is not None
+    instance_form = Gradients(size=4, count=1).get_inference_form()  # an instance method, as in DIGITS 6
+    assert isinstance(instance_form, type) and issubclass(instance_form, GradientInferenceForm)
+    from digits_core.contract import inference_form
+
+    for userdata in (None, {"size": 5, "count": 2}):  # `digits infer --help` has no dataset; the web has one
+        form = inference_form(Gradients, userdata)(meta={"csrf": False})
+        assert [c[0] for c in form.record.choices] == ["none", "3"]
+
+
+def test_missing_dataset_form_values_take_their_defaults():
+    plugin = Gradients(is_inference_db=True)  # what the core makes to list inference options
+    assert (plugin.size, plugin.count) == (6, 4) and plugin.is_inference_db
+    assert Gradients(size=9).userdata["size"] == 9
 
 
 def test_dataset_built_by_the_core_is_hwc_regression(tmp_path):

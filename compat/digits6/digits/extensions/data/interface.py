@@ -9,9 +9,9 @@ DIGITS 6 plugin does                         DIGITS Core gets
 ==========================================  ==========================================
 ``encode_entry`` returns ``C×H×W`` features  ``H×W×C`` features
 ... and ``1×1×N`` / ``1×H×W`` labels         ``N``-vectors / ``H×W`` masks
-``itemize_entries('train_db')``              called with ``'train'`` (``val``, ``test``)
+``itemize_entries`` expects ``'train_db'``    the core's ``'train'``/``'val'``/``'test'`` renamed
 ``get_dataset_form()`` returns an instance   a form class
-``get_inference_form(self)``                 callable on the class (core style)
+``get_inference_form(self)`` returns one     a form class (the core calls it on an instance)
 ``self.userdata['is_inference_db'] = x``     a flag; never persisted with the dataset
 ==========================================  ==========================================
 
@@ -21,6 +21,7 @@ See ``docs/porting-digits6.md``.
 from __future__ import annotations
 
 import functools
+import inspect
 import threading
 from typing import Any
 
@@ -72,33 +73,24 @@ def _wrap_init(method):
     return __init__
 
 
-class _InferenceForm:
-    """``get_inference_form``: an instance method in DIGITS 6, called on the class by DIGITS Core.
+def _wrap_inference_form(method):
+    """``get_inference_form(self)`` returning an instance → the same method returning a form class."""
+    @functools.wraps(method)
+    def get_inference_form(self):
+        return form_class(method(self), lambda: method(self))
 
-    On an instance it runs the plugin's method on that instance. On the
-    class it runs it on a stand-in instance holding ``userdata`` (default:
-    empty) with ``is_inference_db`` set, built without the plugin's own
-    ``__init__``, as the core has no instance at hand when it shows the form.
-    """
+    return get_inference_form
 
-    def __init__(self, function):
-        self.function = function
-        functools.update_wrapper(self, function)
 
-    def __get__(self, instance, owner):
-        if instance is not None:
-            return functools.partial(self._call, instance)
+def _form_defaults(plugin_cls) -> dict:
+    """The dataset form's default values (``{}`` when the form cannot be built; the load-time check reports that)."""
+    from digits_core.forms import user_fields
 
-        @functools.wraps(self.function)
-        def get_inference_form(userdata=None):
-            stand_in = owner.__new__(owner)
-            DataIngestionInterface.__init__(stand_in, is_inference_db=True, **dict(userdata or {}))
-            return self._call(stand_in)
-
-        return get_inference_form
-
-    def _call(self, instance):
-        return form_class(self.function(instance), lambda: self.function(instance))
+    try:
+        form = plugin_cls.get_dataset_form()(meta={"csrf": False})
+    except Exception:  # noqa: BLE001 - reported by the core's contract check, not here
+        return {}
+    return {field.name: field.data for field in user_fields(form)}
 
 
 class DataIngestionInterface(DataIngestion):
@@ -108,11 +100,16 @@ class DataIngestionInterface(DataIngestion):
         is_inference_db: True when building an inference dataset (DIGITS 6
             plugins usually store it as ``self.userdata['is_inference_db']``).
         **kwargs: The dataset form's values (plus, for inference, the
-            inference form's); stored in :attr:`userdata` and set as attributes.
+            inference form's); stored in :attr:`userdata` and set as
+            attributes. A dataset form field missing from them takes its
+            default, so DIGITS 6 ``__init__`` code reading form fields also
+            runs when the core creates an instance only to show the
+            inference form (``digits infer --help``).
     """
 
     def __init__(self, is_inference_db: bool = False, **kwargs: Any):  # noqa: D107 - documented on the class
-        self.userdata = Userdata(kwargs, is_inference_db=is_inference_db)
+        missing = {k: v for k, v in _form_defaults(type(self)).items() if k not in kwargs}
+        self.userdata = Userdata({**missing, **kwargs}, is_inference_db=is_inference_db)
         for key, value in self.userdata.items():
             setattr(self, key, value)
 
@@ -130,8 +127,8 @@ class DataIngestionInterface(DataIngestion):
         inference = own.get("get_inference_form")
         if isinstance(inference, staticmethod):
             cls.get_inference_form = static_form_method(inference.__func__)
-        elif callable(inference) and not isinstance(inference, _InferenceForm):
-            cls.get_inference_form = _InferenceForm(inference)
+        elif inspect.isfunction(inference):
+            cls.get_inference_form = _wrap_inference_form(inference)
 
     # -- userdata and the inference flag --------------------------------------
 
