@@ -235,6 +235,8 @@ def test_two_writers_a_server_never_takes_over_a_live_job(live_server, tmp_path)
                    "Cookie": token.headers.get("set-cookie", "").split(";", 1)[0]}
         resume = server.request(f"/api/jobs/{job.id}/resume", method="POST", data={}, headers=headers)
         assert resume.status == 400 and f"pid {owner.pid}" in resume.text, resume.text
+        delete = server.request(f"/api/jobs/{job.id}", method="DELETE", headers=headers)
+        assert delete.status == 400 and job.path.is_dir(), delete.text
         abort = server.request(f"/api/jobs/{job.id}/abort", method="POST", data={}, headers=headers)
         assert abort.status == 200 and (job.path / "abort").exists()  # asked the owner to stop
         owner.kill()

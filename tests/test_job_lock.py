@@ -161,3 +161,18 @@ def test_worker_stops_when_its_server_dies(tmp_path):
     # EOF on the pipe: the worker, its last writer, has exited.
     assert server.stdout.read() == ""
     assert worker_pid > 0
+
+
+@pytest.mark.slow
+def test_cli_lists_show_a_dead_owners_job_as_aborted(tmp_path, owner_process, digits_cli):
+    dataset = Job.create("dataset", "d", jobs_dir=tmp_path)
+    model = Job.create("model", "m", jobs_dir=tmp_path)
+    owners = [owner_process(dataset), owner_process(model)]
+    listed = json.loads(digits_cli("--jobs-dir", str(tmp_path), "dataset", "list", "--json").stdout)
+    assert listed[0]["status"] == "Running"
+    for proc in owners:
+        proc.kill()
+        proc.wait()
+    for kind in ("dataset", "model"):
+        result = digits_cli("--jobs-dir", str(tmp_path), kind, "list", "--json")
+        assert json.loads(result.stdout)[0]["status"] == "Aborted", result.stdout

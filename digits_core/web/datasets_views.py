@@ -231,8 +231,13 @@ def delete_job(job_id: str, kind: str) -> None:
     """Abort (if active) and delete a job of ``kind``."""
     import time
 
+    from ..jobs import JobLockedError
+
     store, scheduler = _ext()["store"], _ext()["scheduler"]
     job = store.get(job_id, kind=kind)
+    owner = None if scheduler.is_active(job.id) else job.owner
+    if owner is not None:  # run by another process (a shell's `digits train`): never pull its folder away
+        raise JobLockedError(job.path, owner)
     if scheduler.is_active(job.id):
         scheduler.abort(job.id)
         deadline = time.monotonic() + 30
