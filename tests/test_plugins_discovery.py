@@ -45,6 +45,7 @@ def test_broken_plugins_are_reported_and_the_rest_still_loads(sample_plugin_path
         "missing-methods": "does not implement required methods: encode_entry, get_dataset_template",
         "bad-id": "malformed plugin id 'Bad Id!'",
         "no-hooks": "implements no digits hook",
+        "reserved-field": "get_dataset_form(): form field(s) is_inference_db use a name the framework owns",
     }
     assert set(broken) == set(expected_errors)
     for name, fragment in expected_errors.items():
