@@ -540,18 +540,22 @@ def _decode(ds, name: str, frame: int | None):
     tsyntax = ds.file_meta.TransferSyntaxUID
     if tsyntax.is_compressed:
         _require_decoder(tsyntax, [name])
-    try:
-        return pixel_array(ds, index=frame)
-    except Exception as exc:
-        if os.path.isfile(name):
-            try:
-                check_pixel_data_length(name, ds)
-            except DicomReadError as truncated:
-                raise truncated from exc
-        text = " ".join(line.strip() for line in str(exc).splitlines() if line.strip()) or "no details"
-        if len(text) > 400:
-            text = text[:400] + "..."
-        raise DicomReadError(name, f"cannot decode the pixel data ({type(exc).__name__}: {text})") from exc
+    with warnings.catch_warnings(record=True) as caught:  # decoder warnings belong to this file's error, not stderr
+        warnings.simplefilter("always")
+        try:
+            return pixel_array(ds, index=frame)
+        except Exception as exc:
+            notes = list(dict.fromkeys(str(w.message).replace(name, "").strip() for w in caught))
+            if os.path.isfile(name):
+                try:
+                    check_pixel_data_length(name, ds)
+                except DicomReadError as truncated:
+                    raise DicomReadError(name, _with_notes(truncated.reason, notes)) from exc
+            text = " ".join(line.strip() for line in str(exc).splitlines() if line.strip()) or "no details"
+            if len(text) > 400:
+                text = text[:400] + "..."
+            raise DicomReadError(name, _with_notes(f"cannot decode the pixel data ({type(exc).__name__}: {text})",
+                                                   notes)) from exc
 
 
 def dataset_to_image(ds, *, apply_rescale: bool = True, window=None, frame: int | None = None, name: str = "<dataset>") -> np.ndarray:
