@@ -108,15 +108,20 @@ def server_path_allowed(path: str | os.PathLike) -> bool:
 
 
 def looks_like_path(value: str) -> bool:
-    """True for a form value that names a server-side file: absolute, ``~``, ``..``, or an existing entry.
+    """True for a form value that names a server-side file.
 
-    URLs (``scheme://...``) are not paths.
+    That is: absolute, ``~...``, ``./...``, or containing a path separator and
+    naming an existing entry. URLs (``scheme://...``) and plain words (``png``,
+    ``28``) are not paths; plugins check their own bare-name path fields with
+    :func:`check_server_path`.
     """
     text = value.strip()
     if not text or "://" in text or "\n" in text:
         return False
-    if text.startswith(("/", "~")) or ".." in Path(text).parts:
+    if text.startswith(("/", "~", "./", "../")) or ".." in Path(text).parts:
         return True
+    if os.sep not in text:
+        return False
     try:
         return os.path.lexists(text)
     except (OSError, ValueError):

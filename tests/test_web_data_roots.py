@@ -162,3 +162,11 @@ def test_check_form_paths_reports_every_field(world):
             check_form_paths({"a": "/etc", "b": "~", "c": "s3://bucket/x", "d": "plain words", "e": 3})
     assert set(exc.value.errors) == {"a", "b"}
     json.dumps(exc.value.errors)
+
+
+def test_bare_relative_name_is_checked_by_the_plugin_validator(world, tmp_path, monkeypatch):
+    """`folder=link` (no slash) relative to the server's folder, a symlink leading out of the roots."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "link").symlink_to(world["outside"], target_is_directory=True)
+    resp = post_dataset(world["client"], "image-classification", {"folder": "link", "width": 8, "height": 8})
+    assert_refused(resp, "folder", world)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 
+from digits_core.errors import FormValidationError
+from digits_core.paths import check_server_path
 from wtforms import BooleanField, FileField, Form, IntegerField, SelectField, StringField, validators
 from wtforms.validators import ValidationError
 
@@ -27,10 +29,20 @@ assert tuple(c for c, _ in RESIZE_CHOICES) == RESIZE_MODES
 assert set(c for c, _ in ENCODING_CHOICES) == set(ENCODINGS)
 
 
+def _under_data_roots(field) -> None:
+    """On the web server, a path outside its data roots fails before anything is said about it."""
+    try:
+        check_server_path(str(field.data), field.name)
+    except FormValidationError as exc:
+        raise ValidationError(" ".join(exc.errors.get(field.name, [str(exc)]))) from None
+
+
 def existing_folder(message: str = "folder"):
-    """Validator: empty, or an existing folder."""
+    """Validator: empty, or an existing folder (under the data roots on the web server)."""
 
     def check(form, field):
+        if field.data:
+            _under_data_roots(field)
         if field.data and not os.path.isdir(os.path.expanduser(str(field.data))):
             raise ValidationError(f"{message} {field.data} does not exist or is not a folder")
 
@@ -38,9 +50,11 @@ def existing_folder(message: str = "folder"):
 
 
 def existing_file(message: str = "file"):
-    """Validator: empty, or an existing file."""
+    """Validator: empty, or an existing file (under the data roots on the web server)."""
 
     def check(form, field):
+        if field.data:
+            _under_data_roots(field)
         if field.data and not os.path.isfile(os.path.expanduser(str(field.data))):
             raise ValidationError(f"{message} {field.data} does not exist or is not a file")
 

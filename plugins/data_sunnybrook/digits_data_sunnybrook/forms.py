@@ -37,6 +37,8 @@ def _existing_folder(value: str | None, what: str) -> Path:
     if not value or not str(value).strip():
         raise ValidationError(f"give the {what}")
     folder = Path(str(value).strip()).expanduser()
+    if not server_path_allowed(folder):  # on the web server: nothing is said about paths outside its roots
+        raise ValidationError(f"{folder} is outside the server's data roots")
     if not folder.exists():
         parent = folder.parent
         hint = f" ({parent} exists; {_describe_folder(parent)})" if parent.is_dir() and str(parent) not in ("", ".") else ""
