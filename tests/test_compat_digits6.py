@@ -252,6 +252,10 @@ def test_userdata_flag_is_never_persisted():
     assert data["is_inference_db"] is True and data.get("is_inference_db") is True
     assert dict(data) == {"a": 1, "b": 2} and json.loads(json.dumps(data)) == {"a": 1, "b": 2}
     assert sorted(data) == ["a", "b"] and dict(data.items()) == {"a": 1, "b": 2}
+    data["color_palette"] = [0, 0, 0, 255, 0, 0]  # DIGITS 6: a flat PIL palette
+    assert data["color_palette"] == [[0, 0, 0], [255, 0, 0]]
+    assert Userdata({"color_palette": [[1, 2, 3]]})["color_palette"] == [[1, 2, 3]]
+    del data["color_palette"]
     copy = pickle.loads(pickle.dumps(data))
     assert dict(copy) == {"a": 1, "b": 2} and copy["is_inference_db"] is True
 
@@ -315,6 +319,49 @@ def test_dataset_built_by_the_core_is_hwc_regression(tmp_path):
     assert features[2, 0, :, 0].tolist() == [0, 3, 6, 9, 12, 15]
     assert np.allclose(labels[2], [3.0, -3.0])
     assert "is_inference_db" not in dataset.userdata and dataset.userdata["class_labels"] == ["slope"]
+
+
+@subclass
+class Blobs(DataIngestionInterface):
+    """Segmentation the DIGITS 6 (Sunnybrook) way: 1×H×W uint8 masks and a flat 256-colour palette."""
+
+    def __init__(self, is_inference_db=False, **kwargs):
+        super(Blobs, self).__init__(**kwargs)
+        self.userdata['class_labels'] = ['background', 'blob']
+        self.userdata[constants.COLOR_PALETTE_ATTRIBUTE] = [0, 0, 0, 255, 255, 255] + [0] * (254 * 3)
+
+    @override
+    def encode_entry(self, entry):
+        mask = np.zeros((5, 7), dtype='uint8')
+        mask[entry:entry + 2, entry:entry + 3] = 1
+        return (mask * 200)[np.newaxis, ...], mask[np.newaxis, ...]
+
+    @staticmethod
+    def get_id():
+        return "compat-unit-blobs"
+
+    @staticmethod
+    def get_dataset_form():
+        return GradientForm()
+
+    @staticmethod
+    def get_dataset_template(form):
+        return "{{ form.size() }}", {'form': form}
+
+    @override
+    def itemize_entries(self, stage):
+        return [0, 1, 2] if stage == constants.TRAIN_DB else []
+
+
+def test_masks_and_flat_palette_become_a_core_segmentation_dataset(tmp_path):
+    from digits_core.testing import build_dataset
+
+    dataset = build_dataset(Blobs, {}, jobs_dir=tmp_path / "jobs")
+    assert dataset.label_kind == "mask" and tuple(dataset.feature_shape()) == (5, 7, 1)
+    _, labels = dataset.read_batch("train", 1, 2)
+    assert labels[0].shape == (5, 7) and int(labels[0].sum()) == 6 and labels[0][1, 1] == 1
+    palette = dataset.color_palette
+    assert palette[:2] == [[0, 0, 0], [255, 255, 255]] and len(palette) == 256
 
 
 def test_contract_checker_passes_a_digits6_plugin():

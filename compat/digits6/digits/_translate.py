@@ -9,6 +9,9 @@
   N floats (``float32``, as DIGITS 6 stored it), a ``1×H×W`` label an
   ``H×W`` mask, a ``C×H×W`` label ``H×W×C``, a
   one-element integer array a class index.
+* :func:`palette_to_core`: DIGITS 6 kept ``userdata['color_palette']`` as
+  a flat PIL palette ``[r, g, b, r, g, b, ...]``; DIGITS Core reads a list
+  of ``[r, g, b]``.
 * :func:`view_input` / :func:`view_outputs`: views get a grayscale input as
   ``H×W`` (as DIGITS 6 passed it) and the network output as
   ``{name: array}``.
@@ -62,6 +65,19 @@ def label_to_core(label: Any) -> Any:
     if label.ndim == 1:
         return label.astype(np.float32)
     return label
+
+
+def palette_to_core(palette: Any) -> Any:
+    """Translate a flat DIGITS 6 (PIL) palette ``[r, g, b, r, g, b, ...]`` into ``[[r, g, b], ...]``.
+
+    Anything else (already a list of triples, ``None``) is returned as it is.
+    """
+    if isinstance(palette, np.ndarray):
+        palette = palette.tolist()
+    if (isinstance(palette, (list, tuple)) and palette and len(palette) % 3 == 0
+            and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in palette)):
+        return [[int(v) for v in palette[i:i + 3]] for i in range(0, len(palette), 3)]
+    return palette
 
 
 def pairs_to_core(encoded: Any) -> Any:

@@ -6,11 +6,17 @@ the dataset and passes ``is_inference_db`` itself when it builds an
 inference instance, so the key must not be stored. :class:`Userdata`
 answers reads and writes of that key from a flag held beside the dict;
 ``items()``, ``keys()``, JSON and ``dict(userdata)`` never see it.
+
+A flat DIGITS 6 colour palette stored under ``'color_palette'`` is kept
+as the list of ``[r, g, b]`` DIGITS Core reads.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from ._translate import palette_to_core
+from .utils.constants import COLOR_PALETTE_ATTRIBUTE
 
 #: The userdata key DIGITS 6 plugins use for the inference flag.
 INFERENCE_KEY = "is_inference_db"
@@ -22,6 +28,8 @@ class Userdata(dict):
 
     def __init__(self, *args: Any, is_inference_db: bool = False, **kwargs: Any):
         super().__init__(*args, **kwargs)
+        if COLOR_PALETTE_ATTRIBUTE in self:
+            super().__setitem__(COLOR_PALETTE_ATTRIBUTE, palette_to_core(super().__getitem__(COLOR_PALETTE_ATTRIBUTE)))
         flag = super().pop(INFERENCE_KEY, None)
         self.is_inference_db = bool(is_inference_db if flag is None else flag)
 
@@ -34,7 +42,7 @@ class Userdata(dict):
         if key == INFERENCE_KEY:
             self.is_inference_db = bool(value)
         else:
-            super().__setitem__(key, value)
+            super().__setitem__(key, palette_to_core(value) if key == COLOR_PALETTE_ATTRIBUTE else value)
 
     def __delitem__(self, key):
         if key != INFERENCE_KEY:
