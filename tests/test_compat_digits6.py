@@ -507,3 +507,11 @@ def test_load_image_converts_modes_and_names_missing_files(tmp_path):
     (tmp_path / "bad.png").write_bytes(b"not a png")
     with pytest.raises(image.LoadImageError, match="bad.png"):
         image.load_image(str(tmp_path / "bad.png"))
+
+
+def test_digits6_plugin_errors_name_the_plugin_and_method():
+    from digits_core.contract import create_view
+    from digits_core.errors import PluginCodeError
+
+    with pytest.raises(PluginCodeError, match=r'plugin "compat-unit-arrows" failed in View.__init__: KeyError'):
+        create_view(Arrows, _Meta(), {})  # the DIGITS 6 view reads kwargs['scale']
