@@ -41,8 +41,12 @@ import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-#: Documents whose blocks this module checks (the two walkthrough guides have their own tests).
+#: Documents whose blocks this module checks.
 DOCUMENTS = ["README.md", "docs/api.md", "docs/custom-networks.md", "docs/formats.md"]
+#: Guides whose code blocks a walkthrough test of their own runs (with its own tags).
+OWN_TESTS = {"docs/writing-plugins.md": "tests/test_plugin_guide.py",
+             "docs/porting-digits6.md": "tests/test_compat_digits6_guide.py",
+             "docs/python-api.md": "tests/test_python_api_guide.py"}
 TAG = re.compile(r"^<!--\s*docs-test:\s*(run|text|skip)\b\s*(.*?)\s*-->\s*$")
 FENCE = re.compile(r"^(`{3,})(\w*)\s*$")
 BIN = Path(sys.executable).parent
@@ -141,6 +145,12 @@ def test_every_block_is_tagged_and_skips_say_why():
     odd = [f"{b.document}:{b.line}" for b in ALL_BLOCKS if b.kind == "run" and b.lang not in ("bash", "python")]
     assert not odd, f"only bash and python blocks can run: {odd}"
     assert sum(b.kind == "run" for b in ALL_BLOCKS) >= 15
+
+
+def test_every_document_is_checked_here_or_by_its_own_test():
+    for path in sorted((REPO / "docs").glob("*.md")):
+        name = f"docs/{path.name}"
+        assert name in DOCUMENTS or name in OWN_TESTS, f"{name}: add it to DOCUMENTS (and tag its blocks)"
 
 
 def test_text_blocks_in_json_csv_and_ini_parse():
