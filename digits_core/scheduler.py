@@ -12,7 +12,11 @@ worker process.
 Limits: at most ``max_dataset_jobs`` dataset jobs (default 2) and
 ``max_training_jobs`` training jobs (default: one per GPU listed by
 ``nvidia-smi -L``, one on a CPU-only machine) run at once; the rest wait in
-first-in first-out order.
+first-in first-out order. On a GPU machine every training job also gets its
+own GPUs (:mod:`digits_core.gpus`): its worker sees only those
+(``CUDA_VISIBLE_DEVICES``), with TensorFlow's memory growth on, and a job
+whose GPUs are busy waits; ``status()`` and the job's ``gpus_assigned``
+say who holds which.
 
 State lives only in the job folders, so a server restart loses nothing:
 :meth:`Scheduler.recover` marks jobs that were Running as Aborted when their
@@ -49,6 +53,7 @@ from collections import deque
 
 from .datasets.publish import remove_stale_builds
 from .errors import DigitsError, JobStateError
+from .gpus import GpuAllocator, GpuRequestError, detect_gpus, worker_env
 from .jobs import Job, JobLockedError, JobStatus, JobStore, describe_owner
 
 logger = logging.getLogger(__name__)
@@ -68,18 +73,8 @@ PARENT_PID_ENV = "DIGITS_SCHEDULER_PID"
 
 
 def default_training_slots() -> int:
-    """Return the number of GPUs ``nvidia-smi -L`` lists, or 1 on a CPU-only machine."""
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None:
-        return max(1, len([d for d in visible.split(",") if d.strip() and d.strip() != "-1"]))
-    exe = shutil.which("nvidia-smi")
-    if not exe:
-        return 1
-    try:
-        out = subprocess.run([exe, "-L"], capture_output=True, text=True, timeout=10).stdout
-    except (OSError, subprocess.SubprocessError):
-        return 1
-    return max(1, sum(1 for line in out.splitlines() if line.startswith("GPU ")))
+    """Return the number of GPUs this machine offers jobs (:func:`digits_core.gpus.detect_gpus`), or 1 without any."""
+    return max(1, len(detect_gpus()))
 
 
 class Scheduler:
@@ -92,13 +87,15 @@ class Scheduler:
             :func:`default_training_slots`).
         poll_interval: Seconds between two looks at the queue and workers.
         python: The interpreter that runs workers (default: this one).
+        gpu_devices: The GPU ids training jobs share (default: :func:`digits_core.gpus.detect_gpus`).
     """
 
     def __init__(self, jobs_dir=None, *, max_dataset_jobs: int = 2, max_training_jobs: int | None = None,
-                 poll_interval: float = 0.5, python: str | None = None):
+                 poll_interval: float = 0.5, python: str | None = None, gpu_devices: list[str] | None = None):
         self.store = JobStore(jobs_dir)
+        self.gpus = GpuAllocator(detect_gpus() if gpu_devices is None else gpu_devices)
         self.max_dataset_jobs = max(1, int(max_dataset_jobs))
-        self.max_training_jobs = max(1, int(max_training_jobs or default_training_slots()))
+        self.max_training_jobs = max(1, int(max_training_jobs or max(1, len(self.gpus.devices))))
         self.poll_interval = poll_interval
         self.python = python or sys.executable
         self._queue: deque[str] = deque()
@@ -241,6 +238,7 @@ class Scheduler:
                 "running": {job_id: kind for job_id, (_p, kind) in self._running.items()},
                 "max_dataset_jobs": self.max_dataset_jobs,
                 "max_training_jobs": self.max_training_jobs,
+                "gpus": {"devices": list(self.gpus.devices), "free": self.gpus.free(), "held": self.gpus.holdings()},
             }
 
     def is_active(self, job_id: str) -> bool:
@@ -290,11 +288,28 @@ class Scheduler:
                 busy = sum(1 for _p, kind in self._running.values() if kind == job.kind)
                 if busy >= limits.get(job.kind, 1):
                     continue
+                gpu_ids: list[str] = []
+                if job.kind == "model":
+                    try:
+                        held = self.gpus.try_allocate(job.id, dict(job.data.get("train_options") or {}).get("gpus"))
+                    except GpuRequestError as exc:
+                        self._queue.remove(job_id)
+                        job.set_status(JobStatus.ERROR, error=str(exc))
+                        continue
+                    if held is None:
+                        continue  # its GPUs are busy: it waits, jobs behind it may still start
+                    gpu_ids = held
                 self._queue.remove(job_id)
-                self._launch(job)
+                self._launch(job, gpu_ids)
 
-    def _launch(self, job: Job) -> None:
+    def _launch(self, job: Job, gpu_ids: list[str] | None = None) -> None:
         from .form_secrets import child_env  # the job's PasswordField values, never written to disk
+
+        extra_env: dict[str, str] = {}
+        if job.kind == "model":
+            extra_env = worker_env(list(gpu_ids or []), bool(self.gpus.devices))
+            job.data["gpus_assigned"] = list(gpu_ids or [])
+            job.save()
 
         log = open(job.path / WORKER_LOG, "ab")
         try:
@@ -302,9 +317,11 @@ class Scheduler:
                 [self.python, "-m", "digits_core.scheduler", "run", str(job.path)],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=True,
-                env={**os.environ, "PYTHONUNBUFFERED": "1", PARENT_PID_ENV: str(os.getpid()), **child_env(job.id)},
+                env={**os.environ, "PYTHONUNBUFFERED": "1", PARENT_PID_ENV: str(os.getpid()), **child_env(job.id),
+                     **extra_env},
             )
         except OSError as exc:
+            self.gpus.release(job.id)
             job.set_status(JobStatus.ERROR, error=f"Could not start a worker process: {exc}")
             return
         finally:
@@ -331,6 +348,7 @@ class Scheduler:
 
     def _finish(self, job_id: str, proc: subprocess.Popen, aborted: bool = False) -> None:
         self._running.pop(job_id, None)
+        self.gpus.release(job_id)
         self._abort_deadline.pop(job_id, None)
         if job_id in self._resubmitted:
             self._resubmitted.discard(job_id)

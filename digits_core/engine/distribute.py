@@ -65,6 +65,21 @@ def cluster_from_env() -> dict | None:
     return config
 
 
+def _scheduler_assignment(gpus: Any) -> Any:
+    """In a worker the scheduler gave GPUs (``DIGITS_ASSIGNED_GPUS``), use all of them and only them.
+
+    CUDA renumbers the assigned devices from 0 (the scheduler set ``CUDA_VISIBLE_DEVICES``), so the
+    machine ids the job asked for (``"0,2"``) no longer name them; one device is the default strategy.
+    """
+    from ..gpus import ASSIGNED_ENV
+
+    assigned = os.environ.get(ASSIGNED_ENV)
+    if assigned is None:
+        return gpus
+    count = len([d for d in assigned.split(",") if d])
+    return count if count > 1 else None
+
+
 def make_strategy(gpus: Any = None) -> StrategyInfo:
     """Create the strategy for ``gpus`` and ``TF_CONFIG`` (see module docstring).
 
@@ -87,15 +102,17 @@ def make_strategy(gpus: Any = None) -> StrategyInfo:
             worker_index = index
         return StrategyInfo(strategy, "MultiWorkerMirroredStrategy", workers, worker_index, is_chief,
                             strategy.num_replicas_in_sync)
+    gpus = _scheduler_assignment(gpus)
     if gpus not in (None, 0, "0"):
         visible = tf.config.list_physical_devices("GPU")
-        count = len(visible) if gpus == "all" else int(gpus)
         if not visible:
             raise TrainingError(f"--gpus {gpus}: no GPU is visible to TensorFlow on this machine; "
                                 "omit --gpus to train on the CPU.")
-        if count > len(visible):
+        ids = [int(i) for i in str(gpus).split(",")] if "," in str(gpus) else None
+        count = len(visible) if gpus == "all" else (len(ids) if ids else int(gpus))
+        if count > len(visible) or (ids and max(ids) >= len(visible)):
             raise TrainingError(f"--gpus {gpus}: only {len(visible)} GPU(s) are visible.")
-        devices = [f"/gpu:{i}" for i in range(count)]
+        devices = [f"/gpu:{i}" for i in (ids or range(count))]
         strategy = tf.distribute.MirroredStrategy(devices=devices)
         return StrategyInfo(strategy, "MirroredStrategy", replicas=strategy.num_replicas_in_sync)
     return StrategyInfo(tf.distribute.get_strategy(), "default")

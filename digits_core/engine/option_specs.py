@@ -158,7 +158,8 @@ TRAINING_OPTIONS: tuple[OptionSpec, ...] = (
     _spec("pretrained", "text", "Pretrained model (fine-tune)",
           "fine-tune: a model job (its last snapshot) or a .keras / Keras 2 .h5 file; layers match by name",
           "Network", web="custom"),
-    _spec("gpus", "text", "GPUs", 'number of local GPUs for MirroredStrategy, or "all" (empty: default device)',
+    _spec("gpus", "text", "GPUs", 'number of local GPUs for MirroredStrategy, "all", or GPU ids such as 0,2 '
+          '(empty: default device; the web server gives each job its own GPUs)',
           "Hardware"),
     _spec("jit", "bool", "XLA compilation (jit)", "compile the train step with XLA (jit_compile)", "Hardware"),
     _spec("mixed_precision", "bool", "Mixed precision (GPU)",

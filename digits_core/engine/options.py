@@ -246,12 +246,18 @@ class TrainingOptions:
             except ValueError:
                 errors["class_weights"] = ['use "auto" or a comma-separated list of numbers, one per class']
         if self.gpus is not None and self.gpus != "all":
+            text = str(self.gpus).replace(" ", "")
             try:
-                self.gpus = int(self.gpus)
-                if self.gpus < 0:
-                    raise ValueError
+                if "," in text:  # explicit GPU ids, e.g. "0,2"
+                    if not all(part.isdigit() for part in text.split(",")):
+                        raise ValueError
+                    self.gpus = text
+                else:
+                    self.gpus = int(text)
+                    if self.gpus < 0:
+                        raise ValueError
             except (TypeError, ValueError):
-                errors["gpus"] = ['use a number of GPUs or "all"']
+                errors["gpus"] = ['use a number of GPUs, "all" or GPU ids such as 0,2']
         for name in ("jit", "mixed_precision"):
             value = getattr(self, name)
             if isinstance(value, str) and value.lower() in ("1", "true", "yes", "on", "0", "false", "no", "off", ""):
