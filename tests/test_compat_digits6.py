@@ -445,6 +445,9 @@ def test_tooltip_renders_escaped_html_and_becomes_the_description():
     assert 'class="explanation-tooltip' in html and 'title="say &#34;hi&#34; &lt;b&gt;"' in html
     assert form.need.description == 'say "hi" <b>' and str(form.count.tooltip) == ""
     assert str(form.need.explanation) == ""  # no explanation file given
+    explained = forms.IntegerField("N", explanation="More <help>").bind(Form(), "n")
+    assert 'class="explanation" hidden>More &lt;help&gt;</div>' in str(explained.explanation)
+    assert str(forms.IntegerField("N", explanation_file="no/such.html").bind(Form(), "m").explanation) == ""
 
 
 def test_conditional_validators(tmp_path):

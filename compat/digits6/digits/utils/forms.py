@@ -2,7 +2,8 @@
 
 Every field takes DIGITS 6's extra keywords ``tooltip=`` (a help text shown
 as a "?" icon: ``{{ form.field.tooltip }}`` in a template) and
-``explanation_file=`` (a longer help template, ``{{ form.field.explanation }}``).
+``explanation_file=`` (a longer help template, ``{{ form.field.explanation }}``;
+``explanation=`` gives that help as text instead).
 A tooltip also becomes the field's ``description`` when it has none, so
 DIGITS Core shows it as the option's help in ``digits dataset create
 PLUGIN --help`` and under the field on the web page.
@@ -69,35 +70,40 @@ class Tooltip:
 
 
 class Explanation:
-    """A field's longer help: a template file rendered into a hidden block plus a "?" link.
+    """A field's longer help, rendered as a hidden block plus a "?" link (``{{ field.explanation }}``).
 
-    DIGITS 6 looked the file up among its own templates; here it is looked
-    up in the DIGITS Core plugin template environment, and renders as
-    nothing when there is no such file (as DIGITS 6 did for empty help).
+    The help is ``text`` (``explanation=``), or the template file
+    ``filename`` (DIGITS 6's ``explanation_file=``). DIGITS 6 looked the
+    file up among its own templates; here it is looked up in the DIGITS
+    Core plugin template environment, and renders as nothing when there is
+    no such file (as DIGITS 6 did for empty help).
     """
 
-    def __init__(self, field_id: str, for_name: str, filename: str):
+    def __init__(self, field_id: str, for_name: str, filename: str, text: str = ""):
         self.field_id = field_id
         self.for_name = for_name
         self.file = filename
+        self.text = text
 
-    def __call__(self, file: str | None = None, **_kwargs) -> markupsafe.Markup:
-        name = file or self.file
+    def _body(self, name: str) -> markupsafe.Markup | str:
         if not name:
-            return markupsafe.Markup("")
+            return self.text or ""
         import jinja2
         from digits_core.templating import plugin_environment
 
         try:
-            body = plugin_environment().get_template(name).render()
+            return markupsafe.Markup(plugin_environment().get_template(name).render())
         except jinja2.TemplateNotFound:
-            return markupsafe.Markup("")
-        if not body.strip():
+            return ""
+
+    def __call__(self, file: str | None = None, **_kwargs) -> markupsafe.Markup:
+        body = self._body(file or self.file)
+        if not str(body).strip():
             return markupsafe.Markup("")
         return markupsafe.Markup(
             '<div id="{0}_explanation" class="explanation" hidden>{1}</div>'
             '<a href="#{0}_explanation" class="explanation-link" title="More help">?</a>'
-        ).format(self.for_name, markupsafe.Markup(body))
+        ).format(self.for_name, body)
 
     def __html__(self) -> str:
         return str(self())
@@ -109,14 +115,14 @@ class Explanation:
 
 
 class _HelpMixin:
-    """Adds DIGITS 6's ``tooltip=`` / ``explanation_file=`` keywords to a WTForms field."""
+    """Adds DIGITS 6's ``tooltip=`` / ``explanation_file=`` (and ``explanation=`` text) keywords to a WTForms field."""
 
-    def __init__(self, label="", validators=None, tooltip="", explanation_file="", **kwargs):
+    def __init__(self, label="", validators=None, tooltip="", explanation_file="", explanation="", **kwargs):
         if tooltip and not kwargs.get("description"):
             kwargs["description"] = tooltip
         super().__init__(label, validators, **kwargs)
         self.tooltip = Tooltip(self.id, self.short_name, tooltip)
-        self.explanation = Explanation(self.id, self.short_name, explanation_file)
+        self.explanation = Explanation(self.id, self.short_name, explanation_file, explanation)
 
 
 class IntegerField(_HelpMixin, wtforms.IntegerField):
