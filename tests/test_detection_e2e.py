@@ -71,6 +71,10 @@ def test_infer_boxes_in_input_pixels_and_savedmodel_agrees(trained, tmp_path):
             assert np.allclose(det["box"], row[2:] * factor, atol=0.01)
             assert 0 <= min(det["box"]) and max(det["box"]) <= 64 * factor
     same = result.samples[0].detections
+    # the data plugin's inference form (the web UI's upload path) gives the same boxes in the input's pixels
+    via_form = infer(job.id, form_data={"image_path": str(big)}, jobs_dir=root / "jobs",
+                     view_config={"score_threshold": 0.0})
+    assert via_form.samples[0].detections == result.samples[1].detections
     archive = export_model(job.id, tmp_path / "model.tar.gz", jobs_dir=root / "jobs")
     with tarfile.open(archive) as tar:
         tar.extractall(tmp_path / "export")
@@ -111,3 +115,30 @@ def test_cli_infer_json_and_bounding_boxes_report(trained, tmp_path):
     assert isinstance(sample["detections"], list)
     for det in sample["detections"]:
         assert set(det) == {"class", "class_id", "score", "box"} and det["score"] >= 0.3
+
+
+CUSTOM_DETECTOR = '''
+import keras
+from keras import layers
+
+def build_model(input_shape, num_outputs, **params):
+    inputs = keras.Input(input_shape)
+    x = layers.Conv2D(16, 3, strides=2, padding="same", activation="relu")(inputs)
+    x = layers.Conv2D(16, 3, strides=2, padding="same", activation="relu")(x)      # stride 4
+    heat = layers.Conv2D(num_outputs, 1, bias_initializer=keras.initializers.Constant(-2.2))(x)
+    box = layers.Conv2D(4, 1)(x)
+    return keras.Model(inputs, layers.Concatenate()([heat, box]))
+'''
+
+
+def test_custom_network_file_with_the_documented_output_contract(trained, tmp_path):
+    from digits_core import train
+
+    root, job = trained
+    dataset_id = json.loads((job.path / "model.json").read_text())["dataset_id"]
+    net = tmp_path / "tiny_detector.py"
+    net.write_text(CUSTOM_DETECTOR)
+    custom = train(dataset_id, str(net), jobs_dir=root / "jobs", epochs=1, batch_size=16, seed=2)
+    metrics = _metrics(custom)
+    assert "val_map50" in metrics and "val_map" in metrics  # standard detector output: the engine's loss and mAP
+    assert json.loads((custom.path / "model.json").read_text())["task"] == "detection"
