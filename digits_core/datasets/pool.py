@@ -45,9 +45,24 @@ def mp_context():
     methods = multiprocessing.get_all_start_methods()
     if "fork" in methods and "tensorflow" not in sys.modules:
         return multiprocessing.get_context("fork")
+    _forget_phantom_main()
     if "forkserver" in methods:
         return multiprocessing.get_context("forkserver")
     return multiprocessing.get_context("spawn")
+
+
+def _forget_phantom_main() -> None:
+    """Keep forkserver/spawn workers from re-running ``__main__`` when it is no file.
+
+    ``python - < script.py`` names ``__main__`` ``"<stdin>"``; a new worker
+    would try to run that path and die. The interactive REPL and notebooks
+    have no ``__main__.__file__`` at all, so dropping a name that is not a
+    file makes workers start as they do there (``__main__`` not re-imported).
+    """
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if path is not None and getattr(main, "__spec__", None) is None and not os.path.isfile(path):
+        del main.__file__
 
 
 def pid_alive(pid: int) -> bool:
