@@ -38,7 +38,6 @@ Job requests in ``job.json``:
 
 from __future__ import annotations
 
-import inspect
 import logging
 import os
 import shutil
@@ -397,19 +396,6 @@ def _abort_foreign(job: Job) -> None:
 
 
 # -- the worker side -------------------------------------------------------------
-
-
-def _call_with_job(func, job: Job, **kwargs):
-    """Call an API function, handing it our pre-created job if it accepts one."""
-    params = inspect.signature(func).parameters
-    if "job" in params:
-        kwargs["job"] = job
-    elif "job_id" in params:
-        kwargs["job_id"] = job.id
-    if "jobs_dir" in params:
-        kwargs["jobs_dir"] = job.path.parent
-    return func(**{k: v for k, v in kwargs.items() if k in params or any(
-        p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())})
 
 
 def train_into_job(job: Job, options: dict) -> Job:

@@ -16,6 +16,7 @@ from ..errors import DigitsError, JobNotFoundError, PluginNotFoundError
 from ..jobs import JobStore
 from ..paths import resolve_roots
 from . import request_guard, security
+from .helpers import wants_json  # noqa: F401 - also importable from here, as before
 
 logger = logging.getLogger(__name__)
 
@@ -23,15 +24,6 @@ logger = logging.getLogger(__name__)
 DEFAULT_MAX_UPLOAD = 64 * 1024 * 1024
 
 csrf = CSRFProtect()
-
-
-def wants_json() -> bool:
-    """True when the client asked for JSON (``/api/`` or ``.json`` URL, or an Accept header)."""
-    path = request.path
-    if path.startswith("/api/") or path.endswith(".json"):
-        return True
-    best = request.accept_mimetypes.best_match(["application/json", "text/html"])
-    return best == "application/json" and request.accept_mimetypes[best] > request.accept_mimetypes["text/html"]
 
 
 def create_app(jobs_dir=None, auth_token: str | None = None, *, scheduler=None, start_scheduler: bool = True,

@@ -8,12 +8,23 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+from flask import request
+
 from ..jobs import Job, JobStatus
 
 STATUS_CLASSES = {
     "Initialized": "muted", "Waiting": "muted", "Running": "info",
     "Done": "ok", "Error": "bad", "Aborted": "warn",
 }
+
+
+def wants_json() -> bool:
+    """True when the client asked for JSON (``/api/`` or ``.json`` URL, or an Accept header)."""
+    path = request.path
+    if path.startswith("/api/") or path.endswith(".json"):
+        return True
+    best = request.accept_mimetypes.best_match(["application/json", "text/html"])
+    return best == "application/json" and request.accept_mimetypes[best] > request.accept_mimetypes["text/html"]
 
 
 def status_class(status) -> str:

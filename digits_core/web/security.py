@@ -20,6 +20,8 @@ from pathlib import Path
 
 from flask import abort, current_app, redirect, request, session, url_for
 
+from .helpers import wants_json
+
 #: Endpoints reachable without logging in.
 PUBLIC_ENDPOINTS = {"home.login", "static"}
 
@@ -55,8 +57,6 @@ def init_app(app, csrf) -> None:
     @app.before_request
     def _check():
         if not is_authenticated() and request.endpoint not in PUBLIC_ENDPOINTS:
-            from .app import wants_json
-
             if wants_json() or request.method != "GET":
                 abort(401, description="This server needs an auth token: send 'Authorization: Bearer TOKEN'.")
             return redirect(url_for("home.login", next=request.full_path if request.query_string else request.path))
