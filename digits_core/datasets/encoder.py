@@ -14,9 +14,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from . import records as rec
+from .arena import SlotSink
 
-#: Pixels of this many bytes are summed at once for the mean (one numpy call instead of one per image).
-MEAN_BATCH_BYTES = 4 << 20
 #: At most this many record layouts get a running mean sum per chunk (more means a broken plugin).
 MAX_MEAN_LAYOUTS = 4
 
@@ -54,6 +53,17 @@ class ChunkResult(NamedTuple):
     outcomes: list[Outcome] | UniformChunk
     #: Record layout -> ``(float64 sum of pixels, image count)`` for the mean image.
     mean_sums: dict
+    #: The shared-memory slot holding the records given as spans (see :mod:`.arena`), or None.
+    slot: int | None = None
+
+    def map_records(self, func) -> "ChunkResult":
+        """Return this result with every entry's record list replaced by ``func(records)``."""
+        outcomes = self.outcomes
+        if isinstance(outcomes, UniformChunk):
+            outcomes = outcomes._replace(records=func(outcomes.records))
+        else:
+            outcomes = [o if o.records is None else o._replace(records=func(o.records)) for o in outcomes]
+        return self._replace(outcomes=outcomes)
 
 
 def describe_exception(exc: BaseException) -> str:
@@ -63,31 +73,46 @@ def describe_exception(exc: BaseException) -> str:
 
 
 class MeanSum:
-    """A running float64 sum of images of one shape, added in batches (one numpy call per few MB)."""
+    """A running sum of images of one shape for the mean image.
+
+    uint8 images are added into a uint16 buffer (exact for 257 images, and
+    several times faster than float64 arithmetic), which is folded into the
+    float64 total before it could overflow; other dtypes go straight into
+    the float64 total.
+    """
+
+    #: uint8 images a uint16 buffer holds without overflow (257 * 255 <= 65535).
+    SMALL_LIMIT = 257
 
     def __init__(self, shape: tuple):
         self.total = np.zeros(shape, np.float64)
         self.count = 0
-        self._pending: list[np.ndarray] = []
-        self._pending_bytes = 0
+        self._small: np.ndarray | None = None
+        self._small_count = 0
 
     def add(self, pixels: np.ndarray) -> None:
-        """Queue one image (summed when the batch is full or at :meth:`result`)."""
-        self._pending.append(pixels)
-        self._pending_bytes += pixels.nbytes
-        if self._pending_bytes >= MEAN_BATCH_BYTES:
-            self._flush()
+        """Add one image."""
+        if pixels.dtype == np.uint8:
+            if self._small is None:
+                self._small = np.zeros(self.total.shape, np.uint16)
+            np.add(self._small, pixels, out=self._small)
+            self._small_count += 1
+            if self._small_count == self.SMALL_LIMIT:
+                self._fold()
+        else:
+            np.add(self.total, pixels, out=self.total)
+            self.count += 1
 
-    def _flush(self) -> None:
-        if self._pending:
-            self.total += np.sum(np.stack(self._pending), axis=0, dtype=np.float64)
-            self.count += len(self._pending)
-            self._pending = []
-            self._pending_bytes = 0
+    def _fold(self) -> None:
+        if self._small_count:
+            self.total += self._small
+            self.count += self._small_count
+            self._small[...] = 0
+            self._small_count = 0
 
     def result(self) -> tuple[np.ndarray, int]:
-        """Return ``(sum, count)`` with everything queued added."""
-        self._flush()
+        """Return ``(float64 sum, count)`` of everything added."""
+        self._fold()
         return self.total, self.count
 
 
@@ -98,11 +123,13 @@ class _Worker:
     #: Optional shared int64 array: ``[2*slot]`` = pid, ``[2*slot+1]`` = index of the entry being encoded.
     tracker: Any = None
     slot: int = -1
+    #: ``(shared region, slot size)`` records are written into (see :mod:`.arena`), or None.
+    arena: Any = None
 
 
-def set_worker_plugin(plugin, tracker=None, slot: int = -1) -> None:
+def set_worker_plugin(plugin, tracker=None, slot: int = -1, arena: tuple | None = None) -> None:
     """Make ``plugin`` the one :func:`encode_chunk` uses in this process (``None`` forgets it)."""
-    _Worker.plugin, _Worker.tracker, _Worker.slot = plugin, tracker, slot
+    _Worker.plugin, _Worker.tracker, _Worker.slot, _Worker.arena = plugin, tracker, slot, arena
 
 
 def _track(index: int) -> None:
@@ -111,7 +138,7 @@ def _track(index: int) -> None:
         tracker[2 * _Worker.slot + 1] = index
 
 
-def encode_chunk(start: int, entries: list, mean_every: int) -> ChunkResult:
+def encode_chunk(start: int, entries: list, mean_every: int, slot: int | None = None) -> ChunkResult:
     """Encode ``entries`` (stage indexes from ``start``) with this process's plugin.
 
     Args:
@@ -119,6 +146,7 @@ def encode_chunk(start: int, entries: list, mean_every: int) -> ChunkResult:
         entries: The entries, as ``itemize_entries`` listed them.
         mean_every: Sum every image with decoded pixels, and decode every
             ``mean_every``-th encoded one, for the mean image; 0 for none.
+        slot: The shared-memory slot to write the records into, if any.
 
     Returns:
         A :class:`ChunkResult`: a :class:`UniformChunk` when every entry
@@ -128,20 +156,22 @@ def encode_chunk(start: int, entries: list, mean_every: int) -> ChunkResult:
     outcomes: list[Outcome] = []
     sums: dict[tuple, MeanSum] = {}
     interned: dict = {}  # equal metas become one object: pickled once per chunk
+    sink = SlotSink(*(_Worker.arena or (None, 0)), slot)
     for offset, entry in enumerate(entries):
         _track(start + offset)
         try:
-            outcomes.append(_encode_entry(plugin, entry, start + offset, mean_every, sums, interned))
+            outcomes.append(_encode_entry(plugin, entry, start + offset, mean_every, sums, interned, sink))
         except Exception as exc:  # noqa: BLE001 - a bad entry is skipped and reported
             outcomes.append(Outcome(None, None, describe_exception(exc), None))
     _track(-1)
     mean_sums = {layout: acc.result() for layout, acc in sums.items()}
     if len(interned) == 1 and all(o.error is None for o in outcomes):
-        return ChunkResult(_uniform(next(iter(interned)), outcomes), mean_sums)
-    return ChunkResult(outcomes, mean_sums)
+        return ChunkResult(_uniform(next(iter(interned)), outcomes), mean_sums, slot)
+    return ChunkResult(outcomes, mean_sums, slot)
 
 
-def _encode_entry(plugin, entry, index: int, mean_every: int, sums: dict, interned: dict) -> Outcome:
+def _encode_entry(plugin, entry, index: int, mean_every: int, sums: dict, interned: dict,
+                  sink: SlotSink) -> Outcome:
     result = plugin.encode_entry(entry)
     pairs = result if isinstance(result, list) else [result]
     if not pairs:
@@ -151,11 +181,12 @@ def _encode_entry(plugin, entry, index: int, mean_every: int, sums: dict, intern
         if not isinstance(pair, tuple) or len(pair) != 2:
             raise rec.RecordError(f"encode_entry must return (feature, label) or a list of them, "
                                   f"got {type(pair).__name__}")
-        data, meta, pixels = rec.pack_record(*pair)
-        meta = interned.setdefault(meta, meta)
+        prepared = rec.prepare_record(*pair)
+        pixels = prepared.pixels
+        meta = interned.setdefault(prepared.meta, prepared.meta)
         if mean_every and (pixels is not None or index % mean_every == 0):
             _add_to_mean(sums, meta, pair[0], pixels)
-        packed.append(data)
+        packed.append(sink.put(prepared))
         metas.append(meta)
         if meta.label_kind == rec.CLASS:  # class ids are counted in the parent, per chunk
             hist = (hist or []) + [int(pair[1])]

@@ -33,7 +33,9 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Callable, Iterable, Iterator
 
 from ..errors import DatasetError
-from .encoder import encode_chunk, set_worker_plugin
+from . import arena as arena_module
+from .arena import Arena
+from .encoder import ChunkResult, encode_chunk, set_worker_plugin
 
 #: Seconds between two checks of the worker's watchdog that the job process is alive.
 WATCHDOG_INTERVAL_S = 0.5
@@ -102,7 +104,7 @@ def die_with_parent(job_pid: int) -> None:
     threading.Thread(target=watch, name="digits-parent-watchdog", daemon=True).start()
 
 
-def _init_worker(plugin, tracker, next_slot, job_pid: int) -> None:
+def _init_worker(plugin, tracker, next_slot, job_pid: int, arena: tuple | None) -> None:
     """Pool initializer: bind to the job process, keep the plugin, claim a tracking slot."""
     die_with_parent(job_pid)
     try:
@@ -114,7 +116,7 @@ def _init_worker(plugin, tracker, next_slot, job_pid: int) -> None:
         next_slot.value += 1
     tracker[2 * slot] = os.getpid()
     tracker[2 * slot + 1] = -1
-    set_worker_plugin(plugin, tracker, slot)
+    set_worker_plugin(plugin, tracker, slot, arena)
 
 
 #: A chunk to encode: ``(start index in the stage, entries)``.
@@ -139,6 +141,9 @@ class InlinePool:
         for start, entries in chunks:
             yield start, encode_chunk(start, entries, mean_every)
 
+    def release(self, result: ChunkResult) -> None:
+        """Nothing to give back: records made in this process are bytes."""
+
 
 class WorkerPool:
     """``workers`` encoder processes running :func:`~.encoder.encode_chunk`.
@@ -154,9 +159,12 @@ class WorkerPool:
         self.plugin_id = plugin_id
         ctx = mp_context()
         self._tracker = ctx.Array("q", [0, -1] * workers, lock=False)
+        # Slots for the chunks in flight plus a few waiting to be written; only a forked worker inherits them.
+        self._arena = Arena(self.window + 3, arena_module.SLOT_BYTES) if ctx.get_start_method() == "fork" else None
         self._executor = ProcessPoolExecutor(
             max_workers=workers, mp_context=ctx, initializer=_init_worker,
-            initargs=(plugin, self._tracker, ctx.Value("i", 0), os.getpid()))
+            initargs=(plugin, self._tracker, ctx.Value("i", 0), os.getpid(),
+                      (self._arena.region, self._arena.slot_bytes) if self._arena else None))
         self._processes: dict = {}
 
     def __enter__(self) -> "WorkerPool":
@@ -176,11 +184,22 @@ class WorkerPool:
                 proc.kill()
         self._executor.shutdown(wait=True, cancel_futures=True)
 
+    @property
+    def window(self) -> int:
+        """Chunks in flight at once."""
+        return self.workers * 2 + 1
+
+    def release(self, result: ChunkResult) -> None:
+        """Free the shared-memory slot of a result whose records are written (call once per result)."""
+        if self._arena is not None:
+            self._arena.release(result.slot)
+
     def imap(self, chunks: Iterable[Chunk], mean_every: int, describe: Callable[[int], str]) -> Iterator:
         """Yield ``(start, ChunkResult)`` for each chunk, in submission order.
 
         ``chunks`` is pulled lazily (one chunk after each result), so it may
-        size later chunks from what earlier results held.
+        size later chunks from what earlier results held. Records may be
+        memoryviews of shared memory: write them, then :meth:`release` the result.
 
         Raises:
             DatasetError: A worker died; ``describe(index)`` names the entry.
@@ -192,10 +211,11 @@ class WorkerPool:
             chunk = next(chunks, None)
             if chunk is not None:
                 start, entries = chunk
-                window.append((start, self._executor.submit(encode_chunk, start, entries, mean_every)))
+                slot = self._arena.take() if self._arena is not None else None
+                window.append((start, self._executor.submit(encode_chunk, start, entries, mean_every, slot)))
                 self._processes.update(getattr(self._executor, "_processes", None) or {})
 
-        for _ in range(self.workers * 2 + 1):
+        for _ in range(self.window):
             submit()
         while window:
             start, future = window.popleft()
@@ -203,6 +223,8 @@ class WorkerPool:
                 result = future.result()
             except BrokenProcessPool as exc:
                 raise DatasetError(self._crash_message(describe)) from exc
+            if result.slot is not None:
+                result = result.map_records(self._arena.resolve)
             yield start, result
             submit()
 

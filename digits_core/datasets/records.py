@@ -164,7 +164,7 @@ def _as_feature(feature) -> tuple[int, str, tuple, bytes, np.ndarray | None]:
         if name not in FEATURE_DTYPES:
             raise RecordError(f"feature dtype {arr.dtype} is not one of {', '.join(FEATURE_DTYPES)}")
         arr = arr.astype(np.dtype(name).newbyteorder("<"))  # same values, little-endian bytes
-    return RAW, name, arr.shape, arr.tobytes(), arr
+    return RAW, name, arr.shape, np.ascontiguousarray(arr), arr
 
 
 def _as_label(label, feature_shape: tuple) -> tuple[int, str, tuple, bytes]:
@@ -241,6 +241,49 @@ class RecordMeta(NamedTuple):
         return self[1:]
 
 
+class PreparedRecord(NamedTuple):
+    """A checked ``(feature, label)`` pair, ready to be written as one record (see :func:`prepare_record`)."""
+
+    header: bytes
+    payload: Any  # the feature: bytes, or a C-contiguous little-endian array (written without a copy of its own)
+    label: bytes
+    meta: RecordMeta
+    pixels: np.ndarray | None
+
+    @property
+    def size(self) -> int:
+        """The record's length in bytes."""
+        return len(self.header) + memoryview(self.payload).nbytes + len(self.label)
+
+    def write_into(self, buffer: memoryview, offset: int) -> int:
+        """Write the record's bytes at ``buffer[offset:]`` (one copy of the feature); return its length."""
+        end = offset + len(self.header)
+        buffer[offset:end] = self.header
+        payload = memoryview(self.payload).cast("B")
+        buffer[end:end + payload.nbytes] = payload
+        end += payload.nbytes
+        buffer[end:end + len(self.label)] = self.label
+        return end + len(self.label) - offset
+
+
+def prepare_record(feature, label) -> PreparedRecord:
+    """Check one ``(feature, label)`` pair against the data contract, as :func:`pack_record`, without packing it.
+
+    Raises:
+        RecordError: The pair breaks the contract.
+    """
+    enc, fdtype, fshape, fpayload, pixels = _as_feature(feature)
+    if label is None:
+        raise RecordError("label is None; a dataset record needs a label")
+    kind, ldtype, lshape, lpayload = _as_label(label, fshape)
+    dims = tuple(lshape) + (0,) * (2 - len(lshape))
+    header = HEADER.pack(MAGIC, enc, DTYPE_CODES[fdtype], kind, DTYPE_CODES[ldtype],
+                         fshape[0], fshape[1], fshape[2], memoryview(fpayload).nbytes, dims[0], dims[1])
+    if kind == BOXES:  # records differ in box count N; the layout they share is (None, 5)
+        lshape = (None, BOX_COLUMNS)
+    return PreparedRecord(header, fpayload, lpayload, RecordMeta(enc, fdtype, fshape, kind, ldtype, lshape), pixels)
+
+
 def pack_record(feature, label) -> tuple[bytes, RecordMeta, np.ndarray | None]:
     """Check one ``(feature, label)`` pair against the data contract and pack it.
 
@@ -256,17 +299,9 @@ def pack_record(feature, label) -> tuple[bytes, RecordMeta, np.ndarray | None]:
     Raises:
         RecordError: The pair breaks the contract.
     """
-    enc, fdtype, fshape, fpayload, pixels = _as_feature(feature)
-    if label is None:
-        raise RecordError("label is None; a dataset record needs a label")
-    kind, ldtype, lshape, lpayload = _as_label(label, fshape)
-    dims = tuple(lshape) + (0,) * (2 - len(lshape))
-    header = HEADER.pack(MAGIC, enc, DTYPE_CODES[fdtype], kind, DTYPE_CODES[ldtype],
-                         fshape[0], fshape[1], fshape[2], len(fpayload), dims[0], dims[1])
-    if kind == BOXES:  # records differ in box count N; the layout they share is (None, 5)
-        lshape = (None, BOX_COLUMNS)
-    meta = RecordMeta(enc, fdtype, fshape, kind, ldtype, lshape)
-    return header + fpayload + lpayload, meta, pixels
+    prepared = prepare_record(feature, label)
+    data = b"".join((prepared.header, memoryview(prepared.payload).cast("B"), prepared.label))
+    return data, prepared.meta, prepared.pixels
 
 
 def parse_header(record: bytes) -> tuple:

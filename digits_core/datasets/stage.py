@@ -27,9 +27,6 @@ from .storage import StageWriter
 
 #: At most this many images without decoded pixels (pass-through bytes) are decoded for the mean.
 MEAN_SAMPLE_LIMIT = 128
-#: A write transaction is committed once it holds this many records or TXN_BYTES (a chunk is never split).
-RECORDS_PER_TXN = 1000
-TXN_BYTES = 32 << 20
 #: Entries in the first chunks of a stage, before record sizes are known.
 FIRST_CHUNK = 64
 #: The dataset layout is the one most records of (at least) this many first entries share.
@@ -124,8 +121,6 @@ class StageEncoder:
         self.encodings: Counter = Counter()
         self.skipped = 0
         self.histogram: np.ndarray | None = None
-        self._pending: list[bytes] = []
-        self._pending_bytes = 0
         self._last_ok: rec.RecordMeta | None = None  # the last meta object that matched (identity fast path)
 
     def describe_entry(self, index: int) -> str:
@@ -143,11 +138,9 @@ class StageEncoder:
                 held.append(item)
                 if self.layout.layout is None and sum(_entries(r) for _, r in held) < AGREEMENT_SAMPLE:
                     continue
-                self._take_all(held, writer)
+                self._take_all(held, writer, pool)
                 held = []
-            self._take_all(held, writer)
-            writer.append(self._pending)
-            self._pending = []
+            self._take_all(held, writer, pool)
             count = writer.count
         finally:
             writer.close()
@@ -164,12 +157,13 @@ class StageEncoder:
 
     # -- one chunk's result ------------------------------------------------------
 
-    def _take_all(self, held: list, writer: StageWriter) -> None:
+    def _take_all(self, held: list, writer: StageWriter, pool) -> None:
         """Decide the layout (unless decided) by a vote of the ``held`` results, then take them in order."""
         if self.layout.layout is None:
             self._vote(held)
         for start, result in held:
             self._take(start, result, writer)
+            pool.release(result)
 
     def _vote(self, held: list) -> None:
         metas = []
@@ -235,14 +229,8 @@ class StageEncoder:
             else:
                 slot[0] += total
                 slot[1] += count
-        self._pending.extend(good)
-        nbytes = sum(map(len, good))
-        self._pending_bytes += nbytes
-        self.plan.observe(entries, nbytes)
-        if len(self._pending) >= RECORDS_PER_TXN or self._pending_bytes >= TXN_BYTES:
-            writer.append(self._pending)
-            self._pending = []
-            self._pending_bytes = 0
+        writer.append(good)  # one transaction per chunk: shared-memory records must be copied before release
+        self.plan.observe(entries, sum(map(len, good)))
         self.skipped += errors
         self.progress.update(self.stage, entries, errors)
         self.report.check_budget()

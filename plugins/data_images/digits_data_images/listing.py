@@ -42,11 +42,13 @@ def list_images(folder: str) -> list[str]:
         seen_dirs.add(real)
         _check_root(root, real)
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        # realpath only for links: a plain file's is the real folder + its name (no system call per file)
+        links = {entry.name for entry in os.scandir(root) if entry.is_symlink()} if files else set()
         for name in sorted(files):  # sorted: which of two links to one file is kept never depends on the disk
             if not is_image_name(name):
                 continue
             path = os.path.join(root, name)
-            real_file = os.path.realpath(path)
+            real_file = os.path.realpath(path) if name in links else os.path.join(real, name)
             if real_file in seen_files:
                 logger.warning("%s is another link to %s, which is already listed; it is skipped", path, real_file)
                 continue
