@@ -17,6 +17,8 @@ import lmdb
 
 #: Map size a new stage starts with (it grows by doubling as needed).
 INITIAL_MAP_SIZE = 64 << 20
+#: The writer reopens its environment after writing this many bytes (see StageWriter._remap).
+REMAP_BYTES = 64 << 20
 
 
 def record_key(index: int) -> bytes:
@@ -44,10 +46,21 @@ class StageWriter:
         # malloc'd page copies written out at commit: half the parent's work
         # for big images); new pages come zero-filled from the filesystem, so
         # no stale heap bytes (secrets such as S3 keys) reach the file.
-        self.env = lmdb.open(str(self.path), map_size=map_size, subdir=True, readahead=False,
-                             meminit=True, sync=False, metasync=False, max_dbs=0, lock=True, writemap=True)
+        self.env = self._open(map_size)
         self.count = 0
         self.map_grows = 0
+        self._mapped_bytes = 0
+
+    def _open(self, map_size: int) -> lmdb.Environment:
+        return lmdb.open(str(self.path), map_size=map_size, subdir=True, readahead=False,
+                         meminit=True, sync=False, metasync=False, max_dbs=0, lock=True, writemap=True)
+
+    def _remap(self) -> None:
+        """Reopen the environment: the pages written so far leave this process's memory (they stay in the file)."""
+        map_size = self.env.info()["map_size"]
+        self.env.close()
+        self.env = self._open(map_size)
+        self._mapped_bytes = 0
 
     def append(self, records: Sequence[bytes]) -> None:
         """Write ``records`` as the next indexes, in one transaction (grown and retried if full)."""
@@ -70,6 +83,10 @@ class StageWriter:
                 txn.abort()
                 raise
         self.count += len(records)
+        # Written pages stay mapped (resident) until unmapped: bound that, so memory does not grow with the dataset.
+        self._mapped_bytes += sum(len(v) for _, v in items)
+        if self._mapped_bytes >= REMAP_BYTES:
+            self._remap()
 
     def close(self) -> None:
         """Flush to disk, close the environment and cut the file to its used pages.
