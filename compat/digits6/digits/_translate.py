@@ -153,3 +153,20 @@ def static_form_method(function: Callable[..., Any]) -> staticmethod:
         return form_class(function(*args, **kwargs), lambda: function(*args, **kwargs))
 
     return staticmethod(get_form)
+
+
+def wrap_own_methods(cls: type, wrappers: dict[str, Callable[[Any], Any]], static_forms: tuple[str, ...] = ()) -> None:
+    """Replace the methods ``cls`` defines itself (not inherited ones) by their translating wrappers.
+
+    Args:
+        cls: A DIGITS 6 plugin class being created.
+        wrappers: Method name to a function taking the class attribute and returning its replacement.
+        static_forms: Names of static ``get_*_form`` methods to wrap with :func:`static_form_method`.
+    """
+    own = cls.__dict__
+    for name, wrap in wrappers.items():
+        if name in own:
+            setattr(cls, name, wrap(own[name]))
+    for name in static_forms:
+        if isinstance(own.get(name), staticmethod):
+            setattr(cls, name, static_form_method(own[name].__func__))

@@ -27,7 +27,7 @@ from typing import Any
 
 from digits_core import DataIngestion
 
-from ..._translate import form_class, pairs_to_core, static_form_method
+from ..._translate import form_class, pairs_to_core, static_form_method, wrap_own_methods
 from ..._userdata import Userdata
 from ...utils.constants import STAGE_FROM_CORE
 
@@ -75,6 +75,11 @@ def _wrap_init(method):
 
 def _wrap_inference_form(method):
     """``get_inference_form(self)`` returning an instance → the same method returning a form class."""
+    if isinstance(method, staticmethod):  # some DIGITS 6 plugins kept it static
+        return static_form_method(method.__func__)
+    if not inspect.isfunction(method):
+        return method
+
     @functools.wraps(method)
     def get_inference_form(self):
         return form_class(method(self), lambda: method(self))
@@ -115,20 +120,8 @@ class DataIngestionInterface(DataIngestion):
 
     def __init_subclass__(cls, **kwargs: Any):
         super().__init_subclass__(**kwargs)
-        own = cls.__dict__
-        if "__init__" in own:
-            cls.__init__ = _wrap_init(own["__init__"])
-        if "encode_entry" in own:
-            cls.encode_entry = _outermost(own["encode_entry"])
-        if "itemize_entries" in own:
-            cls.itemize_entries = _wrap_itemize(own["itemize_entries"])
-        if isinstance(own.get("get_dataset_form"), staticmethod):
-            cls.get_dataset_form = static_form_method(own["get_dataset_form"].__func__)
-        inference = own.get("get_inference_form")
-        if isinstance(inference, staticmethod):
-            cls.get_inference_form = static_form_method(inference.__func__)
-        elif inspect.isfunction(inference):
-            cls.get_inference_form = _wrap_inference_form(inference)
+        wrap_own_methods(cls, {"__init__": _wrap_init, "encode_entry": _outermost, "itemize_entries": _wrap_itemize,
+                               "get_inference_form": _wrap_inference_form}, static_forms=("get_dataset_form",))
 
     # -- userdata and the inference flag --------------------------------------
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from digits_core import View
 
-from ..._translate import static_form_method, view_input, view_outputs
+from ..._translate import view_input, view_outputs, wrap_own_methods
 
 __all__ = ["VisualizationInterface", "Digits6Dataset"]
 
@@ -106,13 +106,8 @@ class VisualizationInterface(View):
 
     def __init_subclass__(cls, **kwargs: Any):
         super().__init_subclass__(**kwargs)
-        own = cls.__dict__
-        if "__init__" in own:
-            cls.__init__ = _wrap_init(own["__init__"])
-        if "process_data" in own:
-            cls.process_data = _wrap_process_data(own["process_data"])
-        if isinstance(own.get("get_config_form"), staticmethod):
-            cls.get_config_form = static_form_method(own["get_config_form"].__func__)
+        wrap_own_methods(cls, {"__init__": _wrap_init, "process_data": _wrap_process_data},
+                         static_forms=("get_config_form",))
 
     # -- DIGITS 6 methods without a DIGITS Core counterpart --------------------
 
