@@ -138,7 +138,7 @@ def _import_tensorflow_quietly() -> None:
         os.close(saved)
 
 
-def build_all(jobs_dir: Path, epochs_lenet: int, epochs_unet: int, epochs_detectnet: int = 12) -> dict:
+def build_all(jobs_dir: Path, epochs_lenet: int, epochs_unet: int, epochs_detectnet: int = 30) -> dict:
     """Make (or reuse) the demo data, datasets and models; return their job ids."""
     from digits_core.datasets import create_dataset
     from digits_core.jobs import JobStore
@@ -235,8 +235,8 @@ def build_detection(store, jobs_dir: Path, epochs: int) -> dict:
     job = _find(store, "model", DETECTNET_MODEL)
     if job is None:
         _import_tensorflow_quietly()
-        job = train(dataset_id, "detectnet", name=DETECTNET_MODEL, jobs_dir=jobs_dir, epochs=epochs, seed=1,
-                    progress=_bar("detectnet"))
+        job = train(dataset_id, "detectnet", name=DETECTNET_MODEL, jobs_dir=jobs_dir, epochs=epochs, batch_size=16,
+                    seed=1, progress=_bar("detectnet"))
         print()
     map50 = _last_metric(job, "val_map50")
     print(f"  {DETECTNET_MODEL}: {job.id} ({job.status.value}"
@@ -254,7 +254,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="web UI port (default: $DIGITS_DEMO_PORT, else 5000)")
     parser.add_argument("--epochs-lenet", type=int, default=10)
     parser.add_argument("--epochs-unet", type=int, default=20)
-    parser.add_argument("--epochs-detectnet", type=int, default=12)
+    parser.add_argument("--epochs-detectnet", type=int, default=30)
     parser.add_argument("--no-serve", action="store_true", help="stop after building and training")
     return parser.parse_args(argv)
 

@@ -93,8 +93,13 @@ def bind(task, input_shape: tuple):
     def train_metric(task_name, y, pred, standard_output):
         return centre_recall(y, pred, input_hw)
 
+    detectors: dict = {}  # one traced function per model for the whole run (not one per validation)
+
     def evaluate_batches(model, batches, n, class_names=None) -> dict:
-        return validation_map(model, batches, input_hw, n, class_names)
+        if id(model) not in detectors:
+            detectors.clear()
+            detectors[id(model)] = detector(model, input_hw, n)
+        return validation_map(model, batches, input_hw, n, class_names, detect=detectors[id(model)])
 
     return dataclasses.replace(task, make_loss=make_loss, train_metric=train_metric, evaluate=evaluate_batches,
                                bind=None)
@@ -117,21 +122,32 @@ def centre_recall(boxes, pred, input_hw):
     return tf.reduce_sum(found) / tf.maximum(tf.reduce_sum(positive), 1.0)
 
 
-def validation_map(model, batches, input_hw, n: int, class_names=None) -> dict:
-    """Run ``model`` over validation ``(x, boxes, valid)`` batches and return the mAP figures.
-
-    Returns:
-        ``{"val_map50", "val_map", "val_ap50_<class>": ...}`` (classes with ground truth only).
-    """
+def detector(model, input_hw, n: int):
+    """A ``tf.function`` ``x -> (boxes, scores, classes)``: the network and its decoding."""
     import tensorflow as tf
 
-    from .decode import as_rows, decode_detections
-    from .evaluate import evaluate
+    from .decode import decode_detections
 
     @tf.function(reduce_retracing=True)
     def detect(x):
         return decode_detections(model(x, training=False), input_hw, n)
 
+    return detect
+
+
+def validation_map(model, batches, input_hw, n: int, class_names=None, detect=None) -> dict:
+    """Run ``model`` over validation ``(x, boxes, valid)`` batches and return the mAP figures.
+
+    Args:
+        detect: The :func:`detector` of ``model`` (made here when not given).
+
+    Returns:
+        ``{"val_map50", "val_map", "val_ap50_<class>": ...}`` (classes with ground truth only).
+    """
+    from .decode import as_rows
+    from .evaluate import evaluate
+
+    detect = detect or detector(model, input_hw, n)
     preds, gts = [], []
     for x, y, valid in batches:
         b, s, c = detect(x)
