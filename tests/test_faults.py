@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from digits_core.jobs import Job, JobStatus, JobStore, is_job_alive
+from test_job_lock import OWNER  # a process owning a job (its lock) until killed
 
 pytestmark = pytest.mark.slow
 
@@ -73,7 +74,7 @@ def final_val(points: list[dict]) -> dict:
 def shapes(tmp_path_factory):
     from digits_core import registry
     from digits_core.datasets import create_dataset
-    from digits_core.engine.synthetic import SyntheticShapes
+    from synthetic_plugins import SyntheticShapes
 
     jobs = tmp_path_factory.mktemp("fault-jobs")
     registry.register(SyntheticShapes)
@@ -206,16 +207,6 @@ def test_rebinding_origin_and_data_roots_on_a_real_server(live_server, tmp_path)
     headers = server.get("/").headers
     assert "frame-ancestors 'none'" in headers["content-security-policy"]
     assert headers["x-content-type-options"] == "nosniff"
-
-
-OWNER = """
-import sys
-from digits_core.jobs import Job
-job = Job.load(sys.argv[1])
-job.set_status("Running")
-print("owned", flush=True)
-sys.stdin.read()
-"""
 
 
 def test_two_writers_a_server_never_takes_over_a_live_job(live_server, tmp_path):
