@@ -20,9 +20,10 @@ from flask import Blueprint, current_app, render_template, request
 from markupsafe import Markup
 from werkzeug.utils import secure_filename
 
-from ..errors import FormValidationError
+from ..errors import DigitsError, FormValidationError
 from ..forms import validate_form
 from .forms_render import blank_form, form_from_request, jsonable, render_plugin_form, validated
+from .helpers import wants_json
 
 bp = Blueprint("inference", __name__, url_prefix="/models")
 
@@ -53,7 +54,14 @@ def view_config(job_id: str):
     return render_plugin_form(blank_form(form_class), cls.get_config_template)
 
 
-def _save_uploads(job, files) -> Path:
+def _save_uploads(job, files) -> list[list[str]]:
+    """Save uploaded images under the job's ``inference/`` folder.
+
+    Returns:
+        ``[[shown name, saved path], ...]``: the name is the file's name on the
+        user's machine (made unique), so results are captioned with it rather
+        than with the server's temporary path.
+    """
     root = job.path / "inference"
     root.mkdir(exist_ok=True)
     runs = sorted(p for p in root.iterdir() if p.is_dir())
@@ -61,17 +69,26 @@ def _save_uploads(job, files) -> Path:
         shutil.rmtree(old, ignore_errors=True)
     folder = root / f"upload-{secrets.token_hex(4)}"
     folder.mkdir()
-    count = 0
+    saved: list[list[str]] = []
+    shown: set[str] = set()
     for storage in files:
         if not storage or not storage.filename:
             continue
+        count = len(saved)
         name = secure_filename(storage.filename) or f"image-{count}"
-        storage.save(folder / f"{count:04d}-{name}")
-        count += 1
-    if not count:
+        target = folder / f"{count:04d}-{name}"
+        storage.save(target)
+        original = os.path.basename(storage.filename.replace("\\", "/")) or name
+        label, n = original, 1
+        while label in shown:
+            n += 1
+            label = f"{original} ({n})"
+        shown.add(label)
+        saved.append([label, str(target)])
+    if not saved:
         shutil.rmtree(folder, ignore_errors=True)
         raise FormValidationError({"images": ["Choose at least one image to upload."]}, "inference")
-    return folder
+    return saved
 
 
 def _is_upload(value) -> bool:
@@ -126,10 +143,28 @@ def _check_server_path(raw: str, field: str = "server_path") -> str:
 
 @bp.post("/<job_id>/infer")
 def infer(job_id: str):
-    """Run the model on the given inputs and show the view's results page."""
+    """Run the model on the given inputs and show the view's results page.
+
+    A form error or a failed run re-renders the model page with the message
+    on the inference form and the choices kept (JSON clients get the usual
+    error object).
+    """
+    job = _ext()["store"].get(job_id, kind="model")
+    try:
+        return _infer(job)
+    except DigitsError as exc:
+        if wants_json():
+            raise
+        from .models_views import render_model_page
+
+        errors = exc.errors if isinstance(exc, FormValidationError) else {"": [str(exc)]}
+        values = {k: request.form.get(k, "") for k in ("view_id", "input_mode", "server_path", "snapshot")}
+        return render_model_page(job, infer_errors=errors, infer_values=values), 400
+
+
+def _infer(job):
     from .inference_worker import run_in_worker
 
-    job = _ext()["store"].get(job_id, kind="model")
     view_id = request.form.get("view_id", "")
     view_cls = _view_class(view_id)
     view_config = {}
@@ -164,7 +199,7 @@ def infer(job_id: str):
     elif mode == "path":
         request_body["inputs"] = [_check_server_path(request.form.get("server_path", ""))]
     else:
-        request_body["inputs"] = [str(_save_uploads(job, request.files.getlist("images")))]
+        request_body["inputs"] = _save_uploads(job, request.files.getlist("images"))
     result = run_in_worker("infer", request_body)
     frags = result.get("fragments") or {}
     view_static = view_cls.get_static_folder()

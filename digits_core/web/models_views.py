@@ -13,7 +13,7 @@ from ..engine.option_specs import BY_NAME, TRAINING_OPTIONS
 from ..errors import DigitsError, FormValidationError, JobStateError
 from ..jobs import Job, JobStatus
 from .datasets_views import delete_job
-from .helpers import job_summary, read_json, worker_log_tail
+from .helpers import job_summary, last_metric_epoch, read_json, worker_log_tail
 from .model_form import (CUSTOM, CUSTOM_NETWORK_EXAMPLE, FIELD_GROUPS, ModelForm, form_script_data, option_value,
                          set_choices, show_defaults, training_options)
 
@@ -204,7 +204,7 @@ def model_details(job: Job) -> dict:
     return {"job": job_summary(job), "status_history": job.data.get("status_history", []),
             "dataset_id": job.data.get("dataset_id") or (job.data.get("train_options") or {}).get("dataset"),
             "train_options": job.data.get("train_options", {}), "model": info, "snapshots": snapshots(job),
-            "error": job.error,
+            "error": job.error, "epoch": last_metric_epoch(job),
             "log_tail": worker_log_tail(job) if job.status.value in ("Error", "Aborted") else None, "exported": _export_file(job) is not None}
 
 
@@ -214,12 +214,22 @@ def show(job_id: str):
     if job_id.endswith(".json"):
         job = _ext()["store"].get(job_id[:-5], kind="model")
         return jsonify(model_details(job))
-    job = _ext()["store"].get(job_id, kind="model")
-    details = model_details(job)
-    views = _views()
-    return render_template("model_show.html", job=job, d=details, views=views,
+    return render_model_page(_ext()["store"].get(job_id, kind="model"))
+
+
+def render_model_page(job: Job, *, infer_errors: dict | None = None, infer_values: dict | None = None) -> str:
+    """The model page's HTML; ``infer_errors``/``infer_values`` show a failed inference on its form.
+
+    Args:
+        job: The model job.
+        infer_errors: ``{field: [messages]}`` (``""``: not about one field) of the inference form.
+        infer_values: The inference form's values to keep (``view_id``, ``input_mode``, ``server_path``,
+            ``snapshot``).
+    """
+    return render_template("model_show.html", job=job, d=model_details(job), views=_views(),
                            active=job.status in (JobStatus.WAITING, JobStatus.RUNNING, JobStatus.INITIALIZED),
-                           inference=inference_context(job))
+                           inference=inference_context(job), infer_errors=infer_errors or {},
+                           infer_values=infer_values or {})
 
 
 def _views():
@@ -265,7 +275,8 @@ def metrics(job_id: str):
     """New points of ``metrics.jsonl`` since byte ``offset`` (``?offset=``), plus the job status.
 
     Returns:
-        ``{"offset": next offset, "points": [{"epoch","step","name","value"}...], "status", "done"}``.
+        ``{"offset": next offset, "points": [{"epoch","step","name","value"}...], "status", "done",
+        "error", "snapshots", "status_history", "epoch" (latest), "epochs" (planned)}``.
     """
     job = _ext()["store"].get(job_id, kind="model")
     offset = max(0, request.args.get("offset", 0, type=int))
@@ -285,7 +296,9 @@ def metrics(job_id: str):
                     continue
             new_offset = offset + end + 1
     return jsonify({"offset": new_offset, "points": points, "status": job.status.value,
-                    "done": job.status.is_finished, "error": job.error, "snapshots": snapshots(job)})
+                    "done": job.status.is_finished, "error": job.error, "snapshots": snapshots(job),
+                    "status_history": job.data.get("status_history", []), "epoch": last_metric_epoch(job),
+                    "epochs": (job.data.get("train_options") or {}).get("epochs")})
 
 
 @bp.post("/<job_id>/abort")

@@ -51,7 +51,9 @@ def _do_infer(request: dict) -> dict:
 
     epoch = request.get("epoch")  # a number: "1.5" is the mid-epoch snapshot, never truncated
     epoch = float(epoch) if epoch not in (None, "") else None
-    result = infer(request["model"], request.get("inputs") or (), epoch=epoch,
+    # JSON turns the web's (shown name, saved upload path) pairs into lists; the engine takes tuples.
+    inputs = [tuple(i) if isinstance(i, list) else i for i in request.get("inputs") or ()]
+    result = infer(request["model"], inputs, epoch=epoch,
                    view_id=request.get("view") or None, view_config=request.get("view_config") or None,
                    form_data=request.get("inference_form") or None, jobs_dir=request.get("jobs_dir"),
                    max_errors=request.get("max_errors"))

@@ -114,7 +114,70 @@
     });
   }
 
-  function isRatio(name) { return /acc|dice|iou|precision|recall|f1|map|_ap/i.test(name); }
+  /* Metrics in 0..1 go on the right-hand ratio axis: accuracy, top-k, Dice, IoU, mAP, precision/recall. */
+  function isRatio(name) { return /acc|top_?\d|dice|iou|precision|recall|f1|map|_ap/i.test(name); }
+  DIGITS.isRatio = isRatio;
+
+  function cell(text, className) {
+    var td = document.createElement("td");
+    td.textContent = text; if (className) { td.className = className; }
+    return td;
+  }
+  function humanSize(n) {
+    var units = ["B", "KB", "MB", "GB"], i = 0;
+    while (n >= 1024 && i < units.length - 1) { n /= 1024; i++; }
+    return (i ? n.toFixed(1) : String(n)) + " " + units[i];
+  }
+  function formatDuration(s) {
+    s = Math.max(0, Math.round(s));
+    if (s < 60) { return s + " s"; }
+    if (s < 3600) { return Math.floor(s / 60) + " min " + (s % 60) + " s"; }
+    return Math.floor(s / 3600) + " h " + Math.floor((s % 3600) / 60) + " min";
+  }
+  DIGITS.formatDuration = formatDuration;
+
+  /* Model page, live: snapshots table (newest 6), status history, error banner, epoch and ETA. */
+  function updateJobPanels(d, clock) {
+    var snaps = document.querySelector("#snapshots tbody");
+    if (snaps && d.snapshots && d.snapshots.length) {
+      snaps.textContent = "";
+      d.snapshots.slice().reverse().slice(0, 6).forEach(function (s) {
+        var tr = document.createElement("tr");
+        tr.appendChild(cell(s.epoch === null ? "" : String(s.epoch), "num"));
+        tr.appendChild(cell(s.file)); tr.appendChild(cell(humanSize(s.size)));
+        snaps.appendChild(tr);
+      });
+    }
+    var history = document.querySelector("#status-history tbody");
+    if (history && d.status_history) {
+      history.textContent = "";
+      d.status_history.forEach(function (entry) {
+        var tr = document.createElement("tr"), td = document.createElement("td"), badge = document.createElement("span");
+        badge.className = "badge " + (STATUS_CLASSES[entry[0]] || "muted"); badge.textContent = entry[0];
+        td.appendChild(badge); tr.appendChild(td);
+        tr.appendChild(cell(new Date(entry[1] * 1000).toLocaleString()));
+        history.appendChild(tr);
+      });
+    }
+    var banner = document.getElementById("job-error");
+    if (banner) {
+      var running = ["Running", "Waiting", "Initialized"].indexOf(d.status) >= 0;
+      banner.hidden = running || !d.error;
+      if (!banner.hidden) { banner.textContent = d.error; }
+    }
+    var progress = document.getElementById("train-progress");
+    if (progress && typeof d.epoch === "number") {
+      var text = "Epoch " + (Math.round(d.epoch * 100) / 100) + (d.epochs ? " of " + d.epochs : "");
+      var now = Date.now() / 1000;
+      if (!clock.start && d.status === "Running") { clock.start = { t: now, epoch: d.epoch }; }
+      if (d.status === "Running" && d.epochs && clock.start && d.epoch > clock.start.epoch) {
+        var perEpoch = (now - clock.start.t) / (d.epoch - clock.start.epoch);
+        text += " · ETA " + formatDuration(perEpoch * (d.epochs - d.epoch));
+      }
+      progress.textContent = text;
+      progress.dataset.epoch = d.epoch;
+    }
+  }
 
   /* Model page: poll metrics.json from a byte offset and append points to the charts. */
   DIGITS.trainingCharts = function (box) {
@@ -125,6 +188,7 @@
     var series = {};
     var offset = 0;
     var active = box.dataset.active === "true";
+    var clock = {};
     function seriesFor(name) {
       if (series[name]) { return series[name]; }
       var target = name === "lr" || name === "learning_rate" ? lr : main;
@@ -153,6 +217,7 @@
         box.dataset.points = Object.keys(series).reduce(function (n, k) { return n + series[k].ds.data.length; }, 0);
         main.update(); lr.update();
         setStatus(d.status);
+        updateJobPanels(d, clock);
         var info = document.getElementById("chart-status");
         if (info) { info.textContent = d.status === "Waiting" ? "Waiting for a free training slot…" : ""; }
         if (d.done && active) { window.location.reload(); return; }
@@ -266,6 +331,29 @@
     if (files) { files.addEventListener("change", function () { pick("upload"); }); }
     var path = document.getElementById("infer-path");
     if (path) { path.addEventListener("input", function () { pick("path"); }); }
+  };
+
+  /* Inference form: while the request runs (the first one loads the model in the worker), say so, with
+     the seconds elapsed, and stop a second submit. */
+  DIGITS.inferenceLoading = function (form, status) {
+    if (!form || !status) { return; }
+    var timer = null;  /* not form.dataset: a plugin field named "dataset" would shadow it */
+    var button = document.getElementById("infer-button");
+    form.addEventListener("submit", function (e) {
+      if (e.defaultPrevented) { return; }
+      if (timer !== null) { e.preventDefault(); return; }
+      var started = Date.now();
+      function show() {
+        status.textContent = "Loading model and running inference… " + Math.round((Date.now() - started) / 1000) + " s";
+      }
+      show(); timer = setInterval(show, 1000);
+      if (button) { setTimeout(function () { button.disabled = true; }, 0); }  /* after the submit is under way */
+    });
+    /* Back from the results page (bfcache): the form is usable again. */
+    window.addEventListener("pageshow", function () {
+      if (timer !== null) { clearInterval(timer); timer = null; }
+      status.textContent = ""; if (button) { button.disabled = false; }
+    });
   };
 
   document.addEventListener("DOMContentLoaded", function () {
