@@ -17,7 +17,11 @@ document order, like a reader going down the page. ``HOME`` and
 data the blocks name (``~/data/train`` class folders, ``~/data/blobs`` with
 ``targets.csv``, ``noisy/``/``clean/``, ``cat.png``, ``val.txt``...), built by
 :func:`make_sandbox`. Rewrites, so the examples stay small: ``--epochs N`` and
-``epochs=N`` become 1, ``/tmp/`` and ``/data/`` point into the sandbox.
+``epochs=N`` become 1 (a ``digits train`` without ``--epochs`` gets
+``--epochs 1``; ``--epoch N`` of inference becomes 1), the synthetic Sunnybrook set has 3 cases of 32×32, ``image-pairs``
+draws 64 + 16 pairs, ``/tmp/``
+and ``/data/`` point into the sandbox, and the example DICOM file
+``IM-0001-0048.dcm`` is image 48 of the first synthetic case.
 Placeholders (``DATASET_ID``, ``MODEL_ID``, ...) become the id of the newest
 job of the kind and name listed in :data:`PLACEHOLDERS`, looked up when the
 line runs (so a block that creates a job and then uses it works). Bash
@@ -241,7 +245,10 @@ def job_id(jobs_dir: Path, kind: str, name: str) -> str:
 
 def rewrite(text: str, root: Path) -> str:
     """The small-data rewrites listed in the module docstring."""
-    text = re.sub(r"--epochs \d+", "--epochs 1", text)
+    text = re.sub(r"--epochs? \d+", lambda m: m.group(0).split()[0] + " 1", text)
+    text = re.sub(r"^(\s*digits train )(?!.*(--epochs|--resume))", r"\1--epochs 1 ", text, flags=re.M)
+    text = re.sub(r"(digits_data_sunnybrook\.synth \S+) --cases \d+ --size \d+", r"\1 --cases 3 --size 32", text)
+    text = re.sub(r"--train-pairs \d+ --val-pairs \d+", "--train-pairs 64 --val-pairs 16", text)
     text = re.sub(r"\bepochs=\d+", "epochs=1", text)
     text = text.replace("/tmp/", f"{root}/tmp/").replace('"/data/', f'"{root}/data/')
     return text
@@ -253,6 +260,8 @@ def _run_bash(block: Block, sandbox: dict, placeholders: dict) -> subprocess.Com
     for name, (kind, job_name) in sorted(placeholders.items(), key=lambda item: -len(item[0])):
         text = re.sub(rf"(?<![\w<]){re.escape(name)}(?![\w>])" if name[0] != "<" else re.escape(name),
                       f'"$(job_id {kind} {job_name})"', text)
+    dicom = f"{root}/tmp/sunnybrook/challenge_training/*/IM-*-0048.dcm"
+    text = text.replace("IM-0001-0048.dcm", f'"$(ls {dicom} | head -1)"')
     script = ("job_id() { " f'"{sys.executable}" -c "import sys; sys.path.insert(0, \'{REPO / "tests"}\'); '
               "from test_docs_blocks import job_id; from pathlib import Path; "
               f"print(job_id(Path('{root / 'jobs'}'), sys.argv[1], sys.argv[2]))\" \"$1\" \"$2\"; }}\n" + text)
@@ -268,6 +277,9 @@ def _run_python(block: Block, sandbox: dict, placeholders: dict) -> subprocess.C
         if name in text or name in PRELUDE_EXTRA.get(block.document, ""):
             ids[name] = job_id(root / "jobs", kind, job_name)
             text = text.replace(name, ids[name] if name[0] != "<" else str(root / "jobs" / ids[name]))
+    dicoms = sorted(root.glob("tmp/sunnybrook/challenge_training/*/IM-*-0048.dcm"))
+    if dicoms:
+        text = text.replace("IM-0001-0048.dcm", str(dicoms[0]))
     code = PRELUDE + f"_ids = {ids!r}\n" + PRELUDE_EXTRA.get(block.document, "") + text
     return subprocess.run([sys.executable, "-c", code], cwd=sandbox["work"], env=sandbox["env"],
                           capture_output=True, text=True, timeout=600)
