@@ -53,13 +53,11 @@ def encode_targets(boxes, map_hw, stride_yx, num_classes: int):
     gy = tf.range(h, dtype=tf.float32)[None, None, :, None]
     gauss = tf.exp(-((gx - ix[..., None, None]) ** 2) / (2 * sigx[..., None, None] ** 2)
                    - ((gy - iy[..., None, None]) ** 2) / (2 * sigy[..., None, None] ** 2))  # [B, M, h, w]
-    cls_int = tf.cast(tf.maximum(cls, 0.0), tf.int32)
-    segment = tf.range(batch)[:, None] * num_classes + cls_int
-    dump = batch * num_classes
-    segment = tf.where(cls >= 1, segment, dump)
-    heat = tf.math.unsorted_segment_max(tf.reshape(gauss, [-1, h, w]), tf.reshape(segment, [-1]), dump + 1)
-    heat = tf.maximum(heat[:dump], 0.0)  # empty segments come back as the lowest float
-    heat = tf.transpose(tf.reshape(heat, [batch, num_classes, h, w]), [0, 2, 3, 1])
+    # per class, the maximum over its boxes (a loop over classes rather than a segment reduction:
+    # deterministic on every device, and only [B, M, h, w] at a time)
+    heat = tf.stack([tf.reduce_max(gauss * tf.cast(tf.equal(cls, float(c)), tf.float32)[..., None, None], axis=1)
+                     for c in range(num_classes)], axis=-1)
+    heat = tf.where(tf.range(num_classes) >= 1, tf.maximum(heat, 0.0), 0.0)  # dontcare is never a target
     # dontcare: cells whose centre lies inside a class-0 box
     cgx = gx + 0.5
     cgy = gy + 0.5
