@@ -5,7 +5,7 @@ accept any path. The web server acts for whoever reaches it, so the paths it
 is given (dataset folders and list files, inference inputs, plugin path
 fields, and the paths named inside list files) must lie under its data
 roots: ``digits serve --data-root DIR`` (repeatable; default: the folder the
-server was started in, and the jobs folder). Paths are resolved with
+server was started in) and always the jobs folder. Paths are resolved with
 symlinks followed, so a link inside a root that points outside is refused.
 
 While a server request (or a job or inference the server queued) runs, the
@@ -49,10 +49,13 @@ class PathOutsideRootsError(FormValidationError):
 
 
 def resolve_roots(roots: Iterable[str | os.PathLike] | None, jobs_dir: str | os.PathLike | None = None) -> list[Path]:
-    """The data roots as real paths: ``roots``, or by default the current folder and ``jobs_dir``."""
-    given = list(roots or [])
-    if not given:
-        given = [Path.cwd()] + ([jobs_dir] if jobs_dir is not None else [])
+    """The data roots as real paths: ``roots`` (default: the current folder), plus ``jobs_dir``.
+
+    The jobs folder is always a root: uploads for inference are saved there.
+    """
+    given = list(roots or []) or [Path.cwd()]
+    if jobs_dir is not None:
+        given.append(jobs_dir)
     return list(dict.fromkeys(Path(os.path.realpath(os.path.expanduser(os.fspath(r)))) for r in given))
 
 

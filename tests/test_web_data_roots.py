@@ -84,7 +84,8 @@ def test_dataset_under_the_root_is_queued_with_its_roots(world):
                         {"folder": str(world["root"] / "digits"), "width": 8, "height": 8})
     assert resp.status_code == 202, resp.get_data(as_text=True)
     job = Job.load(world["jobs"] / resp.get_json()["id"])
-    assert job.data["data_roots"] == [str(world["root"].resolve())]
+    # The jobs folder always is a root (inference uploads are saved there).
+    assert job.data["data_roots"] == [str(world["root"].resolve()), str(world["jobs"].resolve())]
 
 
 def test_inference_inputs_outside_the_roots_are_400(world):

@@ -32,8 +32,8 @@ def register(subparsers) -> None:
                              "which stops DNS-rebinding attacks")
     parser.add_argument("--data-root", action="append", default=[], metavar="DIR",
                         help="a folder whose files the web UI and API may read: dataset folders and lists, "
-                             "inference inputs, plugin path fields (repeatable; default: the current folder and "
-                             "the jobs folder). Paths elsewhere get 400; the command line is not limited")
+                             "inference inputs, plugin path fields (repeatable; default: the current folder; the "
+                             "jobs folder always is one). Paths elsewhere get 400; the command line is not limited")
     parser.add_argument("--insecure-no-auth", action="store_true",
                         help="allow a non-loopback --host without --auth-token: anyone who can reach the port "
                              "can then run code on this machine (custom networks)")

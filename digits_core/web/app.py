@@ -57,7 +57,8 @@ def create_app(jobs_dir=None, auth_token: str | None = None, *, scheduler=None, 
             Host gets 400 (DNS rebinding).
         data_roots: Folders whose files the UI and API may read (dataset
             folders and lists, inference inputs, plugin path fields; symlinks
-            resolved); default: the current folder and the jobs folder. See
+            resolved); default: the current folder. The jobs folder always is
+            one (inference uploads are saved there). See
             :mod:`digits_core.paths`.
 
     Returns:
