@@ -18,8 +18,10 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "serve", help="run the web UI",
         description="Run the DIGITS web UI and JSON API over the jobs folder. Jobs run in background "
-                    "worker processes; jobs left Running by a previous server are marked Aborted "
-                    "(model jobs can be resumed from their last snapshot).",
+                    "worker processes, which stop when the server stops or dies. Jobs whose process died are "
+                    "shown Aborted (model jobs can be resumed from their last snapshot); jobs another live "
+                    "process runs (a `digits train` in a shell) are left alone. Only the Host names it was "
+                    "bound for are answered, and only paths under the data roots are read.",
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1, this machine only)")
     parser.add_argument("--port", type=int, default=5000, help="port (default: 5000)")
