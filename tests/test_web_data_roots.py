@@ -171,3 +171,12 @@ def test_bare_relative_name_is_checked_by_the_plugin_validator(world, tmp_path, 
     (tmp_path / "link").symlink_to(world["outside"], target_is_directory=True)
     resp = post_dataset(world["client"], "image-classification", {"folder": "link", "width": 8, "height": 8})
     assert_refused(resp, "folder", world)
+
+
+def test_a_file_symlink_leading_out_of_the_roots_is_refused(world):
+    from digits_data_images import listing
+
+    (world["root"] / "digits" / "c0" / "stolen.png").symlink_to(world["outside"] / "passwd")
+    with confined_to([world["root"]]):
+        with pytest.raises(ValueError, match="stolen.png leads to .* outside the server's data roots"):
+            listing.list_images(str(world["root"] / "digits"))

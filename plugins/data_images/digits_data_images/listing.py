@@ -53,7 +53,8 @@ def list_images(folder: str) -> list[str]:
                 logger.warning("%s is another link to %s, which is already listed; it is skipped", path, real_file)
                 continue
             seen_files.add(real_file)
-            _check_root(path, real_file)
+            if name in links:  # a plain file lies in its folder, already checked
+                _check_root(path, real_file)
             found.append(path)
     return sorted(found)
 
