@@ -36,6 +36,14 @@ class ImageIngestionBase(DataIngestion):
         """Return the inference form's Jinja2 layout."""
         return DataIngestion.template_from_package("digits_data_images", "templates/inference.html", form=form)
 
+    @staticmethod
+    def image_form_template(name: str, form):
+        """Return ``templates/<name>.html`` with the shared image and storage fieldsets in place of
+        its ``{# image options #}`` line (``templates/image_options.html``)."""
+        source, context = DataIngestion.template_from_package("digits_data_images", f"templates/{name}.html", form=form)
+        shared, _ = DataIngestion.template_from_package("digits_data_images", "templates/image_options.html", form=form)
+        return source.replace("{# image options #}", shared.rstrip("\n")), context
+
     def itemize_entries(self, stage: str) -> list:
         """Return the entries of ``stage``, split once for all stages.
 

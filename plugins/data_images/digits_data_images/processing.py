@@ -89,7 +89,7 @@ class ImageProcessingIngestion(ImageIngestionBase):
     @staticmethod
     def get_dataset_template(form):
         """Return the dataset form's Jinja2 layout."""
-        return DataIngestion.template_from_package("digits_data_images", "templates/processing.html", form=form)
+        return ImageIngestionBase.image_form_template("processing", form)
 
     @staticmethod
     def get_inference_form():

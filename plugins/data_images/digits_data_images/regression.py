@@ -86,7 +86,7 @@ class ImageRegressionIngestion(ImageIngestionBase):
     @staticmethod
     def get_dataset_template(form):
         """Return the dataset form's Jinja2 layout."""
-        return DataIngestion.template_from_package("digits_data_images", "templates/regression.html", form=form)
+        return ImageIngestionBase.image_form_template("regression", form)
 
     @staticmethod
     def get_inference_form():
