@@ -149,14 +149,16 @@ def validation_map(model, batches, input_hw, n: int, class_names=None, detect=No
 
     detect = detect or detector(model, input_hw, n)
     preds, gts = [], []
-    for x, y, valid in batches:
-        b, s, c = detect(x)
-        keep = np.asarray(valid) > 0
-        rows = as_rows(b, s, c, min_score=MIN_SCORE)
-        for i, boxes in enumerate(np.asarray(y)):
-            if keep[i]:
-                preds.append(rows[i])
-                gts.append(boxes[boxes[:, 0] >= 0])
+    for batch in batches:
+        # a distributed dataset yields per-replica values: evaluate each replica's part
+        for x, y, valid in zip(*(getattr(part, "values", (part,)) for part in batch)):
+            b, s, c = detect(x)
+            keep = np.asarray(valid) > 0
+            rows = as_rows(b, s, c, min_score=MIN_SCORE)
+            for i, boxes in enumerate(np.asarray(y)):
+                if keep[i]:
+                    preds.append(rows[i])
+                    gts.append(boxes[boxes[:, 0] >= 0])
     result = evaluate(preds, gts, n, class_names)
     out = {"val_map50": result["map50"], "val_map": result["map"]}
     for name, ap in result["ap50"].items():
