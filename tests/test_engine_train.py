@@ -28,7 +28,7 @@ def jobs(tmp_path_factory):
 @pytest.fixture(scope="module")
 def datasets(jobs):
     from digits_core.datasets import create_dataset, open_dataset
-    from digits_core.engine.synthetic import SyntheticLV, SyntheticPairs, SyntheticRegression, SyntheticShapes
+    from synthetic_plugins import SyntheticLV, SyntheticPairs, SyntheticRegression, SyntheticShapes
 
     plugins = [SyntheticShapes, SyntheticLV, SyntheticRegression, SyntheticPairs]
     for plugin in plugins:
