@@ -39,7 +39,8 @@ def make_datasets(jobs_dir: str, images: int):
 
     from digits_core import registry
     from digits_core.datasets import create_dataset, open_dataset
-    from digits_core.engine.synthetic import SyntheticShapes
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the suite's synthetic plugins
+    from synthetic_plugins import SyntheticShapes
 
     registry.register(SyntheticShapes)
     try:

@@ -26,6 +26,7 @@ import statistics
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
@@ -52,7 +53,8 @@ def main(argv=None) -> int:
     from digits_core.datasets import create_dataset, open_dataset
     from digits_core.engine import load_snapshot, train
     from digits_core.engine.preprocessing import Preprocessing
-    from digits_core.engine.synthetic import SyntheticShapes
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the suite's synthetic plugins
+    from synthetic_plugins import SyntheticShapes
 
     jobs_dir = tempfile.mkdtemp(prefix="digits-bench-infer-")
     registry.register(SyntheticShapes)

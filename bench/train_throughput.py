@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 STARTUP_SNIPPET = r"""
 import time, sys, json
@@ -46,7 +47,8 @@ print(json.dumps({"startup_s": first["t"] - t0}))
 def make_dataset(jobs_dir: str, images: int):
     from digits_core import registry
     from digits_core.datasets import create_dataset
-    from digits_core.engine.synthetic import SyntheticShapes
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the suite's synthetic plugins
+    from synthetic_plugins import SyntheticShapes
 
     registry.register(SyntheticShapes)
     try:

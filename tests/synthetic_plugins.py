@@ -1,11 +1,11 @@
-"""Small synthetic data plugins for tests, benchmarks and demos of the engine.
+"""Small synthetic data plugins for the tests and benchmarks of the engine (not shipped in the package).
 
 They are ordinary :class:`~digits_core.DataIngestion` subclasses (not
 registered by entry point); register one in process around its use::
 
     from digits_core import registry
     from digits_core.datasets import create_dataset
-    from digits_core.engine.synthetic import SyntheticShapes
+    from synthetic_plugins import SyntheticShapes   # tests/ is on sys.path (tests/conftest.py)
 
     registry.register(SyntheticShapes)
     try:
@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 from wtforms import Form, IntegerField, validators
 
-from ..interfaces import DataIngestion
+from digits_core.interfaces import DataIngestion
 
 
 class _Form(Form):

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.slow
 def shapes(tmp_path_factory):
     from digits_core.datasets import create_dataset
 
-    from digits_core.engine.synthetic import SyntheticShapes
+    from synthetic_plugins import SyntheticShapes
 
     jobs = tmp_path_factory.mktemp("callback-jobs")
     registry.register(SyntheticShapes)

@@ -28,7 +28,7 @@ def _free_ports(count):
 
 def test_two_workers_train_together_and_only_the_chief_writes(tmp_path):
     from digits_core.datasets import create_dataset
-    from digits_core.engine.synthetic import SyntheticShapes
+    from synthetic_plugins import SyntheticShapes
 
     jobs = tmp_path / "jobs"
     registry.register(SyntheticShapes)
@@ -81,7 +81,7 @@ def test_sigterm_aborts_cli_training_and_resume_finishes(tmp_path):
     import time
 
     from digits_core.datasets import create_dataset
-    from digits_core.engine.synthetic import SyntheticShapes
+    from synthetic_plugins import SyntheticShapes
 
     jobs = tmp_path / "jobs"
     registry.register(SyntheticShapes)
@@ -129,7 +129,7 @@ def test_abort_on_the_chief_stops_every_worker(tmp_path):
 
     from digits_core.cli import main
     from digits_core.datasets import create_dataset
-    from digits_core.engine.synthetic import SyntheticShapes
+    from synthetic_plugins import SyntheticShapes
 
     jobs = tmp_path / "jobs"
     registry.register(SyntheticShapes)

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow
 def engine_jobs(tmp_path_factory):
     from digits_core.datasets import create_dataset
     from digits_core.engine import train
-    from digits_core.engine.synthetic import SyntheticLV, SyntheticShapes
+    from synthetic_plugins import SyntheticLV, SyntheticShapes
 
     jobs_dir = tmp_path_factory.mktemp("engine-infer")
     registry.register(SyntheticShapes)
