@@ -131,3 +131,177 @@ def test_inference_upload_without_files_is_an_inline_error(app, client):
     html = resp.get_data(as_text=True)
     assert resp.status_code == 400 and "Choose at least one image to upload." in html
     assert "choose the image(s) again" in html
+
+
+@pytest.mark.parametrize("value", ["-0.01", "0", "nan", "inf"])
+def test_lr_preview_refuses_a_learning_rate_that_is_not_positive(client, value):
+    resp = client.get(f"/api/lr-preview?learning_rate={value}&lr_policy=fixed")
+    assert resp.status_code == 400
+    assert resp.get_json()["error"]["fields"]["learning_rate"] == ["The learning rate must be a number above 0."]
+    assert client.get("/api/lr-preview?learning_rate=0.01&lr_policy=fixed").status_code == 200
+
+
+# -- in a real browser --------------------------------------------------------------------------------------------
+
+CHROMIUM = "/usr/bin/chromium"
+
+
+@pytest.fixture
+def browser_page():
+    """A headless Chromium page; JavaScript errors and CSP violations fail the test."""
+    import os
+
+    if not os.path.exists(CHROMIUM):
+        if os.environ.get("CI"):
+            pytest.fail(f"{CHROMIUM} missing: run scripts/ensure-chromium.sh")
+        pytest.skip(f"{CHROMIUM} missing: run scripts/ensure-chromium.sh")
+    from playwright.sync_api import sync_playwright
+
+    from test_ui_browser import ARTIFACTS, CHROMIUM_ARGS
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    errors: list[str] = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        context = browser.new_context(viewport={"width": 375, "height": 740})
+        page = context.new_page()
+        page.set_default_timeout(180_000)  # only the bound after which a wait on page state fails
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.on("console", lambda m: errors.append(m.text) if "Content Security Policy" in m.text else None)
+        yield page
+        browser.close()
+    assert not errors, f"JavaScript errors: {errors}"
+
+
+def _shot(page, name):
+    from test_ui_browser import ARTIFACTS
+
+    page.screenshot(path=str(ARTIFACTS / f"parity-{name}.png"), full_page=True)
+
+
+def _post_json(page, url, body):
+    return page.evaluate("""([url, body]) => fetch('/api/csrf-token').then(r => r.json()).then(t =>
+        fetch(url, {method: 'POST', headers: {'Content-Type': 'application/json', 'X-CSRFToken': t.csrf_token},
+                    body: JSON.stringify(body)})).then(r => r.json())""", [url, body])
+
+
+def _status_is(page, *statuses):
+    wanted = json.dumps(list(statuses))
+    page.wait_for_function(f"() => {wanted}.includes((document.getElementById('job-status') || {{}}).textContent)")
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+def test_daily_user_walk(live_server, browser_page, tmp_path):
+    """Home on a phone, a model page while it trains, abort/resume, inference: what issue 15 found wrong."""
+    import shutil
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+    from demo import export_sklearn_digits
+
+    page = browser_page
+    data = tmp_path / "digits"
+    export_sklearn_digits(data, per_class=12)
+    server = live_server()
+
+    # Home, empty, at 375 px: nothing wider than the screen, and the empty state leads somewhere.
+    page.goto(server.url + "/")
+    assert page.evaluate("document.scrollingElement.scrollWidth") <= 375
+    assert page.locator("link[rel=icon]").get_attribute("href").endswith("favicon.svg")
+    _shot(page, "home-375-empty")
+    page.click("#datasets-table tr.empty a:has-text('Image classification')")
+    page.wait_for_url("**/datasets/new/image-classification")
+    page.wait_for_load_state()
+
+    page.set_viewport_size({"width": 1280, "height": 900})
+    ds = _post_json(page, "/api/datasets", {"plugin_id": "image-classification", "name": "digits", "form_data": {
+        "folder": str(data), "image_type": "grayscale", "width": 28, "height": 28}})
+    page.goto(server.url + ds["url"])
+    _status_is(page, "Done")
+    model = _post_json(page, "/api/models", {"name": "long lenet", "dataset": ds["id"], "network": "lenet",
+                                             "options": {"epochs": 60, "batch_size": 16, "lr_policy": "fixed"}})
+    page.goto(server.url + model["url"])
+    page.evaluate("window.sameLoad = true")  # gone if the page reloads
+
+    # While it trains, the page updates in place: snapshots, status history, epoch and ETA.
+    page.wait_for_function("""() => document.getElementById('job-status').textContent === 'Running'
+        && document.querySelectorAll('#snapshots tbody td.num').length > 0
+        && /ETA/.test(document.getElementById('train-progress').textContent)
+        && Chart.getChart('chart-main').data.datasets.some(d => d.label === 'val_top5')""")
+    assert page.evaluate("window.sameLoad") is True
+    assert "No snapshot yet." not in page.locator("#snapshots").inner_text()
+    assert "Running" in page.locator("#status-history").inner_text()
+    assert page.locator("#train-progress").inner_text().startswith("Epoch ")
+    axes = page.evaluate("Object.fromEntries(Chart.getChart('chart-main').data.datasets.map(d => [d.label, d.yAxisID]))")
+    assert axes["val_top5"] == "y2" and axes["val_accuracy"] == "y2" and axes["loss"] == "y", axes
+    _shot(page, "model-training")
+
+    # Abort asks first; the aborted page shows why; Resume hides that banner while the job runs again.
+    dialogs: list[str] = []
+    answer = {"accept": True}
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.accept() if answer["accept"] else d.dismiss()))
+    page.click("#abort")
+    page.wait_for_selector("#resume")
+    assert dialogs and dialogs[-1].startswith("Abort training of long lenet?")
+    assert page.locator("#job-error").is_visible() and "abort" in page.locator("#job-error").inner_text().lower()
+    page.click("#resume")
+    _status_is(page, "Waiting", "Running")
+    assert page.locator("#job-error").is_hidden()
+    _status_is(page, "Running")
+    assert page.locator("#job-error").is_hidden()
+    _shot(page, "model-resumed")
+    page.click("#abort")
+    page.wait_for_selector("#resume")
+
+    # Inference: an error stays on the form with what was typed; a run shows that it is loading.
+    page.check("input[name=input_mode][value=path]")
+    page.fill("#infer-path", str(tmp_path / "nope.png"))
+    page.click("#infer-button")
+    page.wait_for_selector("#infer-errors")
+    assert "does not exist" in page.locator("#infer-errors").inner_text()
+    assert page.locator("#infer-path").input_value() == str(tmp_path / "nope.png")
+    assert page.locator("input[name=input_mode][value=path]").is_checked()
+    _shot(page, "inference-error")
+
+    upload = tmp_path / "my digit 7.png"
+    shutil.copy(sorted((data / "7").glob("*.png"))[0], upload)
+    page.check("input[name=input_mode][value=upload]")
+    page.set_input_files("#infer-images", str(upload))
+    # What #infer-status shows before the results page replaces it (sessionStorage survives the navigation).
+    page.evaluate("""() => new MutationObserver(() => sessionStorage.setItem('inferStatus',
+        document.getElementById('infer-status').textContent)).observe(document.getElementById('infer-status'),
+        {childList: true, characterData: true, subtree: true})""")
+    page.click("#infer-button")
+    page.wait_for_selector("#results")
+    assert re.fullmatch(r"Loading model and running inference… \d+ s", page.evaluate("sessionStorage.inferStatus"))
+    captions = page.locator(".dcv-id").all_inner_texts()
+    assert captions == ["my digit 7.png"], captions
+
+    # A labelled list: the accuracy summary comes before the samples.
+    listing = tmp_path / "labelled.txt"
+    listing.write_text("".join(f"{p} {c}\n" for c in ("1", "7") for p in sorted((data / c).glob("*.png"))[:3]))
+    page.goto(server.url + model["url"])
+    page.check("input[name=input_mode][value=path]")
+    page.fill("#infer-path", str(listing))
+    page.click("#infer-button")
+    page.wait_for_selector("#results-summary")
+    assert page.evaluate("""() => !!(document.getElementById('results-summary').compareDocumentPosition(
+        document.querySelector('.dcv-sample')) & Node.DOCUMENT_POSITION_FOLLOWING)""")
+    _shot(page, "inference-summary-first")
+
+    # Home with jobs, on a phone again.
+    page.set_viewport_size({"width": 375, "height": 740})
+    page.goto(server.url + "/")
+    assert page.locator("#models-table tbody tr").count() == 1
+    assert page.evaluate("document.scrollingElement.scrollWidth") <= 375
+    _shot(page, "home-375-jobs")
+    page.set_viewport_size({"width": 1280, "height": 900})
+
+    # Delete asks first; dismissing keeps the model.
+    page.goto(server.url + model["url"])
+    answer["accept"] = False
+    page.click("button:has-text('Delete')")
+    assert dialogs[-1].startswith("Delete model long lenet")
+    assert server.get(model["url"]).status == 200

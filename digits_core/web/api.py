@@ -7,6 +7,8 @@ calls that create and control jobs without a browser.
 
 from __future__ import annotations
 
+import math
+
 from flask import Blueprint, current_app, jsonify, request, url_for
 from flask_wtf.csrf import generate_csrf
 
@@ -152,6 +154,8 @@ def lr_preview():
             return default
 
     lr = num("learning_rate", 0.01)
+    if "learning_rate" not in errors and not (lr is not None and math.isfinite(lr) and lr > 0):
+        errors["learning_rate"] = ["The learning rate must be a number above 0."]
     params = {"step_size": num("lr_step_size"), "gamma": num("lr_gamma"), "power": num("lr_power")}
     if args.get("lr_step_values", "").strip():
         params["step_values"] = args["lr_step_values"]

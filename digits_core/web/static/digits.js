@@ -251,7 +251,14 @@
         canvas.dataset.query = params.toString();  /* what the chart now shows (tests wait on it) */
         if (error) { error.textContent = ""; }
       }).catch(function (body) {
-        if (error) { error.textContent = (body && body.error && body.error.message) || "preview unavailable"; }
+        /* An invalid value draws nothing: the old curve would pass for the new one. */
+        chart.data.datasets[0].data = []; chart.update();
+        canvas.dataset.points = 0; canvas.dataset.query = params.toString();
+        var messages = body && body.error && body.error.fields;
+        if (error) {
+          error.textContent = messages ? Object.keys(messages).map(function (k) { return messages[k].join(" "); }).join(" ")
+                                       : (body && body.error && body.error.message) || "preview unavailable";
+        }
       });
     }
     names.forEach(function (n) {
