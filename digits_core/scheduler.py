@@ -355,7 +355,8 @@ class Scheduler:
             self._queue.append(job_id)
             return
         try:
-            job = self.store.get(job_id)
+            # Not store.get: it would mark a crashed worker's job Aborted; a crash is an Error with its exit code.
+            job = Job.load(self.store.root / job_id)
         except DigitsError:
             return
         requested = job.id in self._abort_requested

@@ -162,3 +162,24 @@ def test_resubmit_while_previous_worker_exits(tmp_path):
             scheduler._finish(job_id, proc)
     assert scheduler.status()["waiting"] == [job.id]
     assert job.reload().status is JobStatus.WAITING and job.data["resume"] is True
+
+
+def test_a_crashed_worker_is_an_error_with_its_exit_code(tmp_path):
+    """kill -9 of the worker (OOM killer): Error naming the exit status and the log, not a silent Aborted."""
+    import signal
+    import subprocess
+    import sys
+
+    jobs = tmp_path / "jobs"
+    job = Job.create("dataset", "d", jobs_dir=jobs)
+    job.data["status_history"].append(["Running", time.time()])  # as the worker wrote it before it died
+    job.save()
+    scheduler = Scheduler(jobs, poll_interval=0.1)
+    worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    scheduler._running[job.id] = (worker, "dataset")
+    worker.send_signal(signal.SIGKILL)
+    worker.wait()
+    with scheduler._lock:
+        scheduler._finish(job.id, worker)
+    job.reload()
+    assert job.status is JobStatus.ERROR and "exit code -9" in job.error and "worker.log" in job.error
