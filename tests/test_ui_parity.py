@@ -141,6 +141,21 @@ def test_lr_preview_refuses_a_learning_rate_that_is_not_positive(client, value):
     assert client.get("/api/lr-preview?learning_rate=0.01&lr_policy=fixed").status_code == 200
 
 
+def test_network_must_fit_the_dataset_task(app, client):
+    ds = make_job(app, "dataset", "digits", JobStatus.DONE, plugin_id="image-classification",
+                  dataset={"label": {"kind": "class", "dtype": "int64", "shape": []}})
+    html = client.get("/models/new").get_data(as_text=True)
+    options = json.loads(re.search(r'data-options="([^"]+)"', html).group(1).replace("&#34;", '"')
+                         .replace("&quot;", '"').replace("&amp;", "&"))
+    assert options["dataset_tasks"][ds.id] == "classification"
+    assert "segmentation" in options["network_tasks"]["unet"]
+    token = client.get("/api/csrf-token").get_json()["csrf_token"]
+    resp = client.post("/api/models", headers={"X-CSRFToken": token},
+                       json={"name": "u", "dataset": ds.id, "network": "unet", "options": {"epochs": 1}})
+    message = resp.get_json()["error"]["fields"]["network"][0]
+    assert resp.status_code == 400 and "classification dataset" in message and "lenet" in message
+
+
 # -- in a real browser --------------------------------------------------------------------------------------------
 
 CHROMIUM = "/usr/bin/chromium"

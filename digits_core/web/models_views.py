@@ -66,9 +66,17 @@ def create_model_job(name: str, dataset: str, network: str, options: dict, custo
     if custom_code is None and network:
         from ..engine.networks import list_networks
 
-        names = {spec.name.lower() for spec in list_networks()}
+        specs = {spec.name.lower(): spec for spec in list_networks()}
+        names = set(specs)
         if network.lower() not in names:
             errors["network"] = [f'Unknown network "{network}"; choose one of {", ".join(sorted(names))}.']
+        elif ds is not None:
+            task = options.get("task") or dataset_task(ds)
+            tasks = tuple(specs[network.lower()].tasks or ())
+            if task and tasks and task not in tasks:
+                fits = sorted(n for n, spec in specs.items() if task in (spec.tasks or ()))
+                errors["network"] = [f'Network "{network}" is for {" / ".join(tasks)}; dataset {ds.id} is a {task} '
+                                     f'dataset: choose {", ".join(fits) or "custom code"}.']
     elif custom_code is not None and "def build_model" not in custom_code:
         errors["custom_network"] = ["Custom code must define build_model(input_shape, num_outputs, **params)."]
     pretrained = options.get("pretrained")
@@ -136,7 +144,23 @@ def new():
             form.custom_network.data = CUSTOM_NETWORK_EXAMPLE
     errors = {k: v for k, v in form.errors.items()} if request.method == "POST" else {}
     return render_template("model_new.html", form=form, errors=errors, custom=CUSTOM, field_groups=FIELD_GROUPS,
-                           script_data=form_script_data(form)), status
+                           script_data={**form_script_data(form), **network_menu_data(store)}), status
+
+
+def dataset_task(ds: Job) -> str | None:
+    """The training task a Done dataset calls for (from its label kind), or ``None`` when unknown."""
+    from ..engine.tasks import TASKS
+
+    kind = (((ds.data.get("dataset") or {}).get("label")) or {}).get("kind")
+    return next((name for name, task in TASKS.items() if task.label_kind == kind), None) if kind else None
+
+
+def network_menu_data(store) -> dict:
+    """For the New Model page's script: each network's tasks and each Done dataset's task."""
+    from ..engine.networks import list_networks
+
+    return {"network_tasks": {spec.name: list(spec.tasks or ()) for spec in list_networks()},
+            "dataset_tasks": {j.id: dataset_task(j) for j in store.list("dataset") if j.status is JobStatus.DONE}}
 
 
 def _engine_errors_too(form: ModelForm) -> None:

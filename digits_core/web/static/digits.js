@@ -307,6 +307,23 @@
                      (rule.policies && rule.policies.indexOf(policy) < 0);
       });
     }
+    /* Only the networks made for the chosen dataset's task (custom code always). */
+    function filterNetworks() {
+      var dataset = form.elements.dataset, tasks = meta.network_tasks || {};
+      var task = dataset && meta.dataset_tasks ? meta.dataset_tasks[dataset.value] : null;
+      Array.prototype.forEach.call(network.options, function (option) {
+        var fits = !task || !tasks[option.value] || !tasks[option.value].length || tasks[option.value].indexOf(task) >= 0;
+        option.hidden = !fits; option.disabled = !fits;
+      });
+      var note = document.getElementById("network-task-note");
+      if (note) { note.textContent = task ? "Networks for a " + task + " dataset." : ""; }
+      if (network.selectedOptions.length && network.selectedOptions[0].disabled) {
+        var first = Array.prototype.find.call(network.options, function (o) { return !o.disabled; });
+        if (first) { network.value = first.value; network.dispatchEvent(new Event("change")); }
+      }
+    }
+    if (form.elements.dataset) { form.elements.dataset.addEventListener("change", filterNetworks); }
+    filterNetworks();
     network.addEventListener("change", fill);
     ["solver", "lr_policy"].forEach(function (n) { if (form.elements[n]) { form.elements[n].addEventListener("change", applies); } });
     fill();
