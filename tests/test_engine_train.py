@@ -37,7 +37,7 @@ def datasets(jobs):
         made = {
             "shapes": create_dataset("synthetic-shapes", {"count": 192, "val_count": 64, "size": 16}, workers=1,
                                      jobs_dir=jobs),
-            "lv": create_dataset("synthetic-lv", {"count": 48, "val_count": 16, "size": 32}, workers=1, jobs_dir=jobs),
+            "lv": create_dataset("synthetic-lv", {"count": 160, "val_count": 16, "size": 32}, workers=1, jobs_dir=jobs),
             "reg": create_dataset("synthetic-regression", {"count": 96, "val_count": 32, "size": 16}, workers=1,
                                   jobs_dir=jobs),
             "pairs": create_dataset("synthetic-pairs", {"count": 128, "val_count": 32, "size": 16}, workers=1,
@@ -201,26 +201,45 @@ def test_nan_loss_is_an_error(datasets, jobs, tmp_path):
 
 
 def test_segmentation_dice_metrics_and_cooperative_stop(datasets, jobs):
+    """The U-Net beats every constant prediction by a wide Dice margin; the reported Dice is the real one.
+
+    A callback stops the run as soon as the validation Dice clears the bound (cooperative stop), and the
+    reported ``val_dice`` is checked against the snapshot's predictions, loaded with plain Keras.
+    """
     import keras
 
     from digits_core.engine import train
+    from keras_reference import constant_predictor_dice, dice, reference_predict
 
+    features, masks = datasets["lv"].read_all("val")
+    masks = np.asarray(masks).reshape(len(masks), *np.asarray(features).shape[1:3])
+    bound = constant_predictor_dice(masks, 2)
+    # Known-good runs (seeds 1-3): the bound is 0.12; the validation Dice crosses 0.9 between epochs 23
+    # and 26. It stays near 0 for ~400 steps before: the U-Net's BatchNorm moving variance starts at 1 and
+    # decays (momentum 0.99) towards the tiny variance of 1/255-scaled inputs, so inference-mode outputs lag.
+    target = bound + 0.3
     seen = []
 
-    class StopAfterFirstEpoch(keras.callbacks.Callback):
+    class StopWhenGood(keras.callbacks.Callback):
         def on_epoch_end(self, epoch, logs=None):
             seen.append((epoch, dict(logs)))
-            self.model.stop_training = True
+            if logs.get("val_dice", 0.0) >= target:
+                self.model.stop_training = True
 
-    job = train(datasets["lv"].id, None, name="lv", jobs_dir=jobs, epochs=3, batch_size=8, seed=1,
+    epochs = 40
+    job = train(datasets["lv"].id, None, name="lv", jobs_dir=jobs, epochs=epochs, batch_size=8, seed=1,
                 network_params={"filters": 4, "depth": 2}, aug_flip="both", aug_rot90=True, aug_scale=0.1,
-                callbacks=[StopAfterFirstEpoch()])
+                solver="adam", learning_rate=0.003, lr_policy="fixed", callbacks=[StopWhenGood()])
     assert job.status is JobStatus.DONE
     info = json.loads((job.path / "model.json").read_text())
     assert info["network"] == "unet" and info["task"] == "segmentation" and info["loss"] == "dice_ce"
-    assert info["last_epoch"] == 1 and info["stopped_early"] is True
-    assert seen[0][0] == 0 and {"val_dice", "val_iou", "val_loss", "loss"} <= set(seen[0][1])
-    assert 0.0 <= seen[0][1]["val_dice"] <= 1.0
+    assert {"val_dice", "val_iou", "val_loss", "loss"} <= set(seen[0][1])
+    reported = seen[-1][1]["val_dice"]
+    assert reported >= target, (f"validation Dice {[round(logs['val_dice'], 3) for _e, logs in seen]} "
+                                f"never cleared the constant-predictor bound {bound:.3f} + 0.3")
+    assert len(seen) < epochs and info["last_epoch"] == len(seen) and info["stopped_early"] is True
+    predicted = np.argmax(reference_predict(job.path, features), axis=-1)
+    assert dice(masks, predicted, 2) == pytest.approx(reported, abs=1e-3)
 
 
 def test_regression_custom_file_with_loss_and_metrics(datasets, jobs):

@@ -75,8 +75,8 @@ def create_model_job(name: str, dataset: str, network: str, options: dict, custo
             tasks = tuple(specs[network.lower()].tasks or ())
             if task and tasks and task not in tasks:
                 fits = sorted(n for n, spec in specs.items() if task in (spec.tasks or ()))
-                errors["network"] = [f'Network "{network}" is for {" / ".join(tasks)}; dataset {ds.id} is a {task} '
-                                     f'dataset: choose {", ".join(fits) or "custom code"}.']
+                errors["network"] = [(f'Network "{network}" is for {" / ".join(tasks)}; dataset {ds.id} is a {task} '
+                                      f'dataset: choose {", ".join(fits) or "custom code"}.')]
     elif custom_code is not None and "def build_model" not in custom_code:
         errors["custom_network"] = ["Custom code must define build_model(input_shape, num_outputs, **params)."]
     pretrained = options.get("pretrained")
