@@ -44,8 +44,9 @@ def model_with_snapshots(app, *statuses, epochs=(1, 2)):
     with open(job.path / "metrics.jsonl", "w") as handle:
         for epoch in epochs:
             (job.path / "snapshots" / f"epoch-{epoch}.keras").write_bytes(b"x" * 10)
-            for name, value in (("loss", 1.0 / epoch), ("val_accuracy", 0.8), ("val_top5", 0.97)):
-                handle.write(json.dumps({"epoch": epoch, "step": epoch * 10, "name": name, "value": value}) + "\n")
+            metrics = {"loss": 1.0 / epoch, "val_accuracy": 0.8, "val_top5": 0.97}
+            handle.writelines(json.dumps({"epoch": epoch, "step": epoch * 10, "name": name, "value": value}) + "\n"
+                              for name, value in metrics.items())
     return job
 
 
@@ -58,17 +59,17 @@ def test_favicon_linked_and_served(client):
 
 def test_empty_home_names_the_next_step(client):
     html = client.get("/").get_data(as_text=True)
-    row = re.search(r'id="datasets-table".*?<tr class="empty">(.*?)</tr>', html, re.S).group(1)
+    row = re.search(r'id="datasets-table".*?<tr class="empty">(.*?)</tr>', html, re.DOTALL).group(1)
     assert "No datasets yet — create one:" in row
     assert 'href="/datasets/new/image-classification"' in row  # a link into the New dataset menu
-    models_row = re.search(r'id="models-table".*?<tr class="empty">(.*?)</tr>', html, re.S).group(1)
+    models_row = re.search(r'id="models-table".*?<tr class="empty">(.*?)</tr>', html, re.DOTALL).group(1)
     assert "create a dataset first" in models_row
 
 
 def test_empty_models_link_to_new_model_once_a_dataset_exists(app, client):
     make_job(app, "dataset", "digits", JobStatus.DONE, plugin_id="image-classification")
     html = client.get("/").get_data(as_text=True)
-    models_row = re.search(r'id="models-table".*?<tr class="empty">(.*?)</tr>', html, re.S).group(1)
+    models_row = re.search(r'id="models-table".*?<tr class="empty">(.*?)</tr>', html, re.DOTALL).group(1)
     assert 'href="/models/new"' in models_row and "train one" in models_row
 
 
@@ -113,7 +114,7 @@ def test_inference_error_stays_on_the_form_with_values_kept(app, client, tmp_pat
     assert resp.status_code == 400
     html = resp.get_data(as_text=True)
     assert "Cannot do that" not in html and 'id="infer-form"' in html
-    assert re.search(r'id="infer-errors".*does not exist on the server', html, re.S)
+    assert re.search(r'id="infer-errors".*does not exist on the server', html, re.DOTALL)
     assert f'value="{missing}"' in html  # the path typed is still there
     assert re.search(r'value="path" checked', html)
     assert re.search(r'<option value="1(\.0)?" selected>epoch 1', html)
@@ -171,7 +172,6 @@ def browser_page():
             pytest.fail(f"{CHROMIUM} missing: run scripts/ensure-chromium.sh")
         pytest.skip(f"{CHROMIUM} missing: run scripts/ensure-chromium.sh")
     from playwright.sync_api import sync_playwright
-
     from test_ui_browser import ARTIFACTS, CHROMIUM_ARGS
 
     ARTIFACTS.mkdir(exist_ok=True)
@@ -235,6 +235,16 @@ def test_daily_user_walk(live_server, browser_page, tmp_path):
         "folder": str(data), "image_type": "grayscale", "width": 28, "height": 28}})
     page.goto(server.url + ds["url"])
     _status_is(page, "Done")
+    # New model for this classification dataset: no U-Net/FCN offered; a negative LR is refused, not drawn.
+    page.goto(server.url + f"/models/new?dataset={ds['id']}")
+    page.wait_for_function("() => document.getElementById('lr-preview').dataset.points > 0")
+    assert page.locator("[name=network] option[value=unet]").is_disabled()
+    assert not page.locator("[name=network] option[value=lenet]").is_disabled()
+    assert "classification" in page.locator("#network-task-note").inner_text()
+    page.fill("[name=learning_rate]", "-0.1")
+    page.wait_for_function("() => document.getElementById('lr-preview').dataset.points === '0'")
+    assert "above 0" in page.locator("#lr-preview-error").inner_text()
+    _shot(page, "new-model-invalid-lr")
     model = _post_json(page, "/api/models", {"name": "long lenet", "dataset": ds["id"], "network": "lenet",
                                              "options": {"epochs": 60, "batch_size": 16, "lr_policy": "fixed"}})
     page.goto(server.url + model["url"])

@@ -22,7 +22,13 @@ from werkzeug.utils import secure_filename
 
 from ..errors import DigitsError, FormValidationError
 from ..forms import validate_form
-from .forms_render import blank_form, form_from_request, jsonable, render_plugin_form, validated
+from .forms_render import (
+    blank_form,
+    form_from_request,
+    jsonable,
+    render_plugin_form,
+    validated,
+)
 from .helpers import wants_json
 
 bp = Blueprint("inference", __name__, url_prefix="/models")
