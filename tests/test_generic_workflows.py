@@ -20,6 +20,21 @@ pytestmark = pytest.mark.slow
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "networks"
 
 
+def _infer_on_the_web(jobs, root, model_id, body):
+    """POST /api/models/ID/infer through the Flask test client (the app's real inference worker)."""
+    from digits_core.web import create_app
+
+    app = create_app(jobs, start_scheduler=False, testing=True, inference_timeout=300, data_roots=[str(root)])
+    client = app.test_client()
+    token = client.get("/api/csrf-token").get_json()["csrf_token"]
+    try:
+        resp = client.post(f"/api/models/{model_id}/infer", json=body, headers={"X-CSRFToken": token})
+    finally:
+        app.extensions["digits"]["inference_worker"].close()
+    assert resp.status_code == 200, resp.get_data(as_text=True)[:2000]
+    return resp.get_json()
+
+
 def _brightness_images(folder, n=24, size=8):
     """Gray images of uniform brightness b; targets (b/255, 1 - b/255)."""
     folder.mkdir(parents=True)
@@ -62,6 +77,10 @@ def test_image_regression_cli_and_api_to_regression_view(tmp_path, capsys):
     html = result.to_html()
     assert html.count('class="dvg-sample"') == 24 and html.count("<circle") == 48
     assert "dvg-mae" in html
+    web = _infer_on_the_web(jobs, tmp_path, model.id, {"form_data": {"targets_file": str(tmp_path / "targets.csv"),
+                                                                      "list_root": str(tmp_path / "imgs")}})
+    assert web["results"]["view"] == "regression" and len(web["html"]["samples"]) == 24
+    assert web["html"]["summary"].count("<circle") == 48
 
 
 def test_image_pairs_train_the_siamese_example_and_infer(tmp_path, capsys):
@@ -140,3 +159,5 @@ def test_image_processing_denoising_cli_and_api_to_image_output_view(tmp_path, c
     assert len(result.samples) == 16 and result.samples[3].input_id.endswith("03.png")
     html = result.to_html()
     assert html.count('class="dvg-target"') == 16 and "dvg-mean-psnr" in html
+    web = _infer_on_the_web(jobs, tmp_path, model.id, {"inputs": [str(tmp_path / "pairs.txt")]})
+    assert web["results"]["view"] == "image-output" and "dvg-mean-ssim" in web["html"]["summary"]
