@@ -129,6 +129,11 @@ def _print_summary(result) -> None:
             best = sample.top[0]
             rows.append([sample.input_id, best["label"], f"{best['probability'] * 100:.2f}%",
                          "" if sample.ground_truth is None else str(sample.ground_truth)])
+        elif sample.detections is not None:  # detection: the boxes found, best first
+            found = ", ".join(d["class"] for d in sample.detections[:6]) + (" ..." if len(sample.detections) > 6 else "")
+            truth = "" if sample.ground_truth is None else f"{int((sample.ground_truth[:, 0] > 0).sum())} boxes"
+            rows.append([sample.input_id, f"{len(sample.detections)} boxes: {found}" if found else "0 boxes",
+                         f"{sample.detections[0]['score'] * 100:.1f}%" if sample.detections else "", truth])
         elif sample.output.ndim == 3:
             import numpy as np
 
