@@ -229,6 +229,7 @@ def test_abort_and_resume_training(server, page):
                             [token, datasets[0].id])
     page.goto(base + created["url"])
     page.wait_for_function("() => document.getElementById('charts').dataset.snapshots > 0", timeout=120000)
+    page.once("dialog", lambda dialog: dialog.accept())  # Abort asks for confirmation
     page.click("#abort")
     wait_status(page, "Aborted", 60)
     page.wait_for_selector("#resume")  # the page reloads when the job ends
