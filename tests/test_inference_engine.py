@@ -42,18 +42,17 @@ def _entries(plugin_class, values, stage, count):
 
 
 def test_engine_classifier_infer_matches_load_snapshot(engine_jobs):
+    """infer() equals an independent reference: the snapshot loaded with plain Keras, preprocessed with numpy."""
     from digits_core import infer
-    from digits_core.engine import load_snapshot
-    from digits_core.engine.preprocessing import Preprocessing
+    from keras_reference import reference_predict
 
     jobs_dir, lenet, _, shapes, _ = engine_jobs
     pairs = _entries(shapes, {"count": 96, "val_count": 16, "size": 16, "classes": 3, "seed": 0}, "val", 6)
     inputs = [(f"v{i}", np.asarray(f).reshape(16, 16, -1), int(label)) for i, (f, label) in enumerate(pairs)]
     result = infer(lenet.id, inputs, jobs_dir=jobs_dir)
-    model = load_snapshot(lenet, jobs_dir=jobs_dir)
-    prep = Preprocessing.load(lenet)
-    expected = model.predict_on_batch(prep.apply(np.stack([x for _, x, _ in inputs])))
+    expected = reference_predict(lenet.path, np.stack([x for _, x, _ in inputs]))
     assert result.model.epoch == 2
+    assert expected.shape == (6, 3) and np.allclose(expected.sum(axis=1), 1.0, atol=1e-5)
     assert np.allclose(result.outputs, expected, atol=1e-5)
     assert result.metrics["count"] == 6
     assert "Confusion matrix" in result.to_html()
