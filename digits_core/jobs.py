@@ -31,10 +31,11 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from datetime import datetime
 from enum import Enum
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from .config import resolve_jobs_dir
 from .errors import JobNotFoundError, JobStateError
@@ -155,7 +156,7 @@ class JobLock:
         """The lock file."""
         return self.job_dir / LOCK_FILE
 
-    def acquire(self, *, wait: float | None = None) -> "JobLock":
+    def acquire(self, *, wait: float | None = None) -> JobLock:
         """Take the lock, or raise :class:`JobLockedError` if another process holds it.
 
         Args:
@@ -204,7 +205,7 @@ class JobLock:
         self._acquired = False
         _release(_key(self.job_dir))
 
-    def __enter__(self) -> "JobLock":
+    def __enter__(self) -> JobLock:
         return self.acquire()
 
     def __exit__(self, *exc) -> None:
@@ -306,7 +307,7 @@ class Job:
     # -- creation and loading --------------------------------------------------
 
     @classmethod
-    def create(cls, kind: str, name: str, *, jobs_dir: str | os.PathLike | None = None, **fields: Any) -> "Job":
+    def create(cls, kind: str, name: str, *, jobs_dir: str | os.PathLike | None = None, **fields: Any) -> Job:
         """Create a new job folder with status Initialized.
 
         Args:
@@ -338,7 +339,7 @@ class Job:
         return job
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "Job":
+    def load(cls, path: str | os.PathLike) -> Job:
         """Load the job in folder ``path``.
 
         Raises:
@@ -357,7 +358,7 @@ class Job:
         """Rewrite ``job.json`` atomically."""
         write_json_atomic(self.path / JOB_FILE, self.data)
 
-    def reload(self) -> "Job":
+    def reload(self) -> Job:
         """Re-read ``job.json`` (another process may have updated it)."""
         self.data = Job.load(self.path).data
         return self

@@ -26,8 +26,8 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import os
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Iterable, Iterator, Mapping
 
 from .errors import FormValidationError
 
@@ -44,8 +44,9 @@ class PathOutsideRootsError(FormValidationError):
     def __init__(self, field: str, path: str, roots: Iterable[Path], form_name: str = "request"):
         self.field = field
         allowed = ", ".join(str(r) for r in roots)
-        super().__init__({field: [f"{path} is outside the server's data roots ({allowed}); put the data under one "
-                                  "of them or restart the server with --data-root DIR."]}, form_name)
+        message = (f"{path} is outside the server's data roots ({allowed}); put the data under one "
+                   "of them or restart the server with --data-root DIR.")
+        super().__init__({field: [message]}, form_name)
 
 
 def resolve_roots(roots: Iterable[str | os.PathLike] | None, jobs_dir: str | os.PathLike | None = None) -> list[Path]:

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -108,7 +107,7 @@ class Scheduler:
 
     # -- lifecycle ------------------------------------------------------------
 
-    def start(self) -> "Scheduler":
+    def start(self) -> Scheduler:
         """Recover state from the jobs folder and start the scheduling thread."""
         if self._thread is None:
             self.recover()

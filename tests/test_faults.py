@@ -18,9 +18,9 @@ import time
 from pathlib import Path
 
 import pytest
+from test_job_lock import OWNER  # a process owning a job (its lock) until killed
 
 from digits_core.jobs import Job, JobStatus, JobStore, is_job_alive
-from test_job_lock import OWNER  # a process owning a job (its lock) until killed
 
 pytestmark = pytest.mark.slow
 
@@ -72,9 +72,10 @@ def final_val(points: list[dict]) -> dict:
 
 @pytest.fixture(scope="module")
 def shapes(tmp_path_factory):
+    from synthetic_plugins import SyntheticShapes
+
     from digits_core import registry
     from digits_core.datasets import create_dataset
-    from synthetic_plugins import SyntheticShapes
 
     jobs = tmp_path_factory.mktemp("fault-jobs")
     registry.register(SyntheticShapes)
@@ -100,7 +101,7 @@ def test_training_killed_three_times_resumes_to_the_same_result(shapes):
     kills = []
     for kill in range(3):
         at = snapshot_count(folder) + rng.randint(1, 2 if kill < 2 else 1)  # a random later snapshot
-        wait_until(lambda: snapshot_count(folder) >= at, f"snapshot {at}", proc=proc)
+        wait_until(lambda at=at: snapshot_count(folder) >= at, f"snapshot {at}", proc=proc)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         kills.append(snapshot_count(folder))
@@ -170,8 +171,9 @@ def test_server_killed_twice_with_a_running_job_leaves_no_orphan(gate_server, tm
         assert is_job_alive(jobs / job_id)
         assert server.kill() == -signal.SIGKILL
         # The worker notices its server is gone, stops its job and exits: the lock goes with it.
-        wait_until(lambda: not is_job_alive(jobs / job_id), "the orphaned worker to release its job")
-        wait_until(lambda: process_gone(worker), "the orphaned worker to exit")
+        job_dir = jobs / job_id
+        wait_until(lambda job_dir=job_dir: not is_job_alive(job_dir), "the orphaned worker to release its job")
+        wait_until(lambda worker=worker: process_gone(worker), "the orphaned worker to exit")
         assert Job.load(jobs / job_id).status is JobStatus.ABORTED
     restarted = gate_server(jobs, tmp_path / "gate-final")
     rows = {r["id"]: r["status"] for r in restarted.get_json("/api/jobs")}
@@ -185,7 +187,7 @@ def test_rebinding_origin_and_data_roots_on_a_real_server(live_server, tmp_path)
     (root / "c0").mkdir(parents=True)
     server = live_server(tmp_path / "jobs", extra_args=["--data-root", str(root)])
     for path in ("/", "/api/csrf-token", "/index.json"):
-        resp = server.get(path, headers={"Host": "evil.example:%d" % server.port})
+        resp = server.get(path, headers={"Host": f"evil.example:{server.port}"})
         assert resp.status == 400, (path, resp.status)
         assert resp.headers["x-frame-options"] == "DENY"
     csrf_page = server.get("/api/csrf-token")

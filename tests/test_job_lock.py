@@ -8,7 +8,6 @@ must make the job resumable and show it Aborted at once, with no grace period.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
 import subprocess
@@ -146,13 +145,11 @@ def test_worker_stops_when_its_server_dies(tmp_path):
         "time.sleep(60)\n"
     )
     # A middle process plays the server: it starts the worker, prints the worker's pid, and is killed.
-    server = subprocess.Popen(
-        [sys.executable, "-c",
-         "import os, subprocess, sys, time\n"
-         "w = subprocess.Popen([sys.executable, '-c', sys.argv[1], str(os.getpid())], stdout=sys.stdout)\n"
-         "print(w.pid, flush=True)\n"
-         "time.sleep(60)\n", code],
-        stdout=subprocess.PIPE, text=True)
+    middle = ("import os, subprocess, sys, time\n"
+              "w = subprocess.Popen([sys.executable, '-c', sys.argv[1], str(os.getpid())], stdout=sys.stdout)\n"
+              "print(w.pid, flush=True)\n"
+              "time.sleep(60)\n")
+    server = subprocess.Popen([sys.executable, "-c", middle, code], stdout=subprocess.PIPE, text=True)
     worker_pid = int(server.stdout.readline())
     assert server.stdout.readline().strip() == "watching"
     server.send_signal(signal.SIGKILL)

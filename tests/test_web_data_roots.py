@@ -100,8 +100,9 @@ def test_inference_inputs_outside_the_roots_are_400(world):
 
 def test_server_context_applies_to_paths_inside_list_files(world, tmp_path):
     """What the worker does for a server job: a list file under the root naming a file outside it."""
-    from digits_core.inference.inputs import collect_inputs
     from digits_data_images import listing
+
+    from digits_core.inference.inputs import collect_inputs
 
     listed = world["root"] / "list.txt"
     listed.write_text(f"{world['outside'] / 'passwd'} 0\n")
@@ -123,8 +124,9 @@ def test_server_context_applies_to_paths_inside_list_files(world, tmp_path):
 
 def test_list_file_errors_never_quote_the_file(tmp_path):
     """`train_list=/etc/passwd` from the CLI: the error names the file and line, not its content."""
-    from digits_core.inference.inputs import collect_inputs
     from digits_data_images import listing
+
+    from digits_core.inference.inputs import collect_inputs
 
     secret = tmp_path / "shadow"
     secret.write_text(SECRET + "\n")
@@ -158,9 +160,8 @@ def test_symlink_loop_is_followed_once(tmp_path, caplog):
 def test_check_form_paths_reports_every_field(world):
     from digits_core.paths import check_form_paths
 
-    with confined_to([world["root"]]):
-        with pytest.raises(FormValidationError) as exc:
-            check_form_paths({"a": "/etc", "b": "~", "c": "s3://bucket/x", "d": "plain words", "e": 3})
+    with confined_to([world["root"]]), pytest.raises(FormValidationError) as exc:
+        check_form_paths({"a": "/etc", "b": "~", "c": "s3://bucket/x", "d": "plain words", "e": 3})
     assert set(exc.value.errors) == {"a", "b"}
     json.dumps(exc.value.errors)
 
@@ -177,6 +178,6 @@ def test_a_file_symlink_leading_out_of_the_roots_is_refused(world):
     from digits_data_images import listing
 
     (world["root"] / "digits" / "c0" / "stolen.png").symlink_to(world["outside"] / "passwd")
-    with confined_to([world["root"]]):
-        with pytest.raises(ValueError, match="stolen.png leads to .* outside the server's data roots"):
-            listing.list_images(str(world["root"] / "digits"))
+    refused = "stolen.png leads to .* outside the server's data roots"
+    with confined_to([world["root"]]), pytest.raises(ValueError, match=refused):
+        listing.list_images(str(world["root"] / "digits"))

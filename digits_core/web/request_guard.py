@@ -20,7 +20,7 @@
 from __future__ import annotations
 
 import secrets
-from typing import Iterable
+from collections.abc import Iterable
 from urllib.parse import urlsplit
 
 from flask import Flask, abort, current_app, g, request
@@ -139,7 +139,6 @@ def init_app(app: Flask, hosts: Iterable[str] | None = None) -> None:
             if origin is not None and origin != (name, _request_port(port)):
                 abort(403, description="Cross-site request refused: this server only accepts changes from its "
                                        "own pages (the request's Origin/Referer is another site).")
-        return None
 
     @app.after_request
     def _security_headers(response):
