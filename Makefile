@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 PLUGINS := plugins/data_images plugins/data_sunnybrook plugins/view_classification plugins/view_segmentation plugins/view_generic plugins/data_dicomweb plugins/view_detection compat/digits6
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test test-fast clean
+.PHONY: setup demo lint test test-fast clean
 
 # A virtual environment with the core (and its test extras) and every bundled plugin, editable.
 $(STAMP): pyproject.toml $(addsuffix /pyproject.toml,$(PLUGINS))
@@ -23,8 +23,13 @@ DEMO_ARGS ?=
 demo: setup
 	$(BIN)/python scripts/demo.py $(DEMO_ARGS)
 
-# Set up, then run the whole test suite (slow end-to-end tests included).
-test: setup
+# Lint (ruff) and type checks (mypy); settings and the backlog of ignores are in pyproject.toml.
+lint: setup
+	$(BIN)/python -m ruff check .
+	$(BIN)/python -m mypy
+
+# Set up, lint, then run the whole test suite (slow end-to-end tests included).
+test: setup lint
 	sh scripts/ensure-chromium.sh
 	sh scripts/ensure-orthanc.sh
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

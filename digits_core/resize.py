@@ -286,7 +286,8 @@ def resize_image(arr: np.ndarray, height: int, width: int, resize_mode: str = "s
     Raises:
         ValueError: Unknown resize mode or bad size.
     """
-    plan = resize_plan(*np.shape(arr)[:2], height, width, resize_mode)
+    src_h, src_w = np.shape(arr)[:2]
+    plan = resize_plan(src_h, src_w, height, width, resize_mode)
     if arr.ndim == 2:
         arr = arr[:, :, None]
     if arr.shape[:2] == (height, width):

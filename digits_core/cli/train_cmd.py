@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Any
 
 from ..engine.option_specs import add_cli_arguments, options_from_cli
 from ..errors import FormValidationError, JobStateError
@@ -101,7 +102,7 @@ class _ProgressBar:
 
     def __init__(self, quiet: bool):
         self.quiet = quiet
-        self.bar = None
+        self.bar: Any = None
 
     def __call__(self, event: dict) -> None:
         if self.quiet:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 

@@ -173,7 +173,7 @@ GROUPS: tuple[str, ...] = tuple(dict.fromkeys(spec.group for spec in TRAINING_OP
 def _defaults() -> dict:
     from .options import Augmentation, TrainingOptions
 
-    values = {f.name: (f.default if f.default is not dataclasses.MISSING else f.default_factory())
+    values = {f.name: (f.default if f.default is not dataclasses.MISSING else f.default_factory())  # type: ignore[misc,operator]
               for f in dataclasses.fields(TrainingOptions) if f.name != "augmentation"}
     values.update({f"aug_{f.name}": f.default for f in dataclasses.fields(Augmentation)})
     return values

@@ -18,7 +18,8 @@ from typing import Any
 from ..errors import FormValidationError
 from .lr_policies import resolve_policy
 
-from .option_specs import BY_NAME, FLIPS, LOSSES, MEAN_MODES, SOLVERS, applicable
+from .option_specs import LOSSES  # noqa: F401 - the built-in loss names, importable from here as before
+from .option_specs import BY_NAME, FLIPS, MEAN_MODES, SOLVERS, applicable
 from .tasks import TASKS as _TASK_REGISTRY
 
 TASKS = tuple(_TASK_REGISTRY)  # the built-in tasks; validation reads the live registry

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -200,7 +201,8 @@ class StageSource:
         self.label_kind = reader.label_kind
         self._label_fn = fix_labels
         self.encodings = stage_encodings(reader, stage)
-        self.features = self.labels = None
+        self.features: Any = None  # preloaded arrays (None when streaming)
+        self.labels: Any = None
         self.decode_s = 0.0
         if self.preload:
             if self.encoded:

@@ -33,7 +33,8 @@ def save_snapshot(folder: Path, model, optimizer, epoch: float, step: int) -> No
     os.replace(tmp, snap_dir / model_file)
     arrays = {f"opt_{i}": np.asarray(v.numpy()) for i, v in enumerate(optimizer.variables)}
     with open(snap_dir / f".tmp-{state_file}", "wb") as handle:
-        np.savez(handle, count=len(arrays), step=step, **arrays)
+        payload: dict[str, Any] = {"count": len(arrays), "step": step, **arrays}
+        np.savez(handle, **payload)
     os.replace(snap_dir / f".tmp-{state_file}", snap_dir / state_file)
     info = jobio.read_model_info(folder)
     info["snapshots"] = [s for s in info["snapshots"] if s["file"] != model_file]

@@ -108,7 +108,7 @@ def metric_functions(metrics) -> list:
             fn = keras.metrics.get(metric)
             name = metric
         else:
-            fn, name = metric, getattr(metric, "__name__", None) or getattr(metric, "name", "metric")
+            fn, name = metric, str(getattr(metric, "__name__", None) or getattr(metric, "name", "metric"))
         if isinstance(fn, keras.metrics.Metric):  # e.g. "mae" -> MeanAbsoluteError: use its per-sample function
             fn = getattr(fn, "_fn", None)
             if fn is None:

@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import losses
+from . import losses as _losses
 
 
 def _same_shape_output(input_shape: tuple, num_outputs: int) -> tuple:
@@ -90,11 +90,11 @@ class Task:
     label_kind: str
     default_loss: str
     losses: tuple[str, ...]
-    make_loss: Callable = losses.make_loss
-    train_metric: Callable = losses.train_metric
+    make_loss: Callable = _losses.make_loss
+    train_metric: Callable = _losses.train_metric
     train_metric_name: str = "accuracy"
-    val_stats: Callable = losses.val_stats
-    summarize_val: Callable = losses.summarize_val
+    val_stats: Callable = _losses.val_stats
+    summarize_val: Callable = _losses.summarize_val
     output_shape: Callable[[tuple, int], tuple] = _vector_output
     num_outputs: Callable[[Any, Any], int] = _classes_in
     best: tuple[str, str] = ("val_accuracy", "max")

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
-from flask import (Blueprint, abort, current_app, flash, jsonify, redirect, render_template, request, send_file,
+from flask import (Blueprint, current_app, flash, jsonify, redirect, render_template, request, send_file,
                    url_for)
 
 from ..engine.option_specs import BY_NAME, TRAINING_OPTIONS
