@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import os
 
-from flask import Blueprint, abort, current_app, flash, jsonify, redirect, render_template, request, url_for
+from flask import Blueprint, current_app, flash, jsonify, redirect, render_template, request, url_for
 
 from ..errors import DigitsError, FormValidationError
 from ..jobs import Job, JobStatus
