@@ -29,6 +29,10 @@ of ``(seed, epoch, batch)``, so a run resumed at step ``k`` of epoch ``e``
 sees the same batches as an uninterrupted run. With several input pipelines
 (multi-worker training) each pipeline takes every ``num_pipelines``-th
 index of the epoch's permutation.
+
+Why one module of ~500 lines: the train and validation builders, the
+preload/stream sources and the decoders share the batching layout and the
+epoch-order rules above; split, each part would re-derive them.
 """
 
 from __future__ import annotations
