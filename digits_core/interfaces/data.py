@@ -59,8 +59,10 @@ class DataIngestion(PluginBase, abc.ABC):
       as ``C=1``) with dtype ``uint8``, ``uint16``, ``int16`` or
       ``float32``. It is stored bit-exactly: no rescaling, no cast.
     * **label**: an ``int`` class index (classification), a ``float`` or 1-D
-      float array (regression), or an ``H×W`` integer array of class indices
-      (segmentation).
+      float array (regression), an ``H×W`` integer array of class indices
+      (segmentation), a float32 ``N×5`` array of boxes ``(class_id, x_min,
+      y_min, x_max, y_max)`` (detection) or an ``H×W×C`` float array, e.g. a
+      target image scaled to ``[0, 1]`` (image-to-image).
 
     Userdata keys that views and the training engine rely on:
 
