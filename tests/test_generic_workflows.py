@@ -154,6 +154,9 @@ def test_image_processing_denoising_cli_and_api_to_image_output_view(tmp_path, c
     report = json.loads(capsys.readouterr().out)
     assert report["view"] == "image-output" and report["view_summary"]["summary"]["labelled"] == 2
     assert report["samples"][0]["output_shape"] == [16, 16, 3] and report["samples"][0]["view"]["ssim"] <= 1.0
+    assert digits(["--jobs-dir", jobs, "infer", "--model", model.id, str(tmp_path / "pairs.txt")]) == 0
+    summary = capsys.readouterr().out
+    assert "image 16x16x3" in summary and "MAE" in summary
     result = infer(model.id, form_data={"image_folder": str(tmp_path / "noisy"),
                                         "target_folder": str(tmp_path / "clean")}, jobs_dir=jobs)
     assert len(result.samples) == 16 and result.samples[3].input_id.endswith("03.png")

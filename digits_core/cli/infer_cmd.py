@@ -134,6 +134,13 @@ def _print_summary(result) -> None:
             truth = "" if sample.ground_truth is None else f"{int((sample.ground_truth[:, 0] > 0).sum())} boxes"
             rows.append([sample.input_id, f"{len(sample.detections)} boxes: {found}" if found else "0 boxes",
                          f"{sample.detections[0]['score'] * 100:.1f}%" if sample.detections else "", truth])
+        elif result.model.task == "image-to-image":
+            import numpy as np
+
+            shape = "x".join(str(d) for d in sample.output.shape)
+            error = "" if sample.ground_truth is None else \
+                f"MAE {float(np.abs(np.clip(sample.output, 0, 1) - sample.ground_truth).mean()):.4g}"
+            rows.append([sample.input_id, f"image {shape}", "", error])
         elif sample.output.ndim == 3:
             import numpy as np
 
