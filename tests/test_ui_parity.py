@@ -234,7 +234,7 @@ def test_daily_user_walk(live_server, browser_page, tmp_path):
     ds = _post_json(page, "/api/datasets", {"plugin_id": "image-classification", "name": "digits", "form_data": {
         "folder": str(data), "image_type": "grayscale", "width": 28, "height": 28}})
     page.goto(server.url + ds["url"])
-    _status_is(page, "Done")
+    page.wait_for_selector("#dataset-info")  # shown once Done (the page reloads itself then)
     # New model for this classification dataset: no U-Net/FCN offered; a negative LR is refused, not drawn.
     page.goto(server.url + f"/models/new?dataset={ds['id']}")
     page.wait_for_function("() => document.getElementById('lr-preview').dataset.points > 0")

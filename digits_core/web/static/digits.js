@@ -106,7 +106,7 @@
           x: { type: "linear", title: { display: true, text: "epoch" } },
           y: { type: logScale ? "logarithmic" : "linear", title: { display: true, text: yTitle } },
           y2: { type: "linear", position: "right", display: false, min: 0, max: 1, grid: { drawOnChartArea: false },
-                title: { display: true, text: "accuracy / Dice" } }
+                title: { display: true, text: "accuracy / top-5 / Dice (0–1)" } }
         },
         plugins: { legend: { position: "bottom" } },
         elements: { point: { radius: 0 }, line: { borderWidth: 2 } }
