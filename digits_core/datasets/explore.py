@@ -79,6 +79,12 @@ def boxes_caption(boxes: np.ndarray, names: list | None) -> str:
     return text + ("..." if len(named) > 6 else "") + (f" (+{care} dontcare)" if care else "")
 
 
+def target_to_uint8(label) -> np.ndarray:
+    """An image-to-image target (float ``H×W×C`` in ``[0, 1]``) as displayable uint8 (``H×W`` when C is 1)."""
+    shown = np.round(np.clip(np.asarray(label, np.float64), 0.0, 1.0) * 255).astype(np.uint8)
+    return shown[:, :, 0] if shown.ndim == 3 and shown.shape[2] == 1 else shown
+
+
 def label_text(dataset, label) -> str:
     """Return a short caption for a class or regression label."""
     if dataset.label_kind == "class":
@@ -94,7 +100,8 @@ def contact_sheet(dataset, stage: str = "train", n: int = 24, *, columns: int | 
     """Render ``n`` records of ``stage`` as a grid with their labels.
 
     Records are spread evenly over the stage (or taken from ``start`` on).
-    Masks are shown next to their image, coloured with the dataset palette;
+    Masks are shown next to their image, coloured with the dataset palette
+    (image-to-image targets next to their input);
     boxes are drawn on their image with class names.
 
     Args:
@@ -120,7 +127,7 @@ def contact_sheet(dataset, stage: str = "train", n: int = 24, *, columns: int | 
     else:
         indexes = list(range(max(0, start), min(count, max(0, start) + n)))
     features, labels = dataset.read_indexes(stage, indexes)
-    is_mask = dataset.label_kind == "mask"
+    is_mask = dataset.label_kind in ("mask", "image")
     is_boxes = dataset.label_kind == "boxes"
     h, w = features.shape[1:3]
     ratio = thumb / max(h, w)
@@ -136,7 +143,9 @@ def contact_sheet(dataset, stage: str = "train", n: int = 24, *, columns: int | 
         image = Image.fromarray(to_display(feature)).resize((tw, th), Image.NEAREST)
         sheet.paste(image, (x, y))
         if is_mask:
-            mask = Image.fromarray(colorize_mask(np.asarray(label), dataset.color_palette)).resize((tw, th), Image.NEAREST)
+            shown = (target_to_uint8(label) if dataset.label_kind == "image"
+                     else colorize_mask(np.asarray(label), dataset.color_palette))
+            mask = Image.fromarray(shown).resize((tw, th), Image.NEAREST)
             sheet.paste(mask, (x + tw, y))
             caption = f"#{index}"
         elif is_boxes:

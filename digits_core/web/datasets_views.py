@@ -156,6 +156,11 @@ def _explore_page(job: Job, stage: str, page: int, per_page: int) -> dict:
 
                 item["image"] = png_data_uri(image_with_boxes(feature, label, palette, class_labels), max_size=256)
                 item["label"] = boxes_caption(label, class_labels)
+            elif ds.label_kind == "image":  # image-to-image target, float in [0, 1]: shown beside its input
+                from ..datasets.explore import target_to_uint8
+
+                item["mask"] = png_data_uri(target_to_uint8(label), max_size=128)
+                item["label"] = "input, target"
             elif ds.label_kind == "class":
                 idx = int(label_value if not isinstance(label_value, list) else label_value[0])
                 item["label"] = class_labels[idx] if 0 <= idx < len(class_labels) else str(idx)

@@ -58,3 +58,21 @@ def test_sixteen_bit_targets_scale_by_65535_and_val_folders_come_in_pairs(tmp_pa
     with open_dataset(job.path) as ds:
         assert ds.count("val") == 2 and ds.feature_dtype("train") == "uint16"
         assert sorted(np.unique(ds.read_all("val")[1]).round(4).tolist()) == [0.5, 1.0]
+
+
+def test_explore_shows_targets_beside_inputs_in_the_cli_sheet_and_the_web(tmp_path, images):
+    from digits_core.datasets.explore import contact_sheet
+    from digits_core.web import create_app
+
+    for i in range(3):
+        images.save(tmp_path / "f" / f"{i}.png", images.rgb(6, 6, i))
+        images.save(tmp_path / "t" / f"{i}.png", np.full((6, 6, 3), 255, np.uint8))
+    job = create_dataset("image-processing", {"feature_folder": str(tmp_path / "f"), "label_folder": str(tmp_path / "t"),
+                                              "width": 6, "height": 6, "val_percent": 0}, workers=1,
+                         jobs_dir=tmp_path / "jobs")
+    with open_dataset(job.path) as ds:
+        sheet = np.asarray(contact_sheet(ds, "train", n=3, thumb=12, columns=3))
+    assert (sheet[4:16, 16:28] == 255).all()                           # the white target, right of the input
+    client = create_app(tmp_path / "jobs", start_scheduler=False, testing=True).test_client()
+    page = client.get(f"/datasets/{job.id}/explore?format=json").get_json()
+    assert len(page["items"]) == 3 and all(item["mask"].startswith("data:image/png") for item in page["items"])
