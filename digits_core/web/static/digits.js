@@ -148,6 +148,16 @@
         snaps.appendChild(tr);
       });
     }
+    var note = document.getElementById("no-snapshot-note");
+    if (note && d.snapshots && d.snapshots.length && !note.dataset.live) {
+      /* The form is rendered with the page: offer a reload rather than reloading under the user. */
+      note.dataset.live = "true";
+      note.textContent = "A snapshot is saved: ";
+      var link = document.createElement("a");
+      link.href = window.location.pathname + "#inference"; link.textContent = "reload the page to test the model";
+      link.addEventListener("click", function (e) { e.preventDefault(); window.location.reload(); });
+      note.appendChild(link); note.appendChild(document.createTextNode(" (charts keep their history)."));
+    }
     var history = document.querySelector("#status-history tbody");
     if (history && d.status_history) {
       history.textContent = "";
