@@ -1,6 +1,13 @@
-"""DIGITS data plugins for images: ``image-classification`` and ``image-segmentation``.
+"""DIGITS data plugins for images and arrays.
 
-Modules: :mod:`.classification` and :mod:`.segmentation` (the plugins),
+Plugins: :mod:`.classification` (``image-classification``),
+:mod:`.segmentation` (``image-segmentation``), :mod:`.regression`
+(``image-regression``: images + a CSV/JSON-lines file of targets, read by
+:mod:`.targets`), :mod:`.processing` (``image-processing``: image-to-image
+pairs), :mod:`.numpy_arrays` (``numpy-arrays``: memory-mapped ``.npy``/``.npz``
+through :mod:`.arrays`; :func:`.numpy_arrays.create_dataset_from_arrays` for
+arrays in memory) and :mod:`.pairs` (``image-pairs``: same/different pairs for
+Siamese networks). Shared modules:
 :mod:`.resize` (loading, channel conversion, DIGITS resize modes),
 :mod:`.encoding` (what a record stores: raw, PNG, JPEG or pass-through
 bytes), :mod:`.listing` (class folders, list files, the seeded split),
