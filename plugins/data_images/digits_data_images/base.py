@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from digits_core import DataIngestion
 
-from .forms import InferenceForm, form_defaults
+from .forms import InferenceForm, fill_defaults
 from .inference import inference_entries, prepare_upload
 
 
@@ -18,9 +18,7 @@ class ImageIngestionBase(DataIngestion):
 
     def __init__(self, is_inference_db: bool = False, **form_data):
         super().__init__(is_inference_db=is_inference_db, **form_data)
-        for key, value in form_defaults(self.get_dataset_form()).items():
-            if getattr(self, key, None) is None:
-                setattr(self, key, value)
+        fill_defaults(self)
         self.channels = 1 if self.image_type == "grayscale" else 3
         self._split: dict[str, list] | None = None
         if is_inference_db:

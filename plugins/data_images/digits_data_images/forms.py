@@ -67,6 +67,13 @@ def form_defaults(form_class) -> dict:
             if field.type not in ("SubmitField", "CSRFTokenField")}
 
 
+def fill_defaults(plugin) -> None:
+    """Give a plugin instance its dataset form's default for every option it was not given (``None``)."""
+    for key, value in form_defaults(plugin.get_dataset_form()).items():
+        if getattr(plugin, key, None) is None:
+            setattr(plugin, key, value)
+
+
 def expand(path):
     """Return ``path`` with ``~`` expanded, or ``None`` when empty."""
     return os.path.abspath(os.path.expanduser(str(path))) if path else None

@@ -35,7 +35,7 @@ from digits_core import DataIngestion, EncodedImage
 
 from . import listing
 from .arrays import open_array
-from .forms import existing_file, expand
+from .forms import existing_file, expand, fill_defaults
 
 STORED = {"uint8", "uint16", "int16", "float32"}
 CAST = {"float64": "float32", "float16": "float32", "bool": "uint8", "int8": None}
@@ -117,11 +117,7 @@ class NumpyArraysIngestion(DataIngestion):
 
     def __init__(self, is_inference_db: bool = False, **form_data):
         super().__init__(is_inference_db=is_inference_db, **form_data)
-        from .forms import form_defaults
-
-        for key, value in form_defaults(self.get_dataset_form()).items():
-            if getattr(self, key, None) is None:
-                setattr(self, key, value)
+        fill_defaults(self)
         self._arrays: dict[str, tuple[np.ndarray, np.ndarray]] = {}
 
     @staticmethod

@@ -27,7 +27,7 @@ from digits_core import DataIngestion
 
 from . import listing
 from .encoding import load_resized, read_file
-from .forms import IMAGE_OPTION_FIELDS, existing_folder, expand, image_option_fields
+from .forms import IMAGE_OPTION_FIELDS, existing_folder, expand, fill_defaults, image_option_fields
 
 
 class PairsForm(Form):
@@ -80,11 +80,7 @@ class ImagePairsIngestion(DataIngestion):
 
     def __init__(self, is_inference_db: bool = False, **form_data):
         super().__init__(is_inference_db=is_inference_db, **form_data)
-        from .forms import form_defaults
-
-        for key, value in form_defaults(self.get_dataset_form()).items():
-            if getattr(self, key, None) is None:
-                setattr(self, key, value)
+        fill_defaults(self)
         self._split: dict[str, list] | None = None
 
     @staticmethod
