@@ -24,12 +24,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from .lr_policies import POLICIES
+from .tasks import TASKS
 
 SOLVERS = ("sgd", "momentum", "nesterov", "adam", "adamw", "rmsprop", "adagrad", "adadelta")
 MOMENTUM_SOLVERS = ("momentum", "nesterov")
 MEAN_MODES = ("none", "image", "pixel")
 FLIPS = ("none", "horizontal", "vertical", "both")
-LOSSES = ("ce", "dice_ce", "dice", "mse", "mae")
+#: Every registered task's losses (tasks are declared in :mod:`.tasks`).
+LOSSES = tuple(dict.fromkeys(name for task in TASKS.values() for name in task.losses))
 
 
 @dataclass(frozen=True)
@@ -126,7 +128,8 @@ TRAINING_OPTIONS: tuple[OptionSpec, ...] = (
           "Data", choices=MEAN_MODES),
     _spec("crop_size", "int", "Crop size", "random N×N crop in training, centre crop in validation/inference",
           "Data", minimum=0, exclusive_min=True),
-    _spec("loss", "choice", "Loss", "loss (empty: the task's, ce / dice_ce / mse)", "Data", choices=LOSSES),
+    _spec("loss", "choice", "Loss", "loss (empty: the task's: " + ", ".join(
+        f"{t.name} {t.default_loss}" for t in TASKS.values()) + ")", "Data", choices=LOSSES),
     _spec("class_weights", "text", "Class weights", 'per-class loss weights: "auto" (inverse frequency) or w1,w2,...',
           "Data"),
     _spec("preload", "choice", "Preload", "preload the dataset into memory (auto: when it fits the limit)", "Data",
@@ -151,7 +154,7 @@ TRAINING_OPTIONS: tuple[OptionSpec, ...] = (
     _spec("aug_saturation", "float", "Saturation (± fraction)", "max relative saturation change (RGB only)",
           "Augmentation", minimum=0),
     _spec("task", "choice", "Task", "override the task inferred from the dataset's labels", "Network",
-          choices=("classification", "segmentation", "regression", "detection")),
+          choices=tuple(TASKS)),
     _spec("network_params", "json", "Network parameters (JSON)",
           "keyword arguments of build_model (CLI: --network-param KEY=VALUE, repeatable)", "Network",
           cli=False, web="custom"),
