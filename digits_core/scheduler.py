@@ -441,6 +441,9 @@ def _run_owned_job(job: Job) -> int:
             run_dataset_job(job)
         elif job.kind == "model":
             from . import engine
+            from .tf_quiet import quiet_tensorflow_startup
+
+            quiet_tensorflow_startup()  # keeps TensorFlow's C++ start-up lines out of worker.log
 
             if job.data.get("resume"):
                 engine.resume_training(job)
