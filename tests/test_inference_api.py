@@ -376,7 +376,14 @@ def test_segmentation_through_the_plugin_inference_form(seg_model, jobs_dir):
     result = infer(seg_model.id, form_data={"index": "3"}, jobs_dir=jobs_dir)
     assert [s.input_id for s in result.samples] == ["3"]
     assert np.array_equal(result.samples[0].ground_truth, toy_rectangle(3)[1][2:14, 2:14])
-    assert result.to_json()["samples"][0]["view"]["mean_dice"] is not None
+    # The view's Dice is the real one (recomputed here) and beats any constant prediction by far.
+    from keras_reference import constant_predictor_dice, dice
+
+    truth = result.samples[0].ground_truth
+    ours = dice(truth, np.argmax(result.samples[0].output, axis=-1), 2)
+    reported = result.to_json()["samples"][0]["view"]["mean_dice"]
+    assert reported == pytest.approx(ours, abs=1e-6)
+    assert reported >= constant_predictor_dice(truth, 2) + 0.5, (reported, constant_predictor_dice(truth, 2))
     with pytest.raises(FormValidationError, match="index"):
         infer(seg_model.id, form_data={"index": "-1"}, jobs_dir=jobs_dir)
 
