@@ -295,6 +295,7 @@ CHILD = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_sigkill_mid_job_publishes_nothing(tmp_path, jobs):
     script = tmp_path / "child.py"
     script.write_text(CHILD)
