@@ -250,8 +250,10 @@ def run_in_worker(kind: str, request: dict) -> dict:
 def serve(reply_fd: int) -> int:
     """Worker process loop: one JSON request per stdin line, one JSON answer per line on ``reply_fd``."""
     from ..inference import model as model_module
+    from ..tf_quiet import quiet_tensorflow_startup
     from .worker_calls import handle
 
+    quiet_tensorflow_startup()  # every request needs TensorFlow; its C++ start-up lines stay out of the log
     os.dup2(2, 1)  # print() in custom code goes to the log, never into the answers
     replies = os.fdopen(reply_fd, "wb", buffering=0)
     served = 0
