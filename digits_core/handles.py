@@ -19,6 +19,8 @@ from __future__ import annotations
 import threading
 from typing import Any, Callable, Mapping
 
+from .datasets.create import create_dataset_job, run_dataset_job
+from .engine.trainer import request_abort, train
 from .jobs import Job, JobStatus
 
 Progress = Callable[[dict], None]
@@ -97,8 +99,6 @@ def start_training(dataset: Any, network: Any = None, name: str | None = None, *
         FormValidationError, TrainingError: Raised here when the run fails before its job exists
             (bad options, unknown network or dataset).
     """
-    from .engine import request_abort, train
-
     created = threading.Event()
     box: dict = {}
     outcome: dict = {}
@@ -135,8 +135,6 @@ def start_dataset(plugin_id: str, form_data: Mapping[str, Any] | None = None, *,
     Raises:
         FormValidationError, DatasetError, PluginNotFoundError: Invalid plugin, form or options.
     """
-    from .datasets.create import create_dataset_job, run_dataset_job
-
     job = create_dataset_job(plugin_id, form_data, name=name, jobs_dir=jobs_dir, max_errors=max_errors,
                              workers=workers)
     stop = threading.Event()

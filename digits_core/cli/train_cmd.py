@@ -10,15 +10,18 @@ import json
 import sys
 from typing import Any
 
+from ..engine.jobio import MODEL_FILE, load_model_job, read_metrics, read_model_info
+from ..engine.lr_policies import POLICIES, lr_schedule_preview
+from ..engine.networks import list_networks
 from ..engine.option_specs import add_cli_arguments, options_from_cli
+from ..engine.trainer import request_abort, resume_training, train
 from ..errors import FormValidationError, JobStateError
+from ..jobs import JobStore
 from .output import print_json, print_table
 
 
 def register(subparsers) -> None:
     """Add ``train``, ``model``, ``lr-preview`` and ``networks``."""
-    from ..engine.lr_policies import POLICIES
-
     p = subparsers.add_parser(
         "train", help="train a network on a dataset (a model job)",
         description="Train a built-in, plugin or custom network on a dataset. The task (classification, "
@@ -127,9 +130,6 @@ class _ProgressBar:
 
 def run_train(args) -> int:
     """Train (or resume) and print a summary."""
-    from ..engine import resume_training, train
-    from ..engine.jobio import read_model_info
-
     bar = _ProgressBar(args.quiet)
     try:
         if args.resume:
@@ -165,14 +165,10 @@ def run_train(args) -> int:
 
 
 def _store(args):
-    from ..jobs import JobStore
-
     return JobStore(args.jobs_dir)
 
 
 def run_list(args) -> int:
-    from ..engine.jobio import MODEL_FILE
-
     rows, data = [], []
     for job in _store(args).list(kind="model"):
         info = {}
@@ -197,8 +193,6 @@ def run_list(args) -> int:
 
 
 def run_show(args) -> int:
-    from ..engine.jobio import load_model_job, read_metrics
-
     job = load_model_job(_store(args).get(args.job, kind="model"))
     info = {}
     if (job.path / "model.json").is_file():
@@ -228,8 +222,6 @@ def run_show(args) -> int:
 
 
 def run_abort(args) -> int:
-    from ..engine.trainer import request_abort
-
     job = _store(args).get(args.job, kind="model")
     if job.status.is_finished:
         raise JobStateError(f'Model job "{job.id}" is not running (status {job.status.value}).')
@@ -249,8 +241,6 @@ def run_delete(args) -> int:
 
 
 def run_lr_preview(args) -> int:
-    from ..engine.lr_policies import lr_schedule_preview
-
     total = args.epochs * args.steps_per_epoch
     rows = lr_schedule_preview(total, learning_rate=args.learning_rate, lr_policy=args.lr_policy,
                                points=max(args.points, 2), plot=args.plot, step_size=args.lr_step_size,
@@ -267,8 +257,6 @@ def run_lr_preview(args) -> int:
 
 
 def run_networks(args) -> int:
-    from ..engine.networks import list_networks
-
     specs = list_networks()
     if args.json:
         print_json([{"name": s.name, "source": s.source, "tasks": list(s.tasks), "batch_size": s.batch_size,

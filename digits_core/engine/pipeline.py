@@ -45,7 +45,7 @@ import numpy as np
 
 from .augmentation import augment_batch
 from .options import Augmentation
-from .preprocessing import Preprocessing, center_crop_offsets
+from .preprocessing import Preprocessing, center_crop_offsets, tf_center_crop
 
 AUTOTUNE = -1
 
@@ -450,7 +450,6 @@ def _encoded_val_dataset(source: StageSource, *, per_b: int, batches: int, idx_a
     """Validation batches of a streamed encoded stage: bytes from LMDB, decode/normalize/crop/pad in tf.data."""
     import tensorflow as tf
 
-    from .preprocessing import tf_center_crop
 
     crop = prep.crop_size
     is_mask = source.label_kind == "mask"

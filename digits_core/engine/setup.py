@@ -29,6 +29,7 @@ from .options import TrainingOptions
 from .pipeline import Layout, StageSource, should_preload
 from .preprocessing import Preprocessing, compute_scale
 from .snapshots import fine_tune, restore_optimizer_state
+from .solvers import optimizer_for
 from .tasks import Task
 
 _FORM = "training options"
@@ -109,8 +110,6 @@ def prepare_run(state: RunState) -> RunState:
     try:
         with state.strat.strategy.scope():
             _build_model(state)
-            from .solvers import optimizer_for
-
             optimizer = optimizer_for(opts, state.total_steps)
             if opts.mixed_precision:
                 optimizer = keras.optimizers.LossScaleOptimizer(optimizer)

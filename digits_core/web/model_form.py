@@ -21,6 +21,7 @@ from wtforms import Form, IntegerField, SelectField, StringField, TextAreaField,
 from wtforms.fields import FloatField
 from wtforms.validators import DataRequired, Length, NumberRange, Optional
 
+from ..engine.networks import list_networks
 from ..engine.option_specs import BY_NAME, GROUPS, TRAINING_OPTIONS, OptionSpec, applicable, effective_defaults
 
 CUSTOM = "__custom__"
@@ -130,8 +131,6 @@ def network_defaults(network: str | None) -> dict:
     """The recommended options of a network (``{}`` for custom code or an unknown name)."""
     if not network or network == CUSTOM:
         return {}
-    from ..engine.networks import list_networks
-
     for spec in list_networks():
         if spec.name == network:
             return dict(spec.defaults)
@@ -184,8 +183,6 @@ def form_script_data(form: ModelForm) -> dict:
 
 def set_choices(form: ModelForm, store) -> None:
     """Fill the dataset, network and pretrained pickers from the jobs folder and the engine."""
-    from ..engine.networks import list_networks
-
     datasets = [j for j in store.list("dataset") if j.status.value == "Done"]
     form.dataset.choices = [(j.id, f"{j.name} ({j.id})") for j in datasets] or [("", "no dataset is Done yet")]
     nets = []
