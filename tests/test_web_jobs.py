@@ -151,12 +151,15 @@ def test_resubmit_while_previous_worker_exits(tmp_path):
     job = Job.create("model", "m", jobs_dir=jobs)
     job.set_status(JobStatus.ABORTED)  # the worker already wrote Aborted but is still exiting
     scheduler = Scheduler(jobs, poll_interval=0.1)
-    exiting = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.5)"])
+    # A process that exits when the test closes its stdin: "still exiting" lasts exactly as long as needed.
+    exiting = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
     scheduler._running[job.id] = (exiting, "model")
     scheduler._abort_requested.add(job.id)
     scheduler.resume(job)
     assert job.reload().status is JobStatus.WAITING and scheduler.status()["waiting"] == []
-    exiting.wait()
+    assert exiting.poll() is None  # the old worker really was still running when the job was resumed
+    exiting.stdin.close()
+    exiting.wait(30)
     with scheduler._lock:
         for job_id, (proc, _kind) in list(scheduler._running.items()):
             scheduler._finish(job_id, proc)
