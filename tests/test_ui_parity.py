@@ -257,7 +257,8 @@ def test_daily_user_walk(live_server, browser_page, tmp_path):
         && Chart.getChart('chart-main').data.datasets.some(d => d.label === 'val_top5')""")
     assert page.evaluate("window.sameLoad") is True
     assert "No snapshot yet." not in page.locator("#snapshots").inner_text()
-    assert "Running" in page.locator("#status-history").inner_text()
+    history = page.locator("#status-history").inner_text()
+    assert "Running" in history and re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d", history), history
     if page.locator("#infer-form").count() == 0:  # the page was opened before the first snapshot
         assert "reload the page to test the model" in page.locator("#no-snapshot-note").inner_text()
     assert page.locator("#train-progress").inner_text().startswith("Epoch ")

@@ -135,6 +135,10 @@
     return Math.floor(s / 3600) + " h " + Math.floor((s % 3600) / 60) + " min";
   }
   DIGITS.formatDuration = formatDuration;
+  function formatTime(seconds) {  /* as the server renders it: YYYY-MM-DD HH:MM */
+    var t = new Date(seconds * 1000), pad = function (n) { return (n < 10 ? "0" : "") + n; };
+    return t.getFullYear() + "-" + pad(t.getMonth() + 1) + "-" + pad(t.getDate()) + " " + pad(t.getHours()) + ":" + pad(t.getMinutes());
+  }
 
   /* Model page, live: snapshots table (newest 6), status history, error banner, epoch and ETA. */
   function updateJobPanels(d, clock) {
@@ -165,7 +169,7 @@
         var tr = document.createElement("tr"), td = document.createElement("td"), badge = document.createElement("span");
         badge.className = "badge " + (STATUS_CLASSES[entry[0]] || "muted"); badge.textContent = entry[0];
         td.appendChild(badge); tr.appendChild(td);
-        tr.appendChild(cell(new Date(entry[1] * 1000).toLocaleString()));
+        tr.appendChild(cell(formatTime(entry[1])));
         history.appendChild(tr);
       });
     }
