@@ -82,6 +82,13 @@ def test_abort_and_delete_ask_for_confirmation(app, client):
     assert 'data-confirm="Delete model lenet' in delete_form
 
 
+def test_dataset_abort_asks_for_confirmation(app, client):
+    job = make_job(app, "dataset", "digits", JobStatus.WAITING, JobStatus.RUNNING, plugin_id="image-classification")
+    html = client.get(f"/datasets/{job.id}").get_data(as_text=True)
+    assert 'data-confirm="Abort creating dataset digits?"' in re.search(
+        r'<form[^>]*action="/datasets/[^"]+/abort"[^>]*>', html).group(0)
+
+
 def test_resumed_job_hides_the_old_abort_banner(app, client):
     job = model_with_snapshots(app, JobStatus.RUNNING, (JobStatus.ABORTED, "Aborted: abort requested"),
                                JobStatus.WAITING)  # Resume: queued again, the old error still stored
