@@ -13,6 +13,8 @@ $(STAMP): pyproject.toml $(addsuffix /pyproject.toml,$(PLUGINS))
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip setuptools wheel
 	$(BIN)/python -m pip install -q -e ".[test]" $(addprefix -e ,$(PLUGINS))
+	# The tests decode real JPEG-LS / JPEG 2000 / RLE DICOM files: the Sunnybrook plugin's codecs extra.
+	$(BIN)/python -m pip install -q -e "plugins/data_sunnybrook[codecs]"
 	touch $(STAMP)
 
 setup: $(STAMP)
