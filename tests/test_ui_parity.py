@@ -325,6 +325,13 @@ def test_daily_user_walk(live_server, browser_page, tmp_path):
     assert page.evaluate("""() => !!(document.getElementById('results-summary').compareDocumentPosition(
         document.querySelector('.dcv-sample')) & Node.DOCUMENT_POSITION_FOLLOWING)""")
     _shot(page, "inference-summary-first")
+    # Paging (50 a page on real pages; 4 here to see it with 6 samples).
+    page.evaluate("const b = document.getElementById('result-samples'); b.dataset.pageSize = 4; DIGITS.pageResults(b)")
+    assert page.locator(".result-sample:visible").count() == 4
+    assert "Samples 1–4 of 6" in page.locator("#result-samples > .pager").first.inner_text()
+    page.locator("#result-samples > .pager").first.locator("button:has-text('Next')").click()
+    assert page.locator(".result-sample:visible").count() == 2
+    assert "Samples 5–6 of 6" in page.locator("#result-samples > .pager").last.inner_text()
 
     # Home with jobs, on a phone again.
     page.set_viewport_size({"width": 375, "height": 740})

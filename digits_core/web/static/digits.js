@@ -394,6 +394,36 @@
     });
   };
 
+  /* Results page: many samples are shown a page at a time (data-page-size), with a pager above and below. */
+  DIGITS.pageResults = function (box) {
+    if (!box) { return; }
+    var items = Array.prototype.slice.call(box.children).filter(function (el) { return el.classList.contains("result-sample"); });
+    var size = parseInt(box.dataset.pageSize, 10) || 50, pages = Math.ceil(items.length / size), current = 0;
+    box.querySelectorAll(":scope > .pager").forEach(function (p) { p.remove(); });
+    if (pages <= 1) { items.forEach(function (el) { el.hidden = false; }); return; }
+    var pagers = [document.createElement("nav"), document.createElement("nav")];
+    function show(page) {
+      current = Math.max(0, Math.min(pages - 1, page));
+      items.forEach(function (el, i) { el.hidden = Math.floor(i / size) !== current; });
+      pagers.forEach(function (nav) {
+        nav.textContent = "";
+        var prev = document.createElement("button"), next = document.createElement("button"), label = document.createElement("span");
+        prev.type = next.type = "button"; prev.className = next.className = "btn";
+        prev.textContent = "‹ Previous"; next.textContent = "Next ›";
+        prev.disabled = current === 0; next.disabled = current === pages - 1;
+        prev.addEventListener("click", function () { show(current - 1); });
+        next.addEventListener("click", function () { show(current + 1); });
+        label.className = "muted"; label.textContent = "Samples " + (current * size + 1) + "–" +
+          Math.min(items.length, (current + 1) * size) + " of " + items.length;
+        nav.appendChild(prev); nav.appendChild(label); nav.appendChild(next);
+      });
+      box.dataset.page = current;
+    }
+    pagers.forEach(function (nav) { nav.className = "pager"; });
+    box.insertBefore(pagers[0], box.firstChild); box.appendChild(pagers[1]);
+    show(0);
+  };
+
   document.addEventListener("DOMContentLoaded", function () {
     document.querySelectorAll("table.sortable").forEach(initSortable);
     document.querySelectorAll("form[data-confirm]").forEach(function (f) {
