@@ -98,3 +98,25 @@ def test_abort_from_progress_ends_epoch_and_training(shapes):
     assert spy.calls[-2][1] == 1 and "loss" in spy.calls[-2][2]  # the interrupted epoch 1 (one step ran)
     assert names.count("on_epoch_end") == 2 and names.count("on_train_batch_end") == 4
     assert spy.model.stop_training is True
+
+
+def test_jit_trains_and_mixed_precision_is_refused_without_a_gpu(shapes):
+    import tensorflow as tf
+
+    from digits_core.engine import train
+    from digits_core.errors import FormValidationError
+    from digits_core.jobs import JobStore
+
+    dataset, jobs = shapes
+    with pytest.raises(FormValidationError, match="jit: XLA has no deterministic"):
+        train(dataset, "lenet", name="jit", jobs_dir=jobs, epochs=1, seed=1, jit=True)
+    job = train(dataset, "lenet", name="jit", jobs_dir=jobs, epochs=1, batch_size=32, jit=True)
+    assert job.status is JobStatus.DONE
+    info = (job.path / "model.json").read_text()
+    assert '"jit": true' in info
+    if tf.config.list_physical_devices("GPU"):
+        pytest.skip("this machine has a GPU: mixed precision is allowed")
+    before = len(JobStore(jobs).list(kind="model"))
+    with pytest.raises(FormValidationError, match="mixed_precision: needs a GPU"):
+        train(dataset, "lenet", name="fp16", jobs_dir=jobs, epochs=1, mixed_precision=True)
+    assert len(JobStore(jobs).list(kind="model")) == before  # nothing created

@@ -164,7 +164,7 @@ TRAINING_OPTIONS: tuple[OptionSpec, ...] = (
     _spec("gpus", "text", "GPUs", 'number of local GPUs for MirroredStrategy, "all", or GPU ids such as 0,2 '
           '(empty: default device; the web server gives each job its own GPUs)',
           "Hardware"),
-    _spec("jit", "bool", "XLA compilation (jit)", "compile the train step with XLA (jit_compile)", "Hardware"),
+    _spec("jit", "bool", "XLA compilation (jit)", "compile the train step with XLA (jit_compile; not with a seed: XLA ops are not deterministic)", "Hardware"),
     _spec("mixed_precision", "bool", "Mixed precision (GPU)",
           "float16 compute with float32 weights (mixed_float16); GPU only, refused on a CPU", "Hardware"),
 )

@@ -267,6 +267,9 @@ class TrainingOptions:
                 errors[name] = ["must be true or false"]
             else:
                 setattr(self, name, bool(value))
+        if self.jit is True and self.seed is not None and "jit" not in errors:
+            errors["jit"] = ["XLA has no deterministic version of some ops (e.g. max-pool gradients), so a seeded "
+                             "run cannot be compiled: leave the seed empty or turn jit off"]
         if isinstance(self.preload, str):
             lowered = self.preload.lower()
             if lowered in ("auto",):

@@ -96,8 +96,7 @@ def prepare_run(state: RunState) -> RunState:
     opts = state.opts
     state.seed = int(opts.seed if opts.seed is not None else _stored_seed(state))
     keras.utils.set_random_seed(state.seed)
-    if opts.seed is not None:
-        tf.config.experimental.enable_op_determinism()
+    _set_op_determinism(tf, opts.seed is not None)
     if opts.mixed_precision:
         keras.mixed_precision.set_global_policy("mixed_float16")
     _open_sources(state)
@@ -129,6 +128,20 @@ def prepare_run(state: RunState) -> RunState:
                     resumed_from=state.resume_from["file"])
         jobio.write_model_info(state.folder, info)
     return state
+
+
+def _set_op_determinism(tf, enabled: bool) -> None:
+    """Deterministic ops for a seeded run only: the switch is process-wide, and XLA (``jit``) has no
+    deterministic version of some ops, so an earlier seeded run must not leave it on."""
+    if enabled:
+        tf.config.experimental.enable_op_determinism()
+        return
+    try:
+        from tensorflow.python.framework import config as tf_config  # no public "disable" in TF 2.x
+    except ImportError:
+        return
+    if getattr(tf_config, "is_op_determinism_enabled", lambda: False)():
+        tf_config.disable_op_determinism()
 
 
 def _stored_seed(state: RunState) -> int:
