@@ -115,32 +115,68 @@ def test_killed_worker_is_restarted_transparently(served):
     assert info["pid"] != pid and info["requests"] == 1 and info["loaded_model"] is True
 
 
-def test_timeout_and_crash_fail_only_that_request(served):
-    app, worker = served[0], served[-1]
-    worker.close()  # the next request starts a cold worker: TensorFlow's import alone takes longer than 1 s
-    app.config["DIGITS_INFERENCE_TIMEOUT"] = 1.0
-    try:
-        slow, _seconds = _infer(served)
-    finally:
-        app.config["DIGITS_INFERENCE_TIMEOUT"] = 120.0
-    message = slow.get_json()["error"]["message"]
-    assert slow.status_code == 400 and "did not finish within 1 s" in message and "fresh one" in message
-    assert worker.pid is None  # the stuck worker was killed, not waited for
+#: A network file whose import (when the worker loads the model) blocks until the test creates ``gate``:
+#: the worker is provably stuck mid-request, whatever the machine's speed.
+GATED_NETWORK = """
+import os
+import pathlib
+import time
 
-    def kill_soon():  # a worker that dies mid-request (like a crashing custom network)
-        deadline = time.monotonic() + 10
-        while worker.pid is None and time.monotonic() < deadline:
+_here = pathlib.Path(__file__).resolve().parent
+(_here / "gate.waiting").write_text(str(os.getpid()))
+while not (_here / "gate").exists():
+    time.sleep(0.02)
+
+
+def build_model(input_shape, num_outputs, **params):
+    raise NotImplementedError
+"""
+
+
+def _wait_for_pid_file(path, seconds=120.0) -> int:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            return int(path.read_text())
+        except (OSError, ValueError):
             time.sleep(0.02)
-        time.sleep(0.5)
-        if worker.pid is not None:
-            os.kill(worker.pid, signal.SIGKILL)
+    raise AssertionError(f"{path} never appeared: the worker did not reach the gate")
 
-    killer = threading.Thread(target=kill_soon)
-    killer.start()
-    crashed, _ = _infer(served)
-    killer.join()
-    message = crashed.get_json()["error"]["message"]
-    assert crashed.status_code == 400 and "stopped while running" in message and "SIGKILL" in message
+
+def test_timeout_and_crash_fail_only_that_request(served):
+    import json
+
+    app, model, worker = served[0], served[3], served[-1]
+    info_file, network, waiting = model.path / "model.json", model.path / "network.py", model.path / "gate.waiting"
+    saved = info_file.read_text()
+    info_file.write_text(json.dumps({**json.loads(saved), "network_source": "file"}))
+    network.write_text(GATED_NETWORK)
+    try:
+        # The next request starts a fresh worker, which loads the model and blocks in the gate: it can never
+        # finish, so the 1 s timeout fires on any machine (a cold TensorFlow import is no longer needed).
+        worker.close()
+        app.config["DIGITS_INFERENCE_TIMEOUT"] = 1.0
+        try:
+            slow, _seconds = _infer(served)
+        finally:
+            app.config["DIGITS_INFERENCE_TIMEOUT"] = 120.0
+        message = slow.get_json()["error"]["message"]
+        assert slow.status_code == 400 and "did not finish within 1 s" in message and "fresh one" in message
+        assert worker.pid is None  # the stuck worker was killed, not waited for
+        waiting.unlink(missing_ok=True)  # (a slow machine times out in the TensorFlow import, before the gate)
+
+        def kill_when_stuck():  # a worker that dies mid-request (like a crashing custom network)
+            os.kill(_wait_for_pid_file(waiting), signal.SIGKILL)
+
+        killer = threading.Thread(target=kill_when_stuck)
+        killer.start()
+        crashed, _ = _infer(served)
+        killer.join()
+        message = crashed.get_json()["error"]["message"]
+        assert crashed.status_code == 400 and "stopped while running" in message and "SIGKILL" in message
+    finally:
+        info_file.write_text(saved)
+        network.unlink(missing_ok=True)
 
     ok, _ = _infer(served)
     assert ok.status_code == 200, ok.get_json()
