@@ -4,8 +4,10 @@
 :func:`run_dataset_job` builds it. The build, one unit per module:
 
 * itemize the entries in this process (the plugin's ``itemize_entries``);
-* :mod:`.pool` — encoder worker processes (or this process, for one worker);
+* :mod:`.pool` — encoder worker processes (or this process, for one worker),
+  bound to this process's life, naming the entry a crashed worker held;
 * :mod:`.encoder` — what a worker does with a chunk of entries;
+* :mod:`.arena` — shared memory the workers write records into (no pickling);
 * :mod:`.stage` — one stage's chunks, results and LMDB environment;
 * :mod:`.layout` — the dataset layout, decided by agreement;
 * :mod:`.report` — the errors report and the error budget;
