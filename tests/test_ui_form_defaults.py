@@ -14,8 +14,12 @@ import os
 import subprocess
 import sys
 
+from urllib.parse import parse_qs
+
 import numpy as np
 import pytest
+
+from digits_core.engine.option_specs import TRAINING_OPTIONS
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
@@ -68,6 +72,8 @@ def test_web_form_lenet_matches_cli(digits_dataset, live_server):
         page.set_default_timeout(300_000)  # only the bound after which a wait on page state fails
         errors = []
         page.on("pageerror", lambda exc: errors.append(str(exc)))
+        posted: dict = {}
+        page.on("request", lambda r: posted.update(parse_qs(r.post_data or "")) if r.method == "POST" else None)
         page.goto(server.url + f"/models/new?dataset={dataset_id}")
         page.select_option("[name=network]", "lenet")
         # the page shows LeNet's recommended solver; momentum does not apply to it and is hidden
@@ -83,6 +89,8 @@ def test_web_form_lenet_matches_cli(digits_dataset, live_server):
         job_id = page.url.rsplit("/", 1)[1]
         browser.close()
     assert not errors, errors
+    options = {spec.name for spec in TRAINING_OPTIONS if spec.web == "auto"}
+    assert set(posted) & options == {"epochs"}, posted  # the form sends only what the user changed
     assert status == "Done", server.output()[-3000:]
     web = server.get_json(f"/models/{job_id}.json")
     web_info = web["model"]
