@@ -14,9 +14,9 @@ import os
 import subprocess
 import sys
 
+from pathlib import Path
 from urllib.parse import parse_qs
 
-import numpy as np
 import pytest
 
 from digits_core.engine.option_specs import TRAINING_OPTIONS
@@ -24,24 +24,23 @@ from digits_core.engine.option_specs import TRAINING_OPTIONS
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
 CHROMIUM = "/usr/bin/chromium"
+REPO = Path(__file__).resolve().parent.parent
 EPOCHS = 5
 
 
 @pytest.fixture
 def digits_dataset(tmp_path):
-    from PIL import Image
-    from sklearn.datasets import load_digits
+    import importlib.util
 
     from digits_core.datasets import create_dataset
 
-    digits = load_digits()
-    root = tmp_path / "digits"
-    for i, (image, label) in enumerate(zip(digits.images, digits.target)):
-        (root / str(label)).mkdir(parents=True, exist_ok=True)
-        Image.fromarray((image * 255 / 16).astype(np.uint8)).save(root / str(label) / f"{i:04d}.png")
+    spec = importlib.util.spec_from_file_location("digits_demo_script", REPO / "scripts" / "demo.py")
+    demo = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(demo)
+    demo.export_sklearn_digits(tmp_path / "digits")  # all 1,797 images, as PNGs in class folders
     jobs = tmp_path / "jobs"
-    job = create_dataset("image-classification", {"folder": str(root), "image_type": "grayscale", "width": 32,
-                                                   "height": 32}, workers=2, jobs_dir=jobs)
+    job = create_dataset("image-classification", {"folder": str(tmp_path / "digits"), "image_type": "grayscale",
+                                                   "width": 32, "height": 32}, workers=2, jobs_dir=jobs)
     return job.id, jobs
 
 
