@@ -14,7 +14,6 @@ import pickle
 
 import numpy as np
 import pytest
-import wtforms
 from PIL import Image
 from wtforms import validators
 

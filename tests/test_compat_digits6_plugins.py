@@ -19,7 +19,6 @@ import json
 import os
 import re
 import shutil
-import sys
 from pathlib import Path
 
 import numpy as np

@@ -14,7 +14,6 @@ per plugin); the model's own plugin validates them.
 
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
 

@@ -39,7 +39,7 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from ..errors import DigitsError, FormValidationError, InferenceError, PluginError
+from ..errors import DigitsError, FormValidationError, InferenceError
 from ..interfaces import DataIngestion
 from .imageio import prepare_image, read_image, read_mask
 from .inputs import InputItem, collect_inputs

@@ -26,7 +26,6 @@ import numpy as np
 from wtforms import BooleanField, Form, FloatField, StringField, validators
 from wtforms.validators import ValidationError
 
-from digits_core import DataIngestion
 
 from . import listing
 from .base import ImageIngestionBase

@@ -23,7 +23,6 @@ import numpy as np
 from wtforms import BooleanField, FloatField, Form, StringField, validators
 from wtforms.validators import ValidationError
 
-from digits_core import DataIngestion
 
 from . import listing
 from .base import ImageIngestionBase
