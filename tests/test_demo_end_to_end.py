@@ -1,5 +1,7 @@
 """`make demo` end to end: ``scripts/demo.py`` builds and trains, a second run reuses it all, then it serves.
 
+The detection part of the demo runs too (2 epochs): only its completion is checked here.
+
 The demo runs as ``make demo`` runs it (``python scripts/demo.py``) in a
 subprocess, with fewer epochs, its data under a temporary folder
 (``$DIGITS_DEMO_DATA``) and its own jobs folder. The third run is the real
@@ -23,7 +25,7 @@ pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parent.parent
 DEMO = REPO / "scripts" / "demo.py"
-EPOCHS = ["--epochs-lenet", "5", "--epochs-unet", "10"]
+EPOCHS = ["--epochs-lenet", "5", "--epochs-unet", "10", "--epochs-detectnet", "2"]
 TOKEN = "demo-token"
 #: Validation accuracy of the LeNet after 5 epochs: 0.92 in a known-good run (chance: 0.10).
 MIN_LENET_ACCURACY = 0.80
@@ -69,12 +71,13 @@ def constant_predictor_dice(dataset_id: str, jobs: Path) -> float:
 
 def test_first_run_builds_two_datasets_and_trains_two_useful_models(demo):
     ids, store = demo["ids"], JobStore(demo["jobs"])
-    names = {"demo digits (scikit-learn)", "demo sunnybrook (synthetic)", "demo lenet on digits",
-             "demo unet on sunnybrook"}
-    assert set(ids) == names, demo["output"]
+    printed = {"demo digits (scikit-learn)", "demo sunnybrook (synthetic)", "demo lenet on digits",
+               "demo unet on sunnybrook", "demo detectnet on digits"}
+    assert set(ids) == printed, demo["output"]
     jobs = {job.name: job for job in store.list()}
-    assert set(jobs) == names and all(job.status is JobStatus.DONE for job in jobs.values())
-    assert {name: job.id for name, job in jobs.items()} == ids
+    assert set(jobs) == printed | {"demo detection (synthetic digits)"}, sorted(jobs)
+    assert all(job.status is JobStatus.DONE for job in jobs.values())
+    assert {name: jobs[name].id for name in printed} == ids
     assert len(list((demo["data"] / "digits").rglob("*.png"))) == 1797
     assert list((demo["data"] / "sunnybrook").rglob("*.dcm"))
 
@@ -110,7 +113,8 @@ def test_demo_ends_with_a_real_server_that_answers_its_models(demo):
         assert "reusing existing files" in server.output()
         index = server.get_json("/index.json")
         listed = {row["name"]: (row["id"], row["status"]) for row in index["datasets"] + index["models"]}
-        assert listed == {name: (job_id, "Done") for name, job_id in ids.items()}
+        assert listed == {job.name: (job.id, "Done") for job in JobStore(demo["jobs"]).list()}
+        assert {name: listed[name][0] for name in ids} == ids
         # $DIGITS_AUTH_TOKEN reached the server the demo started.
         assert server.get("/index.json", token=False, headers={"Accept": "application/json"}).status == 401
         page = server.get(f"/models/{ids['demo unet on sunnybrook']}")
