@@ -208,7 +208,7 @@ class JobLock:
     def __enter__(self) -> JobLock:
         return self.acquire()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.release()
 
 

@@ -85,7 +85,7 @@ class DataIngestion(PluginBase, abc.ABC):
 
     @staticmethod
     @abc.abstractmethod
-    def get_dataset_form():
+    def get_dataset_form() -> Any:
         """Return the WTForms ``Form`` class of the dataset options (a form instance is accepted too).
 
         Field names become ``--field-name`` options of ``digits dataset
@@ -96,7 +96,7 @@ class DataIngestion(PluginBase, abc.ABC):
 
     @staticmethod
     @abc.abstractmethod
-    def get_dataset_template(form) -> tuple[str, dict]:
+    def get_dataset_template(form: Any) -> tuple[str, dict]:
         """Return ``(jinja_source, context)`` that lays out the dataset form.
 
         The template is rendered inside the web UI's page with ``form`` in
@@ -108,7 +108,7 @@ class DataIngestion(PluginBase, abc.ABC):
         """
 
     @staticmethod
-    def get_inference_form():
+    def get_inference_form() -> Any:
         """Return the WTForms ``Form`` class (or an instance) for inference inputs, or ``None``.
 
         ``None`` (the default) means the plugin has no inference input of
@@ -119,7 +119,7 @@ class DataIngestion(PluginBase, abc.ABC):
         return None
 
     @staticmethod
-    def get_inference_template(form) -> tuple[str | None, dict | None]:
+    def get_inference_template(form: Any) -> tuple[str | None, dict | None]:
         """Return ``(jinja_source, context)`` laying out the inference form, or ``(None, None)``.
 
         Args:
@@ -147,7 +147,7 @@ class DataIngestion(PluginBase, abc.ABC):
         """
 
     @abc.abstractmethod
-    def encode_entry(self, entry: Any):
+    def encode_entry(self, entry: Any) -> Any:
         """Encode one entry into ``(feature, label)``, or a list of such pairs.
 
         Called in a worker process, in any order. Raise an exception with a

@@ -50,7 +50,7 @@ class View(PluginBase, abc.ABC):
             setattr(self, key, value)
 
     @staticmethod
-    def get_config_form():
+    def get_config_form() -> Any:
         """Return the WTForms ``Form`` class (or an instance) of the view's options, or ``None``.
 
         Field names may not be ``dataset``, ``config`` or a name of this
@@ -59,7 +59,7 @@ class View(PluginBase, abc.ABC):
         return None
 
     @staticmethod
-    def get_config_template(form) -> tuple[str | None, dict | None]:
+    def get_config_template(form: Any) -> tuple[str | None, dict | None]:
         """Return ``(jinja_source, context)`` laying out the config form, or ``(None, None)``.
 
         Args:
