@@ -78,3 +78,43 @@ def test_compressed_file_decodes_like_pydicom(case, tmp_path):
         assert 0 < error.max() <= kwargs["jls_error"]  # really lossy, within the requested bound
     else:
         np.testing.assert_array_equal(ours[..., 0], original)
+
+
+#: Run first in a fresh interpreter: makes the codec packages unimportable, as on a machine without the extra.
+HIDE_CODECS = """
+import importlib.abc, sys
+class _HideCodecs(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] in ("pylibjpeg", "libjpeg", "openjpeg", "jpeg_ls", "rle", "gdcm"):
+            raise ImportError("hidden by the test")
+sys.meta_path.insert(0, _HideCodecs())
+"""
+
+
+def test_without_the_codecs_the_same_file_names_the_extra(tmp_path):
+    """The "decoder missing" path, tested here too although this environment has the decoders."""
+    import subprocess
+    import sys
+
+    import pydicom.uid
+
+    ds, original = mr_slice(12, False)
+    ds.compress(pydicom.uid.JPEGLSLossless, original, encoding_plugin="pyjpegls")
+    path = tmp_path / "jpeg-ls.dcm"
+    ds.save_as(path, enforce_file_format=True)
+    code = HIDE_CODECS + (
+        "from digits_data_sunnybrook.dicom import MissingDecoderError, check_decoders, read_dicom_image\n"
+        f"path = {str(path)!r}\n"
+        "for call in (lambda: check_decoders([path, path]), lambda: read_dicom_image(path)):\n"
+        "    try:\n"
+        "        call()\n"
+        "        print('NO ERROR')\n"
+        "    except MissingDecoderError as exc:\n"
+        "        print('ERROR', exc.count, str(exc).replace(chr(10), ' '))\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert len(lines) == 2 and all(line.startswith("ERROR ") for line in lines), result.stdout
+    assert lines[0].startswith("ERROR 2 ")
+    for line in lines:
+        assert str(path) in line and "JPEG-LS" in line and "digits-data-sunnybrook[codecs]" in line
