@@ -14,6 +14,27 @@ from pathlib import Path
 import numpy as np
 
 
+#: What inference reads from ``model.json``: the layout the hand-written model jobs of
+#: ``tests/test_inference_api.py`` follow, and that ``tests/test_inference_engine.py`` checks the
+#: engine writes. Top-level key -> type; ``preprocessing`` and snapshot entries have their own keys.
+MODEL_JSON_LAYOUT = {"network": str, "dataset_id": str, "task": str, "class_labels": list, "input_shape": list,
+                     "preprocessing": dict, "last_epoch": (int, float), "dataset_plugin": str,
+                     "feature_dtype": str, "snapshots": list}
+PREPROCESSING_KEYS = {"mean_subtraction", "mean_file", "scale", "crop_size", "feature_shape", "input_shape"}
+SNAPSHOT_KEYS = {"epoch", "file"}
+
+
+def check_model_json_layout(info: dict, *, exact: bool) -> None:
+    """Assert ``info`` has the :data:`MODEL_JSON_LAYOUT` (exactly, or at least those keys)."""
+    keys = set(MODEL_JSON_LAYOUT)
+    assert (set(info) == keys) if exact else (keys <= set(info)), sorted(set(info) ^ keys)
+    for key, kind in MODEL_JSON_LAYOUT.items():
+        assert isinstance(info[key], kind), (key, info[key])
+    prep = set(info["preprocessing"])
+    assert (prep == PREPROCESSING_KEYS) if exact else (PREPROCESSING_KEYS <= prep), sorted(prep ^ PREPROCESSING_KEYS)
+    assert info["snapshots"] and all(SNAPSHOT_KEYS <= set(s) for s in info["snapshots"])
+
+
 def model_info(job_path) -> dict:
     return json.loads((Path(job_path) / "model.json").read_text(encoding="utf-8"))
 

@@ -158,6 +158,10 @@ def _model_job(jobs_dir, dataset_id, name, task, build, mean_subtraction, crop_s
             "input_shape": list(prep.input_shape), "preprocessing": prep.save(job.path),
             "last_epoch": epochs, "dataset_plugin": ds.plugin_id, "feature_dtype": ds.feature_dtype(),
             "snapshots": [{"epoch": e, "file": f"epoch-{e:03d}.keras"} for e in range(1, epochs + 1)]}
+    from keras_reference import check_model_json_layout
+
+    # Exactly the layout tests/test_inference_engine.py checks the engine writes, so the two cannot drift apart.
+    check_model_json_layout(info, exact=True)
     (job.path / "model.json").write_text(json.dumps(info))
     job.set_status("Done")
     return job

@@ -58,6 +58,21 @@ def test_engine_classifier_infer_matches_load_snapshot(engine_jobs):
     assert "Confusion matrix" in result.to_html()
 
 
+def test_engine_writes_the_model_json_layout_the_hand_written_jobs_use(engine_jobs):
+    """tests/test_inference_api.py builds model jobs by hand; they follow this layout, checked here on the engine's."""
+    import json
+
+    from keras_reference import check_model_json_layout
+
+    _, lenet, unet, _, _ = engine_jobs
+    for job in (lenet, unet):
+        info = json.loads((job.path / "model.json").read_text())
+        check_model_json_layout(info, exact=False)
+        assert (job.path / info["preprocessing"]["mean_file"]).is_file()
+        assert all((job.path / "snapshots" / s["file"]).is_file() for s in info["snapshots"])
+    assert json.loads((unet.path / "model.json").read_text())["preprocessing"]["crop_size"] == 16
+
+
 def test_engine_unet_with_crop_infer_and_export(engine_jobs, tmp_path):
     import tarfile
 
