@@ -104,6 +104,7 @@ def _wait_for(predicate, what: str, timeout: float = 120.0):
         time.sleep(0.05)
 
 
+@pytest.mark.slow
 def test_scheduler_gives_each_training_job_its_own_gpus(tmp_path):
     import json
 
