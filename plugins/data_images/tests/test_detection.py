@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import zlib
+
 import numpy as np
 import pytest
 from PIL import Image
@@ -62,7 +64,7 @@ def test_coco_categories_crowd_and_bad_annotation(tmp_path):
 
 @pytest.mark.parametrize("mode", ["squash", "crop", "fill", "half_crop"])
 def test_boxes_follow_their_pixels_through_every_resize_mode(mode):
-    rng = np.random.default_rng(hash(mode) % 1000)
+    rng = np.random.default_rng(zlib.crc32(mode.encode()))  # not hash(): it changes between processes
     for _ in range(25):
         sh, sw = (int(v) for v in rng.integers(30, 160, 2))
         h, w = (int(v) for v in rng.integers(30, 100, 2))
@@ -77,7 +79,7 @@ def test_boxes_follow_their_pixels_through_every_resize_mode(mode):
             assert len(xs) == 0 or (xs.max() - xs.min() < 2 or ys.max() - ys.min() < 2)
             continue
         got = np.array([xs.min(), ys.min(), xs.max() + 1, ys.max() + 1])
-        assert np.abs(got - boxes[0, 1:]).max() <= 0.5 + 1e-6
+        assert np.abs(got - boxes[0, 1:]).max() <= 0.5 + 1e-4  # half a pixel, plus float32 rounding
 
 
 def test_min_box_size_makes_dontcare_and_cropped_boxes_drop():
