@@ -31,7 +31,7 @@ def formula(policy, it, lr=0.1):
     if policy == "poly":
         return lr * (1 - it / 100) ** 3
     if policy == "sigmoid":
-        return lr / (1 + math.exp(-0.1 * (it - 50)))
+        return lr / (1 + math.exp(0.1 * (it - 50)))  # DIGITS 6: a decay with the default gamma
     raise AssertionError(p)
 
 

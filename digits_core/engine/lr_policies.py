@@ -18,8 +18,14 @@ multistep    ``lr * gamma ** k``, k = number of          step_values "50,85" (%)
 exp          ``lr * gamma ** it``                       gamma 0.95
 inv          ``lr * (1 + gamma * it) ** -power``        gamma 0.1, power 0.5
 poly         ``lr * (1 - it / 100) ** power``           power 3
-sigmoid      ``lr / (1 + exp(-gamma * (it - step_size)))``  step_size 50 (%), gamma 0.1
+sigmoid      ``lr / (1 + exp(gamma * (it - step_size)))``  step_size 50 (%), gamma 0.1
 ===========  =========================================  ==========================
+
+Sigmoid is a *decay* with a positive gamma: ``+gamma`` is what DIGITS 6
+computed, both in its LR preview (``digits/model/views.py``) and in its
+TensorFlow backend (``digits/tools/tensorflow/lr_policy.py``). Caffe's and
+DIGITS's docstrings write ``-gamma``, which with the default gamma 0.1 makes
+the rate *rise* from ~0 to ``lr``; a negative gamma gives that rising curve.
 
 :func:`lr_schedule_preview` evaluates the very function the optimizer uses
 (:func:`learning_rate_at`), so the preview is the real schedule. This module
@@ -135,7 +141,7 @@ def learning_rate_at(progress_percent, base_lr: float, policy: dict[str, Any], x
     if name == "poly":
         return base_lr * xp.maximum(1.0 - it / 100.0, 0.0) ** policy["power"]
     if name == "sigmoid":
-        return base_lr / (1.0 + xp.exp(-policy["gamma"] * (it - policy["step_size"])))
+        return base_lr / (1.0 + xp.exp(policy["gamma"] * (it - policy["step_size"])))
     raise ValueError(name)
 
 
