@@ -4,32 +4,23 @@ A job folder is named ``YYYYMMDD-HHMMSS-xxxx`` (creation time, 4 random hex
 digits) as in DIGITS, inside the jobs folder (see :mod:`digits_core.config`).
 ``job.json`` holds the job's kind, name, plugin ids, form data and status
 history; it is always rewritten atomically (write to a temporary file, then
-rename), so a reader never sees half a file.
+rename), so a reader never sees half a file. Its keys are declared, with
+their types and a schema version, in :mod:`digits_core.job_record`.
 
-One owner per job: the process running a job holds an OS lock
-(``fcntl.flock``) on ``job.lock`` in its folder, with its pid, host and start
-time written in the file. A job is alive exactly while that lock is held,
-whoever started it (command line, scheduler worker, resume): the kernel
-releases the lock when the owner dies, even by ``kill -9``, so there is no
-grace period to wait out. :meth:`Job.set_status` takes the lock when a
-process marks a job Running and releases it when that process marks it
-finished; :func:`is_job_alive` and :func:`job_lock_owner` answer for any
-process, and :meth:`Job.reap` turns a Running job whose owner died into
-Aborted.
+One owner per job (:mod:`digits_core.job_lock`, re-exported here): the
+process running a job holds an OS lock on ``job.lock`` in its folder;
+:meth:`Job.set_status` takes it when a process marks a job Running and
+releases it when that process marks it finished, and :meth:`Job.reap` turns
+a Running job whose owner died into Aborted.
 """
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import json
 import os
 import secrets
 import shutil
-import socket
-import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from datetime import datetime
@@ -38,13 +29,21 @@ from pathlib import Path
 from typing import Any
 
 from .config import resolve_jobs_dir
-from .errors import JobNotFoundError, JobStateError
+from .errors import JobNotFoundError
+from .job_lock import (  # noqa: F401  (re-exported: digits_core.jobs is the public path)
+    LOCK_FILE,
+    JobLock,
+    JobLockedError,
+    describe_owner,
+    hold_while_running,
+    holds_job_lock,
+    is_job_alive,
+    job_lock_owner,
+    release_running_hold,
+)
+from .job_record import SCHEMA_VERSION, JobRecord, check_job_record
 
 JOB_FILE = "job.json"
-#: The file in a job folder whose ``flock`` marks the job's one live owner.
-LOCK_FILE = "job.lock"
-#: Seconds an owner retries while another process briefly probes the lock.
-LOCK_PROBE_WAIT_S = 2.0
 
 
 class JobStatus(str, Enum):
@@ -86,221 +85,18 @@ def new_job_id(now: float | None = None) -> str:
     return f"{stamp}-{secrets.token_hex(2)}"
 
 
-# -- one owner per job: the job lock ------------------------------------------------------
-
-
-class JobLockedError(JobStateError):
-    """Another live process owns the job (holds its lock).
-
-    Attributes:
-        owner: What the owner wrote in the lock file (``pid``, ``host``,
-            ``started``, ``command``), or an empty dict if unreadable.
-    """
-
-    def __init__(self, job_dir: Path, owner: dict):
-        self.owner = owner
-        who = describe_owner(owner)
-        super().__init__(f"Job {Path(job_dir).name} is running in another process ({who}); "
-                         f"stop that process or abort the job first.")
-
-
-def describe_owner(owner: dict) -> str:
-    """``pid 123 on host x since 02:10:00`` from a lock file's content."""
-    if not owner:
-        return "owner unknown"
-    since = ""
-    if owner.get("started"):
-        since = " since " + datetime.fromtimestamp(float(owner["started"])).strftime("%Y-%m-%d %H:%M:%S")
-    return f"pid {owner.get('pid', '?')} on {owner.get('host', '?')}{since}"
-
-
-_held_lock = threading.RLock()
-#: Locks this process holds: real job folder -> [fd, hold count].
-_held: dict[str, list] = {}
-#: Job folders this process marked Running (so it releases the lock when it marks them finished).
-_running_holds: set[str] = set()
-
-
-def _key(job_dir: str | os.PathLike) -> str:
-    return os.path.realpath(os.fspath(job_dir))
-
-
-def _read_owner(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8") or "{}")
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-class JobLock:
-    """The lock that makes this process the one owner of a job folder.
-
-    Re-entrant within a process: acquiring a lock the process already holds
-    only counts a hold; the OS lock goes when the last hold is released or
-    the process dies. Usable as a context manager::
-
-        with JobLock(job.path):
-            ...  # no other process can run this job meanwhile
-
-    Args:
-        job_dir: The job folder.
-    """
-
-    def __init__(self, job_dir: str | os.PathLike):
-        self.job_dir = Path(job_dir)
-        self._acquired = False
-
-    @property
-    def path(self) -> Path:
-        """The lock file."""
-        return self.job_dir / LOCK_FILE
-
-    def acquire(self, *, wait: float | None = None) -> JobLock:
-        """Take the lock, or raise :class:`JobLockedError` if another process holds it.
-
-        Args:
-            wait: Seconds to retry while the lock is busy (a reader probing
-                it holds it for microseconds; default
-                :data:`LOCK_PROBE_WAIT_S`); a live owner outlasts this.
-
-        Raises:
-            JobLockedError: Another process owns the job.
-        """
-        if self._acquired:
-            return self
-        key = _key(self.job_dir)
-        with _held_lock:
-            entry = _held.get(key)
-            if entry is not None:
-                entry[1] += 1
-                self._acquired = True
-                return self
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
-            deadline = time.monotonic() + (LOCK_PROBE_WAIT_S if wait is None else wait)
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except OSError as exc:
-                    if exc.errno not in (errno.EAGAIN, errno.EWOULDBLOCK, errno.EACCES):
-                        os.close(fd)
-                        raise
-                    if time.monotonic() >= deadline:
-                        os.close(fd)
-                        raise JobLockedError(self.job_dir, _read_owner(self.path)) from None
-                    time.sleep(0.01)
-            owner = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.time(),
-                     "command": " ".join(sys.argv[:3])}
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, (json.dumps(owner) + "\n").encode("utf-8"), 0)
-            _held[key] = [fd, 1]
-            self._acquired = True
-        return self
-
-    def release(self) -> None:
-        """Release this hold; the OS lock goes with the process's last hold."""
-        if not self._acquired:
-            return
-        self._acquired = False
-        _release(_key(self.job_dir))
-
-    def __enter__(self) -> JobLock:
-        return self.acquire()
-
-    def __exit__(self, *exc: object) -> None:
-        self.release()
-
-
-def _release(key: str) -> None:
-    with _held_lock:
-        entry = _held.get(key)
-        if entry is None:
-            return
-        entry[1] -= 1
-        if entry[1] > 0:
-            return
-        del _held[key]
-        fd = entry[0]
-        try:
-            os.ftruncate(fd, 0)
-        except OSError:
-            pass
-        # LOCK_UN, not just close: a forked child holding a copy of fd must not keep the job alive.
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
-
-
-def _forget_locks_in_child() -> None:
-    """A forked child (e.g. a dataset encoder worker) owns none of its parent's jobs.
-
-    Closing its copies of the lock descriptors (without LOCK_UN, which would
-    release the parent's lock) means a job is dead the moment its owner dies,
-    even while killed children are still exiting.
-    """
-    for fd, _count in _held.values():
-        try:
-            os.close(fd)
-        except OSError:
-            pass
-    _held.clear()
-    _running_holds.clear()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_locks_in_child)
-
-
-def holds_job_lock(job_dir: str | os.PathLike) -> bool:
-    """True if this process owns the job folder's lock."""
-    with _held_lock:
-        return _key(job_dir) in _held
-
-
-def is_job_alive(job_dir: str | os.PathLike) -> bool:
-    """True while some process (this one included) holds the job's lock.
-
-    The answer needs no grace period: the kernel drops the lock the moment
-    its owner dies, however it died.
-    """
-    if holds_job_lock(job_dir):
-        return True
-    path = Path(job_dir) / LOCK_FILE
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except OSError as exc:
-        if exc.errno in (errno.EAGAIN, errno.EWOULDBLOCK, errno.EACCES):
-            return True
-        raise
-    else:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return False
-    finally:
-        os.close(fd)
-
-
-def job_lock_owner(job_dir: str | os.PathLike) -> dict | None:
-    """The live owner of a job (``pid``, ``host``, ``started``, ``command``), or ``None``."""
-    if not is_job_alive(job_dir):
-        return None
-    return _read_owner(Path(job_dir) / LOCK_FILE)
-
-
 class Job:
     """One job folder and its ``job.json``.
 
     Attributes:
         path: The job folder.
-        data: The parsed ``job.json`` (``id``, ``kind``, ``name``, ``created``,
-            ``status_history`` and kind-specific keys such as ``plugin_id``
-            and ``form_data``).
+        data: The parsed ``job.json``, a :class:`~digits_core.job_record.JobRecord`
+            (``id``, ``kind``, ``name``, ``created``, ``status_history`` and
+            kind-specific keys such as ``plugin_id`` and ``form_data``). Read
+            the common keys through the properties below.
     """
 
-    def __init__(self, path: str | os.PathLike, data: dict):
+    def __init__(self, path: str | os.PathLike, data: JobRecord):
         self.path = Path(path)
         self.data = data
 
@@ -327,6 +123,7 @@ class Job:
                 continue
         now = time.time()
         data = {
+            "schema_version": SCHEMA_VERSION,
             "id": job_id,
             "kind": kind,
             "name": name,
@@ -334,7 +131,7 @@ class Job:
             "status_history": [[JobStatus.INITIALIZED.value, now]],
             **fields,
         }
-        job = cls(path, data)
+        job = cls(path, check_job_record(data, path / JOB_FILE))
         job.save()
         return job
 
@@ -344,6 +141,8 @@ class Job:
 
         Raises:
             JobNotFoundError: The folder has no readable ``job.json``.
+            JobRecordError: ``job.json`` is malformed or from a newer schema
+                (a :class:`~digits_core.errors.JobNotFoundError`).
         """
         path = Path(path)
         try:
@@ -352,7 +151,7 @@ class Job:
             raise JobNotFoundError(f"No job in {path} (no {JOB_FILE}).") from exc
         except (OSError, json.JSONDecodeError) as exc:
             raise JobNotFoundError(f"Cannot read {path / JOB_FILE}: {exc}") from exc
-        return cls(path, data)
+        return cls(path, check_job_record(data, path / JOB_FILE))
 
     def save(self) -> None:
         """Rewrite ``job.json`` atomically."""
@@ -390,6 +189,41 @@ class Job:
         """The error message of a job that ended in Error, else ``None``."""
         return self.data.get("error")
 
+    @property
+    def created(self) -> float | None:
+        """Creation time (unix seconds)."""
+        return self.data.get("created")
+
+    @property
+    def status_history(self) -> list[tuple[str, float]]:
+        """Every status with its unix time, oldest first."""
+        return [(str(s), float(t)) for s, t in self.data["status_history"]]
+
+    @property
+    def plugin_id(self) -> str | None:
+        """A dataset job's data-ingestion plugin id (``None`` for a model job)."""
+        return self.data.get("plugin_id")
+
+    @property
+    def form_data(self) -> dict[str, Any]:
+        """A dataset job's plugin form values (secrets redacted); a model job's options."""
+        return dict(self.data.get("form_data") or {})
+
+    @property
+    def dataset_id(self) -> str | None:
+        """A model job's dataset job id (from ``train_options`` for a job not started yet)."""
+        return self.data.get("dataset_id") or (self.data.get("train_options") or {}).get("dataset")
+
+    @property
+    def network(self) -> str | None:
+        """A model job's network name (or custom network file)."""
+        return self.data.get("network") or (self.data.get("train_options") or {}).get("network")
+
+    @property
+    def train_options(self) -> dict[str, Any]:
+        """A queued model job's :func:`~digits_core.train` keyword arguments (empty when none)."""
+        return dict(self.data.get("train_options") or {})
+
     def set_status(self, status: JobStatus | str, *, error: str | None = None) -> None:
         """Append a status to the history and save; calls ``digits_job_status_changed``.
 
@@ -405,16 +239,13 @@ class Job:
             JobLockedError: Status Running while another process owns the job.
         """
         status = JobStatus(status)
-        key = _key(self.path)
-        if status is JobStatus.RUNNING and key not in _running_holds:
-            JobLock(self.path).acquire()
-            _running_holds.add(key)
+        if status is JobStatus.RUNNING:
+            hold_while_running(self.path)
         try:
             self._append_status(status, error)
         finally:
-            if status.is_finished and key in _running_holds:
-                _running_holds.discard(key)
-                _release(key)
+            if status.is_finished:
+                release_running_hold(self.path)
 
     def _append_status(self, status: JobStatus, error: str | None) -> None:
         old = self.status
@@ -471,7 +302,7 @@ class Job:
         finally:
             lock.release()
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """Return ``job.json``'s content plus the current status and folder."""
         return {**self.data, "status": self.status.value, "path": str(self.path)}
 

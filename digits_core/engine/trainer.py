@@ -108,7 +108,7 @@ def train_existing_job(job: Job, dataset: Any, network: str | Callable | None = 
         FormValidationError, TrainingError: As for :func:`train`.
     """
     strat, reader, spec, opts, task = _plan(dataset, network, options, job.path.parent)
-    job.data.update(dataset_id=reader.id, network=spec.name, task=task.name, form_data=opts.to_dict())
+    job.data.update({"dataset_id": reader.id, "network": spec.name, "task": task.name, "form_data": opts.to_dict()})
     job.save()
     state = RunState(job=job, reader=reader, spec=spec, opts=opts, task=task, strat=strat, folder=job.path)
     return _execute(state, callbacks, progress)

@@ -1,0 +1,202 @@
+"""The typed records of a job folder: ``job.json``, ``model.json`` and ``dataset.json``.
+
+Every key a job file may hold is declared here, once, with its type, so a
+misspelt or mistyped key is a mypy error wherever the record is read or
+written (reading key ``"plugn_id"`` of a job record does not type-check; a
+test checks the modules mypy does not cover yet). The records stay
+plain dicts at run time (:class:`typing.TypedDict`): they round-trip through
+JSON unchanged and keys written by a newer version are kept, not dropped.
+
+``job.json`` carries :data:`SCHEMA_VERSION`. A file without one was written
+before the version existed and reads as version 1 (no key changed meaning);
+a file from a newer schema is refused with a message saying to upgrade,
+rather than being half-understood and rewritten. To add a key: declare it in
+the matching record below (optional keys go in the ``total=False`` part),
+document it in a comment, and bump :data:`SCHEMA_VERSION` only when an
+existing key changes meaning (then teach :func:`check_job_record` the
+migration).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, TypedDict
+
+from .errors import JobNotFoundError
+
+#: The ``job.json`` layout this code writes and understands.
+SCHEMA_VERSION = 1
+
+#: The job kinds.
+JOB_KINDS = ("dataset", "model")
+
+
+class DatasetSummary(TypedDict, total=False):
+    """``job.json["dataset"]``: what a finished dataset job built (for job lists)."""
+
+    stages: dict[str, int]  # stage name -> record count
+    skipped: int  # entries skipped into the errors report
+    feature: dict[str, Any]  # as dataset.json["feature"]
+    label: dict[str, Any]  # as dataset.json["label"]
+
+
+class WorkerReport(TypedDict, total=False):
+    """``job.json["worker_report"]``: one training worker's share of a multi-worker run."""
+
+    worker_index: int
+    num_workers: int
+    steps: int
+    images_per_epoch: int
+
+
+class _JobRecordRequired(TypedDict):
+    id: str  # also the folder name, YYYYMMDD-HHMMSS-xxxx
+    kind: str  # one of JOB_KINDS
+    status_history: list[list[Any]]  # [[status value, unix time], ...], oldest first
+
+
+class JobRecord(_JobRecordRequired, total=False):
+    """``job.json``: one job's identity, inputs and status history.
+
+    Keys for both kinds, then dataset-only and model-only keys. Read the
+    common ones through :class:`~digits_core.jobs.Job`'s properties.
+    """
+
+    schema_version: int  # SCHEMA_VERSION of the writer
+    name: str  # the user's name for the job
+    created: float  # unix time
+    error: str  # the message of the last Error/Aborted status
+    form_data: dict[str, Any]  # dataset: the plugin form's values (secrets redacted); model: the options
+    data_roots: list[str]  # web jobs: the server-side folders the job may read
+    # dataset jobs
+    plugin_id: str  # the data-ingestion plugin
+    max_errors: int | float  # entries (int) or fraction of entries (float < 1) that may be skipped
+    workers: int | None  # encoder processes (None: the default)
+    pid: int  # the process that built the dataset
+    dataset: DatasetSummary  # set when the dataset is published
+    # model jobs
+    dataset_id: str  # the dataset job trained on
+    network: str  # built-in network name, or the custom network file
+    task: str  # classification, segmentation, ... (engine.tasks)
+    train_options: dict[str, Any]  # web/scheduler jobs: the train() keyword arguments to run with
+    custom_network: bool  # the network came as code pasted into the web form
+    scratch: str  # non-chief workers: the temporary folder to remove at the end
+    worker_report: WorkerReport  # set at the end of a run
+    resume: bool  # scheduler: resume from the last snapshot instead of starting over
+    gpus_assigned: list[str]  # scheduler: the GPU ids (CUDA_VISIBLE_DEVICES entries) the job runs on
+
+
+class SnapshotEntry(TypedDict):
+    """One entry of ``model.json["snapshots"]``."""
+
+    epoch: float
+    file: str
+
+
+class ModelRecord(TypedDict, total=False):
+    """``model.json``: what a model job trained and how to serve it (written by the engine)."""
+
+    job_id: str
+    network: str
+    network_source: str  # "builtin" or "file"
+    dataset_id: str
+    dataset_path: str | None
+    dataset_plugin: str | None
+    task: str
+    options: dict[str, Any]  # TrainingOptions.to_dict()
+    seed: int | None
+    batch_size: int  # the global batch
+    steps_per_epoch: int
+    total_steps: int
+    input_shape: list[int]
+    feature_shape: list[int]
+    feature_dtype: str
+    num_outputs: int
+    class_labels: list[str] | None
+    color_palette: list[list[int]] | None
+    mean_subtraction: str
+    crop_size: int | None
+    preprocessing: dict[str, Any]  # engine.preprocessing.Preprocessing.save()
+    loss: str
+    class_weights: list[float] | None
+    lr_policy: dict[str, Any]
+    parameters: int
+    distributed: dict[str, Any]
+    train_count: int
+    val_count: int
+    input_pipeline: str  # "preload" or "stream"
+    fine_tune: dict[str, Any] | None
+    snapshots: list[SnapshotEntry]
+    best_epoch: float | None
+    best_metric: float | None
+    last_epoch: float
+    status: str
+
+
+class DatasetRecord(TypedDict, total=False):
+    """``dataset.json``: a published dataset (written by :mod:`digits_core.datasets.publish`)."""
+
+    format: str
+    format_version: int
+    id: str
+    name: str
+    plugin_id: str
+    plugin_version: str | None
+    created: float
+    feature: dict[str, Any]  # shape, dtype, layout
+    label: dict[str, Any]  # kind, dtype, shape
+    stages: dict[str, dict[str, Any]]  # stage -> count, lmdb folder, ...
+    userdata: dict[str, Any]
+    class_labels: list[str] | None
+    num_classes: int | None
+    color_palette: list[list[int]] | None
+    mean: dict[str, Any] | None
+    errors: dict[str, Any]
+    workers: int
+    timing: dict[str, Any]
+
+
+class JobRecordError(JobNotFoundError):
+    """``job.json`` is not a job record this version understands (the message names the file).
+
+    A :class:`~digits_core.errors.JobNotFoundError`: job lists skip such a
+    folder as they skip one without a readable ``job.json``.
+    """
+
+
+def check_job_record(data: Any, path: str | Path) -> JobRecord:
+    """Check the shape of a parsed ``job.json`` and bring it to :data:`SCHEMA_VERSION`.
+
+    Only what every reader relies on is checked (``id``, ``kind``, a
+    non-empty ``status_history``, the schema version); unknown keys are kept.
+
+    Args:
+        data: The parsed JSON.
+        path: The file, for messages.
+
+    Returns:
+        ``data`` as a :class:`JobRecord` (``schema_version`` filled in).
+
+    Raises:
+        JobRecordError: The record is malformed or from a newer schema.
+    """
+    if not isinstance(data, dict):
+        raise JobRecordError(f"{path} is not a job record (a JSON object was expected).")
+    version = data.get("schema_version", 1)
+    if not isinstance(version, int) or version < 1:
+        raise JobRecordError(f'{path}: "schema_version" must be a positive integer.')
+    if version > SCHEMA_VERSION:
+        raise JobRecordError(f"{path} was written by a newer DIGITS Core (job schema {version}, this version "
+                             f"reads up to {SCHEMA_VERSION}); upgrade digits-core to open this job.")
+    for key in ("id", "kind"):
+        if not isinstance(data.get(key), str) or not data[key]:
+            raise JobRecordError(f'{path}: "{key}" is missing or not a string.')
+    if data["kind"] not in JOB_KINDS:
+        raise JobRecordError(f'{path}: kind "{data["kind"]}" is not one of {", ".join(JOB_KINDS)}.')
+    history = data.get("status_history")
+    if (not isinstance(history, list) or not history
+            or not all(isinstance(e, list) and len(e) == 2 and isinstance(e[0], str) for e in history)):
+        raise JobRecordError(f'{path}: "status_history" must be a non-empty list of [status, time] pairs.')
+    data["schema_version"] = SCHEMA_VERSION
+    record: JobRecord = data  # type: ignore[assignment]  # checked above
+    return record

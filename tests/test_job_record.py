@@ -1,0 +1,99 @@
+"""The typed job record: job.json carries a schema version, is checked on load, and every key read is declared."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from digits_core import Job, JobNotFoundError, JobStore
+from digits_core.job_record import SCHEMA_VERSION, JobRecord, JobRecordError
+
+ROOT = Path(__file__).resolve().parents[1]
+DECLARED = set(JobRecord.__required_keys__) | set(JobRecord.__optional_keys__)
+
+
+def test_new_job_records_the_schema_version_and_typed_accessors(jobs_dir):
+    job = Job.create("dataset", "d", jobs_dir=jobs_dir, plugin_id="image-classification",
+                     form_data={"folder": "/x"}, workers=2)
+    on_disk = json.loads((job.path / "job.json").read_text())
+    assert on_disk["schema_version"] == SCHEMA_VERSION
+    loaded = Job.load(job.path)
+    assert loaded.plugin_id == "image-classification"
+    assert loaded.form_data == {"folder": "/x"}
+    assert loaded.dataset_id is None
+    assert [s for s, _t in loaded.status_history] == ["Initialized"]
+    model = Job.create("model", "m", jobs_dir=jobs_dir, train_options={"dataset": job.id, "network": "lenet"})
+    assert (model.dataset_id, model.network) == (job.id, "lenet")  # a queued job: from its train options
+    model.data.update({"dataset_id": "other", "network": "alexnet"})
+    assert (model.dataset_id, model.network) == ("other", "alexnet")
+
+
+def test_record_without_a_version_reads_as_version_1_and_keeps_unknown_keys(jobs_dir):
+    folder = jobs_dir / "20200101-000000-abcd"
+    folder.mkdir(parents=True)
+    (folder / "job.json").write_text(json.dumps({
+        "id": folder.name, "kind": "model", "name": "old", "status_history": [["Done", 1.0]],
+        "key_from_a_plugin": [1, 2]}))
+    job = JobStore(jobs_dir).get(folder.name)
+    assert job.data["schema_version"] == 1 and job.status.value == "Done"
+    job.save()
+    assert json.loads((folder / "job.json").read_text())["key_from_a_plugin"] == [1, 2]
+
+
+@pytest.mark.parametrize("record, message", [
+    ({"schema_version": SCHEMA_VERSION + 1}, "newer DIGITS Core .*upgrade digits-core"),
+    ({"status_history": []}, '"status_history" must be a non-empty list'),
+    ({"status_history": "Done"}, '"status_history" must be a non-empty list'),
+    ({"kind": "experiment"}, 'kind "experiment" is not one of dataset, model'),
+    ({"id": None}, '"id" is missing'),
+    ({"schema_version": "1"}, '"schema_version" must be a positive integer'),
+])
+def test_bad_or_newer_records_are_refused_naming_the_file(jobs_dir, record, message):
+    folder = jobs_dir / "20200101-000000-beef"
+    folder.mkdir(parents=True)
+    base = {"id": folder.name, "kind": "dataset", "status_history": [["Done", 1.0]]}
+    (folder / "job.json").write_text(json.dumps({**base, **record}))
+    with pytest.raises(JobRecordError, match=message) as info:
+        Job.load(folder)
+    assert str(folder / "job.json") in str(info.value)
+    assert isinstance(info.value, JobNotFoundError)
+    assert JobStore(jobs_dir).list() == []  # listed like a folder without a readable job.json: skipped
+
+
+def test_json_array_is_not_a_job_record(jobs_dir):
+    folder = jobs_dir / "20200101-000000-cafe"
+    folder.mkdir(parents=True)
+    (folder / "job.json").write_text("[]")
+    with pytest.raises(JobRecordError, match="not a job record"):
+        Job.load(folder)
+
+
+# Receivers that hold a Job in the core and the bundled plugins (``job``, ``ds_job``, ``self.job``, ...).
+_ACCESS = re.compile(r"\b(?:job|ds|ds_job|source|model_job|loaded|s\.job|self\.job)\.data"
+                     r"(?:\[|\.get\(|\.pop\(|\.setdefault\()\s*[\"'](\w+)[\"']")
+_CREATE = re.compile(r"Job\.create\((?:[^()]|\([^()]*\))*\)", re.S)
+
+
+def _sources():
+    for base in ("digits_core", "plugins", "compat"):
+        for path in sorted((ROOT / base).rglob("*.py")):
+            if "/tests/" not in str(path) and "/skeletons/" not in str(path):
+                yield path, path.read_text(encoding="utf-8")
+
+
+def test_every_job_json_key_the_code_reads_or_writes_is_declared():
+    """Also covers modules mypy does not check yet: a key used anywhere must be in JobRecord."""
+    undeclared = set()
+    for path, text in _sources():
+        for key in _ACCESS.findall(text):
+            if key not in DECLARED:
+                undeclared.add(f"{path.relative_to(ROOT)}: {key}")
+        for call in _CREATE.findall(text):
+            for key in re.findall(r"\b(\w+)=", call):
+                if key not in DECLARED | {"jobs_dir"}:
+                    undeclared.add(f"{path.relative_to(ROOT)}: Job.create(... {key}=)")
+    assert not undeclared, "declare these keys in digits_core/job_record.py: " + ", ".join(sorted(undeclared))
+    assert _ACCESS.search('job.data.get("plugin_id")') and _ACCESS.search("ds_job.data['x']")
