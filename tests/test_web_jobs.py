@@ -9,7 +9,7 @@ import pytest
 
 from digits_core import registry
 from digits_core.jobs import Job, JobStatus
-from digits_core.scheduler import Scheduler
+from digits_core.scheduler import ProcessWorker, Scheduler
 from digits_core.web import create_app
 
 
@@ -153,7 +153,7 @@ def test_resubmit_while_previous_worker_exits(tmp_path):
     scheduler = Scheduler(jobs, poll_interval=0.1)
     # A process that exits when the test closes its stdin: "still exiting" lasts exactly as long as needed.
     exiting = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
-    scheduler._running[job.id] = (exiting, "model")
+    scheduler._running[job.id] = (ProcessWorker(exiting), "model")
     scheduler._abort_requested.add(job.id)
     scheduler.resume(job)
     assert job.reload().status is JobStatus.WAITING and scheduler.status()["waiting"] == []
@@ -179,10 +179,10 @@ def test_a_crashed_worker_is_an_error_with_its_exit_code(tmp_path):
     job.save()
     scheduler = Scheduler(jobs, poll_interval=0.1)
     worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-    scheduler._running[job.id] = (worker, "dataset")
+    scheduler._running[job.id] = (ProcessWorker(worker), "dataset")
     worker.send_signal(signal.SIGKILL)
     worker.wait()
     with scheduler._lock:
-        scheduler._finish(job.id, worker)
+        scheduler._finish(job.id, ProcessWorker(worker))
     job.reload()
     assert job.status is JobStatus.ERROR and "exit code -9" in job.error and "worker.log" in job.error
