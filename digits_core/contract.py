@@ -5,11 +5,17 @@
   WTForms form **class** or a form **instance** (the DIGITS 6 habit), and
   ``get_inference_form`` / ``get_inference_template`` as static, class or
   instance methods.
-* :func:`check_at_load` is the cheap check the registry runs on every data
-  and view plugin when it loads: forms constructible, no form field named
-  after something the framework owns, templates compile and the templates
-  they import exist. A plugin failing it is listed ``failed`` with the
-  method and the reason.
+* :func:`check_at_load` is the contract check of a data or view plugin's
+  forms and templates: forms constructible, no form field named after
+  something the framework owns, templates compile and the templates they
+  import exist. A plugin failing it is listed ``failed`` with the method and
+  the reason. The registry runs the form part (``templates=False``) when it
+  loads a plugin and the whole check, which compiles every template (the
+  costly half), only where templates matter: when the plugins are listed
+  (``digits plugins``, the web server, which checks at start) and in
+  ``digits plugin check``. A plain lookup by id (``digits dataset create``)
+  compiles none; a broken template then fails at its first render with an
+  error naming the plugin and the method.
 * :func:`plugin_code` turns an exception raised by plugin code into one
   :class:`~digits_core.errors.PluginCodeError` naming the plugin, the method
   and the cause (the CLI prints it as one ``error:`` line, the web UI as an
@@ -182,32 +188,45 @@ def _template_problem(plugin_cls: type, method: str, form: Any, kind: str) -> st
     return f"{method}(): {problem}" if problem else None
 
 
-def check_at_load(kind: str, plugin_cls: type) -> str | None:
-    """The cheap contract check run when a data or view plugin loads.
-
-    Returns:
-        ``None`` when the plugin passes, else ``"<method>(): <reason>"``.
-    """
+def _method_pairs(kind: str) -> list[tuple[str, str]]:
     if kind == "data":
-        pairs = [("get_dataset_form", "get_dataset_template"), ("get_inference_form", "get_inference_template")]
-    else:
-        pairs = [("get_config_form", "get_config_template")]
-    for form_method, template_method in pairs:
+        return [("get_dataset_form", "get_dataset_template"), ("get_inference_form", "get_inference_template")]
+    return [("get_config_form", "get_config_template")]
+
+
+def _checked_forms(kind: str, plugin_cls: type) -> tuple[list[tuple[str, Any]], str | None]:
+    """Build each static form of a plugin; return ``([(template method, form)], problem)``."""
+    forms = []
+    for form_method, template_method in _method_pairs(kind):
         if _needs_instance(plugin_cls, form_method):
             continue  # needs dataset userdata: checked by `digits plugin check`
         try:
             form_cls = plugin_form(plugin_cls, form_method, kind=kind)
         except PluginCodeError as exc:
-            return f"{form_method}() failed: {exc.cause}"
+            return forms, f"{form_method}() failed: {exc.cause}"
         if form_cls is None:
             continue
         form, problem = _form_problems(kind, form_cls, form_method)
         if problem:
-            return problem
+            return forms, problem
         if not _needs_instance(plugin_cls, template_method):
-            problem = _template_problem(plugin_cls, template_method, form, kind)
-            if problem:
-                return problem
+            forms.append((template_method, form))
+    return forms, None
+
+
+def check_at_load(kind: str, plugin_cls: type, *, templates: bool = True) -> str | None:
+    """The contract check of a data or view plugin's forms and (unless ``templates=False``) templates.
+
+    Returns:
+        ``None`` when the plugin passes, else ``"<method>(): <reason>"``.
+    """
+    forms, problem = _checked_forms(kind, plugin_cls)
+    if problem or not templates:
+        return problem
+    for template_method, form in forms:
+        problem = _template_problem(plugin_cls, template_method, form, kind)
+        if problem:
+            return problem
     return None
 
 

@@ -35,8 +35,14 @@ COMMAND_MODULES = [
 ]
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """Return the ``digits`` argument parser with every sub-command."""
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """Return the ``digits`` argument parser with every sub-command.
+
+    Args:
+        command: The sub-command about to run, if known: modules after the
+            one that adds it are not imported (start-up of e.g. ``digits
+            dataset create``); an unknown name gets every sub-command.
+    """
     parser = argparse.ArgumentParser(
         prog="digits",
         description="DIGITS Core: build datasets, train and use deep networks from plugins.",
@@ -50,7 +56,20 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module_name in COMMAND_MODULES:
         importlib.import_module(f"{__name__}.{module_name}").register(subparsers)
+        if command is not None and command in subparsers.choices:
+            break
     return parser
+
+
+def _command_of(argv: list[str]) -> str | None:
+    """The sub-command named in ``argv`` (the first word that is no global option or its value), or None."""
+    words = iter(argv)
+    for word in words:
+        if word == "--jobs-dir":
+            next(words, None)
+        elif not word.startswith("-"):
+            return word
+    return None
 
 
 class _HeldWarnings(logging.Handler):
@@ -125,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     asks_help = any(arg in ("-h", "--help") for arg in argv)
     held = _HeldWarnings()
     try:
-        parser = build_parser()
+        parser = build_parser(_command_of(argv))
         args = parser.parse_args(argv)
     except SystemExit as exc:
         held.stop(replay=exc.code not in (0, None) and not asks_help)  # a usage error may come from a failed plugin
