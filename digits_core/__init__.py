@@ -89,6 +89,11 @@ _LAZY_EXPORTS: dict[str, str] = {
     "list_networks": "digits_core.engine",
     "read_metrics": "digits_core.engine",
     "read_model_info": "digits_core.engine",
+    # sweeps and job groups (issue 15)
+    "expand_sweep": "digits_core.sweep",
+    "train_sweep": "digits_core.sweep",
+    "SweepPoint": "digits_core.sweep",
+    "normalize_group": "digits_core.groups",
 }
 
 __all__ = [

@@ -68,6 +68,7 @@ class JobRecord(_JobRecordRequired, total=False):
     error: str  # the message of the last Error/Aborted status
     form_data: dict[str, Any]  # dataset: the plugin form's values (secrets redacted); model: the options
     data_roots: list[str]  # web jobs: the server-side folders the job may read
+    group: str  # job group shown on the home page (digits_core.groups.normalize_group); absent: none
     # dataset jobs
     plugin_id: str  # the data-ingestion plugin
     max_errors: int | float  # entries (int) or fraction of entries (float < 1) that may be skipped
@@ -80,6 +81,7 @@ class JobRecord(_JobRecordRequired, total=False):
     task: str  # classification, segmentation, ... (engine.tasks)
     train_options: dict[str, Any]  # web/scheduler jobs: the train() keyword arguments to run with
     custom_network: bool  # the network came as code pasted into the web form
+    sweep: dict[str, Any]  # a sweep point: its swept option values, e.g. {"learning_rate": 0.1} (digits_core.sweep)
     scratch: str  # non-chief workers: the temporary folder to remove at the end
     worker_report: WorkerReport  # set at the end of a run
     resume: bool  # scheduler: resume from the last snapshot instead of starting over

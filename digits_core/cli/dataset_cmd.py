@@ -90,6 +90,7 @@ def plugin_create_parser(plugin_id: str, plugin_cls) -> tuple[argparse.ArgumentP
     )
     job = parser.add_argument_group("job options")
     job.add_argument("--name", default=None, help=f"dataset name (default: {plugin_id})")
+    job.add_argument("--group", default=None, metavar="NAME", help="job group shown on the web home page")
     job.add_argument("--workers", type=int, default=None, help="encoding processes (default: number of CPUs)")
     job.add_argument("--max-errors", default=None, metavar="X",
                      help="entries that may fail before the job fails: a count (10), a fraction (0.05) "
@@ -153,7 +154,8 @@ def run_create(args) -> int:
     bars = _ProgressBars(enabled=not options.quiet and not options.json)
     try:
         job = create_dataset(args.plugin_id, values, name=options.name, workers=options.workers,
-                             jobs_dir=args.jobs_dir, max_errors=options.max_errors, progress=bars)
+                             jobs_dir=args.jobs_dir, max_errors=options.max_errors, progress=bars,
+                             group=options.group)
     finally:
         bars.close()
     ds = open_dataset(job.path)

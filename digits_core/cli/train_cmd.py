@@ -17,6 +17,7 @@ from ..engine.option_specs import add_cli_arguments, options_from_cli
 from ..engine.trainer import request_abort, resume_training, train
 from ..errors import FormValidationError, JobStateError
 from ..jobs import JobStore
+from ..sweep import expand_sweep, is_sweep, sweep_group, train_sweep
 from .output import print_json, print_table
 
 
@@ -26,12 +27,16 @@ def register(subparsers) -> None:
         "train", help="train a network on a dataset (a model job)",
         description="Train a built-in, plugin or custom network on a dataset. The task (classification, "
         "segmentation, regression) comes from the dataset's labels. Ctrl-C or `digits model abort` stops "
-        "at the next step (status Aborted); `--resume JOB` continues from the last snapshot.")
+        "at the next step (status Aborted); `--resume JOB` continues from the last snapshot. Several "
+        "comma-separated values of --learning-rate / --batch-size make a sweep: one model job per "
+        "combination, all in one group, trained one after the other in this process (a server queues them "
+        "instead: use the web form or POST /api/models).")
     p.add_argument("--dataset", metavar="ID", help="dataset job id (or unique prefix)")
     p.add_argument("--network", metavar="NAME|FILE.py",
                    help="lenet, alexnet, googlenet, unet, fcn, regression, a plugin network, or a .py file "
                    "defining build_model(input_shape, num_outputs, **params) (default: the task's)")
-    p.add_argument("--name", help="model job name")
+    p.add_argument("--name", help="model job name (of a sweep: the start of every job's name and the default group)")
+    p.add_argument("--group", metavar="NAME", help="job group shown on the web home page (a sweep's default: --name)")
     p.add_argument("--resume", metavar="JOB", help="continue an aborted model job from its last snapshot")
     add_cli_arguments(p)
     p.add_argument("--network-param", metavar="KEY=VALUE", action="append", default=[],
@@ -138,8 +143,12 @@ def run_train(args) -> int:
             if not args.dataset:
                 raise FormValidationError({"dataset": ["give --dataset ID (see `digits dataset list`) or --resume JOB"]},
                                           "digits train")
+            options = _options_from_args(args)
+            if is_sweep(options):
+                bar.close()
+                return _run_sweep(args, options)
             job = train(args.dataset, args.network, name=args.name, jobs_dir=args.jobs_dir, progress=bar,
-                        **_options_from_args(args))
+                        group=args.group, **options)
     finally:
         bar.close()
     if not (job.path / "model.json").is_file():  # a non-chief worker: outputs belong to the chief
@@ -162,6 +171,49 @@ def run_train(args) -> int:
         if job.status.value == "Aborted":
             print(f"  resume with: digits train --resume {job.id}")
     return 0 if job.status.value == "Done" else 3
+
+
+def _run_sweep(args, options: dict) -> int:
+    """Train every combination of a sweep in turn; print one line per job (or JSON) at the end."""
+    name = args.name or f"{args.network or 'model'}-sweep"
+    points = expand_sweep(options, name)
+    print(f"sweep {name}: {len(points)} jobs in group \"{sweep_group(name, args.group)}\", "
+          "trained one after the other in this process", file=sys.stderr)
+    bars: dict[int, _ProgressBar] = {}
+
+    def progress(event: dict) -> None:
+        index = event["sweep_index"]
+        if index not in bars:
+            for bar in bars.values():
+                bar.close()
+            if not args.quiet:
+                print(f"[{index + 1}/{event['sweep_size']}] {points[index].name}", file=sys.stderr)
+            bars[index] = _ProgressBar(args.quiet)
+        bars[index](event)
+
+    try:
+        jobs = train_sweep(args.dataset, args.network, name, group=args.group, jobs_dir=args.jobs_dir,
+                           progress=progress, **options)
+    finally:
+        for bar in bars.values():
+            bar.close()
+    rows = []
+    for job, point in zip(jobs, points):
+        info = read_model_info(job.path) if (job.path / MODEL_FILE).is_file() else {}
+        rows.append({"id": job.id, "name": job.name, "status": job.status.value, "group": job.data.get("group"),
+                     **point.values, "best_epoch": info.get("best_epoch"), "best_metric": info.get("best_metric"),
+                     "best_metric_name": info.get("best_metric_name"), "error": job.error})
+    if args.json:
+        print_json(rows)
+    else:
+        swept = list(points[0].values)
+        print_table(["id", "name", "status", *swept, "best"],
+                    [[r["id"], r["name"], r["status"], *[r[k] for k in swept],
+                      f"{r['best_metric_name'] or ''} {r['best_metric']:.4f}" if isinstance(r["best_metric"], float)
+                      else ""] for r in rows])
+        if len(jobs) < len(points):
+            print(f"stopped after job {len(jobs)} of {len(points)} was aborted; the rest were not created")
+    return 0 if len(jobs) == len(points) and all(j.status.value == "Done" for j in jobs) else 3
 
 
 def _store(args):

@@ -55,10 +55,11 @@ def _jsonable(value: Any, what: str) -> Any:
 
 def create_dataset_job(plugin_id: str, form_data: Mapping[str, Any] | None = None, *, name: str | None = None,
                        jobs_dir: str | os.PathLike | None = None, max_errors: Any = None,
-                       workers: int | None = None) -> Job:
+                       workers: int | None = None, group: str | None = None) -> Job:
     """Validate the form and create a dataset job (status Initialized) without running it.
 
     The web UI uses this to queue a job; :func:`run_dataset_job` builds it.
+    ``group`` is the job group (see :func:`create_dataset`).
 
     Raises:
         PluginNotFoundError: No data plugin ``plugin_id``.
@@ -72,6 +73,9 @@ def create_dataset_job(plugin_id: str, form_data: Mapping[str, Any] | None = Non
     values = validate_values(plugin_cls.get_dataset_form(), form_data or {},
                              form_name=f'dataset form of plugin "{plugin_id}"')
     limit = parse_max_errors(max_errors)
+    from ..groups import normalize_group
+
+    group_fields = {"group": group_name} if (group_name := normalize_group(group)) else {}
     if workers is not None:
         resolve_workers(workers)
     from ..form_secrets import redact, secret_field_names, stash
@@ -80,6 +84,7 @@ def create_dataset_job(plugin_id: str, form_data: Mapping[str, Any] | None = Non
     job = Job.create(
         "dataset", name or plugin_id, jobs_dir=jobs_dir, plugin_id=plugin_id,
         form_data=json.loads(json.dumps(redact(values, secret), default=str)), max_errors=limit, workers=workers,
+        **group_fields,
     )
     stash(job.id, values, secret)
     return job
@@ -87,7 +92,8 @@ def create_dataset_job(plugin_id: str, form_data: Mapping[str, Any] | None = Non
 
 def create_dataset(plugin_id: str, form_data: Mapping[str, Any] | None = None, *, name: str | None = None,
                    workers: int | None = None, jobs_dir: str | os.PathLike | None = None,
-                   max_errors: Any = None, progress: Callable[[dict], None] | None = None) -> Job:
+                   max_errors: Any = None, progress: Callable[[dict], None] | None = None,
+                   group: str | None = None) -> Job:
     """Build a dataset with a data plugin, synchronously.
 
     Args:
@@ -105,6 +111,8 @@ def create_dataset(plugin_id: str, form_data: Mapping[str, Any] | None = None, *
         progress: Called with a progress snapshot (see
             :class:`~digits_core.datasets.progress.ProgressReporter`) after
             each chunk of entries.
+        group: The job group shown on the web home page (``job.json`` key ``group``;
+            see :mod:`digits_core.groups`).
 
     Returns:
         The dataset :class:`~digits_core.Job`, status Done; open it with
@@ -118,7 +126,7 @@ def create_dataset(plugin_id: str, form_data: Mapping[str, Any] | None = None, *
             and no published dataset.
     """
     job = create_dataset_job(plugin_id, form_data, name=name, jobs_dir=jobs_dir, max_errors=max_errors,
-                             workers=workers)
+                             workers=workers, group=group)
     return run_dataset_job(job, workers=workers, progress=progress)
 
 

@@ -54,6 +54,8 @@ class OptionSpec:
         policies: LR policies it applies to (``None``: all).
         cli: Expose as a ``digits train`` flag.
         web: How the web form shows it: ``"auto"`` (generated), ``"custom"`` (the form defines it) or ``""`` (not shown).
+        sweep: Several comma-separated values are accepted and make a sweep: one job per
+            combination (:func:`digits_core.sweep.expand_sweep`).
     """
 
     name: str
@@ -69,6 +71,7 @@ class OptionSpec:
     policies: tuple | None = None
     cli: bool = True
     web: str = "auto"
+    sweep: bool = False
 
     @property
     def flag(self) -> str:
@@ -97,7 +100,7 @@ TRAINING_OPTIONS: tuple[OptionSpec, ...] = (
     _spec("epochs", "int", "Training epochs", "training epochs", "Training", minimum=0, exclusive_min=True,
           maximum=100000),
     _spec("batch_size", "int", "Batch size", "images per step over all replicas (empty: the network's, "
-          "e.g. LeNet 64)", "Training", minimum=0, exclusive_min=True),
+          "e.g. LeNet 64)", "Training", minimum=0, exclusive_min=True, sweep=True),
     _spec("validation_interval", "float", "Validation interval (epochs)",
           "validate every N epochs, fractions allowed (0 disables)", "Training", minimum=0),
     _spec("snapshot_interval", "float", "Snapshot interval (epochs)",
@@ -110,7 +113,7 @@ TRAINING_OPTIONS: tuple[OptionSpec, ...] = (
     _spec("momentum", "float", "Momentum", "momentum of the momentum and nesterov solvers", "Solver", minimum=0,
           solvers=MOMENTUM_SOLVERS),
     _spec("learning_rate", "float", "Base learning rate", "base learning rate", "Solver", minimum=0,
-          exclusive_min=True),
+          exclusive_min=True, sweep=True),
     _spec("weight_decay", "float", "Weight decay", "decoupled weight decay (L2 for plain SGD)", "Solver",
           minimum=0),
     _spec("lr_policy", "choice", "Policy", "learning-rate policy (see `digits lr-preview`)",
@@ -197,8 +200,32 @@ def applicable(options: dict) -> dict:
 # -- the CLI ---------------------------------------------------------------------------------------
 
 
+#: Appended to the help of options that accept several values.
+SWEEP_HELP = "; comma-separated values sweep: one job per combination"
+
+
 def _cli_type(spec: OptionSpec):
+    if spec.sweep:
+        return _sweep_values(spec)
     return {"int": int, "float": float}.get(spec.kind, str)
+
+
+def _sweep_values(spec: OptionSpec):
+    """An argparse type: one number, or a list of them for ``0.1,0.01`` (checked by the sweep expansion)."""
+    import argparse
+
+    def parse(text: str):
+        from ..errors import FormValidationError
+        from ..sweep import parse_values
+
+        try:
+            values = parse_values(spec.name, text)
+        except FormValidationError as exc:
+            raise argparse.ArgumentTypeError("; ".join(exc.errors[spec.name])) from None
+        return values[0] if len(values) == 1 else values
+
+    parse.__name__ = f"{spec.kind} list"
+    return parse
 
 
 def add_cli_arguments(parser) -> None:
@@ -206,7 +233,7 @@ def add_cli_arguments(parser) -> None:
     for spec in TRAINING_OPTIONS:
         if not spec.cli:
             continue
-        text = spec.help.replace("%", "%%") + _default_text(spec)
+        text = (spec.help + (SWEEP_HELP if spec.sweep else "")).replace("%", "%%") + _default_text(spec)
         if spec.kind == "bool":
             action = "store_false" if spec.default is True else "store_true"
             parser.add_argument(spec.flag, dest=spec.name, action=action, default=None, help=text)
@@ -255,7 +282,8 @@ def markdown_table() -> str:
         elif spec.policies:
             applies = "policy " + "/".join(spec.policies)
         flag = f"`{spec.flag}`" if spec.cli else "`--network-param`"
-        rows.append(f"| `{spec.name}` | {flag} | {shown} | {rng} | {applies} | {spec.help.replace('|', '/')} |")
+        meaning = (spec.help + (SWEEP_HELP if spec.sweep else "")).replace("|", "/")
+        rows.append(f"| `{spec.name}` | {flag} | {shown} | {rng} | {applies} | {meaning} |")
     return "\n".join(rows) + "\n"
 
 

@@ -49,7 +49,8 @@ Progress = Callable[[dict], None]
 
 def train(dataset: Any, network: str | Callable | None = None, name: str | None = None, *,
           jobs_dir=None, callbacks: list | None = None, progress: Progress | None = None,
-          on_job: Callable[[Job], None] | None = None, **options: Any) -> Job:
+          on_job: Callable[[Job], None] | None = None, group: str | None = None,
+          sweep: dict | None = None, **options: Any) -> Job:
     """Train a network on a dataset in a new model job.
 
     Args:
@@ -69,6 +70,10 @@ def train(dataset: Any, network: str | Callable | None = None, name: str | None 
             in it aborts the run (status Aborted).
         on_job: Called with the new :class:`~digits_core.Job` as soon as it exists,
             before training starts (e.g. to keep its id for :func:`request_abort`).
+        group: The job group (``job.json`` key ``group``; see :mod:`digits_core.groups`).
+        sweep: For one point of a sweep, its swept values (``job.json`` key ``sweep``;
+            :func:`digits_core.sweep.train_sweep` sets it). Several values of an option
+            are refused here: train them with :func:`digits_core.sweep.train_sweep`.
         **options: :class:`~digits_core.engine.options.TrainingOptions` fields
             (``epochs``, ``batch_size``, ``solver``, ``learning_rate``, ``lr_policy``, ...,
             ``aug_flip`` ... for augmentation).
@@ -81,8 +86,13 @@ def train(dataset: Any, network: str | Callable | None = None, name: str | None 
         TrainingError: The network or dataset is unusable, or training failed
             (e.g. the loss became NaN); the job is left with status Error.
     """
+    from ..groups import normalize_group
+    from ..sweep import refuse_sweep
+
+    refuse_sweep(options)
+    extra = {"group": normalize_group(group), "sweep": sweep or None}
     strat, reader, spec, opts, task = _plan(dataset, network, options, jobs_dir)
-    job = _create_job(strat, reader, spec, name, opts, task, jobs_dir)
+    job = _create_job(strat, reader, spec, name, opts, task, jobs_dir, {k: v for k, v in extra.items() if v})
     if on_job is not None:
         on_job(job)
     state = RunState(job=job, reader=reader, spec=spec, opts=opts, task=task, strat=strat, folder=job.path)
@@ -214,8 +224,8 @@ def _open_reader(dataset: Any, jobs_dir):
     return open_dataset(str(dataset), jobs_dir=jobs_dir)
 
 
-def _create_job(strat, reader, spec: NetworkSpec, name, opts, task: Task, jobs_dir) -> Job:
-    fields = dict(dataset_id=reader.id, network=spec.name, task=task.name, form_data=opts.to_dict())
+def _create_job(strat, reader, spec: NetworkSpec, name, opts, task: Task, jobs_dir, extra: dict) -> Job:
+    fields = dict(dataset_id=reader.id, network=spec.name, task=task.name, form_data=opts.to_dict(), **extra)
     if strat.is_chief:
         return Job.create("model", name or f"{spec.name}-{reader.id}", jobs_dir=jobs_dir, **fields)
     scratch = tempfile.mkdtemp(prefix=f"digits-worker{strat.worker_index}-")
