@@ -105,13 +105,44 @@ def dataset_details(job: Job) -> dict:
                       "lines": text.count("\n")}
             break
     return {"job": job_summary(job), "status_history": job.data.get("status_history", []),
+    histograms, mean_url = None, None
+    if info:
+        from ..datasets import open_dataset
+        from ..datasets.explore import label_histograms
+
+        with open_dataset(job.path) as ds:
+            histograms = label_histograms(ds)
+        if (info.get("mean") or {}).get("file"):
+            mean_url = url_for("datasets.mean_image", job_id=job.id)
             "plugin_id": job.data.get("plugin_id"), "form_data": job.data.get("form_data", {}),
             "workers": job.data.get("workers"), "progress": read_progress(job), "info": info,
             "errors_report": report, "error": job.error,
+            "label_histograms": histograms, "mean_image_url": mean_url,
             "log_tail": worker_log_tail(job) if job.status.value in ("Error", "Aborted") else None}
 
 
 @bp.get("/<job_id>")
+@bp.get("/<job_id>/mean.png")
+def mean_image(job_id: str):
+    """The train stage's mean image as a PNG (404 when the dataset has none)."""
+    from werkzeug.exceptions import NotFound
+
+    from ..datasets import open_dataset
+    from ..datasets.explore import mean_image_uint8
+    from ..inference.images import png_bytes
+
+    job = _ext()["store"].get(job_id, kind="dataset")
+    if job.status is not JobStatus.DONE:
+        raise NotFound(f"Dataset {job.id} is {job.status.value}: its mean image exists once Done.")
+    with open_dataset(job.path) as ds:
+        image = mean_image_uint8(ds)
+    if image is None:
+        raise NotFound(f"Dataset {job.id} has no mean image.")
+    response = current_app.response_class(png_bytes(image), mimetype="image/png")
+    response.cache_control.max_age = 3600  # a published dataset never changes
+    return response
+
+
 def show(job_id: str):
     """The dataset job page (refreshes its live parts through ``/datasets/ID.json``)."""
     if job_id.endswith(".json"):
@@ -128,25 +159,52 @@ def show_json(job_id: str):
     return jsonify(dataset_details(job))
 
 
-def _explore_page(job: Job, stage: str, page: int, per_page: int) -> dict:
+def _class_filter(ds, stage: str, label: str | None):
+    """``(class id or None, record indexes or None)`` for Explore's ``?label=`` (a class id of a class dataset)."""
+    from ..datasets.explore import class_indexes
+
+    if label in (None, ""):
+        return None, None
+    names = list(ds.class_labels or [])
+    if ds.label_kind != "class":
+        raise FormValidationError({"label": [f"this dataset has {ds.label_kind} labels: only classification "
+                                             "datasets are filtered by class"]}, "explore")
+    try:
+        class_id = int(label)
+    except ValueError:
+        class_id = -1
+    if not 0 <= class_id < max(len(names), ds.num_classes or 0):
+        raise FormValidationError({"label": [f"{label!r} is not a class id of this dataset "
+                                             f"(0 to {max(len(names), ds.num_classes or 0) - 1})"]}, "explore")
+    return class_id, class_indexes(ds, stage, class_id)
+
+
+def _explore_page(job: Job, stage: str, page: int, per_page: int, label: str | None = None) -> dict:
     from ..datasets import open_dataset
     from ..inference.images import png_data_uri
+    from ..datasets.explore import label_histograms
 
     ds = open_dataset(job.path)
     stages = list(ds.stages)
     if stage not in stages:
         raise FormValidationError({"stage": [f"choose one of {', '.join(stages)}"]}, "explore")
-    count = ds.count(stage)
+    class_id, selected = _class_filter(ds, stage, label)
+    count = ds.count(stage) if selected is None else len(selected)
     pages = max(1, -(-count // per_page))
     page = min(max(page, 0), pages - 1)
     start, stop = page * per_page, min(count, (page + 1) * per_page)
     items = []
     if stop > start:
-        features, labels = ds.read_batch(stage, start, stop)
+        if selected is None:
+            indexes = list(range(start, stop))
+            features, labels = ds.read_batch(stage, start, stop)
+        else:
+            indexes = [int(i) for i in selected[start:stop]]
+            features, labels = ds.read_indexes(stage, indexes)
         class_labels = list(ds.class_labels or [])
         palette = ds.color_palette
-        for offset, (feature, label) in enumerate(zip(features, labels)):
-            item = {"index": start + offset, "image": png_data_uri(feature, max_size=128)}
+        for index, feature, label in zip(indexes, features, labels):
+            item = {"index": index, "image": png_data_uri(feature, max_size=128)}
             label_value = label.tolist() if hasattr(label, "tolist") else label
             if ds.label_kind == "mask":
                 item["mask"] = png_data_uri(_colorize(label, palette), max_size=128)
@@ -168,7 +226,10 @@ def _explore_page(job: Job, stage: str, page: int, per_page: int) -> dict:
                 item["label"] = ", ".join(f"{v:.3g}" for v in (label_value if isinstance(label_value, list) else [label_value]))
             items.append(item)
     return {"stage": stage, "stages": stages, "page": page, "pages": pages, "per_page": per_page,
-            "count": count, "items": items}
+    histograms = label_histograms(ds) if ds.label_kind == "class" else None
+    classes = [{"id": c["id"], "name": c["name"], "count": c["counts"].get(stage, 0)}
+               for c in (histograms or {}).get("classes", [])]
+            "count": count, "items": items, "label": class_id, "classes": classes}
 
 
 def _mask_caption(mask, class_labels) -> str:
@@ -202,14 +263,18 @@ def _colorize(mask, palette):
 
 @bp.get("/<job_id>/explore")
 def explore(job_id: str):
-    """A paged gallery of a stage's samples with their labels (``?stage=&page=&per_page=``; ``format=json``)."""
+    """A paged gallery of a stage's samples with their labels.
+
+    Query: ``stage``, ``page``, ``per_page``, ``label`` (a class id: only that
+    class's records, classification datasets), ``format=json``.
+    """
     job = _ext()["store"].get(job_id, kind="dataset")
     if job.status is not JobStatus.DONE:
         raise DigitsError(f"Dataset {job.id} is {job.status.value}; it can be explored once Done.")
     stage = request.args.get("stage", "train")
     page = request.args.get("page", 0, type=int)
     per_page = min(max(request.args.get("per_page", 24, type=int), 1), 200)
-    data = _explore_page(job, stage, page, per_page)
+    data = _explore_page(job, stage, page, per_page, request.args.get("label"))
     if request.args.get("format") == "json":
         return jsonify(data)
     return render_template("dataset_explore.html", job=job, e=data)
