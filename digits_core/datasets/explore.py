@@ -155,3 +155,78 @@ def contact_sheet(dataset, stage: str = "train", n: int = 24, *, columns: int | 
             caption = f"#{index} {label_text(dataset, label)}"
         draw.text((x, y + th + 2), caption[: max(4, cell_w // 6)], fill=(0, 0, 0))
     return sheet
+
+
+#: What one count of a label histogram is, per label kind (for page captions).
+HISTOGRAM_UNITS = {"class": "images", "mask": "pixels", "boxes": "boxes"}
+
+
+def label_histograms(dataset) -> dict | None:
+    """Per-class counts of every stage, as the dataset page shows them.
+
+    Returns:
+        ``{"unit": "images"|"pixels"|"boxes", "stages": [...], "classes":
+        [{"id", "name", "counts": {stage: n}}...], "totals": {stage: n},
+        "peaks": {stage: largest n}}``,
+        or ``None`` when the labels have no classes (regression, image
+        targets) or no histogram was recorded.
+    """
+    unit = HISTOGRAM_UNITS.get(dataset.label_kind)
+    if unit is None:
+        return None
+    per_stage = {s: list(dataset.label_histogram(s) or []) for s in dataset.stages}
+    if not any(per_stage.values()):
+        return None
+    names = list(dataset.class_labels or [])
+    size = max(len(names), *(len(h) for h in per_stage.values()))
+    classes = [{"id": i, "name": names[i] if i < len(names) else str(i),
+                "counts": {s: int(h[i]) if i < len(h) else 0 for s, h in per_stage.items()}} for i in range(size)]
+    return {"unit": unit, "stages": list(per_stage), "classes": classes,
+            "totals": {s: int(sum(h)) for s, h in per_stage.items()},
+            "peaks": {s: int(max(h, default=0)) for s, h in per_stage.items()}}
+
+
+def mean_image_uint8(dataset) -> np.ndarray | None:
+    """The train stage's mean image as displayable ``H×W×3`` uint8, or ``None`` without one.
+
+    8-bit features keep their levels (rounded); other dtypes (16-bit DICOM,
+    float) are stretched from the mean's min..max, like :func:`to_display`.
+    """
+    mean = dataset.mean()
+    if mean is None:
+        return None
+    if dataset.feature_dtype() == "uint8":
+        mean = np.clip(np.round(mean), 0, 255).astype(np.uint8)
+    return to_display(mean)
+
+
+def class_indexes(dataset, stage: str, class_id: int) -> np.ndarray:
+    """Record indexes of ``stage`` whose class label is ``class_id`` (class datasets only), in record order.
+
+    The stage's labels are read once per process (features are not decoded)
+    and kept: a published dataset never changes.
+
+    Raises:
+        DatasetError: The dataset's labels are not classes.
+    """
+    if dataset.label_kind != "class":
+        raise DatasetError(f'Dataset "{dataset.id}" has {dataset.label_kind} labels: only a classification '
+                           "dataset can be filtered by class.")
+    return np.flatnonzero(_stage_labels(str(dataset.path), stage, dataset.count(stage), dataset) == int(class_id))
+
+
+_LABEL_CACHE: dict[tuple, np.ndarray] = {}
+#: Stages whose labels are kept in memory (least recently used dropped first).
+LABEL_CACHE_SIZE = 16
+
+
+def _stage_labels(path: str, stage: str, count: int, dataset, batch: int = 2048) -> np.ndarray:
+    key = (path, stage, count)
+    labels = _LABEL_CACHE.pop(key, None)
+    if labels is None:
+        parts = [dataset.read_batch(stage, start, start + batch, decode=False)[1] for start in range(0, count, batch)]
+        labels = np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, np.int64)
+    _LABEL_CACHE[key] = labels  # re-inserted: most recently used last
+    while len(_LABEL_CACHE) > LABEL_CACHE_SIZE:
+        _LABEL_CACHE.pop(next(iter(_LABEL_CACHE)))
+    return labels

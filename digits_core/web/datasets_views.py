@@ -104,7 +104,6 @@ def dataset_details(job: Job) -> dict:
             report = {"file": name, "text": text[:20000], "truncated": len(text) > 20000,
                       "lines": text.count("\n")}
             break
-    return {"job": job_summary(job), "status_history": job.data.get("status_history", []),
     histograms, mean_url = None, None
     if info:
         from ..datasets import open_dataset
@@ -114,14 +113,14 @@ def dataset_details(job: Job) -> dict:
             histograms = label_histograms(ds)
         if (info.get("mean") or {}).get("file"):
             mean_url = url_for("datasets.mean_image", job_id=job.id)
+    return {"job": job_summary(job), "status_history": job.data.get("status_history", []),
             "plugin_id": job.data.get("plugin_id"), "form_data": job.data.get("form_data", {}),
             "workers": job.data.get("workers"), "progress": read_progress(job), "info": info,
-            "errors_report": report, "error": job.error,
             "label_histograms": histograms, "mean_image_url": mean_url,
+            "errors_report": report, "error": job.error,
             "log_tail": worker_log_tail(job) if job.status.value in ("Error", "Aborted") else None}
 
 
-@bp.get("/<job_id>")
 @bp.get("/<job_id>/mean.png")
 def mean_image(job_id: str):
     """The train stage's mean image as a PNG (404 when the dataset has none)."""
@@ -143,6 +142,7 @@ def mean_image(job_id: str):
     return response
 
 
+@bp.get("/<job_id>")
 def show(job_id: str):
     """The dataset job page (refreshes its live parts through ``/datasets/ID.json``)."""
     if job_id.endswith(".json"):
@@ -181,8 +181,8 @@ def _class_filter(ds, stage: str, label: str | None):
 
 def _explore_page(job: Job, stage: str, page: int, per_page: int, label: str | None = None) -> dict:
     from ..datasets import open_dataset
-    from ..inference.images import png_data_uri
     from ..datasets.explore import label_histograms
+    from ..inference.images import png_data_uri
 
     ds = open_dataset(job.path)
     stages = list(ds.stages)
@@ -225,10 +225,10 @@ def _explore_page(job: Job, stage: str, page: int, per_page: int, label: str | N
             else:
                 item["label"] = ", ".join(f"{v:.3g}" for v in (label_value if isinstance(label_value, list) else [label_value]))
             items.append(item)
-    return {"stage": stage, "stages": stages, "page": page, "pages": pages, "per_page": per_page,
     histograms = label_histograms(ds) if ds.label_kind == "class" else None
     classes = [{"id": c["id"], "name": c["name"], "count": c["counts"].get(stage, 0)}
                for c in (histograms or {}).get("classes", [])]
+    return {"stage": stage, "stages": stages, "page": page, "pages": pages, "per_page": per_page,
             "count": count, "items": items, "label": class_id, "classes": classes}
 
 

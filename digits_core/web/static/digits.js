@@ -63,6 +63,34 @@
     });
   };
 
+  /* A GET filter form (Explore's class menu) applies as soon as its select changes; its button stays for no-JS use. */
+  DIGITS.autoSubmit = function (select) {
+    if (select) { select.addEventListener("change", function () { select.form.submit(); }); }
+  };
+
+  /* Source tabs of a dataset form (radio buttons + CSS, see digits.css): on submit, the fields of the
+     tabs not chosen are left out, so a folder typed before switching to the list tab is not sent too. */
+  DIGITS.sourceTabs = function (form) {
+    if (!form) { return; }
+    form.addEventListener("submit", function () {
+      form.querySelectorAll(".source-tabs").forEach(function (tabs) {
+        var radios = tabs.querySelectorAll(":scope > input.tab-radio");
+        var panels = tabs.querySelectorAll(":scope > .tab-panel");
+        radios.forEach(function (radio, i) {
+          if (!radio.checked && panels[i]) {
+            panels[i].querySelectorAll("input, select, textarea").forEach(function (el) {
+              if (!el.disabled) { el.disabled = true; el.dataset.tabOff = "1"; }
+            });
+          }
+        });
+      });
+    });
+    /* Back from the next page (bfcache): the fields must be editable again. */
+    window.addEventListener("pageshow", function () {
+      form.querySelectorAll("[data-tab-off]").forEach(function (el) { el.disabled = false; delete el.dataset.tabOff; });
+    });
+  };
+
   DIGITS.reloadEvery = function (ms) { setTimeout(function () { window.location.reload(); }, ms); };
 
   /* Dataset page: poll the job's JSON, update progress bars, reload when the job ends. */

@@ -40,7 +40,7 @@ from digits_core import DataIngestion, S3SourceFields, is_s3_url, s3_source
 
 from . import listing
 from .encoding import encode_image_file
-from .forms import image_option_fields, existing_file, existing_folder, expand
+from .forms import class_folder_tree, image_option_fields, existing_file, existing_folder, expand
 from .base import ImageIngestionBase
 from .inference import encode_inference_entry
 
@@ -51,7 +51,7 @@ class ClassificationForm(S3SourceFields):
     """Dataset options of ``image-classification`` (DIGITS defaults)."""
 
     folder = StringField("Training images", description="Folder with one sub-folder of images per class",
-                         validators=[existing_folder("training folder")])
+                         validators=[existing_folder("training folder"), class_folder_tree("training folder")])
     train_list = StringField("Training list", description='Instead of a folder: a file with "<path> <class id>" per line',
                              validators=[existing_file("training list")])
     list_root = StringField("List root folder", description="Folder that relative paths in the list files start from "
@@ -63,11 +63,11 @@ class ClassificationForm(S3SourceFields):
     test_percent = FloatField("Test %", default=0.0, validators=[validators.NumberRange(0, 100)],
                               description="Share of each class used for testing when no test folder/list is given")
     val_folder = StringField("Validation images", description="Separate validation folder (class sub-folders)",
-                             validators=[existing_folder("validation folder")])
+                             validators=[existing_folder("validation folder"), class_folder_tree("validation folder")])
     val_list = StringField("Validation list", description="Separate validation list file",
                            validators=[existing_file("validation list")])
     test_folder = StringField("Test images", description="Separate test folder (class sub-folders)",
-                              validators=[existing_folder("test folder")])
+                              validators=[existing_folder("test folder"), class_folder_tree("test folder")])
     test_list = StringField("Test list", description="Separate test list file", validators=[existing_file("test list")])
     min_per_class = IntegerField("Minimum images per class", default=2,
                                  validators=[validators.InputRequired(), validators.NumberRange(min=1)],

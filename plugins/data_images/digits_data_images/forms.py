@@ -49,6 +49,50 @@ def existing_folder(message: str = "folder"):
     return check
 
 
+def class_folder_tree(message: str = "folder"):
+    """Validator: empty, or a folder with class sub-folders of which at least one holds an image.
+
+    Runs after :func:`existing_folder` on the same field (so the path is an
+    allowed folder); refuses a flat folder of images, or class folders with
+    no image, before a dataset job starts. Only folder names are read, up to
+    the first image found.
+    """
+
+    def check(form, field):
+        folder = os.path.expanduser(str(field.data or ""))
+        if not folder or not os.path.isdir(folder):
+            return  # empty, or already refused by existing_folder
+        from . import listing
+
+        classes = listing.class_folders(folder)
+        if not classes:
+            flat = sum(1 for entry in os.scandir(folder) if entry.is_file() and listing.is_image_name(entry.name))
+            found = f"it holds {flat} image{'s' if flat != 1 else ''} directly" if flat else "it has no sub-folders"
+            raise ValidationError(f"{message} {field.data} has no class sub-folders ({found}): put each class's "
+                                  f"images in a sub-folder named after the class, e.g. {field.data}/cat/*.png")
+        if not any(_holds_an_image(os.path.join(folder, name)) for name in classes):
+            raise ValidationError(f"{message} {field.data} has {len(classes)} sub-folder"
+                                  f"{'s' if len(classes) != 1 else ''} ({', '.join(classes[:5])}"
+                                  f"{', ...' if len(classes) > 5 else ''}) but no image in any of them "
+                                  f"(image files end in {', '.join(_IMAGE_HINT)}, ...)")
+
+    return check
+
+
+_IMAGE_HINT = (".png", ".jpg", ".jpeg", ".bmp")
+
+
+def _holds_an_image(folder: str) -> bool:
+    """True as soon as one image file is found under ``folder`` (recursively)."""
+    from .listing import is_image_name
+
+    for root, dirs, files in os.walk(folder, followlinks=True):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        if any(is_image_name(name) for name in files):
+            return True
+    return False
+
+
 def existing_file(message: str = "file"):
     """Validator: empty, or an existing file (under the data roots on the web server)."""
 

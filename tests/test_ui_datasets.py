@@ -1,0 +1,221 @@
+"""Dataset pages and forms (issue 15): label histogram per stage, mean image, Explore's class filter,
+the folder / list / S3 tabs of the image dataset form, the class-subfolder check on the field.
+
+Fast tests render the real pages with Flask's test client on a real dataset built once for the module
+(LMDB, PNG records). The browser test (``slow``, ``browser``) runs a real ``digits serve`` and headless
+Chromium, with JavaScript and without, and checks the LR preview of every policy against DIGITS 6's
+formulas. Screenshots go to ``test-artifacts/ui-datasets-*.png``::
+
+    flock /tmp/digits-heavy.lock .venv/bin/python -m pytest tests/test_ui_datasets.py
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import re
+
+import numpy as np
+import pytest
+from PIL import Image
+
+#: Class folder -> (images, gray level of every pixel): unequal classes, so each bar differs.
+CLASSES = {"cat": (10, 200), "dog": (6, 100), "eel": (3, 0)}
+
+
+def write_class_folders(root, classes=CLASSES, size=8):
+    """One sub-folder of constant-gray PNGs per class; returns ``root``."""
+    for name, (count, level) in classes.items():
+        (root / name).mkdir(parents=True, exist_ok=True)
+        for i in range(count):
+            Image.fromarray(np.full((size, size), level, np.uint8), mode="L").save(root / name / f"{i:02d}.png")
+    return root
+
+
+def expected_split(count, val_percent=25.0):
+    """``(train, val)`` images of one class: DIGITS's per-class split, validation rounded half up."""
+    val = int(math.floor(count * val_percent / 100.0 + 0.5))
+    return count - val, val
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """A real classification dataset (3 unequal classes, 8×8 grayscale PNG records) and its folders."""
+    from digits_core.datasets import create_dataset
+
+    root = tmp_path_factory.mktemp("ui-datasets")
+    data = write_class_folders(root / "animals")
+    job = create_dataset("image-classification", {"folder": str(data), "image_type": "grayscale", "width": 8,
+                                                  "height": 8}, name="animals", workers=1, jobs_dir=root / "jobs")
+    return {"root": root, "data": data, "jobs": root / "jobs", "id": job.id}
+
+
+@pytest.fixture(scope="module")
+def client(built):
+    from digits_core.web import create_app
+
+    app = create_app(built["jobs"], start_scheduler=False, testing=True, data_roots=[built["root"]])
+    return app.test_client()
+
+
+def _form_post(client, **fields):
+    token = client.get("/api/csrf-token").get_json()["csrf_token"]
+    base = {"csrf_token": token, "job_name": "new", "image_type": "grayscale", "width": "8", "height": "8",
+            "resize_mode": "squash", "encoding": "png", "jpg_quality": "90", "seed": "0", "min_per_class": "2",
+            "val_percent": "25", "test_percent": "0", "shuffle": "y"}
+    return client.post("/datasets/new/image-classification", data={**base, **fields})
+
+
+def _field_errors(html):
+    return dict(re.findall(r'class="field-error" data-for="(\w+)">([^<]*)<', html))
+
+
+# -- dataset page ---------------------------------------------------------------------------------------------------
+
+def test_dataset_page_shows_images_per_class_and_stage(client, built):
+    html = client.get(f"/datasets/{built['id']}").get_data(as_text=True)
+    table = re.search(r'id="label-histogram".*?</table>', html, re.DOTALL).group(0)
+    assert "images per class and stage" in table
+    for class_id, (name, (count, _)) in enumerate(CLASSES.items()):
+        row = re.search(rf'<tr data-class="{class_id}"><td class="class-name">(.*?)</td>(.*?)</tr>', table, re.DOTALL)
+        assert row.group(1) == f"{class_id}: {name}"
+        cells = dict(re.findall(r'data-stage="(\w+)".*?>(\d+)</a>', row.group(2), re.DOTALL))
+        train, val = expected_split(count)
+        assert cells == {"train": str(train), "val": str(val)}, (name, cells)
+    # Bars are scaled to the stage's largest class: cat (7 of 7 train images) is full, eel (2) is 2/7.
+    widths = re.findall(r'data-stage="train".*?class="hbar" style="width: ([\d.]+)%"', table, re.DOTALL)
+    assert [float(w) for w in widths] == pytest.approx([100.0, 100 * 4 / 7, 100 * 2 / 7], abs=0.06)
+    # A count opens those images in Explore.
+    assert f'href="/datasets/{built["id"]}/explore?stage=val&amp;label=2">1</a>' in table
+
+
+def test_dataset_json_has_the_histograms_and_the_mean_image(client, built):
+    data = client.get(f"/datasets/{built['id']}.json").get_json()
+    hist = data["label_histograms"]
+    assert hist["unit"] == "images" and hist["stages"] == ["train", "val"]
+    assert [c["name"] for c in hist["classes"]] == list(CLASSES)
+    assert hist["totals"] == {"train": sum(expected_split(n)[0] for n, _ in CLASSES.values()),
+                              "val": sum(expected_split(n)[1] for n, _ in CLASSES.values())}
+    assert data["mean_image_url"] == f"/datasets/{built['id']}/mean.png"
+
+
+def test_mean_image_is_the_mean_of_the_training_images(client, built):
+    html = client.get(f"/datasets/{built['id']}").get_data(as_text=True)
+    img = re.search(r'<img id="mean-image" src="([^"]+)"[^>]*width="(\d+)" height="(\d+)"', html)
+    assert img and (img.group(2), img.group(3)) == ("192", "192")  # 8×8 shown 24× larger
+    assert "Mean of 13 train images, 8 × 8 × 1" in html
+    resp = client.get(img.group(1))
+    assert resp.status_code == 200 and resp.mimetype == "image/png"
+    pixels = np.asarray(Image.open(io.BytesIO(resp.data)).convert("L"))
+    # Every image of a class has one gray level: the mean is the count-weighted level of the train split.
+    train = {name: expected_split(count)[0] for name, (count, _) in CLASSES.items()}
+    level = sum(train[n] * lv for n, (_, lv) in CLASSES.items()) / sum(train.values())
+    assert pixels.shape == (8, 8) and np.all(pixels == round(level)), (pixels[0, 0], level)
+
+
+def test_a_dataset_still_building_has_no_histogram_or_mean_yet(client, built):
+    from digits_core.jobs import Job, JobStatus
+
+    job = Job.create("dataset", "busy", jobs_dir=built["jobs"], plugin_id="image-classification")
+    job.set_status(JobStatus.WAITING)
+    html = client.get(f"/datasets/{job.id}").get_data(as_text=True)
+    assert 'id="label-histogram"' not in html and 'id="mean-image"' not in html
+    assert client.get(f"/datasets/{job.id}/mean.png").status_code == 404
+
+
+# -- Explore --------------------------------------------------------------------------------------------------------
+
+def test_explore_class_filter_shows_only_that_class(client, built):
+    data = client.get(f"/datasets/{built['id']}/explore?stage=train&label=1&format=json").get_json()
+    assert data["label"] == 1 and data["count"] == expected_split(CLASSES["dog"][0])[0]
+    assert [item["label"] for item in data["items"]] == ["dog"] * data["count"]
+    assert data["classes"] == [{"id": i, "name": n, "count": expected_split(c)[0]}
+                               for i, (n, (c, _)) in enumerate(CLASSES.items())]
+    # The record numbers are the stage's own: reading them unfiltered gives the same class.
+    everything = client.get(f"/datasets/{built['id']}/explore?stage=train&per_page=200&format=json").get_json()
+    by_index = {item["index"]: item["label"] for item in everything["items"]}
+    assert all(by_index[item["index"]] == "dog" for item in data["items"])
+    assert sum(label == "dog" for label in by_index.values()) == data["count"]
+
+
+def test_explore_filter_menu_and_pages_keep_the_class(client, built):
+    html = client.get(f"/datasets/{built['id']}/explore?stage=train&label=0&per_page=3").get_data(as_text=True)
+    assert re.search(r'<option value="0" selected>0: cat \(7\)</option>', html)
+    assert '<option value="">All classes</option>' in html
+    assert "7 records in stage <b>train</b> of class <b>0: cat</b>" in html
+    assert "page 1 of 3" in html and len(re.findall(r'class="sample-label">cat<', html)) == 3
+    assert f'href="/datasets/{built["id"]}/explore?stage=train&amp;label=0&amp;page=1&amp;per_page=3">Next' in html
+    assert f'href="/datasets/{built["id"]}/explore?stage=val&amp;label=0"' in html  # stage buttons keep it
+    # The filter is a plain GET form: it works without JavaScript.
+    form = re.search(r'<form method="get" action="([^"]+)"[^>]*id="class-filter">(.*?)</form>', html, re.DOTALL)
+    assert form.group(1) == f"/datasets/{built['id']}/explore" and 'name="stage" value="train"' in form.group(2)
+
+
+@pytest.mark.parametrize("label", ["7", "-1", "cat"])
+def test_explore_refuses_a_class_the_dataset_lacks(client, built, label):
+    resp = client.get(f"/datasets/{built['id']}/explore?stage=train&label={label}",
+                      headers={"Accept": "application/json"})
+    assert resp.status_code == 400
+    assert "label: " in resp.get_json()["error"]["message"]
+    assert "is not a class id of this dataset (0 to 2)" in resp.get_json()["error"]["message"]
+
+
+# -- the form: source tabs and the class-subfolder check --------------------------------------------------------------
+
+def _tabs(html):
+    checked = re.findall(r'<input type="radio" class="tab-radio" name="source_tab" id="source-tab-(\w+)" '
+                         r'value="\w+"( checked)?>', html)
+    panels = dict(re.findall(r'<div class="tab-panel" data-tab="(\w+)">(.*?)\n    </div>', html, re.DOTALL))
+    return [key for key, _ in checked], next((key for key, on in checked if on), None), panels
+
+
+def test_form_sources_are_tabs_with_their_own_fields(client):
+    keys, chosen, panels = _tabs(client.get("/datasets/new/image-classification").get_data(as_text=True))
+    assert keys == ["folder", "list", "s3"] and chosen == "folder"
+    fields = {key: re.findall(r'data-field="(\w+)"', panel) for key, panel in panels.items()}
+    assert fields == {"folder": ["folder", "val_folder", "test_folder"],
+                      "list": ["train_list", "val_list", "test_list", "labels_file", "list_root"],
+                      "s3": ["s3_endpoint_url", "s3_bucket", "s3_path", "s3_val_path", "s3_test_path",
+                             "s3_accesskey", "s3_secretkey", "s3_profile", "s3_region"]}
+
+
+def test_form_reopens_on_the_tab_with_the_error(client, built):
+    resp = _form_post(client, train_list=str(built["root"] / "missing.txt"))
+    assert resp.status_code == 400
+    html = resp.get_data(as_text=True)
+    assert _tabs(html)[1] == "list"
+    assert "does not exist or is not a file" in _field_errors(html)["train_list"]
+
+
+def test_folder_without_class_subfolders_is_refused_on_the_field(client, built):
+    flat = built["root"] / "flat"
+    flat.mkdir(exist_ok=True)
+    for i in range(3):
+        Image.new("L", (8, 8)).save(flat / f"{i}.png")
+    empty = built["root"] / "empty-classes"
+    for name in ("a", "b"):
+        (empty / name).mkdir(parents=True, exist_ok=True)
+    jobs_before = sorted(p.name for p in built["jobs"].iterdir())
+    resp = _form_post(client, folder=str(flat))
+    assert resp.status_code == 400
+    error = _field_errors(resp.get_data(as_text=True))["folder"]
+    assert f"training folder {flat} has no class sub-folders (it holds 3 images directly)" in error
+    assert "put each class&#39;s images in a sub-folder named after the class" in error
+    error = _field_errors(_form_post(client, folder=str(empty)).get_data(as_text=True))["folder"]
+    assert "has 2 sub-folders (a, b) but no image in any of them" in error
+    error = _field_errors(_form_post(client, folder=str(built["data"]), val_folder=str(flat)).get_data(as_text=True))
+    assert "validation folder" in error["val_folder"] and "no class sub-folders" in error["val_folder"]
+    assert sorted(p.name for p in built["jobs"].iterdir()) == jobs_before  # no job was started
+
+
+def test_cli_refuses_the_flat_folder_before_a_job_starts(built, capsys):
+    from digits_core.cli import main as digits
+
+    flat = built["root"] / "flat-cli"
+    flat.mkdir()
+    Image.new("L", (8, 8)).save(flat / "only.png")
+    jobs = built["root"] / "cli-jobs"
+    assert digits(["--jobs-dir", str(jobs), "dataset", "create", "image-classification", "--folder", str(flat),
+                   "--name", "flat"]) != 0
+    assert "has no class sub-folders (it holds 1 image directly)" in capsys.readouterr().err
+    assert not jobs.exists() or not any(jobs.iterdir())
