@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
+import wtforms
 
+from digits_core import DataIngestion, registry
 from digits_core.datasets.options import (
     DATASET_OPTIONS,
     DatasetOptionsError,
@@ -53,3 +56,64 @@ def test_every_option_is_a_job_record_key():
 
     declared = set(JobRecord.__required_keys__) | set(JobRecord.__optional_keys__)
     assert {o.name for o in DATASET_OPTIONS} <= declared
+
+
+class _Form(wtforms.Form):
+    n_items = wtforms.IntegerField("Number of items", default=3)
+
+
+class _Ingestion(DataIngestion):
+    plugin_id = "test-dataset-options"
+    title = "dataset options test data"
+
+    @staticmethod
+    def get_dataset_form():
+        return _Form
+
+    @staticmethod
+    def get_dataset_template(form):
+        return "", {}
+
+    def itemize_entries(self, stage):
+        return list(range(self.n_items)) if stage == "train" else []
+
+    def encode_entry(self, entry):
+        return np.full((4, 4, 1), entry, np.uint8), entry % 2
+
+
+@pytest.fixture
+def plugin():
+    registry.register(_Ingestion)
+    yield _Ingestion
+    registry.unregister(_Ingestion)
+
+
+def test_cli_job_flags_are_the_declared_options(plugin):
+    from digits_core.cli.dataset_cmd import plugin_create_parser
+
+    parser, _names = plugin_create_parser(plugin.plugin_id, plugin)
+    group = next(g for g in parser._action_groups if g.title == "job options")
+    flags = {a.option_strings[0]: a.dest for a in group._group_actions}
+    assert flags == {**{o.flag: o.name for o in DATASET_OPTIONS}, "--json": "json", "--quiet": "quiet"}
+
+
+OPTION_VALUES = {"name": " parity ", "group": "g  1", "workers": "2", "max_errors": "5%"}
+
+
+def _stored(job) -> dict:
+    return {key: job.data.get(key) for key in ("name", "group", "workers", "max_errors")}
+
+
+def test_cli_and_python_api_store_the_same_job_options(plugin, jobs_dir):
+    from digits_core.cli.dataset_cmd import plugin_create_parser
+    from digits_core.datasets import create_dataset_job
+    from digits_core.datasets.options import options_from_cli
+
+    parser, _names = plugin_create_parser(plugin.plugin_id, plugin)
+    argv = [arg for o in DATASET_OPTIONS for arg in (o.flag, OPTION_VALUES[o.name])]
+    from_cli = create_dataset_job(plugin.plugin_id, {}, jobs_dir=jobs_dir, **options_from_cli(parser.parse_args(argv)))
+    from_api = create_dataset_job(plugin.plugin_id, {}, jobs_dir=jobs_dir, **OPTION_VALUES)
+    expected = {"name": "parity", "group": "g 1", "workers": 2, "max_errors": 0.05}
+    assert _stored(from_cli) == _stored(from_api) == expected
+    default = create_dataset_job(plugin.plugin_id, {}, jobs_dir=jobs_dir)
+    assert _stored(default) == {"name": plugin.plugin_id, "group": None, "workers": None, "max_errors": 0.05}

@@ -60,7 +60,7 @@ def test_create_help_lists_the_plugin_form_fields(plugin, capsys):
     assert exit_info.value.code == 0
     out = " ".join(capsys.readouterr().out.split())  # undo argparse's line wrapping
     assert "--n-items N_ITEMS" in out and "Number of items. How many training records (default: 30)" in out
-    assert "--flavour {plain,striped}" in out and "--max-errors X" in out and "--workers WORKERS" in out
+    assert "--flavour {plain,striped}" in out and "--max-errors X" in out and "--workers N" in out
     assert main(["dataset", "create", "--help"]) == 0
     assert "test-cli" in capsys.readouterr().out
 

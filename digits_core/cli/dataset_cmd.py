@@ -81,6 +81,7 @@ def _cleaning(handler):
 
 def plugin_create_parser(plugin_id: str, plugin_cls) -> tuple[argparse.ArgumentParser, list[str]]:
     """Return the ``digits dataset create <plugin-id>`` parser and the form field names it has."""
+    from ..datasets.options import add_cli_arguments
     from ..forms import add_form_arguments
 
     parser = argparse.ArgumentParser(
@@ -89,12 +90,7 @@ def plugin_create_parser(plugin_id: str, plugin_cls) -> tuple[argparse.ArgumentP
                     "Options after the job options come from the plugin's dataset form.",
     )
     job = parser.add_argument_group("job options")
-    job.add_argument("--name", default=None, help=f"dataset name (default: {plugin_id})")
-    job.add_argument("--group", default=None, metavar="NAME", help="job group shown on the web home page")
-    job.add_argument("--workers", type=int, default=None, help="encoding processes (default: number of CPUs)")
-    job.add_argument("--max-errors", default=None, metavar="X",
-                     help="entries that may fail before the job fails: a count (10), a fraction (0.05) "
-                          "or a percentage (5%%) (default: 5%%)")
+    add_cli_arguments(job)  # declared once in digits_core.datasets.options
     job.add_argument("--json", action="store_true", help="print the result as JSON")
     job.add_argument("--quiet", action="store_true", help="no progress bar")
     names = add_form_arguments(parser, plugin_cls.get_dataset_form(), title=f"{plugin_id} dataset options")
@@ -150,12 +146,12 @@ def run_create(args) -> int:
     options = parser.parse_args(args.rest)
     values = form_values_from_namespace(options, names)
     from ..datasets import create_dataset, open_dataset
+    from ..datasets.options import options_from_cli
 
     bars = _ProgressBars(enabled=not options.quiet and not options.json)
     try:
-        job = create_dataset(args.plugin_id, values, name=options.name, workers=options.workers,
-                             jobs_dir=args.jobs_dir, max_errors=options.max_errors, progress=bars,
-                             group=options.group)
+        job = create_dataset(args.plugin_id, values, jobs_dir=args.jobs_dir, progress=bars,
+                             **options_from_cli(options))
     finally:
         bars.close()
     ds = open_dataset(job.path)

@@ -30,8 +30,8 @@ from ..errors import DatasetError, DigitsError
 from ..interfaces import STAGES
 from ..jobs import Job, JobStatus
 from .encoder import describe_exception
-from .options import (DEFAULT_MAX_ERRORS, MAX_CHUNK, allowed_errors, chunk_size, parse_max_errors,  # noqa: F401
-                      resolve_workers)
+from .options import (DEFAULT_MAX_ERRORS, MAX_CHUNK, allowed_errors, check_dataset_options,  # noqa: F401
+                      chunk_size, parse_max_errors, resolve_workers)
 from .pool import InlinePool, WorkerPool, mp_context
 from .progress import ProgressReporter
 from .publish import BUILD_PREFIX, FORMAT_NAME, FORMAT_VERSION, dataset_info, publish, write_mean  # noqa: F401
@@ -64,7 +64,8 @@ def create_dataset_job(plugin_id: str, form_data: Mapping[str, Any] | None = Non
     Raises:
         PluginNotFoundError: No data plugin ``plugin_id``.
         FormValidationError: A form value is invalid (the error names the field).
-        DatasetError: ``max_errors`` or ``workers`` is invalid.
+        DatasetOptionsError: A job option (``name``, ``group``, ``workers``, ``max_errors``) is
+            invalid (a :class:`~digits_core.errors.DatasetError`; declared in :mod:`.options`).
     """
     from ..forms import validate_values
     from ..plugin_registry import registry
@@ -72,19 +73,16 @@ def create_dataset_job(plugin_id: str, form_data: Mapping[str, Any] | None = Non
     plugin_cls = registry.get_data_ingestion(plugin_id)
     values = validate_values(plugin_cls.get_dataset_form(), form_data or {},
                              form_name=f'dataset form of plugin "{plugin_id}"')
-    limit = parse_max_errors(max_errors)
-    from ..groups import normalize_group
-
-    group_fields = {"group": group_name} if (group_name := normalize_group(group)) else {}
-    if workers is not None:
-        resolve_workers(workers)
+    options = check_dataset_options({"name": name, "group": group, "workers": workers, "max_errors": max_errors},
+                                    f'dataset job options (plugin "{plugin_id}")')
+    group_fields = {"group": options["group"]} if options["group"] else {}
     from ..form_secrets import redact, secret_field_names, stash
 
     secret = secret_field_names(plugin_cls.get_dataset_form())  # PasswordField values never reach disk
     job = Job.create(
-        "dataset", name or plugin_id, jobs_dir=jobs_dir, plugin_id=plugin_id,
-        form_data=json.loads(json.dumps(redact(values, secret), default=str)), max_errors=limit, workers=workers,
-        **group_fields,
+        "dataset", options["name"] or plugin_id, jobs_dir=jobs_dir, plugin_id=plugin_id,
+        form_data=json.loads(json.dumps(redact(values, secret), default=str)),
+        max_errors=parse_max_errors(options["max_errors"]), workers=options["workers"], **group_fields,
     )
     stash(job.id, values, secret)
     return job
@@ -127,7 +125,7 @@ def create_dataset(plugin_id: str, form_data: Mapping[str, Any] | None = None, *
     """
     job = create_dataset_job(plugin_id, form_data, name=name, jobs_dir=jobs_dir, max_errors=max_errors,
                              workers=workers, group=group)
-    return run_dataset_job(job, workers=workers, progress=progress)
+    return run_dataset_job(job, progress=progress)  # the job's checked worker count
 
 
 def run_dataset_job(job: Job, *, workers: int | None = None, progress: Callable[[dict], None] | None = None) -> Job:
