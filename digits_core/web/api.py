@@ -72,20 +72,25 @@ def networks():
 
 @bp.post("/datasets")
 def create_dataset():
-    """Queue a dataset job: ``{"plugin_id", "name", "workers"?, "form_data": {...}}`` -> 202."""
+    """Queue a dataset job: ``{"plugin_id", "name", "group"?, "workers"?, "form_data": {...}}`` -> 202."""
     from .datasets_views import create_dataset_job
 
     body = _body()
     job = create_dataset_job(str(body.get("plugin_id", "")), body.get("form_data") or {}, str(body.get("name", "")),
-                             body.get("workers"))
+                             body.get("workers"), body.get("max_errors"), body.get("group"))
     return jsonify({"id": job.id, "status": job.status.value, "url": url_for("datasets.show", job_id=job.id),
                     "json": url_for("datasets.show", job_id=job.id + ".json")}), 202
 
 
 @bp.post("/models")
 def create_model():
-    """Queue a training job: ``{"name", "dataset", "network" | "custom_network", "options": {...}}`` -> 202."""
-    from .models_views import create_model_job
+    """Queue a training job: ``{"name", "dataset", "network" | "custom_network", "group"?, "options": {...}}`` -> 202.
+
+    Several values of ``learning_rate`` / ``batch_size`` (a list or comma-separated text) queue a
+    sweep: one job per combination, all in one group; the answer is then
+    ``{"group", "jobs": [{"id", "name", "status", "values", "url", "json"}...]}``.
+    """
+    from .sweeps import create_model_jobs
 
     body = _body()
     options = body.get("options") or {}
@@ -95,9 +100,14 @@ def create_model():
     network = body.get("network") or (None if custom else "")
     if not network and not custom:
         raise FormValidationError({"network": ["give a network name or custom_network code"]}, "new model")
-    job = create_model_job(str(body.get("name", "")), str(body.get("dataset", "")), network, dict(options), custom)
-    return jsonify({"id": job.id, "status": job.status.value, "url": url_for("models.show", job_id=job.id),
-                    "json": url_for("models.show", job_id=job.id + ".json")}), 202
+    jobs = create_model_jobs(str(body.get("name", "")), str(body.get("dataset", "")), network, dict(options), custom,
+                             body.get("group"))
+    rows = [{"id": job.id, "name": job.name, "status": job.status.value, "group": job.data.get("group"),
+             "values": job.data.get("sweep") or {}, "url": url_for("models.show", job_id=job.id),
+             "json": url_for("models.show", job_id=job.id + ".json")} for job in jobs]
+    if len(rows) == 1 and not jobs[0].data.get("sweep"):
+        return jsonify(rows[0]), 202
+    return jsonify({"group": jobs[0].data.get("group"), "jobs": rows}), 202
 
 
 @bp.post("/jobs/<job_id>/abort")
@@ -130,6 +140,22 @@ def delete(job_id: str):
     return jsonify({"id": job.id, "deleted": True})
 
 
+@bp.post("/jobs/delete")
+def delete_many():
+    """Delete several jobs: ``{"ids": [...], "abort_running"?: false}`` -> ``{"deleted", "aborted", "refused"}``.
+
+    Jobs this server runs or queues are refused unless ``abort_running`` is true (then they are
+    aborted first); a job another process runs is always refused. See ``home.bulk_delete``.
+    """
+    from .home import bulk_delete
+
+    body = _body()
+    ids = body.get("ids")
+    if not isinstance(ids, list) or not ids or not all(isinstance(i, str) for i in ids):
+        raise FormValidationError({"ids": ["give a non-empty list of job ids"]}, "bulk delete")
+    return jsonify(bulk_delete(ids, abort_running=body.get("abort_running") is True))
+
+
 @bp.get("/lr-preview")
 def lr_preview():
     """The learning rate over a whole run, for the New Model chart.
@@ -137,11 +163,16 @@ def lr_preview():
     Query: ``learning_rate``, ``lr_policy``, ``lr_step_size``, ``lr_gamma``,
     ``lr_power``, ``lr_step_values``, ``points`` (default 101).
     Returns ``{"points": [{"step", "progress", "lr"}...]}``; x is % of training.
+    Several comma-separated learning rates (a sweep) are checked and the first is drawn.
     """
     from ..engine.lr_policies import lr_schedule_preview
 
-    args = request.args
+    args = request.args.copy()
     errors = {}
+    if "," in args.get("learning_rate", ""):
+        from ..sweep import parse_values
+
+        args["learning_rate"] = str(parse_values("learning_rate", args["learning_rate"])[0])
 
     def num(name, default=None):
         raw = args.get(name, "")

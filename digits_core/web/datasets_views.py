@@ -28,7 +28,7 @@ def _ingestion(plugin_id: str):
 
 
 def create_dataset_job(plugin_id: str, form_data: dict, name: str, workers: int | None,
-                       max_errors=None) -> Job:
+                       max_errors=None, group: str | None = None) -> Job:
     """Validate, save and queue a dataset job (shared by the page and the API).
 
     Validation and the job folder come from
@@ -47,7 +47,7 @@ def create_dataset_job(plugin_id: str, form_data: dict, name: str, workers: int 
         raise FormValidationError({"name": ["Give the dataset a name."]}, "new dataset")
     check_form_paths(form_data, f'dataset form of plugin "{plugin_id}"')
     job = api_create(plugin_id, form_data, name=name.strip(), jobs_dir=_ext()["jobs_dir"],
-                     workers=int(workers) if workers else None, max_errors=max_errors or None)
+                     workers=int(workers) if workers else None, max_errors=max_errors or None, group=group)
     # The worker reads the data under the same roots (paths inside list files, symlinks in folders).
     job.data["data_roots"] = list(current_app.config["DIGITS_DATA_ROOTS"])
     job.save()
@@ -69,7 +69,7 @@ def new(plugin_id: str):
             data = validated(form, f'dataset form of plugin "{plugin_id}"')
             if ok_common:
                 job = create_dataset_job(plugin_id, jsonable(data), common.job_name.data, common.job_workers.data,
-                                         common.job_max_errors.data)
+                                         common.job_max_errors.data, common.job_group.data)
                 return redirect(url_for("datasets.show", job_id=job.id))
         except FormValidationError:
             pass
@@ -83,6 +83,7 @@ def new(plugin_id: str):
             source = _ext()["store"].get(clone_id, kind="dataset")
             values = source.data.get("form_data") or {}
             common.job_name.data = f"{source.name} (clone)"
+            common.job_group.data = source.data.get("group")
             common.job_workers.data = source.data.get("workers") or common.job_workers.data
             if source.data.get("max_errors") is not None:
                 common.job_max_errors.data = str(source.data["max_errors"])

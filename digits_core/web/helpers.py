@@ -146,7 +146,7 @@ def job_summary(job: Job, with_size: bool = True) -> dict:
     row = {
         "id": job.id, "kind": job.kind, "name": job.name, "status": status.value,
         "created": job.data.get("created"), "progress": overall_progress(job),
-        "plugin_id": job.data.get("plugin_id"), "error": job.error,
+        "plugin_id": job.data.get("plugin_id"), "group": job.data.get("group"), "error": job.error,
         "runtime": (ended or time.time()) - started if started else None,
     }
     if with_size:

@@ -1,13 +1,22 @@
-"""Home page, login and plugins page."""
+"""Home page (jobs by group, search, bulk delete), login and plugins page."""
 
 from __future__ import annotations
 
-from flask import Blueprint, current_app, jsonify, redirect, render_template, request, session, url_for
+import time
+from dataclasses import dataclass, field
 
+from flask import Blueprint, current_app, flash, jsonify, redirect, render_template, request, session, url_for
+from markupsafe import Markup, escape
+
+from ..errors import DigitsError, JobNotFoundError
+from ..jobs import Job
 from . import security
 from .helpers import job_summary
 
 bp = Blueprint("home", __name__)
+
+#: Seconds a bulk delete waits for the jobs it aborted to stop.
+ABORT_WAIT_S = 60.0
 
 
 def store():
@@ -20,27 +29,195 @@ def scheduler():
     return current_app.extensions["digits"]["scheduler"]
 
 
-def home_data() -> dict:
-    """The datasets and models tables (JSON-friendly)."""
-    jobs = store().list()
-    return {
-        "datasets": [job_summary(j) for j in jobs if j.kind == "dataset"],
-        "models": [job_summary(j) for j in jobs if j.kind == "model"],
-    }
+# -- search and groups ---------------------------------------------------------------------------
+
+
+def search_text(job: Job) -> str:
+    """What the home page search looks in: name, id, group, kind, status, plugin, network, dataset (lower case)."""
+    data = job.data
+    parts = [job.name, job.id, data.get("group"), job.kind, job.status.value, data.get("plugin_id"),
+             data.get("network"), data.get("dataset_id")]
+    return " ".join(str(p) for p in parts if p).lower()
+
+
+def matches(job: Job, query: str) -> bool:
+    """True when every white-space separated term of ``query`` occurs in :func:`search_text` (any case)."""
+    text = search_text(job)
+    return all(term in text for term in query.lower().split())
+
+
+@dataclass
+class Section:
+    """The rows of one jobs table that share a group (``group`` ``None``: jobs without a group)."""
+
+    group: str | None
+    rows: list[dict] = field(default_factory=list)
+
+    @property
+    def statuses(self) -> dict[str, int]:
+        """``{status: count}`` of the rows, in the order statuses first appear."""
+        counts: dict[str, int] = {}
+        for row in self.rows:
+            counts[row["status"]] = counts.get(row["status"], 0) + 1
+        return counts
+
+
+def sections(rows: list[dict]) -> list[Section]:
+    """Jobs without a group first (newest first), then one section per group, newest group first."""
+    loose = Section(None)
+    groups: dict[str, Section] = {}
+    for row in rows:  # rows come newest first, so groups come in the order of their newest job
+        if row.get("group"):
+            groups.setdefault(row["group"], Section(row["group"])).rows.append(row)
+        else:
+            loose.rows.append(row)
+    return [loose, *groups.values()]
+
+
+def home_data(query: str = "") -> dict:
+    """The datasets and models tables (JSON-friendly), filtered by a search ``query``.
+
+    Returns:
+        ``{"query", "datasets": [rows], "models": [rows], "groups": [{"name", "datasets", "models",
+        "statuses"}], "total": jobs before the search}``; each row has ``group``, ``search``
+        (what the search looks in) and ``sweep`` (a sweep point's values) besides :func:`job_summary`'s keys.
+    """
+    query = " ".join((query or "").split())
+    # Newest first by creation time (folder names only order jobs to the second).
+    jobs = sorted(store().list(), key=lambda j: float(j.data.get("created") or 0), reverse=True)
+    rows: dict[str, list[dict]] = {"dataset": [], "model": []}
+    for job in jobs:
+        if query and not matches(job, query):
+            continue
+        row = {**job_summary(job), "group": job.data.get("group"), "sweep": job.data.get("sweep"),
+               "search": search_text(job)}
+        rows.setdefault(job.kind, []).append(row)
+    groups: dict[str, dict] = {}
+    for kind in ("dataset", "model"):
+        for row in rows[kind]:
+            if row["group"]:
+                entry = groups.setdefault(row["group"], {"name": row["group"], "datasets": [], "models": [],
+                                                         "statuses": {}})
+                entry[kind + "s"].append(row["id"])
+                entry["statuses"][row["status"]] = entry["statuses"].get(row["status"], 0) + 1
+    return {"query": query, "datasets": rows["dataset"], "models": rows["model"], "groups": list(groups.values()),
+            "total": len(jobs)}
+
+
+def existing_groups() -> list[str]:
+    """Every group name in the jobs folder, sorted (for the forms' suggestions)."""
+    return sorted({j.data["group"] for j in store().list(reap=False) if j.data.get("group")}, key=str.lower)
+
+
+@bp.app_context_processor
+def _group_helpers() -> dict:
+    def group_datalist() -> Markup:
+        """``<datalist id="group-names">`` of the existing groups (the Group fields' suggestions)."""
+        options = "".join(f'<option value="{escape(name)}">' for name in existing_groups())
+        return Markup(f'<datalist id="group-names">{options}</datalist>')
+    return {"group_datalist": group_datalist}
+
+
+# -- pages -----------------------------------------------------------------------------------------
 
 
 @bp.get("/")
 def index():
-    """The home page: datasets and models."""
-    data = home_data()
+    """The home page: datasets and models, grouped, searchable (``?q=``), with bulk delete."""
+    data = home_data(request.args.get("q", ""))
     active = any(r["status"] in ("Waiting", "Running") for r in data["datasets"] + data["models"])
-    return render_template("home.html", active=active, **data)
+    return render_template("home.html", active=active, dataset_sections=sections(data["datasets"]),
+                           model_sections=sections(data["models"]), **data)
 
 
 @bp.get("/index.json")
 def index_json():
-    """The home page as JSON."""
-    return jsonify(home_data())
+    """The home page as JSON (``?q=`` searches as the page does)."""
+    return jsonify(home_data(request.args.get("q", "")))
+
+
+def bulk_delete(job_ids: list[str], *, abort_running: bool) -> dict:
+    """Delete several jobs; waiting or running ones are aborted first only when ``abort_running``.
+
+    A job run by another process (a ``digits train`` in a shell holds its lock) is
+    never deleted here: its folder would be pulled from under it.
+
+    Args:
+        job_ids: The jobs to delete.
+        abort_running: Abort the jobs this server's scheduler runs or queues, then delete
+            them; when false they are refused.
+
+    Returns:
+        ``{"deleted": [{"id", "name"}], "aborted": [{"id", "name", "status"}] (aborted, then
+        deleted), "refused": [{"id", "name", "reason"}]}``.
+    """
+    report: dict[str, list[dict]] = {"deleted": [], "aborted": [], "refused": []}
+    sched = scheduler()
+    todo: list[Job] = []
+    for job_id in dict.fromkeys(job_ids):
+        try:
+            job = store().get(job_id)
+        except JobNotFoundError:
+            report["refused"].append({"id": job_id, "name": "", "reason": "no such job (deleted already?)"})
+            continue
+        entry = {"id": job.id, "name": job.name}
+        if sched.is_active(job.id):
+            if not abort_running:
+                report["refused"].append({**entry, "reason": f"{job.status.value}: abort it first"})
+                continue
+            status = job.status.value
+            try:
+                sched.abort(job.id)
+            except DigitsError as exc:
+                report["refused"].append({**entry, "reason": str(exc)})
+                continue
+            report["aborted"].append({**entry, "status": status})
+        elif job.owner is not None:
+            report["refused"].append({**entry, "reason": "running in another process (see `digits model list`); "
+                                                         "stop it there first"})
+            continue
+        todo.append(job)
+    deadline = time.monotonic() + ABORT_WAIT_S
+    while any(sched.is_active(j.id) for j in todo) and time.monotonic() < deadline:
+        time.sleep(0.1)  # the scheduler's thread reaps the aborted workers
+    for job in todo:
+        entry = {"id": job.id, "name": job.name}
+        if sched.is_active(job.id):
+            report["refused"].append({**entry, "reason": f"did not stop within {ABORT_WAIT_S:.0f} s; try again"})
+            continue
+        try:
+            store().delete(job.id)
+        except (DigitsError, OSError) as exc:
+            report["refused"].append({**entry, "reason": f"could not delete: {exc}"})
+            continue
+        report["deleted"].append(entry)
+    stopped = {e["id"] for e in report["deleted"]}
+    report["aborted"] = [e for e in report["aborted"] if e["id"] in stopped]
+    return report
+
+
+def describe_bulk_delete(report: dict) -> tuple[str, str]:
+    """The flash message (and its category) that tells the user what a bulk delete did."""
+    parts = [f"Deleted {len(report['deleted'])} job{'s' if len(report['deleted']) != 1 else ''}."]
+    if report["aborted"]:
+        parts.append("Aborted first: " + ", ".join(f"{e['name'] or e['id']} (was {e['status']})"
+                                                   for e in report["aborted"]) + ".")
+    if report["refused"]:
+        parts.append("Not deleted: " + "; ".join(f"{e['name'] or e['id']}: {e['reason']}"
+                                                 for e in report["refused"]) + ".")
+    return " ".join(parts), ("warn" if report["refused"] else "ok")
+
+
+@bp.post("/jobs/delete")
+def delete_selected():
+    """Delete the jobs checked on the home page (form field ``job_id``, repeated; ``abort_running``)."""
+    ids = request.form.getlist("job_id")
+    if not ids:
+        flash("No job selected: tick the jobs to delete first.", "warn")
+    else:
+        report = bulk_delete(ids, abort_running=request.form.get("abort_running") in ("1", "true", "on"))
+        flash(*describe_bulk_delete(report))
+    return redirect(url_for("home.index", q=request.form.get("q") or None))
 
 
 @bp.get("/plugins")

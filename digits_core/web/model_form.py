@@ -10,7 +10,9 @@ the page shows the chosen network's effective defaults
 :func:`training_options` keeps only what differs from them and applies to
 the chosen solver / policy, so the engine fills the rest exactly as it does
 for ``digits train`` and the JSON API. Values are then checked by
-``TrainingOptions.from_kwargs`` (the engine's rules).
+``TrainingOptions.from_kwargs`` (the engine's rules). Options declared
+``sweep=True`` (learning rate, batch size) are text fields taking several
+comma-separated values: one job per combination (:mod:`digits_core.sweep`).
 """
 
 from __future__ import annotations
@@ -22,12 +24,16 @@ from wtforms.fields import FloatField
 from wtforms.validators import DataRequired, Length, NumberRange, Optional
 
 from ..engine.networks import list_networks
-from ..engine.option_specs import BY_NAME, GROUPS, TRAINING_OPTIONS, OptionSpec, applicable, effective_defaults
+from ..engine.option_specs import (BY_NAME, GROUPS, SWEEP_HELP, TRAINING_OPTIONS, OptionSpec, applicable,
+                                   effective_defaults)
+from ..errors import FormValidationError
+from ..groups import MAX_GROUP_LENGTH
+from .common_fields import GROUP_HELP, valid_group
 
 CUSTOM = "__custom__"
 
 #: Fields of the form that are not engine options.
-NON_OPTION_FIELDS = ("model_name", "dataset", "network", "custom_network", "network_params")
+NON_OPTION_FIELDS = ("model_name", "group", "dataset", "network", "custom_network", "network_params")
 
 CUSTOM_NETWORK_EXAMPLE = '''import keras
 from keras import layers
@@ -50,9 +56,24 @@ def _is_bool(form, field) -> None:
         raise ValidationError("Choose yes or no.")
 
 
+def _sweep_validator(spec: OptionSpec):
+    def check(form, field) -> None:
+        from ..sweep import parse_values
+
+        if field.data not in (None, ""):
+            try:
+                parse_values(spec.name, field.data)
+            except FormValidationError as exc:
+                raise ValidationError("; ".join(exc.errors[spec.name])) from None
+    return check
+
+
 def _field(spec: OptionSpec):
     """A WTForms field for one declared option (empty = not set)."""
     validators: list = [Optional()]
+    if spec.sweep:  # text: several comma-separated values make a sweep
+        return StringField(spec.label, validators=[*validators, _sweep_validator(spec)],
+                           description=spec.help + SWEEP_HELP)
     if spec.kind in ("int", "float") and (spec.minimum is not None or spec.maximum is not None):
         validators.append(NumberRange(min=spec.minimum, max=spec.maximum))
     if spec.kind == "int":
@@ -73,7 +94,10 @@ def _field(spec: OptionSpec):
 class ModelForm(Form):
     """New model: dataset, network and (generated) training options."""
 
-    model_name = StringField("Model name", validators=[DataRequired(message="Give the model a name."), Length(max=200)])
+    model_name = StringField("Model name", validators=[DataRequired(message="Give the model a name."), Length(max=200)],
+                             description="Of a sweep: the start of every job's name, and the group when none is given.")
+    group = StringField("Group", validators=[Optional(), Length(max=MAX_GROUP_LENGTH), valid_group],
+                        description=GROUP_HELP)
     dataset = SelectField("Dataset", validators=[DataRequired(message="Choose a dataset (build one first).")],
                           description="Only datasets that are Done are listed.")
     network = SelectField("Network", validators=[DataRequired()],
@@ -113,6 +137,11 @@ FIELD_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
 def _value(spec: OptionSpec, data):
     if spec.kind == "bool":
         return None if data in (None, "") else str(data).lower() in _TRUE
+    if spec.sweep and data not in (None, ""):
+        from ..sweep import parse_values
+
+        values = parse_values(spec.name, data)
+        return values[0] if len(values) == 1 else values
     return None if data in (None, "") else data
 
 

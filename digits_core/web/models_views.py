@@ -12,6 +12,7 @@ from ..engine.option_specs import BY_NAME, TRAINING_OPTIONS
 from ..errors import DigitsError, FormValidationError, JobStateError
 from ..jobs import Job, JobStatus
 from .datasets_views import delete_job
+from .sweeps import create_model_jobs
 from .helpers import job_summary, last_metric_epoch, read_json, worker_log_tail
 from .model_form import (CUSTOM, CUSTOM_NETWORK_EXAMPLE, FIELD_GROUPS, ModelForm, form_script_data, option_value,
                          set_choices, show_defaults, training_options)
@@ -27,18 +28,24 @@ def _ext():
 
 
 def check_options(options: dict) -> None:
-    """Validate training options with the engine's own rules (no TensorFlow).
+    """Validate training options with the engine's own rules (no TensorFlow); every point of a sweep.
 
     Raises:
         FormValidationError: Naming the bad fields.
     """
     from ..engine.options import TrainingOptions
+    from ..sweep import expand_sweep
 
-    TrainingOptions.from_kwargs(**{k: v for k, v in options.items() if k not in ("dataset", "network")})
+    for point in expand_sweep({k: v for k, v in options.items() if k not in ("dataset", "network")}):
+        TrainingOptions.from_kwargs(**point.options)
 
 
-def create_model_job(name: str, dataset: str, network: str, options: dict, custom_code: str | None = None) -> Job:
+def create_model_job(name: str, dataset: str, network: str, options: dict, custom_code: str | None = None, *,
+                     group: str | None = None, sweep: dict | None = None) -> Job:
     """Validate, save and queue a training job (shared by the page and the API).
+
+    A request with several values of an option (a sweep) goes through
+    :func:`digits_core.web.sweeps.create_model_jobs`, which calls this once per point.
 
     Args:
         name: The model's name.
@@ -47,6 +54,8 @@ def create_model_job(name: str, dataset: str, network: str, options: dict, custo
         options: Engine training options (see ``TrainingOptions``).
         custom_code: Python source defining ``build_model``; saved as
             ``network.py`` in the job folder and run only by the job's worker.
+        group: The job group (``job.json`` key ``group``).
+        sweep: For a point of a sweep, its swept values (``job.json`` key ``sweep``).
 
     Raises:
         FormValidationError: A bad option, name, dataset or network.
@@ -90,8 +99,9 @@ def create_model_job(name: str, dataset: str, network: str, options: dict, custo
         errors.update(exc.errors)
     if errors:
         raise FormValidationError(errors, "new model")
+    extra = {k: v for k, v in (("group", group), ("sweep", sweep)) if v}
     job = Job.create("model", name.strip(), jobs_dir=_ext()["jobs_dir"], dataset_id=ds.id,
-                     network=network if custom_code is None else CUSTOM_NETWORK_FILE)
+                     network=network if custom_code is None else CUSTOM_NETWORK_FILE, **extra)
     if custom_code is not None:
         (job.path / CUSTOM_NETWORK_FILE).write_text(custom_code, encoding="utf-8")
         network = str(job.path / CUSTOM_NETWORK_FILE)
@@ -115,9 +125,14 @@ def new():
             options = training_options(form)
             custom = form.custom_network.data if form.network.data == CUSTOM else None
             try:
-                job = create_model_job(form.model_name.data, form.dataset.data,
-                                       None if custom is not None else form.network.data, options, custom)
-                return redirect(url_for("models.show", job_id=job.id))
+                jobs = create_model_jobs(form.model_name.data, form.dataset.data,
+                                         None if custom is not None else form.network.data, options, custom,
+                                         form.group.data)
+                if len(jobs) == 1:
+                    return redirect(url_for("models.show", job_id=jobs[0].id))
+                group = jobs[0].data["group"]
+                flash(f'Sweep queued: {len(jobs)} training jobs in group "{group}".', "ok")
+                return redirect(url_for("home.index", q=group))
             except FormValidationError as exc:
                 for name, messages in exc.errors.items():
                     field = form._fields.get(name)
@@ -184,6 +199,7 @@ def _engine_errors_too(form: ModelForm) -> None:
 def _fill_from_job(form: ModelForm, job: Job) -> None:
     options = dict(job.data.get("train_options") or {})
     form.model_name.data = f"{job.name} (clone)"
+    form.group.data = job.data.get("group")
     form.dataset.data = options.pop("dataset", job.data.get("dataset_id"))
     network = options.pop("network", job.data.get("network"))
     if job.data.get("custom_network"):

@@ -19,24 +19,26 @@
     badge.className = "badge " + (STATUS_CLASSES[status] || "muted");
   }
 
-  /* Sortable tables: click a header with data-sort="text|num"; cells may carry data-value. */
+  /* Sortable tables: click a header with data-sort="text|num"; cells may carry data-value. Each tbody
+     (e.g. a job group on the home page) is sorted on its own; one-cell rows (group heads) stay first. */
   function initSortable(table) {
     var heads = table.querySelectorAll("th[data-sort]");
     heads.forEach(function (th, index) {
       th.addEventListener("click", function () {
-        var tbody = table.tBodies[0];
-        var rows = Array.prototype.slice.call(tbody.rows).filter(function (r) { return r.cells.length > 1; });
         var asc = !th.classList.contains("asc");
         heads.forEach(function (h) { h.classList.remove("asc", "desc"); });
         th.classList.add(asc ? "asc" : "desc");
         var numeric = th.dataset.sort === "num";
-        rows.sort(function (a, b) {
-          var x = a.cells[index].dataset.value || a.cells[index].textContent.trim();
-          var y = b.cells[index].dataset.value || b.cells[index].textContent.trim();
-          if (numeric) { x = parseFloat(x) || 0; y = parseFloat(y) || 0; return asc ? x - y : y - x; }
-          return asc ? x.localeCompare(y) : y.localeCompare(x);
+        Array.prototype.forEach.call(table.tBodies, function (tbody) {
+          var rows = Array.prototype.slice.call(tbody.rows).filter(function (r) { return r.cells.length > 1; });
+          rows.sort(function (a, b) {
+            var x = a.cells[index].dataset.value || a.cells[index].textContent.trim();
+            var y = b.cells[index].dataset.value || b.cells[index].textContent.trim();
+            if (numeric) { x = parseFloat(x) || 0; y = parseFloat(y) || 0; return asc ? x - y : y - x; }
+            return asc ? x.localeCompare(y) : y.localeCompare(x);
+          });
+          rows.forEach(function (r) { tbody.appendChild(r); });
         });
-        rows.forEach(function (r) { tbody.appendChild(r); });
       });
     });
   }

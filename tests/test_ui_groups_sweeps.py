@@ -1,0 +1,231 @@
+"""Job groups, home search, bulk delete and LR / batch-size sweeps (issue 15).
+
+Fast tests drive the Flask app with its test client (a scheduler that queues but does not
+run jobs). The slow tests train a real 2×2 sweep with ``digits train`` (tiny data, one epoch)
+and walk the home page and the sweep form of a real ``digits serve`` in headless Chromium;
+both share one jobs folder, dataset and server (module-scoped). Screenshots go to
+``test-artifacts/``::
+
+    flock /tmp/digits-heavy.lock .venv/bin/python -m pytest tests/test_ui_groups_sweeps.py
+"""
+
+from __future__ import annotations
+
+import html as html_lib
+import re
+
+import pytest
+
+from digits_core.jobs import Job, JobLock, JobStatus
+from digits_core.web import create_app
+
+
+@pytest.fixture
+def app(tmp_path):
+    return create_app(tmp_path / "jobs", start_scheduler=False, testing=True, data_roots=[tmp_path])
+
+
+@pytest.fixture
+def client(app):
+    return app.test_client()
+
+
+@pytest.fixture
+def token(client):
+    return client.get("/api/csrf-token").get_json()["csrf_token"]
+
+
+def make_job(app, kind, name, status=JobStatus.DONE, **fields):
+    job = Job.create(kind, name, jobs_dir=app.extensions["digits"]["jobs_dir"], **fields)
+    job.set_status(status)
+    return job
+
+
+@pytest.fixture
+def dataset(app):
+    return make_job(app, "dataset", "digits", plugin_id="image-classification",
+                    dataset={"label": {"kind": "class", "dtype": "int64", "shape": []}})
+
+
+def models_of(app) -> list[Job]:
+    return sorted(app.extensions["digits"]["store"].list("model"), key=lambda j: j.data["created"])
+
+
+def test_api_sweep_queues_one_job_per_combination_in_one_group(app, client, dataset, token):
+    resp = client.post("/api/models", headers={"X-CSRFToken": token}, json={
+        "name": "lenet sweep", "dataset": dataset.id, "network": "lenet",
+        "options": {"epochs": 1, "learning_rate": [0.1, 0.01], "batch_size": "32,64", "solver": "adam"}})
+    assert resp.status_code == 202, resp.get_data(as_text=True)
+    body = resp.get_json()
+    assert body["group"] == "lenet sweep" and len(body["jobs"]) == 4
+    jobs = {j.id: j for j in models_of(app)}
+    assert [row["id"] for row in body["jobs"]] == list(jobs)  # created in sweep order
+    got = [(j.name, j.data["group"], j.data["sweep"], j.data["train_options"]) for j in jobs.values()]
+    assert [(name, group, sweep) for name, group, sweep, _ in got] == [
+        ("lenet sweep lr=0.1 batch=32", "lenet sweep", {"learning_rate": 0.1, "batch_size": 32}),
+        ("lenet sweep lr=0.1 batch=64", "lenet sweep", {"learning_rate": 0.1, "batch_size": 64}),
+        ("lenet sweep lr=0.01 batch=32", "lenet sweep", {"learning_rate": 0.01, "batch_size": 32}),
+        ("lenet sweep lr=0.01 batch=64", "lenet sweep", {"learning_rate": 0.01, "batch_size": 64})]
+    for _name, _group, sweep, options in got:  # what the scheduler's worker passes to train()
+        assert options == {"dataset": dataset.id, "network": "lenet", "epochs": 1, "solver": "adam", **sweep}
+    assert app.extensions["digits"]["scheduler"].status()["waiting"] == list(jobs)
+    assert body["jobs"][0]["values"] == {"learning_rate": 0.1, "batch_size": 32}
+
+
+def test_api_single_job_keeps_its_answer_and_takes_a_group(app, client, dataset, token):
+    resp = client.post("/api/models", headers={"X-CSRFToken": token}, json={
+        "name": "one", "dataset": dataset.id, "network": "lenet", "group": " baseline  runs ",
+        "options": {"epochs": 1, "learning_rate": "0.05"}})
+    assert resp.status_code == 202
+    body = resp.get_json()
+    (job,) = models_of(app)
+    assert body["id"] == job.id and body["group"] == "baseline runs" and "jobs" not in body
+    assert job.data["train_options"]["learning_rate"] == 0.05 and "sweep" not in job.data
+
+
+@pytest.mark.parametrize("options, field, message", [
+    ({"learning_rate": "0.1,-1"}, "learning_rate", "must be above 0"),
+    ({"batch_size": [16, "x"]}, "batch_size", "is not a whole number"),
+    ({"learning_rate": "0.1,0.2", "momentum": -1}, "momentum", ""),
+])
+def test_api_sweep_with_a_bad_value_queues_nothing(app, client, dataset, token, options, field, message):
+    resp = client.post("/api/models", headers={"X-CSRFToken": token}, json={
+        "name": "bad", "dataset": dataset.id, "network": "lenet", "options": {"epochs": 1, **options}})
+    assert resp.status_code == 400
+    assert message in resp.get_json()["error"]["fields"][field][0]
+    assert models_of(app) == [] and app.extensions["digits"]["scheduler"].status()["waiting"] == []
+
+
+def _form(token, dataset, **changes):
+    values = {"csrf_token": token, "model_name": "web sweep", "dataset": dataset.id, "network": "lenet",
+              "epochs": "1", "learning_rate": "0.01", "network_params": "{}"}
+    values.update(changes)
+    return values
+
+
+def test_form_sweep_queues_jobs_and_lands_on_the_group(app, client, dataset, token):
+    resp = client.post("/models/new", data=_form(token, dataset, learning_rate="0.05, 0.02", batch_size="8",
+                                                 group=""))
+    assert resp.status_code == 302 and resp.headers["Location"].endswith("/?q=web+sweep")
+    jobs = models_of(app)
+    assert [(j.name, j.data["group"], j.data["train_options"]["learning_rate"], j.data["train_options"]["batch_size"])
+            for j in jobs] == [("web sweep lr=0.05", "web sweep", 0.05, 8), ("web sweep lr=0.02", "web sweep", 0.02, 8)]
+    page = client.get(resp.headers["Location"]).get_data(as_text=True)
+    assert 'Sweep queued: 2 training jobs in group "web sweep".' in html_lib.unescape(page)
+
+
+def test_form_refuses_a_bad_sweep_value_on_its_field(app, client, dataset, token):
+    resp = client.post("/models/new", data=_form(token, dataset, learning_rate="0.1,abc", batch_size="8,0"))
+    assert resp.status_code == 400
+    page = resp.get_data(as_text=True)
+    assert re.search(r'data-for="learning_rate">&#34;abc&#34; is not a number<', page)
+    assert re.search(r'data-for="batch_size">0: must be above 0<', page)
+    assert models_of(app) == []
+
+
+def test_form_group_is_stored_and_cloned(app, client, dataset, token):
+    resp = client.post("/models/new", data=_form(token, dataset, model_name="solo", group="my runs"))
+    assert resp.status_code == 302
+    (job,) = models_of(app)
+    assert job.data["group"] == "my runs" and "sweep" not in job.data
+    clone = client.get(f"/models/new?clone={job.id}").get_data(as_text=True)
+    assert re.search(r'<input[^>]*id="group"[^>]*value="my runs"', clone)
+    assert '<datalist id="group-names"><option value="my runs"></datalist>' in clone
+    resp = client.post("/models/new", data=_form(token, dataset, model_name="x", group="a\x01b"))
+    assert resp.status_code == 400 and 'data-for="group">a group name cannot contain control characters' in \
+        resp.get_data(as_text=True)
+
+
+def test_dataset_form_and_api_store_the_group(app, client, token, tmp_path):
+    from PIL import Image
+
+    for label in ("a", "b"):
+        (tmp_path / "imgs" / label).mkdir(parents=True)
+        Image.new("L", (8, 8), 40).save(tmp_path / "imgs" / label / "1.png")
+    page = client.get("/datasets/new/image-classification").get_data(as_text=True)
+    assert re.search(r'<input[^>]*list="group-names"[^>]*name="job_group"|<input[^>]*name="job_group"[^>]*list="group-names"',
+                     page)
+    fields = {"csrf_token": token, "job_name": "imgs", "job_group": "cardiac", "job_workers": "1",
+              "folder": str(tmp_path / "imgs"), "width": "8", "height": "8", "seed": "0", "min_per_class": "1"}
+    resp = client.post("/datasets/new/image-classification", data=fields)
+    assert resp.status_code == 302, resp.get_data(as_text=True)[:3000]
+    resp = client.post("/api/datasets", headers={"X-CSRFToken": token}, json={
+        "plugin_id": "image-classification", "name": "imgs 2", "group": "cardiac",
+        "form_data": {"folder": str(tmp_path / "imgs"), "width": 8, "height": 8}})
+    assert resp.status_code == 202, resp.get_data(as_text=True)
+    assert [j.data.get("group") for j in app.extensions["digits"]["store"].list("dataset")] == ["cardiac", "cardiac"]
+
+
+def test_home_groups_jobs_under_collapsible_heads(app, client, dataset):
+    sweep = [make_job(app, "model", f"s lr={lr}", group="s", sweep={"learning_rate": lr}) for lr in (0.1, 0.01)]
+    make_job(app, "model", "other", status=JobStatus.ERROR, group="t")
+    loose = make_job(app, "model", "loose")
+    page = client.get("/").get_data(as_text=True)
+    table = re.search(r'<table[^>]*id="models-table".*?</table>', page, re.DOTALL).group(0)
+    bodies = re.findall(r'<tbody class="([^"]+)"(?: data-group="([^"]*)")?>(.*?)</tbody>', table, re.DOTALL)
+    assert [(cls, group) for cls, group, _ in bodies] == [("jobs-loose", ""), ("job-group", "t"),
+                                                         ("job-group", "s")]  # newest group first
+    assert loose.id in bodies[0][2] and all(j.id in bodies[2][2] for j in sweep)
+    head = re.search(r'<tr class="group-head">(.*?)</tr>', bodies[2][2], re.DOTALL).group(1)
+    assert 'class="group-toggle" aria-expanded="true"' in head and "2 models" in head and "2 Done" in head
+    data = client.get("/index.json").get_json()
+    assert {g["name"]: (len(g["models"]), g["statuses"]) for g in data["groups"]} == {
+        "t": (1, {"Error": 1}), "s": (2, {"Done": 2})}
+    assert {r["name"]: r["group"] for r in data["models"]}["loose"] is None
+
+
+def test_home_search_filters_on_the_server_too(app, client, dataset):
+    make_job(app, "model", "alpha", group="cardiac", network="unet")
+    make_job(app, "model", "beta", network="lenet")
+    names = lambda q: sorted(r["name"] for r in client.get(f"/index.json?q={q}").get_json()["models"])  # noqa: E731
+    assert names("CARDIAC") == ["alpha"] and names("lenet") == ["beta"] and names("a") == ["alpha", "beta"]
+    assert names("unet alpha") == ["alpha"] and names("unet beta") == []
+    page = client.get("/?q=nothing+like+this").get_data(as_text=True)
+    assert "No model matches “nothing like this”." in page and 'value="nothing like this"' in page
+    assert client.get("/index.json?q=digits").get_json()["datasets"][0]["id"] == dataset.id
+
+
+def test_bulk_delete_reports_what_it_did_with_running_jobs(app, client, dataset, token):
+    scheduler, store = app.extensions["digits"]["scheduler"], app.extensions["digits"]["store"]
+    done = make_job(app, "model", "done one")
+    queued = make_job(app, "model", "queued one", status=JobStatus.INITIALIZED,
+                      train_options={"dataset": dataset.id, "network": "lenet"})
+    scheduler.submit(queued)
+    elsewhere = make_job(app, "model", "shell run", status=JobStatus.INITIALIZED)
+    lock = JobLock(elsewhere.path).acquire()  # as a `digits train` in a shell holds it
+    try:
+        # Without abort_running the queued job is refused, and said so.
+        report = client.post("/api/jobs/delete", headers={"X-CSRFToken": token},
+                             json={"ids": [queued.id, done.id]}).get_json()
+        assert [e["id"] for e in report["deleted"]] == [done.id]
+        assert report["refused"] == [{"id": queued.id, "name": "queued one", "reason": "Waiting: abort it first"}]
+        # The page form aborts first (its confirmation says so) and reports it in the flash message.
+        resp = client.post("/jobs/delete", data={"csrf_token": token, "abort_running": "1", "q": "one",
+                                                 "job_id": [queued.id, elsewhere.id, "20000101-000000-dead"]})
+        assert resp.status_code == 302 and resp.headers["Location"].endswith("/?q=one")
+        message = html_lib.unescape(client.get("/").get_data(as_text=True))
+        assert "Deleted 1 job. Aborted first: queued one (was Waiting)." in message
+        assert "shell run: running in another process" in message
+        assert "20000101-000000-dead: no such job" in message
+        assert [j.id for j in store.list("model")] == [elsewhere.id] and not queued.path.exists()
+        assert scheduler.status()["waiting"] == []
+    finally:
+        lock.release()
+    resp = client.post("/api/jobs/delete", headers={"X-CSRFToken": token}, json={"ids": []})
+    assert resp.status_code == 400 and "non-empty list" in resp.get_json()["error"]["fields"]["ids"][0]
+
+
+def test_home_page_has_the_bulk_form_and_search_box(app, client, dataset):
+    page = client.get("/?q=dig").get_data(as_text=True)
+    assert re.search(r'<form method="post" action="/jobs/delete" id="bulk-form"', page)
+    assert re.search(r'<input type="checkbox" class="job-select" form="bulk-form" name="job_id" value="%s"' % dataset.id,
+                     page)
+    assert re.search(r'<input type="search" name="q" id="job-search" value="dig"', page)
+    assert "1 of 1 jobs" in page
+
+
+def test_lr_preview_draws_the_first_rate_of_a_sweep(client):
+    swept = client.get("/api/lr-preview?learning_rate=0.1,0.01&lr_policy=fixed").get_json()["points"]
+    assert {p["lr"] for p in swept} == {0.1}
+    resp = client.get("/api/lr-preview?learning_rate=0.1,-1&lr_policy=fixed")
+    assert resp.status_code == 400 and "must be above 0" in resp.get_json()["error"]["fields"]["learning_rate"][0]
