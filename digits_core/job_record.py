@@ -133,6 +133,9 @@ class ModelRecord(TypedDict, total=False):
     best_metric: float | None
     last_epoch: float
     status: str
+    # read for older model.json files only (the engine writes dataset_id / dataset_plugin)
+    dataset: str | dict[str, Any]  # the dataset id, or {"id": ...}
+    plugin_id: str  # the dataset's plugin
 
 
 class DatasetRecord(TypedDict, total=False):

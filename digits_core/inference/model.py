@@ -15,13 +15,13 @@ server pay the load and the tracing once. :func:`clear_model_cache` empties
 it.
 
 TensorFlow is imported when a model is loaded, not when this module is.
+Finding the model job, its ``model.json`` and the snapshot of an epoch is
+:mod:`~digits_core.inference.snapshots`.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -30,11 +30,18 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InferenceError, JobNotFoundError
+from ..errors import InferenceError
+from ..job_record import ModelRecord
+from .snapshots import (  # noqa: F401  (re-exported: part of this module's public names)
+    MODEL_FILE,
+    SNAPSHOT_DIR,
+    SNAPSHOT_PATTERN,
+    find_model_job,
+    list_snapshots,
+    read_model_info,
+    resolve_epoch,
+)
 
-MODEL_FILE = "model.json"
-SNAPSHOT_DIR = "snapshots"
-SNAPSHOT_PATTERN = re.compile(r"^epoch-(\d+(?:\.\d+)?)\.keras$")
 CACHE_SIZE_ENV = "DIGITS_MODEL_CACHE_SIZE"
 #: Default view per model task.
 DEFAULT_VIEWS = {"classification": "image-classification", "segmentation": "image-segmentation", "regression": "regression",
@@ -81,98 +88,14 @@ class DatasetMeta:
                 "feature_shape": list(self.feature_shape), "feature_dtype": self.feature_dtype}
 
 
-def find_model_job(model_id: str | os.PathLike, jobs_dir=None):
-    """Return the model :class:`~digits_core.Job` for an id, unique id prefix or job folder.
-
-    Raises:
-        JobNotFoundError: No such model job.
-    """
-    from ..jobs import JOB_FILE, Job, JobStore
-
-    text = str(model_id)
-    candidate = Path(text).expanduser()
-    if ("/" in text or os.sep in text) and (candidate / JOB_FILE).is_file():
-        job = Job.load(candidate)
-        if job.kind != "model":
-            raise JobNotFoundError(f"{candidate} is a {job.kind} job, not a model job.")
-        return job
-    try:
-        return JobStore(jobs_dir).get(text, kind="model")
-    except JobNotFoundError as exc:
-        raise JobNotFoundError(f"{exc} Run `digits model list` to see the models.") from exc
-
-
-def read_model_info(job) -> dict:
-    """Return the parsed ``model.json`` of a model job.
-
-    Raises:
-        InferenceError: It is missing or unreadable (the job never started training).
-    """
-    path = Path(job.path) / MODEL_FILE
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InferenceError(f'Model job "{job.id}" has no {MODEL_FILE}: it has not trained yet '
-                             f"(status {job.status.value}).") from None
-    except (OSError, json.JSONDecodeError) as exc:
-        raise InferenceError(f"Cannot read {path}: {exc}") from exc
-
-
-def _epoch_number(text: str) -> int | float:
-    value = float(text)
-    return int(value) if value.is_integer() else value
-
-
-def list_snapshots(job, info: dict | None = None) -> dict[int | float, Path]:
-    """Return ``{epoch: snapshot file}`` of a model job (fractional epochs as floats).
-
-    The engine lists snapshots in ``model.json["snapshots"]`` (``{"epoch", "file"}``);
-    without that list, the ``snapshots/epoch-NNN.keras`` files are used.
-    """
-    folder = Path(job.path) / SNAPSHOT_DIR
-    found = {}
-    listed = (info or {}).get("snapshots")
-    if listed:
-        for snap in listed:
-            path = folder / snap["file"]
-            if path.is_file():
-                found[_epoch_number(str(snap["epoch"]))] = path
-    elif folder.is_dir():
-        for child in folder.iterdir():
-            match = SNAPSHOT_PATTERN.match(child.name)
-            if match:
-                found[_epoch_number(match.group(1))] = child
-    return dict(sorted(found.items()))
-
-
-def resolve_epoch(job, epoch: int | float | None, info: dict | None = None) -> tuple[int | float, Path]:
-    """Pick the snapshot: ``epoch`` when given, else the last one (as DIGITS did).
-
-    Raises:
-        InferenceError: No snapshot, or none for that epoch (the message lists those there are).
-    """
-    snapshots = list_snapshots(job, info)
-    if not snapshots:
-        raise InferenceError(f'Model job "{job.id}" has no snapshot yet (status {job.status.value}); '
-                             "wait for the first epoch to finish.")
-    if epoch is None:
-        epoch = max(snapshots)
-    try:
-        epoch = _epoch_number(str(epoch))
-        return epoch, snapshots[epoch]
-    except (KeyError, ValueError):
-        raise InferenceError(f'Model job "{job.id}" has no snapshot for epoch {epoch} '
-                             f"(snapshots: {', '.join(str(e) for e in snapshots)}).") from None
-
-
-def _dataset_id(info: dict) -> str | None:
+def _dataset_id(info: ModelRecord) -> str | None:
     value = info.get("dataset_id") or info.get("dataset")
     if isinstance(value, dict):
         value = value.get("id")
-    return value
+    return str(value) if value else None
 
 
-def dataset_meta(info: dict, preprocessing, jobs_dir=None) -> DatasetMeta:
+def dataset_meta(info: ModelRecord, preprocessing: Any, jobs_dir: Any = None) -> DatasetMeta:
     """Describe the model's dataset, from its job when it exists, else from ``model.json``."""
     dataset_id = _dataset_id(info)
     ds = None
@@ -200,7 +123,7 @@ def dataset_meta(info: dict, preprocessing, jobs_dir=None) -> DatasetMeta:
     )
 
 
-def _load_keras_model(job, epoch: int, path: Path):
+def _load_keras_model(job: Any, epoch: int | float, path: Path) -> Any:
     """Load a snapshot through the engine (custom layers included)."""
     try:
         from ..engine import load_snapshot
@@ -211,7 +134,7 @@ def _load_keras_model(job, epoch: int, path: Path):
     return load_snapshot(job, epoch=epoch)
 
 
-def _load_preprocessing(job, info: dict):
+def _load_preprocessing(job: Any, info: ModelRecord) -> Any:
     from ..engine.preprocessing import Preprocessing
 
     data = info.get("preprocessing")
@@ -236,7 +159,8 @@ class InferenceModel:
         class_labels: Class names (model's, else dataset's), or ``None``.
     """
 
-    def __init__(self, job, info: dict, epoch: int, snapshot: Path, model, preprocessing, dataset: DatasetMeta):
+    def __init__(self, job: Any, info: ModelRecord, epoch: int | float, snapshot: Path, model: Any,
+                 preprocessing: Any, dataset: DatasetMeta):
         import tensorflow as tf
 
         self.job = job
