@@ -1,10 +1,8 @@
 """Reading a published dataset: :func:`open_dataset` and :class:`Dataset`.
 
 Reads are batched: a batch of records is fetched with one LMDB transaction
-and one cursor walk, and raw features are turned into one ``[N, H, W, C]``
-array with a single ``numpy.frombuffer`` over the joined records (no
-per-record numpy work). Encoded features (PNG/JPEG/original bytes) are
-decoded with Pillow, one image at a time, into a preallocated array.
+and one cursor walk, then unpacked into arrays by
+:mod:`~digits_core.datasets.batches`.
 """
 
 from __future__ import annotations
@@ -19,7 +17,7 @@ import numpy as np
 
 from ..errors import DatasetError, JobNotFoundError
 from ..interfaces import STAGES
-from . import records as rec
+from .batches import PAD_CLASS, RecordLayout, pad_boxes, unpack_records  # noqa: F401  (pad_boxes re-exported)
 from .storage import open_reader, read_keys, read_range, release_reader
 
 #: The published dataset folder inside a dataset job folder.
@@ -28,25 +26,6 @@ INFO_FILE = "dataset.json"
 MEAN_FILE = "mean.npy"
 ERRORS_FILE = "errors.jsonl"
 PROGRESS_FILE = "progress.json"
-#: Class id of the rows that pad a batch of boxes labels (no box).
-PAD_CLASS = -1.0
-
-
-def pad_boxes(boxes: Sequence[np.ndarray], rows: int | None = None) -> np.ndarray:
-    """Stack ``N_i×5`` boxes labels into one float32 ``[n, M, 5]`` array.
-
-    ``M`` is ``rows`` or the largest ``N_i``; missing rows are filled with
-    :data:`PAD_CLASS` (``-1``) in every column. Labels with more than
-    ``rows`` boxes are cut to their first ``rows``.
-    """
-    width = max((len(b) for b in boxes), default=0) if rows is None else int(rows)
-    out = np.full((len(boxes), width, 5), PAD_CLASS, np.float32)
-    for i, b in enumerate(boxes):
-        b = np.asarray(b, np.float32).reshape(-1, 5)[:width]
-        out[i, :len(b)] = b
-    return out
-
-
 def _find_dataset_folder(job_id_or_path, jobs_dir) -> tuple[Path, Path]:
     """Return ``(job_folder, dataset_folder)``."""
     text = str(job_id_or_path)
@@ -256,7 +235,7 @@ class Dataset:
     def _env_path(self, stage: str) -> Path:
         return self.path / self._stage_info(stage).get("lmdb", stage)
 
-    def read_records(self, stage: str, start: int, stop: int) -> list[bytes]:
+    def read_records(self, stage: str, start: int, stop: int | None) -> list[bytes]:
         """Return the raw record bytes ``start..stop-1`` of ``stage`` (one transaction)."""
         start, stop = self._clip(stage, start, stop)
         return read_range(self._env(stage), start, stop)
@@ -309,66 +288,13 @@ class Dataset:
         for start in range(0, n, batch_size):
             yield self.read_batch(stage, start, start + batch_size, decode=decode)
 
-    def _empty(self):
-        fshape = self.feature_shape()
-        features = np.zeros((0, *fshape), dtype=self.feature_dtype())
-        lshape = (0, 5) if self.label_kind == "boxes" else self.label_shape
-        labels = np.zeros((0, *lshape), dtype=self.label_dtype)
-        return features, labels
+    def _unpack(self, values: list[bytes], decode: bool) -> tuple[Any, np.ndarray]:
+        return unpack_records(values, self.batch_layout(), decode=decode)
 
-    def _unpack(self, values: list[bytes], decode: bool):
-        if not values:
-            return self._empty()
-        if self.label_kind == "boxes":
-            return self._unpack_boxes(values, decode)
-        n = len(values)
-        fshape = self.feature_shape()
-        fdtype = np.dtype(self.feature_dtype()).newbyteorder("<")
-        ldtype = np.dtype(self.label_dtype).newbyteorder("<")
-        lshape = self.label_shape
-        fbytes = int(np.prod(fshape)) * fdtype.itemsize
-        lbytes = int(np.prod(lshape)) * ldtype.itemsize if lshape else ldtype.itemsize
-        raw_len = rec.HEADER_SIZE + fbytes + lbytes
-        # Fast path: every record raw (encoding byte 0) and of the raw length -> one frombuffer.
-        if set(map(len, values)) == {raw_len}:
-            table = np.frombuffer(b"".join(values), dtype=np.uint8).reshape(n, raw_len)
-            if not table[:, 4].any():
-                features = table[:, rec.HEADER_SIZE:rec.HEADER_SIZE + fbytes].copy().view(fdtype)
-                features = features.reshape((n, *fshape)).astype(fdtype.name, copy=False)
-                labels = table[:, rec.HEADER_SIZE + fbytes:].copy().view(ldtype).reshape((n, *lshape))
-                return features, labels.astype(ldtype.name, copy=False)
-        labels = np.frombuffer(b"".join([v[len(v) - lbytes:] for v in values]), dtype=ldtype)
-        labels = labels.reshape((n, *lshape)).astype(ldtype.name, copy=False)
-        if not decode:
-            features_list = []
-            for v in values:
-                feature, _ = rec.unpack_record(v, decode=False)
-                features_list.append(feature)
-            if all(isinstance(f, np.ndarray) for f in features_list):
-                return np.stack(features_list), labels
-            return features_list, labels
-        features = np.empty((n, *fshape), dtype=fdtype.name)
-        for i, v in enumerate(values):
-            try:
-                features[i], _ = rec.unpack_record(v, decode=True)
-            except (rec.RecordError, OSError, ValueError) as exc:
-                raise DatasetError(f'Record of dataset "{self.id}" is corrupt: {exc}') from exc
-        return features, labels
-
-    def _unpack_boxes(self, values: list[bytes], decode: bool):
-        """Records with boxes labels: each label has its own box count; pad them to the batch's largest."""
-        features_list, boxes = [], []
-        for v in values:
-            try:
-                feature, label = rec.unpack_record(v, decode=decode)
-            except (rec.RecordError, OSError, ValueError) as exc:
-                raise DatasetError(f'Record of dataset "{self.id}" is corrupt: {exc}') from exc
-            features_list.append(feature)
-            boxes.append(label)
-        labels = pad_boxes(boxes)
-        if all(isinstance(f, np.ndarray) for f in features_list):
-            return np.stack(features_list).astype(self.feature_dtype(), copy=False), labels
-        return features_list, labels
+    def batch_layout(self) -> RecordLayout:
+        """How this dataset's records unpack into batches (shapes, dtypes, label kind)."""
+        return RecordLayout(self.id, tuple(self.feature_shape()), self.feature_dtype(), self.label_kind,
+                            self.label_dtype, tuple(self.label_shape))
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
