@@ -26,338 +26,29 @@
   ``with`` block; the ``digits_jobs_dir`` fixture gives a temporary jobs
   folder (use it with ``pytest_plugins = ["digits_core.testing"]`` in a
   ``conftest.py``, or import the fixture).
+
+The checks themselves live in :mod:`digits_core.plugin_check` (``digits
+plugin check`` uses them too); their public names are importable from here.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import traceback
-from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping
 
-import numpy as np
-
-from .errors import DigitsError
-
-#: How many entries of each stage :func:`check_plugin` encodes by default.
-DEFAULT_ENTRIES = 3
-OK, FAILED, SKIPPED = "ok", "failed", "skipped"
-
-
-@dataclass
-class Check:
-    """The outcome of one contract check.
-
-    Attributes:
-        name: What was checked (e.g. ``"encode_entry(train)"``).
-        status: ``"ok"``, ``"failed"`` or ``"skipped"``.
-        message: Why it failed or was skipped (empty when ok).
-        detail: A traceback of plugin code, when one raised.
-    """
-
-    name: str
-    status: str
-    message: str = ""
-    detail: str = ""
-
-    def to_dict(self) -> dict:
-        """JSON-friendly form."""
-        return {"name": self.name, "status": self.status, "message": self.message}
-
-
-@dataclass
-class CheckReport:
-    """What :func:`check_plugin` found.
-
-    Attributes:
-        plugin_id: The plugin's id.
-        kind: ``"data"`` or ``"view"``.
-        checks: Every check, in the order run.
-    """
-
-    plugin_id: str
-    kind: str
-    checks: list[Check] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        """True when no check failed (skipped ones do not count)."""
-        return not self.failures
-
-    @property
-    def failures(self) -> list[Check]:
-        """The failed checks."""
-        return [c for c in self.checks if c.status == FAILED]
-
-    def add(self, name: str, status: str, message: str = "", detail: str = "") -> Check:
-        check = Check(name, status, message, detail)
-        self.checks.append(check)
-        return check
-
-    def __str__(self) -> str:
-        lines = [f'{self.kind} plugin "{self.plugin_id}": '
-                 f'{"all checks passed" if self.ok else f"{len(self.failures)} check(s) failed"}']
-        for check in self.checks:
-            lines.append(f"  {check.status:<7} {check.name}" + (f": {check.message}" if check.message else ""))
-        return "\n".join(lines)
-
-    def to_dict(self) -> dict:
-        """JSON-friendly form."""
-        return {"plugin_id": self.plugin_id, "kind": self.kind, "ok": self.ok,
-                "checks": [c.to_dict() for c in self.checks]}
-
-
-def _cause(exc: BaseException) -> str:
-    from .errors import PluginCodeError
-
-    if isinstance(exc, PluginCodeError):
-        return exc.cause
-    text = (str(exc).strip().splitlines() or [""])[0]
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def _trace(exc: BaseException) -> str:
-    return "".join(traceback.format_exception(exc.__cause__ or exc))
-
-
-def _render(report: CheckReport, name: str, pair: Any, **extra: Any) -> None:
-    from .templating import render_plugin_template
-
-    if not pair or pair[0] is None:
-        report.add(name, SKIPPED, "no template")
-        return
-    try:
-        source, context = pair
-        render_plugin_template(source, {**(context or {}), **extra})
-    except Exception as exc:  # noqa: BLE001
-        report.add(name, FAILED, f"rendering raised {_cause(exc)}", _trace(exc))
-    else:
-        report.add(name, OK)
-
-
-def check_feature(feature: Any, label: Any, plugin_id: str) -> str | None:
-    """Return why one encoded ``(feature, label)`` breaks the data contract, or ``None``."""
-    from .datasets.layout import channels_first_problem
-    from .datasets.records import RecordError, pack_record
-
-    array = np.asarray(feature) if not hasattr(feature, "fmt") else None
-    if array is not None:
-        if array.ndim not in (2, 3):
-            return f"feature has shape {array.shape}; it must be H×W or H×W×C"
-        problem = channels_first_problem(array.shape, plugin_id)
-        if problem:
-            return problem
-    if isinstance(label, np.ndarray) and label.ndim == 3 and label.shape[:2] == (1, 1):
-        return (f"label has shape {label.shape} (the DIGITS 6 1×1×N habit); return a 1-D float array "
-                f"of {label.shape[2]} values instead (label.reshape(-1))")
-    try:
-        pack_record(feature, label)
-    except RecordError as exc:
-        return str(exc)
-    return None
-
-
-def _check_inference_form(cls: type, report: CheckReport, userdata: Mapping[str, Any]) -> None:
-    """The inference form and template, with the plugin created from ``userdata`` as at inference."""
-    from .contract import inference_form, template_method
-    from .forms import bind_form
-
-    try:
-        inf_cls = inference_form(cls, userdata)
-    except Exception as exc:  # noqa: BLE001
-        report.add("inference form", FAILED, _cause(exc), _trace(exc))
-        return
-    if inf_cls is None:
-        return
-    inf = bind_form(inf_cls, {}, meta={"csrf": False})
-    report.add("inference form", OK)
-    render = template_method(cls, "get_inference_template", userdata)
-    _render(report, "inference template", _call(report, "get_inference_template", lambda: render(inf)), form=inf)
-
-
-def _check_data(cls: type, report: CheckReport, form_values: Mapping[str, Any] | None, entries: int) -> None:
-    from .contract import dataset_form, plugin_code
-    from .forms import bind_form, validate_form
-
-    plugin_id = report.plugin_id
-    try:
-        form_cls = dataset_form(cls)
-        form = bind_form(form_cls, form_values or {}, meta={"csrf": False})
-    except Exception as exc:  # noqa: BLE001
-        report.add("dataset form", FAILED, _cause(exc), _trace(exc))
-        return
-    report.add("dataset form", OK)
-    _render(report, "dataset template", _call(report, "get_dataset_template", lambda: cls.get_dataset_template(form)),
-            form=form)
-    try:
-        values = validate_form(form, f'dataset form of plugin "{plugin_id}"')
-    except DigitsError as exc:
-        _check_inference_form(cls, report, {})
-        report.add("itemize/encode", SKIPPED,
-                   f"the form values do not validate ({str(exc).splitlines()[-1].strip()}); "
-                   "give form_values (--form FIELD=VALUE) to run them")
-        return
-    _check_inference_form(cls, report, values)
-    try:
-        with plugin_code(plugin_id, "__init__"):
-            plugin = cls(**values)
-    except DigitsError as exc:
-        report.add("__init__", FAILED, str(exc), _trace(exc))
-        return
-    report.add("__init__", OK)
-    from .interfaces import STAGES
-
-    encoded_any = False
-    for stage in STAGES:
-        try:
-            with plugin_code(plugin_id, f"itemize_entries({stage!r})"):
-                stage_entries = list(plugin.itemize_entries(stage) or [])
-        except DigitsError as exc:
-            report.add(f"itemize_entries({stage})", FAILED, str(exc), _trace(exc))
-            continue
-        report.add(f"itemize_entries({stage})", OK, f"{len(stage_entries)} entries")
-        for entry in stage_entries[:entries]:
-            name = f"encode_entry({stage}: {entry})"
-            try:
-                with plugin_code(plugin_id, "encode_entry"):
-                    encoded = plugin.encode_entry(entry)
-            except DigitsError as exc:
-                report.add(name, FAILED, str(exc), _trace(exc))
-                continue
-            pairs = encoded if isinstance(encoded, list) else [encoded]
-            problems = []
-            for pair in pairs:
-                if not (isinstance(pair, tuple) and len(pair) == 2):
-                    problems.append(f"returned {type(pair).__name__}; expected (feature, label) or a list of pairs")
-                    continue
-                problem = check_feature(*pair, plugin_id)
-                if problem:
-                    problems.append(problem)
-            report.add(name, FAILED if problems else OK, "; ".join(dict.fromkeys(problems)))
-            encoded_any = encoded_any or not problems
-    from .contract import reserved_names
-
-    taken = sorted(set(plugin.userdata) & reserved_names("data"))
-    report.add("userdata", FAILED if taken else OK,
-               f"itemize_entries stored userdata key(s) {', '.join(taken)}, name(s) the framework owns: they are "
-               "dropped when the plugin is re-created for inference; use another key" if taken else "")
-    if not encoded_any:
-        report.add("encode_entry", SKIPPED if not report.failures else FAILED,
-                   "no entry was encoded: itemize_entries returned none for these form values")
-
-
-def _call(report: CheckReport, method: str, function):
-    try:
-        return function()
-    except Exception as exc:  # noqa: BLE001
-        report.add(method, FAILED, f"raised {_cause(exc)}", _trace(exc))
-        return None
-
-
-def synthetic_output(view_cls: type) -> list[tuple[str, np.ndarray, np.ndarray, Any]]:
-    """Samples ``(input_id, input, output, ground_truth)`` to try a view on: class scores, an H×W×N map
-    and detections (``K×6`` rows ``class, score, x1, y1, x2, y2`` with ``N×5`` ground-truth boxes)."""
-    rng = np.random.default_rng(0)
-    image = rng.integers(0, 255, (8, 8, 1), dtype=np.uint8)
-    scores = np.array([0.1, 0.7, 0.2], np.float32)
-    heat = rng.random((8, 8, 2)).astype(np.float32)
-    boxes = np.array([[1, 0.9, 1, 1, 5, 6], [2, 0.4, 2, 3, 7, 7]], np.float32)
-    truth = np.array([[1, 1, 1, 5, 5]], np.float32)
-    return [("sample-1.png", image, scores, 1), ("sample-2.png", image, heat, None),
-            ("sample-3.png", image, boxes, truth)]
-
-
-class _SyntheticDataset:
-    """What a view gets as ``dataset``: class labels, palette and userdata of a tiny classification set."""
-
-    id = "synthetic"
-    class_labels = ["zero", "one", "two"]
-    color_palette = [[0, 0, 0], [255, 0, 0], [0, 255, 0]]
-    userdata = {"class_labels": class_labels, "color_palette": color_palette}
-    plugin_id = None
-    feature_shape = (8, 8, 1)  # the shape of the synthetic inputs
-
-
-def _check_view(cls: type, report: CheckReport, config: Mapping[str, Any] | None, dataset: Any) -> None:
-    from .contract import config_form, create_view
-    from .forms import bind_form, validate_form
-
-    values: dict = {}
-    try:
-        form_cls = config_form(cls)
-    except Exception as exc:  # noqa: BLE001
-        report.add("config form", FAILED, _cause(exc), _trace(exc))
-        return
-    if form_cls is not None:
-        try:
-            form = bind_form(form_cls, config or {}, meta={"csrf": False})
-            values = validate_form(form, f'config of view "{report.plugin_id}"')
-        except Exception as exc:  # noqa: BLE001
-            report.add("config form", FAILED, _cause(exc) if not isinstance(exc, DigitsError) else str(exc))
-            return
-        report.add("config form", OK)
-        _render(report, "config template", _call(report, "get_config_template", lambda: cls.get_config_template(form)),
-                form=form)
-    try:
-        view = create_view(cls, dataset or _SyntheticDataset(), values)
-    except DigitsError as exc:
-        report.add("View.__init__", FAILED, str(exc), _trace(exc))
-        return
-    report.add("View.__init__", OK)
-    worked = 0
-    for input_id, image, output, truth in synthetic_output(cls):
-        shape = "x".join(map(str, output.shape))
-        try:
-            data = view.process_data(input_id, image, output, truth)
-        except Exception as exc:  # noqa: BLE001 - a view may not handle every kind of output
-            report.add(f"process_data(output {shape})", SKIPPED, f"raised {_cause(exc)}", _trace(exc))
-            continue
-        _render(report, f"view template (output {shape})", _call(report, "get_view_template",
-                                                                  lambda: view.get_view_template(data)))
-        worked += 1
-    if not worked:
-        report.add("process_data", FAILED, "the view handled none of the synthetic outputs "
-                   "(class scores, an H×W×N map, detections); see the skipped checks above")
-    _render(report, "header template", _call(report, "get_header_template", view.get_header_template))
-    _render(report, "summary template", _call(report, "get_summary_template", view.get_summary_template))
-
-
-def check_plugin(cls: type, *, form_values: Mapping[str, Any] | None = None, entries: int = DEFAULT_ENTRIES,
-                 view_dataset: Any = None) -> CheckReport:
-    """Run the whole plugin contract on a data or view plugin class, in process.
-
-    Args:
-        cls: A :class:`~digits_core.DataIngestion` or :class:`~digits_core.View` subclass.
-        form_values: Dataset form values (data plugins) or config values
-            (views); the form's defaults fill the rest.
-        entries: How many entries of each stage to encode.
-        view_dataset: What a view gets as ``dataset`` (default: a tiny
-            synthetic classification dataset).
-
-    Returns:
-        A :class:`CheckReport`; ``report.ok`` is False when any check failed.
-    """
-    from .contract import _plugin_id, check_at_load
-    from .interfaces import DataIngestion, View
-
-    kind = "data" if isinstance(cls, type) and issubclass(cls, DataIngestion) else "view"
-    report = CheckReport(_plugin_id(cls), kind)
-    if not (isinstance(cls, type) and issubclass(cls, (DataIngestion, View))):
-        report.add("interface", FAILED, f"{cls!r} is not a DataIngestion or View subclass")
-        return report
-    missing = sorted(getattr(cls, "__abstractmethods__", ()) or ())
-    if missing:
-        report.add("interface", FAILED, f"does not implement required methods: {', '.join(missing)}")
-        return report
-    problem = check_at_load(kind, cls)
-    report.add("load-time contract", FAILED if problem else OK, problem or "")
-    if kind == "data":
-        _check_data(cls, report, form_values, entries)
-    else:
-        _check_view(cls, report, form_values, view_dataset)
-    return report
-
+from .interfaces import DataIngestion
+from .plugin_check import (  # noqa: F401  (re-exported: the kit's public names)
+    DEFAULT_ENTRIES,
+    FAILED,
+    OK,
+    SKIPPED,
+    Check,
+    CheckReport,
+    check_feature,
+    check_plugin,
+    synthetic_output,
+)
 
 @contextlib.contextmanager
 def registered(*classes: type) -> Iterator[None]:
@@ -373,8 +64,8 @@ def registered(*classes: type) -> Iterator[None]:
             registry.unregister(cls)
 
 
-def build_dataset(cls: type, form_values: Mapping[str, Any] | None = None, *, jobs_dir: str | os.PathLike,
-                  name: str | None = None, max_errors: Any = None):
+def build_dataset(cls: type[DataIngestion], form_values: Mapping[str, Any] | None = None, *,
+                  jobs_dir: str | os.PathLike, name: str | None = None, max_errors: Any = None) -> Any:
     """Build a real dataset from a data plugin class in this process (one worker) and open it.
 
     The class needs no entry point: it is registered for the duration of
