@@ -117,3 +117,49 @@ def test_cli_and_python_api_store_the_same_job_options(plugin, jobs_dir):
     assert _stored(from_cli) == _stored(from_api) == expected
     default = create_dataset_job(plugin.plugin_id, {}, jobs_dir=jobs_dir)
     assert _stored(default) == {"name": plugin.plugin_id, "group": None, "workers": None, "max_errors": 0.05}
+
+
+@pytest.fixture
+def web(plugin, tmp_path, monkeypatch):
+    """A test client whose jobs are created and left queued (the scheduler does not start them)."""
+    from digits_core.web import create_app
+
+    app = create_app(tmp_path / "jobs", testing=True)
+    scheduler = app.extensions["digits"]["scheduler"]
+    monkeypatch.setattr(scheduler, "submit", lambda job: None)
+    client = app.test_client()
+    token = client.get("/api/csrf-token").get_json()["csrf_token"]
+    yield client, token, app.extensions["digits"]["store"]
+    scheduler.shutdown()
+
+
+def test_web_form_and_json_api_store_what_the_cli_stores(web):
+    client, token, store = web
+    page = client.get(f"/datasets/new/{_Ingestion.plugin_id}").get_data(as_text=True)
+    for option in DATASET_OPTIONS:  # every declared option is a field of the page, with its default shown
+        assert f'name="{option.web_field}"' in page and f'placeholder="{option.default}"' in page
+    form = {"csrf_token": token, "n_items": "3", **{o.web_field: OPTION_VALUES[o.name] for o in DATASET_OPTIONS}}
+    assert client.post(f"/datasets/new/{_Ingestion.plugin_id}", data=form).status_code == 302
+    resp = client.post("/api/datasets", json={"plugin_id": _Ingestion.plugin_id, "form_data": {}, **OPTION_VALUES},
+                       headers={"X-CSRFToken": token})
+    assert resp.status_code == 202, resp.get_data(as_text=True)
+    jobs = store.list()
+    assert len(jobs) == 2
+    expected = {"name": "parity", "group": "g 1", "workers": 2, "max_errors": 0.05}
+    assert [_stored(job) for job in jobs] == [expected, expected]
+    # Empty fields mean the declared defaults, as on the command line.
+    blank = {"csrf_token": token, "n_items": "3", **{o.web_field: "" for o in DATASET_OPTIONS}}
+    assert client.post(f"/datasets/new/{_Ingestion.plugin_id}", data=blank).status_code == 302
+    (default,) = [job for job in store.list() if job.name != "parity"]
+    assert _stored(default) == {"name": _Ingestion.plugin_id, "group": None, "workers": None, "max_errors": 0.05}
+
+
+def test_web_and_api_refuse_bad_or_unknown_options_naming_them(web):
+    client, token, store = web
+    form = {"csrf_token": token, "n_items": "3", "job_workers": "0", "job_max_errors": "lots"}
+    html = client.post(f"/datasets/new/{_Ingestion.plugin_id}", data=form).get_data(as_text=True)
+    assert 'data-for="job_workers"' in html and 'data-for="job_max_errors"' in html
+    resp = client.post("/api/datasets", json={"plugin_id": _Ingestion.plugin_id, "form_data": {}, "wokers": 2},
+                       headers={"X-CSRFToken": token})
+    assert resp.status_code == 400 and "wokers" in resp.get_json()["error"]["fields"]
+    assert store.list() == []

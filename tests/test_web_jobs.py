@@ -75,10 +75,12 @@ def test_new_dataset_page_creates_job_in_worker(app):
 
 def test_dataset_form_errors_next_to_fields(app):
     client = app.test_client()
-    resp = client.post("/datasets/new/sample-numbers", data={"csrf_token": token(client), "count": "0", "job_name": ""})
+    resp = client.post("/datasets/new/sample-numbers", data={"csrf_token": token(client), "count": "0", "job_name": "",
+                                                              "job_max_errors": "lots"})
     assert resp.status_code == 400
     html = resp.get_data(as_text=True)
-    assert 'data-for="job_name"' in html  # our field, rendered by our macro
+    assert 'data-for="job_max_errors"' in html  # our field, rendered by our macro
+    assert 'data-for="job_name"' not in html  # an empty name means the plugin id, as on the command line
     assert "Number must be between 1 and 1000" in html  # the plugin's field error (summary + placed by JS)
     assert '"count"' in html  # data-errors JSON for the JS placement
     assert app.extensions["digits"]["store"].list() == []

@@ -72,12 +72,18 @@ def networks():
 
 @bp.post("/datasets")
 def create_dataset():
-    """Queue a dataset job: ``{"plugin_id", "name", "group"?, "workers"?, "form_data": {...}}`` -> 202."""
+    """Queue a dataset job: ``{"plugin_id", "form_data": {...}, <job options>}`` -> 202.
+
+    The job options (``name``, ``group``, ``workers``, ``max_errors``) are those declared in
+    :mod:`digits_core.datasets.options`; an unknown key is refused (400, naming it).
+    """
+    from ..datasets.options import check_dataset_options
     from .datasets_views import create_dataset_job
 
     body = _body()
-    job = create_dataset_job(str(body.get("plugin_id", "")), body.get("form_data") or {}, str(body.get("name", "")),
-                             body.get("workers"), body.get("max_errors"), body.get("group"))
+    options = {key: value for key, value in body.items() if key not in ("plugin_id", "form_data")}
+    check_dataset_options(options, "new dataset")  # unknown keys refused before anything is created
+    job = create_dataset_job(str(body.get("plugin_id", "")), body.get("form_data") or {}, **options)
     return jsonify({"id": job.id, "status": job.status.value, "url": url_for("datasets.show", job_id=job.id),
                     "json": url_for("datasets.show", job_id=job.id + ".json")}), 202
 

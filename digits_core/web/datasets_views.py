@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from flask import Blueprint, current_app, flash, jsonify, redirect, render_template, request, url_for
 
+from ..datasets.options import DatasetOptionsError, options_from_web
 from ..errors import DigitsError, FormValidationError
 from ..jobs import Job, JobStatus
 from .common_fields import DatasetJobForm
@@ -27,27 +28,27 @@ def _ingestion(plugin_id: str):
     return registry.get_data_ingestion(plugin_id)
 
 
-def create_dataset_job(plugin_id: str, form_data: dict, name: str, workers: int | None,
+def create_dataset_job(plugin_id: str, form_data: dict, name: str | None = None, workers: int | str | None = None,
                        max_errors=None, group: str | None = None) -> Job:
     """Validate, save and queue a dataset job (shared by the page and the API).
 
     Validation and the job folder come from
-    :func:`digits_core.datasets.create_dataset_job`; the scheduler's worker
-    runs :func:`digits_core.datasets.run_dataset_job` on it.
+    :func:`digits_core.datasets.create_dataset_job` (the job options are checked
+    as :mod:`digits_core.datasets.options` declares them: an empty name means
+    the plugin id, as on the command line); the scheduler's worker runs
+    :func:`digits_core.datasets.run_dataset_job` on it.
 
     Raises:
-        FormValidationError: The plugin form rejected ``form_data`` or the name is empty.
+        FormValidationError: The plugin form rejected ``form_data``.
         PluginNotFoundError: No such data plugin.
-        DatasetError: Bad ``workers`` or ``max_errors``.
+        DatasetOptionsError: A bad job option (name, group, workers, max_errors).
     """
     from ..datasets import create_dataset_job as api_create
     from ..paths import check_form_paths
 
-    if not (name or "").strip():
-        raise FormValidationError({"name": ["Give the dataset a name."]}, "new dataset")
     check_form_paths(form_data, f'dataset form of plugin "{plugin_id}"')
-    job = api_create(plugin_id, form_data, name=name.strip(), jobs_dir=_ext()["jobs_dir"],
-                     workers=int(workers) if workers else None, max_errors=max_errors or None, group=group)
+    job = api_create(plugin_id, form_data, name=name, jobs_dir=_ext()["jobs_dir"], workers=workers,
+                     max_errors=max_errors, group=group)
     # The worker reads the data under the same roots (paths inside list files, symlinks in folders).
     job.data["data_roots"] = list(current_app.config["DIGITS_DATA_ROOTS"])
     job.save()
@@ -68,9 +69,11 @@ def new(plugin_id: str):
         try:
             data = validated(form, f'dataset form of plugin "{plugin_id}"')
             if ok_common:
-                job = create_dataset_job(plugin_id, jsonable(data), common.job_name.data, common.job_workers.data,
-                                         common.job_max_errors.data, common.job_group.data)
+                job = create_dataset_job(plugin_id, jsonable(data), **options_from_web(common))
                 return redirect(url_for("datasets.show", job_id=job.id))
+        except DatasetOptionsError as exc:
+            for name, messages in exc.errors.items():
+                common[f"job_{name}"].errors = list(messages)
         except FormValidationError:
             pass
         except DigitsError as exc:
