@@ -200,6 +200,11 @@ class Job:
         return [(str(s), float(t)) for s, t in self.data["status_history"]]
 
     @property
+    def group(self) -> str | None:
+        """The job group shown on the home page (``None``: no group)."""
+        return self.data.get("group") or None
+
+    @property
     def plugin_id(self) -> str | None:
         """A dataset job's data-ingestion plugin id (``None`` for a model job)."""
         return self.data.get("plugin_id")

@@ -202,7 +202,7 @@ def run_list(args) -> int:
         summary = job.data.get("dataset") or {}
         stages = summary.get("stages") or {}
         counts = " ".join(f"{s}={n}" for s, n in stages.items() if n)
-        rows.append([job.id, job.name, job.data.get("plugin_id", ""), job_status_text(job), counts,
+        rows.append([job.id, job.name, job.plugin_id or "", job_status_text(job), counts,
                      summary.get("skipped", "")])
     print_table(["id", "name", "plugin", "status", "records", "skipped"], rows)
     return 0
@@ -223,7 +223,7 @@ def run_show(args) -> int:
                 "skipped_entries": errors}
         print_json(data)
         return 0
-    print(f"Dataset job {job.id}  name: {job.name}  plugin: {job.data.get('plugin_id')}  "
+    print(f"Dataset job {job.id}  name: {job.name}  plugin: {job.plugin_id}  "
           f"status: {job_status_text(job)}")
     print(f"  folder: {job.path}")
     if job.error:

@@ -200,7 +200,7 @@ def _run_sweep(args, options: dict) -> int:
     rows = []
     for job, point in zip(jobs, points):
         info = read_model_info(job.path) if (job.path / MODEL_FILE).is_file() else {}
-        rows.append({"id": job.id, "name": job.name, "status": job.status.value, "group": job.data.get("group"),
+        rows.append({"id": job.id, "name": job.name, "status": job.status.value, "group": job.group,
                      **point.values, "best_epoch": info.get("best_epoch"), "best_metric": info.get("best_metric"),
                      "best_metric_name": info.get("best_metric_name"), "error": job.error})
     if args.json:
@@ -231,8 +231,8 @@ def run_list(args) -> int:
             except (OSError, json.JSONDecodeError):
                 info = {}
         best = info.get("best_metric")
-        rows.append([job.id, job.name, job.status.value, info.get("network", job.data.get("network")),
-                     info.get("dataset_id", job.data.get("dataset_id")), info.get("last_epoch"),
+        rows.append([job.id, job.name, job.status.value, info.get("network", job.network),
+                     info.get("dataset_id", job.dataset_id), info.get("last_epoch"),
                      f"{info.get('best_metric_name', '')} {best:.4f}" if isinstance(best, float) else ""])
         data.append({**job.to_dict(), "model": info})
     if args.json:

@@ -84,7 +84,7 @@ def new(plugin_id: str):
         values = None
         if clone_id:
             source = _ext()["store"].get(clone_id, kind="dataset")
-            values = source.data.get("form_data") or {}
+            values = source.form_data
             common.job_name.data = f"{source.name} (clone)"
             common.job_group.data = source.data.get("group")
             common.job_workers.data = source.data.get("workers") or common.job_workers.data
@@ -117,8 +117,8 @@ def dataset_details(job: Job) -> dict:
             histograms = label_histograms(ds)
         if (info.get("mean") or {}).get("file"):
             mean_url = url_for("datasets.mean_image", job_id=job.id)
-    return {"job": job_summary(job), "status_history": job.data.get("status_history", []),
-            "plugin_id": job.data.get("plugin_id"), "form_data": job.data.get("form_data", {}),
+    return {"job": job_summary(job), "status_history": job.status_history,
+            "plugin_id": job.plugin_id, "form_data": job.form_data,
             "workers": job.data.get("workers"), "progress": read_progress(job), "info": info,
             "label_histograms": histograms, "mean_image_url": mean_url,
             "errors_report": report, "error": job.error,

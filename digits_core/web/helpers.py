@@ -111,7 +111,7 @@ def overall_progress(job: Job) -> float | None:
             return min(1.0, float(epoch) / float(epochs))
     if job.kind == "model":
         model = read_json(job.path / "model.json", {}) or {}
-        epochs = (model.get("options") or {}).get("epochs") or job.data.get("train_options", {}).get("epochs")
+        epochs = (model.get("options") or {}).get("epochs") or job.train_options.get("epochs")
         last = last_metric_epoch(job)
         if epochs and last is not None:
             return min(1.0, last / float(epochs))
@@ -140,13 +140,13 @@ def last_metric_epoch(job: Job) -> float | None:
 def job_summary(job: Job, with_size: bool = True) -> dict:
     """One row of the home page tables."""
     status = job.status
-    history = job.data.get("status_history", [])
+    history = job.status_history
     started = next((t for s, t in history if s == "Running"), None)
     ended = history[-1][1] if status.is_finished else None
     row = {
         "id": job.id, "kind": job.kind, "name": job.name, "status": status.value,
-        "created": job.data.get("created"), "progress": overall_progress(job),
-        "plugin_id": job.data.get("plugin_id"), "group": job.data.get("group"), "error": job.error,
+        "created": job.created, "progress": overall_progress(job),
+        "plugin_id": job.plugin_id, "group": job.group, "error": job.error,
         "runtime": (ended or time.time()) - started if started else None,
     }
     if with_size:

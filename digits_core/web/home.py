@@ -84,12 +84,12 @@ def home_data(query: str = "") -> dict:
     """
     query = " ".join((query or "").split())
     # Newest first by creation time (folder names only order jobs to the second).
-    jobs = sorted(store().list(), key=lambda j: float(j.data.get("created") or 0), reverse=True)
+    jobs = sorted(store().list(), key=lambda j: float(j.created or 0), reverse=True)
     rows: dict[str, list[dict]] = {"dataset": [], "model": []}
     for job in jobs:
         if query and not matches(job, query):
             continue
-        row = {**job_summary(job), "group": job.data.get("group"), "sweep": job.data.get("sweep"),
+        row = {**job_summary(job), "group": job.group, "sweep": job.data.get("sweep"),
                "search": search_text(job)}
         rows.setdefault(job.kind, []).append(row)
     groups: dict[str, dict] = {}
@@ -106,7 +106,7 @@ def home_data(query: str = "") -> dict:
 
 def existing_groups() -> list[str]:
     """Every group name in the jobs folder, sorted (for the forms' suggestions)."""
-    return sorted({j.data["group"] for j in store().list(reap=False) if j.data.get("group")}, key=str.lower)
+    return sorted({j.group for j in store().list(reap=False) if j.group}, key=str.lower)
 
 
 @bp.app_context_processor
