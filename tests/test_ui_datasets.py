@@ -219,3 +219,178 @@ def test_cli_refuses_the_flat_folder_before_a_job_starts(built, capsys):
                    "--name", "flat"]) != 0
     assert "has no class sub-folders (it holds 1 image directly)" in capsys.readouterr().err
     assert not jobs.exists() or not any(jobs.iterdir())
+
+
+# -- in a real browser, on a real `digits serve` ------------------------------------------------------------------------
+
+CHROMIUM = "/usr/bin/chromium"
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory):
+    """One ``digits serve`` for the module; its working folder (a data root) holds the class folders."""
+    from live_server import running_server
+
+    root = tmp_path_factory.mktemp("ui-datasets-live")
+    write_class_folders(root / "animals")
+    flat = root / "flat"
+    flat.mkdir()
+    Image.new("L", (8, 8)).save(flat / "only.png")
+    with running_server(root / "jobs") as server:
+        yield {"server": server, "root": root, "data": root / "animals", "flat": flat}
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    import os
+
+    if not os.path.exists(CHROMIUM):
+        if os.environ.get("CI"):
+            pytest.fail(f"{CHROMIUM} missing: run scripts/ensure-chromium.sh")
+        pytest.skip(f"{CHROMIUM} missing: run scripts/ensure-chromium.sh")
+    from playwright.sync_api import sync_playwright
+    from test_ui_browser import ARTIFACTS, CHROMIUM_ARGS
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        yield browser
+        browser.close()
+
+
+def _page(browser, javascript=True):
+    """A new page; JavaScript errors and CSP violations are collected in ``page.js_errors``."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, java_script_enabled=javascript)
+    page = context.new_page()
+    page.set_default_timeout(120_000)  # only the bound after which a wait on page state fails
+    page.js_errors = []
+    page.on("pageerror", lambda exc: page.js_errors.append(str(exc)))
+    page.on("console", lambda m: page.js_errors.append(m.text) if "Content Security Policy" in m.text else None)
+    return page
+
+
+def _shot(page, name):
+    from test_ui_browser import ARTIFACTS
+
+    page.screenshot(path=str(ARTIFACTS / f"ui-datasets-{name}.png"), full_page=True)
+
+
+def _visible_panel(page):
+    return [key for key in ("folder", "list", "s3") if page.locator(f'.tab-panel[data-tab="{key}"]').is_visible()]
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+def test_dataset_tabs_histogram_mean_and_class_filter_in_chromium(live, chromium):
+    server, page = live["server"], _page(chromium)
+    page.goto(server.url + "/datasets/new/image-classification")
+    assert _visible_panel(page) == ["folder"]
+    # The flat folder is refused on its field; nothing is queued.
+    page.fill("[name=job_name]", "flat")
+    page.fill("[name=folder]", str(live["flat"]))
+    page.click("#create-dataset")
+    page.wait_for_selector('.field-error[data-for="folder"]')
+    assert "has no class sub-folders" in page.locator('[data-field="folder"] .field-error').inner_text()
+    assert page.locator('[data-field="folder"]').is_visible()
+    _shot(page, "flat-folder-refused")
+    assert server.get_json("/index.json")["datasets"] == []
+
+    # A list path typed in the List tab is not sent once the Folder tab is chosen again.
+    page.click("label[for=source-tab-list]")
+    assert _visible_panel(page) == ["list"]
+    page.fill("[name=train_list]", str(live["root"] / "no-such-list.txt"))
+    _shot(page, "form-list-tab")
+    page.click("label[for=source-tab-folder]")
+    assert _visible_panel(page) == ["folder"]
+    page.fill("[name=folder]", str(live["data"]))
+    page.fill("[name=job_name]", "animals")
+    page.select_option("[name=image_type]", "grayscale")
+    page.fill("[name=width]", "8")
+    page.fill("[name=height]", "8")
+    page.click("#create-dataset")
+    page.wait_for_url("**/datasets/2*")
+    page.wait_for_selector("#label-histogram")  # the page reloads itself once the job is Done
+    rows = page.locator("#label-histogram tbody tr").all_inner_texts()
+    assert [re.sub(r"\s+", " ", r).strip() for r in rows] == ["0: cat 7 3", "1: dog 4 2", "2: eel 2 1"]
+    page.wait_for_function("() => document.getElementById('mean-image').complete")
+    assert page.evaluate("document.getElementById('mean-image').naturalWidth") == 8
+    assert page.locator("#mean-image").bounding_box()["width"] == 192
+    _shot(page, "show")
+
+    # A count opens Explore on that class; the menu switches class (submitting itself).
+    page.click('#label-histogram tr[data-class="1"] td[data-stage="train"] a')
+    page.wait_for_selector("#class-filter")
+    assert page.locator(".sample-label").all_inner_texts() == ["dog"] * 4
+    page.select_option("#filter-label", "2")
+    page.wait_for_url("**label=2**")
+    assert page.locator(".sample-label").all_inner_texts() == ["eel"] * 2
+    assert "of class 2: eel" in page.locator("#explore-summary").inner_text()
+    _shot(page, "explore-filtered")
+    assert not page.js_errors, page.js_errors
+    page.context.close()
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+def test_tabs_and_class_filter_work_without_javascript(live, chromium):
+    server, page = live["server"], _page(chromium, javascript=False)
+    page.goto(server.url + "/datasets/new/image-classification")
+    assert _visible_panel(page) == ["folder"]
+    page.click("label[for=source-tab-s3]")
+    assert _visible_panel(page) == ["s3"] and page.locator("[name=s3_bucket]").is_visible()
+    _shot(page, "form-s3-tab-no-js")
+    page.click("label[for=source-tab-folder]")
+    page.fill("[name=folder]", str(live["data"]))
+    page.fill("[name=job_name]", "animals without js")
+    page.fill("[name=width]", "8")
+    page.fill("[name=height]", "8")
+    page.click("#create-dataset")
+    page.wait_for_url("**/datasets/2*")
+    job_id = page.url.rstrip("/").rsplit("/", 1)[1]
+    while server.get_json(f"/datasets/{job_id}.json")["job"]["status"] not in ("Done", "Error"):
+        page.wait_for_timeout(200)  # no JavaScript on this page to watch the job: poll its state
+    page.goto(server.url + f"/datasets/{job_id}/explore?stage=val")
+    page.select_option("#filter-label", "0")
+    page.click("#filter-apply")
+    page.wait_for_url("**label=0**")
+    assert page.locator(".sample-label").all_inner_texts() == ["cat"] * 3
+    page.context.close()
+
+
+def _digits6_rate(query: dict, progress: float) -> float:
+    """DIGITS 6's rate for the preview's query string (empty parameters take DIGITS's defaults)."""
+    from test_lr_policy_formulas import digits6
+
+    def num(name):
+        return float(query[name]) if query.get(name, "").strip() else None
+
+    steps = query.get("lr_step_values", "").strip()
+    return digits6(query["lr_policy"], progress, float(query["learning_rate"]), gamma=num("lr_gamma"),
+                   power=num("lr_power"), step=num("lr_step_size"),
+                   steps=tuple(float(s) for s in steps.split(",")) if steps else None)
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+def test_lr_preview_draws_digits6_formula_for_every_policy(live, chromium):
+    from urllib.parse import parse_qsl
+
+    from digits_core.engine.lr_policies import POLICIES
+
+    server, page = live["server"], _page(chromium)
+    page.goto(server.url + "/models/new")
+    for policy in POLICIES:
+        page.select_option("[name=lr_policy]", policy)
+        page.wait_for_function("p => (document.getElementById('lr-preview').dataset.query || '')"
+                               ".includes('lr_policy=' + p)", arg=policy)
+        query = dict(parse_qsl(page.evaluate("document.getElementById('lr-preview').dataset.query"),
+                               keep_blank_values=True))
+        drawn = page.evaluate("Chart.getChart('lr-preview').data.datasets[0].data.map(p => [p.x, p.y])")
+        assert len(drawn) == 101
+        expected = [_digits6_rate(query, x) for x, _ in drawn]
+        np.testing.assert_allclose([y for _, y in drawn], expected, rtol=1e-9, err_msg=f"{policy}: {query}")
+        if policy == "sigmoid":
+            assert drawn[0][1] > drawn[50][1] > drawn[100][1], "DIGITS 6's sigmoid decays with its default gamma"
+            _shot(page, "lr-preview-sigmoid")
+    assert not page.js_errors, page.js_errors
+    page.context.close()
