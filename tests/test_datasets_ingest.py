@@ -54,3 +54,31 @@ def test_mean_sums_are_exact_past_the_uint16_buffer(dtype):
     total, count = acc.result()
     assert count == 700 and total.dtype == np.float64
     np.testing.assert_allclose(total, np.sum(np.stack(images).astype(np.float64), axis=0), rtol=1e-12)
+
+
+def test_repeated_layouts_give_the_records_the_full_check_gives():
+    from digits_core.datasets.encoder import RepeatedLayout
+    from digits_core.datasets.records import RecordError
+
+    rng = np.random.default_rng(1)
+    big_endian = rng.integers(0, 999, (3, 4, 1)).astype(">u2")
+    pairs = [(rng.integers(0, 256, (3, 4, 1), dtype=np.uint8), i) for i in range(3)]
+    pairs += [(rng.integers(0, 256, (3, 4), dtype=np.uint8), 7),            # 2-D: another shape
+              (rng.integers(0, 256, (3, 4), dtype=np.uint8), 2**40),
+              (rng.random((3, 4, 1)).astype(np.float32), 1),                # another dtype
+              (rng.random((3, 4, 1)).astype(np.float32), np.int64(3)),      # a numpy label
+              (big_endian, 2), (big_endian.astype("<u2"), 2),               # byte order
+              (np.asfortranarray(rng.integers(0, 9, (3, 4, 2), dtype=np.uint8)), 0),
+              (rng.integers(0, 9, (3, 4, 2), dtype=np.uint8)[:, ::-1], 1),  # not contiguous
+              (rng.integers(0, 256, (3, 4, 1), dtype=np.uint8), 0.5)]      # a regression target
+    layout = RepeatedLayout()
+    for feature, label in pairs:
+        expected = pack_record(feature, label)[0]
+        prepared = layout.prepare(feature, label)
+        got = b"".join((prepared.header, memoryview(prepared.payload).cast("B"), prepared.label))
+        assert got == expected, (feature.dtype, feature.shape, label)
+        assert prepared.meta == prepare_record(feature, label).meta
+    layout.prepare(np.zeros((3, 4, 1), np.uint8), 1)
+    for label, message in ((-1, "negative"), (True, "bool"), (2**63, "int64"), (None, "label is None")):
+        with pytest.raises(RecordError, match=message):
+            layout.prepare(np.zeros((3, 4, 1), np.uint8), label)

@@ -280,7 +280,7 @@ class _Build:
     def _plugin_version(self) -> str | None:
         from ..plugin_registry import registry
 
-        for record in registry.records():
+        for record in registry.records(check_templates=False):  # compiling templates is not needed here
             if record.kind == "data" and record.id == self.plugin_id:
                 return record.version
         return None

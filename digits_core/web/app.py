@@ -108,6 +108,7 @@ def create_app(jobs_dir=None, auth_token: str | None = None, *, scheduler=None, 
 
     from ..plugin_registry import registry
 
+    registry.check_templates()  # the server renders plugin templates: a broken one is listed failed from the start
     try:
         registry.call_hook("digits_register_routes", app=app)
     except Exception:  # noqa: BLE001 - a hook plugin must not take the UI down

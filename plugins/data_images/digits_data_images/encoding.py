@@ -23,6 +23,7 @@ import numpy as np
 
 from digits_core import EncodedImage
 
+from .png_decode import decode_plain_png
 from .resize import image_to_array, open_image, resize_image, seeded_rng
 
 ENCODINGS = ("none", "png", "jpg", "passthrough")
@@ -144,6 +145,14 @@ def load_resized(source, path: str, *, channels: int, width: int, height: int, r
     return resize_image(arr, height, width, resize_mode, rng=lambda: seeded_rng(seed, path))
 
 
+def _decode_plain(data: bytes, path: str, channels: int) -> np.ndarray | None:
+    """The pixels of a plain 8-bit PNG with ``channels`` channels (fast path), or ``None`` for Pillow to decode."""
+    try:
+        return decode_plain_png(data, channels)
+    except ValueError as exc:
+        raise ValueError(f"{path}: cannot decode image ({exc})") from None
+
+
 def encode_image_file(path: str, *, channels: int, width: int, height: int, resize_mode: str = "squash",
                       encoding: str = "png", seed: int = 0, jpg_quality: int = 90, data: bytes | None = None):
     """Return the stored feature of image ``path``: an ``H×W×C`` array or an :class:`EncodedImage`.
@@ -161,8 +170,12 @@ def encode_image_file(path: str, *, channels: int, width: int, height: int, resi
             return kept
         if kept is not None and kept.format != "png":
             kept = None
-    arr = load_resized(io.BytesIO(data), path, channels=channels, width=width, height=height,
-                       resize_mode=resize_mode, seed=seed)
+    arr = _decode_plain(data, path, channels)
+    if arr is None:
+        arr = load_resized(io.BytesIO(data), path, channels=channels, width=width, height=height,
+                           resize_mode=resize_mode, seed=seed)
+    else:
+        arr = resize_image(arr, height, width, resize_mode, rng=lambda: seeded_rng(seed, path))
     if encoding == "none":
         return arr
     if kept is not None and arr.shape == kept.shape and arr.dtype.name == kept.dtype:

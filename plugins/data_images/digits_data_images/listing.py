@@ -44,11 +44,13 @@ def list_images(folder: str) -> list[str]:
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         # realpath only for links: a plain file's is the real folder + its name (no system call per file)
         links = {entry.name for entry in os.scandir(root) if entry.is_symlink()} if files else set()
+        # os.path.join per file costs more than the rest of the listing: join the folder once
+        prefix, real_prefix = os.path.join(root, ""), os.path.join(real, "")
         for name in sorted(files):  # sorted: which of two links to one file is kept never depends on the disk
             if not is_image_name(name):
                 continue
-            path = os.path.join(root, name)
-            real_file = os.path.realpath(path) if name in links else os.path.join(real, name)
+            path = prefix + name
+            real_file = os.path.realpath(path) if name in links else real_prefix + name
             if real_file in seen_files:
                 logger.warning("%s is another link to %s, which is already listed; it is skipped", path, real_file)
                 continue
