@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from ..errors import DatasetError, JobStateError
 from .output import print_json, print_table
@@ -102,7 +103,7 @@ class _ProgressBars:
 
     def __init__(self, enabled: bool):
         self.enabled = enabled
-        self.bar = None
+        self.bar: Any = None  # a tqdm bar while a stage is shown
         self.stage = None
         self.seen = 0
 

@@ -56,8 +56,8 @@ def _add_plugin_form_options(parser) -> dict[str, list[str]]:
         for name in names:
             owners.setdefault(name, []).append(plugin_id)
     groups: dict[tuple, list[str]] = {}
-    for name, plugin_ids in owners.items():
-        groups.setdefault(tuple(plugin_ids), []).append(name)
+    for name, owner_ids in owners.items():
+        groups.setdefault(tuple(owner_ids), []).append(name)
     for plugin_ids, names in sorted(groups.items(), key=lambda item: (len(item[0]), item[0])):
         quoted = ", ".join(f'"{p}"' for p in plugin_ids)
         title = f"inference inputs of data plugin{'s' if len(plugin_ids) > 1 else ''} {quoted}"

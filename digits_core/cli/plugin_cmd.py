@@ -85,7 +85,7 @@ def run_check(args) -> int:
     kind, sep, plugin_id = args.plugin_id.partition(":")
     if not sep:
         kind, plugin_id = "", args.plugin_id
-    found = []
+    found: list[type] = []
     if kind in ("", "data") and plugin_id in registry.data_ingestions():
         found.append(registry.get_data_ingestion(plugin_id))
     if kind in ("", "view") and plugin_id in registry.views():

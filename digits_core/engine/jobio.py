@@ -147,14 +147,15 @@ class MetricsWriter:
 
     def write(self, epoch: float, step: int, values: dict[str, float]) -> None:
         """Write one point per name."""
-        if not self.enabled:
+        file = self._file
+        if not self.enabled or file is None:
             return
         for name, value in values.items():
             value = float(value)
             record = {"epoch": round(float(epoch), 6), "step": int(step), "name": name,
                       "value": value if math.isfinite(value) else None}
-            self._file.write(json.dumps(record) + "\n")
-        self._file.flush()
+            file.write(json.dumps(record) + "\n")
+        file.flush()
         if self._tb is not None:
             import tensorflow as tf
 

@@ -25,7 +25,8 @@ DEFAULT_SCORE_THRESHOLD = 0.3
 def source_size(item: Any) -> tuple[int, int] | None:
     """``(height, width)`` of an inference input before resizing (``None`` if unknown)."""
     if getattr(item, "array", None) is not None:
-        return tuple(int(v) for v in np.asarray(item.array).shape[:2])
+        height, width = np.asarray(item.array).shape[:2]
+        return int(height), int(width)
     path = getattr(item, "path", None)
     if path is None:
         return None

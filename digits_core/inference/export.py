@@ -132,8 +132,8 @@ def _write_savedmodel(loaded: InferenceModel, folder: Path) -> None:
     if loaded.task == "detection":
         archive = keras.export.ExportArchive()
         archive.track(loaded.model)
-        serve, signature = _detection_endpoint(loaded)
-        archive.add_endpoint("serving_default", serve, input_signature=signature)
+        detect, signature = _detection_endpoint(loaded)
+        archive.add_endpoint("serving_default", detect, input_signature=signature)
         archive.write_out(str(folder / "saved_model"), verbose=False)
         return
     h, w, c = loaded.feature_shape

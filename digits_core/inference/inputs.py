@@ -108,9 +108,7 @@ def collect_inputs(inputs: Iterable[Any]) -> list[InputItem]:
         if path.is_dir():
             items.extend(_from_folder(path))
         elif path.is_file():
-            items.append(InputItem(str(given), path=path) if is_image_file(path) else None)
-            if items[-1] is None:
-                items[-1:] = _from_list_file(path)
+            items.extend([InputItem(str(given), path=path)] if is_image_file(path) else _from_list_file(path))
         else:
             raise InferenceError(f"Input {given} does not exist.")
     return items

@@ -24,16 +24,16 @@ def classification_metrics(probabilities: np.ndarray, truth: Sequence[int], clas
         [{index, label, total, correct, accuracy}] for classes with samples}``.
     """
     probabilities = np.asarray(probabilities, dtype=np.float64)
-    truth = np.asarray(truth, dtype=np.int64)
+    truth_ids = np.asarray(truth, dtype=np.int64)
     num = probabilities.shape[1]
     k = min(k, num)
     order = np.argsort(-probabilities, axis=1, kind="stable")
     predicted = order[:, 0]
-    top1 = float(np.mean(predicted == truth))
-    topk = float(np.mean([t in row[:k] for t, row in zip(truth, order)]))
-    size = max(num, int(truth.max()) + 1 if truth.size else 0)
+    top1 = float(np.mean(predicted == truth_ids))
+    topk = float(np.mean([t in row[:k] for t, row in zip(truth_ids, order)]))
+    size = max(num, int(truth_ids.max()) + 1 if truth_ids.size else 0)
     matrix = np.zeros((size, size), dtype=np.int64)
-    np.add.at(matrix, (truth, predicted), 1)
+    np.add.at(matrix, (truth_ids, predicted), 1)
     labels = [str(class_labels[i]) if class_labels and i < len(class_labels) else str(i) for i in range(size)]
     per_class = []
     for c in range(size):
@@ -41,7 +41,7 @@ def classification_metrics(probabilities: np.ndarray, truth: Sequence[int], clas
         if total:
             per_class.append({"index": c, "label": labels[c], "total": total, "correct": int(matrix[c, c]),
                               "accuracy": float(matrix[c, c] / total)})
-    return {"count": int(truth.size), "top1_accuracy": top1, "top_k": k, "top_k_accuracy": topk,
+    return {"count": int(truth_ids.size), "top1_accuracy": top1, "top_k": k, "top_k_accuracy": topk,
             "class_labels": labels, "confusion_matrix": matrix.tolist(), "per_class": per_class}
 
 

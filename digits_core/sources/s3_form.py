@@ -116,6 +116,7 @@ class S3ClassSource:
         Returns:
             ``None`` when the stage has no S3 path.
         """
+        location: S3Location | None
         if is_s3_url(stage_or_url):
             bucket, prefix = parse_s3_url(stage_or_url)
             location = S3Location(bucket, prefix if prefix.endswith("/") or not prefix else prefix + "/",
@@ -193,6 +194,8 @@ class S3SourceFields(Form):
     s3_secretkey = PasswordField("S3 secret key", description="Used for this job only, never stored")
     s3_profile = StringField("AWS profile", description="Profile of ~/.aws/credentials to use instead of keys")
     s3_region = StringField("S3 region", description="Signing region (default: AWS_REGION or us-east-1)")
+
+    _s3_checked: tuple | None  # set by _s3_problem for the current validation
 
     def _s3_problem(self) -> tuple[str, str] | None:
         """Check the S3 settings once per validation: ``(field name, message)`` or ``None``."""

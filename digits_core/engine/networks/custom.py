@@ -44,7 +44,7 @@ def describe_user_error(exc: BaseException, path: str, what: str) -> TrainingErr
     frames = _user_frames(exc, path)
     if frames:
         frame = frames[-1]
-        code = (frame.line or linecache.getline(path, frame.lineno) or "").strip()
+        code = (frame.line or linecache.getline(path, frame.lineno or 0) or "").strip()
         return TrainingError(
             f"{path}:{frame.lineno}: {what}: {type(exc).__name__}: {exc}\n"
             f"    in {frame.name}: {code}"
