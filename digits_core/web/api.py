@@ -211,9 +211,10 @@ def lr_preview():
 @bp.post("/models/<job_id>/infer")
 def infer(job_id: str):
     """Run a model on server-side inputs: ``{"inputs": [paths], "view_id"?, "view_config"?, "epoch"?,
-    "form_data"?, "max_errors"?}`` -> the samples (top-N or maps), metrics, skipped inputs
-    (``results.errors``) and the view's HTML fragments."""
-    from .inference_views import _check_server_path
+    "form_data"?, "max_errors"?, "visualize"?}`` -> the samples (top-N or maps), metrics, skipped inputs
+    (``results.errors``), the view's HTML fragments and, with ``"visualize": true`` (one image), every
+    layer's activations and weights with statistics (``visualizations``)."""
+    from .inference_views import _check_server_path, results_json
     from .inference_worker import run_in_worker
 
     job = _ext()["store"].get(job_id, kind="model")
@@ -231,7 +232,6 @@ def infer(job_id: str):
                     "data_roots": current_app.config["DIGITS_DATA_ROOTS"],
                     "view": body.get("view_id") or None, "view_config": body.get("view_config") or None,
                     "epoch": body.get("epoch"), "inference_form": inference_form,
-                    "max_errors": body.get("max_errors")}
+                    "max_errors": body.get("max_errors"), "visualize": bool(body.get("visualize"))}
     result = run_in_worker("infer", request_body)
-    return jsonify({"model": job.id, "results": result.get("json"), "info": result.get("info"),
-                    "html": result.get("fragments"), "worker": result.get("worker")})
+    return results_json(job, result)

@@ -164,7 +164,8 @@ def infer(job_id: str):
         from .models_views import render_model_page
 
         errors = exc.errors if isinstance(exc, FormValidationError) else {"": [str(exc)]}
-        values = {k: request.form.get(k, "") for k in ("view_id", "input_mode", "server_path", "snapshot")}
+        values = {k: request.form.get(k, "") for k in ("view_id", "input_mode", "server_path", "snapshot",
+                                                         "visualize")}
         return render_model_page(job, infer_errors=errors, infer_values=values), 400
 
 
@@ -206,7 +207,15 @@ def _infer(job):
         request_body["inputs"] = [_check_server_path(request.form.get("server_path", ""))]
     else:
         request_body["inputs"] = _save_uploads(job, request.files.getlist("images"))
+    visualize = bool(request.form.get("visualize"))
+    if visualize and len(request_body.get("inputs") or ()) > 1:
+        raise FormValidationError({"visualize": [
+            f"Layer visualizations are for one image (DIGITS's Classify One); {len(request_body['inputs'])} "
+            "were chosen. Choose one image, or untick this box."]}, "inference")
+    request_body["visualize"] = visualize
     result = run_in_worker("infer", request_body)
+    if wants_json():  # the results page's JSON twin: what /api/models/ID/infer answers
+        return results_json(job, result)
     frags = result.get("fragments") or {}
     view_static = view_cls.get_static_folder()
     stylesheets = [f for f in getattr(view_cls, "stylesheets", ()) or ()] if view_static else []
@@ -216,4 +225,13 @@ def _infer(job):
         header=Markup(frags.get("header") or ""), samples=[Markup(s) for s in frags.get("samples", [])],
         summary=Markup(frags.get("summary") or ""), stylesheets=stylesheets, scripts=scripts,
         info=result.get("info") or {}, notes=(result.get("json") or {}).get("notes") or [],
-        skipped=(result.get("json") or {}).get("errors") or [])
+        skipped=(result.get("json") or {}).get("errors") or [], vis=result.get("visualizations"))
+
+
+def results_json(job, result: dict):
+    """The JSON answer of an inference request (the web form's twin and ``/api/models/ID/infer``)."""
+    from flask import jsonify
+
+    return jsonify({"model": job.id, "results": result.get("json"), "info": result.get("info"),
+                    "html": result.get("fragments"), "visualizations": result.get("visualizations"),
+                    "worker": result.get("worker")})

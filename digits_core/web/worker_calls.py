@@ -57,9 +57,15 @@ def _do_infer(request: dict) -> dict:
                    view_id=request.get("view") or None, view_config=request.get("view_config") or None,
                    form_data=request.get("inference_form") or None, jobs_dir=request.get("jobs_dir"),
                    max_errors=request.get("max_errors"))
+    visualizations = None
+    if request.get("visualize"):  # DIGITS's "Show visualizations and statistics" (one image)
+        from ..inference.visualize import visualize_result
+
+        visualizations = visualize_result(result).to_json()
     view, processed = result.run_view()
     fragments = render_fragments(view, processed)
     return {
+        "visualizations": visualizations,
         "fragments": {"header": None if fragments["header"] is None else str(fragments["header"]),
                       "samples": [str(s) for s in fragments["samples"]],
                       "summary": None if fragments["summary"] is None else str(fragments["summary"])},
