@@ -43,12 +43,13 @@ def test_a_job_whose_records_overflow_their_slots_is_still_bit_exact(monkeypatch
     assert labels.tolist() == [i % 4 for i in range(150)]
 
 
+@pytest.mark.parametrize("shape", [(3, 4, 1), (70, 60, 1)])  # batched / uint16 buffer (over BATCH_PIXELS)
 @pytest.mark.parametrize("dtype", ["uint8", "uint16", "float32"])
-def test_mean_sums_are_exact_past_the_uint16_buffer(dtype):
+def test_mean_sums_are_exact_past_the_uint16_buffer(dtype, shape):
     rng = np.random.default_rng(0)
     high = 255 if dtype != "uint16" else 65535
-    images = [rng.integers(0, high, (3, 4, 1), endpoint=True).astype(dtype) for _ in range(700)]
-    acc = MeanSum((3, 4, 1))
+    images = [rng.integers(0, high, shape, endpoint=True).astype(dtype) for _ in range(700)]
+    acc = MeanSum(shape)
     for image in images:
         acc.add(image)
     total, count = acc.result()
