@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -232,7 +232,7 @@ def _check_data(cls: type[DataIngestion], report: CheckReport, form_values: Mapp
                    "no entry was encoded: itemize_entries returned none for these form values")
 
 
-def _call(report: CheckReport, method: str, function):
+def _call(report: CheckReport, method: str, function: Callable[[], Any]) -> Any:
     try:
         return function()
     except Exception as exc:  # noqa: BLE001

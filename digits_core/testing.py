@@ -86,7 +86,7 @@ try:  # the fixture exists only where pytest is installed (plugin test suites)
     import pytest
 
     @pytest.fixture
-    def digits_jobs_dir(tmp_path, monkeypatch):
+    def digits_jobs_dir(tmp_path: Any, monkeypatch: Any) -> Any:
         """A temporary, empty jobs folder, also set as ``DIGITS_JOBS_DIR`` for the test."""
         path = tmp_path / "digits-jobs"
         path.mkdir()

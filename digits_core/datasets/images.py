@@ -87,7 +87,7 @@ class EncodedImage:
 _PIL_IMAGE = None
 
 
-def _pil_image():
+def _pil_image() -> Any:
     """Pillow's Image module, imported once on first use."""
     global _PIL_IMAGE
     if _PIL_IMAGE is None:

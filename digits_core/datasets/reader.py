@@ -26,7 +26,7 @@ INFO_FILE = "dataset.json"
 MEAN_FILE = "mean.npy"
 ERRORS_FILE = "errors.jsonl"
 PROGRESS_FILE = "progress.json"
-def _find_dataset_folder(job_id_or_path, jobs_dir) -> tuple[Path, Path]:
+def _find_dataset_folder(job_id_or_path: str | os.PathLike, jobs_dir: str | os.PathLike | None) -> tuple[Path, Path]:
     """Return ``(job_folder, dataset_folder)``."""
     text = str(job_id_or_path)
     candidate = Path(text).expanduser()
@@ -219,7 +219,7 @@ class Dataset:
 
     # -- records -------------------------------------------------------------
 
-    def _env(self, stage: str):
+    def _env(self, stage: str) -> Any:
         if self._pid != os.getpid():  # forked: LMDB handles must not cross a fork
             self._envs = {}
             self._pid = os.getpid()
@@ -247,7 +247,8 @@ class Dataset:
         start = max(0, int(start))
         return start, max(start, stop)
 
-    def read_batch(self, stage: str, start: int = 0, stop: int | None = None, *, decode: bool = True):
+    def read_batch(self, stage: str, start: int = 0, stop: int | None = None, *,
+                   decode: bool = True) -> tuple[Any, np.ndarray]:
         """Read records ``start..stop-1`` of ``stage`` in one LMDB transaction.
 
         Args:
@@ -267,7 +268,7 @@ class Dataset:
         values = self.read_records(stage, start, stop)
         return self._unpack(values, decode)
 
-    def read_indexes(self, stage: str, indexes: Sequence[int], *, decode: bool = True):
+    def read_indexes(self, stage: str, indexes: Sequence[int], *, decode: bool = True) -> tuple[Any, np.ndarray]:
         """Like :meth:`read_batch` for arbitrary record indexes (e.g. a shuffled batch)."""
         n = self.count(stage)
         bad = [i for i in indexes if not 0 <= int(i) < n]
@@ -276,7 +277,7 @@ class Dataset:
         values = read_keys(self._env(stage), indexes)
         return self._unpack(values, decode)
 
-    def read_all(self, stage: str, *, decode: bool = True):
+    def read_all(self, stage: str, *, decode: bool = True) -> tuple[Any, np.ndarray]:
         """Read a whole stage into memory: ``read_batch(stage, 0, count)``."""
         return self.read_batch(stage, 0, None, decode=decode)
 
@@ -320,7 +321,7 @@ class Dataset:
     def __enter__(self) -> "Dataset":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def summary(self) -> dict:

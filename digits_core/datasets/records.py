@@ -98,7 +98,7 @@ def _as_feature(feature: Any) -> tuple[int, Any, tuple, Any, np.ndarray | None]:
     return RAW, name, arr.shape, np.ascontiguousarray(arr), arr
 
 
-def _as_label(label, feature_shape: tuple) -> tuple[int, str, tuple, bytes]:
+def _as_label(label: Any, feature_shape: tuple) -> tuple[int, str, tuple, bytes]:
     """Return (kind, dtype, shape, payload)."""
     if isinstance(label, (bool, np.bool_)):
         raise RecordError("label must be an int class, a float or float vector, or an H×W integer mask, not a bool")
@@ -197,7 +197,7 @@ class PreparedRecord(NamedTuple):
         return end + len(self.label) - offset
 
 
-def prepare_record(feature, label) -> PreparedRecord:
+def prepare_record(feature: Any, label: Any) -> PreparedRecord:
     """Check one ``(feature, label)`` pair against the data contract, as :func:`pack_record`, without packing it.
 
     Raises:
@@ -215,7 +215,7 @@ def prepare_record(feature, label) -> PreparedRecord:
     return PreparedRecord(header, fpayload, lpayload, RecordMeta(enc, fdtype, fshape, kind, ldtype, lshape), pixels)
 
 
-def pack_record(feature, label) -> tuple[bytes, RecordMeta, np.ndarray | None]:
+def pack_record(feature: Any, label: Any) -> tuple[bytes, RecordMeta, np.ndarray | None]:
     """Check one ``(feature, label)`` pair against the data contract and pack it.
 
     Args:
@@ -285,7 +285,7 @@ def unpack_record(record: bytes, *, decode: bool = True) -> tuple[Any, Any]:
 MAX_HISTOGRAM_CLASSES = 65536
 
 
-def label_histogram(label, kind: int) -> np.ndarray | None:
+def label_histogram(label: Any, kind: int) -> np.ndarray | None:
     """Count class ids in a class label (one), a mask (pixels) or boxes (boxes); ``None`` for regression or huge ids."""
     if kind == CLASS:
         index = int(label)

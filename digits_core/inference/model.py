@@ -183,7 +183,7 @@ class InferenceModel:
         """The model job id."""
         return self.job.id
 
-    def serve(self, images):
+    def serve(self, images: Any) -> Any:
         """Raw features ``[N, H, W, C]`` → network output, as TensorFlow ops (preprocessing inside)."""
         from ..engine.preprocessing import tf_center_crop
 
@@ -228,7 +228,7 @@ class InferenceModel:
         top, left = center_crop_offsets(feature.shape[0], feature.shape[1], crop)
         return feature[top:top + crop, left:left + crop]
 
-    def crop_label(self, label):
+    def crop_label(self, label: Any) -> Any:
         """Centre-crop a mask label like the input (other labels unchanged)."""
         if label is None or np.ndim(label) < 2:
             return label
@@ -259,7 +259,7 @@ def _cache_size() -> int:
         return 4
 
 
-def load_inference_model(model_id, *, epoch: int | float | None = None, jobs_dir=None) -> InferenceModel:
+def load_inference_model(model_id: Any, *, epoch: int | float | None = None, jobs_dir: Any = None) -> InferenceModel:
     """Return the (cached) :class:`InferenceModel` of a model job's epoch.
 
     A cache hit costs one ``stat`` of ``model.json``: when the file changed
@@ -326,7 +326,7 @@ def clear_model_cache() -> None:
         _aliases.clear()
 
 
-def detection_rows(output_map, input_hw, num_classes: int):
+def detection_rows(output_map: Any, input_hw: Any, num_classes: int) -> Any:
     """A detector's output map → ``[N, K, 6]`` ``(class, score, x1, y1, x2, y2)`` in network-input pixels."""
     import tensorflow as tf
 

@@ -26,7 +26,7 @@ from .model import InferenceModel
 logger = logging.getLogger("digits_core.inference")
 
 
-def resolve_label(model: InferenceModel, item: InputItem, height: int, width: int):
+def resolve_label(model: InferenceModel, item: InputItem, height: int, width: int) -> Any:
     label = item.label
     if label is None:
         return None
@@ -96,7 +96,7 @@ class Budget:
                 f"{shown}{more}. Fix or remove them, or raise --max-errors.")
 
 
-def _target_image(model: InferenceModel, item: InputItem, label, where: str) -> np.ndarray:
+def _target_image(model: InferenceModel, item: InputItem, label: Any, where: str) -> np.ndarray:
     """An image-to-image target: an array as given, or an image file prepared like the inputs, scaled to [0, 1]."""
     if isinstance(label, np.ndarray):
         return label.astype(np.float32)
@@ -141,7 +141,7 @@ def read_items(model: InferenceModel, items: list[InputItem], budget: Budget) ->
     return ids, _stack(features, shape, dtype), labels
 
 
-def _stack(features: list, shape, dtype) -> np.ndarray:
+def _stack(features: list, shape: tuple, dtype: Any) -> np.ndarray:
     return np.stack(features) if features else np.empty((0, *shape), dtype=dtype)
 
 

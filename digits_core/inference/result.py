@@ -88,7 +88,7 @@ class InferenceResult:
         """All outputs stacked ``[N, ...]``."""
         return np.stack([s.output for s in self.samples]) if self.samples else np.zeros((0,))
 
-    def run_view(self):
+    def run_view(self) -> tuple[Any, Any]:
         """Create the view and process every sample (once); return ``(view, processed)``.
 
         Raises:

@@ -103,8 +103,8 @@ def _validate_view_config(view_id: str | None, config: dict | None) -> dict:
     return validate_values(form, config or {}, f'options of view "{view_id}"')
 
 
-def infer(model_id, inputs: Iterable[Any] = (), *, epoch: float | None = None, view_id: str | None = None,
-          view_config: dict | None = None, form_data: dict | None = None, jobs_dir=None,
+def infer(model_id: Any, inputs: Iterable[Any] = (), *, epoch: float | None = None, view_id: str | None = None,
+          view_config: dict | None = None, form_data: dict | None = None, jobs_dir: Any = None,
           top_n_classes: int | None = None, batch_size: int = 64,
           progress: Callable[[int, int], None] | None = None, max_errors: Any = None) -> InferenceResult:
     """Run a trained model on inputs.

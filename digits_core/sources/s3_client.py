@@ -16,7 +16,7 @@ import logging
 import os
 import threading
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 from ..errors import DigitsError
 
@@ -88,7 +88,7 @@ class S3Location:
     region: str | None = None
 
     @classmethod
-    def from_url(cls, url: str, **kwargs) -> "S3Location":
+    def from_url(cls, url: str, **kwargs: Any) -> "S3Location":
         """Build a location from ``s3://bucket/prefix`` plus keyword fields."""
         bucket, prefix = parse_s3_url(url)
         return cls(bucket=bucket, prefix=prefix, **kwargs)
@@ -125,7 +125,7 @@ def _client_key(location: S3Location, pool: int, attempts: int) -> tuple:
             location.region, pool, attempts)
 
 
-def s3_client(location: S3Location, *, pool: int = 16, attempts: int = 3, timeout: float = 30.0):
+def s3_client(location: S3Location, *, pool: int = 16, attempts: int = 3, timeout: float = 30.0) -> Any:
     """Return a boto3 S3 client for ``location`` (cached per process and settings).
 
     boto3 clients are thread-safe, so one client serves a thread pool of up
@@ -239,7 +239,7 @@ def explain(exc: BaseException, location: S3Location, action: str) -> S3Error:
     return S3Error(f"Error while trying to {action} {location.describe()}: {exc}")
 
 
-def _call(location: S3Location, action: str, func: Callable, *args, **kwargs):
+def _call(location: S3Location, action: str, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     import botocore.exceptions as bex
 
     try:
