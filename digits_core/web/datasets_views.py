@@ -183,7 +183,7 @@ def _class_filter(ds, stage: str, label: str | None):
     return class_id, class_indexes(ds, stage, class_id)
 
 
-def _explore_page(job: Job, stage: str, page: int, per_page: int, label: str | None = None) -> dict:
+def _explore_page(job: Job, stage: str, page: int, per_page: int, label_filter: str | None = None) -> dict:
     from ..datasets import open_dataset
     from ..datasets.explore import label_histograms
     from ..inference.images import png_data_uri
@@ -192,7 +192,7 @@ def _explore_page(job: Job, stage: str, page: int, per_page: int, label: str | N
     stages = list(ds.stages)
     if stage not in stages:
         raise FormValidationError({"stage": [f"choose one of {', '.join(stages)}"]}, "explore")
-    class_id, selected = _class_filter(ds, stage, label)
+    class_id, selected = _class_filter(ds, stage, label_filter)
     count = ds.count(stage) if selected is None else len(selected)
     pages = max(1, -(-count // per_page))
     page = min(max(page, 0), pages - 1)
