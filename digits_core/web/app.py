@@ -98,9 +98,10 @@ def create_app(jobs_dir=None, auth_token: str | None = None, *, scheduler=None, 
     security.init_app(app, csrf)
     _confine_requests(app)
 
-    from . import api, datasets_views, home, inference_views, models_views, plugin_static
+    from . import api, datasets_views, home, inference_views, models_views, network_views, plugin_static, top_n_views
 
-    for module in (home, datasets_views, models_views, inference_views, plugin_static, api):
+    for module in (home, datasets_views, models_views, inference_views, network_views, top_n_views, plugin_static,
+                   api):
         app.register_blueprint(module.bp)
 
     _register_errors(app)

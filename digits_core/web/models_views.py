@@ -223,18 +223,16 @@ def _fill_from_job(form: ModelForm, job: Job) -> None:
 
 
 def snapshots(job: Job) -> list[dict]:
-    """The snapshots on disk: ``[{"epoch", "file", "size"}]``, oldest first."""
-    folder = job.path / "snapshots"
-    items = []
-    if folder.is_dir():
-        for path in sorted(folder.glob("*.keras")):
-            stem = path.stem
-            try:
-                epoch = float(stem.split("-", 1)[1]) if "-" in stem else None
-            except ValueError:
-                epoch = None
-            items.append({"epoch": epoch, "file": path.name, "size": path.stat().st_size})
-    return items
+    """The snapshots on disk, oldest first: ``[{"epoch", "file", "size", "download"}]``.
+
+    ``epoch`` is a number (``2``, or ``1.5`` for a mid-epoch snapshot), the same the CLI's and the
+    API's ``--epoch``/``epoch`` take; ``download`` is the URL of that epoch's exported model.
+    """
+    from ..inference.model import list_snapshots
+
+    return [{"epoch": epoch, "file": path.name, "size": path.stat().st_size,
+             "download": url_for("models.download", job_id=job.id, epoch=epoch)}
+            for epoch, path in list_snapshots(job, read_json(job.path / "model.json")).items() if path.is_file()]
 
 
 def model_details(job: Job) -> dict:
@@ -256,19 +254,23 @@ def show(job_id: str):
     return render_model_page(_ext()["store"].get(job_id, kind="model"))
 
 
-def render_model_page(job: Job, *, infer_errors: dict | None = None, infer_values: dict | None = None) -> str:
-    """The model page's HTML; ``infer_errors``/``infer_values`` show a failed inference on its form.
+def render_model_page(job: Job, *, infer_errors: dict | None = None, infer_values: dict | None = None,
+                      top_n_errors: dict | None = None, top_n_values: dict | None = None) -> str:
+    """The model page's HTML; ``*_errors``/``*_values`` show a failed request on its form.
 
     Args:
         job: The model job.
         infer_errors: ``{field: [messages]}`` (``""``: not about one field) of the inference form.
         infer_values: The inference form's values to keep (``view_id``, ``input_mode``, ``server_path``,
             ``snapshot``).
+        top_n_errors: The same for the *Top N predictions per category* form.
+        top_n_values: Its values to keep (``server_path``, ``top_n``, ``snapshot``).
     """
     return render_template("model_show.html", job=job, d=model_details(job), views=_views(),
                            active=job.status in (JobStatus.WAITING, JobStatus.RUNNING, JobStatus.INITIALIZED),
                            inference=inference_context(job), infer_errors=infer_errors or {},
-                           infer_values=infer_values or {})
+                           infer_values=infer_values or {}, top_n_errors=top_n_errors or {},
+                           top_n_values=top_n_values or {})
 
 
 def _views():
@@ -367,34 +369,59 @@ def delete(job_id: str):
     return redirect(url_for("home.index"))
 
 
-def _export_file(job: Job) -> Path | None:
-    """The archive of the last snapshot, if it was exported already."""
+def _export_file(job: Job, epoch=None) -> Path | None:
+    """The archive of one epoch's snapshot (default: the last), if it was exported already."""
+    snap = _snapshot_for(job, epoch)
+    if snap is None:
+        return None
+    path = job.path / "export" / f"{job.id}-{Path(snap['file']).stem}.tar.gz"
+    return path if path.is_file() else None
+
+
+def _snapshot_for(job: Job, epoch=None) -> dict | None:
+    """The snapshot at ``epoch`` (a number; ``None``: the last), ``None`` when there is none at all.
+
+    Raises:
+        JobStateError: No snapshot at that epoch (the message lists those there are).
+    """
     snaps = snapshots(job)
     if not snaps:
         return None
-    path = job.path / "export" / f"{job.id}-{Path(snaps[-1]['file']).stem}.tar.gz"
-    return path if path.is_file() else None
+    if epoch in (None, ""):
+        return snaps[-1]
+    try:
+        wanted = float(epoch)
+    except (TypeError, ValueError):
+        wanted = None
+    for snap in snaps:
+        if wanted is not None and abs(float(snap["epoch"]) - wanted) < 1e-6:
+            return snap
+    raise JobStateError(f"Model {job.id} has no snapshot at epoch {epoch} "
+                        f"(snapshots: {', '.join(str(s['epoch']) for s in snaps)}).")
 
 
 @bp.route("/<job_id>/download", methods=["GET", "POST"])
 def download(job_id: str):
-    """Download the exported model (``.tar.gz``: SavedModel, labels, mean, info).
+    """Download an exported model (``.tar.gz``: SavedModel, labels, mean, info); ``?epoch=`` picks the snapshot.
 
-    The export is made on first request, in a separate worker process
-    (TensorFlow never loads in the web server).
+    Each epoch's export is made on its first request, in a separate worker process
+    (TensorFlow never loads in the web server), and kept in the job's ``export/`` folder.
     """
     job = _ext()["store"].get(job_id, kind="model")
-    existing = _export_file(job)
+    epoch = request.values.get("epoch")
+    snap = _snapshot_for(job, epoch)
+    if snap is None:
+        raise JobStateError(f"Model {job.id} has no snapshot yet; download once an epoch has finished.")
+    existing = _export_file(job, snap["epoch"])
     if existing is None:
-        if not snapshots(job):
-            raise JobStateError(f"Model {job.id} has no snapshot yet; download once an epoch has finished.")
         from .worker_calls import run_worker
 
-        snaps = snapshots(job)
         (job.path / "export").mkdir(exist_ok=True)
-        out = job.path / "export" / f"{job.id}-{Path(snaps[-1]['file']).stem}.tar.gz"
-        run_worker("export", {"job": str(job.path), "out": str(out)}, timeout=600)
-        existing = _export_file(job)
+        out = job.path / "export" / f"{job.id}-{Path(snap['file']).stem}.tar.gz"
+        run_worker("export", {"job": str(job.path), "out": str(out), "epoch": snap["epoch"]}, timeout=600)
+        existing = _export_file(job, snap["epoch"])
         if existing is None:
             raise JobStateError(f"Export of model {job.id} produced no file.")
-    return send_file(existing, as_attachment=True, download_name=f"{job.name or job.id}-{job.id}.tar.gz".replace("/", "_"))
+    tag = "" if epoch in (None, "") else f"-epoch-{snap['epoch']}"
+    name = f"{job.name or job.id}-{job.id}{tag}.tar.gz".replace("/", "_")
+    return send_file(existing, as_attachment=True, download_name=name)

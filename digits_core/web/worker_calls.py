@@ -77,8 +77,30 @@ def _do_infer(request: dict) -> dict:
 def _do_export(request: dict) -> dict:
     from ..inference import export_model
 
-    path = export_model(request["job"], request["out"])
+    epoch = request.get("epoch")  # a number (the web's per-epoch download); None: the last snapshot
+    path = export_model(request["job"], request["out"], epoch=float(epoch) if epoch not in (None, "") else None)
     return {"path": str(path)}
+
+
+def _do_network(request: dict) -> dict:
+    """The network page's summary: a model job's (``"job"``) or a form's network and dataset."""
+    from ..engine.network_summary import summarize_model_job, summarize_network
+
+    if request.get("job"):
+        return {"summary": summarize_model_job(request["job"], request.get("jobs_dir"))}
+    return {"summary": summarize_network(
+        request.get("network"), request["dataset"], request.get("jobs_dir"), custom_code=request.get("custom_code"),
+        crop_size=request.get("crop_size"), network_params=request.get("network_params"), task=request.get("task"))}
+
+
+def _do_top_n(request: dict) -> dict:
+    """Top N per category of a classification model over the request's inputs."""
+    from ..inference.top_per_class import top_images_per_class
+
+    epoch = request.get("epoch")
+    return top_images_per_class(request["model"], request.get("inputs") or (), int(request.get("n") or 9),
+                                epoch=float(epoch) if epoch not in (None, "") else None,
+                                jobs_dir=request.get("jobs_dir"), max_errors=request.get("max_errors"))
 
 
 def main(argv=None) -> int:
@@ -91,7 +113,7 @@ def main(argv=None) -> int:
 
 
 def handle(kind: str, request: dict) -> dict:
-    """Run one ``kind`` ("infer" or "export") request in this process.
+    """Run one ``kind`` ("infer", "export", "network" or "top_n") request in this process.
 
     Used by :func:`main` and by the long-lived worker
     (:mod:`digits_core.web.inference_worker`).
@@ -104,7 +126,8 @@ def handle(kind: str, request: dict) -> dict:
     try:
         # A request from the web server names its data roots: inputs (and paths inside list files) stay under them.
         with confined_to(request.get("data_roots")):
-            return {"infer": _do_infer, "export": _do_export}[kind](request)
+            return {"infer": _do_infer, "export": _do_export, "network": _do_network,
+                    "top_n": _do_top_n}[kind](request)
     except DigitsError as exc:
         return {"error": str(exc)}
     except Exception as exc:  # noqa: BLE001

@@ -179,6 +179,11 @@
         var tr = document.createElement("tr");
         tr.appendChild(cell(s.epoch === null ? "" : String(s.epoch), "num"));
         tr.appendChild(cell(s.file)); tr.appendChild(cell(humanSize(s.size)));
+        if (snaps.parentNode.dataset.downloads === "true" && s.download) {  /* per-epoch export, once not training */
+          var td = document.createElement("td"), a = document.createElement("a");
+          a.href = s.download; a.className = "snapshot-download"; a.textContent = "Download"; a.setAttribute("download", "");
+          td.appendChild(a); tr.appendChild(td);
+        }
         snaps.appendChild(tr);
       });
     }
