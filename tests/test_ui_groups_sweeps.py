@@ -12,12 +12,15 @@ both share one jobs folder, dataset and server (module-scoped). Screenshots go t
 from __future__ import annotations
 
 import html as html_lib
+import json
 import re
+from pathlib import Path
 
 import pytest
 
 from digits_core.jobs import Job, JobLock, JobStatus
 from digits_core.web import create_app
+from test_ui_parity import browser_page  # noqa: F401  (the fixture: headless Chromium, JS errors fail the test)
 
 
 @pytest.fixture
@@ -181,7 +184,16 @@ def test_home_search_filters_on_the_server_too(app, client, dataset):
     assert names("CARDIAC") == ["alpha"] and names("lenet") == ["beta"] and names("a") == ["alpha", "beta"]
     assert names("unet alpha") == ["alpha"] and names("unet beta") == []
     page = client.get("/?q=nothing+like+this").get_data(as_text=True)
-    assert "No model matches “nothing like this”." in page and 'value="nothing like this"' in page
+    row = re.search(r'id="models-table".*?<tr class="no-match"( hidden)?>(.*?)</tr>', page, re.DOTALL)
+    assert row.group(1) is None and 'No model matches “<span class="query">nothing like this</span>”' in row.group(2)
+    assert 'value="nothing like this"' in page
+    # The page keeps every row and hides those that do not match, so the search can widen without a reload.
+    page = client.get("/?q=cardiac").get_data(as_text=True)
+    hidden = {name: bool(flag) for flag, name in re.findall(r'<tr class="job-row"( hidden)? data-id="[^"]+" '
+                                                             r'data-name="([^"]+)"', page)}
+    assert hidden == {"alpha": False, "beta": True, "digits": True}
+    assert re.search(r'<tbody class="job-group" data-group="cardiac">', page)
+    assert "1 of 3 jobs shown" in page
     assert client.get("/index.json?q=digits").get_json()["datasets"][0]["id"] == dataset.id
 
 
@@ -221,7 +233,7 @@ def test_home_page_has_the_bulk_form_and_search_box(app, client, dataset):
     assert re.search(r'<input type="checkbox" class="job-select" form="bulk-form" name="job_id" value="%s"' % dataset.id,
                      page)
     assert re.search(r'<input type="search" name="q" id="job-search" value="dig"', page)
-    assert "1 of 1 jobs" in page
+    assert "1 of 1 jobs shown" in page
 
 
 def test_lr_preview_draws_the_first_rate_of_a_sweep(client):
@@ -229,3 +241,165 @@ def test_lr_preview_draws_the_first_rate_of_a_sweep(client):
     assert {p["lr"] for p in swept} == {0.1}
     resp = client.get("/api/lr-preview?learning_rate=0.1,-1&lr_policy=fixed")
     assert resp.status_code == 400 and "must be above 0" in resp.get_json()["error"]["fields"]["learning_rate"][0]
+
+
+# -- real training and a real browser (slow) ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    """A tiny digits dataset (40 images, group "digits data") in a jobs folder the server below also serves."""
+    import sys
+
+    from digits_core.datasets import create_dataset
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+    from demo import export_sklearn_digits
+
+    root = tmp_path_factory.mktemp("groups")
+    export_sklearn_digits(root / "digits", per_class=4)
+    dataset = create_dataset("image-classification", {"folder": str(root / "digits"), "image_type": "grayscale",
+                                                      "width": 28, "height": 28},
+                             name="digits", jobs_dir=root / "jobs", workers=1, group="digits data")
+    return {"root": root, "jobs": root / "jobs", "dataset": dataset}
+
+
+@pytest.fixture(scope="module")
+def cli_sweep(world):
+    """``digits train`` with two learning rates and two batch sizes, one epoch each, in one process."""
+    from conftest import run_digits
+
+    result = run_digits("--jobs-dir", str(world["jobs"]), "train", "--dataset", world["dataset"].id,
+                        "--network", "lenet", "--epochs", "1", "--seed", "1", "--learning-rate", "0.1,0.01",
+                        "--batch-size", "8,16", "--name", "cli sweep", "--json", "--quiet", timeout=600)
+    return result
+
+
+@pytest.mark.slow
+def test_cli_sweep_trains_every_combination_in_one_group(world, cli_sweep):
+    assert cli_sweep.returncode == 0, cli_sweep.stderr[-3000:]
+    assert 'sweep cli sweep: 4 jobs in group "cli sweep", trained one after the other in this process' \
+        in cli_sweep.stderr
+    rows = json.loads(cli_sweep.stdout)
+    assert [(r["name"], r["status"], r["group"], r["learning_rate"], r["batch_size"]) for r in rows] == [
+        ("cli sweep lr=0.1 batch=8", "Done", "cli sweep", 0.1, 8),
+        ("cli sweep lr=0.1 batch=16", "Done", "cli sweep", 0.1, 16),
+        ("cli sweep lr=0.01 batch=8", "Done", "cli sweep", 0.01, 8),
+        ("cli sweep lr=0.01 batch=16", "Done", "cli sweep", 0.01, 16)]
+    for row in rows:  # what each run really used, as the engine recorded it
+        folder = world["jobs"] / row["id"]
+        model = json.loads((folder / "model.json").read_text())
+        assert model["options"]["learning_rate"] == row["learning_rate"]
+        assert model["options"]["batch_size"] == model["batch_size"] == row["batch_size"]
+        assert model["options"]["epochs"] == 1 and model["options"]["seed"] == 1 and model["last_epoch"] == 1
+        assert model["dataset_id"] == world["dataset"].id
+        record = json.loads((folder / "job.json").read_text())
+        assert record["group"] == "cli sweep"
+        assert record["sweep"] == {"learning_rate": row["learning_rate"], "batch_size": row["batch_size"]}
+    steps = {r["batch_size"]: json.loads((world["jobs"] / r["id"] / "model.json").read_text())["steps_per_epoch"]
+             for r in rows}
+    assert steps[8] > steps[16]  # the batch size really changed the run
+
+
+def _shot(page, name):
+    from test_ui_browser import ARTIFACTS
+
+    page.screenshot(path=str(ARTIFACTS / f"groups-{name}.png"), full_page=True)
+
+
+def _visible_rows(page, table):
+    return page.locator(f"#{table}-table tr.job-row:visible").count()
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+def test_home_groups_search_bulk_delete_and_sweep_form(world, cli_sweep, browser_page):  # noqa: F811
+    """The home page as a DIGITS 6 user expects it: groups fold, search filters, a sweep form, one bulk delete."""
+    from live_server import running_server
+
+    assert cli_sweep.returncode == 0, cli_sweep.stderr[-3000:]
+    page = browser_page
+    with running_server(world["jobs"], log_dir=world["root"], cwd=world["root"]) as server:
+        page.goto(server.url + "/")
+        assert page.evaluate("document.scrollingElement.scrollWidth") <= 375  # toolbar and groups fit a phone
+        _shot(page, "home-375")
+        page.set_viewport_size({"width": 1280, "height": 900})
+        group = page.locator('#models-table tbody.job-group[data-group="cli sweep"]')
+        assert group.locator("tr.job-row").count() == 4 and _visible_rows(page, "models") == 4
+        assert "4 models" in group.locator(".group-summary").inner_text()
+        assert page.locator('#datasets-table tbody.job-group[data-group="digits data"] tr.job-row').count() == 1
+
+        # A group folds, and stays folded across a reload; it unfolds again.
+        group.locator(".group-toggle").click()
+        assert _visible_rows(page, "models") == 0
+        page.reload()
+        assert group.locator(".group-toggle").get_attribute("aria-expanded") == "false"
+        assert _visible_rows(page, "models") == 0
+        _shot(page, "home-folded")
+        group.locator(".group-toggle").click()
+        assert _visible_rows(page, "models") == 4
+
+        # Search filters as one types (folded groups too), keeps the query in the URL, and the server agrees.
+        group.locator(".group-toggle").click()
+        page.fill("#job-search", "batch=16")
+        page.wait_for_function("() => document.getElementById('search-count').textContent === '2 of 5 jobs shown'")
+        assert sorted(page.locator("#models-table tr.job-row:visible").evaluate_all(
+            "rows => rows.map(r => r.dataset.name)")) == ["cli sweep lr=0.01 batch=16", "cli sweep lr=0.1 batch=16"]
+        assert page.locator("#datasets-table tr.no-match").is_visible()
+        assert "q=batch%3D16" in page.url
+        _shot(page, "home-search")
+        page.reload()
+        assert page.locator("#job-search").input_value() == "batch=16" and _visible_rows(page, "models") == 2
+        page.fill("#job-search", "")
+        group.locator(".group-toggle").click()
+        assert _visible_rows(page, "models") == 4 and "q=" not in page.url
+
+        # A sweep from the New Model form: comma-separated values, one queued job per value, one group.
+        page.goto(server.url + f"/models/new?dataset={world['dataset'].id}")
+        page.fill("[name=model_name]", "web sweep")
+        page.fill("[name=epochs]", "1")
+        page.fill("[name=batch_size]", "8")
+        page.fill("[name=learning_rate]", "0.05, 0.02")
+        page.wait_for_function("() => Number(document.getElementById('lr-preview').dataset.points) > 0")
+        assert page.locator("#lr-preview-error").inner_text() == ""
+        page.click("#create-model")
+        page.wait_for_url("**/?q=web+sweep")
+        assert 'Sweep queued: 2 training jobs in group "web sweep".' in page.locator(".alert").first.inner_text()
+        web = page.locator('#models-table tbody.job-group[data-group="web sweep"] tr.job-row')
+        assert web.evaluate_all("rows => rows.map(r => r.dataset.name)") == ["web sweep lr=0.05", "web sweep lr=0.02"]
+        ids = web.evaluate_all("rows => rows.map(r => r.dataset.id)")
+        scheduler = server.get_json("/api/scheduler")
+        assert set(ids) <= set(scheduler["waiting"]) | set(scheduler["running"])  # queued through the scheduler
+        for job_id, lr in zip(ids, (0.05, 0.02)):
+            options = json.loads((world["jobs"] / job_id / "job.json").read_text())["train_options"]
+            assert (options["learning_rate"], options["batch_size"], options["epochs"]) == (lr, 8, 1)
+        _shot(page, "home-web-sweep")
+
+        # Bulk delete: the web sweep (queued or running) and one finished CLI job, after one confirmation.
+        page.fill("#job-search", "")
+        dialogs: list[str] = []
+        answer = {"accept": False}
+        page.on("dialog", lambda d: (dialogs.append(d.message), d.accept() if answer["accept"] else d.dismiss()))
+        doomed = page.evaluate("""() => {  /* one task: the page's 5 s reload cannot fall in between */
+            document.querySelector('tbody.job-group[data-group="web sweep"] .group-select').click();
+            const row = Array.from(document.querySelectorAll('tr.job-row'))
+                .find(r => r.dataset.name === 'cli sweep lr=0.01 batch=16');
+            row.querySelector('.job-select').click();
+            return [document.getElementById('bulk-delete').textContent, row.dataset.id];
+        }""")
+        assert doomed[0] == "Delete selected (3)"
+        page.click("#bulk-delete")
+        assert dialogs and dialogs[-1].startswith("Delete 3 jobs and all their files?")
+        assert "2 of them are running or waiting and will be aborted first: web sweep lr=0.05, web sweep lr=0.02" \
+            in dialogs[-1]
+        assert all((world["jobs"] / i).exists() for i in ids)  # dismissed: nothing deleted
+        answer["accept"] = True
+        page.click("#bulk-delete")
+        page.wait_for_selector(".alert:has-text('Deleted 3 jobs.')")
+        message = page.locator(".alert").first.inner_text()
+        assert re.search(r"Aborted first: web sweep lr=0\.05 \(was (Waiting|Running)\), "
+                         r"web sweep lr=0\.02 \(was (Waiting|Running)\)\.", message), message
+        assert not any((world["jobs"] / i).exists() for i in [*ids, doomed[1]])
+        assert page.locator('#models-table tbody.job-group[data-group="cli sweep"] tr.job-row').count() == 3
+        assert page.locator('tbody.job-group[data-group="web sweep"]').count() == 0
+        _shot(page, "home-after-bulk-delete")

@@ -40,9 +40,8 @@ def search_text(job: Job) -> str:
     return " ".join(str(p) for p in parts if p).lower()
 
 
-def matches(job: Job, query: str) -> bool:
-    """True when every white-space separated term of ``query`` occurs in :func:`search_text` (any case)."""
-    text = search_text(job)
+def matches(text: str, query: str) -> bool:
+    """True when every white-space separated term of ``query`` occurs in ``text`` (a :func:`search_text`)."""
     return all(term in text for term in query.lower().split())
 
 
@@ -63,12 +62,15 @@ class Section:
 
 
 def sections(rows: list[dict]) -> list[Section]:
-    """Jobs without a group first (newest first), then one section per group, newest group first."""
+    """Jobs without a group first (newest first), then one section per group, newest group first.
+
+    A group lists its jobs in the order they were created, so a sweep reads in sweep order.
+    """
     loose = Section(None)
     groups: dict[str, Section] = {}
     for row in rows:  # rows come newest first, so groups come in the order of their newest job
         if row.get("group"):
-            groups.setdefault(row["group"], Section(row["group"])).rows.append(row)
+            groups.setdefault(row["group"], Section(row["group"])).rows.insert(0, row)
         else:
             loose.rows.append(row)
     return [loose, *groups.values()]
@@ -87,10 +89,10 @@ def home_data(query: str = "") -> dict:
     jobs = sorted(store().list(), key=lambda j: float(j.created or 0), reverse=True)
     rows: dict[str, list[dict]] = {"dataset": [], "model": []}
     for job in jobs:
-        if query and not matches(job, query):
+        text = search_text(job)
+        if query and not matches(text, query):
             continue
-        row = {**job_summary(job), "group": job.group, "sweep": job.data.get("sweep"),
-               "search": search_text(job)}
+        row = {**job_summary(job), "group": job.group, "sweep": job.data.get("sweep"), "search": text}
         rows.setdefault(job.kind, []).append(row)
     groups: dict[str, dict] = {}
     for kind in ("dataset", "model"):
@@ -123,11 +125,15 @@ def _group_helpers() -> dict:
 
 @bp.get("/")
 def index():
-    """The home page: datasets and models, grouped, searchable (``?q=``), with bulk delete."""
-    data = home_data(request.args.get("q", ""))
+    """The home page: datasets and models, grouped, searchable (``?q=`` hides what does not match), bulk delete."""
+    query = " ".join(request.args.get("q", "").split())
+    data = home_data()  # every job: the search hides rows, so the page can search again without a reload
+    for row in data["datasets"] + data["models"]:
+        row["match"] = matches(row["search"], query)
     active = any(r["status"] in ("Waiting", "Running") for r in data["datasets"] + data["models"])
+    shown = sum(r["match"] for r in data["datasets"] + data["models"])
     return render_template("home.html", active=active, dataset_sections=sections(data["datasets"]),
-                           model_sections=sections(data["models"]), **data)
+                           model_sections=sections(data["models"]), shown=shown, **{**data, "query": query})
 
 
 @bp.get("/index.json")

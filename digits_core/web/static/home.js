@@ -54,7 +54,10 @@ window.DIGITS.homePage = function () {
         tbody.hidden = !tbody.querySelector("tr.job-row:not([hidden])");
       });
       var none = table.querySelector("tr.no-match");
-      if (none) { none.hidden = visible > 0 || !!table.querySelector("tr.empty") || terms.length === 0; }
+      if (none) {
+        none.hidden = visible > 0 || !!table.querySelector("tr.empty") || terms.length === 0;
+        none.querySelector(".query").textContent = search.value.trim();
+      }
     });
     var count = document.getElementById("search-count");
     count.textContent = terms.length ? shown + " of " + total + " jobs shown" : "";
