@@ -85,7 +85,9 @@ class JobRecord(_JobRecordRequired, total=False):
     scratch: str  # non-chief workers: the temporary folder to remove at the end
     worker_report: WorkerReport  # set at the end of a run
     resume: bool  # scheduler: resume from the last snapshot instead of starting over
+    resume_epochs: int  # scheduler: the new total number of epochs of that resume (default: as planned)
     gpus_assigned: list[str]  # scheduler: the GPU ids (CUDA_VISIBLE_DEVICES entries) the job runs on
+    placement: dict[str, Any]  # Ray executor: executor, node_id, node_address, gpus of the node that ran it
 
 
 class SnapshotEntry(TypedDict):
