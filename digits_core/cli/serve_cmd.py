@@ -43,6 +43,12 @@ def register(subparsers) -> None:
                         help="dataset jobs that run at once (default: 2)")
     parser.add_argument("--max-training-jobs", type=int, default=None, metavar="N",
                         help="training jobs that run at once (default: one per GPU, 1 without a GPU)")
+    parser.add_argument("--executor", choices=("local", "ray"), default="local",
+                        help="where jobs run: local (worker processes on this machine, the default) or ray (Ray "
+                             "tasks on the cluster at --ray-address; needs the digits-core[ray] extra and the jobs "
+                             "folder at the same path on every node)")
+    parser.add_argument("--ray-address", default=None, metavar="HOST:PORT",
+                        help="the Ray cluster for --executor ray (default: $DIGITS_RAY_ADDRESS)")
     parser.add_argument("--max-upload-mb", type=float, default=64, metavar="MB",
                         help="largest accepted upload (default: 64 MB)")
     parser.add_argument("--debug", action="store_true", help="Flask debug mode (never on a shared network)")
@@ -74,7 +80,14 @@ def run(args) -> int:
               "this port can create jobs and run code (custom networks).", file=sys.stderr)
     if args.port <= 0 or args.port > 65535:
         raise ConfigurationError(f"--port {args.port} is not a valid port number.")
-    app = create_app(args.jobs_dir, auth_token=token, max_dataset_jobs=args.max_dataset_jobs,
+    scheduler = None
+    if args.executor != "local":
+        from ..config import resolve_jobs_dir
+        from ..executors import make_scheduler
+
+        scheduler = make_scheduler(args.executor, resolve_jobs_dir(args.jobs_dir), ray_address=args.ray_address,
+                                   max_dataset_jobs=args.max_dataset_jobs, max_training_jobs=args.max_training_jobs)
+    app = create_app(args.jobs_dir, auth_token=token, max_dataset_jobs=args.max_dataset_jobs, scheduler=scheduler,
                      max_training_jobs=args.max_training_jobs, max_upload_bytes=int(args.max_upload_mb * 1024 * 1024),
                      allowed_hosts=allowed_hosts(args.host, args.allowed_host), data_roots=_data_roots(args.data_root))
     scheduler = app.extensions["digits"]["scheduler"]

@@ -162,8 +162,10 @@ class JobQueue:
                 self._queue.append(job.id)
         return job
 
-    def resume(self, job: Job) -> Job:
+    def resume(self, job: Job, *, epochs: int | None = None) -> Job:
         """Queue an Aborted or Error model job to continue from its last snapshot.
+
+        ``epochs`` sets a new total number of epochs (default: the planned one).
 
         Raises:
             JobStateError: The job is not a model job, or is still running/waiting.
@@ -177,6 +179,10 @@ class JobQueue:
         if not job.status.is_finished:
             raise JobStateError(f"Job {job.id} is {job.status.value}; only a finished job can be resumed.")
         job.data["resume"] = True
+        if epochs is not None:
+            job.data["resume_epochs"] = int(epochs)
+        else:
+            job.data.pop("resume_epochs", None)
         job.save()
         return self.submit(job)
 
@@ -315,6 +321,7 @@ class JobQueue:
         if handle.returncode == EXIT_JOB_LOCKED:
             return  # another process owns the job: its status is that owner's to write
         if job.data.pop("resume", None) is not None:
+            job.data.pop("resume_epochs", None)
             job.save()
         if job.status.is_finished:
             return

@@ -46,12 +46,16 @@ def train_into_job(job: Job, options: dict) -> Job:
     return train_existing_job(job, **options)
 
 
-def run_job(job_path: str | os.PathLike) -> int:
+def run_job(job_path: str | os.PathLike, *, placement: dict | None = None) -> int:
     """Run one queued job in this process (the worker side). Returns an exit status.
 
     The worker owns the job (holds its lock) from start to end; if another
     live process owns it already, nothing is run or written and the status is
     :data:`EXIT_JOB_LOCKED`.
+
+    Args:
+        job_path: The job folder.
+        placement: Where the job runs (e.g. the Ray node), saved in ``job.json`` once the job is owned.
     """
     job = Job.load(job_path)
     try:
@@ -60,6 +64,11 @@ def run_job(job_path: str | os.PathLike) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_JOB_LOCKED
     from ..paths import confined_to
+
+    if placement is not None:
+        job.reload()
+        job.data["placement"] = placement
+        job.save()
 
     try:
         # A job queued by the web server reads only under its data roots (None: a job of the CLI/API).
@@ -82,7 +91,7 @@ def _run_owned_job(job: Job) -> int:
             quiet_tensorflow_startup()  # keeps TensorFlow's C++ start-up lines out of worker.log
 
             if job.data.get("resume"):
-                engine.resume_training(job)
+                engine.resume_training(job, epochs=job.data.get("resume_epochs"))
             else:
                 train_into_job(job, dict(job.data.get("train_options", {})))
         else:

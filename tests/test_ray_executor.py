@@ -1,0 +1,159 @@
+"""The Ray executor on a real local Ray cluster (a head and one extra node, 127.0.0.1 only).
+
+One cluster for the module (:mod:`ray_cluster`); the test process is the Ray
+driver, as ``digits serve --executor ray`` is. Jobs read a tiny NumPy dataset
+through the installed ``numpy-arrays`` plugin, so every node can import it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import time
+
+import numpy as np
+import pytest
+
+from ray_cluster import CLUSTER_ENV, LOOPBACK, LocalRayCluster, listening_sockets, pids_in_groups
+
+from digits_core.jobs import Job, JobStatus
+
+# Ray is not imported here: it reads RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER once, at import (see the cluster fixture).
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(importlib.util.find_spec("ray") is None,
+                                 reason='the Ray extra is not installed (pip install "digits-core[ray]")')]
+
+JOB_TIMEOUT = 240
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    saved = {k: os.environ.get(k) for k in CLUSTER_ENV}
+    os.environ.update(CLUSTER_ENV)  # the test process is a driver: same loopback-only settings, before Ray's import
+    import ray._private.ray_constants as constants
+
+    assert not constants.ENABLE_RAY_CLUSTER, "Ray was imported before this fixture set its environment"
+    cluster = LocalRayCluster(head_cpus=1, node_cpus=1)
+    try:
+        yield cluster.start()
+    finally:
+        import ray
+
+        ray.shutdown()
+        cluster.stop()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+@pytest.fixture(scope="module")
+def jobs_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("ray-jobs")
+
+
+@pytest.fixture(scope="module")
+def scheduler(cluster, jobs_dir):
+    from digits_core.executors import make_scheduler
+
+    sched = make_scheduler("ray", jobs_dir, ray_address=cluster.address, poll_interval=0.1).start()
+    yield sched
+    sched.shutdown()
+
+
+@pytest.fixture(scope="module")
+def dataset(scheduler, jobs_dir, tmp_path_factory):
+    """A Done dataset job built on the cluster: 256 16x16 images of two classes (dark / bright)."""
+    from digits_core.datasets import create_dataset_job
+
+    folder = tmp_path_factory.mktemp("arrays")
+    rng = np.random.default_rng(0)
+    labels = np.arange(256) % 2
+    features = (rng.integers(0, 100, (256, 16, 16)) + labels[:, None, None] * 150).astype(np.uint8)
+    np.save(folder / "x.npy", features)
+    np.save(folder / "y.npy", labels.astype(np.int64))
+    job = create_dataset_job("numpy-arrays", {"features_file": str(folder / "x.npy"),
+                                              "labels_file": str(folder / "y.npy"), "val_percent": 25},
+                             name="ray-arrays", jobs_dir=jobs_dir, workers=1)
+    scheduler.submit(job)
+    return scheduler.wait(job.id, JOB_TIMEOUT)
+
+
+def _model_job(jobs_dir, dataset, name, **options):
+    job = Job.create("model", name, jobs_dir=jobs_dir, dataset_id=dataset.id, network="lenet")
+    job.data["train_options"] = {"dataset": dataset.id, "network": "lenet", "batch_size": 16, "seed": 1, **options}
+    job.save()
+    return job
+
+
+def _wait_for(predicate, what, timeout=JOB_TIMEOUT):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _node_ids(cluster):
+    return {n["NodeID"] for n in cluster.alive_nodes()}
+
+
+def _epochs_done(job):
+    path = job.path / "model.json"
+    if not path.is_file():
+        return 0
+    snaps = json.loads(path.read_text()).get("snapshots") or []
+    return len(snaps)
+
+
+def test_dataset_job_runs_as_a_ray_task(dataset, cluster):
+    assert dataset.status is JobStatus.DONE, dataset.error
+    placement = dataset.data["placement"]
+    assert placement["executor"] == "ray" and placement["node_id"] in _node_ids(cluster)
+    assert placement["node_address"] == "127.0.0.1"
+    assert dataset.data["dataset"]["stages"] == {"train": 192, "val": 64}
+    assert not dataset.is_alive  # the task released the job lock
+
+
+def test_every_cluster_socket_listens_on_loopback_only(dataset, cluster):
+    """GCS, raylets, agents, client server, workers and this driver: every TCP listener is 127.0.0.1."""
+    pids = pids_in_groups(cluster.process_groups()) | {os.getpid()}
+    sockets = listening_sockets(pids)
+    assert len(sockets) >= 6  # GCS + 2 raylets x (node manager, object manager) + agents at least
+    assert cluster.port in {port for _f, _h, port in sockets}
+    wide = [s for s in sockets if s[1] not in LOOPBACK]
+    assert not wide, f"listening beyond loopback: {wide}"
+
+
+def test_training_job_runs_as_a_ray_task_with_live_metrics(scheduler, dataset, jobs_dir, cluster):
+    job = _model_job(jobs_dir, dataset, "ray-train", epochs=2)
+    scheduler.submit(job)
+    job = scheduler.wait(job.id, JOB_TIMEOUT)
+    assert job.status is JobStatus.DONE, job.error
+    assert job.data["placement"]["node_id"] in _node_ids(cluster) and job.data["placement"]["gpus"] == []
+    info = json.loads((job.path / "model.json").read_text())
+    assert [s["file"] for s in info["snapshots"]] == ["epoch-001.keras", "epoch-002.keras"]
+    metrics = [json.loads(line) for line in (job.path / "metrics.jsonl").read_text().splitlines()]
+    assert [m["epoch"] for m in metrics if m["name"] == "val_accuracy"] == [1.0, 2.0]
+    assert "Done" not in (job.path / "worker.log").read_text()  # the log is the job's output, not ours
+    assert scheduler.status()["executor"]["nodes"] == 2
+
+
+def test_abort_across_the_cluster_then_resume(scheduler, dataset, jobs_dir):
+    job = _model_job(jobs_dir, dataset, "ray-abort", epochs=500)
+    scheduler.submit(job)
+    _wait_for(lambda: _epochs_done(job) >= 1, "a first snapshot")
+    assert job.reload().status is JobStatus.RUNNING and job.is_alive
+    scheduler.abort(job.id)
+    job = scheduler.wait(job.id, JOB_TIMEOUT)
+    assert job.status is JobStatus.ABORTED and not job.is_alive
+    done = _epochs_done(job)
+    assert 1 <= done < 500
+    scheduler.resume(job, epochs=done + 1)
+    job = scheduler.wait(job.id, JOB_TIMEOUT)
+    assert job.status is JobStatus.DONE, job.error
+    assert _epochs_done(job) == done + 1
