@@ -27,10 +27,14 @@ import itertools
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import FormValidationError
 from .groups import normalize_group
+
+if TYPE_CHECKING:
+    from .engine.option_specs import OptionSpec
+    from .jobs import Job
 
 #: Most jobs one sweep may create (a typo such as a stray comma list should not queue hundreds).
 MAX_SWEEP_JOBS = 64
@@ -115,7 +119,7 @@ def parse_values(name: str, raw: Any) -> list[Any]:
     return values
 
 
-def _out_of_range(spec, value) -> str | None:
+def _out_of_range(spec: OptionSpec, value: float) -> str | None:
     if not math.isfinite(value):
         return "must be a finite number"
     low, high = spec.minimum, spec.maximum
@@ -206,9 +210,9 @@ def expand_sweep(options: Mapping[str, Any], name: str | None = None) -> list[Sw
             f"{sizes} values make {total} jobs; a sweep may create at most {MAX_SWEEP_JOBS}"]}, _FORM)
     points = []
     for index, combo in enumerate(itertools.product(*swept.values())):
-        values = dict(zip(swept, combo))
-        suffix = " ".join(f"{SHORT_NAMES.get(k, k)}={_format(v)}" for k, v in values.items())
-        points.append(SweepPoint(index, f"{label} {suffix}", {**base, **values}, values))
+        chosen = dict(zip(swept, combo))
+        suffix = " ".join(f"{SHORT_NAMES.get(k, k)}={_format(v)}" for k, v in chosen.items())
+        points.append(SweepPoint(index, f"{label} {suffix}", {**base, **chosen}, chosen))
     return points
 
 
@@ -218,9 +222,9 @@ def sweep_group(name: str | None, group: str | None = None) -> str:
 
 
 def train_sweep(dataset: Any, network: Any = None, name: str | None = None, *, group: str | None = None,
-                jobs_dir=None, progress: Callable[[dict], None] | None = None,
-                on_job: Callable[[Any], None] | None = None, stop_on_abort: bool = True,
-                **options: Any) -> list:
+                jobs_dir: Any = None, progress: Callable[[dict], None] | None = None,
+                on_job: Callable[[Job], None] | None = None, stop_on_abort: bool = True,
+                **options: Any) -> list[Job]:
     """Train every point of a sweep, one after the other, in this process.
 
     All points are checked before the first job is created (a bad value
@@ -253,16 +257,16 @@ def train_sweep(dataset: Any, network: Any = None, name: str | None = None, *, g
     for point in points:
         TrainingOptions.from_kwargs(**point.options)
     group_name = sweep_group(label, group)
-    jobs = []
+    jobs: list[Job] = []
     for point in points:
-        created: list = []
+        created: list[Job] = []
 
-        def keep(job, _created=created):
+        def keep(job: Job, _created: list[Job] = created) -> None:
             _created.append(job)
             if on_job is not None:
                 on_job(job)
 
-        def report(event, _point=point):
+        def report(event: dict, _point: SweepPoint = point) -> None:
             if progress is not None:
                 progress({**event, "sweep_index": _point.index, "sweep_size": len(points)})
 

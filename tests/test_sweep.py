@@ -113,3 +113,19 @@ def test_cli_refuses_a_bad_sweep_value_naming_it(capsys):
         build_parser().parse_args(["train", "--dataset", "x", "--batch-size", "32,-1"])
     assert info.value.code == 2
     assert "--batch-size: -1: must be above 0" in capsys.readouterr().err
+
+
+def test_model_list_shows_and_filters_groups(tmp_path, capsys):
+    from digits_core.cli import main
+    from digits_core.jobs import Job
+
+    Job.create("model", "a lr=0.1", jobs_dir=tmp_path, group="a", sweep={"learning_rate": 0.1}, network="lenet")
+    Job.create("model", "solo", jobs_dir=tmp_path, network="lenet")
+    assert main(["--jobs-dir", str(tmp_path), "model", "list", "--group", " a "]) == 0
+    out = capsys.readouterr().out
+    assert "a lr=0.1" in out and "solo" not in out and out.splitlines()[0].split()[3] == "GROUP"
+    assert main(["--jobs-dir", str(tmp_path), "model", "list", "--group", "b"]) == 0
+    assert 'No model job in group "b".' in capsys.readouterr().out
+    job_id = Job.create("model", "x", jobs_dir=tmp_path, group="a", sweep={"batch_size": 8}).id
+    assert main(["--jobs-dir", str(tmp_path), "model", "show", job_id]) == 0
+    assert "group: a (sweep: batch_size=8)" in capsys.readouterr().out

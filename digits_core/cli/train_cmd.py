@@ -49,6 +49,7 @@ def register(subparsers) -> None:
     msub = m.add_subparsers(dest="model_command", metavar="ACTION")
     ml = msub.add_parser("list", help="list model jobs")
     ml.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    ml.add_argument("--group", metavar="NAME", help="only the jobs of this group (e.g. a sweep's)")
     ml.set_defaults(handler=run_list)
     ms = msub.add_parser("show", help="show a model job: options, snapshots, last metrics")
     ms.add_argument("job")
@@ -223,6 +224,8 @@ def _store(args):
 def run_list(args) -> int:
     rows, data = [], []
     for job in _store(args).list(kind="model"):
+        if args.group and job.group != " ".join(args.group.split()):
+            continue
         info = {}
         path = job.path / MODEL_FILE
         if path.is_file():
@@ -231,14 +234,16 @@ def run_list(args) -> int:
             except (OSError, json.JSONDecodeError):
                 info = {}
         best = info.get("best_metric")
-        rows.append([job.id, job.name, job.status.value, info.get("network", job.network),
+        rows.append([job.id, job.name, job.status.value, job.group or "", info.get("network", job.network),
                      info.get("dataset_id", job.dataset_id), info.get("last_epoch"),
                      f"{info.get('best_metric_name', '')} {best:.4f}" if isinstance(best, float) else ""])
         data.append({**job.to_dict(), "model": info})
     if args.json:
         print_json(data)
     elif rows:
-        print_table(["id", "name", "status", "network", "dataset", "epoch", "best"], rows)
+        print_table(["id", "name", "status", "group", "network", "dataset", "epoch", "best"], rows)
+    elif args.group:
+        print(f'No model job in group "{args.group}".')
     else:
         print("No model jobs yet. Train one with `digits train --dataset ID --network lenet`.")
     return 0
@@ -256,6 +261,10 @@ def run_show(args) -> int:
         print_json({"job": job.to_dict(), "model": info, "last_metrics": last})
         return 0
     print(f"{job.id}  {job.name}  {job.status.value}")
+    if job.group:
+        sweep = job.data.get("sweep")
+        print(f"  group: {job.group}" + (f" (sweep: {', '.join(f'{k}={v}' for k, v in sweep.items())})"
+                                         if sweep else ""))
     if job.error:
         print(f"error: {job.error}")
     for key in ("network", "dataset_id", "task", "input_shape", "num_outputs", "batch_size", "seed",

@@ -4,14 +4,20 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from flask import Blueprint, current_app, flash, jsonify, redirect, render_template, request, session, url_for
+from flask.typing import ResponseReturnValue
 from markupsafe import Markup, escape
+from werkzeug.wrappers import Response
 
 from ..errors import DigitsError, JobNotFoundError
-from ..jobs import Job
+from ..jobs import Job, JobStore
 from . import security
 from .helpers import job_summary
+
+if TYPE_CHECKING:
+    from ..scheduler import Scheduler
 
 bp = Blueprint("home", __name__)
 
@@ -19,12 +25,12 @@ bp = Blueprint("home", __name__)
 ABORT_WAIT_S = 60.0
 
 
-def store():
+def store() -> JobStore:
     """The app's :class:`~digits_core.jobs.JobStore`."""
     return current_app.extensions["digits"]["store"]
 
 
-def scheduler():
+def scheduler() -> Scheduler:
     """The app's :class:`~digits_core.scheduler.Scheduler`."""
     return current_app.extensions["digits"]["scheduler"]
 
@@ -124,7 +130,7 @@ def _group_helpers() -> dict:
 
 
 @bp.get("/")
-def index():
+def index() -> str:
     """The home page: datasets and models, grouped, searchable (``?q=`` hides what does not match), bulk delete."""
     query = " ".join(request.args.get("q", "").split())
     data = home_data()  # every job: the search hides rows, so the page can search again without a reload
@@ -137,7 +143,7 @@ def index():
 
 
 @bp.get("/index.json")
-def index_json():
+def index_json() -> Response:
     """The home page as JSON (``?q=`` searches as the page does)."""
     return jsonify(home_data(request.args.get("q", "")))
 
@@ -215,7 +221,7 @@ def describe_bulk_delete(report: dict) -> tuple[str, str]:
 
 
 @bp.post("/jobs/delete")
-def delete_selected():
+def delete_selected() -> Response:
     """Delete the jobs checked on the home page (form field ``job_id``, repeated; ``abort_running``)."""
     ids = request.form.getlist("job_id")
     if not ids:
@@ -227,7 +233,7 @@ def delete_selected():
 
 
 @bp.get("/plugins")
-def plugins():
+def plugins() -> str:
     """Every plugin discovery found (as ``digits plugins --all``)."""
     from ..plugin_registry import registry
 
@@ -241,7 +247,7 @@ def _safe_next(target: str | None) -> str:
 
 
 @bp.route("/login", methods=["GET", "POST"])
-def login():
+def login() -> ResponseReturnValue:
     """Log in with the server's auth token (only when one is configured)."""
     if not current_app.config.get("DIGITS_AUTH_TOKEN"):
         return redirect(url_for("home.index"))
@@ -258,7 +264,7 @@ def login():
 
 
 @bp.get("/logout")
-def logout():
+def logout() -> Response:
     """Forget the login."""
     session.clear()
     return redirect(url_for("home.login"))

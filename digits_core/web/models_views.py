@@ -40,7 +40,7 @@ def check_options(options: dict) -> None:
         TrainingOptions.from_kwargs(**point.options)
 
 
-def create_model_job(name: str, dataset: str, network: str, options: dict, custom_code: str | None = None, *,
+def create_model_job(name: str, dataset: str, network: str | None, options: dict, custom_code: str | None = None, *,
                      group: str | None = None, sweep: dict | None = None) -> Job:
     """Validate, save and queue a training job (shared by the page and the API).
 
