@@ -89,3 +89,15 @@ def test_web_preview_draws_digits6_formula(client, policy):
     assert [p["progress"] for p in points] == pytest.approx(list(PROGRESS))
     np.testing.assert_allclose([p["lr"] for p in points], [digits6(policy, i, 0.02, **params) for i in PROGRESS],
                                rtol=1e-12)
+
+
+def test_web_preview_draws_one_curve_per_swept_learning_rate(client):
+    data = client.get("/api/lr-preview", query_string={"learning_rate": "0.1, 0.01,0.001", "lr_policy": "sigmoid"})
+    series = data.get_json()["series"]
+    assert [s["learning_rate"] for s in series] == [0.1, 0.01, 0.001]
+    for s in series:
+        np.testing.assert_allclose([p["lr"] for p in s["points"]],
+                                   [digits6("sigmoid", i, s["learning_rate"]) for i in PROGRESS], rtol=1e-12)
+    assert data.get_json()["points"] == series[0]["points"]
+    bad = client.get("/api/lr-preview", query_string={"learning_rate": "0.1,-1", "lr_policy": "fixed"})
+    assert bad.status_code == 400 and "learning_rate" in bad.get_json()["error"]["fields"]

@@ -357,6 +357,9 @@ def test_tabs_and_class_filter_work_without_javascript(live, chromium):
     page.context.close()
 
 
+PROGRESS_POINTS = list(range(101))
+
+
 def _digits6_rate(query: dict, progress: float) -> float:
     """DIGITS 6's rate for the preview's query string (empty parameters take DIGITS's defaults)."""
     from test_lr_policy_formulas import digits6
@@ -392,5 +395,15 @@ def test_lr_preview_draws_digits6_formula_for_every_policy(live, chromium):
         if policy == "sigmoid":
             assert drawn[0][1] > drawn[50][1] > drawn[100][1], "DIGITS 6's sigmoid decays with its default gamma"
             _shot(page, "lr-preview-sigmoid")
+    # A learning-rate sweep draws one curve per rate, with a legend.
+    page.fill("[name=learning_rate]", "0.1,0.01")
+    page.wait_for_function("() => document.getElementById('lr-preview').dataset.series === '2'")
+    lines = page.evaluate("Chart.getChart('lr-preview').data.datasets.map(d => [d.label, d.data.map(p => p.y)])")
+    assert [label for label, _ in lines] == ["lr 0.1", "lr 0.01"]
+    query = dict(parse_qsl(page.evaluate("document.getElementById('lr-preview').dataset.query"), keep_blank_values=True))
+    for rate, (_, ys) in zip((0.1, 0.01), lines):
+        np.testing.assert_allclose(ys, [_digits6_rate({**query, "learning_rate": rate}, x) for x in PROGRESS_POINTS],
+                                   rtol=1e-9)
+    _shot(page, "lr-preview-sweep")
     assert not page.js_errors, page.js_errors
     page.context.close()

@@ -168,17 +168,20 @@ def lr_preview():
 
     Query: ``learning_rate``, ``lr_policy``, ``lr_step_size``, ``lr_gamma``,
     ``lr_power``, ``lr_step_values``, ``points`` (default 101).
-    Returns ``{"points": [{"step", "progress", "lr"}...]}``; x is % of training.
-    Several comma-separated learning rates (a sweep) are checked and the first is drawn.
+    Returns ``{"points": [{"step", "progress", "lr"}...], "series": [{"learning_rate", "points"}...]}``;
+    x is % of training. Several comma-separated learning rates (a sweep) are checked and each gets
+    its curve in ``series`` (as DIGITS drew one line per swept rate); ``points`` is the first one's.
     """
     from ..engine.lr_policies import lr_schedule_preview
 
     args = request.args.copy()
     errors = {}
+    rates = None
     if "," in args.get("learning_rate", ""):
         from ..sweep import parse_values
 
-        args["learning_rate"] = str(parse_values("learning_rate", args["learning_rate"])[0])
+        rates = [float(r) for r in parse_values("learning_rate", args["learning_rate"])]
+        args["learning_rate"] = str(rates[0])
 
     def num(name, default=None):
         raw = args.get(name, "")
@@ -201,11 +204,12 @@ def lr_preview():
     params = {k: v for k, v in params.items() if v is not None}
     points = min(max(args.get("points", 101, type=int), 2), 1001)
     try:
-        rows = lr_schedule_preview(100, learning_rate=lr, lr_policy=args.get("lr_policy", "step"), points=points,
-                                   **params)
+        series = [{"learning_rate": rate, "points": lr_schedule_preview(
+            100, learning_rate=rate, lr_policy=args.get("lr_policy", "step"), points=points, **params)}
+            for rate in (rates or [lr])]
     except TypeError as exc:
         raise FormValidationError({"lr_policy": [str(exc)]}, "learning-rate preview") from exc
-    return jsonify({"points": rows})
+    return jsonify({"points": series[0]["points"], "series": series})
 
 
 @bp.post("/models/<job_id>/infer")

@@ -276,6 +276,8 @@
     tick();
   };
 
+  var LR_COLORS = ["#76b900", "#1f77b4", "#d62728", "#9467bd", "#ff7f0e", "#17becf"];
+
   /* New model page: the learning-rate schedule preview, redrawn when a field changes. */
   DIGITS.lrPreview = function (form, canvas) {
     if (!form || !canvas || typeof Chart === "undefined") { return; }
@@ -294,15 +296,24 @@
       var params = new URLSearchParams();
       names.forEach(function (n) { var el = form.elements[n]; if (el) { params.set(n, el.value); } });
       getJSON(canvas.dataset.url + "?" + params.toString()).then(function (d) {
-        chart.data.datasets[0].data = d.points.map(function (p) { return { x: p.progress, y: p.lr }; });
+        /* One line per learning rate of a sweep ("0.1,0.01"), as DIGITS drew them. */
+        var series = d.series || [{ learning_rate: null, points: d.points }];
+        chart.data.datasets = series.map(function (s, i) {
+          var color = LR_COLORS[i % LR_COLORS.length];
+          return { label: series.length > 1 ? "lr " + s.learning_rate : "learning rate", borderColor: color,
+                   backgroundColor: color, pointRadius: 0,
+                   data: s.points.map(function (p) { return { x: p.progress, y: p.lr }; }) };
+        });
+        chart.options.plugins.legend.display = series.length > 1;
         chart.update();
         canvas.dataset.points = d.points.length;
+        canvas.dataset.series = series.length;
         canvas.dataset.query = params.toString();  /* what the chart now shows (tests wait on it) */
         if (error) { error.textContent = ""; }
       }).catch(function (body) {
         /* An invalid value draws nothing: the old curve would pass for the new one. */
-        chart.data.datasets[0].data = []; chart.update();
-        canvas.dataset.points = 0; canvas.dataset.query = params.toString();
+        chart.data.datasets.forEach(function (s) { s.data = []; }); chart.update();
+        canvas.dataset.points = 0; canvas.dataset.series = 0; canvas.dataset.query = params.toString();
         var messages = body && body.error && body.error.fields;
         if (error) {
           error.textContent = messages ? Object.keys(messages).map(function (k) { return messages[k].join(" "); }).join(" ")
