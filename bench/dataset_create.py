@@ -28,6 +28,13 @@ the other processes leave) and the peak resident memory (parent, largest
 worker); each job is also run on a quarter of the images to show that peak
 memory does not grow with the number of images.
 
+The run starts and ends by measuring how many cores this machine gives
+(one busy process per CPU for half a second: the CPU seconds they got per
+wall second), and ends with every ratio next to its target (issue 17:
+1.8× for the image workloads, 1.6× for the whole process) and the CPU
+ratio (naive CPU seconds / job CPU seconds, which another process's load
+hardly moves).
+
 Usage::
 
     .venv/bin/python bench/dataset_create.py                 # 30,000 PNGs + 2,000 JPEGs
@@ -169,6 +176,29 @@ def median_of(spec: dict, repeat: int) -> dict:
     return run
 
 
+def _busy(seconds: float) -> None:
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def cores_available(seconds: float = 0.5) -> float:
+    """CPU seconds per wall second that one busy process per CPU gets now (2.0 on an idle 2-core machine)."""
+    import multiprocessing
+
+    count = len(os.sched_getaffinity(0))
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    procs = [multiprocessing.get_context("fork").Process(target=_busy, args=(seconds,)) for _ in range(count)]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join()
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ((after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)) / wall
+
+
 # -- whole processes ---------------------------------------------------------------
 
 def whole_process(cmd: list[str], env: dict | None = None) -> tuple[float, float]:
@@ -181,7 +211,7 @@ def whole_process(cmd: list[str], env: dict | None = None) -> tuple[float, float
     return wall, (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
 
 
-def bench_whole_process(root: Path, tmp: str, workers: int | None, repeat: int) -> None:
+def bench_whole_process(root: Path, tmp: str, workers: int | None, repeat: int) -> dict:
     # As installed: byte-code caches written and warm (a shell may set PYTHONDONTWRITEBYTECODE).
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     tiny = Path(tmp) / "tiny"
@@ -217,6 +247,24 @@ def bench_whole_process(root: Path, tmp: str, workers: int | None, repeat: int) 
     print(f"  of which outside the job (interpreter, imports, plugin discovery, exit): {out_s:.2f} s; "
           f"itemize {itemize:.2f} s")
     print(f"  start-up and exit alone: `digits dataset create` of 20 tiny images takes {fixed:.2f} s")
+    return {"ratio": naive / job, "cpu_ratio": naive_runs[0][1] / job_runs[0][1]}
+
+
+#: Issue 17's targets: (workload, encoding) -> ratio job/naive on 2 cores.
+TARGETS = {("png", "none"): 1.8, ("png", "png"): 1.8, ("jpeg", "none"): 1.8, ("jpeg", "png"): 1.8,
+           ("whole process", "none"): 1.6}
+
+
+def print_summary(results: dict, cores: tuple[float, float]) -> None:
+    """Every ratio next to its target, and the cores the machine gave at the start and the end."""
+    print("\nSUMMARY (ratio = naive time / job time; cpu ratio = naive CPU s / job CPU s, all processes)")
+    print(f"  cores available: {cores[0]:.2f} at the start, {cores[1]:.2f} at the end "
+          f"(of {len(os.sched_getaffinity(0))}); load average now {os.getloadavg()[0]:.2f}")
+    for (kind, encoding), result in results.items():
+        target = TARGETS.get((kind, encoding))
+        verdict = "" if target is None else f"target {target:.1f}x  {'met' if result['ratio'] >= target else 'MISSED'}"
+        print(f"  {kind:<13} {encoding:<11} ratio {result['ratio']:5.2f}x  cpu ratio {result['cpu_ratio']:5.2f}x  "
+              f"{verdict}")
 
 
 def main() -> int:
@@ -234,8 +282,10 @@ def main() -> int:
 
     tmp = tempfile.mkdtemp(prefix="digits-bench-")
     data = Path(args.data_dir) if args.data_dir else Path(tmp) / "data"
-    print(f"cpus: {len(os.sched_getaffinity(0))}, workers: {args.workers or 'default (CPUs)'}, "
-          f"repeat: {args.repeat}, load average: {os.getloadavg()[0]:.2f}")
+    cores_start = cores_available()
+    print(f"cpus: {len(os.sched_getaffinity(0))} (available now: {cores_start:.2f}), workers: "
+          f"{args.workers or 'default (CPUs)'}, repeat: {args.repeat}, load average: {os.getloadavg()[0]:.2f}")
+    results: dict = {}
     try:
         workloads = []
         if args.png:
@@ -261,12 +311,15 @@ def main() -> int:
                 job = median_of({**base, "what": "job", "encoding": encoding}, args.repeat)
                 quarter = measure({**base, "what": "job", "encoding": encoding,
                                    "max_per_class": max(2, count // CLASSES // 4)})
+                results[(kind, encoding)] = {"ratio": job["rate"] / baseline["rate"],
+                                             "cpu_ratio": baseline["cpu_s"] / job["cpu_s"] * job["count"] / baseline["count"]}
                 print(f"  job, encoding {encoding:<11}: {job['rate']:9.0f} img/s  ({job['seconds']:.2f} s, "
                       f"CPU {job['cpu_s']:.2f} s)  ratio {job['rate'] / baseline['rate']:.2f}x  "
                       f"peak RSS parent {job['rss_mb']:.0f} MB, worker {job['worker_rss_mb']:.0f} MB "
                       f"(on {quarter['count']} images: {quarter['rss_mb']:.0f} / {quarter['worker_rss_mb']:.0f} MB)")
             if kind == "png":
-                bench_whole_process(root, tmp, args.workers, args.repeat)
+                results[("whole process", "none")] = bench_whole_process(root, tmp, args.workers, args.repeat)
+        print_summary(results, (cores_start, cores_available()))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0
