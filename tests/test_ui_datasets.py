@@ -123,6 +123,31 @@ def test_a_dataset_still_building_has_no_histogram_or_mean_yet(client, built):
     assert client.get(f"/datasets/{job.id}/mean.png").status_code == 404
 
 
+def test_segmentation_histogram_counts_pixels_per_class(built):
+    """A mask dataset's histogram counts pixels (the numbers written into the masks), not images."""
+    from digits_core.datasets import create_dataset, open_dataset
+    from digits_core.datasets.explore import label_histograms
+
+    root = built["root"] / "seg"
+    (root / "images").mkdir(parents=True)
+    (root / "labels").mkdir()
+    masks = []
+    for i in range(4):
+        mask = np.zeros((8, 8), np.uint8)
+        mask[: i + 1, :] = 1  # class 1: i + 1 rows
+        mask[7, : 2 * i] = 2  # class 2: 2 i pixels
+        masks.append(mask)
+        Image.fromarray(np.full((8, 8), 40 * i, np.uint8), mode="L").save(root / "images" / f"{i}.png")
+        Image.fromarray(mask, mode="L").save(root / "labels" / f"{i}.png")
+    job = create_dataset("image-segmentation", {"image_folder": str(root / "images"), "label_folder": str(root / "labels"),
+                                                "val_percent": 0, "image_type": "grayscale", "width": 8, "height": 8},
+                         name="seg", workers=1, jobs_dir=built["root"] / "seg-jobs")
+    with open_dataset(job.path) as ds:
+        hist = label_histograms(ds)
+    assert hist["unit"] == "pixels" and hist["stages"] == ["train"]
+    assert [c["counts"]["train"] for c in hist["classes"]] == np.bincount(np.concatenate(masks).ravel()).tolist()
+
+
 # -- Explore --------------------------------------------------------------------------------------------------------
 
 def test_explore_class_filter_shows_only_that_class(client, built):
@@ -185,6 +210,17 @@ def test_form_reopens_on_the_tab_with_the_error(client, built):
     html = resp.get_data(as_text=True)
     assert _tabs(html)[1] == "list"
     assert "does not exist or is not a file" in _field_errors(html)["train_list"]
+
+
+def test_clone_of_a_list_dataset_opens_on_the_list_tab(client, built):
+    from digits_core.jobs import Job, JobStatus
+
+    source = Job.create("dataset", "from lists", jobs_dir=built["jobs"], plugin_id="image-classification",
+                        form_data={"train_list": str(built["root"] / "train.txt"), "width": 8, "height": 8})
+    source.set_status(JobStatus.DONE)
+    html = client.get(f"/datasets/new/image-classification?clone={source.id}").get_data(as_text=True)
+    assert _tabs(html)[1] == "list"
+    assert f'value="{built["root"] / "train.txt"}"' in _tabs(html)[2]["list"]
 
 
 def test_folder_without_class_subfolders_is_refused_on_the_field(client, built):
