@@ -90,11 +90,16 @@ class JobRecord(_JobRecordRequired, total=False):
     placement: dict[str, Any]  # Ray executor: executor, node_id, node_address, gpus of the node that ran it
 
 
-class SnapshotEntry(TypedDict):
+class _SnapshotRequired(TypedDict):
+    epoch: float  # epochs are numbers: 1.5 is a mid-epoch snapshot
+    file: str  # the Keras file under snapshots/
+
+
+class SnapshotEntry(_SnapshotRequired, total=False):
     """One entry of ``model.json["snapshots"]``."""
 
-    epoch: float
-    file: str
+    step: int  # the global step it was taken at
+    state: str  # the optimizer-state file (.state.npz) for resume
 
 
 class ModelRecord(TypedDict, total=False):
@@ -108,7 +113,7 @@ class ModelRecord(TypedDict, total=False):
     dataset_plugin: str | None
     task: str
     options: dict[str, Any]  # TrainingOptions.to_dict()
-    seed: int | None
+    seed: int  # the run's seed (a random one is drawn and recorded when none is given)
     batch_size: int  # the global batch
     steps_per_epoch: int
     total_steps: int
@@ -133,8 +138,13 @@ class ModelRecord(TypedDict, total=False):
     snapshots: list[SnapshotEntry]
     best_epoch: float | None
     best_metric: float | None
+    best_metric_name: str  # the validation metric best_metric is (the task's best_key)
     last_epoch: float
     status: str
+    resumed_from: str  # the snapshot file the latest resume started from
+    error: str | None  # the message of a run that ended in Error or Aborted
+    final_metrics: dict[str, Any]  # the last logs of the run
+    stopped_early: bool  # a callback stopped training before the planned epochs
     # read for older model.json files only (the engine writes dataset_id / dataset_plugin)
     dataset: str | dict[str, Any]  # the dataset id, or {"id": ...}
     plugin_id: str  # the dataset's plugin

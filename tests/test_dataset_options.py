@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pytest
-import wtforms
+from synthetic_plugins import SyntheticShapes
 
-from digits_core import DataIngestion, registry
+from digits_core import registry
 from digits_core.datasets.options import (
     DATASET_OPTIONS,
     DatasetOptionsError,
@@ -58,34 +57,11 @@ def test_every_option_is_a_job_record_key():
     assert {o.name for o in DATASET_OPTIONS} <= declared
 
 
-class _Form(wtforms.Form):
-    n_items = wtforms.IntegerField("Number of items", default=3)
-
-
-class _Ingestion(DataIngestion):
-    plugin_id = "test-dataset-options"
-    title = "dataset options test data"
-
-    @staticmethod
-    def get_dataset_form():
-        return _Form
-
-    @staticmethod
-    def get_dataset_template(form):
-        return "", {}
-
-    def itemize_entries(self, stage):
-        return list(range(self.n_items)) if stage == "train" else []
-
-    def encode_entry(self, entry):
-        return np.full((4, 4, 1), entry, np.uint8), entry % 2
-
-
 @pytest.fixture
 def plugin():
-    registry.register(_Ingestion)
-    yield _Ingestion
-    registry.unregister(_Ingestion)
+    registry.register(SyntheticShapes)
+    yield SyntheticShapes
+    registry.unregister(SyntheticShapes)
 
 
 def test_cli_job_flags_are_the_declared_options(plugin):
@@ -135,12 +111,12 @@ def web(plugin, tmp_path, monkeypatch):
 
 def test_web_form_and_json_api_store_what_the_cli_stores(web):
     client, token, store = web
-    page = client.get(f"/datasets/new/{_Ingestion.plugin_id}").get_data(as_text=True)
+    page = client.get(f"/datasets/new/{SyntheticShapes.plugin_id}").get_data(as_text=True)
     for option in DATASET_OPTIONS:  # every declared option is a field of the page, with its default shown
         assert f'name="{option.web_field}"' in page and f'placeholder="{option.default}"' in page
-    form = {"csrf_token": token, "n_items": "3", **{o.web_field: OPTION_VALUES[o.name] for o in DATASET_OPTIONS}}
-    assert client.post(f"/datasets/new/{_Ingestion.plugin_id}", data=form).status_code == 302
-    resp = client.post("/api/datasets", json={"plugin_id": _Ingestion.plugin_id, "form_data": {}, **OPTION_VALUES},
+    form = {"csrf_token": token, "count": "3", **{o.web_field: OPTION_VALUES[o.name] for o in DATASET_OPTIONS}}
+    assert client.post(f"/datasets/new/{SyntheticShapes.plugin_id}", data=form).status_code == 302
+    resp = client.post("/api/datasets", json={"plugin_id": SyntheticShapes.plugin_id, "form_data": {}, **OPTION_VALUES},
                        headers={"X-CSRFToken": token})
     assert resp.status_code == 202, resp.get_data(as_text=True)
     jobs = store.list()
@@ -148,18 +124,18 @@ def test_web_form_and_json_api_store_what_the_cli_stores(web):
     expected = {"name": "parity", "group": "g 1", "workers": 2, "max_errors": 0.05}
     assert [_stored(job) for job in jobs] == [expected, expected]
     # Empty fields mean the declared defaults, as on the command line.
-    blank = {"csrf_token": token, "n_items": "3", **{o.web_field: "" for o in DATASET_OPTIONS}}
-    assert client.post(f"/datasets/new/{_Ingestion.plugin_id}", data=blank).status_code == 302
+    blank = {"csrf_token": token, "count": "3", **{o.web_field: "" for o in DATASET_OPTIONS}}
+    assert client.post(f"/datasets/new/{SyntheticShapes.plugin_id}", data=blank).status_code == 302
     (default,) = [job for job in store.list() if job.name != "parity"]
-    assert _stored(default) == {"name": _Ingestion.plugin_id, "group": None, "workers": None, "max_errors": 0.05}
+    assert _stored(default) == {"name": SyntheticShapes.plugin_id, "group": None, "workers": None, "max_errors": 0.05}
 
 
 def test_web_and_api_refuse_bad_or_unknown_options_naming_them(web):
     client, token, store = web
-    form = {"csrf_token": token, "n_items": "3", "job_workers": "0", "job_max_errors": "lots"}
-    html = client.post(f"/datasets/new/{_Ingestion.plugin_id}", data=form).get_data(as_text=True)
+    form = {"csrf_token": token, "count": "3", "job_workers": "0", "job_max_errors": "lots"}
+    html = client.post(f"/datasets/new/{SyntheticShapes.plugin_id}", data=form).get_data(as_text=True)
     assert 'data-for="job_workers"' in html and 'data-for="job_max_errors"' in html
-    resp = client.post("/api/datasets", json={"plugin_id": _Ingestion.plugin_id, "form_data": {}, "wokers": 2},
+    resp = client.post("/api/datasets", json={"plugin_id": SyntheticShapes.plugin_id, "form_data": {}, "wokers": 2},
                        headers={"X-CSRFToken": token})
     assert resp.status_code == 400 and "wokers" in resp.get_json()["error"]["fields"]
     assert store.list() == []

@@ -179,6 +179,16 @@ def test_seed_determinism_abort_and_resume(datasets, jobs):
         np.testing.assert_allclose(wa, wc, rtol=1e-5, atol=1e-6)
     statuses = [s for s, _ in resumed.data["status_history"]]
     assert statuses[-3:] == ["Aborted", "Running", "Done"]
+    # Every key the engine wrote (a resumed run writes the most) is declared in the typed records.
+    from digits_core.job_record import JobRecord, ModelRecord, SnapshotEntry
+
+    def declared(record):
+        return set(record.__required_keys__) | set(record.__optional_keys__)
+
+    info = json.loads((resumed.path / "model.json").read_text())
+    assert set(info) <= declared(ModelRecord), set(info) - declared(ModelRecord)
+    assert {k for snap in info["snapshots"] for k in snap} <= declared(SnapshotEntry)
+    assert set(json.loads((resumed.path / "job.json").read_text())) <= declared(JobRecord)
 
 
 def test_nan_loss_is_an_error(datasets, jobs, tmp_path):

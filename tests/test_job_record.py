@@ -97,3 +97,19 @@ def test_every_job_json_key_the_code_reads_or_writes_is_declared():
                     undeclared.add(f"{path.relative_to(ROOT)}: Job.create(... {key}=)")
     assert not undeclared, "declare these keys in digits_core/job_record.py: " + ", ".join(sorted(undeclared))
     assert _ACCESS.search('job.data.get("plugin_id")') and _ACCESS.search("ds_job.data['x']")
+
+
+def test_a_built_dataset_writes_only_declared_keys(jobs_dir):
+    """job.json and dataset.json of a real (tiny) dataset job hold only keys the typed records declare."""
+    from synthetic_plugins import SyntheticShapes
+
+    from digits_core.job_record import DatasetRecord
+    from digits_core.testing import build_dataset
+
+    dataset = build_dataset(SyntheticShapes, {"count": 4, "val_count": 2, "size": 8}, jobs_dir=jobs_dir)
+    info = json.loads((dataset.path / "dataset.json").read_text())
+    job = json.loads((dataset.job_path / "job.json").read_text())
+    declared_ds = set(DatasetRecord.__required_keys__) | set(DatasetRecord.__optional_keys__)
+    assert set(info) <= declared_ds, set(info) - declared_ds
+    assert set(job) <= DECLARED, set(job) - DECLARED
+    assert job["schema_version"] == SCHEMA_VERSION and job["plugin_id"] == SyntheticShapes.plugin_id

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..errors import DatasetError, JobNotFoundError
 from ..interfaces import STAGES
+from ..job_record import DatasetRecord
 from .batches import PAD_CLASS, RecordLayout, pad_boxes, unpack_records  # noqa: F401  (pad_boxes re-exported)
 from .storage import open_reader, read_keys, read_range, release_reader
 
@@ -100,7 +101,7 @@ class Dataset:
         self.path = Path(path)
         self.job_path = Path(job_path) if job_path is not None else self.path.parent
         try:
-            self.info: dict[str, Any] = json.loads((self.path / INFO_FILE).read_text(encoding="utf-8"))
+            self.info: DatasetRecord = json.loads((self.path / INFO_FILE).read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError) as exc:
             raise DatasetError(f"Cannot read {self.path / INFO_FILE}: {exc}") from exc
         self._envs: dict[str, Any] = {}

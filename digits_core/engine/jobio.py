@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import JobNotFoundError, TrainingError
+from ..job_record import ModelRecord
 from ..jobs import Job, JobStore, write_json_atomic
 
 MODEL_FILE = "model.json"
@@ -56,7 +57,7 @@ def load_model_job(job: Any, jobs_dir=None) -> Job:
     return loaded
 
 
-def read_model_info(folder: str | os.PathLike) -> dict:
+def read_model_info(folder: str | os.PathLike) -> ModelRecord:
     """Parse ``model.json`` of a model job folder."""
     path = Path(folder) / MODEL_FILE
     try:
@@ -67,7 +68,7 @@ def read_model_info(folder: str | os.PathLike) -> dict:
         raise TrainingError(f"Cannot read {path}: {exc}") from exc
 
 
-def write_model_info(folder: str | os.PathLike, info: dict) -> None:
+def write_model_info(folder: str | os.PathLike, info: ModelRecord) -> None:
     """Rewrite ``model.json`` atomically."""
     write_json_atomic(Path(folder) / MODEL_FILE, info)
 

@@ -259,7 +259,8 @@ class TrainingLoop:
         key, better = s.task.best_key(s.standard_output)
         if key in values and s.strat.is_chief:
             info = jobio.read_model_info(s.folder)
-            if info.get("best_metric") is None or better(values[key], info["best_metric"]):
+            best = info.get("best_metric")
+            if best is None or better(values[key], best):
                 info["best_epoch"], info["best_metric"], info["best_metric_name"] = round(epoch, 4), values[key], key
                 jobio.write_model_info(s.folder, info)
         self._report({"phase": "val", "epoch": epoch, "step": step, "total_steps": s.total_steps, **values})

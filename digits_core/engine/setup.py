@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import FormValidationError, TrainingError
+from ..job_record import ModelRecord, SnapshotEntry
 from ..jobs import Job
 from . import jobio
 from .augmentation import check_augmentation
@@ -83,7 +84,7 @@ class RunState:
     val_every: int = 0
     snap_every: int = 0
     log_every: int = 1
-    resume_from: dict | None = None
+    resume_from: SnapshotEntry | None = None
     fine_tune_report: dict | None = None
     extra: dict = field(default_factory=dict)
 
@@ -124,8 +125,8 @@ def prepare_run(state: RunState) -> RunState:
         write_initial_info(state)
     elif state.strat.is_chief:
         info = jobio.read_model_info(state.folder)
-        info.update(options=opts.to_dict(), total_steps=state.total_steps, status="Running",
-                    resumed_from=state.resume_from["file"])
+        info.update({"options": opts.to_dict(), "total_steps": state.total_steps, "status": "Running",
+                     "resumed_from": state.resume_from["file"]})
         jobio.write_model_info(state.folder, info)
     return state
 
@@ -274,7 +275,7 @@ def write_initial_info(state: RunState) -> None:
     if not state.strat.is_chief:
         return
     opts, reader, prep = state.opts, state.reader, state.prep
-    info = {
+    info: ModelRecord = {
         "job_id": state.job.id,
         "network": state.spec.name,
         "network_source": state.spec.source,

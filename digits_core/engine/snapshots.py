@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import DigitsError, TrainingError
+from ..job_record import ModelRecord, SnapshotEntry
 from . import jobio
 from .networks.custom import load_network_module
 
@@ -43,7 +44,7 @@ def save_snapshot(folder: Path, model, optimizer, epoch: float, step: int) -> No
     jobio.write_model_info(folder, info)
 
 
-def restore_optimizer_state(folder: Path, optimizer, snap: dict) -> int:
+def restore_optimizer_state(folder: Path, optimizer: Any, snap: SnapshotEntry) -> int:
     """Load a snapshot's optimizer variables into ``optimizer``; returns the step to continue from."""
     state = np.load(folder / jobio.SNAPSHOT_DIR / snap["state"])
     arrays = [state[f"opt_{i}"] for i in range(int(state["count"]))]
@@ -56,7 +57,7 @@ def restore_optimizer_state(folder: Path, optimizer, snap: dict) -> int:
     return int(snap["step"])
 
 
-def find_snapshot(info: dict, epoch: float | None, job_name: str) -> dict:
+def find_snapshot(info: ModelRecord, epoch: float | None, job_name: str) -> SnapshotEntry:
     """The snapshot entry at ``epoch`` (a number, fractions allowed; ``None``: the last one).
 
     Raises:

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InferenceError
-from ..job_record import ModelRecord
+from ..job_record import DatasetRecord, ModelRecord
 from .snapshots import (  # noqa: F401  (re-exported: part of this module's public names)
     MODEL_FILE,
     SNAPSHOT_DIR,
@@ -73,7 +73,7 @@ class DatasetMeta:
     color_palette: list | None
     feature_shape: tuple
     feature_dtype: str
-    info: dict = field(default_factory=dict)
+    info: DatasetRecord = field(default_factory=lambda: DatasetRecord())
     available: bool = False
     dataset: Any = field(default=None, repr=False)
 
