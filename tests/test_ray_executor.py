@@ -157,3 +157,66 @@ def test_abort_across_the_cluster_then_resume(scheduler, dataset, jobs_dir):
     job = scheduler.wait(job.id, JOB_TIMEOUT)
     assert job.status is JobStatus.DONE, job.error
     assert _epochs_done(job) == done + 1
+
+
+def test_a_2x2_sweep_from_the_web_api_runs_in_parallel_across_the_cluster(scheduler, dataset, jobs_dir, cluster):
+    """POST /api/models with 2 learning rates x 2 batch sizes: four grouped jobs, two at a time, on both nodes."""
+    from digits_core.web import create_app
+
+    app = create_app(jobs_dir, scheduler=scheduler, start_scheduler=False, testing=True, data_roots=[jobs_dir])
+    client = app.test_client()
+    token = client.get("/api/csrf-token").get_json()["csrf_token"]
+    resp = client.post("/api/models", headers={"X-CSRFToken": token}, json={
+        "name": "ray-sweep", "dataset": dataset.id, "network": "lenet",
+        "options": {"epochs": 1, "learning_rate": "0.05,0.01", "batch_size": "16,32"}})
+    assert resp.status_code in (200, 201, 202), resp.get_data(as_text=True)
+    rows = resp.get_json()["jobs"]
+    assert len(rows) == 4 and {r["group"] for r in rows} == {"ray-sweep"}
+    jobs = [scheduler.wait(r["id"], JOB_TIMEOUT) for r in rows]
+    assert [j.status for j in jobs] == [JobStatus.DONE] * 4, [j.error for j in jobs]
+    assert [(j.data["sweep"]["learning_rate"], j.data["sweep"]["batch_size"]) for j in jobs] == [
+        (0.05, 16), (0.05, 32), (0.01, 16), (0.01, 32)]
+    for job in jobs:
+        info = json.loads((job.path / "model.json").read_text())
+        assert info["batch_size"] == job.data["sweep"]["batch_size"]
+        assert info["options"]["learning_rate"] == job.data["sweep"]["learning_rate"]
+    # One CPU per node and one per training task: jobs ran on both nodes, and some ran at the same time.
+    assert {j.data["placement"]["node_id"] for j in jobs} == _node_ids(cluster)
+    spans = []
+    for job in jobs:
+        times = {status: t for status, t in job.status_history}
+        spans.append((times["Running"], times["Done"]))
+    assert any(a[0] < b[1] and b[0] < a[1] for i, a in enumerate(spans) for b in spans[i + 1:])
+
+
+def test_a_node_killed_mid_job_ends_it_in_error_and_it_resumes(scheduler, dataset, jobs_dir, cluster):
+    """The extra node dies (kill -9 of all its processes) while it trains: Error naming Ray's failure; resume."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    head_id = next(n["NodeID"] for n in cluster.alive_nodes() if n["NodeManagerAddress"] == "127.0.0.1")
+
+    @ray.remote(num_cpus=1)
+    class Placeholder:  # holds the head's only CPU so the job must go to the extra node
+        def ready(self):
+            return True
+
+    holder = Placeholder.options(scheduling_strategy=NodeAffinitySchedulingStrategy(head_id, soft=False)).remote()
+    ray.get(holder.ready.remote(), timeout=60)
+    try:
+        job = _model_job(jobs_dir, dataset, "ray-node-dies", epochs=500)
+        scheduler.submit(job)
+        _wait_for(lambda: _epochs_done(job) >= 1, "a first snapshot")
+        assert job.reload().data["placement"]["node_id"] != head_id
+        cluster.kill_node()
+        job = scheduler.wait(job.id, JOB_TIMEOUT)
+    finally:
+        ray.kill(holder)
+    assert job.status is JobStatus.ERROR
+    assert "Ray task running this job failed" in job.error and "can be resumed" in job.error
+    done = _epochs_done(job)
+    scheduler.resume(job, epochs=done + 1)  # on the head, now the only node
+    job = scheduler.wait(job.id, JOB_TIMEOUT)
+    assert job.status is JobStatus.DONE, job.error
+    assert job.data["placement"]["node_id"] == head_id and _epochs_done(job) == done + 1
+    cluster.add_node()  # leave the cluster as the module found it
