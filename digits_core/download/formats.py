@@ -26,7 +26,7 @@ import numpy as np
 
 from .errors import DownloadError
 
-_IDX_TYPES = {
+_IDX_TYPES: dict[int, np.dtype] = {
     0x08: np.dtype(">u1"),
     0x09: np.dtype(">i1"),
     0x0B: np.dtype(">i2"),
@@ -90,10 +90,12 @@ class _NumpyOnlyUnpickler(pickle.Unpickler):
 
 
 def _np_multiarray(name: str):
+    import importlib
+
     try:
-        from numpy._core import multiarray  # numpy >= 2
+        multiarray = importlib.import_module("numpy._core.multiarray")  # numpy >= 2
     except ImportError:  # pragma: no cover - numpy 1.x
-        from numpy.core import multiarray
+        multiarray = importlib.import_module("numpy.core.multiarray")
     return getattr(multiarray, name)
 
 
@@ -148,6 +150,8 @@ class CifarArchive:
                     base = info.name.rsplit("/", 1)[-1]
                     if base in wanted and base not in found:
                         handle = tar.extractfile(info)
+                        if handle is None:  # not a regular file after all (checked above)
+                            continue
                         found[base] = load_pickle(handle.read(), f"{self.path.name}:{info.name}")
                         if len(found) == len(wanted):
                             break

@@ -54,7 +54,7 @@ def write_stage(
     tree: Path,
     stage: str,
     images: np.ndarray,
-    labels: Sequence[int],
+    labels: Sequence[int] | np.ndarray,
     class_names: Sequence[str],
     *,
     filenames: Sequence[str] | None = None,
@@ -132,7 +132,7 @@ def link_stage(
     source_lines: Sequence[str],
     tree: Path,
     stage: str,
-    labels: Sequence[int],
+    labels: Sequence[int] | np.ndarray,
     class_names: Sequence[str],
 ) -> list[str]:
     """Build a second class tree over the same images with other labels (hard links).
