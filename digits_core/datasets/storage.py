@@ -17,8 +17,9 @@ import lmdb
 
 #: Map size a new stage starts with (it grows by doubling as needed).
 INITIAL_MAP_SIZE = 64 << 20
-#: The writer reopens its environment after writing this many bytes (see StageWriter._remap).
-REMAP_BYTES = 64 << 20
+#: The writer reopens its environment after writing this many bytes (see StageWriter._remap): a reopen
+#: costs ~0.2 ms, and the written pages it unmaps would otherwise grow the job's memory with the dataset.
+REMAP_BYTES = 8 << 20
 
 
 def record_key(index: int) -> bytes:
