@@ -225,6 +225,27 @@ def test_a_folder_is_refused_and_limits_apply(trained):
     assert "first 2 of 9 layers" in vis.notes[-1]
 
 
+@pytest.mark.slow
+def test_cli_writes_the_same_visualizations(trained, tmp_path, capsys):
+    from digits_core.cli import main
+    from digits_core.inference.visualize import visualize
+
+    out = tmp_path / "layers.json"
+    assert main(["--jobs-dir", str(trained["jobs"]), "infer", "--model", trained["job"].id, str(trained["image"]),
+                 "--visualize", str(out)]) == 0
+    assert f"wrote {out} (9 layers of" in capsys.readouterr().err
+    written = json.loads(out.read_text())
+    expected = visualize(trained["job"].id, str(trained["image"]), jobs_dir=trained["jobs"]).to_json()
+    assert [layer["name"] for layer in written["layers"]] == [layer["name"] for layer in expected["layers"]]
+    for got, want in zip(written["layers"], expected["layers"]):
+        assert got["activations"]["stats"]["mean"] == pytest.approx(want["activations"]["stats"]["mean"], rel=1e-6)
+        assert got["activations"]["picture"]["uri"].startswith("data:image/png;base64,")
+    folder = trained["root"] / "digits" / "3"
+    assert main(["--jobs-dir", str(trained["jobs"]), "infer", "--model", trained["job"].id, str(folder),
+                 "--visualize", str(tmp_path / "many.json")]) != 0
+    assert "for one image" in capsys.readouterr().err and not list(tmp_path.glob("many.json*"))
+
+
 # -- in a real browser ------------------------------------------------------------------------------------------
 
 CHROMIUM = "/usr/bin/chromium"

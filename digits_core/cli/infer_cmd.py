@@ -21,7 +21,7 @@ from ..errors import FormValidationError
 
 logger = logging.getLogger("digits_core.cli")
 _OWN = {"model", "epoch", "view", "view_option", "out", "json", "top", "batch_size", "inputs", "include_images",
-        "max_errors"}
+        "max_errors", "visualize"}
 
 
 def _add_plugin_form_options(parser) -> dict[str, list[str]]:
@@ -93,6 +93,9 @@ def register(subparsers) -> None:
     parser.add_argument("--max-errors", default=None, metavar="X",
                         help="inputs that may fail (skipped and listed) before inference fails: a count (10), "
                              "a fraction (0.05) or a percentage (5%%) (default: 5%%)")
+    parser.add_argument("--visualize", metavar="FILE",
+                        help="one input: write every layer's activations and weights (statistics, histograms, "
+                             "PNG pictures) as JSON to FILE")
     parser.add_argument("inputs", nargs="*", metavar="INPUT", help="image files, folders or list files (path [label])")
     parser.set_defaults(handler=run, plugin_fields=plugin_fields)
 
@@ -175,6 +178,8 @@ def run(args) -> int:
         jobs_dir=args.jobs_dir, top_n_classes=args.top, batch_size=args.batch_size, progress=progress,
         max_errors=args.max_errors,
     )
+    if args.visualize:
+        _write_visualizations(result, args.visualize)
     for skipped in result.errors:
         print(f"skipped: {skipped['input']}: {skipped['error']}", file=sys.stderr)
     for note in result.notes:
@@ -196,3 +201,18 @@ def run(args) -> int:
         return 0
     _print_summary(result)
     return 0
+
+
+def _write_visualizations(result, path: str) -> None:
+    """Write the layer visualizations of the one input to ``path`` (JSON, written whole or not at all)."""
+    import json
+    import os
+
+    from ..inference.visualize import visualize_result
+
+    data = visualize_result(result).to_json()
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        json.dump(data, handle)
+    os.replace(tmp, path)
+    print(f"wrote {path} ({len(data['layers'])} layers of {data['input_id']})", file=sys.stderr)
