@@ -2,9 +2,9 @@
 the folder / list / S3 tabs of the image dataset form, the class-subfolder check on the field.
 
 Fast tests render the real pages with Flask's test client on a real dataset built once for the module
-(LMDB, PNG records). The browser test (``slow``, ``browser``) runs a real ``digits serve`` and headless
-Chromium, with JavaScript and without, and checks the LR preview of every policy against DIGITS 6's
-formulas. Screenshots go to ``test-artifacts/ui-datasets-*.png``::
+(LMDB, PNG records). The browser tests (``slow``, ``browser``) run a real ``digits serve`` and headless
+Chromium (the ``chromium`` fixture of ``tests/browser_support.py``), with JavaScript and without, and
+check the LR preview of every policy against DIGITS 6's formulas. Screenshots go to ``test-artifacts/ui-datasets-*.png``::
 
     flock /tmp/digits-heavy.lock .venv/bin/python -m pytest tests/test_ui_datasets.py
 """
@@ -259,9 +259,6 @@ def test_cli_refuses_the_flat_folder_before_a_job_starts(built, capsys):
 
 # -- in a real browser, on a real `digits serve` ------------------------------------------------------------------------
 
-CHROMIUM = "/usr/bin/chromium"
-
-
 @pytest.fixture(scope="module")
 def live(tmp_path_factory):
     """One ``digits serve`` for the module; its working folder (a data root) holds the class folders."""
@@ -276,24 +273,6 @@ def live(tmp_path_factory):
         yield {"server": server, "root": root, "data": root / "animals", "flat": flat}
 
 
-@pytest.fixture(scope="module")
-def chromium():
-    import os
-
-    if not os.path.exists(CHROMIUM):
-        if os.environ.get("CI"):
-            pytest.fail(f"{CHROMIUM} missing: run scripts/ensure-chromium.sh")
-        pytest.skip(f"{CHROMIUM} missing: run scripts/ensure-chromium.sh")
-    from playwright.sync_api import sync_playwright
-    from test_ui_browser import ARTIFACTS, CHROMIUM_ARGS
-
-    ARTIFACTS.mkdir(exist_ok=True)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        yield browser
-        browser.close()
-
-
 def _page(browser, javascript=True):
     """A new page; JavaScript errors and CSP violations are collected in ``page.js_errors``."""
     context = browser.new_context(viewport={"width": 1280, "height": 900}, java_script_enabled=javascript)
@@ -306,7 +285,7 @@ def _page(browser, javascript=True):
 
 
 def _shot(page, name):
-    from test_ui_browser import ARTIFACTS
+    from browser_support import ARTIFACTS
 
     page.screenshot(path=str(ARTIFACTS / f"ui-datasets-{name}.png"), full_page=True)
 
