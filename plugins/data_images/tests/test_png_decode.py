@@ -111,3 +111,21 @@ def test_the_plugin_stores_the_same_pixels_through_the_fast_path(tmp_path, encod
         np.testing.assert_array_equal(fast, slow)
     else:
         assert fast.data == slow.data and fast.shape == slow.shape == (10, 15, 3)
+
+
+@pytest.mark.parametrize("size", [0, 1, 65535, 65536, 65537, 3 << 20])
+def test_read_file_reads_files_of_any_size(tmp_path, size):
+    from digits_data_images.encoding import read_file
+
+    data = np.random.default_rng(size).integers(0, 256, size, dtype=np.uint8).tobytes()
+    (tmp_path / "f").write_bytes(data)
+    assert read_file(str(tmp_path / "f")) == data
+
+
+def test_read_file_names_what_it_cannot_read(tmp_path):
+    from digits_data_images.encoding import read_file
+
+    with pytest.raises(ValueError, match=f"{tmp_path}: cannot read file \\(Is a directory\\)"):
+        read_file(str(tmp_path))
+    with pytest.raises(ValueError, match="missing.png: cannot read file \\(No such file or directory\\)"):
+        read_file(str(tmp_path / "missing.png"))
