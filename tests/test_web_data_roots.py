@@ -24,6 +24,7 @@ def world(tmp_path):
     """A data root with one class folder, and secrets outside it."""
     root = tmp_path / "data"
     (root / "digits" / "c0").mkdir(parents=True)
+    (root / "digits" / "c0" / "0.png").write_bytes(b"")  # the form checks that a class folder holds an image
     outside = tmp_path / "private"
     (outside / "home").mkdir(parents=True)
     (outside / ".bashrc").write_text("export TOKEN=abc\n")
