@@ -1,17 +1,19 @@
 """The typed records of a job folder: ``job.json``, ``model.json`` and ``dataset.json``.
 
-Every key a job file may hold is declared here, once, with its type, so a
-misspelt or mistyped key is a mypy error wherever the record is read or
-written (reading key ``"plugn_id"`` of a job record does not type-check; a
-test checks the modules mypy does not cover yet). The records stay
-plain dicts at run time (:class:`typing.TypedDict`): they round-trip through
-JSON unchanged and keys written by a newer version are kept, not dropped.
+Every key a job file may hold is declared here, once, with its type. mypy
+then refuses a misspelt or mistyped key where a record is indexed or
+written, and in :meth:`~digits_core.jobs.Job.create`'s keywords
+(:class:`JobFields`); ``.get()`` of an unknown key is not refused, and some
+modules are not checked yet, so ``tests/test_job_record.py`` also requires
+every key the code uses to be declared. The records stay plain dicts at run
+time (:class:`typing.TypedDict`): they round-trip through JSON unchanged and
+keys written by a newer version are kept, not dropped.
 
 ``job.json`` carries :data:`SCHEMA_VERSION`. A file without one was written
 before the version existed and reads as version 1 (no key changed meaning);
 a file from a newer schema is refused with a message saying to upgrade,
 rather than being half-understood and rewritten. To add a key: declare it in
-the matching record below (optional keys go in the ``total=False`` part),
+the matching record below (a new ``job.json`` key goes in :class:`JobFields`),
 document it in a comment, and bump :data:`SCHEMA_VERSION` only when an
 existing key changes meaning (then teach :func:`check_job_record` the
 migration).
@@ -55,17 +57,19 @@ class _JobRecordRequired(TypedDict):
     status_history: list[list[Any]]  # [[status value, unix time], ...], oldest first
 
 
-class JobRecord(_JobRecordRequired, total=False):
-    """``job.json``: one job's identity, inputs and status history.
-
-    Keys for both kinds, then dataset-only and model-only keys. Read the
-    common ones through :class:`~digits_core.jobs.Job`'s properties.
-    """
-
-    schema_version: int  # SCHEMA_VERSION of the writer
+class _JobRecordWritten(TypedDict, total=False):
+    schema_version: int  # SCHEMA_VERSION of the writer (absent before version 1: read as 1)
     name: str  # the user's name for the job
     created: float  # unix time
     error: str  # the message of the last Error/Aborted status
+
+
+class JobFields(TypedDict, total=False):
+    """The other keys of ``job.json``: what :meth:`~digits_core.jobs.Job.create` takes as keywords.
+
+    Keys for both kinds, then dataset-only and model-only keys.
+    """
+
     form_data: dict[str, Any]  # dataset: the plugin form's values (secrets redacted); model: the options
     data_roots: list[str]  # web jobs: the server-side folders the job may read
     group: str  # job group shown on the home page (digits_core.groups.normalize_group); absent: none
@@ -88,6 +92,13 @@ class JobRecord(_JobRecordRequired, total=False):
     resume_epochs: int  # scheduler: the new total number of epochs of that resume (default: as planned)
     gpus_assigned: list[str]  # scheduler: the GPU ids (CUDA_VISIBLE_DEVICES entries) the job runs on
     placement: dict[str, Any]  # Ray executor: executor, node_id, node_address, gpus of the node that ran it
+
+
+class JobRecord(_JobRecordRequired, _JobRecordWritten, JobFields):
+    """``job.json``: one job's identity, inputs and status history (:class:`JobFields` lists the optional keys).
+
+    Read the common keys through :class:`~digits_core.jobs.Job`'s properties.
+    """
 
 
 class _SnapshotRequired(TypedDict):

@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from datetime import datetime
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .config import resolve_jobs_dir
 from .errors import JobNotFoundError
@@ -41,7 +41,10 @@ from .job_lock import (  # noqa: F401  (re-exported: digits_core.jobs is the pub
     job_lock_owner,
     release_running_hold,
 )
-from .job_record import SCHEMA_VERSION, JobRecord, check_job_record
+from .job_record import SCHEMA_VERSION, JobFields, JobRecord, check_job_record
+
+if TYPE_CHECKING:
+    from typing import Unpack  # Python 3.11; annotations are not evaluated at run time
 
 JOB_FILE = "job.json"
 
@@ -103,7 +106,8 @@ class Job:
     # -- creation and loading --------------------------------------------------
 
     @classmethod
-    def create(cls, kind: str, name: str, *, jobs_dir: str | os.PathLike | None = None, **fields: Any) -> Job:
+    def create(cls, kind: str, name: str, *, jobs_dir: str | os.PathLike | None = None,
+               **fields: Unpack[JobFields]) -> Job:
         """Create a new job folder with status Initialized.
 
         Args:
