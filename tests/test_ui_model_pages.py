@@ -300,6 +300,17 @@ def test_visualize_a_trained_model(trained, page):
     summary = server.get_json(f"/models/{trained['model']}/network.json")
     assert summary["total_params"] == LENET_TOTAL and summary["layers"][3]["inbound"] == ["pool1"]
 
+    # A model without a snapshot (it failed before its first epoch): the network its options build, 24x24 crops.
+    failed = Job.create("model", "no snapshot", jobs_dir=server.jobs_dir, dataset_id=trained["dataset"],
+                        train_options={"network": "lenet", "dataset": trained["dataset"], "crop_size": 24})
+    failed.set_status(JobStatus.ERROR, error="stopped before the first epoch")
+    page.goto(server.url + f"/models/{failed.id}")
+    page.click("#visualize")
+    page.wait_for_selector("#network-layers")
+    rows = {row[0]: row for row in _layer_rows(page)}  # under 28 px LeNet pads ('same'): 24 -> 12 -> 6, fc1 6*6*50
+    assert rows["conv1"][2] == "24 × 24 × 20" and rows["fc1"][3] == f"{6 * 6 * 50 * 500 + 500:,}"
+    assert "untrained" in page.locator("#network-source").inner_text()
+
 
 @pytest.mark.slow
 @pytest.mark.browser

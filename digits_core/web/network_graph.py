@@ -13,8 +13,8 @@ from __future__ import annotations
 from markupsafe import Markup, escape
 
 NODE_W, NODE_H, H_GAP, V_GAP, MARGIN = 210, 42, 26, 26, 12
-#: A skip edge bulges SKIP_OUT px right of the boxes, SKIP_STEP px more per row skipped (up to SKIP_SPANS rows).
-SKIP_OUT, SKIP_STEP, SKIP_SPANS = 28, 10, 10
+#: A skip edge bulges SKIP_OUT px right of the boxes, SKIP_STEP px more per longer skip length in the graph.
+SKIP_OUT, SKIP_STEP = 24, 14
 
 #: Fill colour per kind of layer (SVG presentation attributes: not subject to the page's style CSP).
 FILLS = (("Input", "#e5e7eb"), ("Conv", "#dbeafe"), ("Dense", "#dcfce7"), ("Pool", "#fef3c7"),
@@ -69,7 +69,11 @@ def render_svg(layers: list[dict]) -> Markup:
         widths[row] = max(widths.get(row, 0), col + 1)
     most = max(widths.values())
     rows = max(widths) + 1
-    width = most * NODE_W + (most - 1) * H_GAP + 2 * MARGIN + SKIP_OUT + SKIP_STEP * SKIP_SPANS  # room for skips
+    # Longer skips bulge further out, so nested ones (a U-Net's) stay apart: one lane per distinct length.
+    spans = sorted({place[layer["name"]][0] - place[source][0] for layer in layers
+                    for source in layer.get("inbound") or () if source in place} - {0, 1})
+    lanes = {span: lane for lane, span in enumerate(spans)}
+    width = most * NODE_W + (most - 1) * H_GAP + 2 * MARGIN + SKIP_OUT + SKIP_STEP * len(spans) + 4
     height = rows * NODE_H + (rows - 1) * V_GAP + 2 * MARGIN
 
     def corner(name: str) -> tuple[float, float]:
@@ -92,7 +96,7 @@ def render_svg(layers: list[dict]) -> Markup:
             span = place[layer["name"]][0] - place[source][0]
             if span > 1:  # skips rows: from right side to right side, bulging out beside the boxes it passes
                 ax, ay, bx, by = x1 + NODE_W, y1 + NODE_H / 2, x2 + NODE_W, y2 + NODE_H / 2
-                side = max(ax, bx) + SKIP_OUT + SKIP_STEP * min(span, SKIP_SPANS)
+                side = max(ax, bx) + SKIP_OUT + SKIP_STEP * lanes[span]
                 d = f"M{ax:.1f},{ay:.1f} C{side:.1f},{ay:.1f} {side:.1f},{by:.1f} {bx:.1f},{by:.1f}"
             else:
                 mid = (ay + by) / 2
