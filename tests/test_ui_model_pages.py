@@ -93,6 +93,10 @@ def test_network_form_errors_are_shown_before_any_worker_runs(app, client):
                                                       "network_params": "[1]", "crop_size": "-3"})
     fields = resp.get_json()["error"]["fields"]
     assert resp.status_code == 400 and set(fields) == {"network_params", "crop_size"}
+    code = "def build_model(input_shape, num_outputs):\n    raise SystemExit"
+    resp = client.get("/models/network.json", query_string={"dataset": "x", "network": "__custom__",
+                                                             "custom_network": code})
+    assert resp.status_code == 400 and "a GET never runs code" in resp.get_json()["error"]["fields"]["custom_network"][0]
     assert client.application.extensions["digits"]["inference_worker"].starts == 0  # refused before any worker ran
 
 

@@ -80,7 +80,9 @@ def form_request(values) -> dict:
     body: dict = {"dataset": dataset, "jobs_dir": str(_ext()["jobs_dir"]), "task": values.get("task") or None}
     if network == CUSTOM:
         body["custom_code"] = values.get("custom_network") or ""
-        if "def build_model" not in body["custom_code"]:
+        if request.method != "POST":  # code runs only from a CSRF-checked POST, never from a link or an <img>
+            errors["custom_network"] = ["Post custom code (the New Model form's Visualize); a GET never runs code."]
+        elif "def build_model" not in body["custom_code"]:
             errors["custom_network"] = ["Custom code must define build_model(input_shape, num_outputs, **params)."]
     else:
         body["network"] = network
