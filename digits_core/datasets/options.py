@@ -251,7 +251,7 @@ def options_from_cli(namespace: Any) -> dict[str, Any]:
 def web_form_fields() -> dict[str, Any]:
     """Unbound WTForms fields (``job_<name>``) for the web "New dataset" form, checked by each option's parser."""
     from wtforms import IntegerField, StringField, ValidationError
-    from wtforms.validators import Length, NumberRange, Optional
+    from wtforms.validators import Optional
 
     def checked_by(option: DatasetOption) -> Callable[[Any, Any], None]:
         def validate(form: Any, fld: Any) -> None:
@@ -264,16 +264,11 @@ def web_form_fields() -> dict[str, Any]:
 
     fields: dict[str, Any] = {}
     for option in DATASET_OPTIONS:
-        description = f"{option.help[0].upper()}{option.help[1:]}; empty: {option.default}."
-        render_kw = {"placeholder": option.default, **option.html}
-        if option.kind == "int":
-            fields[option.web_field] = IntegerField(
-                option.label, validators=[Optional(), NumberRange(min=1), checked_by(option)],
-                description=description, render_kw=render_kw)
-        else:
-            fields[option.web_field] = StringField(
-                option.label, validators=[Optional(), Length(max=option.max_length), checked_by(option)],
-                description=description, render_kw=render_kw)
+        field_class = IntegerField if option.kind == "int" else StringField
+        fields[option.web_field] = field_class(
+            option.label, validators=[Optional(), checked_by(option)],  # the declaration's check, nothing else
+            description=f"{option.help[0].upper()}{option.help[1:]}; empty: {option.default}.",
+            render_kw={"placeholder": option.default, "maxlength": str(option.max_length), **option.html})
     return fields
 
 
