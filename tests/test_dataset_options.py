@@ -134,7 +134,7 @@ def test_web_and_api_refuse_bad_or_unknown_options_naming_them(web):
     client, token, store = web
     form = {"csrf_token": token, "count": "3", "job_workers": "0", "job_max_errors": "lots"}
     html = client.post(f"/datasets/new/{SyntheticShapes.plugin_id}", data=form).get_data(as_text=True)
-    assert 'data-for="job_workers"' in html and 'data-for="job_max_errors"' in html
+    assert html.count('data-for="job_workers"') == 1 and html.count('data-for="job_max_errors"') == 1  # one message
     resp = client.post("/api/datasets", json={"plugin_id": SyntheticShapes.plugin_id, "form_data": {}, "wokers": 2},
                        headers={"X-CSRFToken": token})
     assert resp.status_code == 400 and "wokers" in resp.get_json()["error"]["fields"]
