@@ -59,7 +59,7 @@ def test_mean_sums_are_exact_past_the_uint16_buffer(dtype, shape):
 
 def test_repeated_layouts_give_the_records_the_full_check_gives():
     from digits_core.datasets.encoder import RepeatedLayout
-    from digits_core.datasets.records import RecordError
+    from digits_core.datasets.records import EncodedImage, RecordError
 
     rng = np.random.default_rng(1)
     big_endian = rng.integers(0, 999, (3, 4, 1)).astype(">u2")
@@ -71,15 +71,26 @@ def test_repeated_layouts_give_the_records_the_full_check_gives():
               (big_endian, 2), (big_endian.astype("<u2"), 2),               # byte order
               (np.asfortranarray(rng.integers(0, 9, (3, 4, 2), dtype=np.uint8)), 0),
               (rng.integers(0, 9, (3, 4, 2), dtype=np.uint8)[:, ::-1], 1),  # not contiguous
-              (rng.integers(0, 256, (3, 4, 1), dtype=np.uint8), 0.5)]      # a regression target
+              (rng.integers(0, 256, (3, 4, 1), dtype=np.uint8), 0.5),      # a regression target
+              (EncodedImage(b"\x89PNG one", "png", (3, 4, 1)), 4),
+              (EncodedImage(b"\x89PNG longer payload", "png", (3, 4, 1), array=np.zeros((3, 4, 1), np.uint8)), 5),
+              (EncodedImage(b"\xff\xd8 a jpeg", "jpg", (3, 4, 1)), 6),       # another format
+              (EncodedImage(b"\xff\xd8 another", "jpg", (3, 4, 3)), 6),      # another shape
+              (EncodedImage(b"\xff\xd8 list shape", "jpg", [3, 4, 3]), 1),
+              (EncodedImage(b"\x89PNG 16 bit", "png", (3, 4, 3), "uint16"), 2),
+              (EncodedImage(bytearray(b"\x89PNG bytearray"), "png", (3, 4, 3), "uint16"), 3)]
     layout = RepeatedLayout()
     for feature, label in pairs:
         expected = pack_record(feature, label)[0]
         prepared = layout.prepare(feature, label)
         got = b"".join((prepared.header, memoryview(prepared.payload).cast("B"), prepared.label))
-        assert got == expected, (feature.dtype, feature.shape, label)
+        assert got == expected, (feature, label)
         assert prepared.meta == prepare_record(feature, label).meta
-    layout.prepare(np.zeros((3, 4, 1), np.uint8), 1)
-    for label, message in ((-1, "negative"), (True, "bool"), (2**63, "int64"), (None, "label is None")):
-        with pytest.raises(RecordError, match=message):
-            layout.prepare(np.zeros((3, 4, 1), np.uint8), label)
+        assert prepared.pixels is (feature.array if isinstance(feature, EncodedImage) else prepared.pixels)
+    for feature in (np.zeros((3, 4, 1), np.uint8), EncodedImage(b"\x89PNG", "png", (3, 4, 1))):
+        layout.prepare(feature, 1)
+        for label, message in ((-1, "negative"), (True, "bool"), (2**63, "int64"), (None, "label is None")):
+            with pytest.raises(RecordError, match=message):
+                layout.prepare(feature, label)
+    with pytest.raises(RecordError, match="non-empty bytes"):
+        layout.prepare(EncodedImage(b"", "png", (3, 4, 1)), 1)

@@ -145,6 +145,7 @@ class _Worker:
 
 
 _CLASS_LABEL = struct.Struct("<q")
+_PAYLOAD_LENGTH = struct.Struct("<I")
 #: Raw feature dtypes whose array bytes are the record's bytes as they are (little-endian or single bytes).
 _AS_IS_DTYPES = frozenset({"|u1", "<u2", "<i2", "<f4"})
 
@@ -153,17 +154,19 @@ class RepeatedLayout:
     """Prepares records that repeat the previous record's layout without checking the contract again.
 
     A plugin returns the same kind of pair for entry after entry: an array of
-    one shape and dtype with an int class label. Once such a pair has passed
-    :func:`~.records.prepare_record`, a pair with an array of that shape and
-    dtype (C-contiguous) and a non-negative int label has the same header
-    and meta; only the payload and the 8 label bytes differ. Anything else
-    goes through :func:`~.records.prepare_record`.
+    one shape and dtype, or an :class:`~.records.EncodedImage` of one format,
+    shape and dtype, with an int class label. Once such a pair has passed
+    :func:`~.records.prepare_record`, a later pair of the same kind with a
+    non-negative int label has the same meta and header but for the payload
+    length (encoded images); only the payload and the 8 label bytes differ.
+    Anything else goes through :func:`~.records.prepare_record`.
     """
 
     def __init__(self):
-        self._template: rec.PreparedRecord | None = None
-        self._shape: tuple | None = None
-        self._dtype: np.dtype | None = None
+        self._raw: rec.PreparedRecord | None = None  # template for arrays
+        self._raw_key: tuple | None = None  # (shape, dtype)
+        self._encoded: rec.PreparedRecord | None = None  # template for encoded images
+        self._encoded_key: tuple | None = None  # (format, shape, dtype)
 
     def prepare(self, feature, label) -> rec.PreparedRecord:
         """Return the checked record of ``(feature, label)``.
@@ -171,18 +174,32 @@ class RepeatedLayout:
         Raises:
             RecordError: The pair breaks the data contract.
         """
-        template = self._template
-        if (template is not None and type(feature) is np.ndarray and type(label) is int
-                and feature.shape == self._shape and feature.dtype == self._dtype
-                and 0 <= label < 1 << 63 and feature.flags.c_contiguous):
-            return template._replace(payload=feature, label=_CLASS_LABEL.pack(label), pixels=feature)
+        if type(label) is int and 0 <= label < 1 << 63:
+            kind = type(feature)
+            if kind is np.ndarray and self._raw is not None:
+                if (feature.shape, feature.dtype) == self._raw_key and feature.flags.c_contiguous:
+                    return self._raw._replace(payload=feature, label=_CLASS_LABEL.pack(label), pixels=feature)
+            elif kind is rec.EncodedImage and self._encoded is not None:
+                data = feature.data
+                if (type(data) is bytes and data
+                        and (feature.format, feature.shape, feature.dtype) == self._encoded_key):
+                    header = self._encoded.header
+                    # bytes 20-23 of the header: the feature payload's length (docs/formats.md)
+                    header = header[:20] + _PAYLOAD_LENGTH.pack(len(data)) + header[24:]
+                    return self._encoded._replace(header=header, payload=data, label=_CLASS_LABEL.pack(label),
+                                                  pixels=feature.array)
         prepared = rec.prepare_record(feature, label)
-        meta = prepared.meta
-        if (type(feature) is np.ndarray and type(label) is int and meta.encoding == rec.RAW
-                and meta.label_kind == rec.CLASS and feature.dtype.str in _AS_IS_DTYPES
-                and feature.flags.c_contiguous):
-            self._template, self._shape, self._dtype = prepared, feature.shape, feature.dtype
+        self._learn(feature, label, prepared)
         return prepared
+
+    def _learn(self, feature, label, prepared: rec.PreparedRecord) -> None:
+        if type(label) is not int or prepared.meta.label_kind != rec.CLASS:
+            return
+        if (type(feature) is np.ndarray and prepared.meta.encoding == rec.RAW
+                and feature.dtype.str in _AS_IS_DTYPES and feature.flags.c_contiguous):
+            self._raw, self._raw_key = prepared, (feature.shape, feature.dtype)
+        elif type(feature) is rec.EncodedImage and type(feature.data) is bytes and type(feature.shape) is tuple:
+            self._encoded, self._encoded_key = prepared, (feature.format, feature.shape, feature.dtype)
 
 
 def set_worker_plugin(plugin, tracker=None, slot: int = -1, arena: tuple | None = None) -> None:
