@@ -329,8 +329,17 @@ def test_classify_one_shows_every_layer_with_statistics(trained, server, page):
         assert value == pytest.approx(mean, rel=1e-6, abs=1e-9)
         assert text == (f"{mean:.4f}" if 1e-3 <= abs(mean) < 1000 else f"{mean:.3e}"), (text, mean)
 
-    # Several images with the box ticked: refused on the form, the box stays ticked.
+    # The form's own JSON twin (same form, Accept: application/json) answers the same layers.
     page.goto(f"{server.url}/models/{job.id}")
+    page.set_input_files("#infer-images", str(trained["image"]))
+    page.check("#infer-visualize")
+    form_twin = page.evaluate("""() => { const f = document.getElementById('infer-form');
+        return fetch(f.action, {method: 'POST', body: new FormData(f), headers: {Accept: 'application/json'}})
+            .then(r => r.json()); }""")
+    assert [layer["name"] for layer in form_twin["visualizations"]["layers"]] == names
+    assert form_twin["visualizations"]["input_id"] == "my seven.png"
+
+    # Several images with the box ticked: refused on the form, the box stays ticked.
     page.set_input_files("#infer-images", [str(trained["image"]), str(sorted((trained["root"] / "digits" / "1").glob("*.png"))[0])])
     page.check("#infer-visualize")
     page.click("#infer-button")

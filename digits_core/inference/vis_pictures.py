@@ -167,7 +167,7 @@ class Picture:
         return data
 
 
-def _picture(kind: str, image: np.ndarray, shown: int, total: int, stride=(1, 1)) -> Picture:
+def _picture(kind: str, image: np.ndarray, shown: int, total: int, stride: tuple[int, int] = (1, 1)) -> Picture:
     return Picture(kind, int(shown), int(total), [int(v) for v in stride], int(image.shape[1]), int(image.shape[0]),
                    image)
 

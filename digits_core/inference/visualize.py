@@ -40,18 +40,22 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import InferenceError
 from .vis_pictures import HISTOGRAM_BINS, Picture, VisLimits, draw_activation, draw_weights, tensor_statistics
 
+if TYPE_CHECKING:
+    from .model import InferenceModel
+    from .runner import InferenceResult
+
 __all__ = ["HISTOGRAM_BINS", "LayerVisualizations", "Picture", "VisLimits", "draw_activation", "draw_weights",
            "layer_visualizations", "network_input", "tensor_statistics", "visualize", "visualize_result"]
 
 
-def network_input(model, raw: np.ndarray) -> np.ndarray:
+def network_input(model: InferenceModel, raw: np.ndarray) -> np.ndarray:
     """The network's input for one raw image as the model's compiled function prepares it.
 
     Args:
@@ -75,7 +79,7 @@ def network_input(model, raw: np.ndarray) -> np.ndarray:
     return ((x - mean) * np.float32(prep.scale))[None]
 
 
-def _layer_weights(layer) -> tuple[str, np.ndarray] | None:
+def _layer_weights(layer: Any) -> tuple[str, np.ndarray] | None:
     """The layer's own first weight tensor (kernel, embeddings, gamma...), or None (no weights, nested model)."""
     import keras
 
@@ -87,7 +91,7 @@ def _layer_weights(layer) -> tuple[str, np.ndarray] | None:
     return name, np.asarray(keras.ops.convert_to_numpy(variable))
 
 
-def _activations(keras_model, x: np.ndarray) -> tuple[list, list[str]]:
+def _activations(keras_model: Any, x: np.ndarray) -> tuple[list, list[str]]:
     """Every layer's output for ``x`` from one forward pass; ``None`` where a layer has no single output."""
     import keras
 
@@ -142,7 +146,7 @@ class LayerVisualizations:
 
     def to_json(self, include_images: bool = True) -> dict:
         """JSON-serializable data; pictures as PNG data URIs (``uri``) unless ``include_images`` is False."""
-        def part(entry):
+        def part(entry: dict | None) -> dict | None:
             if entry is None:
                 return None
             data = dict(entry)
@@ -156,7 +160,7 @@ class LayerVisualizations:
                 "layers": layers, "notes": list(self.notes), "seconds": round(self.seconds, 4)}
 
 
-def layer_visualizations(model, raw: np.ndarray, input_id: str = "input",
+def layer_visualizations(model: InferenceModel, raw: np.ndarray, input_id: str = "input",
                          limits: VisLimits | None = None) -> LayerVisualizations:
     """Activations and weights of every layer for one image.
 
@@ -196,7 +200,7 @@ def layer_visualizations(model, raw: np.ndarray, input_id: str = "input",
     return LayerVisualizations(model.describe(), input_id, layers, limits, notes, time.perf_counter() - start)
 
 
-def visualize(model_id, image, *, epoch: float | None = None, jobs_dir=None,
+def visualize(model_id: Any, image: Any, *, epoch: float | None = None, jobs_dir: Any = None,
               limits: VisLimits | None = None) -> LayerVisualizations:
     """Run a model on ONE image and return every layer's activations and weights with statistics.
 
@@ -220,7 +224,7 @@ def visualize(model_id, image, *, epoch: float | None = None, jobs_dir=None,
     return visualize_result(result, limits)
 
 
-def visualize_result(result, limits: VisLimits | None = None) -> LayerVisualizations:
+def visualize_result(result: InferenceResult, limits: VisLimits | None = None) -> LayerVisualizations:
     """:func:`layer_visualizations` of the one sample of an :class:`~digits_core.InferenceResult`.
 
     Raises:
