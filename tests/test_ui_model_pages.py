@@ -206,28 +206,10 @@ def trained(tmp_path_factory):
         yield {"server": server, "data": data, "dataset": ds["id"], "model": model["id"], "root": root}
 
 
-@pytest.fixture(scope="module")
-def browser():
-    from test_ui_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS
-    import os
-
-    if not os.path.exists(CHROMIUM):
-        if os.environ.get("CI"):
-            pytest.fail(f"{CHROMIUM} missing: run scripts/ensure-chromium.sh")
-        pytest.skip(f"{CHROMIUM} missing: run scripts/ensure-chromium.sh")
-    from playwright.sync_api import sync_playwright
-
-    ARTIFACTS.mkdir(exist_ok=True)
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        yield chromium
-        chromium.close()
-
-
 @pytest.fixture
-def page(browser, trained):
+def page(chromium, trained):
     """A page logged in to the module's server; JavaScript errors and CSP violations fail the test."""
-    context = browser.new_context(viewport={"width": 1280, "height": 900}, accept_downloads=True)
+    context = chromium.new_context(viewport={"width": 1280, "height": 900}, accept_downloads=True)
     page = context.new_page()
     page.set_default_timeout(180_000)  # only the bound after which a wait on page state fails
     page.goto(trained["server"].url + "/login")
@@ -243,7 +225,7 @@ def page(browser, trained):
 
 
 def _shot(page, name):
-    from test_ui_browser import ARTIFACTS
+    from browser_support import ARTIFACTS
 
     page.screenshot(path=str(ARTIFACTS / f"model-pages-{name}.png"), full_page=True)
 
