@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..errors import DatasetError, DigitsError, FormValidationError
+from ..groups import MAX_GROUP_LENGTH, normalize_group
 
 #: Default ``max_errors``: the fraction of entries that may be skipped.
 DEFAULT_MAX_ERRORS = 0.05
@@ -115,8 +116,6 @@ def _parse_name(value: Any) -> str | None:
 
 
 def _parse_group(value: Any) -> str | None:
-    from ..groups import normalize_group
-
     return normalize_group(value)
 
 
@@ -180,7 +179,7 @@ DATASET_OPTIONS: tuple[DatasetOption, ...] = (
     DatasetOption("name", "text", "Dataset name", "the dataset's name in the jobs tables", "the plugin id",
                   _parse_name, metavar="NAME", max_length=MAX_NAME_LENGTH),
     DatasetOption("group", "text", "Group", "job group: jobs of one group are shown together, collapsible, "
-                  "on the web home page", "no group", _parse_group, metavar="NAME", max_length=100,
+                  "on the web home page", "no group", _parse_group, metavar="NAME", max_length=MAX_GROUP_LENGTH,
                   html={"list": "group-names"}),
     DatasetOption("workers", "int", "Worker processes", "processes that encode entries in parallel (1: in this process)",
                   "the CPUs this process may use", _parse_workers, metavar="N", max_length=4),
