@@ -28,7 +28,7 @@ from typing import Any
 from ..errors import TrainingError
 
 
-def _shape(layer) -> Any:
+def _shape(layer: Any) -> Any:
     try:
         output = layer.output
     except (AttributeError, ValueError, RuntimeError):  # a shared layer has one output per call
@@ -40,7 +40,7 @@ def _shape(layer) -> Any:
     return list(output.shape)
 
 
-def _count(weights) -> int:
+def _count(weights: Any) -> int:
     total = 0
     for weight in weights:
         size = 1
@@ -50,7 +50,7 @@ def _count(weights) -> int:
     return total
 
 
-def _history_names(value, found: list[str]) -> None:
+def _history_names(value: Any, found: list[str]) -> None:
     """Collect the producing layers named in a serialized call (``keras_history``), in order."""
     if isinstance(value, dict):
         if value.get("class_name") == "__keras_tensor__":
@@ -65,7 +65,7 @@ def _history_names(value, found: list[str]) -> None:
             _history_names(item, found)
 
 
-def summarize_model(model, source: dict | None = None) -> dict:
+def summarize_model(model: Any, source: dict | None = None) -> dict:
     """Describe a built Keras model (functional or Sequential).
 
     Args:
@@ -80,7 +80,7 @@ def summarize_model(model, source: dict | None = None) -> dict:
     for entry in config.get("layers") or []:
         found: list[str] = []
         _history_names(entry.get("inbound_nodes") or [], found)
-        inbound[entry.get("name") or (entry.get("config") or {}).get("name")] = found
+        inbound[str(entry.get("name") or (entry.get("config") or {}).get("name"))] = found
     layers = []
     names = [layer.name for layer in model.layers]
     sequential = not any(inbound.values())  # Sequential configs carry no call graph: each layer feeds the next
@@ -103,7 +103,7 @@ def summarize_model(model, source: dict | None = None) -> dict:
             "non_trainable_params": total - trainable}
 
 
-def summarize_model_job(job_path: str | os.PathLike, jobs_dir=None) -> dict:
+def summarize_model_job(job_path: str | os.PathLike, jobs_dir: str | os.PathLike | None = None) -> dict:
     """Summarize a model job: its last snapshot, else the network its options will build.
 
     Args:
@@ -139,7 +139,7 @@ def summarize_model_job(job_path: str | os.PathLike, jobs_dir=None) -> dict:
                              network_params=options.get("network_params"), task=options.get("task"))
 
 
-def summarize_network(network: str | None, dataset: str, jobs_dir=None, *, custom_code: str | None = None,
+def summarize_network(network: str | None, dataset: str, jobs_dir: str | os.PathLike | None = None, *, custom_code: str | None = None,
                       crop_size: int | None = None, network_params: dict | None = None,
                       task: str | None = None) -> dict:
     """Build a network for a dataset, as training would, and summarize it (no training, no job).

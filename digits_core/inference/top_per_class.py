@@ -22,7 +22,7 @@ DEFAULT_N = 9
 THUMBNAIL_SIZE = 96
 
 
-def top_per_class(scores: np.ndarray, n: int) -> list[list[int]]:
+def top_per_class(scores: Any, n: int) -> list[list[int]]:
     """For each class, the indexes of the ``n`` inputs with the highest score for it, highest first.
 
     Args:
@@ -39,8 +39,8 @@ def top_per_class(scores: np.ndarray, n: int) -> list[list[int]]:
     return [np.argsort(-scores[:, k], kind="stable")[:n].tolist() for k in range(scores.shape[1])]
 
 
-def top_images_per_class(model_id, inputs: Iterable[Any], n: int = DEFAULT_N, *, epoch: float | None = None,
-                         jobs_dir=None, max_errors: Any = None) -> dict:
+def top_images_per_class(model_id: Any, inputs: Iterable[Any], n: int = DEFAULT_N, *, epoch: float | None = None,
+                         jobs_dir: Any = None, max_errors: Any = None) -> dict:
     """Run a classification model on images and rank them per class.
 
     Args:

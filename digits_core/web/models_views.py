@@ -228,7 +228,7 @@ def snapshots(job: Job) -> list[dict]:
     ``epoch`` is a number (``2``, or ``1.5`` for a mid-epoch snapshot), the same the CLI's and the
     API's ``--epoch``/``epoch`` take; ``download`` is the URL of that epoch's exported model.
     """
-    from ..inference.model import list_snapshots
+    from ..inference.snapshots import list_snapshots
 
     return [{"epoch": epoch, "file": path.name, "size": path.stat().st_size,
              "download": url_for("models.download", job_id=job.id, epoch=epoch)}

@@ -10,6 +10,8 @@ passes (it leaves and enters the boxes on their right side).
 
 from __future__ import annotations
 
+from typing import Any
+
 from markupsafe import Markup, escape
 
 NODE_W, NODE_H, H_GAP, V_GAP, MARGIN = 210, 42, 26, 26, 12
@@ -22,7 +24,7 @@ FILLS = (("Input", "#e5e7eb"), ("Conv", "#dbeafe"), ("Dense", "#dcfce7"), ("Pool
          ("Concatenate", "#fee2e2"), ("Add", "#fee2e2"), ("Multiply", "#fee2e2"), ("Dropout", "#f1f5f9"))
 
 
-def format_shape(shape) -> str:
+def format_shape(shape: Any) -> str:
     """``[None, 24, 24, 20]`` → ``"24 × 24 × 20"`` (batch axis dropped); lists of shapes joined by ``, ``."""
     if shape is None:
         return ""

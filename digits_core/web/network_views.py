@@ -15,8 +15,10 @@ the summary itself.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 
 from flask import Blueprint, current_app, jsonify, render_template, request, url_for
+from flask.typing import ResponseReturnValue
 
 from ..errors import DigitsError, FormValidationError
 from .api import _invalid as invalid_json
@@ -28,7 +30,7 @@ bp = Blueprint("network", __name__, url_prefix="/models")
 bp.register_error_handler(FormValidationError, invalid_json)  # JSON clients get the fields, as from /api
 
 
-def _ext():
+def _ext() -> dict:
     return current_app.extensions["digits"]
 
 
@@ -39,7 +41,7 @@ def _summary(request_body: dict) -> dict:
 
 
 def _page(summary: dict | None, *, title: str, back: tuple[str, str] | None, error: str | None = None,
-          status: int = 200, json_url: str | None = None):
+          status: int = 200, json_url: str | None = None) -> ResponseReturnValue:
     if wants_json():
         if error:
             raise DigitsError(error)
@@ -51,7 +53,7 @@ def _page(summary: dict | None, *, title: str, back: tuple[str, str] | None, err
 
 @bp.get("/<job_id>/network.json")
 @bp.get("/<job_id>/network")  # innermost: registered first, so url_for gives the HTML page
-def job_network(job_id: str):
+def job_network(job_id: str) -> ResponseReturnValue:
     """The network of a model job: its last snapshot, or what its options build before the first one."""
     job = _ext()["store"].get(job_id, kind="model")
     back = (url_for("models.show", job_id=job.id), job.name or job.id)
@@ -62,7 +64,7 @@ def job_network(job_id: str):
     return _page(summary, title=job.name or job.id, back=back, json_url=url_for("network.job_network", job_id=job.id) + ".json")
 
 
-def form_request(values) -> dict:
+def form_request(values: Mapping[str, str]) -> dict:
     """The worker request for the New Model form's values (``dataset``, ``network``, ``custom_network``,
     ``crop_size``, ``network_params``, ``task``).
 
@@ -111,7 +113,7 @@ def form_request(values) -> dict:
 
 @bp.route("/network.json", methods=["GET", "POST"])
 @bp.route("/network", methods=["GET", "POST"])
-def form_network():
+def form_network() -> ResponseReturnValue:
     """The New Model form's *Visualize*: the chosen network built for the chosen dataset."""
     values = request.form if request.method == "POST" else request.args
     network = values.get("network") or ""

@@ -12,6 +12,7 @@ JSON clients get the ranking without thumbnails.
 from __future__ import annotations
 
 from flask import Blueprint, current_app, jsonify, render_template, request
+from flask.typing import ResponseReturnValue
 
 from ..errors import DigitsError, FormValidationError
 from .api import _invalid as invalid_json
@@ -25,7 +26,7 @@ MAX_N = 100
 FIELDS = ("server_path", "top_n", "snapshot")
 
 
-def _ext():
+def _ext() -> dict:
     return current_app.extensions["digits"]
 
 
@@ -40,7 +41,7 @@ def _count(raw: str) -> int:
 
 
 @bp.post("/<job_id>/top-n")
-def top_n(job_id: str):
+def top_n(job_id: str) -> ResponseReturnValue:
     """Run Top N per category and show each class's N best-scored images."""
     from .inference_views import _check_server_path
     from .inference_worker import run_in_worker
