@@ -189,6 +189,49 @@ def test_a_2x2_sweep_from_the_web_api_runs_in_parallel_across_the_cluster(schedu
     assert any(a[0] < b[1] and b[0] < a[1] for i, a in enumerate(spans) for b in spans[i + 1:])
 
 
+def _final(job):
+    info = json.loads((job.path / "model.json").read_text())
+    return info, {k: v for k, v in (info.get("final_metrics") or {}).items()  # the model's numbers, not timings
+                  if k in ("loss", "accuracy") or k.startswith("val_")}
+
+
+def test_ray_train_two_workers_match_the_local_two_worker_run(dataset, jobs_dir, cluster):
+    """Ray Train (TF_CONFIG written by Ray, one worker per node) gives the same model as two local workers."""
+    import subprocess
+    import sys
+
+    from ray_cluster import free_port
+
+    from digits_core.executors.ray_train import train_on_ray
+
+    options = {"epochs": 1, "batch_size": 32, "seed": 3}
+    ray_job = train_on_ray(dataset.id, "lenet", workers=2, address=cluster.address, name="ray-train-2",
+                           jobs_dir=jobs_dir, **options)
+    assert ray_job.status is JobStatus.DONE, ray_job.error
+    # The same run by hand: two local processes with a TF_CONFIG of two loopback workers (bind shim: loopback only).
+    workers = {"worker": [f"127.0.0.1:{free_port()}" for _ in range(2)]}
+    procs = []
+    for index in range(2):
+        env = {**cluster.env, "TF_CONFIG": json.dumps({"cluster": workers, "task": {"type": "worker", "index": index}})}
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "digits_core", "--jobs-dir", str(jobs_dir), "train", "--dataset", dataset.id,
+             "--network", "lenet", "--name", "local-2", "--epochs", "1", "--batch-size", "32", "--seed", "3",
+             "--quiet", "--json"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    outputs = [proc.communicate(timeout=JOB_TIMEOUT) for proc in procs]
+    assert [p.returncode for p in procs] == [0, 0], [err[-2000:] for _out, err in outputs]
+    local_job = Job.load(jobs_dir / json.loads(outputs[0][0])["job_id"])
+
+    ray_info, ray_final = _final(ray_job)
+    local_info, local_final = _final(local_job)
+    for info in (ray_info, local_info):
+        assert info["distributed"]["strategy"] == "MultiWorkerMirroredStrategy"
+        assert info["distributed"]["num_workers"] == 2 and info["steps_per_epoch"] == 6  # 192 images / 32
+    assert set(ray_final) == set(local_final) and {"loss", "val_loss", "val_accuracy"} <= set(ray_final)
+    for key, value in local_final.items():
+        assert ray_final[key] == pytest.approx(value, rel=1e-4, abs=1e-6), key
+    assert ray_final["val_accuracy"] > 0.9  # bright vs dark: a real result, not two equal failures
+
+
 def test_a_node_killed_mid_job_ends_it_in_error_and_it_resumes(scheduler, dataset, jobs_dir, cluster):
     """The extra node dies (kill -9 of all its processes) while it trains: Error naming Ray's failure; resume."""
     import ray
