@@ -108,6 +108,38 @@ def test_pictures_are_png_data_uris():
     assert "uri" not in pic.to_json(include_image=False)
 
 
+def test_partial_captions_histograms_and_escaping(tmp_path):
+    """What the results page's partial says about each picture, without a model."""
+    import re
+
+    from flask import render_template
+
+    from digits_core.web import create_app
+
+    limits = VisLimits()
+    rng = np.random.default_rng(0)
+    maps, dense, matrix = rng.normal(size=(200, 200, 3)), rng.normal(size=(500, 10)), rng.normal(size=(800, 500))
+
+    def entry(values, picture, **extra):
+        return {"shape": list(values.shape), "stats": tensor_statistics(values), "picture": picture.to_json(), **extra}
+
+    vis = {"input_id": "x.png", "seconds": 0.1, "limits": vars(limits), "notes": ["a note"], "layers": [
+        {"index": 0, "name": "<b>conv</b>", "type": "Conv2D", "params": 1234,
+         "activations": entry(maps, draw_activation(maps, limits)),
+         "weights": entry(dense, draw_weights(dense, limits), name="kernel")},
+        {"index": 1, "name": "seq", "type": "Dense", "params": 0,
+         "activations": entry(matrix, draw_activation(matrix, limits)), "weights": None}]}
+    app = create_app(tmp_path / "jobs", start_scheduler=False, testing=True)
+    with app.test_request_context():
+        html = render_template("_layer_vis.html", vis=vis, job=type("J", (), {"id": "job-1"})())
+    captions = re.findall(r'class="lv-caption[^>]*>([^<]*)<', html)
+    assert captions == ["3 of 3 maps · sampled 1 in 5 px", "1250 of 5000 values · sampled 1 in 4 columns",
+                        "14375 of 400000 values · sampled 1 in 7 rows, 1 in 4 columns"]
+    assert html.count("<rect ") == 3 * HISTOGRAM_BINS and "1,234 parameters" in html and "a note" in html
+    assert "&lt;b&gt;conv&lt;/b&gt;" in html and "<b>conv</b>" not in html
+    assert "/api/models/job-1/infer" in html
+
+
 def test_more_than_one_upload_is_refused_on_the_form(tmp_path):
     """Visualizations are for one image: the form says so next to the box and keeps it ticked."""
     from digits_core.jobs import Job, JobStatus
