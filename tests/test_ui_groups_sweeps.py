@@ -414,3 +414,17 @@ def test_home_groups_search_bulk_delete_and_sweep_form(world, cli_sweep, browser
         assert page.locator('#models-table tbody.job-group[data-group="cli sweep"] tr.job-row').count() == 3
         assert page.locator('tbody.job-group[data-group="web sweep"]').count() == 0
         _shot(page, "home-after-bulk-delete")
+
+
+@pytest.mark.slow
+def test_train_sweep_stops_after_an_aborted_point_and_creates_no_more_jobs(world, tmp_path):
+    from digits_core import JobStore, train_sweep
+
+    def stop_at_first_step(event):
+        raise RuntimeError("stopped by the test")  # raising in progress aborts the run
+
+    jobs = train_sweep(world["dataset"].path, "lenet", "py sweep", jobs_dir=tmp_path, progress=stop_at_first_step,
+                       epochs=1, learning_rate=[0.1, 0.01], batch_size=8)
+    assert [(j.name, j.status.value, j.group, j.data["sweep"]) for j in jobs] == [
+        ("py sweep lr=0.1", "Aborted", "py sweep", {"learning_rate": 0.1})]
+    assert [j.name for j in JobStore(tmp_path).list("model")] == ["py sweep lr=0.1"]  # the second never existed
