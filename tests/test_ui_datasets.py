@@ -144,8 +144,32 @@ def test_segmentation_histogram_counts_pixels_per_class(built):
                          name="seg", workers=1, jobs_dir=built["root"] / "seg-jobs")
     with open_dataset(job.path) as ds:
         hist = label_histograms(ds)
+        _, stored = ds.read_all("train")
     assert hist["unit"] == "pixels" and hist["stages"] == ["train"]
     assert [c["counts"]["train"] for c in hist["classes"]] == np.bincount(np.concatenate(masks).ravel()).tolist()
+    # Explore's class filter keeps the records with a pixel of the class (mask 0 has no class 2).
+    from digits_core.web import create_app
+
+    client = create_app(built["root"] / "seg-jobs", start_scheduler=False, testing=True,
+                        data_roots=[built["root"]]).test_client()
+    data = client.get(f"/datasets/{job.id}/explore?stage=train&label=2&format=json").get_json()
+    assert [item["index"] for item in data["items"]] == [i for i, m in enumerate(stored) if (m == 2).any()]
+    assert data["count"] == 3 and data["classes"][2]["count"] == 12 and data["class_unit"] == "pixels"
+    html = client.get(f"/datasets/{job.id}/explore?stage=train&label=2").get_data(as_text=True)
+    assert "3 records in stage <b>train</b> with class <b>2" in html and ">2 (12 pixels)</option>" in html
+
+
+def test_box_filter_keeps_images_with_a_box_of_the_class():
+    """Detection labels (padded with class -1 rows) and masks summarised per record, as Explore filters them."""
+    from digits_core.datasets.explore import _summarize
+
+    boxes = np.full((3, 2, 5), -1.0, np.float32)
+    boxes[0, 0] = [2, 1, 1, 4, 4]
+    boxes[1, :] = [[0, 0, 0, 2, 2], [1, 3, 3, 5, 5]]
+    has = _summarize(boxes, "boxes", 3)
+    assert has.tolist() == [[False, False, True], [True, True, False], [False, False, False]]
+    masks = np.array([[[0, 9], [0, 0]], [[1, 1], [2, 0]]])  # 9: an id beyond the classes is ignored
+    assert _summarize(masks, "mask", 3).tolist() == [[True, False, False], [True, True, True]]
 
 
 # -- Explore --------------------------------------------------------------------------------------------------------

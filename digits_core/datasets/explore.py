@@ -200,33 +200,64 @@ def mean_image_uint8(dataset) -> np.ndarray | None:
     return to_display(mean)
 
 
-def class_indexes(dataset, stage: str, class_id: int) -> np.ndarray:
-    """Record indexes of ``stage`` whose class label is ``class_id`` (class datasets only), in record order.
+#: Label kinds Explore can filter by class: what a record "has" is its class, or a pixel / box of it.
+FILTERABLE_KINDS = ("class", "mask", "boxes")
 
-    The stage's labels are read once per process (features are not decoded)
-    and kept: a published dataset never changes.
+
+def class_indexes(dataset, stage: str, class_id: int) -> np.ndarray:
+    """Record indexes of ``stage`` that have class ``class_id``, in record order.
+
+    A classification record has it as its label; a segmentation record when
+    one pixel of its mask has it; a detection record when one box has it.
+    The stage's labels are read once per process (features are not
+    decoded) and a compact summary is kept: a published dataset never changes.
 
     Raises:
-        DatasetError: The dataset's labels are not classes.
+        DatasetError: The dataset's labels have no classes (regression, image targets).
     """
-    if dataset.label_kind != "class":
-        raise DatasetError(f'Dataset "{dataset.id}" has {dataset.label_kind} labels: only a classification '
-                           "dataset can be filtered by class.")
-    return np.flatnonzero(_stage_labels(str(dataset.path), stage, dataset.count(stage), dataset) == int(class_id))
+    kind = dataset.label_kind
+    if kind not in FILTERABLE_KINDS:
+        raise DatasetError(f'Dataset "{dataset.id}" has {kind} labels: only datasets with class labels, masks '
+                           "or boxes can be filtered by class.")
+    summary = _stage_summary(dataset, stage)
+    if kind == "class":
+        return np.flatnonzero(summary == int(class_id))
+    if not 0 <= class_id < summary.shape[1]:
+        return np.zeros(0, np.int64)
+    return np.flatnonzero(summary[:, class_id])
 
 
-_LABEL_CACHE: dict[tuple, np.ndarray] = {}
-#: Stages whose labels are kept in memory (least recently used dropped first).
-LABEL_CACHE_SIZE = 16
+_SUMMARY_CACHE: dict[tuple, np.ndarray] = {}
+#: Stages whose label summaries are kept in memory (least recently used dropped first).
+SUMMARY_CACHE_SIZE = 16
 
 
-def _stage_labels(path: str, stage: str, count: int, dataset, batch: int = 2048) -> np.ndarray:
-    key = (path, stage, count)
-    labels = _LABEL_CACHE.pop(key, None)
-    if labels is None:
-        parts = [dataset.read_batch(stage, start, start + batch, decode=False)[1] for start in range(0, count, batch)]
-        labels = np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, np.int64)
-    _LABEL_CACHE[key] = labels  # re-inserted: most recently used last
-    while len(_LABEL_CACHE) > LABEL_CACHE_SIZE:
-        _LABEL_CACHE.pop(next(iter(_LABEL_CACHE)))
-    return labels
+def _stage_summary(dataset, stage: str) -> np.ndarray:
+    """Class id per record (class labels), or an ``N×K`` bool "record has class k" table (masks, boxes)."""
+    count = dataset.count(stage)
+    key = (str(dataset.path), stage, count)
+    summary = _SUMMARY_CACHE.pop(key, None)
+    if summary is None:
+        classes = int(dataset.num_classes or 0)
+        pixels = int(np.prod(dataset.label_shape)) if dataset.label_kind == "mask" else 1
+        batch = max(1, min(1024, 4_000_000 // max(pixels, 1)))  # a batch of masks stays ~32 MB as int64
+        parts = [_summarize(dataset.read_batch(stage, start, start + batch, decode=False)[1], dataset.label_kind,
+                            classes) for start in range(0, count, batch)]
+        summary = (np.concatenate(parts) if parts else
+                   np.zeros((0,) if dataset.label_kind == "class" else (0, classes), np.int64))
+    _SUMMARY_CACHE[key] = summary  # re-inserted: most recently used last
+    while len(_SUMMARY_CACHE) > SUMMARY_CACHE_SIZE:
+        _SUMMARY_CACHE.pop(next(iter(_SUMMARY_CACHE)))
+    return summary
+
+
+def _summarize(labels, kind: str, classes: int) -> np.ndarray:
+    if kind == "class":
+        return np.asarray(labels).astype(np.int64)
+    labels = np.asarray(labels)
+    n = len(labels)
+    ids = labels[:, :, 0] if kind == "boxes" else labels.reshape(n, -1)
+    ids = ids.astype(np.int64)
+    ids = np.where((ids >= 0) & (ids < classes), ids, classes)  # padding rows and unknown ids: one spare column
+    flat = (ids + np.arange(n)[:, None] * (classes + 1)).ravel()
+    return (np.bincount(flat, minlength=n * (classes + 1)).reshape(n, classes + 1) > 0)[:, :classes]

@@ -164,15 +164,16 @@ def show_json(job_id: str):
 
 
 def _class_filter(ds, stage: str, label: str | None):
-    """``(class id or None, record indexes or None)`` for Explore's ``?label=`` (a class id of a class dataset)."""
-    from ..datasets.explore import class_indexes
+    """``(class id or None, record indexes or None)`` for Explore's ``?label=``: a class id of a dataset
+    with class labels, masks or boxes (records whose label, a pixel or a box has that class)."""
+    from ..datasets.explore import FILTERABLE_KINDS, class_indexes
 
     if label in (None, ""):
         return None, None
     names = list(ds.class_labels or [])
-    if ds.label_kind != "class":
-        raise FormValidationError({"label": [f"this dataset has {ds.label_kind} labels: only classification "
-                                             "datasets are filtered by class"]}, "explore")
+    if ds.label_kind not in FILTERABLE_KINDS:
+        raise FormValidationError({"label": [f"this dataset has {ds.label_kind} labels: only datasets with "
+                                             "classes, masks or boxes are filtered by class"]}, "explore")
     try:
         class_id = int(label)
     except ValueError:
@@ -229,11 +230,12 @@ def _explore_page(job: Job, stage: str, page: int, per_page: int, label_filter: 
             else:
                 item["label"] = ", ".join(f"{v:.3g}" for v in (label_value if isinstance(label_value, list) else [label_value]))
             items.append(item)
-    histograms = label_histograms(ds) if ds.label_kind == "class" else None
+    histograms = label_histograms(ds) or {}
     classes = [{"id": c["id"], "name": c["name"], "count": c["counts"].get(stage, 0)}
-               for c in (histograms or {}).get("classes", [])]
+               for c in histograms.get("classes", [])]
     return {"stage": stage, "stages": stages, "page": page, "pages": pages, "per_page": per_page,
-            "count": count, "items": items, "label": class_id, "classes": classes}
+            "count": count, "items": items, "label": class_id, "classes": classes,
+            "class_unit": histograms.get("unit")}
 
 
 def _mask_caption(mask, class_labels) -> str:
