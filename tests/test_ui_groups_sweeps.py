@@ -428,3 +428,15 @@ def test_train_sweep_stops_after_an_aborted_point_and_creates_no_more_jobs(world
     assert [(j.name, j.status.value, j.group, j.data["sweep"]) for j in jobs] == [
         ("py sweep lr=0.1", "Aborted", "py sweep", {"learning_rate": 0.1})]
     assert [j.name for j in JobStore(tmp_path).list("model")] == ["py sweep lr=0.1"]  # the second never existed
+
+
+def test_job_pages_link_to_their_group(app, client, dataset):
+    ds = make_job(app, "dataset", "grouped data", plugin_id="image-classification", group="cardiac")
+    model = make_job(app, "model", "m lr=0.1", group="cardiac sweep", sweep={"learning_rate": 0.1, "batch_size": 8},
+                     dataset_id=ds.id)
+    page = client.get(f"/models/{model.id}").get_data(as_text=True)
+    assert re.search(r'<a href="/\?q=cardiac\+sweep" id="job-group">cardiac sweep</a>\s*'
+                     r'\(sweep point: <code>batch_size=8</code>, <code>learning_rate=0.1</code>\)', page)  # job.json: sorted keys
+    page = client.get(f"/datasets/{ds.id}").get_data(as_text=True)
+    assert '<a href="/?q=cardiac" id="job-group">cardiac</a>' in page
+    assert 'id="job-group"' not in client.get(f"/datasets/{dataset.id}").get_data(as_text=True)
