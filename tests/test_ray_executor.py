@@ -196,17 +196,19 @@ def _final(job):
 
 
 def test_ray_train_two_workers_match_the_local_two_worker_run(dataset, jobs_dir, cluster):
-    """Ray Train (TF_CONFIG written by Ray, one worker per node) gives the same model as two local workers."""
+    """``digits train --workers 2`` (Ray Train writes TF_CONFIG) gives the same model as two local workers."""
     import subprocess
     import sys
 
     from ray_cluster import free_port
 
-    from digits_core.executors.ray_train import train_on_ray
-
-    options = {"epochs": 1, "batch_size": 32, "seed": 3}
-    ray_job = train_on_ray(dataset.id, "lenet", workers=2, address=cluster.address, name="ray-train-2",
-                           jobs_dir=jobs_dir, **options)
+    common = ["--dataset", dataset.id, "--network", "lenet", "--epochs", "1", "--batch-size", "32", "--seed", "3",
+              "--quiet", "--json"]
+    run = subprocess.run([sys.executable, "-m", "digits_core", "--jobs-dir", str(jobs_dir), "train", "--name",
+                          "ray-train-2", "--workers", "2", *common], env={**cluster.env, "DIGITS_RAY_ADDRESS":
+                         cluster.address}, capture_output=True, text=True, timeout=JOB_TIMEOUT)
+    assert run.returncode == 0, run.stderr[-3000:]
+    ray_job = Job.load(jobs_dir / json.loads(run.stdout)["job_id"])
     assert ray_job.status is JobStatus.DONE, ray_job.error
     # The same run by hand: two local processes with a TF_CONFIG of two loopback workers (bind shim: loopback only).
     workers = {"worker": [f"127.0.0.1:{free_port()}" for _ in range(2)]}
@@ -214,9 +216,8 @@ def test_ray_train_two_workers_match_the_local_two_worker_run(dataset, jobs_dir,
     for index in range(2):
         env = {**cluster.env, "TF_CONFIG": json.dumps({"cluster": workers, "task": {"type": "worker", "index": index}})}
         procs.append(subprocess.Popen(
-            [sys.executable, "-m", "digits_core", "--jobs-dir", str(jobs_dir), "train", "--dataset", dataset.id,
-             "--network", "lenet", "--name", "local-2", "--epochs", "1", "--batch-size", "32", "--seed", "3",
-             "--quiet", "--json"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+            [sys.executable, "-m", "digits_core", "--jobs-dir", str(jobs_dir), "train", "--name", "local-2", *common],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     outputs = [proc.communicate(timeout=JOB_TIMEOUT) for proc in procs]
     assert [p.returncode for p in procs] == [0, 0], [err[-2000:] for _out, err in outputs]
     local_job = Job.load(jobs_dir / json.loads(outputs[0][0])["job_id"])

@@ -38,6 +38,12 @@ def register(subparsers) -> None:
     p.add_argument("--name", help="model job name (of a sweep: the start of every job's name and the default group)")
     p.add_argument("--group", metavar="NAME", help="job group shown on the web home page (a sweep's default: --name)")
     p.add_argument("--resume", metavar="JOB", help="continue an aborted model job from its last snapshot")
+    p.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="train with N workers (MultiWorkerMirroredStrategy) on the Ray cluster at --ray-address, "
+                        "through Ray Train: one CPU per worker, one GPU each with --gpus; the dataset and jobs "
+                        "folder must be at the same path on every node (needs the digits-core[ray] extra)")
+    p.add_argument("--ray-address", metavar="HOST:PORT", default=None,
+                   help="the Ray cluster for --workers (default: $DIGITS_RAY_ADDRESS)")
     add_cli_arguments(p)
     p.add_argument("--network-param", metavar="KEY=VALUE", action="append", default=[],
                    help="extra build_model keyword argument (VALUE parsed as JSON when possible); repeatable")
@@ -138,6 +144,9 @@ def run_train(args) -> int:
     """Train (or resume) and print a summary."""
     bar = _ProgressBar(args.quiet)
     try:
+        if args.resume and args.workers is not None:
+            raise FormValidationError({"workers": ["--resume continues on this machine; leave out --workers"]},
+                                      "digits train")
         if args.resume:
             job = resume_training(args.resume, jobs_dir=args.jobs_dir, progress=bar, epochs=args.epochs)
         else:
@@ -145,6 +154,10 @@ def run_train(args) -> int:
                 raise FormValidationError({"dataset": ["give --dataset ID (see `digits dataset list`) or --resume JOB"]},
                                           "digits train")
             options = _options_from_args(args)
+            if args.workers is not None:
+                bar.close()
+                job = _train_on_ray(args, options)
+                return _report(args, job)
             if is_sweep(options):
                 bar.close()
                 return _run_sweep(args, options)
@@ -152,6 +165,33 @@ def run_train(args) -> int:
                         group=args.group, **options)
     finally:
         bar.close()
+    return _report(args, job)
+
+
+def _train_on_ray(args, options: dict):
+    """``digits train --workers N``: one model trained by N Ray Train workers on the cluster."""
+    import os
+
+    from ..executors import RAY_ADDRESS_ENV
+    from ..executors.ray_train import train_on_ray
+
+    address = args.ray_address or os.environ.get(RAY_ADDRESS_ENV)
+    if not address:
+        raise FormValidationError({"ray_address": [f"--workers trains on a Ray cluster: give --ray-address "
+                                                   f"HOST:PORT or ${RAY_ADDRESS_ENV}"]}, "digits train")
+    if is_sweep(options):
+        raise FormValidationError({"workers": ["a sweep with --workers is not supported: queue the sweep on a "
+                                               "server with --executor ray (its points run in parallel)"]},
+                                  "digits train")
+    gpus = options.pop("gpus", None)
+    print(f"training on {args.workers} Ray Train workers at {address}", file=sys.stderr)
+    return train_on_ray(args.dataset, args.network, workers=args.workers, address=address, name=args.name,
+                        jobs_dir=args.jobs_dir, use_gpu=bool(gpus) and str(gpus) != "0", group=args.group,
+                        **options)
+
+
+def _report(args, job) -> int:
+    """Print the summary (or model.json) of a finished training; return the exit status."""
     if not (job.path / "model.json").is_file():  # a non-chief worker: outputs belong to the chief
         report = job.data.get("worker_report") or {}
         print(f"worker {report.get('worker_index')} of {report.get('num_workers')} finished ({job.status.value}) "
