@@ -211,6 +211,52 @@ def whole_process(cmd: list[str], env: dict | None = None) -> tuple[float, float
     return wall, (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
 
 
+#: Runs `digits dataset create` (arguments after the marks file) and writes when each phase ended.
+STARTUP_DRIVER = """
+import json, sys, time
+marks = {"start": time.time()}
+import digits_core.cli as cli
+marks["imports"] = time.time()
+from digits_core.plugin_registry import registry
+registry.data_ingestions()
+marks["plugin discovery"] = time.time()
+import digits_core.datasets.create as create
+import digits_core.datasets.pool as pool
+itemize, imap = create._Build._itemize, pool.WorkerPool.imap
+def timed_itemize(self, plugin):
+    marks.setdefault("job set-up", time.time())
+    return itemize(self, plugin)
+def timed_imap(self, *args, **kwargs):
+    for item in imap(self, *args, **kwargs):
+        marks.setdefault("itemize, workers, first chunk", time.time())
+        yield item
+create._Build._itemize, pool.WorkerPool.imap = timed_itemize, timed_imap
+code = cli.main(sys.argv[2:])
+marks["rest of the job"] = time.time()
+with open(sys.argv[1], "w") as out:
+    json.dump(marks, out)
+sys.exit(code)
+"""
+
+
+def startup_phases(create_args: list[str], tmp: str, env: dict, runs: int = 3) -> dict[str, float]:
+    """Median seconds of each phase of a small `digits dataset create`, from exec to exit."""
+    driver, marks_file = Path(tmp) / "startup_driver.py", Path(tmp) / "marks.json"
+    driver.write_text(STARTUP_DRIVER)
+    phases: dict[str, list[float]] = {}
+    for _ in range(runs):
+        launched = time.time()
+        subprocess.run([sys.executable, str(driver), str(marks_file)] + create_args, check=True,
+                       stdout=subprocess.DEVNULL, env=env)
+        ended = time.time()
+        marks = json.loads(marks_file.read_text())
+        previous = launched
+        for name, stamp in list(marks.items()) + [("exit", ended)]:
+            phases.setdefault("interpreter" if name == "start" else name, []).append(stamp - previous)
+            previous = stamp
+    return {name: statistics.median(values) for name, values in phases.items()}
+
+
 def bench_whole_process(root: Path, tmp: str, workers: int | None, repeat: int) -> dict:
     # As installed: byte-code caches written and warm (a shell may set PYTHONDONTWRITEBYTECODE).
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
@@ -221,6 +267,7 @@ def bench_whole_process(root: Path, tmp: str, workers: int | None, repeat: int) 
     whole_process(create + ["--folder", str(tiny), "--width", "8", "--height", "8"], env)  # warm-up
     fixed = statistics.median(whole_process(create + ["--folder", str(tiny), "--width", "8", "--height", "8"],
                                             env)[0] for _ in range(3))
+    phases = startup_phases(create[3:] + ["--folder", str(tiny), "--width", "8", "--height", "8"], tmp, env)
     naive_script = Path(tmp) / "naive.py"
     naive_script.write_text(f"import sys\nsys.path.insert(0, {str(Path(__file__).parent)!r})\n"
                             "from dataset_create import run_naive\n"
@@ -247,6 +294,8 @@ def bench_whole_process(root: Path, tmp: str, workers: int | None, repeat: int) 
     print(f"  of which outside the job (interpreter, imports, plugin discovery, exit): {out_s:.2f} s; "
           f"itemize {itemize:.2f} s")
     print(f"  start-up and exit alone: `digits dataset create` of 20 tiny images takes {fixed:.2f} s")
+    print("    its phases (median of 3; plugin discovery imports numpy, wtforms and every plugin): " + ", ".join(f"{name} {seconds * 1000:.0f} ms"
+                                                    for name, seconds in phases.items()))
     return {"ratio": naive / job, "cpu_ratio": naive_runs[0][1] / job_runs[0][1]}
 
 
