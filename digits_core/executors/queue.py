@@ -46,7 +46,9 @@ ABORT_GRACE_S = 20.0
 class WorkerHandle(Protocol):
     """What the queue needs from a running worker (a local process, a Ray task)."""
 
-    returncode: int | None
+    @property
+    def returncode(self) -> int | None:
+        """The exit status once the worker ended (``None`` before)."""
 
     def poll(self) -> int | None:
         """The worker's exit status once it ended, else ``None`` (never blocks)."""
