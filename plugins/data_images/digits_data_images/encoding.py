@@ -25,7 +25,7 @@ import numpy as np
 from digits_core import EncodedImage
 
 from .png_decode import decode_plain_png
-from .resize import image_to_array, open_image, resize_image, seeded_rng
+from .resize import RESIZE_MODES, image_to_array, open_image, resize_image, seeded_rng
 
 ENCODINGS = ("none", "png", "jpg", "passthrough")
 #: Pillow format name -> EncodedImage format, for pass-through.
@@ -189,7 +189,7 @@ def encode_image_file(path: str, *, channels: int, width: int, height: int, resi
     if arr is None:
         arr = load_resized(io.BytesIO(data), path, channels=channels, width=width, height=height,
                            resize_mode=resize_mode, seed=seed)
-    else:
+    elif arr.shape[:2] != (height, width) or resize_mode not in RESIZE_MODES:  # else resizing is a no-op
         arr = resize_image(arr, height, width, resize_mode, rng=lambda: seeded_rng(seed, path))
     if encoding == "none":
         return arr
