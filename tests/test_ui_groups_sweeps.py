@@ -428,6 +428,11 @@ def test_train_sweep_stops_after_an_aborted_point_and_creates_no_more_jobs(world
     assert [(j.name, j.status.value, j.group, j.data["sweep"]) for j in jobs] == [
         ("py sweep lr=0.1", "Aborted", "py sweep", {"learning_rate": 0.1})]
     assert [j.name for j in JobStore(tmp_path).list("model")] == ["py sweep lr=0.1"]  # the second never existed
+    from digits_core import FormValidationError, train
+
+    with pytest.raises(FormValidationError, match="train_sweep") as info:  # train() makes one job, never a sweep
+        train(world["dataset"].path, "lenet", "one", jobs_dir=tmp_path, epochs=1, learning_rate=[0.1, 0.01])
+    assert list(info.value.errors) == ["learning_rate"] and len(JobStore(tmp_path).list("model")) == 1
 
 
 def test_job_pages_link_to_their_group(app, client, dataset):
