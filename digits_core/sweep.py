@@ -65,9 +65,8 @@ def sweep_option_names() -> tuple[str, ...]:
     """The options that accept several values, in the order they vary (outermost first)."""
     from .engine.option_specs import TRAINING_OPTIONS
 
-    declared = [spec.name for spec in TRAINING_OPTIONS if spec.sweep]
-    return tuple(sorted(declared, key=lambda n: (list(SHORT_NAMES).index(n) if n in SHORT_NAMES else len(SHORT_NAMES),
-                                                 declared.index(n))))
+    rank = {name: i for i, name in enumerate(SHORT_NAMES)}  # learning rate, then batch size, then the rest
+    return tuple(sorted((spec.name for spec in TRAINING_OPTIONS if spec.sweep), key=lambda n: rank.get(n, len(rank))))
 
 
 def parse_values(name: str, raw: Any) -> list[Any]:
