@@ -101,3 +101,27 @@ def test_web_preview_draws_one_curve_per_swept_learning_rate(client):
     assert data.get_json()["points"] == series[0]["points"]
     bad = client.get("/api/lr-preview", query_string={"learning_rate": "0.1,-1", "lr_policy": "fixed"})
     assert bad.status_code == 400 and "learning_rate" in bad.get_json()["error"]["fields"]
+
+
+@pytest.mark.parametrize("policy, field, value, message", [
+    ("exp", "lr_gamma", "-0.5", "exp: gamma -0.5 must be above 0"),
+    ("step", "lr_gamma", "0", "step: gamma 0 must be above 0"),
+    ("multistep", "lr_gamma", "-1", "multistep: gamma -1 must be above 0"),
+    ("inv", "lr_gamma", "-0.1", "inv: gamma -0.1 must be 0 or more"),
+    ("poly", "lr_power", "-2", "poly: power -2 must be 0 or more"),
+    ("sigmoid", "lr_gamma", "nan", "is not a finite number"),
+    ("multistep", "lr_step_values", "50,120", "step values are percentages of training, 0 to 100"),
+])
+def test_values_that_break_the_schedule_are_refused_on_their_field(client, policy, field, value, message):
+    resp = client.get("/api/lr-preview", query_string={"learning_rate": "0.01", "lr_policy": policy, field: value})
+    assert resp.status_code == 400
+    assert message in resp.get_json()["error"]["fields"][field][0]
+
+
+def test_the_engine_refuses_them_too():
+    from digits_core.engine.options import TrainingOptions
+    from digits_core.errors import FormValidationError
+
+    with pytest.raises(FormValidationError, match="poly: power -1 must be 0 or more"):
+        TrainingOptions(lr_policy="poly", lr_power=-1).lr_policy_params()
+    assert resolve_policy("sigmoid", gamma=-0.1)["gamma"] == -0.1  # a rising sigmoid stays possible

@@ -444,5 +444,10 @@ def test_lr_preview_draws_digits6_formula_for_every_policy(live, chromium):
         np.testing.assert_allclose(ys, [_digits6_rate({**query, "learning_rate": rate}, x) for x in PROGRESS_POINTS],
                                    rtol=1e-9)
     _shot(page, "lr-preview-sweep")
+    # A value that would break the schedule is refused with the reason, and nothing is drawn.
+    page.select_option("[name=lr_policy]", "exp")
+    page.fill("[name=lr_gamma]", "-0.5")
+    page.wait_for_function("() => document.getElementById('lr-preview').dataset.points === '0'")
+    assert "exp: gamma -0.5 must be above 0" in page.locator("#lr-preview-error").inner_text()
     assert not page.js_errors, page.js_errors
     page.context.close()

@@ -34,6 +34,7 @@ imports numpy only; :func:`keras_schedule` imports Keras when called.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
 import numpy as np
@@ -61,6 +62,9 @@ def _parse_step_values(value) -> tuple[float, ...]:
         parts = list(value)
     try:
         values = tuple(sorted(float(p) for p in parts))
+        if not all(0 <= v <= 100 for v in values):  # also refuses nan and inf
+            raise FormValidationError({"lr_step_values": [f"{value!r}: step values are percentages of training, "
+                                                          "0 to 100, e.g. \"50,85\""]}, "training options")
     except (TypeError, ValueError):
         raise FormValidationError(
             {"lr_step_values": [f"{value!r} is not a comma-separated list of percentages, e.g. \"50,85\""]},
@@ -104,10 +108,29 @@ def resolve_policy(policy: str = "step", **params: Any) -> dict[str, Any]:
             value = float(value)
         except (TypeError, ValueError):
             raise FormValidationError({f"lr_{key}": [f"{value!r} is not a number"]}, "training options") from None
+        if not math.isfinite(value):
+            raise FormValidationError({f"lr_{key}": [f"{value!r} is not a finite number"]}, "training options")
         if key == "step_size" and value <= 0:
             raise FormValidationError({"lr_step_size": ["must be a positive percentage"]}, "training options")
+        rule = _RULES.get((policy, key))
+        if rule is not None and not rule[0](value):
+            raise FormValidationError({f"lr_{key}": [f"{policy}: {key} {value:g} {rule[1]}"]}, "training options")
         resolved[key] = value
     return resolved
+
+
+#: (policy, parameter) -> (test, what it must be): values that would make the rate negative,
+#: NaN or infinite during the run are refused (a sigmoid's gamma may be negative: it then rises).
+_RULES = {
+    ("step", "gamma"): (lambda v: v > 0, "must be above 0, e.g. 0.1 (the rate is multiplied by it at each step)"),
+    ("multistep", "gamma"): (lambda v: v > 0, "must be above 0, e.g. 0.5 (the rate is multiplied by it at each "
+                                              "step value)"),
+    ("exp", "gamma"): (lambda v: v > 0, "must be above 0, e.g. 0.95 (the rate is multiplied by it at each % of "
+                                        "training)"),
+    ("inv", "gamma"): (lambda v: v >= 0, "must be 0 or more, e.g. 0.1 (1 + gamma × progress must stay above 0)"),
+    ("poly", "power"): (lambda v: v >= 0, "must be 0 or more, e.g. 3 (a negative power makes the rate infinite "
+                                          "at the end)"),
+}
 
 
 def learning_rate_at(progress_percent, base_lr: float, policy: dict[str, Any], xp=np):
