@@ -159,20 +159,23 @@ def test_abort_across_the_cluster_then_resume(scheduler, dataset, jobs_dir):
     assert _epochs_done(job) == done + 1
 
 
-def test_a_2x2_sweep_from_the_web_api_runs_in_parallel_across_the_cluster(scheduler, dataset, jobs_dir, cluster):
-    """POST /api/models with 2 learning rates x 2 batch sizes: four grouped jobs, two at a time, on both nodes."""
-    from digits_core.web import create_app
+def test_digits_serve_executor_ray_runs_a_2x2_sweep_in_parallel_across_the_cluster(dataset, jobs_dir, cluster):
+    """A real ``digits serve --executor ray`` (address from DIGITS_RAY_ADDRESS); POST /api/models with 2 learning
+    rates x 2 batch sizes: four grouped jobs, two at a time, on both nodes."""
+    from live_server import running_server
 
-    app = create_app(jobs_dir, scheduler=scheduler, start_scheduler=False, testing=True, data_roots=[jobs_dir])
-    client = app.test_client()
-    token = client.get("/api/csrf-token").get_json()["csrf_token"]
-    resp = client.post("/api/models", headers={"X-CSRFToken": token}, json={
-        "name": "ray-sweep", "dataset": dataset.id, "network": "lenet",
-        "options": {"epochs": 1, "learning_rate": "0.05,0.01", "batch_size": "16,32"}})
-    assert resp.status_code in (200, 201, 202), resp.get_data(as_text=True)
-    rows = resp.get_json()["jobs"]
-    assert len(rows) == 4 and {r["group"] for r in rows} == {"ray-sweep"}
-    jobs = [scheduler.wait(r["id"], JOB_TIMEOUT) for r in rows]
+    env = {**CLUSTER_ENV, "LD_PRELOAD": cluster.env["LD_PRELOAD"], "DIGITS_RAY_ADDRESS": cluster.address}
+    with running_server(jobs_dir, auth_token="ray-token", env=env, extra_args=["--executor", "ray"]) as server:
+        status = server.get_json("/api/scheduler")
+        assert status["executor"]["name"] == "ray" and status["executor"]["nodes"] == 2
+        resp = server.request("/api/models", method="POST", data={
+            "name": "ray-sweep", "dataset": dataset.id, "network": "lenet",
+            "options": {"epochs": 1, "seed": 1, "learning_rate": "0.05,0.01", "batch_size": "16,32"}})
+        assert resp.status in (200, 201, 202), resp.text
+        rows = resp.json()["jobs"]
+        assert len(rows) == 4 and {r["group"] for r in rows} == {"ray-sweep"}
+        jobs = [Job.load(jobs_dir / r["id"]) for r in rows]
+        _wait_for(lambda: all(j.reload().status.is_finished for j in jobs), "the sweep's four jobs")
     assert [j.status for j in jobs] == [JobStatus.DONE] * 4, [j.error for j in jobs]
     assert [(j.data["sweep"]["learning_rate"], j.data["sweep"]["batch_size"]) for j in jobs] == [
         (0.05, 16), (0.05, 32), (0.01, 16), (0.01, 32)]
