@@ -21,6 +21,7 @@ layer with several outputs, ``"multiple"`` for a layer used more than once);
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -193,5 +194,9 @@ def summarize_network(network: str | None, dataset: str, jobs_dir: str | os.Path
     finally:
         if tmp:
             os.unlink(tmp)
+            # The long-lived worker builds many previews: drop the module the code was loaded as.
+            for name in [n for n in sys.modules if n.startswith("digits_user_network_") and
+                         getattr(sys.modules[n], "__file__", None) == str(Path(tmp).resolve())]:
+                del sys.modules[name]
     return summarize_model(model, {"kind": "network", "network": label, "dataset": reader.id,
                                    "task": chosen.name, "num_outputs": int(num_outputs)})
