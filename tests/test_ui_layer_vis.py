@@ -278,6 +278,49 @@ def test_cli_writes_the_same_visualizations(trained, tmp_path, capsys):
     assert "for one image" in capsys.readouterr().err and not list(tmp_path.glob("many.json*"))
 
 
+@pytest.mark.slow
+def test_subclassed_and_shared_layers_are_explained_not_fatal():
+    """A subclassed model has no per-layer outputs (weights only); a layer called twice shows its first call."""
+    from types import SimpleNamespace
+
+    import keras
+
+    from digits_core.engine.preprocessing import Preprocessing
+    from digits_core.inference.visualize import layer_visualizations
+
+    class Net(keras.Model):
+        def __init__(self):
+            super().__init__()
+            self.conv = keras.layers.Conv2D(4, 3, name="c")
+            self.flat = keras.layers.Flatten(name="f")
+            self.dense = keras.layers.Dense(2, name="d")
+
+        def call(self, x):
+            return self.dense(self.flat(self.conv(x)))
+
+    def model(network):
+        prep = Preprocessing("none", None, 1.0, None, (8, 8, 1))
+        return SimpleNamespace(model=network, preprocessing=prep, describe=lambda: {"id": "test"})
+
+    net = Net()
+    net(np.zeros((1, 8, 8, 1), np.float32))
+    vis = layer_visualizations(model(net), np.ones((8, 8, 1), np.uint8))
+    assert "subclassed" in vis.notes[0]
+    assert [(e["name"], e["activations"], e["weights"] and e["weights"]["shape"]) for e in vis.layers] == [
+        ("c", None, [3, 3, 1, 4]), ("f", None, None), ("d", None, [144, 2])]
+    _assert_stats(vis.layers[2]["weights"]["stats"], net.dense.kernel.numpy())
+
+    inputs = keras.Input((8, 8, 1))
+    shared = keras.layers.Conv2D(2, 3, padding="same", name="shared")
+    outputs = keras.layers.Add(name="sum")([shared(inputs), shared(inputs * 2.0)])
+    vis = layer_visualizations(model(keras.Model(inputs, outputs)), np.ones((8, 8, 1), np.uint8))
+    by_name = {e["name"]: e for e in vis.layers}
+    assert vis.notes == ['Layer "shared" is called 2 times: its activations are those of the first call.']
+    first_call = shared(np.ones((1, 8, 8, 1), np.float32)).numpy()[0]
+    _assert_stats(by_name["shared"]["activations"]["stats"], first_call)
+    assert by_name["shared"]["weights"]["shape"] == [3, 3, 1, 2] and by_name["sum"]["activations"]["shape"] == [8, 8, 2]
+
+
 # -- in a real browser ------------------------------------------------------------------------------------------
 
 CHROMIUM = "/usr/bin/chromium"

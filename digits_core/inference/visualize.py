@@ -24,7 +24,8 @@ are every layer's output, fed the same network input :func:`~digits_core.infer`
 uses (the engine's preprocessing: mean subtraction, scale, centre crop),
 so the last layer's activations are the prediction. Only functional and
 Sequential Keras models have per-layer outputs; a subclassed model gets
-weights only, with a note.
+weights only, and a layer called more than once shows its first call, each
+with a note.
 
 ::
 
@@ -106,9 +107,12 @@ def _activations(keras_model: Any, x: np.ndarray) -> tuple[list, list[str]]:
     for i, layer in enumerate(layers):
         try:
             out = layer.output
-        except (AttributeError, ValueError):  # a shared layer (several outputs) or one outside the graph
-            notes.append(f'Layer "{layer.name}" is called more than once or outside the graph: activations left out.')
+        except (AttributeError, ValueError):  # a layer outside the graph has no output tensor
+            notes.append(f'Layer "{layer.name}" has no output in the model\'s graph: activations left out.')
             continue
+        calls = len(getattr(layer, "_inbound_nodes", ()))
+        if calls > 1:  # Keras's layer.output is the first call's
+            notes.append(f'Layer "{layer.name}" is called {calls} times: its activations are those of the first call.')
         flat = keras.tree.flatten(out)
         outputs.append(flat[0])
         wanted.append(i)
