@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -123,6 +124,10 @@ def test_web_form_and_json_api_store_what_the_cli_stores(web):
     assert len(jobs) == 2
     expected = {"name": "parity", "group": "g 1", "workers": 2, "max_errors": 0.05}
     assert [_stored(job) for job in jobs] == [expected, expected]
+    clone = client.get(f"/datasets/new/{SyntheticShapes.plugin_id}?clone={jobs[0].id}").get_data(as_text=True)
+    for field, value in (("job_group", "g 1"), ("job_workers", "2"), ("job_max_errors", "0.05"),
+                         ("job_name", "parity (clone)")):  # a clone starts from the same options
+        assert re.search(f'name="{field}"[^>]*value="{re.escape(value)}"', clone), field
     # Empty fields mean the declared defaults, as on the command line.
     blank = {"csrf_token": token, "count": "3", **{o.web_field: "" for o in DATASET_OPTIONS}}
     assert client.post(f"/datasets/new/{SyntheticShapes.plugin_id}", data=blank).status_code == 302

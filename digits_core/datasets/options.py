@@ -280,6 +280,12 @@ def options_from_web(form: Any) -> dict[str, Any]:
     return values
 
 
+def web_values(record: Mapping[str, Any]) -> dict[str, Any]:
+    """The web form's values (``job_<name>``) for the options stored in a job record (e.g. to clone it)."""
+    return {option.web_field: record.get(option.name) for option in DATASET_OPTIONS
+            if record.get(option.name) is not None}
+
+
 # -- docs --------------------------------------------------------------------------------------------
 
 

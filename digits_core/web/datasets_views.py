@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from flask import Blueprint, current_app, flash, jsonify, redirect, render_template, request, url_for
 
-from ..datasets.options import DatasetOptionsError, options_from_web
+from ..datasets.options import DatasetOptionsError, options_from_web, web_values
 from ..errors import DigitsError, FormValidationError
 from ..jobs import Job, JobStatus
 from .common_fields import DatasetJobForm
@@ -85,11 +85,9 @@ def new(plugin_id: str):
         if clone_id:
             source = _ext()["store"].get(clone_id, kind="dataset")
             values = source.form_data
+            for field_name, value in web_values(source.data).items():
+                common[field_name].data = value
             common.job_name.data = f"{source.name} (clone)"
-            common.job_group.data = source.data.get("group")
-            common.job_workers.data = source.data.get("workers") or common.job_workers.data
-            if source.data.get("max_errors") is not None:
-                common.job_max_errors.data = str(source.data["max_errors"])
         form = blank_form(form_class, values)
     plugin_html = render_plugin_form(form, cls.get_dataset_template)
     errors = {**form.errors, **common.errors} if request.method == "POST" else {}
