@@ -229,25 +229,58 @@ def encode_chunk(start: int, entries: list, mean_every: int, slot: int | None = 
     """
     plugin = _Worker.plugin
     outcomes: list[Outcome] = []
-    sums: dict[tuple, MeanSum] = {}
-    interned: dict = {}  # equal metas become one object: pickled once per chunk
+    state = _ChunkState()
     sink = SlotSink(*(_Worker.arena or (None, 0)), slot)
-    layout = RepeatedLayout()
     for offset, entry in enumerate(entries):
         _track(start + offset)
         try:
-            outcomes.append(_encode_entry(plugin, entry, start + offset, mean_every, sums, interned, sink, layout))
+            outcomes.append(_encode_entry(plugin, entry, start + offset, mean_every, state, sink))
         except Exception as exc:  # noqa: BLE001 - a bad entry is skipped and reported
             outcomes.append(Outcome(None, None, describe_exception(exc), None))
     _track(-1)
-    mean_sums = {layout: acc.result() for layout, acc in sums.items()}
-    if len(interned) == 1 and all(o.error is None for o in outcomes):
-        return ChunkResult(_uniform(next(iter(interned)), outcomes), mean_sums, slot)
+    mean_sums = {layout: acc.result() for layout, acc in state.sums.items()}
+    if len(state.interned) == 1 and all(o.error is None for o in outcomes):
+        return ChunkResult(_uniform(next(iter(state.interned)), outcomes), mean_sums, slot)
     return ChunkResult(outcomes, mean_sums, slot)
 
 
-def _encode_entry(plugin, entry, index: int, mean_every: int, sums: dict, interned: dict,
-                  sink: SlotSink, layout: RepeatedLayout) -> Outcome:
+class _ChunkState:
+    """What encoding one chunk keeps: interned metas, mean sums per layout, the repeated-layout shortcut.
+
+    Consecutive records usually share one meta object; the last lookups are
+    remembered by identity, so such a record costs no hashing.
+    """
+
+    def __init__(self):
+        self.layout = RepeatedLayout()
+        self.interned: dict = {}  # equal metas become one object: pickled once per chunk
+        self.sums: dict[tuple, MeanSum] = {}
+        self._meta_seen: Any = None
+        self._meta_kept: Any = None
+        self._mean_meta: Any = None
+        self._mean_acc: MeanSum | None = None
+
+    def intern(self, meta: rec.RecordMeta) -> rec.RecordMeta:
+        """The chunk's one object equal to ``meta``."""
+        if meta is not self._meta_seen:
+            self._meta_seen, self._meta_kept = meta, self.interned.setdefault(meta, meta)
+        return self._meta_kept
+
+    def add_to_mean(self, meta: rec.RecordMeta, feature, pixels) -> None:
+        """Add a record's pixels (decoded from ``feature`` when ``pixels`` is None) to its layout's mean sum."""
+        if pixels is None:
+            pixels = rec.decode_image_bytes(feature.data, meta.feature_shape, meta.feature_dtype)
+        if meta is not self._mean_meta:
+            acc = self.sums.get(meta.layout)
+            if acc is None:
+                if len(self.sums) >= MAX_MEAN_LAYOUTS:
+                    return
+                acc = self.sums[meta.layout] = MeanSum(meta.feature_shape)
+            self._mean_meta, self._mean_acc = meta, acc
+        self._mean_acc.add(pixels if pixels.shape == meta.feature_shape else pixels.reshape(meta.feature_shape))
+
+
+def _encode_entry(plugin, entry, index: int, mean_every: int, state: _ChunkState, sink: SlotSink) -> Outcome:
     result = plugin.encode_entry(entry)
     pairs = result if isinstance(result, list) else (result,)
     if not pairs:
@@ -257,29 +290,18 @@ def _encode_entry(plugin, entry, index: int, mean_every: int, sums: dict, intern
         if not isinstance(pair, tuple) or len(pair) != 2:
             raise rec.RecordError(f"encode_entry must return (feature, label) or a list of them, "
                                   f"got {type(pair).__name__}")
-        prepared = layout.prepare(*pair)
+        prepared = state.layout.prepare(*pair)
         pixels = prepared.pixels
-        meta = interned.setdefault(prepared.meta, prepared.meta)
+        meta = state.intern(prepared.meta)
         if mean_every and (pixels is not None or index % mean_every == 0):
-            _add_to_mean(sums, meta, pair[0], pixels)
+            state.add_to_mean(meta, pair[0], pixels)
         packed.append(sink.put(prepared))
         metas.append(meta)
         if meta.label_kind == rec.CLASS:  # class ids are counted in the parent, per chunk
-            hist = (hist or []) + [int(pair[1])]
+            hist = [int(pair[1])] if hist is None else hist + [int(pair[1])]
         else:
             hist = rec.add_histograms(hist, rec.label_histogram(pair[1], meta.label_kind))
     return Outcome(packed, metas, None, hist)
-
-
-def _add_to_mean(sums: dict, meta: rec.RecordMeta, feature, pixels) -> None:
-    if pixels is None:
-        pixels = rec.decode_image_bytes(feature.data, meta.feature_shape, meta.feature_dtype)
-    acc = sums.get(meta.layout)
-    if acc is None:
-        if len(sums) >= MAX_MEAN_LAYOUTS:
-            return
-        acc = sums[meta.layout] = MeanSum(meta.feature_shape)
-    acc.add(pixels.reshape(meta.feature_shape))
 
 
 def _uniform(meta: rec.RecordMeta, outcomes: list[Outcome]) -> UniformChunk:
