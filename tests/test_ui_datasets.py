@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import math
+import os
 import re
 
 import numpy as np
@@ -261,10 +262,19 @@ def test_folder_without_class_subfolders_is_refused_on_the_field(client, built):
     error = _field_errors(resp.get_data(as_text=True))["folder"]
     assert f"training folder {flat} has no class sub-folders (it holds 3 images directly)" in error
     assert "put each class&#39;s images in a sub-folder named after the class" in error
+    (empty / "a" / "loop").symlink_to(empty / "a", target_is_directory=True)  # walked once, not forever
     error = _field_errors(_form_post(client, folder=str(empty)).get_data(as_text=True))["folder"]
     assert "has 2 sub-folders (a, b) but no image in any of them" in error
     error = _field_errors(_form_post(client, folder=str(built["data"]), val_folder=str(flat)).get_data(as_text=True))
     assert "validation folder" in error["val_folder"] and "no class sub-folders" in error["val_folder"]
+    outside = built["root"].parent / f"{built['root'].name}-outside"  # not under the server's data roots
+    (outside / "cat").mkdir(parents=True, exist_ok=True)
+    Image.new("L", (8, 8)).save(outside / "cat" / "0.png")
+    linked = built["root"] / "linked-classes"
+    linked.mkdir(exist_ok=True)
+    (linked / "cat").symlink_to(outside / "cat", target_is_directory=True)
+    error = _field_errors(_form_post(client, folder=str(linked)).get_data(as_text=True))["folder"]
+    assert f"class folder cat leads to {os.path.realpath(outside / 'cat')}, outside the server&#39;s data roots" in error
     assert sorted(p.name for p in built["jobs"].iterdir()) == jobs_before  # no job was started
 
 

@@ -70,6 +70,13 @@ def class_folder_tree(message: str = "folder"):
             found = f"it holds {flat} image{'s' if flat != 1 else ''} directly" if flat else "it has no sub-folders"
             raise ValidationError(f"{message} {field.data} has no class sub-folders ({found}): put each class's "
                                   f"images in a sub-folder named after the class, e.g. {field.data}/cat/*.png")
+        from digits_core.paths import server_path_allowed
+
+        for name in classes:
+            real = os.path.realpath(os.path.join(folder, name))
+            if not server_path_allowed(real):
+                raise ValidationError(f"{message} {field.data}: class folder {name} leads to {real}, outside the "
+                                      "server's data roots")
         if not any(_holds_an_image(os.path.join(folder, name)) for name in classes):
             raise ValidationError(f"{message} {field.data} has {len(classes)} sub-folder"
                                   f"{'s' if len(classes) != 1 else ''} ({', '.join(classes[:5])}"
@@ -83,10 +90,22 @@ _IMAGE_HINT = (".png", ".jpg", ".jpeg", ".bmp")
 
 
 def _holds_an_image(folder: str) -> bool:
-    """True as soon as one image file is found under ``folder`` (recursively)."""
+    """True as soon as one image file is found under ``folder`` (recursively).
+
+    On the web server, folders whose real location is outside the data roots
+    (symlinks) are not looked into: the job refuses them with their name.
+    """
+    from digits_core.paths import server_path_allowed
+
     from .listing import is_image_name
 
+    seen: set[str] = set()
     for root, dirs, files in os.walk(folder, followlinks=True):
+        real = os.path.realpath(root)
+        if real in seen or not server_path_allowed(real):  # a symlink loop, or outside the roots
+            dirs[:] = []
+            continue
+        seen.add(real)
         dirs[:] = [d for d in dirs if not d.startswith(".")]
         if any(is_image_name(name) for name in files):
             return True
