@@ -184,7 +184,7 @@ def test_home_search_filters_on_the_server_too(app, client, dataset):
     assert names("CARDIAC") == ["alpha"] and names("lenet") == ["beta"] and names("a") == ["alpha", "beta"]
     assert names("unet alpha") == ["alpha"] and names("unet beta") == []
     page = client.get("/?q=nothing+like+this").get_data(as_text=True)
-    row = re.search(r'id="models-table".*?<tr class="no-match"( hidden)?>(.*?)</tr>', page, re.DOTALL)
+    row = re.search(r'id="models-table".*?<p class="no-match muted"( hidden)?>(.*?)</p>', page, re.DOTALL)
     assert row.group(1) is None and 'No model matches “<span class="query">nothing like this</span>”' in row.group(2)
     assert 'value="nothing like this"' in page
     # The page keeps every row and hides those that do not match, so the search can widen without a reload.
@@ -355,7 +355,8 @@ def test_home_groups_search_bulk_delete_and_sweep_form(world, cli_sweep, browser
         page.wait_for_function("() => document.getElementById('search-count').textContent === '2 of 5 jobs shown'")
         assert sorted(page.locator("#models-table tr.job-row:visible").evaluate_all(
             "rows => rows.map(r => r.dataset.name)")) == ["cli sweep lr=0.01 batch=16", "cli sweep lr=0.1 batch=16"]
-        assert page.locator("#datasets-table tr.no-match").is_visible()
+        assert page.locator(".table-scroll:has(#datasets-table) .no-match").is_visible()
+        assert page.locator("#models-table tbody tr:visible").count() == 3  # group head and the two matches
         assert "q=batch%3D16" in page.url
         _shot(page, "home-search")
         page.reload()

@@ -53,7 +53,7 @@ window.DIGITS.homePage = function () {
       all(table, "tbody.job-group").forEach(function (tbody) {
         tbody.hidden = !tbody.querySelector("tr.job-row:not([hidden])");
       });
-      var none = table.querySelector("tr.no-match");
+      var none = table.parentNode.querySelector(".no-match");
       if (none) {
         none.hidden = visible > 0 || !!table.querySelector("tr.empty") || terms.length === 0;
         none.querySelector(".query").textContent = search.value.trim();
