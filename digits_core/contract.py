@@ -196,7 +196,7 @@ def _method_pairs(kind: str) -> list[tuple[str, str]]:
 
 def _checked_forms(kind: str, plugin_cls: type) -> tuple[list[tuple[str, Any]], str | None]:
     """Build each static form of a plugin; return ``([(template method, form)], problem)``."""
-    forms = []
+    forms: list[tuple[str, Any]] = []
     for form_method, template_method in _method_pairs(kind):
         if _needs_instance(plugin_cls, form_method):
             continue  # needs dataset userdata: checked by `digits plugin check`
