@@ -311,6 +311,8 @@ def test_visualize_from_the_new_model_form(trained, page):
     assert _layer_rows(network) == [(n, t, s, f"{p:,}") for n, t, s, p in LENET_LAYERS]
     assert "untrained" in network.locator("#network-source").inner_text()
     network.close()
+    twin = server.get_json(f"/models/network.json?dataset={trained['dataset']}&network=lenet")
+    assert twin["total_params"] == LENET_TOTAL and twin["source"]["kind"] == "network"
 
     # Custom code with a skip connection: the Add layer is fed by both convolutions, the graph shows both edges.
     page.select_option("[name=network]", "__custom__")
@@ -366,3 +368,13 @@ def test_top_n_per_category(trained, page):
         probabilities = section.locator(".top-n-prob").all_inner_texts()
         assert probabilities == [f"{scores[name][k] * 100:.2f}%" for name in expected]
         assert all(section.locator("img").evaluate_all("els => els.map(e => e.naturalWidth > 0)"))
+    # The JSON twin: the same ranking, without the thumbnails.
+    from urllib.parse import urlencode
+
+    twin = server.request(f"/models/{trained['model']}/top-n", method="POST", headers={
+        "Accept": "application/json", "Content-Type": "application/x-www-form-urlencoded"},
+        data=urlencode({"server_path": str(trained["data"]), "top_n": 3}).encode()).json()
+    assert twin["n"] == 3 and twin["inputs"] == 80 and len(twin["classes"]) == 10
+    seven = next(c for c in twin["classes"] if c["label"] == "7")
+    assert [i["input_id"] for i in seven["images"]] == sorted(scores, key=lambda name: -scores[name][7])[:3]
+    assert all("image" not in i for c in twin["classes"] for i in c["images"])
