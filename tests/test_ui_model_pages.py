@@ -285,6 +285,9 @@ def test_visualize_a_trained_model(trained, page):
     _shot(page, "network-trained")
     summary = server.get_json(f"/models/{trained['model']}/network.json")
     assert summary["total_params"] == LENET_TOTAL and summary["layers"][3]["inbound"] == ["pool1"]
+    # Built in the worker: TensorFlow's libraries are mapped in no part of the server process.
+    maps = open(f"/proc/{server.process.pid}/maps").read()
+    assert "tensorflow" not in maps, "the web server loaded TensorFlow"
 
     # A model without a snapshot (it failed before its first epoch): the network its options build, 24x24 crops.
     failed = Job.create("model", "no snapshot", jobs_dir=server.jobs_dir, dataset_id=trained["dataset"],
