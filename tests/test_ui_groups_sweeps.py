@@ -446,3 +446,39 @@ def test_job_pages_link_to_their_group(app, client, dataset):
     page = client.get(f"/datasets/{ds.id}").get_data(as_text=True)
     assert '<a href="/?q=cardiac" id="job-group">cardiac</a>' in page
     assert 'id="job-group"' not in client.get(f"/datasets/{dataset.id}").get_data(as_text=True)
+
+
+@pytest.mark.slow
+def test_api_sweep_runs_through_the_server_scheduler_into_model_json(world):
+    """POST /api/models with 2 × 2 values: four queued jobs, each trained by the scheduler's workers as asked."""
+    import urllib.request
+    from http.cookiejar import CookieJar
+
+    from live_server import running_server
+
+    with running_server(world["jobs"], log_dir=world["root"], cwd=world["root"]) as server:
+        opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(CookieJar()))
+        csrf = json.loads(opener.open(server.url + "/api/csrf-token").read())["csrf_token"]
+        body = {"name": "api sweep", "dataset": world["dataset"].id, "network": "lenet", "group": "api runs",
+                "options": {"epochs": 1, "seed": 2, "learning_rate": [0.05, 0.005], "batch_size": "8,16"}}
+        request = urllib.request.Request(server.url + "/api/models", data=json.dumps(body).encode(), method="POST",
+                                         headers={"Content-Type": "application/json", "X-CSRFToken": csrf})
+        with opener.open(request) as resp:
+            assert resp.status == 202
+            answer = json.loads(resp.read())
+        assert answer["group"] == "api runs" and len(answer["jobs"]) == 4
+        ids = [row["id"] for row in answer["jobs"]]
+
+        def statuses():
+            return {m["id"]: m["status"] for m in server.get_json("/index.json?q=api+runs")["models"]}
+
+        _wait_for(lambda: all(statuses()[i] in ("Done", "Error", "Aborted") for i in ids),
+                  f"the sweep's jobs to finish\n{server.describe()}")
+        assert [statuses()[i] for i in ids] == ["Done"] * 4, server.describe()
+    for row in answer["jobs"]:
+        model = json.loads((world["jobs"] / row["id"] / "model.json").read_text())
+        assert (model["options"]["learning_rate"], model["options"]["batch_size"], model["batch_size"]) == (
+            row["values"]["learning_rate"], row["values"]["batch_size"], row["values"]["batch_size"])
+        assert model["options"]["seed"] == 2 and model["last_epoch"] == 1
+    assert [(r["values"]["learning_rate"], r["values"]["batch_size"]) for r in answer["jobs"]] == [
+        (0.05, 8), (0.05, 16), (0.005, 8), (0.005, 16)]
