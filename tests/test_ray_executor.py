@@ -159,6 +159,25 @@ def test_abort_across_the_cluster_then_resume(scheduler, dataset, jobs_dir):
     assert _epochs_done(job) == done + 1
 
 
+def test_abort_of_a_dataset_job_stops_its_ray_task(scheduler, jobs_dir, tmp_path):
+    """A dataset job blocked in a system call (opening a FIFO nobody writes) is still stopped: Aborted."""
+    from digits_core.datasets import create_dataset_job
+
+    np.save(tmp_path / "x.npy", np.zeros((8, 16, 16), np.uint8))
+    np.save(tmp_path / "y.npy", np.arange(8) % 2)
+    job = create_dataset_job("numpy-arrays", {"features_file": str(tmp_path / "x.npy"),
+                                              "labels_file": str(tmp_path / "y.npy")},
+                             name="ray-blocked", jobs_dir=jobs_dir, workers=1)
+    (tmp_path / "x.npy").unlink()
+    os.mkfifo(tmp_path / "x.npy")  # the worker's open() waits for a writer that never comes
+    scheduler.submit(job)
+    _wait_for(lambda: job.reload().status is JobStatus.RUNNING and job.is_alive, "the dataset job to start")
+    scheduler.abort(job.id)
+    job = scheduler.wait(job.id, 60)
+    assert job.status is JobStatus.ABORTED and not job.is_alive
+    assert job.error == "Aborted by the user."
+
+
 def test_digits_serve_executor_ray_runs_a_2x2_sweep_in_parallel_across_the_cluster(dataset, jobs_dir, cluster):
     """A real ``digits serve --executor ray`` (address from DIGITS_RAY_ADDRESS); POST /api/models with 2 learning
     rates x 2 batch sizes: four grouped jobs, two at a time, on both nodes."""
