@@ -10,7 +10,6 @@ Screenshots of every page go to ``test-artifacts/`` (git-ignored).
 from __future__ import annotations
 
 import importlib.util
-import os
 import threading
 from pathlib import Path
 
@@ -19,10 +18,8 @@ import pytest
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
 REPO = Path(__file__).resolve().parent.parent
-ARTIFACTS = REPO / "test-artifacts"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
+# Re-exported: other browser test modules import these names from here.
+from browser_support import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS  # noqa: E402,F401
 
 
 def _load_demo():
@@ -52,19 +49,9 @@ def server(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def browser():
-    if not os.path.exists(CHROMIUM):
-        message = f"{CHROMIUM} missing: run scripts/ensure-chromium.sh (make test does)"
-        if os.environ.get("CI"):  # CI must run the browser tests, never skip them
-            pytest.fail(message)
-        pytest.skip(message)
-    from playwright.sync_api import sync_playwright
-
-    ARTIFACTS.mkdir(exist_ok=True)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        yield browser
-        browser.close()
+def browser(chromium):
+    """The module's headless Chromium (``tests/browser_support.py``: skipped without it, failed in CI)."""
+    return chromium
 
 
 @pytest.fixture
