@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -323,9 +322,6 @@ def test_subclassed_and_shared_layers_are_explained_not_fatal():
 
 # -- in a real browser ------------------------------------------------------------------------------------------
 
-CHROMIUM = "/usr/bin/chromium"
-
-
 @pytest.fixture(scope="module")
 def server(trained):
     from live_server import running_server
@@ -335,31 +331,22 @@ def server(trained):
 
 
 @pytest.fixture(scope="module")
-def page(server):
-    if not os.path.exists(CHROMIUM):
-        if os.environ.get("CI"):
-            pytest.fail(f"{CHROMIUM} missing: run scripts/ensure-chromium.sh")
-        pytest.skip(f"{CHROMIUM} missing: run scripts/ensure-chromium.sh")
-    from playwright.sync_api import sync_playwright
-    from test_ui_browser import ARTIFACTS, CHROMIUM_ARGS
-
-    ARTIFACTS.mkdir(exist_ok=True)
+def page(chromium, server):
+    """A page on the module's Chromium; JavaScript errors and CSP violations fail the module."""
     errors: list[str] = []
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
-        page.set_default_timeout(180_000)  # only the bound after which a wait on page state fails
-        page.on("pageerror", lambda exc: errors.append(str(exc)))
-        page.on("console", lambda m: errors.append(m.text) if "Content Security Policy" in m.text else None)
-        yield page
-        browser.close()
+    page = chromium.new_context(viewport={"width": 1280, "height": 900}).new_page()
+    page.set_default_timeout(180_000)  # only the bound after which a wait on page state fails
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.on("console", lambda m: errors.append(m.text) if "Content Security Policy" in m.text else None)
+    yield page
+    page.context.close()
     assert not errors, f"JavaScript errors: {errors}"
 
 
 @pytest.mark.slow
 @pytest.mark.browser
 def test_classify_one_shows_every_layer_with_statistics(trained, server, page):
-    from test_ui_browser import ARTIFACTS
+    from browser_support import ARTIFACTS
 
     job = trained["job"]
     page.goto(f"{server.url}/models/{job.id}")
