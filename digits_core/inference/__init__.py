@@ -12,6 +12,8 @@ Public entry points (all also exported lazily by :mod:`digits_core`):
   whose serving signature takes raw images, plus labels, mean and
   ``info.json``.
 * :func:`to_display_uint8` / :func:`png_data_uri`: image helpers for views.
+* :func:`visualize`: every layer's activations and weights, with statistics,
+  for one image (:mod:`~digits_core.inference.visualize`).
 
 This package is light to import: TensorFlow is only imported by the
 modules that run models (``model``, ``runner``, ``export``), on first use.
@@ -36,6 +38,8 @@ _EXPORTS = {
     "to_display_rgb": "digits_core.inference.images",
     "png_data_uri": "digits_core.inference.images",
     "resize_nearest": "digits_core.inference.images",
+    "visualize": "digits_core.inference.visualize",
+    "LayerVisualizations": "digits_core.inference.visualize",
 }
 
 __all__ = sorted(_EXPORTS)
