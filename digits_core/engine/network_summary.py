@@ -20,9 +20,12 @@ layer with several outputs, ``"multiple"`` for a layer used more than once);
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import os
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +67,25 @@ def _history_names(value: Any, found: list[str]) -> None:
     elif isinstance(value, (list, tuple)):
         for item in value:
             _history_names(item, found)
+
+
+@contextlib.contextmanager
+def _fresh_layer_names() -> Iterator[None]:
+    """Auto-named layers get the names a fresh training process gives them (``dense``, not ``dense_7``).
+
+    Keras numbers auto-named layers per process; the long-lived worker builds many previews.
+    """
+    try:
+        from keras.src.backend.common import global_state
+    except ImportError:  # another Keras layout: names may carry a suffix
+        yield
+        return
+    saved = global_state.get_global_attribute("object_name_uids")
+    global_state.set_global_attribute("object_name_uids", collections.defaultdict(int))
+    try:
+        yield
+    finally:
+        global_state.set_global_attribute("object_name_uids", saved)
 
 
 def summarize_model(model: Any, source: dict | None = None) -> dict:
@@ -185,8 +207,9 @@ def summarize_network(network: str | None, dataset: str, jobs_dir: str | os.Path
         else:
             spec = resolve_network(network or "")
             label = spec.name
-        model, _, _ = call_builder(spec.build, input_shape, num_outputs, dict(network_params or {}),
-                                   origin=label, path=tmp or spec.path)
+        with _fresh_layer_names():
+            model, _, _ = call_builder(spec.build, input_shape, num_outputs, dict(network_params or {}),
+                                       origin=label, path=tmp or spec.path)
     except TrainingError as exc:
         if tmp:  # the user typed code, not a file: say "custom code:LINE" rather than a temporary path
             raise TrainingError(str(exc).replace(tmp, "custom code")) from exc
