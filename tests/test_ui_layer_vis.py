@@ -72,6 +72,8 @@ def test_feature_maps_are_capped_sampled_and_share_one_colour_scale():
     assert (small.shown, small.total, small.stride) == (2, 3, [1, 1])
     vector = draw_activation(np.arange(2000, dtype=np.float32), VisLimits())
     assert (vector.kind, vector.shown, vector.total, vector.image.shape) == ("vector", 1024, 2000, (32, 32))
+    scores = draw_activation(np.array([0.1, 0.7, 0.2]), VisLimits())
+    assert scores.image.tolist() == [[0, 254, 42]]  # a short vector is one row
 
 
 def test_weights_pictures_filters_rgb_filters_and_dense_matrices():

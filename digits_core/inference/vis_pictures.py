@@ -24,6 +24,8 @@ import numpy as np
 
 #: Histogram bins of every statistic (as DIGITS).
 HISTOGRAM_BINS = 20
+#: Vectors up to this long are drawn as one row.
+SHORT_VECTOR = 32
 #: Palette index of the gaps between tiles (white).
 _GAP = 255
 
@@ -175,7 +177,9 @@ def _picture(kind: str, image: np.ndarray, shown: int, total: int, stride: tuple
 def _vector_picture(values: np.ndarray, limits: VisLimits) -> Picture:
     flat = values.reshape(-1)
     shown = flat[:limits.max_vector]
-    side = max(1, math.ceil(math.sqrt(shown.size)))
+    # A short vector (class scores) reads best as one row; a long one as a square.
+    side = shown.size if shown.size <= SHORT_VECTOR else math.ceil(math.sqrt(shown.size))
+    side = max(1, side)
     rows = math.ceil(shown.size / side)
     image = np.full(rows * side, _GAP, np.uint8)
     image[:shown.size] = _to_levels(shown)
