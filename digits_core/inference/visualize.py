@@ -50,7 +50,7 @@ from .vis_pictures import HISTOGRAM_BINS, Picture, VisLimits, draw_activation, d
 
 if TYPE_CHECKING:
     from .model import InferenceModel
-    from .runner import InferenceResult
+    from .result import InferenceResult
 
 __all__ = ["HISTOGRAM_BINS", "LayerVisualizations", "Picture", "VisLimits", "draw_activation", "draw_weights",
            "layer_visualizations", "network_input", "tensor_statistics", "visualize", "visualize_result"]
