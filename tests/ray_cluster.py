@@ -1,8 +1,9 @@
 """A real local Ray cluster for tests: a head and one extra node, listening on 127.0.0.1 only.
 
-Both are ``ray start --block`` processes, each in its own process group
-(Ray's daemons and workers join it), so the cluster is stopped, or one node
-killed, by signalling exactly the groups this helper started.
+Both are ``ray start --block`` processes, each starting its own session
+(Ray's daemons and workers stay in it, though workers take process groups of
+their own), so the cluster is stopped, or one node killed, by signalling
+exactly the processes of the sessions this helper started.
 
 Loopback only, three measures (:func:`listening_sockets` proves the result
 from ``/proc/net/tcp`` and ``/proc/net/tcp6``):
@@ -166,22 +167,21 @@ class LocalRayCluster:
         raise TimeoutError(f"{nodes} Ray node(s) not alive after {timeout}s: "
                            + (self.temp / "head.log").read_text(errors="replace")[-3000:])
 
-    def process_groups(self) -> list[int]:
+    def sessions(self) -> list[int]:
+        """The session ids of the running nodes (each ``ray start`` leads its own)."""
         return [p.pid for p in (self.head, self.node) if p is not None and p.poll() is None]
 
     def kill_node(self) -> None:
         """``kill -9`` every process of the extra node (its machine dies)."""
         assert self.node is not None
-        _kill_group(self.node, signal.SIGKILL)
+        _kill_session(self.node, signal.SIGKILL)
         self.node = None
 
     def stop(self) -> None:
-        """Stop both nodes: SIGTERM to their ``ray start`` (it stops its daemons), SIGKILL what is left."""
-        procs = [p for p in (self.node, self.head) if p is not None]
-        for proc in procs:
-            _kill_group(proc, signal.SIGTERM, wait=0)
-        for proc in procs:
-            _kill_group(proc, signal.SIGKILL, wait=10)
+        """Stop both nodes: SIGKILL to every process of their sessions (nothing of a test cluster is kept)."""
+        for proc in (self.node, self.head):
+            if proc is not None:
+                _kill_session(proc, signal.SIGKILL)
         shutil.rmtree(self.temp, ignore_errors=True)
 
 
@@ -193,16 +193,17 @@ def _gcs_answers(port: int) -> bool:
         return False
 
 
-def _kill_group(proc: subprocess.Popen, sig: int, wait: float = 10) -> None:
-    try:
-        os.killpg(proc.pid, sig)
-    except ProcessLookupError:
-        pass
-    if wait:
+def _kill_session(proc: subprocess.Popen, sig: int) -> None:
+    """Send ``sig`` to every process of the session ``proc`` leads (started by this helper), then reap ``proc``."""
+    for pid in pids_in_sessions([proc.pid]):
         try:
-            proc.wait(wait)
-        except subprocess.TimeoutExpired:
+            os.kill(pid, sig)
+        except ProcessLookupError:
             pass
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        pass
 
 
 def _inodes_of(pids: set[int]) -> set[str]:
@@ -221,13 +222,13 @@ def _inodes_of(pids: set[int]) -> set[str]:
     return inodes
 
 
-def pids_in_groups(groups: list[int]) -> set[int]:
-    """Every live process whose process group is one of ``groups``."""
+def pids_in_sessions(sessions: list[int]) -> set[int]:
+    """Every live process whose session is one of ``sessions``."""
     pids = set()
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
-                if os.getpgid(int(entry)) in groups:
+                if os.getsid(int(entry)) in sessions:
                     pids.add(int(entry))
             except OSError:
                 continue

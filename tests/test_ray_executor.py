@@ -10,12 +10,13 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import threading
 import time
 
 import numpy as np
 import pytest
 
-from ray_cluster import CLUSTER_ENV, LOOPBACK, LocalRayCluster, listening_sockets, pids_in_groups
+from ray_cluster import CLUSTER_ENV, LOOPBACK, LocalRayCluster, listening_sockets, pids_in_sessions
 
 from digits_core.jobs import Job, JobStatus
 
@@ -121,8 +122,23 @@ def test_dataset_job_runs_as_a_ray_task(dataset, cluster):
 
 def test_every_cluster_socket_listens_on_loopback_only(dataset, cluster):
     """GCS, raylets, agents, client server, workers and this driver: every TCP listener is 127.0.0.1."""
-    pids = pids_in_groups(cluster.process_groups()) | {os.getpid()}
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    @ray.remote(num_cpus=0)
+    class Probe:  # a live worker process on each node
+        def pid(self):
+            return os.getpid()
+
+    probes = [Probe.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)).remote()
+              for node in _node_ids(cluster)]
+    workers = set(ray.get([p.pid.remote() for p in probes], timeout=120))
+    assert len(workers) == 2 and listening_sockets(workers)  # each worker serves gRPC: those sockets are counted
+    pids = pids_in_sessions(cluster.sessions()) | {os.getpid()}
+    assert workers <= pids
     sockets = listening_sockets(pids)
+    for probe in probes:
+        ray.kill(probe)
     assert len(sockets) >= 6  # GCS + 2 raylets x (node manager, object manager) + agents at least
     assert cluster.port in {port for _f, _h, port in sockets}
     wide = [s for s in sockets if s[1] not in LOOPBACK]
@@ -226,10 +242,26 @@ def test_ray_train_two_workers_match_the_local_two_worker_run(dataset, jobs_dir,
 
     common = ["--dataset", dataset.id, "--network", "lenet", "--epochs", "1", "--batch-size", "32", "--seed", "3",
               "--quiet", "--json"]
-    run = subprocess.run([sys.executable, "-m", "digits_core", "--jobs-dir", str(jobs_dir), "train", "--name",
-                          "ray-train-2", "--workers", "2", *common], env={**cluster.env, "DIGITS_RAY_ADDRESS":
-                         cluster.address}, capture_output=True, text=True, timeout=JOB_TIMEOUT)
+    before = set(listening_sockets(pids_in_sessions(cluster.sessions())))
+    seen: set = set()
+    done = threading.Event()
+
+    def watch():  # every listener of the cluster while Ray Train runs (TensorFlow's gRPC servers included)
+        while not done.wait(0.1):
+            seen.update(listening_sockets(pids_in_sessions(cluster.sessions())))
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        run = subprocess.run([sys.executable, "-m", "digits_core", "--jobs-dir", str(jobs_dir), "train", "--name",
+                              "ray-train-2", "--workers", "2", *common], env={**cluster.env, "DIGITS_RAY_ADDRESS":
+                             cluster.address}, capture_output=True, text=True, timeout=JOB_TIMEOUT)
+    finally:
+        done.set()
+        watcher.join(30)
     assert run.returncode == 0, run.stderr[-3000:]
+    assert seen - before, "no listener of the Ray Train workers was seen"
+    assert not [s for s in seen if s[1] not in LOOPBACK], f"listening beyond loopback: {seen}"
     ray_job = Job.load(jobs_dir / json.loads(run.stdout)["job_id"])
     assert ray_job.status is JobStatus.DONE, ray_job.error
     # The same run by hand: two local processes with a TF_CONFIG of two loopback workers (bind shim: loopback only).
