@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 import tarfile
+from pathlib import Path
 
 import pytest
 
@@ -181,7 +182,6 @@ def _finished(server, path: str) -> str:
 def trained(tmp_path_factory):
     """One real ``digits serve``, a 28x28 digits dataset and a LeNet trained for 2 epochs (a snapshot each)."""
     import sys
-    from pathlib import Path
 
     from live_server import running_server
 
@@ -374,6 +374,8 @@ def test_top_n_per_category(trained, page):
         assert names == expected
         probabilities = section.locator(".top-n-prob").all_inner_texts()
         assert probabilities == [f"{scores[name][k] * 100:.2f}%" for name in expected]
+        shown = section.locator(".top-n-name").all_inner_texts()  # relative to the folder: the true class shows
+        assert shown == [str(Path(name).relative_to(trained["data"])) for name in expected]
         assert all(section.locator("img").evaluate_all("els => els.map(e => e.naturalWidth > 0)"))
     # The JSON twin: the same ranking, without the thumbnails.
     from urllib.parse import urlencode

@@ -11,6 +11,8 @@ JSON clients get the ranking without thumbnails.
 
 from __future__ import annotations
 
+import os
+
 from flask import Blueprint, current_app, jsonify, render_template, request
 from flask.typing import ResponseReturnValue
 
@@ -40,6 +42,13 @@ def _count(raw: str) -> int:
     return n
 
 
+def _shown_name(input_id: str, base: str) -> str:
+    """The image's path under the folder given (``7/0044.png``: its class folder shows confusions), else its name."""
+    if os.path.isabs(input_id) and os.path.commonpath([base, input_id]) == base:
+        return os.path.relpath(input_id, base)
+    return os.path.basename(input_id)
+
+
 @bp.post("/<job_id>/top-n")
 def top_n(job_id: str) -> ResponseReturnValue:
     """Run Top N per category and show each class's N best-scored images."""
@@ -67,4 +76,8 @@ def top_n(job_id: str) -> ResponseReturnValue:
             for image in group["images"]:
                 image.pop("image", None)
         return jsonify(result)
+    base = path if os.path.isdir(path) else os.path.dirname(path)
+    for group in result["classes"]:
+        for image in group["images"]:
+            image["shown"] = _shown_name(image["input_id"], base)
     return render_template("model_top_n.html", job=job, r=result, path=path)
