@@ -385,6 +385,12 @@ def test_classify_one_shows_every_layer_with_statistics(trained, server, page):
         fetch(url, {method: 'POST', headers: {'Content-Type': 'application/json', 'X-CSRFToken': t.csrf_token},
                     body: JSON.stringify({inputs: [path], visualize: true})})).then(r => r.json())""",
                          [f"/api/models/{job.id}/infer", str(trained["image"])])
+    many = page.evaluate("""([url, paths]) => fetch('/api/csrf-token').then(r => r.json()).then(t =>
+        fetch(url, {method: 'POST', headers: {'Content-Type': 'application/json', 'X-CSRFToken': t.csrf_token},
+                    body: JSON.stringify({inputs: paths, visualize: true})})).then(r => r.json().then(
+                    body => [r.status, JSON.stringify(body)]))""",
+                         [f"/api/models/{job.id}/infer", [str(trained["image"]), str(trained["root"] / "digits" / "1")]])
+    assert many[0] == 400 and "for one image" in many[1] and "9 inputs" in many[1], many
     layers = twin["visualizations"]["layers"]
     assert [layer["name"] for layer in layers] == names
     assert len(shown_means) == len(layers)
