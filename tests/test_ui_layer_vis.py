@@ -139,6 +139,12 @@ def test_partial_captions_histograms_and_escaping(tmp_path):
     assert html.count("<rect ") == 3 * HISTOGRAM_BINS and "1,234 parameters" in html and "a note" in html
     assert "&lt;b&gt;conv&lt;/b&gt;" in html and "<b>conv</b>" not in html
     assert "/api/models/job-1/infer" in html
+    assert 'id="layer-nav"' not in html  # a short network needs no index
+    vis["layers"] = [{**vis["layers"][1], "index": i, "name": f"layer{i}"} for i in range(13)]
+    with app.test_request_context():
+        html = render_template("_layer_vis.html", vis=vis, job=type("J", (), {"id": "job-1"})())
+    nav = re.search(r'<nav [^>]*id="layer-nav".*?</nav>', html, re.DOTALL).group(0)
+    assert re.findall(r'href="#layer-(\d+)">layer\1<', nav) == [str(i) for i in range(13)]
 
 
 def test_more_than_one_upload_is_refused_on_the_form(tmp_path):
