@@ -365,6 +365,10 @@ def test_dataset_tabs_histogram_mean_and_class_filter_in_chromium(live, chromium
     assert page.evaluate("document.getElementById('mean-image').naturalWidth") == 8
     assert page.locator("#mean-image").bounding_box()["width"] == 192
     _shot(page, "show")
+    page.set_viewport_size({"width": 375, "height": 740})  # a phone: nothing wider than the screen
+    assert page.evaluate("document.scrollingElement.scrollWidth") <= 375
+    _shot(page, "show-375")
+    page.set_viewport_size({"width": 1280, "height": 900})
 
     # A count opens Explore on that class; the menu switches class (submitting itself).
     page.click('#label-histogram tr[data-class="1"] td[data-stage="train"] a')
