@@ -194,6 +194,25 @@ def test_abort_of_a_dataset_job_stops_its_ray_task(scheduler, jobs_dir, tmp_path
     assert job.error == "Aborted by the user."
 
 
+def test_a_job_another_process_owns_is_not_run_by_its_ray_task(scheduler, jobs_dir, tmp_path):
+    """The per-job OS lock holds across executors: the task finds the job owned and leaves it untouched."""
+    from digits_core.datasets import create_dataset_job
+
+    np.save(tmp_path / "x.npy", np.zeros((8, 16, 16), np.uint8))
+    np.save(tmp_path / "y.npy", np.arange(8) % 2)
+    job = create_dataset_job("numpy-arrays", {"features_file": str(tmp_path / "x.npy"),
+                                              "labels_file": str(tmp_path / "y.npy")},
+                             name="ray-owned", jobs_dir=jobs_dir, workers=1)
+    lock = job.acquire_lock()  # this process owns the job, as a `digits dataset create` in a shell would
+    try:
+        scheduler.submit(job)
+        job = scheduler.wait(job.id, JOB_TIMEOUT)
+    finally:
+        lock.release()
+    assert job.status is JobStatus.WAITING and "placement" not in job.data and "dataset" not in job.data
+    assert "is running in another process" in (job.path / "worker.log").read_text()
+
+
 def test_digits_serve_executor_ray_runs_a_2x2_sweep_in_parallel_across_the_cluster(dataset, jobs_dir, cluster):
     """A real ``digits serve --executor ray`` (address from DIGITS_RAY_ADDRESS); POST /api/models with 2 learning
     rates x 2 batch sizes: four grouped jobs, two at a time, on both nodes."""
