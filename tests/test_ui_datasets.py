@@ -15,6 +15,7 @@ import io
 import math
 import os
 import re
+import time
 
 import numpy as np
 import pytest
@@ -400,8 +401,11 @@ def test_tabs_and_class_filter_work_without_javascript(live, chromium):
     page.click("#create-dataset")
     page.wait_for_url("**/datasets/2*")
     job_id = page.url.rstrip("/").rsplit("/", 1)[1]
-    while server.get_json(f"/datasets/{job_id}.json")["job"]["status"] not in ("Done", "Error"):
-        page.wait_for_timeout(200)  # no JavaScript on this page to watch the job: poll its state
+    deadline = time.monotonic() + 120  # no JavaScript on this page to watch the job: poll its state
+    while (status := server.get_json(f"/datasets/{job_id}.json")["job"]["status"]) not in ("Done", "Error"):
+        assert time.monotonic() < deadline, f"dataset still {status}\n{server.describe()}"
+        time.sleep(0.2)  # polling interval of a bounded wait on state
+    assert status == "Done", server.describe()
     page.goto(server.url + f"/datasets/{job_id}/explore?stage=val")
     page.select_option("#filter-label", "0")
     page.click("#filter-apply")
