@@ -551,6 +551,19 @@ def test_keras_format_export(cls_model, jobs_dir, tmp_path):
         members = set(tar.getnames())
     name = f"{cls_model.id}-epoch-001"
     assert {f"{name}/model.keras", f"{name}/info.json", f"{name}/labels.txt", f"{name}/mean.npy"} <= members
+
+    # Two downloads of one epoch to one file at once (the web's per-epoch Download): both finish, the
+    # archive is whole, and no temporary file is left behind.
+    from concurrent.futures import ThreadPoolExecutor
+
+    same = tmp_path / "same.tar.gz"
+    with ThreadPoolExecutor(2) as pool:
+        done = list(pool.map(lambda _: export_model(cls_model.id, same, epoch=1, format="keras",
+                                                    jobs_dir=jobs_dir), range(4)))
+    assert done == [same] * 4
+    with tarfile.open(same) as tar:
+        assert members == set(tar.getnames())
+    assert not list(tmp_path.glob(".same.tar.gz.*"))
     with pytest.raises(InferenceError, match="Unknown export format"):
         export_model(cls_model.id, tmp_path / "x.tar.gz", format="onnx", jobs_dir=jobs_dir)
 

@@ -51,6 +51,7 @@ import os
 import shutil
 import tarfile
 import tempfile
+import uuid
 from pathlib import Path
 
 import numpy as np
@@ -214,7 +215,8 @@ def export_model(model_id, out: str | os.PathLike, *, epoch: int | float | None 
                     raise
         finally:
             shutil.rmtree(staging, ignore_errors=True)
-    tmp = out.with_name(f".{out.name}.tmp")
+    # A name of its own per call: two downloads of one epoch at once must not write one temporary file.
+    tmp = out.with_name(f".{out.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
     try:
         with tarfile.open(tmp, "w:gz") as tar:
             tar.add(cached, arcname=name)
