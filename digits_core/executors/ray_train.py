@@ -27,7 +27,7 @@ from typing import Any
 
 from ..config import resolve_jobs_dir
 from ..errors import ConfigurationError, TrainingError
-from ..jobs import Job
+from ..jobs import Job, JobStore
 from .ray_executor import connect
 
 #: File in the run's shared folder where the chief worker names the model job it wrote.
@@ -67,6 +67,7 @@ def train_on_ray(dataset: str, network: Any = None, *, workers: int, address: st
         **options: Training options, as for :func:`digits_core.engine.train` (``batch_size`` is global).
 
     Raises:
+        JobNotFoundError: No dataset job ``dataset``.
         ConfigurationError: Ray is missing, no cluster answers, or ``workers`` < 2.
         TrainingError: The run failed on the cluster (the message has Ray's reason).
     """
@@ -74,11 +75,12 @@ def train_on_ray(dataset: str, network: Any = None, *, workers: int, address: st
         raise ConfigurationError(f"--workers {workers}: Ray Train needs at least 2 workers (1 trains locally).")
     if not isinstance(network, (str, type(None))):
         raise ConfigurationError("On Ray, --network must be a name or a .py file every node can read.")
+    root = resolve_jobs_dir(jobs_dir)
+    dataset = JobStore(root).get(dataset, kind="dataset").id  # a bad id fails here, not on every worker
     ray = connect(address)
     from ray.train import RunConfig, ScalingConfig
     from ray.train.tensorflow import TensorflowTrainer
 
-    root = resolve_jobs_dir(jobs_dir)
     storage = Path(tempfile.mkdtemp(prefix=".ray-train-", dir=root))  # Ray Train's run folder, on the shared fs
     config = {"dataset": dataset, "network": network, "name": name, "jobs_dir": str(root), "options": options,
               "storage": str(storage)}
