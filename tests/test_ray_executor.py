@@ -246,6 +246,35 @@ def test_digits_serve_executor_ray_runs_a_2x2_sweep_in_parallel_across_the_clust
     assert any(a[0] < b[1] and b[0] < a[1] for i, a in enumerate(spans) for b in spans[i + 1:])
 
 
+def test_a_killed_ray_server_leaves_no_running_task_and_a_restart_marks_its_job_aborted(dataset, jobs_dir, cluster):
+    """kill -9 of `digits serve --executor ray`: Ray stops the driver's tasks (the job lock is released), the next
+    server marks the job Aborted, and it resumes on the cluster from its snapshot."""
+    from live_server import running_server
+
+    env = {**CLUSTER_ENV, "LD_PRELOAD": cluster.env["LD_PRELOAD"]}
+    args = ["--executor", "ray", "--ray-address", cluster.address]
+    with running_server(jobs_dir, auth_token="ray-token", env=env, extra_args=args) as server:
+        resp = server.request("/api/models", method="POST", data={
+            "name": "ray-server-dies", "dataset": dataset.id, "network": "lenet",
+            "options": {"epochs": 500, "seed": 1, "batch_size": 16}})
+        assert resp.status in (200, 201, 202), resp.text
+        job = Job.load(jobs_dir / resp.json()["id"])
+        _wait_for(lambda: _epochs_done(job) >= 1, "a first snapshot")
+        server.kill()
+        _wait_for(lambda: not job.is_alive, "Ray to stop the dead driver's task")
+    assert job.reload().status is JobStatus.RUNNING  # nobody wrote anything: the task was killed
+    with running_server(jobs_dir, auth_token="ray-token", env=env, extra_args=args) as server:
+        row = next(r for r in server.get_json("/api/jobs") if r["id"] == job.id)
+        assert row["status"] == "Aborted"
+        done = _epochs_done(job)
+        assert server.request(f"/api/jobs/{job.id}/resume", method="POST", data={}).status == 202
+        _wait_for(lambda: _epochs_done(job) > done, "the resumed job's next snapshot")
+        info = json.loads((job.path / "model.json").read_text())
+        assert info["resumed_from"].startswith(f"epoch-{done:03d}")
+        assert server.request(f"/api/jobs/{job.id}/abort", method="POST", data={}).status == 200
+        _wait_for(lambda: job.reload().status is JobStatus.ABORTED and not job.is_alive, "the abort")
+
+
 def _final(job):
     info = json.loads((job.path / "model.json").read_text())
     return info, {k: v for k, v in (info.get("final_metrics") or {}).items()  # the model's numbers, not timings
