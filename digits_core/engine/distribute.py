@@ -9,6 +9,12 @@
 The strategy must be created before TensorFlow runs anything else in the
 process (a TensorFlow rule for collective ops), so :func:`make_strategy`
 is the first thing a training run does.
+
+Input batches reach the accelerator ahead of the step that uses them:
+distributed strategies fetch each replica's batch to its device
+(:func:`distribute_input`, ``experimental_fetch_to_device``); the default
+strategy on a GPU machine prefetches to ``/gpu:0``
+(:func:`input_device`, :func:`feed_to_device`), and on a CPU it is left as it is.
 """
 
 from __future__ import annotations
@@ -116,3 +122,44 @@ def make_strategy(gpus: Any = None) -> StrategyInfo:
         strategy = tf.distribute.MirroredStrategy(devices=devices)
         return StrategyInfo(strategy, "MirroredStrategy", replicas=strategy.num_replicas_in_sync)
     return StrategyInfo(tf.distribute.get_strategy(), "default")
+
+
+def input_device(info: StrategyInfo) -> str | None:
+    """The device the default strategy's batches are prefetched to: ``/gpu:0`` when a GPU is visible.
+
+    ``None`` on a CPU-only machine (the batches are already where the step runs) and for
+    distributed strategies (:func:`distribute_input` places their batches).
+    """
+    if info.kind != "default":
+        return None
+    import tensorflow as tf
+
+    return "/gpu:0" if tf.config.list_physical_devices("GPU") else None
+
+
+def feed_to_device(dataset: Any, device: str | None) -> Any:
+    """``dataset`` with its batches copied to ``device`` ahead of use (``prefetch_to_device``).
+
+    The copy is the last stage (tf.data's rule for ``prefetch_to_device``) and changes neither
+    the batches nor their order; ``device=None`` returns ``dataset`` unchanged.
+    """
+    if device is None:
+        return dataset
+    import tensorflow as tf
+
+    return dataset.apply(tf.data.experimental.prefetch_to_device(device))
+
+
+def distribute_input(info: StrategyInfo, make: Any) -> Any:
+    """The input of a run: ``make(input_context)`` per pipeline, its batches fed to the devices.
+
+    Under a distributed strategy, one pipeline per worker
+    (``distribute_datasets_from_function``) whose per-replica batches are fetched to each
+    replica's device; under the default strategy, the one pipeline through :func:`feed_to_device`.
+    """
+    import tensorflow as tf
+
+    if info.kind == "default":
+        return feed_to_device(make(tf.distribute.InputContext()), input_device(info))
+    return info.strategy.distribute_datasets_from_function(
+        make, options=tf.distribute.InputOptions(experimental_fetch_to_device=True))

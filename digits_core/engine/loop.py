@@ -20,6 +20,7 @@ import numpy as np
 from ..errors import TrainingError
 from . import jobio
 from .callbacks import CallbackDriver
+from .distribute import distribute_input
 from .pipeline import train_dataset, val_dataset
 from .setup import RunState
 from .snapshots import save_snapshot
@@ -101,11 +102,7 @@ class TrainingLoop:
     # -- datasets and steps -------------------------------------------------------------------
 
     def _distribute(self, make):
-        if self.s.strat.kind == "default":
-            import tensorflow as tf
-
-            return make(tf.distribute.InputContext())
-        return self.s.strat.strategy.distribute_datasets_from_function(make)
+        return distribute_input(self.s.strat, make)
 
     def _datasets(self):
         s, opts = self.s, self.s.opts
