@@ -11,12 +11,12 @@ import importlib.util
 import json
 import os
 import threading
-import time
 
 import numpy as np
 import pytest
 
 from ray_cluster import CLUSTER_ENV, LOOPBACK, LocalRayCluster, listening_sockets, pids_in_sessions
+from test_faults import wait_until  # polls a condition, with a clear message on timeout
 
 from digits_core.jobs import Job, JobStatus
 
@@ -89,14 +89,15 @@ def _model_job(jobs_dir, dataset, name, **options):
     return job
 
 
-def _wait_for(predicate, what, timeout=JOB_TIMEOUT):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
+def _tiny_dataset_job(jobs_dir, folder, name):
+    """A dataset job (not run) over 8 blank 16x16 images in ``folder``: x.npy and y.npy."""
+    from digits_core.datasets import create_dataset_job
+
+    np.save(folder / "x.npy", np.zeros((8, 16, 16), np.uint8))
+    np.save(folder / "y.npy", np.arange(8) % 2)
+    return create_dataset_job("numpy-arrays", {"features_file": str(folder / "x.npy"),
+                                               "labels_file": str(folder / "y.npy")},
+                              name=name, jobs_dir=jobs_dir, workers=1)
 
 
 def _node_ids(cluster):
@@ -162,7 +163,7 @@ def test_training_job_runs_as_a_ray_task_with_live_metrics(scheduler, dataset, j
 def test_abort_across_the_cluster_then_resume(scheduler, dataset, jobs_dir):
     job = _model_job(jobs_dir, dataset, "ray-abort", epochs=500)
     scheduler.submit(job)
-    _wait_for(lambda: _epochs_done(job) >= 1, "a first snapshot")
+    wait_until(lambda: _epochs_done(job) >= 1, "a first snapshot")
     assert job.reload().status is JobStatus.RUNNING and job.is_alive
     scheduler.abort(job.id)
     job = scheduler.wait(job.id, JOB_TIMEOUT)
@@ -177,17 +178,11 @@ def test_abort_across_the_cluster_then_resume(scheduler, dataset, jobs_dir):
 
 def test_abort_of_a_dataset_job_stops_its_ray_task(scheduler, jobs_dir, tmp_path):
     """A dataset job blocked in a system call (opening a FIFO nobody writes) is still stopped: Aborted."""
-    from digits_core.datasets import create_dataset_job
-
-    np.save(tmp_path / "x.npy", np.zeros((8, 16, 16), np.uint8))
-    np.save(tmp_path / "y.npy", np.arange(8) % 2)
-    job = create_dataset_job("numpy-arrays", {"features_file": str(tmp_path / "x.npy"),
-                                              "labels_file": str(tmp_path / "y.npy")},
-                             name="ray-blocked", jobs_dir=jobs_dir, workers=1)
+    job = _tiny_dataset_job(jobs_dir, tmp_path, "ray-blocked")
     (tmp_path / "x.npy").unlink()
     os.mkfifo(tmp_path / "x.npy")  # the worker's open() waits for a writer that never comes
     scheduler.submit(job)
-    _wait_for(lambda: job.reload().status is JobStatus.RUNNING and job.is_alive, "the dataset job to start")
+    wait_until(lambda: job.reload().status is JobStatus.RUNNING and job.is_alive, "the dataset job to start")
     scheduler.abort(job.id)
     job = scheduler.wait(job.id, 60)
     assert job.status is JobStatus.ABORTED and not job.is_alive
@@ -196,13 +191,7 @@ def test_abort_of_a_dataset_job_stops_its_ray_task(scheduler, jobs_dir, tmp_path
 
 def test_a_job_another_process_owns_is_not_run_by_its_ray_task(scheduler, jobs_dir, tmp_path):
     """The per-job OS lock holds across executors: the task finds the job owned and leaves it untouched."""
-    from digits_core.datasets import create_dataset_job
-
-    np.save(tmp_path / "x.npy", np.zeros((8, 16, 16), np.uint8))
-    np.save(tmp_path / "y.npy", np.arange(8) % 2)
-    job = create_dataset_job("numpy-arrays", {"features_file": str(tmp_path / "x.npy"),
-                                              "labels_file": str(tmp_path / "y.npy")},
-                             name="ray-owned", jobs_dir=jobs_dir, workers=1)
+    job = _tiny_dataset_job(jobs_dir, tmp_path, "ray-owned")
     lock = job.acquire_lock()  # this process owns the job, as a `digits dataset create` in a shell would
     try:
         scheduler.submit(job)
@@ -229,7 +218,7 @@ def test_digits_serve_executor_ray_runs_a_2x2_sweep_in_parallel_across_the_clust
         rows = resp.json()["jobs"]
         assert len(rows) == 4 and {r["group"] for r in rows} == {"ray-sweep"}
         jobs = [Job.load(jobs_dir / r["id"]) for r in rows]
-        _wait_for(lambda: all(j.reload().status.is_finished for j in jobs), "the sweep's four jobs")
+        wait_until(lambda: all(j.reload().status.is_finished for j in jobs), "the sweep's four jobs")
     assert [j.status for j in jobs] == [JobStatus.DONE] * 4, [j.error for j in jobs]
     assert [(j.data["sweep"]["learning_rate"], j.data["sweep"]["batch_size"]) for j in jobs] == [
         (0.05, 16), (0.05, 32), (0.01, 16), (0.01, 32)]
@@ -259,20 +248,20 @@ def test_a_killed_ray_server_leaves_no_running_task_and_a_restart_marks_its_job_
             "options": {"epochs": 500, "seed": 1, "batch_size": 16}})
         assert resp.status in (200, 201, 202), resp.text
         job = Job.load(jobs_dir / resp.json()["id"])
-        _wait_for(lambda: _epochs_done(job) >= 1, "a first snapshot")
+        wait_until(lambda: _epochs_done(job) >= 1, "a first snapshot")
         server.kill()
-        _wait_for(lambda: not job.is_alive, "Ray to stop the dead driver's task")
+        wait_until(lambda: not job.is_alive, "Ray to stop the dead driver's task")
     assert job.reload().status is JobStatus.RUNNING  # nobody wrote anything: the task was killed
     with running_server(jobs_dir, auth_token="ray-token", env=env, extra_args=args) as server:
         row = next(r for r in server.get_json("/api/jobs") if r["id"] == job.id)
         assert row["status"] == "Aborted"
         done = _epochs_done(job)
         assert server.request(f"/api/jobs/{job.id}/resume", method="POST", data={}).status == 202
-        _wait_for(lambda: _epochs_done(job) > done, "the resumed job's next snapshot")
+        wait_until(lambda: _epochs_done(job) > done, "the resumed job's next snapshot")
         info = json.loads((job.path / "model.json").read_text())
         assert info["resumed_from"].startswith(f"epoch-{done:03d}")
         assert server.request(f"/api/jobs/{job.id}/abort", method="POST", data={}).status == 200
-        _wait_for(lambda: job.reload().status is JobStatus.ABORTED and not job.is_alive, "the abort")
+        wait_until(lambda: job.reload().status is JobStatus.ABORTED and not job.is_alive, "the abort")
 
 
 def _final(job):
@@ -352,7 +341,7 @@ def test_a_node_killed_mid_job_ends_it_in_error_and_it_resumes(scheduler, datase
     try:
         job = _model_job(jobs_dir, dataset, "ray-node-dies", epochs=500)
         scheduler.submit(job)
-        _wait_for(lambda: _epochs_done(job) >= 1, "a first snapshot")
+        wait_until(lambda: _epochs_done(job) >= 1, "a first snapshot")
         assert job.reload().data["placement"]["node_id"] != head_id
         cluster.kill_node()
         job = scheduler.wait(job.id, JOB_TIMEOUT)
