@@ -216,7 +216,7 @@ def test_two_writers_a_server_never_takes_over_a_live_job(live_server, tmp_path)
     jobs = tmp_path / "jobs"
     job = Job.create("model", "shell run", jobs_dir=jobs, dataset_id="none")
     (job.path / "snapshots").mkdir()
-    (job.path / "snapshots" / "snapshot-001.keras").write_bytes(b"")  # something to resume from
+    (job.path / "snapshots" / "epoch-001.keras").write_bytes(b"")  # something to resume from (engine naming)
     owner = subprocess.Popen([sys.executable, "-c", OWNER, str(job.path)], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, text=True)
     try:
