@@ -355,3 +355,57 @@ def test_a_node_killed_mid_job_ends_it_in_error_and_it_resumes(scheduler, datase
     assert job.status is JobStatus.DONE, job.error
     assert job.data["placement"]["node_id"] == head_id and _epochs_done(job) == done + 1
     cluster.add_node()  # leave the cluster as the module found it
+
+
+def _image_folder(root):
+    """48 random 8x8 PNGs in two class folders, plus one file that is no image."""
+    from PIL import Image
+
+    rng = np.random.default_rng(1)
+    for i in range(48):
+        folder = root / f"c{i % 2}"
+        folder.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(rng.integers(0, 256, (8, 8, 3), dtype=np.uint8)).save(folder / f"{i:03d}.png")
+    (root / "c1" / "broken.png").write_bytes(b"not an image")
+
+
+def _contents(job):
+    """Everything a dataset build decides: records per stage, mean, histograms, encodings, errors."""
+    from digits_core.datasets import open_dataset
+
+    ds = open_dataset(job.path)
+    try:
+        return {"records": {s: [bytes(r) for r in ds.read_records(s, 0, None)] for s in ds.stages},
+                "mean": ds.mean().tolist(), "histograms": {s: ds.label_histogram(s) for s in ds.stages},
+                "encodings": {s: ds.feature_encodings(s) for s in ds.stages},
+                "errors": ds.errors(), "skipped": job.data["dataset"]["skipped"]}
+    finally:
+        ds.close()
+
+
+def test_dataset_encoding_fans_out_over_the_cluster_and_equals_a_local_build(scheduler, cluster, jobs_dir, tmp_path):
+    """Chunks encoded by Ray tasks (from a job's Ray task, and from a driver as `dataset create --ray-address`):
+    record for record the local build, the bad entry reported alike, chunks on both nodes."""
+    from digits_core.datasets import create_dataset, create_dataset_job
+
+    _image_folder(tmp_path / "images")
+    form = {"folder": str(tmp_path / "images"), "width": 8, "height": 8, "val_percent": 25}
+    local = create_dataset("image-classification", form, name="fan-out-local", jobs_dir=jobs_dir, workers=1)
+    expected = _contents(local)
+    assert expected["skipped"] == 1 and "broken.png" in expected["errors"][0]["entry"]
+    assert sum(map(len, expected["records"].values())) == 48
+
+    queued = create_dataset_job("image-classification", form, name="fan-out-task", jobs_dir=jobs_dir, workers=1)
+    scheduler.submit(queued)
+    queued = scheduler.wait(queued.id, JOB_TIMEOUT)
+    driver = create_dataset("image-classification", form, name="fan-out-driver", jobs_dir=jobs_dir,
+                            ray_address=cluster.address)
+    nodes = _node_ids(cluster)
+    for job in (queued, driver):
+        assert job.status is JobStatus.DONE, job.error
+        assert _contents(job) == expected
+        encoding = job.reload().data["placement"]["encoding"]
+        assert encoding["executor"] == "ray" and set(encoding["nodes"]) <= nodes
+        assert encoding["tasks"] == sum(encoding["nodes"].values()) >= 4  # 2 CPUs: chunks of 7 entries
+    # The driver holds no CPU of the cluster: its chunks spread over both nodes.
+    assert set(driver.data["placement"]["encoding"]["nodes"]) == nodes

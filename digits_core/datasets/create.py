@@ -91,7 +91,7 @@ def create_dataset_job(plugin_id: str, form_data: Mapping[str, Any] | None = Non
 def create_dataset(plugin_id: str, form_data: Mapping[str, Any] | None = None, *, name: str | None = None,
                    workers: int | None = None, jobs_dir: str | os.PathLike | None = None,
                    max_errors: Any = None, progress: Callable[[dict], None] | None = None,
-                   group: str | None = None) -> Job:
+                   group: str | None = None, ray_address: str | None = None) -> Job:
     """Build a dataset with a data plugin, synchronously.
 
     Args:
@@ -111,6 +111,10 @@ def create_dataset(plugin_id: str, form_data: Mapping[str, Any] | None = None, *
             each chunk of entries.
         group: The job group shown on the web home page (``job.json`` key ``group``;
             see :mod:`digits_core.groups`).
+        ray_address: Encode the chunks of entries as Ray tasks on the cluster
+            at ``HOST:PORT`` (this process connects as a driver; see
+            :mod:`digits_core.executors.ray_encode`) instead of in local
+            worker processes; ``workers`` is then ignored.
 
     Returns:
         The dataset :class:`~digits_core.Job`, status Done; open it with
@@ -125,11 +129,15 @@ def create_dataset(plugin_id: str, form_data: Mapping[str, Any] | None = None, *
     """
     job = create_dataset_job(plugin_id, form_data, name=name, jobs_dir=jobs_dir, max_errors=max_errors,
                              workers=workers, group=group)
-    return run_dataset_job(job, progress=progress)  # the job's checked worker count
+    return run_dataset_job(job, progress=progress, ray_address=ray_address)  # the job's checked worker count
 
 
-def run_dataset_job(job: Job, *, workers: int | None = None, progress: Callable[[dict], None] | None = None) -> Job:
+def run_dataset_job(job: Job, *, workers: int | None = None, progress: Callable[[dict], None] | None = None,
+                    ray_address: str | None = None) -> Job:
     """Build the dataset of a job made by :func:`create_dataset_job` and publish it.
+
+    ``ray_address`` (a cluster's ``HOST:PORT``, or ``"current"`` inside a Ray
+    task) encodes the chunks on a Ray cluster, as :func:`create_dataset`.
 
     Raises:
         DatasetError: As :func:`create_dataset`; the job ends in status Error.
@@ -137,7 +145,7 @@ def run_dataset_job(job: Job, *, workers: int | None = None, progress: Callable[
             the job ends Aborted, nothing is published.
     """
     return _Build(job, workers=workers if workers is not None else job.data.get("workers"),
-                  progress=progress).run()
+                  progress=progress, ray_address=ray_address).run()
 
 
 # -- one build -------------------------------------------------------------------------
@@ -145,8 +153,9 @@ def run_dataset_job(job: Job, *, workers: int | None = None, progress: Callable[
 class _Build:
     """Runs one dataset job: plugin → entries → stages → publish; on any failure, nothing is published."""
 
-    def __init__(self, job: Job, *, workers: int | None, progress):
+    def __init__(self, job: Job, *, workers: int | None, progress, ray_address: str | None = None):
         self.job = job
+        self.ray_address = ray_address
         self.plugin_id = job.data["plugin_id"]
         self.workers = resolve_workers(workers)
         self.max_errors = parse_max_errors(job.data.get("max_errors"))
@@ -260,14 +269,22 @@ class _Build:
 
     def _encode_all(self, plugin, entries: dict[str, list]) -> None:
         stages = [s for s in STAGES if entries[s]]
+        if self.ray_address is not None:
+            from ..executors.ray_encode import RayPool, ray_for_dataset_job
+
+            pool = RayPool(ray_for_dataset_job(self.ray_address), plugin, self.plugin_id)
+            self.workers = pool.window // 2  # the cluster's CPUs: chunk sizes and dataset.json's "workers"
+        else:
+            pool = InlinePool(plugin) if self.workers == 1 else WorkerPool(plugin, self.workers, self.plugin_id)
         size = chunk_size(sum(len(entries[s]) for s in stages), self.workers)
-        pool = InlinePool(plugin) if self.workers == 1 else WorkerPool(plugin, self.workers, self.plugin_id)
         with pool:
             for stage in stages:
                 encoder = StageEncoder(stage, entries[stage], self.tmp / stage, layout=self.layout,
                                        report=self.report, progress=self.progress, mean_sums=self.mean_sums,
                                        max_chunk=size)
                 self.stage_info[stage] = encoder.run(pool)
+        if self.ray_address is not None:  # where the chunks ran, kept in job.json
+            self.job.data.setdefault("placement", {})["encoding"] = pool.placement()
 
     def _info(self, userdata: dict, timing: dict) -> dict:
         layout = self.layout.layout

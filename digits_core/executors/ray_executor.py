@@ -5,7 +5,9 @@
 driver and queues every job there, as one task with the job's resource
 request:
 
-* a dataset job asks for ``workers`` CPUs (1 when unset, at most the largest node's CPUs);
+* a dataset job asks for 1 CPU (it itemizes and commits records to LMDB); its chunks of
+  entries are encoded by Ray tasks of 1 CPU each, spread over the nodes
+  (:mod:`~digits_core.executors.ray_encode`);
 * a training job asks for 1 CPU and its ``gpus`` option as a GPU count
   (``"all"``: the largest node's GPUs; explicit ids ``0,2`` count as 2, since
   Ray, not DIGITS, picks the devices on the node).
@@ -112,7 +114,7 @@ def _run_job_task(job_path: str, secrets: dict[str, str]) -> int:
     os.environ.update({"PYTHONUNBUFFERED": "1", **secrets, **worker_env(gpu_ids, bool(gpu_ids or detect_gpus()))})
     placement = {"executor": "ray", "node_id": context.get_node_id(),
                  "node_address": ray.util.get_node_ip_address(), "gpus": gpu_ids}
-    return run_job(job_path, placement=placement)
+    return run_job(job_path, placement=placement, encode_on_ray=True)
 
 
 class RayWorker:
@@ -210,9 +212,8 @@ class RayScheduler(JobQueue):
 
         if job.kind == "model":
             resources = {"num_cpus": 1, "num_gpus": self._gpu_count(job)}
-        else:
-            cpus = int(job.data.get("workers") or 1)
-            resources = {"num_cpus": max(1, min(cpus, int(self._largest("CPU")) or 1))}
+        else:  # itemizing and LMDB commits; the chunks are encoded by Ray tasks of their own (ray_encode)
+            resources = {"num_cpus": 1}
         ref = self._task.options(name=f"digits-{job.kind}-{job.id}", **resources).remote(
             str(job.path), dict(child_env(job.id)))
         logger.info("Job %s queued on Ray (%s) as task %s", job.id, resources, ref.task_id().hex())

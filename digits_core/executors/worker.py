@@ -46,7 +46,7 @@ def train_into_job(job: Job, options: dict) -> Job:
     return train_existing_job(job, **options)
 
 
-def run_job(job_path: str | os.PathLike, *, placement: dict | None = None) -> int:
+def run_job(job_path: str | os.PathLike, *, placement: dict | None = None, encode_on_ray: bool = False) -> int:
     """Run one queued job in this process (the worker side). Returns an exit status.
 
     The worker owns the job (holds its lock) from start to end; if another
@@ -56,6 +56,8 @@ def run_job(job_path: str | os.PathLike, *, placement: dict | None = None) -> in
     Args:
         job_path: The job folder.
         placement: Where the job runs (e.g. the Ray node), saved in ``job.json`` once the job is owned.
+        encode_on_ray: A dataset job encodes its chunks as Ray tasks on the cluster this process runs on
+            (see :mod:`digits_core.executors.ray_encode`).
     """
     job = Job.load(job_path)
     try:
@@ -73,17 +75,19 @@ def run_job(job_path: str | os.PathLike, *, placement: dict | None = None) -> in
     try:
         # A job queued by the web server reads only under its data roots (None: a job of the CLI/API).
         with confined_to(job.data.get("data_roots")):
-            return _run_owned_job(job)
+            return _run_owned_job(job, encode_on_ray)
     finally:
         lock.release()
 
 
-def _run_owned_job(job: Job) -> int:
+def _run_owned_job(job: Job, encode_on_ray: bool = False) -> int:
     try:
         if job.kind == "dataset":
             from ..datasets import run_dataset_job
 
-            run_dataset_job(job)
+            from .ray_encode import CURRENT_CLUSTER
+
+            run_dataset_job(job, ray_address=CURRENT_CLUSTER if encode_on_ray else None)
         elif job.kind == "model":
             from .. import engine
             from ..tf_quiet import quiet_tensorflow_startup
