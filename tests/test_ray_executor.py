@@ -384,8 +384,11 @@ def _contents(job):
 
 
 def test_dataset_encoding_fans_out_over_the_cluster_and_equals_a_local_build(scheduler, cluster, jobs_dir, tmp_path):
-    """Chunks encoded by Ray tasks (from a job's Ray task, and from a driver as `dataset create --ray-address`):
+    """Chunks encoded by Ray tasks (from a job's Ray task, and from `digits dataset create --ray-address`):
     record for record the local build, the bad entry reported alike, chunks on both nodes."""
+    import subprocess
+    import sys
+
     from digits_core.datasets import create_dataset, create_dataset_job
 
     _image_folder(tmp_path / "images")
@@ -398,8 +401,12 @@ def test_dataset_encoding_fans_out_over_the_cluster_and_equals_a_local_build(sch
     queued = create_dataset_job("image-classification", form, name="fan-out-task", jobs_dir=jobs_dir, workers=1)
     scheduler.submit(queued)
     queued = scheduler.wait(queued.id, JOB_TIMEOUT)
-    driver = create_dataset("image-classification", form, name="fan-out-driver", jobs_dir=jobs_dir,
-                            ray_address=cluster.address)
+    run = subprocess.run([sys.executable, "-m", "digits_core", "--jobs-dir", str(jobs_dir), "dataset", "create",
+                          "image-classification", "--ray-address", cluster.address, "--name", "fan-out-cli", "--json",
+                          "--folder", form["folder"], "--width", "8", "--height", "8", "--val-percent", "25"],
+                         env=cluster.env, capture_output=True, text=True, timeout=JOB_TIMEOUT)
+    assert run.returncode == 0, run.stderr[-3000:]
+    driver = Job.load(jobs_dir / json.loads(run.stdout)["job"]["id"])
     nodes = _node_ids(cluster)
     for job in (queued, driver):
         assert job.status is JobStatus.DONE, job.error
@@ -407,5 +414,5 @@ def test_dataset_encoding_fans_out_over_the_cluster_and_equals_a_local_build(sch
         encoding = job.reload().data["placement"]["encoding"]
         assert encoding["executor"] == "ray" and set(encoding["nodes"]) <= nodes
         assert encoding["tasks"] == sum(encoding["nodes"].values()) >= 4  # 2 CPUs: chunks of 7 entries
-    # The driver holds no CPU of the cluster: its chunks spread over both nodes.
+    # The CLI, a driver, holds no CPU of the cluster: its chunks spread over both nodes.
     assert set(driver.data["placement"]["encoding"]["nodes"]) == nodes

@@ -94,6 +94,11 @@ def plugin_create_parser(plugin_id: str, plugin_cls) -> tuple[argparse.ArgumentP
     add_cli_arguments(job)  # declared once in digits_core.datasets.options
     job.add_argument("--json", action="store_true", help="print the result as JSON")
     job.add_argument("--quiet", action="store_true", help="no progress bar")
+    cluster = parser.add_argument_group("cluster")
+    cluster.add_argument("--ray-address", metavar="HOST:PORT", default=None,
+                         help="encode the entries as Ray tasks spread over the Ray cluster at HOST:PORT instead of "
+                              "local processes (--workers is then ignored); needs the digits-core[ray] extra and "
+                              "the plugin on every node, and the data at the same path on every node")
     names = add_form_arguments(parser, plugin_cls.get_dataset_form(), title=f"{plugin_id} dataset options")
     return parser, names
 
@@ -152,7 +157,7 @@ def run_create(args) -> int:
     bars = _ProgressBars(enabled=not options.quiet and not options.json)
     try:
         job = create_dataset(args.plugin_id, values, jobs_dir=args.jobs_dir, progress=bars,
-                             **options_from_cli(options))
+                             ray_address=options.ray_address, **options_from_cli(options))
     finally:
         bars.close()
     ds = open_dataset(job.path)
