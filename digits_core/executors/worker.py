@@ -84,7 +84,6 @@ def _run_owned_job(job: Job, encode_on_ray: bool = False) -> int:
     try:
         if job.kind == "dataset":
             from ..datasets import run_dataset_job
-
             from .ray_encode import CURRENT_CLUSTER
 
             run_dataset_job(job, ray_address=CURRENT_CLUSTER if encode_on_ray else None)
