@@ -10,24 +10,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from digits_core import registry
+from digits_core.testing import build_dataset
 
 pytestmark = pytest.mark.slow  # TensorFlow
 
 
 @pytest.fixture(scope="module")
 def shapes(tmp_path_factory):
-    from digits_core.datasets import create_dataset
     from synthetic_plugins import SyntheticShapes
 
     jobs = tmp_path_factory.mktemp("device-feed")
-    registry.register(SyntheticShapes)
-    try:
-        job = create_dataset("synthetic-shapes", {"count": 96, "val_count": 32, "size": 16}, workers=1,
-                             jobs_dir=jobs)
-    finally:
-        registry.unregister(SyntheticShapes)
-    return job.id, jobs
+    dataset = build_dataset(SyntheticShapes, {"count": 96, "val_count": 32, "size": 16}, jobs_dir=jobs)
+    return dataset.id, jobs
 
 
 def test_feed_is_a_no_op_on_a_cpu_and_keeps_every_batch_in_order():
