@@ -416,3 +416,43 @@ def test_dataset_encoding_fans_out_over_the_cluster_and_equals_a_local_build(sch
         assert encoding["tasks"] == sum(encoding["nodes"].values()) >= 4  # 2 CPUs: chunks of 7 entries
     # The CLI, a driver, holds no CPU of the cluster: its chunks spread over both nodes.
     assert set(driver.data["placement"]["encoding"]["nodes"]) == nodes
+
+
+def _holders(cluster, path):
+    """Cluster processes with ``path`` open."""
+    holders = set()
+    for pid in pids_in_sessions(cluster.sessions()):
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{pid}/fd/{fd}") == str(path):
+                    holders.add(pid)
+            except OSError:
+                pass
+    return holders
+
+
+def test_abort_of_a_fanned_out_dataset_job_stops_its_encoding_tasks(scheduler, cluster, jobs_dir, tmp_path):
+    """An entry that never finishes reading (a FIFO with a silent writer) holds a chunk's Ray task: abort ends the
+    job Aborted and stops that task (no cluster process keeps the FIFO open)."""
+    from digits_core.datasets import create_dataset_job
+
+    _image_folder(tmp_path / "images")
+    fifo = tmp_path / "images" / "c0" / "stuck.png"
+    os.mkfifo(fifo)
+    writer = os.open(fifo, os.O_RDWR)  # a writer that never writes: a reader's open() returns, its read() waits
+    try:
+        job = create_dataset_job("image-classification", {"folder": str(tmp_path / "images"), "width": 8,
+                                                          "height": 8}, name="fan-out-abort", jobs_dir=jobs_dir)
+        scheduler.submit(job)
+        wait_until(lambda: _holders(cluster, fifo), "a Ray task to read the stuck entry")
+        scheduler.abort(job.id)
+        job = scheduler.wait(job.id, 60)
+        assert job.status is JobStatus.ABORTED and not job.is_alive
+        assert "placement" in job.data and not (job.path / "dataset").exists()
+        wait_until(lambda: not _holders(cluster, fifo), "the encoding task to be stopped")
+    finally:
+        os.close(writer)
