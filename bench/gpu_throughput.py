@@ -19,6 +19,8 @@ both sides: the engine is timed from its first step of epoch 2 to the step
 before its last (the final snapshot is not training), Keras over its epochs
 2..E. Sides alternate per repeat; medians are reported, and the figure to
 read is the ratio (engine / Keras), because absolute figures swing with load.
+A full run starts no new measurement after ``--budget-s`` (420 s), so it ends
+within 8 minutes on a GPU and says what it left out.
 
 Run (on the team machine under the shared lock)::
 
@@ -182,9 +184,12 @@ def main(argv=None) -> int:
                         help="comma-separated fp32,jit,mixed (default: all three on a GPU, fp32 on a CPU)")
     parser.add_argument("--repeats", type=int, default=None,
                         help="alternating runs per side, medians reported (default: 2 with --quick, else 1)")
+    parser.add_argument("--budget-s", type=float, default=None,
+                        help="start no new measurement after this many seconds (default: 420 full, none --quick)")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     args = parser.parse_args(argv)
     repeats = args.repeats or (2 if args.quick else 1)
+    budget = args.budget_s if args.budget_s is not None else (None if args.quick else 420.0)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     t_start = time.perf_counter()
     device, on_gpu = device_name()
@@ -199,7 +204,7 @@ def main(argv=None) -> int:
     load = os.getloadavg()
     print(f"device: {device}; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; "
           f"{'quick' if args.quick else 'full'} sizes", flush=True)
-    results = []
+    results, skipped = [], []
     with tempfile.TemporaryDirectory(prefix="digits-gpu-bench-") as work:
         jobs_dir = os.path.join(work, "jobs")
         datasets = {}
@@ -210,6 +215,9 @@ def main(argv=None) -> int:
         for variant in variants:
             jit, mixed = VARIANTS[variant]
             for case in cases:
+                if budget is not None and time.perf_counter() - t_start > budget:
+                    skipped.append(f"{case.network} {variant}")
+                    continue
                 base, engine = [], []
                 for _ in range(repeats):
                     base.append(keras_fit(case, datasets[case.network], jobs_dir, jit, mixed))
@@ -228,11 +236,13 @@ def main(argv=None) -> int:
     for row in results:
         print(f"{row['network']:8s} {row['variant']:7s} {row['engine_img_per_s']:12.0f} "
               f"{row['keras_fit_img_per_s']:12.0f} {row['ratio']:6.2f}")
+    if skipped:
+        print(f"not measured (past --budget-s {budget:.0f}): {', '.join(skipped)}")
     print(f"total {time.perf_counter() - t_start:.0f} s")
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump({"device": device, "quick": args.quick, "load_average": load, "results": results}, fh,
-                      indent=1)
+            json.dump({"device": device, "quick": args.quick, "load_average": load, "results": results,
+                       "skipped": skipped}, fh, indent=1)
     return 0
 
 
