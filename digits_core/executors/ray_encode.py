@@ -5,8 +5,7 @@ Under the Ray executor (the dataset job's own Ray task) and with
 itemizes the entries in its own process, cuts each stage into chunks and
 commits the records to LMDB in order (:mod:`digits_core.datasets.stage`). Only
 the pool that encodes the chunks changes: :class:`RayPool` instead of the local
-worker processes. Each chunk becomes a Ray task (1 CPU, ``SPREAD`` over the
-nodes) that
+worker processes. Each chunk becomes a Ray task (1 CPU) that
 
 * loads the data plugin by id on its node (a clear error names the plugin and
   node when it is not installed there: plugins must be installed on every node);
@@ -15,6 +14,12 @@ nodes) that
   kept by the Ray worker for the job's next chunks;
 * runs the same :func:`~digits_core.datasets.encoder.encode_chunk` as a local
   worker and returns the packed records with its node id.
+
+Chunks are dealt to the nodes in turn, each node as often as it has CPUs
+(:func:`node_cycle`; soft node affinity: a chunk whose node is gone runs
+elsewhere). Ray's own ``SPREAD`` strategy does not do that for short tasks: a
+worker that finishes its task takes the next queued one, and one node's first
+worker can encode every chunk before another node's worker has started.
 
 The job's process takes the results in submission order, so the records, the
 mean image, the errors report and the ``max_errors`` rule are those of a local
@@ -100,8 +105,14 @@ class RayPool:
             raise DatasetError(f'Plugin "{plugin_id}": its instance cannot be sent to the Ray cluster '
                                f"({type(exc).__name__}: {exc}); a plugin encoded on Ray must be picklable, "
                                "as for local worker processes under TensorFlow.") from exc
-        self._task = ray.remote(_encode_task).options(num_cpus=TASK_CPUS, scheduling_strategy="SPREAD",
-                                                      max_retries=0, name=f"digits-encode-{plugin_id}")
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        remote = ray.remote(_encode_task)
+        options = {"num_cpus": TASK_CPUS, "max_retries": 0, "name": f"digits-encode-{plugin_id}"}
+        nodes = node_cycle(ray)
+        tasks = {node: remote.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=True), **options)
+                 for node in set(nodes)}
+        self._tasks = [tasks[node] for node in nodes] or [remote.options(**options)]
         self._in_flight: deque = deque()
         self.nodes: Counter = Counter()
 
@@ -147,12 +158,14 @@ class RayPool:
         ray = self._ray
         chunks = iter(chunks)
         box, roots = [self._plugin_ref], current_roots()
+        turn = iter(range(1 << 62))
 
         def submit() -> None:
             chunk = next(chunks, None)
             if chunk is not None:
                 start, entries = chunk
-                self._in_flight.append((start, len(entries), self._task.remote(
+                task = self._tasks[next(turn) % len(self._tasks)]
+                self._in_flight.append((start, len(entries), task.remote(
                     self.plugin_id, box, roots, start, entries, mean_every)))
 
         for _ in range(self.window):
@@ -178,6 +191,24 @@ class RayPool:
         return (f'A Ray task encoding entries {describe(start)} to {describe(start + count - 1)} with plugin '
                 f'"{self.plugin_id}" failed ({type(exc).__name__}: {first}): its node or worker process died. '
                 "Remove or fix those entries if one crashes the plugin, or check the cluster.")
+
+
+def node_cycle(ray: Any) -> list[str]:
+    """The node ids consecutive chunks go to: every alive node with CPUs, as often as it has CPUs, interleaved.
+
+    Two nodes of 2 and 1 CPUs give ``[a, b, a]``.
+    """
+    cpus = {n["NodeID"]: int(float(n.get("Resources", {}).get("CPU", 0)) // TASK_CPUS)
+            for n in ray.nodes() if n.get("Alive")}
+    left = {node: count for node, count in sorted(cpus.items()) if count > 0}
+    cycle: list[str] = []
+    while left:
+        for node in list(left):
+            cycle.append(node)
+            left[node] -= 1
+            if not left[node]:
+                del left[node]
+    return cycle
 
 
 def ray_for_dataset_job(address: str | None) -> Any:
@@ -209,4 +240,4 @@ def ray_for_dataset_job(address: str | None) -> Any:
 #: ``ray_address`` of a dataset job that runs inside a Ray task: encode on that task's cluster.
 CURRENT_CLUSTER = "current"
 
-__all__ = ["CURRENT_CLUSTER", "MAX_WINDOW", "RayPool", "TASK_CPUS", "ray_for_dataset_job"]
+__all__ = ["CURRENT_CLUSTER", "MAX_WINDOW", "RayPool", "TASK_CPUS", "node_cycle", "ray_for_dataset_job"]
