@@ -48,3 +48,29 @@ def test_digits_serve_executor_ray_without_address_exits_with_the_message(tmp_pa
     monkeypatch.delenv("DIGITS_RAY_ADDRESS", raising=False)
     assert main(["--jobs-dir", str(tmp_path), "serve", "--executor", "ray"]) != 0
     assert "--executor ray needs the cluster's address" in capsys.readouterr().err
+
+
+def test_ray_encoding_deals_chunks_to_the_nodes_in_turn_by_their_cpus():
+    from digits_core.executors.ray_encode import node_cycle
+
+    class Cluster:  # what ray.nodes() reports
+        @staticmethod
+        def nodes():
+            return [{"NodeID": "b", "Alive": True, "Resources": {"CPU": 1.0}},
+                    {"NodeID": "a", "Alive": True, "Resources": {"CPU": 3.0, "GPU": 1.0}},
+                    {"NodeID": "dead", "Alive": False, "Resources": {"CPU": 8.0}},
+                    {"NodeID": "no-cpu", "Alive": True, "Resources": {"memory": 1e9}}]
+
+    assert node_cycle(Cluster) == ["a", "b", "a", "a"]
+
+
+def test_dataset_create_ray_address_with_no_cluster_fails_before_creating_a_job(tmp_path):
+    with socket.socket() as s:  # a port that was free a moment ago: nothing answers there
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    (tmp_path / "x" / "a").mkdir(parents=True)
+    run = subprocess.run([sys.executable, "-m", "digits_core", "--jobs-dir", str(tmp_path / "jobs"), "dataset",
+                          "create", "image-classification", "--ray-address", f"127.0.0.1:{port}",
+                          "--folder", str(tmp_path / "x")], capture_output=True, text=True, timeout=60)
+    assert run.returncode != 0 and f"No Ray cluster answers at 127.0.0.1:{port}" in run.stderr
+    assert not (tmp_path / "jobs").exists() or not any((tmp_path / "jobs").iterdir())

@@ -126,7 +126,13 @@ def create_dataset(plugin_id: str, form_data: Mapping[str, Any] | None = None, *
         DatasetError: The plugin failed to itemize, too many entries failed,
             or nothing could be encoded. The job is left with status Error
             and no published dataset.
+        ConfigurationError: ``ray_address`` is given, and Ray is not
+            installed or no cluster answers there (no job is created).
     """
+    if ray_address is not None:  # no cluster, or no Ray: an error before any job is created
+        from ..executors.ray_encode import ray_for_dataset_job
+
+        ray_for_dataset_job(ray_address)
     job = create_dataset_job(plugin_id, form_data, name=name, jobs_dir=jobs_dir, max_errors=max_errors,
                              workers=workers, group=group)
     return run_dataset_job(job, progress=progress, ray_address=ray_address)  # the job's checked worker count
