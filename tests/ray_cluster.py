@@ -119,6 +119,7 @@ class LocalRayCluster:
         self.head_cpus, self.node_cpus = head_cpus, node_cpus
         self.head: subprocess.Popen | None = None
         self.node: subprocess.Popen | None = None
+        self.killed: set[str] = set()  # node ids of killed nodes (Ray may list them alive for a while)
         self.env = {**os.environ, **CLUSTER_ENV, "LD_PRELOAD": str(compile_bind_shim(self.temp))}
 
     def _start(self, args: list[str], log: str, env: dict | None = None) -> subprocess.Popen:
@@ -142,7 +143,8 @@ class LocalRayCluster:
         return self
 
     def add_node(self, timeout: float = 120.0) -> None:
-        """Start the extra node (again, after :meth:`kill_node`) and wait until it joined."""
+        """Start the extra node (again, after :meth:`kill_node`) and wait until it joined and Ray no longer lists
+        a killed node alive."""
         env = {k: v for k, v in self.env.items() if k != "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"}
         self.node = self._start(["--address", f"[::ffff:127.0.0.1]:{self.port}", "--node-ip-address",
                                  "::ffff:127.0.0.1", "--num-cpus", str(self.node_cpus)], "node.log", env)
@@ -161,8 +163,10 @@ class LocalRayCluster:
                 if proc is not None and proc.poll() is not None:
                     raise RuntimeError(f"ray {name} exited ({proc.returncode}): "
                                        + (self.temp / f"{name}.log").read_text(errors="replace")[-3000:])
-            if self.head is not None and _gcs_answers(self.port) and len(self.alive_nodes()) >= nodes:
-                return
+            if self.head is not None and _gcs_answers(self.port):
+                alive = {n["NodeID"] for n in self.alive_nodes()}
+                if len(alive) >= nodes and not alive & self.killed:
+                    return
             time.sleep(0.5)
         raise TimeoutError(f"{nodes} Ray node(s) not alive after {timeout}s: "
                            + (self.temp / "head.log").read_text(errors="replace")[-3000:])
@@ -174,6 +178,7 @@ class LocalRayCluster:
     def kill_node(self) -> None:
         """``kill -9`` every process of the extra node (its machine dies)."""
         assert self.node is not None
+        self.killed |= {n["NodeID"] for n in self.alive_nodes() if n["NodeManagerAddress"] != "127.0.0.1"}
         _kill_session(self.node, signal.SIGKILL)
         self.node = None
 
