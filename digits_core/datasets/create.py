@@ -279,7 +279,7 @@ class _Build:
             from ..executors.ray_encode import RayPool, ray_for_dataset_job
 
             pool = RayPool(ray_for_dataset_job(self.ray_address), plugin, self.plugin_id)
-            self.workers = pool.window // 2  # the cluster's CPUs: chunk sizes and dataset.json's "workers"
+            self.workers = pool.cpus  # the cluster's CPUs: chunk sizes and dataset.json's "workers"
         else:
             pool = InlinePool(plugin) if self.workers == 1 else WorkerPool(plugin, self.workers, self.plugin_id)
         size = chunk_size(sum(len(entries[s]) for s in stages), self.workers)

@@ -31,15 +31,12 @@ ran is returned by :meth:`RayPool.placement` (kept in ``job.json``,
 
 from __future__ import annotations
 
-import logging
 import pickle
 from collections import Counter, deque
 from typing import Any, Callable, Iterable, Iterator
 
 from ..datasets.encoder import ChunkResult, encode_chunk, set_worker_plugin
 from ..errors import DatasetError, DigitsError
-
-logger = logging.getLogger(__name__)
 
 #: CPUs one encoding task asks Ray for.
 TASK_CPUS = 1
@@ -92,13 +89,16 @@ class RayPool:
             :func:`~digits_core.executors.ray_executor.connect`).
         plugin: The job's data plugin instance (after itemizing).
         plugin_id: Its id: each task loads it on its node.
-        window: Chunks in flight at once (default: twice the cluster's CPUs, at most :data:`MAX_WINDOW`).
+        window: Chunks in flight at once (default: twice the cluster's CPUs, so every CPU stays busy while
+            results wait to be written; 2 to :data:`MAX_WINDOW`).
     """
 
     def __init__(self, ray: Any, plugin, plugin_id: str, *, window: int | None = None):
         self._ray = ray
         self.plugin_id = plugin_id
-        self.window = window or self.default_window(ray)
+        #: The cluster's CPUs (the "workers" a dataset built this way records).
+        self.cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
+        self.window = window or max(2, min(MAX_WINDOW, 2 * self.cpus))
         try:
             self._plugin_ref = ray.put(plugin)
         except Exception as exc:  # noqa: BLE001 - pickling runs the plugin's own code
@@ -115,11 +115,6 @@ class RayPool:
         self._tasks = [tasks[node] for node in nodes] or [remote.options(**options)]
         self._in_flight: deque = deque()
         self.nodes: Counter = Counter()
-
-    @staticmethod
-    def default_window(ray: Any) -> int:
-        """Twice the cluster's CPUs (every CPU busy while results wait to be written), 2 to :data:`MAX_WINDOW`."""
-        return max(2, min(MAX_WINDOW, 2 * int(ray.cluster_resources().get("CPU", 1))))
 
     def __enter__(self) -> "RayPool":
         return self
