@@ -91,7 +91,8 @@ class JobFields(TypedDict, total=False):
     resume: bool  # scheduler: resume from the last snapshot instead of starting over
     resume_epochs: int  # scheduler: the new total number of epochs of that resume (default: as planned)
     gpus_assigned: list[str]  # scheduler: the GPU ids (CUDA_VISIBLE_DEVICES entries) the job runs on
-    placement: dict[str, Any]  # Ray executor: executor, node_id, node_address, gpus of the node that ran it
+    placement: dict[str, Any]  # Ray executor: executor, node_id, node_address, gpus of the node that ran it;
+    # a dataset encoded on Ray adds "encoding": {"executor": "ray", "tasks": N, "nodes": {node id: chunks}}
 
 
 class JobRecord(_JobRecordRequired, _JobRecordWritten, JobFields):
