@@ -106,7 +106,7 @@ class Job:
     # -- creation and loading --------------------------------------------------
 
     @classmethod
-    def create(cls, kind: str, name: str, *, jobs_dir: str | os.PathLike | None = None,
+    def create(cls, kind: str, name: str, *, jobs_dir: str | os.PathLike | None = None, hold: bool = False,
                **fields: Unpack[JobFields]) -> Job:
         """Create a new job folder with status Initialized.
 
@@ -114,6 +114,11 @@ class Job:
             kind: ``"dataset"`` or ``"model"``.
             name: The user's name for the job.
             jobs_dir: The jobs folder (see :func:`~digits_core.config.resolve_jobs_dir`).
+            hold: This process will run the job itself: it owns the job from
+                this moment (as :meth:`set_status` Running does), so a kill
+                before the run starts leaves a job that listings show Aborted,
+                not one Initialized forever. Jobs queued for another process
+                (the web UI's) are created without it.
             **fields: Extra keys stored in ``job.json`` (plugin ids, form data...).
         """
         root = resolve_jobs_dir(jobs_dir)
@@ -125,6 +130,8 @@ class Job:
                 break
             except FileExistsError:
                 continue
+        if hold:  # before job.json exists: no moment where the job is on disk without its owner
+            hold_while_running(path)
         now = time.time()
         data = {
             "schema_version": SCHEMA_VERSION,
@@ -292,10 +299,13 @@ class Job:
     def reap(self) -> bool:
         """Mark a Running job whose owner died as Aborted; return True if it did.
 
+        An Initialized job that was owned from its creation (``Job.create(...,
+        hold=True)``: a ``digits`` command killed before its run started) is
+        reaped too; one that never had an owner (queued by the web UI) is not.
         Takes the job lock while it writes, so it never races a process that
         is starting (or resuming) the job.
         """
-        if self.status is not JobStatus.RUNNING or is_job_alive(self.path):
+        if not self._reapable() or is_job_alive(self.path):
             return False
         try:
             lock = JobLock(self.path).acquire(wait=0.0)
@@ -303,13 +313,18 @@ class Job:
             return False
         try:
             self.reload()
-            if self.status is not JobStatus.RUNNING:
+            if not self._reapable():
                 return False
             self._append_status(JobStatus.ABORTED, "The process running this job ended without finishing it "
                                                    "(killed, or its machine stopped).")
             return True
         finally:
             lock.release()
+
+    def _reapable(self) -> bool:
+        if self.status is JobStatus.RUNNING:
+            return True
+        return self.status is JobStatus.INITIALIZED and (self.path / LOCK_FILE).exists()
 
     def to_dict(self) -> dict[str, Any]:
         """Return ``job.json``'s content plus the current status and folder."""

@@ -113,6 +113,34 @@ def test_running_without_an_owner_is_shown_aborted(tmp_path):
     assert JobStore(tmp_path).get(job.id).status is JobStatus.ABORTED
 
 
+CREATOR = """
+import sys
+from digits_core.jobs import Job
+job = Job.create("dataset", "cli job", jobs_dir=sys.argv[1], hold=True)
+print(job.id, flush=True)
+sys.stdin.read()  # killed before its run starts
+"""
+
+
+def test_a_job_owned_from_creation_and_killed_before_running_is_shown_aborted(tmp_path):
+    """`digits dataset create` killed between creating its job and starting it: Aborted, not Initialized forever."""
+    queued = Job.create("dataset", "queued by the web UI", jobs_dir=tmp_path)  # no owner until a worker runs it
+    proc = subprocess.Popen([sys.executable, "-c", CREATOR, str(tmp_path)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        job_id = proc.stdout.readline().strip()
+        assert JobStore(tmp_path).get(job_id).status is JobStatus.INITIALIZED  # its creator lives
+        assert is_job_alive(tmp_path / job_id)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    statuses = {job.id: job.status for job in JobStore(tmp_path).list()}
+    assert statuses == {job_id: JobStatus.ABORTED, queued.id: JobStatus.INITIALIZED}
+
+
 def test_scheduler_leaves_a_live_owner_alone_and_worker_refuses_it(tmp_path, owner_process):
     """Two writers: `digits train` from a shell owns the job; a server start and Resume must not touch it."""
     live = Job.create("model", "cli run", jobs_dir=tmp_path)

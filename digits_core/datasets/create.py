@@ -28,7 +28,7 @@ from typing import Any, Callable, Mapping
 
 from ..errors import DatasetError, DigitsError
 from ..interfaces import STAGES
-from ..jobs import Job, JobStatus
+from ..jobs import Job, JobStatus, release_running_hold
 from .encoder import describe_exception
 from .options import (DEFAULT_MAX_ERRORS, MAX_CHUNK, allowed_errors, check_dataset_options,  # noqa: F401
                       chunk_size, parse_max_errors, resolve_workers)
@@ -55,11 +55,13 @@ def _jsonable(value: Any, what: str) -> Any:
 
 def create_dataset_job(plugin_id: str, form_data: Mapping[str, Any] | None = None, *, name: str | None = None,
                        jobs_dir: str | os.PathLike | None = None, max_errors: Any = None,
-                       workers: int | None = None, group: str | None = None) -> Job:
+                       workers: int | None = None, group: str | None = None, hold: bool = False) -> Job:
     """Validate the form and create a dataset job (status Initialized) without running it.
 
     The web UI uses this to queue a job; :func:`run_dataset_job` builds it.
-    ``group`` is the job group (see :func:`create_dataset`).
+    ``group`` is the job group (see :func:`create_dataset`). ``hold``: this
+    process runs the job next and owns it from now on (see
+    :meth:`~digits_core.jobs.Job.create`).
 
     Raises:
         PluginNotFoundError: No data plugin ``plugin_id``.
@@ -82,7 +84,7 @@ def create_dataset_job(plugin_id: str, form_data: Mapping[str, Any] | None = Non
     job = Job.create(
         "dataset", options["name"] or plugin_id, jobs_dir=jobs_dir, plugin_id=plugin_id,
         form_data=json.loads(json.dumps(redact(values, secret), default=str)),
-        max_errors=parse_max_errors(options["max_errors"]), workers=options["workers"], **group_fields,
+        max_errors=parse_max_errors(options["max_errors"]), workers=options["workers"], hold=hold, **group_fields,
     )
     stash(job.id, values, secret)
     return job
@@ -134,8 +136,11 @@ def create_dataset(plugin_id: str, form_data: Mapping[str, Any] | None = None, *
 
         ray_for_dataset_job(ray_address)
     job = create_dataset_job(plugin_id, form_data, name=name, jobs_dir=jobs_dir, max_errors=max_errors,
-                             workers=workers, group=group)
-    return run_dataset_job(job, progress=progress, ray_address=ray_address)  # the job's checked worker count
+                             workers=workers, group=group, hold=True)
+    try:
+        return run_dataset_job(job, progress=progress, ray_address=ray_address)  # the job's checked worker count
+    finally:
+        release_running_hold(job.path)  # a no-op when the run ended the job (it released the hold itself)
 
 
 def run_dataset_job(job: Job, *, workers: int | None = None, progress: Callable[[dict], None] | None = None,

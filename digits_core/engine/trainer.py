@@ -94,7 +94,11 @@ def train(dataset: Any, network: str | Callable | None = None, name: str | None 
     strat, reader, spec, opts, task = _plan(dataset, network, options, jobs_dir)
     job = _create_job(strat, reader, spec, name, opts, task, jobs_dir, {k: v for k, v in extra.items() if v})
     if on_job is not None:
-        on_job(job)
+        try:
+            on_job(job)
+        except BaseException:
+            job.set_status(JobStatus.ABORTED, error="Stopped before training started: the on_job callback raised.")
+            raise
     state = RunState(job=job, reader=reader, spec=spec, opts=opts, task=task, strat=strat, folder=job.path)
     return _execute(state, callbacks, progress)
 
@@ -226,8 +230,8 @@ def _open_reader(dataset: Any, jobs_dir):
 
 def _create_job(strat, reader, spec: NetworkSpec, name, opts, task: Task, jobs_dir, extra: dict) -> Job:
     fields = dict(dataset_id=reader.id, network=spec.name, task=task.name, form_data=opts.to_dict(), **extra)
-    if strat.is_chief:
-        return Job.create("model", name or f"{spec.name}-{reader.id}", jobs_dir=jobs_dir, **fields)
+    if strat.is_chief:  # owned from creation: a kill before Running leaves an Aborted job, not an Initialized one
+        return Job.create("model", name or f"{spec.name}-{reader.id}", jobs_dir=jobs_dir, hold=True, **fields)
     scratch = tempfile.mkdtemp(prefix=f"digits-worker{strat.worker_index}-")
     job = Job.create("model", name or spec.name, jobs_dir=scratch, **fields)
     job.data["scratch"] = scratch
