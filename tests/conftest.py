@@ -17,6 +17,7 @@ SAMPLE_PLUGINS = Path(__file__).resolve().parent / "sample_plugins"
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from live_server import live_server  # noqa: E402,F401  (the fixture: a real `digits serve` subprocess)
 from browser_support import chromium  # noqa: E402,F401  (the fixture: one headless Chromium per module)
+from web_client_support import app, client, token  # noqa: E402,F401  (Flask test client; modules may override)
 
 
 def pip_install_target(source: Path, target: Path) -> Path:

@@ -19,23 +19,7 @@ from pathlib import Path
 import pytest
 
 from digits_core.jobs import Job, JobLock, JobStatus
-from digits_core.web import create_app
 from test_ui_parity import browser_page  # noqa: F401  (the fixture: headless Chromium, JS errors fail the test)
-
-
-@pytest.fixture
-def app(tmp_path):
-    return create_app(tmp_path / "jobs", start_scheduler=False, testing=True, data_roots=[tmp_path])
-
-
-@pytest.fixture
-def client(app):
-    return app.test_client()
-
-
-@pytest.fixture
-def token(client):
-    return client.get("/api/csrf-token").get_json()["csrf_token"]
 
 
 def make_job(app, kind, name, status=JobStatus.DONE, **fields):

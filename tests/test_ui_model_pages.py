@@ -18,19 +18,8 @@ from pathlib import Path
 import pytest
 
 from digits_core.jobs import Job, JobStatus
-from digits_core.web import create_app
 
 # -- fast: pages and JSON without TensorFlow ----------------------------------------------------------------------
-
-
-@pytest.fixture
-def app(tmp_path):
-    return create_app(tmp_path / "jobs", start_scheduler=False, testing=True, data_roots=[tmp_path])
-
-
-@pytest.fixture
-def client(app):
-    return app.test_client()
 
 
 def _model(app, snapshot_tags=("001", "002", "002.5"), task="classification"):

@@ -15,17 +15,6 @@ import re
 import pytest
 
 from digits_core.jobs import Job, JobStatus
-from digits_core.web import create_app
-
-
-@pytest.fixture
-def app(tmp_path):
-    return create_app(tmp_path / "jobs", start_scheduler=False, testing=True, data_roots=[tmp_path])
-
-
-@pytest.fixture
-def client(app):
-    return app.test_client()
 
 
 def make_job(app, kind, name, *statuses, **fields):

@@ -8,22 +8,6 @@ import pytest
 
 from digits_core import registry
 from digits_core.jobs import Job, JobStatus
-from digits_core.web import create_app
-
-
-@pytest.fixture
-def app(tmp_path):
-    return create_app(tmp_path / "jobs", start_scheduler=False, testing=True, data_roots=[tmp_path])
-
-
-@pytest.fixture
-def client(app):
-    return app.test_client()
-
-
-@pytest.fixture
-def token(client):
-    return client.get("/api/csrf-token").get_json()["csrf_token"]
 
 
 @pytest.fixture
