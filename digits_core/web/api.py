@@ -30,7 +30,8 @@ def _body() -> dict:
 
 
 @bp.errorhandler(FormValidationError)
-def _invalid(exc):
+def invalid_json(exc: FormValidationError):
+    """The JSON answer to a bad form or request value: 400 with the message and the failing fields."""
     return jsonify({"error": {"code": 400, "title": "Invalid value", "message": str(exc), "fields": exc.errors}}), 400
 
 
@@ -218,7 +219,7 @@ def infer(job_id: str):
     "form_data"?, "max_errors"?, "visualize"?}`` -> the samples (top-N or maps), metrics, skipped inputs
     (``results.errors``), the view's HTML fragments and, with ``"visualize": true`` (one image), every
     layer's activations and weights with statistics (``visualizations``)."""
-    from .inference_views import _check_server_path, results_json
+    from .inference_views import check_inference_path, results_json
     from .inference_worker import run_in_worker
 
     job = _ext()["store"].get(job_id, kind="model")
@@ -226,7 +227,7 @@ def infer(job_id: str):
     inputs = body.get("inputs") or []
     if not isinstance(inputs, list):
         raise FormValidationError({"inputs": ["must be a list of paths on the server"]}, "inference")
-    checked = [_check_server_path(str(raw), "inputs") for raw in inputs]
+    checked = [check_inference_path(str(raw), "inputs") for raw in inputs]
     inference_form = body.get("form_data") or None
     if inference_form:
         from ..paths import check_form_paths

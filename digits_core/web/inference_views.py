@@ -127,8 +127,15 @@ def _save_form_uploads(job, values: dict) -> dict:
     return saved
 
 
-def _check_server_path(raw: str, field: str = "server_path") -> str:
-    """An absolute, existing, readable path under the data roots (checked first, so nothing leaks about others)."""
+def check_inference_path(raw: str, field: str = "server_path") -> str:
+    """An absolute, existing, readable path under the data roots (checked first, so nothing leaks about others).
+
+    Used by every web and API route that reads inputs from the server's disk (inference, Top N).
+
+    Raises:
+        FormValidationError: Naming ``field``: empty, not absolute, outside the data roots,
+            missing or unreadable.
+    """
     from ..paths import check_server_path
 
     text = (raw or "").strip()
@@ -204,7 +211,7 @@ def _infer(job):
         values = validated(form_from_request(inf_class, request), f'inference form of plugin "{cls.get_id()}"')
         request_body["inference_form"] = jsonable(_save_form_uploads(job, values))
     elif mode == "path":
-        request_body["inputs"] = [_check_server_path(request.form.get("server_path", ""))]
+        request_body["inputs"] = [check_inference_path(request.form.get("server_path", ""))]
     else:
         request_body["inputs"] = _save_uploads(job, request.files.getlist("images"))
     visualize = bool(request.form.get("visualize"))

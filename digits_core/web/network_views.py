@@ -21,7 +21,7 @@ from flask import Blueprint, current_app, jsonify, render_template, request, url
 from flask.typing import ResponseReturnValue
 
 from ..errors import DigitsError, FormValidationError
-from .api import _invalid as invalid_json
+from .api import invalid_json
 from .helpers import wants_json
 from .model_form import CUSTOM
 from .network_graph import format_shape, render_svg

@@ -17,7 +17,7 @@ from flask import Blueprint, current_app, jsonify, render_template, request
 from flask.typing import ResponseReturnValue
 
 from ..errors import DigitsError, FormValidationError
-from .api import _invalid as invalid_json
+from .api import invalid_json
 from .helpers import wants_json
 
 bp = Blueprint("top_n", __name__, url_prefix="/models")
@@ -52,13 +52,13 @@ def _shown_name(input_id: str, base: str) -> str:
 @bp.post("/<job_id>/top-n")
 def top_n(job_id: str) -> ResponseReturnValue:
     """Run Top N per category and show each class's N best-scored images."""
-    from .inference_views import _check_server_path
+    from .inference_views import check_inference_path
     from .inference_worker import run_in_worker
 
     job = _ext()["store"].get(job_id, kind="model")
     try:
         n = _count(request.form.get("top_n", ""))
-        path = _check_server_path(request.form.get("server_path", ""))
+        path = check_inference_path(request.form.get("server_path", ""))
         result = run_in_worker("top_n", {
             "model": str(job.path), "jobs_dir": str(_ext()["jobs_dir"]), "inputs": [path], "n": n,
             "epoch": request.form.get("snapshot") or None, "data_roots": current_app.config["DIGITS_DATA_ROOTS"],
