@@ -19,6 +19,19 @@ that the core does not know about::
 
 Errors name the field, the path and the roots; never the content of a file
 or the listing of a folder outside the roots.
+
+Paths that come *out of a file* (list-file lines, targets rows, label files
+paired by name, a label named on an inference list line) go through one
+gate, :func:`resolve_in_roots` (or :func:`open_in_roots`, which also opens
+the file by its resolved path and checks what it opened). A refused path
+gets the same message whatever exists there (no existence or type oracle),
+and the message never quotes the line it came from::
+
+    from digits_core.paths import open_in_roots, resolve_in_roots
+
+    image = resolve_in_roots(row[0], base=image_folder, where=f"{csv_path} line {n}")
+    with open_in_roots(label_path, "r", where=f"label of {image}") as handle:
+        ...
 """
 
 from __future__ import annotations
@@ -29,7 +42,7 @@ import os
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
-from .errors import FormValidationError
+from .errors import DigitsError, FormValidationError
 
 _roots: contextvars.ContextVar[tuple[Path, ...] | None] = contextvars.ContextVar("digits_data_roots", default=None)
 
@@ -47,6 +60,19 @@ class PathOutsideRootsError(FormValidationError):
         message = (f"{path} is outside the server's data roots ({allowed}); put the data under one "
                    "of them or restart the server with --data-root DIR.")
         super().__init__({field: [message]}, form_name)
+
+
+class OutsideDataRootsError(DigitsError, ValueError):
+    """A path read from a file (a list line, a targets row, a label) lies outside the data roots.
+
+    Also a :class:`ValueError`, so a data plugin's reader that turns
+    ``ValueError`` into a dataset error names it too. The message is the same
+    for a missing file, a folder, a symlink and an unreadable file.
+    """
+
+    def __init__(self, where: str):
+        super().__init__(f"{where}: the path is outside the server's data roots; put the file under one of them "
+                         "(digits serve --data-root DIR).")
 
 
 def resolve_roots(roots: Iterable[str | os.PathLike] | None, jobs_dir: str | os.PathLike | None = None) -> list[Path]:
@@ -153,3 +179,87 @@ def check_form_paths(values: Mapping[str, object], form_name: str = "form") -> N
                     errors.setdefault(name, []).extend(exc.errors.get(name, []))
     if errors:
         raise FormValidationError(errors, form_name)
+
+
+def resolve_in_roots(path: str | os.PathLike, *, base: str | os.PathLike | None = None,
+                     where: str = "a path read from a file") -> Path:
+    """The one gate for a path that came out of a file; refuse it outside the data roots.
+
+    ``~`` is expanded and a relative path is taken from ``base``. In a server
+    context (see :func:`confined_to`) the path is resolved with every symlink
+    followed and checked against the roots, and the *resolved* path is
+    returned, so the caller opens what was checked. Outside one (the
+    command line and the Python API without ``--data-root``) any path is
+    allowed and the absolute path is returned unresolved, as before.
+
+    Args:
+        path: The path as written in the file.
+        base: Folder a relative path starts from (default: the current folder).
+        where: Names the file and line in an error, e.g. ``"targets.csv line 4"``;
+            the path itself is never quoted.
+
+    Raises:
+        OutsideDataRootsError: The path (with symlinks resolved) is outside the roots,
+            or is empty or holds a NUL character.
+    """
+    text = str(os.fspath(path)).strip()
+    if not text or "\x00" in text:
+        raise OutsideDataRootsError(where)
+    expanded = os.path.expanduser(text)
+    if base is not None and not os.path.isabs(expanded):
+        expanded = os.path.join(os.path.expanduser(os.fspath(base)), expanded)
+    roots = _roots.get()
+    if roots is None:
+        return Path(os.path.abspath(expanded))
+    real = Path(os.path.realpath(expanded))
+    if not any(real == root or root in real.parents for root in roots):
+        raise OutsideDataRootsError(where)
+    return real
+
+
+def open_in_roots(path: str | os.PathLike, mode: str = "rb", *, base: str | os.PathLike | None = None,
+                  where: str = "a path read from a file", **open_kwargs):
+    """Open a path that came out of a file, through :func:`resolve_in_roots`, by its resolved path.
+
+    In a server context the open file is checked again (Linux: its
+    ``/proc/self/fd`` link; elsewhere: its device and inode against the
+    resolved path), so a symlink swapped in between the check and the open is
+    refused, not read. Only reading modes are accepted.
+
+    Args:
+        path: The path as written in the file.
+        mode: ``"rb"`` or ``"r"`` (text; ``encoding``/``newline``/``errors`` in ``open_kwargs``).
+        base: Folder a relative path starts from.
+        where: Names the file and line in errors.
+
+    Raises:
+        OutsideDataRootsError: As :func:`resolve_in_roots`, or the opened file is outside the roots.
+        OSError: The file cannot be opened (inside the roots only).
+    """
+    if mode not in ("r", "rb"):
+        raise ValueError(f"open_in_roots reads only (mode 'r' or 'rb', not {mode!r})")
+    real = resolve_in_roots(path, base=base, where=where)
+    roots = _roots.get()
+    if roots is None:
+        return open(real, mode, **open_kwargs)
+    handle = open(real, mode, **open_kwargs)
+    try:
+        if not _opened_inside(handle.fileno(), real, roots):
+            raise OutsideDataRootsError(where)
+    except BaseException:
+        handle.close()
+        raise
+    return handle
+
+
+def _opened_inside(fd: int, real: Path, roots: tuple[Path, ...]) -> bool:
+    """True if the open file ``fd`` is ``real`` and lies under ``roots`` (no symlink swapped in meanwhile)."""
+    link = f"/proc/self/fd/{fd}"
+    if os.path.islink(link):
+        opened = Path(os.readlink(link))
+        return any(opened == root or root in opened.parents for root in roots)
+    try:
+        now, then = os.fstat(fd), os.stat(real, follow_symlinks=False)
+    except OSError:
+        return False
+    return (now.st_dev, now.st_ino) == (then.st_dev, then.st_ino)

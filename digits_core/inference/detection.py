@@ -80,18 +80,18 @@ def ground_truth_boxes(model: Any, item: Any, label: Any, where: str) -> np.ndar
     Raises:
         InferenceError: Missing or malformed label file.
     """
-    from pathlib import Path
-
     from ..engine.detection.geometry import transform_boxes
     from ..engine.detection.kitti import read_kitti_labels
     from ..errors import InferenceError
+    from ..paths import resolve_in_roots
 
     if isinstance(label, np.ndarray):
         boxes = label.astype(np.float32).reshape(-1, 5)
     else:
-        path = Path(str(label)).expanduser()
-        if not path.is_absolute() and getattr(item, "base", None) is not None:
-            path = item.base / path
+        try:
+            path = resolve_in_roots(str(label), base=getattr(item, "base", None), where=f"{where}: the label file")
+        except ValueError as exc:
+            raise InferenceError(str(exc)) from None
         if not path.is_file():
             raise InferenceError(f"{where}: label file {path} does not exist.")
         lookup = {str(n).lower(): i for i, n in enumerate(model.class_labels or [])}

@@ -21,7 +21,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from ..errors import InferenceError
-from ..paths import check_server_path, server_path_allowed
+from ..paths import check_server_path, resolve_in_roots, server_path_allowed
 from .imageio import is_image_file
 
 
@@ -67,12 +67,11 @@ def _from_list_file(path: Path) -> list[InputItem]:
             parts = line.rsplit(None, 1)
             if len(parts) == 2:
                 image, label = parts
-        image_path = Path(image).expanduser()
-        if not image_path.is_absolute():
-            image_path = base / image_path
         # The line is not quoted: a file given by mistake (or malice) as a list may hold secrets.
-        if not server_path_allowed(image_path):
-            raise InferenceError(f"{path}, line {number}: the image path is outside the server's data roots.")
+        try:
+            image_path = resolve_in_roots(image, base=base, where=f"{path}, line {number}")
+        except ValueError as exc:
+            raise InferenceError(str(exc)) from None
         if not image_path.is_file():
             raise InferenceError(f"{path}, line {number}: the image it names does not exist.")
         items.append(InputItem(image, path=image_path, label=label, base=base))

@@ -8,6 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...paths import open_in_roots
+
+#: Most objects one label file may hold (a bigger file is refused as it is read; training keeps 64 per image).
+MAX_OBJECTS_PER_IMAGE = 2000
+
 
 def read_kitti_labels(path: str, lookup: dict[str, int]) -> np.ndarray:
     """Read one KITTI label file into float32 ``N×5`` boxes (class, left, top, right, bottom).
@@ -17,19 +22,29 @@ def read_kitti_labels(path: str, lookup: dict[str, int]) -> np.ndarray:
     dimensions, location, rotation_y. Types are looked up lower-cased in
     ``lookup``; unknown types map to class 0 (``dontcare``).
 
+    The file is opened through :func:`digits_core.paths.open_in_roots`: on
+    the web server a label file (or a symlink) outside the data roots is
+    refused, not read.
+
     Raises:
-        ValueError: A bad line, naming the file and line number (1-based).
+        ValueError: A bad line, naming the file and line number (1-based),
+            more than :data:`MAX_OBJECTS_PER_IMAGE` objects, or a path outside the data roots.
     """
     try:
-        with open(path, encoding="utf-8") as handle:
-            lines = handle.read().splitlines()
+        with open_in_roots(path, "r", encoding="utf-8", where=f"label file {path}") as handle:
+            return _parse_lines(path, handle, lookup)
     except (OSError, UnicodeDecodeError) as exc:
         raise ValueError(f"{path}: cannot read label file ({getattr(exc, 'strerror', None) or exc})") from None
-    boxes = []
+
+
+def _parse_lines(path: str, lines, lookup: dict[str, int]) -> np.ndarray:
+    boxes: list[tuple] = []
     for number, line in enumerate(lines, 1):
         fields = line.split()
         if not fields:
             continue
+        if len(boxes) >= MAX_OBJECTS_PER_IMAGE:
+            raise ValueError(f"{path}: more than {MAX_OBJECTS_PER_IMAGE} objects in one label file")
         if len(fields) not in (15, 16):
             raise ValueError(f"{path} line {number}: expected 15 columns (KITTI), found {len(fields)}")
         try:

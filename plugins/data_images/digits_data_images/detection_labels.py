@@ -22,6 +22,7 @@ import os
 import numpy as np
 
 from digits_core import read_kitti_labels as parse_kitti  # noqa: F401 - re-exported: the plugin's KITTI reader
+from digits_core.paths import resolve_in_roots
 
 #: DIGITS's default KITTI class mapping (index = class id).
 KITTI_CLASSES = ("dontcare", "car", "van", "truck", "bus", "pickup", "vehicle-with-trailer", "special-vehicle",
@@ -108,10 +109,19 @@ def read_coco(path: str, names: list[str] | None) -> tuple[list[str], dict[str, 
 
 
 def pair_kitti(image_folder: str, label_folder: str, images: list[str]) -> tuple[list[tuple[str, str]], list[str]]:
-    """Pair ``IDENTIFIER.png|jpg`` with ``label_folder/IDENTIFIER.txt``; return ``(pairs, images without labels)``."""
+    """Pair ``IDENTIFIER.png|jpg`` with ``label_folder/IDENTIFIER.txt``; return ``(pairs, images without labels)``.
+
+    On the web server a label file that leads outside the data roots (a
+    symlink) is an error (:func:`digits_core.paths.resolve_in_roots`), whether
+    or not anything exists where it points; the pair keeps the resolved path.
+    """
     pairs, missing = [], []
     for path in images:
         ident = os.path.splitext(os.path.relpath(path, image_folder))[0]
         label = os.path.join(label_folder, ident + ".txt")
-        (pairs.append((path, label)) if os.path.isfile(label) else missing.append(path))
+        if not os.path.lexists(label):
+            missing.append(path)
+            continue
+        real = str(resolve_in_roots(label, where=f"label file {label}"))
+        (pairs.append((path, real)) if os.path.isfile(real) else missing.append(path))
     return pairs, missing

@@ -8,7 +8,7 @@ import os
 import random
 from typing import Iterable
 
-from digits_core.paths import server_path_allowed
+from digits_core.paths import resolve_in_roots, server_path_allowed
 
 logger = logging.getLogger(__name__)
 
@@ -124,10 +124,7 @@ def read_list_file(path: str, root: str | None = None) -> list[tuple[str, int]]:
             raise ValueError(f"{path} line {number}: the label (last field) is not an integer") from None
         if label < 0:
             raise ValueError(f"{path} line {number}: label {label} is negative")
-        file_path = parts[0] if os.path.isabs(parts[0]) else os.path.join(base, parts[0])
-        if not server_path_allowed(file_path):
-            raise ValueError(f"{path} line {number}: the image path is outside the server's data roots")
-        items.append((file_path, label))
+        items.append((str(resolve_in_roots(parts[0], base=base, where=f"{path} line {number}")), label))
     return items
 
 
@@ -140,17 +137,14 @@ def read_path_list(path: str, root: str | None = None) -> list[str]:
             lines = handle.read().splitlines()
     except OSError as exc:
         raise ValueError(f"cannot read list file {path}: {exc.strerror or exc}") from None
-    for line in lines:
+    for number, line in enumerate(lines, 1):
         text = line.strip()
         if not text or text.startswith("#"):
             continue
         parts = text.rsplit(None, 1)
         if len(parts) == 2 and parts[1].lstrip("-").isdigit() and not os.path.exists(os.path.join(base, text)):
             text = parts[0]
-        file_path = text if os.path.isabs(text) else os.path.join(base, text)
-        if not server_path_allowed(file_path):
-            raise ValueError(f"{path}: a listed image path is outside the server's data roots")
-        out.append(file_path)
+        out.append(str(resolve_in_roots(text, base=base, where=f"{path} line {number}")))
     return out
 
 

@@ -17,7 +17,16 @@ import json
 import math
 import os
 
+from digits_core.paths import resolve_in_roots
+
 JSON_EXTENSIONS = (".jsonl", ".json", ".ndjson")
+#: Most targets one row may hold (a regression network's outputs; a bigger file is refused before its rows are read).
+MAX_TARGETS = 1024
+
+
+def _check_count(count: int, where: str) -> None:
+    if count > MAX_TARGETS:
+        raise ValueError(f"{where}: {count} targets in one row; at most {MAX_TARGETS} are allowed")
 
 
 def _number(text, where: str) -> float:
@@ -30,14 +39,11 @@ def _number(text, where: str) -> float:
     return value
 
 
-def _resolve(path: str, root: str | None, where: str) -> str:
-    path = str(path).strip()
-    if not path:
+def _resolve(path, root: str | None, where: str) -> str:
+    """A row's image path through the core's path gate (refused outside the server's data roots)."""
+    if not isinstance(path, str) or not path.strip():
         raise ValueError(f"{where}: empty path")
-    path = os.path.expanduser(path)
-    if not os.path.isabs(path) and root:
-        path = os.path.join(root, path)
-    return os.path.abspath(path)
+    return str(resolve_in_roots(path, base=root, where=where))
 
 
 def _read_csv(path: str, root: str | None) -> tuple[list[str], list[tuple[str, tuple[float, ...]]]]:
@@ -52,6 +58,7 @@ def _read_csv(path: str, root: str | None) -> tuple[list[str], list[tuple[str, t
         raise ValueError(f"{path}:{line}: the header row must be path,<target 1>,...,<target N> "
                          f"(got {','.join(header)[:80]!r})")
     names = header[1:]
+    _check_count(len(names), f"{path}:{line}")
     entries = []
     for line, row in rows[1:]:
         where = f"{path}:{line}"
@@ -81,6 +88,7 @@ def _read_jsonl(path: str, root: str | None) -> tuple[list[str], list[tuple[str,
             else:
                 keys = [k for k in obj if k != "path"]
                 values = [obj[k] for k in keys]
+            _check_count(len(values), where)
             if names is None:
                 names = keys
             elif keys != names and "targets" not in obj:
