@@ -21,6 +21,7 @@ from ..errors import TrainingError
 from . import jobio
 from .callbacks import CallbackDriver
 from .distribute import distribute_input
+from .early_stopping import EarlyStopping
 from .pipeline import train_dataset, val_dataset
 from .setup import RunState
 from .snapshots import save_snapshot
@@ -95,6 +96,7 @@ class TrainingLoop:
         self.heartbeat = heartbeat
         self.last_logs: dict = {}
         self.stopped_early = False
+        self.early = EarlyStopping.from_options(state.opts)
         self.metric_name = state.task.train_metric_name if state.standard_output else None
         self.cb = CallbackDriver(callbacks, state.model, epochs=state.opts.epochs,
                                  steps_per_epoch=state.steps_per_epoch)
@@ -126,6 +128,9 @@ class TrainingLoop:
             strategy=s.strat.strategy, replicas=s.strat.replicas, model=s.model, optimizer=s.optimizer,
             loss_fn=s.loss_fn, task=s.task, num_outputs=s.num_outputs, standard_output=s.standard_output,
             custom_metrics=s.custom_metrics, jit=s.opts.jit))
+        if self.early is not None and not (s.val_src and s.val_every):
+            raise TrainingError("early_stopping_metric needs validation: this run has no validation set or a "
+                                "validation interval of 0")
         train_ds, self.val_ds = self._datasets()
         spe, multi = s.steps_per_epoch, s.strat.num_workers > 1
         flags = (tf.constant(0.0), tf.constant(1.0))
@@ -260,6 +265,10 @@ class TrainingLoop:
             if best is None or better(values[key], best):
                 info["best_epoch"], info["best_metric"], info["best_metric_name"] = round(epoch, 4), values[key], key
                 jobio.write_model_info(s.folder, info)
+        if self.early is not None and self.early.observe(epoch, values, s.model):
+            s.model.stop_training = True
+            self.writer.write(epoch, step, {"early_stopped": 1.0, "early_stopping_best_epoch": self.early.best_epoch,
+                                            "early_stopping_best": self.early.best})
         self._report({"phase": "val", "epoch": epoch, "step": step, "total_steps": s.total_steps, **values})
 
     def _val_values(self, sums: dict) -> dict:

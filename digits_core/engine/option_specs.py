@@ -30,6 +30,7 @@ SOLVERS = ("sgd", "momentum", "nesterov", "adam", "adamw", "rmsprop", "adagrad",
 MOMENTUM_SOLVERS = ("momentum", "nesterov")
 MEAN_MODES = ("none", "image", "pixel")
 FLIPS = ("none", "horizontal", "vertical", "both")
+EARLY_STOPPING_MODES = ("auto", "min", "max")
 #: Every registered task's losses (tasks are declared in :mod:`.tasks`).
 LOSSES = tuple(dict.fromkeys(name for task in TASKS.values() for name in task.losses))
 
@@ -140,6 +141,17 @@ TRAINING_OPTIONS: tuple[OptionSpec, ...] = (
     _spec("preload_limit_mb", "float", "Preload limit (MB)", "size limit of preload=auto", "Data", minimum=0),
     _spec("log_every", "int", "Log points per epoch", "log train loss / LR this many times per epoch", "Data",
           minimum=1),
+    _spec("early_stopping_metric", "text", "Monitor (validation metric)",
+          "early stopping: stop when this logged validation metric (e.g. val_loss, val_accuracy) stops improving "
+          "(empty: off)", "Early stopping"),
+    _spec("early_stopping_mode", "choice", "Better when", "early stopping: min, max, or auto (min for losses and "
+          "errors, max otherwise)", "Early stopping", choices=EARLY_STOPPING_MODES),
+    _spec("early_stopping_patience", "int", "Patience (epochs)", "early stopping: epochs without improvement "
+          "before stopping", "Early stopping", minimum=1, maximum=100000),
+    _spec("early_stopping_min_delta", "float", "Minimum improvement", "early stopping: smallest change that "
+          "counts as an improvement", "Early stopping", minimum=0),
+    _spec("early_stopping_restore_best", "bool", "Restore the best weights",
+          "early stopping: the model's result is the best epoch's weights, not the last", "Early stopping"),
     _spec("aug_flip", "choice", "Flips", "random flips (masks follow)", "Augmentation", choices=FLIPS),
     _spec("aug_rot90", "bool", "Random 90° rotations", "random 90-degree rotations (square inputs)",
           "Augmentation"),

@@ -19,7 +19,7 @@ from ..errors import FormValidationError
 from .lr_policies import resolve_policy
 
 from .option_specs import LOSSES  # noqa: F401 - the built-in loss names, importable from here as before
-from .option_specs import BY_NAME, FLIPS, MEAN_MODES, SOLVERS, applicable
+from .option_specs import BY_NAME, EARLY_STOPPING_MODES, FLIPS, MEAN_MODES, SOLVERS, applicable
 from .tasks import TASKS as _TASK_REGISTRY
 
 TASKS = tuple(_TASK_REGISTRY)  # the built-in tasks; validation reads the live registry
@@ -118,6 +118,12 @@ class TrainingOptions:
         preload: ``"auto"`` (preload when the training set fits in ``preload_limit_mb``), ``True`` or ``False``.
         preload_limit_mb: Size limit for ``preload="auto"``.
         log_every: Log train loss/LR this many times per epoch.
+        early_stopping_metric: Stop when this validation metric stops improving (``""``: off;
+            see :mod:`digits_core.engine.early_stopping`).
+        early_stopping_mode: ``min``, ``max`` or ``auto`` (from the metric's name).
+        early_stopping_patience: Epochs without improvement before stopping.
+        early_stopping_min_delta: Smallest change that counts as an improvement.
+        early_stopping_restore_best: The model's result is the best epoch's weights.
         jit: Compile the train step with XLA (``jit_compile``).
         mixed_precision: Compute in float16 with float32 variables (``mixed_float16``; GPU only).
     """
@@ -149,6 +155,11 @@ class TrainingOptions:
     preload: Any = "auto"
     preload_limit_mb: float = 2048.0
     log_every: int = 10
+    early_stopping_metric: str = ""
+    early_stopping_mode: str = "auto"
+    early_stopping_patience: int = 5
+    early_stopping_min_delta: float = 0.0
+    early_stopping_restore_best: bool = True
     jit: bool = False
     mixed_precision: bool = False
 
@@ -259,6 +270,7 @@ class TrainingOptions:
                         raise ValueError
             except (TypeError, ValueError):
                 errors["gpus"] = ['use a number of GPUs, "all" or GPU ids such as 0,2']
+        self._validate_early_stopping(errors)
         for name in ("jit", "mixed_precision"):
             value = getattr(self, name)
             if isinstance(value, str) and value.lower() in ("1", "true", "yes", "on", "0", "false", "no", "off", ""):
@@ -294,6 +306,20 @@ class TrainingOptions:
             errors.update(exc.errors)
         if errors:
             raise FormValidationError(errors, _FORM)
+
+    def _validate_early_stopping(self, errors: dict[str, list[str]]) -> None:
+        metric = "" if self.early_stopping_metric is None else str(self.early_stopping_metric).strip()
+        self.early_stopping_metric = metric
+        if metric and not metric.startswith("val_"):
+            errors["early_stopping_metric"] = [f'"{metric}" is not a validation metric: use a logged val_* name, '
+                                               "e.g. val_loss or val_accuracy"]
+        self.early_stopping_mode = str(self.early_stopping_mode).lower()
+        if self.early_stopping_mode not in EARLY_STOPPING_MODES:
+            errors["early_stopping_mode"] = [f"choose one of {', '.join(EARLY_STOPPING_MODES)}"]
+        value = self.early_stopping_restore_best
+        if isinstance(value, str):
+            value = value.lower() in ("1", "true", "yes", "on")
+        self.early_stopping_restore_best = bool(value)
 
     def to_dict(self) -> dict:
         """JSON-serializable dict (stored in ``model.json``), without options that do not apply

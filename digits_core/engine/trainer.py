@@ -274,7 +274,11 @@ def _execute(state: RunState, callbacks: list | None, progress: Progress | None)
     if error is not None and loop is not None:
         loop.cb.failed(last_logs)
     message = str(error) if error else (f"Aborted: {abort.reason}" if status is JobStatus.ABORTED else None)
-    _finish_info(state, status, message, last_logs, bool(loop and loop.stopped_early))
+    early = loop.early if loop is not None and loop.early is not None and loop.early.stopped_epoch else None
+    _finish_info(state, status, message, last_logs, bool(loop and loop.stopped_early), early)
+    if early is not None and status is JobStatus.DONE:
+        job.data["status_note"] = early.note  # shown with the Done status: "stopped early at epoch N ..."
+        job.save()
     job.set_status(status, error=message)
     registry.call_hook("digits_training_finished", job=job, status=status.value, logs=last_logs)
     (folder / "heartbeat").unlink(missing_ok=True)
@@ -299,7 +303,8 @@ def _heartbeat(state: RunState) -> Callable[[], None]:
     return beat
 
 
-def _finish_info(state: RunState, status: JobStatus, message: str | None, logs: dict, stopped_early: bool) -> None:
+def _finish_info(state: RunState, status: JobStatus, message: str | None, logs: dict, stopped_early: bool,
+                 early=None) -> None:
     if not state.strat.is_chief or not (state.folder / jobio.MODEL_FILE).is_file():
         return
     info = jobio.read_model_info(state.folder)
@@ -308,6 +313,8 @@ def _finish_info(state: RunState, status: JobStatus, message: str | None, logs: 
     info["final_metrics"] = logs
     if stopped_early:
         info["stopped_early"] = True
+    if early is not None:
+        info["early_stopping"] = early.summary()
     jobio.write_model_info(state.folder, info)
 
 
