@@ -21,6 +21,8 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 
@@ -255,3 +257,21 @@ def release_running_hold(job_dir: str | os.PathLike) -> None:
             return
         _running_holds.discard(key)
         _release(key)
+
+
+@contextmanager
+def record_lock(job_dir: str | os.PathLike) -> Iterator[None]:
+    """Hold the job folder's record lock while a process re-reads, changes and rewrites ``job.json``.
+
+    A short ``flock`` on the job folder itself (no extra file), separate from
+    the owner lock on ``job.lock``: any process (the owner, the scheduler, a
+    listing that reaps) may update a record, and two that do so at once take
+    turns instead of one losing the other's keys. Not re-entrant: hold it
+    only around the read-modify-write, never while calling out.
+    """
+    fd = os.open(job_dir, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor drops the flock

@@ -21,10 +21,17 @@ migration).
 
 from __future__ import annotations
 
+import json
+import os
+import secrets
+import tempfile
+import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TypedDict
 
 from .errors import JobNotFoundError
+from .job_status import JobStatus
 
 #: The ``job.json`` layout this code writes and understands.
 SCHEMA_VERSION = 1
@@ -229,3 +236,100 @@ def check_job_record(data: Any, path: str | Path) -> JobRecord:
     data["schema_version"] = SCHEMA_VERSION
     record: JobRecord = data  # type: ignore[assignment]  # checked above
     return record
+
+
+def write_json_atomic(path: str | os.PathLike, data: Any) -> None:
+    """Write ``data`` as JSON to ``path`` so readers see the old or the new file, never a mix."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(data, handle, indent=2, sort_keys=True, default=str)
+            handle.write("\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def new_job_id(now: float | None = None) -> str:
+    """Return a fresh job id, ``YYYYMMDD-HHMMSS-xxxx``."""
+    stamp = datetime.fromtimestamp(now if now is not None else time.time()).strftime("%Y%m%d-%H%M%S")
+    return f"{stamp}-{secrets.token_hex(2)}"
+
+
+class JobRecordView:
+    """The read side of a job: properties over its ``job.json`` record (:attr:`data`).
+
+    :class:`~digits_core.jobs.Job` adds the folder, the writer API and ownership.
+    """
+
+    data: JobRecord
+
+    @property
+    def id(self) -> str:
+        """The job id (also its folder name)."""
+        return self.data["id"]
+
+    @property
+    def kind(self) -> str:
+        """``"dataset"`` or ``"model"``."""
+        return self.data["kind"]
+
+    @property
+    def name(self) -> str:
+        """The user's name for the job."""
+        return self.data.get("name", "")
+
+    @property
+    def status(self) -> JobStatus:
+        """The latest status."""
+        return JobStatus(self.data["status_history"][-1][0])
+
+    @property
+    def error(self) -> str | None:
+        """The error message of a job that ended in Error, else ``None``."""
+        return self.data.get("error")
+
+    @property
+    def created(self) -> float | None:
+        """Creation time (unix seconds)."""
+        return self.data.get("created")
+
+    @property
+    def status_history(self) -> list[tuple[str, float]]:
+        """Every status with its unix time, oldest first."""
+        return [(str(s), float(t)) for s, t in self.data["status_history"]]
+
+    @property
+    def group(self) -> str | None:
+        """The job group shown on the home page (``None``: no group)."""
+        return self.data.get("group") or None
+
+    @property
+    def plugin_id(self) -> str | None:
+        """A dataset job's data-ingestion plugin id (``None`` for a model job)."""
+        return self.data.get("plugin_id")
+
+    @property
+    def form_data(self) -> dict[str, Any]:
+        """A dataset job's plugin form values (secrets redacted); a model job's options."""
+        return dict(self.data.get("form_data") or {})
+
+    @property
+    def dataset_id(self) -> str | None:
+        """A model job's dataset job id (from ``train_options`` for a job not started yet)."""
+        return self.data.get("dataset_id") or (self.data.get("train_options") or {}).get("dataset")
+
+    @property
+    def network(self) -> str | None:
+        """A model job's network name (or custom network file)."""
+        return self.data.get("network") or (self.data.get("train_options") or {}).get("network")
+
+    @property
+    def train_options(self) -> dict[str, Any]:
+        """A queued model job's :func:`~digits_core.train` keyword arguments (empty when none)."""
+        return dict(self.data.get("train_options") or {})

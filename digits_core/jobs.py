@@ -12,21 +12,26 @@ process running a job holds an OS lock on ``job.lock`` in its folder;
 :meth:`Job.set_status` takes it when a process marks a job Running and
 releases it when that process marks it finished, and :meth:`Job.reap` turns
 a Running job whose owner died into Aborted.
+
+One writer API: code changes a job record only through the intent methods
+:meth:`Job.update`, :meth:`Job.forget`, :meth:`Job.set_status`,
+:meth:`Job.finish`, :meth:`Job.resume` and :meth:`Job.record_encoding`.
+Each re-reads ``job.json``, changes it and rewrites it under the folder's
+record lock (:func:`~digits_core.job_lock.record_lock`), so two processes
+updating one job at once lose nothing; a status change is checked against
+the transition table of :mod:`digits_core.job_status` (an illegal one
+raises :class:`~digits_core.job_status.IllegalTransitionError`).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import secrets
 import shutil
-import tempfile
 import time
 from collections.abc import Iterator
-from datetime import datetime
-from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from .config import resolve_jobs_dir
 from .errors import JobNotFoundError
@@ -39,9 +44,28 @@ from .job_lock import (  # noqa: F401  (re-exported: digits_core.jobs is the pub
     holds_job_lock,
     is_job_alive,
     job_lock_owner,
+    record_lock,
     release_running_hold,
 )
-from .job_record import SCHEMA_VERSION, JobFields, JobRecord, check_job_record
+from .job_record import (  # noqa: F401  (write_json_atomic, new_job_id: re-exported)
+    SCHEMA_VERSION,
+    JobFields,
+    JobRecord,
+    JobRecordView,
+    check_job_record,
+    new_job_id,
+    write_json_atomic,
+)
+from .job_status import (  # noqa: F401  (re-exported: digits_core.jobs is the public path)
+    FINISHED,
+    TRANSITIONS,
+    IllegalTransitionError,
+    JobStatus,
+    add_status_listener,
+    append_status,
+    check_transition,
+    notify_status_changed,
+)
 
 if TYPE_CHECKING:
     from typing import Unpack  # Python 3.11; annotations are not evaluated at run time
@@ -49,46 +73,7 @@ if TYPE_CHECKING:
 JOB_FILE = "job.json"
 
 
-class JobStatus(str, Enum):
-    """A job's state, as DIGITS named them."""
-
-    INITIALIZED = "Initialized"
-    WAITING = "Waiting"
-    RUNNING = "Running"
-    DONE = "Done"
-    ERROR = "Error"
-    ABORTED = "Aborted"
-
-    @property
-    def is_finished(self) -> bool:
-        """True for Done, Error and Aborted."""
-        return self in (JobStatus.DONE, JobStatus.ERROR, JobStatus.ABORTED)
-
-
-def write_json_atomic(path: str | os.PathLike, data: Any) -> None:
-    """Write ``data`` as JSON to ``path`` so readers see the old or the new file, never a mix."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=2, sort_keys=True, default=str)
-            handle.write("\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def new_job_id(now: float | None = None) -> str:
-    """Return a fresh job id, ``YYYYMMDD-HHMMSS-xxxx``."""
-    stamp = datetime.fromtimestamp(now if now is not None else time.time()).strftime("%Y%m%d-%H%M%S")
-    return f"{stamp}-{secrets.token_hex(2)}"
-
-
-class Job:
+class Job(JobRecordView):
     """One job folder and its ``job.json``.
 
     Attributes:
@@ -165,7 +150,12 @@ class Job:
         return cls(path, check_job_record(data, path / JOB_FILE))
 
     def save(self) -> None:
-        """Rewrite ``job.json`` atomically."""
+        """Rewrite ``job.json`` atomically with :attr:`data` as it is in memory.
+
+        The last writer wins: a key another process wrote since this one read
+        the record is lost. Code that changes a record uses the intent methods
+        (:meth:`update`, :meth:`set_status`, ...), which cannot lose an update.
+        """
         write_json_atomic(self.path / JOB_FILE, self.data)
 
     def reload(self) -> Job:
@@ -173,108 +163,108 @@ class Job:
         self.data = Job.load(self.path).data
         return self
 
-    # -- properties -------------------------------------------------------------
+    # -- the writer API: re-read, change, rewrite under the record lock ---------
 
-    @property
-    def id(self) -> str:
-        """The job id (also its folder name)."""
-        return self.data["id"]
+    def _change(self, change: Callable[[JobRecord], bool | None]) -> None:
+        """Apply ``change`` to the record on disk and save it, under the record lock.
 
-    @property
-    def kind(self) -> str:
-        """``"dataset"`` or ``"model"``."""
-        return self.data["kind"]
+        ``change`` gets the freshly read record and returns False when it
+        changed nothing (then nothing is written). :attr:`data` ends up as
+        what is on disk.
+        """
+        with record_lock(self.path):
+            fresh = Job.load(self.path).data
+            if change(fresh) is not False:
+                write_json_atomic(self.path / JOB_FILE, fresh)
+            self.data = fresh
 
-    @property
-    def name(self) -> str:
-        """The user's name for the job."""
-        return self.data.get("name", "")
+    def update(self, **fields: Unpack[JobFields]) -> Job:
+        """Set these ``job.json`` keys (declared in :class:`~digits_core.job_record.JobFields`).
 
-    @property
-    def status(self) -> JobStatus:
-        """The latest status."""
-        return JobStatus(self.data["status_history"][-1][0])
+        Keys other processes wrote meanwhile are kept. Returns the job.
+        """
+        self._change(lambda record: record.update(fields))
+        return self
 
-    @property
-    def error(self) -> str | None:
-        """The error message of a job that ended in Error, else ``None``."""
-        return self.data.get("error")
+    def forget(self, *keys: str) -> Job:
+        """Remove these keys from ``job.json`` (missing ones are ignored). Returns the job."""
+        def drop(record: JobRecord) -> bool:
+            present = [key for key in keys if key in record]
+            for key in present:
+                record.pop(key)  # type: ignore[misc]
+            return bool(present)
 
-    @property
-    def created(self) -> float | None:
-        """Creation time (unix seconds)."""
-        return self.data.get("created")
+        self._change(drop)
+        return self
 
-    @property
-    def status_history(self) -> list[tuple[str, float]]:
-        """Every status with its unix time, oldest first."""
-        return [(str(s), float(t)) for s, t in self.data["status_history"]]
+    def record_encoding(self, encoding: dict[str, Any]) -> Job:
+        """Record where a dataset job's entries were encoded (``placement["encoding"]``). Returns the job."""
+        def merge(record: JobRecord) -> None:
+            record["placement"] = {**(record.get("placement") or {}), "encoding": encoding}
 
-    @property
-    def group(self) -> str | None:
-        """The job group shown on the home page (``None``: no group)."""
-        return self.data.get("group") or None
+        self._change(merge)
+        return self
 
-    @property
-    def plugin_id(self) -> str | None:
-        """A dataset job's data-ingestion plugin id (``None`` for a model job)."""
-        return self.data.get("plugin_id")
+    def set_status(self, status: JobStatus | str, *, error: str | None = None, reopen: bool = False,
+                   **fields: Unpack[JobFields]) -> None:
+        """Append a status to the history (and set ``fields``) in one locked write; tell the listeners.
 
-    @property
-    def form_data(self) -> dict[str, Any]:
-        """A dataset job's plugin form values (secrets redacted); a model job's options."""
-        return dict(self.data.get("form_data") or {})
-
-    @property
-    def dataset_id(self) -> str | None:
-        """A model job's dataset job id (from ``train_options`` for a job not started yet)."""
-        return self.data.get("dataset_id") or (self.data.get("train_options") or {}).get("dataset")
-
-    @property
-    def network(self) -> str | None:
-        """A model job's network name (or custom network file)."""
-        return self.data.get("network") or (self.data.get("train_options") or {}).get("network")
-
-    @property
-    def train_options(self) -> dict[str, Any]:
-        """A queued model job's :func:`~digits_core.train` keyword arguments (empty when none)."""
-        return dict(self.data.get("train_options") or {})
-
-    def set_status(self, status: JobStatus | str, *, error: str | None = None) -> None:
-        """Append a status to the history and save; calls ``digits_job_status_changed``.
-
-        Marking a job Running makes this process its owner (takes the job
-        lock, see :class:`JobLock`); marking it finished from that process
-        releases the lock, after the status is saved.
+        The move is checked against :data:`~digits_core.job_status.TRANSITIONS`
+        using the status on disk, so a job another process already finished is
+        not overwritten. Marking a job Running makes this process its owner
+        (takes the job lock, see :class:`JobLock`); marking it finished from
+        that process releases the lock, after the status is saved. The
+        listeners (the ``digits_job_status_changed`` hook) run afterwards,
+        outside the record lock.
 
         Args:
             status: The new status.
             error: For Error (or Aborted), the message shown to the user.
+            reopen: Allow a finished job to move back to Waiting or Running
+                (prefer :meth:`resume`).
+            **fields: ``job.json`` keys to set in the same write.
 
         Raises:
+            IllegalTransitionError: The transition table does not allow the move.
             JobLockedError: Status Running while another process owns the job.
         """
         status = JobStatus(status)
+        held_before = holds_job_lock(self.path)
         if status is JobStatus.RUNNING:
+            check_transition(self.id, self.reload().status, status, reopen=reopen)
             hold_while_running(self.path)
+        old: list[JobStatus] = []
         try:
-            self._append_status(status, error)
+            self._change(lambda rec: old.append(append_status(rec, status, error, reopen=reopen, fields=fields)))
+        except IllegalTransitionError:
+            if status is JobStatus.RUNNING and not held_before:
+                release_running_hold(self.path)
+            raise
         finally:
             if status.is_finished:
                 release_running_hold(self.path)
+        notify_status_changed(self, old[0], status)
 
-    def _append_status(self, status: JobStatus, error: str | None) -> None:
-        old = self.status
-        self.data["status_history"].append([status.value, time.time()])
-        if error is not None:
-            self.data["error"] = error
-        elif status is JobStatus.RUNNING:
-            self.data.pop("error", None)
-        self.save()
-        if old is not status:
-            from .plugin_registry import registry
+    def finish(self, status: JobStatus | str, *, error: str | None = None, **fields: Unpack[JobFields]) -> None:
+        """End the job: a terminal status (Done, Error, Aborted) and its result ``fields`` in one write.
 
-            registry.call_hook("digits_job_status_changed", job=self, old_status=old.value, new_status=status.value)
+        Raises:
+            IllegalTransitionError: ``status`` is not terminal, or the job already finished.
+        """
+        status = JobStatus(status)
+        if not status.is_finished:
+            raise IllegalTransitionError(f"Job {self.id}: finish() takes Done, Error or Aborted, not {status.value}.")
+        self.set_status(status, error=error, **fields)
+
+    def resume(self, status: JobStatus | str = JobStatus.WAITING, **fields: Unpack[JobFields]) -> None:
+        """Move a finished job back to work (Waiting for a scheduler, Running for this process).
+
+        Raises:
+            IllegalTransitionError: The job is not finished, or ``status`` is not Waiting/Running.
+        """
+        if not self.reload().status.is_finished:
+            raise IllegalTransitionError(f"Job {self.id} is {self.status.value}; only a finished job can be resumed.")
+        self.set_status(status, reopen=True, **fields)
 
     # -- ownership --------------------------------------------------------------
 
@@ -315,8 +305,8 @@ class Job:
             self.reload()
             if not self._reapable():
                 return False
-            self._append_status(JobStatus.ABORTED, "The process running this job ended without finishing it "
-                                                   "(killed, or its machine stopped).")
+            self.set_status(JobStatus.ABORTED, error="The process running this job ended without finishing it "
+                                                     "(killed, or its machine stopped).")
             return True
         finally:
             lock.release()

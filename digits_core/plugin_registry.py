@@ -62,6 +62,7 @@ import pluggy
 from . import hookspecs
 from .errors import PluginLoadError, PluginNotFoundError
 from .interfaces import DataIngestion, View
+from .job_status import add_status_listener
 from .plugin_clashes import resolve_clashes
 from .plugin_discovery import (  # noqa: F401  (re-exported: the registry's public names)
     BUNDLED_DISTRIBUTIONS,
@@ -393,3 +394,11 @@ class PluginRegistry:
 
 #: The process-wide registry used by the CLI, the web UI and the API.
 registry = PluginRegistry()
+
+
+def _status_changed(job: Any, old_status: str, new_status: str) -> None:
+    registry.call_hook("digits_job_status_changed", job=job, old_status=old_status, new_status=new_status)
+
+
+# The job store tells listeners; the plugin layer owns the hook (storage never calls up into it).
+add_status_listener(_status_changed)

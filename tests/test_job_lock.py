@@ -98,7 +98,7 @@ def test_in_process_owner_and_reentrancy(tmp_path):
         job.set_status(JobStatus.DONE)
         assert is_job_alive(job.path), "the outer hold still owns the job"
     assert not is_job_alive(job.path)
-    job.set_status(JobStatus.RUNNING)
+    job.resume(JobStatus.RUNNING)  # a finished job works again only through an explicit resume
     assert is_job_alive(job.path)
     job.set_status(JobStatus.ABORTED)
     assert not is_job_alive(job.path)

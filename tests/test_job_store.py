@@ -1,0 +1,109 @@
+"""The job store's writer API: the transition table, locked updates that lose nothing, listeners."""
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from digits_core.jobs import (
+    TRANSITIONS,
+    IllegalTransitionError,
+    Job,
+    JobStatus,
+    JobStore,
+    add_status_listener,
+)
+
+# Each process adds its own keys one at a time: a read-modify-write without the record lock
+# drops keys the other process wrote between this one's read and its write.
+RACER = textwrap.dedent("""
+    import sys
+    from digits_core.jobs import Job
+
+    job = Job.load(sys.argv[1])
+    prefix, count = sys.argv[2], int(sys.argv[3])
+    sys.stdin.readline()  # start together
+    for i in range(count):
+        job.update(**{f"{prefix}{i}": i})
+""")
+
+
+def test_two_processes_updating_one_job_lose_nothing(tmp_path):
+    job = Job.create("dataset", "d", jobs_dir=tmp_path, plugin_id="p")
+    count = 150
+    procs = [subprocess.Popen([sys.executable, "-c", RACER, str(job.path), prefix, str(count)],
+                              stdin=subprocess.PIPE, text=True) for prefix in ("a", "b")]
+    for proc in procs:
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+    for proc in procs:
+        proc.stdin.close()
+        assert proc.wait(timeout=120) == 0
+    record = job.reload().data
+    lost = [f"{p}{i}" for p in "ab" for i in range(count) if f"{p}{i}" not in record]
+    assert not lost, f"{len(lost)} updates lost"
+    assert record["plugin_id"] == "p" and job.status is JobStatus.INITIALIZED
+
+
+def test_update_keeps_what_another_writer_saved(tmp_path):
+    job = Job.create("model", "m", jobs_dir=tmp_path)
+    other = Job.load(job.path)
+    other.update(group="g1")
+    job.update(network="lenet")  # job's in-memory copy predates other's write
+    record = Job.load(job.path).data
+    assert record["group"] == "g1" and record["network"] == "lenet"
+    job.forget("group")
+    assert "group" not in Job.load(job.path).data and job.network == "lenet"
+
+
+@pytest.mark.parametrize("terminal", [JobStatus.DONE, JobStatus.ERROR, JobStatus.ABORTED])
+def test_a_terminal_state_is_left_only_by_resume(tmp_path, terminal):
+    job = Job.create("model", "m", jobs_dir=tmp_path)
+    job.set_status(JobStatus.RUNNING)
+    job.finish(terminal, error="x" if terminal is not JobStatus.DONE else None)
+    for status in JobStatus:
+        with pytest.raises(IllegalTransitionError, match=f"from {terminal.value} to {status.value}.*resumed"):
+            job.set_status(status)
+    assert job.reload().status is terminal and len(job.status_history) == 3  # nothing written
+    job.resume(resume_epochs=3)
+    assert job.status is JobStatus.WAITING and job.data["resume_epochs"] == 3
+
+
+def test_the_check_uses_the_status_on_disk(tmp_path):
+    """A process holding a stale copy cannot overwrite a status another process finished."""
+    job = Job.create("model", "m", jobs_dir=tmp_path)
+    stale = Job.load(job.path)
+    job.set_status(JobStatus.ABORTED, error="Aborted by the user.")
+    with pytest.raises(IllegalTransitionError):
+        stale.set_status(JobStatus.DONE)
+    assert JobStore(tmp_path).get(job.id).error == "Aborted by the user."
+
+
+def test_illegal_moves_and_finish_and_resume_refusals(tmp_path):
+    job = Job.create("model", "m", jobs_dir=tmp_path)
+    with pytest.raises(IllegalTransitionError, match="finish"):
+        job.finish(JobStatus.RUNNING)
+    with pytest.raises(IllegalTransitionError, match="only a finished job"):
+        job.resume()
+    job.set_status(JobStatus.RUNNING)
+    with pytest.raises(IllegalTransitionError, match="from Running to Waiting"):
+        job.set_status(JobStatus.WAITING)
+    job.finish(JobStatus.DONE, network="lenet")
+    assert job.reload().network == "lenet" and not job.is_alive  # the owner lock went with the finish
+    assert all(not TRANSITIONS[s] for s in JobStatus if s.is_finished)
+
+
+def test_listeners_hear_saved_changes_once(tmp_path):
+    heard = []
+
+    def listener(job, old, new):
+        heard.append((job.id, old, new, Job.load(job.path).status.value))  # saved before the call
+
+    add_status_listener(listener)
+    add_status_listener(listener)  # once per listener
+    job = Job.create("dataset", "d", jobs_dir=tmp_path)
+    job.set_status(JobStatus.WAITING)
+    job.set_status(JobStatus.WAITING)  # no change: not heard
+    ids = [h for h in heard if h[0] == job.id]
+    assert ids == [(job.id, "Initialized", "Waiting", "Waiting")]
