@@ -25,6 +25,7 @@ raises :class:`~digits_core.job_status.IllegalTransitionError`).
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import shutil
@@ -71,6 +72,7 @@ if TYPE_CHECKING:
     from typing import Unpack  # Python 3.11; annotations are not evaluated at run time
 
 JOB_FILE = "job.json"
+_UNSET = object()
 
 
 class Job(JobRecordView):
@@ -87,6 +89,7 @@ class Job(JobRecordView):
     def __init__(self, path: str | os.PathLike, data: JobRecord):
         self.path = Path(path)
         self.data = data
+        self._synced = copy.deepcopy(data)  # the record as last read or written: what `data` changed since
 
     # -- creation and loading --------------------------------------------------
 
@@ -157,10 +160,12 @@ class Job(JobRecordView):
         (:meth:`update`, :meth:`set_status`, ...), which cannot lose an update.
         """
         write_json_atomic(self.path / JOB_FILE, self.data)
+        self._synced = copy.deepcopy(self.data)
 
     def reload(self) -> Job:
-        """Re-read ``job.json`` (another process may have updated it)."""
+        """Re-read ``job.json`` (another process may have updated it); unsaved changes to :attr:`data` go."""
         self.data = Job.load(self.path).data
+        self._synced = copy.deepcopy(self.data)
         return self
 
     # -- the writer API: re-read, change, rewrite under the record lock ---------
@@ -169,14 +174,21 @@ class Job(JobRecordView):
         """Apply ``change`` to the record on disk and save it, under the record lock.
 
         ``change`` gets the freshly read record and returns False when it
-        changed nothing (then nothing is written). :attr:`data` ends up as
-        what is on disk.
+        changed nothing (then nothing is written). Keys this object's
+        :attr:`data` set or removed since it was read (older code's
+        ``job.data[key] = ...``) are carried over first; the status history
+        is the one on disk. :attr:`data` ends up as what is on disk.
         """
         with record_lock(self.path):
             fresh = Job.load(self.path).data
-            if change(fresh) is not False:
+            pending = {k: v for k, v in self.data.items() if k != "status_history" and self._synced.get(k, _UNSET) != v}
+            removed = [k for k in self._synced if k not in self.data]
+            fresh.update(pending)  # type: ignore[typeddict-item]
+            for key in removed:
+                fresh.pop(key, None)  # type: ignore[misc]
+            if change(fresh) is not False or pending or removed:
                 write_json_atomic(self.path / JOB_FILE, fresh)
-            self.data = fresh
+            self.data, self._synced = fresh, copy.deepcopy(fresh)
 
     def update(self, **fields: Unpack[JobFields]) -> Job:
         """Set these ``job.json`` keys (declared in :class:`~digits_core.job_record.JobFields`).
@@ -231,7 +243,7 @@ class Job(JobRecordView):
         status = JobStatus(status)
         held_before = holds_job_lock(self.path)
         if status is JobStatus.RUNNING:
-            check_transition(self.id, self.reload().status, status, reopen=reopen)
+            check_transition(self.id, Job.load(self.path).status, status, reopen=reopen)
             hold_while_running(self.path)
         old: list[JobStatus] = []
         try:
@@ -262,8 +274,9 @@ class Job(JobRecordView):
         Raises:
             IllegalTransitionError: The job is not finished, or ``status`` is not Waiting/Running.
         """
-        if not self.reload().status.is_finished:
-            raise IllegalTransitionError(f"Job {self.id} is {self.status.value}; only a finished job can be resumed.")
+        current = Job.load(self.path).status
+        if not current.is_finished:
+            raise IllegalTransitionError(f"Job {self.id} is {current.value}; only a finished job can be resumed.")
         self.set_status(status, reopen=True, **fields)
 
     # -- ownership --------------------------------------------------------------

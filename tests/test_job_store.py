@@ -107,3 +107,16 @@ def test_listeners_hear_saved_changes_once(tmp_path):
     job.set_status(JobStatus.WAITING)  # no change: not heard
     ids = [h for h in heard if h[0] == job.id]
     assert ids == [(job.id, "Initialized", "Waiting", "Waiting")]
+
+
+def test_unsaved_edits_of_data_are_kept_by_the_next_locked_write(tmp_path):
+    """Older code sets ``job.data[key]`` and lets the next status save it: that keeps working."""
+    job = Job.create("model", "m", jobs_dir=tmp_path, group="g")
+    Job.load(job.path).update(network="lenet")  # another writer
+    job.data["task"] = "classification"
+    del job.data["group"]
+    job.set_status(JobStatus.RUNNING)
+    record = Job.load(job.path).data
+    assert record["task"] == "classification" and record["network"] == "lenet" and "group" not in record
+    job.finish(JobStatus.DONE)
+    assert Job.load(job.path).data["task"] == "classification"
