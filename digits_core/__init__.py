@@ -48,6 +48,7 @@ _LAZY_EXPORTS: dict[str, str] = {
     "create_dataset": "digits_core.datasets",
     "open_dataset": "digits_core.datasets",
     "Dataset": "digits_core.datasets",
+    "Volume": "digits_core.datasets.volumes",  # 3-D volume features (issue 29)
     "EncodedImage": "digits_core.datasets",
     # inference, results pages, export (issue 6)
     "infer": "digits_core.inference.runner",

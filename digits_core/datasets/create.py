@@ -155,8 +155,16 @@ def run_dataset_job(job: Job, *, workers: int | None = None, progress: Callable[
         KeyboardInterrupt: Interrupted (Ctrl-C, or a signal turned into it);
             the job ends Aborted, nothing is published.
     """
-    return _Build(job, workers=workers if workers is not None else job.data.get("workers"),
-                  progress=progress, ray_address=ray_address).run()
+    from ..plugin_registry import registry
+    from .volume_build import VolumeBuild, is_volume_plugin
+
+    try:
+        plugin_cls = registry.get_data_ingestion(job.data["plugin_id"])
+    except DigitsError:  # the build reports it and ends the job in Error
+        plugin_cls = None
+    build = VolumeBuild if is_volume_plugin(plugin_cls) else _Build
+    return build(job, workers=workers if workers is not None else job.data.get("workers"),
+                 progress=progress, ray_address=ray_address).run()
 
 
 # -- one build -------------------------------------------------------------------------
@@ -167,7 +175,7 @@ class _Build:
     def __init__(self, job: Job, *, workers: int | None, progress, ray_address: str | None = None):
         self.job = job
         self.ray_address = ray_address
-        self.plugin_id = job.data["plugin_id"]
+        self.plugin_id = job.plugin_id or ""
         self.workers = resolve_workers(workers)
         self.max_errors = parse_max_errors(job.data.get("max_errors"))
         self.callback = progress
@@ -180,8 +188,7 @@ class _Build:
 
     def run(self) -> Job:
         job = self.job
-        job.data["pid"] = os.getpid()
-        job.set_status(JobStatus.RUNNING)
+        job.set_status(JobStatus.RUNNING, pid=os.getpid())
         started = time.perf_counter()
         try:
             plugin = self._make_plugin()
@@ -213,9 +220,9 @@ class _Build:
             info = self._info(userdata, timing)
             self.report.close()
             final = publish(self.tmp, job.path, info)
-            job.data["dataset"] = {"stages": {s: v["count"] for s, v in info["stages"].items()},
-                                   "skipped": self.report.count, "feature": info["feature"], "label": info["label"]}
-            job.set_status(JobStatus.DONE)
+            job.finish(JobStatus.DONE, dataset={"stages": {s: v["count"] for s, v in info["stages"].items()},
+                                                "skipped": self.report.count, "feature": info["feature"],
+                                                "label": info["label"]})
             self.progress.finish(JobStatus.DONE.value)
         except BaseException as exc:
             self._abandon(exc)
@@ -295,7 +302,7 @@ class _Build:
                                        max_chunk=size)
                 self.stage_info[stage] = encoder.run(pool)
         if self.ray_address is not None:  # where the chunks ran, kept in job.json
-            self.job.data.setdefault("placement", {})["encoding"] = pool.placement()
+            self.job.record_encoding(pool.placement())
 
     def _info(self, userdata: dict, timing: dict) -> dict:
         layout = self.layout.layout

@@ -1,0 +1,124 @@
+"""Building a volume dataset (a data plugin with ``data_layout = "DHWC"``): cases → slabbed LMDB stages.
+
+:func:`~digits_core.datasets.create.run_dataset_job` hands a volume plugin's
+job to :class:`VolumeBuild`: the same job life (itemize, errors report and
+budget, progress, atomic publish) as the 2-D build, with one case encoded per
+task (a case can be hundreds of MB; workers never batch them) and stored by
+:class:`~.volumes.VolumeStageWriter`. ``dataset.json`` gets ``"layout": "DHWC"``,
+the median spacing and the per-class voxel histogram of every stage.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Iterator
+
+import numpy as np
+
+from ..interfaces import STAGES
+from .encoder import describe_exception
+from .publish import FORMAT_NAME, FORMAT_VERSION
+from .reader import ERRORS_FILE
+from .records import add_histograms
+from .volumes import VOLUME_LAYOUT, VolumeStageWriter, VolumeStats, check_volume_pair, median_spacing
+
+_worker_plugin: Any = None
+
+
+def is_volume_plugin(plugin_cls: Any) -> bool:
+    """True for a data plugin class whose entries are volumes (class attribute ``data_layout = "DHWC"``)."""
+    return getattr(plugin_cls, "data_layout", None) == VOLUME_LAYOUT
+
+
+def _set_plugin(plugin: Any) -> None:
+    global _worker_plugin
+    _worker_plugin = plugin
+
+
+def encode_case(entry: Any, plugin: Any = None) -> tuple[Any, Any, str | None]:
+    """Encode and check one case with the plugin: ``(volume, label, None)`` or ``(None, None, error)``."""
+    try:
+        pair = (plugin or _worker_plugin).encode_entry(entry)
+        if not isinstance(pair, tuple) or len(pair) != 2:
+            raise TypeError("a volume plugin's encode_entry must return one (Volume, label) pair")
+        volume, label = check_volume_pair(*pair)
+        return volume, label, None
+    except Exception as exc:  # noqa: BLE001 - a failed case is reported and skipped
+        return None, None, describe_exception(exc)
+
+
+def _encoded(plugin: Any, entries: list, workers: int) -> Iterator[tuple]:
+    if workers <= 1 or len(entries) <= 1:
+        for entry in entries:
+            yield encode_case(entry, plugin)
+        return
+    from .pool import mp_context
+
+    with mp_context().Pool(min(workers, len(entries)), initializer=_set_plugin, initargs=(plugin,)) as pool:
+        yield from pool.imap(encode_case, entries, chunksize=1)
+
+
+def _build_base():
+    from .create import _Build
+
+    return _Build
+
+
+class VolumeBuild(_build_base()):  # type: ignore[misc]
+    """One volume dataset job (see the module docstring)."""
+
+    def _encode_all(self, plugin, entries: dict[str, list]) -> None:
+        self.stats: dict[str, VolumeStats] = {}
+        for stage in (s for s in STAGES if entries[s]):
+            writer = VolumeStageWriter(self.tmp / stage)
+            stats = self.stats[stage] = VolumeStats()
+            try:
+                for entry, (volume, label, error) in zip(entries[stage], _encoded(plugin, entries[stage],
+                                                                                  self.workers)):
+                    if error is not None:
+                        self.report.record(stage, entry, error)
+                        self.progress.update(stage, 1, 1)
+                        self.report.check_budget()
+                        continue
+                    stats.add(writer.append(volume, label), label)
+                    self.progress.update(stage, 1, 0)
+            finally:
+                writer.close()
+            self.stage_info[stage] = stats.info()
+        cases = [s for st in self.stats.values() for s in st.shapes]
+        if cases:
+            first = next(st for st in self.stats.values() if st.shapes)
+            self.layout.layout = (VOLUME_LAYOUT, sorted(first.dtypes)[0], cases[0][3], sorted(first.label_dtypes)[0])
+
+    def _info(self, userdata: dict, timing: dict) -> dict:
+        _, dtype, channels, label_dtype = self.layout.layout
+        spacings = [sp for st in self.stats.values() for sp in st.spacings]
+        total = None
+        for info in self.stage_info.values():
+            total = add_histograms(total, np.asarray(info["label_histogram"], np.int64))
+        histogram = total.tolist() if total is not None else []
+        class_labels = userdata.get("class_labels") or [str(i) for i in range(len(histogram))]
+        return {
+            "format": FORMAT_NAME,
+            "format_version": FORMAT_VERSION,
+            "id": self.job.id,
+            "name": self.job.name,
+            "plugin_id": self.plugin_id,
+            "plugin_version": self._plugin_version(),
+            "created": time.time(),
+            "layout": VOLUME_LAYOUT,
+            "feature": {"shape": [None, None, None, channels], "dtype": dtype, "layout": VOLUME_LAYOUT},
+            "label": {"kind": "volume", "dtype": label_dtype, "shape": [None, None, None]},
+            "median_spacing": median_spacing(spacings),
+            "label_histogram": histogram,
+            "stages": {s: self.stage_info[s] for s in STAGES if s in self.stage_info},
+            "userdata": userdata,
+            "class_labels": class_labels,
+            "num_classes": max(len(class_labels), len(histogram)),
+            "color_palette": userdata.get("color_palette"),
+            "mean": None,
+            "errors": {"skipped": self.report.count, "max_errors": self.max_errors,
+                       "report": f"../{ERRORS_FILE}" if self.report.count else None},
+            "workers": self.workers,
+            "timing": timing,
+        }

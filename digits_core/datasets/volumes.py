@@ -1,0 +1,264 @@
+"""Volume records: 3-D features (``D×H×W×C``) with their geometry, and ``D×H×W`` class-id label volumes.
+
+A data plugin whose class says ``data_layout = "DHWC"`` returns, from
+``encode_entry``, a pair ``(Volume, label)``: a :class:`Volume` (the array,
+its voxel spacing in mm along D, H and W, and the 4×4 affine that maps voxel
+indexes to patient coordinates) and a ``D×H×W`` integer array of class ids.
+
+Each stage's LMDB environment stores a case as slabs, so no case is one
+huge value and a patch read touches only the slabs it overlaps::
+
+    key                     value
+    b"%08d" % i             JSON: shape, dtypes, spacing, affine, slab depth, name
+    b"%08d/f%05d" % (i, s)  feature slices [s*slab, (s+1)*slab) as raw little-endian bytes
+    b"%08d/l%05d" % (i, s)  label slices of the same range
+
+A slab holds about :data:`SLAB_BYTES` of feature (at least one slice).
+Published volume datasets say ``"layout": "DHWC"`` in ``dataset.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, NamedTuple, Sequence
+
+import numpy as np
+
+from ..errors import DatasetError
+from .images import RecordError
+from .records import FEATURE_DTYPES, MASK_DTYPES, add_histograms
+
+#: The ``dataset.json`` layout of volume datasets.
+VOLUME_LAYOUT = "DHWC"
+#: Target bytes of one slab of feature slices.
+SLAB_BYTES = 4 << 20
+#: Map size a new volume stage starts with (doubled when full).
+INITIAL_MAP_SIZE = 64 << 20
+
+
+class Volume(NamedTuple):
+    """A 3-D image and its geometry.
+
+    Attributes:
+        array: ``D×H×W×C`` (or ``D×H×W``) numpy array of a feature dtype.
+        spacing: Voxel size in mm along D, H, W.
+        affine: 4×4 matrix mapping voxel indexes ``(w, h, d, 1)`` (NIfTI's
+            ``i, j, k`` order) to RAS patient coordinates in mm.
+        name: The case's name (e.g. ``"heart_003"``).
+    """
+
+    array: np.ndarray
+    spacing: tuple
+    affine: np.ndarray
+    name: str = ""
+
+
+class VolumeMeta(NamedTuple):
+    """What one stored case says about itself (the value under its index key)."""
+
+    shape: tuple
+    dtype: str
+    label_dtype: str
+    spacing: tuple
+    affine: list
+    slab: int
+    name: str
+
+    def to_json(self) -> bytes:
+        return json.dumps(self._asdict()).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes) -> "VolumeMeta":
+        raw = json.loads(bytes(data))
+        return cls(tuple(raw["shape"]), raw["dtype"], raw["label_dtype"], tuple(raw["spacing"]),
+                   raw["affine"], int(raw["slab"]), raw.get("name", ""))
+
+
+def check_volume_pair(volume: Any, label: Any) -> tuple[Volume, np.ndarray]:
+    """Check a plugin's ``(Volume, label)`` pair; return it with the feature as ``D×H×W×C`` little-endian.
+
+    Raises:
+        RecordError: The pair breaks the volume contract (the message says how).
+    """
+    if not isinstance(volume, Volume):
+        raise RecordError(f"a volume plugin's feature must be a digits_core Volume, not {type(volume).__name__}")
+    arr = np.asarray(volume.array)
+    if arr.ndim == 3:
+        arr = arr[..., None]
+    if arr.ndim != 4 or min(arr.shape) < 1:
+        raise RecordError(f"volume feature must be D×H×W×C (or D×H×W), got shape {np.shape(volume.array)}")
+    if arr.dtype.name not in FEATURE_DTYPES:
+        raise RecordError(f"volume dtype {arr.dtype} is not one of {', '.join(FEATURE_DTYPES)}")
+    spacing = tuple(float(s) for s in volume.spacing)
+    if len(spacing) != 3 or not all(np.isfinite(spacing)) or min(spacing) <= 0:
+        raise RecordError(f"volume spacing must be three positive numbers (mm along D, H, W), not {volume.spacing}")
+    affine = np.asarray(volume.affine, dtype=np.float64)
+    if affine.shape != (4, 4) or not np.isfinite(affine).all():
+        raise RecordError(f"volume affine must be a finite 4×4 matrix, got shape {affine.shape}")
+    lab = np.asarray(label)
+    if lab.dtype.name not in MASK_DTYPES:
+        raise RecordError(f"a label volume must be an integer array ({', '.join(MASK_DTYPES)}), not {lab.dtype}")
+    if lab.shape != arr.shape[:3]:
+        raise RecordError(f"label volume shape {lab.shape} differs from the volume's D×H×W {arr.shape[:3]}")
+    if lab.dtype.kind == "i" and lab.size and lab.min() < 0:
+        raise RecordError(f"label volume has a negative class id ({lab.min()})")
+    arr = np.ascontiguousarray(arr, dtype=arr.dtype.newbyteorder("<"))
+    lab = np.ascontiguousarray(lab, dtype=lab.dtype.newbyteorder("<"))
+    return Volume(arr, spacing, affine, str(volume.name)), lab
+
+
+def slab_depth(shape: Sequence[int], itemsize: int) -> int:
+    """Slices per slab for a ``D×H×W×C`` volume of ``itemsize``-byte voxels."""
+    per_slice = int(np.prod(shape[1:])) * itemsize
+    return max(1, min(int(shape[0]), SLAB_BYTES // max(per_slice, 1)))
+
+
+def _slab_key(index: int, part: str, slab: int) -> bytes:
+    return b"%08d/%s%05d" % (index, part.encode(), slab)
+
+
+class VolumeStageWriter:
+    """Writes the cases of one stage (one transaction per case; the map grows when full).
+
+    Attributes:
+        count: Cases written so far (the next case's index).
+    """
+
+    def __init__(self, path: str | os.PathLike):
+        import lmdb
+
+        self._lmdb = lmdb
+        self.path = Path(path)
+        self.path.mkdir(parents=True, exist_ok=True)
+        self.env = lmdb.open(str(self.path), map_size=INITIAL_MAP_SIZE, subdir=True, sync=False,
+                             metasync=False, readahead=False, max_dbs=0)
+        self.count = 0
+
+    def append(self, volume: Volume, label: np.ndarray) -> VolumeMeta:
+        """Store one checked case (see :func:`check_volume_pair`) as the next index; return its metadata."""
+        arr = volume.array
+        slab = slab_depth(arr.shape, arr.dtype.itemsize)
+        meta = VolumeMeta(tuple(int(s) for s in arr.shape), arr.dtype.name, label.dtype.name,
+                          tuple(volume.spacing), np.asarray(volume.affine).tolist(), slab, volume.name)
+        items = [(b"%08d" % self.count, meta.to_json())]
+        for s, start in enumerate(range(0, arr.shape[0], slab)):
+            items.append((_slab_key(self.count, "f", s), arr[start:start + slab].tobytes()))
+            items.append((_slab_key(self.count, "l", s), label[start:start + slab].tobytes()))
+        while True:
+            txn = self.env.begin(write=True)
+            try:
+                for key, value in items:
+                    txn.put(key, value)
+                txn.commit()
+                break
+            except self._lmdb.MapFullError:
+                txn.abort()
+                size = self.env.info()["map_size"]
+                self.env.set_mapsize(size * 2 + sum(len(v) for _, v in items))
+            except BaseException:
+                txn.abort()
+                raise
+        self.count += 1
+        return meta
+
+    def close(self) -> None:
+        """Flush and close the environment."""
+        if self.env is not None:
+            self.env.sync(True)
+            self.env.close()
+            self.env = None
+
+
+class VolumeStageReader:
+    """Reads cases and patches of one published volume stage.
+
+    Args:
+        path: The stage's LMDB folder.
+    """
+
+    def __init__(self, path: str | os.PathLike):
+        import lmdb
+
+        self.path = Path(path)
+        if not (self.path / "data.mdb").is_file():
+            raise DatasetError(f"{self.path} holds no volume stage (no data.mdb)")
+        self.env = lmdb.open(str(self.path), readonly=True, lock=False, subdir=True, readahead=False)
+        self._metas: dict[int, VolumeMeta] = {}
+
+    def meta(self, index: int) -> VolumeMeta:
+        """The stored metadata of case ``index``."""
+        if index not in self._metas:
+            with self.env.begin() as txn:
+                raw = txn.get(b"%08d" % index)
+            if raw is None:
+                raise DatasetError(f"{self.path}: no case {index}")
+            self._metas[index] = VolumeMeta.from_json(raw)
+        return self._metas[index]
+
+    def case(self, index: int) -> tuple[Volume, np.ndarray]:
+        """The whole case ``index``: ``(Volume, D×H×W label)``."""
+        meta = self.meta(index)
+        image, label = self.patch(index, (0, 0, 0), meta.shape[:3])
+        return Volume(image, meta.spacing, np.asarray(meta.affine), meta.name), label
+
+    def patch(self, index: int, start: Sequence[int], size: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        """Read ``size`` voxels from ``start`` (D, H, W; clipped to the volume) reading only the slabs they touch.
+
+        Returns:
+            ``(D×H×W×C feature, D×H×W label)`` copies.
+        """
+        meta = self.meta(index)
+        d0 = max(0, int(start[0]))
+        d1 = min(meta.shape[0], d0 + int(size[0]))
+        h0, w0 = max(0, int(start[1])), max(0, int(start[2]))
+        hs, ws = slice(h0, h0 + int(size[1])), slice(w0, w0 + int(size[2]))
+        fdtype = np.dtype(meta.dtype).newbyteorder("<")
+        ldtype = np.dtype(meta.label_dtype).newbyteorder("<")
+        features, labels = [], []
+        with self.env.begin(buffers=True) as txn:
+            for s in range(d0 // meta.slab, (d1 - 1) // meta.slab + 1):
+                lo = s * meta.slab
+                sel = slice(max(d0 - lo, 0), min(d1 - lo, meta.slab))
+                fbuf = np.frombuffer(txn.get(_slab_key(index, "f", s)), dtype=fdtype).reshape((-1,) + meta.shape[1:])
+                lbuf = np.frombuffer(txn.get(_slab_key(index, "l", s)), dtype=ldtype).reshape((-1,) + meta.shape[1:3])
+                features.append(fbuf[sel, hs, ws].astype(meta.dtype))
+                labels.append(lbuf[sel, hs, ws].astype(meta.label_dtype))
+        return np.concatenate(features), np.concatenate(labels)
+
+    def close(self) -> None:
+        """Close the environment."""
+        self.env.close()
+
+
+class VolumeStats:
+    """Per-stage statistics for ``dataset.json``: spacings, shapes, the per-class voxel histogram."""
+
+    def __init__(self):
+        self.spacings: list[tuple] = []
+        self.shapes: list[tuple] = []
+        self.histogram: np.ndarray = np.zeros(0, np.int64)
+        self.dtypes: set[str] = set()
+        self.label_dtypes: set[str] = set()
+
+    def add(self, meta: VolumeMeta, label: np.ndarray) -> None:
+        """Account for one stored case."""
+        self.spacings.append(meta.spacing)
+        self.shapes.append(meta.shape)
+        self.dtypes.add(meta.dtype)
+        self.label_dtypes.add(meta.label_dtype)
+        self.histogram = add_histograms(self.histogram, np.bincount(label.ravel().astype(np.int64)))
+
+    def info(self) -> dict:
+        """The stage's ``dataset.json`` entry."""
+        return {"count": len(self.shapes), "shapes": [list(s) for s in self.shapes],
+                "median_spacing": median_spacing(self.spacings),
+                "label_histogram": self.histogram.tolist()}
+
+
+def median_spacing(spacings: Sequence[Sequence[float]]) -> list[float] | None:
+    """The per-axis median of voxel spacings (D, H, W), as nnU-Net reports it; ``None`` for no cases."""
+    if not spacings:
+        return None
+    return [round(float(v), 6) for v in np.median(np.asarray(spacings, dtype=np.float64), axis=0)]

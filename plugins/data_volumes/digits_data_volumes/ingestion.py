@@ -1,0 +1,285 @@
+"""The volume data plugins: ``msd-volumes``, ``nifti-volumes`` and ``dicom-series``.
+
+One entry per case. :meth:`VolumeIngestion.encode_entry` returns
+``(digits_core.Volume, D×H×W label)``: the image in canonical orientation
+(:mod:`.geometry`), resampled to the dataset's target spacing and normalised
+(:mod:`.preprocess`); the label on the same voxels. The core stores them as
+slabbed volume records (``data_layout = "DHWC"``, see
+:mod:`digits_core.datasets.volumes`).
+
+Cases are split into train and validation by a seeded shuffle of their
+names, so the same cases from any source split the same way. The target
+spacing ("median" by default) is computed from the headers at itemize time
+and saved in ``userdata["target_spacing_mm"]`` with the resolved
+normalisation (``userdata["normalization_used"]``), so inference
+preprocesses exactly as training did.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from digits_core import DataIngestion, DatasetError, TEST, TRAIN, VAL
+
+from .geometry import (VolumeFormatError, dicom_files, is_nifti, nifti_spacing, nifti_stem, read_label_nifti,
+                       read_nifti, read_series, read_slice_info, series_spacing)
+from .preprocess import CT_WINDOW, normalize, parse_spacing, resample
+
+#: Colours of class ids 1.. (class 0, background, is black).
+PALETTE = [[0, 0, 0], [255, 64, 64], [64, 200, 64], [64, 96, 255], [255, 200, 0], [200, 64, 255], [0, 200, 200]]
+
+
+class Case(NamedTuple):
+    """One case to encode (picklable; ``str()`` names its files for the errors report).
+
+    Attributes:
+        name: The case name (file stem or series folder name).
+        image: A NIfTI file, or a DICOM series folder.
+        label: A NIfTI label file, or ``""`` (inference).
+        source: ``"nifti"`` or ``"dicom"``.
+    """
+
+    name: str
+    image: str
+    label: str
+    source: str
+
+    def __str__(self) -> str:
+        return f"{self.image} (label {self.label})" if self.label else self.image
+
+
+def split_cases(names: list[str], pct_val: int, seed: int) -> tuple[list[str], list[str]]:
+    """Split case names into ``(train, val)`` reproducibly: at least one val case when ``pct_val > 0``, one train case always."""
+    ordered = sorted(names)
+    random.Random(seed).shuffle(ordered)
+    n_val = int(round(len(ordered) * pct_val / 100.0))
+    if pct_val > 0 and len(ordered) >= 2:
+        n_val = max(1, n_val)
+    n_val = min(n_val, max(0, len(ordered) - 1))
+    return sorted(ordered[n_val:]), sorted(ordered[:n_val])
+
+
+def read_case(case: Case) -> Any:
+    """The canonical image of a case (a NIfTI file or a DICOM series)."""
+    if case.source == "dicom":
+        return read_series(case.image, name=case.name)[0]
+    return read_nifti(case.image, name=case.name)
+
+
+def case_spacing(case: Case) -> tuple:
+    """A case's canonical spacing from its headers only."""
+    return series_spacing(case.image) if case.source == "dicom" else nifti_spacing(case.image)
+
+
+class VolumeIngestion(DataIngestion):
+    """What the three volume plugins share: planning, preprocessing and encoding of cases."""
+
+    category = "Volumes"
+    data_layout = "DHWC"
+
+    def __init__(self, is_inference_db: bool = False, **form_data: Any):
+        super().__init__(is_inference_db=is_inference_db, **form_data)
+        self._entries: dict[str, list[Case]] | None = None
+
+    @staticmethod
+    def get_dataset_template(form):
+        """Return the Jinja2 source laying out the dataset form, and its context."""
+        return DataIngestion.template_from_package("digits_data_volumes", "templates/dataset.html")
+
+    @staticmethod
+    def get_inference_form():
+        """No inference form: volumes are inferred with :func:`digits_core.volumes.infer_volume`."""
+        return None
+
+    @staticmethod
+    def get_inference_template(form):
+        return None, None
+
+    # -- planning ------------------------------------------------------------
+
+    def list_cases(self) -> tuple[list[Case], dict]:
+        """The cases of the source and userdata to save (``class_labels`` at least). Subclasses write it."""
+        raise NotImplementedError
+
+    def itemize_entries(self, stage: str) -> list[Case]:
+        """Return the cases of ``stage`` (train/val split by case; no test stage)."""
+        if self._entries is None:
+            self._entries = self._plan()
+        return list(self._entries.get(stage, []))
+
+    def _plan(self) -> dict[str, list[Case]]:
+        cases, extra = self.list_cases()
+        if not cases:
+            raise DatasetError(f'{self.get_id()}: no cases found; check the folders in the form')
+        names = [c.name for c in cases]
+        if len(set(names)) != len(names):
+            raise DatasetError(f"{self.get_id()}: two cases share a name; case names must be unique")
+        try:
+            target = parse_spacing(self.userdata.get("target_spacing"))
+        except ValueError as exc:
+            raise DatasetError(f"target_spacing: {exc}") from None
+        if target is None:
+            target = tuple(float(v) for v in np.median([case_spacing(c) for c in cases], axis=0))
+        train, val = split_cases(names, int(self.userdata.get("pct_val") or 0), int(self.userdata.get("seed") or 0))
+        by_name = {c.name: c for c in cases}
+        labels = extra.pop("class_labels", None) or ["background", "foreground"]
+        self.userdata.update(
+            class_labels=labels, color_palette=[PALETTE[i % len(PALETTE)] for i in range(len(labels))],
+            split={TRAIN: train, VAL: val}, target_spacing_mm=[round(t, 5) for t in target],
+            normalization_used=self._normalization(extra.get("modality", "")), **extra)
+        return {TRAIN: [by_name[n] for n in train], VAL: [by_name[n] for n in val], TEST: []}
+
+    def _normalization(self, modality: str) -> str:
+        method = str(self.userdata.get("normalization") or "auto")
+        if method == "auto":
+            return "ct-window" if str(modality).strip().upper() == "CT" else "zscore"
+        return method
+
+    # -- encoding ------------------------------------------------------------
+
+    def preprocess(self, volume: Any, label: np.ndarray | None) -> tuple[Any, np.ndarray | None]:
+        """Resample and normalise one canonical volume (and label) as the dataset does."""
+        target = self.userdata.get("target_spacing_mm")
+        volume, label = resample(volume, label, tuple(target) if target else None)
+        window = (self.userdata.get("window_low", CT_WINDOW[0]), self.userdata.get("window_high", CT_WINDOW[1]))
+        volume = normalize(volume, str(self.userdata.get("normalization_used") or "none"),
+                           window=tuple(CT_WINDOW[i] if w is None else float(w) for i, w in enumerate(window)))
+        return volume, label
+
+    def encode_entry(self, entry: Case) -> tuple[Any, np.ndarray]:
+        """Read, check, resample and normalise one case; return ``(Volume, label)``.
+
+        Raises:
+            VolumeFormatError: A file cannot be read, or the label does not cover the image's voxels.
+        """
+        volume = read_case(entry)
+        label = read_label_nifti(entry.label, volume, entry.image)
+        volume, label = self.preprocess(volume, label)
+        return volume, label
+
+
+def _class_labels(labels: Any) -> list[str] | None:
+    """Decathlon ``labels`` (``{"0": "background", "1": "left atrium"}``) as a list, index = class id."""
+    if not isinstance(labels, dict) or not labels:
+        return None
+    try:
+        ids = {int(k): str(v) for k, v in labels.items()}
+    except (TypeError, ValueError):
+        return None
+    return [ids.get(i, str(i)) for i in range(max(ids) + 1)]
+
+
+class MsdVolumesIngestion(VolumeIngestion):
+    """Medical Segmentation Decathlon task folder (``dataset.json``, ``imagesTr/``, ``labelsTr/``)."""
+
+    plugin_id = "msd-volumes"
+    title = "Medical Segmentation Decathlon (NIfTI volumes)"
+
+    @staticmethod
+    def get_dataset_form():
+        """Return the dataset form class (:class:`~digits_data_volumes.forms.MsdDatasetForm`)."""
+        from .forms import MsdDatasetForm
+
+        return MsdDatasetForm
+
+    def list_cases(self) -> tuple[list[Case], dict]:
+        from digits_core.paths import check_server_path
+
+        folder = check_server_path(str(self.userdata.get("data_folder") or ""), "data_folder")
+        manifest = folder / "dataset.json"
+        try:
+            info = json.loads(manifest.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise DatasetError(f"{manifest}: not a readable Decathlon dataset.json ({type(exc).__name__})") from None
+        training = info.get("training") if isinstance(info, dict) else None
+        if not isinstance(training, list):
+            raise DatasetError(f'{manifest}: no "training" list of {{"image": ..., "label": ...}}')
+        cases = []
+        for number, item in enumerate(training):
+            if not isinstance(item, dict) or not isinstance(item.get("image"), str) \
+                    or not isinstance(item.get("label"), str):
+                raise DatasetError(f'{manifest}: training item {number} needs "image" and "label" paths')
+            image, label = folder / item["image"], folder / item["label"]
+            for path in (image, label):
+                if not is_nifti(path) or not path.is_file():
+                    raise DatasetError(f"{manifest}: training item {number}: {path} is not a NIfTI file")
+            cases.append(Case(nifti_stem(image), str(check_server_path(image, "data_folder")),
+                              str(check_server_path(label, "data_folder")), "nifti"))
+        modality = info.get("modality") if isinstance(info.get("modality"), dict) else {}
+        extra = {"class_labels": _class_labels(info.get("labels")),
+                 "modality": str(modality.get("0", "")), "modalities": [str(v) for v in modality.values()],
+                 "task_name": str(info.get("name", ""))}
+        return cases, extra
+
+
+def _pairs(images: Path, labels: Path) -> list[tuple[str, Path, Path]]:
+    found = []
+    for path in sorted(p for p in images.iterdir() if p.is_file() and is_nifti(p)):
+        stem = nifti_stem(path)
+        label = next((labels / f"{stem}{s}" for s in (".nii.gz", ".nii") if (labels / f"{stem}{s}").is_file()), None)
+        if label is None:
+            raise DatasetError(f"{path}: no label {stem}.nii.gz or {stem}.nii in {labels}")
+        found.append((stem, path, label))
+    return found
+
+
+class NiftiVolumesIngestion(VolumeIngestion):
+    """Two folders of NIfTI files, images and labels matched by file name."""
+
+    plugin_id = "nifti-volumes"
+    title = "NIfTI volumes (image and label folders)"
+
+    @staticmethod
+    def get_dataset_form():
+        """Return the dataset form class (:class:`~digits_data_volumes.forms.NiftiDatasetForm`)."""
+        from .forms import NiftiDatasetForm
+
+        return NiftiDatasetForm
+
+    def list_cases(self) -> tuple[list[Case], dict]:
+        from digits_core.paths import check_server_path
+
+        images = check_server_path(str(self.userdata.get("image_folder") or ""), "image_folder")
+        labels = check_server_path(str(self.userdata.get("label_folder") or ""), "label_folder")
+        cases = [Case(stem, str(image), str(label), "nifti") for stem, image, label in _pairs(images, labels)]
+        return cases, {"modality": str(self.userdata.get("modality") or "")}
+
+
+class DicomSeriesIngestion(VolumeIngestion):
+    """DICOM series folders (slices ordered by position), labels as NIfTI files named after the series."""
+
+    plugin_id = "dicom-series"
+    title = "DICOM series (one folder per series)"
+
+    @staticmethod
+    def get_dataset_form():
+        """Return the dataset form class (:class:`~digits_data_volumes.forms.DicomSeriesDatasetForm`)."""
+        from .forms import DicomSeriesDatasetForm
+
+        return DicomSeriesDatasetForm
+
+    def list_cases(self) -> tuple[list[Case], dict]:
+        from digits_core.paths import check_server_path
+
+        root = check_server_path(str(self.userdata.get("series_folder") or ""), "series_folder")
+        labels = check_server_path(str(self.userdata.get("label_folder") or ""), "label_folder")
+        folders = [p for p in sorted(root.iterdir()) if p.is_dir() and dicom_files(p)]
+        if not folders and dicom_files(root):
+            folders = [root]
+        cases, modalities = [], set()
+        for folder in folders:
+            label = next((labels / f"{folder.name}{s}" for s in (".nii.gz", ".nii")
+                          if (labels / f"{folder.name}{s}").is_file()), None)
+            if label is None:
+                raise DatasetError(f"{folder}: no label {folder.name}.nii.gz in {labels}")
+            try:
+                modalities.add(read_slice_info(dicom_files(folder)[0]).modality)
+            except VolumeFormatError as exc:
+                raise DatasetError(str(exc)) from None
+            cases.append(Case(folder.name, str(folder), str(label), "dicom"))
+        return cases, {"modality": sorted(modalities)[0] if len(modalities) == 1 else ""}
