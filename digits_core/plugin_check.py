@@ -127,11 +127,19 @@ def _render(report: CheckReport, name: str, pair: Any, **extra: Any) -> None:
         report.add(name, OK)
 
 
-def check_feature(feature: Any, label: Any, plugin_id: str) -> str | None:
-    """Return why one encoded ``(feature, label)`` breaks the data contract, or ``None``."""
-    from .datasets.layout import channels_first_problem  # the datasets package loads the job machinery
-    from .datasets.records import RecordError, pack_record
+def check_feature(feature: Any, label: Any, plugin_id: str, kind: str | None = None) -> str | None:
+    """Return why one encoded ``(feature, label)`` breaks the data contract, or ``None``.
 
+    Args:
+        feature: The feature ``encode_entry`` returned.
+        label: Its label.
+        plugin_id: The plugin's id, named in the answer.
+        kind: The label kind the plugin declares (``DataIngestion.label_kind``).
+    """
+    from .datasets.layout import channels_first_problem  # the datasets package loads the job machinery
+    from .datasets.records import RecordError, declared, pack_record
+
+    label, kind = declared(label, kind)
     array = np.asarray(feature) if not hasattr(feature, "fmt") else None
     if array is not None:
         if array.ndim not in (2, 3):
@@ -139,12 +147,14 @@ def check_feature(feature: Any, label: Any, plugin_id: str) -> str | None:
         problem = channels_first_problem(array.shape, plugin_id)
         if problem:
             return problem
-    if isinstance(label, np.ndarray) and label.ndim == 3 and label.shape[:2] == (1, 1):
+    if kind is None and isinstance(label, np.ndarray) and label.ndim == 3 and label.shape[:2] == (1, 1):
         return (f"label has shape {label.shape} (the DIGITS 6 1×1×N habit); return a 1-D float array "
                 f"of {label.shape[2]} values instead (label.reshape(-1))")
     try:
-        pack_record(feature, label)
+        pack_record(feature, label, kind)
     except RecordError as exc:
+        if kind is not None:
+            return f'data plugin "{plugin_id}" declares label_kind "{kind}": {exc}'
         return str(exc)
     return None
 
@@ -217,7 +227,7 @@ def _check_data(cls: type[DataIngestion], report: CheckReport, form_values: Mapp
                 if not (isinstance(pair, tuple) and len(pair) == 2):
                     problems.append(f"returned {type(pair).__name__}; expected (feature, label) or a list of pairs")
                     continue
-                problem = check_feature(*pair, plugin_id)
+                problem = check_feature(*pair, plugin_id, getattr(plugin, "label_kind", None))
                 if problem:
                     problems.append(problem)
             report.add(name, FAILED if problems else OK, "; ".join(dict.fromkeys(problems)))

@@ -24,6 +24,7 @@ from digits.extensions.view import GROUP as VIEW_GROUP
 from digits.extensions.view.interface import Digits6Dataset, VisualizationInterface
 from digits.utils import constants, forms, image, override, subclass
 from digits._translate import feature_to_core, form_class, label_to_core, view_input, view_outputs
+from digits_core.datasets.records import DeclaredLabel
 from digits._userdata import Userdata
 from digits_core import DataIngestion, View
 from digits_core.plugin_registry import ENTRY_POINT_GROUPS
@@ -200,16 +201,26 @@ def test_feature_chw_becomes_hwc_and_dtypes_follow_digits6():
         feature_to_core(np.zeros((1, 2, 3, 4)))
 
 
-def test_labels_translate_by_digits6_shape():
-    vector = label_to_core(np.array([0.25, -0.5])[np.newaxis, np.newaxis, ...])  # 1×1×2
-    assert vector.shape == (2,) and vector.dtype == np.float32 and vector.tolist() == [0.25, -0.5]
-    assert label_to_core(np.array([[[1.0]], [[2.0]]])).tolist() == [1.0, 2.0]  # N×1×1
-    mask = label_to_core(np.ones((1, 4, 5), np.uint8))
-    assert mask.shape == (4, 5) and mask.dtype == np.uint8
-    assert label_to_core(np.zeros((3, 4, 5), np.float32)).shape == (4, 5, 3)
-    assert label_to_core(np.array([7])) == 7 and isinstance(label_to_core(np.array([7])), int)
-    assert label_to_core(np.array([0.5])).tolist() == [0.5]  # a float stays a regression target
+def test_labels_translate_by_digits6_shape_to_a_declared_kind():
+    def kind_and_value(label, feature_hw=None):
+        out = label_to_core(label, feature_hw)
+        return (out.kind, out.label) if isinstance(out, DeclaredLabel) else (type(out).__name__, out)
+
+    kind, vector = kind_and_value(np.array([0.25, -0.5])[np.newaxis, np.newaxis, ...])  # 1×1×2
+    assert kind == "regression" and vector.dtype == np.float32 and vector.tolist() == [0.25, -0.5]
+    assert kind_and_value(np.array([[[1.0]], [[2.0]]]))[1].tolist() == [1.0, 2.0]  # N×1×1
+    kind, mask = kind_and_value(np.ones((1, 4, 5), np.uint8), (4, 5))
+    assert kind == "mask" and mask.shape == (4, 5) and mask.dtype == np.uint8
+    kind, image = kind_and_value(np.zeros((3, 4, 5), np.float32), (4, 5))
+    assert kind == "image" and image.shape == (4, 5, 3)
+    assert kind_and_value(np.array([7])) == ("int", 7)
+    assert kind_and_value(np.array([0.5]))[1].tolist() == [0.5]  # a float stays a regression target
     assert label_to_core(3) == 3
+    # bAbI's 1×story×sentence floats: raw with their DIGITS 6 shape, never boxes (5 words) nor a mask
+    for words in (5, 6):
+        kind, story = kind_and_value(np.zeros((1, 4, words), np.float32), (8, 8))
+        assert kind == "raw" and story.shape == (1, 4, words)
+    assert kind_and_value(np.ones((1, 4, 5), np.uint8), (6, 6))[0] == "raw"  # not the feature's H×W: no mask
 
 
 def test_view_input_and_outputs():
@@ -285,7 +296,7 @@ def test_encode_entry_translates_once_even_through_super():
 
     feature, label = Child(size=4, count=1).encode_entry(2)
     assert feature.shape == (4, 4, 1) and feature[0, 3, 0] == 6
-    assert label.tolist() == [2.0, -2.0]
+    assert label.kind == "regression" and label.label.tolist() == [2.0, -2.0]  # declared by the adapter
 
 
 def test_forms_are_classes_for_the_core():

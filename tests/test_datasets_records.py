@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import lmdb
+import wtforms
 import numpy as np
 import pytest
 
+from digits_core import DataIngestion
 from digits_core.datasets import EncodedImage, RecordError
 from digits_core.datasets import records as rec
 from digits_core.datasets.storage import (StageWriter, close_reader, open_reader, read_keys, read_range,
@@ -76,12 +78,57 @@ def test_mask_labels(dtype):
     (np.zeros((2, 2), np.uint8), True, "bool"),
     (np.zeros((2, 2), np.uint8), "cat", "not str"),
     (np.zeros((2, 2), np.uint8), np.zeros((3, 3), np.uint8), "differs from the feature"),
-    (np.zeros((2, 2), np.uint8), np.zeros((2, 2), np.float32), "integer array"),
-    (np.zeros((2, 2), np.uint8), np.array([1, 2]), "float32 or float64"),
 ])
 def test_contract_violations_raise_record_error(feature, label, message):
     with pytest.raises(RecordError, match=message):
         rec.pack_record(feature, label)
+
+
+@pytest.mark.parametrize("label, kind, message", [
+    (np.zeros((2, 2), np.float32), "mask", "integer array"),
+    (np.array([1, 2]), "regression", "float32 or float64"),
+    (np.zeros((1, 4, 5), np.float32), "boxes", r"declared as boxes must be an N×5 float array; got shape \(1, 4, 5\)"),
+    (np.zeros((4, 6), np.float32), "boxes", r"N×5 float array; got shape \(4, 6\)"),
+    (np.zeros((2, 2, 3), np.uint8), "image", "declared as image must be an H×W×C float array"),
+    (0.5, "class", "declared as class must be an int class index; got float"),
+    (np.zeros((2, 2), np.uint8), "story", 'label kind "story" is not one of'),
+])
+def test_a_label_contradicting_its_declared_kind_is_refused(label, kind, message):
+    with pytest.raises(RecordError, match=message):
+        rec.pack_record(np.zeros((2, 2), np.uint8), label, kind)
+
+
+@pytest.mark.parametrize("words", [5, 6])
+def test_labels_are_never_guessed_from_their_shape(words):
+    """A float story×sentence label is raw whatever its width: 5 columns do not make boxes (the bAbI bug)."""
+    story = np.arange(4 * words, dtype=np.float32).reshape(4, words)
+    (_, out), meta = _roundtrip(np.zeros((8, 8), np.uint8), story)
+    assert rec.LABEL_KINDS[meta.label_kind] == "raw" and meta.label_shape == (4, words)
+    assert out.dtype == np.float32 and np.array_equal(out, story)
+    # declared, the same array is boxes
+    _, meta, _ = rec.pack_record(np.zeros((8, 8), np.uint8), np.zeros((2, 5), np.float32), "boxes")
+    assert rec.LABEL_KINDS[meta.label_kind] == "boxes" and meta.label_shape == (None, 5)
+
+
+@pytest.mark.parametrize("label", [
+    np.arange(24, dtype=np.float32).reshape(1, 4, 6),
+    np.arange(6, dtype=np.int16).reshape(2, 3),
+    np.array([[True, False]]),
+    np.float64(2.5),
+])
+def test_raw_labels_round_trip_with_their_shape(label):
+    data, meta, _ = rec.pack_record(np.zeros((3, 3), np.uint8), label, "raw")
+    _, out = rec.unpack_record(data)
+    assert rec.LABEL_KINDS[meta.label_kind] == "raw" and meta.label_shape == np.shape(label)
+    assert np.shape(out) == np.shape(label) and np.array_equal(out, np.asarray(label, out.dtype))
+
+
+def test_declared_labels_win_over_the_plugins_kind():
+    label = rec.DeclaredLabel(np.zeros((1, 2, 5), np.float32), "raw")
+    _, meta, _ = rec.pack_record(np.zeros((3, 3), np.uint8), *rec.declared(label, "boxes"))
+    assert rec.LABEL_KINDS[meta.label_kind] == "raw" and meta.label_shape == (1, 2, 5)
+    _, meta, _ = rec.pack_record(np.zeros((3, 3), np.uint8), 3, "regression")  # an int declared regression
+    assert rec.LABEL_KINDS[meta.label_kind] == "regression" and meta.label_dtype == "float64"
 
 
 def test_encoded_png_round_trips_uint8_and_uint16():
@@ -123,3 +170,33 @@ def test_stage_writer_grows_the_map_and_reads_ranges(tmp_path):
     close_reader(tmp_path / "train")
     with pytest.raises(lmdb.Error):
         lmdb.open(str(tmp_path / "missing"), readonly=True, create=False)
+
+
+class _Stories(DataIngestion):
+    """The bAbI idiom: a float story×sentence label of 5 words per sentence, the kind not declared."""
+
+    plugin_id = "test-stories"
+
+    @staticmethod
+    def get_dataset_form():
+        return wtforms.Form
+
+    @staticmethod
+    def get_dataset_template(form):
+        return "", {}
+
+    def itemize_entries(self, stage):
+        return list(range(6)) if stage == "train" else []
+
+    def encode_entry(self, entry):
+        return np.full((4, 4, 1), entry, np.uint8), np.full((3, 5), entry / 10, np.float32)
+
+
+def test_a_dataset_of_raw_labels_keeps_their_kind_and_shape(tmp_path):
+    from digits_core.testing import build_dataset
+
+    dataset = build_dataset(_Stories, {}, jobs_dir=tmp_path)
+    assert (dataset.label_kind, dataset.label_dtype, dataset.label_shape) == ("raw", "float32", (3, 5))
+    features, labels = dataset.read_batch("train", 1, 4)
+    assert features.shape == (3, 4, 4, 1) and labels.shape == (3, 3, 5)
+    assert np.allclose(labels[:, 0, 0], [0.1, 0.2, 0.3]) and features[2, 0, 0, 0] == 3

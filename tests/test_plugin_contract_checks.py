@@ -162,6 +162,25 @@ def test_check_plugin_passes_a_correct_plugin_and_names_channels_first():
     assert "failed  userdata: itemize_entries stored userdata key(s) is_inference_db" in str(report)
 
 
+def test_check_plugin_reports_a_label_contradicting_its_declared_kind():
+    def story(self, entry):  # the bAbI habit: a story×sentence float label, 5 words a sentence
+        return np.zeros((4, 4, 1), np.uint8), np.zeros((3, 5), np.float32)
+
+    report = check_plugin(_variant("Story", encode_entry=story, label_kind="mask"))
+    assert not report.ok
+    assert 'encode_entry(train: 0): data plugin "story" declares label_kind "mask": a mask label must be an ' \
+           "integer array" in str(report)
+    assert check_plugin(_variant("StoryRaw", encode_entry=story, label_kind="raw")).ok
+    assert check_plugin(_variant("StoryUndeclared", encode_entry=story)).ok  # undeclared: raw, never boxes
+
+    def boxes(self, entry):
+        return np.zeros((4, 4, 1), np.uint8), np.zeros((1, 3, 5), np.float32)
+
+    report = check_plugin(_variant("Boxes", encode_entry=boxes, label_kind="boxes"))
+    assert ('encode_entry(train: 1): data plugin "boxes" declares label_kind "boxes": label declared as boxes '
+            "must be an N×5 float array; got shape (1, 3, 5) float32") in str(report)
+
+
 def test_testing_kit_builds_a_dataset_in_process(tmp_path):
     from digits_core.testing import build_dataset
 

@@ -79,14 +79,15 @@ def unpack_records(values: list[bytes], layout: RecordLayout, *, decode: bool = 
     lshape = layout.label_shape
     fbytes = int(np.prod(fshape)) * fdtype.itemsize
     lbytes = int(np.prod(lshape)) * ldtype.itemsize if lshape else ldtype.itemsize
-    raw_len = rec.HEADER_SIZE + fbytes + lbytes
+    prefix = rec.raw_prefix_size(lshape) if layout.label_kind == "raw" else 0  # a raw label's ndim and dims
+    raw_len = rec.HEADER_SIZE + fbytes + prefix + lbytes
     # Fast path: every record raw (encoding byte 0) and of the raw length -> one frombuffer.
     if set(map(len, values)) == {raw_len}:
         table = np.frombuffer(b"".join(values), dtype=np.uint8).reshape(n, raw_len)
         if not table[:, 4].any():
             features = table[:, rec.HEADER_SIZE:rec.HEADER_SIZE + fbytes].copy().view(fdtype)
             features = features.reshape((n, *fshape)).astype(fdtype.name, copy=False)
-            labels = table[:, rec.HEADER_SIZE + fbytes:].copy().view(ldtype).reshape((n, *lshape))
+            labels = table[:, rec.HEADER_SIZE + fbytes + prefix:].copy().view(ldtype).reshape((n, *lshape))
             return features, labels.astype(ldtype.name, copy=False)
     labels = np.frombuffer(b"".join([v[len(v) - lbytes:] for v in values]), dtype=ldtype)
     labels = labels.reshape((n, *lshape)).astype(ldtype.name, copy=False)

@@ -168,18 +168,18 @@ class RepeatedLayout:
         self._encoded: rec.PreparedRecord | None = None  # template for encoded images
         self._encoded_key: tuple | None = None  # (format, shape, dtype)
 
-    def prepare(self, feature, label) -> rec.PreparedRecord:
-        """Return the checked record of ``(feature, label)``.
+    def prepare(self, feature, label, kind: str | None = None) -> rec.PreparedRecord:
+        """Return the checked record of ``(feature, label)``, the label of the declared ``kind``.
 
         Raises:
             RecordError: The pair breaks the data contract.
         """
-        if type(label) is int and 0 <= label < 1 << 63:
-            kind = type(feature)
-            if kind is np.ndarray and self._raw is not None:
+        if type(label) is int and 0 <= label < 1 << 63 and kind in (None, "class"):
+            feature_type = type(feature)
+            if feature_type is np.ndarray and self._raw is not None:
                 if (feature.shape, feature.dtype) == self._raw_key and feature.flags.c_contiguous:
                     return self._raw._replace(payload=feature, label=_CLASS_LABEL.pack(label), pixels=feature)
-            elif kind is rec.EncodedImage and self._encoded is not None:
+            elif feature_type is rec.EncodedImage and self._encoded is not None:
                 data = feature.data
                 if (type(data) is bytes and data
                         and (feature.format, feature.shape, feature.dtype) == self._encoded_key):
@@ -188,7 +188,7 @@ class RepeatedLayout:
                     header = header[:20] + _PAYLOAD_LENGTH.pack(len(data)) + header[24:]
                     return self._encoded._replace(header=header, payload=data, label=_CLASS_LABEL.pack(label),
                                                   pixels=feature.array)
-        prepared = rec.prepare_record(feature, label)
+        prepared = rec.prepare_record(feature, label, kind)
         self._learn(feature, label, prepared)
         return prepared
 
@@ -290,7 +290,9 @@ def _encode_entry(plugin, entry, index: int, mean_every: int, state: _ChunkState
         if not isinstance(pair, tuple) or len(pair) != 2:
             raise rec.RecordError(f"encode_entry must return (feature, label) or a list of them, "
                                   f"got {type(pair).__name__}")
-        prepared = state.layout.prepare(*pair)
+        label, kind = rec.declared(pair[1], getattr(plugin, "label_kind", None))
+        pair = (pair[0], label)
+        prepared = state.layout.prepare(pair[0], label, kind)
         pixels = prepared.pixels
         meta = state.intern(prepared.meta)
         if mean_every and (pixels is not None or index % mean_every == 0):

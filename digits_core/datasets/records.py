@@ -7,13 +7,13 @@ payload and then the label payload (see ``docs/formats.md``)::
     0      4     magic b"DGR1"
     4      1     feature encoding: 0 raw, 1 png, 2 jpg, 3 other (original file bytes Pillow decodes)
     5      1     feature dtype code (see DTYPES)
-    6      1     label kind: 0 class, 1 regression, 2 mask, 3 boxes, 4 image
+    6      1     label kind: 0 class, 1 regression, 2 mask, 3 boxes, 4 image, 5 raw
     7      1     label dtype code
     8      4     feature height H
     12     4     feature width W
     16     4     feature channels C
     20     4     feature payload length in bytes
-    24     4     label dim 0 (regression length K, mask/image height, box count N; 0 for a scalar)
+    24     4     label dim 0 (regression length K, mask/image height, box count N, raw ndim; 0 for a scalar)
     28     4     label dim 1 (mask/image width, 5 for boxes; 0 otherwise)
 
 Raw features are the ``H×W×C`` array's bytes in C order, little-endian.
@@ -22,7 +22,11 @@ target as a float32/float64 scalar or vector, a mask as ``H×W`` integers,
 boxes as an ``N×5`` float32 array ``(class_id, x_min, y_min, x_max, y_max)``
 (N may be 0; the layout every record shares says ``(None, 5)``), an image
 target (image-to-image) as an ``H×W×C`` float32 array (its channel count C is
-the label payload length divided by ``H·W·4``).
+the label payload length divided by ``H·W·4``), a raw array (any other
+label) as its ndim and dims (``<u4`` each) followed by its bytes.
+
+The label kind is **declared**, never read from an array's shape (see
+:mod:`~digits_core.datasets.labels`, whose names this module re-exports).
 
 Encoded image features (:class:`EncodedImage`) and their decoding are
 :mod:`~digits_core.datasets.images`; this module imports no Pillow.
@@ -36,11 +40,13 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .images import EncodedImage, RecordError, decode_image_bytes  # noqa: F401  (re-exported)
+from .labels import (BOX_COLUMNS, BOXES, CLASS, DECLARED_KINDS, IMAGE, LABEL_KINDS,  # noqa: F401  (re-exported)
+                     MASK, MASK_DTYPES, RAW_ARRAY, REGRESSION, REGRESSION_DTYPES, DeclaredLabel, _as_label,
+                     _RAW_DIM, declared, raw_prefix_size, undeclared_kind)
 
 MAGIC = b"DGR1"
 HEADER = struct.Struct("<4sBBBBIIIIII")
 HEADER_SIZE = HEADER.size  # 32
-_INT64 = struct.Struct("<q")
 
 #: dtype code -> numpy dtype (little-endian). The code is stored in each record.
 DTYPES: tuple[str, ...] = ("uint8", "uint16", "int16", "float32", "int32", "int64", "float64")
@@ -48,22 +54,11 @@ DTYPE_CODES = {name: code for code, name in enumerate(DTYPES)}
 #: Feature dtypes the data contract allows.
 FEATURE_DTYPES = ("uint8", "uint16", "int16", "float32")
 _LITTLE_ENDIAN_FEATURES = {np.dtype(name).newbyteorder("<"): name for name in FEATURE_DTYPES}
-#: Integer dtypes allowed for segmentation masks.
-MASK_DTYPES = ("uint8", "uint16", "int16", "int32", "int64")
-#: Float dtypes allowed for regression targets.
-REGRESSION_DTYPES = ("float32", "float64")
-
 RAW, PNG, JPG, OTHER = 0, 1, 2, 3
 #: Feature encoding code -> name used in dataset.json.
 ENCODINGS = ("none", "png", "jpg", "other")
 ENCODING_CODES = {name: code for code, name in enumerate(ENCODINGS)}
 ENCODING_CODES["jpeg"] = JPG
-
-CLASS, REGRESSION, MASK, BOXES, IMAGE = 0, 1, 2, 3, 4
-#: Label kind code -> name (``Dataset.label_kind``).
-LABEL_KINDS = ("class", "regression", "mask", "boxes", "image")
-#: Columns of a boxes label: class id, x_min, y_min, x_max, y_max.
-BOX_COLUMNS = 5
 
 
 def _as_feature(feature: Any) -> tuple[int, Any, tuple, Any, np.ndarray | None]:
@@ -96,64 +91,6 @@ def _as_feature(feature: Any) -> tuple[int, Any, tuple, Any, np.ndarray | None]:
             raise RecordError(f"feature dtype {arr.dtype} is not one of {', '.join(FEATURE_DTYPES)}")
         arr = arr.astype(np.dtype(name).newbyteorder("<"))  # same values, little-endian bytes
     return RAW, name, arr.shape, np.ascontiguousarray(arr), arr
-
-
-def _as_label(label: Any, feature_shape: tuple) -> tuple[int, str, tuple, bytes]:
-    """Return (kind, dtype, shape, payload)."""
-    if isinstance(label, (bool, np.bool_)):
-        raise RecordError("label must be an int class, a float or float vector, or an H×W integer mask, not a bool")
-    if isinstance(label, (int, np.integer)):
-        if label < 0:
-            raise RecordError(f"class index {label} is negative")
-        try:
-            return CLASS, "int64", (), _INT64.pack(int(label))
-        except struct.error:
-            raise RecordError(f"class index {label} does not fit in int64") from None
-    if isinstance(label, (float, np.floating)):
-        dtype = "float32" if isinstance(label, np.float32) else "float64"
-        return REGRESSION, dtype, (), np.asarray(label, dtype=np.dtype(dtype).newbyteorder("<")).tobytes()
-    if not isinstance(label, np.ndarray):
-        raise RecordError(f"label must be an int, a float or a numpy array, not {type(label).__name__}")
-    kind_char = label.dtype.kind
-    if label.ndim == 0:
-        return _as_label(label.item() if kind_char in "iu" else label[()], feature_shape)
-    if label.ndim == 1:
-        if label.dtype.name not in REGRESSION_DTYPES:
-            raise RecordError(f"a 1-D label is a regression target and must be float32 or float64, not {label.dtype}")
-        arr = np.ascontiguousarray(label, dtype=np.dtype(label.dtype.name).newbyteorder("<"))
-        return REGRESSION, label.dtype.name, (int(arr.shape[0]),), arr.tobytes()
-    if label.ndim == 2 and kind_char == "f" and label.shape[1] == BOX_COLUMNS:  # masks are integers: floats are boxes
-        return _as_boxes(label.astype(np.float32, copy=False))
-    if label.ndim == 3 and kind_char == "f":  # masks are integers: a float H×W×C array is an image target
-        if not np.isfinite(label).all():
-            raise RecordError("image label has a NaN or infinite value")
-        arr = np.ascontiguousarray(label, dtype=np.dtype("float32").newbyteorder("<"))
-        return IMAGE, "float32", tuple(int(d) for d in arr.shape), arr.tobytes()
-    if label.ndim == 3 and label.shape[2] == 1:
-        label = label[:, :, 0]
-    if label.ndim == 2:
-        if label.dtype.name not in MASK_DTYPES:
-            raise RecordError(f"a mask label must be an integer array ({', '.join(MASK_DTYPES)}), not {label.dtype}")
-        if label.dtype.kind == "i" and label.size and label.min() < 0:
-            raise RecordError(f"mask has a negative class index ({label.min()})")
-        if tuple(label.shape) != tuple(feature_shape[:2]):
-            raise RecordError(f"mask shape {label.shape} differs from the feature's H×W {tuple(feature_shape[:2])}")
-        arr = np.ascontiguousarray(label, dtype=np.dtype(label.dtype.name).newbyteorder("<"))
-        return MASK, label.dtype.name, (int(arr.shape[0]), int(arr.shape[1])), arr.tobytes()
-    raise RecordError(f"label array of shape {label.shape} is neither a vector, an H×W mask nor an H×W×C float image")
-
-
-def _as_boxes(label: np.ndarray) -> tuple[int, str, tuple, bytes]:
-    """A float32 ``N×5`` boxes label: finite, class ids whole and ``>= 0``, ``x_min <= x_max``, ``y_min <= y_max``."""
-    if not np.isfinite(label).all():
-        raise RecordError("boxes label has a NaN or infinite value")
-    classes = label[:, 0]
-    if label.shape[0] and (classes.min() < 0 or not np.array_equal(classes, np.round(classes))):
-        raise RecordError("boxes label: column 0 must hold whole class ids >= 0")
-    if label.shape[0] and ((label[:, 3] < label[:, 1]).any() or (label[:, 4] < label[:, 2]).any()):
-        raise RecordError("boxes label: every box needs x_min <= x_max and y_min <= y_max")
-    arr = np.ascontiguousarray(label, dtype=np.dtype("float32").newbyteorder("<"))
-    return BOXES, "float32", (int(arr.shape[0]), BOX_COLUMNS), arr.tobytes()
 
 
 class RecordMeta(NamedTuple):
@@ -197,8 +134,14 @@ class PreparedRecord(NamedTuple):
         return end + len(self.label) - offset
 
 
-def prepare_record(feature: Any, label: Any) -> PreparedRecord:
+def prepare_record(feature: Any, label: Any, kind: str | None = None) -> PreparedRecord:
     """Check one ``(feature, label)`` pair against the data contract, as :func:`pack_record`, without packing it.
+
+    Args:
+        feature: As for :func:`pack_record`.
+        label: As for :func:`pack_record`.
+        kind: The label kind the plugin declares (see :data:`DECLARED_KINDS`), or
+            ``None`` for one that declares none (:func:`undeclared_kind`).
 
     Raises:
         RecordError: The pair breaks the contract.
@@ -206,22 +149,24 @@ def prepare_record(feature: Any, label: Any) -> PreparedRecord:
     enc, fdtype, fshape, fpayload, pixels = _as_feature(feature)
     if label is None:
         raise RecordError("label is None; a dataset record needs a label")
-    kind, ldtype, lshape, lpayload = _as_label(label, fshape)
-    dims = tuple(lshape) + (0,) * (2 - len(lshape))
-    header = HEADER.pack(MAGIC, enc, DTYPE_CODES[fdtype], kind, DTYPE_CODES[ldtype],
+    code, ldtype, lshape, lpayload = _as_label(label, fshape, kind)
+    dims = (len(lshape), 0) if code == RAW_ARRAY else tuple(lshape) + (0,) * (2 - len(lshape))
+    header = HEADER.pack(MAGIC, enc, DTYPE_CODES[fdtype], code, DTYPE_CODES[ldtype],
                          fshape[0], fshape[1], fshape[2], memoryview(fpayload).nbytes, dims[0], dims[1])
-    if kind == BOXES:  # records differ in box count N; the layout they share is (None, 5)
+    if code == BOXES:  # records differ in box count N; the layout they share is (None, 5)
         lshape = (None, BOX_COLUMNS)
-    return PreparedRecord(header, fpayload, lpayload, RecordMeta(enc, fdtype, fshape, kind, ldtype, lshape), pixels)
+    return PreparedRecord(header, fpayload, lpayload, RecordMeta(enc, fdtype, fshape, code, ldtype, lshape), pixels)
 
 
-def pack_record(feature: Any, label: Any) -> tuple[bytes, RecordMeta, np.ndarray | None]:
+def pack_record(feature: Any, label: Any, kind: str | None = None) -> tuple[bytes, RecordMeta, np.ndarray | None]:
     """Check one ``(feature, label)`` pair against the data contract and pack it.
 
     Args:
         feature: ``H×W×C`` numpy array (uint8, uint16, int16, float32) or :class:`EncodedImage`.
-        label: int class, float / 1-D float array, ``H×W`` integer mask, or
-            float32 ``N×5`` boxes.
+        label: int class, float / 1-D float array, ``H×W`` integer mask,
+            float32 ``N×5`` boxes, ``H×W×C`` float image, any array (raw), or
+            a :class:`DeclaredLabel`.
+        kind: The declared label kind (see :func:`prepare_record`).
 
     Returns:
         ``(record_bytes, meta, pixels)``: ``pixels`` is the decoded feature
@@ -230,7 +175,7 @@ def pack_record(feature: Any, label: Any) -> tuple[bytes, RecordMeta, np.ndarray
     Raises:
         RecordError: The pair breaks the contract.
     """
-    prepared = prepare_record(feature, label)
+    prepared = prepare_record(feature, label, kind)
     data = b"".join((prepared.header, memoryview(prepared.payload).cast("B"), prepared.label))
     return data, prepared.meta, prepared.pixels
 
@@ -250,6 +195,9 @@ def parse_header(record: bytes) -> tuple:
                                else ((d0,) if kind == REGRESSION else (d0, d1)))
     if kind == IMAGE:
         lshape = (d0, d1, (len(record) - HEADER_SIZE - flen) // max(d0 * d1 * np.dtype(DTYPES[lcode]).itemsize, 1))
+    elif kind == RAW_ARRAY:
+        start = HEADER_SIZE + flen + _RAW_DIM.size
+        lshape = struct.unpack_from(f"<{d0}I", record, start) if len(record) >= start + d0 * _RAW_DIM.size else ()
     return enc, DTYPES[fcode], (h, w, c), flen, kind, DTYPES[lcode], lshape
 
 
@@ -263,8 +211,8 @@ def unpack_record(record: bytes, *, decode: bool = True) -> tuple[Any, Any]:
 
     Returns:
         ``(feature, label)``: the feature as ``H×W×C`` array (or bytes);
-        the label as ``numpy.int64``, a float scalar/vector, an ``H×W`` array
-        or an ``N×5`` float32 boxes array.
+        the label as ``numpy.int64``, a float scalar/vector, an ``H×W`` array,
+        an ``N×5`` float32 boxes array, an ``H×W×C`` image or a raw array.
     """
     enc, fdtype, fshape, flen, kind, ldtype, lshape = parse_header(record)
     start = HEADER_SIZE
@@ -276,6 +224,8 @@ def unpack_record(record: bytes, *, decode: bool = True) -> tuple[Any, Any]:
         feature = decode_image_bytes(fbytes, fshape, fdtype)
     else:
         feature = bytes(fbytes)
+    if kind == RAW_ARRAY:
+        start += raw_prefix_size(lshape)
     label = np.frombuffer(record[start + flen:], dtype=np.dtype(ldtype).newbyteorder("<")).astype(ldtype)
     label = label[0] if lshape == () else label.reshape(lshape)
     return feature, label

@@ -64,16 +64,29 @@ class DataIngestion(PluginBase, abc.ABC):
       y_min, x_max, y_max)`` (detection) or an ``H×W×C`` float array, e.g. a
       target image scaled to ``[0, 1]`` (image-to-image).
 
+    **Label kind**: declare it in :attr:`label_kind` (``"class"``,
+    ``"regression"`` or ``"vector"``, ``"mask"``, ``"boxes"``, ``"image"``,
+    ``"raw"``); a label that contradicts it is refused, naming the kind. It
+    is never guessed from an array's shape: a plugin that declares none gets
+    the kind of its label's type (``int`` → class, ``float`` or 1-D float
+    array → regression, integer ``H×W`` array → mask) and any other array
+    stored as ``raw``, with its shape.
+
     Userdata keys that views and the training engine rely on:
 
     * ``class_labels``: list of class names, index = class id.
     * ``color_palette``: list of ``[r, g, b]`` (0–255), index = class id.
 
     Attributes:
+        label_kind: The kind of every label :meth:`encode_entry` returns, or
+            ``None`` (see "Label kind" above). A class attribute, or a
+            property when a form option chooses it.
         is_inference_db: True when the instance encodes inference inputs.
         userdata: The validated form data (JSON-serializable), persisted
             with the dataset; each key is also set as an attribute.
     """
+
+    label_kind: str | None = None
 
     def __init__(self, is_inference_db: bool = False, **form_data: Any):
         self.is_inference_db = is_inference_db

@@ -5,10 +5,11 @@
   Dtypes DIGITS Core stores as they are (``uint8``, ``uint16``, ``int16``,
   ``float32``) are kept; any other is stored as ``float32``, as DIGITS 6's
   datum did with every non-``uint8`` array.
-* :func:`label_to_core`: a ``1×1×N`` (or ``N×1×1``) label is a vector of
-  N floats (``float32``, as DIGITS 6 stored it), a ``1×H×W`` label an
-  ``H×W`` mask, a ``C×H×W`` label ``H×W×C``, a
-  one-element integer array a class index.
+* :func:`label_to_core`: the adapter declares the label kind DIGITS 6
+  plugins never did: a ``1×1×N`` (or ``N×1×1``) label is a vector of N
+  floats (``float32``, as DIGITS 6 stored it), an integer ``1×H×W`` label an
+  ``H×W`` mask, a float ``C×H×W`` label an ``H×W×C`` image, a one-element
+  integer array a class index, anything else a raw array.
 * :func:`palette_to_core`: DIGITS 6 kept ``userdata['color_palette']`` as
   a flat PIL palette ``[r, g, b, r, g, b, ...]``; DIGITS Core reads a list
   of ``[r, g, b]``.
@@ -49,22 +50,41 @@ def feature_to_core(feature: Any) -> np.ndarray:
     return np.ascontiguousarray(array)
 
 
-def label_to_core(label: Any) -> Any:
-    """Translate a DIGITS 6 label (scalar or ``C×H×W`` array) into a DIGITS Core label."""
+def label_to_core(label: Any, feature_hw: tuple | None = None) -> Any:
+    """Translate a DIGITS 6 label (scalar or ``C×H×W`` array) into a DIGITS Core label of a declared kind.
+
+    DIGITS 6 plugins declare no label kind, so the adapter declares it
+    (a :class:`~digits_core.datasets.records.DeclaredLabel`) from what
+    DIGITS 6 did with each layout: a one-element integer array is a class,
+    ``1×1×N`` (or ``N×1×1``) a vector, an integer ``1×H×W`` with the
+    feature's ``H×W`` a mask, a float ``C×H×W`` (C > 1) with the feature's
+    ``H×W`` an ``H×W×C`` image. Anything else (the bAbI plugin's
+    ``1×story×sentence`` floats) is a raw array, stored with its DIGITS 6
+    shape, never taken for boxes or a mask.
+
+    Args:
+        label: What the plugin's ``encode_entry`` returned as the label.
+        feature_hw: The feature's ``(H, W)``; ``None`` when unknown.
+    """
+    from digits_core.datasets.records import DeclaredLabel
+
     if not isinstance(label, np.ndarray):
         return label
     if label.size == 1 and label.ndim <= 3 and label.dtype.kind in "biu":
         return int(label.reshape(()))
     if label.ndim == 3:
         channels, height, width = label.shape
+        same_hw = feature_hw is None or (height, width) == tuple(feature_hw)
         if (channels == 1 and height == 1) or (height == 1 and width == 1):  # 1×1×N (or N×1×1): a vector
-            return label.reshape(-1).astype(np.float32)
-        if channels == 1:
-            return np.ascontiguousarray(label[0])
-        return np.ascontiguousarray(np.transpose(label, (1, 2, 0)))
-    if label.ndim == 1:
-        return label.astype(np.float32)
-    return label
+            return DeclaredLabel(label.reshape(-1).astype(np.float32), "regression")
+        if channels == 1 and label.dtype.kind in "iu" and same_hw:
+            return DeclaredLabel(np.ascontiguousarray(label[0]), "mask")
+        if channels > 1 and label.dtype.kind == "f" and same_hw:
+            return DeclaredLabel(np.ascontiguousarray(np.transpose(label, (1, 2, 0))), "image")
+        return DeclaredLabel(label, "raw")
+    if label.ndim == 1 and label.dtype.kind in "fiu":
+        return DeclaredLabel(label.astype(np.float32), "regression")
+    return DeclaredLabel(label, "raw")
 
 
 def palette_to_core(palette: Any) -> Any:
@@ -83,9 +103,10 @@ def palette_to_core(palette: Any) -> Any:
 def pairs_to_core(encoded: Any) -> Any:
     """Translate what a DIGITS 6 ``encode_entry`` returned: one ``(feature, label)`` pair or a list of them."""
     if isinstance(encoded, list):
-        return [(feature_to_core(f), label_to_core(lb)) for f, lb in encoded]
+        return [pairs_to_core(pair) for pair in encoded]
     feature, label = encoded
-    return feature_to_core(feature), label_to_core(label)
+    feature = feature_to_core(feature)
+    return feature, label_to_core(label, feature.shape[:2])
 
 
 def view_input(input_data: Any) -> Any:

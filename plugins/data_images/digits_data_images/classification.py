@@ -106,6 +106,7 @@ class ImageClassificationIngestion(ImageIngestionBase):
     """Image classification datasets from class folders or list files (DIGITS's image classification)."""
 
     plugin_id = "image-classification"
+    label_kind = "class"
     title = "Image classification (folders or lists)"
     category = "Images"
 

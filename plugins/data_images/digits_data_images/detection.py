@@ -97,6 +97,7 @@ class ObjectDetectionIngestion(ImageIngestionBase):
     """Object detection datasets from KITTI folders or COCO JSON."""
 
     plugin_id = "object-detection"
+    label_kind = "boxes"
     title = "Object detection (KITTI)"
     category = "Images"
 

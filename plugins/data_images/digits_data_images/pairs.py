@@ -75,6 +75,7 @@ class ImagePairsIngestion(DataIngestion):
     """Same/different pairs of grayscale images as 2-channel records (Siamese networks)."""
 
     plugin_id = "image-pairs"
+    label_kind = "class"
     title = "Image pairs (same/different class, Siamese)"
     category = "Images"
 

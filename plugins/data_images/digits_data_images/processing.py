@@ -77,6 +77,7 @@ class ImageProcessingIngestion(ImageIngestionBase):
     """Image-to-image datasets: feature images and target images matched by name."""
 
     plugin_id = "image-processing"
+    label_kind = "image"
     title = "Image processing (image-to-image pairs)"
     category = "Images"
 

@@ -74,6 +74,7 @@ class ImageRegressionIngestion(ImageIngestionBase):
     """Regression datasets: images with a vector of numbers each (CSV or JSON lines)."""
 
     plugin_id = "image-regression"
+    label_kind = "regression"
     title = "Image regression (images + CSV of targets)"
     category = "Images"
 

@@ -121,6 +121,7 @@ class ImageSegmentationIngestion(ImageIngestionBase):
     """Image segmentation datasets from an image folder and a matching label folder."""
 
     plugin_id = "image-segmentation"
+    label_kind = "mask"
     title = "Image segmentation (image + label folders)"
     category = "Images"
 

@@ -13,11 +13,11 @@ from digits_core.errors import FormValidationError
 
 def test_image_label_kind_round_trips_and_needs_finite_floats():
     target = np.random.default_rng(0).random((5, 4, 3)).astype(np.float32)
-    record, meta, _ = pack_record(np.zeros((5, 4, 1), np.uint8), target)
+    record, meta, _ = pack_record(np.zeros((5, 4, 1), np.uint8), target, "image")  # the plugin's label_kind
     assert meta.label_shape == (5, 4, 3)
     np.testing.assert_array_equal(unpack_record(record)[1], target)
     with pytest.raises(RecordError, match="NaN"):
-        pack_record(np.zeros((5, 4, 1), np.uint8), np.full((5, 4, 1), np.nan, np.float32))
+        pack_record(np.zeros((5, 4, 1), np.uint8), np.full((5, 4, 1), np.nan, np.float32), "image")
 
 
 def test_pairs_matched_converted_and_resized_alike(tmp_path, images):

@@ -117,6 +117,7 @@ class SunnybrookIngestion(DataIngestion):
     """Sunnybrook Cardiac Data (DICOM cine MR + expert contours) for left-ventricle segmentation."""
 
     plugin_id = "image-sunnybrook"
+    label_kind = "mask"
     title = "Sunnybrook cardiac MRI (LV segmentation)"
     category = "Images"
 
