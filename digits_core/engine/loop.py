@@ -188,11 +188,11 @@ class TrainingLoop:
                     self._snapshot(epoch, step)
                 break
         self.cb.train_end(dict(self.last_logs))
-        s.job.data["worker_report"] = {
+        s.job.update(worker_report={
             "worker_index": s.strat.worker_index, "num_workers": s.strat.num_workers,
             "steps": step - s.start_step,
             "images_per_epoch": len(range(s.strat.worker_index, s.train_src.n, s.strat.num_workers)),
-        }
+        })
 
     def _aborted(self, epoch_means: _Means) -> None:
         self.abort.clear()

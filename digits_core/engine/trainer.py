@@ -122,8 +122,7 @@ def train_existing_job(job: Job, dataset: Any, network: str | Callable | None = 
         FormValidationError, TrainingError: As for :func:`train`.
     """
     strat, reader, spec, opts, task = _plan(dataset, network, options, job.path.parent)
-    job.data.update({"dataset_id": reader.id, "network": spec.name, "task": task.name, "form_data": opts.to_dict()})
-    job.save()
+    job.update(dataset_id=reader.id, network=spec.name, task=task.name, form_data=opts.to_dict())
     state = RunState(job=job, reader=reader, spec=spec, opts=opts, task=task, strat=strat, folder=job.path)
     return _execute(state, callbacks, progress)
 
@@ -234,7 +233,7 @@ def _create_job(strat, reader, spec: NetworkSpec, name, opts, task: Task, jobs_d
         return Job.create("model", name or f"{spec.name}-{reader.id}", jobs_dir=jobs_dir, hold=True, **fields)
     scratch = tempfile.mkdtemp(prefix=f"digits-worker{strat.worker_index}-")
     job = Job.create("model", name or spec.name, jobs_dir=scratch, **fields)
-    job.data["scratch"] = scratch
+    job.update(scratch=scratch)
     return job
 
 
@@ -248,7 +247,7 @@ def _execute(state: RunState, callbacks: list | None, progress: Progress | None)
     status, error = JobStatus.DONE, None
     loop: TrainingLoop | None = None
     writer = None
-    job.set_status(JobStatus.RUNNING)
+    job.set_status(JobStatus.RUNNING, reopen=state.resume_from is not None)  # a resume reopens a finished job
     old_handlers = _install_signals(abort)
     try:
         prepare_run(state)
@@ -276,14 +275,15 @@ def _execute(state: RunState, callbacks: list | None, progress: Progress | None)
     message = str(error) if error else (f"Aborted: {abort.reason}" if status is JobStatus.ABORTED else None)
     early = loop.early if loop is not None and loop.early is not None and loop.early.stopped_epoch else None
     _finish_info(state, status, message, last_logs, bool(loop and loop.stopped_early), early)
-    if early is not None and status is JobStatus.DONE:
-        job.data["status_note"] = early.note  # shown with the Done status: "stopped early at epoch N ..."
-        job.save()
-    job.set_status(status, error=message)
+    if early is not None and status is JobStatus.DONE:  # the note is shown with Done: "stopped early at epoch N"
+        job.finish(status, error=message, status_note=early.note)
+    else:
+        job.finish(status, error=message)
     registry.call_hook("digits_training_finished", job=job, status=status.value, logs=last_logs)
     (folder / "heartbeat").unlink(missing_ok=True)
-    if job.data.get("scratch"):
-        shutil.rmtree(job.data["scratch"], ignore_errors=True)
+    scratch = job.data.get("scratch")
+    if scratch:
+        shutil.rmtree(scratch, ignore_errors=True)
     if error is not None:
         raise error
     return job

@@ -106,8 +106,7 @@ class Scheduler(JobQueue):
         extra_env: dict[str, str] = {}
         if job.kind == "model":
             extra_env = worker_env(list(gpu_ids), bool(self.gpus.devices))
-            job.data["gpus_assigned"] = list(gpu_ids)
-            job.save()
+            job.update(gpus_assigned=list(gpu_ids))
         log = open(job.path / WORKER_LOG, "ab")
         try:
             proc = subprocess.Popen(

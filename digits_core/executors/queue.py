@@ -180,12 +180,11 @@ class JobQueue:
             raise JobLockedError(job.path, owner)
         if not job.status.is_finished:
             raise JobStateError(f"Job {job.id} is {job.status.value}; only a finished job can be resumed.")
-        job.data["resume"] = True
+        job.forget("resume_epochs")
         if epochs is not None:
-            job.data["resume_epochs"] = int(epochs)
+            job.resume(JobStatus.WAITING, resume=True, resume_epochs=int(epochs))
         else:
-            job.data.pop("resume_epochs", None)
-        job.save()
+            job.resume(JobStatus.WAITING, resume=True)
         return self.submit(job)
 
     def abort(self, job_id: str) -> None:
@@ -322,9 +321,7 @@ class JobQueue:
         self._abort_requested.discard(job.id)
         if handle.returncode == EXIT_JOB_LOCKED:
             return  # another process owns the job: its status is that owner's to write
-        if job.data.pop("resume", None) is not None:
-            job.data.pop("resume_epochs", None)
-            job.save()
+        job.forget("resume", "resume_epochs")
         if job.status.is_finished:
             return
         if aborted or requested:

@@ -68,9 +68,7 @@ def run_job(job_path: str | os.PathLike, *, placement: dict | None = None, encod
     from ..paths import confined_to
 
     if placement is not None:
-        job.reload()
-        job.data["placement"] = placement
-        job.save()
+        job.update(placement=placement)
 
     try:
         # A job queued by the web server reads only under its data roots (None: a job of the CLI/API).

@@ -50,8 +50,7 @@ def create_dataset_job(plugin_id: str, form_data: dict, name: str | None = None,
     job = api_create(plugin_id, form_data, name=name, jobs_dir=_ext()["jobs_dir"], workers=workers,
                      max_errors=max_errors, group=group)
     # The worker reads the data under the same roots (paths inside list files, symlinks in folders).
-    job.data["data_roots"] = list(current_app.config["DIGITS_DATA_ROOTS"])
-    job.save()
+    job.update(data_roots=list(current_app.config["DIGITS_DATA_ROOTS"]))
     _ext()["scheduler"].submit(job)
     return job
 

@@ -204,7 +204,7 @@ def _infer(job):
         from ..plugin_registry import registry
 
         ds_job = _ext()["store"].get(job.data.get("dataset_id"), kind="dataset")
-        cls = registry.get_data_ingestion(ds_job.data["plugin_id"])
+        cls = registry.get_data_ingestion(ds_job.plugin_id or "")
         inf_class = inference_form(cls, dataset_userdata(ds_job))
         if inf_class is None:
             raise FormValidationError({"input_mode": ["This data plugin has no inference form."]}, "inference")

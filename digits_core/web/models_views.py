@@ -105,10 +105,8 @@ def create_model_job(name: str, dataset: str, network: str | None, options: dict
     if custom_code is not None:
         (job.path / CUSTOM_NETWORK_FILE).write_text(custom_code, encoding="utf-8")
         network = str(job.path / CUSTOM_NETWORK_FILE)
-    job.data["train_options"] = {"dataset": ds.id, "network": network, **options}
-    if custom_code is not None:
-        job.data["custom_network"] = True
-    job.save()
+    job.update(train_options={"dataset": ds.id, "network": network, **options},
+               **({"custom_network": True} if custom_code is not None else {}))
     _ext()["scheduler"].submit(job)
     return job
 
@@ -130,7 +128,7 @@ def new():
                                          form.group.data)
                 if len(jobs) == 1:
                     return redirect(url_for("models.show", job_id=jobs[0].id))
-                group = jobs[0].data["group"]
+                group = jobs[0].group
                 flash(f'Sweep queued: {len(jobs)} training jobs in group "{group}".', "ok")
                 return redirect(url_for("home.index", q=group))
             except FormValidationError as exc:
