@@ -6,7 +6,8 @@ hence ``digits infer``, the web UI and the API) call these functions, so a
 model is served exactly the pixels it was trained on. Public API::
 
     from digits_core.resize import RESIZE_MODES, open_image, image_to_array, convert_channels,
-                                   resize_image, resize_plan, seeded_rng, cast_to, prepare_array
+                                   resize_image, resize_plan, seeded_rng, cast_to, prepare_array,
+                                   pad_value
 
 ``resize_image`` follows DIGITS's ``digits.utils.image.resize_image``. With
 ``wr = src_w / w`` and ``hr = src_h / h`` for a target of ``w × h``:
@@ -24,7 +25,8 @@ model is served exactly the pixels it was trained on. Public API::
   is too short.
 
 **Numbers.** Resizing is Pillow's bilinear filter (antialiased when
-shrinking): uint8 gray/RGB through Pillow's 8-bit path, every other dtype
+shrinking), in two passes, horizontal then vertical (so exported models
+rebuild it exactly): uint8 gray/RGB through Pillow's 8-bit path, every other dtype
 per channel in float32, then rounded half to even (``np.rint``) and clipped
 for integer dtypes. Intermediate sizes and crop offsets round half away from
 zero, as DIGITS (Python 2's ``round``). Noise pixels are uniform over the
@@ -32,7 +34,10 @@ dtype's range (0–255 for uint8, as DIGITS; 0–65535 for uint16); float images
 are padded with zeros; label masks (``is_label``) are resized with nearest
 neighbour and padded with class 0. Noise comes from a generator the caller
 passes (:func:`seeded_rng` gives one per file and seed, so a dataset rebuilt
-from the same files is identical; inference uses ``default_rng(0)``).
+from the same files is identical). Inference and exported models pad with a
+constant instead (``constant_pad``: :func:`pad_value`, mid-grey 128 / 32768,
+0 for floats), so an export, which cannot replay numpy's generator, and
+``digits infer`` give the same pixels.
 
 **Channels.** RGB → grayscale with Pillow's ``convert("L")`` weights (0.299,
 0.587, 0.114; uint8 arrays go through Pillow itself, so the bytes match the
@@ -241,19 +246,27 @@ def _resize_array(arr: np.ndarray, height: int, width: int, nearest: bool = Fals
     if arr.shape[:2] == (height, width):
         return arr
     resample = Image.NEAREST if nearest else Image.BILINEAR
+
+    def resize(image):
+        if nearest:
+            return image.resize((width, height), resample)
+        # Two explicit passes, horizontal first: Pillow picks its own pass order for a 2-D resize, which
+        # an exported graph (digits_core.inference.export_graph) could not follow bit for bit.
+        return image.resize((width, image.size[1]), resample).resize((width, height), resample)
+
     if arr.dtype == np.uint8 and arr.shape[2] in (1, 3):
         src = arr[:, :, 0] if arr.shape[2] == 1 else arr
-        out = np.asarray(Image.fromarray(np.ascontiguousarray(src)).resize((width, height), resample))
+        out = np.asarray(resize(Image.fromarray(np.ascontiguousarray(src))))
         return out.reshape(height, width, arr.shape[2])
     channels = []
     for c in range(arr.shape[2]):
         plane = np.ascontiguousarray(arr[:, :, c])
         if nearest:
             image = Image.fromarray(plane.astype(np.int32))
-            channels.append(np.asarray(image.resize((width, height), resample)).astype(arr.dtype))
+            channels.append(np.asarray(resize(image)).astype(arr.dtype))
         else:
             image = Image.fromarray(plane.astype(np.float32))
-            channels.append(cast_to(np.asarray(image.resize((width, height), resample)), arr.dtype))
+            channels.append(cast_to(np.asarray(resize(image)), arr.dtype))
     return np.stack(channels, axis=2)
 
 
@@ -268,7 +281,7 @@ def _noise(rng: np.random.Generator, shape: tuple, dtype) -> np.ndarray:
 
 def resize_image(arr: np.ndarray, height: int, width: int, resize_mode: str = "squash", *,
                  rng: np.random.Generator | Callable[[], np.random.Generator] | None = None,
-                 is_label: bool = False) -> np.ndarray:
+                 is_label: bool = False, constant_pad: bool = False) -> np.ndarray:
     """Resize an ``H×W×C`` array to ``height × width`` with a DIGITS resize mode.
 
     Args:
@@ -279,6 +292,8 @@ def resize_image(arr: np.ndarray, height: int, width: int, resize_mode: str = "s
         rng: Noise source for ``fill``/``half_crop`` (default: seeded with 0), or
             a function returning one, called only when noise is needed.
         is_label: Resize with nearest neighbour and pad with zeros (masks).
+        constant_pad: Pad ``fill``/``half_crop`` with :func:`pad_value` (mid-grey) instead of
+            noise: deterministic, as inference and exported models do.
 
     Returns:
         The resized ``height × width × C`` array, same dtype.
@@ -299,14 +314,20 @@ def resize_image(arr: np.ndarray, height: int, width: int, resize_mode: str = "s
         out = out[plan.crop_y:plan.crop_y + height, :]
     if not (plan.pad_x or plan.pad_y):
         return np.ascontiguousarray(out)
-    if rng is None:
+    if constant_pad:
+        rng = None
+    elif rng is None:
         rng = np.random.default_rng(0)
     elif not isinstance(rng, np.random.Generator):
         rng = rng()  # a factory: seeding costs more than most resizes, so only when noise is needed
     channels = arr.shape[2]
 
     def fill(shape):
-        return np.zeros(shape, out.dtype) if is_label else _noise(rng, shape, out.dtype)
+        if is_label:
+            return np.zeros(shape, out.dtype)
+        if rng is None:
+            return np.full(shape, pad_value(out.dtype), out.dtype)
+        return _noise(rng, shape, out.dtype)
 
     if plan.pad_y:
         pad = (plan.pad_y, width, channels)
@@ -317,18 +338,28 @@ def resize_image(arr: np.ndarray, height: int, width: int, resize_mode: str = "s
     return np.ascontiguousarray(out)
 
 
+def pad_value(dtype) -> int | float:
+    """The constant ``fill``/``half_crop`` padding of inference and exports: mid-grey (128, 32768), 0 for floats."""
+    dtype = np.dtype(dtype)
+    if np.issubdtype(dtype, np.unsignedinteger):
+        return (int(np.iinfo(dtype).max) + 1) // 2
+    return 0
+
+
 def seeded_rng(seed: int, key: str) -> np.random.Generator:
     """Return a noise generator that depends only on ``seed`` and ``key`` (e.g. the file path)."""
     return np.random.default_rng([int(seed) & 0xFFFFFFFF, zlib.crc32(key.encode("utf-8", "surrogateescape"))])
 
 
 def prepare_array(arr: np.ndarray, shape: tuple, dtype, resize_mode: str = "squash", *,
-                  rng: np.random.Generator | Callable[[], np.random.Generator] | None = None) -> np.ndarray:
+                  rng: np.random.Generator | Callable[[], np.random.Generator] | None = None,
+                  constant_pad: bool = False) -> np.ndarray:
     """Bring an array to a dataset's feature ``shape`` (H, W, C) and ``dtype``: channels, resize, cast.
 
-    The same steps, in the same order, as a dataset plugin applies to an image file.
+    The same steps, in the same order, as a dataset plugin applies to an image file
+    (``constant_pad``: see :func:`resize_image`).
     """
     height, width, channels = (int(v) for v in shape)
     arr = convert_channels(arr, channels)
-    arr = resize_image(arr, height, width, resize_mode or "squash", rng=rng)
+    arr = resize_image(arr, height, width, resize_mode or "squash", rng=rng, constant_pad=constant_pad)
     return cast_to(arr, dtype)

@@ -13,9 +13,10 @@ crop, scaling):
 4. cast to the dataset's feature dtype (rounded half to even and clipped for integers).
 
 Steps 2–4 are :mod:`digits_core.resize`, the very functions the image data
-plugins build datasets with, so the arrays are bit-identical. ``fill`` and
-``half_crop`` pad with uniform noise as DIGITS did; inference draws that
-noise from a generator seeded with 0, so repeated runs give the same result.
+plugins build datasets with, so the arrays are bit-identical. Datasets pad
+``fill`` and ``half_crop`` with uniform noise as DIGITS did; inference pads
+with a constant mid-grey (:func:`digits_core.resize.pad_value`) instead, so
+repeated runs and exported models give the same result.
 """
 
 from __future__ import annotations
@@ -73,13 +74,14 @@ def prepare_image(image: np.ndarray, shape: tuple, dtype: str, resize_mode: str 
     """Bring an image to a dataset's feature ``shape`` (H, W, C) and ``dtype``: channels, resize, cast.
 
     :func:`digits_core.resize.prepare_array`, the steps a dataset plugin applies; noise
-    padding (``fill``/``half_crop``) comes from ``rng`` (default: seeded with 0).
+    padding (``fill``/``half_crop``) comes from ``rng``; without one the padding is the
+    constant :func:`digits_core.resize.pad_value` (mid-grey), as in exported models.
 
     Raises:
         InferenceError: Unknown resize mode or impossible channel conversion.
     """
     try:
-        return prepare_array(image, shape, dtype, resize_mode or "squash", rng=rng)
+        return prepare_array(image, shape, dtype, resize_mode or "squash", rng=rng, constant_pad=rng is None)
     except ValueError as exc:
         raise InferenceError(f"Cannot prepare the input: {exc}.") from None
 
