@@ -110,7 +110,7 @@ def parse_values(name: str, raw: Any) -> list[Any]:
         except (ValueError, OverflowError):
             kind = "a whole number" if spec.kind == "int" else "a number"
             raise FormValidationError({name: [f'"{text}" is not {kind}']}, _FORM) from None
-        problem = _out_of_range(spec, value)
+        problem = out_of_range(spec, value)
         if problem:
             raise FormValidationError({name: [f"{text}: {problem}"]}, _FORM)
         if value not in values:
@@ -118,7 +118,8 @@ def parse_values(name: str, raw: Any) -> list[Any]:
     return values
 
 
-def _out_of_range(spec: OptionSpec, value: float) -> str | None:
+def out_of_range(spec: OptionSpec, value: float) -> str | None:
+    """Why ``value`` is outside the option's declared range (``"must be above 0"``), or ``None`` when it is inside."""
     if not math.isfinite(value):
         return "must be a finite number"
     low, high = spec.minimum, spec.maximum

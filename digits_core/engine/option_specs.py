@@ -31,6 +31,9 @@ MOMENTUM_SOLVERS = ("momentum", "nesterov")
 MEAN_MODES = ("none", "image", "pixel")
 FLIPS = ("none", "horizontal", "vertical", "both")
 EARLY_STOPPING_MODES = ("auto", "min", "max")
+#: Options a search space may not range over: the tuner sets the epochs, and these only change book-keeping.
+NOT_SEARCHABLE = ("epochs", "seed", "validation_interval", "snapshot_interval", "log_every", "task", "preload",
+                  "preload_limit_mb", "early_stopping_metric", "early_stopping_mode")
 #: Every registered task's losses (tasks are declared in :mod:`.tasks`).
 LOSSES = tuple(dict.fromkeys(name for task in TASKS.values() for name in task.losses))
 
@@ -85,6 +88,13 @@ class OptionSpec:
     def default(self) -> Any:
         """The engine default (from :class:`~digits_core.engine.options.TrainingOptions`)."""
         return _defaults()[self.name]
+
+    @property
+    def searchable(self) -> bool:
+        """A search space may range over it (``digits tune --search``): numbers and choices, except the options
+        in :data:`NOT_SEARCHABLE` (the run's length and book-keeping, hardware)."""
+        return self.kind in ("int", "float", "choice", "bool") and self.group != "Hardware" \
+            and self.name not in NOT_SEARCHABLE
 
     def applies(self, options: dict) -> bool:
         """Whether the option means anything with these (resolved) options' solver and LR policy."""
