@@ -193,7 +193,7 @@ def add_form_arguments(parser: argparse.ArgumentParser, form_class, *, title: st
             if field.type in ("SelectMultipleField", "MultipleFileField"):
                 kwargs["nargs"] = "+"
             kwargs["metavar"] = field.name.upper()
-            if "choices" in kwargs:
+            if any(kwargs.get("choices", ())):  # choices that depend on the installation may be only ""
                 kwargs["metavar"] = "{" + ",".join(kwargs["choices"]) + "}"
         group.add_argument(option_name(field.name), **kwargs)
         names.append(field.name)

@@ -36,6 +36,14 @@ def register(subparsers) -> None:
                         help="a folder whose files the web UI and API may read: dataset folders and lists, "
                              "inference inputs, plugin path fields (repeatable; default: the current folder; the "
                              "jobs folder always is one). Paths elsewhere get 400; the command line is not limited")
+    parser.add_argument("--allow-url", action="append", default=[], metavar="PATTERN",
+                        help="let URLs typed in the web forms (DICOMweb server, S3 endpoint) reach PATTERN: an "
+                             "address or network (10.0.0.0/8), a host or host:port (* wildcards), or none (refuse "
+                             "every typed URL). Repeatable. Default: public addresses only; loopback, link-local and "
+                             "private ones are refused. The command line is not limited")
+    parser.add_argument("--dicomweb-server", action="append", default=[], metavar="NAME=URL",
+                        help="a DICOMweb server offered by name in the dataset form (repeatable); only these get "
+                             "the operator's $DIGITS_DICOMWEB_PASSWORD / $DIGITS_DICOMWEB_TOKEN, never a typed URL")
     parser.add_argument("--insecure-no-auth", action="store_true",
                         help="allow a non-loopback --host without --auth-token: anyone who can reach the port "
                              "can then run code on this machine (custom networks)")
@@ -63,6 +71,20 @@ def _data_roots(values: list[str]) -> list[str]:
     return values
 
 
+def _outbound_settings(args) -> None:
+    """Pass ``--allow-url`` and ``--dicomweb-server`` to this process and its workers (environment)."""
+    from ..outbound import ALLOW_ENV
+
+    for value in args.dicomweb_server:
+        name, sep, url = value.partition("=")
+        if not sep or not name.strip() or not url.strip().startswith(("http://", "https://")):
+            raise ConfigurationError(f"--dicomweb-server {value}: write NAME=URL, e.g. pacs=https://pacs.example/dicom-web")
+    if args.allow_url:
+        os.environ[ALLOW_ENV] = "\n".join(p.strip() for p in args.allow_url if p.strip())
+    if args.dicomweb_server:
+        os.environ["DIGITS_DICOMWEB_SERVERS"] = "\n".join(v.strip() for v in args.dicomweb_server)
+
+
 def run(args) -> int:
     """Build the app and serve it until interrupted."""
     from ..web import create_app
@@ -80,6 +102,7 @@ def run(args) -> int:
               "this port can create jobs and run code (custom networks).", file=sys.stderr)
     if args.port <= 0 or args.port > 65535:
         raise ConfigurationError(f"--port {args.port} is not a valid port number.")
+    _outbound_settings(args)
     scheduler = None
     if args.executor != "local":
         from ..config import resolve_jobs_dir

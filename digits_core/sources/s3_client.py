@@ -136,7 +136,12 @@ def s3_client(location: S3Location, *, pool: int = 16, attempts: int = 3, timeou
         S3CredentialsError: The named profile does not exist.
         S3EndpointError: The endpoint URL is malformed.
     """
-    key = _client_key(location, pool, attempts)
+    from ..outbound import in_server_context
+
+    guarded = in_server_context() and bool(location.endpoint_url)
+    if guarded:
+        _check_typed_endpoint(location)
+    key = (*_client_key(location, pool, attempts), guarded)
     with _clients_lock:
         client = _clients.get(key)
         if client is not None:
@@ -173,9 +178,41 @@ def s3_client(location: S3Location, *, pool: int = 16, attempts: int = 3, timeou
         raise S3EndpointError(f"Invalid S3 endpoint URL {location.endpoint_url!r}: {exc}") from exc
     except botocore.exceptions.BotoCoreError as exc:
         raise explain(exc, location, "connect to") from exc
+    if guarded:
+        client.meta.events.register("before-send.s3", _refuse_unallowed_destination)
     with _clients_lock:
         _clients[key] = client
     return client
+
+
+def _check_typed_endpoint(location: S3Location) -> None:
+    """On the web server: a typed endpoint must be allowed, and gets only the keys typed with it.
+
+    Raises:
+        S3EndpointError: The operator did not allow the endpoint's address (``digits serve --allow-url``).
+        S3CredentialsError: No access key and secret key were typed (the server's own AWS
+            credentials and profiles are never sent to an endpoint a web user typed).
+    """
+    from ..outbound import OutboundURLError, check_url
+
+    try:
+        check_url(location.endpoint_url or "", "s3_endpoint_url")
+    except OutboundURLError as exc:
+        raise S3EndpointError(str(exc)) from None
+    if not (location.access_key and location.secret_key) or location.profile:
+        raise S3CredentialsError(
+            "s3_accesskey: give the access key and secret key for this endpoint: on the web server, the server's "
+            "own AWS credentials and profiles are used only for AWS S3 itself (an empty endpoint URL).")
+
+
+def _refuse_unallowed_destination(request, **_):
+    """botocore ``before-send`` hook: check each request's destination (redirects included) after DNS resolution."""
+    from ..outbound import OutboundURLError, check_destination
+
+    try:
+        check_destination(request.url, "s3_endpoint_url")
+    except OutboundURLError as exc:
+        raise S3EndpointError(str(exc)) from None
 
 
 def explain(exc: BaseException, location: S3Location, action: str) -> S3Error:

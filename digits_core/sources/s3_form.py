@@ -169,6 +169,24 @@ def s3_source(values: Any) -> S3ClassSource | None:
     return S3ClassSource(location, paths)
 
 
+def typed_endpoint_problem(location: S3Location) -> tuple[str, str] | None:
+    """On the web server, ``(field, message)`` for an endpoint the operator did not allow, before any request."""
+    from ..outbound import OutboundURLError, check_url, in_server_context
+
+    if not (in_server_context() and location.endpoint_url):
+        return None
+    try:
+        check_url(location.endpoint_url, "s3_endpoint_url")
+    except OutboundURLError as exc:
+        return "s3_endpoint_url", str(exc).removeprefix("s3_endpoint_url: ")
+    if location.profile:
+        return "s3_profile", "on the web server, profiles are used only for AWS S3 itself (an empty endpoint URL)"
+    if not location.access_key:
+        return "s3_accesskey", ("give the access key and secret key for this endpoint: the server's own AWS "
+                                "credentials are used only for AWS S3 itself (an empty endpoint URL)")
+    return None
+
+
 class S3SourceFields(Form):
     """Form mixin: DIGITS's "Use S3" fields, checked against the server when filled in.
 
@@ -214,6 +232,8 @@ class S3SourceFields(Form):
                 result = ("s3_bucket", "give the bucket that holds the S3 paths")
             elif source.location.access_key and not source.location.secret_key:
                 result = ("s3_secretkey", "give the secret key of this access key")
+            elif (refused := typed_endpoint_problem(source.location)) is not None:
+                result = refused
             else:
                 try:
                     source.check()

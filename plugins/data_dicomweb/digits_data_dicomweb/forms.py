@@ -13,6 +13,10 @@ import re
 from wtforms import BooleanField, Form, IntegerField, PasswordField, SelectField, StringField
 from wtforms.validators import InputRequired, NumberRange, Optional, ValidationError
 
+from digits_core.outbound import OutboundURLError, check_url
+
+from .servers import server_choices
+
 _DATE = re.compile(r"^\d{8}$")
 _UID = re.compile(r"^[0-9]+(\.[0-9]+)*$")
 
@@ -37,16 +41,28 @@ def _check_uids(field) -> None:
 
 
 class _ServerFields(Form):
+    server = SelectField("Server", choices=server_choices, default="",
+                         description="A server the operator named (digits serve --dicomweb-server NAME=URL), "
+                                     "or the URL typed below.")
     server_url = StringField(
-        "DICOMweb URL", validators=[InputRequired()],
-        description="The server's DICOMweb root, e.g. http://127.0.0.1:8042/dicom-web (Orthanc).",
+        "DICOMweb URL", default="",
+        description="The server's DICOMweb root, e.g. http://127.0.0.1:8042/dicom-web (Orthanc). On the web "
+                    "server, loopback and private addresses need the operator's digits serve --allow-url.",
     )
     username = StringField("User name", default="", description="For HTTP basic authentication (empty: none).")
     password = PasswordField("Password", description="Never written to disk; give it again to run the job again.")
     token = PasswordField("Bearer token", description="Instead of user name and password (never written to disk).")
 
     def validate_server_url(self, field):
+        if self.server.data:
+            return  # a named server: its URL is the operator's
+        if not str(field.data or "").strip():
+            raise ValidationError("give the DICOMweb root URL, or choose a server")
         _check_url(field)
+        try:
+            check_url(field.data, "server_url")  # on the web server: before any request leaves
+        except OutboundURLError as exc:
+            raise ValidationError(str(exc).removeprefix("server_url: ")) from None
 
 
 class DicomWebDatasetForm(_ServerFields):

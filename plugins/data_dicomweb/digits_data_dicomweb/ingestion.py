@@ -34,6 +34,7 @@ import numpy as np
 from digits_core import DataIngestion, DatasetError, DigitsError, TEST, TRAIN, VAL
 
 from .forms import split_list
+from .servers import pick_server
 from .source import DicomWebError, DicomWebSource, InstanceRef, StudyQuery, public_url
 
 logger = logging.getLogger("digits_data_dicomweb")
@@ -111,25 +112,36 @@ class DicomWebSegmentationIngestion(DataIngestion):
 
     # -- the server ----------------------------------------------------------------
 
-    def _secret(self, name: str, env: str) -> str:
-        """A secret from the inference form (``dicomweb_<name>``), the dataset form, or the environment."""
+    def _secret(self, name: str, env: str | None) -> str:
+        """A secret from the inference form (``dicomweb_<name>``), the dataset form, or (``env``) the environment."""
         for key in (f"dicomweb_{name}", name):
             value = str(self.userdata.get(key) or "")
             if value not in ("", _MASKED):
                 return value
-        return os.environ.get(env, "")
+        return os.environ.get(env, "") if env else ""
 
     def source(self) -> DicomWebSource:
-        """The :class:`~.source.DicomWebSource` this dataset reads (credentials from the form or environment)."""
+        """The :class:`~.source.DicomWebSource` this dataset reads.
+
+        The operator's credentials from the environment go only to the operator's
+        servers (:func:`~.servers.pick_server`); a URL a web user typed gets only
+        what was typed with it, and the outbound-URL guard.
+        """
         source = getattr(self, "_source", None)
         if source is None:
+            try:
+                url, operators = pick_server(str(self.userdata.get("server") or ""),
+                                             str(self.userdata.get("server_url") or ""))
+            except ValueError as exc:
+                raise DicomWebError(str(exc)) from None
             source = DicomWebSource(
-                str(self.userdata.get("server_url") or ""),
+                url,
                 username=str(self.userdata.get("username") or ""),
-                password=self._secret("password", PASSWORD_ENV),
-                token=self._secret("token", TOKEN_ENV),
+                password=self._secret("password", PASSWORD_ENV if operators else None),
+                token=self._secret("token", TOKEN_ENV if operators else None),
                 cache_dir=str(self.userdata.get("cache_folder") or "") or None,
                 max_parallel=int(self.userdata.get("max_parallel") or 4),
+                guarded=not operators,
             )
             self._source = source
         return source

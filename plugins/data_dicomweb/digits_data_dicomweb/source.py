@@ -15,6 +15,13 @@ and every message show the server URL without them. Errors are
 :class:`DicomWebError`, whose message names the server, the instance and
 what to do; the server's response body is never echoed.
 
+A source built in a server context for a URL a web user typed is
+*guarded* (:mod:`digits_core.outbound`): the URL is checked before any
+request, every connection's address is checked, UIDs the server returns
+must be DICOM UIDs, and patient IDs are replaced by a stable hash in
+everything the source reports, so no text from a hostile server reaches a
+message.
+
 Importing this module imports neither pydicom nor dicomweb-client.
 """
 
@@ -22,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -30,9 +38,16 @@ from typing import Callable, Iterable, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
 from digits_core import DigitsError
+from digits_core.outbound import OutboundURLError, check_url, guard_session, in_server_context
 
 #: Environment variable naming the cache root (default ``~/.cache/digits/dicomweb``).
 CACHE_ENV = "DIGITS_DICOMWEB_CACHE"
+_UID = re.compile(r"^[0-9]+(\.[0-9]+)*$")
+
+
+def is_uid(value) -> bool:
+    """True for a DICOM UID (digits and dots, at most 64 characters): safe in a file name and a message."""
+    return isinstance(value, str) and len(value) <= 64 and bool(_UID.match(value))
 
 
 class DicomWebError(DigitsError):
@@ -114,6 +129,13 @@ class InstanceRef:
         return f"instance {self.sop} ({where})"
 
 
+def _number(value) -> int:
+    try:
+        return int(value or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
 def _first(item: dict, tag: str, default=""):
     """The first value of a DICOM JSON attribute (``{"0020000D": {"vr": "UI", "Value": [...]}}``)."""
     values = (item.get(tag) or {}).get("Value") or []
@@ -141,14 +163,26 @@ class DicomWebSource:
             ``~/.cache/digits/dicomweb``, then one folder per server URL).
         max_parallel: Most WADO-RS requests in flight at once.
         timeout: Seconds per request.
+        guarded: Treat the URL as typed by a web user (see the module docstring);
+            default: whenever a server context is active.
+
+    Raises:
+        DicomWebError: Not an http(s) URL, or (guarded) one the operator did not allow.
     """
 
     def __init__(self, url: str, *, username: str = "", password: str = "", token: str = "",
-                 cache_dir: str | os.PathLike | None = None, max_parallel: int = 4, timeout: float = 30.0):
+                 cache_dir: str | os.PathLike | None = None, max_parallel: int = 4, timeout: float = 30.0,
+                 guarded: bool | None = None):
         url = str(url or "").strip().rstrip("/")
         if not url.startswith(("http://", "https://")):
             raise DicomWebError(f"server_url: {public_url(url) or 'nothing'} is not an http(s) URL of a DICOMweb root "
                                 "(e.g. http://127.0.0.1:8042/dicom-web)")
+        self.guarded = in_server_context() if guarded is None else bool(guarded)
+        if self.guarded:
+            try:
+                check_url(url, "server_url")
+            except OutboundURLError as exc:
+                raise DicomWebError(str(exc)) from None
         self.url = url
         self._auth = (username, password) if username else None
         self._token = token or ""
@@ -181,6 +215,8 @@ class DicomWebSource:
             from dicomweb_client.api import DICOMwebClient
 
             session = requests.Session()
+            if self.guarded:
+                guard_session(session)
             if self._auth:
                 session.auth = self._auth
             if self._token:
@@ -208,15 +244,28 @@ class DicomWebSource:
                                  "URL right (e.g. http://127.0.0.1:8042/dicom-web)?")
         if isinstance(exc, requests.exceptions.Timeout):
             return DicomWebError(f"The DICOMweb server {where} did not answer within {self.timeout:g} s to {action}.")
-        return DicomWebError(f"DICOMweb request to {where} failed to {action}: {type(exc).__name__}: {exc}")
+        return DicomWebError(f"DICOMweb request to {where} failed to {action} ({type(exc).__name__}).")
 
     def _call(self, action: str, func: Callable, *args, **kwargs):
         import requests
 
         try:
             return func(*args, **kwargs)
-        except (requests.exceptions.RequestException, OSError) as exc:
+        except OutboundURLError as exc:
+            raise DicomWebError(f"{exc} ({action})") from None
+        except (requests.exceptions.RequestException, OSError, ValueError) as exc:
             raise self._explain(exc, action) from None
+
+    def _patient(self, value) -> str:
+        """A patient ID as reported: the server's own text, or (guarded) a stable hash of it."""
+        text = str(value)
+        if not self.guarded:
+            return text
+        return "patient-" + hashlib.sha1(text.encode("utf-8", "replace")).hexdigest()[:10]
+
+    def _uids_ok(self, *values) -> bool:
+        """Whether UIDs from an answer may be used (always, unless guarded)."""
+        return not self.guarded or all(is_uid(v) for v in values)
 
     # -- QIDO-RS -------------------------------------------------------------------
 
@@ -227,7 +276,8 @@ class DicomWebSource:
             found = self._call("search studies", self.client.search_for_studies, search_filters=search_filters,
                                fields=["PatientID", "StudyDescription", "StudyDate"])
             for item in found:
-                studies.setdefault(_first(item, _STUDY_UID), item)
+                if self._uids_ok(_first(item, _STUDY_UID)):
+                    studies.setdefault(_first(item, _STUDY_UID), item)
         return [studies[uid] for uid in sorted(studies)]
 
     def find_series(self, query: StudyQuery) -> list[InstanceRef]:
@@ -240,12 +290,14 @@ class DicomWebSource:
         import fnmatch
 
         def one(study: dict) -> list[InstanceRef]:
-            study_uid, patient = _first(study, _STUDY_UID), str(_first(study, _PATIENT_ID))
+            study_uid, patient = _first(study, _STUDY_UID), self._patient(_first(study, _PATIENT_ID))
             found = self._call(f"list the series of study {study_uid}", self.client.search_for_series,
                                study_instance_uid=study_uid, fields=["Modality", "SeriesDescription"])
             refs = []
             for item in found:
                 modality, description = str(_first(item, _MODALITY)), str(_first(item, _SERIES_DESCRIPTION))
+                if not self._uids_ok(_first(item, _SERIES_UID)):
+                    continue
                 if (modality != "SEG" and query.series_description
                         and not fnmatch.fnmatchcase(description.lower(), query.series_description.lower())):
                     continue
@@ -263,8 +315,8 @@ class DicomWebSource:
                                study_instance_uid=series.study, series_instance_uid=series.series,
                                fields=["InstanceNumber"])
             return [InstanceRef(series.patient, series.study, series.series, _first(item, _SOP_UID), series.modality,
-                                int(_first(item, _INSTANCE_NUMBER, 0) or 0), series.series_description)
-                    for item in found]
+                                _number(_first(item, _INSTANCE_NUMBER, 0)), series.series_description)
+                    for item in found if self._uids_ok(_first(item, _SOP_UID))]
 
         series_list = [s for s in self.find_series(query) if modality is None or s.modality == modality]
         with ThreadPoolExecutor(max_workers=self.max_parallel, thread_name_prefix="qido") as pool:
@@ -273,12 +325,19 @@ class DicomWebSource:
     # -- WADO-RS with a cache -------------------------------------------------------
 
     def cache_path(self, sop: str) -> Path:
-        """Where the instance ``sop`` is (or will be) cached."""
+        """Where the instance ``sop`` is (or will be) cached.
+
+        Raises:
+            DicomWebError: ``sop`` is not a DICOM UID (a hostile server's ``../../x``).
+        """
+        if not is_uid(sop):
+            raise DicomWebError(f"The DICOMweb server {public_url(self.url)} gave an instance whose SOPInstanceUID "
+                                "is not a DICOM UID (digits and dots); it is skipped.")
         return self.cache_dir / f"{sop}.dcm"
 
     def is_cached(self, ref: InstanceRef) -> bool:
         """Whether ``ref`` is in the cache already."""
-        return self.cache_path(ref.sop).is_file()
+        return is_uid(ref.sop) and self.cache_path(ref.sop).is_file()
 
     def fetch(self, ref: InstanceRef) -> Path:
         """Make sure ``ref`` is in the cache (WADO-RS on a miss); return its cached file.
@@ -346,4 +405,4 @@ class DicomWebSource:
         self._call(f"store {len(datasets)} instance(s)", self.client.store_instances, datasets=list(datasets))
 
 
-__all__ = ["DicomWebSource", "DicomWebError", "StudyQuery", "InstanceRef", "public_url", "CACHE_ENV"]
+__all__ = ["DicomWebSource", "DicomWebError", "StudyQuery", "InstanceRef", "is_uid", "public_url", "CACHE_ENV"]
