@@ -200,3 +200,20 @@ def test_nothing_from_a_typed_servers_answer_is_echoed(listeners, tmp_path, monk
     assert all(HOSTILE_PATIENT not in str(s) and s.patient.startswith("patient-") for s in series)
     with pytest.raises(DicomWebError, match="not a DICOM UID"):
         source.cache_path("../../x")
+
+
+def test_the_web_form_offers_the_named_servers_and_refuses_a_typed_loopback_url(listeners, tmp_path, monkeypatch):
+    from digits_core.web import create_app
+
+    pacs = listeners()
+    monkeypatch.setenv(SERVERS_ENV, f"hospital-pacs={pacs.url}")
+    app = create_app(tmp_path / "jobs", start_scheduler=False, testing=True, data_roots=[tmp_path])
+    client = app.test_client()
+    page = client.get("/datasets/new/dicomweb-segmentation").get_data(as_text=True)
+    assert '<option value="hospital-pacs"' in page and pacs.url not in page  # the name, not the URL
+    token = client.get("/api/csrf-token").get_json()["csrf_token"]
+    resp = client.post("/api/datasets", headers={"X-CSRFToken": token},
+                       json={"plugin_id": "dicomweb-segmentation", "name": "d",
+                             "form_data": {"server_url": f"http://2130706433:{pacs.port}/dicom-web"}})
+    assert resp.status_code == 400 and "server_url" in resp.get_data(as_text=True)
+    assert pacs.requests == []
