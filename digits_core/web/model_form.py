@@ -187,22 +187,32 @@ def training_options(form: ModelForm) -> dict:
     return options
 
 
-def show_defaults(form: ModelForm, network: str | None = None) -> None:
-    """Fill the option fields with a network's effective defaults (what the engine would use)."""
+def show_defaults(form: ModelForm, network: str | None = None, *, only_empty: bool = False) -> None:
+    """Fill the option fields with a network's effective defaults (what the engine would use).
+
+    Args:
+        form: The New Model form.
+        network: Whose defaults (default: the form's network).
+        only_empty: Fill only the fields that hold no value: a re-rendered POST keeps what was
+            typed, and the fields the page left out (they equalled the defaults) show them again.
+    """
     defaults = effective_defaults(network_defaults(network or form.network.data))
     for spec in TRAINING_OPTIONS:
         if spec.web == "auto":
+            if only_empty and (form[spec.name].data not in (None, "") or form[spec.name].raw_data):
+                continue
             value = defaults.get(spec.name)
             form[spec.name].data = None if value is None else _form_value(spec, value)
 
 
 def form_script_data(form: ModelForm) -> dict:
-    """What the page's script needs: each network's defaults and where each option applies."""
+    """What the page's script needs: each network's defaults (as the fields show them) and where each option applies."""
     networks = [value for value, _ in form.network.choices or []]
     defaults = {}
     for net in networks:
         values = effective_defaults(network_defaults(net))
-        defaults[net] = {s.name: (None if values[s.name] is None else _form_value(s, values[s.name]))
+        # As the fields render them ("0.0", not 0): the page compares them with the fields' values.
+        defaults[net] = {s.name: (None if values[s.name] is None else str(_form_value(s, values[s.name])))
                          for s in TRAINING_OPTIONS if s.web == "auto"}
     applies = {s.name: {"solvers": list(s.solvers) if s.solvers else None,
                         "policies": list(s.policies) if s.policies else None}

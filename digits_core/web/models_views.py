@@ -115,7 +115,6 @@ def create_model_job(name: str, dataset: str, network: str | None, options: dict
 def new():
     """The New Model page; POST validates, saves and queues the training job."""
     store = _ext()["store"]
-    status = 200
     if request.method == "POST":
         form = ModelForm(request.form)
         set_choices(form, store)
@@ -140,7 +139,9 @@ def new():
                         form.form_errors.append(f"{name}: {'; '.join(messages)}")
         else:
             _engine_errors_too(form)
-        status = 400
+        show_defaults(form, only_empty=True)  # what was typed stays; the fields left out show their defaults
+        # The page with its errors answers 200: a 400 document logs a console error on every re-render
+        # (the JSON API answers 400).
     else:
         form = ModelForm()
         set_choices(form, store)
@@ -156,7 +157,7 @@ def new():
             form.custom_network.data = CUSTOM_NETWORK_EXAMPLE
     errors = {k: v for k, v in form.errors.items()} if request.method == "POST" else {}
     return render_template("model_new.html", form=form, errors=errors, custom=CUSTOM, field_groups=FIELD_GROUPS,
-                           script_data={**form_script_data(form), **network_menu_data(store)}), status
+                           script_data={**form_script_data(form), **network_menu_data(store)})
 
 
 def dataset_task(ds: Job) -> str | None:
@@ -168,11 +169,13 @@ def dataset_task(ds: Job) -> str | None:
 
 
 def network_menu_data(store) -> dict:
-    """For the New Model page's script: each network's tasks and each Done dataset's task."""
+    """For the New Model page's script: each network's tasks, each Done dataset's and each trained model's task."""
     from ..engine.networks import list_networks
 
+    models = [j for j in store.list("model") if (j.path / "snapshots").is_dir()]
     return {"network_tasks": {spec.name: list(spec.tasks or ()) for spec in list_networks()},
-            "dataset_tasks": {j.id: dataset_task(j) for j in store.list("dataset") if j.status is JobStatus.DONE}}
+            "dataset_tasks": {j.id: dataset_task(j) for j in store.list("dataset") if j.status is JobStatus.DONE},
+            "model_tasks": {j.id: (read_json(j.path / "model.json") or {}).get("task") for j in models}}
 
 
 def _engine_errors_too(form: ModelForm) -> None:
@@ -199,6 +202,15 @@ def _fill_from_job(form: ModelForm, job: Job) -> None:
     form.model_name.data = f"{job.name} (clone)"
     form.group.data = job.data.get("group")
     form.dataset.data = options.pop("dataset", job.data.get("dataset_id"))
+    if form.dataset.data not in {value for value, _ in form.dataset.choices or []}:
+        # Say so, rather than let the page pick another dataset (and a network for that one's task).
+        missing = form.dataset.data
+        form.dataset.choices = [("", "choose a dataset")] + [c for c in form.dataset.choices if c[0]]
+        form.dataset.data = ""
+        form.dataset.errors = [f"The source model's dataset {missing} was deleted (or is not Done): choose another."]
+    pretrained = options.get("pretrained")
+    if pretrained and pretrained not in {value for value, _ in form.pretrained.choices or []}:
+        form.pretrained.choices = [*form.pretrained.choices, (pretrained, pretrained)]  # a file, or a deleted job
     network = options.pop("network", job.data.get("network"))
     if job.data.get("custom_network"):
         form.network.data = CUSTOM

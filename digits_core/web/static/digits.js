@@ -335,25 +335,58 @@
     select.addEventListener("change", update); update();
   };
 
-  /* New model: show the chosen network's defaults, hide options that do not apply to the
-     solver / LR policy, and send only what the user changed (the engine fills the rest). */
+  /* What the user typed into a form, kept in sessionStorage for this address, so that a reload shows
+     it again (browsers do not always restore a form, and never one the page's script filled). */
+  function keptValues(form) {
+    var key = "digits-form:" + window.location.pathname + window.location.search, store = null;
+    try { store = window.sessionStorage; } catch (e) { store = null; }
+    function read() { try { return JSON.parse(store.getItem(key) || "{}"); } catch (e) { return {}; } }
+    return {
+      save: function (el) {
+        if (!store || el.type === "file" || el.type === "hidden" || el.type === "password") { return; }
+        var values = read(); values[el.name] = el.value;
+        try { store.setItem(key, JSON.stringify(values)); } catch (e) { /* full: nothing kept */ }
+      },
+      restore: function (each) {
+        var nav = window.performance && performance.getEntriesByType ? performance.getEntriesByType("navigation")[0] : null;
+        if (!store || !nav || nav.type !== "reload") { store && store.removeItem(key); return; }
+        var values = read();
+        Object.keys(values).forEach(function (name) {
+          var el = form.elements[name];
+          if (el && el.value !== values[name]) { el.value = values[name]; el.dispatchEvent(new Event("change")); }
+          if (el) { each(el); }
+        });
+      },
+      clear: function () { if (store) { store.removeItem(key); } }
+    };
+  }
+
+  /* New model: hide options that do not apply to the solver / LR policy, give the untouched fields the
+     new network's defaults when the network changes, and send only what differs from the defaults (the
+     engine fills the rest). The page is rendered with every value (defaults, a clone's options, what was
+     typed before an error): loading it changes none. */
   DIGITS.trainingOptions = function (form) {
     /* getAttribute, not form.dataset: the form's <select name="dataset"> shadows form.dataset. */
     var options = form && form.getAttribute("data-options");
     if (!options) { return; }
     var meta = JSON.parse(options), network = form.elements.network;
-    var shown = {};
+    var shown = {};  /* the defaults of the network the fields were last filled for */
+    function defaultsOf(name) {
+      var defaults = meta.defaults[name] || {}, out = {};
+      Object.keys(defaults).forEach(function (k) { out[k] = defaults[k] === null ? "" : String(defaults[k]); });
+      return out;
+    }
+    function untouched(el, name) { return !el.dataset.touched && el.value === shown[name]; }
     function fill() {
-      var defaults = meta.defaults[network.value] || {};
+      var defaults = defaultsOf(network.value);
       Object.keys(defaults).forEach(function (name) {
         var el = form.elements[name];
         if (!el) { return; }
-        var value = defaults[name] === null ? "" : String(defaults[name]);
-        if ((!(name in shown) || el.value === shown[name]) && el.value !== value) {
-          el.value = value;
+        if ((!(name in shown) || untouched(el, name)) && el.value !== defaults[name]) {
+          el.value = defaults[name];
           el.dispatchEvent(new Event("change"));  // e.g. the LR preview follows
         }
-        shown[name] = value;
+        shown[name] = defaults[name];
       });
       applies();
     }
@@ -367,7 +400,8 @@
                      (rule.policies && rule.policies.indexOf(policy) < 0);
       });
     }
-    /* Only the networks made for the chosen dataset's task (custom code always). */
+    /* Only the networks made for the chosen dataset's task (custom code always), and only the
+       pretrained models of that task. */
     function filterNetworks() {
       var dataset = form.elements.dataset, tasks = meta.network_tasks || {};
       var task = dataset && meta.dataset_tasks ? meta.dataset_tasks[dataset.value] : null;
@@ -375,6 +409,14 @@
         var fits = !task || !tasks[option.value] || !tasks[option.value].length || tasks[option.value].indexOf(task) >= 0;
         option.hidden = !fits; option.disabled = !fits;
       });
+      var pretrained = form.elements.pretrained, modelTasks = meta.model_tasks || {};
+      if (pretrained) {
+        Array.prototype.forEach.call(pretrained.options, function (option) {
+          var fits = !task || !option.value || !modelTasks[option.value] || modelTasks[option.value] === task;
+          option.hidden = !fits; option.disabled = !fits;
+        });
+        if (pretrained.selectedOptions.length && pretrained.selectedOptions[0].disabled) { pretrained.value = ""; }
+      }
       var note = document.getElementById("network-task-note");
       if (note) { note.textContent = task ? "Networks for a " + task + " dataset." : ""; }
       if (network.selectedOptions.length && network.selectedOptions[0].disabled) {
@@ -382,17 +424,34 @@
         if (first) { network.value = first.value; network.dispatchEvent(new Event("change")); }
       }
     }
-    if (form.elements.dataset) { form.elements.dataset.addEventListener("change", filterNetworks); }
-    filterNetworks();
+    shown = defaultsOf(network.value);  /* what the server filled the fields from */
+    var kept = keptValues(form);
+    function touch(e) {
+      if (e.isTrusted && e.target.name) { e.target.dataset.touched = "1"; kept.save(e.target); }
+    }
+    form.addEventListener("input", touch);
+    form.addEventListener("change", touch);
     network.addEventListener("change", fill);
+    if (form.elements.dataset) { form.elements.dataset.addEventListener("change", filterNetworks); }
     ["solver", "lr_policy"].forEach(function (n) { if (form.elements[n]) { form.elements[n].addEventListener("change", applies); } });
-    fill();
+    kept.restore(function (el) { el.dataset.touched = "1"; });
+    filterNetworks();
+    applies();
+    function enableAll() {
+      form.querySelectorAll("[data-default-off]").forEach(function (el) { el.disabled = false; delete el.dataset.defaultOff; });
+    }
     form.addEventListener("submit", function () {
+      kept.clear();
       Object.keys(shown).forEach(function (name) {
         var el = form.elements[name], box = form.querySelector('[data-field="' + name + '"]');
-        if (el && (el.value === shown[name] || (box && box.hidden))) { el.disabled = true; }
+        if (el && !el.disabled && (el.value === shown[name] || (box && box.hidden))) {
+          el.disabled = true; el.dataset.defaultOff = "1";
+        }
       });
+      /* The form data is taken during the submit: Visualize (a new tab) leaves this page editable. */
+      setTimeout(enableAll, 0);
     });
+    window.addEventListener("pageshow", enableAll);  /* back from the next page (bfcache) */
   };
 
   /* Model page: load the chosen view's config form. */

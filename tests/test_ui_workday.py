@@ -1,0 +1,199 @@
+"""The web UI for a working day (issue 27): forms that keep every value, deletes that know what depends on them.
+
+Browser tests (``slow``, ``browser``) run against a real ``digits serve`` in headless Chromium; the jobs
+they need are written with :class:`~digits_core.jobs.Job` (no training: the pages only read job folders),
+so no TensorFlow runs. Several checks share one page session to keep the 2-core CI short.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from digits_core.engine.option_specs import TRAINING_OPTIONS, effective_defaults
+from digits_core.jobs import Job, JobStatus
+
+pytestmark = [pytest.mark.slow, pytest.mark.browser]
+
+#: The generated option fields of the New Model form.
+OPTION_FIELDS = [spec for spec in TRAINING_OPTIONS if spec.web == "auto"]
+
+
+def _dataset(jobs, name, kind):
+    job = Job.create("dataset", name, jobs_dir=jobs, plugin_id="image-classification",
+                     dataset={"label": {"kind": kind}})
+    job.set_status(JobStatus.RUNNING)
+    job.set_status(JobStatus.DONE)
+    return job
+
+
+def _model(jobs, name, dataset_id, task, train_options):
+    job = Job.create("model", name, jobs_dir=jobs, dataset_id=dataset_id,
+                     train_options={"dataset": dataset_id, **train_options})
+    job.set_status(JobStatus.RUNNING)
+    job.set_status(JobStatus.DONE)
+    (job.path / "snapshots").mkdir()
+    (job.path / "snapshots" / "epoch-001.keras").write_bytes(b"k")
+    (job.path / "model.json").write_text(json.dumps({"task": task}))
+    return job
+
+
+def _defaults(network):
+    from digits_core.web.model_form import network_defaults
+
+    values = effective_defaults(network_defaults(network))
+    return {name: "" if value is None else ("true" if value is True else "false" if value is False else str(value))
+            for name, value in values.items()}
+
+
+def _values(page):
+    """Every named option field of the New Model form: ``{name: (value, disabled)}``."""
+    return page.evaluate("""names => Object.fromEntries(names.map(n => {
+        const el = document.getElementById('model-form').elements[n];
+        return [n, el ? [el.value, el.disabled] : null]; }))""", [s.name for s in OPTION_FIELDS])
+
+
+def _fill_every_visible_field(page, defaults):
+    """Give every option field the user can see a valid value other than the network's default."""
+    page.evaluate("document.querySelectorAll('#model-form details').forEach(d => d.open = true)")
+    typed = {}
+    for spec in OPTION_FIELDS:
+        field = page.locator(f"#model-form [name={spec.name}]")
+        if not field.is_visible():
+            continue
+        default = defaults.get(spec.name, "")
+        if spec.kind in ("bool", "choice"):
+            options = [o for o in field.locator("option").evaluate_all("os => os.map(o => o.value)") if o != default]
+            value = options[-1]
+            field.select_option(value)
+        else:
+            if spec.name == "learning_rate":
+                value = "0.0123"
+            elif spec.name == "batch_size":
+                value = "12"
+            elif spec.kind == "int":
+                low = spec.minimum if spec.minimum is not None else 1
+                value = str(int(low) + 3 if spec.maximum is None or low + 3 <= spec.maximum else int(low))
+            elif spec.kind == "float":
+                low = spec.minimum if spec.minimum is not None else 0.0
+                high = spec.maximum if spec.maximum is not None else low + 1.0
+                value = str(round(low + (high - low) * 0.37, 4))
+            else:
+                value = "0"
+            if value == default:
+                value = value + "1" if spec.kind != "float" else str(float(value) / 2)
+            field.fill(value)
+        typed[spec.name] = value
+    return typed
+
+
+@pytest.fixture(scope="module")
+def workday(tmp_path_factory, chromium):
+    """A jobs folder with datasets and models, a live server on it and a browser context."""
+    from live_server import running_server
+
+    jobs = tmp_path_factory.mktemp("workday") / "jobs"
+    jobs.mkdir()
+    digits = _dataset(jobs, "digits", "class")
+    boxes = _dataset(jobs, "boxes", "boxes")
+    gone = _dataset(jobs, "gone", "class")
+    classifier = _model(jobs, "classifier", digits.id, "classification", {"network": "lenet"})
+    detector = _model(jobs, "detector", boxes.id, "detection", {"network": "detectnet"})
+    source = _model(jobs, "source", gone.id, "classification",
+                    {"network": "lenet", "epochs": 15, "solver": "sgd", "learning_rate": 0.05, "lr_policy": "step",
+                     "momentum": 0.8})
+    shutil.rmtree(gone.path)  # deleted behind the server's back: the clone must say so
+    with running_server(jobs, log_dir=jobs.parent) as server:
+        context = chromium.new_context(viewport={"width": 1280, "height": 900})
+        context.set_default_timeout(120_000)  # only the bound after which a wait on page state fails
+        errors: list[str] = []
+        context.on("weberror", lambda e: errors.append(str(e.error)))
+        yield {"server": server, "context": context, "errors": errors, "digits": digits, "boxes": boxes,
+               "classifier": classifier, "detector": detector, "source": source, "gone": gone.id}
+        context.close()
+
+
+def _page(workday):
+    page = workday["context"].new_page()
+    page.console_errors = []
+    page.on("console", lambda m: page.console_errors.append(m.text) if m.type == "error" else None)
+    return page
+
+
+def test_new_model_form_keeps_every_value(workday):
+    server, digits = workday["server"], workday["digits"]
+    lenet, detectnet = _defaults("lenet"), _defaults("detectnet")
+    page = _page(workday)
+    page.goto(server.url + f"/models/new?dataset={digits.id}&network=lenet")
+    # The page shows LeNet's defaults as the server rendered them.
+    shown = _values(page)
+    assert {n: v[0] for n, v in shown.items() if n in lenet} == {n: lenet[n] for n in shown if n in lenet}
+
+    # Every field typed, then a validation error (bad network parameters): every value comes back.
+    page.select_option("[name=solver]", "sgd")  # the solver that shows momentum
+    typed = _fill_every_visible_field(page, {**lenet, "solver": "sgd"})
+    typed["solver"] = page.locator("[name=solver]").input_value()
+    assert len(typed) >= 20, typed
+    page.fill("[name=model_name]", "kept")
+    page.fill("[name=network_params]", "{not json")  # the error
+    with page.expect_navigation():
+        page.click("#create-model")
+    assert page.locator("#form-errors").is_visible()
+    back = _values(page)
+    assert {n: back[n][0] for n in typed} == typed
+    assert page.locator("[name=model_name]").input_value() == "kept"
+    assert page.locator("[name=network_params]").input_value() == "{not json"
+    assert not [n for n, v in back.items() if v and v[1]], back  # nothing left disabled
+    assert not page.console_errors, page.console_errors  # the 400 re-render logs nothing
+
+    # Visualize (a new tab) leaves every field editable: typing 5 into Epochs gives 5.
+    page.context.route("**/models/network", lambda route: route.fulfill(status=200, body="network", content_type="text/plain"))
+    with page.context.expect_page() as popup:
+        page.click("#visualize")
+    popup.value.close()
+    assert not [n for n, v in _values(page).items() if v and v[1]]
+    page.fill("[name=epochs]", "5")
+    assert page.locator("[name=epochs]").input_value() == "5"
+
+    # Network change: the field the user typed stays, the untouched ones take the new network's defaults.
+    page.goto(server.url + f"/models/new?dataset={digits.id}&network=lenet")
+    page.fill("[name=epochs]", "7")
+    page.select_option("[name=dataset]", workday["boxes"].id)  # a detection dataset: the page picks detectnet
+    assert page.locator("[name=network]").input_value() == "detectnet"
+    now = _values(page)
+    assert now["epochs"][0] == "7"
+    differing = [n for n in detectnet if n != "epochs" and detectnet[n] != lenet[n] and n in now]
+    assert len(differing) >= 3 and {n: now[n][0] for n in differing} == {n: detectnet[n] for n in differing}
+
+    # Reload: the browser restores what was typed, and the page does not overwrite it.
+    page.reload()
+    assert page.locator("[name=epochs]").input_value() == "7"
+    page.close()
+
+
+def test_clone_of_a_model_whose_dataset_was_deleted(workday):
+    server, source = workday["server"], workday["source"]
+    page = _page(workday)
+    page.goto(server.url + f"/models/new?clone={source.id}")
+    values = _values(page)
+    assert page.locator("[name=network]").input_value() == "lenet"  # not switched to another dataset's network
+    assert {n: values[n][0] for n in ("epochs", "solver", "learning_rate", "lr_policy", "momentum")} == {
+        "epochs": "15", "solver": "sgd", "learning_rate": "0.05", "lr_policy": "step", "momentum": "0.8"}
+    assert page.locator("[name=dataset]").input_value() == ""
+    assert workday["gone"] in page.locator('[data-field=dataset] .field-error').inner_text()
+    page.close()
+
+
+def test_pretrained_menu_offers_the_dataset_task_only(workday):
+    server = workday["server"]
+    page = _page(workday)
+    page.goto(server.url + f"/models/new?dataset={workday['digits'].id}")
+    offered = page.locator("[name=pretrained] option:not([disabled])").evaluate_all("os => os.map(o => o.value)")
+    assert sorted(offered) == sorted(["", workday["classifier"].id, workday["source"].id])
+    page.select_option("[name=dataset]", workday["boxes"].id)
+    offered = page.locator("[name=pretrained] option:not([disabled])").evaluate_all("os => os.map(o => o.value)")
+    assert offered == ["", workday["detector"].id]
+    page.close()
+    assert not workday["errors"], workday["errors"]
