@@ -44,6 +44,8 @@ def register(subparsers) -> None:
     parser.add_argument("--dicomweb-server", action="append", default=[], metavar="NAME=URL",
                         help="a DICOMweb server offered by name in the dataset form (repeatable); only these get "
                              "the operator's $DIGITS_DICOMWEB_PASSWORD / $DIGITS_DICOMWEB_TOKEN, never a typed URL")
+    parser.add_argument("--session-idle-minutes", type=float, default=480, metavar="MINUTES",
+                        help="with --auth-token: a browser login unused this long expires (default: 480)")
     parser.add_argument("--insecure-no-auth", action="store_true",
                         help="allow a non-loopback --host without --auth-token: anyone who can reach the port "
                              "can then run code on this machine (custom networks)")
@@ -100,6 +102,8 @@ def run(args) -> int:
                 "network is yours alone.")
         print(f"warning: serving on {args.host} without authentication (--insecure-no-auth): anyone who can reach "
               "this port can create jobs and run code (custom networks).", file=sys.stderr)
+    if not args.session_idle_minutes > 0:
+        raise ConfigurationError("--session-idle-minutes must be a positive number of minutes.")
     if args.port <= 0 or args.port > 65535:
         raise ConfigurationError(f"--port {args.port} is not a valid port number.")
     _outbound_settings(args)
@@ -112,7 +116,8 @@ def run(args) -> int:
                                    max_dataset_jobs=args.max_dataset_jobs, max_training_jobs=args.max_training_jobs)
     app = create_app(args.jobs_dir, auth_token=token, max_dataset_jobs=args.max_dataset_jobs, scheduler=scheduler,
                      max_training_jobs=args.max_training_jobs, max_upload_bytes=int(args.max_upload_mb * 1024 * 1024),
-                     allowed_hosts=allowed_hosts(args.host, args.allowed_host), data_roots=_data_roots(args.data_root))
+                     allowed_hosts=allowed_hosts(args.host, args.allowed_host), data_roots=_data_roots(args.data_root),
+                     session_idle_minutes=args.session_idle_minutes)
     scheduler = app.extensions["digits"]["scheduler"]
     url_host = "localhost" if args.host in ("127.0.0.1", "0.0.0.0", "::") else args.host
     print(f"DIGITS is serving {app.extensions['digits']['jobs_dir']} at http://{url_host}:{args.port}/ "

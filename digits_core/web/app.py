@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+from datetime import timedelta
 from typing import Iterable
 
 from flask import Flask, g, jsonify, render_template, request
@@ -17,6 +18,7 @@ from ..jobs import JobStore
 from ..paths import resolve_roots
 from . import request_guard, security
 from .helpers import wants_json  # noqa: F401 - also importable from here, as before
+from .login import DEFAULT_IDLE_MINUTES, LoginState
 
 logger = logging.getLogger(__name__)
 
@@ -30,7 +32,8 @@ def create_app(jobs_dir=None, auth_token: str | None = None, *, scheduler=None, 
                max_dataset_jobs: int = 2, max_training_jobs: int | None = None,
                max_upload_bytes: int = DEFAULT_MAX_UPLOAD, secret_key: str | None = None,
                testing: bool = False, inference_timeout: float = 600.0,
-               allowed_hosts: Iterable[str] | None = None, data_roots: Iterable[str] | None = None) -> Flask:
+               allowed_hosts: Iterable[str] | None = None, data_roots: Iterable[str] | None = None,
+               session_idle_minutes: float = DEFAULT_IDLE_MINUTES) -> Flask:
     """Build the web UI.
 
     Args:
@@ -60,6 +63,8 @@ def create_app(jobs_dir=None, auth_token: str | None = None, *, scheduler=None, 
             resolved); default: the current folder. The jobs folder always is
             one (inference uploads are saved there). See
             :mod:`digits_core.paths`.
+        session_idle_minutes: A login session unused this long expires (see
+            :mod:`digits_core.web.login`).
 
     Returns:
         The Flask app; ``app.extensions["digits"]`` holds ``jobs_dir``,
@@ -79,6 +84,7 @@ def create_app(jobs_dir=None, auth_token: str | None = None, *, scheduler=None, 
         TESTING=testing,
         SESSION_COOKIE_SAMESITE="Lax",
         SESSION_COOKIE_HTTPONLY=True,
+        PERMANENT_SESSION_LIFETIME=timedelta(minutes=float(session_idle_minutes)),
         DIGITS_AUTH_TOKEN=auth_token or None,
         DIGITS_INFERENCE_TIMEOUT=float(inference_timeout),
         DIGITS_DATA_ROOTS=[str(r) for r in resolve_roots(data_roots, root)],
@@ -90,7 +96,8 @@ def create_app(jobs_dir=None, auth_token: str | None = None, *, scheduler=None, 
     from .inference_worker import InferenceWorker
 
     app.extensions["digits"] = {"jobs_dir": root, "store": JobStore(root), "scheduler": scheduler,
-                                "inference_worker": InferenceWorker(inference_timeout)}
+                                "inference_worker": InferenceWorker(inference_timeout),
+                                "login": LoginState(float(session_idle_minutes) * 60)}
     if start_scheduler:
         scheduler.start()
 

@@ -15,6 +15,7 @@ from ..errors import DigitsError, JobNotFoundError
 from ..jobs import Job, JobStore
 from . import security
 from .helpers import job_summary
+from .login import safe_next
 
 if TYPE_CHECKING:
     from ..scheduler import Scheduler
@@ -240,31 +241,35 @@ def plugins() -> str:
     return render_template("plugins.html", records=[r.to_dict() for r in registry.records(include_disabled=True)])
 
 
-def _safe_next(target: str | None) -> str:
-    if not target or not target.startswith("/") or target.startswith("//") or "\\" in target:
-        return url_for("home.index")
-    return target
-
-
 @bp.route("/login", methods=["GET", "POST"])
 def login() -> ResponseReturnValue:
-    """Log in with the server's auth token (only when one is configured)."""
+    """Log in with the server's auth token (only when one is configured); see :mod:`digits_core.web.login`."""
     if not current_app.config.get("DIGITS_AUTH_TOKEN"):
         return redirect(url_for("home.index"))
     error = None
     next_url = request.values.get("next", "")
     if request.method == "POST":
+        state, client = security.login_state(), security.client_address()
+        wait = state.retry_after(client)
+        if wait:
+            error = f"Too many wrong tokens from this address; try again in {wait} s."
+            page = render_template("login.html", error=error, next=next_url)
+            return page, 429, {"Retry-After": str(wait)}
         if security.token_matches(request.form.get("token")):
+            state.succeeded(client)
+            state.close_session(session.get("digits_sid"))
             session.clear()
-            session["digits_auth"] = True
+            session["digits_sid"] = state.open_session()
             session.permanent = True
-            return redirect(_safe_next(next_url))
+            return redirect(safe_next(next_url, url_for("home.index")))
+        state.failed(client)
         error = "Wrong token."
     return render_template("login.html", error=error, next=next_url), (401 if error else 200)
 
 
 @bp.get("/logout")
 def logout() -> Response:
-    """Forget the login."""
+    """End the login session (server-side: the old cookie no longer works)."""
+    security.login_state().close_session(session.get("digits_sid"))
     session.clear()
     return redirect(url_for("home.login"))

@@ -3,7 +3,9 @@
 * **Auth token** (optional, ``create_app(auth_token=...)`` / ``digits serve
   --auth-token``): every request needs it. API clients send
   ``Authorization: Bearer TOKEN`` (or ``X-Auth-Token: TOKEN``); browsers log
-  in once at ``/login`` and keep a signed session cookie.
+  in once at ``/login`` and keep a signed session cookie holding a
+  server-side session id (:mod:`digits_core.web.login`: logout ends it,
+  idle sessions expire, wrong tokens are throttled per client with 429).
 * **CSRF**: every state-changing request (POST, PUT, PATCH, DELETE) needs a
   CSRF token (form field ``csrf_token`` or header ``X-CSRFToken``; get one at
   ``GET /api/csrf-token``), except requests that carry a valid auth token in
@@ -18,7 +20,7 @@ import hmac
 import os
 from pathlib import Path
 
-from flask import abort, current_app, redirect, request, session, url_for
+from flask import abort, current_app, jsonify, redirect, request, session, url_for
 
 from .helpers import wants_json
 
@@ -44,11 +46,46 @@ def header_authenticated() -> bool:
     return token_matches(_header_token())
 
 
+def login_state():
+    """The app's :class:`~digits_core.web.login.LoginState`."""
+    return current_app.extensions["digits"]["login"]
+
+
+def client_address() -> str:
+    """Who failed logins are counted against (the peer address)."""
+    return request.remote_addr or "unknown"
+
+
 def is_authenticated() -> bool:
-    """True when no token is configured, or the request/session proves it."""
+    """True when no token is configured, or the request (header) or a live login session proves it."""
     if not current_app.config.get("DIGITS_AUTH_TOKEN"):
         return True
-    return header_authenticated() or session.get("digits_auth") is True
+    return header_authenticated() or login_state().touch(session.get("digits_sid"))
+
+
+def too_many_tries():
+    """A 429 answer with ``Retry-After`` if this client must wait before trying a token again, else ``None``."""
+    wait = login_state().retry_after(client_address())
+    if not wait:
+        return None
+    response = jsonify(error=f"Too many wrong auth tokens from this address; try again in {wait} s.")
+    response.status_code = 429
+    response.headers["Retry-After"] = str(wait)
+    return response
+
+
+def _throttle_header_token():
+    """Count a wrong header token as a failed login; refuse tries that come too soon (429)."""
+    if not current_app.config.get("DIGITS_AUTH_TOKEN") or _header_token() is None:
+        return None
+    refused = too_many_tries()
+    if refused is not None:
+        return refused
+    if header_authenticated():
+        login_state().succeeded(client_address())
+    else:
+        login_state().failed(client_address())
+    return None
 
 
 def init_app(app, csrf) -> None:
@@ -56,6 +93,9 @@ def init_app(app, csrf) -> None:
 
     @app.before_request
     def _check():
+        refused = _throttle_header_token()
+        if refused is not None:
+            return refused
         if not is_authenticated() and request.endpoint not in PUBLIC_ENDPOINTS:
             if wants_json() or request.method != "GET":
                 abort(401, description="This server needs an auth token: send 'Authorization: Bearer TOKEN'.")
