@@ -100,7 +100,8 @@ def form_class(form: Any):
     raise TypeError(f"expected a WTForms Form class or instance, got {type(form).__name__}")
 
 
-def _needs_instance(plugin_cls: type, method: str) -> bool:
+def needs_instance(plugin_cls: type, method: str) -> bool:
+    """Whether a plugin's ``method`` is an instance method (the DIGITS 6 habit), called on a plugin instance."""
     attribute = inspect.getattr_static(plugin_cls, method, None)
     return inspect.isfunction(attribute)  # a plain function in the class body: an instance method
 
@@ -115,7 +116,7 @@ def call_plugin_method(plugin_cls: type, method: str, *args: Any, kind: str = "d
     """
     plugin_id = _plugin_id(plugin_cls)
     with plugin_code(plugin_id, method):
-        if instance is None and _needs_instance(plugin_cls, method):
+        if instance is None and needs_instance(plugin_cls, method):
             values = strip_reserved(kind, dict(init or {}), plugin_id)
             extra = {"is_inference_db": True} if kind == "data" and "inference" in method else {}
             instance = plugin_cls(**extra, **values) if kind == "data" else plugin_cls(None, **values)
@@ -198,7 +199,7 @@ def _checked_forms(kind: str, plugin_cls: type) -> tuple[list[tuple[str, Any]], 
     """Build each static form of a plugin; return ``([(template method, form)], problem)``."""
     forms: list[tuple[str, Any]] = []
     for form_method, template_method in _method_pairs(kind):
-        if _needs_instance(plugin_cls, form_method):
+        if needs_instance(plugin_cls, form_method):
             continue  # needs dataset userdata: checked by `digits plugin check`
         try:
             form_cls = plugin_form(plugin_cls, form_method, kind=kind)
@@ -209,7 +210,7 @@ def _checked_forms(kind: str, plugin_cls: type) -> tuple[list[tuple[str, Any]], 
         form, problem = _form_problems(kind, form_cls, form_method)
         if problem:
             return forms, problem
-        if not _needs_instance(plugin_cls, template_method):
+        if not needs_instance(plugin_cls, template_method):
             forms.append((template_method, form))
     return forms, None
 

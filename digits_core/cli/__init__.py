@@ -137,9 +137,18 @@ def _stop_on_signals() -> None:
             pass
 
 
+_argv: list[str] = []
+
+
+def current_argv() -> list[str]:
+    """The arguments :func:`main` is running (a command's options may depend on them, e.g. ``infer --model``)."""
+    return list(_argv)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the ``digits`` command and return its exit status."""
     argv = sys.argv[1:] if argv is None else list(argv)
+    _argv[:] = argv
     # Plugin-load warnings wait until we know this is not --help/--version (help text only, no noise).
     asks_help = any(arg in ("-h", "--help") for arg in argv)
     held = _HeldWarnings()

@@ -9,7 +9,10 @@
 INPUTs are image files, folders (every image below, recursively) or list
 files (``path [label]`` per line). The options of every installed data
 plugin's inference form are added to this command (``--help`` lists them
-per plugin); the model's own plugin validates them.
+per plugin); the model's own plugin validates them. When ``--model`` is
+given, the model's data plugin builds its form from the dataset's userdata
+(as the web page does), so choices a DIGITS 6 style ``get_inference_form(self)``
+reads from the dataset (Sunnybrook's validation records) are accepted.
 """
 
 from __future__ import annotations
@@ -24,16 +27,53 @@ _OWN = {"model", "epoch", "view", "view_option", "out", "json", "top", "batch_si
         "max_errors", "visualize"}
 
 
-def _add_plugin_form_options(parser) -> dict[str, list[str]]:
+def _option_value(argv: list[str], option: str) -> str | None:
+    """The value given to ``option`` in ``argv`` (``--model ID`` or ``--model=ID``), or None."""
+    for i, word in enumerate(argv):
+        if word == option and i + 1 < len(argv):
+            return argv[i + 1]
+        if word.startswith(option + "="):
+            return word[len(option) + 1:]
+    return None
+
+
+def _model_dataset(argv: list[str]) -> tuple[str | None, dict]:
+    """The data plugin id and userdata of the dataset of the model ``--model`` names (job files only, no TensorFlow).
+
+    ``(None, {})`` when no model is named or it cannot be read (``run`` then reports that properly).
+    """
+    model = _option_value(argv, "--model")
+    if not model:
+        return None, {}
+    try:
+        from ..datasets import open_dataset
+        from ..jobs import JobStore
+
+        jobs_dir = _option_value(argv, "--jobs-dir")
+        job = JobStore(jobs_dir).get(model, kind="model")
+        dataset = open_dataset(str(job.data.get("dataset_id") or ""), jobs_dir)
+        return dataset.plugin_id, dict(dataset.userdata)
+    except Exception as exc:  # noqa: BLE001 - only the options depend on it
+        logger.debug("--model %s: no dataset userdata for the inference form options: %s", model, exc)
+        return None, {}
+
+
+def _add_plugin_form_options(parser, argv: list[str] | None = None) -> dict[str, list[str]]:
     """Add the inference form fields of every data plugin; return ``{plugin_id: field names}``.
 
     A field several plugins share (e.g. ``image_path`` of every image plugin)
     becomes one option, listed under a heading that names all of them; the
-    others are listed under their own plugin.
+    others are listed under their own plugin. The plugin of the model named
+    by ``--model`` in ``argv`` gets its dataset's userdata. A plugin whose
+    inference form is an instance method that cannot be built without a
+    dataset (a DIGITS 6 plugin reading its data in ``__init__``) is left out
+    quietly: its options come with ``--model``.
     """
-    from ..contract import inference_form
+    from ..contract import inference_form, needs_instance
     from ..forms import add_form_arguments, user_fields
     from ..plugin_registry import registry
+
+    model_plugin, model_userdata = _model_dataset(argv or [])
 
     fields: dict[str, list[str]] = {}
     forms = {}
@@ -43,14 +83,18 @@ def _add_plugin_form_options(parser) -> dict[str, list[str]]:
         logger.warning("Could not list data plugins for `digits infer` options: %s", exc)
         return fields
     for plugin_id, plugin in sorted(plugins.items()):
+        userdata = model_userdata if plugin_id == model_plugin else None
         try:
-            form = inference_form(plugin)
+            form = inference_form(plugin, userdata)
             if form is None:
                 continue
             fields[plugin_id] = [f.name for f in user_fields(form(meta={"csrf": False}))]
             forms[plugin_id] = form
         except Exception as exc:  # noqa: BLE001
-            logger.warning('Data plugin "%s": its inference form cannot become options: %s', plugin_id, exc)
+            if userdata is None and needs_instance(plugin, "get_inference_form"):
+                logger.debug('Data plugin "%s": its inference form needs a dataset (--model): %s', plugin_id, exc)
+            else:
+                logger.warning('Data plugin "%s": its inference form cannot become options: %s', plugin_id, exc)
     owners: dict[str, list[str]] = {}
     for plugin_id, names in fields.items():
         for name in names:
@@ -77,7 +121,9 @@ def register(subparsers) -> None:
         "accuracy figures and a confusion matrix (classification) or Dice/IoU (segmentation).",
         conflict_handler="resolve",
     )
-    plugin_fields = _add_plugin_form_options(parser)
+    from . import current_argv
+
+    plugin_fields = _add_plugin_form_options(parser, current_argv())
     parser.add_argument("--model", required=True, metavar="ID", help="model job id (or unique prefix)")
     parser.add_argument("--epoch", type=float, default=None, metavar="N", help="snapshot epoch (default: the last)")
     parser.add_argument("--view", default=None, metavar="VIEW_ID",
