@@ -90,6 +90,11 @@ def train(dataset: Any, network: str | Callable | None = None, name: str | None 
     from ..sweep import refuse_sweep
 
     refuse_sweep(options)
+    from .volume_train import train_volume, volume_dataset_folder
+
+    if volume_dataset_folder(dataset, jobs_dir) is not None:  # a DHWC dataset: unet3d / unet2.5d (issue 29)
+        return train_volume(dataset, network, name, jobs_dir=jobs_dir, progress=progress, on_job=on_job,
+                            group=normalize_group(group), **options)
     extra = {"group": normalize_group(group), "sweep": sweep or None}
     strat, reader, spec, opts, task = _plan(dataset, network, options, jobs_dir)
     job = _create_job(strat, reader, spec, name, opts, task, jobs_dir, {k: v for k, v in extra.items() if v})

@@ -1,7 +1,8 @@
 """A synthetic Medical Segmentation Decathlon task, and the same cases as DICOM series.
 
 Each case is a cardiac-like MR volume: a bright ellipsoid "left atrium"
-(class 1) with a darker wall, inside smoothly varying tissue, with Rician
+(class 1) and an unlabelled vessel as bright as it, inside
+smoothly varying tissue, with Rician
 noise, anisotropic spacing (slices thicker than pixels; every fourth case
 coarser, so resampling has work), and every third case stored with a flipped
 ``i`` axis (a negative affine column: the voxels are mirrored in the file,
@@ -43,20 +44,25 @@ def case_volume(rng: np.random.Generator, shape: Sequence[int], spacing: Sequenc
                 ) -> tuple[np.ndarray, np.ndarray]:
     """One synthetic case in canonical ``D×H×W`` order: ``(int16 image, uint8 label)``.
 
-    The blob's size is in mm, so cases of different spacing show the same anatomy.
+    The blob's size is in mm, so cases of different spacing show the same anatomy. An unlabelled vessel
+    (a cylinder through every slice, as bright as the atrium) is told apart by its 3-D shape only.
     """
-    d, h, w = shape
     zz, yy, xx = np.meshgrid(*(np.arange(n) * s for n, s in zip(shape, spacing)), indexing="ij")
     extent = [n * s for n, s in zip(shape, spacing)]
-    centre = [e * rng.uniform(0.38, 0.62) for e in extent]
-    radii = [e * rng.uniform(0.2, 0.3) for e in extent]
+    side = rng.integers(2)  # the atrium on one side, an unlabelled vessel as bright as it on the other
+    centre = [extent[0] * rng.uniform(0.4, 0.6), extent[1] * rng.uniform(0.38, 0.62),
+              extent[2] * (rng.uniform(0.28, 0.36) if side else rng.uniform(0.64, 0.72))]
+    radii = [extent[0] * rng.uniform(0.18, 0.26), extent[1] * rng.uniform(0.14, 0.2),
+             extent[2] * rng.uniform(0.14, 0.2)]
     r = np.sqrt(((zz - centre[0]) / radii[0]) ** 2 + ((yy - centre[1]) / radii[1]) ** 2
                 + ((xx - centre[2]) / radii[2]) ** 2)
     label = (r <= 1.0).astype(np.uint8)
-    tissue = 180 + 60 * np.sin(yy / extent[1] * np.pi * rng.uniform(0.5, 1.5)) * np.cos(xx / extent[2] * np.pi)
-    signal = np.where(label == 1, 620.0, tissue)
-    signal = np.where((r > 1.0) & (r <= 1.25), 90.0, signal)  # the darker wall around the blood pool
-    sigma = 45.0
+    vessel_x = extent[2] * (rng.uniform(0.68, 0.76) if side else rng.uniform(0.24, 0.32))
+    vessel = np.hypot(yy - extent[1] * rng.uniform(0.4, 0.6), xx - vessel_x) <= min(extent[1:]) * 0.11
+    tissue = 200 + 60 * np.sin(yy / extent[1] * np.pi * rng.uniform(0.5, 1.5)) * np.cos(xx / extent[2] * np.pi)
+    signal = np.where(vessel, 430.0, tissue)
+    signal = np.where(label == 1, 430.0, signal)
+    sigma = 70.0
     noisy = np.sqrt((signal + rng.normal(0, sigma, shape)) ** 2 + rng.normal(0, sigma, shape) ** 2)  # Rician
     return np.clip(np.rint(noisy), 0, 32000).astype(np.int16), label
 

@@ -1,0 +1,156 @@
+"""Training on a volume dataset (``"layout": "DHWC"``): ``unet3d`` on patches, or ``unet2.5d`` on slice stacks.
+
+:func:`~digits_core.engine.trainer.train` hands a volume dataset here. One
+run of a model job:
+
+* patches of ``patch`` voxels (default: ¾ of the median case shape, rounded
+  down to what the U-Net's pooling divides) sampled by
+  :class:`~digits_core.volumes.patches.PatchSampler` with foreground
+  oversampling and 3-D augmentation; Adam, Dice + cross-entropy loss;
+* every ``validation_interval`` epochs (default 5, and after the last one),
+  sliding-window inference over every whole validation case (Gaussian
+  blending, :mod:`~digits_core.volumes.sliding`) scored per case
+  (:mod:`~digits_core.volumes.metrics`): ``val_dice`` (per-case mean Dice),
+  ``val_dice_class<c>`` and ``val_hd95`` (mm) go to ``metrics.jsonl``;
+* the model is saved as ``model.keras``; ``model.json`` says ``"kind": "volume"``
+  and keeps what inference needs (patch, classes, spacing, normalisation,
+  per-case validation scores).
+
+Volume options beyond :class:`~digits_core.engine.options.TrainingOptions`
+(``epochs``, ``batch_size``, ``learning_rate``, ``validation_interval``,
+``seed``) are network parameters (``--network-param KEY=VALUE``):
+``patch`` ("D,H,W"), ``steps_per_epoch`` (25), ``foreground`` (0.5),
+``base_filters`` (8), ``levels`` (3), ``adjacent_slices`` (2, for ``unet2.5d``),
+``overlap`` (0.5).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from ..errors import FormValidationError, TrainingError
+from ..jobs import Job, JobStatus
+from .volume_nets import VOLUME_NETWORKS
+
+@dataclass
+class VolumeConfig:
+    """The settings of one volume training run (saved in ``model.json``)."""
+
+    network: str
+    patch: list
+    epochs: int = 40
+    batch_size: int = 2
+    steps_per_epoch: int = 25
+    learning_rate: float = 1e-3
+    val_every: int = 5
+    foreground: float = 0.5
+    base_filters: int = 8
+    levels: int = 3
+    adjacent_slices: int = 2
+    overlap: float = 0.5
+    seed: int = 0
+
+
+def volume_dataset_folder(dataset: Any, jobs_dir=None) -> Path | None:
+    """The published folder of a volume dataset (``dataset.json`` layout DHWC), or ``None`` for any other dataset."""
+    from ..datasets.reader import _find_dataset_folder
+
+    if hasattr(dataset, "path") and hasattr(dataset, "info"):
+        folder = Path(dataset.path)
+    else:
+        try:
+            folder = _find_dataset_folder(str(dataset), jobs_dir)[1]
+        except Exception:  # noqa: BLE001 - not found here: the 2-D path reports it
+            return None
+    try:
+        info = json.loads((folder / "dataset.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return folder if info.get("layout") == "DHWC" else None
+
+
+def _auto_patch(info: dict, levels: int, flat: bool) -> list[int]:
+    shapes = [s for st in info["stages"].values() for s in st.get("shapes", [])]
+    median = np.median(np.asarray(shapes, dtype=np.float64)[:, :3], axis=0)
+    unit = 2 ** (levels - 1)
+    patch = [max(unit, int(m * 0.75) // unit * unit) for m in median]
+    return [1] + patch[1:] if flat else patch
+
+
+def _config(network: str, info: dict, options: dict) -> VolumeConfig:
+    from .options import TrainingOptions
+
+    opts = TrainingOptions.from_kwargs(**options)  # unknown names and bad values are refused as for 2-D
+    params = dict(opts.network_params or {})
+    known = {"patch", "steps_per_epoch", "foreground", "base_filters", "levels", "adjacent_slices", "overlap"}
+    unknown = sorted(set(params) - known)
+    if unknown:
+        raise FormValidationError({"network_params": [f"unknown volume network parameter(s): {', '.join(unknown)}; "
+                                                      f"known: {', '.join(sorted(known))}"]}, "training options")
+    levels = int(params.get("levels", 3))
+    patch = params.get("patch")
+    if patch is None:
+        patch = _auto_patch(info, levels, network == "unet2.5d")
+    elif isinstance(patch, str):
+        patch = [int(v) for v in patch.replace("x", ",").split(",")]
+    patch = [int(v) for v in patch]
+    unit = 2 ** (levels - 1)
+    checked = patch[1:] if network == "unet2.5d" else patch
+    if len(patch) != 3 or any(p < unit or p % unit for p in checked):
+        raise FormValidationError({"network_params": [f"patch must be D,H,W voxels divisible by {unit}, not {patch}"]},
+                                  "training options")
+    return VolumeConfig(
+        network=network, patch=patch, epochs=int(opts.epochs) if "epochs" in options else 40,
+        batch_size=int(opts.batch_size or 2),
+        steps_per_epoch=int(params.get("steps_per_epoch", 25)),
+        learning_rate=float(opts.learning_rate) if "learning_rate" in options else 1e-3,
+        val_every=max(1, int(opts.validation_interval)) if "validation_interval" in options else 5,
+        foreground=float(params.get("foreground", 0.5)), base_filters=int(params.get("base_filters", 8)),
+        levels=levels, adjacent_slices=int(params.get("adjacent_slices", 2)),
+        overlap=float(params.get("overlap", 0.5)), seed=int(opts.seed if opts.seed is not None else 0))
+
+
+def train_volume(dataset: Any, network: str | None = None, name: str | None = None, *, jobs_dir=None,
+                 progress: Callable[[dict], None] | None = None, on_job: Callable[[Job], None] | None = None,
+                 group: str | None = None, **options: Any) -> Job:
+    """Train ``unet3d`` (default) or ``unet2.5d`` on a volume dataset in a new model job (see the module docstring).
+
+    Raises:
+        FormValidationError: Bad options (no job is created).
+        TrainingError: Not a volume network, or training failed (the job ends in Error).
+    """
+    folder = volume_dataset_folder(dataset, jobs_dir)
+    if folder is None:
+        raise TrainingError(f"{dataset} is not a volume dataset (its dataset.json has no \"layout\": \"DHWC\")")
+    network = network or "unet3d"
+    if network not in VOLUME_NETWORKS:
+        raise TrainingError(f'Dataset "{folder.parent.name}" holds volumes; network "{network}" is not a volume '
+                            f"network: use {' or '.join(VOLUME_NETWORKS)}")
+    info = json.loads((folder / "dataset.json").read_text(encoding="utf-8"))
+    config = _config(network, info, options)
+    fields: dict[str, Any] = dict(dataset_id=info["id"], network=network, task="volume-segmentation",
+                                  form_data={k: v for k, v in options.items() if isinstance(v, (int, float, str, dict))})
+    if group:
+        fields["group"] = group
+    job = Job.create("model", name or f"{network}-{info['id']}", jobs_dir=jobs_dir, hold=True, **fields)
+    if on_job is not None:
+        on_job(job)
+    job.set_status(JobStatus.RUNNING)
+    from .volume_loop import VolumeRun
+
+    run = VolumeRun(job.path, folder, info, config, progress)
+    try:
+        status = run.run()
+    except Exception as exc:  # noqa: BLE001 - any failure ends the job in Error
+        error = exc if isinstance(exc, TrainingError) else TrainingError(
+            f"Volume training failed: {type(exc).__name__}: {exc}")
+        job.finish(JobStatus.ERROR, error=str(error))
+        raise error from exc
+    job.finish(status, error="Aborted: the abort file was written" if status is JobStatus.ABORTED else None)
+    return job
+
