@@ -96,6 +96,7 @@ class JobFields(TypedDict, total=False):
     scratch: str  # non-chief workers: the temporary folder to remove at the end
     worker_report: WorkerReport  # set at the end of a run
     resume: bool  # scheduler: resume from the last snapshot instead of starting over
+    status_note: str  # shown with a Done status, e.g. "stopped early at epoch N ..." (engine.early_stopping)
     resume_epochs: int  # scheduler: the new total number of epochs of that resume (default: as planned)
     gpus_assigned: list[str]  # scheduler: the GPU ids (CUDA_VISIBLE_DEVICES entries) the job runs on
     placement: dict[str, Any]  # Ray executor: executor, node_id, node_address, gpus of the node that ran it;
@@ -164,6 +165,7 @@ class ModelRecord(TypedDict, total=False):
     error: str | None  # the message of a run that ended in Error or Aborted
     final_metrics: dict[str, Any]  # the last logs of the run
     stopped_early: bool  # a callback stopped training before the planned epochs
+    early_stopping: dict[str, Any]  # engine.early_stopping.EarlyStopping.summary() of a run it stopped
     # read for older model.json files only (the engine writes dataset_id / dataset_plugin)
     dataset: str | dict[str, Any]  # the dataset id, or {"id": ...}
     plugin_id: str  # the dataset's plugin

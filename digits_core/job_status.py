@@ -46,9 +46,9 @@ class JobStatus(str, Enum):
 #: The terminal statuses: only :meth:`~digits_core.jobs.Job.resume` leaves them.
 FINISHED = frozenset({JobStatus.DONE, JobStatus.ERROR, JobStatus.ABORTED})
 
-#: Status -> the statuses that may follow it (Running -> Running: the same owner marks it again).
+#: Status -> the statuses that may follow it (the same status again is a harmless re-mark, e.g. by the owner).
 TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
-    JobStatus.INITIALIZED: frozenset({JobStatus.WAITING, JobStatus.RUNNING}) | FINISHED,
+    JobStatus.INITIALIZED: frozenset({JobStatus.INITIALIZED, JobStatus.WAITING, JobStatus.RUNNING}) | FINISHED,
     JobStatus.WAITING: frozenset({JobStatus.WAITING, JobStatus.RUNNING}) | FINISHED,
     JobStatus.RUNNING: frozenset({JobStatus.RUNNING}) | FINISHED,
     JobStatus.DONE: frozenset(),

@@ -20,7 +20,12 @@ from digits_core.jobs import Job, JobStatus
 def make_job(app, kind, name, *statuses, **fields):
     job = Job.create(kind, name, jobs_dir=app.extensions["digits"]["jobs_dir"], **fields)
     for status in statuses:
-        job.set_status(status) if not isinstance(status, tuple) else job.set_status(status[0], error=status[1])
+        if job.status.is_finished:  # a finished job works again only through an explicit resume
+            job.resume(status)
+        elif not isinstance(status, tuple):
+            job.set_status(status)
+        else:
+            job.set_status(status[0], error=status[1])
     return job
 
 
