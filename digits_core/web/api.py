@@ -139,12 +139,21 @@ def resume(job_id: str):
 
 @bp.delete("/jobs/<job_id>")
 def delete(job_id: str):
-    """Delete a job (aborting it first)."""
-    from .datasets_views import delete_job
+    """Delete a job (aborting it first); a dataset models depend on only with ``?cascade=1``.
+
+    Returns:
+        ``{"id", "deleted": true, "also_deleted": [{"id", "name", "status"}]}`` (the dependents a cascade
+        deleted); 409 ``{"error": {..., "dependents": [...]}}`` when models depend on the dataset.
+    """
+    from .job_deletes import DatasetInUseError, delete_job, describe
 
     job = _ext()["store"].get(job_id)
-    delete_job(job.id, job.kind)
-    return jsonify({"id": job.id, "deleted": True})
+    try:
+        deleted = delete_job(job.id, job.kind, cascade=request.args.get("cascade") in ("1", "true"))
+    except DatasetInUseError as exc:
+        return jsonify({"error": {"code": 409, "title": "Dataset in use", "message": str(exc),
+                                  "dependents": [describe(j) for j in exc.dependents]}}), 409
+    return jsonify({"id": job.id, "deleted": True, "also_deleted": [describe(j) for j in deleted[:-1]]})
 
 
 @bp.post("/jobs/delete")

@@ -148,9 +148,11 @@ def show(job_id: str):
     """The dataset job page (refreshes its live parts through ``/datasets/ID.json``)."""
     if job_id.endswith(".json"):
         return show_json(job_id[:-5])
+    from .job_deletes import dependents
+
     job = _ext()["store"].get(job_id, kind="dataset")
     details = dataset_details(job)
-    return render_template("dataset_show.html", job=job, d=details,
+    return render_template("dataset_show.html", job=job, d=details, dependents=dependents(_ext()["store"], job.id),
                            active=job.status in (JobStatus.WAITING, JobStatus.RUNNING, JobStatus.INITIALIZED))
 
 
@@ -285,9 +287,17 @@ def explore(job_id: str):
 
 @bp.post("/<job_id>/delete")
 def delete(job_id: str):
-    """Delete a dataset job (aborting it first if it runs)."""
-    delete_job(job_id, "dataset")
-    flash("Dataset deleted.", "ok")
+    """Delete a dataset job (aborting it first if it runs); with ``cascade=1`` the models trained on it too."""
+    from .job_deletes import DatasetInUseError, delete_job
+
+    try:
+        deleted = delete_job(job_id, "dataset", cascade=request.form.get("cascade") == "1")
+    except DatasetInUseError as exc:
+        flash(str(exc), "bad")
+        return redirect(url_for("datasets.show", job_id=exc.dataset.id))
+    models = len(deleted) - 1
+    flash("Dataset deleted" + (f", and the {models} model{'s' if models != 1 else ''} trained on it." if models else "."),
+          "ok")
     return redirect(url_for("home.index"))
 
 
@@ -297,22 +307,3 @@ def abort_job(job_id: str):
     job = _ext()["store"].get(job_id, kind="dataset")
     _ext()["scheduler"].abort(job.id)
     return redirect(url_for("datasets.show", job_id=job.id))
-
-
-def delete_job(job_id: str, kind: str) -> None:
-    """Abort (if active) and delete a job of ``kind``."""
-    import time
-
-    from ..jobs import JobLockedError
-
-    store, scheduler = _ext()["store"], _ext()["scheduler"]
-    job = store.get(job_id, kind=kind)
-    owner = None if scheduler.is_active(job.id) else job.owner
-    if owner is not None:  # run by another process (a shell's `digits train`): never pull its folder away
-        raise JobLockedError(job.path, owner)
-    if scheduler.is_active(job.id):
-        scheduler.abort(job.id)
-        deadline = time.monotonic() + 30
-        while scheduler.is_active(job.id) and time.monotonic() < deadline:
-            time.sleep(0.1)
-    store.delete(job.id)

@@ -15,6 +15,7 @@ from ..errors import DigitsError, JobNotFoundError
 from ..jobs import Job, JobStore
 from . import security
 from .helpers import job_summary
+from .job_deletes import dependents
 from .login import safe_next
 
 if TYPE_CHECKING:
@@ -174,6 +175,11 @@ def bulk_delete(job_ids: list[str], *, abort_running: bool) -> dict:
             report["refused"].append({"id": job_id, "name": "", "reason": "no such job (deleted already?)"})
             continue
         entry = {"id": job.id, "name": job.name}
+        kept = [m for m in dependents(store(), job.id) if m.id not in job_ids] if job.kind == "dataset" else []
+        if kept:  # its models would point at a missing dataset: tick them too, or delete them first
+            names = ", ".join(m.name or m.id for m in kept)
+            report["refused"].append({**entry, "reason": f"{len(kept)} model(s) not selected depend on it ({names})"})
+            continue
         if sched.is_active(job.id):
             if not abort_running:
                 report["refused"].append({**entry, "reason": f"{job.status.value}: abort it first"})

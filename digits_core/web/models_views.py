@@ -11,7 +11,7 @@ from flask import (Blueprint, current_app, flash, jsonify, redirect, render_temp
 from ..engine.option_specs import BY_NAME, TRAINING_OPTIONS
 from ..errors import DigitsError, FormValidationError, JobStateError
 from ..jobs import Job, JobStatus
-from .datasets_views import delete_job
+from .job_deletes import delete_job
 from .sweeps import create_model_jobs
 from .helpers import job_summary, last_metric_epoch, read_json, worker_log_tail
 from .model_form import (CUSTOM, CUSTOM_NETWORK_EXAMPLE, FIELD_GROUPS, ModelForm, form_script_data, option_value,

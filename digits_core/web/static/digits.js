@@ -93,7 +93,18 @@
     });
   };
 
-  DIGITS.reloadEvery = function (ms) { setTimeout(function () { window.location.reload(); }, ms); };
+  /* Set once a form of the page is submitted (a delete that aborts a running job first): the pollers then
+     stop reloading the page, which would cancel that request and show the job as it was. */
+  var leaving = false;
+  function reloadPage() { if (!leaving) { window.location.reload(); } }
+  document.addEventListener("submit", function (e) {
+    var blank = (e.target.target === "_blank") || (e.submitter && e.submitter.formTarget === "_blank");
+    if (!e.defaultPrevented && !blank) { leaving = true; }
+  });
+  window.addEventListener("pageshow", function () { leaving = false; });
+
+  DIGITS.reloadPage = reloadPage;
+  DIGITS.reloadEvery = function (ms) { setTimeout(reloadPage, ms); };
 
   /* Dataset page: poll the job's JSON, update progress bars, reload when the job ends. */
   DIGITS.watchJob = function (box) {
@@ -117,7 +128,7 @@
         var rate = document.getElementById("progress-rate");
         if (rate && p.rate) { rate.textContent = p.rate + " entries/s" + (p.eta_s ? " · ETA " + Math.round(p.eta_s) + " s" : ""); }
         if (d.job && ["Done", "Error", "Aborted"].indexOf(d.job.status) >= 0) { needReload = true; }
-        if (needReload) { window.location.reload(); } else { setTimeout(tick, 1000); }
+        if (needReload) { reloadPage(); } else { setTimeout(tick, 1000); }
       }).catch(function () { setTimeout(tick, 3000); });
     }
     setTimeout(tick, 800);
@@ -269,7 +280,7 @@
         updateJobPanels(d, clock);
         var info = document.getElementById("chart-status");
         if (info) { info.textContent = d.status === "Waiting" ? "Waiting for a free training slot…" : ""; }
-        if (d.done && active) { window.location.reload(); return; }
+        if (d.done && active) { reloadPage(); return; }
         if (!d.done || (d.points && d.points.length)) { setTimeout(tick, d.done ? 200 : 1500); }
       }).catch(function () { setTimeout(tick, 4000); });
     }
