@@ -3,9 +3,10 @@
 :func:`digits_core.inference.export_graph.tf_prepare` (TensorFlow ops, inside
 every export) against :func:`digits_core.resize.prepare_array` with the
 constant padding inference uses: every resize mode × dtype × channel
-conversion × odd size; uint8 bit-identical, uint16 within one level on under
-1 % of pixels (float32 rounding ties of Pillow's float path), float data
-within 1e-6.
+conversion × odd size. In float64 (SavedModel, ONNX): uint8 bit-identical,
+uint16 within one level on under 1 % of pixels (float32 rounding ties of
+Pillow's float path), float data within 1e-6. In float32 (TFLite): within one
+level on under 3 % of pixels.
 """
 
 from __future__ import annotations
@@ -33,8 +34,9 @@ def _pixels(dtype: str, h: int, w: int, c: int, seed: int) -> np.ndarray:
     return rng.integers(0, int(np.iinfo(dtype).max) + 1, (h, w, c)).astype(dtype)
 
 
+@pytest.mark.parametrize("precision", ["float64", "float32"])
 @pytest.mark.parametrize("mode", RESIZE_MODES)
-def test_export_graph_matches_resize_image(mode):
+def test_export_graph_matches_resize_image(mode, precision):
     import tensorflow as tf
 
     from digits_core.inference.export_graph import tf_prepare
@@ -42,15 +44,19 @@ def test_export_graph_matches_resize_image(mode):
     for (dtype, c_in, c), (src_h, src_w, h, w) in itertools.product(KINDS, SIZES):
         arr = _pixels(dtype, src_h, src_w, c_in, src_h * src_w + c_in)
         expected = prepare_array(arr, (h, w, c), dtype, mode, constant_pad=True)
-        got = tf_prepare(tf.constant(np.stack([arr, arr[::-1]])), (h, w, c), dtype, mode).numpy()
+        got = tf_prepare(tf.constant(np.stack([arr, arr[::-1]])), (h, w, c), dtype, mode,
+                         float_type=tf.as_dtype(precision)).numpy()
         assert got.shape == (2, h, w, c), (mode, dtype, c_in, c, src_h, src_w)
         flipped = prepare_array(arr[::-1], (h, w, c), dtype, mode, constant_pad=True)
         for out, ref in ((got[0], expected), (got[1], flipped)):
             if dtype == "float32":
-                np.testing.assert_allclose(out, ref, rtol=1e-6, atol=1e-6, err_msg=str((mode, dtype, src_h, src_w)))
-            elif dtype == "uint16":  # Pillow's float path: a float32 rounding tie may flip the last level
+                tol = 1e-6 if precision == "float64" else 1e-4
+                np.testing.assert_allclose(out, ref, rtol=tol, atol=tol, err_msg=str((mode, dtype, src_h, src_w)))
+            elif dtype == "uint16" or precision == "float32":
+                # Pillow's float path (uint16), or float32 coefficients (TFLite): a rounding tie may flip the last level
+                share = 0.01 if precision == "float64" else 0.03
                 diff = np.abs(out - ref.astype(np.float32))
-                assert diff.max() <= 1 and (diff > 0).mean() < 0.01, (mode, dtype, c_in, c, src_h, src_w, h, w)
+                assert diff.max() <= 1 and (diff > 0).mean() < share, (mode, dtype, c_in, c, src_h, src_w, h, w)
             else:
                 assert np.array_equal(out, ref.astype(np.float32)), (mode, dtype, c_in, c, src_h, src_w, h, w)
 

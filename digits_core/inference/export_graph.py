@@ -23,7 +23,11 @@ the dataset's resize mode, cast), so an exported model sees the pixels
 
 The arithmetic is float64 (exact for the uint8 fixed-point sums), shape
 logic int32; no Python control flow depends on the image size, so one
-traced graph serves every size.
+traced graph serves every size. TFLite has no float64 kernels: with
+``float_type=tf.float32`` the same graph runs in float32 (the fixed-point
+sums split in two exact halves, combined in int32), which matches up to
+float32 rounding of the coefficients and of the resize geometry (measured in
+``tests/test_export_preprocessing.py``).
 """
 
 from __future__ import annotations
@@ -44,18 +48,18 @@ def _round_half_away(value: Any) -> Any:
     return tf.cast(tf.sign(value) * tf.floor(tf.abs(value) + 0.5), tf.int32)
 
 
-def _bilinear_matrix(in_size: Any, out_size: Any, fixed_point: bool) -> Any:
-    """``[out, in]`` float64 weights of Pillow's bilinear resampling along one axis."""
+def _bilinear_matrix(in_size: Any, out_size: Any, fixed_point: bool, ft: Any) -> Any:
+    """``[out, in]`` weights (float type ``ft``) of Pillow's bilinear resampling along one axis."""
     import tensorflow as tf
 
-    n_in = tf.cast(in_size, tf.float64)
-    scale = n_in / tf.cast(out_size, tf.float64)
+    n_in = tf.cast(in_size, ft)
+    scale = n_in / tf.cast(out_size, ft)
     filterscale = tf.maximum(scale, 1.0)
     support = filterscale  # the bilinear filter's support is 1
-    center = (tf.cast(tf.range(out_size), tf.float64) + 0.5) * scale
+    center = (tf.cast(tf.range(out_size), ft) + 0.5) * scale
     xmin = tf.maximum(tf.floor(center - support + 0.5), 0.0)
     xmax = tf.minimum(tf.floor(center + support + 0.5), n_in)
-    j = tf.cast(tf.range(in_size), tf.float64)[None, :]
+    j = tf.cast(tf.range(in_size), ft)[None, :]
     distance = tf.abs((j - center[:, None] + 0.5) * (1.0 / filterscale))
     weights = tf.where(distance < 1.0, 1.0 - distance, tf.zeros_like(distance))
     weights = tf.where((j >= xmin[:, None]) & (j < xmax[:, None]), weights, tf.zeros_like(weights))
@@ -66,33 +70,47 @@ def _bilinear_matrix(in_size: Any, out_size: Any, fixed_point: bool) -> Any:
     return weights
 
 
+def _fixed_point_pass(x: Any, weights: Any, equation: str) -> Any:
+    """One 8-bit pass: Pillow's clip8 of ``(sum + 2^21) >> 22``, exact in float32 too."""
+    import tensorflow as tf
+
+    half, one = 1 << (_PRECISION_BITS - 1), 1 << _PRECISION_BITS
+    if x.dtype == tf.float64:  # every sum is an integer below 2^53: exact
+        total = tf.einsum(equation, x, weights)
+        return tf.clip_by_value(tf.floor((total + float(half)) / float(one)), 0.0, 255.0)
+    high = tf.floor(weights / 2048.0)  # weights < 2^23: two 11-bit halves whose sums float32 holds exactly
+    low = weights - high * 2048.0
+    total = (tf.cast(tf.einsum(equation, x, high), tf.int32) * 2048 + tf.cast(tf.einsum(equation, x, low), tf.int32)
+             + half)
+    return tf.cast(tf.clip_by_value(tf.math.floordiv(total, one), 0, 255), x.dtype)
+
+
 def _resize(x: Any, height: Any, width: Any, integer8: bool) -> Any:
-    """Pillow's ``resize(..., BILINEAR)`` of a float64 ``[N, h, w, C]`` batch to ``height × width``."""
+    """Pillow's ``resize(..., BILINEAR)`` of a float ``[N, h, w, C]`` batch: horizontal pass, then vertical."""
     import tensorflow as tf
 
     size = tf.shape(x)
-    wx = _bilinear_matrix(size[2], width, integer8)
-    wy = _bilinear_matrix(size[1], height, integer8)
+    wx = _bilinear_matrix(size[2], width, integer8, x.dtype)
+    wy = _bilinear_matrix(size[1], height, integer8, x.dtype)
+    if integer8:
+        return _fixed_point_pass(_fixed_point_pass(x, wx, "nyxc,jx->nyjc"), wy, "nyjc,iy->nijc")
 
-    def finish(values):
-        if integer8:  # Pillow's clip8: (sum + 2^21) >> 22, clipped to 0..255
-            return tf.clip_by_value(tf.floor((values + float(1 << (_PRECISION_BITS - 1))) / float(1 << _PRECISION_BITS)),
-                                    0.0, 255.0)
-        return tf.cast(tf.cast(values, tf.float32), tf.float64)  # Pillow "F" images store float32
+    def stored(values):  # Pillow "F" images store float32 after each pass
+        return tf.cast(tf.cast(values, tf.float32), x.dtype)
 
-    x = finish(tf.einsum("nyxc,jx->nyjc", x, wx))
-    return finish(tf.einsum("nyjc,iy->nijc", x, wy))
+    return stored(tf.einsum("nyjc,iy->nijc", stored(tf.einsum("nyxc,jx->nyjc", x, wx)), wy))
 
 
-def tf_resize_plan(src_h: Any, src_w: Any, height: int, width: int, mode: str) -> tuple:
+def tf_resize_plan(src_h: Any, src_w: Any, height: int, width: int, mode: str, ft: Any = None) -> tuple:
     """:func:`digits_core.resize.resize_plan` on int32 tensors: ``(resize_h, resize_w, crop_y, crop_x, pad_y, pad_x)``."""
     import tensorflow as tf
 
+    ft = ft or tf.float64
     zero = tf.constant(0, tf.int32)
     h_t, w_t = tf.constant(height, tf.int32), tf.constant(width, tf.int32)
     if mode == "squash":
         return h_t, w_t, zero, zero, zero, zero
-    sh, sw = tf.cast(src_h, tf.float64), tf.cast(src_w, tf.float64)
+    sh, sw = tf.cast(src_h, ft), tf.cast(src_w, ft)
     wr, hr = sw / width, sh / height
     wide = wr > hr
     plain = tf.equal(wr, hr) | (tf.equal(src_h, height) & tf.equal(src_w, width))
@@ -103,8 +121,8 @@ def tf_resize_plan(src_h: Any, src_w: Any, height: int, width: int, mode: str) -
     if mode == "crop":
         rh = tf.where(wide, h_t, _round_half_away(sh / wr))
         rw = tf.where(wide, _round_half_away(sw / hr), w_t)
-        crop_y = tf.where(wide, zero, _round_half_away(tf.cast(rh - height, tf.float64) / 2.0))
-        crop_x = tf.where(wide, _round_half_away(tf.cast(rw - width, tf.float64) / 2.0), zero)
+        crop_y = tf.where(wide, zero, _round_half_away(tf.cast(rh - height, ft) / 2.0))
+        crop_x = tf.where(wide, _round_half_away(tf.cast(rw - width, ft) / 2.0), zero)
         pad_y = pad_x = zero
     else:
         if mode == "fill":
@@ -116,8 +134,8 @@ def tf_resize_plan(src_h: Any, src_w: Any, height: int, width: int, mode: str) -
             rw0, rh0 = _round_half_away(sw / ratio), _round_half_away(sh / ratio)
             rh = tf.where(wide, even_up(rh0, h_t), rh0)
             rw = tf.where(wide, rw0, even_up(rw0, w_t))
-            crop_x = tf.where(wide, _round_half_away(tf.cast(rw - width, tf.float64) / 2.0), zero)
-            crop_y = tf.where(wide, zero, _round_half_away(tf.cast(rh - height, tf.float64) / 2.0))
+            crop_x = tf.where(wide, _round_half_away(tf.cast(rw - width, ft) / 2.0), zero)
+            crop_y = tf.where(wide, zero, _round_half_away(tf.cast(rh - height, ft) / 2.0))
         pad_y = tf.where(wide, tf.maximum(zero, tf.math.floordiv(h_t - rh, 2)), zero)
         pad_x = tf.where(wide, zero, tf.maximum(zero, tf.math.floordiv(w_t - rw, 2)))
     pick = lambda value, default: tf.where(plain, default, value)  # noqa: E731
@@ -136,13 +154,13 @@ def _to_gray(x: Any, dtype: np.dtype) -> Any:
 
 
 def _cast_values(x: Any, dtype: np.dtype) -> Any:
-    """:func:`digits_core.resize.cast_to`'s values (still float64): integers rounded half to even and clipped."""
+    """:func:`digits_core.resize.cast_to`'s values (still float): integers rounded half to even and clipped."""
     import tensorflow as tf
 
     if np.issubdtype(dtype, np.integer):
         info = np.iinfo(dtype)
         return tf.clip_by_value(tf.round(x), float(info.min), float(info.max))
-    return tf.cast(tf.cast(x, tf.as_dtype(dtype)), tf.float64)
+    return tf.cast(tf.cast(x, tf.as_dtype(dtype)), x.dtype)
 
 
 def _convert_channels(x: Any, channels_in: int, channels: int, dtype: np.dtype) -> tuple[Any, np.dtype]:
@@ -162,7 +180,8 @@ def _convert_channels(x: Any, channels_in: int, channels: int, dtype: np.dtype) 
     raise ValueError(f"cannot convert images with {channels_in} channels to {channels} channels")
 
 
-def tf_prepare(images: Any, shape: tuple, dtype: Any, resize_mode: str = "squash", channels_in: int | None = None) -> Any:
+def tf_prepare(images: Any, shape: tuple, dtype: Any, resize_mode: str = "squash", channels_in: int | None = None,
+               float_type: Any = None) -> Any:
     """Raw images ``[N, h, w, channels_in]`` → ``[N, H, W, C]`` float32 holding the dataset dtype's values.
 
     Args:
@@ -171,6 +190,7 @@ def tf_prepare(images: Any, shape: tuple, dtype: Any, resize_mode: str = "squash
         dtype: The dataset's feature dtype.
         resize_mode: ``squash``, ``crop``, ``fill`` or ``half_crop``.
         channels_in: The input's channel count (default: the static last dimension of ``images``).
+        float_type: ``tf.float64`` (default, exact) or ``tf.float32`` (for TFLite).
 
     Returns:
         What ``digits infer`` would feed the network (before mean, scale and crop), as float32.
@@ -180,10 +200,11 @@ def tf_prepare(images: Any, shape: tuple, dtype: Any, resize_mode: str = "squash
     height, width, channels = (int(v) for v in shape)
     dtype = np.dtype(dtype)
     channels_in = int(channels_in or images.shape[-1])
-    x = tf.cast(images, tf.float64)
+    ft = float_type or tf.float64
+    x = tf.cast(images, ft)
     x, work_dtype = _convert_channels(x, channels_in, channels, dtype)
     size = tf.shape(x)
-    rh, rw, crop_y, crop_x, pad_y, pad_x = tf_resize_plan(size[1], size[2], height, width, resize_mode)
+    rh, rw, crop_y, crop_x, pad_y, pad_x = tf_resize_plan(size[1], size[2], height, width, resize_mode, ft)
     integer8 = work_dtype == np.uint8
     resized = _resize(x, rh, rw, integer8)
     if not integer8 and np.issubdtype(work_dtype, np.integer):
