@@ -197,3 +197,68 @@ def test_pretrained_menu_offers_the_dataset_task_only(workday):
     assert offered == ["", workday["detector"].id]
     page.close()
     assert not workday["errors"], workday["errors"]
+
+
+def _tiny_image_folder(root):
+    """Two classes of 20 grey 16x16 PNGs (a dark and a bright square): enough for a LeNet to train on."""
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    for label, level in (("dark", 40), ("bright", 200)):
+        (root / label).mkdir(parents=True)
+        for i in range(20):
+            pixels = np.clip(rng.normal(level, 20, (16, 16)), 0, 255).astype("uint8")
+            Image.fromarray(pixels, mode="L").save(root / label / f"{i}.png")
+    return root
+
+
+def _start_training(page, dataset_id, name):
+    return page.evaluate("""([ds, name]) => fetch('/api/csrf-token').then(r => r.json()).then(t =>
+        fetch('/api/models', {method: 'POST', headers: {'Content-Type': 'application/json', 'X-CSRFToken': t.csrf_token},
+              body: JSON.stringify({name: name, dataset: ds, network: 'lenet',
+                                    options: {epochs: 500, batch_size: 4, lr_policy: 'fixed'}})})).then(r => r.json())""",
+                         [dataset_id, name])
+
+
+def _accept_and_click(page, selector):
+    page.once("dialog", lambda dialog: dialog.accept())
+    with page.expect_navigation(url=lambda url: url.rstrip("/").count("/") == 2):  # the home page
+        page.click(selector)
+
+
+def test_deleting_running_jobs_lands_on_home(tmp_path, live_server, chromium):
+    """A running model deleted from its page, then a dataset with a running model deleted with it (cascade)."""
+    from digits_core.datasets import create_dataset
+
+    jobs = tmp_path / "jobs"
+    dataset = create_dataset("image-classification", {"folder": str(_tiny_image_folder(tmp_path / "images")),
+                                                      "image_type": "grayscale", "width": 16, "height": 16},
+                             workers=1, jobs_dir=jobs)
+    server = live_server(jobs, extra_args=["--max-training-jobs", "1"])
+    context = chromium.new_context(viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(180_000)  # only the bound after which a wait on page state fails
+    errors: list[str] = []
+    context.on("weberror", lambda e: errors.append(str(e.error)))
+    page = context.new_page()
+    page.goto(server.url + "/")
+
+    # A running model, deleted from its own page: aborted, deleted, home page with the flash.
+    first = _start_training(page, dataset.id, "doomed")
+    page.goto(server.url + first["url"])
+    page.wait_for_function("() => Number((document.getElementById('train-progress') || {dataset: {}}).dataset.epoch) > 0")
+    _accept_and_click(page, "#delete-model")
+    assert "Model deleted." in page.locator(".alert").all_inner_texts()
+    assert first["id"] not in page.content() and not (jobs / first["id"]).exists()
+
+    # The dataset page names the running model that depends on it; confirming deletes both.
+    second = _start_training(page, dataset.id, "in the way")
+    page.goto(server.url + second["url"])
+    page.wait_for_function("() => document.getElementById('job-status').textContent.trim() === 'Running'")
+    page.goto(server.url + f"/datasets/{dataset.id}")
+    assert page.locator("#dependents li").all_inner_texts() == [f"in the way {second['id']} Running"]
+    _accept_and_click(page, "#delete-cascade")
+    assert "Dataset deleted, and the 1 model trained on it." in page.locator(".alert").all_inner_texts()
+    assert not (jobs / second["id"]).exists() and not (jobs / dataset.id).exists()
+    context.close()
+    assert not errors, errors
