@@ -35,6 +35,21 @@ def plugin_environment():
     return jinja2.Environment(autoescape=True, loader=jinja2.FileSystemLoader(str(HELPER_TEMPLATES)))
 
 
+#: What a plugin template writes as an inline ``<script>``'s nonce (``<script nonce="...">``); the web UI
+#: puts the page's Content-Security-Policy nonce in its place (fragments are rendered before the page is).
+CSP_NONCE_PLACEHOLDER = "digits-csp-nonce"
+
+
+def give_csp_nonce(html: Any, nonce: str) -> Any:
+    """``html`` (a rendered fragment, or a list of them) with :data:`CSP_NONCE_PLACEHOLDER` nonces set to ``nonce``."""
+    if isinstance(html, list):
+        return [give_csp_nonce(item, nonce) for item in html]
+    if not isinstance(html, str):
+        return html
+    # str.replace, not Markup.replace (which would escape the quotes it is given)
+    return type(html)(str.replace(html, f'nonce="{CSP_NONCE_PLACEHOLDER}"', f'nonce="{nonce}"'))
+
+
 def template_problem(source: str) -> str | None:
     """Return why a plugin template cannot render, or ``None``: a syntax error or an imported template that is missing.
 

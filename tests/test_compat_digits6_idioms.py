@@ -13,6 +13,7 @@ from __future__ import annotations
 import glob
 import logging
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -166,3 +167,101 @@ def test_a_float_story_label_is_stored_raw_never_as_boxes(words, tmp_path):
     assert (dataset.label_kind, dataset.label_dtype, dataset.label_shape) == ("raw", "float32", (1, 3, words))
     _, labels = dataset.read_batch("train", 0, 4)
     assert labels.shape == (4, 1, 3, words) and labels[3].min() == 3.0
+
+
+# -- a DIGITS 6 view: C×H×W scores, a flat 256-colour palette, Python 2 dicts, static files, an inline script ----------
+
+SEGMENTATION_VIEW = Path(__file__).resolve().parent / "digits6_plugins" / "view_segmentation"
+PALETTE = [[0, 0, 0], [255, 0, 0], [0, 255, 0]]  # what a DIGITS Core dataset holds: one colour per class
+
+
+@pytest.fixture
+def segmentation_view(monkeypatch):
+    monkeypatch.syspath_prepend(str(SEGMENTATION_VIEW))
+    from digits6SegmentationView import Visualization
+
+    with registered(Visualization):
+        yield Visualization
+
+
+def _scores(classes: np.ndarray, count: int = 3) -> np.ndarray:
+    """A network's H×W×C output (DIGITS Core's layout) whose top class per pixel is ``classes``."""
+    scores = np.zeros((*classes.shape, count), np.float32)
+    scores[np.arange(classes.shape[0])[:, None], np.arange(classes.shape[1])[None, :], classes] = 1.0
+    return scores
+
+
+def _decode(uri: str) -> np.ndarray:
+    import base64
+    import io
+
+    from PIL import Image
+
+    return np.asarray(Image.open(io.BytesIO(base64.b64decode(uri.split(",", 1)[1]))).convert("RGB"))
+
+
+def test_views_translations_one_by_one():
+    from digits._views import digits6_template, output_to_digits6, palette_to_digits6, py2_context
+    from digits_core.templating import CSP_NONCE_PLACEHOLDER, give_csp_nonce, render_plugin_template
+
+    assert output_to_digits6(np.zeros((4, 5, 3))).shape == (3, 4, 5) and output_to_digits6(np.zeros(7)).shape == (7,)
+    flat = palette_to_digits6(PALETTE)
+    assert len(flat) == 768 and flat[:9] == [0, 0, 0, 255, 0, 0, 0, 255, 0] and set(flat[9:]) == {0}
+    context = py2_context({"legend": {"a": 1}, "rows": [{"b": 2}]})
+    assert render_plugin_template("{% for k, v in legend.iteritems() %}{{ k }}={{ v }}{% endfor %}"
+                                  "{% for r in rows %}{{ r.itervalues()|list }}{% endfor %}", context) == "a=1[2]"
+    source = digits6_template("{[ angular(1) ]}<script src='/x.js'></script><script>var a = 1;</script>"
+                              '<script type="text/template">{{ t }}</script>')
+    assert "{[" not in source and "<script src='/x.js'></script>" in source
+    assert f'<script nonce="{CSP_NONCE_PLACEHOLDER}">document.addEventListener("DOMContentLoaded"' in source
+    assert '<script type="text/template">{{ t }}</script>' in source  # not JavaScript: left alone
+    assert give_csp_nonce([f'<script nonce="{CSP_NONCE_PLACEHOLDER}">'], "abc") == ['<script nonce="abc">']
+
+
+def test_a_digits6_view_gets_chw_scores_a_flat_palette_and_python2_dicts(segmentation_view):
+    from digits_core.contract import create_view
+    from digits_core.inference.model import DatasetMeta
+    from digits_core.inference.report import render_fragments, run_view, view_static_files
+    from digits_core.templating import CSP_NONCE_PLACEHOLDER
+
+    meta = DatasetMeta(id="d", plugin_id="x", userdata={}, class_labels=["background", "red", "green"],
+                       color_palette=PALETTE, feature_shape=(4, 5, 1), feature_dtype="uint8")
+    view = create_view(segmentation_view, meta, {"opacity": 40})
+    classes = np.array([[1, 1, 0, 0, 2], [1, 1, 0, 0, 2], [0, 0, 0, 0, 2], [0, 0, 0, 0, 0]])
+    processed = run_view(view, [("a.png", np.full((4, 5, 1), 90, np.uint8), _scores(classes), None)])
+    data = processed[0].data
+    assert data["class_data"] == classes.tolist()  # argmax(axis=0) over C×H×W, as in DIGITS 6
+    seg = _decode(data["seg_image"])
+    assert seg[0, 0].tolist() == [255, 0, 0] and seg[0, 4].tolist() == [0, 255, 0] and seg[3, 0].tolist() == [0, 0, 0]
+    fragments = render_fragments(view, processed)
+    header, sample = str(fragments["header"]), str(fragments["samples"][0])
+    assert 'src="/digits/extension-static/view/segmentation6/js/app.js"' in header
+    assert ">red</span>" in header and "background-color: #ff0000" in header  # legend.iteritems()
+    assert "red: 4</span>" in sample and "green: 3</span>" in sample  # counts.iteritems()
+    assert "{[" not in sample and "set_opacity" not in sample
+    assert f'<script nonce="{CSP_NONCE_PLACEHOLDER}">' in sample and "function class_at" in sample
+    assert [f["name"] for f in view_static_files(view, "stylesheets")] == ["digits6-compat.css"]
+    scripts = view_static_files(view, "scripts")
+    assert [f["name"] for f in scripts] == ["jquery.min.js"] and "jQuery v3" in scripts[0]["text"]
+
+
+def test_extension_static_serves_the_views_folder_and_the_compat_files(segmentation_view, tmp_path):
+    from digits_core.web import create_app
+
+    app = create_app(tmp_path / "jobs", start_scheduler=False, testing=True)
+    client = app.test_client()
+    try:
+        css = client.get("/extension-static/view/segmentation6/css/app.css")
+        assert css.status_code == 200 and b"img.overlay" in css.data
+        assert client.get("/digits/extension-static/view/segmentation6/js/app.js").status_code == 200
+        shared = client.get("/extension-static/view/segmentation6/digits6-compat.css")
+        assert shared.status_code == 200 and b".label-info" in shared.data
+        assert client.get("/plugins/view/segmentation6/static/jquery.min.js").status_code == 200
+        for bad in ("css/../../view.py", "%2e%2e/view.py", "nothing.css", "../../../static/jquery.min.js"):
+            assert client.get(f"/extension-static/view/segmentation6/{bad}").status_code == 404, bad
+        assert client.get("/extension-static/model/segmentation6/css/app.css").status_code == 404
+        assert client.get("/extension-static/view/no-such-view/css/app.css").status_code == 404
+    finally:
+        worker = app.extensions["digits"].get("inference_worker")
+        if worker is not None:
+            worker.close()

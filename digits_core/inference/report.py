@@ -24,7 +24,6 @@ from __future__ import annotations
 import html
 import logging
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import numpy as np
@@ -191,8 +190,8 @@ def view_static_files(view, kind: str = "stylesheets") -> list[dict[str, str]]:
     folder = type(view).get_static_folder()
     files = []
     for name in names:
-        path = Path(folder) / name if folder else None
-        if path is None or not path.is_file():
+        path = type(view).static_file(name) if hasattr(type(view), "static_file") else None
+        if path is None:
             logger.warning('View "%s" lists %s "%s" but its static folder %s lacks it', _view_id(view), kind, name, folder)
             continue
         files.append({"name": name, "text": path.read_text(encoding="utf-8").replace("</", "<\\/")})

@@ -28,9 +28,12 @@ class View(PluginBase, abc.ABC):
 
     Static files: a view ships CSS/JS/images in a ``static`` folder next to
     its module (or returns another folder from :meth:`get_static_folder`).
-    The web UI serves them under ``/plugins/view/<plugin id>/static/``; HTML
+    The web UI serves them under ``/plugins/view/<plugin id>/static/`` (and
+    ``/extension-static/view/<plugin id>/``, DIGITS 6's address); HTML
     reports inline the CSS and JS files listed in :attr:`stylesheets` and
-    :attr:`scripts`.
+    :attr:`scripts`. A file missing there is looked up in
+    :attr:`shared_static_folders` (files a base class ships for all its
+    subclasses: the DIGITS 6 compat's stylesheet and jQuery).
 
     Attributes:
         dataset: Metadata of the dataset the model was trained on
@@ -38,10 +41,12 @@ class View(PluginBase, abc.ABC):
         config: The validated config form values.
         stylesheets: File names in the static folder to include as CSS.
         scripts: File names in the static folder to include as JavaScript.
+        shared_static_folders: Folders searched after the static folder.
     """
 
     stylesheets: tuple[str, ...] = ()
     scripts: tuple[str, ...] = ()
+    shared_static_folders: tuple[Path, ...] = ()
 
     def __init__(self, dataset: Any, **config: Any):
         self.dataset = dataset
@@ -111,3 +116,19 @@ class View(PluginBase, abc.ABC):
         module_file = inspect.getfile(cls)
         folder = Path(module_file).resolve().parent / "static"
         return folder if folder.is_dir() else None
+
+    @classmethod
+    def static_file(cls, name: str) -> Path | None:
+        """Return the static file ``name`` (a relative path), or ``None``.
+
+        Looked up in :meth:`get_static_folder`, then :attr:`shared_static_folders`;
+        a name that resolves outside its folder (``..``, an absolute path, a
+        symlink out) is never returned.
+        """
+        own = cls.get_static_folder()
+        for folder in ([own] if own is not None else []) + [Path(f) for f in cls.shared_static_folders]:
+            root = folder.resolve()
+            target = (root / name).resolve()
+            if target.is_relative_to(root) and target != root and target.is_file():
+                return target
+        return None

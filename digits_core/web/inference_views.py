@@ -223,10 +223,12 @@ def _infer(job):
     result = run_in_worker("infer", request_body)
     if wants_json():  # the results page's JSON twin: what /api/models/ID/infer answers
         return results_json(job, result)
-    frags = result.get("fragments") or {}
-    view_static = view_cls.get_static_folder()
-    stylesheets = [f for f in getattr(view_cls, "stylesheets", ()) or ()] if view_static else []
-    scripts = [f for f in getattr(view_cls, "scripts", ()) or ()] if view_static else []
+    from ..templating import give_csp_nonce
+    from .request_guard import csp_nonce
+
+    frags = {k: give_csp_nonce(v, csp_nonce()) for k, v in (result.get("fragments") or {}).items()}
+    stylesheets = [f for f in getattr(view_cls, "stylesheets", ()) or () if view_cls.static_file(f)]
+    scripts = [f for f in getattr(view_cls, "scripts", ()) or () if view_cls.static_file(f)]
     return render_template(
         "inference_results.html", job=job, view_id=view_id, view_title=view_cls.get_title(),
         header=Markup(frags.get("header") or ""), samples=[Markup(s) for s in frags.get("samples", [])],

@@ -1,8 +1,10 @@
-"""Serve view plugins' static files under ``/plugins/view/<id>/static/<path>``.
+"""Serve plugins' static files under ``/plugins/<kind>/<id>/static/<path>``.
 
-Only files inside the folder :meth:`View.get_static_folder` returns are
-served; anything that resolves outside it (``..``, ``%2e%2e``, absolute
-paths, symlinks) is a 404.
+DIGITS 6 templates link them as ``/extension-static/<kind>/<id>/<path>``
+(DIGITS 6's route): the same files, served from the same folders. Only files
+inside the folder a view's :meth:`View.static_file` searches (or a data
+plugin's ``static`` folder) are served; anything that resolves outside it
+(``..``, ``%2e%2e``, absolute paths, symlinks) is a 404.
 """
 
 from __future__ import annotations
@@ -24,13 +26,21 @@ def view_static(plugin_id: str, filename: str):
         view_class = registry.get_view(plugin_id)
     except PluginNotFoundError:
         abort(404)
-    folder = view_class.get_static_folder()
-    if folder is None:
-        abort(404)
-    target = safe_join(folder, filename)
-    if not target.is_file():
+    target = view_class.static_file(filename)
+    if target is None:
         abort(404)
     return send_file(target, max_age=3600)
+
+
+@bp.get("/extension-static/<kind>/<plugin_id>/<path:filename>")
+@bp.get("/digits/extension-static/<kind>/<plugin_id>/<path:filename>")  # DIGITS 6.1 templates hard-code /digits
+def extension_static(kind: str, plugin_id: str, filename: str):
+    """DIGITS 6's address of a plugin's static file (``kind`` is ``view`` or ``data``)."""
+    if kind == "view":
+        return view_static(plugin_id, filename)
+    if kind == "data":
+        return data_static(plugin_id, filename)
+    abort(404)
 
 
 @bp.get("/plugins/data/<plugin_id>/static/<path:filename>")

@@ -10,9 +10,18 @@ DIGITS 6 view does                                  what the wrapper does
                                                     (``get_feature_dims()``, ``extension_userdata``)
 ``process_data(self, input_id, input_data,          called with 3 arguments (4 when it takes
 output_data)``                                      ``ground_truth``); grayscale input as ``H×W``;
-                                                    ``output_data`` as ``{name: array}``
+                                                    ``output_data`` as ``{name: array}``, 3-D
+                                                    arrays ``C×H×W`` (DIGITS 6's layout)
+``dataset.extension_userdata['color_palette']``     a flat 768-value palette (256 colours)
 ``get_config_form()`` returns an instance           a form class
+``get_*_template`` returns ``(source, context)``    dicts in the context answer ``iteritems()``;
+                                                    ``{[ ]}`` AngularJS blocks stripped; inline
+                                                    scripts nonce'd, run after jQuery is loaded
 =================================================  =============================================
+
+Every DIGITS 6 view also gets ``digits6-compat.css`` (the Bootstrap 3
+classes DIGITS 6 templates use) and jQuery, from the compat's ``static``
+folder, on the web page and in HTML reports.
 
 See ``docs/porting-digits6.md``.
 """
@@ -20,13 +29,20 @@ See ``docs/porting-digits6.md``.
 from __future__ import annotations
 
 import functools
-import os
 import inspect
+import os
+from pathlib import Path
 from typing import Any
 
 from digits_core import View
 
 from ..._translate import view_input, view_outputs, wrap_own_methods
+from ..._views import digits6_template, output_to_digits6, palette_to_digits6, py2_context
+
+#: The compat's own static files (its stylesheet and jQuery), shared by every DIGITS 6 view.
+COMPAT_STATIC = Path(__file__).resolve().parents[2] / "static"
+COMPAT_STYLESHEETS = ("digits6-compat.css",)
+COMPAT_SCRIPTS = ("jquery.min.js",)
 
 __all__ = ["VisualizationInterface", "Digits6Dataset"]
 
@@ -48,8 +64,20 @@ class Digits6Dataset:
 
     @property
     def extension_userdata(self) -> dict:
-        """The data plugin's userdata (form values and what it added)."""
-        return dict(getattr(self._dataset, "userdata", None) or {})
+        """The data plugin's userdata (form values and what it added), as DIGITS 6 kept it.
+
+        ``color_palette`` is the flat 768-value palette DIGITS 6 views expect
+        (from the userdata or the dataset's palette); ``class_labels`` comes
+        from the dataset when the userdata lacks it.
+        """
+        userdata = dict(getattr(self._dataset, "userdata", None) or {})
+        palette = userdata.get("color_palette") or getattr(self._dataset, "color_palette", None)
+        if palette is not None:
+            userdata["color_palette"] = palette_to_digits6(palette)
+        labels = getattr(self._dataset, "class_labels", None)
+        if labels and "class_labels" not in userdata:
+            userdata["class_labels"] = list(labels)
+        return py2_context(userdata)
 
     @property
     def extension_id(self) -> str | None:
@@ -76,10 +104,27 @@ def _wrap_process_data(method):
 
     @functools.wraps(method)
     def process_data(self, input_id, input_data, output_data, ground_truth=None):
-        args = (self, input_id, view_input(input_data), view_outputs(output_data))
+        outputs = view_outputs(output_data)
+        for name, value in outputs.items():
+            outputs[name] = output_to_digits6(value)
+        args = (self, input_id, view_input(input_data), outputs)
         return method(*args, ground_truth) if with_truth else method(*args)
 
     return process_data
+
+
+def _wrap_template(method):
+    """A ``get_*_template`` (static or not) returning ``(source, context)`` → the same, in DIGITS 6 terms."""
+    function = method.__func__ if isinstance(method, staticmethod) else method
+
+    @functools.wraps(function)
+    def get_template(*args, **kwargs):
+        pair = function(*args, **kwargs)
+        if not isinstance(pair, tuple) or len(pair) != 2:
+            return pair
+        return digits6_template(pair[0]), py2_context(pair[1])
+
+    return staticmethod(get_template) if isinstance(method, staticmethod) else get_template
 
 
 def _wrap_init(method):
@@ -101,13 +146,22 @@ class VisualizationInterface(View):
         **kwargs: The validated config form values.
     """
 
+    stylesheets = COMPAT_STYLESHEETS
+    scripts = COMPAT_SCRIPTS
+    shared_static_folders = (COMPAT_STATIC,)
+
     def __init__(self, dataset: Any = None, *args: Any, **kwargs: Any):  # noqa: D107 - documented on the class
         View.__init__(self, dataset, **kwargs)
 
     def __init_subclass__(cls, **kwargs: Any):
         super().__init_subclass__(**kwargs)
-        wrap_own_methods(cls, {"__init__": _wrap_init, "process_data": _wrap_process_data},
+        templates = {name: _wrap_template for name in ("get_view_template", "get_header_template",
+                                                       "get_summary_template", "get_config_template")}
+        wrap_own_methods(cls, {"__init__": _wrap_init, "process_data": _wrap_process_data, **templates},
                          static_forms=("get_config_form",))
+        # a view listing files of its own still gets the compat's stylesheet and jQuery (first)
+        cls.stylesheets = tuple(dict.fromkeys((*COMPAT_STYLESHEETS, *cls.stylesheets)))
+        cls.scripts = tuple(dict.fromkeys((*COMPAT_SCRIPTS, *cls.scripts)))
 
     # -- DIGITS 6 methods without a DIGITS Core counterpart --------------------
 

@@ -1,0 +1,5 @@
+from __future__ import absolute_import
+
+from .view import Visualization
+
+__all__ = ['Visualization']
