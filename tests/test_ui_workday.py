@@ -170,7 +170,21 @@ def test_new_model_form_keeps_every_value(workday):
     # Reload: the browser restores what was typed, and the page does not overwrite it.
     page.reload()
     assert page.locator("[name=epochs]").input_value() == "7"
+
+    # The LR preview keeps its size (it grew without end: a resize loop), at 1280 and at 375 px.
+    for width in (1280, 375):
+        page.set_viewport_size({"width": width, "height": 800})
+        assert _lr_preview_height(page) == 240, width
+    assert page.evaluate("document.documentElement.scrollWidth") <= 375
     page.close()
+
+
+def _lr_preview_height(page, frames=90):
+    """The LR preview's height once it has drawn and ``frames`` animation frames have passed."""
+    page.wait_for_function("() => document.getElementById('lr-preview').dataset.query !== undefined")
+    return page.evaluate("""frames => new Promise(done => { let n = 0; const step = () =>
+        ++n < frames ? requestAnimationFrame(step) : done(document.getElementById('lr-preview').clientHeight);
+        requestAnimationFrame(step); })""", frames)
 
 
 def test_clone_of_a_model_whose_dataset_was_deleted(workday):
