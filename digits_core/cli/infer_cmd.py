@@ -209,6 +209,12 @@ def _print_summary(result) -> None:
 
 def run(args) -> int:
     """Run inference and write or print the results."""
+    from ..engine.volume_infer import is_volume_model
+
+    if is_volume_model(args.model, args.jobs_dir):  # NIfTI / DICOM series in, label volumes out (issue 29)
+        from .volume_infer_cmd import run_volume
+
+        return run_volume(args)
     from ..inference.runner import infer
     from .output import print_json
 

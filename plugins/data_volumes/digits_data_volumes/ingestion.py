@@ -151,6 +151,34 @@ class VolumeIngestion(DataIngestion):
                            window=tuple(CT_WINDOW[i] if w is None else float(w) for i, w in enumerate(window)))
         return volume, label
 
+    def load_inference_volume(self, path: str) -> tuple[Any, dict]:
+        """Read an inference source (NIfTI file or DICOM series folder) and preprocess it as the dataset was.
+
+        Returns:
+            ``(Volume, context)``: the context is what :meth:`write_volume_result` needs to go back.
+
+        Raises:
+            VolumeFormatError: Not a volume (a 2-D picture, a one-slice file, an unreadable series).
+        """
+        from .results import load_source
+
+        volume, context = load_source(path)
+        volume, _ = self.preprocess(volume, None)
+        return volume, context
+
+    def write_volume_result(self, label: np.ndarray, spacing: Any, context: dict, out_dir: str | None
+                            ) -> tuple[np.ndarray, list[str]]:
+        """Map a predicted label back to the source's voxels; write NIfTI (and DICOM-SEG for a series) to ``out_dir``.
+
+        Returns:
+            ``(label in the source's i, j, k voxel order, files written)``.
+        """
+        from .results import to_source, write_results
+
+        ijk = to_source(label, spacing, context)
+        files = write_results(ijk, context, out_dir, list(self.userdata.get("class_labels") or [])) if out_dir else []
+        return ijk, files
+
     def encode_entry(self, entry: Case) -> tuple[Any, np.ndarray]:
         """Read, check, resample and normalise one case; return ``(Volume, label)``.
 

@@ -1,0 +1,105 @@
+"""Inference with a volume model: a NIfTI file or DICOM series folder in, its label volume out.
+
+:func:`infer_volume` asks the dataset's data plugin (which knows the
+formats) to read and preprocess the source exactly as the dataset was
+(``load_inference_volume``), runs the network over the whole volume
+(sliding window for ``unet3d``, slice stacks for ``unet2.5d``), and has the
+plugin map the label back to the source's voxels and write it
+(``write_volume_result``: NIfTI with the source affine, plus a multi-frame
+DICOM-SEG for a DICOM series).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from ..errors import DigitsError, InferenceError
+from . import jobio
+
+
+class VolumeResult(NamedTuple):
+    """One inferred volume.
+
+    Attributes:
+        source: The input (file or series folder).
+        label: The label volume on the source's voxels (NIfTI ``i, j, k`` order), uint8 class ids.
+        files: What was written (NIfTI, DICOM-SEG).
+        volumes_ml: Volume per foreground class name, in mL.
+    """
+
+    source: str
+    label: np.ndarray
+    files: list
+    volumes_ml: dict
+
+
+def is_volume_model(model: Any, jobs_dir=None) -> bool:
+    """True when the model job's ``model.json`` says ``"kind": "volume"`` (reads files only; no TensorFlow)."""
+    try:
+        return jobio.read_model_info(jobio.model_folder(model, jobs_dir)).get("kind") == "volume"  # type: ignore[comparison-overlap]
+    except (DigitsError, OSError, ValueError):
+        return False
+
+
+def _plugin(info: dict):
+    from ..plugin_registry import registry
+
+    dataset_json = Path(info["dataset_path"]) / "dataset.json"
+    try:
+        userdata = json.loads(dataset_json.read_text(encoding="utf-8")).get("userdata", {})
+    except (OSError, ValueError) as exc:
+        raise InferenceError(f"{dataset_json}: the model's dataset cannot be read ({exc})") from None
+    plugin = registry.get_data_ingestion(info["dataset_plugin"])(is_inference_db=True, **userdata)
+    if not hasattr(plugin, "load_inference_volume"):
+        raise InferenceError(f'data plugin "{info["dataset_plugin"]}" cannot read volumes for inference')
+    return plugin
+
+
+def infer_volume(model: Any, sources: list, *, jobs_dir=None, out_dir: str | None = None) -> list[VolumeResult]:
+    """Segment volumes with a trained volume model.
+
+    Args:
+        model: The model job (id, unique prefix, folder or :class:`~digits_core.Job`).
+        sources: NIfTI files and/or DICOM series folders.
+        jobs_dir: The jobs folder.
+        out_dir: Where to write ``NAME_seg.nii.gz`` (and ``NAME_seg.dcm`` for a series); nothing when ``None``.
+
+    Raises:
+        InferenceError: Not a volume model, or a source is not a volume (the message names it).
+    """
+    import keras
+
+    from .volume_loop import predict_volume
+
+    folder = jobio.model_folder(model, jobs_dir)
+    info: dict = dict(jobio.read_model_info(folder))
+    if info.get("kind") != "volume":
+        raise InferenceError(f"model job {folder.name} is not a volume model; use `digits infer` on images")
+    model_file = folder / info.get("model_file", "model.keras")
+    if not model_file.is_file():
+        raise InferenceError(f"model job {folder.name} has no trained model ({model_file.name}); did it finish?")
+    plugin = _plugin(info)
+    net = keras.models.load_model(model_file, compile=False)
+    config = info["volume"]
+    labels = list(info.get("class_labels") or [])
+    results = []
+    for source in sources:
+        try:
+            volume, context = plugin.load_inference_volume(str(source))
+        except DigitsError as exc:
+            raise InferenceError(str(exc)) from None
+        probs = predict_volume(net, volume.array.astype(np.float32), config["network"], config["patch"],
+                               int(info["num_outputs"]), overlap=config["overlap"],
+                               adjacent=config["adjacent_slices"], unit=2 ** (config["levels"] - 1))
+        label = np.argmax(probs, axis=-1).astype(np.uint8)
+        ijk, files = plugin.write_volume_result(label, volume.spacing, context, out_dir)
+        voxel_ml = float(np.prod(volume.spacing)) / 1000.0
+        counts = np.bincount(label.ravel(), minlength=len(labels))
+        volumes = {(labels[c] if c < len(labels) else str(c)): round(float(counts[c]) * voxel_ml, 3)
+                   for c in range(1, len(counts))}
+        results.append(VolumeResult(str(source), ijk, files, volumes))
+    return results
