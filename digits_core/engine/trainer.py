@@ -31,7 +31,7 @@ from ..plugin_registry import registry
 from . import jobio
 from .distribute import make_strategy
 from .loop import ABORT_FLAGS, AbortSignal, TrainingLoop
-from .networks import DEFAULT_NETWORK, NetworkSpec, resolve_network
+from .networks import DEFAULT_NETWORK, NetworkSpec, check_network_task, resolve_network
 from .options import TrainingOptions
 from .setup import RunState, prepare_run
 from .snapshots import load_snapshot
@@ -203,6 +203,7 @@ def _plan(dataset: Any, network, options: dict, jobs_dir):
     reader = _open_reader(dataset, jobs_dir)
     task = _task_of(opts, reader)
     spec = resolve_network(network or DEFAULT_NETWORK[task.name])
+    check_network_task(spec, task.name, reader.id)  # before any job folder exists
     opts = TrainingOptions.resolve(spec.defaults, options)
     return strat, reader, spec, opts, task
 

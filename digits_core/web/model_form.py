@@ -23,7 +23,7 @@ from wtforms import Form, IntegerField, SelectField, StringField, TextAreaField,
 from wtforms.fields import FloatField
 from wtforms.validators import DataRequired, Length, NumberRange, Optional
 
-from ..engine.networks import list_networks
+from ..engine.networks import custom_code_problem, list_networks
 from ..engine.option_specs import (BY_NAME, GROUPS, SWEEP_HELP, TRAINING_OPTIONS, OptionSpec, applicable,
                                    effective_defaults)
 from ..errors import FormValidationError
@@ -111,9 +111,9 @@ class ModelForm(Form):
 
     def validate_custom_network(self, field):
         if self.network.data == CUSTOM:
-            code = field.data or ""
-            if "def build_model" not in code:
-                raise ValidationError("Custom code must define build_model(input_shape, num_outputs, **params).")
+            problem = custom_code_problem(field.data or "")
+            if problem:
+                raise ValidationError(problem)
 
     def validate_network_params(self, field):
         try:

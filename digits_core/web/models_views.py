@@ -71,22 +71,19 @@ def create_model_job(name: str, dataset: str, network: str | None, options: dict
     except DigitsError as exc:
         errors["dataset"] = [str(exc)]
         ds = None
-    if custom_code is None and network:
-        from ..engine.networks import list_networks
+    from ..engine.networks import custom_code_problem, list_networks, network_task_problem
 
+    if custom_code is None and network:
         specs = {spec.name.lower(): spec for spec in list_networks()}
         names = set(specs)
         if network.lower() not in names:
             errors["network"] = [f'Unknown network "{network}"; choose one of {", ".join(sorted(names))}.']
         elif ds is not None:
-            task = options.get("task") or dataset_task(ds)
-            tasks = tuple(specs[network.lower()].tasks or ())
-            if task and tasks and task not in tasks:
-                fits = sorted(n for n, spec in specs.items() if task in (spec.tasks or ()))
-                errors["network"] = [(f'Network "{network}" is for {" / ".join(tasks)}; dataset {ds.id} is a {task} '
-                                      f'dataset: choose {", ".join(fits) or "custom code"}.')]
-    elif custom_code is not None and "def build_model" not in custom_code:
-        errors["custom_network"] = ["Custom code must define build_model(input_shape, num_outputs, **params)."]
+            problem = network_task_problem(specs[network.lower()], options.get("task") or dataset_task(ds), ds.id)
+            if problem:
+                errors["network"] = [problem]
+    elif custom_code is not None and custom_code_problem(custom_code):
+        errors["custom_network"] = [custom_code_problem(custom_code) or ""]
     pretrained = options.get("pretrained")
     if pretrained:
         try:

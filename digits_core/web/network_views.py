@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from flask import Blueprint, current_app, jsonify, render_template, request, url_for
 from flask.typing import ResponseReturnValue
 
+from ..engine.networks import custom_code_problem
 from ..errors import DigitsError, FormValidationError
 from .api import invalid_json
 from .helpers import wants_json
@@ -84,8 +85,8 @@ def form_request(values: Mapping[str, str]) -> dict:
         body["custom_code"] = values.get("custom_network") or ""
         if request.method != "POST":  # code runs only from a CSRF-checked POST, never from a link or an <img>
             errors["custom_network"] = ["Post custom code (the New Model form's Visualize); a GET never runs code."]
-        elif "def build_model" not in body["custom_code"]:
-            errors["custom_network"] = ["Custom code must define build_model(input_shape, num_outputs, **params)."]
+        elif custom_code_problem(body["custom_code"]):
+            errors["custom_network"] = [custom_code_problem(body["custom_code"]) or ""]
     else:
         body["network"] = network
     crop = (values.get("crop_size") or "").strip()

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from ...errors import TrainingError
+from ...errors import FormValidationError, TrainingError
 from . import builtin
 
 
@@ -129,3 +129,39 @@ def resolve_network(network: str | Callable) -> NetworkSpec:
     names = ", ".join(sorted(set(BUILTIN) | set(plugins)))
     raise TrainingError(f'Unknown network "{text}": use one of {names}, or the path of a .py file '
                         "defining build_model(input_shape, num_outputs, **params).")
+
+
+# -- the rules every door checks (CLI, Python API, web form, REST API) -------------------
+
+#: The custom-network contract, stated once for every message.
+BUILD_MODEL_SIGNATURE = "build_model(input_shape, num_outputs, **params)"
+
+
+def custom_code_problem(code: str) -> str | None:
+    """The message for custom network code that does not define ``build_model``, else ``None``."""
+    return None if "def build_model" in (code or "") else f"Custom code must define {BUILD_MODEL_SIGNATURE}."
+
+
+def network_task_problem(spec: NetworkSpec, task: str | None, dataset_id: str) -> str | None:
+    """The message when ``spec`` is declared for other tasks than the dataset's ``task``, else ``None``.
+
+    A network that declares no tasks (a custom file without ``TASKS``, a
+    callable) passes: its output shape is checked when the model is built.
+    """
+    tasks = tuple(spec.tasks or ())
+    if not task or not tasks or task in tasks:
+        return None
+    fits = sorted(s.name.lower() for s in list_networks() if task in (s.tasks or ()))
+    return (f'Network "{spec.name}" is for {" / ".join(tasks)}; dataset {dataset_id} is a {task} '
+            f'dataset: choose {", ".join(fits) or "custom code"}.')
+
+
+def check_network_task(spec: NetworkSpec, task: str | None, dataset_id: str) -> None:
+    """Refuse a network whose declared tasks do not include the dataset's (before any job exists).
+
+    Raises:
+        FormValidationError: On field ``network``, naming the networks that fit.
+    """
+    problem = network_task_problem(spec, task, dataset_id)
+    if problem:
+        raise FormValidationError({"network": [problem]}, "training options")
