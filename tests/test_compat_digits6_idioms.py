@@ -41,6 +41,14 @@ class RecordForm(Form):
                                                 default="none", tooltip="Test a record from the validation set")
 
 
+class Record(object):
+    """Sunnybrook's ``Contour``: an object kept in userdata (DIGITS 6 pickled the job; JSON cannot hold it)."""
+
+    def __init__(self, path):
+        self.path = path
+        self.case = os.path.basename(path)[:-4]
+
+
 @subclass
 class FolderIngestion(DataIngestionInterface):
     """The Sunnybrook idiom: the folder is read in ``__init__``, the inference form is built from userdata."""
@@ -50,12 +58,12 @@ class FolderIngestion(DataIngestionInterface):
         self.userdata['is_inference_db'] = is_inference_db
         if 'records' not in self.userdata:
             paths = glob.glob(os.path.join(self.image_folder, '*.npy'))  # TypeError with no folder
-            self.userdata['records'] = sorted(os.path.basename(p) for p in paths)
+            self.userdata['records'] = [Record(p) for p in sorted(paths)]
         self.userdata['n_val_entries'] = len(self.userdata['records']) * int(self.folder_pct_val) // 100
 
     @override
     def encode_entry(self, entry):
-        image = np.load(os.path.join(self.image_folder, entry))
+        image = np.load(entry.path)
         return image[np.newaxis, ...], np.array([int(image[0, 0] > 100)])
 
     @override
@@ -69,7 +77,7 @@ class FolderIngestion(DataIngestionInterface):
     def get_inference_form(self):
         form = RecordForm()
         for index, record in enumerate(self.userdata['records'][:self.userdata['n_val_entries']]):
-            form.validation_record.choices.append((str(index), record))
+            form.validation_record.choices.append((str(index), record.case))
         return form
 
     @staticmethod
@@ -109,6 +117,11 @@ def test_infer_options_come_from_the_models_dataset_and_are_quiet_without_one(fo
     jobs = tmp_path / "jobs"
     dataset = build_dataset(FolderIngestion, {"image_folder": str(folder)}, jobs_dir=jobs)
     assert dataset.count("train") == 3 and dataset.count("val") == 3 and dataset.label_kind == "class"
+    marker = dataset.userdata["records"]  # the Record objects: pickled in the job folder, a marker in dataset.json
+    assert marker == {"digits6_pickled": str(jobs / dataset.id / "digits6-userdata.pkl"), "key": "records"}
+    again = FolderIngestion(is_inference_db=True, **dataset.userdata, validation_record="1")
+    assert [r.case for r in again.userdata["records"]] == [f"img{i}" for i in range(6)]
+    assert [r.case for r in again.itemize_entries("test")] == ["img1"]
     model = Job.create("model", "m", jobs_dir=jobs)
     model.update(dataset_id=dataset.id)
 
@@ -265,3 +278,30 @@ def test_extension_static_serves_the_views_folder_and_the_compat_files(segmentat
         worker = app.extensions["digits"].get("inference_worker")
         if worker is not None:
             worker.close()
+
+
+def test_userdata_json_cannot_hold_is_refused_naming_the_key(tmp_path):
+    """The core's own plugins stay JSON-only: the error names the key (not only the type)."""
+    from digits_core import DataIngestion
+    from digits_core.errors import DatasetError
+
+    class Objects(DataIngestion):
+        plugin_id = "test-objects"
+
+        @staticmethod
+        def get_dataset_form():
+            return Form
+
+        @staticmethod
+        def get_dataset_template(form):
+            return "", {}
+
+        def itemize_entries(self, stage):
+            self.userdata["records"] = [Record("/x/a.npy")]
+            return [0] if stage == "train" else []
+
+        def encode_entry(self, entry):
+            return np.zeros((2, 2), np.uint8), 0
+
+    with pytest.raises(DatasetError, match='userdata of plugin "test-objects": key "records" is not JSON-serializable'):
+        build_dataset(Objects, {}, jobs_dir=tmp_path / "jobs")

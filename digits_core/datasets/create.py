@@ -48,6 +48,12 @@ def _jsonable(value: Any, what: str) -> Any:
     try:
         return json.loads(json.dumps(value))
     except (TypeError, ValueError) as exc:
+        for key, item in (value.items() if isinstance(value, Mapping) else ()):
+            try:
+                json.dumps(item)
+            except (TypeError, ValueError) as item_exc:
+                raise DatasetError(f'{what}: key "{key}" is not JSON-serializable ({item_exc}); dataset.json '
+                                   "stores userdata as JSON: keep paths, numbers and strings there") from exc
         raise DatasetError(f"{what} is not JSON-serializable: {exc}") from exc
 
 
@@ -197,7 +203,8 @@ class _Build:
             itemize_s = time.perf_counter() - t0
             from ..form_secrets import redact, secret_field_names
 
-            userdata = _jsonable(redact(plugin.userdata, secret_field_names(plugin.get_dataset_form())),
+            stored = plugin.userdata_to_store(job.path)
+            userdata = _jsonable(redact(stored, secret_field_names(plugin.get_dataset_form())),
                                  f'The userdata of plugin "{self.plugin_id}"')
             total = sum(len(e) for e in entries.values())
             if total == 0:

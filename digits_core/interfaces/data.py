@@ -175,6 +175,16 @@ class DataIngestion(PluginBase, abc.ABC):
             following the data contract in the class docstring.
         """
 
+    def userdata_to_store(self, job_path: Any) -> dict[str, Any]:
+        """Return the userdata to save in ``dataset.json`` (JSON only); called once, after itemizing.
+
+        The default is :attr:`userdata` itself: the core's plugins keep it
+        JSON. The DIGITS 6 adapter overrides it to pickle the values JSON
+        cannot hold (DIGITS 6 pickled the whole job) into the job folder
+        ``job_path``.
+        """
+        return self.userdata
+
     # -- after inference ----------------------------------------------------------
 
     def finish_inference(self, samples: Sequence[Any]) -> str | None:

@@ -9,10 +9,20 @@ answers reads and writes of that key from a flag held beside the dict;
 
 A flat DIGITS 6 colour palette stored under ``'color_palette'`` is kept
 as the list of ``[r, g, b]`` DIGITS Core reads.
+
+Values JSON cannot hold (the Sunnybrook plugin's ``Contour`` objects: DIGITS
+6 pickled the whole job) are pickled by :func:`store_userdata` into
+``digits6-userdata.pkl`` in the dataset's own job folder; ``dataset.json``
+keeps a marker in their place, and :func:`restore_userdata` puts the
+objects back when the plugin is re-created (for inference).
 """
 
 from __future__ import annotations
 
+import json
+import os
+import pickle
+from pathlib import Path
 from typing import Any
 
 from ._translate import palette_to_core
@@ -71,3 +81,65 @@ class Userdata(dict):
     def copy(self) -> dict:
         """A plain dict of the stored items (without the flag)."""
         return dict(self)
+
+
+#: The file, in the dataset's job folder, holding the userdata values JSON cannot hold.
+PICKLE_FILE = "digits6-userdata.pkl"
+#: The key of the marker that stands for a pickled value in ``dataset.json``.
+PICKLED = "digits6_pickled"
+
+
+def _is_json(value: Any) -> bool:
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def store_userdata(userdata: dict, job_path: Any) -> dict:
+    """The userdata with each value JSON cannot hold pickled into ``job_path/digits6-userdata.pkl``.
+
+    Returns:
+        A dict for ``dataset.json``: those values replaced by
+        ``{"digits6_pickled": PATH, "key": KEY}``.
+    """
+    stored = dict(userdata)
+    objects = {key: value for key, value in stored.items() if not _is_json(value)}
+    if not objects:
+        return stored
+    path = Path(job_path) / PICKLE_FILE
+    partial = path.with_name(path.name + ".partial")
+    with open(partial, "wb") as handle:
+        pickle.dump(objects, handle, protocol=pickle.HIGHEST_PROTOCOL)
+    os.replace(partial, path)
+    for key in objects:
+        stored[key] = {PICKLED: str(path), "key": key}
+    return stored
+
+
+def restore_userdata(values: dict) -> dict:
+    """``values`` with every pickled-value marker replaced by the object it stands for.
+
+    Raises:
+        ValueError: The marker names another file, or the file or its key is
+            gone (the message names the key and the file).
+    """
+    markers = {key: value for key, value in values.items()
+               if isinstance(value, dict) and set(value) == {PICKLED, "key"}}
+    if not markers:
+        return values
+    restored, files = dict(values), {}
+    for key, marker in markers.items():
+        path = Path(str(marker[PICKLED]))
+        if path.name != PICKLE_FILE:
+            raise ValueError(f'userdata key "{key}": {path} is not a {PICKLE_FILE} file')
+        try:
+            if path not in files:
+                with open(path, "rb") as handle:
+                    files[path] = pickle.load(handle)  # written by store_userdata in the dataset's job folder
+            restored[key] = files[path][marker["key"]]
+        except (OSError, KeyError, pickle.UnpicklingError) as exc:
+            raise ValueError(f'userdata key "{key}" was pickled into {path}, which cannot be read back '
+                             f"({type(exc).__name__}: {exc}); build the dataset again") from exc
+    return restored

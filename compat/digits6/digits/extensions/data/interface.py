@@ -13,6 +13,7 @@ DIGITS 6 plugin does                         DIGITS Core gets
 ``get_dataset_form()`` returns an instance   a form class
 ``get_inference_form(self)`` returns one     a form class (the core calls it on an instance)
 ``self.userdata['is_inference_db'] = x``     a flag; never persisted with the dataset
+``self.userdata['key'] = an object``         pickled in the job folder, restored for inference
 ==========================================  ==========================================
 
 See ``docs/porting-digits6.md``.
@@ -28,7 +29,7 @@ from typing import Any
 from digits_core import DataIngestion
 
 from ..._translate import form_class, pairs_to_core, static_form_method, wrap_own_methods
-from ..._userdata import Userdata
+from ..._userdata import Userdata, restore_userdata, store_userdata
 from ...utils.constants import STAGE_FROM_CORE
 
 __all__ = ["DataIngestionInterface"]
@@ -66,7 +67,7 @@ def _wrap_itemize(method):
 def _wrap_init(method):
     @functools.wraps(method)
     def __init__(self, *args, **kwargs):
-        method(self, *args, **kwargs)
+        method(self, *args, **restore_userdata(kwargs))
         if kwargs.get("is_inference_db"):
             self.userdata.is_inference_db = True
 
@@ -113,6 +114,7 @@ class DataIngestionInterface(DataIngestion):
     """
 
     def __init__(self, is_inference_db: bool = False, **kwargs: Any):  # noqa: D107 - documented on the class
+        kwargs = restore_userdata(kwargs)
         missing = {k: v for k, v in _form_defaults(type(self)).items() if k not in kwargs}
         self.userdata = Userdata({**missing, **kwargs}, is_inference_db=is_inference_db)
         for key, value in self.userdata.items():
@@ -148,6 +150,15 @@ class DataIngestionInterface(DataIngestion):
         self.userdata.is_inference_db = bool(value)
 
     # -- DIGITS 6 methods without a DIGITS Core counterpart --------------------
+
+    def userdata_to_store(self, job_path: Any) -> dict:
+        """The userdata for ``dataset.json``: values JSON cannot hold are pickled into the job folder.
+
+        DIGITS 6 pickled the whole job, so DIGITS 6 plugins keep objects in
+        userdata (Sunnybrook's ``Contour`` list); they come back, unpickled,
+        when the plugin is re-created for inference.
+        """
+        return store_userdata(self.userdata, job_path)
 
     def get_user_data(self) -> dict:
         """Return the userdata persisted with the dataset (DIGITS 6 API)."""
