@@ -71,8 +71,9 @@ def resolve_clashes(candidates: list[tuple[PluginRecord, Origin]]) -> dict[str, 
                 record.status = FAILED
                 record.error = (
                     f'id "{plugin_id}" is already used by the bundled plugin {_where(winner)}; rename this '
-                    "plugin, or set `replaces_bundled = True` on its class to replace the bundled one "
-                    "on purpose"
+                    f"plugin (its get_id() or plugin_id), or disable the bundled one with {DISABLE_ENV}="
+                    f"{winner.distribution}, or set `replaces_bundled = True` on its class to replace the "
+                    "bundled one on purpose"
                 )
             elif winner is not None:
                 record.status = FAILED

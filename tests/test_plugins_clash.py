@@ -27,6 +27,7 @@ def test_clash_policy_does_not_depend_on_distribution_names(clash_paths, list_pl
     assert view["status"] == "failed"
     assert 'id "image-classification" is already used by the bundled plugin' in view["error"]
     assert "replaces_bundled = True" in view["error"]
+    assert "or disable the bundled one with DIGITS_DISABLE_PLUGINS=digits-view-classification" in view["error"]
     assert _find(records, "view", "image-classification", "digits-view-classification")["status"] == "loaded"
     # Kinds are separate: the bundled *data* plugin of the same id is unaffected.
     assert _find(records, "data", "image-classification", "digits-data-images")["status"] == "loaded"
