@@ -145,6 +145,7 @@ def _register_template_helpers(app: Flask) -> None:
 
     app.jinja_env.filters.update(
         datetime=helpers.format_time, size=helpers.format_size, duration=helpers.format_duration,
+        shape=helpers.format_shape,
     )
 
     @app.context_processor

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections import Counter
 from datetime import datetime
 from pathlib import Path
 
@@ -154,10 +155,21 @@ def job_summary(job: Job, with_size: bool = True) -> dict:
     return row
 
 
+def format_shape(shape) -> str:
+    """A shape as pages show it, ``32 × 32 × 1``; a free dimension (``None``) reads "any" (``any × 5``)."""
+    return " × ".join("any" if dim is None else str(dim) for dim in (shape or []))
+
+
 def new_dataset_menu() -> list[tuple[str, list[tuple[str, str]]]]:
-    """``[(category, [(plugin_id, title), ...]), ...]`` of the loaded data plugins."""
+    """``[(category, [(plugin_id, title), ...]), ...]`` of the loaded data plugins.
+
+    In a category, the general-purpose family comes first: the plugins of the distribution that
+    brings most of the category's plugins (the bundled image plugins among "Images"), then the
+    specialised ones (a PACS source, one public data set), each part by title.
+    """
     from ..plugin_registry import registry
 
+    distribution = {r.id: r.distribution for r in registry.records() if r.kind == "data"}
     groups: dict[str, list[tuple[str, str]]] = {}
     for plugin_id, cls in sorted(registry.data_ingestions().items()):
         try:
@@ -165,6 +177,9 @@ def new_dataset_menu() -> list[tuple[str, list[tuple[str, str]]]]:
         except Exception:  # noqa: BLE001 - a plugin bug must not break the menu
             continue
         groups.setdefault(category, []).append((plugin_id, title))
+    for items in groups.values():
+        family = Counter(distribution.get(plugin_id) for plugin_id, _ in items)
+        items.sort(key=lambda item: (-family[distribution.get(item[0])], item[1].lower()))
     return sorted(groups.items())
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from flask import (Blueprint, current_app, flash, jsonify, redirect, render_template, request, send_file,
                    url_for)
 
-from ..engine.option_specs import BY_NAME, TRAINING_OPTIONS
+from ..engine.option_specs import TRAINING_OPTIONS
 from ..errors import DigitsError, FormValidationError, JobStateError
 from ..jobs import Job, JobStatus
 from .job_deletes import delete_job
@@ -16,11 +16,13 @@ from .sweeps import create_model_jobs
 from .helpers import job_summary, last_metric_epoch, read_json, worker_log_tail
 from .model_form import (CUSTOM, CUSTOM_NETWORK_EXAMPLE, FIELD_GROUPS, ModelForm, form_script_data, option_value,
                          set_choices, show_defaults, training_options)
+from .model_form_data import CUSTOM_NETWORK_FILE, dataset_task, fill_from_job, network_menu_data
 
 bp = Blueprint("models", __name__, url_prefix="/models")
 
-#: File a custom network's code is saved to in its model job folder.
-CUSTOM_NETWORK_FILE = "custom_network.py"
+#: The view a model page preselects for each task (the dataset's task picks what the user sees first).
+DEFAULT_VIEWS = {"classification": "image-classification", "segmentation": "image-segmentation",
+                 "detection": "bounding-boxes", "regression": "regression", "image-to-image": "image-output"}
 
 
 def _ext():
@@ -147,7 +149,7 @@ def new():
         show_defaults(form, form.network.data or (form.network.choices[0][0] if form.network.choices else None))
         clone = request.args.get("clone")
         if clone:
-            _fill_from_job(form, store.get(clone, kind="model"))
+            fill_from_job(form, store.get(clone, kind="model"))
         if request.args.get("dataset"):
             form.dataset.data = request.args["dataset"]
         if not form.custom_network.data:
@@ -155,24 +157,6 @@ def new():
     errors = {k: v for k, v in form.errors.items()} if request.method == "POST" else {}
     return render_template("model_new.html", form=form, errors=errors, custom=CUSTOM, field_groups=FIELD_GROUPS,
                            script_data={**form_script_data(form), **network_menu_data(store)})
-
-
-def dataset_task(ds: Job) -> str | None:
-    """The training task a Done dataset calls for (from its label kind), or ``None`` when unknown."""
-    from ..engine.tasks import TASKS
-
-    kind = (((ds.data.get("dataset") or {}).get("label")) or {}).get("kind")
-    return next((name for name, task in TASKS.items() if task.label_kind == kind), None) if kind else None
-
-
-def network_menu_data(store) -> dict:
-    """For the New Model page's script: each network's tasks, each Done dataset's and each trained model's task."""
-    from ..engine.networks import list_networks
-
-    models = [j for j in store.list("model") if (j.path / "snapshots").is_dir()]
-    return {"network_tasks": {spec.name: list(spec.tasks or ()) for spec in list_networks()},
-            "dataset_tasks": {j.id: dataset_task(j) for j in store.list("dataset") if j.status is JobStatus.DONE},
-            "model_tasks": {j.id: (read_json(j.path / "model.json") or {}).get("task") for j in models}}
 
 
 def _engine_errors_too(form: ModelForm) -> None:
@@ -192,38 +176,6 @@ def _engine_errors_too(form: ModelForm) -> None:
                 field.errors = list(messages)
     except Exception:  # noqa: BLE001 - best effort: the WTForms errors are shown anyway
         pass
-
-
-def _fill_from_job(form: ModelForm, job: Job) -> None:
-    options = dict(job.data.get("train_options") or {})
-    form.model_name.data = f"{job.name} (clone)"
-    form.group.data = job.data.get("group")
-    form.dataset.data = options.pop("dataset", job.data.get("dataset_id"))
-    if form.dataset.data not in {value for value, _ in form.dataset.choices or []}:
-        # Say so, rather than let the page pick another dataset (and a network for that one's task).
-        missing = form.dataset.data
-        form.dataset.choices = [("", "choose a dataset")] + [c for c in form.dataset.choices if c[0]]
-        form.dataset.data = ""
-        form.dataset.errors = [f"The source model's dataset {missing} was deleted (or is not Done): choose another."]
-    pretrained = options.get("pretrained")
-    if pretrained and pretrained not in {value for value, _ in form.pretrained.choices or []}:
-        form.pretrained.choices = [*form.pretrained.choices, (pretrained, pretrained)]  # a file, or a deleted job
-    network = options.pop("network", job.data.get("network"))
-    if job.data.get("custom_network"):
-        form.network.data = CUSTOM
-        try:
-            form.custom_network.data = (job.path / CUSTOM_NETWORK_FILE).read_text(encoding="utf-8")
-        except OSError:
-            pass
-    else:
-        form.network.data = network
-    show_defaults(form)
-    form.network_params.data = json.dumps(options.pop("network_params", {}) or {})
-    for name, value in options.items():
-        field = form._fields.get(name)
-        if field is not None and value is not None:
-            spec = BY_NAME.get(name)
-            field.data = ("true" if value else "false") if spec is not None and spec.kind == "bool" else value
 
 
 # -- job page -----------------------------------------------------------------------
@@ -293,7 +245,7 @@ def inference_context(job: Job) -> dict:
     ctx = {"plugin_form": None, "default_view": None, "task": None}
     model = read_json(job.path / "model.json") or {}
     ctx["task"] = model.get("task")
-    ctx["default_view"] = "image-segmentation" if model.get("task") == "segmentation" else "image-classification"
+    ctx["default_view"] = DEFAULT_VIEWS.get(model.get("task") or "classification", "image-classification")
     dataset_id = job.data.get("dataset_id")
     ds_job = None
     try:

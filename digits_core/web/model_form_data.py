@@ -1,0 +1,64 @@
+"""What the New Model page fills in besides the option fields: the tasks its menus filter by, a clone's values."""
+
+from __future__ import annotations
+
+import json
+
+from ..engine.option_specs import BY_NAME
+from ..jobs import Job, JobStatus
+from .helpers import read_json
+from .model_form import CUSTOM, ModelForm, show_defaults
+
+#: File a custom network's code is saved to in its model job folder.
+CUSTOM_NETWORK_FILE = "custom_network.py"
+
+
+def dataset_task(ds: Job) -> str | None:
+    """The training task a Done dataset calls for (from its label kind), or ``None`` when unknown."""
+    from ..engine.tasks import TASKS
+
+    kind = (((ds.data.get("dataset") or {}).get("label")) or {}).get("kind")
+    return next((name for name, task in TASKS.items() if task.label_kind == kind), None) if kind else None
+
+
+def network_menu_data(store) -> dict:
+    """For the New Model page's script: each network's tasks, each Done dataset's and each trained model's task."""
+    from ..engine.networks import list_networks
+
+    models = [j for j in store.list("model") if (j.path / "snapshots").is_dir()]
+    return {"network_tasks": {spec.name: list(spec.tasks or ()) for spec in list_networks()},
+            "dataset_tasks": {j.id: dataset_task(j) for j in store.list("dataset") if j.status is JobStatus.DONE},
+            "model_tasks": {j.id: (read_json(j.path / "model.json") or {}).get("task") for j in models}}
+
+
+def fill_from_job(form: ModelForm, job: Job) -> None:
+    """Fill the form with a model job's options (Clone); a dataset that is gone is named, not replaced."""
+    options = dict(job.data.get("train_options") or {})
+    form.model_name.data = f"{job.name} (clone)"
+    form.group.data = job.data.get("group")
+    form.dataset.data = options.pop("dataset", job.data.get("dataset_id"))
+    if form.dataset.data not in {value for value, _ in form.dataset.choices or []}:
+        # Say so, rather than let the page pick another dataset (and a network for that one's task).
+        missing = form.dataset.data
+        form.dataset.choices = [("", "choose a dataset")] + [c for c in form.dataset.choices if c[0]]
+        form.dataset.data = ""
+        form.dataset.errors = [f"The source model's dataset {missing} was deleted (or is not Done): choose another."]
+    pretrained = options.get("pretrained")
+    if pretrained and pretrained not in {value for value, _ in form.pretrained.choices or []}:
+        form.pretrained.choices = [*form.pretrained.choices, (pretrained, pretrained)]  # a file, or a deleted job
+    network = options.pop("network", job.data.get("network"))
+    if job.data.get("custom_network"):
+        form.network.data = CUSTOM
+        try:
+            form.custom_network.data = (job.path / CUSTOM_NETWORK_FILE).read_text(encoding="utf-8")
+        except OSError:
+            pass
+    else:
+        form.network.data = network
+    show_defaults(form)
+    form.network_params.data = json.dumps(options.pop("network_params", {}) or {})
+    for name, value in options.items():
+        field = form._fields.get(name)
+        if field is not None and value is not None:
+            spec = BY_NAME.get(name)
+            field.data = ("true" if value else "false") if spec is not None and spec.kind == "bool" else value

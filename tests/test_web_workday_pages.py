@@ -1,0 +1,39 @@
+"""Small things a DIGITS user notices on the pages (issue 27), through the Flask test client (no TensorFlow)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from digits_core.jobs import Job, JobStatus
+from digits_core.web.helpers import format_shape
+
+
+def test_a_free_dimension_reads_any_not_none():
+    assert format_shape([None, 5]) == "any × 5"
+    assert format_shape([32, 32, 1]) == "32 × 32 × 1"
+    assert format_shape(None) == ""
+
+
+def test_the_general_image_plugins_come_first_in_the_new_dataset_menu(client):
+    page = client.get("/").get_data(as_text=True)
+    menu = re.findall(r'href="/datasets/new/([^"]+)"', page)
+    assert menu[0] == "image-classification", menu
+    if "dicomweb-segmentation" in menu:
+        assert menu.index("dicomweb-segmentation") > menu.index("object-detection")
+
+
+@pytest.mark.parametrize(("task", "view"), [("detection", "bounding-boxes"), ("segmentation", "image-segmentation"),
+                                            ("regression", "regression"), ("classification", "image-classification")])
+def test_the_model_page_preselects_the_view_of_its_task(app, client, task, view):
+    jobs = app.extensions["digits"]["jobs_dir"]
+    job = Job.create("model", "m", jobs_dir=jobs, dataset_id="gone", train_options={"network": "lenet"})
+    job.set_status(JobStatus.RUNNING)
+    job.set_status(JobStatus.DONE)
+    (job.path / "model.json").write_text(json.dumps({"task": task}))
+    (job.path / "snapshots").mkdir()
+    (job.path / "snapshots" / "epoch-001.keras").write_bytes(b"k")
+    page = client.get(f"/models/{job.id}").get_data(as_text=True)
+    assert re.search(rf'<option value="{view}"\s+selected>', page), re.findall(r'<option value="[^"]+"\s+selected>', page)
