@@ -5,7 +5,9 @@ kind, range, help text, form label and group, and which solvers / LR
 policies it applies to. The default value and Python type live on the
 :class:`~digits_core.engine.options.TrainingOptions` dataclass (read through
 :attr:`OptionSpec.default`); :meth:`TrainingOptions.validate` checks the
-ranges declared here. Generated from this list:
+ranges declared here, and :meth:`OptionSpec.coerce` brings every value to its
+declared kind and bounds (``shuffle="false"`` is False, ``aug_scale=0.9995``
+is refused), the same for every door. Generated from this list:
 
 * ``digits train`` flags (:func:`add_cli_arguments`, :func:`options_from_cli`);
 * the web "New model" form fields (``digits_core.web.model_form``);
@@ -20,6 +22,7 @@ front door. No TensorFlow here.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,11 +99,67 @@ class OptionSpec:
         return self.kind in ("int", "float", "choice", "bool") and self.group != "Hardware" \
             and self.name not in NOT_SEARCHABLE
 
+    def coerce(self, value: Any) -> Any:
+        """``value`` as this option's kind, checked against its bounds: the one type check of every door.
+
+        ``bool`` takes true/false, 0/1 and their strings (``"false"``, ``"no"``,
+        ``"off"``...); ``int`` and ``float`` take numbers and numeric strings
+        (not booleans) within ``minimum``/``maximum``. Other kinds come back
+        unchanged (choices are checked against the live registries by
+        :meth:`~digits_core.engine.options.TrainingOptions.validate`). ``None``
+        is kept where the default is ``None`` (the default applies).
+
+        Raises:
+            ValueError: The message for the field (e.g. ``must be <= 0.999``).
+        """
+        if value is None and (self.default is None or self.kind not in ("bool", "int", "float")):
+            return None
+        if self.kind == "bool":
+            return _as_bool(value)
+        if self.kind not in ("int", "float"):
+            return value
+        number = _as_number(value, integer=self.kind == "int")
+        if self.minimum is not None and (number <= self.minimum if self.exclusive_min else number < self.minimum):
+            raise ValueError(f"must be {'>' if self.exclusive_min else '>='} {self.minimum:g}")
+        if self.maximum is not None and number > self.maximum:
+            raise ValueError(f"must be <= {self.maximum:g}")
+        return number
+
     def applies(self, options: dict) -> bool:
         """Whether the option means anything with these (resolved) options' solver and LR policy."""
         if self.solvers is not None and options.get("solver") not in self.solvers:
             return False
         return self.policies is None or options.get("lr_policy") in self.policies
+
+
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off", "")
+
+
+def _as_bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in _TRUE + _FALSE:
+        return value.strip().lower() in _TRUE
+    raise ValueError("must be true or false")
+
+
+def _as_number(value: Any, *, integer: bool) -> int | float:
+    what = "an integer" if integer else "a number"
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not {what}")
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{value!r} is not {what}") from None
+    if not math.isfinite(number):
+        raise ValueError("must be finite")
+    if integer:
+        if not number.is_integer():
+            raise ValueError(f"{value!r} is not {what}")
+        return int(value) if isinstance(value, int) else int(number)
+    return number
 
 
 def _spec(name, kind, label, help, group, **kw) -> OptionSpec:

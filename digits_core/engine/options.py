@@ -163,6 +163,16 @@ class TrainingOptions:
     jit: bool = False
     mixed_precision: bool = False
 
+    def __post_init__(self) -> None:
+        # Switches given as strings ("false", "no") mean what they say even before validate() runs:
+        # a bare TrainingOptions(shuffle="false") is not truthy. Anything unparseable is left for validate().
+        for spec in BY_NAME.values():
+            if spec.kind == "bool" and not spec.name.startswith("aug_") and isinstance(getattr(self, spec.name), str):
+                try:
+                    setattr(self, spec.name, spec.coerce(getattr(self, spec.name)))
+                except ValueError:
+                    pass
+
     @classmethod
     def from_kwargs(cls, **kwargs: Any) -> "TrainingOptions":
         """Build and validate options; ``aug_<name>`` keys fill the augmentation.
@@ -216,31 +226,19 @@ class TrainingOptions:
     def validate(self) -> None:
         """Check every value; raises :class:`FormValidationError` listing all bad fields."""
         errors: dict[str, list[str]] = {}
-
-        def number(name, kind=float, minimum=None, strict=False):
-            value = getattr(self, name)
+        if isinstance(self.augmentation, dict):
             try:
-                if kind is int and isinstance(value, float) and not value.is_integer():
-                    raise ValueError
-                value = kind(value)
-            except (TypeError, ValueError):
-                errors[name] = [f"{getattr(self, name)!r} is not {'an integer' if kind is int else 'a number'}"]
-                return
-            if kind is float and not math.isfinite(value):
-                errors[name] = ["must be finite"]
-                return
-            if minimum is not None and (value <= minimum if strict else value < minimum):
-                errors[name] = [f"must be {'>' if strict else '>='} {minimum}"]
-                return
-            setattr(self, name, value)
-
-        for spec in BY_NAME.values():  # ranges as declared in option_specs (augmentation: Augmentation.validate)
-            if spec.kind in ("int", "float") and not spec.name.startswith("aug_") and spec.minimum is not None:
-                if getattr(self, spec.name) is None and spec.default is None:
-                    continue
-                number(spec.name, int if spec.kind == "int" else float, spec.minimum, strict=spec.exclusive_min)
-                if spec.maximum is not None and spec.name not in errors and getattr(self, spec.name) > spec.maximum:
-                    errors[spec.name] = [f"must be <= {spec.maximum:g}"]
+                self.augmentation = Augmentation(**self.augmentation)
+            except TypeError as exc:
+                errors["augmentation"] = [str(exc)]
+        for spec in BY_NAME.values():  # kinds and bounds as declared in option_specs, for every option
+            holder, attr = ((self.augmentation, spec.name[4:]) if spec.name.startswith("aug_") else (self, spec.name))
+            if spec.kind not in ("bool", "int", "float") or not hasattr(holder, attr):
+                continue
+            try:
+                setattr(holder, attr, spec.coerce(getattr(holder, attr)))
+            except ValueError as exc:
+                errors[spec.name] = [str(exc)]
         self.solver = str(self.solver).lower()
         if self.solver not in SOLVERS:
             errors["solver"] = [f'unknown solver "{self.solver}"; choose one of {", ".join(SOLVERS)}']
@@ -271,14 +269,6 @@ class TrainingOptions:
             except (TypeError, ValueError):
                 errors["gpus"] = ['use a number of GPUs, "all" or GPU ids such as 0,2']
         self._validate_early_stopping(errors)
-        for name in ("jit", "mixed_precision"):
-            value = getattr(self, name)
-            if isinstance(value, str) and value.lower() in ("1", "true", "yes", "on", "0", "false", "no", "off", ""):
-                value = value.lower() in ("1", "true", "yes", "on")
-            if not isinstance(value, (bool, int)) or isinstance(value, int) and value not in (0, 1):
-                errors[name] = ["must be true or false"]
-            else:
-                setattr(self, name, bool(value))
         if self.jit is True and self.seed is not None and "jit" not in errors:
             errors["jit"] = ["XLA has no deterministic version of some ops (e.g. max-pool gradients), so a seeded "
                              "run cannot be compiled: leave the seed empty or turn jit off"]
@@ -298,12 +288,11 @@ class TrainingOptions:
             self.lr_policy_params()
         except FormValidationError as exc:
             errors.update(exc.errors)
-        try:
-            if isinstance(self.augmentation, dict):
-                self.augmentation = Augmentation(**self.augmentation)
-            self.augmentation.validate()
-        except FormValidationError as exc:
-            errors.update(exc.errors)
+        if isinstance(self.augmentation, Augmentation):
+            try:
+                self.augmentation.validate()
+            except FormValidationError as exc:
+                errors.update({k: v for k, v in exc.errors.items() if k not in errors})  # the declared bound first
         if errors:
             raise FormValidationError(errors, _FORM)
 
@@ -316,10 +305,6 @@ class TrainingOptions:
         self.early_stopping_mode = str(self.early_stopping_mode).lower()
         if self.early_stopping_mode not in EARLY_STOPPING_MODES:
             errors["early_stopping_mode"] = [f"choose one of {', '.join(EARLY_STOPPING_MODES)}"]
-        value = self.early_stopping_restore_best
-        if isinstance(value, str):
-            value = value.lower() in ("1", "true", "yes", "on")
-        self.early_stopping_restore_best = bool(value)
 
     def to_dict(self) -> dict:
         """JSON-serializable dict (stored in ``model.json``), without options that do not apply
