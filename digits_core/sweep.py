@@ -95,11 +95,17 @@ def parse_values(name: str, raw: Any) -> list[Any]:
         items = [raw]
     if not items:
         raise FormValidationError({name: ["give at least one value"]}, _FORM)
+    if len(items) > MAX_SWEEP_JOBS:  # before any per-value work: a huge list costs one split, nothing more
+        raise FormValidationError({name: [f"{len(items)} values; a sweep may create at most {MAX_SWEEP_JOBS} jobs"]},
+                                  _FORM)
     values: list[Any] = []
+    seen: set[Any] = set()
     for item in items:
         text = str(item).strip()
         if text == "" or isinstance(item, bool):
-            raise FormValidationError({name: [f'"{raw}": every comma-separated item must be a number']}, _FORM)
+            raise FormValidationError({name: [f'"{str(raw)[:80]}": every comma-separated item must be a number']},
+                                      _FORM)
+        shown = text[:80]  # a number is short: anything longer is cut in messages, never echoed whole
         try:
             number = float(text)
             value: Any = number
@@ -109,11 +115,12 @@ def parse_values(name: str, raw: Any) -> list[Any]:
                 value = int(number)
         except (ValueError, OverflowError):
             kind = "a whole number" if spec.kind == "int" else "a number"
-            raise FormValidationError({name: [f'"{text}" is not {kind}']}, _FORM) from None
+            raise FormValidationError({name: [f'"{shown}" is not {kind}']}, _FORM) from None
         problem = out_of_range(spec, value)
         if problem:
-            raise FormValidationError({name: [f"{text}: {problem}"]}, _FORM)
-        if value not in values:
+            raise FormValidationError({name: [f"{shown}: {problem}"]}, _FORM)
+        if value not in seen:
+            seen.add(value)
             values.append(value)
     return values
 

@@ -11,6 +11,10 @@
   without one, its ``Referer``) must name the same host and port as its
   ``Host``. Clients that send neither (curl, scripts) are not browsers and
   are left to the CSRF and auth-token checks.
+* **Sizes**: a request without file uploads (JSON, a URL-encoded form) may
+  carry at most :data:`MAX_BODY_BYTES`; a multipart upload at most the
+  server's upload limit (``--max-upload-mb``) and :data:`MAX_UPLOAD_PARTS`
+  parts (files and fields). Larger ones get 413 before the body is read.
 * **Headers** on every response: a Content-Security-Policy allowing only
   this server's scripts (inline ``<script>`` blocks carry the per-response
   nonce from the ``csp_nonce()`` template global), ``X-Frame-Options: DENY``,
@@ -30,6 +34,10 @@ LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
 #: Addresses that mean "every interface" (they name no host a browser would use).
 WILDCARD_ADDRESSES = {"0.0.0.0", "::", "[::]", ""}
 UNSAFE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
+#: Largest body of a request that uploads no file (JSON, URL-encoded form).
+MAX_BODY_BYTES = 2 * 1024 * 1024
+#: Most parts (uploaded files plus form fields) of one multipart request.
+MAX_UPLOAD_PARTS = 500
 
 
 def normalize_host(name: str) -> str:
@@ -139,6 +147,17 @@ def init_app(app: Flask, hosts: Iterable[str] | None = None) -> None:
             if origin is not None and origin != (name, _request_port(port)):
                 abort(403, description="Cross-site request refused: this server only accepts changes from its "
                                        "own pages (the request's Origin/Referer is another site).")
+
+    @app.before_request
+    def _bound_the_body():
+        if request.mimetype == "multipart/form-data":
+            request.max_form_parts = MAX_UPLOAD_PARTS
+            return
+        limit = min(MAX_BODY_BYTES, current_app.config.get("MAX_CONTENT_LENGTH") or MAX_BODY_BYTES)
+        request.max_content_length = limit
+        if request.content_length is not None and request.content_length > limit:
+            abort(413, description=f"The request body is larger than {limit // 1024} KiB (the limit of a request "
+                                   "that uploads no file).")
 
     @app.after_request
     def _security_headers(response):

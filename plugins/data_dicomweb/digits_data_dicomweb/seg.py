@@ -50,9 +50,14 @@ class SegmentationLabels:
     """
 
     def __init__(self, dataset, name: str = ""):
-        self.name = name or str(getattr(dataset, "SOPInstanceUID", "<segmentation>"))
-        if str(getattr(dataset, "Modality", "")) != "SEG":
-            raise SegmentationError(f"DICOM-SEG {self.name}: Modality is {getattr(dataset, 'Modality', 'missing')!r}, not SEG")
+        try:  # pydicom parses elements lazily: a damaged header fails here, on first access
+            self.name = name or str(dataset.get("SOPInstanceUID", "<segmentation>"))
+            modality = str(dataset.get("Modality", ""))
+        except Exception as exc:  # noqa: BLE001 - any parse error of a hostile file is "unreadable"
+            raise SegmentationError(f"DICOM-SEG {name or '<segmentation>'}: unreadable header "
+                                    f"({type(exc).__name__})") from None
+        if modality != "SEG":
+            raise SegmentationError(f"DICOM-SEG {self.name}: its Modality is not SEG")
         self._dataset = dataset
         self._pixels: np.ndarray | None = None
         try:
@@ -73,7 +78,7 @@ class SegmentationLabels:
                     for source in derivation.SourceImageSequence:
                         self._frames.setdefault(str(source.ReferencedSOPInstanceUID), []).append((index, segment))
             self.rows, self.columns = int(dataset.Rows), int(dataset.Columns)
-        except (AttributeError, IndexError, KeyError, TypeError, ValueError) as exc:
+        except (AttributeError, IndexError, KeyError, TypeError, ValueError, NotImplementedError, OverflowError) as exc:
             raise SegmentationError(f"DICOM-SEG {self.name} cannot be parsed ({type(exc).__name__}: {exc})") from exc
         study = str(getattr(dataset, "StudyInstanceUID", ""))
         #: ``(study, series, sop)`` UIDs of the source images, in the SEG's frame order.

@@ -10,6 +10,7 @@ message saying how to convert them.
 
 from __future__ import annotations
 
+import math
 import os
 import zipfile
 
@@ -23,8 +24,8 @@ class ArrayFileError(ValueError):
 def _npz_member(path: str, key: str) -> np.ndarray:
     try:
         archive = zipfile.ZipFile(path)
-    except (OSError, zipfile.BadZipFile) as exc:
-        raise ArrayFileError(f"{path} is not a readable .npz archive ({exc})") from None
+    except (OSError, EOFError, ValueError, NotImplementedError, zipfile.BadZipFile, zipfile.LargeZipFile) as exc:
+        raise ArrayFileError(f"{path} is not a readable .npz archive ({type(exc).__name__})") from None
     with archive:
         names = [n[:-4] for n in archive.namelist() if n.endswith(".npy")]
         if key not in names:
@@ -33,6 +34,13 @@ def _npz_member(path: str, key: str) -> np.ndarray:
     if info.compress_type != zipfile.ZIP_STORED:
         raise ArrayFileError(f'array "{key}" of {path} is compressed (numpy.savez_compressed) and cannot be '
                              "memory-mapped; save it with numpy.save or numpy.savez instead")
+    try:
+        return _map_member(path, key, info)
+    except (OSError, EOFError, OverflowError, NotImplementedError, zipfile.BadZipFile) as exc:
+        raise ArrayFileError(f'array "{key}" of {path}: a damaged .npz archive ({type(exc).__name__})') from None
+
+
+def _map_member(path: str, key: str, info: zipfile.ZipInfo) -> np.ndarray:
     with open(path, "rb") as handle:
         handle.seek(info.header_offset)
         local = handle.read(30)
@@ -42,6 +50,15 @@ def _npz_member(path: str, key: str) -> np.ndarray:
         extra_len = int.from_bytes(local[28:30], "little")
         start = info.header_offset + 30 + name_len + extra_len
         handle.seek(start)
+        shape, fortran, dtype = _read_header(handle, f'array "{key}" of {path}')
+        offset = handle.tell()
+    _check_declared_size(shape, dtype, info.file_size - (offset - start), f'array "{key}" of {path}')
+    return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape, order="F" if fortran else "C")
+
+
+def _read_header(handle, what: str) -> tuple[tuple, bool, np.dtype]:
+    """A ``.npy`` header's (shape, Fortran order, dtype), with a named error for anything malformed."""
+    try:
         version = np.lib.format.read_magic(handle)
         if version == (1, 0):
             shape, fortran, dtype = np.lib.format.read_array_header_1_0(handle)
@@ -49,10 +66,19 @@ def _npz_member(path: str, key: str) -> np.ndarray:
             shape, fortran, dtype = np.lib.format.read_array_header_2_0(handle)
         else:  # format 3.0 (utf-8 field names) has no public reader
             shape, fortran, dtype = np.lib.format._read_array_header(handle, version)  # noqa: SLF001
-        offset = handle.tell()
+    except Exception:  # noqa: BLE001 - numpy parses the header as a Python literal: any error means "not a header"
+        raise ArrayFileError(f"{what} has no valid .npy header") from None
     if dtype.hasobject:
-        raise ArrayFileError(f'array "{key}" of {path} holds Python objects; use a numeric array')
-    return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape, order="F" if fortran else "C")
+        raise ArrayFileError(f"{what} holds Python objects; use a numeric array")
+    return shape, fortran, dtype
+
+
+def _check_declared_size(shape: tuple, dtype: np.dtype, available: int, what: str) -> None:
+    """Refuse a header whose shape needs more bytes than the file holds (before anything is mapped)."""
+    needed = math.prod(int(n) for n in shape) * dtype.itemsize  # Python ints: no overflow
+    if needed > available:
+        raise ArrayFileError(f"{what}: its header declares shape {tuple(shape)} of {dtype} ({needed:,} bytes) but "
+                             f"only {max(available, 0):,} bytes follow it; the file is cut short or damaged")
 
 
 def open_array(path: str, key: str | None = None) -> np.ndarray:
@@ -63,15 +89,20 @@ def open_array(path: str, key: str | None = None) -> np.ndarray:
         key: The member of a ``.npz`` archive.
 
     Raises:
-        ArrayFileError: Unreadable file, missing member, compressed member or object array.
+        ArrayFileError: Unreadable file, missing member, compressed member, object array,
+            or a header declaring a shape larger than the file.
     """
     path = os.path.abspath(os.path.expanduser(path))
     if path.lower().endswith(".npz"):
         return _npz_member(path, key or "")
     try:
-        array = np.load(path, mmap_mode="r", allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        raise ArrayFileError(f"{path} is not a readable .npy file ({exc})") from None
-    if not isinstance(array, np.ndarray):
-        raise ArrayFileError(f"{path} is not a .npy array file")
-    return array
+        with open(path, "rb") as handle:
+            shape, fortran, dtype = _read_header(handle, path)
+            offset = handle.tell()
+            size = os.fstat(handle.fileno()).st_size
+    except OSError as exc:
+        raise ArrayFileError(f"{path} is not a readable .npy file ({exc.strerror or exc})") from None
+    _check_declared_size(shape, dtype, size - offset, path)
+    if math.prod(shape) == 0:
+        return np.empty(shape, dtype)  # mmap cannot map zero bytes
+    return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape, order="F" if fortran else "C")

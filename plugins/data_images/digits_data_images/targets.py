@@ -30,6 +30,8 @@ def _check_count(count: int, where: str) -> None:
 
 
 def _number(text, where: str) -> float:
+    if isinstance(text, bool):
+        raise ValueError(f"{where}: {text} is not a number")
     try:
         value = float(text)
     except (TypeError, ValueError):

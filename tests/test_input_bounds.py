@@ -1,0 +1,39 @@
+"""Every input bounded: sweep value lists, request bodies per kind of route, parts of an upload."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from digits_core.errors import FormValidationError
+from digits_core.sweep import MAX_SWEEP_JOBS, parse_values
+from digits_core.web.request_guard import MAX_BODY_BYTES, MAX_UPLOAD_PARTS
+
+
+def test_a_huge_sweep_list_is_refused_before_any_per_value_work():
+    """1.3 MB of distinct learning rates once held a request thread for 83 s (de-duplication was quadratic)."""
+    huge = ",".join(f"0.{i:07d}" for i in range(1, 150_000))
+    with pytest.raises(FormValidationError, match=f"149999 values; a sweep may create at most {MAX_SWEEP_JOBS}"):
+        parse_values("learning_rate", huge)
+    with pytest.raises(FormValidationError, match="at most"):
+        parse_values("learning_rate", [0.1] * (MAX_SWEEP_JOBS + 1))
+    assert parse_values("learning_rate", ",".join(["0.1", "0.01"] * 32)) == [0.1, 0.01]  # repeats count once
+    with pytest.raises(FormValidationError) as exc:
+        parse_values("learning_rate", "1" * 5000 + "x")
+    assert len(str(exc.value)) < 300  # the value is named cut, never echoed whole
+
+
+def test_a_json_body_over_the_limit_is_413_before_it_is_read(client, token):
+    body = b'{"name": "' + b"x" * (MAX_BODY_BYTES + 1) + b'"}'
+    resp = client.post("/api/models", data=body, content_type="application/json", headers={"X-CSRFToken": token})
+    assert resp.status_code == 413
+    small = client.post("/api/models", json={"name": "x"}, headers={"X-CSRFToken": token})
+    assert small.status_code == 400  # refused for what it says, not for its size
+
+
+def test_an_upload_with_too_many_parts_is_413(client, token):
+    files = {f"f{i}": (io.BytesIO(b"x"), f"{i}.png") for i in range(MAX_UPLOAD_PARTS + 1)}
+    resp = client.post("/datasets/new/image-classification", data={"csrf_token": token, **files},
+                       content_type="multipart/form-data")
+    assert resp.status_code == 413
