@@ -305,3 +305,29 @@ def test_userdata_json_cannot_hold_is_refused_naming_the_key(tmp_path):
 
     with pytest.raises(DatasetError, match='userdata of plugin "test-objects": key "records" is not JSON-serializable'):
         build_dataset(Objects, {}, jobs_dir=tmp_path / "jobs")
+
+
+# -- a DIGITS 6 built-in view (no setup.py, `from ..interface import`) made installable --------------------------------
+
+BUILTIN_VIEW = Path(__file__).resolve().parent / "digits6_plugins" / "builtin_view" / "rawOutput6"
+
+
+def test_wrap_digits6_writes_the_setup_and_fixes_only_the_relative_import(tmp_path, capsys):
+    from digits_core.cli import main
+
+    before = {p: p.read_bytes() for p in BUILTIN_VIEW.rglob("*") if p.is_file()}
+    assert main(["plugin", "wrap-digits6", str(BUILTIN_VIEW), "--dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    target = tmp_path / "digits6-view-raw-output6"
+    assert f"Wrote {target} (digits6-view-raw-output6, view entry point rawOutput6.view:Visualization)" in out
+    assert f"pip install --no-build-isolation {target}" in out
+    setup = (target / "setup.py").read_text()
+    assert 'entry_points={GROUP: ["class=rawOutput6.view:Visualization"]}' in setup
+    assert "from digits.extensions.view import GROUP" in setup and "'templates/view_template.html'" in setup
+    view = (target / "rawOutput6" / "view.py").read_text()
+    assert "from digits.extensions.view.interface import VisualizationInterface\n" in view and "..interface" not in view
+    original = (BUILTIN_VIEW / "view.py").read_text()
+    assert view == original.replace("from ..interface import", "from digits.extensions.view.interface import")
+    assert {p: p.read_bytes() for p in BUILTIN_VIEW.rglob("*") if p.is_file()} == before  # the folder is untouched
+    assert main(["plugin", "wrap-digits6", str(BUILTIN_VIEW), "--dir", str(tmp_path)]) != 0  # never overwrites
+    assert "exists already" in capsys.readouterr().err

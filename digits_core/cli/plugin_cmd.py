@@ -1,5 +1,6 @@
 """``digits plugin new data|view NAME [--dir DIR]``: start a new plugin package;
-``digits plugin check ID``: run the whole plugin contract on an installed plugin.
+``digits plugin check ID``: run the whole plugin contract on an installed plugin;
+``digits plugin wrap-digits6 PATH``: package a DIGITS 6 built-in view (or data) folder.
 
 The generated package (see :mod:`digits_core.scaffold`) pip-installs and is
 listed by ``digits plugins`` without edits; the guide
@@ -44,7 +45,32 @@ def register(subparsers) -> None:
     check.add_argument("--entries", type=int, default=3, metavar="N", help="entries encoded per stage (default: 3)")
     check.add_argument("--json", action="store_true", help="print the report as JSON")
     check.set_defaults(handler=run_check)
+    wrap = actions.add_parser(
+        "wrap-digits6",
+        help="package a DIGITS 6 built-in view folder as an installable plugin",
+        description="Copy a DIGITS 6 built-in extension folder (e.g. digits/extensions/view/imageSegmentation) "
+        "into DIR/digits6-<kind>-<name>/ with a setup.py and its entry point, and rewrite its relative "
+        "`from ..interface import` to digits6-compat's module; the folder itself is left as it is. "
+        "See docs/porting-digits6.md.",
+    )
+    wrap.add_argument("path", metavar="PATH", help="the extension folder (it has an __init__.py)")
+    wrap.add_argument("--dir", default=".", metavar="DIR", help="folder to create the distribution in (default: .)")
+    wrap.set_defaults(handler=run_wrap_digits6)
     parser.set_defaults(handler=lambda args: parser.print_help() or 0)
+
+
+def run_wrap_digits6(args) -> int:
+    """Write the distribution folder and print how to install it (and any id clash)."""
+    from ..scaffold.digits6 import wrap_digits6
+
+    wrapped = wrap_digits6(args.path, args.dir)
+    print(f"Wrote {wrapped.folder} ({wrapped.distribution}, {wrapped.kind} entry point {wrapped.entry_point})")
+    for name in wrapped.fixed_imports:
+        print(f"  {name}: from ..interface import -> from digits.extensions.{wrapped.kind}.interface import")
+    print(f"Install it next to digits6-compat:\n  pip install --no-build-isolation {wrapped.folder}")
+    if wrapped.plugin_id:
+        _warn_if_id_taken(wrapped.kind, wrapped.plugin_id, digits6=True)
+    return 0
 
 
 def run_new(args) -> int:
@@ -113,10 +139,11 @@ def run_check(args) -> int:
     return 0 if all(r.ok for r in reports) else 1
 
 
-def _warn_if_id_taken(kind: str, plugin_id: str) -> None:
+def _warn_if_id_taken(kind: str, plugin_id: str, digits6: bool = False) -> None:
     """Warn when an installed plugin of the same kind already uses ``plugin_id`` (they would clash)."""
     import sys
 
+    from ..plugin_discovery import DISABLE_ENV
     from ..plugin_registry import registry
 
     try:
@@ -124,7 +151,14 @@ def _warn_if_id_taken(kind: str, plugin_id: str) -> None:
     except Exception:  # noqa: BLE001 - a broken plugin must not stop the scaffold
         return
     other = installed.get(plugin_id)
-    if other is not None:
+    if other is not None and digits6:
+        record = next((r for r in registry.records() if r.kind == kind and r.id == plugin_id and r.obj is other), None)
+        distribution = getattr(record, "distribution", None) or "its distribution"
+        print(f'warning: the installed {kind} plugin {other.__module__}.{other.__qualname__} ({distribution}) '
+              f'already uses the id "{plugin_id}": the DIGITS 6 one will fail to load. Either disable that one '
+              f"({DISABLE_ENV}={distribution}) or rename this one (its get_id()). See docs/porting-digits6.md, "
+              '"Id clashes".', file=sys.stderr)
+    elif other is not None:
         print(f'warning: the installed {kind} plugin {other.__module__}.{other.__qualname__} already uses the id '
               f'"{plugin_id}"; installing this one too makes one of them fail to load. Rename it unless you '
               "mean to replace that plugin.", file=sys.stderr)
