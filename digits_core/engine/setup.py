@@ -22,6 +22,7 @@ from ..job_record import ModelRecord, SnapshotEntry
 from ..jobs import Job
 from . import jobio
 from .augmentation import check_augmentation
+from .batchnorm import fit_batchnorm_momentum
 from .distribute import cluster_from_env
 from .losses import auto_class_weights
 from .networks import NetworkSpec
@@ -247,6 +248,8 @@ def _build_model(state: RunState) -> None:
             _, state.custom_loss, state.custom_metrics = build()
     else:
         state.model, state.custom_loss, state.custom_metrics = build()
+        if spec.source == "builtin":  # statistics that follow training within an epoch, even on small sets
+            fit_batchnorm_momentum(state.model, state.steps_per_epoch)
         if opts.pretrained:
             state.fine_tune_report = fine_tune(state.model, str(opts.pretrained), state.folder.parent)
     _check_model(state)

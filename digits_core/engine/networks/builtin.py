@@ -145,16 +145,37 @@ def _crop_back(x, pads, L):
     return x
 
 
-def _conv_bn_relu(x, filters, name, batchnorm, L):
-    x = L.Conv2D(filters, 3, padding="same", use_bias=not batchnorm, name=name)(x)
-    if batchnorm:
-        x = L.BatchNormalization(name=f"{name}_bn")(x)
+#: Groups of ``norm="group"`` (fewer when a layer has fewer channels).
+_GN_GROUPS = 8
+
+
+def _norm_kind(norm: str, batchnorm: bool | None) -> str:
+    """``"group"``, ``"batch"`` or ``"none"`` (``batchnorm=False/True``, the old parameter, still works)."""
+    if batchnorm is not None:
+        return "batch" if batchnorm else "none"
+    if norm not in ("group", "batch", "none"):
+        from ...errors import TrainingError
+
+        raise TrainingError(f'network parameter norm must be "group", "batch" or "none", not "{norm}"')
+    return norm
+
+
+def _conv_bn_relu(x, filters, name, norm, L):
+    x = L.Conv2D(filters, 3, padding="same", use_bias=norm == "none", name=name)(x)
+    if norm == "batch":
+        x = L.BatchNormalization(name=f"{name}_bn")(x)  # momentum: set by engine.batchnorm
+    elif norm == "group":
+        x = L.GroupNormalization(groups=min(_GN_GROUPS, filters), name=f"{name}_gn")(x)
     return L.Activation("relu", name=f"{name}_relu")(x)
 
 
-def unet(input_shape, num_outputs, filters: int = 8, depth: int = 4, batchnorm: bool = True, **_):
-    """A small U-Net (default segmentation network): ``depth`` levels of two 3x3 conv-BN-ReLU,
+def unet(input_shape, num_outputs, filters: int = 8, depth: int = 4, norm: str = "batch",
+         batchnorm: bool | None = None, **_):
+    """A small U-Net (default segmentation network): ``depth`` levels of two 3x3 conv-norm-ReLU,
     doubling ``filters`` per level, transposed-conv upsampling with skip connections.
+
+    ``norm``: ``"batch"`` (BatchNormalization, whose momentum the engine fits to the
+    steps per epoch), ``"group"`` (GroupNormalization, 8 groups) or ``"none"``.
 
     With the defaults (8 filters, depth 4) it has about 0.47 M parameters.
     """
@@ -164,7 +185,7 @@ def unet(input_shape, num_outputs, filters: int = 8, depth: int = 4, batchnorm: 
     x, pads = _pad_to_multiple(inputs, input_shape, 2 ** depth, L)
     skips = []
     f = int(filters)
-    bn = bool(batchnorm)
+    bn = _norm_kind(norm, batchnorm)
     for level in range(depth):
         x = _conv_bn_relu(x, f * 2 ** level, f"down{level}_conv1", bn, L)
         x = _conv_bn_relu(x, f * 2 ** level, f"down{level}_conv2", bn, L)
