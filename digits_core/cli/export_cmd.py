@@ -1,28 +1,49 @@
-"""``digits export``: a trained model as a ``.tar.gz`` (SavedModel or Keras file, labels, mean, info.json)."""
+"""``digits export``: a trained model as a ``.tar.gz`` (SavedModel, ONNX, TFLite or Keras file, parity report)."""
 
 from __future__ import annotations
+
+import json
 
 
 def register(subparsers) -> None:
     """Add the ``export`` command."""
     parser = subparsers.add_parser(
-        "export", help="export a trained model (.tar.gz with a SavedModel, labels, mean, info.json)",
-        description="Write one epoch of a model job as a .tar.gz: a TensorFlow SavedModel whose serving "
-        "signature takes raw images (resize, mean subtraction and crop inside), or the Keras file, plus "
-        "labels.txt, mean.npy, info.json and the custom network file when there is one.",
+        "export", help="export a trained model (.tar.gz: SavedModel, ONNX, TFLite or Keras, with a parity report)",
+        description="Write one epoch of a model job as a .tar.gz: a TensorFlow SavedModel (TF Serving layout), an "
+        "ONNX or a TFLite model whose input is raw images of any size (the dataset's resize mode, mean "
+        "subtraction, crop and the task's post-processing inside), or the Keras file, plus labels.txt, mean.npy, "
+        "info.json and parity.json: the export run in its own runtime against digits infer on the dataset's "
+        "validation images.",
     )
     parser.add_argument("--model", required=True, metavar="ID", help="model job id (or unique prefix)")
     parser.add_argument("--epoch", type=float, default=None, metavar="N", help="snapshot epoch (default: the last)")
-    parser.add_argument("--format", choices=["savedmodel", "keras"], default="savedmodel",
-                        help="savedmodel (default; preprocessing inside) or keras (the bare network)")
+    parser.add_argument("--format", choices=["savedmodel", "onnx", "tflite", "keras"], default="savedmodel",
+                        help="savedmodel (default), onnx or tflite (preprocessing inside), or keras (the bare network)")
+    parser.add_argument("--quantize", choices=["dynamic", "float16"], default=None,
+                        help="tflite only: dynamic-range (int8 weights) or float16 quantization (default: float32)")
+    parser.add_argument("--input-channels", type=int, choices=[1, 3], default=None, metavar="C",
+                        help="channels of the raw input images when they differ from the dataset's (converted inside)")
+    parser.add_argument("--parity-sample", type=int, default=64, metavar="N",
+                        help="validation images in the parity report (default: 64; 0: no report)")
+    parser.add_argument("--allow-mismatch", action="store_true",
+                        help="keep an export whose parity report falls below its threshold")
     parser.add_argument("--out", required=True, metavar="FILE.tar.gz", help="archive to write")
     parser.set_defaults(handler=run)
 
 
 def run(args) -> int:
-    """Export the model and print the archive's path."""
-    from ..inference.export import export_model
+    """Export the model, print its parity report and the archive's path."""
+    import tarfile
 
-    path = export_model(args.model, args.out, epoch=args.epoch, format=args.format, jobs_dir=args.jobs_dir)
+    from ..inference.export import PARITY_FILE, export_model
+
+    path = export_model(args.model, args.out, epoch=args.epoch, format=args.format, quantize=args.quantize,
+                        channels_in=args.input_channels, parity_sample=args.parity_sample or None,
+                        allow_mismatch=args.allow_mismatch, jobs_dir=args.jobs_dir)
+    with tarfile.open(path) as tar:
+        member = next((m for m in tar.getmembers() if m.name.endswith("/" + PARITY_FILE)), None)
+        if member is not None:
+            report = json.load(tar.extractfile(member))
+            print("parity: " + json.dumps(report, sort_keys=True))
     print(f"wrote {path}")
     return 0

@@ -1,47 +1,38 @@
-"""``export_model()``: a trained model as a self-describing ``.tar.gz``.
+"""``export_model()``: a trained model as a self-describing ``.tar.gz``, with its parity report.
 
 Archive layout (one top folder, ``<model id>-epoch-<N>/``)::
 
-    saved_model/     TensorFlow SavedModel (format "savedmodel", the default)
-    model.keras      the Keras snapshot (format "keras")
-    info.json        model and dataset metadata, preprocessing, signature description
-    labels.txt       class names, one per line (when the model has classes)
-    mean.npy         float32 H×W×C mean image (when mean subtraction is used)
-    network.py       the custom network file (when the model was trained from one)
+    serving/<id>/<version>/  TensorFlow SavedModel in TF Serving's layout (format "savedmodel", the default)
+    saved_model              a link to that folder
+    model.onnx               ONNX (format "onnx"; run it with onnxruntime)
+    model.tflite             TFLite (format "tflite"; float32, or quantize "dynamic" / "float16")
+    model.keras              the bare Keras network (format "keras")
+    parity.json              the export in its own runtime against ``digits infer`` (see export_parity)
+    info.json                model and dataset metadata, preprocessing, signature description
+    labels.txt               class names, one per line (when the model has classes)
+    mean.npy                 float32 H×W×C mean image (when mean subtraction is used)
+    network.py               the custom network file (when the model was trained from one)
 
-The SavedModel's ``serving_default`` signature takes the *raw* image
-tensor ``images``: ``[N, h, w, C]`` of the dataset's dtype (e.g. uint8),
-any ``h × w``. Inside it: a bilinear resize (antialiased, aspect ratio
-ignored, i.e. ``squash``) to the dataset's ``H × W`` when the size differs,
-the cast to float32, mean subtraction, scaling and centre crop exactly as
-the training engine's preprocessing, then the network. It returns
-``{"outputs": ...}`` (class probabilities ``[N, K]`` or per-pixel
-probabilities ``[N, H', W', K]``). Images already at the dataset size give
-exactly what ``digits infer`` gives; other sizes are resized within 1.0
-intensity level per pixel of :func:`digits_core.resize.resize_image`'s
-``squash`` (tested in ``tests/test_preprocessing_parity.py``). Load it with plain TensorFlow::
+Every format but ``keras`` holds one graph (:mod:`~digits_core.inference.export_signature`):
+raw images ``images`` ``[N, h, w, C]`` of the dataset's dtype and any size
+in; exactly the dataset's resize mode (``digits_core.resize``; fill and
+half-crop padded with mid-grey, as ``digits infer`` pads), mean
+subtraction, scale, centre crop, the network and the task's
+post-processing inside (top-N, argmax, boxes in input pixels above the
+score threshold). Load the SavedModel with plain TensorFlow::
 
     import tensorflow as tf
     serve = tf.saved_model.load("saved_model").signatures["serving_default"]
-    probabilities = serve(images=tf.constant(batch_uint8))["outputs"]
-
-Detection models (task ``detection``) export a different
-``serving_default``: it takes ``encoded``, a ``[N]`` string tensor of PNG
-or JPEG files of any size, decodes and resizes each (bilinear, ``squash``)
-to the network size, runs the network and its in-graph top-K decoding, and
-returns ``boxes`` ``[N, K, 4]`` (``x1, y1, x2, y2`` in each *input* image's
-pixels), ``scores`` ``[N, K]`` and ``classes`` ``[N, K]`` (int32 class ids,
-names in ``labels.txt``), best first; K = 100, filter by score::
-
-    serve = tf.saved_model.load("saved_model").signatures["serving_default"]
-    out = serve(encoded=tf.constant([open("street.png", "rb").read()]))
+    out = serve(images=tf.constant(batch_uint8))      # {"outputs", "classes", "scores"} for a classifier
 
 The ``keras`` format holds the bare network instead: apply the
 preprocessing described in ``info.json`` (``(x - mean) * scale``, then the
-centre crop) yourself.
+centre crop) yourself, on images prepared as the dataset's were.
 
-An export is also kept in the model job's ``export/`` folder, where the web
-UI's download serves it from.
+Each export's parity report is written into the archive; one below its
+threshold fails the export (naming the worst input) unless
+``allow_mismatch``. An export is also kept in the model job's ``export/``
+folder, where the web UI's download serves it from.
 """
 
 from __future__ import annotations
@@ -58,21 +49,26 @@ import numpy as np
 
 from .. import __version__
 from ..errors import InferenceError
+from .export_formats import serving_version, write_onnx, write_savedmodel, write_tflite
+from .export_parity import DEFAULT_SAMPLE, parity_report
 from .model import InferenceModel, load_inference_model
 
-FORMATS = ("savedmodel", "keras")
+FORMATS = ("savedmodel", "onnx", "tflite", "keras")
 EXPORT_DIR = "export"
+PARITY_FILE = "parity.json"
 
 
 def _epoch_tag(epoch) -> str:
     return f"{epoch:03d}" if isinstance(epoch, int) else f"{epoch:g}"
 
 
-def _info(loaded: InferenceModel, fmt: str) -> dict:
+def _info(loaded: InferenceModel, fmt: str, channels_in: int | None, quantize: str | None) -> dict:
+    from .export_signature import describe_signature
+
     prep = loaded.preprocessing
-    h, w, c = loaded.feature_shape
     return {
         "format": fmt,
+        "quantize": quantize,
         "digits_core_version": __version__,
         "model": loaded.describe(),
         "task": loaded.task,
@@ -83,83 +79,23 @@ def _info(loaded: InferenceModel, fmt: str) -> dict:
         "dataset": {**loaded.dataset.to_dict(), "resize_mode": loaded.dataset.resize_mode},
         "preprocessing": {**prep.to_dict(), "mean_file": "mean.npy" if prep.mean is not None else None,
                           "order": "cast to float32, subtract mean, multiply by scale, centre crop"},
-        "signature": _detection_signature(loaded) if loaded.task == "detection" and fmt == "savedmodel" else {
-            "name": "serving_default",
-            "input": {"name": "images", "shape": [None, None, None, c], "dtype": loaded.feature_dtype.name,
-                      "resized_to": [h, w], "resize": "bilinear, antialiased, aspect ratio ignored (squash)"},
-            "output": {"name": "outputs", "shape": [None, *loaded.model.output_shape[1:]]},
-        } if fmt == "savedmodel" else None,
+        "signature": describe_signature(loaded, channels_in) if fmt != "keras" else None,
+        "tf_serving": {"base_path": f"serving/{loaded.id}", "version": serving_version(loaded.epoch)}
+        if fmt == "savedmodel" else None,
         "options": loaded.info.get("options"),
     }
 
 
-def _detection_signature(loaded: InferenceModel) -> dict:
-    h, w, c = loaded.feature_shape
-    return {"name": "serving_default",
-            "input": {"name": "encoded", "shape": [None], "dtype": "string",
-                      "content": "PNG or JPEG file bytes, any size", "resized_to": [h, w], "resize": "bilinear (squash)"},
-            "outputs": {"boxes": {"shape": [None, 100, 4], "coordinates": "x1, y1, x2, y2 in input image pixels"},
-                        "scores": {"shape": [None, 100]}, "classes": {"shape": [None, 100], "dtype": "int32"}}}
-
-
-def _detection_endpoint(loaded: InferenceModel):
-    """``serve(encoded)`` for a detector: decode, resize, detect, boxes back in each input's pixels."""
-    import tensorflow as tf
-
-    h, w, c = loaded.feature_shape
-    dtype = tf.as_dtype(loaded.feature_dtype)
-
-    def prepare(data):
-        image = tf.io.decode_image(data, channels=c, dtype=dtype, expand_animations=False)
-        size = tf.cast(tf.shape(image)[:2], tf.float32)
-        image = tf.image.resize(tf.cast(image, tf.float32), (h, w), method="bilinear")
-        return image, size
-
-    def serve(encoded):
-        images, sizes = tf.map_fn(prepare, encoded, fn_output_signature=(
-            tf.TensorSpec([h, w, c], tf.float32), tf.TensorSpec([2], tf.float32)))
-        rows = loaded.serve(images)
-        scale = tf.stack([sizes[:, 1] / w, sizes[:, 0] / h, sizes[:, 1] / w, sizes[:, 0] / h], axis=-1)
-        return {"boxes": rows[..., 2:] * scale[:, None, :], "scores": rows[..., 1],
-                "classes": tf.cast(rows[..., 0], tf.int32)}
-
-    return serve, [tf.TensorSpec([None], tf.string, name="encoded")]
-
-
-def _write_savedmodel(loaded: InferenceModel, folder: Path) -> None:
-    import keras
-    import tensorflow as tf
-
-    if loaded.task == "detection":
-        archive = keras.export.ExportArchive()
-        archive.track(loaded.model)
-        detect, signature = _detection_endpoint(loaded)
-        archive.add_endpoint("serving_default", detect, input_signature=signature)
-        archive.write_out(str(folder / "saved_model"), verbose=False)
-        return
-    h, w, c = loaded.feature_shape
-    dtype = tf.as_dtype(loaded.feature_dtype)
-
-    def serve(images):
-        size = tf.shape(images)[1:3]
-        same = tf.reduce_all(tf.equal(size, tf.constant([h, w], tf.int32)))
-        x = tf.cond(same, lambda: tf.cast(images, tf.float32),
-                    lambda: tf.image.resize(tf.cast(images, tf.float32), (h, w), method="bilinear", antialias=True))
-        x = tf.ensure_shape(x, [None, h, w, c])
-        return {"outputs": loaded.serve(x)}
-
-    archive = keras.export.ExportArchive()
-    archive.track(loaded.model)
-    archive.add_endpoint("serving_default", serve,
-                         input_signature=[tf.TensorSpec([None, None, None, c], dtype, name="images")])
-    archive.write_out(str(folder / "saved_model"), verbose=False)
-
-
-def build_export_folder(loaded: InferenceModel, fmt: str, folder: Path) -> Path:
-    """Write the export files of ``loaded`` into ``folder`` (created)."""
+def build_export_folder(loaded: InferenceModel, fmt: str, folder: Path, *, quantize: str | None = None,
+                        channels_in: int | None = None, parity_sample: int | None = DEFAULT_SAMPLE) -> Path:
+    """Write the export files of ``loaded`` into ``folder`` (created), and ``parity.json`` unless ``parity_sample`` is None."""
     folder.mkdir(parents=True)
     if fmt == "savedmodel":
-        _write_savedmodel(loaded, folder)
+        write_savedmodel(loaded, folder, channels_in)
+    elif fmt == "onnx":
+        write_onnx(loaded, folder / "model.onnx", channels_in)
+    elif fmt == "tflite":
+        write_tflite(loaded, folder / "model.tflite", channels_in, quantize)
     else:
         shutil.copy2(loaded.snapshot, folder / "model.keras")
     prep = loaded.preprocessing
@@ -170,42 +106,75 @@ def build_export_folder(loaded: InferenceModel, fmt: str, folder: Path) -> Path:
     network_file = Path(loaded.job.path) / "network.py"
     if network_file.is_file():
         shutil.copy2(network_file, folder / "network.py")
-    (folder / "info.json").write_text(json.dumps(_info(loaded, fmt), indent=2, default=str) + "\n", encoding="utf-8")
+    (folder / "info.json").write_text(json.dumps(_info(loaded, fmt, channels_in, quantize), indent=2, default=str) + "\n",
+                                      encoding="utf-8")
+    if parity_sample and (channels_in in (None, loaded.feature_shape[2])):
+        report = parity_report(loaded, fmt, folder, sample=parity_sample, quantized=bool(quantize))
+        (folder / PARITY_FILE).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     return folder
 
 
+def read_parity(folder: Path) -> dict | None:
+    """The ``parity.json`` of an export folder (``None`` when there is none)."""
+    path = folder / PARITY_FILE
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+def _check_parity(report: dict | None, allow_mismatch: bool) -> None:
+    if report is None or report.get("passed") or allow_mismatch:
+        return
+    figures = ", ".join(f"{k} {report[k]:.4g}" for k in ("top1_agreement", "mask_iou", "boxes_matched", "max_abs_diff")
+                        if isinstance(report.get(k), (int, float)))
+    raise InferenceError(f'The {report.get("format")} export does not match digits infer ({figures}); worst input: '
+                         f'{report.get("worst_input")}. Export with --allow-mismatch to keep it anyway.')
+
+
 def export_model(model_id, out: str | os.PathLike, *, epoch: int | float | None = None, format: str = "savedmodel",
-                 jobs_dir=None) -> Path:
+                 quantize: str | None = None, channels_in: int | None = None, parity_sample: int | None = DEFAULT_SAMPLE,
+                 allow_mismatch: bool = False, jobs_dir=None) -> Path:
     """Export one epoch of a trained model as a ``.tar.gz`` (see the module docstring for its content).
 
     Args:
         model_id: Model job id, unique prefix or job folder.
         out: The archive to write (``.tar.gz``); its folder must exist.
         epoch: Snapshot epoch (default: the last).
-        format: ``"savedmodel"`` (serving signature with preprocessing inside) or ``"keras"``.
+        format: ``"savedmodel"``, ``"onnx"``, ``"tflite"`` (preprocessing and post-processing inside) or ``"keras"``.
+        quantize: TFLite only: ``"dynamic"`` (int8 weights) or ``"float16"``; default float32.
+        channels_in: Channels of the raw input images when they differ from the dataset's (1 ↔ 3, converted inside;
+            no parity report then: the dataset has no such images).
+        parity_sample: Validation images in the parity report (``None``: no report).
+        allow_mismatch: Keep an export whose parity report fails.
         jobs_dir: The jobs folder.
 
     Returns:
         The path of the archive.
 
     Raises:
-        InferenceError: Unknown format or unwritable output.
+        InferenceError: Unknown format, a converter that cannot convert an op, a failed parity report, unwritable output.
         JobNotFoundError: No such model.
     """
     if format not in FORMATS:
         raise InferenceError(f'Unknown export format "{format}"; choose one of {", ".join(FORMATS)}.')
+    if quantize and format != "tflite":
+        raise InferenceError(f"--quantize applies to the tflite format, not {format}.")
     out = Path(out).expanduser()
     if not out.parent.is_dir():
         raise InferenceError(f"Cannot write {out}: folder {out.parent} does not exist.")
     loaded = load_inference_model(model_id, epoch=epoch, jobs_dir=jobs_dir)
     name = f"{loaded.id}-epoch-{_epoch_tag(loaded.epoch)}"
+    variant = "-".join(str(v) for v in (format, quantize, channels_in and f"{channels_in}ch") if v)
     cache_root = Path(loaded.job.path) / EXPORT_DIR
-    cached = cache_root / f"{name}-{format}"
-    if not (cached / "info.json").is_file() or cached.stat().st_mtime < loaded.snapshot.stat().st_mtime:
+    cached = cache_root / f"{name}-{variant}"
+    fresh = (cached / "info.json").is_file() and cached.stat().st_mtime >= loaded.snapshot.stat().st_mtime
+    if fresh and parity_sample and read_parity(cached) is None and channels_in in (None, loaded.feature_shape[2]):
+        fresh = False
+    if not fresh:
         cache_root.mkdir(exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=".export-", dir=cache_root))
         try:
-            build_export_folder(loaded, format, staging / name)
+            built = build_export_folder(loaded, format, staging / name, quantize=quantize, channels_in=channels_in,
+                                        parity_sample=parity_sample)
+            _check_parity(read_parity(built), allow_mismatch)
             if cached.exists():
                 shutil.rmtree(cached, ignore_errors=True)
             try:
@@ -215,6 +184,8 @@ def export_model(model_id, out: str | os.PathLike, *, epoch: int | float | None 
                     raise
         finally:
             shutil.rmtree(staging, ignore_errors=True)
+    else:
+        _check_parity(read_parity(cached), allow_mismatch)
     # A name of its own per call: two downloads of one epoch at once must not write one temporary file.
     tmp = out.with_name(f".{out.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
     try:

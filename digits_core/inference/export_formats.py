@@ -1,0 +1,122 @@
+"""Writing the serving function (:mod:`~digits_core.inference.export_signature`) in each format.
+
+* ``savedmodel``: a TensorFlow SavedModel in TF Serving's folder layout,
+  ``serving/<model id>/<version>/saved_model.pb`` (version: the epoch, or the
+  epoch × 1000 for fractional epochs), so ``tensorflow_model_server
+  --model_base_path=.../serving/<model id>`` loads it unchanged;
+  ``saved_model`` is a link to that folder.
+* ``onnx``: ``model.onnx`` through ``tf2onnx`` (opset 17), the same float64
+  preparation graph; runs in ``onnxruntime``.
+* ``tflite``: ``model.tflite`` through ``tf.lite.TFLiteConverter`` (TFLite
+  has no float64 kernels: the preparation graph runs in float32); float32
+  weights by default, ``quantize="dynamic"`` (int8 weights) or ``"float16"``.
+
+Converters that cannot translate an op raise :class:`InferenceError` naming it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+from ..errors import InferenceError
+from .model import InferenceModel
+
+QUANTIZE = ("dynamic", "float16")
+ONNX_OPSET = 17
+
+
+def serving_version(epoch: int | float) -> int:
+    """TF Serving's integer version of an epoch (fractional epochs × 1000)."""
+    return int(epoch) if float(epoch).is_integer() else int(round(float(epoch) * 1000))
+
+
+def _export_archive(loaded: InferenceModel, serve, signature: list, folder: Path) -> None:
+    import keras
+
+    archive = keras.export.ExportArchive()
+    archive.track(loaded.model)
+    archive.add_endpoint("serving_default", serve, input_signature=signature)
+    archive.write_out(str(folder), verbose=False)
+
+
+def write_savedmodel(loaded: InferenceModel, folder: Path, channels_in: int | None = None) -> Path:
+    """Write ``serving/<id>/<version>/`` and the ``saved_model`` link into ``folder``; return the SavedModel folder."""
+    from .export_signature import serving_function
+
+    target = folder / "serving" / loaded.id / str(serving_version(loaded.epoch))
+    target.parent.mkdir(parents=True)
+    serve, signature = serving_function(loaded, channels_in=channels_in)
+    _export_archive(loaded, serve, signature, target)
+    os.symlink(os.path.relpath(target, folder), folder / "saved_model")
+    return target
+
+
+def _unsupported(exc: Exception, converter: str) -> InferenceError:
+    text = str(exc)
+    ops = sorted(set(re.findall(r"'(tf\.[A-Za-z0-9_]+)' op is neither", text))
+                 | set(re.findall(r"[Uu]nsupported ops?:?\s*\[?([A-Za-z0-9_, ]+)", text)))
+    what = f"the op(s) {', '.join(ops)}" if ops else f"the graph ({text.splitlines()[0][:300] if text else type(exc).__name__})"
+    return InferenceError(f"{converter} cannot convert this model: {what}. Export it as savedmodel or keras instead, "
+                          "or replace the layer that uses it in the network.")
+
+
+def write_onnx(loaded: InferenceModel, path: Path, channels_in: int | None = None) -> None:
+    """Convert the serving function to ONNX at ``path``.
+
+    Raises:
+        InferenceError: ``tf2onnx`` is not installed, or cannot convert an op (named).
+    """
+    import tensorflow as tf
+
+    from .export_signature import serving_function
+
+    try:
+        import tf2onnx
+    except ImportError:
+        raise InferenceError('ONNX export needs tf2onnx and onnx: pip install "digits-core[export]".') from None
+    serve, signature = serving_function(loaded, channels_in=channels_in)
+    function = tf.function(serve, input_signature=signature)
+    try:
+        tf2onnx.convert.from_function(function, input_signature=signature, opset=ONNX_OPSET, output_path=str(path))
+    except Exception as exc:  # noqa: BLE001 - tf2onnx raises many types; the message names the op
+        raise _unsupported(exc, "tf2onnx") from None
+
+
+def write_tflite(loaded: InferenceModel, path: Path, channels_in: int | None = None, quantize: str | None = None) -> None:
+    """Convert the serving function (float32 preparation) to TFLite at ``path``.
+
+    Raises:
+        InferenceError: Unknown ``quantize``, or an op TFLite's builtins lack (named).
+    """
+    import tensorflow as tf
+
+    from .export_signature import serving_function
+
+    if quantize not in (None, *QUANTIZE):
+        raise InferenceError(f'Unknown TFLite quantization "{quantize}"; choose one of {", ".join(QUANTIZE)}.')
+    serve, signature = serving_function(loaded, channels_in=channels_in, float_type=tf.float32)
+    # Through a SavedModel: converting the concrete function directly leaves Keras 3 variables unfrozen (NaN outputs).
+    staging = Path(tempfile.mkdtemp(prefix=".tflite-", dir=path.parent))
+    try:
+        _export_archive(loaded, serve, signature, staging / "saved_model")
+        converter = tf.lite.TFLiteConverter.from_saved_model(str(staging / "saved_model"))
+        _convert_tflite(converter, path, quantize)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _convert_tflite(converter, path: Path, quantize: str | None) -> None:
+    import tensorflow as tf
+
+    if quantize:
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+        if quantize == "float16":
+            converter.target_spec.supported_types = [tf.float16]
+    try:
+        path.write_bytes(converter.convert())
+    except Exception as exc:  # noqa: BLE001 - the converter's errors name the ops it lacks
+        raise _unsupported(exc, "The TFLite converter") from None
