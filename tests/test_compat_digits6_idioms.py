@@ -331,3 +331,26 @@ def test_wrap_digits6_writes_the_setup_and_fixes_only_the_relative_import(tmp_pa
     assert {p: p.read_bytes() for p in BUILTIN_VIEW.rglob("*") if p.is_file()} == before  # the folder is untouched
     assert main(["plugin", "wrap-digits6", str(BUILTIN_VIEW), "--dir", str(tmp_path)]) != 0  # never overwrites
     assert "exists already" in capsys.readouterr().err
+
+
+def test_import_dicom_is_pydicom_with_read_file(tmp_path):
+    """DIGITS 6's Sunnybrook plugin: ``import dicom; dicom.read_file(path).pixel_array`` on pydicom 3."""
+    import dicom
+    import pydicom
+    from pydicom.dataset import FileDataset, FileMetaDataset
+    from pydicom.uid import ExplicitVRLittleEndian, generate_uid
+
+    meta = FileMetaDataset()
+    meta.MediaStorageSOPClassUID, meta.MediaStorageSOPInstanceUID = "1.2.840.10008.5.1.4.1.1.4", generate_uid()
+    meta.TransferSyntaxUID = ExplicitVRLittleEndian
+    ds = FileDataset("x.dcm", {}, file_meta=meta, preamble=b"\0" * 128)
+    ds.SOPClassUID, ds.SOPInstanceUID = meta.MediaStorageSOPClassUID, meta.MediaStorageSOPInstanceUID
+    ds.Rows, ds.Columns, ds.SamplesPerPixel, ds.PhotometricInterpretation = 4, 5, 1, "MONOCHROME2"
+    ds.BitsAllocated, ds.BitsStored, ds.HighBit, ds.PixelRepresentation = 16, 12, 11, 0
+    ds.PixelData = np.arange(20, dtype=np.uint16).tobytes()
+    ds.save_as(tmp_path / "IM-0001-0001.dcm", enforce_file_format=True)
+
+    assert not hasattr(pydicom, "read_file")  # pydicom 3 removed it
+    image = dicom.read_file(str(tmp_path / "IM-0001-0001.dcm")).pixel_array
+    assert image.shape == (4, 5) and image[3, 4] == 19
+    assert dicom.Dataset is pydicom.Dataset and dicom.dcmread is pydicom.dcmread
