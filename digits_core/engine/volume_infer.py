@@ -86,12 +86,17 @@ def infer_volume(model: Any, sources: list, *, jobs_dir=None, out_dir: str | Non
     net = keras.models.load_model(model_file, compile=False)
     config = info["volume"]
     labels = list(info.get("class_labels") or [])
-    results = []
+    results: list[VolumeResult] = []
+    names: set[str] = set()
     for source in sources:
         try:
             volume, context = plugin.load_inference_volume(str(source))
         except DigitsError as exc:
             raise InferenceError(str(exc)) from None
+        name = str(context.get("name") or "volume")
+        if name in names:  # two inputs of one name (a case's NIfTI and its series) never overwrite each other
+            name = context["name"] = f"{name}_{len(results) + 1}"
+        names.add(name)
         probs = predict_volume(net, volume.array.astype(np.float32), config["network"], config["patch"],
                                int(info["num_outputs"]), overlap=config["overlap"],
                                adjacent=config["adjacent_slices"], unit=2 ** (config["levels"] - 1))

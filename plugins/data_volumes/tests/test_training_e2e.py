@@ -1,0 +1,106 @@
+"""From the command line: a synthetic Decathlon task → msd-volumes → unet3d / unet2.5d → digits infer → NIfTI / DICOM-SEG.
+
+Real TensorFlow training on tiny volumes (12×24×24), short runs: these check that the pieces work and
+learn, not the default-options figure (README "3-D volumes" has that, with its command).
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from digits_core.cli import main
+
+pytestmark = pytest.mark.slow
+
+
+def _metrics(job_folder):
+    points = [json.loads(line) for line in (job_folder / "metrics.jsonl").read_text().splitlines()]
+    return {p["name"]: p["value"] for p in points}  # the last value of each name
+
+
+@pytest.fixture(scope="module")
+def trained(synth, tmp_path_factory):
+    jobs = tmp_path_factory.mktemp("jobs")
+    assert main(["--jobs-dir", str(jobs), "dataset", "create", "msd-volumes",
+                 "--data-folder", str(synth.task), "--pct-val", "34"]) == 0
+    (dataset,) = [p for p in jobs.iterdir() if (p / "dataset" / "dataset.json").is_file()]
+    assert main(["--jobs-dir", str(jobs), "train", "--dataset", dataset.name, "--network", "unet3d", "--quiet",
+                 "--epochs", "6", "--validation-interval", "3", "--network-param", "steps_per_epoch=15"]) == 0
+    (model,) = [p for p in jobs.iterdir() if (p / "model.keras").is_file()]
+    return jobs, dataset, model
+
+
+def test_unet3d_trains_from_the_cli_and_logs_per_case_dice_and_hd95(trained):
+    _, _, model = trained
+    info = json.loads((model / "model.json").read_text())
+    assert info["kind"] == "volume" and info["network"] == "unet3d"
+    assert info["volume"]["patch"] == [8, 16, 16]  # ¾ of 12×24×24, divisible by 4
+    metrics = _metrics(model)
+    assert metrics["val_dice"] > 0.6, metrics
+    assert len(info["val_cases"]) == 2  # per case, as the Decathlon reports
+    assert metrics["val_dice"] == pytest.approx(np.mean([c["dice"] for c in info["val_cases"]]))
+    assert np.isfinite(metrics["val_hd95"]) and metrics["val_hd95"] >= 0
+    epochs = sorted({json.loads(line)["epoch"] for line in (model / "metrics.jsonl").read_text().splitlines()
+                     if '"val_dice"' in line})
+    assert epochs == [3.0, 6.0]  # validation every 3 epochs
+
+
+def test_infer_writes_nifti_with_the_source_affine_and_a_seg_for_a_series(trained, synth, tmp_path, capsys):
+    import highdicom as hd
+    import nibabel as nib
+
+    jobs, _, model = trained
+    flipped = synth.task / "imagesTr" / "heart_001.nii.gz"  # stored with a mirrored i axis
+    series = synth.dicom / "heart_001"
+    assert main(["--jobs-dir", str(jobs), "infer", "--model", model.name, str(flipped), str(series),
+                 "--out", str(tmp_path), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    source = nib.load(str(flipped))
+    result = nib.load(report[0]["files"][0])
+    assert np.array_equal(result.affine, source.affine) and result.shape == source.shape
+    truth = np.asanyarray(nib.load(str(synth.task / "labelsTr" / "heart_001.nii.gz")).dataobj)
+    pred = np.asanyarray(result.dataobj)
+    assert 2 * np.logical_and(pred == 1, truth == 1).sum() / ((pred == 1).sum() + (truth == 1).sum()) > 0.5
+    assert report[0]["volumes_ml"]["left atrium"] > 0
+    seg = hd.seg.segread(report[1]["files"][1])
+    assert seg.number_of_frames == 12  # one frame per source slice, multi-frame
+    from digits_data_volumes.geometry import read_series
+
+    _, ordered = read_series(series)
+    sop_uids = [str(__import__("pydicom").dcmread(s.path, stop_before_pixels=True).SOPInstanceUID) for s in ordered]
+    series_nifti = np.asanyarray(nib.load(report[1]["files"][0]).dataobj)  # i, j, k of the series
+    frames = seg.get_pixels_by_source_instance(sop_uids, combine_segments=True, skip_overlap_checks=True)
+    assert np.array_equal(frames, np.transpose(series_nifti, (2, 1, 0)))  # voxel for voxel, slice by slice
+    assert report[1]["files"][0].endswith("heart_001_2_seg.nii.gz")  # not over the NIfTI input's result
+    from_series = nib.as_closest_canonical(nib.load(report[1]["files"][0]))  # same place in RAS, both ways
+    from_nifti = nib.as_closest_canonical(result)
+    assert np.allclose(from_series.affine, from_nifti.affine)
+    assert np.array_equal(np.asanyarray(from_series.dataobj), np.asanyarray(from_nifti.dataobj))
+
+def test_a_2d_image_given_to_a_3d_network_is_a_clear_error(trained, tmp_path, capsys):
+    from PIL import Image
+
+    jobs, _, model = trained
+    picture = tmp_path / "slice.png"
+    Image.fromarray(np.zeros((24, 24), np.uint8)).save(picture)
+    assert main(["--jobs-dir", str(jobs), "infer", "--model", model.name, str(picture), "--out", str(tmp_path)]) != 0
+    assert "slice.png: is a 2-D image; a volume network needs a 3-D volume" in capsys.readouterr().err
+
+
+def test_unet25d_trains_on_the_same_dataset(trained):
+    jobs, dataset, _ = trained
+    assert main(["--jobs-dir", str(jobs), "train", "--dataset", dataset.name, "--network", "unet2.5d", "--quiet",
+                 "--epochs", "3", "--validation-interval", "3", "--network-param", "steps_per_epoch=10"]) == 0
+    (model,) = [p for p in jobs.iterdir() if (p / "model.json").is_file()
+                and json.loads((p / "model.json").read_text()).get("network") == "unet2.5d"]
+    assert json.loads((model / "model.json").read_text())["volume"]["patch"][0] == 1
+    assert 0.0 <= _metrics(model)["val_dice"] <= 1.0
+
+
+def test_a_2d_network_on_a_volume_dataset_is_refused(trained, capsys):
+    jobs, dataset, _ = trained
+    assert main(["--jobs-dir", str(jobs), "train", "--dataset", dataset.name, "--network", "lenet", "--quiet"]) != 0
+    assert 'network "lenet" is not a volume network: use unet3d or unet2.5d' in capsys.readouterr().err
