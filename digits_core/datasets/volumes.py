@@ -132,8 +132,8 @@ class VolumeStageWriter:
         self._lmdb = lmdb
         self.path = Path(path)
         self.path.mkdir(parents=True, exist_ok=True)
-        self.env = lmdb.open(str(self.path), map_size=INITIAL_MAP_SIZE, subdir=True, sync=False,
-                             metasync=False, readahead=False, max_dbs=0)
+        self.env: Any = lmdb.open(str(self.path), map_size=INITIAL_MAP_SIZE, subdir=True, sync=False,
+                                  metasync=False, readahead=False, max_dbs=0)
         self.count = 0
 
     def append(self, volume: Volume, label: np.ndarray) -> VolumeMeta:
@@ -221,8 +221,11 @@ class VolumeStageReader:
             for s in range(d0 // meta.slab, (d1 - 1) // meta.slab + 1):
                 lo = s * meta.slab
                 sel = slice(max(d0 - lo, 0), min(d1 - lo, meta.slab))
-                fbuf = np.frombuffer(txn.get(_slab_key(index, "f", s)), dtype=fdtype).reshape((-1,) + meta.shape[1:])
-                lbuf = np.frombuffer(txn.get(_slab_key(index, "l", s)), dtype=ldtype).reshape((-1,) + meta.shape[1:3])
+                fraw, lraw = txn.get(_slab_key(index, "f", s)), txn.get(_slab_key(index, "l", s))
+                if fraw is None or lraw is None:
+                    raise DatasetError(f"{self.path}: case {index} lacks slab {s}; the stage is damaged")
+                fbuf = np.frombuffer(fraw, dtype=fdtype).reshape((-1,) + meta.shape[1:])
+                lbuf = np.frombuffer(lraw, dtype=ldtype).reshape((-1,) + meta.shape[1:3])
                 features.append(fbuf[sel, hs, ws].astype(meta.dtype))
                 labels.append(lbuf[sel, hs, ws].astype(meta.label_dtype))
         return np.concatenate(features), np.concatenate(labels)
@@ -235,7 +238,7 @@ class VolumeStageReader:
 class VolumeStats:
     """Per-stage statistics for ``dataset.json``: spacings, shapes, the per-class voxel histogram."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.spacings: list[tuple] = []
         self.shapes: list[tuple] = []
         self.histogram: np.ndarray = np.zeros(0, np.int64)
@@ -248,7 +251,8 @@ class VolumeStats:
         self.shapes.append(meta.shape)
         self.dtypes.add(meta.dtype)
         self.label_dtypes.add(meta.label_dtype)
-        self.histogram = add_histograms(self.histogram, np.bincount(label.ravel().astype(np.int64)))
+        total = add_histograms(self.histogram, np.bincount(label.ravel().astype(np.int64)))
+        self.histogram = total if total is not None else self.histogram
 
     def info(self) -> dict:
         """The stage's ``dataset.json`` entry."""

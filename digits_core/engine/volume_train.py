@@ -115,7 +115,7 @@ def _config(network: str, info: dict, options: dict) -> VolumeConfig:
         overlap=float(params.get("overlap", 0.5)), seed=int(opts.seed if opts.seed is not None else 0))
 
 
-def train_volume(dataset: Any, network: str | None = None, name: str | None = None, *, jobs_dir=None,
+def train_volume(dataset: Any, network: Any = None, name: str | None = None, *, jobs_dir=None,
                  progress: Callable[[dict], None] | None = None, on_job: Callable[[Job], None] | None = None,
                  group: str | None = None, **options: Any) -> Job:
     """Train ``unet3d`` (default) or ``unet2.5d`` on a volume dataset in a new model job (see the module docstring).
@@ -128,7 +128,7 @@ def train_volume(dataset: Any, network: str | None = None, name: str | None = No
     if folder is None:
         raise TrainingError(f"{dataset} is not a volume dataset (its dataset.json has no \"layout\": \"DHWC\")")
     network = network or "unet3d"
-    if network not in VOLUME_NETWORKS:
+    if not isinstance(network, str) or network not in VOLUME_NETWORKS:
         raise TrainingError(f'Dataset "{folder.parent.name}" holds volumes; network "{network}" is not a volume '
                             f"network: use {' or '.join(VOLUME_NETWORKS)}")
     info = json.loads((folder / "dataset.json").read_text(encoding="utf-8"))

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from digits_core import create_dataset
+from digits_core import DatasetError, create_dataset
 from digits_core.datasets.volumes import VolumeStageReader
 
 
@@ -105,7 +105,7 @@ def test_patch_reads_touch_only_their_slabs_and_match_the_case(synth, tmp_path, 
     image, patch_label = reader.patch(0, (4, 5, 6), (5, 8, 8))
     assert np.array_equal(image, volume.array[4:9, 5:13, 6:14])
     assert np.array_equal(patch_label, label[4:9, 5:13, 6:14])
-    with pytest.raises(TypeError):  # slab 0 is needed for slice 0 and is gone
+    with pytest.raises(DatasetError, match="case 0 lacks slab 0; the stage is damaged"):  # slice 0 needs slab 0
         reader.patch(0, (0, 0, 0), (2, 2, 2))
     reader.close()
     edge, _ = VolumeStageReader(folder / "train").patch(0, (10, 20, 20), (8, 8, 8))  # clipped at the far corner
