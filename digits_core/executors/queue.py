@@ -35,6 +35,7 @@ from ..datasets.publish import remove_stale_builds
 from ..errors import DigitsError, JobStateError
 from ..gpus import GpuAllocator, GpuRequestError
 from ..jobs import Job, JobLockedError, JobStatus, JobStore, describe_owner
+from . import scheduler_lock
 from .worker import EXIT_JOB_LOCKED, WORKER_LOG
 
 logger = logging.getLogger(__name__)
@@ -86,6 +87,7 @@ class JobQueue:
         self._lock = threading.RLock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._lock_key: str | None = None
 
     # -- what an executor provides ---------------------------------------------
 
@@ -104,8 +106,14 @@ class JobQueue:
     # -- lifecycle ------------------------------------------------------------
 
     def start(self) -> JobQueue:
-        """Recover state from the jobs folder and start the scheduling thread."""
+        """Take the jobs folder's scheduler lock, recover state from the folder and start the scheduling thread.
+
+        Raises:
+            SchedulerLockedError: Another process schedules this folder (nothing was touched).
+        """
         if self._thread is None:
+            if self._lock_key is None:
+                self._lock_key = scheduler_lock.acquire(self.store.root)
             self.recover()
             self._thread = threading.Thread(target=self._loop, name="digits-scheduler", daemon=True)
             self._thread.start()
@@ -122,6 +130,9 @@ class JobQueue:
                 for job_id, (handle, _kind) in list(self._running.items()):
                     handle.stop(timeout)
                     self._finish(job_id, handle, aborted=True)
+        if self._lock_key is not None and not self._running:
+            scheduler_lock.release(self._lock_key)
+            self._lock_key = None
 
     def recover(self) -> dict[str, list[str]]:
         """Mark jobs whose owner died as Aborted; queue Waiting jobs again.
@@ -170,7 +181,7 @@ class JobQueue:
         ``epochs`` sets a new total number of epochs (default: the planned one).
 
         Raises:
-            JobStateError: The job is not a model job, or is still running/waiting.
+            JobStateError: The job is not a model job, or is not Aborted or Error (a Done job is finished).
             JobLockedError: Another live process owns the job.
         """
         if job.kind != "model":
@@ -178,8 +189,8 @@ class JobQueue:
         owner = job.owner if job.id not in self._running else None
         if owner is not None:
             raise JobLockedError(job.path, owner)
-        if not job.status.is_finished:
-            raise JobStateError(f"Job {job.id} is {job.status.value}; only a finished job can be resumed.")
+        if job.status not in (JobStatus.ABORTED, JobStatus.ERROR):
+            raise JobStateError(f"Job {job.id} is {job.status.value}; only an Aborted or Error job can be resumed.")
         job.forget("resume_epochs")
         if epochs is not None:
             job.resume(JobStatus.WAITING, resume=True, resume_epochs=int(epochs))
