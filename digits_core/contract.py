@@ -32,6 +32,7 @@ import logging
 from typing import Any, Iterator, Mapping
 
 from .errors import DigitsError, PluginCodeError
+from .forms import form_class, is_form_class, user_fields  # noqa: F401  (form_class, is_form_class: re-exported)
 
 logger = logging.getLogger("digits_core.plugins")
 
@@ -76,28 +77,6 @@ def strip_reserved(kind: str, values: Mapping[str, Any], plugin: str = "") -> di
         else:
             logger.warning('View "%s": ignoring the config value "%s": the framework owns that name', plugin, key)
     return {k: v for k, v in values.items() if k not in reserved}
-
-
-def is_form_class(obj: Any) -> bool:
-    """Return whether ``obj`` is a WTForms form class (``wtforms.Form`` or ``BaseForm`` subclass)."""
-    from wtforms.form import BaseForm
-
-    return inspect.isclass(obj) and issubclass(obj, BaseForm)
-
-
-def form_class(form: Any):
-    """Return the form class of what a ``get_*_form`` method returned (class, instance or ``None``).
-
-    Raises:
-        TypeError: ``form`` is neither a WTForms form class nor an instance of one.
-    """
-    from wtforms.form import BaseForm
-
-    if form is None or is_form_class(form):
-        return form
-    if isinstance(form, BaseForm):
-        return type(form)
-    raise TypeError(f"expected a WTForms Form class or instance, got {type(form).__name__}")
 
 
 def needs_instance(plugin_cls: type, method: str) -> bool:
@@ -161,8 +140,6 @@ def plugin_code(plugin: str, method: str) -> Iterator[None]:
 
 def _form_problems(kind: str, form_cls: Any, method: str) -> tuple[Any, str | None]:
     """Build the form; return ``(form, problem)``."""
-    from .forms import user_fields
-
     try:
         form = form_cls(meta={"csrf": False})
     except Exception as exc:  # noqa: BLE001

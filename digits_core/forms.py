@@ -17,12 +17,38 @@ DIGITS 6 plugins return from ``get_dataset_form()``): its class is used.
 from __future__ import annotations
 
 import argparse
+import inspect
 from typing import Any, Iterable, Mapping
 
 #: Field types that carry no user data.
 _IGNORED_FIELD_TYPES = {"SubmitField", "CSRFTokenField", "HiddenField", "FormField", "FieldList"}
 #: Strings WTForms' BooleanField reads as False.
 _FALSE_STRINGS = ("false", "", "0", "no", "off", "n")
+
+
+def is_form_class(obj: Any) -> bool:
+    """Return whether ``obj`` is a WTForms form class (``wtforms.Form`` or ``BaseForm`` subclass)."""
+    from wtforms.form import BaseForm
+
+    return inspect.isclass(obj) and issubclass(obj, BaseForm)
+
+
+def form_class(form: Any):
+    """Return the form class of what a ``get_*_form`` method returned (class, instance or ``None``).
+
+    Raises:
+        TypeError: ``form`` is neither a WTForms form class nor an instance of one.
+    """
+    from wtforms.form import BaseForm
+
+    if form is None or is_form_class(form):
+        return form
+    if isinstance(form, BaseForm):
+        return type(form)
+    raise TypeError(f"expected a WTForms Form class or instance, got {type(form).__name__}")
+
+
+_as_form_class = form_class  # the functions below take a parameter named form_class
 
 
 class _FormData(dict):
@@ -69,9 +95,7 @@ def bind_form(form_class, values: Mapping[str, Any] | None = None, *, formdata=N
     Returns:
         The bound form instance.
     """
-    from .contract import form_class as _form_class
-
-    form_class = _form_class(form_class)
+    form_class = _as_form_class(form_class)
     kwargs = {"meta": meta} if meta else {}
     if formdata is not None:
         return form_class(formdata=formdata, **kwargs)
@@ -174,9 +198,7 @@ def add_form_arguments(parser: argparse.ArgumentParser, form_class, *, title: st
     Returns:
         The field names added, for :func:`form_values_from_namespace`.
     """
-    from .contract import form_class as _form_class
-
-    form_class = _form_class(form_class)
+    form_class = _as_form_class(form_class)
     group = parser.add_argument_group(title) if title else parser
     names = []
     wanted = None if only is None else set(only)
