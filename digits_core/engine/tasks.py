@@ -152,6 +152,6 @@ register_task(Task(name="image-to-image", label_kind="image", default_loss="mse"
                    train_metric_name="mae", num_outputs=_image_channels, output_shape=_same_shape_output,
                    best=("val_loss", "min"), uses_class_weights=False, fix_labels=_float_labels))
 
-from .detection.task import make_task as _detection_task  # noqa: E402 - needs Task and register_task above
+from .detection.task import make_task as _detection_task  # noqa: E402 - registered after the built-in tasks
 
-register_task(_detection_task())
+register_task(_detection_task(Task))

@@ -166,11 +166,10 @@ def validation_map(model, batches, input_hw, n: int, class_names=None, detect=No
     return out
 
 
-def make_task():
-    """The ``detection`` :class:`~digits_core.engine.tasks.Task` (unbound)."""
-    from ..tasks import Task
-
-    return Task(name="detection", label_kind="boxes", default_loss="centernet", losses=("centernet",),
+def make_task(task_class: type):
+    """The ``detection`` task as a ``task_class`` (:class:`~digits_core.engine.tasks.Task`, which passes itself
+    in: the task registry imports this module, not the other way round), unbound."""
+    return task_class(name="detection", label_kind="boxes", default_loss="centernet", losses=("centernet",),
                 make_loss=_unbound, train_metric=_unbound, train_metric_name="centre_recall",
                 val_stats=_val_stats, summarize_val=_summarize, output_shape=output_shape, num_outputs=num_classes,
                 best=("val_map50", "max"), uses_class_weights=False, fix_labels=fix_labels, bind=bind)
