@@ -36,15 +36,16 @@ class JobStatus(str, Enum):
     DONE = "Done"
     ERROR = "Error"
     ABORTED = "Aborted"
+    STOPPED_EARLY = "Stopped early"  # a tuning trial its scheduler pruned (digits_core.tuning); snapshots kept
 
     @property
     def is_finished(self) -> bool:
-        """True for the terminal statuses (Done, Error and Aborted)."""
+        """True for the terminal statuses (Done, Error, Aborted and Stopped early)."""
         return self in FINISHED
 
 
 #: The terminal statuses: only :meth:`~digits_core.jobs.Job.resume` leaves them.
-FINISHED = frozenset({JobStatus.DONE, JobStatus.ERROR, JobStatus.ABORTED})
+FINISHED = frozenset({JobStatus.DONE, JobStatus.ERROR, JobStatus.ABORTED, JobStatus.STOPPED_EARLY})
 
 #: Status -> the statuses that may follow it (the same status again is a harmless re-mark, e.g. by the owner).
 TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
@@ -54,6 +55,7 @@ TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
     JobStatus.DONE: frozenset(),
     JobStatus.ERROR: frozenset(),
     JobStatus.ABORTED: frozenset(),
+    JobStatus.STOPPED_EARLY: frozenset(),
 }
 #: The statuses an explicit resume may move a finished job to.
 RESUMED_TO = frozenset({JobStatus.WAITING, JobStatus.RUNNING})

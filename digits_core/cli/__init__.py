@@ -32,6 +32,7 @@ COMMAND_MODULES = [
     "upload_s3_cmd",
     "plugin_cmd",
     "train_cmd",
+    "tune_cmd",
 ]
 
 
@@ -104,7 +105,7 @@ class _HeldWarnings(logging.Handler):
 
 
 #: Commands that always load TensorFlow; its C++ start-up log lines are filtered unless ``-v``.
-TENSORFLOW_COMMANDS = {"train", "infer", "export"}
+TENSORFLOW_COMMANDS = {"train", "infer", "export", "tune"}
 
 
 def _start_tensorflow(verbose: bool) -> None:

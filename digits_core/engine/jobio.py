@@ -7,7 +7,7 @@ Layout of a model job folder::
                              snapshots, best/last epoch, fine-tune report
     mean.npy                 the dataset mean used for mean subtraction (float32 H×W×C)
     network.py               copy of a custom network file (so snapshots reload anywhere)
-    metrics.jsonl            one {"epoch", "step", "name", "value"} object per line, streamed
+    metrics.jsonl            one {"epoch", "step", "name", "value", "time"} object per line, streamed
     tb/                      TensorBoard event files (same scalars)
     snapshots/epoch-NNN.keras        full Keras models (load with load_snapshot)
     snapshots/epoch-NNN.state.npz    optimizer state + position, for resume
@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,8 @@ METRICS_FILE = "metrics.jsonl"
 SNAPSHOT_DIR = "snapshots"
 TB_DIR = "tb"
 ABORT_FILE = "abort"
+#: Written by a tuning scheduler that pruned the trial: JSON {"rung", "reason"} (digits_core.tuning).
+PRUNE_FILE = "prune"
 NETWORK_COPY = "network.py"
 
 
@@ -55,6 +58,14 @@ def load_model_job(job: Any, jobs_dir=None) -> Job:
     if loaded.kind != "model":
         raise JobNotFoundError(f'Job "{loaded.id}" is a {loaded.kind} job, not a model job.')
     return loaded
+
+
+def read_prune(folder: str | os.PathLike) -> dict:
+    """The pruning record a tuning scheduler wrote (:data:`PRUNE_FILE`; empty when there is none or it is unreadable)."""
+    try:
+        return dict(json.loads((Path(folder) / PRUNE_FILE).read_text(encoding="utf-8")))
+    except (OSError, ValueError, TypeError):
+        return {}
 
 
 def read_model_info(folder: str | os.PathLike) -> ModelRecord:
@@ -151,10 +162,11 @@ class MetricsWriter:
         file = self._file
         if not self.enabled or file is None:
             return
+        now = round(time.time(), 3)  # wall time: the model page's charts plot against it on request
         for name, value in values.items():
             value = float(value)
             record = {"epoch": round(float(epoch), 6), "step": int(step), "name": name,
-                      "value": value if math.isfinite(value) else None}
+                      "value": value if math.isfinite(value) else None, "time": now}
             file.write(json.dumps(record) + "\n")
         file.flush()
         if self._tb is not None:

@@ -266,6 +266,8 @@ def _execute(state: RunState, callbacks: list | None, progress: Progress | None)
         loop.run()
         if abort.reason:
             status = JobStatus.ABORTED
+        elif loop.stopped_early and (folder / jobio.PRUNE_FILE).is_file():
+            status = JobStatus.STOPPED_EARLY  # a tuning scheduler pruned the trial (digits_core.tuning)
     except DigitsError as exc:
         status, error = JobStatus.ERROR, exc
     except Exception as exc:  # noqa: BLE001 - any failure ends the job in Error
@@ -281,8 +283,9 @@ def _execute(state: RunState, callbacks: list | None, progress: Progress | None)
     message = str(error) if error else (f"Aborted: {abort.reason}" if status is JobStatus.ABORTED else None)
     early = loop.early if loop is not None and loop.early is not None and loop.early.stopped_epoch else None
     _finish_info(state, status, message, last_logs, bool(loop and loop.stopped_early), early)
-    if early is not None and status is JobStatus.DONE:  # the note is shown with Done: "stopped early at epoch N"
-        job.finish(status, error=message, status_note=early.note)
+    note = _status_note(folder, status, early)
+    if note:  # what the final status means: "stopped early at epoch N (best ...)", "pruned at rung 3: ..."
+        job.finish(status, error=message, status_note=note)
     else:
         job.finish(status, error=message)
     registry.call_hook("digits_training_finished", job=job, status=status.value, logs=last_logs)
@@ -307,6 +310,15 @@ def _heartbeat(state: RunState) -> Callable[[], None]:
         if state.strat.is_chief:
             (state.folder / "heartbeat").write_text(str(time.time()), encoding="utf-8")
     return beat
+
+
+def _status_note(folder, status: JobStatus, early) -> str | None:
+    if status is JobStatus.STOPPED_EARLY:
+        pruned = jobio.read_prune(folder)
+        return f"pruned at ASHA's rung of epoch {pruned.get('rung')}: {pruned.get('reason')}"
+    if early is not None and status is JobStatus.DONE:
+        return early.note
+    return None
 
 
 def _finish_info(state: RunState, status: JobStatus, message: str | None, logs: dict, stopped_early: bool,

@@ -15,7 +15,7 @@ from ..jobs import Job, JobStatus
 
 STATUS_CLASSES = {
     "Initialized": "muted", "Waiting": "muted", "Running": "info",
-    "Done": "ok", "Error": "bad", "Aborted": "warn",
+    "Done": "ok", "Error": "bad", "Aborted": "warn", "Stopped early": "warn",
 }
 
 

@@ -1,0 +1,161 @@
+"""The Ray Tune side of :mod:`digits_core.tuning`: the trial function, its reporter and the pruning scheduler.
+
+Every trial runs :func:`digits_core.engine.train` in a Ray worker with a
+Keras callback (:func:`_reporter`) that reports the validation metric to
+Tune at the end of each epoch. Tune's scheduler never kills a trial's
+process (which would leave a half-finished job): :class:`PruningASHA`
+keeps ASHA's decisions but, where ASHA says stop, it writes the trial
+job's ``prune`` file (rung and reason) and lets the trial go on; the
+reporter sees the file as soon as its report returns and stops the run
+cooperatively, so the job ends ``Stopped early`` with its last snapshot and
+its metrics, like any job its own process ends.
+
+Ray and TensorFlow are imported here only, when a sweep runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from ..engine.jobio import PRUNE_FILE
+from ..jobs import write_json_atomic
+from .ray_executor import LOCAL_CLUSTER_ENV, RAY_NAMESPACE, connect, import_ray
+
+logger = logging.getLogger(__name__)
+
+
+def _trial_name(plan: dict, index: int, values: dict) -> str:
+    from ..sweep import SHORT_NAMES
+
+    shown = " ".join(f"{SHORT_NAMES.get(k, k)}={v:g}" if isinstance(v, float) else f"{SHORT_NAMES.get(k, k)}={v}"
+                     for k, v in values.items())
+    return f"{plan['name']} #{index + 1} {shown}".strip()
+
+
+def _reporter(metric: str, folder_of: dict) -> Any:
+    """The Keras callback reporting ``metric`` to Tune every epoch and stopping a pruned trial."""
+    import keras
+    from ray import tune
+
+    from ..errors import TrainingError
+
+    class TuneReporter(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            logs = dict(logs or {})
+            if metric not in logs:
+                known = ", ".join(sorted(k for k in logs if k.startswith("val_")))
+                raise TrainingError(f'The sweep\'s metric "{metric}" is not logged by this run; its validation '
+                                    f"metrics are {known or 'none'}")
+            report = {k: float(v) for k, v in logs.items() if isinstance(v, (int, float))}
+            report.update(epoch=epoch + 1, job_id=folder_of["id"], job_path=folder_of["path"])
+            tune.report(report)
+            if (Path(folder_of["path"]) / PRUNE_FILE).is_file():
+                self.model.stop_training = True  # the scheduler cut it at this rung: Stopped early
+
+    return TuneReporter()
+
+
+def run_trial(config: dict, plan: dict) -> None:
+    """One trial (a Ray Tune function trainable): train trial ``config["trial"]`` of ``plan`` as a model job."""
+    from ..engine.trainer import train
+    from ..errors import DigitsError
+
+    index = int(config["trial"])
+    folder = Path(plan["folder"])
+    if (folder / "abort").exists():
+        return  # the sweep was aborted before this trial started
+    values = dict(plan["trials"][index])
+    network = values.pop("network", plan["network"])
+    job_info: dict = {}
+
+    def started(job) -> None:
+        job_info.update(id=job.id, path=str(job.path))
+        write_json_atomic(folder / f"trial-{index}.json", {"index": index, "job_id": job.id,
+                                                          "values": plan["trials"][index]})
+
+    try:
+        train(plan["dataset"], network, _trial_name(plan, index, plan["trials"][index]), jobs_dir=plan["jobs_dir"],
+              group=plan["group"], sweep=dict(plan["trials"][index]), on_job=started,
+              callbacks=[_reporter(plan["settings"]["metric"], job_info)], **{**plan["options"], **values})
+    except DigitsError as exc:  # the job ended in Error: the sweep goes on with the other trials
+        logger.warning("trial %s failed: %s", index, exc)
+
+
+def pruning_asha(settings: dict) -> Any:
+    """Ray Tune's ``ASHAScheduler`` whose stop decisions prune through the trial's ``prune`` file."""
+    from ray.tune.schedulers import ASHAScheduler, TrialScheduler
+
+    class PruningASHA(ASHAScheduler):
+        def on_trial_result(self, tune_controller, trial, result):
+            epoch = result.get(self._time_attr)
+            if epoch is None or self._metric not in result or epoch >= self._max_t:
+                return TrialScheduler.CONTINUE  # the last epoch ends the trial itself (Done)
+            bracket = self._trial_info[trial.trial_id]
+            rung, cutoff = _rung_and_cutoff(bracket, trial.trial_id, epoch)
+            action = super().on_trial_result(tune_controller, trial, result)
+            if action == TrialScheduler.STOP and result.get("job_path"):
+                value = result[self._metric]
+                reason = (f"{self._metric} {value:.4g} at epoch {epoch:g} is below the best 1/{self._reduction_factor:g} "
+                          f"of the trials that reached this rung (cutoff {self._metric_op * cutoff:.4g})")
+                write_json_atomic(Path(result["job_path"]) / PRUNE_FILE,
+                                  {"rung": rung, "reason": reason, "metric": self._metric, "value": value,
+                                   "cutoff": float(self._metric_op * cutoff)})
+            return TrialScheduler.CONTINUE
+
+    return PruningASHA(time_attr="training_iteration", max_t=settings["max_epochs"],
+                       grace_period=settings["grace_period"], reduction_factor=settings["reduction_factor"])
+
+
+def _rung_and_cutoff(bracket: Any, trial_id: str, epoch: float) -> tuple[int | None, float]:
+    """The rung (epoch milestone) this result is judged at and the cutoff before it is recorded."""
+    for milestone, recorded in bracket._rungs:  # noqa: SLF001 - ASHA keeps its rungs there (descending)
+        if epoch >= milestone and trial_id not in recorded:
+            cutoff = bracket.cutoff(recorded)
+            return int(milestone), float("nan") if cutoff is None else float(cutoff)
+    return None, float("nan")
+
+
+def _start_ray(address: str | None) -> bool:
+    """Connect to the cluster at ``address``, or start Ray here; True when this call started it."""
+    if address:
+        connect(address)
+        return False
+    os.environ.setdefault(LOCAL_CLUSTER_ENV, "0")  # a one-machine cluster: every Ray server on 127.0.0.1
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # no progress tables on the console: digits tune prints its own
+    ray = import_ray()
+    if ray.is_initialized():
+        return False
+    ray.init(namespace=RAY_NAMESPACE, include_dashboard=False, _node_ip_address="127.0.0.1",
+             log_to_driver=False, logging_level=logging.WARNING, configure_logging=False)
+    return True
+
+
+def run_sweep(plan: dict) -> None:
+    """Run every trial of ``plan`` (from :func:`digits_core.tuning.plan_sweep`) on Ray Tune; blocks until done."""
+    started = _start_ray(plan.get("ray_address"))
+    try:
+        _fit(plan)
+    finally:
+        if started:
+            import_ray().shutdown()
+
+
+def _fit(plan: dict) -> None:
+    from ray import tune
+    from ray.tune.schedulers import FIFOScheduler
+
+    settings = plan["settings"]
+    scheduler = pruning_asha(settings) if settings["scheduler"] == "asha" else FIFOScheduler()
+    trainable = tune.with_resources(tune.with_parameters(run_trial, plan=plan), {"cpu": 1})
+    tuner = tune.Tuner(
+        trainable,
+        param_space={"trial": tune.grid_search(list(range(len(plan["trials"]))))},
+        tune_config=tune.TuneConfig(metric=settings["metric"], mode=settings["mode"], scheduler=scheduler,
+                                    max_concurrent_trials=settings["max_concurrent"], num_samples=1),
+        run_config=tune.RunConfig(name="tune", storage_path=str(Path(plan["folder"]).resolve()), verbose=0),
+    )
+    tuner.fit()

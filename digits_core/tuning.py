@@ -1,0 +1,311 @@
+"""Hyper-parameter search on Ray Tune: grid, random and ASHA over any searchable option.
+
+:func:`tune` (``digits tune``, ``POST /api/sweeps``) checks a search
+(:mod:`digits_core.search_space`), writes the sweep's record and starts Ray
+Tune; it returns a :class:`TuneHandle` at once. Every trial is one ordinary
+model job (:func:`digits_core.engine.train` in a Ray worker: the same lock,
+``worker.log``-free in-process run, metrics, snapshots and resume rules as
+any job), all in one job group, each reporting its validation metric to
+Tune at the end of every epoch (:mod:`digits_core.executors.tune_trials`).
+
+Schedulers:
+
+* ``grid``: every combination of the (discrete) spaces, each to ``max_epochs``;
+* ``random``: ``trials`` points drawn from the spaces, each to ``max_epochs``;
+* ``asha``: the same random points under Ray Tune's ``ASHAScheduler``
+  (``grace_period``, ``reduction_factor``, ``max_t = max_epochs``). A trial
+  it cuts at a rung ends **Stopped early** (not Error or Aborted), its
+  ``status_note`` naming the rung and the reason, snapshots and metrics kept.
+
+Ray runs on this machine, on 127.0.0.1 only, when no cluster address is
+given. The sweep's record (``sweep.json``), one ``trial-N.json`` per started
+trial and Tune's experiment folder live in ``JOBS_DIR/.sweeps/SWEEP_ID/``.
+:meth:`TuneHandle.abort` (Ctrl-C in ``digits tune``) asks every running
+trial to stop at its next step (status Aborted, snapshots kept), starts no
+new one and leaves every finished trial as it is. No TensorFlow or Ray is
+imported until a sweep runs.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import FormValidationError
+from .groups import normalize_group
+from .jobs import write_json_atomic
+from .search_space import check_networks, grid_size, grid_trials, parse_spaces, random_trials
+
+SCHEDULERS = ("grid", "random", "asha")
+SWEEPS_DIR = ".sweeps"
+SWEEP_FILE = "sweep.json"
+#: Written in a sweep's folder by an abort: trials not started yet do not start.
+SWEEP_ABORT_FILE = "abort"
+_FORM = "tuning"
+
+
+@dataclass(frozen=True)
+class TuneSettings:
+    """How a search runs (everything but the spaces and the training options).
+
+    Attributes:
+        scheduler: ``grid``, ``random`` or ``asha``.
+        trials: Random points (``random``, ``asha``); the grid's size for ``grid``.
+        max_epochs: Epochs of a trial that is not stopped (ASHA's ``max_t``).
+        metric: The validation metric reported to Tune and ranked by (``val_accuracy``, ``val_loss`` ...).
+        mode: ``min``, ``max`` or ``auto`` (from the metric's name).
+        grace_period: ASHA: epochs before a trial may be cut.
+        reduction_factor: ASHA: a rung keeps the best 1/reduction_factor of the trials.
+        max_concurrent: Trials running at the same time (``None``: as many as Ray has CPUs).
+        seed: Seed of the random points (``None``: random).
+    """
+
+    scheduler: str = "asha"
+    trials: int = 16
+    max_epochs: int = 10
+    metric: str = "val_accuracy"
+    mode: str = "auto"
+    grace_period: int = 1
+    reduction_factor: float = 3.0
+    max_concurrent: int | None = None
+    seed: int | None = None
+
+    def checked(self) -> TuneSettings:
+        """These settings with ``mode`` resolved; raises :class:`FormValidationError` naming each bad one."""
+        from .engine.early_stopping import direction
+
+        errors: dict[str, list[str]] = {}
+        if self.scheduler not in SCHEDULERS:
+            errors["scheduler"] = [f"choose one of {', '.join(SCHEDULERS)}"]
+        for name, low in (("max_epochs", 1), ("grace_period", 1)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                errors[name] = [f"a whole number of at least {low}"]
+        if not errors and self.grace_period > self.max_epochs:
+            errors["grace_period"] = [f"at most max_epochs ({self.max_epochs})"]
+        if not isinstance(self.reduction_factor, (int, float)) or not self.reduction_factor > 1:
+            errors["reduction_factor"] = ["a number above 1 (3 keeps the best third at each rung)"]
+        if self.max_concurrent is not None and (not isinstance(self.max_concurrent, int) or self.max_concurrent < 1):
+            errors["max_concurrent"] = ["a whole number of at least 1"]
+        if not str(self.metric).startswith("val_"):
+            errors["metric"] = [f'"{self.metric}" is not a validation metric: use a logged val_* name']
+        if self.mode not in ("auto", "min", "max"):
+            errors["mode"] = ["choose one of auto, min, max"]
+        if errors:
+            raise FormValidationError(errors, _FORM)
+        return TuneSettings(**{**self.__dict__, "mode": direction(self.metric, self.mode)})
+
+
+def sweeps_root(jobs_dir: Any = None) -> Path:
+    """``JOBS_DIR/.sweeps``: one folder per sweep (skipped by job listings: it starts with a dot)."""
+    from .config import resolve_jobs_dir
+
+    return resolve_jobs_dir(jobs_dir) / SWEEPS_DIR
+
+
+def read_sweep(sweep_id: str, jobs_dir: Any = None) -> dict:
+    """A sweep's record with its started trials (``trials_started``: index -> job id).
+
+    Raises:
+        JobNotFoundError: No such sweep (the id must be a plain folder name).
+    """
+    from .errors import JobNotFoundError
+
+    folder = sweeps_root(jobs_dir) / str(sweep_id)
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", str(sweep_id)) or not (folder / SWEEP_FILE).is_file():
+        raise JobNotFoundError(f'No sweep "{sweep_id}" in {sweeps_root(jobs_dir)}')
+    record = json.loads((folder / SWEEP_FILE).read_text(encoding="utf-8"))
+    started = {}
+    for path in folder.glob("trial-*.json"):
+        try:
+            trial = json.loads(path.read_text(encoding="utf-8"))
+            started[int(trial["index"])] = trial["job_id"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    record["trials_started"] = dict(sorted(started.items()))
+    return record
+
+
+def list_sweeps(jobs_dir: Any = None) -> list[dict]:
+    """Every sweep's record, newest first."""
+    root = sweeps_root(jobs_dir)
+    if not root.is_dir():
+        return []
+    return [read_sweep(path.name, jobs_dir) for path in sorted(root.iterdir(), reverse=True)
+            if (path / SWEEP_FILE).is_file()]
+
+
+def _update_sweep(folder: Path, **fields: Any) -> None:
+    record = json.loads((folder / SWEEP_FILE).read_text(encoding="utf-8"))
+    record.update(fields)
+    write_json_atomic(folder / SWEEP_FILE, record)
+
+
+class TuneHandle:
+    """A running (or finished) sweep: wait for it, abort it, read its trials.
+
+    Attributes:
+        sweep_id: The sweep's id (its folder under ``JOBS_DIR/.sweeps``).
+        group: The job group of every trial.
+        folder: The sweep's folder.
+    """
+
+    def __init__(self, sweep_id: str, group: str, folder: Path, jobs_dir: Any):
+        self.sweep_id, self.group, self.folder, self.jobs_dir = sweep_id, group, folder, jobs_dir
+        self.error: BaseException | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self, plan: dict) -> TuneHandle:
+        """Run the sweep on Ray Tune in a background thread."""
+        def run() -> None:
+            from .executors.tune_trials import run_sweep
+
+            try:
+                run_sweep(plan)
+                status = "Aborted" if (self.folder / SWEEP_ABORT_FILE).exists() else "Done"
+                _update_sweep(self.folder, status=status, finished=time.time())
+            except BaseException as exc:  # noqa: BLE001 - reported by wait() and the sweep's record
+                self.error = exc
+                _update_sweep(self.folder, status="Error", error=f"{type(exc).__name__}: {exc}",
+                              finished=time.time())
+
+        self._thread = threading.Thread(target=run, name=f"tune-{self.sweep_id}", daemon=True)
+        self._thread.start()
+        return self
+
+    @property
+    def running(self) -> bool:
+        """True while Ray Tune still runs trials."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def wait(self, timeout: float | None = None) -> dict:
+        """Block until the sweep ends (or ``timeout`` seconds); returns :func:`~digits_core.sweep_report.sweep_summary`.
+
+        Raises:
+            DigitsError: The sweep itself failed (a trial's failure only ends that trial in Error).
+        """
+        from .errors import DigitsError
+        from .sweep_report import sweep_summary
+
+        if self._thread is not None:
+            self._thread.join(timeout)
+        if self.error is not None:
+            if isinstance(self.error, DigitsError):
+                raise self.error
+            raise DigitsError(f"The sweep {self.sweep_id} failed: {type(self.error).__name__}: {self.error}")
+        return sweep_summary(self.sweep_id, self.jobs_dir)
+
+    def abort(self) -> None:
+        """Stop the sweep: no new trial starts; every running trial stops at its next step (Aborted)."""
+        abort_sweep(self.sweep_id, self.jobs_dir)
+
+
+def abort_sweep(sweep_id: str, jobs_dir: Any = None) -> list[str]:
+    """Stop a sweep (see :meth:`TuneHandle.abort`); returns the ids of the trial jobs asked to stop."""
+    from .engine.trainer import request_abort
+    from .jobs import JobStore
+
+    record = read_sweep(sweep_id, jobs_dir)
+    folder = sweeps_root(jobs_dir) / sweep_id
+    (folder / SWEEP_ABORT_FILE).write_text(str(time.time()), encoding="utf-8")
+    store, asked = JobStore(jobs_dir), []
+    for job_id in record["trials_started"].values():
+        try:
+            job = store.get(job_id)
+        except Exception:  # noqa: BLE001 - a deleted trial has nothing to stop
+            continue
+        if not job.status.is_finished:
+            request_abort(job, jobs_dir)
+            asked.append(job.id)
+    if record.get("status") in (None, "Running"):
+        _update_sweep(folder, abort_requested=time.time())
+    return asked
+
+
+def _new_sweep_id(name: str) -> str:
+    slug = re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-").lower()[:40] or "sweep"
+    return f"{time.strftime('%Y%m%d-%H%M%S')}-{slug}-{int(time.time() * 1000) % 10000:04d}"
+
+
+def plan_sweep(dataset: Any, network: str | None, name: str | None, search: Iterable[str] | Mapping[str, Any],
+               settings: TuneSettings, options: Mapping[str, Any], *, group: str | None = None,
+               jobs_dir: Any = None) -> dict:
+    """Check everything and compute the trials (no job, no folder yet).
+
+    Raises:
+        FormValidationError: Every bad space (keyed by its option), setting or training option.
+    """
+    from .datasets import open_dataset
+    from .engine.options import TrainingOptions
+    from .engine.tasks import task_for_label_kind
+
+    settings = settings.checked()
+    spaces = parse_spaces(search)
+    reserved = sorted(set(spaces) & {"epochs", "validation_interval"})
+    if reserved:
+        raise FormValidationError({reserved[0]: ["set by the tuner (max_epochs, one validation per epoch)"]}, _FORM)
+    clash = sorted(set(spaces) & set(options))
+    if clash:
+        raise FormValidationError({clash[0]: ["given both as an option and as a search space"]}, _FORM)
+    reader = open_dataset(str(dataset), jobs_dir=jobs_dir)
+    task = options.get("task") or getattr(task_for_label_kind(reader.label_kind), "name", None)
+    check_networks(spaces, task)
+    if settings.scheduler == "grid":
+        trials = grid_trials(spaces)
+    else:
+        trials = random_trials(spaces, settings.trials, settings.seed)
+    base = {**dict(options), "epochs": settings.max_epochs, "validation_interval": 1}
+    for values in trials:
+        TrainingOptions.from_kwargs(**{**base, **{k: v for k, v in values.items() if k != "network"}})
+    label = (name or "").strip() or f"{network or 'model'}-tune"
+    return {"name": label, "group": normalize_group(group) or normalize_group(label) or "sweep",
+            "dataset": reader.id, "network": network, "settings": settings.__dict__, "options": base,
+            "spaces": {option: space.to_dict() for option, space in spaces.items()},
+            "search": [f"{option}={space.describe()}" for option, space in spaces.items()],
+            "grid_size": grid_size(spaces), "trials": trials}
+
+
+def tune(dataset: Any, network: str | None = None, name: str | None = None, *,
+         search: Iterable[str] | Mapping[str, Any], scheduler: str = "asha", trials: int = 16, max_epochs: int = 10,
+         metric: str = "val_accuracy", mode: str = "auto", grace_period: int = 1, reduction_factor: float = 3.0,
+         max_concurrent: int | None = None, seed: int | None = None, group: str | None = None,
+         jobs_dir: Any = None, ray_address: str | None = None, **options: Any) -> TuneHandle:
+    """Start a hyper-parameter search; returns its :class:`TuneHandle` at once (``handle.wait()`` blocks).
+
+    Args:
+        dataset: A dataset job id (or unique prefix).
+        network: The network of every trial (a ``network`` space overrides it; ``None``: the task's).
+        name: The sweep's name: the start of every trial's job name and the default group.
+        search: Spaces, as ``OPTION=EXPR`` strings or ``{option: expr}`` (see :mod:`digits_core.search_space`).
+        scheduler, trials, max_epochs, metric, mode, grace_period, reduction_factor, max_concurrent, seed:
+            See :class:`TuneSettings`.
+        group: The job group of every trial (default: ``name``).
+        jobs_dir: Jobs folder.
+        ray_address: A Ray cluster (``HOST:PORT``); ``None``: ``$DIGITS_RAY_ADDRESS``, else Ray on this machine
+            (127.0.0.1 only).
+        **options: Training options every trial shares.
+
+    Raises:
+        FormValidationError: A bad space, setting or option (nothing is created).
+    """
+    import os
+
+    from .config import resolve_jobs_dir
+
+    settings = TuneSettings(scheduler, trials, max_epochs, metric, mode, grace_period, reduction_factor,
+                            max_concurrent, seed)
+    plan = plan_sweep(dataset, network, name, search, settings, options, group=group, jobs_dir=jobs_dir)
+    root = resolve_jobs_dir(jobs_dir)
+    sweep_id = _new_sweep_id(plan["name"])
+    folder = root / SWEEPS_DIR / sweep_id
+    folder.mkdir(parents=True)
+    plan.update(id=sweep_id, folder=str(folder), jobs_dir=str(root),
+                ray_address=ray_address or os.environ.get("DIGITS_RAY_ADDRESS") or None)
+    write_json_atomic(folder / SWEEP_FILE, {**plan, "status": "Running", "created": time.time()})
+    return TuneHandle(sweep_id, plan["group"], folder, jobs_dir).start(plan)
