@@ -37,3 +37,17 @@ def test_an_upload_with_too_many_parts_is_413(client, token):
     resp = client.post("/datasets/new/image-classification", data={"csrf_token": token, **files},
                        content_type="multipart/form-data")
     assert resp.status_code == 413
+
+
+def test_a_cross_site_get_never_builds_an_export(app, client):
+    """`<img src=http://digits/models/ID/download>` on another site once made the server export a model."""
+    from digits_core.jobs import Job
+
+    job = Job.create("model", "m", jobs_dir=app.extensions["digits"]["jobs_dir"])
+    (job.path / "snapshots").mkdir()
+    (job.path / "snapshots" / "epoch-001.keras").write_bytes(b"not really a model")
+    for headers in ({"Sec-Fetch-Site": "cross-site"}, {"Referer": "https://evil.example/page"},
+                    {"Sec-Fetch-Site": "same-site"}):
+        resp = client.get(f"/models/{job.id}/download", headers=headers)
+        assert resp.status_code == 403, resp.get_data(as_text=True)[:300]
+    assert not (job.path / "export").exists()

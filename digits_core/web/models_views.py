@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from flask import (Blueprint, current_app, flash, jsonify, redirect, render_template, request, send_file,
+from flask import (Blueprint, abort, current_app, flash, jsonify, redirect, render_template, request, send_file,
                    url_for)
 
 from ..engine.option_specs import TRAINING_OPTIONS
@@ -373,7 +373,11 @@ def download(job_id: str):
         raise JobStateError(f"Model {job.id} has no snapshot yet; download once an epoch has finished.")
     existing = _export_file(job, snap["epoch"])
     if existing is None:
+        from .request_guard import cross_site_request
         from .worker_calls import run_worker
+
+        if cross_site_request():  # a link on another site must not make this server build an export
+            abort(403, description="Cross-site request refused: open the model's page here and click Download.")
 
         (job.path / "export").mkdir(exist_ok=True)
         out = job.path / "export" / f"{job.id}-{Path(snap['file']).stem}.tar.gz"

@@ -117,6 +117,21 @@ def _origin_of_request() -> tuple[str, str] | None:
     return normalize_host(parts.hostname), port
 
 
+def cross_site_request() -> bool:
+    """True when a browser sent this request from another site's page (``Sec-Fetch-Site``, else Origin/Referer).
+
+    For GET routes that do costly work on their first call (an export): a
+    link on another site must not make the server do it. Clients that send
+    none of these headers (curl, scripts) are not browsers.
+    """
+    fetch_site = request.headers.get("Sec-Fetch-Site", "").strip().lower()
+    if fetch_site:
+        return fetch_site in ("cross-site", "same-site")
+    origin = _origin_of_request()
+    name, port = split_host(request.host or "")
+    return origin is not None and origin != (name, _request_port(port))
+
+
 def _request_port(port: str) -> str:
     return port or ("443" if request.scheme == "https" else "80")
 
