@@ -137,14 +137,24 @@ def write_series(folder: Path, data: np.ndarray, affine: np.ndarray, rng: np.ran
     return paths
 
 
+def _remove_earlier(task: Path, dicom: Path) -> None:
+    """Remove the files an earlier run wrote here (its cases only), so a rerun never mixes two sets."""
+    import shutil
+
+    for pattern in ("imagesTr/heart_*.nii.gz", "labelsTr/heart_*.nii.gz"):
+        for path in task.glob(pattern):
+            path.unlink()
+    for folder in dicom.glob("heart_*"):
+        if folder.is_dir() and all(p.suffix == ".dcm" for p in folder.iterdir()):
+            shutil.rmtree(folder)
+
+
 def generate(out: str | Path, *, cases: int = 12, shape: Sequence[int] = (16, 32, 32), seed: int = 0,
              spacing: Sequence[float] = (2.5, 1.25, 1.25), dicom: bool = True) -> SynthSet:
     """Write a synthetic Decathlon task (and, with ``dicom``, the same cases as DICOM series) under ``out``."""
     root = Path(out)
     task = root / TASK
-    for folder in (task, root / "dicom"):
-        if folder.exists() and any(folder.iterdir()):
-            raise FileExistsError(f"{folder} already holds files; give an empty output folder")
+    _remove_earlier(task, root / "dicom")
     (task / "imagesTr").mkdir(parents=True, exist_ok=True)
     (task / "labelsTr").mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
