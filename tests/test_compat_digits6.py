@@ -453,6 +453,7 @@ def test_tooltip_renders_escaped_html_and_becomes_the_description():
     form = _Fields()
     html = str(form.need.tooltip)
     assert 'class="explanation-tooltip' in html and 'title="say &#34;hi&#34; &lt;b&gt;"' in html
+    assert html.endswith('>say &#34;hi&#34; &lt;b&gt;</span>')  # visible text: no glyph font or tooltip script here
     assert form.need.description == 'say "hi" <b>' and str(form.count.tooltip) == ""
     assert str(form.need.explanation) == ""  # no explanation file given
     explained = forms.IntegerField("N", explanation="More <help>").bind(Form(), "n")

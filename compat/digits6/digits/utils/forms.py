@@ -44,7 +44,7 @@ class Form(wtforms.Form):
 
 
 class Tooltip:
-    """The "?" help icon of a field: renders as HTML in a template (``{{ field.tooltip }}``)."""
+    """A field's help (DIGITS 6's "?" tooltip icon), shown as visible text: ``{{ field.tooltip }}`` in a template."""
 
     def __init__(self, field_id: str, for_name: str, text: str):
         self.field_id = field_id
@@ -55,9 +55,11 @@ class Tooltip:
         text = self.text if text is None else text
         if not text:
             return markupsafe.Markup("")
+        # DIGITS 6 drew a Bootstrap glyph whose title showed on hover; with no glyph font or tooltip
+        # script here, the help is the span's visible text (small and muted), the title kept.
         return markupsafe.Markup(
-            '<span name="{0}_explanation" class="explanation-tooltip glyphicon glyphicon-question-sign" '
-            'data-container="body" title="{1}"></span>'
+            '<span name="{0}_explanation" class="explanation-tooltip muted small" '
+            'data-container="body" title="{1}">{1}</span>'
         ).format(self.for_name, text)
 
     def __html__(self) -> str:
