@@ -18,13 +18,13 @@ preprocesses exactly as training did.
 from __future__ import annotations
 
 import json
-import random
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from digits_core import DataIngestion, DatasetError, TEST, TRAIN, VAL
+from digits_data_sunnybrook.ingestion import split_cases  # the same seeded split by case (patient)
 
 from .geometry import (VolumeFormatError, dicom_files, is_nifti, nifti_spacing, nifti_stem, read_label_nifti,
                        read_nifti, read_series, read_slice_info, series_spacing)
@@ -51,17 +51,6 @@ class Case(NamedTuple):
 
     def __str__(self) -> str:
         return f"{self.image} (label {self.label})" if self.label else self.image
-
-
-def split_cases(names: list[str], pct_val: int, seed: int) -> tuple[list[str], list[str]]:
-    """Split case names into ``(train, val)`` reproducibly: at least one val case when ``pct_val > 0``, one train case always."""
-    ordered = sorted(names)
-    random.Random(seed).shuffle(ordered)
-    n_val = int(round(len(ordered) * pct_val / 100.0))
-    if pct_val > 0 and len(ordered) >= 2:
-        n_val = max(1, n_val)
-    n_val = min(n_val, max(0, len(ordered) - 1))
-    return sorted(ordered[n_val:]), sorted(ordered[:n_val])
 
 
 def read_case(case: Case) -> Any:
@@ -245,15 +234,17 @@ class MsdVolumesIngestion(VolumeIngestion):
         return cases, extra
 
 
+def _label_file(labels: Path, stem: str, what: Path) -> Path:
+    """``labels/STEM.nii.gz`` (or ``.nii``); a :class:`DatasetError` naming ``what`` when there is none."""
+    for suffix in (".nii.gz", ".nii"):
+        if (labels / f"{stem}{suffix}").is_file():
+            return labels / f"{stem}{suffix}"
+    raise DatasetError(f"{what}: no label {stem}.nii.gz or {stem}.nii in {labels}")
+
+
 def _pairs(images: Path, labels: Path) -> list[tuple[str, Path, Path]]:
-    found = []
-    for path in sorted(p for p in images.iterdir() if p.is_file() and is_nifti(p)):
-        stem = nifti_stem(path)
-        label = next((labels / f"{stem}{s}" for s in (".nii.gz", ".nii") if (labels / f"{stem}{s}").is_file()), None)
-        if label is None:
-            raise DatasetError(f"{path}: no label {stem}.nii.gz or {stem}.nii in {labels}")
-        found.append((stem, path, label))
-    return found
+    paths = sorted(p for p in images.iterdir() if p.is_file() and is_nifti(p))
+    return [(nifti_stem(p), p, _label_file(labels, nifti_stem(p), p)) for p in paths]
 
 
 class NiftiVolumesIngestion(VolumeIngestion):
@@ -301,10 +292,7 @@ class DicomSeriesIngestion(VolumeIngestion):
             folders = [root]
         cases, modalities = [], set()
         for folder in folders:
-            label = next((labels / f"{folder.name}{s}" for s in (".nii.gz", ".nii")
-                          if (labels / f"{folder.name}{s}").is_file()), None)
-            if label is None:
-                raise DatasetError(f"{folder}: no label {folder.name}.nii.gz in {labels}")
+            label = _label_file(labels, folder.name, folder)
             try:
                 modalities.add(read_slice_info(dicom_files(folder)[0]).modality)
             except VolumeFormatError as exc:
