@@ -8,9 +8,7 @@ data plugin reads, and returns the form values that build the dataset:
   (0 background, 1 disc, 2 square) for ``image-segmentation``;
 * :func:`write_digit_regression`: scikit-learn's handwritten 8×8 digit
   scans (1,797 real scans) in a folder with a ``targets.csv`` of two targets
-  per image, the digit value / 9 and the mean ink, for ``image-regression``;
-* :func:`write_denoising_pairs`: noisy → clean pairs of digit scans for
-  ``image-processing``, with the identity baseline's PSNR.
+  per image, the digit value / 9 and the mean ink, for ``image-regression``.
 
 Numpy and Pillow only (no TensorFlow); the same seed gives the same files.
 """
@@ -68,8 +66,27 @@ def write_shapes_segmentation(folder: str | Path, images: int = 60, size: int = 
             "height": size, "val_percent": val_percent}
 
 
-def _digit_scans() -> tuple[np.ndarray, np.ndarray]:
+def write_digit_regression(folder: str | Path, images: int | None = None, seed: int = 0,
+                           val_percent: int = 25) -> dict:
+    """Write handwritten digit scans and ``targets.csv`` (``value`` = digit / 9, ``ink`` = mean ink in [0, 1]).
+
+    Args:
+        images: How many of the 1,797 scans (``None``: all), picked at random with ``seed``.
+
+    Returns:
+        The ``image-regression`` form values (8×8 grayscale).
+    """
     from sklearn.datasets import load_digits
 
+    folder = Path(folder)
     digits = load_digits()
-    return (digits.images * (255.0 / 16.0)).astype(np.uint8), digits.target.astype(np.int64)
+    order = np.random.default_rng(seed).permutation(len(digits.target))[:images]
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = ["path,value,ink"]
+    for i in order:
+        scan = digits.images[i] / 16.0
+        _save_gray(folder / "images" / f"{i:04d}.png", np.round(scan * 255))
+        rows.append(f"images/{i:04d}.png,{digits.target[i] / 9.0:.6f},{scan.mean():.6f}")
+    (folder / "targets.csv").write_text("\n".join(rows) + "\n")
+    return {"image_folder": str(folder), "targets_file": str(folder / "targets.csv"), "image_type": "grayscale",
+            "width": 8, "height": 8, "val_percent": val_percent}

@@ -232,20 +232,34 @@ def fcn(input_shape, num_outputs, filters: int = 32, **_):
     return keras.Model(inputs, outputs, name="fcn")
 
 
-def regression(input_shape, num_outputs, **_):
-    """A small CNN regressor (conv32-pool-conv64-pool-GAP-fc64-fc), linear output ``output``."""
+#: The regression network pools down to at most this many pixels a side, then flattens (keeps the layout).
+_REGRESSION_MAP = 8
+
+
+def regression(input_shape, num_outputs, dropout: float = 0.0, **_):
+    """A small CNN regressor (conv32-pool-conv64-pool[-conv64-pool...]-flatten-fc128-fc), linear ``output``.
+
+    It pools until the map is at most 8 pixels a side and then *flattens*:
+    targets that depend on where things are (a digit's identity, a position)
+    need the layout that global average pooling throws away.
+    """
     keras, L = _layers()
     inputs = keras.Input(shape=tuple(input_shape), name="image")
-    size = min(input_shape[0], input_shape[1])
-    pools = _pools_for(size, 2, minimum=1)
+    size = max(input_shape[0], input_shape[1])
+    wanted = max(2, math.ceil(math.log2(max(size, 1) / _REGRESSION_MAP)))
+    pools = _pools_for(min(input_shape[0], input_shape[1]), wanted, minimum=1)
     x = L.Conv2D(32, 3, padding="same", activation="relu", name="conv1")(inputs)
     if pools >= 1:
         x = L.MaxPooling2D(2, name="pool1")(x)
     x = L.Conv2D(64, 3, padding="same", activation="relu", name="conv2")(x)
-    if pools >= 2:
-        x = L.MaxPooling2D(2, name="pool2")(x)
-    x = L.GlobalAveragePooling2D(name="gap")(x)
-    x = L.Dense(64, activation="relu", name="fc1")(x)
+    for level in range(2, pools + 1):
+        x = L.MaxPooling2D(2, name=f"pool{level}")(x)
+        if level < pools:
+            x = L.Conv2D(64, 3, padding="same", activation="relu", name=f"conv{level + 1}")(x)
+    x = L.Flatten(name="flatten")(x)
+    x = L.Dense(128, activation="relu", name="fc1")(x)
+    if dropout:
+        x = L.Dropout(dropout, name="drop1")(x)
     outputs = L.Dense(num_outputs, name="output")(x)
     return keras.Model(inputs, outputs, name="regression")
 
