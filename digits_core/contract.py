@@ -31,8 +31,11 @@ import inspect
 import logging
 from typing import Any, Iterator, Mapping
 
+from .deprecated import RESERVED_USERDATA_KEY
 from .errors import DigitsError, PluginCodeError
 from .forms import form_class, is_form_class, user_fields  # noqa: F401  (form_class, is_form_class: re-exported)
+from .interfaces import DataIngestion, View
+from .templating import template_problem
 
 logger = logging.getLogger("digits_core.plugins")
 
@@ -43,8 +46,6 @@ VIEW_RESERVED = frozenset({"dataset", "config"})
 
 
 def _interface(kind: str):
-    from .interfaces import DataIngestion, View
-
     return DataIngestion if kind == "data" else View
 
 
@@ -68,8 +69,6 @@ def strip_reserved(kind: str, values: Mapping[str, Any], plugin: str = "") -> di
     next to the core's own ``is_inference_db=`` would fail with "multiple
     values for keyword argument".
     """
-    from .deprecated import RESERVED_USERDATA_KEY
-
     reserved = reserved_names(kind)
     for key in sorted(k for k in values if k in reserved):
         if kind == "data":
@@ -152,8 +151,6 @@ def _form_problems(kind: str, form_cls: Any, method: str) -> tuple[Any, str | No
 
 
 def _template_problem(plugin_cls: type, method: str, form: Any, kind: str) -> str | None:
-    from .templating import template_problem
-
     try:
         source, _context = call_plugin_method(plugin_cls, method, form, kind=kind)
     except PluginCodeError as exc:

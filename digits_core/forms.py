@@ -20,6 +20,8 @@ import argparse
 import inspect
 from typing import Any, Iterable, Mapping
 
+from .errors import FormValidationError
+
 #: Field types that carry no user data.
 _IGNORED_FIELD_TYPES = {"SubmitField", "CSRFTokenField", "HiddenField", "FormField", "FieldList"}
 #: Strings WTForms' BooleanField reads as False.
@@ -131,8 +133,6 @@ def validate_form(form, form_name: str = "form") -> dict[str, Any]:
         FormValidationError: Some field is invalid or unknown; the error
             maps each field name to its messages.
     """
-    from .errors import FormValidationError
-
     errors: dict[str, list[str]] = {}
     for name in getattr(form, "_digits_unknown", []):
         known = ", ".join(f.name for f in user_fields(form))

@@ -60,6 +60,7 @@ from typing import Any, Callable
 import pluggy
 
 from . import hookspecs
+from .contract import check_at_load
 from .errors import PluginLoadError, PluginNotFoundError
 from .interfaces import DataIngestion, View
 from .job_status import add_status_listener
@@ -186,8 +187,6 @@ class PluginRegistry:
         ``digits dataset create``), see :func:`digits_core.contract.check_at_load`.
         """
         self._ensure_built()
-        from .contract import check_at_load
-
         with self._lock:
             if self._templates_checked:
                 return

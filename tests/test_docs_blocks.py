@@ -46,7 +46,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 #: Documents whose blocks this module checks.
-DOCUMENTS = ["README.md", "docs/api.md", "docs/custom-networks.md", "docs/formats.md"]
+DOCUMENTS = ["README.md", "docs/api.md", "docs/custom-networks.md", "docs/formats.md", "docs/architecture.md"]
 #: Guides whose code blocks a walkthrough test of their own runs (with its own tags).
 OWN_TESTS = {"docs/writing-plugins.md": "tests/test_plugin_guide.py",
              "docs/porting-digits6.md": "tests/test_compat_digits6_guide.py",

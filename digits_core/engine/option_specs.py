@@ -21,11 +21,14 @@ front door. No TensorFlow here.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import FormValidationError
+from ..sweep import parse_values
 from .lr_policies import POLICIES
 from .tasks import TASKS
 
@@ -258,7 +261,7 @@ GROUPS: tuple[str, ...] = tuple(dict.fromkeys(spec.group for spec in TRAINING_OP
 
 
 def _defaults() -> dict:
-    from .options import Augmentation, TrainingOptions
+    from .options import Augmentation, TrainingOptions  # options imports this module: its dataclass holds the defaults
 
     values = {f.name: (f.default if f.default is not dataclasses.MISSING else f.default_factory())  # type: ignore[misc,operator]
               for f in dataclasses.fields(TrainingOptions) if f.name != "augmentation"}
@@ -293,12 +296,8 @@ def _cli_type(spec: OptionSpec):
 
 def _sweep_values(spec: OptionSpec):
     """An argparse type: one number, or a list of them for ``0.1,0.01`` (checked by the sweep expansion)."""
-    import argparse
 
     def parse(text: str):
-        from ..errors import FormValidationError
-        from ..sweep import parse_values
-
         try:
             values = parse_values(spec.name, text)
         except FormValidationError as exc:

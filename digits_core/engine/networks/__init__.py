@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Callable
 
 from ...errors import FormValidationError, TrainingError
+from ...plugin_registry import registry
 from . import builtin
+from .custom import load_network_module
 
 
 @dataclass
@@ -46,7 +48,7 @@ _ADAM = {"solver": "adam", "learning_rate": 0.001}
 
 def _detectnet(input_shape, num_outputs, **params):
     """``detectnet`` (see :mod:`digits_core.engine.detection.network`)."""
-    from ..detection.network import build_detectnet
+    from ..detection.network import build_detectnet  # Keras layers: TensorFlow loads when the model is built
 
     return build_detectnet(input_shape, num_outputs, **params)
 BUILTIN: dict[str, NetworkSpec] = {
@@ -83,8 +85,6 @@ DEFAULT_NETWORK = {"classification": "lenet", "segmentation": "unet", "regressio
 
 def plugin_networks() -> dict[str, NetworkSpec]:
     """Networks added by plugins through the ``digits_register_networks`` hook."""
-    from ...plugin_registry import registry
-
     found = {}
     for name, build in registry.networks().items():
         if callable(build):
@@ -112,8 +112,6 @@ def resolve_network(network: str | Callable) -> NetworkSpec:
         return NetworkSpec(getattr(network, "__name__", "custom"), network, "callable")
     text = str(network)
     if text.endswith(".py") or Path(text).expanduser().is_file():
-        from .custom import load_network_module
-
         path = str(Path(text).expanduser().resolve())
         module = load_network_module(path)
         return NetworkSpec(path, module.build_model, "file",
