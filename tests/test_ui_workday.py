@@ -101,6 +101,7 @@ def workday(tmp_path_factory, chromium):
     gone = _dataset(jobs, "gone", "class")
     classifier = _model(jobs, "classifier", digits.id, "classification", {"network": "lenet"})
     detector = _model(jobs, "detector", boxes.id, "detection", {"network": "detectnet"})
+    _write_detection_metrics(detector.path / "metrics.jsonl")
     source = _model(jobs, "source", gone.id, "classification",
                     {"network": "lenet", "epochs": 15, "solver": "sgd", "learning_rate": 0.05, "lr_policy": "step",
                      "momentum": 0.8})
@@ -113,6 +114,23 @@ def workday(tmp_path_factory, chromium):
         yield {"server": server, "context": context, "errors": errors, "digits": digits, "boxes": boxes,
                "classifier": classifier, "detector": detector, "source": source, "gone": gone.id}
         context.close()
+
+
+#: Nine classes of a KITTI-like detector: nine per-class AP series.
+CLASSES = ("car", "van", "truck", "pedestrian", "sitter", "cyclist", "tram", "misc", "dontcare")
+EPOCHS = 10
+
+
+def _write_detection_metrics(path):
+    """What a detector's training logs: 15 series, one point per epoch, a minute apart."""
+    with open(path, "w") as handle:
+        for epoch in range(1, EPOCHS + 1):
+            values = {"loss": 2.0 / epoch, "val_loss": 2.2 / epoch, "centre_recall": 0.1 * epoch,
+                      "val_map50": min(1.0, 0.12 * epoch), "val_map": 0.05 * epoch, "lr": 0.002,
+                      **{f"val_ap50_{c}": 0.09 * epoch for c in CLASSES}}
+            for name, value in values.items():
+                handle.write(json.dumps({"epoch": epoch, "step": epoch * 10, "name": name, "value": value,
+                                         "time": 1_700_000_000 + 60 * epoch}) + "\n")
 
 
 def _page(workday):
@@ -179,12 +197,17 @@ def test_new_model_form_keeps_every_value(workday):
     page.close()
 
 
+def _frames(page, frames):
+    """Let ``frames`` animation frames pass (Chart.js follows a resize in one)."""
+    page.evaluate("""frames => new Promise(done => { let n = 0;
+        const step = () => ++n < frames ? requestAnimationFrame(step) : done(); requestAnimationFrame(step); })""", frames)
+
+
 def _lr_preview_height(page, frames=90):
     """The LR preview's height once it has drawn and ``frames`` animation frames have passed."""
     page.wait_for_function("() => document.getElementById('lr-preview').dataset.query !== undefined")
-    return page.evaluate("""frames => new Promise(done => { let n = 0; const step = () =>
-        ++n < frames ? requestAnimationFrame(step) : done(document.getElementById('lr-preview').clientHeight);
-        requestAnimationFrame(step); })""", frames)
+    _frames(page, frames)
+    return page.evaluate("document.getElementById('lr-preview').clientHeight")
 
 
 def test_clone_of_a_model_whose_dataset_was_deleted(workday):
@@ -276,3 +299,55 @@ def test_deleting_running_jobs_lands_on_home(tmp_path, live_server, chromium):
     assert not (jobs / second["id"]).exists() and not (jobs / dataset.id).exists()
     context.close()
     assert not errors, errors
+
+
+def test_detector_charts_read_like_tensorboard(workday):
+    server, detector = workday["server"], workday["detector"]
+    page = _page(workday)
+    page.goto(server.url + f"/models/{detector.id}")
+    page.wait_for_function("() => Number(document.getElementById('charts').dataset.points) === 150")  # 15 series × 10 epochs
+    panels = page.evaluate("""() => [...document.querySelectorAll('#metric-panels [data-panel]')].map(p => [
+        p.dataset.panel, Chart.getChart(p.querySelector('canvas')).data.datasets.map(d => d.label)])""")
+    # One panel per tag, the task's metrics first, the nine per-class APs together, the learning rate last.
+    assert [name for name, _ in panels] == ["loss", "map50", "map", "centre_recall", "ap50 per class", "learning_rate"]
+    assert dict(panels)["loss"] == ["loss", "val_loss"] and len(dict(panels)["ap50 per class"]) == 9
+
+    def chart(panel, expression):
+        return page.evaluate(f"""() => {{ const c = Chart.getChart(document.querySelector(
+            '#metric-panels [data-panel="{panel}"] canvas')); return {expression}; }}""")
+
+    assert chart("map50", "c.options.scales.y.max") > 1  # 1.0 does not sit on the border
+    # Final and best values as text.
+    row = page.locator('#metric-summary tr[data-metric="val_map50"] td').all_inner_texts()
+    assert row == ["val_map50", "1", "1", "9"]  # capped at 1.0 from epoch 9: the best is the first
+    assert page.locator('#metric-summary tr[data-metric="loss"] td').all_inner_texts() == ["loss", "0.2", "0.2", "10"]
+    # Smoothing (TensorBoard's debiased EMA): the loss curve changes, its first point does not.
+    raw = chart("loss", "c.data.datasets[0].data.map(p => p.y)")
+    page.locator('[data-control="smoothing"]').fill("0.9")
+    smoothed = chart("loss", "c.data.datasets[0].data.map(p => p.y)")
+    assert smoothed[0] == pytest.approx(raw[0]) and smoothed[-1] > raw[-1] * 1.5
+    page.locator('[data-control="smoothing"]').fill("0")
+    # Log scale, wall-time axis (minutes since the first point).
+    page.check('[data-control="log"]')
+    assert chart("loss", "c.options.scales.y.type") == "logarithmic"
+    page.uncheck('[data-control="log"]')
+    page.select_option('[data-control="axis"]', "wall")
+    assert chart("loss", "c.data.datasets[0].data.map(p => p.x)") == [float(i) for i in range(EPOCHS)]
+    page.select_option('[data-control="axis"]', "epoch")
+    # Drag to zoom: every panel shows the range; Reset zoom undoes it.
+    box = page.locator('#metric-panels [data-panel="loss"] canvas').bounding_box()
+    y = box["y"] + box["height"] / 2
+    page.mouse.move(box["x"] + box["width"] * 0.3, y)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] * 0.7, y)
+    page.mouse.up()
+    assert page.locator("#charts #metric-panels").get_attribute("data-zoomed") == "true"
+    low, high = chart("map", "[c.options.scales.x.min, c.options.scales.x.max]")
+    assert 1 < low < high < EPOCHS
+    page.click('[data-control="reset-zoom"]')
+    assert chart("map", "c.options.scales.x.min") is None
+    # A phone: the panels stack, nothing is wider than the screen (once the charts have followed the resize).
+    page.set_viewport_size({"width": 375, "height": 800})
+    _frames(page, 30)
+    assert page.evaluate("document.documentElement.scrollWidth") <= 375
+    page.close()

@@ -23,6 +23,9 @@ bp = Blueprint("models", __name__, url_prefix="/models")
 #: The view a model page preselects for each task (the dataset's task picks what the user sees first).
 DEFAULT_VIEWS = {"classification": "image-classification", "segmentation": "image-segmentation",
                  "detection": "bounding-boxes", "regression": "regression", "image-to-image": "image-output"}
+#: The metric panels a model page shows first, per task (the rest follow by name, the learning rate last).
+FIRST_METRICS = {"classification": "loss,accuracy,top5", "segmentation": "loss,dice,iou",
+                 "detection": "loss,map50,map,centre_recall", "regression": "loss,mae", "image-to-image": "loss,mae"}
 
 
 def _ext():
@@ -246,6 +249,7 @@ def inference_context(job: Job) -> dict:
     model = read_json(job.path / "model.json") or {}
     ctx["task"] = model.get("task")
     ctx["default_view"] = DEFAULT_VIEWS.get(model.get("task") or "classification", "image-classification")
+    ctx["first_metrics"] = FIRST_METRICS.get(model.get("task") or "", "loss")
     dataset_id = job.data.get("dataset_id")
     ds_job = None
     try:

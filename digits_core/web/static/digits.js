@@ -134,31 +134,6 @@
     setTimeout(tick, 800);
   };
 
-  var COLORS = ["#1565c0", "#76b900", "#c62828", "#8e24aa", "#ef6c00", "#00838f", "#6d4c41", "#546e7a"];
-
-  function makeChart(canvas, yTitle, logScale) {
-    return new Chart(canvas, {
-      type: "line",
-      data: { datasets: [] },
-      options: {
-        animation: false, maintainAspectRatio: false, parsing: false, normalized: true,
-        interaction: { mode: "nearest", intersect: false },
-        scales: {
-          x: { type: "linear", title: { display: true, text: "epoch" } },
-          y: { type: logScale ? "logarithmic" : "linear", title: { display: true, text: yTitle } },
-          y2: { type: "linear", position: "right", display: false, min: 0, max: 1, grid: { drawOnChartArea: false },
-                title: { display: true, text: "accuracy / top-5 / Dice (0–1)" } }
-        },
-        plugins: { legend: { position: "bottom" } },
-        elements: { point: { radius: 0 }, line: { borderWidth: 2 } }
-      }
-    });
-  }
-
-  /* Metrics in 0..1 go on the right-hand ratio axis: accuracy, top-k, Dice, IoU, mAP, precision/recall. */
-  function isRatio(name) { return /acc|top_?\d|dice|iou|precision|recall|f1|map|_ap/i.test(name); }
-  DIGITS.isRatio = isRatio;
-
   function cell(text, className) {
     var td = document.createElement("td");
     td.textContent = text; if (className) { td.className = className; }
@@ -239,43 +214,27 @@
     }
   }
 
-  /* Model page: poll metrics.json from a byte offset and append points to the charts. */
+  /* Model page: poll metrics.json from a byte offset and add the points to the metric panels (charts.js). */
   DIGITS.trainingCharts = function (box) {
-    if (!box || typeof Chart === "undefined") { return; }
-    var main = makeChart(document.getElementById("chart-main"), "loss / error", false);
-    var lr = makeChart(document.getElementById("chart-lr"), "learning rate", false);
-    lr.options.plugins.legend.display = false;
-    var series = {};
+    if (!box || typeof Chart === "undefined" || !DIGITS.metricPanels) { return; }
+    var panels = DIGITS.metricPanels(document.getElementById("metric-panels") || box,
+                                     { first: (box.dataset.first || "loss").split(",") });
     var offset = 0;
     var active = box.dataset.active === "true";
     var clock = {};
-    function seriesFor(name) {
-      if (series[name]) { return series[name]; }
-      var target = name === "lr" || name === "learning_rate" ? lr : main;
-      var ratio = target === main && isRatio(name);
-      var color = COLORS[Object.keys(series).length % COLORS.length];
-      var ds = { label: name, data: [], borderColor: color, backgroundColor: color, yAxisID: ratio ? "y2" : "y",
-                 borderDash: /^val/.test(name) ? [6, 3] : [] };
-      if (ratio) { main.options.scales.y2.display = true; }
-      target.data.datasets.push(ds);
-      series[name] = { ds: ds, chart: target };
-      return series[name];
-    }
     function tick() {
       getJSON(box.dataset.url + "?offset=" + offset).then(function (d) {
         offset = d.offset;
         (d.points || []).forEach(function (p) {
-          if (typeof p.value !== "number" || !isFinite(p.value)) { return; }
-          if (/per_sec|_time|seconds|throughput/.test(p.name)) {  /* speed figures: text, not the loss axis */
-            var speed = document.getElementById("chart-speed");
+          if (typeof p.value === "number" && isFinite(p.value) && /per_sec|_time|seconds|throughput/.test(p.name)) {
+            var speed = document.getElementById("chart-speed");  /* speed figures: text, not a chart */
             if (speed) { speed.textContent = p.name.replace(/_/g, " ") + ": " + p.value.toFixed(0); }
-            return;
           }
-          seriesFor(p.name).ds.data.push({ x: p.epoch, y: p.value });
         });
+        panels.add(d.points);
         box.dataset.snapshots = (d.snapshots || []).length;
-        box.dataset.points = Object.keys(series).reduce(function (n, k) { return n + series[k].ds.data.length; }, 0);
-        main.update(); lr.update();
+        box.dataset.points = panels.points();
+        if ((d.points || []).length || !box.dataset.drawn) { panels.update(); box.dataset.drawn = "true"; }
         setStatus(d.status);
         updateJobPanels(d, clock);
         var info = document.getElementById("chart-status");
