@@ -318,8 +318,11 @@ class Job(JobRecordView):
             self.reload()
             if not self._reapable():
                 return False
-            self.set_status(JobStatus.ABORTED, error="The process running this job ended without finishing it "
-                                                     "(killed, or its machine stopped).")
+            try:
+                self.set_status(JobStatus.ABORTED, error="The process running this job ended without finishing it "
+                                                         "(killed, or its machine stopped).")
+            except OSError:  # a full disk: leave it Running; the next listing or start tries again
+                return False
             return True
         finally:
             lock.release()

@@ -256,6 +256,11 @@ class _Build:
     def _as_error(self, exc: BaseException) -> BaseException:
         if isinstance(exc, (DigitsError, KeyboardInterrupt)):
             return exc
+        from ..faults import disk_error_message
+
+        full = disk_error_message(exc, self.job.path.parent)
+        if full is not None:
+            return DatasetError(full)
         return DatasetError(f'Dataset job failed in plugin "{self.plugin_id}": {describe_exception(exc)}')
 
     def _fail(self, status: JobStatus, message: str) -> None:

@@ -3,6 +3,12 @@
 Record ``i`` of a stage is stored under the key ``b"%08d" % i`` (8 ASCII
 digits, so LMDB's byte order is index order and a range of records is one
 cursor walk). The writer grows the map when LMDB raises ``MapFullError``.
+
+The writer maps the file (``writemap``), so a page written where the disk
+has no block left would kill the process with SIGBUS, with no message. So
+each transaction first reserves the blocks it may touch
+(``posix_fallocate``); on a full disk that fails with an ordinary
+``OSError`` (ENOSPC), which the dataset job reports as "disk full".
 """
 
 from __future__ import annotations
@@ -69,6 +75,7 @@ class StageWriter:
             return
         items = list(zip([b"%08d" % i for i in range(self.count, self.count + len(records))], records))
         while True:
+            self._reserve(sum(len(v) + 64 for _, v in items) * 2 + (1 << 20))
             txn = self.env.begin(write=True)
             try:
                 txn.cursor().putmulti(items, dupdata=False, overwrite=True, append=True)
@@ -88,6 +95,23 @@ class StageWriter:
         self._mapped_bytes += sum(len(v) for _, v in items)
         if self._mapped_bytes >= REMAP_BYTES:
             self._remap()
+
+    def _reserve(self, size: int) -> None:
+        """Give the file real blocks for the next ``size`` bytes after its used pages (within the map).
+
+        Raises:
+            OSError: ENOSPC (or EDQUOT) when the disk cannot hold them.
+        """
+        if not hasattr(os, "posix_fallocate"):
+            return
+        used = (self.env.info()["last_pgno"] + 1) * self.env.stat()["psize"]
+        fd = os.open(self.path / "data.mdb", os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
+        try:
+            end = min(used + size, os.fstat(fd).st_size)
+            if end > used:
+                os.posix_fallocate(fd, used, end - used)
+        finally:
+            os.close(fd)
 
     def close(self) -> None:
         """Flush to disk, close the environment and cut the file to its used pages.

@@ -74,7 +74,14 @@ class ProcessWorker:
             proc.wait(5)
 
     def failure(self) -> str:
-        return (f"The worker process ended unexpectedly (exit code {self.proc.returncode}); "
+        code = self.proc.returncode
+        if code is not None and code < 0:
+            try:
+                how = f"was killed by {signal.Signals(-code).name}"
+            except ValueError:
+                how = f"was killed by signal {-code}"
+            return f"The worker process {how} (exit code {code}); see {WORKER_LOG} in the job folder."
+        return (f"The worker process ended unexpectedly (exit code {code}); "
                 f"see {WORKER_LOG} in the job folder.")
 
 

@@ -88,6 +88,7 @@ class JobQueue:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock_key: str | None = None
+        self._unrecorded: dict[str, tuple[JobStatus, str]] = {}  # job id -> end not written yet (disk full)
 
     # -- what an executor provides ---------------------------------------------
 
@@ -144,11 +145,12 @@ class JobQueue:
             ``{"aborted": [...ids], "queued": [...ids], "alive": [...ids]}``.
         """
         result: dict[str, list[str]] = {"aborted": [], "queued": [], "alive": []}
+        remove_stale_builds(self.store.root)  # first: on a full disk, the dead builds' space lets the rest be written
         for job in reversed(self.store.list(reap=False)):
             if job.id in self._running:
                 continue
             if job.status is JobStatus.RUNNING:
-                if job.reap():
+                if _reap(job):
                     result["aborted"].append(job.id)
                 elif job.status is JobStatus.RUNNING:
                     logger.info("Job %s is running in another process (%s); leaving it alone",
@@ -157,7 +159,6 @@ class JobQueue:
             elif job.status is JobStatus.WAITING and job.id not in self._queue:
                 self._queue.append(job.id)
                 result["queued"].append(job.id)
-        remove_stale_builds(self.store.root)  # build folders of dataset jobs whose owner died
         return result
 
     # -- queue ----------------------------------------------------------------
@@ -275,6 +276,8 @@ class JobQueue:
 
     def _tick(self) -> None:
         with self._lock:
+            for job_id, (status, error) in list(self._unrecorded.items()):
+                self._record_end(job_id, status, error)
             for job_id, (handle, _kind) in list(self._running.items()):
                 if handle.poll() is not None:
                     self._finish(job_id, handle)
@@ -332,13 +335,35 @@ class JobQueue:
         self._abort_requested.discard(job.id)
         if handle.returncode == EXIT_JOB_LOCKED:
             return  # another process owns the job: its status is that owner's to write
-        job.forget("resume", "resume_epochs")
-        if job.status.is_finished:
-            return
         if aborted or requested:
-            job.set_status(JobStatus.ABORTED, error="Aborted by the user.")
+            self._record_end(job_id, JobStatus.ABORTED, "Aborted by the user.")
         else:
-            job.set_status(JobStatus.ERROR, error=handle.failure())
+            self._record_end(job_id, JobStatus.ERROR, handle.failure())
+
+    def _record_end(self, job_id: str, status: JobStatus, error: str) -> None:
+        """Write how a worker's job ended; on a full disk keep it and try again next tick (the job is not lost)."""
+        try:
+            job = Job.load(self.store.root / job_id)
+            job.forget("resume", "resume_epochs")
+            if not job.status.is_finished:
+                job.set_status(status, error=error)
+        except DigitsError:
+            pass
+        except OSError as exc:
+            if job_id not in self._unrecorded:
+                logger.warning("cannot record the end of job %s yet (%s); retrying", job_id, exc.strerror or exc)
+            self._unrecorded[job_id] = (status, error)
+            return
+        self._unrecorded.pop(job_id, None)
+
+
+def _reap(job: Job) -> bool:
+    """:meth:`Job.reap`, but a full disk only postpones it (the next start or listing tries again)."""
+    try:
+        return job.reap()
+    except OSError as exc:
+        logger.warning("cannot mark job %s Aborted yet (%s)", job.id, exc.strerror or exc)
+        return False
 
 
 def _abort_foreign(job: Job) -> None:

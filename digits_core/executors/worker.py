@@ -20,6 +20,7 @@ import time
 import traceback
 
 from ..errors import DigitsError, JobStateError
+from ..faults import disk_error, disk_error_message
 from ..jobs import Job, JobLockedError, JobStatus
 
 logger = logging.getLogger(__name__)
@@ -98,23 +99,44 @@ def _run_owned_job(job: Job, encode_on_ray: bool = False) -> int:
         else:
             raise JobStateError(f"Job {job.id} has kind {job.kind!r}, which no worker runs.")
     except DigitsError as exc:
-        job.reload()
-        if not job.status.is_finished:
-            job.set_status(JobStatus.ERROR, error=str(exc))
-        print(f"error: {exc}", file=sys.stderr)
+        message = disk_error_message(exc, job.path.parent) or str(exc)
+        _say(f"error: {message}")
+        _record_end(job, JobStatus.ERROR, message)
         return 1
     except BaseException as exc:  # noqa: BLE001 - record every failure in the job
-        traceback.print_exc()
-        job.reload()
-        if not job.status.is_finished:
-            aborted = isinstance(exc, KeyboardInterrupt)
-            job.set_status(JobStatus.ABORTED if aborted else JobStatus.ERROR,
-                           error="Aborted by the user." if aborted else f"Internal error: {exc!r} (see {WORKER_LOG}).")
+        _say(traceback.format_exc())
+        aborted = isinstance(exc, KeyboardInterrupt)
+        message = "Aborted by the user." if aborted else (
+            disk_error_message(exc, job.path.parent) or f"Internal error: {exc!r} (see {WORKER_LOG}).")
+        _record_end(job, JobStatus.ABORTED if aborted else JobStatus.ERROR, message)
         return 1
     job.reload()
     if not job.status.is_finished:
         job.set_status(JobStatus.DONE)
     return 0
+
+
+def _say(text: str) -> None:
+    """Write to worker.log (stderr); on a full disk the job record (retried by the server) must do."""
+    try:
+        print(text, file=sys.stderr, flush=True)
+    except OSError:
+        pass
+
+
+def _record_end(job: Job, status: JobStatus, error: str, attempts: int = 5) -> None:
+    """Set the job's end status; on a full disk retry a few times (the server retries after the worker exits)."""
+    for attempt in range(attempts):
+        try:
+            job.reload()
+            if not job.status.is_finished:
+                job.set_status(status, error=error)
+            return
+        except OSError as exc:
+            if disk_error(exc) is None or attempt == attempts - 1:
+                _say(f"error: could not record the end of job {job.id}: {exc}")
+                return
+            time.sleep(0.5)
 
 
 def _sigterm(_signum, _frame):

@@ -1,0 +1,39 @@
+"""Faults a job meets that are the machine's, not the user's: a full disk (ENOSPC, EDQUOT) or an I/O error.
+
+:func:`disk_error_message` turns such an ``OSError`` into the message a job
+records ("The disk is full ... under <folder> ..."), so the job ends
+``Error`` with a reason a person can act on instead of a traceback.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+
+#: errno values that mean "the storage cannot take this write".
+DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG})
+
+
+def disk_error(exc: BaseException | None) -> OSError | None:
+    """The ``OSError`` in ``exc`` or its causes that is a full disk or an I/O error, else ``None``."""
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, OSError) and exc.errno in DISK_ERRNOS:
+            return exc
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return None
+
+
+def disk_error_message(exc: BaseException, where: str | os.PathLike) -> str | None:
+    """``"The disk is full ..."`` for a full disk or I/O error in ``exc`` (writing under ``where``), else ``None``."""
+    found = disk_error(exc)
+    if found is None:
+        return None
+    if found.errno == errno.EIO:
+        return f"An I/O error occurred writing under {where} ({found.strerror}); check the disk, then run the job again."
+    what = "the disk quota is exceeded" if found.errno == errno.EDQUOT else "the disk is full"
+    return (f"The job could not finish: {what} ({found.strerror}) under {where}. Free some space (delete old jobs), "
+            "then run it again.")
+
+
+__all__ = ["DISK_ERRNOS", "disk_error", "disk_error_message"]

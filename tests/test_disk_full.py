@@ -1,0 +1,142 @@
+"""A full disk: a job that cannot finish ends Error "disk full", the server starts and keeps serving.
+
+Each test mounts a small tmpfs as the jobs folder (needs root and ``mount -t
+tmpfs``; skipped with the reason otherwise) and checks that nothing of an
+earlier job changes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from digits_core.errors import DatasetError
+from digits_core.jobs import Job, JobStatus
+
+
+def _can_mount() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root to mount a small tmpfs"
+    return None
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 3 MB tmpfs mounted at tmp_path/fs (unmounted afterwards)."""
+    reason = _can_mount()
+    if reason:
+        pytest.skip(reason)
+    mount = tmp_path / "fs"
+    mount.mkdir()
+    result = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mount)],
+                            capture_output=True, text=True)
+    if result.returncode != 0:
+        pytest.skip(f"mount -t tmpfs does not work here: {result.stderr.strip()[:200]}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+
+
+@pytest.fixture
+def images(tmp_path):
+    """Two classes of noise images, 4 MB raw: more than the small disk holds."""
+    src = tmp_path / "src"
+    for c in ("a", "b"):
+        (src / c).mkdir(parents=True)
+        for i in range(180):
+            Image.fromarray(np.random.default_rng(i).integers(0, 256, (64, 64, 3), dtype=np.uint8)).save(
+                src / c / f"{i}.png")
+    small = tmp_path / "small"
+    for c in ("a", "b"):
+        (small / c).mkdir(parents=True)
+        for i in range(4):
+            Image.fromarray(np.full((8, 8, 3), i * 30, np.uint8)).save(small / c / f"{i}.png")
+    return src, small
+
+
+def _checksums(folder) -> dict[str, str]:
+    return {str(p.relative_to(folder)): hashlib.sha1(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file() and p.name not in ("job.lock",)}
+
+
+def test_a_dataset_that_does_not_fit_ends_error_disk_full_and_frees_its_build(small_disk, images):
+    from digits_core.datasets import create_dataset
+
+    src, small = images
+    jobs = small_disk / "jobs"
+    earlier = create_dataset("image-classification", {"folder": str(small), "width": 8, "height": 8},
+                             name="earlier", jobs_dir=jobs, workers=1)
+    before = _checksums(earlier.path)
+    with pytest.raises(DatasetError, match="the disk is full") as exc:
+        create_dataset("image-classification", {"folder": str(src), "width": 64, "height": 64, "encoding": "none"},
+                       name="big", jobs_dir=jobs, workers=1)
+    assert str(jobs) in str(exc.value)
+    big = next(Job.load(p) for p in jobs.iterdir() if p.is_dir() and p != earlier.path)
+    assert big.status is JobStatus.ERROR and "the disk is full" in (big.error or "")
+    assert not [p for p in big.path.iterdir() if p.name.startswith(".building-")]
+    assert _checksums(earlier.path) == before
+
+
+def _fill(path) -> None:
+    """Fill the disk to its last block."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT)
+    try:
+        for size in (1 << 16, 4096, 512, 1):
+            try:
+                while True:
+                    os.write(fd, b"\0" * size)
+            except OSError:
+                pass
+    finally:
+        os.close(fd)
+
+
+DEAD_BUILD = """
+import os, sys
+from digits_core.jobs import Job, JobStatus
+job = Job.create("dataset", "killed", jobs_dir=sys.argv[1], hold=True)
+job.set_status(JobStatus.RUNNING)
+build = job.path / ".building-x"
+build.mkdir()
+with open(build / "data.mdb", "wb") as f:
+    f.write(b"x" * 1_500_000)
+print(job.id, flush=True)
+os._exit(0)  # killed mid-build: its lock file and its build folder stay
+"""
+
+
+def test_the_server_starts_serves_and_deletes_on_a_full_disk(small_disk, images):
+    from digits_core.datasets import create_dataset
+    from digits_core.web import create_app
+
+    _, small = images
+    jobs = small_disk / "jobs"
+    earlier = create_dataset("image-classification", {"folder": str(small), "width": 8, "height": 8},
+                             name="earlier", jobs_dir=jobs, workers=1)
+    before = _checksums(earlier.path)
+    dead_id = subprocess.run([sys.executable, "-c", DEAD_BUILD, str(jobs)], capture_output=True, text=True,
+                             check=True, timeout=120).stdout.strip()
+    _fill(small_disk / "filler")
+    app = create_app(jobs, start_scheduler=True, testing=True, data_roots=[small_disk])
+    try:
+        dead = Job.load(jobs / dead_id)
+        assert not (dead.path / ".building-x").exists()  # the reaper freed the dead build first...
+        assert dead.status is JobStatus.ABORTED  # ...so it could write the job's end
+        _fill(small_disk / "filler-again")  # and full again while it serves
+        client = app.test_client()
+        assert client.get("/").status_code == 200
+        assert client.get("/index.json").status_code == 200
+        assert client.get(f"/datasets/{earlier.id}").status_code == 200
+        token = client.get("/api/csrf-token").get_json()["csrf_token"]
+        assert client.delete(f"/api/jobs/{dead_id}", headers={"X-CSRFToken": token}).status_code in (200, 202, 204)
+        assert not (jobs / dead_id).exists()
+        assert _checksums(earlier.path) == before
+    finally:
+        app.extensions["digits"]["scheduler"].shutdown()
