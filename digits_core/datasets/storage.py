@@ -13,6 +13,7 @@ each transaction first reserves the blocks it may touch
 
 from __future__ import annotations
 
+import errno
 import os
 import threading
 from itertools import islice
@@ -110,6 +111,9 @@ class StageWriter:
             end = min(used + size, os.fstat(fd).st_size)
             if end > used:
                 os.posix_fallocate(fd, used, end - used)
+        except OSError as exc:
+            if exc.errno not in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):  # a filesystem without fallocate
+                raise
         finally:
             os.close(fd)
 
