@@ -29,6 +29,7 @@ import numpy as np
 from ..errors import DatasetError
 from .images import RecordError
 from .records import FEATURE_DTYPES, MASK_DTYPES, add_histograms
+from .storage import REMAP_BYTES
 
 #: The ``dataset.json`` layout of volume datasets.
 VOLUME_LAYOUT = "DHWC"
@@ -132,9 +133,13 @@ class VolumeStageWriter:
         self._lmdb = lmdb
         self.path = Path(path)
         self.path.mkdir(parents=True, exist_ok=True)
-        self.env: Any = lmdb.open(str(self.path), map_size=INITIAL_MAP_SIZE, subdir=True, sync=False,
-                                  metasync=False, readahead=False, max_dbs=0)
+        self.env: Any = self._open(INITIAL_MAP_SIZE)
         self.count = 0
+        self._written = 0
+
+    def _open(self, map_size: int) -> Any:
+        return self._lmdb.open(str(self.path), map_size=map_size, subdir=True, sync=False, metasync=False,
+                               readahead=False, max_dbs=0)
 
     def append(self, volume: Volume, label: np.ndarray) -> VolumeMeta:
         """Store one checked case (see :func:`check_volume_pair`) as the next index; return its metadata."""
@@ -161,6 +166,12 @@ class VolumeStageWriter:
                 txn.abort()
                 raise
         self.count += 1
+        self._written += sum(len(v) for _, v in items)
+        if self._written >= REMAP_BYTES:  # written pages leave this process's memory: flat as the stage grows
+            map_size = self.env.info()["map_size"]
+            self.env.close()
+            self.env = self._open(map_size)
+            self._written = 0
         return meta
 
     def close(self) -> None:

@@ -99,7 +99,8 @@ class DicomSeriesDatasetForm(VolumePreprocessingForm):
                                 description="A folder of series folders (one DICOM series each, any file names).")
     label_folder = StringField(
         "Label folder", validators=[InputRequired()],
-        description="NIfTI label volumes named after the series folders (CASE.nii.gz), on the series' voxel grid.")
+        description="Label volumes named after the series folders: CASE.nii.gz on the series' voxel grid, or "
+                    "CASE.dcm, a DICOM-SEG drawn on the series.")
 
     def validate_series_folder(self, field) -> None:
         existing_folder(field.data, "series folder", "series_folder")

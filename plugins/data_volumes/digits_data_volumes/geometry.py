@@ -311,3 +311,32 @@ def read_series(folder: str | Path, *, field: str = "folder", name: str = "") ->
     if data.dtype.name not in ("uint8", "uint16", "int16", "float32"):
         data = data.astype(np.float32)
     return _canonical(data, series_affine(ordered, spacing), name or Path(folder).name), ordered
+
+
+def read_label_seg(path: str | Path, folder: str | Path, *, field: str = "label") -> np.ndarray:
+    """Read a DICOM-SEG drawn on the series in ``folder`` as its canonical ``D×H×W`` label volume.
+
+    Each source slice's label map comes from the SEG frames that reference its SOP Instance UID
+    (:class:`digits_data_dicomweb.seg.SegmentationLabels`); the stack gets the series' geometry.
+
+    Raises:
+        VolumeFormatError: Unreadable, not a SEG, or a slice of the series has no frame in it.
+    """
+    import pydicom
+
+    from digits_data_dicomweb.seg import SegmentationError, SegmentationLabels
+
+    path = check_server_path(path, field)
+    folder = Path(folder)
+    ordered, spacing = order_series([read_slice_info(p) for p in dicom_files(folder)], folder)
+    try:
+        seg = SegmentationLabels(pydicom.dcmread(str(path)), name=str(path))
+        maps = [seg.label_map(str(pydicom.dcmread(s.path, stop_before_pixels=True).SOPInstanceUID))
+                for s in ordered]
+    except SegmentationError as exc:
+        raise VolumeFormatError(f"{path}: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - not DICOM, truncated
+        raise VolumeFormatError(f"{path}: not a readable DICOM-SEG ({type(exc).__name__})") from None
+    data = np.ascontiguousarray(np.transpose(np.stack(maps), (2, 1, 0)))  # slice, row, column -> i, j, k
+    return _canonical(data, series_affine(ordered, spacing), folder.name).array[..., 0]
+

@@ -27,7 +27,7 @@ from digits_core import DataIngestion, DatasetError, TEST, TRAIN, VAL
 from digits_data_sunnybrook.ingestion import split_cases  # the same seeded split by case (patient)
 
 from .geometry import (VolumeFormatError, dicom_files, is_nifti, nifti_spacing, nifti_stem, read_label_nifti,
-                       read_nifti, read_series, read_slice_info, series_spacing)
+                       read_label_seg, read_nifti, read_series, read_slice_info, series_spacing)
 from .preprocess import CT_WINDOW, normalize, parse_spacing, resample
 
 #: Colours of class ids 1.. (class 0, background, is black).
@@ -175,7 +175,10 @@ class VolumeIngestion(DataIngestion):
             VolumeFormatError: A file cannot be read, or the label does not cover the image's voxels.
         """
         volume = read_case(entry)
-        label = read_label_nifti(entry.label, volume, entry.image)
+        if entry.source == "dicom" and not is_nifti(entry.label):  # a DICOM-SEG drawn on the series
+            label = read_label_seg(entry.label, entry.image)
+        else:
+            label = read_label_nifti(entry.label, volume, entry.image)
         volume, label = self.preprocess(volume, label)
         return volume, label
 
@@ -234,12 +237,12 @@ class MsdVolumesIngestion(VolumeIngestion):
         return cases, extra
 
 
-def _label_file(labels: Path, stem: str, what: Path) -> Path:
-    """``labels/STEM.nii.gz`` (or ``.nii``); a :class:`DatasetError` naming ``what`` when there is none."""
-    for suffix in (".nii.gz", ".nii"):
+def _label_file(labels: Path, stem: str, what: Path, suffixes: tuple = (".nii.gz", ".nii")) -> Path:
+    """``labels/STEM.nii.gz`` (or another of ``suffixes``); a :class:`DatasetError` naming ``what`` when there is none."""
+    for suffix in suffixes:
         if (labels / f"{stem}{suffix}").is_file():
             return labels / f"{stem}{suffix}"
-    raise DatasetError(f"{what}: no label {stem}.nii.gz or {stem}.nii in {labels}")
+    raise DatasetError(f"{what}: no label {' or '.join(stem + s for s in suffixes)} in {labels}")
 
 
 def _pairs(images: Path, labels: Path) -> list[tuple[str, Path, Path]]:
@@ -270,7 +273,7 @@ class NiftiVolumesIngestion(VolumeIngestion):
 
 
 class DicomSeriesIngestion(VolumeIngestion):
-    """DICOM series folders (slices ordered by position), labels as NIfTI files named after the series."""
+    """DICOM series folders (slices ordered by position); labels as NIfTI files or DICOM-SEGs named after the series."""
 
     plugin_id = "dicom-series"
     title = "DICOM series (one folder per series)"
@@ -292,7 +295,7 @@ class DicomSeriesIngestion(VolumeIngestion):
             folders = [root]
         cases, modalities = [], set()
         for folder in folders:
-            label = _label_file(labels, folder.name, folder)
+            label = _label_file(labels, folder.name, folder, (".nii.gz", ".nii", ".dcm"))
             try:
                 modalities.add(read_slice_info(dicom_files(folder)[0]).modality)
             except VolumeFormatError as exc:
