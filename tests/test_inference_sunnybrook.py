@@ -59,3 +59,14 @@ def test_dicom_file_from_the_command_line(sunnybrook_model, tmp_path):
     assert f'data-input-id="{dicom}"' in page  # the input id is the DICOM file, never empty
     assert main(["--jobs-dir", str(jobs_dir), "infer", "--model", model.id, "--validation-record", "999",
                  "--json"]) != 0
+
+
+def test_a_dicom_file_given_as_a_plain_input_points_at_the_plugin_option(sunnybrook_model, capsys):
+    """The generic reader cannot take a DICOM file: the error names the model's own --dicom-file (issue 27)."""
+    from digits_core.cli import main
+
+    jobs_dir, model, images = sunnybrook_model
+    dicom = sorted(images.rglob("*.dcm"))[0]
+    assert main(["--jobs-dir", str(jobs_dir), "infer", "--model", model.id, str(dicom)]) != 0
+    err = capsys.readouterr().err
+    assert "neither an image" in err and "--dicom-file" in err and '"image-sunnybrook"' in err, err

@@ -17,12 +17,16 @@ reads from the dataset (Sunnybrook's validation records) are accepted.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
+import warnings
 
 from ..errors import FormValidationError
 
 logger = logging.getLogger("digits_core.cli")
+#: Libraries whose log records `digits infer` reports after the progress line, with the skipped inputs.
+LIBRARY_LOGGERS = ("pydicom", "PIL", "highdicom")
 _OWN = {"model", "epoch", "view", "view_option", "out", "json", "top", "batch_size", "inputs", "include_images",
         "max_errors", "visualize"}
 
@@ -207,6 +211,49 @@ def _print_summary(result) -> None:
     print("\nUse --out report.html for the full results page, --json for machines.")
 
 
+@contextlib.contextmanager
+def library_messages():
+    """Collect the warnings and log records of libraries (pydicom, PIL) while inputs are read.
+
+    Yields:
+        A list that holds, once the block ends, each distinct message once, in order.
+    """
+    collected: list[str] = []
+
+    class _Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            collected.append(f"{record.name}: {record.getMessage()}")
+
+    handler, saved = _Collect(level=logging.WARNING), {}
+    for name in LIBRARY_LOGGERS:
+        lib = logging.getLogger(name)
+        saved[name] = lib.propagate
+        lib.addHandler(handler)
+        lib.propagate = False
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            yield collected
+        finally:
+            for name in LIBRARY_LOGGERS:
+                logging.getLogger(name).removeHandler(handler)
+                logging.getLogger(name).propagate = saved[name]
+            collected.extend(f"{w.category.__name__}: {w.message}" for w in caught)
+            collected[:] = list(dict.fromkeys(collected))
+
+
+def _plugin_options_hint(args) -> str:
+    """Where a model whose data plugin reads its own inputs takes them (``""`` when it has no such options)."""
+    argv = ["--model", args.model] + (["--jobs-dir", str(args.jobs_dir)] if args.jobs_dir else [])
+    plugin_id, _ = _model_dataset(argv)
+    names = (getattr(args, "plugin_fields", None) or {}).get(plugin_id) if plugin_id else None
+    if not names:
+        return ""
+    flags = ", ".join("--" + name.replace("_", "-") for name in names)
+    return (f'Model {args.model} reads its inputs with data plugin "{plugin_id}": give them with its options '
+            f"({flags}); see `digits infer --model {args.model} --help`.")
+
+
 def run(args) -> int:
     """Run inference and write or print the results."""
     from ..engine.volume_infer import is_volume_model
@@ -224,20 +271,33 @@ def run(args) -> int:
         def progress(done, total):
             print(f"\rinference: {done}/{total}", end="" if done < total else "\n", file=sys.stderr)
 
-    result = infer(
-        args.model, args.inputs, epoch=args.epoch, view_id=args.view,
-        view_config=parse_view_options(args.view_option), form_data=form_data or None,
-        jobs_dir=args.jobs_dir, top_n_classes=args.top, batch_size=args.batch_size, progress=progress,
-        max_errors=args.max_errors,
-    )
+    from ..inference.inputs import UnsupportedInputError
+
+    with library_messages() as library:  # a pydicom warning would land inside the progress line
+        try:
+            result = infer(
+                args.model, args.inputs, epoch=args.epoch, view_id=args.view,
+                view_config=parse_view_options(args.view_option), form_data=form_data or None,
+                jobs_dir=args.jobs_dir, top_n_classes=args.top, batch_size=args.batch_size, progress=progress,
+                max_errors=args.max_errors,
+            )
+        except UnsupportedInputError as exc:
+            hint = _plugin_options_hint(args)
+            if hint:
+                raise UnsupportedInputError(f"{exc} {hint}") from exc
+            raise
     if args.visualize:
         _write_visualizations(result, args.visualize)
     for skipped in result.errors:
         print(f"skipped: {skipped['input']}: {skipped['error']}", file=sys.stderr)
+    for message in library:
+        print(f"warning: {message}", file=sys.stderr)
     for note in result.notes:
         print(note, file=sys.stderr)
     if args.json:
         data = result.to_json(include_images=args.include_images)
+        if library:
+            data["warnings"] = list(library)
         if args.out:
             import json
 

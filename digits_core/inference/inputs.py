@@ -25,6 +25,14 @@ from ..paths import check_server_path, resolve_in_roots, server_path_allowed
 from .imageio import is_image_file
 
 
+class UnsupportedInputError(InferenceError):
+    """An input the generic reader cannot take (not an image, a folder of images or a list file).
+
+    A model whose data plugin reads its own inputs (DICOM, a record) takes them through the
+    plugin's inference options instead; the CLI names those options.
+    """
+
+
 @dataclass
 class InputItem:
     """One input before reading.
@@ -47,7 +55,7 @@ class InputItem:
 def _from_folder(folder: Path) -> list[InputItem]:
     files = sorted(p for p in folder.rglob("*") if p.is_file() and is_image_file(p) and server_path_allowed(p))
     if not files:
-        raise InferenceError(f"Folder {folder} holds no image files.")
+        raise UnsupportedInputError(f"Folder {folder} holds no image files.")
     return [InputItem(str(p), path=p) for p in files]
 
 
@@ -55,7 +63,7 @@ def _from_list_file(path: Path) -> list[InputItem]:
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except UnicodeDecodeError:
-        raise InferenceError(f"Input {path} is neither an image (by its suffix) nor a text list file.") from None
+        raise UnsupportedInputError(f"Input {path} is neither an image (by its suffix) nor a text list file.") from None
     base = path.parent
     items = []
     for number, raw in enumerate(lines, 1):

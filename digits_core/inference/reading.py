@@ -83,7 +83,7 @@ class Budget:
     def skip(self, name: str, exc: BaseException) -> None:
         message = str(exc) if isinstance(exc, DigitsError) else f"{type(exc).__name__}: {exc}"
         self.errors.append({"input": name, "error": message})
-        logger.warning("skipped input %s: %s", name, message)
+        logger.debug("skipped input %s: %s", name, message)  # reported once, by the caller (result.errors)
 
     def check(self, good: int) -> None:
         if not self.errors:
@@ -145,6 +145,23 @@ def _stack(features: list, shape: tuple, dtype: Any) -> np.ndarray:
     return np.stack(features) if features else np.empty((0, *shape), dtype=dtype)
 
 
+def entry_name(entry: Any) -> str:
+    """How results name a data plugin's entry: its own ``str()``, or for a bare tuple its file and the rest.
+
+    ``("dicoms/mr.dcm", 3, None)`` reads ``dicoms/mr.dcm (3)``; a named tuple names its fields
+    (``dicoms/mr.dcm (frame 3)``); empty parts are left out.
+    """
+    if not isinstance(entry, tuple) or type(entry).__str__ is not tuple.__str__:
+        return str(entry)
+    fields = getattr(entry, "_fields", None) or [None] * len(entry)
+    parts = [(field, value) for field, value in zip(fields, entry) if value is not None and value != ""]
+    head = next((i for i, (_, value) in enumerate(parts) if isinstance(value, (str, Path))), None)
+    if head is None:
+        return ", ".join(str(value) for _, value in parts)
+    rest = [f"{field} {value}" if field else str(value) for i, (field, value) in enumerate(parts) if i != head]
+    return str(parts[head][1]) + (f" ({', '.join(rest)})" if rest else "")
+
+
 def encode_with_plugin(model: InferenceModel, form_data: dict,
                         max_errors: Any = None) -> tuple[list[str], np.ndarray, list, list, DataIngestion, dict]:
     from ..contract import inference_form, plugin_code, strip_reserved
@@ -172,12 +189,14 @@ def encode_with_plugin(model: InferenceModel, form_data: dict,
         raise InferenceError(f'Data plugin "{plugin_id}" could not list the inference inputs: {exc}') from exc
     if not entries:
         raise InferenceError(f'Data plugin "{plugin_id}" found no inference inputs for {values}.')
+    from ..datasets.labels import declared
+
     budget = Budget(max_errors, len(entries))
     ids, features, labels = [], [], []
     sizes: dict[str, tuple] = {}  # input id -> (H, W) before resizing
     shape, dtype = model.feature_shape, model.feature_dtype
     for entry in entries:
-        name = str(entry)
+        name = entry_name(entry)
         try:
             encoded = instance.encode_entry(entry)
             pairs = encoded if isinstance(encoded, list) else [encoded]
@@ -189,7 +208,7 @@ def encode_with_plugin(model: InferenceModel, form_data: dict,
                 sizes[name] = feature.shape[:2]  # before resizing: detection maps boxes back to it
                 if feature.shape != shape or feature.dtype != dtype:
                     feature = prepare_image(feature, shape, dtype.name, model.dataset.resize_mode)
-                prepared.append((feature, label))
+                prepared.append((feature, declared(label, None)[0]))  # the ground truth, kind or not
         except Exception as exc:  # noqa: BLE001 - one bad entry is skipped and reported
             budget.skip(name, exc)
             continue
