@@ -19,6 +19,8 @@ MAE/RMSE).
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 from wtforms import BooleanField, FloatField, Form, StringField, validators
 from wtforms.validators import ValidationError
@@ -99,7 +101,13 @@ class ImageRegressionIngestion(ImageIngestionBase):
             entries = inference_entries(self, stage)
             if stage == "test" and getattr(self, "targets_file", None):
                 _, rows = read_targets(expand(self.targets_file), expand(getattr(self, "list_root", None)))
-                entries.extend(InferenceEntry(path, values) for path, values in rows)
+                # An image of the folder that the targets file names too is one input, with its values.
+                known = {os.path.realpath(path): values for path, values in rows}
+                named = {os.path.realpath(str(e)) for e in entries}
+                entries = [InferenceEntry(str(e), known[os.path.realpath(str(e))])
+                           if os.path.realpath(str(e)) in known else e for e in entries]
+                entries.extend(InferenceEntry(path, values) for path, values in rows
+                               if os.path.realpath(path) not in named)
             return entries
         return super().itemize_entries(stage)
 

@@ -86,3 +86,18 @@ def test_separate_validation_file_must_name_the_same_targets(tmp_path, images):
 def test_form_requires_the_targets_file(tmp_path):
     with pytest.raises(FormValidationError, match="targets_file"):
         create_dataset("image-regression", {"image_folder": str(tmp_path)}, jobs_dir=tmp_path / "jobs")
+
+
+def test_inference_folder_and_targets_file_count_each_image_once(tmp_path, images):
+    """What a user fills in: the image folder and the targets file of the same images (issue 27)."""
+    from digits_data_images.regression import ImageRegressionIngestion
+
+    folder = tmp_path / "imgs"
+    folder.mkdir()
+    write_images(folder, 3, images)
+    (tmp_path / "other.png").write_bytes((folder / "img00.png").read_bytes())
+    (tmp_path / "t.csv").write_text("path,x\nimgs/img00.png,1\nimgs/img02.png,3\nother.png,9\n")
+    plugin = ImageRegressionIngestion(is_inference_db=True, image_folder=str(folder), targets_file=str(tmp_path / "t.csv"))
+    entries = sorted((str(e), e.label) for e in plugin.itemize_entries("test"))
+    assert entries == sorted([(str(folder / "img00.png"), (1.0,)), (str(folder / "img01.png"), None),
+                              (str(folder / "img02.png"), (3.0,)), (str(tmp_path / "other.png"), (9.0,))])
