@@ -38,3 +38,25 @@ def test_unet_segments_48_small_images_at_default_options(tmp_path):
     dice = [p["value"] for p in read_metrics(job) if p["name"] == "val_dice"]
     assert info["network"] == "unet"
     assert dice[-1] >= max(0.75, all_foreground_dice + 0.4), dice
+
+
+def test_regression_default_beats_the_mean_predictor(tmp_path):
+    """The 1,797 handwritten digit scans, two targets (value / 9, mean ink), default network, 15 epochs.
+
+    The mean predictor's val MAE is ~0.15; the old default (global average
+    pooling) stayed at ~0.073 after 15 epochs; the flattening one is ~0.05.
+    """
+    from digits_core.datasets import create_dataset, open_dataset
+    from digits_core.engine import read_metrics, train
+    from digits_core.quality_sets import write_digit_regression
+
+    jobs = tmp_path / "jobs"
+    dataset = create_dataset("image-regression", write_digit_regression(tmp_path / "digits", seed=0),
+                             workers=1, jobs_dir=jobs)
+    reader = open_dataset(dataset.id, jobs_dir=jobs)
+    (_, train_targets), (_, val_targets) = reader.read_all("train"), reader.read_all("val")
+    mean_predictor_mae = float(np.abs(val_targets - train_targets.mean(axis=0)).mean())
+    job = train(dataset.id, None, jobs_dir=jobs, epochs=15, seed=0)
+    mae = [p["value"] for p in read_metrics(job) if p["name"] == "val_mae"]
+    assert json.loads((job.path / "model.json").read_text())["network"] == "regression"
+    assert mae[-1] < mean_predictor_mae / 2.5, (mae, mean_predictor_mae)
