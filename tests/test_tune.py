@@ -9,10 +9,12 @@ look at the comparison page of a real ``digits serve`` in headless Chromium.
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
 from digits_core.jobs import Job, JobStatus, write_json_atomic
+from digits_core.search_space import parse_spaces, random_trials
 
 
 def fake_sweep(jobs_dir, curves: dict, statuses: dict, grid_size=4, max_epochs=3):
@@ -97,3 +99,137 @@ def test_post_api_sweeps_refuses_a_bad_request_on_its_field_and_creates_nothing(
     assert answer.status_code == 400
     assert message in answer.get_json()["error"]["fields"][field][0]
     assert not (app.extensions["digits"]["jobs_dir"] / ".sweeps").exists()
+
+
+# -- real sweeps on Ray Tune ---------------------------------------------------------------------
+
+GOOD, DEAD = 0.1, 5.0  # plain SGD on the shapes: 5.0 kills the network at once (accuracy stays at chance)
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    """A tiny shapes dataset and Ray on 127.0.0.1 for the module's sweeps (shut down after its last test)."""
+    import os
+
+    from digits_core import registry
+    from digits_core.datasets import create_dataset
+
+    from synthetic_plugins import SyntheticShapes
+
+    root = tmp_path_factory.mktemp("tune")
+    jobs = root / "jobs"
+    registry.register(SyntheticShapes)
+    try:
+        dataset = create_dataset("synthetic-shapes", {"count": 96, "val_count": 40, "size": 16, "classes": 3},
+                                 workers=1, jobs_dir=jobs)
+    finally:
+        registry.unregister(SyntheticShapes)
+    from digits_core.executors.tune_trials import _start_ray
+
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    started = _start_ray(None)
+    yield {"root": root, "jobs": jobs, "dataset": dataset.id}
+    if started:
+        import ray
+
+        ray.shutdown()
+
+
+def _seed_for(spaces, trials, wanted):
+    """A seed whose random trials start with ``wanted`` (so the order, hence ASHA's decisions, is known)."""
+    return next(seed for seed in range(1000) if random_trials(spaces, trials, seed)[:len(wanted)] == wanted)
+
+
+@pytest.fixture(scope="module")
+def asha_sweep(world):
+    from digits_core.tuning import tune
+
+    search = [f"learning_rate=choice({GOOD},{DEAD})"]
+    wanted = [{"learning_rate": GOOD}, {"learning_rate": DEAD}, {"learning_rate": GOOD}]
+    seed = _seed_for(parse_spaces(search), 3, wanted)
+    handle = tune(world["dataset"], "lenet", "shapes", search=search, scheduler="asha", trials=3, max_epochs=2,
+                  grace_period=1, reduction_factor=2, max_concurrent=1, seed=seed, jobs_dir=world["jobs"],
+                  solver="sgd", lr_policy="fixed", batch_size=32)
+    return handle, handle.wait(timeout=600)
+
+
+@pytest.mark.slow
+def test_asha_cuts_the_hopeless_trial_at_its_rung_as_stopped_early_and_keeps_its_files(world, asha_sweep):
+    from digits_core.engine.jobio import read_model_info
+    from digits_core.jobs import JobStore
+
+    handle, summary = asha_sweep
+    assert summary["status"] == "Done" and not summary["pending"]
+    by_index = {row["index"]: row for row in summary["trials"]}
+    assert [by_index[i]["values"]["learning_rate"] for i in range(3)] == [GOOD, DEAD, GOOD]
+    dead = by_index[1]
+    assert dead["status"] == "Stopped early" and dead["rung"] == 1 and dead["epochs"] == 1
+    assert dead["status_note"].startswith("pruned at ASHA's rung of epoch 1: val_accuracy")
+    assert by_index[0]["status"] == "Done" and by_index[0]["epochs"] == 2
+    job = JobStore(world["jobs"]).get(dead["job_id"])
+    info = read_model_info(job.path)
+    assert info["status"] == "Stopped early" and info["snapshots"] and info["last_epoch"] == 1
+    assert job.group == "shapes" and job.data["sweep"] == {"learning_rate": DEAD}
+    assert summary["trials"][0]["values"]["learning_rate"] == GOOD  # ranked by val_accuracy, best first
+    assert summary["budget"]["epochs_spent"] < summary["budget"]["trial_epochs"] == 6
+    assert summary["budget"]["grid_epochs"] == 4  # 2 choices × 2 epochs
+
+
+@pytest.mark.slow
+def test_aborting_a_sweep_stops_the_running_trial_and_leaves_the_finished_one_intact(world):
+    from digits_core.engine.jobio import read_metrics
+    from digits_core.jobs import JobStore
+    from digits_core.tuning import read_sweep, tune
+
+    # grid order: patience 1 (ends Done at epoch 2: nothing counts as better), then 60 (runs on), then 61
+    handle = tune(world["dataset"], "lenet", "abortme", search=["early_stopping_patience=1,60,61"],
+                  scheduler="grid", max_epochs=60, max_concurrent=1, jobs_dir=world["jobs"], solver="sgd",
+                  learning_rate=0.05, batch_size=32, snapshot_interval=5, early_stopping_metric="val_loss",
+                  early_stopping_min_delta=1000.0, metric="val_loss")
+    store = JobStore(world["jobs"])
+    deadline = time.monotonic() + 300
+    while True:
+        started = read_sweep(handle.sweep_id, world["jobs"])["trials_started"]
+        if 1 in started and len([p for p in read_metrics(store.get(started[1]).path)
+                                 if p["name"] == "val_loss"]) >= 2:
+            break
+        assert time.monotonic() < deadline and handle.running, "the second trial never got going"
+        time.sleep(0.5)
+    first = store.get(started[0])
+    first_files = sorted(p.name for p in first.path.rglob("*"))
+    handle.abort()
+    summary = handle.wait(timeout=300)
+    assert summary["status"] == "Aborted" and summary["pending"] == [{"early_stopping_patience": 61}]
+    assert store.get(started[1]).status is JobStatus.ABORTED
+    assert store.get(started[1]).reload().data.get("status_note") is None
+    again = store.get(started[0])
+    assert again.status is JobStatus.DONE and again.data["status_note"].startswith("stopped early at epoch 2")
+    assert sorted(p.name for p in again.path.rglob("*")) == first_files
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+def test_the_comparison_page_in_a_browser_ranks_draws_and_promotes(world, asha_sweep, chromium):
+    from live_server import running_server
+
+    handle, summary = asha_sweep
+    with running_server(world["jobs"], log_dir=world["root"], cwd=world["root"]) as server:
+        page = chromium.new_context(viewport={"width": 1280, "height": 900}).new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto(f"{server.url}/sweeps/{handle.sweep_id}")
+        page.wait_for_selector("body[data-sweep-charts=ready]")
+        rows = page.locator("#trials tbody tr")
+        assert rows.count() == 3
+        assert rows.nth(0).get_attribute("data-job") == summary["trials"][0]["job_id"]
+        assert rows.nth(2).get_attribute("data-status") == "Stopped early"
+        assert "rung 1:" in rows.nth(2).inner_text()
+        assert page.locator("#budget-spent").inner_text() == f"{summary['budget']['epochs_spent']:g}"
+        assert page.evaluate("Chart.getChart('chart-curves').data.datasets.length") == 3
+        assert page.evaluate("Chart.getChart('chart-parallel').data.labels") == ["learning_rate", "val_accuracy"]
+        page.click("#promote-best")
+        page.wait_for_selector("#promoted")
+        assert summary["trials"][0]["job_id"] in page.locator("#promoted").inner_text()
+        twin = json.loads(page.goto(f"{server.url}/sweeps/{handle.sweep_id}.json").text())
+        assert twin["promoted"] == summary["trials"][0]["job_id"]
+        assert not errors, errors
