@@ -66,14 +66,21 @@ def _checksums(folder) -> dict[str, str]:
             for p in sorted(folder.rglob("*")) if p.is_file() and p.name not in ("job.lock",)}
 
 
-def test_a_dataset_that_does_not_fit_ends_error_disk_full_and_frees_its_build(small_disk, images):
+@pytest.fixture
+def earlier(small_disk, images):
+    """A small Done dataset on the small disk, and the checksums of its files."""
     from digits_core.datasets import create_dataset
 
-    src, small = images
-    jobs = small_disk / "jobs"
-    earlier = create_dataset("image-classification", {"folder": str(small), "width": 8, "height": 8},
-                             name="earlier", jobs_dir=jobs, workers=1)
-    before = _checksums(earlier.path)
+    job = create_dataset("image-classification", {"folder": str(images[1]), "width": 8, "height": 8},
+                         name="earlier", jobs_dir=small_disk / "jobs", workers=1)
+    return job, _checksums(job.path)
+
+
+def test_a_dataset_that_does_not_fit_ends_error_disk_full_and_frees_its_build(small_disk, images, earlier):
+    from digits_core.datasets import create_dataset
+
+    src, jobs = images[0], small_disk / "jobs"
+    earlier, before = earlier
     with pytest.raises(DatasetError, match="the disk is full") as exc:
         create_dataset("image-classification", {"folder": str(src), "width": 64, "height": 64, "encoding": "none"},
                        name="big", jobs_dir=jobs, workers=1)
@@ -112,15 +119,11 @@ os._exit(0)  # killed mid-build: its lock file and its build folder stay
 """
 
 
-def test_the_server_starts_serves_and_deletes_on_a_full_disk(small_disk, images):
-    from digits_core.datasets import create_dataset
+def test_the_server_starts_serves_and_deletes_on_a_full_disk(small_disk, earlier):
     from digits_core.web import create_app
 
-    _, small = images
     jobs = small_disk / "jobs"
-    earlier = create_dataset("image-classification", {"folder": str(small), "width": 8, "height": 8},
-                             name="earlier", jobs_dir=jobs, workers=1)
-    before = _checksums(earlier.path)
+    earlier, before = earlier
     dead_id = subprocess.run([sys.executable, "-c", DEAD_BUILD, str(jobs)], capture_output=True, text=True,
                              check=True, timeout=120).stdout.strip()
     _fill(small_disk / "filler")
