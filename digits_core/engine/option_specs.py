@@ -202,6 +202,9 @@ TRAINING_OPTIONS: tuple[OptionSpec, ...] = (
           policies=("inv", "poly")),
     _spec("mean_subtraction", "choice", "Subtract mean", "subtract the dataset's mean image or per-channel mean",
           "Data", choices=MEAN_MODES),
+    _spec("scale", "text", "Input scale", 'multiplier after mean subtraction: "auto" (1/255 for uint8, '
+          'else 1/std of the training data), "none" (values as stored, e.g. uint8 character ids) or a number',
+          "Data"),
     _spec("crop_size", "int", "Crop size", "random N×N crop in training, centre crop in validation/inference",
           "Data", minimum=0, exclusive_min=True),
     _spec("loss", "choice", "Loss", "loss (empty: the task's: " + ", ".join(

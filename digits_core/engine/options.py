@@ -17,6 +17,7 @@ from typing import Any
 
 from ..errors import FormValidationError
 from .lr_policies import resolve_policy
+from .preprocessing import parse_scale
 
 from .option_specs import LOSSES  # noqa: F401 - the built-in loss names, importable from here as before
 from .option_specs import BY_NAME, EARLY_STOPPING_MODES, FLIPS, MEAN_MODES, SOLVERS, applicable
@@ -105,6 +106,9 @@ class TrainingOptions:
             ``None`` picks one at random and records it (resume needs it).
         shuffle: Shuffle the training set each epoch.
         mean_subtraction: ``none``, ``image`` (the dataset's mean image) or ``pixel`` (its per-channel mean).
+        scale: Input multiplier after mean subtraction: ``"auto"`` (1/255 for uint8 features, else
+            1/std of the training data), ``"none"`` (1: uint8 ids that are not pixels train as themselves)
+            or a positive number.
         crop_size: Random crop of this size in training, centre crop in validation/inference.
         augmentation: :class:`Augmentation` (or a dict of its fields).
         loss: ``None`` for the task default (``ce``; ``dice_ce`` for segmentation; ``mse`` for
@@ -144,6 +148,7 @@ class TrainingOptions:
     seed: int | None = None
     shuffle: bool = True
     mean_subtraction: str = "image"
+    scale: Any = "auto"
     crop_size: int | None = None
     augmentation: Augmentation = field(default_factory=Augmentation)
     loss: str | None = None
@@ -245,6 +250,10 @@ class TrainingOptions:
         self.mean_subtraction = str(self.mean_subtraction).lower()
         if self.mean_subtraction not in MEAN_MODES:
             errors["mean_subtraction"] = [f"choose one of {', '.join(MEAN_MODES)}"]
+        try:
+            self.scale = parse_scale(self.scale)
+        except ValueError as exc:
+            errors["scale"] = [str(exc)]
         known_losses = tuple(dict.fromkeys(name for task in _TASK_REGISTRY.values() for name in task.losses))
         if self.loss is not None and self.loss not in known_losses:
             errors["loss"] = [f"choose one of {', '.join(known_losses)}"]

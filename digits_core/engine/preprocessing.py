@@ -8,9 +8,11 @@ the same way; both use :class:`Preprocessing`, saved in the model job
 1. cast the stored feature (uint8, uint16, int16 or float32, ``H×W×C``) to float32;
 2. mean subtraction: ``none``; ``image`` subtracts the dataset's float32 mean
    image (``H×W×C``); ``pixel`` subtracts its per-channel mean (``C`` values);
-3. multiply by ``scale``: ``1/255`` for uint8 data (DIGITS's LeNet scale),
-   otherwise ``1/std`` of the mean-subtracted training data (measured once at
-   training start), so 16-bit DICOM gets inputs of unit spread;
+3. multiply by ``scale``: with the ``scale`` training option ``auto`` (the
+   default), ``1/255`` for uint8 data (DIGITS's LeNet scale), otherwise
+   ``1/std`` of the mean-subtracted training data (measured once at training
+   start), so 16-bit DICOM gets inputs of unit spread; ``none`` keeps the
+   values (uint8 character ids are not pixels); a number multiplies by it;
 4. crop to ``crop_size``: random crop in training (in the tf.data pipeline,
    together with the mask), **centre crop** in validation and inference.
 
@@ -151,6 +153,32 @@ class Preprocessing:
 
         folder = model_folder(model_job)
         return cls.from_dict(read_model_info(folder)["preprocessing"], folder)
+
+
+def parse_scale(value: Any) -> str | float:
+    """The ``scale`` training option: ``"auto"``, ``"none"`` or a positive finite number.
+
+    Raises:
+        ValueError: Anything else (the message says what to use).
+    """
+    text = "auto" if value is None else str(value).strip().lower()
+    if text in ("auto", "none"):
+        return text
+    try:
+        number = float(text)
+    except ValueError:
+        number = float("nan")
+    if not np.isfinite(number) or number <= 0:
+        raise ValueError(f'use "auto" (1/255 for uint8, else 1/std), "none" (no scaling) or a positive number, '
+                         f'not "{value}"')
+    return number
+
+
+def resolve_scale(option: str | float, dtype, sample: np.ndarray | None, mean: np.ndarray | float) -> float:
+    """The multiplier the ``scale`` option means for this data (``"auto"``: :func:`compute_scale`)."""
+    if option == "auto":
+        return compute_scale(dtype, sample, mean)
+    return 1.0 if option == "none" else float(option)
 
 
 def compute_scale(dtype, sample: np.ndarray | None, mean: np.ndarray | float) -> float:

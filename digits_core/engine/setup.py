@@ -29,7 +29,7 @@ from .networks import NetworkSpec
 from .networks.custom import call_builder
 from .options import TrainingOptions
 from .pipeline import Layout, StageSource, should_preload
-from .preprocessing import Preprocessing, compute_scale
+from .preprocessing import Preprocessing, resolve_scale
 from .snapshots import fine_tune, restore_optimizer_state
 from .solvers import optimizer_for
 from .tasks import Task
@@ -183,7 +183,8 @@ def _make_preprocessing(state: RunState) -> None:
     else:
         mean_arr = 0.0 if mean is None else (
             mean if opts.mean_subtraction == "image" else mean.reshape(-1, mean.shape[-1]).mean(axis=0))
-        scale = compute_scale(reader.feature_dtype(), state.train_src.sample(seed=state.seed), mean_arr)
+        sample = state.train_src.sample(seed=state.seed) if opts.scale == "auto" else None
+        scale = resolve_scale(opts.scale, reader.feature_dtype(), sample, mean_arr)
         state.prep = Preprocessing(opts.mean_subtraction, mean, scale, opts.crop_size, feature_shape)
     check_augmentation(opts.augmentation, state.prep.input_shape[:2], feature_shape[2])
     if state.task.label_kind == "boxes" and opts.crop_size:
