@@ -126,6 +126,10 @@ def train_existing_job(job: Job, dataset: Any, network: str | Callable | None = 
     Raises:
         FormValidationError, TrainingError: As for :func:`train`.
     """
+    from .volume_train import train_volume_into, volume_dataset_folder
+
+    if volume_dataset_folder(dataset, job.path.parent) is not None:  # a DHWC dataset (issue 29)
+        return train_volume_into(job, dataset, network, progress=progress, **options)
     strat, reader, spec, opts, task = _plan(dataset, network, options, job.path.parent)
     job.update(dataset_id=reader.id, network=spec.name, task=task.name, form_data=opts.to_dict())
     state = RunState(job=job, reader=reader, spec=spec, opts=opts, task=task, strat=strat, folder=job.path)

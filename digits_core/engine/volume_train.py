@@ -115,6 +115,21 @@ def _config(network: str, info: dict, options: dict) -> VolumeConfig:
         overlap=float(params.get("overlap", 0.5)), seed=int(opts.seed if opts.seed is not None else 0))
 
 
+def _volume_folder(dataset: Any, jobs_dir) -> Path:
+    folder = volume_dataset_folder(dataset, jobs_dir)
+    if folder is None:
+        raise TrainingError(f"{dataset} is not a volume dataset (its dataset.json has no \"layout\": \"DHWC\")")
+    return folder
+
+
+def _volume_network(network: Any, folder: Path) -> str:
+    network = network or "unet3d"
+    if not isinstance(network, str) or network not in VOLUME_NETWORKS:
+        raise TrainingError(f'Dataset "{folder.parent.name}" holds volumes; network "{network}" is not a volume '
+                            f"network: use {' or '.join(VOLUME_NETWORKS)}")
+    return network
+
+
 def train_volume(dataset: Any, network: Any = None, name: str | None = None, *, jobs_dir=None,
                  progress: Callable[[dict], None] | None = None, on_job: Callable[[Job], None] | None = None,
                  group: str | None = None, **options: Any) -> Job:
@@ -124,13 +139,8 @@ def train_volume(dataset: Any, network: Any = None, name: str | None = None, *, 
         FormValidationError: Bad options (no job is created).
         TrainingError: Not a volume network, or training failed (the job ends in Error).
     """
-    folder = volume_dataset_folder(dataset, jobs_dir)
-    if folder is None:
-        raise TrainingError(f"{dataset} is not a volume dataset (its dataset.json has no \"layout\": \"DHWC\")")
-    network = network or "unet3d"
-    if not isinstance(network, str) or network not in VOLUME_NETWORKS:
-        raise TrainingError(f'Dataset "{folder.parent.name}" holds volumes; network "{network}" is not a volume '
-                            f"network: use {' or '.join(VOLUME_NETWORKS)}")
+    folder = _volume_folder(dataset, jobs_dir)
+    network = _volume_network(network, folder)
     info = json.loads((folder / "dataset.json").read_text(encoding="utf-8"))
     config = _config(network, info, options)
     fields: dict[str, Any] = dict(dataset_id=info["id"], network=network, task="volume-segmentation",
@@ -140,6 +150,20 @@ def train_volume(dataset: Any, network: Any = None, name: str | None = None, *, 
     job = Job.create("model", name or f"{network}-{info['id']}", jobs_dir=jobs_dir, hold=True, **fields)
     if on_job is not None:
         on_job(job)
+    return _run(job, folder, info, config, progress)
+
+
+def train_volume_into(job: Job, dataset: Any, network: Any = None, *, progress=None, **options: Any) -> Job:
+    """:func:`train_volume` into a model job created beforehand (the web UI's queued jobs)."""
+    folder = _volume_folder(dataset, job.path.parent)
+    network = _volume_network(network, folder)
+    info = json.loads((folder / "dataset.json").read_text(encoding="utf-8"))
+    config = _config(network, info, options)
+    job.update(dataset_id=info["id"], network=network, task="volume-segmentation")
+    return _run(job, folder, info, config, progress)
+
+
+def _run(job: Job, folder: Path, info: dict, config: VolumeConfig, progress) -> Job:
     job.set_status(JobStatus.RUNNING)
     from .volume_loop import VolumeRun
 
@@ -153,4 +177,3 @@ def train_volume(dataset: Any, network: Any = None, name: str | None = None, *, 
         raise error from exc
     job.finish(status, error="Aborted: the abort file was written" if status is JobStatus.ABORTED else None)
     return job
-

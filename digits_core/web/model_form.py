@@ -228,6 +228,9 @@ def set_choices(form: ModelForm, store) -> None:
     for spec in list_networks():
         label = spec.name + (f" ({spec.source})" if spec.source != "builtin" else "")
         nets.append((spec.name, label))
+    from ..engine.volume_nets import VOLUME_NETWORKS
+
+    nets += [(name, f"{name} (3-D volume datasets)") for name in VOLUME_NETWORKS]
     form.network.choices = nets + [(CUSTOM, "Custom code")]
     models = [j for j in store.list("model") if (j.path / "snapshots").is_dir()]
     form.pretrained.choices = [("", "none (train from scratch)")] + [(j.id, f"{j.name} ({j.id})") for j in models]

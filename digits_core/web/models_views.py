@@ -79,11 +79,13 @@ def create_model_job(name: str, dataset: str, network: str | None, options: dict
     from ..engine.networks import custom_code_problem, list_networks, network_task_problem
 
     if custom_code is None and network:
+        from ..engine.volume_nets import VOLUME_NETWORKS
+
         specs = {spec.name.lower(): spec for spec in list_networks()}
-        names = set(specs)
+        names = set(specs) | set(VOLUME_NETWORKS)  # volume networks: the engine checks the dataset is DHWC
         if network.lower() not in names:
             errors["network"] = [f'Unknown network "{network}"; choose one of {", ".join(sorted(names))}.']
-        elif ds is not None:
+        elif ds is not None and network.lower() in specs:
             problem = network_task_problem(specs[network.lower()], options.get("task") or dataset_task(ds), ds.id)
             if problem:
                 errors["network"] = [problem]
