@@ -195,6 +195,16 @@ def _shot(page, name):
     page.screenshot(path=str(ARTIFACTS / f"parity-{name}.png"), full_page=True)
 
 
+def _fits_a_phone(page):
+    """At 375 px the page is no wider than the screen (then back to the test's width)."""
+    size = page.viewport_size
+    page.set_viewport_size({"width": 375, "height": 740})
+    page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
+    width = page.evaluate("document.scrollingElement.scrollWidth")
+    page.set_viewport_size(size)
+    assert width <= 375, f"{page.url} is {width} px wide at 375 px"
+
+
 def _post_json(page, url, body):
     return page.evaluate("""([url, body]) => fetch('/api/csrf-token').then(r => r.json()).then(t =>
         fetch(url, {method: 'POST', headers: {'Content-Type': 'application/json', 'X-CSRFToken': t.csrf_token},
@@ -309,6 +319,7 @@ def test_daily_user_walk(live_server, browser_page, tmp_path):
     assert re.fullmatch(r"Loading model and running inference… \d+ s", page.evaluate("sessionStorage.inferStatus"))
     captions = page.locator(".dcv-id").all_inner_texts()
     assert captions == ["my digit 7.png"], captions
+    _fits_a_phone(page)  # Classify One
 
     # A labelled list: the accuracy summary comes before the samples.
     listing = tmp_path / "labelled.txt"
@@ -321,6 +332,15 @@ def test_daily_user_walk(live_server, browser_page, tmp_path):
     assert page.evaluate("""() => !!(document.getElementById('results-summary').compareDocumentPosition(
         document.querySelector('.dcv-sample')) & Node.DOCUMENT_POSITION_FOLLOWING)""")
     _shot(page, "inference-summary-first")
+    # Classify Many: a compact table, sortable by the view's values (top-1 probability here).
+    assert page.locator("#result-samples.results-table").count() == 1
+    assert max(page.locator(".dcv-sample").evaluate_all("els => els.map(e => e.offsetHeight)")) <= 60
+    page.select_option("#results-sort", "probability:desc")
+    shown = [float(v) for v in page.locator(".dcv-sample").evaluate_all(
+        "els => els.map(e => e.dataset.sortProbability)")]
+    assert shown == sorted(shown, reverse=True) and len(shown) == 6
+    _fits_a_phone(page)
+    page.select_option("#results-sort", "input:asc")
     # Paging (50 a page on real pages; 4 here to see it with 6 samples).
     page.evaluate("const b = document.getElementById('result-samples'); b.dataset.pageSize = 4; DIGITS.pageResults(b)")
     assert page.locator(".result-sample:visible").count() == 4

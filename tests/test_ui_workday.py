@@ -351,3 +351,16 @@ def test_detector_charts_read_like_tensorboard(workday):
     _frames(page, 30)
     assert page.evaluate("document.documentElement.scrollWidth") <= 375
     page.close()
+
+
+def test_pages_fit_a_phone_and_print_no_python_none(workday):
+    server = workday["server"]
+    page = _page(workday)
+    page.set_viewport_size({"width": 375, "height": 800})
+    for path in ("/", "/plugins", f"/datasets/{workday['digits'].id}", f"/models/{workday['detector'].id}",
+                 f"/models/{workday['classifier'].id}", "/models/new"):
+        page.goto(server.url + path)
+        _frames(page, 10)
+        assert page.evaluate("document.documentElement.scrollWidth") <= 375, path
+        assert "None" not in page.locator("body").inner_text(), path
+    page.close()

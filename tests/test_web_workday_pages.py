@@ -37,3 +37,20 @@ def test_the_model_page_preselects_the_view_of_its_task(app, client, task, view)
     (job.path / "snapshots" / "epoch-001.keras").write_bytes(b"k")
     page = client.get(f"/models/{job.id}").get_data(as_text=True)
     assert re.search(rf'<option value="{view}"\s+selected>', page), re.findall(r'<option value="[^"]+"\s+selected>', page)
+
+
+def test_job_pages_show_durations_run_time_folder_and_size(app, client):
+    jobs = app.extensions["digits"]["jobs_dir"]
+    job = Job.create("model", "m", jobs_dir=jobs, dataset_id="gone", train_options={"network": "lenet"})
+    job.set_status(JobStatus.RUNNING)
+    job.set_status(JobStatus.DONE)
+    history = job.data["status_history"]
+    history[1][1] = history[0][1] + 65  # Running for 1 min 5 s... (Initialized lasted until then)
+    history[2][1] = history[1][1] + 3725  # ... then Done after 1 h 2 min 5 s
+    job.save()
+    (job.path / "big.bin").write_bytes(b"x" * 3000)
+    page = client.get(f"/models/{job.id}").get_data(as_text=True)
+    rows = re.findall(r'<td class="num">([^<]*)</td></tr>', page.split('id="status-history"')[1].split("</table>")[0])
+    assert [r.strip() for r in rows] == ["1m 05s", "1h 02m 05s", ""]
+    facts = page.split('id="job-facts"')[1].split("</table>")[0]
+    assert "1h 02m 05s" in facts and str(job.path) in facts and "KB" in facts

@@ -186,11 +186,13 @@
     var history = document.querySelector("#status-history tbody");
     if (history && d.status_history) {
       history.textContent = "";
-      d.status_history.forEach(function (entry) {
+      d.status_history.forEach(function (entry, i) {
         var tr = document.createElement("tr"), td = document.createElement("td"), badge = document.createElement("span");
         badge.className = "badge " + (STATUS_CLASSES[entry[0]] || "muted"); badge.textContent = entry[0];
         td.appendChild(badge); tr.appendChild(td);
         tr.appendChild(cell(formatTime(entry[1])));
+        var next = d.status_history[i + 1];  /* how long it lasted; the current one: so far */
+        tr.appendChild(cell(next ? formatDuration(next[1] - entry[1]) : (d.done ? "" : formatDuration(Date.now() / 1000 - entry[1]) + " so far"), "num"));
         history.appendChild(tr);
       });
     }
@@ -497,6 +499,55 @@
     pagers.forEach(function (nav) { nav.className = "pager"; });
     box.insertBefore(pagers[0], box.firstChild); box.appendChild(pagers[1]);
     show(0);
+  };
+
+  /* Results page with several samples: a compact table (one line per sample; "cards" on demand) that sorts
+     by the values a view marks on its sample element (data-sort-KEY="value", e.g. data-sort-probability). */
+  DIGITS.resultsLayout = function (box) {
+    if (!box) { return; }
+    var items = Array.prototype.filter.call(box.children, function (el) { return el.classList.contains("result-sample"); });
+    if (items.length < 2) { return; }
+    var keys = ["input"];
+    items.forEach(function (item) {
+      var marked = item.querySelector("[data-sort-probability], [data-sort-correct], [data-sort-label]") || item.firstElementChild;
+      Array.prototype.forEach.call((marked && marked.attributes) || [], function (a) {
+        var m = /^data-sort-(.+)$/.exec(a.name);
+        if (m && keys.indexOf(m[1]) < 0) { keys.push(m[1]); }
+      });
+    });
+    var bar = document.createElement("div"), layout = document.createElement("select"), sort = document.createElement("select");
+    bar.className = "results-toolbar small"; bar.id = "results-toolbar";
+    layout.id = "results-layout"; sort.id = "results-sort";
+    [["table", "compact table"], ["cards", "cards"]].forEach(function (o) { layout.appendChild(new Option(o[1], o[0])); });
+    keys.forEach(function (k) {
+      sort.appendChild(new Option(k.replace(/-/g, " ") + " ↑", k + ":asc"));
+      sort.appendChild(new Option(k.replace(/-/g, " ") + " ↓", k + ":desc"));
+    });
+    [["Layout ", layout], ["Sort by ", sort]].forEach(function (pair) {
+      var label = document.createElement("label"); label.textContent = pair[0]; label.appendChild(pair[1]); bar.appendChild(label);
+    });
+    box.parentNode.insertBefore(bar, box);
+    function value(item, key) {
+      if (key === "input") { var id = item.querySelector("[data-input-id]"); return id ? id.getAttribute("data-input-id") : item.textContent; }
+      var el = item.querySelector("[data-sort-" + key + "]");
+      return el ? el.getAttribute("data-sort-" + key) : "";
+    }
+    function apply() {
+      box.classList.toggle("results-table", layout.value === "table");
+      var parts = sort.value.split(":"), key = parts[0], asc = parts[1] === "asc";
+      var rows = Array.prototype.filter.call(box.children, function (el) { return el.classList.contains("result-sample"); });
+      rows.sort(function (a, b) {
+        var x = value(a, key), y = value(b, key), nx = parseFloat(x), ny = parseFloat(y);
+        var c = (!isNaN(nx) && !isNaN(ny)) ? nx - ny : String(x).localeCompare(String(y), undefined, { numeric: true });
+        return asc ? c : -c;
+      });
+      var tail = Array.prototype.find.call(box.children, function (el) { return el.classList.contains("pager") && el !== box.firstChild; });
+      rows.forEach(function (r) { box.insertBefore(r, tail || null); });
+      DIGITS.pageResults(box);
+      box.dataset.sort = sort.value; box.dataset.layout = layout.value;
+    }
+    layout.addEventListener("change", apply); sort.addEventListener("change", apply);
+    apply();
   };
 
   document.addEventListener("DOMContentLoaded", function () {
