@@ -2,11 +2,32 @@
 
 ``--out FOLDER`` (default: the current folder) receives ``NAME_seg.nii.gz``
 (the source's affine) and, for a DICOM series, ``NAME_seg.dcm`` (multi-frame
-DICOM-SEG); ``--json`` prints the files and the volume per class in mL.
+DICOM-SEG); ``--out PAGE.html`` writes them next to a page that shows every
+case with the ``volume`` view (slice scrolling with the label overlay);
+``--json`` prints the files and the volume per class in mL.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
+
+def write_page(results, path: Path, model: str, jobs_dir) -> None:
+    """One self-contained HTML page: every result through the ``volume`` view plugin."""
+    from ..engine import jobio
+    from ..plugin_registry import registry
+    from ..templating import render_plugin_template
+
+    info = jobio.read_model_info(jobio.model_folder(model, jobs_dir))
+    view = registry.get_view("volume")({"class_labels": info.get("class_labels"),
+                                        "color_palette": info.get("color_palette")})
+    parts = []
+    for r in results:
+        source, context = view.get_view_template(view.process_data(Path(r.source).name, r.volume, r.canonical_label))
+        parts.append(render_plugin_template(source, context))
+    path.write_text("<!doctype html><html><head><meta charset=\"utf-8\"><meta name=\"viewport\" "
+                    "content=\"width=device-width, initial-scale=1\"><title>Volumes</title></head><body>"
+                    + "\n".join(parts) + "</body></html>", encoding="utf-8")
 
 def run_volume(args) -> int:
     """Infer every input with the volume model ``args.model``; print what was written."""
@@ -17,7 +38,11 @@ def run_volume(args) -> int:
     if not args.inputs:
         raise FormValidationError({"inputs": ["give NIfTI files (.nii, .nii.gz) or DICOM series folders"]},
                                   "digits infer")
-    results = infer_volume(args.model, list(args.inputs), jobs_dir=args.jobs_dir, out_dir=args.out or ".")
+    page = Path(args.out) if args.out and args.out.lower().endswith(".html") else None
+    out_dir = str(page.parent) if page is not None else (args.out or ".")
+    results = infer_volume(args.model, list(args.inputs), jobs_dir=args.jobs_dir, out_dir=out_dir)
+    if page is not None:
+        write_page(results, page, args.model, args.jobs_dir)
     if args.json:
         print_json([{"input": r.source, "files": r.files, "shape": list(r.label.shape), "volumes_ml": r.volumes_ml}
                     for r in results])
@@ -27,4 +52,6 @@ def run_volume(args) -> int:
         print(f"{r.source}: {shown}")
         for path in r.files:
             print(f"  wrote {path}")
+    if page is not None:
+        print(f"wrote {page} (volume view)")
     return 0

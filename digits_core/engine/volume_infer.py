@@ -29,12 +29,16 @@ class VolumeResult(NamedTuple):
         label: The label volume on the source's voxels (NIfTI ``i, j, k`` order), uint8 class ids.
         files: What was written (NIfTI, DICOM-SEG).
         volumes_ml: Volume per foreground class name, in mL.
+        volume: The preprocessed canonical image the network saw (a ``Volume``).
+        canonical_label: The label on that image's voxels (``D×H×W``), as a view shows it.
     """
 
     source: str
     label: np.ndarray
     files: list
     volumes_ml: dict
+    volume: Any = None
+    canonical_label: Any = None
 
 
 def is_volume_model(model: Any, jobs_dir=None) -> bool:
@@ -106,5 +110,5 @@ def infer_volume(model: Any, sources: list, *, jobs_dir=None, out_dir: str | Non
         counts = np.bincount(label.ravel(), minlength=len(labels))
         volumes = {(labels[c] if c < len(labels) else str(c)): round(float(counts[c]) * voxel_ml, 3)
                    for c in range(1, len(counts))}
-        results.append(VolumeResult(str(source), ijk, files, volumes))
+        results.append(VolumeResult(str(source), ijk, files, volumes, volume, label))
     return results
