@@ -565,7 +565,7 @@ def test_keras_format_export(cls_model, jobs_dir, tmp_path):
         assert members == set(tar.getnames())
     assert not list(tmp_path.glob(".same.tar.gz.*"))
     with pytest.raises(InferenceError, match="Unknown export format"):
-        export_model(cls_model.id, tmp_path / "x.tar.gz", format="onnx", jobs_dir=jobs_dir)
+        export_model(cls_model.id, tmp_path / "x.tar.gz", format="pmml", jobs_dir=jobs_dir)
 
 
 # -- the bundled image data plugin -------------------------------------------------------

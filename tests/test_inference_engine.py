@@ -88,7 +88,7 @@ def test_engine_unet_with_crop_infer_and_export(engine_jobs, tmp_path):
     assert data["view"] == "image-segmentation" and data["samples"][0]["view"]["scores"]
     archive = export_model(unet.id, tmp_path / "unet.tar.gz", jobs_dir=jobs_dir)
     with tarfile.open(archive) as tar:
-        assert any(name.endswith("saved_model/saved_model.pb") for name in tar.getnames())
+        assert any(name.endswith(f"serving/{unet.id}/1/saved_model.pb") for name in tar.getnames())
 
 
 CUSTOM_NET = """

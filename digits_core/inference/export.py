@@ -121,7 +121,7 @@ def read_parity(folder: Path) -> dict | None:
 
 
 def _check_parity(report: dict | None, allow_mismatch: bool) -> None:
-    if report is None or report.get("passed") or allow_mismatch:
+    if report is None or report.get("passed") is not False or allow_mismatch:
         return
     figures = ", ".join(f"{k} {report[k]:.4g}" for k in ("top1_agreement", "mask_iou", "boxes_matched", "max_abs_diff")
                         if isinstance(report.get(k), (int, float)))

@@ -214,4 +214,4 @@ def tf_prepare(images: Any, shape: tuple, dtype: Any, resize_mode: str = "squash
                     constant_values=float(pad_value(work_dtype)))
     # An image already at the dataset size passes unchanged: its resize matrices are the identity.
     out = _cast_values(padded, dtype)
-    return tf.ensure_shape(tf.cast(out, tf.float32), [None, height, width, channels])
+    return tf.reshape(tf.cast(out, tf.float32), [-1, height, width, channels])  # static shape; TFLite lacks EnsureShape

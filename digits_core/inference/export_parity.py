@@ -14,8 +14,8 @@ IoU over the classes present), ``boxes_matched`` (detection: the share of
 ``digits infer``'s boxes that the export finds with the same class at IoU
 ≥ 0.9) and ``worst_input``. It passes when top-1 agreement ≥ 0.99, mask IoU
 ≥ 0.99, boxes matched ≥ 0.99, and for regression / image-to-image the
-largest difference ≤ ``1e-3 × (1 + max |output|)`` (``5e-2 ×`` for
-quantized TFLite).
+largest difference ≤ ``1e-3 × (1 + max |output|)`` (TFLite, whose
+preparation runs in float32: ``1e-2 ×``; quantized TFLite ``5e-2 ×``).
 """
 
 from __future__ import annotations
@@ -37,13 +37,15 @@ MATCH_IOU = 0.9
 
 
 def parity_inputs(loaded: InferenceModel, sample: int) -> list[tuple[str, np.ndarray]]:
-    """``(name, raw image)`` pairs: validation images as stored, then each stretched to an odd size."""
+    """``(name, raw image)`` pairs: validation images as stored, then each stretched to an odd size.
+
+    Empty when the model's dataset is gone (the report then says it was skipped).
+    """
     from ..resize import resize_image
 
     ds = loaded.dataset.dataset
     if ds is None:
-        raise InferenceError(f"The dataset of model {loaded.id} is gone: no validation images for the parity report. "
-                             "Export with --allow-mismatch to skip it.")
+        return []
     stage = "val" if "val" in ds.stages and ds.count("val") else "train"
     features, _ = ds.read_batch(stage, 0, sample)
     features = np.asarray(features)
@@ -100,7 +102,8 @@ def _mean_iou(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.mean(values)) if values else 1.0
 
 
-def compare(loaded: InferenceModel, names: list[str], result: Any, got: list[dict], *, quantized: bool = False) -> dict:
+def compare(loaded: InferenceModel, names: list[str], result: Any, got: list[dict], *, fmt: str = "",
+            quantized: bool = False) -> dict:
     """The parity figures of export outputs ``got`` against ``digits infer``'s ``result``."""
     report: dict[str, Any] = {"inputs": len(names)}
     if loaded.task == "detection":
@@ -132,7 +135,7 @@ def compare(loaded: InferenceModel, names: list[str], result: Any, got: list[dic
         report["passed"] = report["mask_iou"] >= THRESHOLDS["mask_iou"]
     else:
         scale = 1.0 + max(float(np.abs(r).max()) for r in reference)
-        report["tolerance"] = (5e-2 if quantized else 1e-3) * scale
+        report["tolerance"] = (5e-2 if quantized else 1e-2 if fmt == "tflite" else 1e-3) * scale
         report["passed"] = report["max_abs_diff"] <= report["tolerance"]
     report["worst_input"] = names[worst]
     return report
@@ -144,6 +147,9 @@ def parity_report(loaded: InferenceModel, fmt: str, folder: Path, *, sample: int
     from .runner import infer
 
     pairs = parity_inputs(loaded, sample)
+    if not pairs:
+        return {"format": fmt, "passed": None, "sample": 0,
+                "skipped": f"the dataset of model {loaded.id} is not available: no validation images to compare on"}
     names = [n for n, _ in pairs]
     result = infer(loaded.job.path, pairs, epoch=loaded.epoch, max_errors=0)
     if fmt == "keras":  # the bare network: it gets the images digits infer prepared
@@ -161,7 +167,7 @@ def parity_report(loaded: InferenceModel, fmt: str, folder: Path, *, sample: int
         report.update(max_abs_diff=float(max(d.max() for d in diffs)), worst_input=names[int(np.argmax([d.max() for d in diffs]))])
         report["passed"] = report["max_abs_diff"] <= 1e-4
     else:
-        report = compare(loaded, names, result, got, quantized=quantized)
+        report = compare(loaded, names, result, got, fmt=fmt, quantized=quantized)
     report.update(format=fmt, runtime={"onnx": "onnxruntime", "tflite": "LiteRT / TFLite interpreter",
                                        "savedmodel": "tf.saved_model.load", "keras": "keras"}[fmt],
                   reference="digits infer", sample=sample)
