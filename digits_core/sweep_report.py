@@ -31,7 +31,7 @@ def trial_row(job: Job, metric: str, mode: str, values: dict | None = None, inde
             "status_note": job.data.get("status_note"), "values": dict(values or job.data.get("sweep") or {}),
             "network": job.data.get("network"), "best": None if best is None else best[1],
             "best_epoch": None if best is None else best[0], "epochs": max((p[0] for p in curve), default=0),
-            "rung": pruned.get("rung"), "curve": curve}
+            "rung": pruned.get("rung"), "node": (job.data.get("placement") or {}).get("node_id"), "curve": curve}
 
 
 def _ranked(rows: list[dict], mode: str) -> list[dict]:

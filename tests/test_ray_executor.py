@@ -235,6 +235,19 @@ def test_digits_serve_executor_ray_runs_a_2x2_sweep_in_parallel_across_the_clust
     assert any(a[0] < b[1] and b[0] < a[1] for i, a in enumerate(spans) for b in spans[i + 1:])
 
 
+def test_tune_trials_run_as_model_jobs_on_both_nodes(dataset, jobs_dir, cluster):
+    """``digits_core.tuning.tune`` on the cluster (issue 30): two trials of one CPU each on a 1 + 1 CPU cluster."""
+    from digits_core.tuning import tune
+
+    handle = tune(dataset.id, "lenet", "ray-tune", search=["learning_rate=0.05,0.01"], scheduler="grid",
+                  max_epochs=1, max_concurrent=2, metric="val_loss", jobs_dir=jobs_dir, ray_address=cluster.address,
+                  batch_size=16, seed=1)
+    summary = handle.wait(timeout=JOB_TIMEOUT)
+    assert summary["status"] == "Done" and [row["status"] for row in summary["trials"]] == ["Done", "Done"]
+    assert {row["node"] for row in summary["trials"]} == _node_ids(cluster)
+    assert sorted(row["values"]["learning_rate"] for row in summary["trials"]) == [0.01, 0.05]
+
+
 def test_a_killed_ray_server_leaves_no_running_task_and_a_restart_marks_its_job_aborted(dataset, jobs_dir, cluster):
     """kill -9 of `digits serve --executor ray`: Ray stops the driver's tasks (the job lock is released), the next
     server marks the job Aborted, and it resumes on the cluster from its snapshot."""

@@ -72,9 +72,15 @@ def run_trial(config: dict, plan: dict) -> None:
     job_info: dict = {}
 
     def started(job) -> None:
+        import ray
+
+        context = ray.get_runtime_context()
+        placement = {"executor": "ray-tune", "node_id": context.get_node_id(),
+                     "node_address": ray.util.get_node_ip_address(), "sweep": plan["id"], "trial": index}
+        job.update(placement=placement)
         job_info.update(id=job.id, path=str(job.path))
         write_json_atomic(folder / f"trial-{index}.json", {"index": index, "job_id": job.id,
-                                                          "values": plan["trials"][index]})
+                                                          "values": plan["trials"][index], "node_id": placement["node_id"]})
 
     try:
         train(plan["dataset"], network, _trial_name(plan, index, plan["trials"][index]), jobs_dir=plan["jobs_dir"],
@@ -126,6 +132,9 @@ def _start_ray(address: str | None) -> bool:
     os.environ.setdefault(LOCAL_CLUSTER_ENV, "0")  # a one-machine cluster: every Ray server on 127.0.0.1
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # no progress tables on the console: digits tune prints its own
+    # A new local cluster would otherwise turn on Ray's token auth and write ~/.ray/auth_token, which every later
+    # `ray start` on this machine then picks up; this one is reachable on 127.0.0.1 only (RAY_AUTH_MODE=token opts in).
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     ray = import_ray()
     if ray.is_initialized():
         return False
