@@ -1,0 +1,104 @@
+"""TF Serving's REST predict request → ``digits infer`` → TF Serving's answer.
+
+Request bodies (TF Serving's REST API): the row format
+``{"instances": [IMAGE, ...]}`` or the columnar ``{"inputs": [IMAGE, ...]}``
+(also ``{"inputs": {"images": [...]}}`` and instances of the form
+``{"images": IMAGE}``), where an ``IMAGE`` is ``{"b64": "<base64 PNG/JPEG
+file>"}`` or a nested list ``H × W × C`` (or ``H × W``) of numbers.
+
+Each image goes through ``digits infer`` (the dataset's preparation, the
+warm model cache); the answer has what the exported models return
+(:mod:`~digits_core.inference.export_signature`): ``{"predictions": [...]}``
+(row format; one object per instance) or ``{"outputs": {...}}`` (columnar;
+one list per output name). By task: classification ``outputs``
+(probabilities), ``classes`` and ``scores`` (top 5); segmentation
+``outputs`` and ``classes`` (argmax map); regression and image-to-image
+``outputs``; detection ``boxes`` (input pixels), ``scores`` and ``classes``
+above the score threshold.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Any
+
+import numpy as np
+
+from ..errors import InferenceError
+
+#: Instances one request may carry.
+MAX_INSTANCES = 256
+
+
+def _image(value: Any, index: int) -> np.ndarray:
+    if isinstance(value, dict) and set(value) == {"images"}:
+        value = value["images"]
+    if isinstance(value, dict) and "b64" in value:
+        from ..resize import image_to_array, open_image
+
+        try:
+            data = base64.b64decode(str(value["b64"]), validate=True)
+            return image_to_array(open_image(data), None)
+        except (binascii.Error, ValueError) as exc:
+            raise InferenceError(f'instances[{index}]: "b64" is not a base64 PNG or JPEG file ({exc}).') from None
+    try:
+        array = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InferenceError(f"instances[{index}]: expected {{\"b64\": ...}} or a nested list H x W x C of numbers.") from None
+    if array.ndim == 2:
+        array = array[:, :, None]
+    if array.ndim != 3 or min(array.shape) < 1:
+        raise InferenceError(f"instances[{index}]: an image is H x W or H x W x C, not shape {list(array.shape)}.")
+    return array
+
+
+def parse_instances(body: Any) -> tuple[list[np.ndarray], bool]:
+    """The request's images and whether it used the columnar (``inputs``) format.
+
+    Raises:
+        InferenceError: Not a TF Serving predict body; the message says what is wrong.
+    """
+    if not isinstance(body, dict) or ("instances" in body) == ("inputs" in body):
+        raise InferenceError('A predict request is a JSON object with "instances" (a list) or "inputs".')
+    columnar = "inputs" in body
+    values = body["inputs"] if columnar else body["instances"]
+    if isinstance(values, dict):
+        if set(values) != {"images"}:
+            raise InferenceError('"inputs" as an object has one key, "images" (the export\'s input name).')
+        values = values["images"]
+    if not isinstance(values, list) or not values:
+        raise InferenceError("The request has no images: give a non-empty list.")
+    if len(values) > MAX_INSTANCES:
+        raise InferenceError(f"A request carries at most {MAX_INSTANCES} images, not {len(values)}.")
+    return [_image(v, i) for i, v in enumerate(values)], columnar
+
+
+def _prediction(sample: Any, task: str) -> dict:
+    output = np.asarray(sample.output)
+    if task == "detection":
+        dets = sample.detections or []
+        return {"boxes": [d["box"] for d in dets], "scores": [d["score"] for d in dets],
+                "classes": [d["class_id"] for d in dets]}
+    if task == "classification":
+        top = np.argsort(-output, kind="stable")[:5]
+        return {"outputs": output.tolist(), "classes": top.tolist(), "scores": output[top].tolist()}
+    if task == "segmentation":
+        return {"outputs": output.tolist(), "classes": np.argmax(output, axis=-1).tolist()}
+    return {"outputs": output.tolist()}
+
+
+def predict(model_id: str, body: Any, *, epoch: float | None = None, jobs_dir: Any = None) -> dict:
+    """Answer one TF Serving predict request with ``digits infer`` (see the module docstring).
+
+    Raises:
+        InferenceError: A malformed body or an image the model cannot take.
+    """
+    from .runner import infer
+
+    images, columnar = parse_instances(body)
+    result = infer(model_id, [(str(i), a) for i, a in enumerate(images)], epoch=epoch, jobs_dir=jobs_dir, max_errors=0)
+    rows = [_prediction(s, result.model.task) for s in result.samples]
+    if columnar:
+        return {"outputs": {name: [row[name] for row in rows] for name in rows[0]}}
+    return {"predictions": rows}
