@@ -41,3 +41,16 @@ def test_scale_option_resolves_per_dtype():
     assert resolve_scale(0.25, np.uint8, sample, 0.0) == 0.25
     wide = np.array([0.0, 2.0, 4.0, 6.0], np.float32)
     assert resolve_scale("auto", np.float32, wide, 3.0) == pytest.approx(1 / np.std(wide))
+
+
+def test_detection_validation_recall_and_precision():
+    from digits_core.engine.detection.task import recall_precision
+
+    gt = np.array([[1, 10, 10, 30, 30], [2, 40, 40, 60, 60], [0, 0, 0, 5, 5]], np.float64)  # 2 objects + dontcare
+    pred = np.array([[1, 0.9, 11, 11, 30, 30],    # matches the class-1 box
+                     [2, 0.8, 0, 30, 20, 50],     # wrong place: a false positive
+                     [2, 0.1, 40, 40, 60, 60]])   # right, but below the reporting score
+    figures = recall_precision([pred], [gt])
+    assert figures == {"val_recall50": 0.5, "val_precision50": 0.5}
+    assert recall_precision([pred], [gt], min_score=0.05) == {"val_recall50": 1.0, "val_precision50": 2 / 3}
+    assert recall_precision([pred[:0]], [gt]) == {"val_recall50": 0.0, "val_precision50": 0.0}

@@ -25,7 +25,7 @@ DEFAULT_VIEWS = {"classification": "image-classification", "segmentation": "imag
                  "detection": "bounding-boxes", "regression": "regression", "image-to-image": "image-output"}
 #: The metric panels a model page shows first, per task (the rest follow by name, the learning rate last).
 FIRST_METRICS = {"classification": "loss,accuracy,top5", "segmentation": "loss,dice,iou",
-                 "detection": "loss,map50,map,centre_recall", "regression": "loss,mae", "image-to-image": "loss,mae"}
+                 "detection": "loss,map50,recall50,precision50,map,centre_recall", "regression": "loss,mae", "image-to-image": "loss,mae"}
 
 
 def _ext():

@@ -8,8 +8,9 @@ are in input pixels, the output map has a stride), so the task carries a
 training metric and validation mAP bound to it.
 
 Validation adds to the loss the standard mAP figures (:mod:`.evaluate`):
-``val_map50`` (VOC/KITTI AP@0.5), ``val_map`` (COCO AP@[.5:.95]) and per
-class ``val_ap50_<class>``; the best epoch is the one with the highest
+``val_map50`` (VOC/KITTI AP@0.5), ``val_map`` (COCO AP@[.5:.95]), per
+class ``val_ap50_<class>``, and ``val_recall50`` / ``val_precision50`` of the
+detections scoring at least :data:`REPORT_SCORE` (IoU 0.5); the best epoch is the one with the highest
 ``val_map50``.
 """
 
@@ -25,6 +26,8 @@ import numpy as np
 MAX_BOXES = 64
 #: Detections below this score are left out of validation mAP (they cannot change it measurably).
 MIN_SCORE = 0.001
+#: Score from which a detection counts in the validation recall / precision (``val_recall50``).
+REPORT_SCORE = 0.3
 #: Heat-map probability above which an object's centre cell counts as found (training metric).
 FOUND = 0.3
 
@@ -160,10 +163,25 @@ def validation_map(model, batches, input_hw, n: int, class_names=None, detect=No
                     preds.append(rows[i])
                     gts.append(boxes[boxes[:, 0] >= 0])
     result = evaluate(preds, gts, n, class_names)
-    out = {"val_map50": result["map50"], "val_map": result["map"]}
+    out = {"val_map50": result["map50"], "val_map": result["map"], **recall_precision(preds, gts)}
     for name, ap in result["ap50"].items():
         out[f"val_ap50_{metric_key(name)}"] = ap
     return out
+
+
+def recall_precision(preds: list, gts: list, min_score: float = REPORT_SCORE) -> dict:
+    """``val_recall50`` and ``val_precision50``: detections scoring at least ``min_score`` matched at IoU 0.5.
+
+    Unlike mAP, which stays near 0 until the ranking is good, these move from
+    the first epochs, so a live chart shows a detector starting to find objects.
+    """
+    from .evaluate import match_image
+
+    tp = fp = fn = 0
+    for pred, gt in zip(preds, gts):
+        counts = match_image(pred[pred[:, 1] >= min_score], gt)
+        tp, fp, fn = tp + counts["tp"], fp + counts["fp"], fn + counts["fn"]
+    return {"val_recall50": tp / max(tp + fn, 1), "val_precision50": tp / max(tp + fp, 1)}
 
 
 def make_task(task_class: type):
