@@ -21,6 +21,9 @@ import pytest
 
 from digits_core.errors import DigitsError
 
+# Damaged files make pydicom warn as it guesses; the readers' answers are what is checked.
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
 SEED = 23
 CASES = 40
 NAMED = (ValueError, DigitsError)
