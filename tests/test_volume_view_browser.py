@@ -64,3 +64,37 @@ def test_scrolling_changes_the_slice_and_the_overlay_matches_the_label(chromium,
         assert page.eval_on_selector(".volume-canvas", "c => [c.width, c.height]") == [20, 10]
     finally:
         page.close()
+
+
+def test_explore_scrolls_the_cases_of_a_volume_dataset_on_a_real_server(chromium, tmp_path):
+    from live_server import running_server
+
+    from digits_core import create_dataset
+    from digits_core.datasets.volumes import VolumeStageReader
+    from digits_data_volumes.synth import generate
+
+    synth = generate(tmp_path / "synth", cases=5, shape=(8, 16, 16), dicom=False)
+    job = create_dataset("msd-volumes", {"data_folder": str(synth.task), "pct_val": 40}, jobs_dir=tmp_path / "jobs",
+                         workers=1)
+    reader = VolumeStageReader(job.path / "dataset" / "val")
+    first_volume, first_label = reader.case(0)
+    reader.close()
+    with running_server(tmp_path / "jobs") as server:
+        page = chromium.new_page()
+        errors = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.on("console", lambda m: errors.append(m.text) if "Content Security Policy" in m.text else None)
+        try:
+            page.goto(server.url + f"/datasets/{job.id}/explore?stage=val")
+            page.wait_for_function("document.querySelectorAll('.volume-view[data-ready=\"1\"]').length === 2")
+            first = page.locator(".volume-view").first
+            assert first.get_attribute("data-case") == first_volume.name
+            assert first.get_attribute("data-slice") == "4"
+            assert int(first.get_attribute("data-overlay-voxels")) == int(first_label[4].sum())
+            first.locator(".volume-canvas").focus()
+            page.keyboard.press("ArrowDown")
+            assert first.get_attribute("data-slice") == "3"
+            assert int(first.get_attribute("data-overlay-voxels")) == int(first_label[3].sum())
+            assert errors == []  # the view's script runs under the server's CSP (nonce)
+        finally:
+            page.close()

@@ -278,6 +278,10 @@ def explore(job_id: str):
         raise DigitsError(f"Dataset {job.id} is {job.status.value}; it can be explored once Done.")
     stage = request.args.get("stage", "train")
     page = request.args.get("page", 0, type=int)
+    from .volume_explore import is_volume_job, volume_explore
+
+    if is_volume_job(job):  # cases scrolled slice by slice with the volume view (issue 29)
+        return volume_explore(job, stage, page)
     per_page = min(max(request.args.get("per_page", 24, type=int), 1), 200)
     data = _explore_page(job, stage, page, per_page, request.args.get("label"))
     if request.args.get("format") == "json":
