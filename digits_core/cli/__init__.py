@@ -124,14 +124,17 @@ def _raise_interrupt(_signum, _frame):
 
 
 def _stop_on_signals() -> None:
-    """SIGTERM and SIGHUP stop a command like Ctrl-C does (``timeout``, systemd, Docker, a closed terminal).
+    """SIGINT, SIGTERM and SIGHUP stop a command like Ctrl-C does (``timeout``, systemd, Docker, a closed terminal).
 
     Each command's own clean-up then runs: a training aborts at its next step
     (its job ends Aborted, last snapshot kept), the server stops its workers.
+    SIGINT is set explicitly too: Python leaves it ignored when the parent
+    started the process with it ignored (a job started with ``&`` by a
+    non-interactive shell, some CI runners), and Ctrl-C must still stop it.
     """
     import signal
 
-    for sig in (signal.SIGTERM, signal.SIGHUP):
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         try:
             signal.signal(sig, _raise_interrupt)
         except (ValueError, OSError):  # not the main thread (embedded use)
