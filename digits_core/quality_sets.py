@@ -8,7 +8,9 @@ data plugin reads, and returns the form values that build the dataset:
   (0 background, 1 disc, 2 square) for ``image-segmentation``;
 * :func:`write_digit_regression`: scikit-learn's handwritten 8×8 digit
   scans (1,797 real scans) in a folder with a ``targets.csv`` of two targets
-  per image, the digit value / 9 and the mean ink, for ``image-regression``.
+  per image, the digit value / 9 and the mean ink, for ``image-regression``;
+* :func:`write_denoising_pairs`: noisy → clean pairs of digit scans for
+  ``image-processing`` (image-to-image).
 
 Numpy and Pillow only (no TensorFlow); the same seed gives the same files.
 """
@@ -90,3 +92,28 @@ def write_digit_regression(folder: str | Path, images: int | None = None, seed: 
     (folder / "targets.csv").write_text("\n".join(rows) + "\n")
     return {"image_folder": str(folder), "targets_file": str(folder / "targets.csv"), "image_type": "grayscale",
             "width": 8, "height": 8, "val_percent": val_percent}
+
+
+def write_denoising_pairs(folder: str | Path, images: int = 400, size: int = 16, noise: float = 0.1,
+                          seed: int = 0, val_percent: int = 25) -> dict:
+    """Write noisy → clean pairs of digit scans (bilinear to ``size``) for ``image-processing``.
+
+    The noise is Gaussian with std ``noise`` (fraction of the 0-255 range), clipped.
+
+    Returns:
+        The ``image-processing`` form values (grayscale, ``size×size``).
+    """
+    from PIL import Image
+    from sklearn.datasets import load_digits
+
+    folder = Path(folder)
+    rng = np.random.default_rng(seed)
+    scans = load_digits().images
+    for n, i in enumerate(rng.permutation(len(scans))[:images]):
+        small = Image.fromarray((scans[i] * (255.0 / 16.0)).astype(np.uint8), mode="L")
+        clean = np.asarray(small.resize((size, size), Image.BILINEAR), np.float64)
+        noisy = clean + rng.normal(0.0, 255.0 * noise, clean.shape)
+        _save_gray(folder / "clean" / f"{n:04d}.png", clean)
+        _save_gray(folder / "noisy" / f"{n:04d}.png", np.clip(np.round(noisy), 0, 255))
+    return {"feature_folder": str(folder / "noisy"), "label_folder": str(folder / "clean"), "image_type": "grayscale",
+            "width": size, "height": size, "val_percent": val_percent}

@@ -204,23 +204,28 @@ def unet(input_shape, num_outputs, filters: int = 8, depth: int = 4, norm: str =
     return keras.Model(inputs, outputs, name="unet")
 
 
-def fcn(input_shape, num_outputs, filters: int = 32, **_):
+def fcn(input_shape, num_outputs, filters: int = 32, norm: str = "batch", **_):
     """A small FCN-8s-style network: three conv/pool stages, 1x1 scoring at strides 8/4,
-    and learned upsampling fused with the skip scores."""
+    and learned upsampling fused with the skip scores.
+
+    ``norm`` as for :func:`unet`: each 3x3 convolution is followed by BatchNormalization
+    by default (without it the network needs several times the steps on small sets).
+    """
     keras, L = _layers()
+    norm = _norm_kind(norm, None)
     inputs = keras.Input(shape=tuple(input_shape), name="image")
     x, pads = _pad_to_multiple(inputs, input_shape, 8, L)
     f = int(filters)
-    x = L.Conv2D(f, 3, padding="same", activation="relu", name="conv1_1")(x)
-    x = L.Conv2D(f, 3, padding="same", activation="relu", name="conv1_2")(x)
+    x = _conv_bn_relu(x, f, "conv1_1", norm, L)
+    x = _conv_bn_relu(x, f, "conv1_2", norm, L)
     x = L.MaxPooling2D(2, name="pool1")(x)
-    x = L.Conv2D(2 * f, 3, padding="same", activation="relu", name="conv2_1")(x)
-    x = L.Conv2D(2 * f, 3, padding="same", activation="relu", name="conv2_2")(x)
+    x = _conv_bn_relu(x, 2 * f, "conv2_1", norm, L)
+    x = _conv_bn_relu(x, 2 * f, "conv2_2", norm, L)
     pool2 = L.MaxPooling2D(2, name="pool2")(x)
-    x = L.Conv2D(4 * f, 3, padding="same", activation="relu", name="conv3_1")(pool2)
-    x = L.Conv2D(4 * f, 3, padding="same", activation="relu", name="conv3_2")(x)
+    x = _conv_bn_relu(pool2, 4 * f, "conv3_1", norm, L)
+    x = _conv_bn_relu(x, 4 * f, "conv3_2", norm, L)
     pool3 = L.MaxPooling2D(2, name="pool3")(x)
-    x = L.Conv2D(8 * f, 3, padding="same", activation="relu", name="fc6")(pool3)
+    x = _conv_bn_relu(pool3, 8 * f, "fc6", norm, L)
     x = L.Conv2D(8 * f, 1, activation="relu", name="fc7")(x)
     score8 = L.Conv2D(num_outputs, 1, name="score_fr")(x)
     up2 = L.Conv2DTranspose(num_outputs, 4, strides=2, padding="same", name="upscore2")(score8)
