@@ -178,3 +178,17 @@ def test_open_in_roots_opens_the_checked_file_and_only_for_reading(world):
     for bad in ("", "   ", "a\x00b"):
         with pytest.raises(OutsideDataRootsError):
             resolve_in_roots(bad, where="x.csv line 1")
+
+
+def test_the_cli_confines_when_given_data_roots(world, tmp_path, capsys):
+    """`digits dataset create --data-root DIR` reads as the web server does; without it, as before."""
+    from digits_core.cli import main
+
+    targets = world.root / "t.csv"
+    targets.write_text("path,y\n0.png,1\n1.png,2\n2.png,3\nlink.png,4\n")
+    args = ["--jobs-dir", str(tmp_path / "jobs"), "dataset", "create", "image-regression", "--name", "r",
+            "--image-folder", str(world.images), "--targets-file", str(targets), "--width", "8", "--height", "8",
+            "--quiet"]
+    assert main([*args, "--data-root", str(world.root)]) != 0
+    assert "outside the server's data roots" in capsys.readouterr().err
+    assert main(args) == 0

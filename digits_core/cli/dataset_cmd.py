@@ -94,6 +94,10 @@ def plugin_create_parser(plugin_id: str, plugin_cls) -> tuple[argparse.ArgumentP
     add_cli_arguments(job)  # declared once in digits_core.datasets.options
     job.add_argument("--json", action="store_true", help="print the result as JSON")
     job.add_argument("--quiet", action="store_true", help="no progress bar")
+    job.add_argument("--data-root", action="append", default=[], metavar="DIR",
+                     help="read only under DIR (repeatable; the jobs folder always is one), as the web server "
+                          "does: path fields and paths inside the plugin's files (list lines, targets rows, label "
+                          "files, symlinks) elsewhere are refused. Default: no limit")
     cluster = parser.add_argument_group("cluster")
     cluster.add_argument("--ray-address", metavar="HOST:PORT", default=None,
                          help="encode the entries as Ray tasks spread over the Ray cluster at HOST:PORT instead of "
@@ -154,10 +158,16 @@ def run_create(args) -> int:
     from ..datasets import create_dataset, open_dataset
     from ..datasets.options import options_from_cli
 
+    from ..config import resolve_jobs_dir
+    from ..paths import check_form_paths, confined_to, resolve_roots
+
+    roots = resolve_roots(options.data_root, resolve_jobs_dir(args.jobs_dir)) if options.data_root else None
     bars = _ProgressBars(enabled=not options.quiet and not options.json)
     try:
-        job = create_dataset(args.plugin_id, values, jobs_dir=args.jobs_dir, progress=bars,
-                             ray_address=options.ray_address, **options_from_cli(options))
+        with confined_to(roots):
+            check_form_paths(values, f'dataset form of plugin "{args.plugin_id}"')
+            job = create_dataset(args.plugin_id, values, jobs_dir=args.jobs_dir, progress=bars,
+                                 ray_address=options.ray_address, **options_from_cli(options))
     finally:
         bars.close()
     ds = open_dataset(job.path)
