@@ -94,9 +94,14 @@ def predict(model_id: str, body: Any, *, epoch: float | None = None, jobs_dir: A
     Raises:
         InferenceError: A malformed body or an image the model cannot take.
     """
+    from ..resize import cast_to
+    from .model import load_inference_model
     from .runner import infer
 
     images, columnar = parse_instances(body)
+    dtype = load_inference_model(model_id, epoch=epoch, jobs_dir=jobs_dir).feature_dtype
+    # Nested lists hold the dataset dtype's values (as an image file would): prepared like one, not as float data.
+    images = [cast_to(a, dtype) if a.dtype == np.float64 else a for a in images]
     result = infer(model_id, [(str(i), a) for i, a in enumerate(images)], epoch=epoch, jobs_dir=jobs_dir, max_errors=0)
     rows = [_prediction(s, result.model.task) for s in result.samples]
     if columnar:

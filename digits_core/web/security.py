@@ -10,6 +10,9 @@
   CSRF token (form field ``csrf_token`` or header ``X-CSRFToken``; get one at
   ``GET /api/csrf-token``), except requests that carry a valid auth token in
   a header: a cross-site page cannot set that header, so it cannot forge them.
+  TF Serving's JSON predict (:data:`TOKEN_ONLY_ENDPOINTS`) needs no CSRF token:
+  its clients send none, and a cross-site page cannot send JSON without a CORS
+  preflight (refused) while the Origin check refuses a browser's cross-site POST.
 * **Paths**: :func:`safe_join` refuses any path that leaves its base folder
   (``..``, absolute paths, symlinks pointing outside), after URL decoding.
 """
@@ -26,6 +29,8 @@ from .helpers import wants_json
 
 #: Endpoints reachable without logging in.
 PUBLIC_ENDPOINTS = {"home.login", "static"}
+#: JSON endpoints for clients that send no CSRF token (TF Serving's predict): the auth token and Origin check apply.
+TOKEN_ONLY_ENDPOINTS = {"tf_serving.predict", "tf_serving.predict_version"}
 
 
 def _header_token() -> str | None:
@@ -100,7 +105,8 @@ def init_app(app, csrf) -> None:
             if wants_json() or request.method != "GET":
                 abort(401, description="This server needs an auth token: send 'Authorization: Bearer TOKEN'.")
             return redirect(url_for("home.login", next=request.full_path if request.query_string else request.path))
-        if request.method in ("POST", "PUT", "PATCH", "DELETE") and not header_authenticated():
+        if (request.method in ("POST", "PUT", "PATCH", "DELETE") and not header_authenticated()
+                and not (request.endpoint in TOKEN_ONLY_ENDPOINTS and request.is_json)):
             csrf.protect()
         return None
 

@@ -82,6 +82,15 @@ def _do_export(request: dict) -> dict:
     return {"path": str(path)}
 
 
+def _do_predict(request: dict) -> dict:
+    """A TF Serving predict body answered by ``digits infer`` (:mod:`digits_core.inference.predict_api`)."""
+    from ..inference.predict_api import predict
+
+    epoch = request.get("epoch")
+    return {"answer": predict(request["model"], request.get("body"), jobs_dir=request.get("jobs_dir"),
+                              epoch=float(epoch) if epoch not in (None, "") else None)}
+
+
 def _do_network(request: dict) -> dict:
     """The network page's summary: a model job's (``"job"``) or a form's network and dataset."""
     from ..engine.network_summary import summarize_model_job, summarize_network
@@ -113,7 +122,7 @@ def main(argv=None) -> int:
 
 
 def handle(kind: str, request: dict) -> dict:
-    """Run one ``kind`` ("infer", "export", "network" or "top_n") request in this process.
+    """Run one ``kind`` ("infer", "export", "network", "top_n" or "predict") request in this process.
 
     Used by :func:`main` and by the long-lived worker
     (:mod:`digits_core.web.inference_worker`).
@@ -127,7 +136,7 @@ def handle(kind: str, request: dict) -> dict:
         # A request from the web server names its data roots: inputs (and paths inside list files) stay under them.
         with confined_to(request.get("data_roots")):
             return {"infer": _do_infer, "export": _do_export, "network": _do_network,
-                    "top_n": _do_top_n}[kind](request)
+                    "top_n": _do_top_n, "predict": _do_predict}[kind](request)
     except DigitsError as exc:
         return {"error": str(exc)}
     except Exception as exc:  # noqa: BLE001
