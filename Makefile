@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml $(addsuffix /pyproject.toml,$(PLUGINS))
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip setuptools wheel
 	# The test extra and the Ray extra: the Ray executor's tests start a real local Ray cluster.
-	$(BIN)/python -m pip install -q -e ".[test,ray]" $(addprefix -e ,$(PLUGINS))
+	$(BIN)/python -m pip install -q -e ".[test,ray,export]" $(addprefix -e ,$(PLUGINS))
 	# The tests decode real JPEG-LS / JPEG 2000 / RLE DICOM files: the Sunnybrook plugin's codecs extra.
 	$(BIN)/python -m pip install -q -e "plugins/data_sunnybrook[codecs]"
 	touch $(STAMP)
