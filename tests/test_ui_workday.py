@@ -13,7 +13,7 @@ import shutil
 import pytest
 
 from digits_core.engine.option_specs import TRAINING_OPTIONS, effective_defaults
-from digits_core.jobs import Job, JobStatus
+from digits_core.jobs import Job, JobStatus, JobStore
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
@@ -364,3 +364,46 @@ def test_pages_fit_a_phone_and_print_no_python_none(workday):
         assert page.evaluate("document.documentElement.scrollWidth") <= 375, path
         assert "None" not in page.locator("body").inner_text(), path
     page.close()
+
+
+def test_clone_reproduces_the_source_options_exactly(tmp_path, live_server, chromium):
+    """A model trained with non-default options by `digits train`, cloned in the browser: the same options.
+
+    The clone's ``model.json`` options are what the engine resolves from its job's ``train_options``
+    (:meth:`TrainingOptions.resolve` with the network's defaults, as ``train`` writes them); they are
+    compared with the source's ``model.json``, and the clone is then deleted rather than trained again.
+    """
+    import subprocess
+    import sys
+
+    from digits_core.datasets import create_dataset
+    from digits_core.engine.networks import resolve_network
+    from digits_core.engine.options import TrainingOptions
+
+    jobs = tmp_path / "jobs"
+    dataset = create_dataset("image-classification", {"folder": str(_tiny_image_folder(tmp_path / "images")),
+                                                      "image_type": "grayscale", "width": 16, "height": 16},
+                             workers=1, jobs_dir=jobs)
+    cli = subprocess.run([sys.executable, "-m", "digits_core", "--jobs-dir", str(jobs), "train", "--dataset", dataset.id,
+                          "--network", "lenet", "--epochs", "1", "--batch-size", "4", "--solver", "sgd",
+                          "--learning-rate", "0.05", "--momentum", "0.8", "--lr-policy", "step", "--lr-step-size", "40",
+                          "--seed", "3", "--aug-flip", "horizontal", "--quiet"], capture_output=True, text=True,
+                         timeout=600)
+    assert cli.returncode == 0, cli.stderr[-3000:]
+    (source,) = JobStore(jobs).list("model")
+    server = live_server(jobs)
+    page = chromium.new_page()
+    page.set_default_timeout(120_000)  # only the bound after which a wait on page state fails
+    page.goto(server.url + f"/models/new?clone={source.id}")
+    with page.expect_navigation(url="**/models/2*"):
+        page.click("#create-model")
+    clone = JobStore(jobs).get(page.url.rsplit("/", 1)[1])
+    page.goto(server.url + "/plugins")  # a page without a poller, to delete the clone from
+    page.evaluate("""id => fetch('/api/csrf-token').then(r => r.json()).then(t =>
+        fetch('/api/jobs/' + id, {method: 'DELETE', headers: {'X-CSRFToken': t.csrf_token}}))""", clone.id)
+    page.close()
+    given = {k: v for k, v in clone.data["train_options"].items() if k not in ("dataset", "network")}
+    network = clone.data["train_options"]["network"]
+    ours = json.loads((source.path / "model.json").read_text())
+    assert (network, clone.data["train_options"]["dataset"]) == (ours["network"], ours["dataset_id"])
+    assert TrainingOptions.resolve(resolve_network(network).defaults, given).to_dict() == ours["options"]

@@ -33,7 +33,13 @@ def network_menu_data(store) -> dict:
 
 def fill_from_job(form: ModelForm, job: Job) -> None:
     """Fill the form with a model job's options (Clone); a dataset that is gone is named, not replaced."""
-    options = dict(job.data.get("train_options") or {})
+    # A job trained outside the server (`digits train`, the Python API) has no train_options: its
+    # model.json holds the options it ran with (all of them, resolved), its network and dataset.
+    info = read_json(job.path / "model.json") or {}
+    resolved = dict(info.get("options") or {})
+    for key, value in (resolved.pop("augmentation", None) or {}).items():  # the form's aug_* fields
+        resolved.setdefault(f"aug_{key}", value)
+    options = {**resolved, **(job.data.get("train_options") or {})}
     form.model_name.data = f"{job.name} (clone)"
     form.group.data = job.data.get("group")
     form.dataset.data = options.pop("dataset", job.data.get("dataset_id"))
