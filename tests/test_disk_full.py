@@ -143,3 +143,31 @@ def test_the_server_starts_serves_and_deletes_on_a_full_disk(small_disk, earlier
         assert _checksums(earlier.path) == before
     finally:
         app.extensions["digits"]["scheduler"].shutdown()
+
+
+@pytest.mark.slow
+def test_a_training_whose_snapshot_does_not_fit_ends_error_disk_full(small_disk, tmp_path):
+    from digits_core.datasets import create_dataset
+    from digits_core.engine import train
+
+    gray = tmp_path / "gray"
+    for c in ("a", "b"):
+        (gray / c).mkdir(parents=True)
+        for i in range(6):
+            Image.fromarray(np.full((16, 16), i * 30 + (c == "b") * 100, np.uint8)).save(gray / c / f"{i}.png")
+    jobs = small_disk / "jobs"
+    dataset = create_dataset("image-classification", {"folder": str(gray), "width": 16, "height": 16,
+                                                      "image_type": "grayscale"}, name="d", jobs_dir=jobs, workers=1)
+    before = _checksums(dataset.path)
+    stat = os.statvfs(small_disk)
+    fd = os.open(small_disk / "filler", os.O_WRONLY | os.O_CREAT)
+    try:  # leave room for the job's files, not for a LeNet snapshot
+        os.write(fd, b"\0" * max(0, stat.f_bavail * stat.f_frsize - 300_000))
+    finally:
+        os.close(fd)
+    with pytest.raises(Exception, match="the disk is full"):
+        train(dataset.id, "lenet", jobs_dir=jobs, epochs=2, batch_size=4)
+    model = next(Job.load(p) for p in jobs.iterdir() if p.is_dir() and p != dataset.path)
+    assert model.status is JobStatus.ERROR and "the disk is full" in (model.error or "")
+    assert not list((model.path / "snapshots").glob(".tmp-*"))
+    assert _checksums(dataset.path) == before

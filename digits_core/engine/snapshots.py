@@ -24,7 +24,26 @@ logger = logging.getLogger("digits_core.engine")
 
 
 def save_snapshot(folder: Path, model, optimizer, epoch: float, step: int) -> None:
-    """Write the model and optimizer state at ``step`` and list them in ``model.json``."""
+    """Write the model and optimizer state at ``step`` and list them in ``model.json``.
+
+    Raises:
+        TrainingError: The disk is full (or quota exceeded, or an I/O error): the half-written
+            files are removed first, so the job's end can still be recorded.
+    """
+    try:
+        _write_snapshot(folder, model, optimizer, epoch, step)
+    except OSError as exc:
+        from ..faults import disk_error_message
+
+        message = disk_error_message(exc, folder.parent)
+        if message is None:
+            raise
+        for tmp in (folder / jobio.SNAPSHOT_DIR).glob(".tmp-*"):
+            tmp.unlink(missing_ok=True)
+        raise TrainingError(message) from exc
+
+
+def _write_snapshot(folder: Path, model, optimizer, epoch: float, step: int) -> None:
     snap_dir = folder / jobio.SNAPSHOT_DIR
     snap_dir.mkdir(exist_ok=True)
     tag = jobio.epoch_tag(epoch)
