@@ -228,6 +228,41 @@ def abort_sweep(sweep_id: str, jobs_dir: Any = None) -> list[str]:
     return asked
 
 
+def resume_sweep(sweep_id: str, jobs_dir: Any = None) -> TuneHandle:
+    """Run an aborted sweep's unfinished trials: Aborted (or failed) ones continue from their last snapshot
+    in the same job, those never started start now; finished trials are left as they are.
+
+    ASHA's rungs start over with the resumed trials (the finished ones are not compared again).
+
+    Raises:
+        JobStateError: A trial still runs, or every trial finished (nothing to resume).
+    """
+    from .errors import DigitsError, JobStateError
+    from .jobs import JobStatus, JobStore
+
+    record = read_sweep(sweep_id, jobs_dir)
+    store = JobStore(jobs_dir)
+    run = []
+    for index in range(len(record["trials"])):
+        job_id = record["trials_started"].get(index)
+        try:
+            status = store.get(job_id).status if job_id else None
+        except DigitsError:
+            status = None
+        if status is not None and not status.is_finished:
+            raise JobStateError(f"Sweep {sweep_id} still runs trial {index + 1} ({job_id}): abort it first.")
+        if status in (None, JobStatus.ABORTED, JobStatus.ERROR):
+            run.append(index)
+    if not run:
+        raise JobStateError(f"Sweep {sweep_id}: every trial finished; nothing to resume.")
+    folder = sweeps_root(jobs_dir) / sweep_id
+    (folder / SWEEP_ABORT_FILE).unlink(missing_ok=True)
+    plan = {key: value for key, value in record.items() if key not in ("trials_started", "status", "error")}
+    plan.update(run_trials=run, tune_name=f"tune-resume-{int(time.time())}")
+    _update_sweep(folder, status="Running", resumed=time.time())
+    return TuneHandle(sweep_id, record["group"], folder, jobs_dir).start(plan)
+
+
 def _new_sweep_id(name: str) -> str:
     slug = re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-").lower()[:40] or "sweep"
     return f"{time.strftime('%Y%m%d-%H%M%S')}-{slug}-{int(time.time() * 1000) % 10000:04d}"

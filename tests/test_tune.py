@@ -176,15 +176,15 @@ def test_asha_cuts_the_hopeless_trial_at_its_rung_as_stopped_early_and_keeps_its
 
 
 @pytest.mark.slow
-def test_aborting_a_sweep_stops_the_running_trial_and_leaves_the_finished_one_intact(world):
-    from digits_core.engine.jobio import read_metrics
+def test_aborting_a_sweep_stops_the_running_trial_keeps_the_finished_one_and_a_resume_completes_it(world):
+    from digits_core.engine.jobio import read_metrics, read_model_info
     from digits_core.jobs import JobStore
-    from digits_core.tuning import read_sweep, tune
+    from digits_core.tuning import read_sweep, resume_sweep, tune
 
-    # grid order: patience 1 (ends Done at epoch 2: nothing counts as better), then 60 (runs on), then 61
-    handle = tune(world["dataset"], "lenet", "abortme", search=["early_stopping_patience=1,60,61"],
-                  scheduler="grid", max_epochs=60, max_concurrent=1, jobs_dir=world["jobs"], solver="sgd",
-                  learning_rate=0.05, batch_size=32, snapshot_interval=5, early_stopping_metric="val_loss",
+    # grid order: patience 1 (ends Done at epoch 2: nothing counts as better), 24 (runs to 25), then 2
+    handle = tune(world["dataset"], "lenet", "abortme", search=["early_stopping_patience=1,24,2"],
+                  scheduler="grid", max_epochs=25, max_concurrent=1, jobs_dir=world["jobs"], solver="sgd",
+                  learning_rate=0.05, batch_size=32, early_stopping_metric="val_loss",
                   early_stopping_min_delta=1000.0, metric="val_loss")
     store = JobStore(world["jobs"])
     deadline = time.monotonic() + 300
@@ -194,17 +194,29 @@ def test_aborting_a_sweep_stops_the_running_trial_and_leaves_the_finished_one_in
                                  if p["name"] == "val_loss"]) >= 2:
             break
         assert time.monotonic() < deadline and handle.running, "the second trial never got going"
-        time.sleep(0.5)
+        time.sleep(0.2)
     first = store.get(started[0])
     first_files = sorted(p.name for p in first.path.rglob("*"))
     handle.abort()
     summary = handle.wait(timeout=300)
-    assert summary["status"] == "Aborted" and summary["pending"] == [{"early_stopping_patience": 61}]
-    assert store.get(started[1]).status is JobStatus.ABORTED
-    assert store.get(started[1]).reload().data.get("status_note") is None
+    assert summary["status"] == "Aborted" and summary["pending"] == [{"early_stopping_patience": 2}]
+    aborted = store.get(started[1])
+    assert aborted.status is JobStatus.ABORTED and aborted.data.get("status_note") is None
+    stopped_at = read_model_info(aborted.path)["last_epoch"]
+    assert 2 <= stopped_at < 25
     again = store.get(started[0])
     assert again.status is JobStatus.DONE and again.data["status_note"].startswith("stopped early at epoch 2")
     assert sorted(p.name for p in again.path.rglob("*")) == first_files
+
+    # resume: the aborted trial continues in its own job from its snapshot, the one never started runs now
+    summary = resume_sweep(handle.sweep_id, world["jobs"]).wait(timeout=300)
+    assert summary["status"] == "Done" and not summary["pending"]
+    resumed = store.get(started[1])
+    assert resumed.status is JobStatus.DONE and read_model_info(resumed.path)["last_epoch"] == 25
+    assert [s for s, _ in resumed.status_history].count("Running") == 2
+    started = read_sweep(handle.sweep_id, world["jobs"])["trials_started"]
+    assert store.get(started[2]).status is JobStatus.DONE
+    assert sorted(p.name for p in store.get(started[0]).path.rglob("*")) == first_files
 
 
 @pytest.mark.slow

@@ -63,6 +63,10 @@ def register(subparsers) -> None:
     sa = ssub.add_parser("abort", help="stop a sweep: running trials stop at their next step, no new one starts")
     sa.add_argument("sweep")
     sa.set_defaults(handler=run_sweep_abort)
+    sr = ssub.add_parser("resume", help="run an aborted sweep's unfinished trials (aborted ones from their snapshot)")
+    sr.add_argument("sweep")
+    sr.add_argument("--json", action="store_true", help="print the sweep's summary as JSON at the end")
+    sr.set_defaults(handler=run_sweep_resume)
     sp = ssub.add_parser("promote", help="mark a sweep's best trial (or --job) as its result")
     sp.add_argument("sweep")
     sp.add_argument("--job", help="promote this trial instead of the best")
@@ -102,6 +106,11 @@ def run_tune(args) -> int:
                   jobs_dir=args.jobs_dir, ray_address=args.ray_address, **options)
     print(f"sweep {handle.sweep_id}: trials run as model jobs in group \"{handle.group}\" "
           f"(digits sweep show {handle.sweep_id})", file=sys.stderr)
+    return _follow(handle, args.json)
+
+
+def _follow(handle, as_json: bool) -> int:
+    """Wait for a sweep (Ctrl-C aborts it), then print its summary."""
     try:
         while handle.running:
             time.sleep(1.0)
@@ -111,11 +120,17 @@ def run_tune(args) -> int:
         while handle.running:
             time.sleep(1.0)
     summary = handle.wait()
-    if args.json:
+    if as_json:
         print_json(summary)
     else:
         _print_summary(summary)
     return 0 if summary["status"] == "Done" else 3
+
+
+def run_sweep_resume(args) -> int:
+    from ..tuning import resume_sweep
+
+    return _follow(resume_sweep(args.sweep, args.jobs_dir), args.json)
 
 
 def run_sweep_list(args) -> int:

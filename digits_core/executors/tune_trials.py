@@ -82,12 +82,37 @@ def run_trial(config: dict, plan: dict) -> None:
         write_json_atomic(folder / f"trial-{index}.json", {"index": index, "job_id": job.id,
                                                           "values": plan["trials"][index], "node_id": placement["node_id"]})
 
+    reporter = _reporter(plan["settings"]["metric"], job_info)
     try:
+        earlier = _resumable_job(folder, index, plan["jobs_dir"])
+        if earlier is not None:  # a resumed sweep: the trial's aborted job continues from its last snapshot
+            from ..engine.trainer import resume_training
+
+            job_info.update(id=earlier.id, path=str(earlier.path))
+            (earlier.path / PRUNE_FILE).unlink(missing_ok=True)
+            resume_training(earlier, jobs_dir=plan["jobs_dir"], callbacks=[reporter])
+            return
         train(plan["dataset"], network, _trial_name(plan, index, plan["trials"][index]), jobs_dir=plan["jobs_dir"],
-              group=plan["group"], sweep=dict(plan["trials"][index]), on_job=started,
-              callbacks=[_reporter(plan["settings"]["metric"], job_info)], **{**plan["options"], **values})
+              group=plan["group"], sweep=dict(plan["trials"][index]), on_job=started, callbacks=[reporter],
+              **{**plan["options"], **values})
     except DigitsError as exc:  # the job ended in Error: the sweep goes on with the other trials
         logger.warning("trial %s failed: %s", index, exc)
+
+
+def _resumable_job(folder: Path, index: int, jobs_dir: str) -> Any:
+    """The trial's earlier job when it was Aborted (or failed) after a snapshot, else ``None``."""
+    import json
+
+    from ..engine.jobio import read_model_info
+    from ..errors import DigitsError
+    from ..jobs import JobStatus, JobStore
+
+    try:
+        job = JobStore(jobs_dir).get(json.loads((folder / f"trial-{index}.json").read_text(encoding="utf-8"))["job_id"])
+        has_snapshot = bool(read_model_info(job.path).get("snapshots"))
+    except (OSError, ValueError, KeyError, DigitsError):
+        return None
+    return job if has_snapshot and job.status in (JobStatus.ABORTED, JobStatus.ERROR) else None
 
 
 def pruning_asha(settings: dict) -> Any:
@@ -111,7 +136,7 @@ def pruning_asha(settings: dict) -> Any:
                                    "cutoff": float(self._metric_op * cutoff)})
             return TrialScheduler.CONTINUE
 
-    return PruningASHA(time_attr="training_iteration", max_t=settings["max_epochs"],
+    return PruningASHA(time_attr="epoch", max_t=settings["max_epochs"],
                        grace_period=settings["grace_period"], reduction_factor=settings["reduction_factor"])
 
 
@@ -162,9 +187,10 @@ def _fit(plan: dict) -> None:
     trainable = tune.with_resources(tune.with_parameters(run_trial, plan=plan), {"cpu": 1})
     tuner = tune.Tuner(
         trainable,
-        param_space={"trial": tune.grid_search(list(range(len(plan["trials"]))))},
+        param_space={"trial": tune.grid_search(list(plan.get("run_trials") or range(len(plan["trials"]))))},
         tune_config=tune.TuneConfig(metric=settings["metric"], mode=settings["mode"], scheduler=scheduler,
                                     max_concurrent_trials=settings["max_concurrent"], num_samples=1),
-        run_config=tune.RunConfig(name="tune", storage_path=str(Path(plan["folder"]).resolve()), verbose=0),
+        run_config=tune.RunConfig(name=plan.get("tune_name", "tune"), storage_path=str(Path(plan["folder"]).resolve()),
+                                  verbose=0),
     )
     tuner.fit()

@@ -64,6 +64,16 @@ def abort(sweep_id: str) -> ResponseReturnValue:
     return jsonify({"id": sweep_id, "aborted_trials": abort_sweep(sweep_id, _jobs_dir())})
 
 
+@bp.post("/api/sweeps/<sweep_id>/resume")
+def resume(sweep_id: str) -> ResponseReturnValue:
+    """Run an aborted sweep's unfinished trials (aborted ones continue from their last snapshot) -> 202."""
+    from ..tuning import resume_sweep
+
+    handle = resume_sweep(sweep_id, _jobs_dir())
+    current_app.extensions["digits"].setdefault("sweeps", {})[handle.sweep_id] = handle
+    return jsonify({"id": sweep_id, "status": "Running", "url": url_for("sweeps.show", sweep_id=sweep_id)}), 202
+
+
 @bp.post("/sweeps/<sweep_id>/promote")
 def promote(sweep_id: str) -> ResponseReturnValue:
     """Promote the best trial (or the form's / body's ``job_id``) as the sweep's result."""
