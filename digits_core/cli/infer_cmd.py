@@ -256,10 +256,10 @@ def _plugin_options_hint(args) -> str:
 
 def run(args) -> int:
     """Run inference and write or print the results."""
-    from ..engine.volume_infer import is_volume_model
+    from ..engine.volume_infer import is_volume_model  # reads model.json only; keeps `digits infer --help` light
 
     if is_volume_model(args.model, args.jobs_dir):  # NIfTI / DICOM series in, label volumes out (issue 29)
-        from .volume_infer_cmd import run_volume
+        from .volume_infer_cmd import run_volume  # only volume models need it
 
         return run_volume(args)
     from ..inference.runner import infer

@@ -11,13 +11,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..engine import jobio
+from ..engine.volume_infer import infer_volume
+from ..errors import FormValidationError
+from ..plugin_registry import registry
+from ..templating import render_plugin_template
+from .output import print_json
+
 
 def write_page(results, path: Path, model: str, jobs_dir) -> None:
     """One self-contained HTML page: every result through the ``volume`` view plugin."""
-    from ..engine import jobio
-    from ..plugin_registry import registry
-    from ..templating import render_plugin_template
-
     info = jobio.read_model_info(jobio.model_folder(model, jobs_dir))
     view = registry.get_view("volume")({"class_labels": info.get("class_labels"),
                                         "color_palette": info.get("color_palette")})
@@ -31,10 +34,6 @@ def write_page(results, path: Path, model: str, jobs_dir) -> None:
 
 def run_volume(args) -> int:
     """Infer every input with the volume model ``args.model``; print what was written."""
-    from ..engine.volume_infer import infer_volume
-    from ..errors import FormValidationError
-    from .output import print_json
-
     if not args.inputs:
         raise FormValidationError({"inputs": ["give NIfTI files (.nii, .nii.gz) or DICOM series folders"]},
                                   "digits infer")

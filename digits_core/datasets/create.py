@@ -32,7 +32,7 @@ from ..jobs import Job, JobStatus, release_running_hold
 from .encoder import describe_exception
 from .options import (DEFAULT_MAX_ERRORS, MAX_CHUNK, allowed_errors, check_dataset_options,  # noqa: F401
                       chunk_size, parse_max_errors, resolve_workers)
-from .pool import InlinePool, WorkerPool, mp_context
+from .pool import make_pool, mp_context
 from .progress import ProgressReporter
 from .publish import BUILD_PREFIX, FORMAT_NAME, FORMAT_VERSION, dataset_info, publish, write_mean  # noqa: F401
 from .reader import ERRORS_FILE, PROGRESS_FILE, Dataset
@@ -162,7 +162,7 @@ def run_dataset_job(job: Job, *, workers: int | None = None, progress: Callable[
             the job ends Aborted, nothing is published.
     """
     from ..plugin_registry import registry
-    from .volume_build import VolumeBuild, is_volume_plugin
+    from .volume_build import VolumeBuild, is_volume_plugin  # it subclasses _Build: a module-level import would cycle
 
     try:
         plugin_cls = registry.get_data_ingestion(job.data["plugin_id"])
@@ -305,7 +305,7 @@ class _Build:
             pool = RayPool(ray_for_dataset_job(self.ray_address), plugin, self.plugin_id)
             self.workers = pool.cpus  # the cluster's CPUs: chunk sizes and dataset.json's "workers"
         else:
-            pool = InlinePool(plugin) if self.workers == 1 else WorkerPool(plugin, self.workers, self.plugin_id)
+            pool = make_pool(plugin, self.workers, self.plugin_id)
         size = chunk_size(sum(len(entries[s]) for s in stages), self.workers)
         with pool:
             for stage in stages:

@@ -52,14 +52,14 @@ def _encoded(plugin: Any, entries: list, workers: int) -> Iterator[tuple]:
         for entry in entries:
             yield encode_case(entry, plugin)
         return
-    from .pool import mp_context
+    from .pool import mp_context  # worker processes only for a stage of several cases
 
     with mp_context().Pool(min(workers, len(entries)), initializer=_set_plugin, initargs=(plugin,)) as pool:
         yield from pool.imap(encode_case, entries, chunksize=1)
 
 
 def _build_base():
-    from .create import _Build
+    from .create import _Build  # create imports this module when it meets a volume plugin: no module-level cycle
 
     return _Build
 

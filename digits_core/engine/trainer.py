@@ -90,7 +90,7 @@ def train(dataset: Any, network: str | Callable | None = None, name: str | None 
     from ..sweep import refuse_sweep
 
     refuse_sweep(options)
-    from .volume_train import train_volume, volume_dataset_folder
+    from .volume_train import train_volume, volume_dataset_folder  # volume runs have their own loop (issue 29)
 
     if volume_dataset_folder(dataset, jobs_dir) is not None:  # a DHWC dataset: unet3d / unet2.5d (issue 29)
         return train_volume(dataset, network, name, jobs_dir=jobs_dir, progress=progress, on_job=on_job,
@@ -126,7 +126,7 @@ def train_existing_job(job: Job, dataset: Any, network: str | Callable | None = 
     Raises:
         FormValidationError, TrainingError: As for :func:`train`.
     """
-    from .volume_train import train_volume_into, volume_dataset_folder
+    from .volume_train import train_volume_into, volume_dataset_folder  # as in train()
 
     if volume_dataset_folder(dataset, job.path.parent) is not None:  # a DHWC dataset (issue 29)
         return train_volume_into(job, dataset, network, progress=progress, **options)

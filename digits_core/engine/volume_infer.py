@@ -18,7 +18,9 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..errors import DigitsError, InferenceError
+from ..plugin_registry import registry
 from . import jobio
+from .volume_loop import predict_volume
 
 
 class VolumeResult(NamedTuple):
@@ -50,8 +52,6 @@ def is_volume_model(model: Any, jobs_dir=None) -> bool:
 
 
 def _plugin(info: dict):
-    from ..plugin_registry import registry
-
     dataset_json = Path(info["dataset_path"]) / "dataset.json"
     try:
         userdata = json.loads(dataset_json.read_text(encoding="utf-8")).get("userdata", {})
@@ -76,8 +76,6 @@ def infer_volume(model: Any, sources: list, *, jobs_dir=None, out_dir: str | Non
         InferenceError: Not a volume model, or a source is not a volume (the message names it).
     """
     import keras
-
-    from .volume_loop import predict_volume
 
     folder = jobio.model_folder(model, jobs_dir)
     info: dict = dict(jobio.read_model_info(folder))

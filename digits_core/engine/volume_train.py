@@ -58,7 +58,7 @@ class VolumeConfig:
 
 def volume_dataset_folder(dataset: Any, jobs_dir=None) -> Path | None:
     """The published folder of a volume dataset (``dataset.json`` layout DHWC), or ``None`` for any other dataset."""
-    from ..datasets.reader import _find_dataset_folder
+    from ..datasets.reader import _find_dataset_folder  # the datasets package imports engine helpers: no cycle at load
 
     if hasattr(dataset, "path") and hasattr(dataset, "info"):
         folder = Path(dataset.path)
@@ -83,7 +83,7 @@ def _auto_patch(info: dict, levels: int, flat: bool) -> list[int]:
 
 
 def _config(network: str, info: dict, options: dict) -> VolumeConfig:
-    from .options import TrainingOptions
+    from .options import TrainingOptions  # the option specs load only when a volume run is planned
 
     opts = TrainingOptions.from_kwargs(**options)  # unknown names and bad values are refused as for 2-D
     params = dict(opts.network_params or {})
@@ -165,7 +165,7 @@ def train_volume_into(job: Job, dataset: Any, network: Any = None, *, progress=N
 
 def _run(job: Job, folder: Path, info: dict, config: VolumeConfig, progress) -> Job:
     job.set_status(JobStatus.RUNNING)
-    from .volume_loop import VolumeRun
+    from .volume_loop import VolumeRun  # the run's loop (Keras inside) only once the job exists
 
     run = VolumeRun(job.path, folder, info, config, progress)
     try:

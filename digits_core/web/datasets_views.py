@@ -278,7 +278,7 @@ def explore(job_id: str):
         raise DigitsError(f"Dataset {job.id} is {job.status.value}; it can be explored once Done.")
     stage = request.args.get("stage", "train")
     page = request.args.get("page", 0, type=int)
-    from .volume_explore import is_volume_job, volume_explore
+    from .volume_explore import is_volume_job, volume_explore  # volume datasets only (issue 29)
 
     if is_volume_job(job):  # cases scrolled slice by slice with the volume view (issue 29)
         return volume_explore(job, stage, page)

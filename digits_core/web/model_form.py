@@ -228,7 +228,7 @@ def set_choices(form: ModelForm, store) -> None:
     for spec in list_networks():
         label = spec.name + (f" ({spec.source})" if spec.source != "builtin" else "")
         nets.append((spec.name, label))
-    from ..engine.volume_nets import VOLUME_NETWORKS
+    from ..engine.volume_nets import VOLUME_NETWORKS  # names only; the engine package stays unloaded until used
 
     nets += [(name, f"{name} (3-D volume datasets)") for name in VOLUME_NETWORKS]
     form.network.choices = nets + [(CUSTOM, "Custom code")]

@@ -79,7 +79,7 @@ def create_model_job(name: str, dataset: str, network: str | None, options: dict
     from ..engine.networks import custom_code_problem, list_networks, network_task_problem
 
     if custom_code is None and network:
-        from ..engine.volume_nets import VOLUME_NETWORKS
+        from ..engine.volume_nets import VOLUME_NETWORKS  # names only, as list_networks above
 
         specs = {spec.name.lower(): spec for spec in list_networks()}
         names = set(specs) | set(VOLUME_NETWORKS)  # volume networks: the engine checks the dataset is DHWC

@@ -12,8 +12,12 @@ import json
 
 from flask import render_template_string
 
+from ..datasets.volumes import VolumeStageReader
 from ..errors import DigitsError, FormValidationError
 from ..jobs import Job
+from ..plugin_registry import registry
+from ..templating import give_csp_nonce, render_plugin_template
+from .request_guard import csp_nonce
 
 #: Cases shown per Explore page (each is a whole volume).
 CASES_PER_PAGE = 4
@@ -53,11 +57,6 @@ def volume_explore(job: Job, stage: str, page: int) -> str:
         FormValidationError: An unknown stage.
         DigitsError: The ``volume`` view plugin is not installed.
     """
-    from ..datasets.volumes import VolumeStageReader
-    from ..plugin_registry import registry
-    from ..templating import give_csp_nonce, render_plugin_template
-    from .request_guard import csp_nonce
-
     info = json.loads((job.path / "dataset" / "dataset.json").read_text(encoding="utf-8"))
     stages = list(info["stages"])
     if stage not in stages:
