@@ -40,7 +40,7 @@ COPY compat ./compat
 # hadolint ignore=DL3013
 RUN pip install --upgrade pip setuptools wheel \
     && pip install "${TENSORFLOW}" . \
-        ./plugins/data_images ./plugins/data_sunnybrook ./plugins/data_dicomweb \
+        ./plugins/data_images ./plugins/data_sunnybrook ./plugins/data_dicomweb ./plugins/data_volumes \
         ./plugins/view_classification ./plugins/view_segmentation ./plugins/view_detection ./plugins/view_generic \
         ./compat/digits6 \
     && digits plugins
