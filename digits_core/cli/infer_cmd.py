@@ -50,8 +50,8 @@ def _model_dataset(argv: list[str]) -> tuple[str | None, dict]:
     if not model:
         return None, {}
     try:
-        from ..datasets import open_dataset
-        from ..jobs import JobStore
+        from ..datasets import open_dataset  # the job machinery: only when --model is given
+        from ..jobs import JobStore  # (same)
 
         jobs_dir = _option_value(argv, "--jobs-dir")
         job = JobStore(jobs_dir).get(model, kind="model")
@@ -125,7 +125,7 @@ def register(subparsers) -> None:
         "accuracy figures and a confusion matrix (classification) or Dice/IoU (segmentation).",
         conflict_handler="resolve",
     )
-    from . import current_argv
+    from . import current_argv  # the package imports this module: at call time
 
     plugin_fields = _add_plugin_form_options(parser, current_argv())
     parser.add_argument("--model", required=True, metavar="ID", help="model job id (or unique prefix)")

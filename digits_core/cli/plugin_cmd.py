@@ -61,7 +61,7 @@ def register(subparsers) -> None:
 
 def run_wrap_digits6(args) -> int:
     """Write the distribution folder and print how to install it (and any id clash)."""
-    from ..scaffold.digits6 import wrap_digits6
+    from ..scaffold.digits6 import wrap_digits6  # commands import their code when they run (light --help)
 
     wrapped = wrap_digits6(args.path, args.dir)
     print(f"Wrote {wrapped.folder} ({wrapped.distribution}, {wrapped.kind} entry point {wrapped.entry_point})")
@@ -143,7 +143,7 @@ def _warn_if_id_taken(kind: str, plugin_id: str, digits6: bool = False) -> None:
     """Warn when an installed plugin of the same kind already uses ``plugin_id`` (they would clash)."""
     import sys
 
-    from ..plugin_discovery import DISABLE_ENV
+    from ..plugin_discovery import DISABLE_ENV  # (as the registry below)
     from ..plugin_registry import registry
 
     try:

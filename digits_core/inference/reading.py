@@ -189,7 +189,7 @@ def encode_with_plugin(model: InferenceModel, form_data: dict,
         raise InferenceError(f'Data plugin "{plugin_id}" could not list the inference inputs: {exc}') from exc
     if not entries:
         raise InferenceError(f'Data plugin "{plugin_id}" found no inference inputs for {values}.')
-    from ..datasets.labels import declared
+    from ..datasets.labels import declared  # the datasets package loads the job machinery
 
     budget = Budget(max_errors, len(entries))
     ids, features, labels = [], [], []

@@ -223,8 +223,8 @@ def _infer(job):
     result = run_in_worker("infer", request_body)
     if wants_json():  # the results page's JSON twin: what /api/models/ID/infer answers
         return results_json(job, result)
-    from ..templating import give_csp_nonce
-    from .request_guard import csp_nonce
+    from ..templating import give_csp_nonce  # only results pages need them
+    from .request_guard import csp_nonce  # (same)
 
     frags = {k: give_csp_nonce(v, csp_nonce()) for k, v in (result.get("fragments") or {}).items()}
     stylesheets = [f for f in getattr(view_cls, "stylesheets", ()) or () if view_cls.static_file(f)]
