@@ -13,6 +13,7 @@ from __future__ import annotations
 import glob
 import logging
 import os
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -331,6 +332,12 @@ def test_wrap_digits6_writes_the_setup_and_fixes_only_the_relative_import(tmp_pa
     assert {p: p.read_bytes() for p in BUILTIN_VIEW.rglob("*") if p.is_file()} == before  # the folder is untouched
     assert main(["plugin", "wrap-digits6", str(BUILTIN_VIEW), "--dir", str(tmp_path)]) != 0  # never overwrites
     assert "exists already" in capsys.readouterr().err
+
+    bare = shutil.copytree(BUILTIN_VIEW, tmp_path / "bare" / "rawOutput6")
+    (bare / "__init__.py").unlink()  # a folder whose package file was not kept
+    assert main(["plugin", "wrap-digits6", str(bare), "--dir", str(tmp_path / "out")]) == 0
+    written = tmp_path / "out" / "digits6-view-raw-output6" / "rawOutput6" / "__init__.py"
+    assert written.read_text().startswith("from .view import Visualization")
 
 
 def test_import_dicom_is_pydicom_with_read_file(tmp_path):

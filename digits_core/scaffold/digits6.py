@@ -99,13 +99,15 @@ def distribution_name(package: str, kind: str) -> str:
 def wrap_digits6(path: str | Path, out_dir: str | Path = ".") -> Wrapped:
     """Copy the DIGITS 6 extension folder ``path`` into ``out_dir/<distribution>/`` with a ``setup.py``.
 
+    A folder without ``__init__.py`` gets one in the copy, importing the class.
+
     Raises:
-        DigitsError: ``path`` is no package folder, holds no (or several)
+        DigitsError: ``path`` holds no Python module, no (or several)
             plugin classes, or the target folder exists.
     """
     source = Path(path).resolve()
-    if not (source / "__init__.py").is_file():
-        raise DigitsError(f"{source} is not a DIGITS 6 extension folder (it has no __init__.py)")
+    if not source.is_dir() or not any(source.glob("*.py")):
+        raise DigitsError(f"{source} is not a DIGITS 6 extension folder (it has no Python module)")
     kind, module, cls, plugin_id = _plugin_class(source)
     distribution = distribution_name(source.name, kind)
     target = Path(out_dir).resolve() / distribution
@@ -113,6 +115,9 @@ def wrap_digits6(path: str | Path, out_dir: str | Path = ".") -> Wrapped:
         raise DigitsError(f"{target} exists already; remove it or choose another --dir")
     package = target / source.name
     shutil.copytree(source, package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    if not (package / "__init__.py").exists():  # the folder was a package of digits/extensions only
+        (package / "__init__.py").write_text(f"from .{module} import {cls}  # written by wrap-digits6\n",
+                                             encoding="utf-8")
     fixed = []
     for py in sorted(package.rglob("*.py")):
         text = py.read_text(encoding="utf-8")
