@@ -35,7 +35,7 @@ from .deprecated import RESERVED_USERDATA_KEY
 from .errors import DigitsError, PluginCodeError
 from .forms import form_class, is_form_class, user_fields  # noqa: F401  (form_class, is_form_class: re-exported)
 from .interfaces import DataIngestion, View
-from .templating import template_problem
+from . import templating  # called as templating.template_problem: tests watch what gets compiled
 
 logger = logging.getLogger("digits_core.plugins")
 
@@ -159,7 +159,7 @@ def _template_problem(plugin_cls: type, method: str, form: Any, kind: str) -> st
         return None
     if not isinstance(source, str):
         return f"{method}() must return (jinja_source, context), got a {type(source).__name__} as the source"
-    problem = template_problem(source)
+    problem = templating.template_problem(source)
     return f"{method}(): {problem}" if problem else None
 
 

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field, fields
 from importlib import metadata
 from typing import Any
 
+from .contract import check_at_load
+from .errors import PluginLoadError
 from .interfaces import PLUGIN_ID_PATTERN, DataIngestion, View
 
 DATA, VIEW, HOOKS = "data", "view", "hooks"
@@ -180,6 +182,30 @@ def validate_class(kind: str, plugin_class: Any, origin: Origin) -> PluginRecord
         if reason:
             record.status, record.error = DISABLED, reason
     return record
+
+
+def class_id(plugin: Any) -> str | None:
+    """A plugin class's id, or ``None`` when it cannot be read (such a class clashes with nothing)."""
+    try:
+        return plugin.get_id()
+    except Exception:  # noqa: BLE001 - plugin code
+        return None
+
+
+def checked_class_id(kind: str, plugin: Any) -> str:
+    """The id of an in-process data/view class that passes the load-time contract checks.
+
+    Raises:
+        PluginLoadError: The class is not a plugin of ``kind``, misses a method, has a malformed id, or
+            a form the contract refuses (the message names the method and why).
+    """
+    name = getattr(plugin, "__qualname__", repr(plugin))
+    record = validate_class(kind, plugin, Origin(name=name, distribution=None, version=None, source="in-process"))
+    # templates are compiled when plugins are listed or the server starts (a lookup stays cheap), not here
+    problem = record.error if record.status == FAILED else check_at_load(kind, plugin, templates=False)
+    if problem:
+        raise PluginLoadError(record.id or name, problem)
+    return str(record.id)
 
 
 def scan_entry_points() -> Iterator[tuple[PluginRecord, Any]]:

@@ -81,6 +81,8 @@ from .plugin_discovery import (  # noqa: F401  (re-exported: the registry's publ
     VIEW,
     Origin,
     PluginRecord,
+    checked_class_id,
+    class_id,
     describe,
     failed_record,
     is_bundled,
@@ -120,21 +122,50 @@ class PluginRegistry:
 
     # -- public API ----------------------------------------------------------
 
-    def register(self, plugin: Any, *, replace: bool = False) -> Any:
+    def register(self, plugin: Any, *, replace: bool = False, check: bool = True) -> Any:
         """Register a plugin class or hook module in this process.
+
+        A data or view class is checked at once, so a mistake shows where
+        it was made (a notebook cell, a script) rather than as a "failed"
+        line in a listing later.
 
         Args:
             plugin: A :class:`~digits_core.DataIngestion` or
                 :class:`~digits_core.View` subclass, or a module/object with
                 ``@digits_core.hookimpl`` functions.
-            replace: Let a class take over the id of an already loaded plugin
-                (e.g. to swap a bundled view); otherwise a clashing id is
-                recorded as a failure.
+            replace: Let a class take over an id already registered: an
+                edited class re-registered from a notebook cell replaces the
+                old one, or a class swaps in for a loaded plugin (e.g. a
+                bundled view).
+            check: Raise on a contract error or a clashing id (default). With
+                ``False`` the class is registered as is and a problem shows
+                as a ``failed`` record, as for installed plugins.
 
         Returns:
             ``plugin`` unchanged, so this works as a class decorator.
+
+        Raises:
+            PluginLoadError: The class breaks the plugin contract (the
+                message names the method and why), or its id is taken by
+                another class registered in this process or by a loaded
+                plugin, and ``replace`` is not set.
         """
+        kind = kind_of(plugin)
+        plugin_id = checked_class_id(kind, plugin) if check and kind in INTERFACES else None
         with self._lock:
+            if any(p is plugin for p, _r in self._in_process):
+                return plugin  # registering the same class twice is a no-op
+            if plugin_id is not None:
+                taken = [p for p, _r in self._in_process if kind_of(p) == kind and class_id(p) == plugin_id]
+                if replace:
+                    self._in_process = [(p, r) for p, r in self._in_process if not any(p is t for t in taken)]
+                elif taken:
+                    raise PluginLoadError(plugin_id, f'the id is already registered in this process by '
+                                          f'{taken[0].__qualname__}; pass replace=True to use the new class '
+                                          f'(e.g. a re-run notebook cell), or give it another plugin_id')
+                elif self._built and plugin_id in self._classes.get(kind, {}):
+                    raise PluginLoadError(plugin_id, "the id is already used by a loaded plugin; pass "
+                                          "replace=True to swap this class in, or give it another plugin_id")
             self._in_process.append((plugin, replace))
             self._built = False
         return plugin
@@ -341,8 +372,6 @@ class PluginRegistry:
             logger.warning("Plugin hook validation: %s", exc)
 
         classes = resolve_clashes(self._collect_classes(pm, origins, replacing, records))
-        from .contract import check_at_load  # the contract imports plugin code helpers that import us
-
         for record in records:
             if record.status == LOADED and record.kind in INTERFACES:
                 problem = check_at_load(record.kind, record.obj, templates=False)  # forms only: cheap

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from wtforms import Form, StringField
 
-from digits_core import DataIngestion, PluginNotFoundError, PluginRegistry, View, hookimpl, hookspecs
+from digits_core import DataIngestion, PluginLoadError, PluginNotFoundError, PluginRegistry, View, hookimpl, hookspecs
 
 
 class _Form(Form):
@@ -79,13 +79,20 @@ def test_register_works_as_a_decorator(registry):
 
 def test_clashing_id_fails_unless_replace(registry):
     registry.register(Squares)
-    registry.register(OtherSquares)
+    with pytest.raises(PluginLoadError, match='"squares".*already registered in this process by Squares.*replace=True'):
+        registry.register(OtherSquares)  # e.g. an edited notebook cell run again
+    assert registry.get_data_ingestion("squares") is Squares
+    registry.register(OtherSquares, check=False)  # unchecked: the build reports the clash, as for installed plugins
     assert registry.get_data_ingestion("squares") is Squares
     failed = [r for r in registry.records() if r.status == "failed"]
     assert len(failed) == 1 and "already used" in failed[0].error
     registry.unregister(OtherSquares)
     registry.register(OtherSquares, replace=True)
     assert registry.get_data_ingestion("squares") is OtherSquares
+    assert [r.obj for r in registry.records() if r.id == "squares"] == [OtherSquares]  # the old class is gone
+    registry.register(OtherSquares)  # the same class again: nothing changes
+    with pytest.raises(PluginLoadError, match="already registered in this process by OtherSquares"):
+        registry.register(Squares)
 
 
 def test_class_of_wrong_kind_from_a_hook_is_reported(registry):

@@ -15,12 +15,16 @@ stops them). When a worker dies (out of memory, a crash in native code, an
 Worker processes are forked when TensorFlow is not loaded in this process
 (cheap, nothing to pickle); otherwise they come from a ``forkserver``
 (forking a process that runs TensorFlow threads is unsafe), which pickles
-the plugin instance once per worker.
+the plugin instance once per worker. A plugin class defined in ``__main__``
+(a notebook, the REPL, a script) or inside a function cannot be imported by
+such a worker, so it is shipped by value with ``cloudpickle``; without
+cloudpickle, :func:`make_pool` encodes in the job's process and says why.
 """
 
 from __future__ import annotations
 
 import ctypes
+import logging
 import multiprocessing
 import os
 import signal
@@ -39,6 +43,7 @@ from .encoder import ChunkResult, encode_chunk, set_worker_plugin
 
 #: Seconds between two checks of the worker's watchdog that the job process is alive.
 WATCHDOG_INTERVAL_S = 0.5
+logger = logging.getLogger("digits_core.datasets")
 _PR_SET_PDEATHSIG = 1
 
 
@@ -104,9 +109,48 @@ def die_with_parent(job_pid: int) -> None:
     threading.Thread(target=watch, name="digits-parent-watchdog", daemon=True).start()
 
 
+class _ByValue:
+    """A plugin pickled by value (its class and code travel with it), for a worker that cannot import its class."""
+
+    def __init__(self, data: bytes):
+        self.data = data
+
+
+def defined_in_place(plugin) -> bool:
+    """True when a worker could not import the plugin's class by name (``__main__`` or a function's locals)."""
+    cls = type(plugin)
+    return cls.__module__ == "__main__" or "<locals>" in cls.__qualname__
+
+
+def _cloudpickle():
+    try:
+        import cloudpickle  # optional (installed with Ray); only in-place plugin classes need it
+    except ImportError:
+        return None
+    return cloudpickle
+
+
+def make_pool(plugin, workers: int, plugin_id: str) -> InlinePool | WorkerPool:
+    """The pool for a dataset job: :class:`WorkerPool` for several workers, else :class:`InlinePool`.
+
+    A plugin class defined in place (see :func:`defined_in_place`) reaches
+    forkserver/spawn workers by value through cloudpickle; when cloudpickle is
+    missing, the job encodes in this process and logs why.
+    """
+    if workers > 1 and mp_context().get_start_method() != "fork" and defined_in_place(plugin) \
+            and _cloudpickle() is None:
+        logger.warning('Plugin "%s" is defined in __main__ or a function and TensorFlow is loaded, so worker '
+                       "processes cannot import its class: encoding with 1 worker. Install cloudpickle (or define "
+                       "the plugin in a module) to use %d workers.", plugin_id, workers)
+        workers = 1
+    return InlinePool(plugin) if workers == 1 else WorkerPool(plugin, workers, plugin_id)
+
+
 def _init_worker(plugin, tracker, next_slot, job_pid: int, arena: tuple | None) -> None:
     """Pool initializer: bind to the job process, keep the plugin, claim a tracking slot."""
     die_with_parent(job_pid)
+    if isinstance(plugin, _ByValue):
+        plugin = _cloudpickle().loads(plugin.data)  # type: ignore[union-attr]  # the parent had cloudpickle
     try:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
     except ValueError:  # not the main thread
@@ -161,6 +205,12 @@ class WorkerPool:
         self._tracker = ctx.Array("q", [0, -1] * workers, lock=False)
         # Slots for the chunks in flight plus a few waiting to be written; only a forked worker inherits them.
         self._arena = Arena(self.window + 3, arena_module.SLOT_BYTES) if ctx.get_start_method() == "fork" else None
+        if ctx.get_start_method() != "fork" and defined_in_place(plugin):
+            pickler = _cloudpickle()
+            if pickler is None:
+                raise DatasetError(f'Plugin "{plugin_id}" is defined in __main__ or a function, so worker processes '
+                                   "cannot import its class: install cloudpickle, or use workers=1.")
+            plugin = _ByValue(pickler.dumps(plugin))
         self._executor = ProcessPoolExecutor(
             max_workers=workers, mp_context=ctx, initializer=_init_worker,
             initargs=(plugin, self._tracker, ctx.Value("i", 0), os.getpid(),
