@@ -75,6 +75,9 @@ def test_json_array_is_not_a_job_record(jobs_dir):
 _ACCESS = re.compile(r"\b(?:job|ds|ds_job|source|model_job|loaded|s\.job|self\.job)\.data"
                      r"(?:\[|\.get\(|\.pop\(|\.setdefault\()\s*[\"'](\w+)[\"']")
 _CREATE = re.compile(r"Job\.create\((?:[^()]|\([^()]*\))*\)", re.S)
+# The writer API's keywords are job.json keys too (error/reopen are parameters, not keys).
+_WRITE = re.compile(r"\b(?:job|ds|ds_job|source|model_job|loaded|s\.job|self\.job|jobs\[0\])"
+                    r"\.(?:update|finish|set_status|resume)\(((?:[^()]|\([^()]*\))*)\)", re.S)
 
 
 def _sources():
@@ -91,12 +94,17 @@ def test_every_job_json_key_the_code_reads_or_writes_is_declared():
         for key in _ACCESS.findall(text):
             if key not in DECLARED:
                 undeclared.add(f"{path.relative_to(ROOT)}: {key}")
+        for call in _WRITE.findall(text):
+            for key in re.findall(r"(?<![=\w])(\w+)=(?!=)", call):
+                if key not in DECLARED | {"error", "reopen"}:
+                    undeclared.add(f"{path.relative_to(ROOT)}: job.<write>(... {key}=)")
         for call in _CREATE.findall(text):
             for key in re.findall(r"\b(\w+)=", call):
                 if key not in DECLARED | {"jobs_dir", "hold"}:  # Job.create's own parameters
                     undeclared.add(f"{path.relative_to(ROOT)}: Job.create(... {key}=)")
     assert not undeclared, "declare these keys in digits_core/job_record.py: " + ", ".join(sorted(undeclared))
     assert _ACCESS.search('job.data.get("plugin_id")') and _ACCESS.search("ds_job.data['x']")
+    assert _WRITE.search("job.update(scratch=scratch)") and _WRITE.search("self.job.finish(s, dataset={...})")
 
 
 def test_a_built_dataset_writes_only_declared_keys(jobs_dir):

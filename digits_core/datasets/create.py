@@ -165,7 +165,7 @@ def run_dataset_job(job: Job, *, workers: int | None = None, progress: Callable[
     from .volume_build import VolumeBuild, is_volume_plugin  # it subclasses _Build: a module-level import would cycle
 
     try:
-        plugin_cls = registry.get_data_ingestion(job.data["plugin_id"])
+        plugin_cls = registry.get_data_ingestion(job.plugin_id or "")
     except DigitsError:  # the build reports it and ends the job in Error
         plugin_cls = None
     build = VolumeBuild if is_volume_plugin(plugin_cls) else _Build
