@@ -42,8 +42,8 @@ def run(args) -> int:
                         allow_mismatch=args.allow_mismatch, jobs_dir=args.jobs_dir)
     with tarfile.open(path) as tar:
         member = next((m for m in tar.getmembers() if m.name.endswith("/" + PARITY_FILE)), None)
-        if member is not None:
-            report = json.load(tar.extractfile(member))
-            print("parity: " + json.dumps(report, sort_keys=True))
+        handle = tar.extractfile(member) if member is not None else None
+        if handle is not None:
+            print("parity: " + json.dumps(json.load(handle), sort_keys=True))
     print(f"wrote {path}")
     return 0

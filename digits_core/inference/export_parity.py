@@ -61,7 +61,8 @@ def run_runtime(fmt: str, folder: Path, arrays: list[np.ndarray], timeout: float
     script = Path(__file__).with_name("parity_runtime.py")
     with tempfile.TemporaryDirectory(prefix="digits-parity-") as tmp:
         inputs, outputs = Path(tmp) / "in.npz", Path(tmp) / "out.npz"
-        np.savez(inputs, **{str(i): a for i, a in enumerate(arrays)})
+        named: dict[str, Any] = {str(i): a for i, a in enumerate(arrays)}
+        np.savez(inputs, **named)
         done = subprocess.run([sys.executable, str(script), fmt, str(folder), str(inputs), str(outputs)],
                               capture_output=True, text=True, timeout=timeout)
         if done.returncode != 0:
@@ -161,11 +162,12 @@ def parity_report(loaded: InferenceModel, fmt: str, folder: Path, *, sample: int
         arrays = [a for _, a in pairs]
     got = run_runtime(fmt, folder, arrays)
     if fmt == "keras" and loaded.task == "detection":  # raw output maps: compare with the network's own
-        report = {"inputs": len(names), "compared": "raw network output maps"}
         reference = np.asarray(loaded.model(loaded.preprocessing.apply(np.stack(arrays)), training=False))
         diffs = [np.abs(g["outputs"] - r) for g, r in zip(got, reference)]
-        report.update(max_abs_diff=float(max(d.max() for d in diffs)), worst_input=names[int(np.argmax([d.max() for d in diffs]))])
-        report["passed"] = report["max_abs_diff"] <= 1e-4
+        largest = float(max(d.max() for d in diffs))
+        report: dict[str, Any] = {"inputs": len(names), "compared": "raw network output maps", "max_abs_diff": largest,
+                                  "worst_input": names[int(np.argmax([d.max() for d in diffs]))],
+                                  "passed": largest <= 1e-4}
     else:
         report = compare(loaded, names, result, got, fmt=fmt, quantized=quantized)
     report.update(format=fmt, runtime={"onnx": "onnxruntime", "tflite": "LiteRT / TFLite interpreter",
