@@ -109,3 +109,19 @@ def test_patch_sampler_oversamples_foreground_and_augments_label_with_image(tmp_
         x, y = augment(*sampler.sample(0), rng)
         assert np.array_equal(x[..., 0] > 50, y == 1)  # image and label moved together
     reader.close()
+
+
+def test_small_scaling_zooms_image_and_label_together_about_the_centre():
+    from digits_core.volumes.patches import rescale
+
+    label = np.zeros((16, 16, 16), np.uint8)
+    label[4:12, 4:12, 4:12] = 1  # 8 voxels wide, centred
+    image = (label * 100).astype(np.float32)[..., None]
+    big_image, big_label = rescale(image, label, 1.25)
+    assert big_label.shape == label.shape and big_image.shape == image.shape
+    assert big_label[:, 8, 8].sum() == 10  # 8 voxels × 1.25, still centred
+    assert big_label[3, 8, 8] == 1 and big_label[2, 8, 8] == 0 and big_label[12, 8, 8] == 1
+    assert np.mean((big_image[..., 0] > 50) == (big_label == 1)) > 0.99
+    small_label = rescale(image, label, 0.75)[1]
+    assert small_label[:, 8, 8].sum() == 6
+

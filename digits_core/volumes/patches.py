@@ -7,7 +7,8 @@ centred on a random foreground voxel (nnU-Net's oversampling: small
 structures are otherwise rarely seen); the rest start anywhere. Patches
 larger than a case are padded (edge values for the image, background for
 the label). :func:`augment` flips along each axis, turns by 90° in the
-H×W plane (square patches) and scales/shifts intensities.
+H×W plane (square patches), zooms a share of the patches by 0.9–1.1 and
+scales/shifts intensities.
 """
 
 from __future__ import annotations
@@ -72,8 +73,27 @@ class PatchSampler:
         return np.stack([p[0] for p in pairs]), np.stack([p[1] for p in pairs])
 
 
+#: Share of patches zoomed, and the zoom range (nnU-Net's "small scaling").
+SCALE_PROBABILITY, SCALE_RANGE = 0.3, (0.9, 1.1)
+
+
+def rescale(image: np.ndarray, label: np.ndarray, factor: float) -> tuple[np.ndarray, np.ndarray]:
+    """Zoom a patch by ``factor`` about its centre, keeping its shape (linear for the image, nearest for the label)."""
+    from scipy import ndimage
+
+    shape = np.asarray(label.shape, dtype=np.float64)
+    matrix = np.full(3, 1.0 / factor)
+    offset = (shape - 1) / 2 * (1 - matrix)  # output voxel o reads input voxel centre + (o - centre) / factor
+    channels = [ndimage.affine_transform(image[..., c], matrix, offset=offset, order=1, mode="nearest")
+                for c in range(image.shape[3])]
+    zoomed = ndimage.affine_transform(label, matrix, offset=offset, order=0, mode="nearest")
+    return np.stack(channels, axis=-1).astype(image.dtype), zoomed
+
+
 def augment(image: np.ndarray, label: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Random flips (each axis), a 90° turn in the H×W plane (when square), intensity scale and shift."""
+    """Random flips (each axis), a 90° turn in the H×W plane (when square), small scaling, intensity scale/shift."""
+    if rng.random() < SCALE_PROBABILITY:
+        image, label = rescale(image, label, float(rng.uniform(*SCALE_RANGE)))
     for axis in range(3):
         if rng.random() < 0.5:
             image, label = np.flip(image, axis), np.flip(label, axis)
