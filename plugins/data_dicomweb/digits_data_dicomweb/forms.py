@@ -41,7 +41,7 @@ def _check_uids(field) -> None:
 
 
 class _ServerFields(Form):
-    server = SelectField("Server", choices=server_choices, default="",
+    named_server = SelectField("Server", choices=server_choices, default="",
                          description="A server the operator named (digits serve --dicomweb-server NAME=URL), "
                                      "or the URL typed below.")
     server_url = StringField(
@@ -54,7 +54,7 @@ class _ServerFields(Form):
     token = PasswordField("Bearer token", description="Instead of user name and password (never written to disk).")
 
     def validate_server_url(self, field):
-        if self.server.data:
+        if self.named_server.data:
             return  # a named server: its URL is the operator's
         if not str(field.data or "").strip():
             raise ValidationError("give the DICOMweb root URL, or choose a server")

@@ -130,7 +130,7 @@ class DicomWebSegmentationIngestion(DataIngestion):
         source = getattr(self, "_source", None)
         if source is None:
             try:
-                url, operators = pick_server(str(self.userdata.get("server") or ""),
+                url, operators = pick_server(str(self.userdata.get("named_server") or ""),
                                              str(self.userdata.get("server_url") or ""))
             except ValueError as exc:
                 raise DicomWebError(str(exc)) from None

@@ -154,7 +154,7 @@ def test_allow_url_none_refuses_every_typed_url(tmp_path, monkeypatch):
 
 
 def _plugin(**userdata) -> DicomWebSegmentationIngestion:
-    plugin = DicomWebSegmentationIngestion(**{"server": "", "server_url": "", "username": "", "password": "",
+    plugin = DicomWebSegmentationIngestion(**{"named_server": "", "server_url": "", "username": "", "password": "",
                                               "token": "", "cache_folder": "", "max_parallel": 1, **userdata})
     return plugin
 
@@ -179,11 +179,11 @@ def test_operator_credentials_reach_only_the_named_server(listeners, tmp_path, m
 
     assert ("pacs", "pacs") in server_choices()
     with server_context(tmp_path):
-        values = validate_values(DicomWebDatasetForm, {"server": "pacs"}, "dataset form")  # no --allow-url needed
-        source = _plugin(server="pacs", username="digits").source()
-        with pytest.raises(FormValidationError, match="server"):
-            validate_values(DicomWebDatasetForm, {"server": "elsewhere"}, "dataset form")
-    assert values["server"] == "pacs"
+        values = validate_values(DicomWebDatasetForm, {"named_server": "pacs"}, "dataset form")  # no --allow-url needed
+        source = _plugin(named_server="pacs", username="digits").source()
+        with pytest.raises(FormValidationError, match="named_server"):
+            validate_values(DicomWebDatasetForm, {"named_server": "elsewhere"}, "dataset form")
+    assert values["named_server"] == "pacs"
     source.find_studies(StudyQuery())
     import base64
 
