@@ -250,7 +250,10 @@ def run_show(args) -> int:
         for stage in ds.stages:
             enc = ", ".join(f"{k} {v}" for k, v in ds.feature_encodings(stage).items())
             print(f"  {stage:>5}: {ds.count(stage)} records ({enc})")
-        print(f"  feature: {ds.feature_dtype()} {tuple(ds.feature_shape())} (H, W, C)")
+        layout = ds.info.get("layout") == "DHWC"  # a volume dataset (issue 29): cases differ in D, H, W
+        print(f"  feature: {ds.feature_dtype()} {tuple(ds.feature_shape())} ({'D, H, W, C' if layout else 'H, W, C'})")
+        if layout:
+            print(f"  median spacing: {ds.info.get('median_spacing')} mm (D, H, W)")
         print(f"  label: {ds.label_kind} {ds.label_dtype} {ds.label_shape}")
         mean = ds.info.get("mean")
         if mean:
@@ -259,7 +262,7 @@ def run_show(args) -> int:
         labels = ds.class_labels
         if labels:
             per_class = {s: ds.label_histogram(s) or [] for s in ds.stages}
-            unit = "pixels" if ds.label_kind == "mask" else "records"
+            unit = {"mask": "pixels", "volume": "voxels"}.get(ds.label_kind, "records")
             print(f"  classes ({len(labels)}; {unit} per stage):")
             for i, name in enumerate(labels[:50]):
                 counts = " ".join(f"{s}={c[i] if i < len(c) else 0}" for s, c in per_class.items())
