@@ -205,7 +205,7 @@ def _check_typed_endpoint(location: S3Location) -> None:
             "own AWS credentials and profiles are used only for AWS S3 itself (an empty endpoint URL).")
 
 
-def _refuse_unallowed_destination(request, **_):
+def _refuse_unallowed_destination(request: Any, **_: Any) -> None:
     """botocore ``before-send`` hook: check each request's destination (redirects included) after DNS resolution."""
     from ..outbound import OutboundURLError, check_destination
 
