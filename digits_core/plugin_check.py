@@ -127,6 +127,18 @@ def _render(report: CheckReport, name: str, pair: Any, **extra: Any) -> None:
         report.add(name, OK)
 
 
+def _volume_problem(pair: tuple) -> str | None:
+    """What is wrong with a volume plugin's ``(Volume, label)`` pair (see :mod:`digits_core.datasets.volumes`)."""
+    from .datasets.images import RecordError
+    from .datasets.volumes import check_volume_pair  # volume plugins only (issue 29)
+
+    try:
+        check_volume_pair(*pair)
+    except RecordError as exc:
+        return str(exc)
+    return None
+
+
 def check_feature(feature: Any, label: Any, plugin_id: str, kind: str | None = None) -> str | None:
     """Return why one encoded ``(feature, label)`` breaks the data contract, or ``None``.
 
@@ -227,7 +239,8 @@ def _check_data(cls: type[DataIngestion], report: CheckReport, form_values: Mapp
                 if not (isinstance(pair, tuple) and len(pair) == 2):
                     problems.append(f"returned {type(pair).__name__}; expected (feature, label) or a list of pairs")
                     continue
-                problem = check_feature(*pair, plugin_id, getattr(plugin, "label_kind", None))
+                problem = (_volume_problem(pair) if getattr(plugin, "data_layout", None) == "DHWC"
+                           else check_feature(*pair, plugin_id, getattr(plugin, "label_kind", None)))
                 if problem:
                     problems.append(problem)
             report.add(name, FAILED if problems else OK, "; ".join(dict.fromkeys(problems)))

@@ -86,3 +86,21 @@ def test_decathlon_manifest_naming_a_missing_file_is_an_error(synth_copy, tmp_pa
     (task / "imagesTr" / "heart_004.nii.gz").unlink()
     with pytest.raises(DatasetError, match="training item 4: .*heart_004.nii.gz is not a NIfTI file"):
         create_dataset("msd-volumes", {"data_folder": str(task)}, jobs_dir=tmp_path, workers=1)
+
+
+def test_plugin_check_checks_volume_pairs(synth, capsys):
+    from digits_core.cli import main
+
+    assert main(["plugin", "check", "msd-volumes", "--form", f"data_folder={synth.task}", "--entries", "1"]) == 0
+    assert "encode_entry(train:" in capsys.readouterr().out
+
+
+def test_plugin_check_names_a_broken_volume_pair():
+    from digits_core import Volume
+    from digits_core.plugin_check import _volume_problem
+
+    volume = Volume(np.zeros((4, 8, 8, 1), np.float32), (1.0, 1.0, 1.0), np.eye(4), "x")
+    assert _volume_problem((volume, np.zeros((4, 8, 8), np.uint8))) is None
+    assert "differs from the volume's D×H×W" in _volume_problem((volume, np.zeros((4, 8, 9), np.uint8)))
+    assert "spacing must be three positive numbers" in _volume_problem((volume._replace(spacing=(1, 0, 1)),
+                                                                        np.zeros((4, 8, 8), np.uint8)))
