@@ -21,6 +21,7 @@ import contextlib
 import logging
 import sys
 import warnings
+from collections.abc import Iterator
 
 from ..errors import FormValidationError
 
@@ -212,7 +213,7 @@ def _print_summary(result) -> None:
 
 
 @contextlib.contextmanager
-def library_messages():
+def library_messages() -> Iterator[list[str]]:
     """Collect the warnings and log records of libraries (pydicom, PIL) while inputs are read.
 
     Yields:
