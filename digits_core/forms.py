@@ -75,6 +75,24 @@ def _to_form_string(field_type: str, value: Any) -> Any:
     return "" if value is None else str(value)
 
 
+def select_choices(pairs: Iterable[tuple[str, str] | str]) -> list:
+    """``SelectField`` choices that work on every supported WTForms: ``SelectChoice`` where it exists.
+
+    WTForms 3.3 deprecates ``(value, label)`` tuples (and 3.4 drops them);
+    older versions have no ``SelectChoice``. Plugins write
+    ``SelectField("Mode", choices=select_choices([("a", "A"), "b"]))``.
+
+    Args:
+        pairs: ``(value, label)`` tuples, or values that are their own label.
+    """
+    items = [p if isinstance(p, tuple) else (p, p) for p in pairs]
+    try:
+        from wtforms import SelectChoice  # WTForms >= 3.3; forms.py does not import WTForms at module level
+    except ImportError:
+        return items
+    return [SelectChoice(value, label) for value, label in items]
+
+
 def user_fields(form) -> list:
     """Return the fields of a bound form that carry user data (no submit/CSRF)."""
     return [f for f in form if f.type not in _IGNORED_FIELD_TYPES]

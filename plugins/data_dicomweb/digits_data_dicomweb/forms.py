@@ -13,6 +13,7 @@ import re
 from wtforms import BooleanField, Form, IntegerField, PasswordField, SelectField, StringField
 from wtforms.validators import InputRequired, NumberRange, Optional, ValidationError
 
+from digits_core import select_choices
 from digits_core.outbound import OutboundURLError, check_url
 
 from .servers import server_choices
@@ -41,7 +42,7 @@ def _check_uids(field) -> None:
 
 
 class _ServerFields(Form):
-    named_server = SelectField("Server", choices=server_choices, default="",
+    named_server = SelectField("Server", choices=lambda: select_choices(server_choices()), default="",
                          description="A server the operator named (digits serve --dicomweb-server NAME=URL), "
                                      "or the URL typed below.")
     server_url = StringField(
@@ -78,7 +79,8 @@ class DicomWebDatasetForm(_ServerFields):
     patient_ids = StringField("Patients", default="", description="Only these Patient IDs (comma separated).")
     study_uids = StringField("Studies", default="",
                              description="Only these StudyInstanceUIDs (comma or space separated).")
-    channel_conversion = SelectField("Channel conversion", choices=[("L", "Grayscale"), ("RGB", "RGB (gray repeated)")],
+    channel_conversion = SelectField("Channel conversion",
+                                     choices=select_choices([("L", "Grayscale"), ("RGB", "RGB (gray repeated)")]),
                                      default="L", description="Grayscale keeps one channel; RGB repeats it.")
     pct_val = IntegerField("% for validation", default=10, validators=[InputRequired(), NumberRange(min=0, max=90)],
                            description="Share of the patients (not images) held out for validation.")

@@ -28,7 +28,7 @@ import numpy as np
 from wtforms import BooleanField, FloatField, Form, IntegerField, SelectField, StringField, validators
 from wtforms.validators import ValidationError
 
-from digits_core import DataIngestion, resize_geometry, transform_boxes
+from digits_core import DataIngestion, resize_geometry, select_choices, transform_boxes
 
 from . import listing
 from .base import ImageIngestionBase
@@ -46,7 +46,7 @@ LABEL_FORMATS = [("kitti", "KITTI (a label folder of .txt files)"), ("coco", "CO
 class DetectionForm(Form):
     """Dataset options of ``object-detection`` (DIGITS's objectDetection form plus COCO)."""
 
-    label_format = SelectField("Label format", choices=LABEL_FORMATS, default="kitti",
+    label_format = SelectField("Label format", choices=select_choices(LABEL_FORMATS), default="kitti",
                                description="KITTI label folders, or COCO JSON annotation files")
     train_image_folder = StringField("Training image folder", description="Folder of training images",
                                      validators=[validators.InputRequired(), existing_folder("training image folder")])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+from digits_core import select_choices
 from digits_core.errors import FormValidationError
 from digits_core.paths import check_server_path
 from wtforms import BooleanField, FileField, Form, IntegerField, SelectField, StringField, validators
@@ -154,16 +155,16 @@ def image_option_fields() -> tuple:
     ``--help``.
     """
     return (
-        SelectField("Image type", choices=IMAGE_TYPES, default="color",
+        SelectField("Image type", choices=select_choices(IMAGE_TYPES), default="color",
                     description="Color images have 3 channels (RGB), grayscale 1. "
                                 "16-bit grayscale PNGs are kept as 16-bit"),
         IntegerField("Width", default=256, validators=[validators.InputRequired(), validators.NumberRange(1, 16384)],
                      description="Image width in pixels after resizing"),
         IntegerField("Height", default=256, validators=[validators.InputRequired(), validators.NumberRange(1, 16384)],
                      description="Image height in pixels after resizing"),
-        SelectField("Resize mode", choices=RESIZE_CHOICES, default="squash",
+        SelectField("Resize mode", choices=select_choices(RESIZE_CHOICES), default="squash",
                     description="How images of another size or aspect ratio are resized (DIGITS modes)"),
-        SelectField("Image encoding", choices=ENCODING_CHOICES, default="png",
+        SelectField("Image encoding", choices=select_choices(ENCODING_CHOICES), default="png",
                     description="How images are stored in the database"),
         IntegerField("JPEG quality", default=90, validators=[validators.NumberRange(1, 100)],
                      description="Quality of JPEG encoding (1-100)"),

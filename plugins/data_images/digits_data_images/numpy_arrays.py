@@ -31,7 +31,7 @@ import numpy as np
 from wtforms import BooleanField, FloatField, Form, IntegerField, SelectField, StringField, validators
 from wtforms.validators import ValidationError
 
-from digits_core import DataIngestion, EncodedImage
+from digits_core import DataIngestion, EncodedImage, select_choices
 
 from . import listing
 from .arrays import open_array
@@ -65,7 +65,7 @@ class NumpyArraysForm(Form):
                              description="Share of the rows used for validation when no validation file is given")
     test_percent = FloatField("Test %", default=0.0, validators=[validators.NumberRange(0, 99)],
                               description="Share of the rows used for testing when no test file is given")
-    encoding = SelectField("Feature encoding", choices=[("none", "None (raw values)"), ("png", "PNG (lossless)")],
+    encoding = SelectField("Feature encoding", choices=select_choices([("none", "None (raw values)"), ("png", "PNG (lossless)")]),
                            default="none", description="How features are stored in the database")
     shuffle = BooleanField("Shuffle", default=True, description="Write the records in a seeded random order")
     seed = IntegerField("Random seed", default=0, validators=[validators.InputRequired()],

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from digits_core import select_choices
 from digits_core.paths import server_path_allowed
 from wtforms import FileField, Form, IntegerField, SelectField, StringField
 from wtforms.validators import InputRequired, NumberRange, Optional, ValidationError
@@ -115,7 +116,7 @@ class SunnybrookDatasetForm(Form):
     )
     channel_conversion = SelectField(
         "Channel conversion",
-        choices=[("L", "Grayscale"), ("RGB", "RGB (gray repeated 3 times)")],
+        choices=select_choices([("L", "Grayscale"), ("RGB", "RGB (gray repeated 3 times)")]),
         default="L",
         description="Grayscale keeps one channel; RGB repeats it (e.g. for ImageNet-pretrained networks).",
     )
@@ -127,7 +128,7 @@ class SunnybrookDatasetForm(Form):
     )
     contour_type = SelectField(
         "Contour type",
-        choices=[("i", "Inner (endocardium: left-ventricle cavity)"), ("o", "Outer (epicardium)")],
+        choices=select_choices([("i", "Inner (endocardium: left-ventricle cavity)"), ("o", "Outer (epicardium)")]),
         default="i",
         description="Which expert contour becomes the label mask.",
     )

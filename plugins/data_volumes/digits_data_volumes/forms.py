@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from digits_core import select_choices
 from digits_core.paths import check_server_path
 from digits_core.errors import FormValidationError
 from wtforms import FloatField, Form, IntegerField, SelectField, StringField
@@ -49,7 +50,7 @@ class VolumePreprocessingForm(Form):
         description='Resample every case to this voxel spacing: "median" (the median of the cases, '
                     'as nnU-Net does) or D,H,W in mm such as 2.5,1.25,1.25. Labels use nearest neighbour.')
     normalization = SelectField(
-        "Intensity normalisation", choices=[(n, n) for n in NORMALIZATIONS], default="auto",
+        "Intensity normalisation", choices=select_choices(NORMALIZATIONS), default="auto",
         description="auto: CT window for CT, z-score per case otherwise; none keeps the stored voxels.")
     window_low = FloatField("CT window low (HU)", default=CT_WINDOW[0], validators=[Optional()])
     window_high = FloatField("CT window high (HU)", default=CT_WINDOW[1], validators=[Optional()])
@@ -82,7 +83,7 @@ class NiftiDatasetForm(VolumePreprocessingForm):
                                description="NIfTI images (.nii or .nii.gz), one case per file.")
     label_folder = StringField("Label folder", validators=[InputRequired()],
                                description="NIfTI label volumes with the same file names as the images.")
-    modality = SelectField("Modality", choices=[("MR", "MR"), ("CT", "CT"), ("other", "other")], default="MR",
+    modality = SelectField("Modality", choices=select_choices(["MR", "CT", "other"]), default="MR",
                            description="Picks the normalisation when it is auto.")
 
     def validate_image_folder(self, field) -> None:

@@ -22,7 +22,7 @@ import numpy as np
 from wtforms import BooleanField, FloatField, Form, SelectField
 from wtforms.validators import InputRequired, NumberRange
 
-from digits_core import View, png_data_uri, resize_nearest, to_display_rgb
+from digits_core import View, png_data_uri, resize_nearest, select_choices, to_display_rgb
 
 from . import maps
 
@@ -35,8 +35,8 @@ class SegmentationConfigForm(Form):
 
     color_map = SelectField(
         "Colour map", default=DATASET,
-        choices=[(DATASET, "Dataset palette (built-in map when the dataset has none)"),
-                 (BUILTIN, "Built-in categorical map")],
+        choices=select_choices([(DATASET, "Dataset palette (built-in map when the dataset has none)"),
+                                (BUILTIN, "Built-in categorical map")]),
         description="Colours of the classes",
     )
     opacity = FloatField(
