@@ -80,6 +80,7 @@ class JobFields(TypedDict, total=False):
     form_data: dict[str, Any]  # dataset: the plugin form's values (secrets redacted); model: the options
     data_roots: list[str]  # web jobs: the server-side folders the job may read
     group: str  # job group shown on the home page (digits_core.groups.normalize_group); absent: none
+    notes: str  # the user's notes, edited on the job's page (digits_core.web.job_notes)
     # dataset jobs
     plugin_id: str  # the data-ingestion plugin
     max_errors: int | float  # entries (int) or fraction of entries (float < 1) that may be skipped

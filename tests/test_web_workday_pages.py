@@ -54,3 +54,18 @@ def test_job_pages_show_durations_run_time_folder_and_size(app, client):
     assert [r.strip() for r in rows] == ["1m 05s", "1h 02m 05s", ""]
     facts = page.split('id="job-facts"')[1].split("</table>")[0]
     assert "1h 02m 05s" in facts and str(job.path) in facts and "KB" in facts
+
+
+def test_notes_are_kept_with_the_job_and_shown_on_its_page(app, client, token):
+    jobs = app.extensions["digits"]["jobs_dir"]
+    model = Job.create("model", "m", jobs_dir=jobs, dataset_id="gone", train_options={"network": "lenet"})
+    dataset = Job.create("dataset", "d", jobs_dir=jobs, plugin_id="image-classification")
+    for job, page in ((model, f"/models/{model.id}"), (dataset, f"/datasets/{dataset.id}")):
+        resp = client.post(page + "/notes", data={"csrf_token": token, "notes": "lr 0.05 <b>diverged</b>\r\n"})
+        assert resp.status_code == 302 and resp.headers["Location"].endswith(page + "#notes")
+        assert Job.load(job.path).data["notes"] == "lr 0.05 <b>diverged</b>"
+        html = client.get(page).get_data(as_text=True)
+        assert "lr 0.05 &lt;b&gt;diverged&lt;/b&gt;</textarea>" in html and "Notes saved." in html
+    resp = client.post(f"/models/{model.id}/notes", data={"csrf_token": token, "notes": "x" * 10_001})
+    assert "Notes not saved: 10001 characters" in client.get(resp.headers["Location"]).get_data(as_text=True)
+    assert Job.load(model.path).data["notes"] == "lr 0.05 <b>diverged</b>"

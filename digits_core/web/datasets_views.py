@@ -11,6 +11,7 @@ from ..jobs import Job, JobStatus
 from .common_fields import DatasetJobForm
 from .forms_render import blank_form, form_from_request, jsonable, render_plugin_form, validated
 from .helpers import job_summary, read_json, worker_log_tail, read_progress
+from .job_notes import save_notes
 
 bp = Blueprint("datasets", __name__, url_prefix="/datasets")
 
@@ -287,6 +288,12 @@ def explore(job_id: str):
     if request.args.get("format") == "json":
         return jsonify(data)
     return render_template("dataset_explore.html", job=job, e=data)
+
+
+@bp.post("/<job_id>/notes")
+def notes(job_id: str):
+    """Save the job's notes (the field on its page)."""
+    return save_notes(job_id, "dataset")
 
 
 @bp.post("/<job_id>/delete")

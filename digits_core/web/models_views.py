@@ -12,6 +12,7 @@ from ..engine.option_specs import TRAINING_OPTIONS
 from ..errors import DigitsError, FormValidationError, JobStateError
 from ..jobs import Job, JobStatus
 from .job_deletes import delete_job
+from .job_notes import save_notes
 from .sweeps import create_model_jobs
 from .helpers import job_summary, last_metric_epoch, read_json, worker_log_tail
 from .model_form import (CUSTOM, CUSTOM_NETWORK_EXAMPLE, FIELD_GROUPS, ModelForm, form_script_data, option_value,
@@ -324,6 +325,12 @@ def resume(job_id: str):
         raise JobStateError(f"Model {job.id} has no snapshot to resume from; clone it to train again.")
     _ext()["scheduler"].resume(job)
     return redirect(url_for("models.show", job_id=job.id))
+
+
+@bp.post("/<job_id>/notes")
+def notes(job_id: str):
+    """Save the job's notes (the field on its page)."""
+    return save_notes(job_id, "model")
 
 
 @bp.post("/<job_id>/delete")
