@@ -43,6 +43,7 @@ from .plugin_registry import PluginRecord, PluginRegistry, registry  # noqa: E40
 _LAZY_EXPORTS: dict[str, str] = {
     "bind_form": "digits_core.forms",
     "select_choices": "digits_core.forms",
+    "quiet_tensorflow": "digits_core.tf_quiet",
     "validate_values": "digits_core.forms",
     "resolve_jobs_dir": "digits_core.config",
     # datasets (issue 3)

@@ -104,3 +104,8 @@ def quiet_tensorflow_startup() -> None:
     finally:
         sys.stderr.flush()
         filt.close()
+
+
+#: The documented switch for embedders (``digits_core.quiet_tensorflow()``): call it before anything imports
+#: TensorFlow, and the Python API's runs print no C++ start-up lines, as the ``digits`` command does.
+quiet_tensorflow = quiet_tensorflow_startup

@@ -1,4 +1,4 @@
-"""A plugin class defined in __main__ (a notebook, the REPL, a script) works with workers > 1 after TensorFlow loads."""
+"""Embedding: a plugin class defined in __main__ works with workers > 1 after TensorFlow loads; TF stays quiet."""
 
 import subprocess
 import sys
@@ -55,3 +55,12 @@ def test_main_module_plugin_with_two_workers_after_tensorflow(tmp_path):
     assert fallback.returncode == 0, fallback.stderr[-2000:]
     assert "Done stages {'train': 12, 'val': 12}" in fallback.stdout
     assert "defined in __main__" in fallback.stderr and "Install cloudpickle" in fallback.stderr
+
+
+@pytest.mark.slow
+def test_quiet_tensorflow_keeps_the_cxx_start_up_lines_off_stderr():
+    code = "import digits_core\ndigits_core.quiet_tensorflow()\nimport tensorflow as tf\nprint(tf.constant(2).numpy())\n"
+    env = {k: v for k, v in __import__("os").environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    quiet = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+    assert quiet.returncode == 0 and quiet.stdout.strip() == "2", quiet.stderr[-2000:]
+    assert "absl::InitializeLog" not in quiet.stderr and "oneDNN" not in quiet.stderr, quiet.stderr
