@@ -86,3 +86,11 @@ def test_settings_are_checked_on_their_fields_and_the_mode_follows_the_metric():
     assert set(caught.value.errors) == {"scheduler", "max_epochs", "reduction_factor", "metric", "max_concurrent"}
     with pytest.raises(FormValidationError, match="at most max_epochs"):
         TuneSettings(max_epochs=3, grace_period=4).checked()
+
+
+def test_digits_tune_refuses_a_bad_space_on_its_field_without_loading_tensorflow(digits_cli, tmp_path):
+    result = digits_cli("--jobs-dir", str(tmp_path), "tune", "--dataset", "x", "--search",
+                        "learning_rate=loguniform(-1e-3,1e-1)", "--search", "batch_size=choice(32,64)")
+    assert result.returncode == 2
+    assert "learning_rate: loguniform(-0.001,0.1): -0.001 is outside the option's range" in result.stderr
+    assert result.heavy_modules == [] and not (tmp_path / ".sweeps").exists()

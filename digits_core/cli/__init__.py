@@ -105,7 +105,7 @@ class _HeldWarnings(logging.Handler):
 
 
 #: Commands that always load TensorFlow; its C++ start-up log lines are filtered unless ``-v``.
-TENSORFLOW_COMMANDS = {"train", "infer", "export", "tune"}
+TENSORFLOW_COMMANDS = {"train", "infer", "export"}
 
 
 def _start_tensorflow(verbose: bool) -> None:
