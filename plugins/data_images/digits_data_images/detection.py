@@ -29,13 +29,14 @@ from wtforms import BooleanField, FloatField, Form, IntegerField, SelectField, S
 from wtforms.validators import ValidationError
 
 from digits_core import DataIngestion, resize_geometry, select_choices, transform_boxes
+from digits_core.paths import resolve_in_roots
 
 from . import listing
 from .base import ImageIngestionBase
 from .detection_labels import pair_kitti, parse_class_mapping, parse_kitti, read_coco, class_lookup
 from .encoding import encode_image_file
 from .forms import existing_file, existing_folder, expand, image_option_fields
-from .inference import read_entry_bytes
+from .inference import InferenceEntry, read_entry_bytes
 from .segmentation import default_palette
 
 logger = logging.getLogger("digits_data_images")
@@ -91,6 +92,32 @@ class DetectionForm(Form):
             parse_class_mapping(field.data)
         except ValueError as exc:
             raise ValidationError(str(exc)) from None
+
+
+def _label_file_list(path: str, root: str | None) -> list[tuple[str, str]]:
+    """``<image path> <KITTI label file>`` per line (relative paths from ``root``, else the list's folder).
+
+    Raises:
+        ValueError: Unreadable file or a line without a label file (named by number, never quoted).
+    """
+    base = root or os.path.dirname(os.path.abspath(path))
+    try:
+        with open(path, encoding="utf-8") as handle:
+            lines = handle.read().splitlines()
+    except OSError as exc:
+        raise ValueError(f"cannot read list file {path}: {exc.strerror or exc}") from None
+    items = []
+    for number, line in enumerate(lines, 1):
+        text = line.strip()
+        if not text or text.startswith("#"):
+            continue
+        parts = text.rsplit(None, 1)
+        if len(parts) != 2:
+            raise ValueError(f'{path} line {number}: expected "<image path> <KITTI label file>"')
+        where = f"{path} line {number}"
+        items.append((str(resolve_in_roots(parts[0], base=base, where=where)),
+                      str(resolve_in_roots(parts[1], base=base, where=where))))
+    return items
 
 
 class ObjectDetectionIngestion(ImageIngestionBase):
@@ -190,18 +217,41 @@ class ObjectDetectionIngestion(ImageIngestionBase):
         geometry = resize_geometry(src_h, src_w, height, width, self.resize_mode)
         return feature, transform_boxes(boxes, geometry, float(self.min_box_size or 0))
 
+    def itemize_entries(self, stage: str) -> list:
+        """As the other image plugins; an inference list "with labels" pairs each image with its KITTI label file."""
+        if not (self.is_inference_db and getattr(self, "show_labels", False) and getattr(self, "image_list", None)):
+            return super().itemize_entries(stage)
+        listed, self.image_list = self.image_list, None  # the other inputs as usual, the list read here
+        try:
+            entries = super().itemize_entries(stage)
+        finally:
+            self.image_list = listed
+        if stage == "test":
+            entries += [InferenceEntry(path, label) for path, label in
+                        _label_file_list(expand(listed), expand(getattr(self, "list_root", None)))]
+        return entries
+
     def _inference_image(self, entry):
-        """An inference input at its own size (the core resizes it and maps boxes back to these pixels)."""
+        """An inference input at its own size (the core resizes it and maps boxes back to these pixels).
+
+        A KITTI label file with it becomes its known boxes, in the network input's pixels (what the
+        view compares the detections with), as the dataset maps its training boxes.
+        """
         import io
 
         from .resize import image_to_array, open_image
 
         path, label = entry if isinstance(entry, tuple) else (entry, None)
         try:
-            image = open_image(io.BytesIO(read_entry_bytes(self, path)))
-            return image_to_array(image, self.channels), label
+            image = image_to_array(open_image(io.BytesIO(read_entry_bytes(self, path))), self.channels)
         except ValueError as exc:
             raise ValueError(f"{path}: {exc}") from None
+        if isinstance(label, str):
+            boxes = parse_kitti(label, class_lookup(parse_class_mapping(self.custom_classes)))
+            geometry = resize_geometry(image.shape[0], image.shape[1], int(self.height), int(self.width),
+                                       self.resize_mode)
+            label = transform_boxes(boxes, geometry, 0.0)
+        return image, label
 
     def __getstate__(self):
         state = dict(self.__dict__)

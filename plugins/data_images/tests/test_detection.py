@@ -154,3 +154,20 @@ def test_synthetic_set_is_seeded_with_boxes_on_the_ink(tmp_path):
             x1, y1, x2, y2 = (float(v) for v in line.split()[4:8])
             assert line.split()[0] in synth_detection.DIGIT_NAMES and 0 <= x1 < x2 <= 64 and 0 <= y1 < y2 <= 64
     assert (tmp_path / "a" / "classes.txt").read_text().strip() == synth_detection.CLASS_MAPPING
+
+
+def test_inference_list_with_kitti_label_files_gives_ground_truth_boxes(tmp_path):
+    """The plugin's own inference form takes what the generic path box takes: a list of images and label files."""
+    from digits_data_images.detection import ObjectDetectionIngestion
+
+    Image.fromarray(np.zeros((40, 80, 3), np.uint8)).save(tmp_path / "000001.png")
+    (tmp_path / "000001.txt").write_text("Car 0.0 0 0.0 8 4 40 20 0 0 0 0 0 0 0\n")
+    (tmp_path / "val.txt").write_text("000001.png 000001.txt\n")
+    plugin = ObjectDetectionIngestion(is_inference_db=True, image_list=str(tmp_path / "val.txt"), show_labels=True,
+                                      width=40, height=20, resize_mode="squash", custom_classes="")
+    (entry,) = plugin.itemize_entries("test")
+    assert str(entry) == str(tmp_path / "000001.png")
+    image, boxes = plugin.encode_entry(entry)
+    assert image.shape == (40, 80, 3)  # at its own size: the core resizes it
+    car = class_lookup(parse_class_mapping(""))["car"]
+    np.testing.assert_allclose(boxes, [[car, 4, 2, 20, 10]])  # in the 40x20 network input's pixels
