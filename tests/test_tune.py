@@ -92,6 +92,8 @@ def test_any_picked_models_compare_on_any_metric(client, sweep):
     ({"dataset": "d", "search": ["solver=choice(sgd,lbfgs)"]}, "solver", "is not a choice of solver"),
     ({"dataset": "d", "search": ["learning_rate=0.1,0.2"], "scheduler": "hyperband"}, "scheduler", "choose one"),
     ({"dataset": "d", "search": ["learning_rate=0.1"], "colour": "red"}, "colour", "unknown key"),
+    ({"dataset": "d", "search": ["network=choice(lenet,/etc/net.py)"]}, "network", "not accepted over the web"),
+    ({"dataset": "d", "network": "/tmp/x.py", "search": ["learning_rate=0.1"]}, "network", "not accepted"),
 ])
 def test_post_api_sweeps_refuses_a_bad_request_on_its_field_and_creates_nothing(client, token, app, body, field,
                                                                                 message):

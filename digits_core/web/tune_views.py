@@ -47,6 +47,7 @@ def create_sweep() -> ResponseReturnValue:
         raise FormValidationError({"options": ["must be a JSON object of training options"]}, "new sweep")
     if not body.get("dataset"):
         raise FormValidationError({"dataset": ["give the dataset job id"]}, "new sweep")
+    _refuse_network_files(body)
     kwargs = {key: body[key] for key in SWEEP_KEYS if key in body and key not in ("dataset", "network", "name")}
     handle = tune(str(body["dataset"]), body.get("network") or None, body.get("name") or None,
                   jobs_dir=_jobs_dir(), **{**options, **kwargs})
@@ -54,6 +55,20 @@ def create_sweep() -> ResponseReturnValue:
     return jsonify({"id": handle.sweep_id, "group": handle.group, "status": "Running",
                     "url": url_for("sweeps.show", sweep_id=handle.sweep_id),
                     "json": url_for("sweeps.show", sweep_id=handle.sweep_id + ".json")}), 202
+
+
+def _refuse_network_files(body: dict) -> None:
+    """A network named by a server-side file is not for web requests (the web form pastes code instead)."""
+    from ..search_space import parse_spaces
+
+    names = [body.get("network")]
+    search = body.get("search")
+    if search:
+        space = parse_spaces(search).get("network")
+        names += list(space.values) if space else []
+    if any(isinstance(n, str) and (n.endswith(".py") or "/" in n or "\\" in n) for n in names):
+        raise FormValidationError({"network": ["name a built-in or plugin network; a file on the server is "
+                                               "not accepted over the web"]}, "new sweep")
 
 
 @bp.post("/api/sweeps/<sweep_id>/abort")
