@@ -97,6 +97,13 @@ _LAZY_EXPORTS: dict[str, str] = {
     "train_sweep": "digits_core.sweep",
     "SweepPoint": "digits_core.sweep",
     "normalize_group": "digits_core.groups",
+    # hyper-parameter search on Ray Tune (issue 30)
+    "tune": "digits_core.tuning",
+    "resume_sweep": "digits_core.tuning",
+    "abort_sweep": "digits_core.tuning",
+    "TuneHandle": "digits_core.tuning",
+    "sweep_summary": "digits_core.sweep_report",
+    "compare_models": "digits_core.sweep_report",
 }
 
 __all__ = [
