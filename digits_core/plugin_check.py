@@ -216,7 +216,8 @@ def _check_data(cls: type[DataIngestion], report: CheckReport, form_values: Mapp
         return
     report.add("__init__", OK)
 
-    encoded_any = False
+    encoded_any = tried_any = False
+    layouts: dict[tuple, str] = {}  # (shape, dtype) of each encoded array feature -> the first entry with it
     for stage in STAGES:
         try:
             with plugin_code(plugin_id, f"itemize_entries({stage!r})"):
@@ -225,34 +226,63 @@ def _check_data(cls: type[DataIngestion], report: CheckReport, form_values: Mapp
             report.add(f"itemize_entries({stage})", FAILED, str(exc), _trace(exc))
             continue
         report.add(f"itemize_entries({stage})", OK, f"{len(stage_entries)} entries")
-        for entry in stage_entries[:entries]:
-            name = f"encode_entry({stage}: {entry})"
-            try:
-                with plugin_code(plugin_id, "encode_entry"):
-                    encoded = plugin.encode_entry(entry)
-            except DigitsError as exc:
-                report.add(name, FAILED, str(exc), _trace(exc))
-                continue
-            pairs = encoded if isinstance(encoded, list) else [encoded]
-            problems = []
-            for pair in pairs:
-                if not (isinstance(pair, tuple) and len(pair) == 2):
-                    problems.append(f"returned {type(pair).__name__}; expected (feature, label) or a list of pairs")
-                    continue
-                problem = (_volume_problem(pair) if getattr(plugin, "data_layout", None) == "DHWC"
-                           else check_feature(*pair, plugin_id, getattr(plugin, "label_kind", None)))
-                if problem:
-                    problems.append(problem)
-            report.add(name, FAILED if problems else OK, "; ".join(dict.fromkeys(problems)))
-            encoded_any = encoded_any or not problems
+        # the first entries, each reported; then as many spread over the rest, reported only when they fail
+        for index, entry in enumerate(stage_entries[:entries] + spread(stage_entries[entries:], entries)):
+            tried_any = True
+            encoded_any = _encode_one(plugin, report, stage, entry, layouts, quiet=index >= entries) or encoded_any
 
     taken = sorted(set(plugin.userdata) & reserved_names("data"))
     report.add("userdata", FAILED if taken else OK,
                f"itemize_entries stored userdata key(s) {', '.join(taken)}, name(s) the framework owns: they are "
                "dropped when the plugin is re-created for inference; use another key" if taken else "")
+    if len(layouts) > 1:
+        seen = "; ".join(f"{'×'.join(map(str, shape))} {dtype} ({where})" for (shape, dtype), where in layouts.items())
+        report.add("feature shapes", FAILED, f"the sampled entries encode to different shapes or dtypes: {seen}. "
+                   "A dataset holds one feature shape and dtype: resize (or crop/pad) every entry to one size and "
+                   "cast to one dtype in encode_entry, or offer a resize in the form")
     if not encoded_any:
-        report.add("encode_entry", SKIPPED if not report.failures else FAILED,
-                   "no entry was encoded: itemize_entries returned none for these form values")
+        if tried_any:
+            report.add("encode_entry", FAILED, "every encode_entry call failed (see above): no entry was encoded")
+        else:
+            report.add("encode_entry", SKIPPED if not report.failures else FAILED,
+                       "no entry was encoded: itemize_entries returned no entries for these form values")
+
+
+def _encode_one(plugin: Any, report: CheckReport, stage: str, entry: Any, layouts: dict, *, quiet: bool) -> bool:
+    """Encode one entry and check each pair; record its array layout; True when it encoded cleanly."""
+    plugin_id = report.plugin_id
+    name = f"encode_entry({stage}: {entry})"
+    try:
+        with plugin_code(plugin_id, "encode_entry"):
+            encoded = plugin.encode_entry(entry)
+    except DigitsError as exc:
+        report.add(name, FAILED, str(exc), _trace(exc))
+        return False
+    pairs = encoded if isinstance(encoded, list) else [encoded]
+    problems = []
+    for pair in pairs:
+        if not (isinstance(pair, tuple) and len(pair) == 2):
+            problems.append(f"returned {type(pair).__name__}; expected (feature, label) or a list of pairs")
+            continue
+        problem = (_volume_problem(pair) if getattr(plugin, "data_layout", None) == "DHWC"
+                   else check_feature(*pair, plugin_id, getattr(plugin, "label_kind", None)))
+        if problem:
+            problems.append(problem)
+        elif not hasattr(pair[0], "fmt") and getattr(plugin, "data_layout", None) != "DHWC":
+            array = np.asarray(pair[0])
+            layouts.setdefault((array.shape, str(array.dtype)), f"{stage}: {entry}")
+    if problems or not quiet:
+        report.add(name, FAILED if problems else OK, "; ".join(dict.fromkeys(problems)))
+    return not problems
+
+
+def spread(items: list, count: int) -> list:
+    """Up to ``count`` items spread evenly from the first to the last (a sample of the whole input, not its start)."""
+    if len(items) <= count:
+        return list(items)
+    if count <= 1:
+        return list(items[:count])
+    return [items[round(i * (len(items) - 1) / (count - 1))] for i in range(count)]
 
 
 def _call(report: CheckReport, method: str, function: Callable[[], Any]) -> Any:
@@ -337,7 +367,7 @@ def check_plugin(cls: type, *, form_values: Mapping[str, Any] | None = None, ent
         cls: A :class:`~digits_core.DataIngestion` or :class:`~digits_core.View` subclass.
         form_values: Dataset form values (data plugins) or config values
             (views); the form's defaults fill the rest.
-        entries: How many entries of each stage to encode.
+        entries: How many entries of each stage to encode, spread from the first to the last.
         view_dataset: What a view gets as ``dataset`` (default: a tiny
             synthetic classification dataset).
 
