@@ -223,9 +223,9 @@ def test_segmentation_dice_metrics_and_cooperative_stop(datasets, jobs):
     features, masks = datasets["lv"].read_all("val")
     masks = np.asarray(masks).reshape(len(masks), *np.asarray(features).shape[1:3])
     bound = constant_predictor_dice(masks, 2)
-    # Known-good runs (seeds 1-3): the bound is 0.12; the validation Dice crosses 0.9 between epochs 23
-    # and 26. It stays near 0 for ~400 steps before: the U-Net's BatchNorm moving variance starts at 1 and
-    # decays (momentum 0.99) towards the tiny variance of 1/255-scaled inputs, so inference-mode outputs lag.
+    # The bound is 0.12. With Keras's BatchNorm momentum (0.99) the validation Dice stayed near 0 for ~400
+    # steps (crossing 0.9 between epochs 23 and 26, seeds 1-3); the engine now fits the momentum to the
+    # steps per epoch (engine.batchnorm), so inference-mode statistics follow within an epoch.
     target = bound + 0.3
     seen = []
 
