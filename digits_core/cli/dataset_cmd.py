@@ -94,10 +94,11 @@ def plugin_create_parser(plugin_id: str, plugin_cls) -> tuple[argparse.ArgumentP
     add_cli_arguments(job)  # declared once in digits_core.datasets.options
     job.add_argument("--json", action="store_true", help="print the result as JSON")
     job.add_argument("--quiet", action="store_true", help="no progress bar")
-    job.add_argument("--data-root", action="append", default=[], metavar="DIR",
-                     help="read only under DIR (repeatable; the jobs folder always is one), as the web server "
-                          "does: path fields and paths inside the plugin's files (list lines, targets rows, label "
-                          "files, symlinks) elsewhere are refused. Default: no limit")
+    reading = parser.add_argument_group("data roots")
+    reading.add_argument("--data-root", action="append", default=[], metavar="DIR",
+                         help="read only under DIR (repeatable; the jobs folder always is one), as the web server "
+                              "does: path fields and paths inside the plugin's files (list lines, targets rows, "
+                              "label files, symlinks) elsewhere are refused. Default: no limit")
     cluster = parser.add_argument_group("cluster")
     cluster.add_argument("--ray-address", metavar="HOST:PORT", default=None,
                          help="encode the entries as Ray tasks spread over the Ray cluster at HOST:PORT instead of "
