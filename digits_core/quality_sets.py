@@ -111,7 +111,7 @@ def write_denoising_pairs(folder: str | Path, images: int = 400, size: int = 16,
     scans = load_digits().images
     for n, i in enumerate(rng.permutation(len(scans))[:images]):
         small = Image.fromarray((scans[i] * (255.0 / 16.0)).astype(np.uint8), mode="L")
-        clean = np.asarray(small.resize((size, size), Image.BILINEAR), np.float64)
+        clean = np.asarray(small.resize((size, size), Image.Resampling.BILINEAR), np.float64)
         noisy = clean + rng.normal(0.0, 255.0 * noise, clean.shape)
         _save_gray(folder / "clean" / f"{n:04d}.png", clean)
         _save_gray(folder / "noisy" / f"{n:04d}.png", np.clip(np.round(noisy), 0, 255))
