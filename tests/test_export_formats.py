@@ -166,8 +166,8 @@ def test_tflite_quantized_exports_and_errors(models, tmp_path):
     from digits_core.errors import InferenceError
 
     jobs, trained = models
-    folder, report = _export(jobs, trained["lenet"], tmp_path, "tflite", quantize="float16")
-    assert json.loads((folder / "info.json").read_text())["quantize"] == "float16"
+    folder, report = _export(jobs, trained["lenet"], tmp_path, "tflite", quantize="dynamic")
+    assert json.loads((folder / "info.json").read_text())["quantize"] == "dynamic"
     assert report["top1_agreement"] >= 0.99
     with pytest.raises(InferenceError, match="applies to the tflite format"):
         export_model(trained["lenet"].id, tmp_path / "x.tar.gz", format="onnx", quantize="dynamic", jobs_dir=jobs)
@@ -189,8 +189,8 @@ def test_a_failed_parity_report_fails_the_export_unless_allowed(models, tmp_path
     monkeypatch.setattr(export_parity, "run_runtime", off_by_one)
     job = trained["regression"]
     with pytest.raises(InferenceError, match=r"worst input: val\[3\]"):
-        export_model(job.id, tmp_path / "bad.tar.gz", format="keras", parity_sample=SAMPLE, jobs_dir=jobs)
+        export_model(job.id, tmp_path / "bad.tar.gz", format="onnx", parity_sample=SAMPLE, jobs_dir=jobs)
     assert not (tmp_path / "bad.tar.gz").exists()
-    archive = export_model(job.id, tmp_path / "kept.tar.gz", format="keras", parity_sample=SAMPLE,
+    archive = export_model(job.id, tmp_path / "kept.tar.gz", format="onnx", parity_sample=SAMPLE,
                            allow_mismatch=True, jobs_dir=jobs)
     assert archive.is_file()

@@ -66,7 +66,8 @@ def _bilinear_matrix(in_size: Any, out_size: Any, fixed_point: bool, ft: Any) ->
     total = tf.reduce_sum(weights, axis=1, keepdims=True)
     weights = tf.math.divide_no_nan(weights, total)
     if fixed_point:
-        weights = tf.floor(0.5 + weights * float(1 << _PRECISION_BITS))
+        # Two exact power-of-two steps: a float16 TFLite export stores constants in float16 (2^22 would overflow).
+        weights = tf.floor(0.5 + (weights * 2048.0) * float(1 << (_PRECISION_BITS - 11)))
     return weights
 
 
@@ -148,7 +149,7 @@ def _to_gray(x: Any, dtype: np.dtype) -> Any:
 
     r, g, b = x[..., 0:1], x[..., 1:2], x[..., 2:3]
     if dtype == np.uint8:  # Pillow's convert("L")
-        return tf.floor((r * 19595.0 + g * 38470.0 + b * 7471.0 + 32768.0) / 65536.0)
+        return tf.floor((r * 19595.0 + g * 38470.0 + b * 7471.0 + 32768.0) / 256.0 / 256.0)
     gray = r * 0.299 + g * 0.587 + b * 0.114
     return _cast_values(gray, dtype)
 
