@@ -35,7 +35,7 @@ from . import listing
 from .base import ImageIngestionBase
 from .detection_labels import pair_kitti, parse_class_mapping, parse_kitti, read_coco, class_lookup
 from .encoding import encode_image_file
-from .forms import existing_file, existing_folder, expand, image_option_fields
+from .forms import DEFAULT_IMAGE_SIZE, existing_file, existing_folder, expand, image_option_fields, shared_image_size
 from .inference import InferenceEntry, read_entry_bytes
 from .segmentation import default_palette
 
@@ -71,7 +71,7 @@ class DetectionForm(Form):
                                 description="Boxes narrower or lower than this (pixels, after resizing) become "
                                             "dontcare regions")
     shuffle = BooleanField("Shuffle", default=True, description="Write the records in a seeded random order")
-    image_type, width, height, resize_mode, encoding, jpg_quality, seed = image_option_fields()
+    image_type, width, height, resize_mode, encoding, jpg_quality, seed = image_option_fields(keep_source_size=True)
 
     def validate_train_label_folder(form, field):
         if form.label_format.data == "kitti" and not field.data:
@@ -183,6 +183,7 @@ class ObjectDetectionIngestion(ImageIngestionBase):
         if missing:
             logger.warning("object-detection: %d images have no labels and are left out (e.g. %s)",
                            len(missing), missing[0])
+        self._resolve_size(stages["train"] + stages["val"])
         if self.shuffle:
             stages = {s: listing.seeded_shuffle(e, self.seed, f"stage:{s}") for s, e in stages.items()}
         names = self.userdata["class_labels"]
@@ -191,6 +192,28 @@ class ObjectDetectionIngestion(ImageIngestionBase):
         self.userdata["color_palette"] = palette[:len(names)]
         self.userdata["unmatched_images"] = {"count": len(missing), "examples": missing[:5]}
         return stages
+
+    def _resolve_size(self, entries: list) -> None:
+        """An empty width or height: the images' own size when they all share one, else the default.
+
+        The resolved size is what the dataset stores (userdata ``width``/``height``, read back at
+        inference) and says how it was chosen (``image_size``, and the dataset log).
+        """
+        if self.width and self.height:
+            return
+        shared = shared_image_size(entry[1] for entry in entries)
+        if shared is not None:
+            width, height = shared
+            source = "source"
+            logger.info("object-detection: all %d images are %dx%d: kept at that size (no resizing)",
+                        len(entries), width, height)
+        else:
+            width = height = DEFAULT_IMAGE_SIZE
+            source = "default"
+            logger.warning("object-detection: the images differ in size: resized to the default %dx%d "
+                           "(set width and height to choose)", width, height)
+        self.width, self.height = int(self.width or width), int(self.height or height)
+        self.userdata.update(width=self.width, height=self.height, image_size=source)
 
     # -- encoding (worker processes) ------------------------------------------------------
 

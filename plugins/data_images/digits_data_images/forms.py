@@ -147,21 +147,39 @@ def expand(path):
 IMAGE_OPTION_FIELDS = ("image_type", "width", "height", "resize_mode", "encoding", "jpg_quality", "seed")
 
 
-def image_option_fields() -> tuple:
+#: Width and height when the form does not say (and, with ``keep_source_size``, the images differ in size).
+DEFAULT_IMAGE_SIZE = 256
+
+
+def _size_field(label: str, keep_source_size: bool) -> IntegerField:
+    what = label.lower()
+    if not keep_source_size:
+        return IntegerField(label, default=DEFAULT_IMAGE_SIZE,
+                            validators=[validators.InputRequired(), validators.NumberRange(1, 16384)],
+                            description=f"Image {what} in pixels after resizing")
+    return IntegerField(label, default=None, validators=[validators.Optional(), validators.NumberRange(1, 16384)],
+                        description=f"Image {what} in pixels after resizing. Empty: the source {what} when all "
+                                    f"images share one size (no resizing), else {DEFAULT_IMAGE_SIZE}")
+
+
+def image_option_fields(keep_source_size: bool = False) -> tuple:
     """Return new (unbound) fields for image type, size, resize mode, encoding and seed.
 
     A form class unpacks them into :data:`IMAGE_OPTION_FIELDS` after its own
     fields, so they come after the data-source fields on the page and in
     ``--help``.
+
+    Args:
+        keep_source_size: Width and height default to empty, which the plugin
+            resolves to the source size when all images share one (see
+            :func:`shared_image_size`), else :data:`DEFAULT_IMAGE_SIZE`.
     """
     return (
         SelectField("Image type", choices=select_choices(IMAGE_TYPES), default="color",
                     description="Color images have 3 channels (RGB), grayscale 1. "
                                 "16-bit grayscale PNGs are kept as 16-bit"),
-        IntegerField("Width", default=256, validators=[validators.InputRequired(), validators.NumberRange(1, 16384)],
-                     description="Image width in pixels after resizing"),
-        IntegerField("Height", default=256, validators=[validators.InputRequired(), validators.NumberRange(1, 16384)],
-                     description="Image height in pixels after resizing"),
+        _size_field("Width", keep_source_size),
+        _size_field("Height", keep_source_size),
         SelectField("Resize mode", choices=select_choices(RESIZE_CHOICES), default="squash",
                     description="How images of another size or aspect ratio are resized (DIGITS modes)"),
         SelectField("Image encoding", choices=select_choices(ENCODING_CHOICES), default="png",
@@ -171,6 +189,26 @@ def image_option_fields() -> tuple:
         IntegerField("Random seed", default=0, validators=[validators.InputRequired()],
                      description="Seeds the split, the shuffle and fill noise, so a rebuild gives the same dataset"),
     )
+
+
+def shared_image_size(paths) -> tuple[int, int] | None:
+    """Return ``(width, height)`` when every image of ``paths`` has that size, else ``None``.
+
+    Reads image headers only (no pixels); an unreadable image gives ``None``
+    (the encoder names it later).
+    """
+    from PIL import Image
+
+    sizes = set()
+    for path in paths:
+        try:
+            with Image.open(path) as image:
+                sizes.add(image.size)
+        except OSError:
+            return None
+        if len(sizes) > 1:
+            return None
+    return sizes.pop() if sizes else None
 
 
 class ImageSizeForm(Form):

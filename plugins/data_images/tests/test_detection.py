@@ -171,3 +171,29 @@ def test_inference_list_with_kitti_label_files_gives_ground_truth_boxes(tmp_path
     assert image.shape == (40, 80, 3)  # at its own size: the core resizes it
     car = class_lookup(parse_class_mapping(""))["car"]
     np.testing.assert_allclose(boxes, [[car, 4, 2, 20, 10]])  # in the 40x20 network input's pixels
+
+
+def test_empty_size_keeps_the_source_size_when_all_images_share_one(tmp_path, caplog):
+    import logging
+
+    from digits_data_images.detection import DetectionForm
+
+    assert "the source width when all images share one size" in DetectionForm.width.kwargs["description"]
+    _kitti_set(tmp_path / "train", size=(40, 60))
+    form = {"train_image_folder": str(tmp_path / "train" / "images"),
+            "train_label_folder": str(tmp_path / "train" / "labels"), "custom_classes": "dontcare,pedestrian",
+            "val_percent": 0, "shuffle": False}
+    with caplog.at_level(logging.INFO, logger="digits_data_images"):
+        job = create_dataset("object-detection", form, workers=1, jobs_dir=tmp_path / "jobs")
+    assert "all 6 images are 60x40: kept at that size" in caplog.text
+    ds = open_dataset(job.path)
+    features, labels = ds.read_all("train")
+    assert features.shape == (6, 40, 60, 3)  # not upsampled to 256x256
+    assert labels[2, 1].tolist() == [1, 2, 4, 22, 30]  # boxes untouched
+    assert (ds.userdata["width"], ds.userdata["height"], ds.userdata["image_size"]) == (60, 40, "source")
+    Image.fromarray(np.zeros((50, 50, 3), np.uint8)).save(tmp_path / "train" / "images" / "006.png")
+    (tmp_path / "train" / "labels" / "006.txt").write_text("")
+    job = create_dataset("object-detection", form, workers=1, jobs_dir=tmp_path / "jobs")
+    ds = open_dataset(job.path)
+    assert ds.read_all("train")[0].shape == (7, 256, 256, 3)  # sizes differ: the default
+    assert (ds.userdata["width"], ds.userdata["height"], ds.userdata["image_size"]) == (256, 256, "default")
