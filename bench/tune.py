@@ -56,7 +56,7 @@ def run(dataset: str, jobs_dir: Path, name: str, search: list[str], scheduler: s
 
     started = time.perf_counter()
     handle = tune(dataset, "lenet", name, search=search, scheduler=scheduler, trials=trials, max_epochs=10,
-                  metric="val_accuracy", grace_period=1, reduction_factor=3, max_concurrent=max_concurrent, seed=0,
+                  metric="val_accuracy", grace_period=1, reduction_factor=3, max_concurrent=max_concurrent, search_seed=0,
                   jobs_dir=jobs_dir, lr_policy="fixed")
     summary = handle.wait()
     best = summary["best"]

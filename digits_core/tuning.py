@@ -309,7 +309,7 @@ def plan_sweep(dataset: Any, network: str | None, name: str | None, search: Iter
 def tune(dataset: Any, network: str | None = None, name: str | None = None, *,
          search: Iterable[str] | Mapping[str, Any], scheduler: str = "asha", trials: int = 16, max_epochs: int = 10,
          metric: str = "val_accuracy", mode: str = "auto", grace_period: int = 1, reduction_factor: float = 3.0,
-         max_concurrent: int | None = None, seed: int | None = None, group: str | None = None,
+         max_concurrent: int | None = None, search_seed: int | None = None, group: str | None = None,
          jobs_dir: Any = None, ray_address: str | None = None, **options: Any) -> TuneHandle:
     """Start a hyper-parameter search; returns its :class:`TuneHandle` at once (``handle.wait()`` blocks).
 
@@ -318,8 +318,9 @@ def tune(dataset: Any, network: str | None = None, name: str | None = None, *,
         network: The network of every trial (a ``network`` space overrides it; ``None``: the task's).
         name: The sweep's name: the start of every trial's job name and the default group.
         search: Spaces, as ``OPTION=EXPR`` strings or ``{option: expr}`` (see :mod:`digits_core.search_space`).
-        scheduler, trials, max_epochs, metric, mode, grace_period, reduction_factor, max_concurrent, seed:
+        scheduler, trials, max_epochs, metric, mode, grace_period, reduction_factor, max_concurrent:
             See :class:`TuneSettings`.
+        search_seed: Seed of the random points (:attr:`TuneSettings.seed`; ``seed`` is the training option).
         group: The job group of every trial (default: ``name``).
         jobs_dir: Jobs folder.
         ray_address: A Ray cluster (``HOST:PORT``); ``None``: ``$DIGITS_RAY_ADDRESS``, else Ray on this machine
@@ -334,7 +335,7 @@ def tune(dataset: Any, network: str | None = None, name: str | None = None, *,
     from .config import resolve_jobs_dir
 
     settings = TuneSettings(scheduler, trials, max_epochs, metric, mode, grace_period, reduction_factor,
-                            max_concurrent, seed)
+                            max_concurrent, search_seed)
     plan = plan_sweep(dataset, network, name, search, settings, options, group=group, jobs_dir=jobs_dir)
     root = resolve_jobs_dir(jobs_dir)
     sweep_id = _new_sweep_id(plan["name"])

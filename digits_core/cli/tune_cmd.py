@@ -102,7 +102,7 @@ def run_tune(args) -> int:
     handle = tune(args.dataset, args.network, args.name, search=args.search, scheduler=args.scheduler,
                   trials=args.trials, max_epochs=args.max_epochs, metric=args.metric, mode=args.mode,
                   grace_period=args.grace_period, reduction_factor=args.reduction_factor,
-                  max_concurrent=args.max_concurrent, seed=args.search_seed, group=args.group,
+                  max_concurrent=args.max_concurrent, search_seed=args.search_seed, group=args.group,
                   jobs_dir=args.jobs_dir, ray_address=args.ray_address, **options)
     print(f"sweep {handle.sweep_id}: trials run as model jobs in group \"{handle.group}\" "
           f"(digits sweep show {handle.sweep_id})", file=sys.stderr)

@@ -25,7 +25,7 @@ bp.register_error_handler(FormValidationError, invalid_json)
 
 #: ``POST /api/sweeps`` keys besides the training ``options`` (the arguments of :func:`digits_core.tuning.tune`).
 SWEEP_KEYS = ("dataset", "network", "name", "group", "search", "scheduler", "trials", "max_epochs", "metric", "mode",
-              "grace_period", "reduction_factor", "max_concurrent", "seed")
+              "grace_period", "reduction_factor", "max_concurrent", "search_seed")
 
 
 def _jobs_dir():
