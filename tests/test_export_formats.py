@@ -188,7 +188,8 @@ def test_a_failed_parity_report_fails_the_export_unless_allowed(models, tmp_path
 
     monkeypatch.setattr(export_parity, "run_runtime", off_by_one)
     job = trained["regression"]
-    with pytest.raises(InferenceError, match=r"worst input: val\[3\]"):
+    # input 3 of 2 x SAMPLE (3): the first validation image stretched to 19x21 (synthetic 16x16 images)
+    with pytest.raises(InferenceError, match=r"worst input: val\[0\] at 19x21"):
         export_model(job.id, tmp_path / "bad.tar.gz", format="onnx", parity_sample=SAMPLE, jobs_dir=jobs)
     assert not (tmp_path / "bad.tar.gz").exists()
     archive = export_model(job.id, tmp_path / "kept.tar.gz", format="onnx", parity_sample=SAMPLE,
