@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 
-from wtforms import Form, IntegerField, SelectField, StringField, TextAreaField, ValidationError
+from wtforms import IntegerField, SelectField, StringField, TextAreaField, ValidationError
 from wtforms.fields import FloatField
 from wtforms.validators import DataRequired, Length, NumberRange, Optional
 
@@ -29,11 +29,13 @@ from ..engine.option_specs import (BY_NAME, GROUPS, SWEEP_HELP, TRAINING_OPTIONS
 from ..errors import FormValidationError
 from ..groups import MAX_GROUP_LENGTH
 from .common_fields import GROUP_HELP, valid_group
+from .search_panel import PANEL_KEYS, SearchPanel
 
 CUSTOM = "__custom__"
 
 #: Fields of the form that are not engine options.
-NON_OPTION_FIELDS = ("model_name", "group", "dataset", "network", "custom_network", "network_params")
+NON_OPTION_FIELDS = ("model_name", "group", "dataset", "network", "custom_network", "network_params", "search",
+                     *PANEL_KEYS)
 
 CUSTOM_NETWORK_EXAMPLE = '''import keras
 from keras import layers
@@ -91,8 +93,8 @@ def _field(spec: OptionSpec):
     return StringField(spec.label, validators=validators, description=spec.help)
 
 
-class ModelForm(Form):
-    """New model: dataset, network and (generated) training options."""
+class ModelForm(SearchPanel):
+    """New model: dataset, network, (generated) training options and the Search panel."""
 
     model_name = StringField("Model name", validators=[DataRequired(message="Give the model a name."), Length(max=200)],
                              description="Of a sweep: the start of every job's name, and the group when none is given.")

@@ -18,6 +18,7 @@ from .helpers import job_summary, last_metric_epoch, read_json, worker_log_tail
 from .model_form import (CUSTOM, CUSTOM_NETWORK_EXAMPLE, FIELD_GROUPS, ModelForm, form_script_data, option_value,
                          set_choices, show_defaults, training_options)
 from .model_form_data import CUSTOM_NETWORK_FILE, dataset_task, fill_from_job, network_menu_data
+from .search_panel import place_errors, search_lines, sweep_body
 
 bp = Blueprint("models", __name__, url_prefix="/models")
 
@@ -126,22 +127,10 @@ def new():
         if form.validate():
             options = training_options(form)
             custom = form.custom_network.data if form.network.data == CUSTOM else None
-            try:
-                jobs = create_model_jobs(form.model_name.data, form.dataset.data,
-                                         None if custom is not None else form.network.data, options, custom,
-                                         form.group.data)
-                if len(jobs) == 1:
-                    return redirect(url_for("models.show", job_id=jobs[0].id))
-                group = jobs[0].group
-                flash(f'Sweep queued: {len(jobs)} training jobs in group "{group}".', "ok")
-                return redirect(url_for("home.index", q=group))
-            except FormValidationError as exc:
-                for name, messages in exc.errors.items():
-                    field = form._fields.get(name)
-                    if field is not None:
-                        field.errors = list(field.errors) + messages
-                    else:
-                        form.form_errors.append(f"{name}: {'; '.join(messages)}")
+            answer = (_start_search(form, options, custom) if search_lines(form)
+                      else _queue_jobs(form, options, custom))
+            if answer is not None:
+                return answer
         else:
             _engine_errors_too(form)
         show_defaults(form, only_empty=True)  # what was typed stays; the fields left out show their defaults
@@ -163,6 +152,52 @@ def new():
     errors = {k: v for k, v in form.errors.items()} if request.method == "POST" else {}
     return render_template("model_new.html", form=form, errors=errors, custom=CUSTOM, field_groups=FIELD_GROUPS,
                            script_data={**form_script_data(form), **network_menu_data(store)})
+
+
+def _queue_jobs(form: ModelForm, options: dict, custom: str | None):
+    """Queue the form's job (or its grid sweep's jobs): the redirect, or ``None`` with the errors on the form."""
+    try:
+        jobs = create_model_jobs(form.model_name.data, form.dataset.data,
+                                 None if custom is not None else form.network.data, options, custom, form.group.data)
+    except FormValidationError as exc:
+        for name, messages in exc.errors.items():
+            field = form._fields.get(name)
+            if field is not None:
+                field.errors = list(field.errors) + messages
+            else:
+                form.form_errors.append(f"{name}: {'; '.join(messages)}")
+        return None
+    if len(jobs) == 1:
+        return redirect(url_for("models.show", job_id=jobs[0].id))
+    group = jobs[0].group
+    flash(f'Sweep queued: {len(jobs)} training jobs in group "{group}".', "ok")
+    return redirect(url_for("home.index", q=group))
+
+
+def _start_search(form: ModelForm, options: dict, custom: str | None):
+    """Start the Search panel's sweep as ``POST /api/sweeps`` does: its comparison page, or ``None`` with errors."""
+    from .tune_views import start_sweep
+
+    if custom is not None:
+        form.search.errors = list(form.search.errors) + [
+            "A search runs built-in or plugin networks: choose one (or search network=choice(...))."]
+        return None
+    searched = {line.split("=", 1)[0].strip() for line in search_lines(form)}
+    options = {name: value for name, value in options.items() if name not in searched}  # the search line wins
+    listed = [name for name, value in options.items() if isinstance(value, list)]
+    if listed:
+        form[listed[0]].errors = list(form[listed[0]].errors) + [
+            "With a search, give one value here or put the list in the search lines."]
+        return None
+    try:
+        handle = start_sweep(sweep_body(form, options))
+    except FormValidationError as exc:
+        place_errors(form, exc.errors, search_lines(form))
+        return None
+    except DigitsError as exc:  # e.g. the dataset's records cannot be opened
+        form.dataset.errors = list(form.dataset.errors) + [str(exc)]
+        return None
+    return redirect(url_for("sweeps.show", sweep_id=handle.sweep_id))
 
 
 def _engine_errors_too(form: ModelForm) -> None:

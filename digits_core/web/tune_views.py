@@ -35,10 +35,25 @@ def _jobs_dir():
 @bp.post("/api/sweeps")
 def create_sweep() -> ResponseReturnValue:
     """Start a search: ``{"dataset", "search": {option: expr} | ["OPTION=EXPR"], "scheduler", ..., "options"}`` -> 202."""
-    from ..tuning import tune
     from .api import _body
 
-    body = _body()
+    handle = start_sweep(_body())
+    return jsonify({"id": handle.sweep_id, "group": handle.group, "status": "Running",
+                    "url": url_for("sweeps.show", sweep_id=handle.sweep_id),
+                    "json": url_for("sweeps.show", sweep_id=handle.sweep_id + ".json")}), 202
+
+
+def start_sweep(body: dict):
+    """Check a sweep request (the ``POST /api/sweeps`` body) and start it; the New Model form's Search panel too.
+
+    Returns:
+        The sweep's :class:`~digits_core.tuning.TuneHandle` (kept by the app).
+
+    Raises:
+        FormValidationError: An unknown key, a bad space, setting or option (nothing is created).
+    """
+    from ..tuning import tune
+
     unknown = sorted(set(body) - set(SWEEP_KEYS) - {"options"})
     if unknown:
         raise FormValidationError({key: ["unknown key of a sweep request"] for key in unknown}, "new sweep")
@@ -52,9 +67,7 @@ def create_sweep() -> ResponseReturnValue:
     handle = tune(str(body["dataset"]), body.get("network") or None, body.get("name") or None,
                   jobs_dir=_jobs_dir(), **{**options, **kwargs})
     current_app.extensions["digits"].setdefault("sweeps", {})[handle.sweep_id] = handle
-    return jsonify({"id": handle.sweep_id, "group": handle.group, "status": "Running",
-                    "url": url_for("sweeps.show", sweep_id=handle.sweep_id),
-                    "json": url_for("sweeps.show", sweep_id=handle.sweep_id + ".json")}), 202
+    return handle
 
 
 def _refuse_network_files(body: dict) -> None:
