@@ -49,6 +49,16 @@ def test_lr_policies_match_formulas_numpy_and_keras(policy):
         assert float(schedule(step)) == pytest.approx(expected, rel=1e-5, abs=1e-9)
 
 
+@pytest.mark.slow  # imports TensorFlow
+def test_lr_warmup_rises_linearly_then_follows_the_policy():
+    from digits_core.engine.lr_policies import keras_schedule
+
+    schedule = keras_schedule(0.004, resolve_policy("multistep", step_values="75,92", gamma=0.1), 100, warmup_steps=10)
+    rates = [float(schedule(step)) for step in (0, 4, 9, 10, 50, 80)]
+    assert rates == pytest.approx([0.0004, 0.002, 0.004, 0.004, 0.004, 0.0004], rel=1e-5)
+    assert schedule.get_config()["warmup_steps"] == 10
+
+
 def test_lr_policy_parameters_and_preview(tmp_path):
     rows = lr_schedule_preview(100, learning_rate=1.0, lr_policy="multistep", step_values="20, 40", lr_gamma=None,
                                gamma=0.1, points=101, plot=str(tmp_path / "lr.png"))

@@ -246,10 +246,11 @@ def plot_schedule(rows: Sequence[dict], path: str, title: str = "") -> None:
     image.save(path, format="PNG")
 
 
-def keras_schedule(base_lr: float, policy: dict[str, Any], total_steps: int):
+def keras_schedule(base_lr: float, policy: dict[str, Any], total_steps: int, warmup_steps: int = 0):
     """Return a ``keras.optimizers.schedules.LearningRateSchedule`` for the policy.
 
     The optimizer's iteration counter is the step; ``it = 100 * step / total_steps``.
+    ``warmup_steps`` > 0: the rate is multiplied by ``(step + 1) / warmup_steps`` until it reaches 1.
     """
     import keras
     import tensorflow as tf
@@ -265,19 +266,25 @@ def keras_schedule(base_lr: float, policy: dict[str, Any], total_steps: int):
             return tf.where(cond, tf.constant(a, tf.float32), tf.constant(b, tf.float32))
 
     class DigitsLRSchedule(keras.optimizers.schedules.LearningRateSchedule):
-        def __init__(self, base_lr, policy, total_steps):
+        def __init__(self, base_lr, policy, total_steps, warmup_steps=0):
             self.base_lr = float(base_lr)
             self.policy = dict(policy)
             self.total_steps = int(total_steps)
+            self.warmup_steps = int(warmup_steps)
 
         def __call__(self, step):
-            it = 100.0 * tf.cast(step, tf.float32) / float(max(self.total_steps, 1))
-            return tf.cast(learning_rate_at(it, self.base_lr, self.policy, xp=_TFMath), tf.float32)
+            step = tf.cast(step, tf.float32)
+            it = 100.0 * step / float(max(self.total_steps, 1))
+            rate = tf.cast(learning_rate_at(it, self.base_lr, self.policy, xp=_TFMath), tf.float32)
+            if self.warmup_steps > 0:
+                rate = rate * tf.minimum(1.0, (step + 1.0) / float(self.warmup_steps))
+            return rate
 
         def get_config(self):
-            return {"base_lr": self.base_lr, "policy": self.policy, "total_steps": self.total_steps}
+            return {"base_lr": self.base_lr, "policy": self.policy, "total_steps": self.total_steps,
+                    "warmup_steps": self.warmup_steps}
 
-    return DigitsLRSchedule(base_lr, policy, total_steps)
+    return DigitsLRSchedule(base_lr, policy, total_steps, warmup_steps)
 
 
 def describe(policy: dict[str, Any]) -> str:

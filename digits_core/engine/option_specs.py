@@ -200,6 +200,8 @@ TRAINING_OPTIONS: tuple[OptionSpec, ...] = (
           "sigmoid 0.1)", "Learning rate schedule", policies=("step", "multistep", "exp", "inv", "sigmoid")),
     _spec("lr_power", "float", "Power", "inv / poly power (empty: 0.5 / 3)", "Learning rate schedule",
           policies=("inv", "poly")),
+    _spec("lr_warmup_epochs", "float", "Warm-up epochs", "the rate rises linearly from near 0 to the policy's "
+          "over this many epochs (0: none)", "Learning rate schedule", minimum=0),
     _spec("mean_subtraction", "choice", "Subtract mean", "subtract the dataset's mean image or per-channel mean",
           "Data", choices=MEAN_MODES),
     _spec("scale", "text", "Input scale", 'multiplier after mean subtraction: "auto" (1/255 for uint8, '

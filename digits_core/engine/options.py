@@ -99,6 +99,8 @@ class TrainingOptions:
         lr_policy: ``fixed``, ``step``, ``multistep``, ``exp``, ``inv``, ``poly`` or ``sigmoid``
             (see :mod:`digits_core.engine.lr_policies` for formulas; ``it`` is progress in %).
         lr_step_size, lr_gamma, lr_power, lr_step_values: Policy parameters (``None``: DIGITS default).
+        lr_warmup_epochs: The rate rises linearly from near 0 to the policy's over this many epochs
+            (0: no warm-up).
         weight_decay: Decoupled weight decay (L2 for plain SGD), 0 to disable.
         validation_interval: Validate every this many epochs (fractions allowed); 0 disables.
         snapshot_interval: Snapshot every this many epochs (fractions allowed); the last epoch is always saved.
@@ -142,6 +144,7 @@ class TrainingOptions:
     lr_gamma: float | None = None
     lr_power: float | None = None
     lr_step_values: Any = None
+    lr_warmup_epochs: float = 0.0
     weight_decay: float = 0.0
     validation_interval: float = 1.0
     snapshot_interval: float = 1.0

@@ -63,5 +63,7 @@ def build_optimizer(solver: str, learning_rate, *, momentum: float = 0.9, weight
 
 def optimizer_for(options, total_steps: int):
     """Build the optimizer of a :class:`~digits_core.engine.options.TrainingOptions` with its LR schedule."""
-    schedule = keras_schedule(options.learning_rate, options.lr_policy_params(), total_steps)
+    warmup = float(options.lr_warmup_epochs or 0) * total_steps / max(float(options.epochs or 1), 1e-9)
+    schedule = keras_schedule(options.learning_rate, options.lr_policy_params(), total_steps,
+                              warmup_steps=int(round(warmup)))
     return build_optimizer(options.solver, schedule, momentum=options.momentum, weight_decay=options.weight_decay)
