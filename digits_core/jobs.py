@@ -198,6 +198,14 @@ class Job(JobRecordView):
         self._change(lambda record: record.update(fields))
         return self
 
+    def rename(self, name: str) -> Job:
+        """Give the job a new user-facing name (``job.json`` key ``name``, a core key). Returns the job."""
+        def set_name(record: JobRecord) -> None:
+            record["name"] = name
+
+        self._change(set_name)
+        return self
+
     def forget(self, *keys: str) -> Job:
         """Remove these keys from ``job.json`` (missing ones are ignored). Returns the job."""
         def drop(record: JobRecord) -> bool:

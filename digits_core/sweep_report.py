@@ -109,18 +109,33 @@ def budget_line(summary: dict) -> str:
             "(a range has no grid)")
 
 
-def promote(sweep_id: str, job_id: str | None = None, jobs_dir: Any = None) -> dict:
+#: The longest name a promoted trial may be given (as the New Model form's model name).
+MAX_PROMOTED_NAME = 200
+
+
+def promote(sweep_id: str, job_id: str | None = None, jobs_dir: Any = None, name: str | None = None) -> dict:
     """Mark a sweep's best trial (or ``job_id``) as its result: the sweep's ``promoted`` job, kept and exportable.
 
+    Args:
+        sweep_id: The sweep.
+        job_id: The trial to promote (default: the best one).
+        jobs_dir: Jobs folder.
+        name: A new name for the promoted job (default: it keeps its trial name).
+
     Returns:
-        The promoted trial's row.
+        The promoted trial's row (with its new name).
 
     Raises:
+        FormValidationError: ``name`` is blank or longer than :data:`MAX_PROMOTED_NAME` (nothing changes).
         DigitsError: The sweep has no trial with a metric, or ``job_id`` is not one of its trials.
     """
+    from .errors import FormValidationError
     from .jobs import write_json_atomic
     from .tuning import SWEEP_FILE, read_sweep, sweeps_root
 
+    if name is not None and not (name.strip() and len(name.strip()) <= MAX_PROMOTED_NAME):
+        raise FormValidationError({"name": [f"give the promoted model a name of 1 to {MAX_PROMOTED_NAME} "
+                                            "characters (or none to keep the trial's)"]}, "promote")
     summary = sweep_summary(sweep_id, jobs_dir)
     if job_id is None:
         row = summary["best"]
@@ -132,6 +147,9 @@ def promote(sweep_id: str, job_id: str | None = None, jobs_dir: Any = None) -> d
             raise DigitsError(f"Job {job_id} is not a trial of sweep {sweep_id}.")
     record = read_sweep(sweep_id, jobs_dir)
     record.pop("trials_started", None)
+    if name is not None:
+        JobStore(jobs_dir).get(row["job_id"], kind="model").rename(name.strip())
+        row = {**row, "name": name.strip()}
     record["promoted"] = row["job_id"]
     write_json_atomic(sweeps_root(jobs_dir) / sweep_id / SWEEP_FILE, record)
     return row

@@ -77,6 +77,28 @@ def test_the_page_shows_the_ranked_table_the_budget_and_promotes_the_best_with_o
     assert 'id="promote-best"' not in client.get("/sweeps/s1").get_data(as_text=True)
 
 
+def test_promotion_names_the_trial_on_the_page_the_api_and_the_command_line(app, client, sweep, token):
+    from conftest import run_digits
+
+    rows = client.get("/sweeps/s1.json").get_json()["trials"]
+    best, other = rows[0]["job_id"], rows[1]["job_id"]
+    assert client.post("/sweeps/s1/promote", data={"csrf_token": token, "job_id": best,
+                                                    "name": "  best lenet  "}).status_code == 302
+    store = app.extensions["digits"]["store"]
+    assert store.get(best).name == "best lenet" and store.get(best).status is JobStatus.DONE
+    assert 'promoted: ' + best + ' (best lenet)' in client.get("/sweeps/s1").get_data(as_text=True)
+    assert client.get("/sweeps/s1.json").get_json()["trials"][0]["name"] == "best lenet"
+    refused = client.post("/sweeps/s1/promote", json={"job_id": other, "name": "x" * 201},
+                          headers={"X-CSRFToken": token})
+    assert refused.status_code == 400 and "1 to 200 characters" in refused.get_json()["error"]["fields"]["name"][0]
+    assert client.get("/sweeps/s1.json").get_json()["promoted"] == best  # the refusal changed nothing
+    done = run_digits("--jobs-dir", str(sweep), "sweep", "promote", "s1", "--job", other, "--name", "runner-up")
+    assert done.returncode == 0, done.stderr
+    assert f"promoted {other} (runner-up)" in done.stdout
+    assert store.get(other).name == "runner-up" and store.get(best).name == "best lenet"
+    assert client.get("/sweeps/s1.json").get_json()["promoted"] == other
+
+
 def test_any_picked_models_compare_on_any_metric(client, sweep):
     rows = client.get("/sweeps/s1.json").get_json()["trials"]
     ids = ",".join(row["job_id"] for row in rows[1:])
@@ -249,3 +271,31 @@ def test_the_comparison_page_in_a_browser_ranks_draws_and_promotes(world, asha_s
         twin = json.loads(page.goto(f"{server.url}/sweeps/{handle.sweep_id}.json").text())
         assert twin["promoted"] == summary["trials"][0]["job_id"]
         assert not errors, errors
+
+
+@pytest.mark.slow
+def test_the_new_model_form_starts_a_search_and_lands_on_its_comparison_page(world):
+    """The Search panel's Create runs the same sweep as POST /api/sweeps: a real one-trial grid on Ray Tune."""
+    from digits_core.web import create_app
+
+    from test_web_models import form_values
+
+    app = create_app(world["jobs"], start_scheduler=False, testing=True, data_roots=[world["root"]])
+    client = app.test_client()
+    token = client.get("/api/csrf-token").get_json()["csrf_token"]
+    dataset = app.extensions["digits"]["store"].get(world["dataset"], kind="dataset")
+    values = form_values(token, dataset, model_name="form search", batch_size="16", lr_policy="fixed",
+                         search="learning_rate=0.01", search_scheduler="grid", search_max_epochs="1",
+                         search_max_concurrent="1")
+    answer = client.post("/models/new", data=values)
+    assert answer.status_code == 302, answer.get_data(as_text=True)[:2000]
+    sweep_id = answer.headers["Location"].rsplit("/", 1)[1]
+    summary = app.extensions["digits"]["sweeps"][sweep_id].wait(timeout=300)
+    from digits_core.tuning import read_sweep
+
+    (trial,) = summary["trials"]
+    assert trial["status"] == "Done" and trial["values"] == {"learning_rate": 0.01} and trial["epochs"] == 1
+    record = read_sweep(sweep_id, world["jobs"])
+    assert record["name"] == "form search" and record["settings"]["scheduler"] == "grid"
+    assert record["options"]["batch_size"] == 16 and "learning_rate" not in record["options"]  # the search's
+    assert client.get(f"/sweeps/{sweep_id}").status_code == 200

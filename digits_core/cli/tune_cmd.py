@@ -70,6 +70,7 @@ def register(subparsers) -> None:
     sp = ssub.add_parser("promote", help="mark a sweep's best trial (or --job) as its result")
     sp.add_argument("sweep")
     sp.add_argument("--job", help="promote this trial instead of the best")
+    sp.add_argument("--name", help="rename the promoted model job (default: it keeps its trial name)")
     sp.set_defaults(handler=run_sweep_promote)
     s.set_defaults(handler=lambda args: s.print_help() or 0)
 
@@ -168,7 +169,7 @@ def run_sweep_abort(args) -> int:
 def run_sweep_promote(args) -> int:
     from ..sweep_report import promote
 
-    row = promote(args.sweep, args.job, args.jobs_dir)
+    row = promote(args.sweep, args.job, args.jobs_dir, name=args.name)
     if row["best"] is None:
         raise FormValidationError({"job": ["that trial has no metric yet"]}, "digits sweep promote")
     print(f"sweep {args.sweep}: promoted {row['job_id']} ({row['name']}); export it with "

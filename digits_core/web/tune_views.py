@@ -104,14 +104,16 @@ def resume(sweep_id: str) -> ResponseReturnValue:
 
 @bp.post("/sweeps/<sweep_id>/promote")
 def promote(sweep_id: str) -> ResponseReturnValue:
-    """Promote the best trial (or the form's / body's ``job_id``) as the sweep's result."""
+    """Promote the best trial (or the form's / body's ``job_id``) as the sweep's result, renamed to ``name`` if given."""
     from ..sweep_report import promote as promote_trial
 
     body = request.get_json(silent=True) or {}
     job_id = request.form.get("job_id") or body.get("job_id") or None
-    row = promote_trial(sweep_id, job_id, _jobs_dir())
+    name = request.form.get("name") or body.get("name") or None
+    row = promote_trial(sweep_id, job_id, _jobs_dir(), name=name)
     if request.is_json:
-        return jsonify({"id": sweep_id, "promoted": row["job_id"], "url": url_for("models.show", job_id=row["job_id"])})
+        return jsonify({"id": sweep_id, "promoted": row["job_id"], "name": row["name"],
+                        "url": url_for("models.show", job_id=row["job_id"])})
     return redirect(url_for("sweeps.show", sweep_id=sweep_id))
 
 
