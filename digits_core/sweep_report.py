@@ -14,7 +14,7 @@ from typing import Any
 
 from .engine.early_stopping import direction
 from .engine.jobio import read_metrics, read_prune
-from .errors import DigitsError
+from .errors import DigitsError, FormValidationError
 from .jobs import Job, JobStore
 
 
@@ -129,7 +129,6 @@ def promote(sweep_id: str, job_id: str | None = None, jobs_dir: Any = None, name
         FormValidationError: ``name`` is blank or longer than :data:`MAX_PROMOTED_NAME` (nothing changes).
         DigitsError: The sweep has no trial with a metric, or ``job_id`` is not one of its trials.
     """
-    from .errors import FormValidationError
     from .jobs import write_json_atomic
     from .tuning import SWEEP_FILE, read_sweep, sweeps_root
 
