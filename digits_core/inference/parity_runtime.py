@@ -54,6 +54,14 @@ def _keras(folder):
 
     with open(os.path.join(folder, "info.json"), encoding="utf-8") as handle:
         prep = json.load(handle)["preprocessing"]
+    network_file = os.path.join(folder, "network.py")
+    if os.path.isfile(network_file):
+        # A custom network's own layers are registered by its file, as a deployment imports it before loading.
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location("digits_exported_network", network_file)
+        if spec is not None and spec.loader is not None:
+            spec.loader.exec_module(importlib.util.module_from_spec(spec))
     model = keras.saving.load_model(os.path.join(folder, "model.keras"), compile=False)
     mean = 0.0
     if prep.get("mean_file") and prep.get("mean_subtraction") in ("image", "pixel"):
