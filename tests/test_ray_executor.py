@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 import threading
 
 import numpy as np
@@ -202,10 +203,20 @@ def test_a_job_another_process_owns_is_not_run_by_its_ray_task(scheduler, jobs_d
     assert "is running in another process" in (job.path / "worker.log").read_text()
 
 
-def test_digits_serve_executor_ray_runs_a_2x2_sweep_in_parallel_across_the_cluster(dataset, jobs_dir, cluster):
+def _served_jobs_dir(dataset, tmp_path):
+    """A jobs folder of its own for a ``digits serve`` (one scheduler per folder: the module's scheduler holds
+    ``jobs_dir``), holding a copy of the module's dataset job."""
+    served = tmp_path / "served-jobs"
+    shutil.copytree(dataset.path, served / dataset.path.name)
+    return served
+
+
+def test_digits_serve_executor_ray_runs_a_2x2_sweep_in_parallel_across_the_cluster(dataset, cluster, tmp_path):
     """A real ``digits serve --executor ray`` (address from DIGITS_RAY_ADDRESS); POST /api/models with 2 learning
     rates x 2 batch sizes: four grouped jobs, two at a time, on both nodes."""
     from live_server import running_server
+
+    jobs_dir = _served_jobs_dir(dataset, tmp_path)
 
     env = {**CLUSTER_ENV, "LD_PRELOAD": cluster.env["LD_PRELOAD"], "DIGITS_RAY_ADDRESS": cluster.address}
     with running_server(jobs_dir, auth_token="ray-token", env=env, extra_args=["--executor", "ray"]) as server:
@@ -248,10 +259,12 @@ def test_tune_trials_run_as_model_jobs_on_both_nodes(dataset, jobs_dir, cluster)
     assert sorted(row["values"]["learning_rate"] for row in summary["trials"]) == [0.01, 0.05]
 
 
-def test_a_killed_ray_server_leaves_no_running_task_and_a_restart_marks_its_job_aborted(dataset, jobs_dir, cluster):
+def test_a_killed_ray_server_leaves_no_running_task_and_a_restart_marks_its_job_aborted(dataset, cluster, tmp_path):
     """kill -9 of `digits serve --executor ray`: Ray stops the driver's tasks (the job lock is released), the next
     server marks the job Aborted, and it resumes on the cluster from its snapshot."""
     from live_server import running_server
+
+    jobs_dir = _served_jobs_dir(dataset, tmp_path)
 
     env = {**CLUSTER_ENV, "LD_PRELOAD": cluster.env["LD_PRELOAD"]}
     args = ["--executor", "ray", "--ray-address", cluster.address]
