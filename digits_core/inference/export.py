@@ -3,7 +3,7 @@
 Archive layout (one top folder, ``<model id>-epoch-<N>/``)::
 
     serving/<id>/<version>/  TensorFlow SavedModel in TF Serving's layout (format "savedmodel", the default)
-    saved_model              a link to that folder
+    saved_model/             the same SavedModel again, hard-linked (stored once)
     model.onnx               ONNX (format "onnx"; run it with onnxruntime)
     model.tflite             TFLite (format "tflite"; float32, or quantize "dynamic" / "float16")
     model.keras              the bare Keras network (format "keras")

@@ -4,7 +4,7 @@
   ``serving/<model id>/<version>/saved_model.pb`` (version: the epoch, or the
   epoch × 1000 for fractional epochs), so ``tensorflow_model_server
   --model_base_path=.../serving/<model id>`` loads it unchanged;
-  ``saved_model`` is a link to that folder.
+  ``saved_model/`` is the same folder again, hard-linked (no second copy on disk or in the archive).
 * ``onnx``: ``model.onnx`` through ``tf2onnx`` (opset 17), the same float64
   preparation graph; runs in ``onnxruntime``.
 * ``tflite``: ``model.tflite`` through ``tf.lite.TFLiteConverter`` (TFLite
@@ -44,15 +44,30 @@ def _export_archive(loaded: InferenceModel, serve, signature: list, folder: Path
 
 
 def write_savedmodel(loaded: InferenceModel, folder: Path, channels_in: int | None = None) -> Path:
-    """Write ``serving/<id>/<version>/`` and the ``saved_model`` link into ``folder``; return the SavedModel folder."""
+    """Write ``serving/<id>/<version>/`` and its hard-linked twin ``saved_model/`` into ``folder``; return the first."""
     from .export_signature import serving_function
 
     target = folder / "serving" / loaded.id / str(serving_version(loaded.epoch))
     target.parent.mkdir(parents=True)
     serve, signature = serving_function(loaded, channels_in=channels_in)
     _export_archive(loaded, serve, signature, target)
-    os.symlink(os.path.relpath(target, folder), folder / "saved_model")
+    _hard_link_tree(target, folder / "saved_model")
     return target
+
+
+def _hard_link_tree(source: Path, dest: Path) -> None:
+    """Mirror ``source`` at ``dest`` with hard links: both paths are real folders (also once archived, where
+    tarfile stores the second as links, not twice), unlike a symbolic link that an archive keeps as a link."""
+    for path in sorted(source.rglob("*")):
+        twin = dest / path.relative_to(source)
+        if path.is_dir():
+            twin.mkdir(parents=True, exist_ok=True)
+            continue
+        twin.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(path, twin)
+        except OSError:  # a file system without hard links: a copy
+            shutil.copy2(path, twin)
 
 
 def _unsupported(exc: Exception, converter: str) -> InferenceError:
