@@ -101,16 +101,8 @@ def _label_file_list(path: str, root: str | None) -> list[tuple[str, str]]:
         ValueError: Unreadable file or a line without a label file (named by number, never quoted).
     """
     base = root or os.path.dirname(os.path.abspath(path))
-    try:
-        with open(path, encoding="utf-8") as handle:
-            lines = handle.read().splitlines()
-    except OSError as exc:
-        raise ValueError(f"cannot read list file {path}: {exc.strerror or exc}") from None
     items = []
-    for number, line in enumerate(lines, 1):
-        text = line.strip()
-        if not text or text.startswith("#"):
-            continue
+    for number, text in listing.list_lines(path):
         parts = text.rsplit(None, 1)
         if len(parts) != 2:
             raise ValueError(f'{path} line {number}: expected "<image path> <KITTI label file>"')

@@ -93,6 +93,21 @@ def read_labels_file(path: str) -> list[str]:
     return labels
 
 
+def list_lines(path: str) -> list[tuple[int, str]]:
+    """The ``(line number, stripped text)`` of a list file's lines, blank lines and ``#`` comments left out.
+
+    Raises:
+        ValueError: The file cannot be read.
+    """
+    try:
+        with open(path, encoding="utf-8") as handle:
+            lines = handle.read().splitlines()
+    except OSError as exc:
+        raise ValueError(f"cannot read list file {path}: {exc.strerror or exc}") from None
+    return [(number, text) for number, text in enumerate((line.strip() for line in lines), 1)
+            if text and not text.startswith("#")]
+
+
 def read_list_file(path: str, root: str | None = None) -> list[tuple[str, int]]:
     """Read a DIGITS list file: ``<path> <integer label>`` per line.
 
@@ -105,15 +120,7 @@ def read_list_file(path: str, root: str | None = None) -> list[tuple[str, int]]:
     """
     base = root or os.path.dirname(os.path.abspath(path))
     items = []
-    try:
-        with open(path, encoding="utf-8") as handle:
-            lines = handle.read().splitlines()
-    except OSError as exc:
-        raise ValueError(f"cannot read list file {path}: {exc.strerror or exc}") from None
-    for number, line in enumerate(lines, 1):
-        text = line.strip()
-        if not text or text.startswith("#"):
-            continue
+    for number, text in list_lines(path):
         parts = text.rsplit(None, 1)
         # Never quote the line: a list file given by mistake (or malice) may hold secrets.
         if len(parts) != 2:
@@ -132,15 +139,7 @@ def read_path_list(path: str, root: str | None = None) -> list[str]:
     """Read one image path per line (an optional trailing label is ignored)."""
     base = root or os.path.dirname(os.path.abspath(path))
     out = []
-    try:
-        with open(path, encoding="utf-8") as handle:
-            lines = handle.read().splitlines()
-    except OSError as exc:
-        raise ValueError(f"cannot read list file {path}: {exc.strerror or exc}") from None
-    for number, line in enumerate(lines, 1):
-        text = line.strip()
-        if not text or text.startswith("#"):
-            continue
+    for number, text in list_lines(path):
         parts = text.rsplit(None, 1)
         if len(parts) == 2 and parts[1].lstrip("-").isdigit() and not os.path.exists(os.path.join(base, text)):
             text = parts[0]
