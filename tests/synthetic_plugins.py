@@ -178,3 +178,20 @@ class SyntheticPairs(_Synthetic):
             img = _pattern(kind, size, rng) * rng.uniform(150, 255) + rng.normal(30, 12, (size, size))
             channels.append(np.clip(img, 0, 255).astype(np.uint8))
         return np.stack(channels, axis=-1), same
+
+
+def build_small_shapes_dataset(jobs_dir) -> str:
+    """A Done ``synthetic-shapes`` dataset (96 train / 40 val 16×16 images, 3 classes) in ``jobs_dir``; its id.
+
+    The plugin is registered in process only while the dataset is built.
+    """
+    from digits_core import registry
+    from digits_core.datasets import create_dataset
+
+    registry.register(SyntheticShapes)
+    try:
+        job = create_dataset("synthetic-shapes", {"count": 96, "val_count": 40, "size": 16, "classes": 3},
+                             workers=1, jobs_dir=jobs_dir)
+    finally:
+        registry.unregister(SyntheticShapes)
+    return job.id

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from digits_core import FormValidationError, registry
+from digits_core import FormValidationError
 from digits_core.engine.early_stopping import EarlyStopping, direction
 from digits_core.engine.options import TrainingOptions
 
@@ -62,18 +62,10 @@ def test_a_metric_the_run_does_not_log_names_the_ones_it_does():
 
 @pytest.fixture(scope="module")
 def shapes(tmp_path_factory):
-    from digits_core.datasets import create_dataset
-
-    from synthetic_plugins import SyntheticShapes
+    from synthetic_plugins import build_small_shapes_dataset
 
     jobs = tmp_path_factory.mktemp("early-stopping-jobs")
-    registry.register(SyntheticShapes)
-    try:
-        job = create_dataset("synthetic-shapes", {"count": 96, "val_count": 40, "size": 16, "classes": 3},
-                             workers=1, jobs_dir=jobs)
-    finally:
-        registry.unregister(SyntheticShapes)
-    return job.id, jobs
+    return build_small_shapes_dataset(jobs), jobs
 
 
 @pytest.mark.slow

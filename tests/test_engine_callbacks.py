@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from digits_core import registry
 from digits_core.jobs import JobStatus
 
 pytestmark = pytest.mark.slow
@@ -12,18 +11,10 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def shapes(tmp_path_factory):
-    from digits_core.datasets import create_dataset
-
-    from synthetic_plugins import SyntheticShapes
+    from synthetic_plugins import build_small_shapes_dataset
 
     jobs = tmp_path_factory.mktemp("callback-jobs")
-    registry.register(SyntheticShapes)
-    try:
-        job = create_dataset("synthetic-shapes", {"count": 96, "val_count": 40, "size": 16, "classes": 3},
-                             workers=1, jobs_dir=jobs)
-    finally:
-        registry.unregister(SyntheticShapes)
-    return job.id, jobs
+    return build_small_shapes_dataset(jobs), jobs
 
 
 def _spy():
