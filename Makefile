@@ -35,7 +35,7 @@ lint: setup
 test: setup lint
 	sh scripts/ensure-chromium.sh
 	sh scripts/ensure-orthanc.sh
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest --durations=30 $(PYTEST_ARGS)
 
 # The suite without the slow end-to-end tests, for quick local runs.
 test-fast: setup
