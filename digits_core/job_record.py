@@ -124,7 +124,7 @@ class SnapshotEntry(_SnapshotRequired, total=False):
 
 
 class ModelRecord(TypedDict, total=False):
-    """``model.json``: what a model job trained and how to serve it (written by the engine)."""
+    """``model.json``: what a model job trained and how to serve it (written through :mod:`digits_core.job_model`)."""
 
     job_id: str
     network: str
@@ -167,6 +167,14 @@ class ModelRecord(TypedDict, total=False):
     final_metrics: dict[str, Any]  # the last logs of the run
     stopped_early: bool  # a callback stopped training before the planned epochs
     early_stopping: dict[str, Any]  # engine.early_stopping.EarlyStopping.summary() of a run it stopped
+    # 3-D volume models (engine.volume_loop): kind "volume" and how the volumes were prepared
+    kind: str  # "volume"; absent for the 2-D engine's models
+    volume: dict[str, Any]  # engine.volume_train.VolumeConfig as a dict
+    input_channels: int
+    target_spacing_mm: Any  # the dataset's userdata value (per-axis millimetres)
+    normalization: Any  # the dataset's userdata "normalization_used"
+    val_cases: list[Any]
+    model_file: str  # the Keras file of the trained model
     # read for older model.json files only (the engine writes dataset_id / dataset_plugin)
     dataset: str | dict[str, Any]  # the dataset id, or {"id": ...}
     plugin_id: str  # the dataset's plugin

@@ -15,7 +15,9 @@ a Running job whose owner died into Aborted.
 
 One writer API: code changes a job record only through the intent methods
 :meth:`Job.update`, :meth:`Job.forget`, :meth:`Job.set_status`,
-:meth:`Job.finish`, :meth:`Job.resume` and :meth:`Job.record_encoding`.
+:meth:`Job.finish`, :meth:`Job.resume` and :meth:`Job.record_encoding`
+(a model job's ``model.json`` and ``metrics.jsonl``: :meth:`Job.update_model`,
+:meth:`Job.add_snapshot`, :meth:`Job.record_metric`, see :mod:`digits_core.job_model`).
 Each re-reads ``job.json``, changes it and rewrites it under the folder's
 record lock (:func:`~digits_core.job_lock.record_lock`), so two processes
 updating one job at once lose nothing; a status change is checked against
@@ -48,6 +50,7 @@ from .job_lock import (  # noqa: F401  (re-exported: digits_core.jobs is the pub
     record_lock,
     release_running_hold,
 )
+from .job_model import ModelJobFiles
 from .job_record import (  # noqa: F401  (write_json_atomic, new_job_id: re-exported)
     SCHEMA_VERSION,
     JobFields,
@@ -75,7 +78,7 @@ JOB_FILE = "job.json"
 _UNSET = object()
 
 
-class Job(JobRecordView):
+class Job(JobRecordView, ModelJobFiles):
     """One job folder and its ``job.json``.
 
     Attributes:

@@ -120,3 +120,52 @@ def test_unsaved_edits_of_data_are_kept_by_the_next_locked_write(tmp_path):
     assert record["task"] == "classification" and record["network"] == "lenet" and "group" not in record
     job.finish(JobStatus.DONE)
     assert Job.load(job.path).data["task"] == "classification"
+
+
+# A trainer listing snapshots and appending metrics while another process updates model.json and
+# records best metrics: model.json's intents re-read under the record lock, metrics.jsonl gets whole lines.
+MODEL_RACER = textwrap.dedent("""
+    import sys
+    from digits_core.jobs import Job
+
+    job = Job.load(sys.argv[1])
+    role, count = sys.argv[2], int(sys.argv[3])
+    sys.stdin.readline()  # start together
+    for i in range(count):
+        if role == "trainer":
+            job.add_snapshot(i, i * 10, f"epoch-{i:03d}.keras", f"epoch-{i:03d}.state.npz")
+        else:
+            job.update_model(**{f"k{i}": i})
+        job.record_metric(i, i * 10, {f"{role}_loss": i / 2, f"{role}_acc": float("nan")})
+""")
+
+
+def test_two_processes_writing_one_model_job_lose_nothing(tmp_path):
+    from digits_core.job_model import read_model_record, record_best, write_model_record
+    from digits_core.engine.jobio import read_metrics
+
+    job = Job.create("model", "m", jobs_dir=tmp_path)
+    write_model_record(job.path, {"job_id": job.id, "snapshots": [], "best_metric": None})
+    count = 80
+    procs = [subprocess.Popen([sys.executable, "-c", MODEL_RACER, str(job.path), role, str(count)],
+                              stdin=subprocess.PIPE, text=True) for role in ("trainer", "other")]
+    for proc in procs:
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+    for proc in procs:
+        proc.stdin.close()
+        assert proc.wait(timeout=120) == 0
+    record = read_model_record(job.path)
+    assert [s["file"] for s in record["snapshots"]] == [f"epoch-{i:03d}.keras" for i in range(count)]
+    assert record["last_epoch"] == count - 1 and record["snapshots"][-1]["step"] == (count - 1) * 10
+    assert not [i for i in range(count) if record.get(f"k{i}") != i], "model.json updates lost"  # type: ignore[misc]
+    points = read_metrics(job)
+    assert len(points) == 4 * count and {p["name"] for p in points} == {"trainer_loss", "trainer_acc",
+                                                                         "other_loss", "other_acc"}
+    assert all(p["value"] is None for p in points if p["name"].endswith("_acc"))
+    job.add_snapshot(3, 30, "epoch-003.keras", "epoch-003.state.npz")  # re-snapshotting an epoch replaces it
+    assert [s["file"] for s in job.model_record()["snapshots"]].count("epoch-003.keras") == 1
+    assert record_best(job.path, 2, 0.5, "val_loss", lambda new, best: new < best)
+    assert not record_best(job.path, 3, 0.7, "val_loss", lambda new, best: new < best)
+    best = job.model_record()
+    assert (best["best_epoch"], best["best_metric"], best["best_metric_name"]) == (2, 0.5, "val_loss")
