@@ -10,6 +10,7 @@ from typing import Callable
 import numpy as np
 
 from ..datasets.volumes import VolumeStageReader
+from ..job_model import write_model_record
 from ..jobs import JobStatus
 from ..volumes.metrics import case_metrics, summarize
 from ..volumes.patches import PatchSampler
@@ -134,7 +135,7 @@ class VolumeRun:
 
     def _write_info(self, model, counts: dict, status: str) -> None:
         userdata = self.info.get("userdata", {})
-        jobio.write_model_info(self.folder, {  # type: ignore[typeddict-unknown-key]
+        write_model_record(self.folder, {
             "kind": "volume", "job_id": self.folder.name, "network": self.config.network,
             "network_source": "builtin", "dataset_id": self.info["id"], "dataset_path": str(self.dataset_folder),
             "dataset_plugin": self.info.get("plugin_id"), "task": "volume-segmentation",
