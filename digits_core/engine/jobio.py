@@ -21,16 +21,13 @@ from __future__ import annotations
 import json
 import math
 import os
-import time
 from pathlib import Path
 from typing import Any
 
-from ..errors import JobNotFoundError, TrainingError
+from ..errors import JobNotFoundError
+from ..job_model import METRICS_FILE, MODEL_FILE, metric_lines, read_model_record
 from ..job_record import ModelRecord
-from ..jobs import Job, JobStore, write_json_atomic
-
-MODEL_FILE = "model.json"
-METRICS_FILE = "metrics.jsonl"
+from ..jobs import Job, JobStore
 SNAPSHOT_DIR = "snapshots"
 TB_DIR = "tb"
 ABORT_FILE = "abort"
@@ -69,19 +66,8 @@ def read_prune(folder: str | os.PathLike) -> dict:
 
 
 def read_model_info(folder: str | os.PathLike) -> ModelRecord:
-    """Parse ``model.json`` of a model job folder."""
-    path = Path(folder) / MODEL_FILE
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise TrainingError(f"{path} does not exist: the model job has not started training.") from None
-    except (OSError, json.JSONDecodeError) as exc:
-        raise TrainingError(f"Cannot read {path}: {exc}") from exc
-
-
-def write_model_info(folder: str | os.PathLike, info: ModelRecord) -> None:
-    """Rewrite ``model.json`` atomically."""
-    write_json_atomic(Path(folder) / MODEL_FILE, info)
+    """Parse ``model.json`` of a model job folder (:func:`digits_core.job_model.read_model_record`)."""
+    return read_model_record(folder)
 
 
 def read_metrics(job: Any, jobs_dir=None) -> list[dict]:
@@ -162,12 +148,7 @@ class MetricsWriter:
         file = self._file
         if not self.enabled or file is None:
             return
-        now = round(time.time(), 3)  # wall time: the model page's charts plot against it on request
-        for name, value in values.items():
-            value = float(value)
-            record = {"epoch": round(float(epoch), 6), "step": int(step), "name": name,
-                      "value": value if math.isfinite(value) else None, "time": now}
-            file.write(json.dumps(record) + "\n")
+        file.write(metric_lines(epoch, step, values))
         file.flush()
         if self._tb is not None:
             import tensorflow as tf

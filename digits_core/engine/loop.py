@@ -18,6 +18,7 @@ from typing import Callable
 import numpy as np
 
 from ..errors import TrainingError
+from ..job_model import record_best
 from . import jobio
 from .callbacks import CallbackDriver
 from .distribute import distribute_input
@@ -260,11 +261,7 @@ class TrainingLoop:
         self.cb.test_end(values)
         key, better = s.task.best_key(s.standard_output)
         if key in values and s.strat.is_chief:
-            info = jobio.read_model_info(s.folder)
-            best = info.get("best_metric")
-            if best is None or better(values[key], best):
-                info["best_epoch"], info["best_metric"], info["best_metric_name"] = round(epoch, 4), values[key], key
-                jobio.write_model_info(s.folder, info)
+            record_best(s.folder, epoch, values[key], key, better)
         if self.early is not None and self.early.observe(epoch, values, s.model):
             s.model.stop_training = True
             self.writer.write(epoch, step, {"early_stopped": 1.0, "early_stopping_best_epoch": self.early.best_epoch,

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import FormValidationError, TrainingError
+from ..job_model import update_model_record, write_model_record
 from ..job_record import ModelRecord, SnapshotEntry
 from ..jobs import Job
 from . import jobio
@@ -125,10 +126,8 @@ def prepare_run(state: RunState) -> RunState:
     if not state.resume_from:
         write_initial_info(state)
     elif state.strat.is_chief:
-        info = jobio.read_model_info(state.folder)
-        info.update({"options": opts.to_dict(), "total_steps": state.total_steps, "status": "Running",
-                     "resumed_from": state.resume_from["file"]})
-        jobio.write_model_info(state.folder, info)
+        update_model_record(state.folder, options=opts.to_dict(), total_steps=state.total_steps, status="Running",
+                            resumed_from=state.resume_from["file"])
     return state
 
 
@@ -318,4 +317,4 @@ def write_initial_info(state: RunState) -> None:
     }
     if state.spec.source == "file" and state.spec.path:
         shutil.copyfile(state.spec.path, state.folder / jobio.NETWORK_COPY)
-    jobio.write_model_info(state.folder, info)
+    write_model_record(state.folder, info)

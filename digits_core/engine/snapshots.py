@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import DigitsError, TrainingError
+from ..job_model import add_snapshot
 from ..job_record import ModelRecord, SnapshotEntry
 from . import jobio
 from .networks.custom import load_network_module
@@ -56,11 +57,7 @@ def _write_snapshot(folder: Path, model, optimizer, epoch: float, step: int) -> 
         payload: dict[str, Any] = {"count": len(arrays), "step": step, **arrays}
         np.savez(handle, **payload)
     os.replace(snap_dir / f".tmp-{state_file}", snap_dir / state_file)
-    info = jobio.read_model_info(folder)
-    info["snapshots"] = [s for s in info["snapshots"] if s["file"] != model_file]
-    info["snapshots"].append({"epoch": round(epoch, 4), "step": step, "file": model_file, "state": state_file})
-    info["last_epoch"] = round(epoch, 4)
-    jobio.write_model_info(folder, info)
+    add_snapshot(folder, epoch, step, model_file, state_file)
 
 
 def restore_optimizer_state(folder: Path, optimizer: Any, snap: SnapshotEntry) -> int:

@@ -26,6 +26,8 @@ import time
 from typing import Any, Callable
 
 from ..errors import DigitsError, FormValidationError, JobStateError, TrainingError
+from ..job_model import update_model_record
+from ..job_record import ModelRecord
 from ..jobs import Job, JobStatus
 from ..plugin_registry import registry
 from . import jobio
@@ -329,15 +331,12 @@ def _finish_info(state: RunState, status: JobStatus, message: str | None, logs: 
                  early=None) -> None:
     if not state.strat.is_chief or not (state.folder / jobio.MODEL_FILE).is_file():
         return
-    info = jobio.read_model_info(state.folder)
-    info["status"] = status.value
-    info["error"] = message
-    info["final_metrics"] = logs
+    result: ModelRecord = {"status": status.value, "error": message, "final_metrics": logs}
     if stopped_early:
-        info["stopped_early"] = True
+        result["stopped_early"] = True
     if early is not None:
-        info["early_stopping"] = early.summary()
-    jobio.write_model_info(state.folder, info)
+        result["early_stopping"] = early.summary()
+    update_model_record(state.folder, **result)
 
 
 def _install_signals(abort: AbortSignal) -> dict:
