@@ -1,14 +1,18 @@
-"""Faults a job meets that are the machine's, not the user's: a full disk (ENOSPC, EDQUOT) or an I/O error.
+"""Faults a job meets that are the machine's, not the user's: a full disk (ENOSPC, EDQUOT), an I/O error, a dead server.
 
 :func:`disk_error_message` turns such an ``OSError`` into the message a job
 records ("The disk is full ... under <folder> ..."), so the job ends
 ``Error`` with a reason a person can act on instead of a traceback.
+:func:`note_stop_cause` / :func:`signal_reason` let the code that sends this
+process a stop signal say why (e.g. its server died), so the job records what
+happened instead of "received SIGTERM".
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import signal
 
 #: errno values that mean "the storage cannot take this write".
 DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG})
@@ -36,4 +40,22 @@ def disk_error_message(exc: BaseException, where: str | os.PathLike) -> str | No
             "then run it again.")
 
 
-__all__ = ["DISK_ERRNOS", "disk_error", "disk_error_message"]
+_STOP_CAUSE: dict[str, str] = {}
+
+
+def note_stop_cause(cause: str) -> None:
+    """Record why this process is about to stop itself with a signal (the job's Aborted message uses it)."""
+    _STOP_CAUSE["cause"] = cause
+
+
+def stop_cause() -> str | None:
+    """The cause noted by :func:`note_stop_cause`, or ``None`` (a signal from outside)."""
+    return _STOP_CAUSE.get("cause")
+
+
+def signal_reason(signum: int) -> str:
+    """Why signal ``signum`` stops this process's job: the noted cause, else ``"received SIGTERM"`` (its name)."""
+    return stop_cause() or f"received {signal.Signals(signum).name}"
+
+
+__all__ = ["DISK_ERRNOS", "disk_error", "disk_error_message", "note_stop_cause", "signal_reason", "stop_cause"]

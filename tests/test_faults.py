@@ -138,6 +138,34 @@ def test_sigterm_to_cli_training_aborts_and_keeps_a_snapshot(shapes):
     assert proc.returncode != 0 and not is_job_alive(folder)
 
 
+@pytest.mark.parametrize("signals", [1, 2], ids=["one-signal", "second-signal"])
+def test_a_stop_signal_during_validation_ends_the_run_at_once(shapes, signals):
+    """SIGTERM while validating: the rest of the validation is not run (it lingered there), the job ends Aborted.
+
+    A second signal stops the run where it is (a KeyboardInterrupt inside the run), still Aborted, not Running.
+    """
+    import keras
+
+    from digits_core.engine import read_metrics, train
+
+    jobs, dataset = shapes
+    seen: list[int] = []
+
+    class SignalWhileValidating(keras.callbacks.Callback):
+        def on_test_batch_begin(self, batch, logs=None):
+            seen.append(batch)
+            for _ in range(signals):
+                os.kill(os.getpid(), signal.SIGTERM)  # the handler runs here, in this (the main) thread
+
+    job = train(dataset, "lenet", name=f"sigterm-in-validation-{signals}", jobs_dir=jobs, epochs=3, batch_size=8,
+                validation_interval=1, snapshot_interval=1, callbacks=[SignalWhileValidating()])
+    assert job.status is JobStatus.ABORTED and job.error == "Aborted: received SIGTERM", job.error
+    assert seen == [0]  # 4 validation batches: none ran after the signal
+    assert not [p for p in read_metrics(job) if p["name"].startswith("val_")]  # no half-run validation published
+    assert not is_job_alive(job.path)
+    assert signal.getsignal(signal.SIGTERM) is not None and not job.path.joinpath("abort").exists()
+
+
 # -- a REAL digits serve ------------------------------------------------------------------
 
 
@@ -174,7 +202,10 @@ def test_server_killed_twice_with_a_running_job_leaves_no_orphan(gate_server, tm
         job_dir = jobs / job_id
         wait_until(lambda job_dir=job_dir: not is_job_alive(job_dir), "the orphaned worker to release its job")
         wait_until(lambda worker=worker: process_gone(worker), "the orphaned worker to exit")
-        assert Job.load(jobs / job_id).status is JobStatus.ABORTED
+        job = Job.load(jobs / job_id)
+        # What happened, not "received SIGTERM" / "by the user": the worker stopped because its server died.
+        assert job.status is JobStatus.ABORTED and "server" in job.error and "died" in job.error, job.error
+        assert "SIGTERM" not in job.error and "by the user" not in job.error
     restarted = gate_server(jobs, tmp_path / "gate-final")
     rows = {r["id"]: r["status"] for r in restarted.get_json("/api/jobs")}
     assert list(rows.values()) == ["Aborted", "Aborted"]

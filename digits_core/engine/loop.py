@@ -245,6 +245,8 @@ class TrainingLoop:
         self.cb.test_begin()
         sums: dict = {}
         for batch, (x, y, valid) in enumerate(self.val_ds):
+            if self.abort.reason and s.strat.num_workers == 1:  # a stop must not wait for a long validation
+                return  # (several workers validate together: each must run every batch)
             self.cb.test_batch_begin(batch)
             for key, value in self.val_step(x, y, valid).items():
                 sums[key] = sums.get(key, 0) + np.asarray(value, np.float64)

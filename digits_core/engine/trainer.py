@@ -26,6 +26,7 @@ import time
 from typing import Any, Callable
 
 from ..errors import DigitsError, FormValidationError, JobStateError, TrainingError
+from ..faults import signal_reason
 from ..job_model import update_model_record
 from ..job_record import ModelRecord
 from ..jobs import Job, JobStatus
@@ -276,6 +277,9 @@ def _execute(state: RunState, callbacks: list | None, progress: Progress | None)
             status = JobStatus.STOPPED_EARLY  # a tuning scheduler pruned the trial (digits_core.tuning)
     except DigitsError as exc:
         status, error = JobStatus.ERROR, exc
+    except KeyboardInterrupt:  # a second stop signal: Aborted now, the last snapshot kept
+        status = JobStatus.ABORTED
+        abort.reason = abort.reason or "interrupted"
     except Exception as exc:  # noqa: BLE001 - any failure ends the job in Error
         logger.exception("training failed")
         status, error = JobStatus.ERROR, TrainingError(f"Training failed: {type(exc).__name__}: {exc}")
@@ -340,13 +344,18 @@ def _finish_info(state: RunState, status: JobStatus, message: str | None, logs: 
 
 
 def _install_signals(abort: AbortSignal) -> dict:
-    """SIGTERM/SIGINT/SIGHUP abort the run cooperatively (main thread only); returns the handlers to restore."""
+    """SIGTERM/SIGINT/SIGHUP abort the run cooperatively (main thread only); returns the handlers to restore.
+
+    The first signal stops the run at its next step (or validation batch); a second one stops it at once.
+    """
     old: dict = {}
     if threading.current_thread() is not threading.main_thread():
         return old
 
     def handler(signum, frame):
-        abort.reason = f"received {signal.Signals(signum).name}"
+        if abort.reason:  # a second signal: stop now, not at the next step
+            raise KeyboardInterrupt
+        abort.reason = signal_reason(signum)
 
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         try:

@@ -20,7 +20,7 @@ import time
 import traceback
 
 from ..errors import DigitsError, JobStateError
-from ..faults import disk_error, disk_error_message
+from ..faults import disk_error, disk_error_message, note_stop_cause, stop_cause
 from ..jobs import Job, JobLockedError, JobStatus
 
 logger = logging.getLogger(__name__)
@@ -106,7 +106,8 @@ def _run_owned_job(job: Job, encode_on_ray: bool = False) -> int:
     except BaseException as exc:  # noqa: BLE001 - record every failure in the job
         _say(traceback.format_exc())
         aborted = isinstance(exc, KeyboardInterrupt)
-        message = "Aborted by the user." if aborted else (
+        cause = stop_cause()
+        message = (f"Aborted: {cause}." if cause else "Aborted by the user.") if aborted else (
             disk_error_message(exc, job.path.parent) or f"Internal error: {exc!r} (see {WORKER_LOG}).")
         _record_end(job, JobStatus.ABORTED if aborted else JobStatus.ERROR, message)
         return 1
@@ -140,7 +141,14 @@ def _record_end(job: Job, status: JobStatus, error: str, attempts: int = 5) -> N
 
 
 def _sigterm(_signum, _frame):
-    raise KeyboardInterrupt
+    cause = stop_cause()  # the job's Aborted message (a dataset build records the interrupt's text)
+    raise KeyboardInterrupt(f"Aborted: {cause}." if cause else "")
+
+
+def server_died_cause(pid: int) -> str:
+    """The Aborted message of a job whose server died (killed, even by ``kill -9``, or its machine stopped)."""
+    return (f"the digits server (pid {pid}) that ran this job died, so its worker stopped the job; "
+            "resume a model job to continue from its last snapshot")
 
 
 def watch_parent(parent_pid: int, *, interval: float = 0.5, grace: float | None = None) -> threading.Thread:
@@ -158,6 +166,7 @@ def watch_parent(parent_pid: int, *, interval: float = 0.5, grace: float | None 
         while os.getppid() == parent_pid:
             time.sleep(interval)
         logger.warning("The server (pid %s) that started this worker is gone; stopping the job", parent_pid)
+        note_stop_cause(server_died_cause(parent_pid))
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(grace)
         os.killpg(os.getpgid(0), signal.SIGKILL)
