@@ -376,3 +376,32 @@ def test_top_n_per_category(trained, page):
     seven = next(c for c in twin["classes"] if c["label"] == "7")
     assert [i["input_id"] for i in seven["images"]] == sorted(scores, key=lambda name: -scores[name][7])[:3]
     assert all("image" not in i for c in twin["classes"] for i in c["images"])
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+def test_export_panel_onnx_with_its_parity_report(trained, page, tmp_path):
+    """The model page's Export panel: epoch 1 as ONNX, run in onnxruntime; the parity report shown and archived."""
+    server = trained["server"]
+    page.goto(server.url + f"/models/{trained['model']}")
+    page.select_option("#export-format", "onnx")
+    page.select_option("#export-snapshot", "1")
+    page.click("#export-button")
+    row = page.locator("#exports tr#export-latest")
+    row.wait_for()
+    assert row.get_attribute("data-export") == f"{trained['model']}-epoch-001-onnx"
+    assert row.locator(".parity-verdict").inner_text() == "passed"
+    figures = row.locator(".parity-figures").inner_text()
+    assert "top-1 agreement 100 %" in figures and "(onnxruntime vs digits infer)" in figures
+    _shot(page, "export")
+    with page.expect_download() as info:
+        row.locator("a.export-download").click()
+    archive = tmp_path / "onnx.tar.gz"
+    info.value.save_as(archive)
+    with tarfile.open(archive) as tar:
+        top = f"{trained['model']}-epoch-001"
+        assert f"{top}/model.onnx" in tar.getnames()
+        parity = json.load(tar.extractfile(f"{top}/parity.json"))
+        assert json.load(tar.extractfile(f"{top}/info.json"))["model"]["epoch"] == 1
+    assert parity["passed"] is True and parity["top1_agreement"] == 1.0 and parity["runtime"] == "onnxruntime"
+    assert f"· {parity['inputs']} inputs" in figures and parity["inputs"] == 40  # 20 validation images, each twice

@@ -59,7 +59,19 @@ PARITY_FILE = "parity.json"
 
 
 def _epoch_tag(epoch) -> str:
+    if isinstance(epoch, float) and epoch.is_integer():
+        epoch = int(epoch)
     return f"{epoch:03d}" if isinstance(epoch, int) else f"{epoch:g}"
+
+
+def export_name(model_id: str, epoch: int | float, format: str = "savedmodel", quantize: str | None = None,
+                channels_in: int | None = None) -> str:
+    """The name of one export of a model's epoch: its folder under the job's ``export/`` (also the web UI's archive).
+
+    ``<model id>-epoch-<NNN>-<format>[-<quantize>][-<C>ch]``; the archive's top folder is the part before the format.
+    """
+    variant = "-".join(str(v) for v in (format, quantize, channels_in and f"{channels_in}ch") if v)
+    return f"{model_id}-epoch-{_epoch_tag(epoch)}-{variant}"
 
 
 def _info(loaded: InferenceModel, fmt: str, channels_in: int | None, quantize: str | None) -> dict:
@@ -162,9 +174,8 @@ def export_model(model_id, out: str | os.PathLike, *, epoch: int | float | None 
         raise InferenceError(f"Cannot write {out}: folder {out.parent} does not exist.")
     loaded = load_inference_model(model_id, epoch=epoch, jobs_dir=jobs_dir)
     name = f"{loaded.id}-epoch-{_epoch_tag(loaded.epoch)}"
-    variant = "-".join(str(v) for v in (format, quantize, channels_in and f"{channels_in}ch") if v)
     cache_root = Path(loaded.job.path) / EXPORT_DIR
-    cached = cache_root / f"{name}-{variant}"
+    cached = cache_root / export_name(loaded.id, loaded.epoch, format, quantize, channels_in)
     fresh = (cached / "info.json").is_file() and cached.stat().st_mtime >= loaded.snapshot.stat().st_mtime
     if fresh and parity_sample and read_parity(cached) is None and channels_in in (None, loaded.feature_shape[2]):
         fresh = False

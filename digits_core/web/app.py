@@ -111,6 +111,9 @@ def create_app(jobs_dir=None, auth_token: str | None = None, *, scheduler=None, 
     for module in (home, datasets_views, models_views, inference_views, network_views, top_n_views, plugin_static,
                    tune_views, api, tf_serving):
         app.register_blueprint(module.bp)
+    from .export_views import bp as export_bp  # the model page's Export panel
+
+    app.register_blueprint(export_bp)
 
     _register_errors(app)
     _register_template_helpers(app)

@@ -75,11 +75,14 @@ def _do_infer(request: dict) -> dict:
 
 
 def _do_export(request: dict) -> dict:
-    from ..inference import export_model
+    from ..inference.export import export_model, read_parity
 
     epoch = request.get("epoch")  # a number (the web's per-epoch download); None: the last snapshot
-    path = export_model(request["job"], request["out"], epoch=float(epoch) if epoch not in (None, "") else None)
-    return {"path": str(path)}
+    path = export_model(request["job"], request["out"], epoch=float(epoch) if epoch not in (None, "") else None,
+                        format=request.get("format") or "savedmodel", quantize=request.get("quantize") or None,
+                        allow_mismatch=bool(request.get("allow_mismatch")))
+    folder = request.get("folder")  # the export's folder in the job (export_name): its parity report
+    return {"path": str(path), "parity": read_parity(Path(folder)) if folder else None}
 
 
 def _do_predict(request: dict) -> dict:
