@@ -162,6 +162,32 @@ def test_npy_and_npz(tmp_path):
     assert run_all(tmp_path, "arrays.npz", archive.getvalue(), lambda p: _touch(open_array(p, "features"))) > 0
 
 
+@pytest.mark.timeout(120)
+def test_inference_npy_inputs(tmp_path):
+    """``digits infer`` / Test-the-model inputs: a lying or pickled ``.npy`` is an InferenceError naming the file."""
+    from digits_core.errors import InferenceError
+    from digits_core.inference.imageio import read_image, read_mask
+
+    good = _npy(np.arange(24, dtype=np.uint8).reshape(2, 3, 4))
+    assert run_all(tmp_path, "input.npy", good, read_image) > 0
+    header_end = good.index(b"\n") + 1
+    for shape in ("(99999999999999, 99999999999999)", "(-1, 3)", "(2**64,)", "(4, 4, 4)", "(2, 3)"):
+        head = ("{'descr': '|u1', 'fortran_order': False, 'shape': %s, }" % shape).encode()
+        head = head.ljust(header_end - 11, b" ") + b"\n"
+        path = tmp_path / "lying.npy"
+        path.write_bytes(good[:8] + len(head).to_bytes(2, "little") + head + good[header_end:])
+        for read in (read_image, lambda p: read_mask(p, 2, 3)):
+            with pytest.raises(InferenceError, match="lying.npy"):  # never numpy's OverflowError / ValueError
+                read(path)
+    pickled = tmp_path / "pickled.npy"
+    np.save(pickled, np.array([{"x": 1}], dtype=object), allow_pickle=True)
+    with pytest.raises(InferenceError, match="pickled.npy holds Python objects"):
+        read_image(pickled)
+    fortran = tmp_path / "fortran.npy"
+    np.save(fortran, np.asfortranarray(np.arange(6, dtype=np.float32).reshape(2, 3)))
+    assert read_image(fortran)[:, :, 0].tolist() == [[0, 1, 2], [3, 4, 5]]
+
+
 def _dicom_bytes(modality: str = "MR") -> bytes:
     from pydicom.dataset import FileDataset, FileMetaDataset
     from pydicom.uid import ExplicitVRLittleEndian, generate_uid

@@ -21,6 +21,7 @@ repeated runs and exported models give the same result.
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
@@ -51,10 +52,7 @@ def read_image(path: str | os.PathLike) -> np.ndarray:
     if not path.is_file():
         raise InferenceError(f"Input {path} does not exist or is not a file.")
     if path.suffix.lower() == ".npy":
-        try:
-            array = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            raise InferenceError(f"Input {path} is not a readable .npy array: {exc}") from exc
+        array = read_npy(path, f"Input {path}")
     else:
         try:
             with open(path, "rb") as handle:
@@ -67,6 +65,37 @@ def read_image(path: str | os.PathLike) -> np.ndarray:
     if array.ndim != 3:
         raise InferenceError(f"Input {path} has shape {array.shape}; expected H×W or H×W×C.")
     return array
+
+
+def read_npy(path: Path, what: str) -> np.ndarray:
+    """A ``.npy`` file's array, its header checked before numpy allocates anything (``allow_pickle`` stays off).
+
+    Raises:
+        InferenceError: ``what`` (naming the file) has no valid header, holds Python objects (a pickle), or
+            declares a shape its data does not fill; numpy's own error never reaches the user.
+    """
+    try:
+        with open(path, "rb") as handle:
+            try:
+                version = np.lib.format.read_magic(handle)  # 3.0 (utf-8 field names) only for record dtypes
+                read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
+                    np.lib.format.read_array_header_2_0
+                shape, fortran, dtype = read_header(handle)
+            except Exception:  # noqa: BLE001 - the header is a Python literal: any failure means "not a header"
+                raise InferenceError(f"{what} is not a readable .npy array (no valid header).") from None
+            if dtype.hasobject:
+                raise InferenceError(f"{what} holds Python objects (a pickled array), which are never loaded; "
+                                     "save a numeric array with numpy.save.")
+            count = math.prod(int(n) for n in shape)  # Python ints: an absurd shape cannot overflow
+            available = os.fstat(handle.fileno()).st_size - handle.tell()
+            if min(shape, default=0) < 0 or count * dtype.itemsize != available:
+                raise InferenceError(f"{what}: its .npy header declares shape {tuple(shape)} of {dtype} "
+                                     f"({count * dtype.itemsize:,} bytes) but {available:,} bytes follow it; "
+                                     "the file is damaged or cut short.")
+            data = np.fromfile(handle, dtype=dtype, count=count)
+    except OSError as exc:
+        raise InferenceError(f"{what} cannot be read ({exc.strerror or type(exc).__name__}).") from None
+    return data.reshape(shape, order="F" if fortran else "C")
 
 
 def prepare_image(image: np.ndarray, shape: tuple, dtype: str, resize_mode: str = "squash",
@@ -103,7 +132,7 @@ def read_mask(path: str | os.PathLike, height: int, width: int, palette=None) ->
 
     path = Path(path)
     if path.suffix.lower() == ".npy":
-        classes = np.load(path, allow_pickle=False)
+        classes = read_npy(path, f"Ground-truth mask {path}")
         if classes.ndim == 3:
             classes = classes[:, :, 0]
     else:
