@@ -151,6 +151,12 @@ register_task(Task(name="regression", label_kind="regression", default_loss="mse
 register_task(Task(name="image-to-image", label_kind="image", default_loss="mse", losses=("mse", "mae"),
                    train_metric_name="mae", num_outputs=_image_channels, output_shape=_same_shape_output,
                    best=("val_loss", "min"), uses_class_weights=False, fix_labels=_float_labels))
+# Raw arrays (labels of no declared kind, e.g. a DIGITS 6 bAbI story): fed as float32 in their stored shape, so a
+# custom network's own loss sees them as the plugin wrote them; a network with one output per label value
+# (a flat vector) trains with MSE/MAE without a loss of its own.
+register_task(Task(name="raw", label_kind="raw", default_loss="mse", losses=("mse", "mae"),
+                   train_metric_name="mae", num_outputs=_regression_outputs, best=("val_loss", "min"),
+                   uses_class_weights=False, fix_labels=_float_labels))
 
 from .detection.task import make_task as _detection_task  # noqa: E402 - registered after the built-in tasks
 

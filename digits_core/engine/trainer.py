@@ -209,6 +209,10 @@ def _plan(dataset: Any, network, options: dict, jobs_dir):
         _require_gpu()
     reader = _open_reader(dataset, jobs_dir)
     task = _task_of(opts, reader)
+    if not network and task.name not in DEFAULT_NETWORK:  # raw arrays: only the user's network knows their meaning
+        raise FormValidationError({"network": [
+            f"{task.name} labels have no default network: give a network file (build_model returning the model "
+            "and its loss; see docs/porting-digits6.md)"]}, "training options")
     spec = resolve_network(network or DEFAULT_NETWORK[task.name])
     check_network_task(spec, task.name, reader.id)  # before any job folder exists
     opts = TrainingOptions.resolve(spec.defaults, options)

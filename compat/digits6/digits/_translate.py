@@ -81,10 +81,15 @@ def label_to_core(label: Any, feature_hw: tuple | None = None) -> Any:
             return DeclaredLabel(np.ascontiguousarray(label[0]), "mask")
         if channels > 1 and label.dtype.kind == "f" and same_hw:
             return DeclaredLabel(np.ascontiguousarray(np.transpose(label, (1, 2, 0))), "image")
-        return DeclaredLabel(label, "raw")
+        return DeclaredLabel(_raw_dtype(label), "raw")
     if label.ndim == 1 and label.dtype.kind in "fiu":
         return DeclaredLabel(label.astype(np.float32), "regression")
-    return DeclaredLabel(label, "raw")
+    return DeclaredLabel(_raw_dtype(label), "raw")
+
+
+def _raw_dtype(label: np.ndarray) -> np.ndarray:
+    """A raw label's floats as ``float32``, as DIGITS 6's datum stored them (bAbI builds ``np.zeros``: float64)."""
+    return label.astype(np.float32) if label.dtype.kind == "f" and label.dtype != np.float32 else label
 
 
 def palette_to_core(palette: Any) -> Any:
