@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import importlib
 
+from . import phase_marks  # noqa: F401  (first: marks the interpreter's start-up when DIGITS_PHASE_LOG is set)
+
 __version__ = "0.1.0"
 #: Version (major, minor) of the plugin contract: interfaces, hooks, entry-point groups, userdata keys.
 #: A minor bump only adds; a major bump may remove what ``digits_core.deprecated`` announced.

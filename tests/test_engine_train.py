@@ -50,11 +50,16 @@ def datasets(jobs):
 
 @pytest.fixture(scope="module")
 def lenet_job(datasets, jobs):
+    from digits_core import phase_marks
     from digits_core.engine import train
 
-    return train(datasets["shapes"].id, "lenet", name="shapes-lenet", jobs_dir=jobs, epochs=2, seed=3,
-                 solver="momentum", learning_rate=0.01, lr_policy="step", validation_interval=0.5,
-                 batch_size=32)
+    phase_marks.log_to(jobs / "lenet.phases")  # as DIGITS_PHASE_LOG does (test_phase_marks_of_a_run)
+    try:
+        return train(datasets["shapes"].id, "lenet", name="shapes-lenet", jobs_dir=jobs, epochs=2, seed=3,
+                     solver="momentum", learning_rate=0.01, lr_policy="step", validation_interval=0.5,
+                     batch_size=32)
+    finally:
+        phase_marks.log_to(None)
 
 
 def _metrics(job):
@@ -109,6 +114,22 @@ def test_outputs_metrics_tensorboard_snapshots(lenet_job, datasets):
     accuracy = float(np.mean(np.argmax(model.predict_on_batch(prep.apply(x)), axis=1) == y))
     last_val = [p["value"] for p in points if p["name"] == "val_accuracy"][-1]
     assert accuracy == pytest.approx(last_val, abs=1e-6)
+
+
+def test_phase_marks_of_a_run(lenet_job, jobs):
+    """DIGITS_PHASE_LOG: every phase of the run in order, recurring ones once per occurrence (bench/train_phases.py)."""
+    from digits_core.phase_marks import read_marks
+
+    phases = [name for name, _ in read_marks(jobs / "lenet.phases", started=0.0)]
+    assert phases[:6] == ["job set-up", "dataset open", "model build", "metrics writes", "input pipeline",
+                          "first step (tracing)"]
+    assert phases[-1] == "job finish"
+    assert phases.count("first validation (tracing)") == 1 and phases.count("validation") == 3  # every 0.5 epoch
+    assert phases.count("snapshot") == 2 and "steps" in phases
+    assert phases.index("first step (tracing)") < phases.index("first validation (tracing)") < phases.index("validation")
+    spe = json.loads((lenet_job.path / "model.json").read_text())["steps_per_epoch"]
+    log_windows = len({p["step"] for p in _metrics(lenet_job) if p["name"] == "loss"})
+    assert phases.count("metrics writes") == 1 + log_windows and log_windows <= 2 * spe
 
 
 class _AbortAt:

@@ -20,6 +20,7 @@ import sys
 
 from .. import __version__
 from ..errors import DigitsError
+from ..phase_marks import mark
 
 #: Modules (relative to this package) that each add sub-commands.
 COMMAND_MODULES = [
@@ -173,10 +174,14 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0
     _stop_on_signals()
+    mark("imports")  # the command modules, argument parsing
     try:
         if args.command in TENSORFLOW_COMMANDS:
             _start_tensorflow(args.verbose)
-        return int(args.handler(args) or 0)
+            mark("tensorflow import")
+        code = int(args.handler(args) or 0)
+        mark("report")
+        return code
     except DigitsError as exc:
         if args.verbose and exc.__cause__ is not None:
             import traceback

@@ -18,6 +18,7 @@ from typing import Callable
 import numpy as np
 
 from ..errors import TrainingError
+from ..phase_marks import mark
 from ..job_model import record_best
 from . import jobio
 from .callbacks import CallbackDriver
@@ -96,6 +97,7 @@ class TrainingLoop:
         self.abort = abort
         self.heartbeat = heartbeat
         self.last_logs: dict = {}
+        self.validations = 0
         self.stopped_early = False
         self.early = EarlyStopping.from_options(state.opts)
         self.metric_name = state.task.train_metric_name if state.standard_output else None
@@ -139,6 +141,7 @@ class TrainingLoop:
         run_start = time.perf_counter()
         step = s.start_step
         iterator = iter(train_ds)
+        mark("input pipeline")
         self.cb.train_begin()
         if step % spe == 0:
             self.cb.epoch_begin(step // spe)
@@ -157,6 +160,8 @@ class TrainingLoop:
                 self._aborted(epoch_means)
                 return
             loss = float(loss)
+            if step == s.start_step:
+                mark("first step (tracing)")
             step += 1
             epoch = step / spe
             if not math.isfinite(loss):
@@ -169,11 +174,17 @@ class TrainingLoop:
             self.cb.batch_end(batch, epoch_means.logs(self.metric_name))
             end_of_epoch = step % spe == 0
             if step % s.log_every == 0 or end_of_epoch or step == s.total_steps:
+                mark("steps")
                 self._log_window(window, epoch, step)
+                mark("metrics writes")
             if s.val_every and (step % s.val_every == 0 or step == s.total_steps):
+                mark("steps")
                 self.validate(epoch, step)
+                mark("validation" if self.validations > 1 else "first validation (tracing)")
             if step == s.total_steps or (s.snap_every and step % s.snap_every == 0):
+                mark("steps")
                 self._snapshot(epoch, step)
+                mark("snapshot")
             self._report({"phase": "train", "epoch": epoch, "step": step, "total_steps": s.total_steps,
                           "epochs": s.opts.epochs, "loss": loss,
                           "eta_s": (time.perf_counter() - run_start) / max(step - s.start_step, 1)
@@ -188,6 +199,7 @@ class TrainingLoop:
                 if not (s.snap_every and step % s.snap_every == 0) and step != s.total_steps:
                     self._snapshot(epoch, step)
                 break
+        mark("steps")
         self.cb.train_end(dict(self.last_logs))
         s.job.update(worker_report={
             "worker_index": s.strat.worker_index, "num_workers": s.strat.num_workers,
@@ -242,6 +254,7 @@ class TrainingLoop:
     def validate(self, epoch: float, step: int) -> None:
         """Run the validation set; log ``val_*`` metrics, track the best epoch."""
         s = self.s
+        self.validations += 1
         self.cb.test_begin()
         sums: dict = {}
         for batch, (x, y, valid) in enumerate(self.val_ds):

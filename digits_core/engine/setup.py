@@ -21,6 +21,7 @@ from ..errors import FormValidationError, TrainingError
 from ..job_model import update_model_record, write_model_record
 from ..job_record import ModelRecord, SnapshotEntry
 from ..jobs import Job
+from ..phase_marks import mark
 from . import jobio
 from .augmentation import check_augmentation
 from .batchnorm import fit_batchnorm_momentum
@@ -104,6 +105,7 @@ def prepare_run(state: RunState) -> RunState:
         keras.mixed_precision.set_global_policy("mixed_float16")
     _open_sources(state)
     _make_preprocessing(state)
+    mark("dataset open")
     if state.task.bind is not None:  # pieces that depend on the input size (detection)
         state.task = state.task.bind(state.task, tuple(state.prep.input_shape))
     state.num_outputs = state.task.num_outputs(state.reader, state.train_src)
@@ -128,6 +130,7 @@ def prepare_run(state: RunState) -> RunState:
     elif state.strat.is_chief:
         update_model_record(state.folder, options=opts.to_dict(), total_steps=state.total_steps, status="Running",
                             resumed_from=state.resume_from["file"])
+    mark("model build")
     return state
 
 

@@ -30,6 +30,7 @@ from ..faults import signal_reason
 from ..job_model import update_model_record
 from ..job_record import ModelRecord
 from ..jobs import Job, JobStatus
+from ..phase_marks import mark
 from ..plugin_registry import registry
 from . import jobio
 from .distribute import make_strategy
@@ -266,10 +267,12 @@ def _execute(state: RunState, callbacks: list | None, progress: Progress | None)
     writer = None
     job.set_status(JobStatus.RUNNING, reopen=state.resume_from is not None)  # a resume reopens a finished job
     old_handlers = _install_signals(abort)
+    mark("job set-up")
     try:
         prepare_run(state)
         writer = jobio.MetricsWriter(folder, enabled=state.strat.is_chief,
                                      resume_step=state.start_step if state.resume_from else None)
+        mark("metrics writes")
         heartbeat = _heartbeat(state)
         heartbeat()
         loop = TrainingLoop(state, writer, list(callbacks or []) + _hook_callbacks(job), progress, abort,
@@ -307,6 +310,7 @@ def _execute(state: RunState, callbacks: list | None, progress: Progress | None)
     scratch = job.data.get("scratch")
     if scratch:
         shutil.rmtree(scratch, ignore_errors=True)
+    mark("job finish")
     if error is not None:
         raise error
     return job
