@@ -262,7 +262,7 @@ def run(args) -> int:
     if is_volume_model(args.model, args.jobs_dir):  # NIfTI / DICOM series in, label volumes out (issue 29)
         from .volume_infer_cmd import run_volume  # only volume models need it
 
-        return run_volume(args)
+        return run_volume(args, _form_values(args, args.plugin_fields))
     from ..inference.runner import infer
     from .output import print_json
 

@@ -9,6 +9,7 @@ case with the ``volume`` view (slice scrolling with the label overlay);
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from ..engine import jobio
@@ -32,14 +33,23 @@ def write_page(results, path: Path, model: str, jobs_dir) -> None:
                     "content=\"width=device-width, initial-scale=1\"><title>Volumes</title></head><body>"
                     + "\n".join(parts) + "</body></html>", encoding="utf-8")
 
-def run_volume(args) -> int:
-    """Infer every input with the volume model ``args.model``; print what was written."""
-    if not args.inputs:
-        raise FormValidationError({"inputs": ["give NIfTI files (.nii, .nii.gz) or DICOM series folders"]},
-                                  "digits infer")
+def run_volume(args, form_data: dict | None = None) -> int:
+    """Infer every input with the volume model ``args.model``; print what was written.
+
+    Args:
+        args: The parsed ``digits infer`` arguments.
+        form_data: The data plugin's inference form values given (``--dicomweb-series UID --store``).
+    """
+    if not args.inputs and not (form_data or {}).get("dicomweb_series"):
+        raise FormValidationError({"inputs": ["give NIfTI files (.nii, .nii.gz), DICOM series folders or "
+                                              "--dicomweb-series UID"]}, "digits infer")
     page = Path(args.out) if args.out and args.out.lower().endswith(".html") else None
     out_dir = str(page.parent) if page is not None else (args.out or ".")
-    results = infer_volume(args.model, list(args.inputs), jobs_dir=args.jobs_dir, out_dir=out_dir)
+    results = infer_volume(args.model, list(args.inputs), jobs_dir=args.jobs_dir, out_dir=out_dir,
+                           form_data=form_data or None)
+    for r in results:
+        if r.note:
+            print(r.note, file=sys.stderr)
     if page is not None:
         write_page(results, page, args.model, args.jobs_dir)
     if args.json:

@@ -33,6 +33,7 @@ class VolumeResult(NamedTuple):
         volumes_ml: Volume per foreground class name, in mL.
         volume: The preprocessed canonical image the network saw (a ``Volume``).
         canonical_label: The label on that image's voxels (``D×H×W``), as a view shows it.
+        note: What the plugin did besides (the DICOM-SEG stored on the server), or ``None``.
     """
 
     source: str
@@ -41,6 +42,7 @@ class VolumeResult(NamedTuple):
     volumes_ml: dict
     volume: Any = None
     canonical_label: Any = None
+    note: str | None = None
 
 
 def is_volume_model(model: Any, jobs_dir=None) -> bool:
@@ -51,19 +53,35 @@ def is_volume_model(model: Any, jobs_dir=None) -> bool:
         return False
 
 
-def _plugin(info: dict):
+def _plugin(info: dict, form_data: dict | None = None):
+    """The dataset's data plugin for inference, with the values of its inference form (validated) when given."""
+    from ..contract import inference_form, plugin_code, strip_reserved
+    from ..forms import validate_values
+
+    plugin_id = info["dataset_plugin"]
     dataset_json = Path(info["dataset_path"]) / "dataset.json"
     try:
         userdata = json.loads(dataset_json.read_text(encoding="utf-8")).get("userdata", {})
     except (OSError, ValueError) as exc:
         raise InferenceError(f"{dataset_json}: the model's dataset cannot be read ({exc})") from None
-    plugin = registry.get_data_ingestion(info["dataset_plugin"])(is_inference_db=True, **userdata)
+    cls = registry.get_data_ingestion(plugin_id)
+    userdata = strip_reserved("data", userdata, plugin_id)
+    values: dict = {}
+    if form_data:
+        form = inference_form(cls, userdata)
+        if form is None:
+            raise InferenceError(f'data plugin "{plugin_id}" has no inference form; give NIfTI files or DICOM '
+                                 "series folders")
+        values = validate_values(form, form_data, f'inference form of plugin "{plugin_id}"')
+    with plugin_code(plugin_id, "__init__"):
+        plugin = cls(is_inference_db=True, **{**userdata, **values})
     if not hasattr(plugin, "load_inference_volume"):
-        raise InferenceError(f'data plugin "{info["dataset_plugin"]}" cannot read volumes for inference')
+        raise InferenceError(f'data plugin "{plugin_id}" cannot read volumes for inference')
     return plugin
 
 
-def infer_volume(model: Any, sources: list, *, jobs_dir=None, out_dir: str | None = None) -> list[VolumeResult]:
+def infer_volume(model: Any, sources: list, *, jobs_dir=None, out_dir: str | None = None,
+                 form_data: dict | None = None) -> list[VolumeResult]:
     """Segment volumes with a trained volume model.
 
     Args:
@@ -71,6 +89,8 @@ def infer_volume(model: Any, sources: list, *, jobs_dir=None, out_dir: str | Non
         sources: NIfTI files and/or DICOM series folders.
         jobs_dir: The jobs folder.
         out_dir: Where to write ``NAME_seg.nii.gz`` (and ``NAME_seg.dcm`` for a series); nothing when ``None``.
+        form_data: Values of the data plugin's inference form: the inputs it names (a DICOMweb series,
+            ``dicomweb_series``) are inferred after ``sources``; ``store`` sends each DICOM-SEG back to it.
 
     Raises:
         InferenceError: Not a volume model, or a source is not a volume (the message names it).
@@ -84,7 +104,10 @@ def infer_volume(model: Any, sources: list, *, jobs_dir=None, out_dir: str | Non
     model_file = folder / info.get("model_file", "model.keras")
     if not model_file.is_file():
         raise InferenceError(f"model job {folder.name} has no trained model ({model_file.name}); did it finish?")
-    plugin = _plugin(info)
+    plugin = _plugin(info, form_data)
+    sources = list(sources) + list(getattr(plugin, "inference_inputs", list)())
+    if not sources:
+        raise InferenceError("give NIfTI files (.nii, .nii.gz), DICOM series folders or a DICOMweb series")
     net = keras.models.load_model(model_file, compile=False)
     config = info["volume"]
     labels = list(info.get("class_labels") or [])
@@ -103,10 +126,13 @@ def infer_volume(model: Any, sources: list, *, jobs_dir=None, out_dir: str | Non
                                int(info["num_outputs"]), overlap=config["overlap"],
                                adjacent=config["adjacent_slices"], unit=2 ** (config["levels"] - 1))
         label = np.argmax(probs, axis=-1).astype(np.uint8)
-        ijk, files = plugin.write_volume_result(label, volume.spacing, context, out_dir)
+        try:
+            ijk, files = plugin.write_volume_result(label, volume.spacing, context, out_dir)
+        except DigitsError as exc:
+            raise InferenceError(str(exc)) from None
         voxel_ml = float(np.prod(volume.spacing)) / 1000.0
         counts = np.bincount(label.ravel(), minlength=len(labels))
         volumes = {(labels[c] if c < len(labels) else str(c)): round(float(counts[c]) * voxel_ml, 3)
                    for c in range(1, len(counts))}
-        results.append(VolumeResult(str(source), ijk, files, volumes, volume, label))
+        results.append(VolumeResult(str(source), ijk, files, volumes, volume, label, context.get("note")))
     return results

@@ -27,7 +27,7 @@ import dataclasses
 import logging
 import os
 from collections import defaultdict
-from typing import Any, NamedTuple
+from typing import Any, Mapping, NamedTuple
 
 import numpy as np
 
@@ -61,6 +61,45 @@ class Entry(NamedTuple):
 
     def __str__(self) -> str:
         return str(self.image) + (f" frame {self.frame}" if self.frame is not None else "")
+
+
+def _secret(userdata: Mapping[str, Any], name: str, env: str | None) -> str:
+    """A secret from the inference form (``dicomweb_<name>``), the dataset form, or (``env``) the environment."""
+    for key in (f"dicomweb_{name}", name):
+        value = str(userdata.get(key) or "")
+        if value not in ("", _MASKED):
+            return value
+    return os.environ.get(env, "") if env else ""
+
+
+def open_source(userdata: Mapping[str, Any]) -> DicomWebSource:
+    """The :class:`~.source.DicomWebSource` a dataset's (or an inference form's) values name.
+
+    The server is ``named_server`` / ``server_url`` with ``username`` (the dataset form's fields), unless an
+    inference form names another one with ``dicomweb_server`` / ``dicomweb_url`` / ``dicomweb_username``.
+    The operator's credentials from the environment go only to the operator's servers
+    (:func:`~.servers.pick_server`); a URL a web user typed gets only what was typed with it, and the
+    outbound-URL guard.
+
+    Raises:
+        DicomWebError: An unknown named server, or a URL the guard refuses.
+    """
+    other = bool(userdata.get("dicomweb_server") or userdata.get("dicomweb_url"))
+    prefix = "dicomweb_" if other else ""
+    try:
+        url, operators = pick_server(str(userdata.get(f"{prefix}server" if other else "named_server") or ""),
+                                     str(userdata.get(f"{prefix}url" if other else "server_url") or ""))
+    except ValueError as exc:
+        raise DicomWebError(str(exc)) from None
+    return DicomWebSource(
+        url,
+        username=str(userdata.get(f"{prefix}username") or ""),
+        password=_secret(userdata, "password", PASSWORD_ENV if operators else None),
+        token=_secret(userdata, "token", TOKEN_ENV if operators else None),
+        cache_dir=str(userdata.get("cache_folder") or "") or None,
+        max_parallel=int(userdata.get("max_parallel") or 4),
+        guarded=not operators,
+    )
 
 
 def _palette(count: int) -> list[list[int]]:
@@ -112,38 +151,11 @@ class DicomWebSegmentationIngestion(DataIngestion):
 
     # -- the server ----------------------------------------------------------------
 
-    def _secret(self, name: str, env: str | None) -> str:
-        """A secret from the inference form (``dicomweb_<name>``), the dataset form, or (``env``) the environment."""
-        for key in (f"dicomweb_{name}", name):
-            value = str(self.userdata.get(key) or "")
-            if value not in ("", _MASKED):
-                return value
-        return os.environ.get(env, "") if env else ""
-
     def source(self) -> DicomWebSource:
-        """The :class:`~.source.DicomWebSource` this dataset reads.
-
-        The operator's credentials from the environment go only to the operator's
-        servers (:func:`~.servers.pick_server`); a URL a web user typed gets only
-        what was typed with it, and the outbound-URL guard.
-        """
+        """The :class:`~.source.DicomWebSource` this dataset reads (see :func:`open_source`)."""
         source = getattr(self, "_source", None)
         if source is None:
-            try:
-                url, operators = pick_server(str(self.userdata.get("named_server") or ""),
-                                             str(self.userdata.get("server_url") or ""))
-            except ValueError as exc:
-                raise DicomWebError(str(exc)) from None
-            source = DicomWebSource(
-                url,
-                username=str(self.userdata.get("username") or ""),
-                password=self._secret("password", PASSWORD_ENV if operators else None),
-                token=self._secret("token", TOKEN_ENV if operators else None),
-                cache_dir=str(self.userdata.get("cache_folder") or "") or None,
-                max_parallel=int(self.userdata.get("max_parallel") or 4),
-                guarded=not operators,
-            )
-            self._source = source
+            source = self._source = open_source(self.userdata)
         return source
 
     def _query(self) -> StudyQuery:
@@ -357,4 +369,4 @@ def _mask_for(output, rows: int, columns: int) -> np.ndarray:
     return mask
 
 
-__all__ = ["DicomWebSegmentationIngestion", "Entry", "PASSWORD_ENV", "TOKEN_ENV"]
+__all__ = ["DicomWebSegmentationIngestion", "Entry", "PASSWORD_ENV", "TOKEN_ENV", "open_source"]

@@ -307,20 +307,37 @@ class DicomWebSource:
         with ThreadPoolExecutor(max_workers=self.max_parallel, thread_name_prefix="qido") as pool:
             return sorted(ref for refs in pool.map(one, self.find_studies(query)) for ref in refs)
 
+    def series_instances(self, series: InstanceRef) -> list[InstanceRef]:
+        """The instances of one series (a :meth:`find_series` result), sorted (QIDO-RS instance search)."""
+        found = self._call(f"list the instances of series {series.series}", self.client.search_for_instances,
+                           study_instance_uid=series.study, series_instance_uid=series.series,
+                           fields=["InstanceNumber"])
+        return sorted(InstanceRef(series.patient, series.study, series.series, _first(item, _SOP_UID),
+                                  series.modality, _number(_first(item, _INSTANCE_NUMBER, 0)),
+                                  series.series_description)
+                      for item in found if self._uids_ok(_first(item, _SOP_UID)))
+
+    def locate_series(self, series_uid: str, study_uid: str = "") -> InstanceRef:
+        """The series ``series_uid`` (its study found by a QIDO-RS search when ``study_uid`` is empty).
+
+        Raises:
+            DicomWebError: The server has no such series.
+        """
+        filters = {"SeriesInstanceUID": series_uid, **({"StudyInstanceUID": study_uid} if study_uid else {})}
+        found = self._call(f"find series {series_uid}", self.client.search_for_series, search_filters=filters,
+                           fields=["PatientID", "Modality", "SeriesDescription"])
+        found = [item for item in found if self._uids_ok(_first(item, _STUDY_UID))]
+        if not found:
+            raise DicomWebError(f"The DICOMweb server {public_url(self.url)} has no series {series_uid}.")
+        item = found[0]
+        return InstanceRef(self._patient(_first(item, _PATIENT_ID)), str(_first(item, _STUDY_UID)), series_uid, "",
+                           str(_first(item, _MODALITY)), 0, str(_first(item, _SERIES_DESCRIPTION)))
+
     def find_instances(self, query: StudyQuery, *, modality: str | None = None) -> list[InstanceRef]:
         """Every instance of the series :meth:`find_series` finds (only series of ``modality`` when given)."""
-
-        def one(series: InstanceRef) -> list[InstanceRef]:
-            found = self._call(f"list the instances of series {series.series}", self.client.search_for_instances,
-                               study_instance_uid=series.study, series_instance_uid=series.series,
-                               fields=["InstanceNumber"])
-            return [InstanceRef(series.patient, series.study, series.series, _first(item, _SOP_UID), series.modality,
-                                _number(_first(item, _INSTANCE_NUMBER, 0)), series.series_description)
-                    for item in found if self._uids_ok(_first(item, _SOP_UID))]
-
         series_list = [s for s in self.find_series(query) if modality is None or s.modality == modality]
         with ThreadPoolExecutor(max_workers=self.max_parallel, thread_name_prefix="qido") as pool:
-            return sorted(ref for refs in pool.map(one, series_list) for ref in refs)
+            return sorted(ref for refs in pool.map(self.series_instances, series_list) for ref in refs)
 
     # -- WADO-RS with a cache -------------------------------------------------------
 

@@ -265,9 +265,10 @@ def series_affine(ordered: Sequence[SliceInfo], spacing: float) -> np.ndarray:
     return _LPS_TO_RAS @ lps
 
 
-def series_spacing(folder: str | Path) -> tuple:
-    """The canonical ``(D, H, W)`` spacing of a series folder, from its headers only."""
-    ordered, spacing = order_series([read_slice_info(p) for p in dicom_files(Path(folder))], folder)
+def series_spacing(folder: str | Path, files: Sequence[str | Path] | None = None) -> tuple:
+    """The canonical ``(D, H, W)`` spacing of a series (its folder, or ``files``), from its headers only."""
+    paths = dicom_files(Path(folder)) if files is None else list(files)
+    ordered, spacing = order_series([read_slice_info(p) for p in paths], folder)
     affine = series_affine(ordered, spacing)
     ornt = source_orientation(affine)
     zooms = np.sqrt((affine[:3, :3] ** 2).sum(axis=0))
@@ -303,14 +304,28 @@ def read_series(folder: str | Path, *, field: str = "folder", name: str = "") ->
         VolumeFormatError: See :func:`order_series`; or a slice cannot be read.
     """
     folder = check_server_path(folder, field)
-    ordered, spacing = order_series([read_slice_info(p) for p in dicom_files(Path(folder))], folder)
+    return read_series_files(dicom_files(Path(folder)), folder, name=name or Path(folder).name)
+
+
+def read_series_files(files: Sequence[str | Path], where: str | Path, *, name: str = "") -> tuple[Volume, list[SliceInfo]]:
+    """Read the DICOM files of one series (any order; a folder's, or fetched instances) as a canonical volume.
+
+    Args:
+        files: The slices' files.
+        where: The series named in errors (its folder, or its UID on a server).
+        name: The volume's name.
+
+    Raises:
+        VolumeFormatError: See :func:`order_series`; or a slice cannot be read.
+    """
+    ordered, spacing = order_series([read_slice_info(p) for p in files], where)
     stack = [_slice_pixels(s.path) for s in ordered]
     dtype = np.result_type(*stack)
     data = np.stack([p.astype(dtype) for p in stack], axis=-1)  # rows (j), columns (i), slices (k)
     data = np.ascontiguousarray(np.swapaxes(data, 0, 1))  # -> i, j, k
     if data.dtype.name not in ("uint8", "uint16", "int16", "float32"):
         data = data.astype(np.float32)
-    return _canonical(data, series_affine(ordered, spacing), name or Path(folder).name), ordered
+    return _canonical(data, series_affine(ordered, spacing), name or Path(where).name), ordered
 
 
 def read_label_seg(path: str | Path, folder: str | Path, *, field: str = "label") -> np.ndarray:
@@ -322,13 +337,22 @@ def read_label_seg(path: str | Path, folder: str | Path, *, field: str = "label"
     Raises:
         VolumeFormatError: Unreadable, not a SEG, or a slice of the series has no frame in it.
     """
+    path = check_server_path(path, field)
+    folder = Path(folder)
+    return seg_label_volume(path, dicom_files(folder), folder)
+
+
+def seg_label_volume(path: str | Path, files: Sequence[str | Path], where: str | Path) -> np.ndarray:
+    """The canonical ``D×H×W`` label volume a DICOM-SEG file draws on the series of ``files``.
+
+    Raises:
+        VolumeFormatError: Unreadable, not a SEG, or a slice of the series has no frame in it.
+    """
     import pydicom
 
     from digits_data_dicomweb.seg import SegmentationError, SegmentationLabels
 
-    path = check_server_path(path, field)
-    folder = Path(folder)
-    ordered, spacing = order_series([read_slice_info(p) for p in dicom_files(folder)], folder)
+    ordered, spacing = order_series([read_slice_info(p) for p in files], where)
     try:
         seg = SegmentationLabels(pydicom.dcmread(str(path)), name=str(path))
         maps = [seg.label_map(str(pydicom.dcmread(s.path, stop_before_pixels=True).SOPInstanceUID))
@@ -338,5 +362,5 @@ def read_label_seg(path: str | Path, folder: str | Path, *, field: str = "label"
     except Exception as exc:  # noqa: BLE001 - not DICOM, truncated
         raise VolumeFormatError(f"{path}: not a readable DICOM-SEG ({type(exc).__name__})") from None
     data = np.ascontiguousarray(np.transpose(np.stack(maps), (2, 1, 0)))  # slice, row, column -> i, j, k
-    return _canonical(data, series_affine(ordered, spacing), folder.name).array[..., 0]
+    return _canonical(data, series_affine(ordered, spacing), Path(where).name).array[..., 0]
 

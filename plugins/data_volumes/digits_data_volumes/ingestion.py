@@ -23,13 +23,15 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from digits_core import DataIngestion, DatasetError, TEST, TRAIN, VAL
+from digits_core import DataIngestion, DatasetError, DigitsError, TEST, TRAIN, VAL
 from digits_data_sunnybrook.ingestion import split_cases  # the same seeded split by case (patient)
 
 from .geometry import (VolumeFormatError, dicom_files, is_nifti, nifti_spacing, nifti_stem, read_label_nifti,
-                       read_label_seg, read_nifti, read_series, read_slice_info, series_spacing)
+                       read_label_seg, read_nifti, read_series, read_series_files, read_slice_info, series_spacing)
 from .preprocess import CT_WINDOW, normalize, parse_spacing, resample
 
+#: Prefix of an inference input naming a series on the DICOMweb server (``dicomweb:<SeriesInstanceUID>``).
+SERIES_PREFIX = "dicomweb:"
 #: Colours of class ids 1.. (class 0, background, is black).
 PALETTE = [[0, 0, 0], [255, 64, 64], [64, 200, 64], [64, 96, 255], [255, 200, 0], [200, 64, 255], [0, 200, 200]]
 
@@ -82,12 +84,15 @@ class VolumeIngestion(DataIngestion):
 
     @staticmethod
     def get_inference_form():
-        """No inference form: volumes are inferred with :func:`digits_core.volumes.infer_volume`."""
-        return None
+        """Return the inference form: a DICOMweb series (:class:`~.pacs.VolumeInferenceForm`; files need none)."""
+        from .pacs import VolumeInferenceForm
+
+        return VolumeInferenceForm
 
     @staticmethod
     def get_inference_template(form):
-        return None, None
+        """Return the Jinja2 source laying out the inference form, and its context."""
+        return DataIngestion.template_from_package("digits_data_volumes", "templates/inference.html")
 
     # -- planning ------------------------------------------------------------
 
@@ -113,7 +118,7 @@ class VolumeIngestion(DataIngestion):
         except ValueError as exc:
             raise DatasetError(f"target_spacing: {exc}") from None
         if target is None:
-            target = tuple(float(v) for v in np.median([case_spacing(c) for c in cases], axis=0))
+            target = self._median_spacing(cases)
         train, val = split_cases(names, int(self.userdata.get("pct_val") or 0), int(self.userdata.get("seed") or 0))
         by_name = {c.name: c for c in cases}
         labels = extra.pop("class_labels", None) or ["background", "foreground"]
@@ -122,6 +127,23 @@ class VolumeIngestion(DataIngestion):
             split={TRAIN: train, VAL: val}, target_spacing_mm=[round(t, 5) for t in target],
             normalization_used=self._normalization(extra.get("modality", "")), **extra)
         return {TRAIN: [by_name[n] for n in train], VAL: [by_name[n] for n in val], TEST: []}
+
+    def case_spacing(self, case: Any) -> tuple:
+        """A case's canonical ``(D, H, W)`` spacing from its headers only."""
+        return case_spacing(case)
+
+    def _median_spacing(self, cases: list) -> tuple:
+        """The cases' median spacing; a case whose headers fail (a missing slice) is left out of it and fails alone
+        when it is encoded (the errors report names it), unless every case fails."""
+        spacings, first_error = [], None
+        for case in cases:
+            try:
+                spacings.append(self.case_spacing(case))
+            except DatasetError as exc:
+                first_error = first_error or exc
+        if not spacings:
+            raise first_error or DatasetError(f"{self.get_id()}: no case has a readable spacing")
+        return tuple(float(v) for v in np.median(spacings, axis=0))
 
     def _normalization(self, modality: str) -> str:
         method = str(self.userdata.get("normalization") or "auto")
@@ -151,8 +173,26 @@ class VolumeIngestion(DataIngestion):
         """
         from .results import load_source
 
-        volume, context = load_source(path)
+        if str(path).startswith(SERIES_PREFIX):  # a series on the DICOMweb server (see inference_inputs)
+            volume, context = self._load_server_series(str(path)[len(SERIES_PREFIX):])
+        else:
+            volume, context = load_source(path)
         volume, _ = self.preprocess(volume, None)
+        return volume, context
+
+    def inference_inputs(self) -> list[str]:
+        """The inputs the inference form names: ``["dicomweb:<SeriesInstanceUID>"]``, or none."""
+        series = str(self.userdata.get("dicomweb_series") or "").strip()
+        return [SERIES_PREFIX + series] if series else []
+
+    def _load_server_series(self, series_uid: str) -> tuple[Any, dict]:
+        from .pacs import fetch_inference_series
+        from .results import series_source
+
+        source, files = fetch_inference_series(self.userdata, series_uid)
+        volume, ordered = read_series_files(files, SERIES_PREFIX + series_uid, name=series_uid)
+        volume, context = series_source(volume, ordered, SERIES_PREFIX + series_uid)
+        context["dicomweb_source"] = source
         return volume, context
 
     def write_volume_result(self, label: np.ndarray, spacing: Any, context: dict, out_dir: str | None
@@ -162,11 +202,28 @@ class VolumeIngestion(DataIngestion):
         Returns:
             ``(label in the source's i, j, k voxel order, files written)``.
         """
-        from .results import to_source, write_results
+        from .results import to_source, volume_seg, write_results
 
         ijk = to_source(label, spacing, context)
-        files = write_results(ijk, context, out_dir, list(self.userdata.get("class_labels") or [])) if out_dir else []
+        class_labels = list(self.userdata.get("class_labels") or [])
+        files = write_results(ijk, context, out_dir, class_labels) if out_dir else []
+        if self.userdata.get("store"):
+            context["note"] = self._store(volume_seg(ijk, context, class_labels) if context["kind"] == "dicom"
+                                          else None, context)
         return ijk, files
+
+    def _store(self, seg: Any, context: dict) -> str:
+        """Store a result's SEG on the server its series came from; the note for the user."""
+        from .pacs import store_seg
+
+        source = context.get("dicomweb_source")
+        if seg is None or source is None:
+            return (f"Nothing stored for {context['path']}: only a series from the DICOMweb server "
+                    "(--dicomweb-series) goes back to it.")
+        try:
+            return store_seg(source, seg)
+        except DigitsError as exc:
+            raise VolumeFormatError(f"{context['path']}: {exc}") from None
 
     def encode_entry(self, entry: Case) -> tuple[Any, np.ndarray]:
         """Read, check, resample and normalise one case; return ``(Volume, label)``.

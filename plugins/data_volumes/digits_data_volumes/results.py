@@ -34,9 +34,7 @@ def load_source(path: str | Path) -> tuple[Any, dict]:
     """
     source = check_server_path(path, "input")
     if source.is_dir():
-        volume, ordered = read_series(source, field="input")
-        context = {"kind": "dicom", "path": str(source), "slices": [s.path for s in ordered],
-                   "source_affine": _series_source_affine(ordered)}
+        return series_source(*read_series(source, field="input"), str(source))
     elif is_nifti(source):
         volume = read_nifti(source, field="input")
         context = {"kind": "nifti", "path": str(source), "source_affine": np.asarray(load_nifti(source).affine)}
@@ -45,6 +43,23 @@ def load_source(path: str | Path) -> tuple[Any, dict]:
                                 "network needs a 3-D volume: a NIfTI file (.nii, .nii.gz) or a DICOM series folder")
     else:
         raise VolumeFormatError(f"{source}: not a NIfTI file (.nii, .nii.gz) or a DICOM series folder")
+    return _checked(volume, context, source)
+
+
+def series_source(volume: Any, ordered: list, where: str) -> tuple[Any, dict]:
+    """A DICOM series read with :func:`~.geometry.read_series` (or ``read_series_files``) as an inference source.
+
+    Args:
+        volume: The canonical volume.
+        ordered: Its slices in normal order.
+        where: The series named in errors and results (its folder, or ``dicomweb:UID``).
+    """
+    context = {"kind": "dicom", "path": where, "slices": [s.path for s in ordered],
+               "source_affine": _series_source_affine(ordered)}
+    return _checked(volume, context, where)
+
+
+def _checked(volume: Any, context: dict, source: Any) -> tuple[Any, dict]:
     if min(volume.array.shape[:3]) < 2:
         raise VolumeFormatError(f"{source}: is a 2-D image (shape {volume.array.shape[:3]}); a volume network "
                                 "needs a 3-D volume of several slices")
@@ -86,11 +101,19 @@ def write_results(label_ijk: np.ndarray, context: dict, out_dir: str | Path, cla
     nib.save(image, str(nifti))
     written = [str(nifti)]
     if context["kind"] == "dicom":
-        written.append(str(_write_seg(label_ijk, context, out / f"{name}_seg.dcm", class_labels)))
+        path = out / f"{name}_seg.dcm"
+        volume_seg(label_ijk, context, class_labels).save_as(str(path))
+        written.append(str(path))
     return written
 
 
-def _write_seg(label_ijk: np.ndarray, context: dict, path: Path, class_labels: list[str]) -> Path:
+def volume_seg(label_ijk: np.ndarray, context: dict, class_labels: list[str]) -> Any:
+    """The multi-frame DICOM-SEG (one frame per source slice, every slice referenced) of a series' label.
+
+    The SEG is built once per context and kept there, so the file written and the object stored are one.
+    """
+    if context.get("seg") is not None:
+        return context["seg"]
     import pydicom
 
     from digits_data_dicomweb.seg import build_segmentations
@@ -99,5 +122,5 @@ def _write_seg(label_ijk: np.ndarray, context: dict, path: Path, class_labels: l
     masks = np.ascontiguousarray(np.transpose(label_ijk, (2, 1, 0)))  # i, j, k -> slice, row, column
     labels = list(class_labels) + [str(i) for i in range(len(class_labels), int(masks.max()) + 1)]
     (seg,) = build_segmentations(sources, masks, labels, series_description="DIGITS Core volume segmentation")
-    seg.save_as(str(path))
-    return path
+    context["seg"] = seg
+    return seg

@@ -10,10 +10,11 @@ the anatomy is not). Written as::
 
     OUT/Task99_SynthHeart/dataset.json, imagesTr/heart_NNN.nii.gz, labelsTr/heart_NNN.nii.gz
     OUT/dicom/heart_NNN/<random name>.dcm    (one MR slice per file; shuffled names and InstanceNumbers)
+    OUT/seg/heart_NNN.dcm                    (with --seg: the label as a DICOM-SEG drawn on the series)
 
 Command line::
 
-    python -m digits_data_volumes.synth OUT_DIR --cases 12 --shape 16,32,32 --seed 0
+    python -m digits_data_volumes.synth OUT_DIR --cases 12 --shape 16,32,32 --seed 0 [--seg]
 """
 
 from __future__ import annotations
@@ -180,6 +181,37 @@ def generate(out: str | Path, *, cases: int = 12, shape: Sequence[int] = (16, 32
     return SynthSet(root, task, root / "dicom", names)
 
 
+def write_seg_labels(synth: SynthSet, out: str | Path) -> list[Path]:
+    """Write each case's NIfTI label as a DICOM-SEG drawn on its DICOM series: ``out/CASE.dcm``.
+
+    The label goes through world space, as a viewer would place it (the series' voxel order is
+    not the NIfTI file's for the mirrored cases); the SEG references every slice of the series.
+    """
+    import nibabel as nib
+    import pydicom
+
+    from digits_data_dicomweb.seg import build_segmentations
+
+    from .geometry import order_series, read_series, series_affine
+
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name in synth.cases:
+        _, ordered = read_series(synth.dicom / name)
+        image = nib.load(str(synth.task / "imagesTr" / f"{name}.nii.gz"))
+        truth = nib.load(str(synth.task / "labelsTr" / f"{name}.nii.gz"))
+        affine = series_affine(ordered, order_series(ordered, name)[1])
+        ornt = nib.orientations.ornt_transform(nib.orientations.io_orientation(image.affine),
+                                               nib.orientations.io_orientation(affine))
+        ijk = nib.orientations.apply_orientation(np.asanyarray(truth.dataobj), ornt)
+        (seg,) = build_segmentations([pydicom.dcmread(s.path) for s in ordered], np.transpose(ijk, (2, 1, 0)),
+                                     ["background", LABELS["1"]], manual=True)
+        seg.save_as(str(folder / f"{name}.dcm"))
+        written.append(folder / f"{name}.dcm")
+    return written
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("out", help="output folder")
@@ -187,10 +219,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shape", default="16,32,32", help="D,H,W voxels of a case")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-dicom", action="store_true", help="write the NIfTI task only")
+    parser.add_argument("--seg", action="store_true",
+                        help="also write each label as a DICOM-SEG on its series (OUT/seg/CASE.dcm)")
     args = parser.parse_args(argv)
     shape = tuple(int(v) for v in args.shape.split(","))
     result = generate(args.out, cases=args.cases, shape=shape, seed=args.seed, dicom=not args.no_dicom)
     print(f"wrote {len(result.cases)} cases: {result.task}" + ("" if args.no_dicom else f" and {result.dicom}"))
+    if args.seg and not args.no_dicom:
+        write_seg_labels(result, result.root / "seg")
+        print(f"wrote {len(result.cases)} DICOM-SEG labels: {result.root / 'seg'}")
     return 0
 
 

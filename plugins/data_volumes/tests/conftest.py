@@ -21,3 +21,22 @@ def synth_copy(synth, tmp_path):
     dest = tmp_path / "synth"
     shutil.copytree(synth.root, dest)
     return dest
+
+
+@pytest.fixture(scope="session")
+def trained(synth, tmp_path_factory):
+    """An ``msd-volumes`` dataset of :func:`synth` and a short ``unet3d`` run on it, from the CLI (one per session).
+
+    Returns:
+        ``(jobs folder, dataset folder, model folder)``.
+    """
+    from digits_core.cli import main
+
+    jobs = tmp_path_factory.mktemp("jobs")
+    assert main(["--jobs-dir", str(jobs), "dataset", "create", "msd-volumes",
+                 "--data-folder", str(synth.task), "--pct-val", "34"]) == 0
+    (dataset,) = [p for p in jobs.iterdir() if (p / "dataset" / "dataset.json").is_file()]
+    assert main(["--jobs-dir", str(jobs), "train", "--dataset", dataset.name, "--network", "unet3d", "--quiet",
+                 "--epochs", "6", "--validation-interval", "3", "--network-param", "steps_per_epoch=15"]) == 0
+    (model,) = [p for p in jobs.iterdir() if (p / "model.keras").is_file()]
+    return jobs, dataset, model

@@ -113,34 +113,12 @@ def test_patch_reads_touch_only_their_slabs_and_match_the_case(synth, tmp_path, 
 
 
 def test_dicom_series_labels_from_a_dicom_seg_give_the_same_records(built, synth, tmp_path):
-    import nibabel as nib
-    import pydicom
-
-    from digits_data_dicomweb.seg import build_segmentations
-    from digits_data_volumes.geometry import read_series
+    from digits_data_volumes.synth import write_seg_labels
 
     labels = tmp_path / "seg-labels"
-    labels.mkdir()
-    for name in synth.cases:
-        _, ordered = read_series(synth.dicom / name)
-        sources = [pydicom.dcmread(s.path) for s in ordered]
-        image = nib.load(str(synth.task / "imagesTr" / f"{name}.nii.gz"))
-        truth = nib.load(str(synth.task / "labelsTr" / f"{name}.nii.gz"))
-        # the NIfTI label in the series' voxel order: through world space, as a viewer would place it
-        ornt = nib.orientations.ornt_transform(nib.orientations.io_orientation(image.affine),
-                                               nib.orientations.io_orientation(_series_affine(ordered)))
-        ijk = nib.orientations.apply_orientation(np.asanyarray(truth.dataobj), ornt)
-        (seg,) = build_segmentations(sources, np.transpose(ijk, (2, 1, 0)), ["background", "left atrium"],
-                                     manual=True)
-        seg.save_as(str(labels / f"{name}.dcm"))
+    write_seg_labels(synth, labels)
     folder, info = _build("dicom-series", {"series_folder": str(synth.dicom), "label_folder": str(labels)}, tmp_path)
     (fa, ia), _ = built
     for stage in ("train", "val"):
         for (va, la), (vb, lb) in zip(_cases(fa, ia, stage), _cases(folder, info, stage)):
             assert va.name == vb.name and np.array_equal(la, lb) and np.array_equal(va.array, vb.array)
-
-
-def _series_affine(ordered):
-    from digits_data_volumes.geometry import order_series, series_affine
-
-    return series_affine(ordered, order_series(ordered, "")[1])

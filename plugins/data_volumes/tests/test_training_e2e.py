@@ -21,18 +21,6 @@ def _metrics(job_folder):
     return {p["name"]: p["value"] for p in points}  # the last value of each name
 
 
-@pytest.fixture(scope="module")
-def trained(synth, tmp_path_factory):
-    jobs = tmp_path_factory.mktemp("jobs")
-    assert main(["--jobs-dir", str(jobs), "dataset", "create", "msd-volumes",
-                 "--data-folder", str(synth.task), "--pct-val", "34"]) == 0
-    (dataset,) = [p for p in jobs.iterdir() if (p / "dataset" / "dataset.json").is_file()]
-    assert main(["--jobs-dir", str(jobs), "train", "--dataset", dataset.name, "--network", "unet3d", "--quiet",
-                 "--epochs", "6", "--validation-interval", "3", "--network-param", "steps_per_epoch=15"]) == 0
-    (model,) = [p for p in jobs.iterdir() if (p / "model.keras").is_file()]
-    return jobs, dataset, model
-
-
 def test_unet3d_trains_from_the_cli_and_logs_per_case_dice_and_hd95(trained):
     _, _, model = trained
     info = json.loads((model / "model.json").read_text())

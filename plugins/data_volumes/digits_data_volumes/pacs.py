@@ -1,0 +1,244 @@
+"""Volumes from a PACS over DICOMweb: the ``dicomweb-volumes`` data plugin, and DICOMweb series at inference.
+
+``dicomweb-volumes`` is the DICOMweb plugin's volume mode: **one case per
+image series**. Itemizing (parent process, once) finds the studies with
+QIDO-RS (the ``dicomweb-segmentation`` form's filters), reads every DICOM-SEG
+object of those studies, and makes each image series a SEG references a
+case, labelled by that SEG; a series without one is skipped and listed in
+``userdata["skipped_series"]``. Every slice and SEG is fetched with WADO-RS
+into the DICOMweb cache (:class:`digits_data_dicomweb.DicomWebSource`: bounded
+parallel requests, resumable, outbound guard on typed URLs). Encoding
+(workers) reads the cached files with the ``dicom-series`` code
+(:func:`~.geometry.read_series_files`: slices ordered by
+``ImagePositionPatient`` on the normal, missing slices and mixed
+orientations named as errors; :func:`~.geometry.seg_label_volume`), so a
+series from the PACS gives the record a ``dicom-series`` folder of the same
+files gives. Cases are named by patient (``PATIENT`` or ``PATIENT-N`` for a
+patient's N-th series) and split by patient.
+
+Every volume plugin also takes a DICOMweb series at inference
+(:class:`VolumeInferenceForm`: ``--dicomweb-series UID``, the server of a
+``dicomweb-volumes`` dataset or ``--dicomweb-url``); with ``store`` the
+multi-frame DICOM-SEG of the result goes back to that server (STOW-RS).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from digits_core import DatasetError, DigitsError
+from digits_data_dicomweb.forms import DicomWebDatasetForm, DicomWebInferenceForm, split_list
+from digits_data_dicomweb.source import DicomWebError, InstanceRef, StudyQuery, public_url
+from wtforms import StringField
+from wtforms.validators import Optional
+
+from .forms import VolumePreprocessingForm
+from .geometry import VolumeFormatError, read_series_files, seg_label_volume, series_spacing
+from .ingestion import SERIES_PREFIX, VolumeIngestion
+
+logger = logging.getLogger("digits_data_volumes")
+
+
+class SeriesCase(NamedTuple):
+    """One case on the server: an image series and the SEG that labels it (picklable; ``str()`` names it).
+
+    Attributes:
+        name: The case name (the patient, ``PATIENT-N`` for a patient's further series).
+        series: The series (``sop`` empty).
+        instances: Its slices.
+        seg: The DICOM-SEG instance labelling it.
+        error: Why it cannot be read (a failed fetch), or ``""``.
+    """
+
+    name: str
+    series: InstanceRef
+    instances: tuple
+    seg: InstanceRef
+    error: str = ""
+
+    def __str__(self) -> str:
+        return f"series {self.series.series} (case {self.name})"
+
+
+class DicomWebVolumesForm(VolumePreprocessingForm, DicomWebDatasetForm):
+    """``dicomweb-volumes``: the server and study filters of ``dicomweb-segmentation``, the volume preprocessing."""
+
+    channel_conversion = None  # volumes keep their one channel
+
+
+class VolumeInferenceForm(DicomWebInferenceForm):
+    """A DICOMweb series to segment with a volume model (every field optional: files need none of them)."""
+
+    dicomweb_series = StringField("Series UID", default="", validators=[Optional()],
+                                  description="SeriesInstanceUID of an image series on the DICOMweb server to "
+                                              "segment as one volume.")
+    dicomweb_server = StringField("Server", default="", validators=[Optional()],
+                                  description="A server the operator named (digits serve --dicomweb-server "
+                                              "NAME=URL); default: the dataset's server.")
+    dicomweb_url = StringField("DICOMweb URL", default="", validators=[Optional()],
+                               description="The DICOMweb root holding the series (default: the server of a "
+                                           "dicomweb-volumes dataset).")
+    dicomweb_username = StringField("User name", default="", validators=[Optional()],
+                                    description="For HTTP basic authentication on --dicomweb-url.")
+
+    def validate_dicomweb_series(self, field):
+        if str(field.data or "").strip():
+            super().validate_dicomweb_series(field)
+
+
+def _source(userdata: dict):
+    from digits_data_dicomweb.ingestion import open_source
+
+    try:
+        return open_source(userdata)
+    except DicomWebError as exc:
+        raise DatasetError(str(exc)) from None
+
+
+def _query(userdata: dict) -> StudyQuery:
+    text = {k: str(userdata.get(k) or "").strip()
+            for k in ("modality", "study_description", "series_description", "date_from", "date_to")}
+    return StudyQuery(**text, patient_ids=split_list(userdata.get("patient_ids")),
+                      study_uids=split_list(userdata.get("study_uids")))
+
+
+def plan_series_cases(source, query: StudyQuery) -> tuple[list[SeriesCase], dict]:
+    """The labelled series of the studies ``query`` finds, fetched into the cache; and userdata to save.
+
+    Raises:
+        DatasetError: Nothing matches, or no series has a SEG.
+    """
+    from digits_data_dicomweb.seg import SegmentationLabels
+
+    series_list = source.find_series(query)
+    if not series_list:
+        raise DatasetError(f"No study on {public_url(source.url)} matches the query; widen the filters.")
+    seg_refs = source.find_instances(query, modality="SEG")
+    failures = source.fetch_all(seg_refs)
+    labelled: dict[str, InstanceRef] = {}
+    skipped, class_labels = [], None
+    for ref in seg_refs:
+        try:
+            if ref.sop in failures:
+                raise DicomWebError(failures[ref.sop])
+            seg = SegmentationLabels(source.retrieve(ref), name=str(ref))
+        except DigitsError as exc:
+            skipped.append(str(exc))
+            continue
+        if class_labels is not None and seg.class_labels != class_labels:
+            skipped.append(f"{ref}: segments {seg.class_labels[1:]} differ from {class_labels[1:]}")
+            continue
+        class_labels = seg.class_labels
+        for _study, series_uid, _sop in seg.source_images:
+            labelled.setdefault(series_uid, ref)
+    cases, per_patient = [], defaultdict(int)
+    for series in (s for s in series_list if s.modality != "SEG"):
+        if series.series not in labelled:
+            skipped.append(f"series {series.series} (patient {series.patient}) has no DICOM-SEG")
+            continue
+        instances = tuple(source.series_instances(series))
+        errors = source.fetch_all(instances)
+        per_patient[series.patient] += 1
+        count = per_patient[series.patient]
+        name = series.patient if count == 1 else f"{series.patient}-{count}"
+        cases.append(SeriesCase(name, series, instances, labelled[series.series],
+                                next(iter(errors.values()), "")))
+    if not cases:
+        detail = "; ".join(skipped[:3]) if skipped else "no DICOM-SEG objects"
+        raise DatasetError(f"No labelled series on {public_url(source.url)}: {detail}")
+    for message in skipped:
+        logger.warning("dicomweb-volumes: skipped %s", message)
+    return cases, {"class_labels": class_labels, "skipped_series": skipped, "server": public_url(source.url),
+                   "modality": sorted({c.series.modality for c in cases})[0] if len({c.series.modality
+                                                                                    for c in cases}) == 1 else ""}
+
+
+def _case_files(source, case: SeriesCase) -> list:
+    if case.error:
+        raise DicomWebError(case.error)
+    return [source.fetch(ref) for ref in case.instances]
+
+
+class DicomWebVolumesIngestion(VolumeIngestion):
+    """Volume datasets from a DICOMweb server: one case per image series, labelled by a DICOM-SEG on it."""
+
+    plugin_id = "dicomweb-volumes"
+    title = "DICOMweb (PACS) volumes (one case per series)"
+
+    @staticmethod
+    def get_dataset_form():
+        """Return the dataset form class (:class:`DicomWebVolumesForm`)."""
+        return DicomWebVolumesForm
+
+    def source(self):
+        """The server this dataset reads (:func:`digits_data_dicomweb.ingestion.open_source`)."""
+        source = getattr(self, "_source", None)
+        if source is None:
+            source = self._source = _source(self.userdata)
+        return source
+
+    def list_cases(self) -> tuple[list, dict]:
+        try:
+            return plan_series_cases(self.source(), _query(self.userdata))
+        except DicomWebError as exc:
+            raise DatasetError(str(exc)) from None
+
+    def case_spacing(self, case: Any) -> tuple:
+        if not isinstance(case, SeriesCase):
+            return super().case_spacing(case)
+        try:
+            return series_spacing(str(case.series.series), _case_files(self.source(), case))
+        except DicomWebError as exc:
+            raise DatasetError(str(exc)) from None
+
+    def encode_entry(self, entry: Any) -> tuple[Any, np.ndarray]:
+        """Read one series and its SEG from the cache; return ``(Volume, label)`` as ``dicom-series`` does.
+
+        Raises:
+            DicomWebError: A slice could not be fetched. VolumeFormatError: The series is not one volume.
+        """
+        case = SeriesCase(*entry)
+        files = _case_files(self.source(), case)
+        where = f"series {case.series.series}"
+        volume, _ = read_series_files(files, where, name=case.name)
+        label = seg_label_volume(self.source().fetch(case.seg), files, where)
+        return self.preprocess(volume, label)
+
+
+def fetch_inference_series(userdata: dict, series_uid: str) -> tuple[Any, list]:
+    """Fetch the slices of a series named at inference into the cache; return the source and their files.
+
+    Raises:
+        VolumeFormatError: The server has no such series, or refuses it.
+    """
+    try:
+        source = _source(userdata)
+        series = source.locate_series(series_uid, str(userdata.get("dicomweb_study") or "").strip())
+        refs = source.series_instances(series)
+        errors = source.fetch_all(refs)
+        if errors:
+            raise DicomWebError(next(iter(errors.values())))
+        if not refs:
+            raise DicomWebError(f"series {series_uid} on {public_url(source.url)} has no instances")
+        return source, [source.cache_path(ref.sop) for ref in refs]
+    except (DicomWebError, DatasetError) as exc:
+        raise VolumeFormatError(f"{SERIES_PREFIX}{series_uid}: {exc}") from None
+
+
+def store_seg(source, seg) -> str:
+    """Store a result's DICOM-SEG on the server it came from (STOW-RS); the note for the user.
+
+    Raises:
+        DicomWebError: The server refused it.
+    """
+    source.store([seg])
+    return (f"Stored the DICOM-SEG ({int(seg.NumberOfFrames)} frames) as series {seg.SeriesInstanceUID} "
+            f"on {public_url(source.url)}")
+
+
+__all__ = ["DicomWebVolumesIngestion", "DicomWebVolumesForm", "VolumeInferenceForm", "SeriesCase", "SERIES_PREFIX",
+           "fetch_inference_series", "plan_series_cases", "store_seg"]
