@@ -29,14 +29,13 @@ from wtforms import BooleanField, FloatField, Form, IntegerField, SelectField, S
 from wtforms.validators import ValidationError
 
 from digits_core import DataIngestion, resize_geometry, select_choices, transform_boxes
-from digits_core.paths import resolve_in_roots
 
 from . import listing
 from .base import ImageIngestionBase
 from .detection_labels import pair_kitti, parse_class_mapping, parse_kitti, read_coco, class_lookup
 from .encoding import encode_image_file
 from .forms import DEFAULT_IMAGE_SIZE, existing_file, existing_folder, expand, image_option_fields, shared_image_size
-from .inference import InferenceEntry, read_entry_bytes
+from .inference import read_entry_bytes
 from .segmentation import default_palette
 
 logger = logging.getLogger("digits_data_images")
@@ -94,29 +93,13 @@ class DetectionForm(Form):
             raise ValidationError(str(exc)) from None
 
 
-def _label_file_list(path: str, root: str | None) -> list[tuple[str, str]]:
-    """``<image path> <KITTI label file>`` per line (relative paths from ``root``, else the list's folder).
-
-    Raises:
-        ValueError: Unreadable file or a line without a label file (named by number, never quoted).
-    """
-    base = root or os.path.dirname(os.path.abspath(path))
-    items = []
-    for number, text in listing.list_lines(path):
-        parts = text.rsplit(None, 1)
-        if len(parts) != 2:
-            raise ValueError(f'{path} line {number}: expected "<image path> <KITTI label file>"')
-        where = f"{path} line {number}"
-        items.append((str(resolve_in_roots(parts[0], base=base, where=where)),
-                      str(resolve_in_roots(parts[1], base=base, where=where))))
-    return items
-
-
 class ObjectDetectionIngestion(ImageIngestionBase):
     """Object detection datasets from KITTI folders or COCO JSON."""
 
     plugin_id = "object-detection"
     label_kind = "boxes"
+    #: An inference list "with labels" pairs each image with its KITTI label file (:mod:`.inference`).
+    label_file_kind = "KITTI label file"
     title = "Object detection (KITTI)"
     category = "Images"
 
@@ -231,20 +214,6 @@ class ObjectDetectionIngestion(ImageIngestionBase):
                                     jpg_quality=int(self.jpg_quality or 90))
         geometry = resize_geometry(src_h, src_w, height, width, self.resize_mode)
         return feature, transform_boxes(boxes, geometry, float(self.min_box_size or 0))
-
-    def itemize_entries(self, stage: str) -> list:
-        """As the other image plugins; an inference list "with labels" pairs each image with its KITTI label file."""
-        if not (self.is_inference_db and getattr(self, "show_labels", False) and getattr(self, "image_list", None)):
-            return super().itemize_entries(stage)
-        listed, self.image_list = self.image_list, None  # the other inputs as usual, the list read here
-        try:
-            entries = super().itemize_entries(stage)
-        finally:
-            self.image_list = listed
-        if stage == "test":
-            entries += [InferenceEntry(path, label) for path, label in
-                        _label_file_list(expand(listed), expand(getattr(self, "list_root", None)))]
-        return entries
 
     def _inference_image(self, entry):
         """An inference input at its own size (the core resizes it and maps boxes back to these pixels).

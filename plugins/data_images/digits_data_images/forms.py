@@ -230,7 +230,8 @@ class InferenceForm(Form):
     list_root = StringField("List root folder", description="Folder relative paths in the image list start from",
                             validators=[existing_folder("list root folder")])
     show_labels = BooleanField("Labels in list", default=False,
-                               description="The image list also has a label per line (for ground truth)")
+                               description="The image list also has a label per line, the ground truth: a class id, "
+                                           "or a mask image (segmentation) or KITTI label file (detection)")
 
     def validate_image_path(form, field):
         given = [f for f in (form.image_path, form.image_folder, form.image_list) if f.data]

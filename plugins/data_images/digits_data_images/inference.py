@@ -51,7 +51,10 @@ def prepare_upload(plugin) -> None:
 def inference_entries(plugin, stage: str) -> list[tuple]:
     """Return the ``(path, label or None)`` entries of the inference inputs (stage ``"test"`` only).
 
-    Entries are :class:`InferenceEntry` tuples, so the input id is the path.
+    Entries are :class:`InferenceEntry` tuples, so the input id is the path. An image list with
+    labels (``show_labels``) holds ``<path> <class id>`` lines, or ``<path> <label file>`` lines
+    when the plugin's ``label_file_kind`` names what its label files are (segmentation masks,
+    KITTI box files); the plugin's ``encode_entry`` reads them.
     """
     if stage != "test":
         return []
@@ -67,7 +70,10 @@ def inference_entries(plugin, stage: str) -> list[tuple]:
         entries.extend((path, None) for path in listing.list_images(expand(plugin.image_folder)))
     if getattr(plugin, "image_list", None):
         root = expand(getattr(plugin, "list_root", None))
-        if getattr(plugin, "show_labels", False):
+        label_files = getattr(plugin, "label_file_kind", None)
+        if getattr(plugin, "show_labels", False) and label_files:  # the label is a file: a mask, KITTI boxes
+            entries.extend(listing.read_label_file_list(expand(plugin.image_list), root, label_files))
+        elif getattr(plugin, "show_labels", False):
             entries.extend(listing.read_list_file(expand(plugin.image_list), root))
         else:
             entries.extend((path, None) for path in listing.read_path_list(expand(plugin.image_list), root))

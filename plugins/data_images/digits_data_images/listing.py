@@ -135,6 +135,27 @@ def read_list_file(path: str, root: str | None = None) -> list[tuple[str, int]]:
     return items
 
 
+def read_label_file_list(path: str, root: str | None, label_file: str) -> list[tuple[str, str]]:
+    """``<image path> <label file>`` per line (relative paths from ``root``, else the list's folder).
+
+    Both paths go through the data-roots gate. ``label_file`` names what the label file is in the
+    error (``"KITTI label file"``, ``"mask image"``).
+
+    Raises:
+        ValueError: Unreadable file or a line without a label file (named by number, never quoted).
+    """
+    base = root or os.path.dirname(os.path.abspath(path))
+    items = []
+    for number, text in list_lines(path):
+        parts = text.rsplit(None, 1)
+        if len(parts) != 2:
+            raise ValueError(f'{path} line {number}: expected "<image path> <{label_file}>"')
+        where = f"{path} line {number}"
+        items.append((str(resolve_in_roots(parts[0], base=base, where=where)),
+                      str(resolve_in_roots(parts[1], base=base, where=where))))
+    return items
+
+
 def read_path_list(path: str, root: str | None = None) -> list[str]:
     """Read one image path per line (an optional trailing label is ignored)."""
     base = root or os.path.dirname(os.path.abspath(path))

@@ -122,6 +122,8 @@ class ImageSegmentationIngestion(ImageIngestionBase):
 
     plugin_id = "image-segmentation"
     label_kind = "mask"
+    #: An inference list "with labels" pairs each image with its mask (:mod:`.inference`).
+    label_file_kind = "mask image"
     title = "Image segmentation (image + label folders)"
     category = "Images"
 
@@ -184,13 +186,20 @@ class ImageSegmentationIngestion(ImageIngestionBase):
     def encode_entry(self, entry):
         """Encode one image and its label; returns ``(feature, H×W mask)``."""
         if self.is_inference_db:
-            return encode_inference_entry(self, entry)
+            feature, label_path = encode_inference_entry(self, entry)
+            if not isinstance(label_path, str):
+                return feature, label_path
+            return feature, self._mask(label_path, entry[0])  # ground truth from the list, as training reads it
         image_path, label_path = entry
         width, height = int(self.width), int(self.height)
-        mask, _ = read_label(label_path)
         feature = encode_image_file(image_path, channels=self.channels, width=width, height=height,
                                     resize_mode=self.resize_mode, encoding=self.encoding, seed=int(self.seed),
                                     jpg_quality=int(self.jpg_quality or 90))
+        return feature, self._mask(label_path, image_path)
+
+    def _mask(self, label_path: str, image_path: str) -> np.ndarray:
+        """The label image of ``image_path`` as the stored ``H×W`` mask (resized by nearest neighbour)."""
+        mask, _ = read_label(label_path)
         # The label must cover the image before resizing: compare the source sizes.
         from PIL import Image
 
@@ -199,8 +208,8 @@ class ImageSegmentationIngestion(ImageIngestionBase):
         if mask.shape != (src_h, src_w):
             raise ValueError(f"label {label_path} is {mask.shape[1]}x{mask.shape[0]} but image {image_path} "
                              f"is {src_w}x{src_h}")
-        mask = resize_image(mask[:, :, None], height, width, self.resize_mode, is_label=True)[:, :, 0]
-        return feature, np.ascontiguousarray(mask)
+        mask = resize_image(mask[:, :, None], int(self.height), int(self.width), self.resize_mode, is_label=True)
+        return np.ascontiguousarray(mask[:, :, 0])
 
     def __getstate__(self):
         state = dict(self.__dict__)

@@ -82,3 +82,26 @@ def test_form_errors_name_the_fields(tmp_path):
         create_dataset("image-segmentation", {"image_folder": str(tmp_path), "val_image_folder": str(tmp_path)},
                        jobs_dir=tmp_path / "jobs")
     assert set(info.value.errors) == {"label_folder", "val_label_folder"}
+
+
+def test_inference_list_with_mask_images_gives_ground_truth_masks(tmp_path):
+    """The plugin's own inference form takes ``<image> <mask image>`` lines, as detection takes KITTI files."""
+    from digits_data_images.segmentation import ImageSegmentationIngestion
+
+    mask = np.zeros((10, 20), np.uint8)
+    mask[2:6, 4:12] = 2
+    Image.fromarray(np.full((10, 20), 90, np.uint8)).save(tmp_path / "a.png")
+    palette_png(tmp_path / "masks" / "a.png", mask)
+    (tmp_path / "val.txt").write_text("a.png masks/a.png\n")
+    plugin = ImageSegmentationIngestion(is_inference_db=True, image_list=str(tmp_path / "val.txt"), show_labels=True,
+                                        image_type="grayscale", width=10, height=5, resize_mode="squash")
+    (entry,) = plugin.itemize_entries("test")
+    assert str(entry) == str(tmp_path / "a.png")
+    image, truth = plugin.encode_entry(entry)
+    assert image.shape == (5, 10, 1)
+    np.testing.assert_array_equal(truth, mask[::2, ::2])  # resized by nearest neighbour, as training masks are
+    (tmp_path / "bad.txt").write_text("a.png\n")
+    bad = ImageSegmentationIngestion(is_inference_db=True, image_list=str(tmp_path / "bad.txt"), show_labels=True,
+                                     image_type="grayscale", width=10, height=5)
+    with pytest.raises(ValueError, match=r'line 1: expected "<image path> <mask image>"'):
+        bad.itemize_entries("test")
