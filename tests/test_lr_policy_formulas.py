@@ -125,3 +125,54 @@ def test_the_engine_refuses_them_too():
     with pytest.raises(FormValidationError, match="poly: power -1 must be 0 or more"):
         TrainingOptions(lr_policy="poly", lr_power=-1).lr_policy_params()
     assert resolve_policy("sigmoid", gamma=-0.1)["gamma"] == -0.1  # a rising sigmoid stays possible
+
+
+# Both doors of the preview are generated from the option specs and check values as training does.
+BAD_VALUES = [
+    ("exp", "lr_gamma", "-0.5"),
+    ("step", "lr_step_size", "0"),
+    ("sigmoid", "lr_gamma", "nan"),
+    ("poly", "lr_power", "-2"),
+    ("multistep", "lr_step_values", "50,120"),
+    ("fixed", "learning_rate", "0"),
+]
+
+
+def test_the_preview_takes_the_specs_options_and_policy_parameters_are_stated_once():
+    import argparse
+
+    from digits_core.cli import build_parser
+    from digits_core.engine.lr_policies import DEFAULTS, policies_using
+    from digits_core.engine.option_specs import BY_NAME, LR_PREVIEW_OPTIONS
+    from digits_core.engine.solvers import MOMENTUM_SOLVERS, OPTIMIZERS, SOLVERS
+
+    params = {name for policy in DEFAULTS.values() for name in policy}
+    assert set(LR_PREVIEW_OPTIONS) == {"learning_rate", "lr_policy"} | {f"lr_{p}" for p in params}
+    for name in params:
+        assert BY_NAME[f"lr_{name}"].policies == policies_using(name) == tuple(
+            p for p in POLICIES if name in DEFAULTS[p])
+    assert BY_NAME["solver"].choices == SOLVERS == tuple(OPTIMIZERS)
+    assert BY_NAME["momentum"].solvers == MOMENTUM_SOLVERS == ("momentum", "nesterov")
+    parser = build_parser()
+    preview = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices["lr-preview"]
+    flags = {a.dest: a for a in preview._actions}
+    for name in LR_PREVIEW_OPTIONS:
+        spec = BY_NAME[name]
+        assert spec.flag in flags[name].option_strings and spec.help.replace("%", "%%") in flags[name].help
+    assert flags["lr_policy"].choices == POLICIES
+
+
+@pytest.mark.parametrize("policy, field, value", BAD_VALUES)
+def test_both_preview_doors_refuse_what_training_refuses_with_its_message(client, capsys, policy, field, value):
+    from digits_core.cli import main as digits
+    from digits_core.engine.options import TrainingOptions
+    from digits_core.errors import FormValidationError
+
+    with pytest.raises(FormValidationError) as training:
+        TrainingOptions.from_kwargs(lr_policy=policy, **{field: value})
+    message = training.value.errors[field][0]
+    resp = client.get("/api/lr-preview", query_string={"lr_policy": policy, field: value})
+    assert resp.status_code == 400 and resp.get_json()["error"]["fields"][field] == [message]
+    flag = "--" + field.replace("_", "-")
+    assert digits(["lr-preview", "--lr-policy", policy, flag, value]) != 0
+    assert message in capsys.readouterr().err

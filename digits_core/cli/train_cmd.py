@@ -11,9 +11,10 @@ import sys
 from typing import Any
 
 from ..engine.jobio import MODEL_FILE, load_model_job, read_metrics, read_model_info
-from ..engine.lr_policies import POLICIES, lr_schedule_preview
+from ..engine.lr_policies import lr_schedule_preview
 from ..engine.networks import list_networks
-from ..engine.option_specs import add_cli_arguments, options_from_cli
+from ..engine.option_specs import LR_PREVIEW_OPTIONS, add_cli_arguments, options_from_cli
+from ..engine.options import lr_preview_schedule
 from ..engine.trainer import request_abort, resume_training, train
 from ..errors import FormValidationError, JobStateError
 from ..jobs import JobStore
@@ -73,12 +74,7 @@ def register(subparsers) -> None:
     lp = subparsers.add_parser("lr-preview", help="show a learning-rate schedule as numbers and a PNG plot",
                                description="Evaluate the learning-rate policy exactly as training will "
                                "(it = training progress in percent).")
-    lp.add_argument("--lr-policy", choices=POLICIES, default="step", help="learning-rate policy (default: step)")
-    lp.add_argument("--learning-rate", "--lr", type=float, default=0.01, help="base learning rate (default: 0.01)")
-    lp.add_argument("--lr-step-size", type=float, help="step size in %% of training (step: 33, sigmoid: 50)")
-    lp.add_argument("--lr-gamma", type=float, help="gamma (step 0.1, multistep 0.5, exp 0.95, inv 0.1, sigmoid 0.1)")
-    lp.add_argument("--lr-power", type=float, help="power (inv 0.5, poly 3)")
-    lp.add_argument("--lr-step-values", help='multistep: drops at these %% of training, e.g. "50,85"')
+    add_cli_arguments(lp, LR_PREVIEW_OPTIONS, sweep=False)  # the training options' own flags, help and types
     lp.add_argument("--epochs", type=int, default=30, help="epochs of the run (default: 30)")
     lp.add_argument("--steps-per-epoch", type=int, default=100, help="optimizer steps per epoch (default: 100)")
     lp.add_argument("--points", type=int, default=11, help="how many rows to print (default 11)")
@@ -343,9 +339,9 @@ def run_delete(args) -> int:
 
 def run_lr_preview(args) -> int:
     total = args.epochs * args.steps_per_epoch
-    rows = lr_schedule_preview(total, learning_rate=args.learning_rate, lr_policy=args.lr_policy,
-                               points=max(args.points, 2), plot=args.plot, step_size=args.lr_step_size,
-                               gamma=args.lr_gamma, power=args.lr_power, step_values=args.lr_step_values)
+    learning_rate, policy = lr_preview_schedule(options_from_cli(args, LR_PREVIEW_OPTIONS))
+    rows = lr_schedule_preview(total, learning_rate=learning_rate, lr_policy=policy.pop("policy"),
+                               points=max(args.points, 2), plot=args.plot, **policy)
     if args.json:
         print_json(rows)
     else:

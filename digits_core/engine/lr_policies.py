@@ -54,6 +54,24 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "sigmoid": {"step_size": 50.0, "gamma": 0.1},
 }
 
+#: Every policy parameter, in the order the policies above name them; the training option of
+#: parameter ``p`` is ``lr_<p>``, and it applies to :func:`policies_using` ``p`` (said here only).
+PARAMETERS: tuple[str, ...] = tuple(dict.fromkeys(name for params in DEFAULTS.values() for name in params))
+
+
+def policies_using(parameter: str) -> tuple[str, ...]:
+    """The policies that take ``parameter`` (``"gamma"``, ``"step_size"``...), in :data:`POLICIES` order."""
+    return tuple(policy for policy in POLICIES if parameter in DEFAULTS[policy])
+
+
+def defaults_text(parameter: str, *, named: bool = True) -> str:
+    """The policies' defaults of ``parameter`` for help texts: ``step 0.1, exp 0.95`` (or ``33 / 50``)."""
+    def shown(value: Any) -> str:
+        return ",".join(f"{v:g}" for v in value) if isinstance(value, tuple) else f"{value:g}"
+
+    values = [(policy, shown(DEFAULTS[policy][parameter])) for policy in policies_using(parameter)]
+    return ", ".join(f"{p} {v}" for p, v in values) if named else " / ".join(v for _, v in values)
+
 
 def _parse_step_values(value) -> tuple[float, ...]:
     if isinstance(value, str):
@@ -293,5 +311,5 @@ def describe(policy: dict[str, Any]) -> str:
     return f"{policy['policy']}({params})" if params else policy["policy"]
 
 
-__all__ = ["POLICIES", "DEFAULTS", "resolve_policy", "learning_rate_at", "lr_schedule_preview",
+__all__ = ["POLICIES", "DEFAULTS", "PARAMETERS", "policies_using", "defaults_text", "resolve_policy", "learning_rate_at", "lr_schedule_preview",
            "dense_schedule", "keras_schedule", "plot_schedule", "describe"]

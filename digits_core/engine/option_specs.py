@@ -29,11 +29,10 @@ from typing import Any
 
 from ..errors import FormValidationError
 from ..sweep import parse_values
-from .lr_policies import POLICIES
+from .lr_policies import PARAMETERS, POLICIES, defaults_text, policies_using
+from .solvers import MOMENTUM_SOLVERS, SOLVERS
 from .tasks import TASKS
 
-SOLVERS = ("sgd", "momentum", "nesterov", "adam", "adamw", "rmsprop", "adagrad", "adadelta")
-MOMENTUM_SOLVERS = ("momentum", "nesterov")
 MEAN_MODES = ("none", "image", "pixel")
 FLIPS = ("none", "horizontal", "vertical", "both")
 EARLY_STOPPING_MODES = ("auto", "min", "max")
@@ -191,15 +190,17 @@ TRAINING_OPTIONS: tuple[OptionSpec, ...] = (
           minimum=0),
     _spec("lr_policy", "choice", "Policy", "learning-rate policy (see `digits lr-preview`)",
           "Learning rate schedule", choices=POLICIES),
+    # The policy parameters: which policies take each one, and their defaults, come from lr_policies.DEFAULTS.
     _spec("lr_step_size", "float", "Step size (% of training)",
-          "step: every this % of training; sigmoid: the midpoint (empty: 33 / 50)", "Learning rate schedule",
-          minimum=0, exclusive_min=True, policies=("step", "sigmoid")),
-    _spec("lr_step_values", "text", "Step values (%)", 'multistep: comma-separated positions in % (empty: "50,85")',
-          "Learning rate schedule", policies=("multistep",)),
-    _spec("lr_gamma", "float", "Gamma", "policy decay factor (empty: step 0.1, multistep 0.5, exp 0.95, inv 0.1, "
-          "sigmoid 0.1)", "Learning rate schedule", policies=("step", "multistep", "exp", "inv", "sigmoid")),
-    _spec("lr_power", "float", "Power", "inv / poly power (empty: 0.5 / 3)", "Learning rate schedule",
-          policies=("inv", "poly")),
+          f"step: every this % of training; sigmoid: the midpoint (empty: {defaults_text('step_size', named=False)})",
+          "Learning rate schedule", minimum=0, exclusive_min=True, policies=policies_using("step_size")),
+    _spec("lr_step_values", "text", "Step values (%)",
+          f'multistep: comma-separated positions in % (empty: "{defaults_text("step_values", named=False)}")',
+          "Learning rate schedule", policies=policies_using("step_values")),
+    _spec("lr_gamma", "float", "Gamma", f"policy decay factor (empty: {defaults_text('gamma')})",
+          "Learning rate schedule", policies=policies_using("gamma")),
+    _spec("lr_power", "float", "Power", f"inv / poly power (empty: {defaults_text('power', named=False)})",
+          "Learning rate schedule", policies=policies_using("power")),
     _spec("lr_warmup_epochs", "float", "Warm-up epochs", "the rate rises linearly from near 0 to the policy's "
           "over this many epochs (0: none)", "Learning rate schedule", minimum=0),
     _spec("mean_subtraction", "choice", "Subtract mean", "subtract the dataset's mean image or per-channel mean",
@@ -263,6 +264,9 @@ TRAINING_OPTIONS: tuple[OptionSpec, ...] = (
 
 BY_NAME: dict[str, OptionSpec] = {spec.name: spec for spec in TRAINING_OPTIONS}
 GROUPS: tuple[str, ...] = tuple(dict.fromkeys(spec.group for spec in TRAINING_OPTIONS))
+#: What the learning-rate preview takes (``digits lr-preview`` flags, ``GET /api/lr-preview`` query, the New
+#: Model chart): the base rate, the policy and every policy parameter, validated as training validates them.
+LR_PREVIEW_OPTIONS: tuple[str, ...] = ("learning_rate", "lr_policy") + tuple(f"lr_{name}" for name in PARAMETERS)
 
 
 def _defaults() -> dict:
@@ -293,8 +297,8 @@ def applicable(options: dict) -> dict:
 SWEEP_HELP = "; comma-separated values sweep: one job per combination"
 
 
-def _cli_type(spec: OptionSpec):
-    if spec.sweep:
+def _cli_type(spec: OptionSpec, sweep: bool = True):
+    if spec.sweep and sweep:
         return _sweep_values(spec)
     return {"int": int, "float": float}.get(spec.kind, str)
 
@@ -313,21 +317,28 @@ def _sweep_values(spec: OptionSpec):
     return parse
 
 
-def add_cli_arguments(parser) -> None:
-    """Add one ``digits train`` flag per option (``--lr`` is kept as an alias of ``--learning-rate``)."""
-    for spec in TRAINING_OPTIONS:
+def add_cli_arguments(parser, names: tuple[str, ...] | None = None, *, sweep: bool = True) -> None:
+    """Add one flag per option (``--lr`` is kept as an alias of ``--learning-rate``).
+
+    Args:
+        parser: The ``argparse`` (sub)parser.
+        names: Only these options (default: every option with ``cli``), e.g. :data:`LR_PREVIEW_OPTIONS`.
+        sweep: Options that sweep accept several comma-separated values (``digits train``); False: one value.
+    """
+    for spec in TRAINING_OPTIONS if names is None else tuple(BY_NAME[name] for name in names):
         if not spec.cli:
             continue
-        text = (spec.help + (SWEEP_HELP if spec.sweep else "")).replace("%", "%%") + _default_text(spec)
+        sweeps = spec.sweep and sweep
+        text = (spec.help + (SWEEP_HELP if sweeps else "")).replace("%", "%%") + _default_text(spec)
         if spec.kind == "bool":
             action = "store_false" if spec.default is True else "store_true"
             parser.add_argument(spec.flag, dest=spec.name, action=action, default=None, help=text)
             continue
-        names = [spec.flag] + (["--lr"] if spec.name == "learning_rate" else [])
-        kwargs: dict = {"dest": spec.name, "type": _cli_type(spec), "help": text}
+        flags = [spec.flag] + (["--lr"] if spec.name == "learning_rate" else [])
+        kwargs: dict = {"dest": spec.name, "type": _cli_type(spec, sweep), "help": text}
         if spec.kind == "choice":
             kwargs["choices"] = spec.choices
-        parser.add_argument(*names, **kwargs)
+        parser.add_argument(*flags, **kwargs)
 
 
 def _default_text(spec: OptionSpec) -> str:
@@ -337,9 +348,10 @@ def _default_text(spec: OptionSpec) -> str:
     return f" (default {default})".replace("%", "%%")
 
 
-def options_from_cli(args) -> dict:
-    """The options a ``digits train`` command line set (flags not given are left out)."""
-    return {spec.name: getattr(args, spec.name) for spec in TRAINING_OPTIONS
+def options_from_cli(args, names: tuple[str, ...] | None = None) -> dict:
+    """The options a command line set (flags not given are left out); ``names`` as for :func:`add_cli_arguments`."""
+    specs = TRAINING_OPTIONS if names is None else tuple(BY_NAME[name] for name in names)
+    return {spec.name: getattr(args, spec.name) for spec in specs
             if spec.cli and getattr(args, spec.name, None) is not None}
 
 

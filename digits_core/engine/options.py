@@ -20,7 +20,7 @@ from .lr_policies import resolve_policy
 from .preprocessing import parse_scale
 
 from .option_specs import LOSSES  # noqa: F401 - the built-in loss names, importable from here as before
-from .option_specs import BY_NAME, EARLY_STOPPING_MODES, FLIPS, MEAN_MODES, SOLVERS, applicable
+from .option_specs import BY_NAME, EARLY_STOPPING_MODES, FLIPS, LR_PREVIEW_OPTIONS, MEAN_MODES, SOLVERS, applicable
 from .tasks import TASKS as _TASK_REGISTRY
 
 TASKS = tuple(_TASK_REGISTRY)  # the built-in tasks; validation reads the live registry
@@ -329,3 +329,26 @@ class TrainingOptions:
         data = dict(data)
         aug = data.pop("augmentation", {}) or {}
         return cls.from_kwargs(**data, augmentation=aug)
+
+
+def lr_preview_schedule(values: dict[str, Any]) -> tuple[float, dict[str, Any]]:
+    """The base rate and resolved LR policy the learning-rate preview draws, checked as training checks them.
+
+    Both doors of the preview (``digits lr-preview`` and ``GET /api/lr-preview``) call this.
+
+    Args:
+        values: Values of :data:`~digits_core.engine.option_specs.LR_PREVIEW_OPTIONS` (strings from a
+            query, numbers from a command line); ``None`` or ``""``: the default.
+
+    Returns:
+        ``(learning_rate, policy)``, ``policy`` as :func:`~digits_core.engine.lr_policies.resolve_policy` gives it.
+
+    Raises:
+        FormValidationError: A bad value, on its field (``lr_gamma``...), with training's message.
+    """
+    given = {name: values.get(name) for name in LR_PREVIEW_OPTIONS if values.get(name) not in (None, "")}
+    try:
+        options = TrainingOptions.from_kwargs(**given)
+    except FormValidationError as exc:
+        raise FormValidationError(exc.errors, "learning-rate preview") from None
+    return float(options.learning_rate), options.lr_policy_params()

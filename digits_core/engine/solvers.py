@@ -20,16 +20,36 @@ penalty of ``weight_decay / 2 * |w|^2`` as in Caffe. 0 disables it.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..errors import FormValidationError
 from .lr_policies import keras_schedule
-from .options import SOLVERS
+
+#: Stands for the ``momentum`` option's value in :data:`OPTIMIZERS`.
+MOMENTUM = "momentum"
+
+#: Each solver: the Keras optimizer class and its fixed arguments (the docstring's table). The one list of
+#: solvers: the ``solver`` option's choices and the solvers ``momentum`` applies to come from it.
+OPTIMIZERS: dict[str, tuple[str, dict[str, Any]]] = {
+    "sgd": ("SGD", {"momentum": 0.0}),
+    "momentum": ("SGD", {"momentum": MOMENTUM}),
+    "nesterov": ("SGD", {"momentum": MOMENTUM, "nesterov": True}),
+    "adam": ("Adam", {}),
+    "adamw": ("AdamW", {}),
+    "rmsprop": ("RMSprop", {}),
+    "adagrad": ("Adagrad", {}),
+    "adadelta": ("Adadelta", {}),
+}
+SOLVERS: tuple[str, ...] = tuple(OPTIMIZERS)
+MOMENTUM_SOLVERS: tuple[str, ...] = tuple(name for name, (_, fixed) in OPTIMIZERS.items()
+                                          if fixed.get("momentum") == MOMENTUM)
 
 
 def build_optimizer(solver: str, learning_rate, *, momentum: float = 0.9, weight_decay: float = 0.0):
     """Return a Keras optimizer.
 
     Args:
-        solver: One of :data:`~digits_core.engine.options.SOLVERS`.
+        solver: One of :data:`SOLVERS`.
         learning_rate: A float or a Keras ``LearningRateSchedule``.
         momentum: Momentum for the momentum solvers.
         weight_decay: Decoupled weight decay; ``0`` disables it.
@@ -39,26 +59,14 @@ def build_optimizer(solver: str, learning_rate, *, momentum: float = 0.9, weight
     """
     import keras
 
-    wd = float(weight_decay) or None
-    opt = keras.optimizers
-    if solver == "sgd":
-        return opt.SGD(learning_rate, momentum=0.0, weight_decay=wd)
-    if solver == "momentum":
-        return opt.SGD(learning_rate, momentum=momentum, weight_decay=wd)
-    if solver == "nesterov":
-        return opt.SGD(learning_rate, momentum=momentum, nesterov=True, weight_decay=wd)
-    if solver == "adam":
-        return opt.Adam(learning_rate, weight_decay=wd)
-    if solver == "adamw":
-        return opt.AdamW(learning_rate, weight_decay=float(weight_decay))
-    if solver == "rmsprop":
-        return opt.RMSprop(learning_rate, weight_decay=wd)
-    if solver == "adagrad":
-        return opt.Adagrad(learning_rate, weight_decay=wd)
-    if solver == "adadelta":
-        return opt.Adadelta(learning_rate, weight_decay=wd)
-    raise FormValidationError({"solver": [f'unknown solver "{solver}"; choose one of {", ".join(SOLVERS)}']},
-                              "training options")
+    if solver not in OPTIMIZERS:
+        raise FormValidationError({"solver": [f'unknown solver "{solver}"; choose one of {", ".join(SOLVERS)}']},
+                                  "training options")
+    class_name, fixed = OPTIMIZERS[solver]
+    kwargs = {key: (momentum if value == MOMENTUM else value) for key, value in fixed.items()}
+    # AdamW's own default decay is 0.004: 0 must be passed as 0, where the others take None for "none"
+    kwargs["weight_decay"] = float(weight_decay) if class_name == "AdamW" else (float(weight_decay) or None)
+    return getattr(keras.optimizers, class_name)(learning_rate, **kwargs)
 
 
 def optimizer_for(options, total_steps: int):

@@ -7,11 +7,11 @@ calls that create and control jobs without a browser.
 
 from __future__ import annotations
 
-import math
-
 from flask import Blueprint, current_app, jsonify, request, url_for
 from flask_wtf.csrf import generate_csrf
 
+from ..engine.lr_policies import lr_schedule_preview
+from ..engine.options import LR_PREVIEW_OPTIONS, lr_preview_schedule
 from ..errors import DigitsError, FormValidationError
 from .helpers import job_summary
 
@@ -176,49 +176,24 @@ def delete_many():
 def lr_preview():
     """The learning rate over a whole run, for the New Model chart.
 
-    Query: ``learning_rate``, ``lr_policy``, ``lr_step_size``, ``lr_gamma``,
-    ``lr_power``, ``lr_step_values``, ``points`` (default 101).
+    Query: the options of :data:`~digits_core.engine.option_specs.LR_PREVIEW_OPTIONS` (``learning_rate``,
+    ``lr_policy``, ``lr_step_size``, ...; empty: the default), checked as training checks them, and
+    ``points`` (default 101).
     Returns ``{"points": [{"step", "progress", "lr"}...], "series": [{"learning_rate", "points"}...]}``;
     x is % of training. Several comma-separated learning rates (a sweep) are checked and each gets
     its curve in ``series`` (as DIGITS drew one line per swept rate); ``points`` is the first one's.
     """
-    from ..engine.lr_policies import lr_schedule_preview
-
-    args = request.args.copy()
-    errors = {}
-    rates = None
-    if "," in args.get("learning_rate", ""):
+    values = {name: request.args.get(name, "").strip() for name in LR_PREVIEW_OPTIONS}
+    rates: list = [values["learning_rate"]]
+    if "," in values["learning_rate"]:
         from ..sweep import parse_values
 
-        rates = [float(r) for r in parse_values("learning_rate", args["learning_rate"])]
-        args["learning_rate"] = str(rates[0])
-
-    def num(name, default=None):
-        raw = args.get(name, "")
-        if raw.strip() == "":
-            return default
-        try:
-            return float(raw)
-        except ValueError:
-            errors[name] = [f"{raw!r} is not a number"]
-            return default
-
-    lr = num("learning_rate", 0.01)
-    if "learning_rate" not in errors and not (lr is not None and math.isfinite(lr) and lr > 0):
-        errors["learning_rate"] = ["The learning rate must be a number above 0."]
-    params = {"step_size": num("lr_step_size"), "gamma": num("lr_gamma"), "power": num("lr_power")}
-    if args.get("lr_step_values", "").strip():
-        params["step_values"] = args["lr_step_values"]
-    if errors:
-        raise FormValidationError(errors, "learning-rate preview")
-    params = {k: v for k, v in params.items() if v is not None}
-    points = min(max(args.get("points", 101, type=int), 2), 1001)
-    try:
-        series = [{"learning_rate": rate, "points": lr_schedule_preview(
-            100, learning_rate=rate, lr_policy=args.get("lr_policy", "step"), points=points, **params)}
-            for rate in (rates or [lr])]
-    except TypeError as exc:
-        raise FormValidationError({"lr_policy": [str(exc)]}, "learning-rate preview") from exc
+        rates = parse_values("learning_rate", values["learning_rate"])
+    schedules = [lr_preview_schedule({**values, "learning_rate": rate}) for rate in rates]
+    points = min(max(request.args.get("points", 101, type=int), 2), 1001)
+    series = [{"learning_rate": rate, "points": lr_schedule_preview(
+        100, learning_rate=rate, lr_policy=policy.pop("policy"), points=points, **policy)}
+        for rate, policy in schedules]  # rate: the checked float
     return jsonify({"points": series[0]["points"], "series": series})
 
 

@@ -24,8 +24,8 @@ from wtforms.fields import FloatField
 from wtforms.validators import DataRequired, Length, NumberRange, Optional
 
 from ..engine.networks import custom_code_problem, list_networks
-from ..engine.option_specs import (BY_NAME, GROUPS, SWEEP_HELP, TRAINING_OPTIONS, OptionSpec, applicable,
-                                   effective_defaults)
+from ..engine.option_specs import (BY_NAME, GROUPS, LR_PREVIEW_OPTIONS, SWEEP_HELP, TRAINING_OPTIONS, OptionSpec,
+                                   applicable, effective_defaults)
 from ..errors import FormValidationError
 from ..groups import MAX_GROUP_LENGTH
 from .common_fields import GROUP_HELP, valid_group
@@ -219,7 +219,7 @@ def form_script_data(form: ModelForm) -> dict:
     applies = {s.name: {"solvers": list(s.solvers) if s.solvers else None,
                         "policies": list(s.policies) if s.policies else None}
                for s in TRAINING_OPTIONS if s.web == "auto" and (s.solvers or s.policies)}
-    return {"defaults": defaults, "applies": applies}
+    return {"defaults": defaults, "applies": applies, "lr_preview": list(LR_PREVIEW_OPTIONS)}
 
 
 def set_choices(form: ModelForm, store) -> None:

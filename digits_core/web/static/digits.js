@@ -246,6 +246,7 @@
       }).catch(function () { setTimeout(tick, 4000); });
     }
     tick();
+    return panels;
   };
 
   var LR_COLORS = ["#76b900", "#1f77b4", "#d62728", "#9467bd", "#ff7f0e", "#17becf"];
@@ -261,7 +262,8 @@
                   y: { type: "linear", beginAtZero: true, title: { display: true, text: "learning rate" } } },
         plugins: { legend: { display: false } } }
     });
-    var names = ["learning_rate", "lr_policy", "lr_step_size", "lr_gamma", "lr_power", "lr_step_values"];
+    /* The fields the preview sends: the option specs' LR_PREVIEW_OPTIONS, in the form's data-options. */
+    var names = JSON.parse(form.getAttribute("data-options") || "{}").lr_preview || [];
     var error = document.getElementById("lr-preview-error");
     var pending = null;
     function refresh() {
