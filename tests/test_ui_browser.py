@@ -84,6 +84,8 @@ def test_classification_dataset_train_infer(server, page, tmp_path):
     data = tmp_path / "digits"
     demo.export_sklearn_digits(data, per_class=24)
     base = server["url"]
+    console_errors: list[str] = []  # a form error answered 400 logs "Failed to load resource" here
+    page.on("console", lambda msg: console_errors.append(msg.text) if msg.type == "error" else None)
 
     page.goto(base + "/")
     shot(page, "01-home-empty")
@@ -98,6 +100,8 @@ def test_classification_dataset_train_infer(server, page, tmp_path):
     shot(page, "02-new-dataset-errors")
     assert page.locator("[name=folder]").evaluate("el => el.classList.contains('is-invalid') || "
                                                   "!!el.closest('.has-error')")
+    assert page.locator("[name=folder]").input_value() == str(tmp_path / "missing")  # the user's value kept
+    assert not console_errors, console_errors
     page.fill("[name=folder]", str(data))
     page.select_option("[name=image_type]", "grayscale")
     page.fill("[name=width]", "28")
@@ -141,6 +145,18 @@ def test_classification_dataset_train_infer(server, page, tmp_path):
         names = tar.getnames()
     assert any(n.endswith("info.json") for n in names) and any("saved_model" in n for n in names), names
 
+    # Inference and Top N form errors re-render the model page with the values kept and no console error.
+    page.check("input[name=input_mode][value=path]")
+    page.fill("#infer-path", str(tmp_path / "no such.png"))
+    page.click("#infer-button")
+    page.wait_for_selector("#infer-errors")
+    assert page.locator("#infer-path").input_value() == str(tmp_path / "no such.png")
+    page.fill("#top-n-path", str(tmp_path / "no such folder"))
+    page.click("#top-n-button")
+    page.wait_for_selector("#top-n-errors")
+    assert page.locator("#top-n-path").input_value() == str(tmp_path / "no such folder")
+    assert not console_errors, console_errors
+
     image = sorted((data / "7").glob("*.png"))[0]
     page.check("input[name=input_mode][value=upload]")
     page.set_input_files("#infer-images", str(image))
@@ -149,6 +165,40 @@ def test_classification_dataset_train_infer(server, page, tmp_path):
     text = page.locator("#results").inner_text()
     assert text.count("%") >= 5 and "top 5" in text  # the classification view's top-N with percentages
     shot(page, "08-inference-top-n")
+    _stored_results_have_urls(page, base, data, text)
+
+
+def _stored_results_have_urls(page, base, data, one_text):
+    """Results are stored with a GET URL (reload shows them, runs nothing), listed newest first, deletable."""
+    import re
+
+    one_url = page.url.split("#")[0]  # the form's #inference anchor is kept through the redirect
+    match = re.fullmatch(re.escape(base) + r"/models/([^/]+)/inference/([0-9a-f-]+)", one_url)
+    assert match, one_url
+    model_id = match.group(1)
+    page.reload()
+    assert page.locator("#results").inner_text() == one_text
+    page.set_viewport_size({"width": 375, "height": 800})
+    assert page.evaluate("document.documentElement.scrollWidth") <= 375, "a stored results page at 375 px"
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.goto(f"{base}/models/{model_id}")
+    rows = page.locator("#inference-results tbody tr")
+    assert rows.count() == 1  # the reload did not run (and store) the model again
+    page.check("input[name=input_mode][value=path]")
+    page.fill("#infer-path", str(data / "3"))  # Classify Many: a folder
+    page.click("#infer-button")
+    page.wait_for_selector("#results", timeout=120000)
+    many_url = page.url.split("#")[0]
+    assert many_url != one_url and page.locator(".result-sample").count() == 24
+    page.goto(f"{base}/models/{model_id}")
+    links = page.locator("#inference-results a.result-open").evaluate_all("els => els.map(a => a.href)")
+    assert links == [many_url, one_url]  # newest first
+    page.once("dialog", lambda dialog: dialog.accept())
+    with page.expect_navigation():
+        page.locator("#inference-results tbody tr").nth(1).locator("button.result-delete").click()
+    assert page.locator("#inference-results a.result-open").evaluate_all("els => els.map(a => a.href)") == [many_url]
+    assert page.request.get(one_url).status == 404
+    assert page.request.get(many_url).status == 200
 
 
 def test_sunnybrook_dataset_and_segmentation_view(server, page, tmp_path):
@@ -198,6 +248,53 @@ def test_sunnybrook_dataset_and_segmentation_view(server, page, tmp_path):
     page.goto(base + "/plugins")
     assert page.locator("text=image-sunnybrook").count() >= 1
     shot(page, "15-plugins")
+
+
+def test_segmentation_inference_form_takes_mask_labels(server, page, tmp_path):
+    """image-segmentation: the plugin's inference form takes ``<image> <mask>`` lines and compares with them."""
+    import numpy as np
+    from PIL import Image
+
+    for folder in ("images", "masks"):
+        (tmp_path / folder).mkdir()
+    for i in range(6):
+        image, mask = np.full((16, 16), 30, np.uint8), np.zeros((16, 16), np.uint8)
+        image[i:i + 6, 4:10], mask[i:i + 6, 4:10] = 220, 1
+        Image.fromarray(image).save(tmp_path / "images" / f"{i}.png")
+        Image.fromarray(mask).save(tmp_path / "masks" / f"{i}.png")
+    (tmp_path / "val.txt").write_text("images/0.png masks/0.png\nimages/3.png masks/3.png\n")
+    base = server["url"]
+    page.goto(base + "/")
+    token = page.evaluate("fetch('/api/csrf-token').then(r => r.json()).then(d => d.csrf_token)")
+    post = """([token, url, body]) => fetch(url, {method: 'POST', body: JSON.stringify(body),
+        headers: {'Content-Type': 'application/json', 'X-CSRFToken': token}}).then(r => r.json())"""
+    dataset = page.evaluate(post, [token, "/api/datasets", {
+        "plugin_id": "image-segmentation", "name": "squares", "form_data": {
+            "image_folder": str(tmp_path / "images"), "label_folder": str(tmp_path / "masks"),
+            "image_type": "grayscale", "width": 16, "height": 16, "val_percent": 34}}])
+    page.goto(base + dataset["url"])
+    wait_status(page, "Done", 90)
+    created = page.evaluate(post, [token, "/api/models", {
+        "name": "squares unet", "dataset": dataset["id"], "network": "unet",
+        "options": {"epochs": 1, "batch_size": 4, "lr_policy": "fixed", "network_params": {"filters": 4, "depth": 2}}}])
+    page.goto(base + created["url"])
+    wait_status(page, "Done", 150)
+    page.wait_for_selector("#infer-form")
+    assert page.locator("#view-id").input_value() == "image-segmentation"  # the task's view, preselected
+    page.check("input[name=input_mode][value=plugin]")
+    page.fill("#infer-form [name=image_list]", str(tmp_path / "val.txt"))
+    page.check("#infer-form [name=show_labels]")
+    page.click("#infer-button")
+    page.wait_for_selector("#results .dsv-scores", timeout=120000)
+    assert "/inference/" in page.url  # a stored result, as for every task
+    samples = page.locator(".dsv-sample")
+    assert samples.count() == 2 and "Dice" in samples.first.inner_text()
+    truth_pixels = page.locator(".dsv-scores tr").evaluate_all(
+        "rows => rows.filter(r => r.cells[0].textContent.trim().startsWith('1')).map(r => r.cells[4].textContent)")
+    assert truth_pixels == ["36", "36"], truth_pixels  # the 6x6 square of class 1 of each listed mask
+    shot(page, "12b-segmentation-with-masks")
+    page.set_viewport_size({"width": 375, "height": 800})
+    assert page.evaluate("document.documentElement.scrollWidth") <= 375, "segmentation results at 375 px"
 
 
 def test_abort_and_resume_training(server, page):

@@ -353,6 +353,40 @@ def test_detector_charts_read_like_tensorboard(workday):
     page.close()
 
 
+def test_other_runs_overlay_on_the_model_page_charts(workday):
+    """Tick another run of the same dataset: its curves join this run's panels; untick: they go."""
+    server, detector, boxes = workday["server"], workday["detector"], workday["boxes"]
+    jobs = detector.path.parent
+    other = _model(jobs, "detector b", boxes.id, "detection", {"network": "detectnet"})
+    with open(other.path / "metrics.jsonl", "w") as handle:
+        for epoch in (1, 2, 3):
+            for name, value in (("loss", 3.0 / epoch), ("val_loss", 3.1 / epoch), ("val_map50", 0.2 * epoch)):
+                handle.write(json.dumps({"epoch": epoch, "step": epoch, "name": name, "value": value}) + "\n")
+    page = _page(workday)
+    page.goto(server.url + f"/models/{detector.id}")
+    page.wait_for_function("() => Number(document.getElementById('charts').dataset.points) === 150")
+    offered = page.locator("#overlay-runs input[data-url]").evaluate_all("els => els.map(e => e.value)")
+    assert offered == [other.id]  # same dataset; the classifier of another dataset is not offered
+    page.click("#overlay-runs summary")
+    page.check(f"#overlay-runs input[value='{other.id}']")
+    page.wait_for_function("() => document.getElementById('overlay-runs').dataset.overlaid === '1'")
+
+    def labels(panel):
+        return page.evaluate(f"""() => Chart.getChart(document.querySelector(
+            '#metric-panels [data-panel="{panel}"] canvas')).data.datasets.map(d => d.label)""")
+
+    assert labels("loss") == ["loss", "val_loss", "detector b · loss", "detector b · val_loss"]
+    assert "detector b · val_map50" in labels("map50")
+    row = page.locator('#metric-summary tr[data-metric="detector b · val_map50"] td').all_inner_texts()
+    assert row == ["detector b · val_map50", "0.6", "0.6", "3"]
+    assert page.locator("#compare-link").get_attribute("href").endswith(f"/compare?jobs={detector.id}%2C{other.id}")
+    page.uncheck(f"#overlay-runs input[value='{other.id}']")
+    page.wait_for_function("() => document.getElementById('overlay-runs').dataset.overlaid === '0'")
+    assert labels("loss") == ["loss", "val_loss"]
+    assert not page.console_errors, page.console_errors
+    page.close()
+
+
 def test_pages_fit_a_phone_and_print_no_python_none(workday):
     server = workday["server"]
     page = _page(workday)

@@ -75,7 +75,7 @@ def test_dataset_page_shows_the_error_next_to_the_field(world):
     resp = client.post("/datasets/new/image-classification",
                        data={"csrf_token": token, "job_name": "x", "folder": str(world["outside"]),
                              "width": "8", "height": "8"})
-    assert resp.status_code == 400
+    assert resp.status_code == 200
     html = resp.get_data(as_text=True)
     assert "outside the server&#39;s data roots" in html or "outside the server's data roots" in html
 

@@ -105,11 +105,11 @@ def create_app(jobs_dir=None, auth_token: str | None = None, *, scheduler=None, 
     security.init_app(app, csrf)
     _confine_requests(app)
 
-    from . import (api, datasets_views, home, inference_views, models_views, network_views, plugin_static, tf_serving,
-                   top_n_views, tune_views)
+    from . import (api, datasets_views, home, inference_results, inference_views, models_views, network_views,
+                   plugin_static, tf_serving, top_n_views, tune_views)
 
-    for module in (home, datasets_views, models_views, inference_views, network_views, top_n_views, plugin_static,
-                   tune_views, api, tf_serving):
+    for module in (home, datasets_views, models_views, inference_views, inference_results, network_views, top_n_views,
+                   plugin_static, tune_views, api, tf_serving):
         app.register_blueprint(module.bp)
     from .export_views import bp as export_bp  # the model page's Export panel
 

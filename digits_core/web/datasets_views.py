@@ -62,7 +62,6 @@ def new(plugin_id: str):
     cls = _ingestion(plugin_id)
     form_class = cls.get_dataset_form()
     common = DatasetJobForm(request.form if request.method == "POST" else None)
-    status = 200
     if request.method == "POST":
         form = form_from_request(form_class, request)
         ok_common = common.validate()
@@ -78,7 +77,8 @@ def new(plugin_id: str):
             pass
         except DigitsError as exc:
             common.job_max_errors.errors = [str(exc)]
-        status = 400
+        # The form with its errors answers 200, as the New Model form: a 400 document logs a console
+        # error on every re-render (the JSON API answers 400).
     else:
         clone_id = request.args.get("clone")
         values = None
@@ -92,7 +92,7 @@ def new(plugin_id: str):
     plugin_html = render_plugin_form(form, cls.get_dataset_template)
     errors = {**form.errors, **common.errors} if request.method == "POST" else {}
     return render_template("dataset_new.html", plugin_id=plugin_id, title=cls.get_title(), common=common,
-                           plugin_html=plugin_html, errors=errors), status
+                           plugin_html=plugin_html, errors=errors)
 
 
 def dataset_details(job: Job) -> dict:

@@ -16,7 +16,7 @@ import secrets
 import shutil
 from pathlib import Path
 
-from flask import Blueprint, current_app, render_template, request
+from flask import Blueprint, current_app, request
 from markupsafe import Markup
 from werkzeug.utils import secure_filename
 
@@ -30,6 +30,7 @@ from .forms_render import (
     validated,
 )
 from .helpers import wants_json
+from .inference_results import store_and_redirect
 
 bp = Blueprint("inference", __name__, url_prefix="/models")
 
@@ -70,7 +71,9 @@ def _save_uploads(job, files) -> list[list[str]]:
     """
     root = job.path / "inference"
     root.mkdir(exist_ok=True)
-    runs = sorted(p for p in root.iterdir() if p.is_dir())
+    # Only the uploads' folders, oldest first (``results/`` holds the stored result pages).
+    runs = sorted((p for p in root.iterdir() if p.is_dir() and p.name.startswith(("upload-", "form-upload-"))),
+                  key=lambda p: p.stat().st_mtime)
     for old in runs[:-KEEP_UPLOAD_RUNS]:
         shutil.rmtree(old, ignore_errors=True)
     folder = root / f"upload-{secrets.token_hex(4)}"
@@ -156,11 +159,13 @@ def check_inference_path(raw: str, field: str = "server_path") -> str:
 
 @bp.post("/<job_id>/infer")
 def infer(job_id: str):
-    """Run the model on the given inputs and show the view's results page.
+    """Run the model on the given inputs, store the results and redirect to their page.
 
-    A form error or a failed run re-renders the model page with the message
-    on the inference form and the choices kept (JSON clients get the usual
-    error object).
+    The results are stored in the job's folder (:mod:`digits_core.web.inference_results`) and the
+    answer is ``303`` to their GET URL, so a reload does not run the model again. A form error or a
+    failed run re-renders the model page (200, as the New Model form: a 400 document logs a console
+    error) with the message on the inference form and the choices kept; JSON clients get the results
+    object, or the usual error object with 400.
     """
     job = _ext()["store"].get(job_id, kind="model")
     try:
@@ -173,7 +178,7 @@ def infer(job_id: str):
         errors = exc.errors if isinstance(exc, FormValidationError) else {"": [str(exc)]}
         values = {k: request.form.get(k, "") for k in ("view_id", "input_mode", "server_path", "snapshot",
                                                          "visualize")}
-        return render_model_page(job, infer_errors=errors, infer_values=values), 400
+        return render_model_page(job, infer_errors=errors, infer_values=values)
 
 
 def _infer(job):
@@ -223,18 +228,18 @@ def _infer(job):
     result = run_in_worker("infer", request_body)
     if wants_json():  # the results page's JSON twin: what /api/models/ID/infer answers
         return results_json(job, result)
-    from ..templating import give_csp_nonce  # only results pages need them
-    from .request_guard import csp_nonce  # (same)
+    return store_and_redirect(job, view_id, view_cls.get_title(), result, _described_inputs(mode, request_body))
 
-    frags = {k: give_csp_nonce(v, csp_nonce()) for k, v in (result.get("fragments") or {}).items()}
-    stylesheets = [f for f in getattr(view_cls, "stylesheets", ()) or () if view_cls.static_file(f)]
-    scripts = [f for f in getattr(view_cls, "scripts", ()) or () if view_cls.static_file(f)]
-    return render_template(
-        "inference_results.html", job=job, view_id=view_id, view_title=view_cls.get_title(),
-        header=Markup(frags.get("header") or ""), samples=[Markup(s) for s in frags.get("samples", [])],
-        summary=Markup(frags.get("summary") or ""), stylesheets=stylesheets, scripts=scripts,
-        info=result.get("info") or {}, notes=(result.get("json") or {}).get("notes") or [],
-        skipped=(result.get("json") or {}).get("errors") or [], vis=result.get("visualizations"))
+
+def _described_inputs(mode: str, request_body: dict) -> str:
+    """One line naming a run's inputs for the model page's list of results."""
+    if mode == "plugin":
+        return "the data plugin's inference form"
+    if mode == "path":
+        return request_body["inputs"][0]
+    names = [shown for shown, _ in request_body["inputs"]]
+    more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+    return ", ".join(names[:3]) + more
 
 
 def results_json(job, result: dict):

@@ -15,20 +15,14 @@ from .job_deletes import delete_job
 from .job_notes import save_notes
 from .sweeps import create_model_jobs
 from .helpers import job_summary, last_metric_epoch, read_json, worker_log_tail
+from .inference_results import list_results
+from .model_page import inference_context, overlay_runs
 from .model_form import (CUSTOM, CUSTOM_NETWORK_EXAMPLE, FIELD_GROUPS, ModelForm, form_script_data, option_value,
                          set_choices, show_defaults, training_options)
 from .model_form_data import CUSTOM_NETWORK_FILE, dataset_task, fill_from_job, network_menu_data
 from .search_panel import place_errors, search_lines, sweep_body
 
 bp = Blueprint("models", __name__, url_prefix="/models")
-
-#: The view a model page preselects for each task (the dataset's task picks what the user sees first).
-DEFAULT_VIEWS = {"classification": "image-classification", "segmentation": "image-segmentation",
-                 "detection": "bounding-boxes", "regression": "regression", "image-to-image": "image-output"}
-#: The metric panels a model page shows first, per task (the rest follow by name, the learning rate last).
-FIRST_METRICS = {"classification": "loss,accuracy,top5", "segmentation": "loss,dice,iou",
-                 "detection": "loss,map50,recall50,precision50,map,centre_recall", "regression": "loss,mae", "image-to-image": "loss,mae"}
-
 
 def _ext():
     return current_app.extensions["digits"]
@@ -242,7 +236,8 @@ def model_details(job: Job) -> dict:
             "dataset_id": job.data.get("dataset_id") or (job.data.get("train_options") or {}).get("dataset"),
             "train_options": job.data.get("train_options", {}), "model": info, "snapshots": snapshots(job),
             "error": job.error, "epoch": last_metric_epoch(job),
-            "log_tail": worker_log_tail(job) if job.status.value in ("Error", "Aborted") else None, "exported": _export_file(job) is not None}
+            "log_tail": worker_log_tail(job) if job.status.value in ("Error", "Aborted") else None, "exported": _export_file(job) is not None,
+            "inference_results": list_results(job)}
 
 
 @bp.get("/<job_id>")
@@ -268,7 +263,8 @@ def render_model_page(job: Job, *, infer_errors: dict | None = None, infer_value
     """
     return render_template("model_show.html", job=job, d=model_details(job), views=_views(),
                            active=job.status in (JobStatus.WAITING, JobStatus.RUNNING, JobStatus.INITIALIZED),
-                           inference=inference_context(job), infer_errors=infer_errors or {},
+                           inference=inference_context(_ext()["store"], job), overlay_runs=overlay_runs(_ext()["store"], job),
+                           infer_errors=infer_errors or {},
                            infer_values=infer_values or {}, top_n_errors=top_n_errors or {},
                            top_n_values=top_n_values or {})
 
@@ -277,39 +273,6 @@ def _views():
     from ..plugin_registry import registry
 
     return sorted((vid, cls.get_title()) for vid, cls in registry.views().items())
-
-
-def inference_context(job: Job) -> dict:
-    """The data plugin's inference form (if any) and the default view for this model."""
-    from .forms_render import blank_form, render_plugin_form
-
-    ctx = {"plugin_form": None, "default_view": None, "task": None}
-    model = read_json(job.path / "model.json") or {}
-    ctx["task"] = model.get("task")
-    ctx["default_view"] = DEFAULT_VIEWS.get(model.get("task") or "classification", "image-classification")
-    ctx["first_metrics"] = FIRST_METRICS.get(model.get("task") or "", "loss")
-    dataset_id = job.data.get("dataset_id")
-    ds_job = None
-    try:
-        ds_job = _ext()["store"].get(dataset_id, kind="dataset") if dataset_id else None
-    except DigitsError:
-        pass
-    if ds_job is not None:
-        from ..plugin_registry import registry
-
-        try:
-            from ..contract import inference_form, template_method
-            from .forms_render import dataset_userdata
-
-            cls = registry.get_data_ingestion(ds_job.data.get("plugin_id"))
-            form_class = inference_form(cls, dataset_userdata(ds_job))
-            if form_class is not None:
-                ctx["plugin_form"] = render_plugin_form(
-                    blank_form(form_class), template_method(cls, "get_inference_template", dataset_userdata(ds_job)))
-                ctx["plugin_id"] = cls.get_id()
-        except DigitsError:
-            pass
-    return ctx
 
 
 @bp.get("/<job_id>/metrics.json")

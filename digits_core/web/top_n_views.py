@@ -70,7 +70,7 @@ def top_n(job_id: str) -> ResponseReturnValue:
 
         errors = exc.errors if isinstance(exc, FormValidationError) else {"": [str(exc)]}
         values = {k: request.form.get(k, "") for k in FIELDS}
-        return render_model_page(job, top_n_errors=errors, top_n_values=values), 400
+        return render_model_page(job, top_n_errors=errors, top_n_values=values)  # 200: see inference_views.infer
     if wants_json():
         for group in result["classes"]:
             for image in group["images"]:

@@ -8,6 +8,7 @@
      panels.add(points, "run A");   // points: [{epoch, name, value, time?}]; the run names an overlaid series
      panels.update();               // redraw after adds
      panels.summary();              // {"run A · val_loss": {final, best, bestEpoch, higherIsBetter}}
+     panels.remove("run A");        // take a run's series off again (then update())
 
    `box` is an empty element; the controls, panels and summary table are made inside it. Needs Chart.js. */
 (function () {
@@ -150,6 +151,11 @@
         used[key].push({ label: label, data: smooth(data, state.smoothing), borderColor: color, backgroundColor: color,
                          borderDash: /^val_/.test(s.name) ? [6, 3] : [], ratio: ratio });
       });
+      Object.keys(charts).forEach(function (key) {  /* a panel whose series were all removed goes */
+        if (used[key]) { return; }
+        charts[key].destroy(); delete charts[key];
+        var gone = grid.querySelector('[data-panel="' + CSS.escape(key) + '"]'); if (gone) { gone.remove(); }
+      });
       Object.keys(charts).forEach(function (key) {
         var chart = charts[key], sets = used[key] || [];
         chart.data.datasets = sets;
@@ -210,10 +216,50 @@
           (series[label] = series[label] || { name: p.name, run: run || null, points: [] }).points.push(p);
         });
       },
+      /* Forget every series of one run (an overlay taken off); call update() after. */
+      remove: function (run) {
+        Object.keys(series).forEach(function (label) { if (series[label].run === run) { delete series[label]; } });
+      },
       update: redraw,
       summary: summary,
       charts: charts,
       points: function () { return Object.keys(series).reduce(function (n, k) { return n + series[k].points.length; }, 0); }
     };
+  };
+
+  /* Model page: tick other runs (same dataset or group) to overlay their curves on this run's panels.
+     `box` holds checkboxes with data-url (their metrics.json) and data-run (the label); `panels` is
+     what DIGITS.metricPanels returned; the compare link (data-base, data-self) follows the ticked runs. */
+  DIGITS.overlayRuns = function (box, panels) {
+    if (!box || !panels) { return; }
+    var link = box.querySelector("#compare-link"), loaded = {};
+    function allPoints(url, offset, points) {
+      return fetch(url + "?offset=" + offset, { headers: { Accept: "application/json" } }).then(function (r) {
+        if (!r.ok) { throw new Error(url + ": " + r.status); }
+        return r.json();
+      }).then(function (d) {
+        points = points.concat(d.points || []);
+        return d.offset > offset && (d.points || []).length ? allPoints(url, d.offset, points) : points;
+      });
+    }
+    function refresh() {
+      var ticked = Array.prototype.filter.call(box.querySelectorAll("input[data-url]"), function (c) { return c.checked; });
+      box.dataset.overlaid = Object.keys(loaded).length;
+      if (link) {
+        link.href = link.dataset.base + "?jobs=" + encodeURIComponent([link.dataset.self].concat(
+          ticked.map(function (c) { return c.value; })).join(","));
+        link.hidden = !ticked.length;
+      }
+    }
+    box.addEventListener("change", function (e) {
+      var input = e.target, run = input.dataset.run;
+      if (!input.dataset.url) { return; }
+      if (!input.checked) { panels.remove(run); delete loaded[run]; panels.update(); refresh(); return; }
+      input.disabled = true;
+      allPoints(input.dataset.url, 0, []).then(function (points) {
+        if (input.checked) { panels.add(points, run); loaded[run] = true; panels.update(); }
+      }).catch(function () { input.checked = false; }).then(function () { input.disabled = false; refresh(); });
+    });
+    refresh();
   };
 })();

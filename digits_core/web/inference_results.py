@@ -1,0 +1,151 @@
+"""Stored inference results: each run of *Test the model* gets a folder in the job and a GET URL.
+
+A results page is the view's rendered fragments (their pictures are ``data:`` URIs, so a stored result
+needs no other file), the run's facts (view, snapshot, inputs, skipped inputs, notes) and the layer
+visualizations when asked for. They are written to ``<job>/inference/results/<id>/result.json`` through a
+hidden temporary folder that is renamed into place, so a listed result is always complete. The form's
+POST answers ``303 See Other`` to ``/models/<job>/inference/<id>``: the page is bookmarkable and a reload
+shows it again instead of running the model again. The model page lists them, newest first, each with
+*Delete*.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import shutil
+import time
+from pathlib import Path
+
+from flask import Blueprint, abort, current_app, flash, jsonify, redirect, render_template, url_for
+from markupsafe import Markup
+
+from ..templating import give_csp_nonce
+from .helpers import wants_json
+from .request_guard import csp_nonce
+
+bp = Blueprint("inference_results", __name__, url_prefix="/models")
+
+#: A result id: ``YYYYMMDD-HHMMSS-xxxxxx`` (sorts by time, as job ids do).
+RESULT_ID = re.compile(r"^\d{8}-\d{6}-[0-9a-f]{6}$")
+RESULT_FILE = "result.json"
+
+
+def _ext():
+    return current_app.extensions["digits"]
+
+
+def results_dir(job) -> Path:
+    """The folder of a model job's stored results."""
+    return job.path / "inference" / "results"
+
+
+def store_result(job, record: dict) -> str:
+    """Write one run's results atomically and return its id.
+
+    Args:
+        job: The model job.
+        record: What the results page shows (``view_id``, ``view_title``, ``fragments``, ``info``,
+            ``notes``, ``skipped``, ``visualizations``, ``inputs``, ``samples``).
+    """
+    root = results_dir(job)
+    root.mkdir(parents=True, exist_ok=True)
+    result_id = time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3)
+    staging = root / f".writing-{result_id}"
+    staging.mkdir()
+    try:
+        with open(staging / RESULT_FILE, "w", encoding="utf-8") as handle:
+            json.dump({**record, "id": result_id, "created": time.time()}, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.rename(staging, root / result_id)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return result_id
+
+
+def _folder(job, result_id: str) -> Path:
+    if not RESULT_ID.match(result_id or ""):
+        abort(404)
+    folder = results_dir(job) / result_id
+    if not (folder / RESULT_FILE).is_file():
+        abort(404)
+    return folder
+
+
+def load_result(job, result_id: str) -> dict:
+    """The stored record of one result (404 when there is none)."""
+    with open(_folder(job, result_id) / RESULT_FILE, encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def list_results(job) -> list[dict]:
+    """The stored results of a model job, newest first: ``id``, ``created``, ``view_title``, ``inputs``,
+    ``samples``, ``epoch`` and ``url`` (the summary the model page lists, without the fragments)."""
+    root = results_dir(job)
+    if not root.is_dir():
+        return []
+    listed = []
+    for folder in sorted((p for p in root.iterdir() if RESULT_ID.match(p.name)), key=lambda p: p.name, reverse=True):
+        try:
+            with open(folder / RESULT_FILE, encoding="utf-8") as handle:
+                record = json.load(handle)
+        except (OSError, ValueError):
+            continue
+        listed.append({"id": folder.name, "created": record.get("created"), "view_id": record.get("view_id"),
+                       "view_title": record.get("view_title"), "inputs": record.get("inputs") or "",
+                       "samples": record.get("samples", 0), "epoch": (record.get("info") or {}).get("epoch"),
+                       "url": url_for("inference_results.show", job_id=job.id, result_id=folder.name)})
+    return listed
+
+
+@bp.get("/<job_id>/inference/<result_id>")
+def show(job_id: str, result_id: str):
+    """A stored results page (``Accept: application/json``: the record, as the form's JSON twin answers)."""
+    from ..plugin_registry import registry  # as in the other views: the registry is loaded on first use
+
+    job = _ext()["store"].get(job_id, kind="model")
+    record = load_result(job, result_id)
+    if wants_json():
+        return jsonify({"model": job.id, "id": result_id, "results": record.get("json"), "info": record.get("info"),
+                        "html": record.get("fragments"), "visualizations": record.get("visualizations")})
+    view_id = record.get("view_id") or ""
+    try:
+        view_cls = registry.get_view(view_id)
+        stylesheets = [f for f in getattr(view_cls, "stylesheets", ()) or () if view_cls.static_file(f)]
+        scripts = [f for f in getattr(view_cls, "scripts", ()) or () if view_cls.static_file(f)]
+    except Exception:  # the view's plugin was uninstalled since: the stored HTML still shows
+        stylesheets, scripts = [], []
+    frags = {k: give_csp_nonce(v, csp_nonce()) for k, v in (record.get("fragments") or {}).items()}
+    result_json = record.get("json") or {}
+    return render_template(
+        "inference_results.html", job=job, view_id=view_id, view_title=record.get("view_title") or view_id,
+        header=Markup(frags.get("header") or ""), samples=[Markup(s) for s in frags.get("samples", [])],
+        summary=Markup(frags.get("summary") or ""), stylesheets=stylesheets, scripts=scripts,
+        info=record.get("info") or {}, notes=result_json.get("notes") or [], skipped=result_json.get("errors") or [],
+        vis=record.get("visualizations"), result=record)
+
+
+@bp.post("/<job_id>/inference/<result_id>/delete")
+def delete(job_id: str, result_id: str):
+    """Delete one stored result and go back to the model page's list."""
+    job = _ext()["store"].get(job_id, kind="model")
+    folder = _folder(job, result_id)
+    shutil.rmtree(folder)
+    if wants_json():
+        return jsonify({"deleted": result_id})
+    flash(f"Deleted the inference result of {result_id}.")
+    return redirect(url_for("models.show", job_id=job.id) + "#inference-results", code=303)
+
+
+def store_and_redirect(job, view_id: str, view_title: str, result: dict, inputs: str):
+    """Store a finished run (see :func:`store_result`) and answer the redirect to its page."""
+    fragments = result.get("fragments") or {}
+    record = {"view_id": view_id, "view_title": view_title, "fragments": fragments, "info": result.get("info") or {},
+              "json": result.get("json") or {}, "visualizations": result.get("visualizations"),
+              "inputs": inputs, "samples": len(fragments.get("samples") or [])}
+    result_id = store_result(job, record)
+    return redirect(url_for("inference_results.show", job_id=job.id, result_id=result_id), code=303)

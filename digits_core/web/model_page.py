@@ -1,0 +1,78 @@
+"""What the model page shows beside the job record: the inference form and view, the first chart panels,
+and the other runs whose curves can be overlaid on its charts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..contract import inference_form, template_method
+from ..errors import DigitsError
+from .forms_render import blank_form, dataset_userdata, render_plugin_form
+from .helpers import read_json
+
+#: The view a model page preselects for each task (the dataset's task picks what the user sees first).
+DEFAULT_VIEWS = {"classification": "image-classification", "segmentation": "image-segmentation",
+                 "detection": "bounding-boxes", "regression": "regression", "image-to-image": "image-output"}
+#: The metric panels a model page shows first, per task (the rest follow by name, the learning rate last).
+FIRST_METRICS = {"classification": "loss,accuracy,top5", "segmentation": "loss,dice,iou",
+                 "detection": "loss,map50,recall50,precision50,map,centre_recall", "regression": "loss,mae", "image-to-image": "loss,mae"}
+
+
+#: At most this many other runs are offered for the chart overlay (newest first).
+MAX_OVERLAY_RUNS = 40
+
+
+def inference_context(store, job) -> dict:
+    """The data plugin's inference form (if any) and the default view for this model."""
+    ctx: dict[str, Any] = {"plugin_form": None, "default_view": None, "task": None}
+    model = read_json(job.path / "model.json") or {}
+    ctx["task"] = model.get("task")
+    ctx["default_view"] = DEFAULT_VIEWS.get(model.get("task") or "classification", "image-classification")
+    ctx["first_metrics"] = FIRST_METRICS.get(model.get("task") or "", "loss")
+    dataset_id = job.data.get("dataset_id")
+    ds_job = None
+    try:
+        ds_job = store.get(dataset_id, kind="dataset") if dataset_id else None
+    except DigitsError:
+        pass
+    if ds_job is not None:
+        from ..plugin_registry import registry
+
+        try:
+            cls = registry.get_data_ingestion(ds_job.data.get("plugin_id"))
+            form_class = inference_form(cls, dataset_userdata(ds_job))
+            if form_class is not None:
+                ctx["plugin_form"] = render_plugin_form(
+                    blank_form(form_class), template_method(cls, "get_inference_template", dataset_userdata(ds_job)))
+                ctx["plugin_id"] = cls.get_id()
+        except DigitsError:
+            pass
+    return ctx
+
+
+def overlay_runs(store, job) -> list[dict]:
+    """Other model jobs whose curves the page can overlay: those of the same dataset or group, newest first.
+
+    Returns:
+        ``[{"id", "name", "label", "status", "why"}]`` (``why``: ``"same dataset"`` or ``"same group"``;
+        ``label`` names the run's series in the charts); at most
+        :data:`MAX_OVERLAY_RUNS`.
+    """
+    dataset_id, group = job.data.get("dataset_id"), job.group
+    runs = []
+    for other in store.list("model", reap=False):
+        if other.id == job.id:
+            continue
+        if group and other.group == group:
+            why = "same group"
+        elif dataset_id and other.data.get("dataset_id") == dataset_id:
+            why = "same dataset"
+        else:
+            continue
+        runs.append({"id": other.id, "name": other.name or other.id, "status": other.status.value, "why": why})
+        if len(runs) >= MAX_OVERLAY_RUNS:
+            break
+    names = [run["name"] for run in runs] + [job.name or job.id]
+    for run in runs:  # the label of a run's series in the charts: its name, with the id when names clash
+        run["label"] = run["name"] if names.count(run["name"]) == 1 else f"{run['name']} ({run['id']})"
+    return runs
