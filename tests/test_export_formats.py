@@ -51,6 +51,26 @@ def _pairs(root, rng):
         Image.fromarray(clean).save(root / "clean" / f"{i:02d}.png")
 
 
+# A custom network with an op that neither tf2onnx nor TFLite's builtin ops have.
+ODD_NET = """
+import keras
+import tensorflow as tf
+
+
+@keras.saving.register_keras_serializable(package="export_odd_net")
+class BesselLayer(keras.layers.Layer):
+    def call(self, x):
+        return tf.math.bessel_i1e(x)
+
+
+def build_model(input_shape, num_outputs, **params):
+    inputs = keras.Input(input_shape)
+    x = BesselLayer(name="bessel")(keras.layers.Rescaling(1 / 255.0)(inputs))
+    x = keras.layers.GlobalAveragePooling2D()(x)
+    return keras.Model(inputs, keras.layers.Dense(num_outputs, activation="softmax")(x))
+"""
+
+
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
     from digits_core import train
@@ -92,7 +112,14 @@ def models(tmp_path_factory):
         "regression": train(reg.id, None, name="reg", epochs=1, batch_size=8, jobs_dir=jobs, seed=0),
         "image2image": train(pairs.id, None, name="i2i", epochs=1, batch_size=4, jobs_dir=jobs, loss="mae", seed=0),
         "detectnet": train(boxes.id, None, name="det", epochs=1, batch_size=8, jobs_dir=jobs, seed=0),
+        "odd": train(classes.id, str(_write(root / "odd_net.py", ODD_NET)), name="odd", epochs=1, batch_size=8,
+                     jobs_dir=jobs, seed=0),
     }
+
+
+def _write(path, text):
+    path.write_text(text)
+    return path
 
 
 def _export(jobs, job, tmp_path, fmt, **kwargs):
@@ -200,3 +227,20 @@ def test_a_failed_parity_report_fails_the_export_unless_allowed(models, tmp_path
     archive = export_model(job.id, tmp_path / "kept.tar.gz", format="onnx", parity_sample=SAMPLE,
                            allow_mismatch=True, jobs_dir=jobs)
     assert archive.is_file()
+
+
+@pytest.mark.parametrize("fmt,converter", [("onnx", "tf2onnx"), ("tflite", "The TFLite converter")])
+def test_a_custom_layer_the_converter_lacks_is_named(models, tmp_path, fmt, converter):
+    """tf2onnx writes an op it cannot translate into the file and carries on: the export names op and layer."""
+    from digits_core import export_model
+    from digits_core.errors import InferenceError
+
+    jobs, trained = models
+    job = trained["odd"]
+    message = (f'{converter} cannot convert this model: it has no equivalent for the op BesselI1e in layer "bessel". '
+               "Export it as savedmodel or keras instead, or replace that layer in the network.")
+    with pytest.raises(InferenceError) as failed:
+        export_model(job.id, tmp_path / "odd.tar.gz", format=fmt, parity_sample=SAMPLE, jobs_dir=jobs)
+    assert str(failed.value) == message
+    assert not (tmp_path / "odd.tar.gz").exists()
+    assert not list((Path(job.path) / EXPORT_DIR).glob(f"*-{fmt}"))  # nothing half-made is kept as an export

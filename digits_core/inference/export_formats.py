@@ -11,7 +11,9 @@
   has no float64 kernels: the preparation graph runs in float32); float32
   weights by default, ``quantize="dynamic"`` (int8 weights) or ``"float16"``.
 
-Converters that cannot translate an op raise :class:`InferenceError` naming it.
+Converters that cannot translate an op raise :class:`InferenceError` naming it and the network layer it is in
+(from the node's name scope), so a custom network's author knows what to replace; tf2onnx, which writes a
+TensorFlow op it cannot translate into the file and carries on, is checked node by node afterwards.
 """
 
 from __future__ import annotations
@@ -70,13 +72,69 @@ def _hard_link_tree(source: Path, dest: Path) -> None:
             shutil.copy2(path, twin)
 
 
-def _unsupported(exc: Exception, converter: str) -> InferenceError:
-    text = str(exc)
-    ops = sorted(set(re.findall(r"'(tf\.[A-Za-z0-9_]+)' op is neither", text))
-                 | set(re.findall(r"[Uu]nsupported ops?:?\s*\[?([A-Za-z0-9_, ]+)", text)))
-    what = f"the op(s) {', '.join(ops)}" if ops else f"the graph ({text.splitlines()[0][:300] if text else type(exc).__name__})"
+def _layer_of(scope: str, layer_names: set[str]) -> str | None:
+    """The network layer a graph node belongs to, from its name scope (``functional_1/odd_layer_1/Svd``).
+
+    Keras 3 suffixes a layer's TensorFlow name scope (``odd_layer`` → ``odd_layer_1``): both spellings are tried.
+    """
+    for part in scope.split("/")[1:]:  # the first part is the model itself
+        for name in (part, re.sub(r"_\d+$", "", part)):
+            if name in layer_names:
+                return name
+    return None
+
+
+def _layer_names(loaded: InferenceModel) -> set[str]:
+    names: set[str] = set()
+    for layer in getattr(loaded.model, "layers", ()):
+        names.add(layer.name)
+        names.update(sub.name for sub in getattr(layer, "layers", ()))
+    return names
+
+
+def _unsupported_error(converter: str, found: list[tuple[str, str | None]], fallback: str) -> InferenceError:
+    """``found``: (op, layer or None) pairs the converter could not take; ``fallback``: its message otherwise."""
+    if found:
+        what = "it has no equivalent for " + ", ".join(
+            f"the op {op}" + (f' in layer "{layer}"' if layer else "") for op, layer in dict.fromkeys(found))
+        advice = "replace that layer in the network"
+    else:
+        what, advice = f"the graph ({fallback})", "replace the layer that uses it in the network"
     return InferenceError(f"{converter} cannot convert this model: {what}. Export it as savedmodel or keras instead, "
-                          "or replace the layer that uses it in the network.")
+                          f"or {advice}.")
+
+
+def _unsupported(exc: Exception, converter: str, loaded: InferenceModel) -> InferenceError:
+    """The converter's exception as an error naming the ops it lacks and the layers they are in."""
+    text = str(exc)
+    ops = set(re.findall(r"'tf\.([A-Za-z0-9_]+)' op is neither", text))
+    ops |= {op.strip() for group in re.findall(r"[Uu]nsupported ops?:?\s*\[?([A-Za-z0-9_, ]+)", text)
+            for op in group.split(",") if op.strip()}
+    names = _layer_names(loaded)
+    found = [(op, _layer_of(scope, names)) for op, scope in re.findall(r'fused\["([A-Za-z0-9_]+):", "([^"@]+)@', text)
+             if op in ops]
+    found += [(op, None) for op in sorted(ops - {op for op, _ in found})]
+    return _unsupported_error(converter, found, text.splitlines()[0][:300] if text else type(exc).__name__)
+
+
+def _onnx_unsupported_nodes(path: Path, loaded: InferenceModel) -> list[tuple[str, str | None]]:
+    """Nodes tf2onnx left as TensorFlow ops (it logs them and writes the file anyway): (op, layer) pairs."""
+    import onnx
+    import onnx.defs
+
+    names = _layer_names(loaded)
+    found = []
+
+    def walk(graph) -> None:
+        for node in graph.node:
+            if node.domain in ("", "ai.onnx") and not onnx.defs.has(node.op_type, node.domain):
+                found.append((node.op_type, _layer_of(node.name, names)))
+            for attribute in node.attribute:
+                for sub in [attribute.g] if attribute.HasField("g") else list(attribute.graphs):
+                    walk(sub)
+
+    walk(onnx.load(str(path), load_external_data=False).graph)
+    return found
 
 
 def write_onnx(loaded: InferenceModel, path: Path, channels_in: int | None = None) -> None:
@@ -98,7 +156,11 @@ def write_onnx(loaded: InferenceModel, path: Path, channels_in: int | None = Non
     try:
         tf2onnx.convert.from_function(function, input_signature=signature, opset=ONNX_OPSET, output_path=str(path))
     except Exception as exc:  # noqa: BLE001 - tf2onnx raises many types; the message names the op
-        raise _unsupported(exc, "tf2onnx") from None
+        raise _unsupported(exc, "tf2onnx", loaded) from None
+    left = _onnx_unsupported_nodes(path, loaded)
+    if left:
+        path.unlink()
+        raise _unsupported_error("tf2onnx", left, "")
 
 
 def write_tflite(loaded: InferenceModel, path: Path, channels_in: int | None = None, quantize: str | None = None) -> None:
@@ -119,12 +181,12 @@ def write_tflite(loaded: InferenceModel, path: Path, channels_in: int | None = N
     try:
         _export_archive(loaded, serve, signature, staging / "saved_model")
         converter = tf.lite.TFLiteConverter.from_saved_model(str(staging / "saved_model"))
-        _convert_tflite(converter, path, quantize)
+        _convert_tflite(converter, path, quantize, loaded)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _convert_tflite(converter, path: Path, quantize: str | None) -> None:
+def _convert_tflite(converter, path: Path, quantize: str | None, loaded: InferenceModel) -> None:
     import tensorflow as tf
 
     if quantize:
@@ -134,4 +196,4 @@ def _convert_tflite(converter, path: Path, quantize: str | None) -> None:
     try:
         path.write_bytes(converter.convert())
     except Exception as exc:  # noqa: BLE001 - the converter's errors name the ops it lacks
-        raise _unsupported(exc, "The TFLite converter") from None
+        raise _unsupported(exc, "The TFLite converter", loaded) from None
