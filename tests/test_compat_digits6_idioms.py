@@ -13,6 +13,7 @@ from __future__ import annotations
 import glob
 import logging
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -257,6 +258,29 @@ def test_a_digits6_view_gets_chw_scores_a_flat_palette_and_python2_dicts(segment
     assert [f["name"] for f in view_static_files(view, "stylesheets")] == ["digits6-compat.css"]
     scripts = view_static_files(view, "scripts")
     assert [f["name"] for f in scripts] == ["jquery.min.js"] and "jQuery v3" in scripts[0]["text"]
+
+
+def test_an_offline_report_inlines_the_static_files_a_template_links(segmentation_view, caplog):
+    """The header links /digits/extension-static/.../app.js and /extension-static/.../app.css: a file has no server."""
+    from digits_core.contract import create_view
+    from digits_core.inference.model import DatasetMeta
+    from digits_core.inference.report import render_html, run_view
+    from digits_core.inference.report_links import inline_static_links
+
+    meta = DatasetMeta(id="d", plugin_id="x", userdata={}, class_labels=["background", "red", "green"],
+                       color_palette=PALETTE, feature_shape=(4, 5, 1), feature_dtype="uint8")
+    view = create_view(segmentation_view, meta, {"opacity": 40})
+    processed = run_view(view, [("a.png", np.full((4, 5, 1), 90, np.uint8), _scores(np.zeros((4, 5), int)), None)])
+    page = render_html(view, processed)
+    assert not re.search(r'(src|href)="[^"]*extension-static', page), page[:2000]
+    css = (SEGMENTATION_VIEW / "digits6SegmentationView" / "static" / "css" / "app.css").read_text()
+    assert f'<style data-view-static="css/app.css">\n{css}\n</style>' in page  # the overlay rule: mask over the image
+    assert '<script data-view-static="js/app.js">' in page
+    kept = ('<link rel="stylesheet" href="/extension-static/view/other6/css/app.css">'
+            '<script src="/plugins/view/segmentation6/static/../view.py"></script>'
+            '<link rel="stylesheet" href="/extension-static/view/segmentation6/css/missing.css">')
+    assert inline_static_links(kept, view) == kept  # another view's file, a path out of the folder, a missing file
+    assert 'a file of view "other6", not inlined' in caplog.text and "lacks" in caplog.text
 
 
 def test_extension_static_serves_the_views_folder_and_the_compat_files(segmentation_view, tmp_path):

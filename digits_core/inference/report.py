@@ -29,6 +29,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from ..errors import PluginError
+from .report_links import inline_static_links
 
 logger = logging.getLogger("digits_core.inference")
 
@@ -210,20 +211,21 @@ def render_html(view, processed: Sequence[ProcessedSample], *, title: str | None
 
     Returns:
         The HTML document, with the view's CSS and JS inlined and no
-        external references.
+        external references (links its templates write to its own static
+        files are inlined too: :mod:`.report_links`).
     """
     import markupsafe
 
     fragments = render_fragments(view, processed)
     env = _environment()
-    return env.from_string(PAGE_TEMPLATE).render(
+    return inline_static_links(env.from_string(PAGE_TEMPLATE).render(
         title=title or f"Inference results: {type(view).get_title()}",
         info=info or {},
         base_css=markupsafe.Markup(BASE_CSS),
         stylesheets=view_static_files(view, "stylesheets"),
         scripts=view_static_files(view, "scripts"),
         **fragments,
-    )
+    ), view)
 
 
 def to_jsonable(value: Any, *, include_images: bool = False) -> Any:
