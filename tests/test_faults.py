@@ -138,11 +138,10 @@ def test_sigterm_to_cli_training_aborts_and_keeps_a_snapshot(shapes):
     assert proc.returncode != 0 and not is_job_alive(folder)
 
 
-@pytest.mark.parametrize("signals", [1, 2], ids=["one-signal", "second-signal"])
-def test_a_stop_signal_during_validation_ends_the_run_at_once(shapes, signals):
-    """SIGTERM while validating: the rest of the validation is not run (it lingered there), the job ends Aborted.
+def test_a_stop_signal_during_validation_ends_the_run_at_once(shapes):
+    """SIGTERM while validating: the rest of the validation is not run (a stop lingered there), the job ends Aborted.
 
-    A second signal stops the run where it is (a KeyboardInterrupt inside the run), still Aborted, not Running.
+    A second signal (here while the aborted epoch is reported) stops the run where it is, still Aborted, not Running.
     """
     import keras
 
@@ -154,16 +153,40 @@ def test_a_stop_signal_during_validation_ends_the_run_at_once(shapes, signals):
     class SignalWhileValidating(keras.callbacks.Callback):
         def on_test_batch_begin(self, batch, logs=None):
             seen.append(batch)
-            for _ in range(signals):
-                os.kill(os.getpid(), signal.SIGTERM)  # the handler runs here, in this (the main) thread
+            os.kill(os.getpid(), signal.SIGTERM)  # the handler runs here, in this (the main) thread
 
-    job = train(dataset, "lenet", name=f"sigterm-in-validation-{signals}", jobs_dir=jobs, epochs=3, batch_size=8,
+        def on_epoch_end(self, epoch, logs=None):
+            if seen:
+                os.kill(os.getpid(), signal.SIGTERM)  # the second signal: a KeyboardInterrupt inside the run
+
+    job = train(dataset, "lenet", name="sigterm-in-validation", jobs_dir=jobs, epochs=3, batch_size=8,
                 validation_interval=1, snapshot_interval=1, callbacks=[SignalWhileValidating()])
     assert job.status is JobStatus.ABORTED and job.error == "Aborted: received SIGTERM", job.error
     assert seen == [0]  # 4 validation batches: none ran after the signal
     assert not [p for p in read_metrics(job) if p["name"].startswith("val_")]  # no half-run validation published
-    assert not is_job_alive(job.path)
-    assert signal.getsignal(signal.SIGTERM) is not None and not job.path.joinpath("abort").exists()
+    assert not is_job_alive(job.path) and JobStore(jobs).get(job.id).status is JobStatus.ABORTED
+
+
+def test_sigterm_while_exporting_leaves_nothing_half_written(shapes, tmp_path):
+    """``digits export`` stopped mid-build: it exits at once, no archive, no half-built export in the cache."""
+    from digits_core.engine import train
+
+    jobs, dataset = shapes
+    model = train(dataset, "lenet", name="export-then-sigterm", jobs_dir=jobs, epochs=1, batch_size=8,
+                  validation_interval=0)
+    before = json.loads((model.path / "job.json").read_text())
+    out = tmp_path / "model.tar.gz"
+    proc = digits(jobs, "export", "--model", model.id, "--format", "savedmodel", "--out", str(out))
+    export_dir = model.path / "export"
+    wait_until(lambda: any(p.name.startswith(".export-") and any(p.iterdir()) for p in export_dir.iterdir())
+               if export_dir.is_dir() else False, "the export to start building", proc=proc)
+    proc.send_signal(signal.SIGTERM)
+    output = proc.communicate(timeout=120)[0]
+    assert proc.returncode == 130 and output.strip().endswith("interrupted"), output  # as after Ctrl-C
+    assert not out.exists() and not list(tmp_path.glob(".model.tar.gz.*"))  # no archive, no temporary one
+    assert [p.name for p in export_dir.iterdir()] == []  # the staging folder went; nothing half-built was published
+    assert json.loads((model.path / "job.json").read_text()) == before  # the model job is untouched (still Done)
+    assert Job.load(model.path).status is JobStatus.DONE and not is_job_alive(model.path)
 
 
 # -- a REAL digits serve ------------------------------------------------------------------
