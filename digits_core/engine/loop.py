@@ -27,7 +27,7 @@ from .early_stopping import EarlyStopping
 from .pipeline import train_dataset, val_dataset
 from .setup import RunState
 from .snapshots import save_snapshot
-from .steps import StepSpec, make_steps
+from .steps import StepSpec, engine_code_only, make_steps
 
 ABORT_FLAGS: set[str] = set()  # job folders asked to abort from this process (see ``request_abort``)
 
@@ -75,6 +75,24 @@ class _Means:
         if metric_name:
             out[metric_name] = self.metric / n
         return out
+
+
+def _trace_once(train_step, train_ds, flag, state: RunState) -> None:
+    """Trace the train step for any batch size before the first step.
+
+    A stage whose size is not a multiple of the batch ends each epoch with a
+    smaller batch, which would trace the step a second time (a second
+    graph, optimized again) at the end of the first epoch; tracing it once
+    for the pipeline's own element shapes (batch axis ``None``) serves both.
+    Single-replica runs without XLA only (a distributed dataset's batches are
+    per-replica values; XLA compiles per shape anyway).
+    """
+    import tensorflow as tf
+
+    if state.strat.replicas != 1 or state.opts.jit or not isinstance(train_ds, tf.data.Dataset):
+        return
+    x_spec, y_spec = train_ds.element_spec
+    train_step.get_concrete_function(x_spec, y_spec, tf.TensorSpec.from_tensor(flag))
 
 
 class TrainingLoop:
@@ -130,7 +148,8 @@ class TrainingLoop:
         train_step, self.val_step = make_steps(StepSpec(
             strategy=s.strat.strategy, replicas=s.strat.replicas, model=s.model, optimizer=s.optimizer,
             loss_fn=s.loss_fn, task=s.task, num_outputs=s.num_outputs, standard_output=s.standard_output,
-            custom_metrics=s.custom_metrics, jit=s.opts.jit))
+            custom_metrics=s.custom_metrics, jit=s.opts.jit,
+            autograph=not engine_code_only(s.task, s.custom_loss, s.custom_metrics)))
         if self.early is not None and not (s.val_src and s.val_every):
             raise TrainingError("early_stopping_metric needs validation: this run has no validation set or a "
                                 "validation interval of 0")
@@ -142,6 +161,7 @@ class TrainingLoop:
         step = s.start_step
         iterator = iter(train_ds)
         mark("input pipeline")
+        _trace_once(train_step, train_ds, flags[0], s)
         self.cb.train_begin()
         if step % spe == 0:
             self.cb.epoch_begin(step // spe)

@@ -30,6 +30,10 @@ class StepSpec:
         standard_output: The model's output has the task's standard shape (metrics computable).
         custom_metrics: Metrics returned by a custom network (names or functions).
         jit: Compile the train step with XLA.
+        autograph: Convert Python control flow on tensors (``tf.function(autograph=...)``); the engine
+            turns it off when every loss and metric is the engine's own (graph code already: tracing
+            without the AST conversion is faster), keeps it for a custom network's loss or metrics
+            and for plugin tasks.
     """
 
     strategy: Any
@@ -42,6 +46,7 @@ class StepSpec:
     standard_output: bool
     custom_metrics: Any = None
     jit: bool = False
+    autograph: bool = True
 
 
 def make_steps(spec: StepSpec):
@@ -66,11 +71,11 @@ def make_steps(spec: StepSpec):
         optimizer.apply_gradients(zip(grads, model.trainable_variables))
         return loss, task.train_metric(task.name, y, pred, standard), stop
 
-    @tf.function(reduce_retracing=True, jit_compile=spec.jit or None)
+    @tf.function(reduce_retracing=True, jit_compile=spec.jit or None, autograph=spec.autograph)
     def replica_step(x, y, stop):
         return step(x, y, stop)
 
-    @tf.function(reduce_retracing=True)
+    @tf.function(reduce_retracing=True, autograph=spec.autograph)
     def train_step(x, y, stop):
         # ``stop`` is this worker's abort flag; summed over workers, so an abort on any
         # worker (signal, or the abort file on the chief) stops every worker after the same step
@@ -90,12 +95,20 @@ def make_steps(spec: StepSpec):
             stats[f"custom_{name}"] = tf.reduce_sum(tf.reduce_mean(values, axis=1) * valid)
         return stats
 
-    @tf.function(reduce_retracing=True)
+    @tf.function(reduce_retracing=True, autograph=spec.autograph)
     def val_step(x, y, valid):
         stats = strategy.run(vstep, args=(x, y, valid))
         return {key: strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None) for key, v in stats.items()}
 
     return train_step, val_step
+
+
+def engine_code_only(task: Task, custom_loss: Any, custom_metrics: Any) -> bool:
+    """Whether the steps run only the engine's own loss and metric code (then autograph is not needed)."""
+    if custom_loss is not None or custom_metrics:
+        return False
+    pieces = (task.make_loss, task.train_metric, task.val_stats)
+    return all(str(getattr(fn, "__module__", "")).startswith("digits_core.engine") for fn in pieces)
 
 
 def metric_functions(metrics) -> list:
