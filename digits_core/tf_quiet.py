@@ -83,6 +83,30 @@ class _Fd2Filter:
         os.close(self.saved)
 
 
+def import_tensorflow():
+    """Import TensorFlow (and Keras) without letting Keras import scikit-learn; returns the ``tensorflow`` module.
+
+    Keras imports scikit-learn, when it is installed, only to define its
+    ``keras.wrappers`` scikit-learn estimators, and scikit-learn imports SciPy:
+    about a tenth of ``import tensorflow`` on a 2-core machine, for wrappers
+    the engine never uses. While TensorFlow loads, ``sklearn`` is hidden (an
+    ``ImportError`` for Keras), then restored: ``import sklearn`` works as
+    before afterwards; only ``keras.wrappers.SKLearnClassifier`` and its
+    siblings report scikit-learn as missing in such a process.
+    """
+    import sys
+
+    hide = "tensorflow" not in sys.modules and "sklearn" not in sys.modules
+    if hide:
+        sys.modules["sklearn"] = None  # type: ignore[assignment]  # an ImportError for whoever imports it now
+    try:
+        import tensorflow as tf
+    finally:
+        if hide and sys.modules.get("sklearn", 0) is None:
+            del sys.modules["sklearn"]
+    return tf
+
+
 def quiet_tensorflow_startup() -> None:
     """Import TensorFlow and find its devices with the start-up noise filtered out of stderr.
 
@@ -98,9 +122,7 @@ def quiet_tensorflow_startup() -> None:
     sys.stderr.flush()
     filt = _Fd2Filter(gpu_driver_present())
     try:
-        import tensorflow as tf
-
-        tf.config.list_physical_devices()
+        import_tensorflow().config.list_physical_devices()
     finally:
         sys.stderr.flush()
         filt.close()
