@@ -216,6 +216,32 @@ def test_dicom_images(tmp_path):
     run_all(tmp_path, "IM-0001-0002.dcm", data, lambda p: read_dicom_frames(p))
 
 
+def test_an_absurd_frame_count_is_refused_before_decoding(tmp_path):
+    """NumberOfFrames of 2·10⁹ (or a geometry needing terabytes) is refused from the header, naming the file."""
+    import pydicom
+
+    from digits_core.limits import MAX_DICOM_FRAMES, dicom_pixels_problem
+    from digits_data_sunnybrook.dicom import DicomReadError, read_dicom_frames, read_dicom_image
+    from digits_data_volumes.geometry import VolumeFormatError, _slice_pixels
+
+    for name, tags in (("frames.dcm", {"NumberOfFrames": 2_000_000_000}),
+                       ("geometry.dcm", {"NumberOfFrames": MAX_DICOM_FRAMES, "Rows": 65535, "Columns": 65535})):
+        ds = pydicom.dcmread(io.BytesIO(_dicom_bytes()))
+        for keyword, value in tags.items():
+            setattr(ds, keyword, value)
+        path = tmp_path / name
+        ds.save_as(path)
+        assert dicom_pixels_problem(pydicom.dcmread(path, stop_before_pixels=True))
+        for read in (read_dicom_frames, lambda p: read_dicom_image(p, frame=0)):
+            with pytest.raises(DicomReadError, match=f"{name}.*(NumberOfFrames|bytes decoded)"):
+                read(path)
+        with pytest.raises(VolumeFormatError, match=f"{name}.*(NumberOfFrames|bytes decoded)"):
+            _slice_pixels(str(path))
+    ds = pydicom.dcmread(io.BytesIO(_dicom_bytes()))
+    ds.NumberOfFrames = 1
+    assert dicom_pixels_problem(ds) is None and dicom_pixels_problem(ds, frames_read=1) is None
+
+
 @pytest.mark.timeout(180)
 def test_dicom_seg(tmp_path):
     import pydicom

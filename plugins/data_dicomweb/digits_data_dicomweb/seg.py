@@ -24,6 +24,7 @@ from typing import Sequence
 import numpy as np
 
 from digits_core import DigitsError
+from digits_core.limits import dicom_pixels_problem
 
 #: Coding scheme of the segment property types DIGITS writes (a private scheme: class names are free text).
 CODING_SCHEME = "99DIGITS"
@@ -94,6 +95,9 @@ class SegmentationLabels:
 
     def _frame_pixels(self) -> np.ndarray:
         if self._pixels is None:
+            too_big = dicom_pixels_problem(self._dataset)
+            if too_big:  # refused before pydicom allocates from the header's numbers
+                raise SegmentationError(f"DICOM-SEG {self.name}: {too_big}")
             try:
                 pixels = np.asarray(self._dataset.pixel_array)
             except Exception as exc:  # noqa: BLE001 - pydicom raises builtins for bad pixel data

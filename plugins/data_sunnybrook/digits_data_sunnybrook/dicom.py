@@ -73,6 +73,7 @@ from typing import Any, BinaryIO, Iterable, Union
 import numpy as np
 
 from digits_core.errors import DigitsError
+from digits_core.limits import dicom_pixels_problem
 
 PathOrFile = Union[str, "os.PathLike[str]", BinaryIO]
 
@@ -537,6 +538,9 @@ def _to_image(arr: np.ndarray, ds, plan: dict, window, name: str) -> np.ndarray:
 def _decode(ds, name: str, frame: int | None):
     from pydicom.pixels import pixel_array
 
+    too_big = dicom_pixels_problem(ds, frames_read=None if frame is None else 1)
+    if too_big:  # before pydicom allocates the whole decoded array from the header's numbers
+        raise DicomReadError(name, too_big)
     tsyntax = ds.file_meta.TransferSyntaxUID
     if tsyntax.is_compressed:
         _require_decoder(tsyntax, [name])

@@ -24,6 +24,7 @@ from typing import Any, NamedTuple, Sequence
 import numpy as np
 
 from digits_core import DatasetError, Volume
+from digits_core.limits import dicom_pixels_problem
 from digits_core.paths import check_server_path
 
 #: Affines are rounded to this many decimals (mm), so float noise of a source never tells two volumes apart.
@@ -283,9 +284,12 @@ def _slice_pixels(path: str) -> np.ndarray:
 
     try:
         ds = pydicom.dcmread(path)
-        pixels = ds.pixel_array
+        too_big = dicom_pixels_problem(ds)
+        pixels = None if too_big else ds.pixel_array  # refused before pydicom allocates from the header
     except Exception as exc:  # truncated data, missing codec, no pixels
         raise VolumeFormatError(f"{path}: its pixels cannot be read ({type(exc).__name__}: {exc})") from None
+    if too_big or pixels is None:
+        raise VolumeFormatError(f"{path}: {too_big}")
     if pixels.ndim != 2:
         raise VolumeFormatError(f"{path}: a series slice must be one grayscale frame, got shape {pixels.shape}")
     pixels = pixels.astype(pixels.dtype.newbyteorder("="))
