@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import glob
+import json
 import logging
 import os
 import re
@@ -25,6 +26,7 @@ import digits  # noqa: F401  (installs flask.ext.wtf)
 from digits import utils
 from digits.extensions.data.interface import DataIngestionInterface
 from digits.utils import constants, override, subclass
+from digits_core.datasets import open_dataset
 from digits_core.testing import build_dataset, registered
 
 from flask.ext.wtf import Form  # noqa: E402  (served by digits6-compat, as for DIGITS 6 plugins)
@@ -120,10 +122,19 @@ def test_infer_options_come_from_the_models_dataset_and_are_quiet_without_one(fo
     dataset = build_dataset(FolderIngestion, {"image_folder": str(folder)}, jobs_dir=jobs)
     assert dataset.count("train") == 3 and dataset.count("val") == 3 and dataset.label_kind == "class"
     marker = dataset.userdata["records"]  # the Record objects: pickled in the job folder, a marker in dataset.json
-    assert marker == {"digits6_pickled": str(jobs / dataset.id / "digits6-userdata.pkl"), "key": "records"}
+    assert marker == {"digits6_pickled": "digits6-userdata.pkl", "key": "records",
+                      "job_file": str(jobs / dataset.id / "digits6-userdata.pkl")}  # resolved by the reader
+    stored = json.loads((jobs / dataset.id / "dataset" / "dataset.json").read_text())["userdata"]["records"]
+    assert stored == {"digits6_pickled": "digits6-userdata.pkl", "key": "records", "job_file": "digits6-userdata.pkl"}
     again = FolderIngestion(is_inference_db=True, **dataset.userdata, validation_record="1")
     assert [r.case for r in again.userdata["records"]] == [f"img{i}" for i in range(6)]
     assert [r.case for r in again.itemize_entries("test")] == ["img1"]
+    moved = tmp_path / "moved-jobs"  # the jobs folder moved elsewhere: the objects come back from the new place
+    shutil.move(str(jobs), moved)
+    relocated = open_dataset(dataset.id, jobs_dir=moved)
+    assert relocated.userdata["records"]["job_file"] == str(moved / dataset.id / "digits6-userdata.pkl")
+    assert [r.case for r in FolderIngestion(is_inference_db=True, **relocated.userdata).userdata["records"]][:1] == ["img0"]
+    shutil.move(str(moved), jobs)
     model = Job.create("model", "m", jobs_dir=jobs)
     model.update(dataset_id=dataset.id)
 

@@ -81,6 +81,21 @@ def open_dataset(job_id_or_path: str | os.PathLike, jobs_dir: str | os.PathLike 
     return Dataset(folder, job_path=job_path)
 
 
+def resolve_job_files(userdata: dict, job_path: Path) -> dict:
+    """``userdata`` with each ``{"job_file": NAME, ...}`` value's ``NAME`` made the file's path under ``job_path``.
+
+    Only a bare file name is resolved (never a path out of the job folder);
+    anything else is returned as it is.
+    """
+    def resolved(value: Any) -> Any:
+        name = value.get("job_file") if isinstance(value, dict) else None
+        if not isinstance(name, str) or Path(name).name != name or name in ("", ".", ".."):
+            return value
+        return {**value, "job_file": str(Path(job_path) / name)}
+
+    return {key: resolved(value) for key, value in userdata.items()}
+
+
 class Dataset:
     """A published dataset: metadata from ``dataset.json`` and batched record reads.
 
@@ -138,8 +153,14 @@ class Dataset:
 
     @property
     def userdata(self) -> dict:
-        """The plugin's userdata (validated form values plus what itemizing added)."""
-        return self.info.get("userdata", {})
+        """The plugin's userdata (validated form values plus what itemizing added).
+
+        A value naming a file of the dataset's job folder, ``{"job_file": NAME, ...}``
+        (the DIGITS 6 adapter's pickled objects), comes back with ``job_file``
+        the file's path under the job folder as it is now, so a jobs folder
+        moved elsewhere keeps working.
+        """
+        return resolve_job_files(self.info.get("userdata", {}), self.job_path)
 
     @property
     def class_labels(self) -> list[str] | None:

@@ -15,6 +15,7 @@ from flask import current_app
 from markupsafe import Markup
 from werkzeug.datastructures import CombinedMultiDict, MultiDict
 
+from ..datasets.reader import resolve_job_files
 from ..errors import FormValidationError
 from ..forms import bind_form, user_fields, validate_form
 
@@ -79,7 +80,7 @@ def dataset_userdata(ds_job) -> dict:
     """The persisted userdata of a dataset job (what a DIGITS 6 style plugin instance is re-created from)."""
     for path in (ds_job.path / "dataset" / "dataset.json", ds_job.path / "dataset.json"):
         try:
-            return dict(json.loads(path.read_text(encoding="utf-8")).get("userdata") or {})
+            return resolve_job_files(dict(json.loads(path.read_text(encoding="utf-8")).get("userdata") or {}), ds_job.path)
         except (OSError, ValueError, AttributeError):
             continue
     return {}

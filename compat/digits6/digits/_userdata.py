@@ -102,7 +102,9 @@ def store_userdata(userdata: dict, job_path: Any) -> dict:
 
     Returns:
         A dict for ``dataset.json``: those values replaced by
-        ``{"digits6_pickled": PATH, "key": KEY}``.
+        ``{"digits6_pickled": FILE, "key": KEY, "job_file": FILE}``; the
+        dataset reader gives ``job_file`` back as the file's path in the job
+        folder where it is now (moving the jobs folder keeps it readable).
     """
     stored = dict(userdata)
     objects = {key: value for key, value in stored.items() if not _is_json(value)}
@@ -113,8 +115,8 @@ def store_userdata(userdata: dict, job_path: Any) -> dict:
     with open(partial, "wb") as handle:
         pickle.dump(objects, handle, protocol=pickle.HIGHEST_PROTOCOL)
     os.replace(partial, path)
-    for key in objects:
-        stored[key] = {PICKLED: str(path), "key": key}
+    for key in objects:  # a file name, resolved in the job folder wherever it is (the reader's "job_file")
+        stored[key] = {PICKLED: PICKLE_FILE, "key": key, "job_file": PICKLE_FILE}
     return stored
 
 
@@ -126,14 +128,14 @@ def restore_userdata(values: dict) -> dict:
             gone (the message names the key and the file).
     """
     markers = {key: value for key, value in values.items()
-               if isinstance(value, dict) and set(value) == {PICKLED, "key"}}
+               if isinstance(value, dict) and set(value) - {"job_file"} == {PICKLED, "key"}}
     if not markers:
         return values
     restored, files = dict(values), {}
     for key, marker in markers.items():
-        path = Path(str(marker[PICKLED]))
-        if path.name != PICKLE_FILE:
-            raise ValueError(f'userdata key "{key}": {path} is not a {PICKLE_FILE} file')
+        path = Path(str(marker.get("job_file") or marker[PICKLED]))  # datasets built before: an absolute path
+        if path.name != PICKLE_FILE or not path.is_absolute():
+            raise ValueError(f'userdata key "{key}": {path} is not the {PICKLE_FILE} file of a dataset job folder')
         try:
             if path not in files:
                 with open(path, "rb") as handle:
