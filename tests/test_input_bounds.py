@@ -8,7 +8,7 @@ import pytest
 
 from digits_core.errors import FormValidationError
 from digits_core.sweep import MAX_SWEEP_JOBS, parse_values
-from digits_core.web.request_guard import MAX_BODY_BYTES, MAX_UPLOAD_PARTS
+from digits_core.web.request_guard import MAX_BODY_BYTES, MAX_FORM_BYTES, MAX_JSON_BYTES, MAX_UPLOAD_PARTS
 
 
 def test_a_huge_sweep_list_is_refused_before_any_per_value_work():
@@ -37,6 +37,26 @@ def test_an_upload_with_too_many_parts_is_413(client, token):
     resp = client.post("/datasets/new/image-classification", data={"csrf_token": token, **files},
                        content_type="multipart/form-data")
     assert resp.status_code == 413
+
+
+def test_body_limits_are_per_route_uploads_json_and_forms(client, token):
+    """A big multipart body is an upload only where the route takes files; JSON and plain forms have their own limit."""
+    blob = (io.BytesIO(b"x" * (MAX_JSON_BYTES + 1024)), "big.png")
+    # A route that takes no file: a multipart body is held to the form limit, and the 413 says which limit.
+    resp = client.post("/datasets/ID/notes", data={"csrf_token": token, "notes": "n", "f": blob},
+                       content_type="multipart/form-data")
+    assert resp.status_code == 413 and "a form that uploads no file" in resp.get_data(as_text=True)
+    # The New Dataset form takes files: the same size is an upload (within --max-upload-mb), not refused for size.
+    blob = (io.BytesIO(b"x" * (MAX_JSON_BYTES + 1024)), "big.png")
+    resp = client.post("/datasets/new/image-classification", data={"csrf_token": token, "f": blob},
+                       content_type="multipart/form-data")
+    assert resp.status_code != 413
+    form = {"csrf_token": token, "notes": "x" * (MAX_FORM_BYTES + 1)}
+    resp = client.post("/datasets/ID/notes", data=form)
+    assert resp.status_code == 413 and f"{MAX_FORM_BYTES // 1024:,} KiB" in resp.get_data(as_text=True)
+    between = b'{"name": "' + b"x" * (MAX_FORM_BYTES + 1) + b'"}'  # over the form limit, under the JSON one
+    resp = client.post("/api/models", data=between, content_type="application/json", headers={"X-CSRFToken": token})
+    assert resp.status_code == 400  # the JSON API's own limit: refused for what it says, not for its size
 
 
 def test_a_cross_site_get_never_builds_an_export(app, client):

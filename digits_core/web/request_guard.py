@@ -11,10 +11,14 @@
   without one, its ``Referer``) must name the same host and port as its
   ``Host``. Clients that send neither (curl, scripts) are not browsers and
   are left to the CSRF and auth-token checks.
-* **Sizes**: a request without file uploads (JSON, a URL-encoded form) may
-  carry at most :data:`MAX_BODY_BYTES`; a multipart upload at most the
-  server's upload limit (``--max-upload-mb``) and :data:`MAX_UPLOAD_PARTS`
-  parts (files and fields). Larger ones get 413 before the body is read.
+* **Sizes**, per route: an upload to a route that takes files
+  (:data:`UPLOAD_ENDPOINTS`: the New Dataset forms, Test-the-model) may carry
+  the server's upload limit (``--max-upload-mb``) in at most
+  :data:`MAX_UPLOAD_PARTS` parts; a JSON API request (``/api/...``,
+  ``/v1/...`` or a JSON body) at most :data:`MAX_JSON_BYTES`; any other form
+  (URL-encoded, or multipart to a route that takes no file) at most
+  :data:`MAX_FORM_BYTES`. Larger ones get 413, naming the limit, before the
+  body is read.
 * **Headers** on every response: a Content-Security-Policy allowing only
   this server's scripts (inline ``<script>`` blocks carry the per-response
   nonce from the ``csp_nonce()`` template global), ``X-Frame-Options: DENY``,
@@ -34,8 +38,15 @@ LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
 #: Addresses that mean "every interface" (they name no host a browser would use).
 WILDCARD_ADDRESSES = {"0.0.0.0", "::", "[::]", ""}
 UNSAFE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
-#: Largest body of a request that uploads no file (JSON, URL-encoded form).
-MAX_BODY_BYTES = 2 * 1024 * 1024
+#: Largest body of a JSON API request.
+MAX_JSON_BYTES = 2 * 1024 * 1024
+#: Largest body of a form that uploads no file (URL-encoded, or multipart to a route that takes no file).
+MAX_FORM_BYTES = 1024 * 1024
+#: The largest body of a request that uploads no file (the JSON limit; kept for callers of the old name).
+MAX_BODY_BYTES = MAX_JSON_BYTES
+#: Endpoints that take uploaded files (multipart up to ``--max-upload-mb``); a plugin route adds its endpoint
+#: to ``app.config["DIGITS_UPLOAD_ENDPOINTS"]``.
+UPLOAD_ENDPOINTS = frozenset({"datasets.new", "inference.infer"})
 #: Most parts (uploaded files plus form fields) of one multipart request.
 MAX_UPLOAD_PARTS = 500
 
@@ -132,6 +143,17 @@ def cross_site_request() -> bool:
     return origin is not None and origin != (name, _request_port(port))
 
 
+def body_limit() -> tuple[int, str]:
+    """The largest body this request's route accepts, and what kind of request that limit is for (see above)."""
+    configured = current_app.config.get("MAX_CONTENT_LENGTH") or MAX_JSON_BYTES
+    uploads = UPLOAD_ENDPOINTS | set(current_app.config.get("DIGITS_UPLOAD_ENDPOINTS", ()))
+    if request.mimetype == "multipart/form-data" and request.endpoint in uploads:
+        return configured, "an upload (digits serve --max-upload-mb)"
+    if request.is_json or request.path.startswith(("/api/", "/v1/")):
+        return min(MAX_JSON_BYTES, configured), "a JSON API request"
+    return min(MAX_FORM_BYTES, configured), "a form that uploads no file"
+
+
 def _request_port(port: str) -> str:
     return port or ("443" if request.scheme == "https" else "80")
 
@@ -165,14 +187,13 @@ def init_app(app: Flask, hosts: Iterable[str] | None = None) -> None:
 
     @app.before_request
     def _bound_the_body():
+        limit, what = body_limit()
+        request.max_content_length = limit
         if request.mimetype == "multipart/form-data":
             request.max_form_parts = MAX_UPLOAD_PARTS
-            return
-        limit = min(MAX_BODY_BYTES, current_app.config.get("MAX_CONTENT_LENGTH") or MAX_BODY_BYTES)
-        request.max_content_length = limit
         if request.content_length is not None and request.content_length > limit:
-            abort(413, description=f"The request body is larger than {limit // 1024} KiB (the limit of a request "
-                                   "that uploads no file).")
+            abort(413, description=f"The request body ({request.content_length:,} bytes) is larger than "
+                                   f"{limit // 1024:,} KiB, the limit of {what}.")
 
     @app.after_request
     def _security_headers(response):
