@@ -35,7 +35,7 @@ from .templating import render_plugin_template
 
 #: How many entries of each stage :func:`check_plugin` encodes by default.
 DEFAULT_ENTRIES = 3
-OK, FAILED, SKIPPED = "ok", "failed", "skipped"
+OK, FAILED, SKIPPED, WARNING = "ok", "failed", "skipped", "warning"
 
 
 @dataclass
@@ -44,7 +44,7 @@ class Check:
 
     Attributes:
         name: What was checked (e.g. ``"encode_entry(train)"``).
-        status: ``"ok"``, ``"failed"`` or ``"skipped"``.
+        status: ``"ok"``, ``"failed"``, ``"skipped"`` or ``"warning"`` (passes, but says what to look at).
         message: Why it failed or was skipped (empty when ok).
         detail: A traceback of plugin code, when one raised.
     """
@@ -218,6 +218,7 @@ def _check_data(cls: type[DataIngestion], report: CheckReport, form_values: Mapp
 
     encoded_any = tried_any = False
     layouts: dict[tuple, str] = {}  # (shape, dtype) of each encoded array feature -> the first entry with it
+    raw_labels: list[str] = []  # labels stored raw for want of a declared kind (the first one is named)
     for stage in STAGES:
         try:
             with plugin_code(plugin_id, f"itemize_entries({stage!r})"):
@@ -229,12 +230,17 @@ def _check_data(cls: type[DataIngestion], report: CheckReport, form_values: Mapp
         # the first entries, each reported; then as many spread over the rest, reported only when they fail
         for index, entry in enumerate(stage_entries[:entries] + spread(stage_entries[entries:], entries)):
             tried_any = True
-            encoded_any = _encode_one(plugin, report, stage, entry, layouts, quiet=index >= entries) or encoded_any
+            encoded_any = _encode_one(plugin, report, stage, entry, layouts, raw_labels,
+                                                     quiet=index >= entries) or encoded_any
 
     taken = sorted(set(plugin.userdata) & reserved_names("data"))
     report.add("userdata", FAILED if taken else OK,
                f"itemize_entries stored userdata key(s) {', '.join(taken)}, name(s) the framework owns: they are "
                "dropped when the plugin is re-created for inference; use another key" if taken else "")
+    if raw_labels:
+        report.add("label kind", WARNING, f"{raw_labels[0]} declares no kind, so it is stored as a raw array with its "
+                   "shape, and only a network of your own trains on it (the raw task); if it is a class, a "
+                   "regression vector, a mask, boxes or an image, declare label_kind on the plugin class")
     if len(layouts) > 1:
         seen = "; ".join(f"{'×'.join(map(str, shape))} {dtype} ({where})" for (shape, dtype), where in layouts.items())
         report.add("feature shapes", FAILED, f"the sampled entries encode to different shapes or dtypes: {seen}. "
@@ -248,8 +254,9 @@ def _check_data(cls: type[DataIngestion], report: CheckReport, form_values: Mapp
                        "no entry was encoded: itemize_entries returned no entries for these form values")
 
 
-def _encode_one(plugin: Any, report: CheckReport, stage: str, entry: Any, layouts: dict, *, quiet: bool) -> bool:
-    """Encode one entry and check each pair; record its array layout; True when it encoded cleanly."""
+def _encode_one(plugin: Any, report: CheckReport, stage: str, entry: Any, layouts: dict, raw_labels: list, *,
+                quiet: bool) -> bool:
+    """Encode one entry and check each pair; record its array layout (and a raw-label fallback); True when clean."""
     plugin_id = report.plugin_id
     name = f"encode_entry({stage}: {entry})"
     try:
@@ -268,12 +275,27 @@ def _encode_one(plugin: Any, report: CheckReport, stage: str, entry: Any, layout
                    else check_feature(*pair, plugin_id, getattr(plugin, "label_kind", None)))
         if problem:
             problems.append(problem)
-        elif not hasattr(pair[0], "fmt") and getattr(plugin, "data_layout", None) != "DHWC":
+            continue
+        if not raw_labels and _falls_back_to_raw(plugin, pair[1]):
+            raw = np.asarray(getattr(pair[1], "label", pair[1]))
+            raw_labels.append(f"the label of encode_entry({stage}: {entry}) ({'×'.join(map(str, raw.shape))} {raw.dtype})")
+        if not hasattr(pair[0], "fmt") and getattr(plugin, "data_layout", None) != "DHWC":
             array = np.asarray(pair[0])
             layouts.setdefault((array.shape, str(array.dtype)), f"{stage}: {entry}")
     if problems or not quiet:
         report.add(name, FAILED if problems else OK, "; ".join(dict.fromkeys(problems)))
     return not problems
+
+
+def _falls_back_to_raw(plugin: Any, label: Any) -> bool:
+    """True when ``label`` is stored raw only because nothing declared its kind (the plugin, or its adapter)."""
+    from .datasets.labels import DeclaredLabel, undeclared_kind
+
+    if isinstance(label, DeclaredLabel):
+        return label.kind == "raw" and label.fallback
+    if getattr(plugin, "label_kind", None) is not None:
+        return False
+    return isinstance(label, np.ndarray) and undeclared_kind(label) == "raw"
 
 
 def spread(items: list, count: int) -> list:

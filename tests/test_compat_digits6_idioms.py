@@ -194,6 +194,59 @@ def test_a_float_story_label_is_stored_raw_never_as_boxes(words, tmp_path):
     _, labels = dataset.read_batch("train", 0, 4)
     assert labels.shape == (4, 1, 3, words) and labels[3].min() == 3.0
 
+    from digits_core.plugin_check import WARNING, check_plugin
+
+    report = check_plugin(Stories)  # passes, and says the story label was stored raw for want of a kind
+    warned = [c for c in report.checks if c.status == WARNING]
+    assert report.ok and [c.name for c in warned] == ["label kind"], str(report)
+    assert f"the label of encode_entry(train: 0) (1×3×{words} float32) declares no kind" in warned[0].message
+    assert "declare label_kind" in str(report)
+
+    class DeclaredStories(Stories):
+        label_kind = "raw"
+
+    assert not [c for c in check_plugin(DeclaredStories).checks if c.status == WARNING]
+
+    class BoxStories(Stories):  # a declared kind is the plugin's own: checked against the label, never overridden
+        label_kind = "boxes"
+
+    wrong = check_plugin(BoxStories)
+    assert not wrong.ok and 'data plugin "stories6" declares label_kind "boxes": label declared as boxes' in str(wrong)
+
+
+def test_plugin_check_warns_when_a_core_plugins_undeclared_label_falls_back_to_raw():
+    from digits_core import DataIngestion
+    from digits_core.plugin_check import WARNING, check_plugin
+
+    class Pairs(DataIngestion):
+        """A core plugin: an integer N×2 array is no known kind (a float 1-D would be regression)."""
+
+        @staticmethod
+        def get_id():
+            return "pairs-raw"
+
+        @staticmethod
+        def get_title():
+            return "Pairs"
+
+        @staticmethod
+        def get_dataset_form():
+            return Form
+
+        @staticmethod
+        def get_dataset_template(form):
+            return "", {}
+
+        def itemize_entries(self, stage):
+            return [1, 2] if stage == "train" else []
+
+        def encode_entry(self, entry):
+            return np.zeros((4, 4), np.uint8), np.full((3, 2, 2), entry, np.int32)
+
+    report = check_plugin(Pairs)
+    assert report.ok and [c.name for c in report.checks if c.status == WARNING] == ["label kind"], str(report)
+    assert "(3×2×2 int32) declares no kind" in str(report)
+
 
 # -- a DIGITS 6 view: C×H×W scores, a flat 256-colour palette, Python 2 dicts, static files, an inline script ----------
 

@@ -36,10 +36,15 @@ BOX_COLUMNS = 5
 
 
 class DeclaredLabel(NamedTuple):
-    """A label with its kind said beside it (what the DIGITS 6 adapter returns: DIGITS 6 plugins declare none)."""
+    """A label with its kind said beside it (what the DIGITS 6 adapter returns: DIGITS 6 plugins declare none).
+
+    ``fallback`` is True when the kind is ``raw`` only because the layout
+    matched no other kind (``digits plugin check`` warns about it).
+    """
 
     label: Any
     kind: str
+    fallback: bool = False
 
 
 def declared(label: Any, kind: str | None) -> tuple[Any, str | None]:

@@ -81,10 +81,10 @@ def label_to_core(label: Any, feature_hw: tuple | None = None) -> Any:
             return DeclaredLabel(np.ascontiguousarray(label[0]), "mask")
         if channels > 1 and label.dtype.kind == "f" and same_hw:
             return DeclaredLabel(np.ascontiguousarray(np.transpose(label, (1, 2, 0))), "image")
-        return DeclaredLabel(_raw_dtype(label), "raw")
+        return DeclaredLabel(_raw_dtype(label), "raw", fallback=True)
     if label.ndim == 1 and label.dtype.kind in "fiu":
         return DeclaredLabel(label.astype(np.float32), "regression")
-    return DeclaredLabel(_raw_dtype(label), "raw")
+    return DeclaredLabel(_raw_dtype(label), "raw", fallback=True)
 
 
 def _raw_dtype(label: np.ndarray) -> np.ndarray:
@@ -105,13 +105,18 @@ def palette_to_core(palette: Any) -> Any:
     return palette
 
 
-def pairs_to_core(encoded: Any) -> Any:
-    """Translate what a DIGITS 6 ``encode_entry`` returned: one ``(feature, label)`` pair or a list of them."""
+def pairs_to_core(encoded: Any, declared_kind: str | None = None) -> Any:
+    """Translate what a DIGITS 6 ``encode_entry`` returned: one ``(feature, label)`` pair or a list of them.
+
+    When the plugin declares its ``label_kind`` itself, the label's layout is
+    translated but its kind is the plugin's (the adapter declares none).
+    """
     if isinstance(encoded, list):
-        return [pairs_to_core(pair) for pair in encoded]
+        return [pairs_to_core(pair, declared_kind) for pair in encoded]
     feature, label = encoded
     feature = feature_to_core(feature)
-    return feature, label_to_core(label, feature.shape[:2])
+    label = label_to_core(label, feature.shape[:2])
+    return feature, (label.label if declared_kind is not None and hasattr(label, "kind") else label)
 
 
 def view_input(input_data: Any) -> Any:

@@ -51,7 +51,7 @@ def _outermost(method):
             result = method(self, *args, **kwargs)
         finally:
             _depth.level = level
-        return pairs_to_core(result) if level == 0 else result
+        return pairs_to_core(result, getattr(self, "label_kind", None)) if level == 0 else result
 
     return wrapper
 
