@@ -71,3 +71,40 @@ def test_a_cross_site_get_never_builds_an_export(app, client):
         resp = client.get(f"/models/{job.id}/download", headers=headers)
         assert resp.status_code == 403, resp.get_data(as_text=True)[:300]
     assert not (job.path / "export").exists()
+
+
+def test_explore_and_the_dataset_page_list_a_capped_number_of_classes(tmp_path):
+    """A dataset with 100,000 distinct class labels renders pages of at most 200 classes (was every one)."""
+    import numpy as np
+    from synthetic_plugins import _Synthetic
+
+    from digits_core import registry
+    from digits_core.datasets import create_dataset
+    from digits_core.datasets.explore import MAX_LISTED_CLASSES
+    from digits_core.web import create_app
+
+    class ManyLabels(_Synthetic):
+        plugin_id, title = "many-labels", "100k labels"
+
+        def itemize_entries(self, stage):
+            self.userdata["class_labels"] = [f"label{k}" for k in range(100_000)]
+            return list(range(40)) if stage == "train" else []
+
+        def encode_entry(self, entry):
+            return np.full((4, 4, 1), entry, np.uint8), entry * 65535 // 39  # ids up to 65535: a long histogram
+
+    registry.register(ManyLabels)
+    try:
+        job = create_dataset("many-labels", {"count": 40, "size": 4}, workers=1, jobs_dir=tmp_path)
+    finally:
+        registry.unregister(ManyLabels)
+    client = create_app(tmp_path, start_scheduler=False, testing=True).test_client()
+    data = client.get(f"/datasets/{job.id}/explore?stage=train&label=99999&format=json").get_json()
+    assert data["class_count"] == 100_000 and len(data["classes"]) == MAX_LISTED_CLASSES + 1
+    assert 99_999 in [c["id"] for c in data["classes"]]  # the chosen class is listed even if rare
+    assert {c["id"] for c in data["classes"]} >= {k * 65535 // 39 for k in range(40)}  # the frequent ones first
+    html = client.get(f"/datasets/{job.id}/explore?stage=train").get_data(as_text=True)
+    assert html.count("<option") <= MAX_LISTED_CLASSES + 1 and 'id="classes-capped"' in html
+    page = client.get(f"/datasets/{job.id}").get_data(as_text=True)
+    assert page.count("<tr data-class=") == MAX_LISTED_CLASSES and 'id="classes-capped"' in page
+    assert len(page) < 300_000

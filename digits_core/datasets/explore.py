@@ -159,15 +159,23 @@ def contact_sheet(dataset, stage: str = "train", n: int = 24, *, columns: int | 
 
 #: What one count of a label histogram is, per label kind (for page captions).
 HISTOGRAM_UNITS = {"class": "images", "mask": "pixels", "boxes": "boxes"}
+#: Most classes a page lists (the dataset page's histogram, Explore's class menu): the most frequent ones.
+MAX_LISTED_CLASSES = 200
 
 
-def label_histograms(dataset) -> dict | None:
+def label_histograms(dataset, *, limit: int | None = MAX_LISTED_CLASSES, keep: int | None = None) -> dict | None:
     """Per-class counts of every stage, as the dataset page shows them.
+
+    Args:
+        dataset: The dataset.
+        limit: Most classes listed: with more, the ``limit`` most frequent (over all stages), in id order;
+            ``None`` lists every class.
+        keep: A class id listed even when it is not among the most frequent (the one Explore shows).
 
     Returns:
         ``{"unit": "images"|"pixels"|"boxes", "stages": [...], "classes":
         [{"id", "name", "counts": {stage: n}}...], "totals": {stage: n},
-        "peaks": {stage: largest n}}``,
+        "peaks": {stage: largest n}, "class_count": all classes, "listed": classes listed}``,
         or ``None`` when the labels have no classes (regression, image
         targets) or no histogram was recorded.
     """
@@ -179,11 +187,21 @@ def label_histograms(dataset) -> dict | None:
         return None
     names = list(dataset.class_labels or [])
     size = max(len(names), *(len(h) for h in per_stage.values()))
+    listed = range(size)
+    if limit is not None and size > limit:  # 100k distinct labels must not make a 100k-row page
+        totals = np.zeros(size, np.int64)
+        for h in per_stage.values():
+            totals[:len(h)] += np.asarray(h, np.int64)
+        top = set(np.argsort(-totals, kind="stable")[:limit].tolist())
+        if keep is not None and 0 <= keep < size:
+            top.add(int(keep))
+        listed = sorted(top)
     classes = [{"id": i, "name": names[i] if i < len(names) else str(i),
-                "counts": {s: int(h[i]) if i < len(h) else 0 for s, h in per_stage.items()}} for i in range(size)]
+                "counts": {s: int(h[i]) if i < len(h) else 0 for s, h in per_stage.items()}} for i in listed]
     return {"unit": unit, "stages": list(per_stage), "classes": classes,
             "totals": {s: int(sum(h)) for s, h in per_stage.items()},
-            "peaks": {s: int(max(h, default=0)) for s, h in per_stage.items()}}
+            "peaks": {s: int(max(h, default=0)) for s, h in per_stage.items()},
+            "class_count": size, "listed": len(classes)}
 
 
 def mean_image_uint8(dataset) -> np.ndarray | None:

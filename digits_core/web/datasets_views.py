@@ -153,8 +153,11 @@ def show(job_id: str):
 
     job = _ext()["store"].get(job_id, kind="dataset")
     details = dataset_details(job)
+    from ..datasets.explore import MAX_LISTED_CLASSES  # the datasets package: imported on first use
+
     return render_template("dataset_show.html", job=job, d=details, dependents=dependents(_ext()["store"], job.id),
-                           active=job.status in (JobStatus.WAITING, JobStatus.RUNNING, JobStatus.INITIALIZED))
+                           active=job.status in (JobStatus.WAITING, JobStatus.RUNNING, JobStatus.INITIALIZED),
+                           max_listed_classes=MAX_LISTED_CLASSES)
 
 
 def show_json(job_id: str):
@@ -230,12 +233,12 @@ def _explore_page(job: Job, stage: str, page: int, per_page: int, label_filter: 
             else:
                 item["label"] = ", ".join(f"{v:.3g}" for v in (label_value if isinstance(label_value, list) else [label_value]))
             items.append(item)
-    histograms = label_histograms(ds) or {}
+    histograms = label_histograms(ds, keep=class_id) or {}  # the most frequent classes (and the chosen one)
     classes = [{"id": c["id"], "name": c["name"], "count": c["counts"].get(stage, 0)}
                for c in histograms.get("classes", [])]
     return {"stage": stage, "stages": stages, "page": page, "pages": pages, "per_page": per_page,
             "count": count, "items": items, "label": class_id, "classes": classes,
-            "class_unit": histograms.get("unit")}
+            "class_count": histograms.get("class_count", len(classes)), "class_unit": histograms.get("unit")}
 
 
 def _mask_caption(mask, class_labels) -> str:
