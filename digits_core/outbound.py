@@ -19,8 +19,11 @@ job or inference the server queued; see :func:`digits_core.paths.confined_to`):
   which refuses every typed URL, public ones too.
 
 The check runs on the form field, before any request leaves, and again
-where the connection is made (:func:`guard_session` checks the address each
-socket actually connected to, on every redirect too). Messages name the
+where the connection is made: :func:`guard_session` (``requests``) and
+:func:`guarded_pool` (any urllib3 connection pool, e.g. botocore's for S3)
+check the address each socket actually connected to, on every redirect and
+every new connection too, so a name that resolved to a public address when
+it was checked and to 127.0.0.1 when connected (DNS rebinding) is refused. Messages name the
 URL's host and a fixed reason, never anything the server answered.
 
 The command line and the Python API (the operator's own shell) are not
@@ -33,6 +36,7 @@ import fnmatch
 import ipaddress
 import os
 import socket
+from typing import Any
 from urllib.parse import urlsplit
 
 from .errors import DigitsError
@@ -184,6 +188,16 @@ def _checked(connection_class):
     return Guarded
 
 
+def guarded_pool(pool_class: Any) -> type:
+    """A subclass of the urllib3 connection pool ``pool_class`` whose connections check their peer address.
+
+    Each new socket's peer address (after DNS resolution, at connect time) must pass
+    :func:`address_allowed`, else the socket is closed and :class:`OutboundURLError` raised
+    before a byte is sent on it.
+    """
+    return type(f"Guarded{pool_class.__name__}", (pool_class,), {"ConnectionCls": _checked(pool_class.ConnectionCls)})
+
+
 _ADAPTER: list[type] = []
 
 
@@ -191,24 +205,18 @@ def _adapter_class() -> type:
     """A ``requests`` adapter whose connection pools use the checked connections (built once, lazily)."""
     if not _ADAPTER:
         from requests.adapters import HTTPAdapter
-        from urllib3.connection import HTTPConnection, HTTPSConnection
         from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
-        class HTTPPool(HTTPConnectionPool):
-            ConnectionCls = _checked(HTTPConnection)
-
-        class HTTPSPool(HTTPSConnectionPool):
-            ConnectionCls = _checked(HTTPSConnection)
+        pools = {"http": guarded_pool(HTTPConnectionPool), "https": guarded_pool(HTTPSConnectionPool)}
 
         class GuardedAdapter(HTTPAdapter):
             def init_poolmanager(self, *args, **kwargs):
                 super().init_poolmanager(*args, **kwargs)
-                self.poolmanager.pool_classes_by_scheme = {"http": HTTPPool, "https": HTTPSPool}
+                self.poolmanager.pool_classes_by_scheme = dict(pools)
 
         _ADAPTER.append(GuardedAdapter)
     return _ADAPTER[0]
 
 
 __all__ = ["ALLOW_ENV", "OutboundURLError", "address_allowed", "allow_patterns", "check_destination", "check_url",
-           "guard_session",
-           "in_server_context", "resolve_host"]
+           "guard_session", "guarded_pool", "in_server_context", "resolve_host"]

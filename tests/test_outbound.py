@@ -128,3 +128,30 @@ def test_the_s3_client_checks_every_request_it_sends(listener, tmp_path, monkeyp
     with pytest.raises(S3EndpointError, match="allow-url none"):
         client.list_objects_v2(Bucket="bucket")
     assert listener.hits == []
+
+
+def test_dns_rebinding_is_refused_on_the_connection_the_s3_client_makes(listener, tmp_path, monkeypatch):
+    """The name resolves to a public address when checked, then to 127.0.0.1 when connected: refused on the socket."""
+    import ipaddress
+    import socket
+
+    from digits_core import outbound
+    from digits_core.sources.s3 import S3Location, list_objects
+    from digits_core.sources.s3_client import S3EndpointError, s3_client
+
+    port = listener.server_address[1]
+    real_getaddrinfo = socket.getaddrinfo
+
+    def rebinding_dns(host, *args, **kwargs):  # what the name answers when the socket connects
+        return real_getaddrinfo("127.0.0.1" if host == "rebind.example" else host, *args, **kwargs)
+
+    monkeypatch.setattr(outbound, "resolve_host", lambda host, port: [ipaddress.ip_address("93.184.216.34")])
+    monkeypatch.setattr(socket, "getaddrinfo", rebinding_dns)
+    location = S3Location("bucket", "", f"http://rebind.example:{port}", "key", "secret")
+    with confined_to([tmp_path]):
+        client = s3_client(location, attempts=1)  # the field's check and the before-send hook see a public address
+        with pytest.raises(S3EndpointError, match="does not send requests to rebind.example"):
+            list_objects(location)
+    assert listener.hits == []  # nothing reached the loopback listener
+    with confined_to([tmp_path]):
+        assert client is s3_client(location, attempts=1)  # the guarded client is the one cached for this endpoint

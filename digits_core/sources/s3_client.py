@@ -180,6 +180,7 @@ def s3_client(location: S3Location, *, pool: int = 16, attempts: int = 3, timeou
         raise explain(exc, location, "connect to") from exc
     if guarded:
         client.meta.events.register("before-send.s3", _refuse_unallowed_destination)
+        _guard_connections(client)
     with _clients_lock:
         _clients[key] = client
     return client
@@ -205,6 +206,24 @@ def _check_typed_endpoint(location: S3Location) -> None:
             "own AWS credentials and profiles are used only for AWS S3 itself (an empty endpoint URL).")
 
 
+def _guard_connections(client: Any) -> None:
+    """Check the address every socket of ``client`` connects to (DNS rebinding), not only the name checked before.
+
+    botocore offers no public hook for its connection class: its urllib3 session's pool classes are replaced
+    (``URLLib3Session._pool_classes_by_scheme``, read when a pool is created). Proxies are not used.
+    """
+    from botocore.awsrequest import AWSHTTPConnectionPool, AWSHTTPSConnectionPool
+
+    from ..outbound import guarded_pool
+
+    session = client._endpoint.http_session
+    pools = {"http": guarded_pool(AWSHTTPConnectionPool), "https": guarded_pool(AWSHTTPSConnectionPool)}
+    session._pool_classes_by_scheme = pools
+    session._manager.pool_classes_by_scheme = pools
+    session._proxy_config = type(session._proxy_config)()  # no proxy: it would hide the real destination
+    session._manager.clear()
+
+
 def _refuse_unallowed_destination(request: Any, **_: Any) -> None:
     """botocore ``before-send`` hook: check each request's destination (redirects included) after DNS resolution."""
     from ..outbound import OutboundURLError, check_destination
@@ -228,6 +247,9 @@ def explain(exc: BaseException, location: S3Location, action: str) -> S3Error:
     endpoint = location.endpoint_url or "AWS S3"
     if isinstance(exc, S3Error):
         return exc
+    refused = exc.kwargs.get("error") if isinstance(exc, bex.HTTPClientError) else None
+    if isinstance(refused, DigitsError):  # the connection guard refused the address it connected to
+        return S3EndpointError(f"s3_endpoint_url: {refused}")
     if isinstance(exc, (bex.EndpointConnectionError, bex.ConnectTimeoutError, bex.ConnectionClosedError,
                         bex.ReadTimeoutError, bex.ProxyConnectionError, bex.SSLError)):
         return S3EndpointError(
