@@ -114,7 +114,7 @@ def test_web_form_and_json_api_store_what_the_cli_stores(web):
     client, token, store = web
     page = client.get(f"/datasets/new/{SyntheticShapes.plugin_id}").get_data(as_text=True)
     for option in DATASET_OPTIONS:  # every declared option is a field of the page, with its default shown
-        assert f'name="{option.web_field}"' in page and f'placeholder="{option.default}"' in page
+        assert f'name="{option.web_field}"' in page and f'placeholder="{option.default_text}"' in page
     form = {"csrf_token": token, "count": "3", **{o.web_field: OPTION_VALUES[o.name] for o in DATASET_OPTIONS}}
     assert client.post(f"/datasets/new/{SyntheticShapes.plugin_id}", data=form).status_code == 302
     resp = client.post("/api/datasets", json={"plugin_id": SyntheticShapes.plugin_id, "form_data": {}, **OPTION_VALUES},

@@ -25,6 +25,7 @@ LAYERS: dict[str, int] = {
     "digits_core.resize": 0, "digits_core.gpus": 0, "digits_core.groups": 0, "digits_core.deprecated": 0,
     "digits_core.tf_quiet": 0, "digits_core.form_secrets": 0, "digits_core.search_space": 0,
     "digits_core.templating": 0, "digits_core.sources": 0, "digits_core.quality_sets": 0,
+    "digits_core.option_spec": 0,
     # 1 job store
     "digits_core.jobs": 1, "digits_core.job_lock": 1, "digits_core.job_record": 1, "digits_core.job_status": 1,
     "digits_core.job_model": 1,

@@ -47,3 +47,30 @@ def test_every_declared_number_and_switch_is_checked():
         elif spec.kind in ("int", "float") and spec.maximum is not None:
             with pytest.raises(ValueError, match="must be <="):
                 spec.coerce(spec.maximum * 2 + 1)
+
+
+def test_dataset_job_and_training_options_are_one_declaration_type_with_one_set_of_generators():
+    import argparse
+
+    from digits_core.datasets.options import DATASET_OPTIONS, add_cli_arguments, web_form_fields
+    from digits_core.engine.option_specs import add_cli_arguments as add_training_arguments
+    from digits_core.errors import DatasetError
+    from digits_core.option_spec import OptionSpec
+
+    assert all(type(spec) is OptionSpec for spec in TRAINING_OPTIONS + DATASET_OPTIONS)
+    parser = argparse.ArgumentParser()
+    add_cli_arguments(parser)
+    add_training_arguments(parser)
+    flags = {a.dest: a for a in parser._actions}
+    for spec in TRAINING_OPTIONS + DATASET_OPTIONS:
+        if spec.cli:
+            assert spec.flag in flags[spec.name].option_strings and flags[spec.name].default is None
+            assert flags[spec.name].help.startswith(spec.help.replace("%", "%%")[:20])
+    workers = next(s for s in DATASET_OPTIONS if s.name == "workers")
+    assert flags["workers"].metavar == "N" and "(default: the CPUs this process may use)" in flags["workers"].help
+    with pytest.raises(DatasetError, match="not a whole number"):
+        workers.coerce("four")  # a dataset option's own check is its coerce, as a training option's bounds are
+    assert workers.coerce(None) is None and TRAINING_OPTIONS[0].coerce("3") == 3
+    fields = web_form_fields()
+    assert set(fields) == {f"job_{s.name}" for s in DATASET_OPTIONS}
+    assert fields["job_workers"].kwargs["render_kw"]["placeholder"] == "the CPUs this process may use"

@@ -1,9 +1,11 @@
 """The options of a dataset job, declared once, and the knobs behind them (error budget, workers, chunks).
 
 :data:`DATASET_OPTIONS` declares every option a dataset job takes besides
-its plugin's form (name, group, worker processes, error budget): kind,
-label, help, what an empty value means, and the function that checks and
-normalizes a value. Generated from it:
+its plugin's form (name, group, worker processes, error budget) as
+:class:`~digits_core.option_spec.OptionSpec` entries, the declaration type of
+the training options too: kind, label, help, what an empty value means, and
+the function that checks and normalizes a value. Generated from it, by the
+same generators as the training options' flags and fields:
 
 * the ``job options`` flags of ``digits dataset create PLUGIN`` (:func:`add_cli_arguments`,
   :func:`options_from_cli`);
@@ -24,11 +26,11 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..errors import DatasetError, DigitsError, FormValidationError
 from ..groups import MAX_GROUP_LENGTH, normalize_group
+from ..option_spec import OptionSpec, add_arguments, check_message, wtforms_field
 
 #: Default ``max_errors``: the fraction of entries that may be skipped.
 DEFAULT_MAX_ERRORS = 0.05
@@ -135,61 +137,39 @@ def _parse_max_errors(value: Any) -> int | float | None:
     return parse_max_errors(value)
 
 
-@dataclass(frozen=True)
-class DatasetOption:
-    """One option of a dataset job, as every front door shows it.
-
-    Attributes:
-        name: The keyword of :func:`~digits_core.datasets.create_dataset`, the
-            ``job.json`` key and the JSON API key; the flag is ``--name-with-dashes``,
-            the web field ``job_<name>``.
-        kind: ``text`` or ``int`` (how the web form and the CLI read it).
-        label: The web form's label.
-        help: One line of help (``--help``, the form's description, the README table).
-        default: What an empty value means, in words.
-        parse: Checks a given value and returns it normalized (``None``: the default);
-            raises a :class:`~digits_core.errors.DigitsError` saying what is wrong.
-        metavar: The value's name in ``--help``.
-        max_length: Longest text the web field accepts.
-        html: Extra HTML attributes of the web field.
-    """
-
-    name: str
-    kind: str
-    label: str
-    help: str
-    default: str
-    parse: Callable[[Any], Any]
-    metavar: str = "X"
-    max_length: int = 200
-    html: Mapping[str, str] = field(default_factory=dict)
-
-    @property
-    def flag(self) -> str:
-        """The ``digits dataset create`` flag."""
-        return "--" + self.name.replace("_", "-")
-
-    @property
-    def web_field(self) -> str:
-        """The web form's field name (prefixed: plugin forms own the plain names)."""
-        return f"job_{self.name}"
+#: The one declaration type of options (as training options), under the name this module used first.
+DatasetOption = OptionSpec
 
 
-DATASET_OPTIONS: tuple[DatasetOption, ...] = (
-    DatasetOption("name", "text", "Dataset name", "the dataset's name in the jobs tables", "the plugin id",
-                  _parse_name, metavar="NAME", max_length=MAX_NAME_LENGTH),
-    DatasetOption("group", "text", "Group", "job group: jobs of one group are shown together, collapsible, "
-                  "on the web home page", "no group", _parse_group, metavar="NAME", max_length=MAX_GROUP_LENGTH,
-                  html={"list": "group-names"}),
-    DatasetOption("workers", "int", "Worker processes", "processes that encode entries in parallel (1: in this process)",
-                  "the CPUs this process may use", _parse_workers, metavar="N", max_length=4),
-    DatasetOption("max_errors", "text", "Entries allowed to fail",
-                  'entries that may fail (skipped, listed in the errors report) before the job fails: '
-                  'a count ("10"), a fraction ("0.05") or a percentage ("5%")', "5%", _parse_max_errors,
-                  max_length=20),
+def _option(name: str, kind: str, label: str, help: str, default_text: str, parse: Callable[[Any], Any], *,
+            metavar: str = "X", max_length: int = 200, html: Mapping[str, str] | None = None) -> OptionSpec:
+    return OptionSpec(name, kind, label, help, "Job", default_text=default_text, parse=_empty_is_default(parse),
+                      metavar=metavar, web_prefix="job_", max_length=max_length, html=html or {})
+
+
+def _empty_is_default(parse: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``None`` stays ``None`` (the default applies); anything else goes through ``parse``."""
+    def check(value: Any) -> Any:
+        return None if value is None else parse(value)
+
+    return check
+
+
+DATASET_OPTIONS: tuple[OptionSpec, ...] = (
+    _option("name", "text", "Dataset name", "the dataset's name in the jobs tables", "the plugin id",
+            _parse_name, metavar="NAME", max_length=MAX_NAME_LENGTH),
+    _option("group", "text", "Group", "job group: jobs of one group are shown together, collapsible, "
+            "on the web home page", "no group", _parse_group, metavar="NAME", max_length=MAX_GROUP_LENGTH,
+            html={"list": "group-names"}),
+    _option("workers", "int", "Worker processes", "processes that encode entries in parallel (1: in this process)",
+            "the CPUs this process may use", _parse_workers, metavar="N", max_length=4),
+    _option("max_errors", "text", "Entries allowed to fail",
+            'entries that may fail (skipped, listed in the errors report) before the job fails: '
+            'a count ("10"), a fraction ("0.05") or a percentage ("5%")', "5%", _parse_max_errors,
+            max_length=20),
 )
 
-BY_NAME: dict[str, DatasetOption] = {option.name: option for option in DATASET_OPTIONS}
+BY_NAME: dict[str, OptionSpec] = {option.name: option for option in DATASET_OPTIONS}
 
 
 class DatasetOptionsError(FormValidationError, DatasetError):
@@ -216,13 +196,10 @@ def check_dataset_options(values: Mapping[str, Any], what: str = "dataset job op
         errors[name] = [f"no such dataset job option (known: {', '.join(BY_NAME)})"]
     result: dict[str, Any] = {}
     for option in DATASET_OPTIONS:
-        value = values.get(option.name)
         try:
-            result[option.name] = None if value is None else option.parse(value)
-        except FormValidationError as exc:
-            errors[option.name] = [m for messages in exc.errors.values() for m in messages]
-        except DigitsError as exc:
-            errors[option.name] = [str(exc)]
+            result[option.name] = option.coerce(values.get(option.name))
+        except (ValueError, DigitsError) as exc:
+            errors[option.name] = [check_message(exc)]
     if errors:
         raise DatasetOptionsError(errors, what)
     return result
@@ -232,11 +209,8 @@ def check_dataset_options(values: Mapping[str, Any], what: str = "dataset job op
 
 
 def add_cli_arguments(parser: Any) -> None:
-    """Add one flag per dataset job option to an argparse parser or argument group."""
-    for option in DATASET_OPTIONS:
-        text = f"{option.help} (default: {option.default})"
-        parser.add_argument(option.flag, dest=option.name, default=None, metavar=option.metavar,
-                            type=int if option.kind == "int" else str, help=text.replace("%", "%%"))
+    """Add one flag per dataset job option to an argparse parser or argument group (as training's flags)."""
+    add_arguments(parser, DATASET_OPTIONS)
 
 
 def options_from_cli(namespace: Any) -> dict[str, Any]:
@@ -249,26 +223,7 @@ def options_from_cli(namespace: Any) -> dict[str, Any]:
 
 def web_form_fields() -> dict[str, Any]:
     """Unbound WTForms fields (``job_<name>``) for the web "New dataset" form, checked by each option's parser."""
-    from wtforms import IntegerField, StringField, ValidationError
-    from wtforms.validators import Optional
-
-    def checked_by(option: DatasetOption) -> Callable[[Any, Any], None]:
-        def validate(form: Any, fld: Any) -> None:
-            try:
-                check_dataset_options({option.name: fld.data})
-            except FormValidationError as exc:
-                raise ValidationError("; ".join(exc.errors[option.name])) from None
-
-        return validate
-
-    fields: dict[str, Any] = {}
-    for option in DATASET_OPTIONS:
-        field_class = IntegerField if option.kind == "int" else StringField
-        fields[option.web_field] = field_class(
-            option.label, validators=[Optional(), checked_by(option)],  # the declaration's check, nothing else
-            description=f"{option.help[0].upper()}{option.help[1:]}; empty: {option.default}.",
-            render_kw={"placeholder": option.default, "maxlength": str(option.max_length), **option.html})
-    return fields
+    return {option.web_field: wtforms_field(option) for option in DATASET_OPTIONS}
 
 
 def options_from_web(form: Any) -> dict[str, Any]:
@@ -293,7 +248,7 @@ def markdown_table() -> str:
     """The README's table of dataset job options (checked by ``tests/test_dataset_options.py``)."""
     rows = ["| option (API / `job.json`) | flag | web field | default | meaning |", "|---|---|---|---|---|"]
     for option in DATASET_OPTIONS:
-        rows.append(f"| `{option.name}` | `{option.flag} {option.metavar}` | {option.label} | {option.default} | "
+        rows.append(f"| `{option.name}` | `{option.flag} {option.metavar}` | {option.label} | {option.default_text} | "
                     f"{option.help} |")
     return "\n".join(rows) + "\n"
 

@@ -1,6 +1,7 @@
 """The training options, declared once: CLI flags, web form, API validation and docs come from here.
 
-Each :class:`OptionSpec` says what the user sees about one option: its
+Each :class:`~digits_core.option_spec.OptionSpec` (the one declaration type, shared with the dataset
+job options) says what the user sees about one option: its
 kind, range, help text, form label and group, and which solvers / LR
 policies it applies to. The default value and Python type live on the
 :class:`~digits_core.engine.options.TrainingOptions` dataclass (read through
@@ -23,11 +24,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import math
-from dataclasses import dataclass
-from typing import Any
 
 from ..errors import FormValidationError
+from ..option_spec import OptionSpec, add_arguments, options_from_args
 from ..sweep import parse_values
 from .lr_policies import PARAMETERS, POLICIES, defaults_text, policies_using
 from .solvers import MOMENTUM_SOLVERS, SOLVERS
@@ -43,129 +42,17 @@ NOT_SEARCHABLE = ("epochs", "seed", "validation_interval", "snapshot_interval", 
 LOSSES = tuple(dict.fromkeys(name for task in TASKS.values() for name in task.losses))
 
 
-@dataclass(frozen=True)
-class OptionSpec:
-    """One training option as the front doors show it.
+def _defaults() -> dict:
+    from .options import Augmentation, TrainingOptions  # options imports this module: its dataclass holds the defaults
 
-    Attributes:
-        name: The option name (API keyword, form field, ``model.json`` key; ``aug_*`` for augmentation).
-        kind: ``int``, ``float``, ``choice``, ``bool``, ``text`` or ``json``.
-        label: Form label.
-        help: One-line help (CLI ``--help``, form description, docs table).
-        group: Form section (``Training``, ``Solver``, ``Learning rate schedule``, ``Data``, ``Augmentation``,
-            ``Network``, ``Hardware``).
-        choices: Allowed values of a ``choice``.
-        minimum: Lower bound of a number (``None``: none).
-        exclusive_min: The bound itself is not allowed (``> minimum``).
-        maximum: Upper bound of a number.
-        solvers: Solvers it applies to (``None``: all); hidden in the form and left out of
-            ``model.json`` otherwise.
-        policies: LR policies it applies to (``None``: all).
-        cli: Expose as a ``digits train`` flag.
-        web: How the web form shows it: ``"auto"`` (generated), ``"custom"`` (the form defines it) or ``""`` (not shown).
-        sweep: Several comma-separated values are accepted and make a sweep: one job per
-            combination (:func:`digits_core.sweep.expand_sweep`).
-    """
-
-    name: str
-    kind: str
-    label: str
-    help: str
-    group: str
-    choices: tuple = ()
-    minimum: float | None = None
-    exclusive_min: bool = False
-    maximum: float | None = None
-    solvers: tuple | None = None
-    policies: tuple | None = None
-    cli: bool = True
-    web: str = "auto"
-    sweep: bool = False
-
-    @property
-    def flag(self) -> str:
-        """The ``digits train`` flag (``--no-shuffle`` for a switch that is on by default)."""
-        if self.kind == "bool" and self.default is True:
-            return f"--no-{self.name.replace('_', '-')}"
-        return f"--{self.name.replace('_', '-')}"
-
-    @property
-    def default(self) -> Any:
-        """The engine default (from :class:`~digits_core.engine.options.TrainingOptions`)."""
-        return _defaults()[self.name]
-
-    @property
-    def searchable(self) -> bool:
-        """A search space may range over it (``digits tune --search``): numbers and choices, except the options
-        in :data:`NOT_SEARCHABLE` (the run's length and book-keeping, hardware)."""
-        return self.kind in ("int", "float", "choice", "bool") and self.group != "Hardware" \
-            and self.name not in NOT_SEARCHABLE
-
-    def coerce(self, value: Any) -> Any:
-        """``value`` as this option's kind, checked against its bounds: the one type check of every door.
-
-        ``bool`` takes true/false, 0/1 and their strings (``"false"``, ``"no"``,
-        ``"off"``...); ``int`` and ``float`` take numbers and numeric strings
-        (not booleans) within ``minimum``/``maximum``. Other kinds come back
-        unchanged (choices are checked against the live registries by
-        :meth:`~digits_core.engine.options.TrainingOptions.validate`). ``None``
-        is kept where the default is ``None`` (the default applies).
-
-        Raises:
-            ValueError: The message for the field (e.g. ``must be <= 0.999``).
-        """
-        if value is None and (self.default is None or self.kind not in ("bool", "int", "float")):
-            return None
-        if self.kind == "bool":
-            return _as_bool(value)
-        if self.kind not in ("int", "float"):
-            return value
-        number = _as_number(value, integer=self.kind == "int")
-        if self.minimum is not None and (number <= self.minimum if self.exclusive_min else number < self.minimum):
-            raise ValueError(f"must be {'>' if self.exclusive_min else '>='} {self.minimum:g}")
-        if self.maximum is not None and number > self.maximum:
-            raise ValueError(f"must be <= {self.maximum:g}")
-        return number
-
-    def applies(self, options: dict) -> bool:
-        """Whether the option means anything with these (resolved) options' solver and LR policy."""
-        if self.solvers is not None and options.get("solver") not in self.solvers:
-            return False
-        return self.policies is None or options.get("lr_policy") in self.policies
-
-
-_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off", "")
-
-
-def _as_bool(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int) and value in (0, 1):
-        return bool(value)
-    if isinstance(value, str) and value.strip().lower() in _TRUE + _FALSE:
-        return value.strip().lower() in _TRUE
-    raise ValueError("must be true or false")
-
-
-def _as_number(value: Any, *, integer: bool) -> int | float:
-    what = "an integer" if integer else "a number"
-    if isinstance(value, bool):
-        raise ValueError(f"{value!r} is not {what}")
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{value!r} is not {what}") from None
-    if not math.isfinite(number):
-        raise ValueError("must be finite")
-    if integer:
-        if not number.is_integer():
-            raise ValueError(f"{value!r} is not {what}")
-        return int(value) if isinstance(value, int) else int(number)
-    return number
+    values = {f.name: (f.default if f.default is not dataclasses.MISSING else f.default_factory())  # type: ignore[misc,operator]
+              for f in dataclasses.fields(TrainingOptions) if f.name != "augmentation"}
+    values.update({f"aug_{f.name}": f.default for f in dataclasses.fields(Augmentation)})
+    return values
 
 
 def _spec(name, kind, label, help, group, **kw) -> OptionSpec:
-    return OptionSpec(name, kind, label, help, group, **kw)
+    return OptionSpec(name, kind, label, help, group, search=name not in NOT_SEARCHABLE, defaults=_defaults, **kw)
 
 
 TRAINING_OPTIONS: tuple[OptionSpec, ...] = (
@@ -185,7 +72,7 @@ TRAINING_OPTIONS: tuple[OptionSpec, ...] = (
     _spec("momentum", "float", "Momentum", "momentum of the momentum and nesterov solvers", "Solver", minimum=0,
           solvers=MOMENTUM_SOLVERS),
     _spec("learning_rate", "float", "Base learning rate", "base learning rate", "Solver", minimum=0,
-          exclusive_min=True, sweep=True),
+          exclusive_min=True, sweep=True, aliases=("--lr",)),
     _spec("weight_decay", "float", "Weight decay", "decoupled weight decay (L2 for plain SGD)", "Solver",
           minimum=0),
     _spec("lr_policy", "choice", "Policy", "learning-rate policy (see `digits lr-preview`)",
@@ -260,6 +147,22 @@ TRAINING_OPTIONS: tuple[OptionSpec, ...] = (
     _spec("jit", "bool", "XLA compilation (jit)", "compile the train step with XLA (jit_compile; not with a seed: XLA ops are not deterministic)", "Hardware"),
     _spec("mixed_precision", "bool", "Mixed precision (GPU)",
           "float16 compute with float32 weights (mixed_float16); GPU only, refused on a CPU", "Hardware"),
+    # The volume networks' settings (unet3d, unet2.5d: digits_core.engine.volume_train); 2-D networks ignore them.
+    _spec("volume_patch", "text", "Patch (D,H,W voxels)", "volume networks: training patch D,H,W, each divisible "
+          "by 2^(levels-1) (empty: ¾ of the median case; unet2.5d takes D=1)", "Volumes (unet3d, unet2.5d)"),
+    _spec("volume_steps_per_epoch", "int", "Steps per epoch", "volume networks: training steps (batches of "
+          "patches) per epoch", "Volumes (unet3d, unet2.5d)", minimum=1, maximum=100000),
+    _spec("volume_foreground", "float", "Foreground oversampling", "volume networks: share of the patches "
+          "centred on a labelled voxel", "Volumes (unet3d, unet2.5d)", minimum=0, maximum=1),
+    _spec("volume_base_filters", "int", "Base filters", "volume networks: filters of the top level (doubled per "
+          "level; wider trains better on a GPU)", "Volumes (unet3d, unet2.5d)", minimum=1, maximum=512),
+    _spec("volume_levels", "int", "Levels", "volume networks: U-Net levels (pooling steps + 1)",
+          "Volumes (unet3d, unet2.5d)", minimum=2, maximum=6),
+    _spec("volume_adjacent_slices", "int", "Adjacent slices (2.5-D)", "unet2.5d: neighbouring slices on each "
+          "side fed as channels", "Volumes (unet3d, unet2.5d)", minimum=0, maximum=16),
+    _spec("volume_overlap", "float", "Sliding-window overlap", "volume networks: tile overlap of the "
+          "sliding-window validation and inference (Gaussian blending)", "Volumes (unet3d, unet2.5d)",
+          minimum=0, maximum=0.9),
 )
 
 BY_NAME: dict[str, OptionSpec] = {spec.name: spec for spec in TRAINING_OPTIONS}
@@ -267,15 +170,6 @@ GROUPS: tuple[str, ...] = tuple(dict.fromkeys(spec.group for spec in TRAINING_OP
 #: What the learning-rate preview takes (``digits lr-preview`` flags, ``GET /api/lr-preview`` query, the New
 #: Model chart): the base rate, the policy and every policy parameter, validated as training validates them.
 LR_PREVIEW_OPTIONS: tuple[str, ...] = ("learning_rate", "lr_policy") + tuple(f"lr_{name}" for name in PARAMETERS)
-
-
-def _defaults() -> dict:
-    from .options import Augmentation, TrainingOptions  # options imports this module: its dataclass holds the defaults
-
-    values = {f.name: (f.default if f.default is not dataclasses.MISSING else f.default_factory())  # type: ignore[misc,operator]
-              for f in dataclasses.fields(TrainingOptions) if f.name != "augmentation"}
-    values.update({f"aug_{f.name}": f.default for f in dataclasses.fields(Augmentation)})
-    return values
 
 
 def effective_defaults(network_defaults: dict | None = None) -> dict:
@@ -295,12 +189,6 @@ def applicable(options: dict) -> dict:
 
 #: Appended to the help of options that accept several values.
 SWEEP_HELP = "; comma-separated values sweep: one job per combination"
-
-
-def _cli_type(spec: OptionSpec, sweep: bool = True):
-    if spec.sweep and sweep:
-        return _sweep_values(spec)
-    return {"int": int, "float": float}.get(spec.kind, str)
 
 
 def _sweep_values(spec: OptionSpec):
@@ -325,34 +213,16 @@ def add_cli_arguments(parser, names: tuple[str, ...] | None = None, *, sweep: bo
         names: Only these options (default: every option with ``cli``), e.g. :data:`LR_PREVIEW_OPTIONS`.
         sweep: Options that sweep accept several comma-separated values (``digits train``); False: one value.
     """
-    for spec in TRAINING_OPTIONS if names is None else tuple(BY_NAME[name] for name in names):
-        if not spec.cli:
-            continue
-        sweeps = spec.sweep and sweep
-        text = (spec.help + (SWEEP_HELP if sweeps else "")).replace("%", "%%") + _default_text(spec)
-        if spec.kind == "bool":
-            action = "store_false" if spec.default is True else "store_true"
-            parser.add_argument(spec.flag, dest=spec.name, action=action, default=None, help=text)
-            continue
-        flags = [spec.flag] + (["--lr"] if spec.name == "learning_rate" else [])
-        kwargs: dict = {"dest": spec.name, "type": _cli_type(spec, sweep), "help": text}
-        if spec.kind == "choice":
-            kwargs["choices"] = spec.choices
-        parser.add_argument(*flags, **kwargs)
-
-
-def _default_text(spec: OptionSpec) -> str:
-    default = spec.default
-    if default is None or default == "" or spec.kind == "bool":
-        return ""
-    return f" (default {default})".replace("%", "%%")
+    specs = TRAINING_OPTIONS if names is None else tuple(BY_NAME[name] for name in names)
+    plain = {"int": int, "float": float}
+    add_arguments(parser, specs,
+                  value_type=lambda s: _sweep_values(s) if s.sweep and sweep else plain.get(s.kind, str),
+                  extra_help=lambda s: SWEEP_HELP if s.sweep and sweep else "")
 
 
 def options_from_cli(args, names: tuple[str, ...] | None = None) -> dict:
     """The options a command line set (flags not given are left out); ``names`` as for :func:`add_cli_arguments`."""
-    specs = TRAINING_OPTIONS if names is None else tuple(BY_NAME[name] for name in names)
-    return {spec.name: getattr(args, spec.name) for spec in specs
-            if spec.cli and getattr(args, spec.name, None) is not None}
+    return options_from_args(args, TRAINING_OPTIONS if names is None else tuple(BY_NAME[name] for name in names))
 
 
 # -- docs ------------------------------------------------------------------------------------------

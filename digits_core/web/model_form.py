@@ -19,15 +19,15 @@ from __future__ import annotations
 
 import json
 
-from wtforms import IntegerField, SelectField, StringField, TextAreaField, ValidationError
-from wtforms.fields import FloatField
-from wtforms.validators import DataRequired, Length, NumberRange, Optional
+from wtforms import SelectField, StringField, TextAreaField, ValidationError
+from wtforms.validators import DataRequired, Length, Optional
 
 from ..engine.networks import custom_code_problem, list_networks
 from ..engine.option_specs import (BY_NAME, GROUPS, LR_PREVIEW_OPTIONS, SWEEP_HELP, TRAINING_OPTIONS, OptionSpec,
                                    applicable, effective_defaults)
 from ..errors import FormValidationError
 from ..groups import MAX_GROUP_LENGTH
+from ..option_spec import wtforms_field
 from .common_fields import GROUP_HELP, valid_group
 from .search_panel import PANEL_KEYS, SearchPanel
 
@@ -71,26 +71,13 @@ def _sweep_validator(spec: OptionSpec):
 
 
 def _field(spec: OptionSpec):
-    """A WTForms field for one declared option (empty = not set)."""
-    validators: list = [Optional()]
+    """A WTForms field for one declared option (empty = not set): the specs' generator, sweeps as text."""
     if spec.sweep:  # text: several comma-separated values make a sweep
-        return StringField(spec.label, validators=[*validators, _sweep_validator(spec)],
+        return StringField(spec.label, validators=[Optional(), _sweep_validator(spec)],
                            description=spec.help + SWEEP_HELP)
-    if spec.kind in ("int", "float") and (spec.minimum is not None or spec.maximum is not None):
-        validators.append(NumberRange(min=spec.minimum, max=spec.maximum))
-    if spec.kind == "int":
-        return IntegerField(spec.label, validators=validators, description=spec.help)
-    if spec.kind == "float":
-        return FloatField(spec.label, validators=validators, description=spec.help)
     if spec.kind == "bool":
-        return SelectField(spec.label, choices=_BOOL_CHOICES, validators=[*validators, _is_bool],
-                           validate_choice=False, description=spec.help)
-    if spec.kind == "choice":
-        choices = [(c, c) for c in spec.choices]
-        if spec.default is None:
-            choices = [("", "default")] + choices
-        return SelectField(spec.label, choices=choices, validators=validators, description=spec.help)
-    return StringField(spec.label, validators=validators, description=spec.help)
+        return wtforms_field(spec, choices=_BOOL_CHOICES, validators=[_is_bool])
+    return wtforms_field(spec)
 
 
 class ModelForm(SearchPanel):
