@@ -10,14 +10,16 @@ Measured in one run, on synthetic Decathlon cases (``digits_data_volumes.synth``
 * **sliding-window inference** of one 64×160×160 volume (patch 48×120×120,
   half overlap, Gaussian blending) with the untrained CPU ``unet3d``: seconds
   and the number of tiles;
-* **peak memory of a dataset build** (``msd-volumes``, one worker, a fresh
-  process each) with 300-slice cases, for N and 2N cases: it should stay flat
-  (one case in memory at a time), not grow with the dataset.
+* **peak memory of a dataset build** (``msd-volumes``, a fresh process each,
+  one worker and two) with 300-slice cases, for 4 and 12 cases (every fourth
+  case is coarser and resampled, so both sets hold the costliest kind): it
+  should stay flat (one case in memory at a time), not grow with the dataset.
 
 Usage::
 
     .venv/bin/python bench/volume_patches.py                # about 2 minutes on 2 cores
     .venv/bin/python bench/volume_patches.py --quick        # smaller, for a smoke run
+    .venv/bin/python bench/volume_patches.py --memory-only  # the build-memory rows only
 """
 
 from __future__ import annotations
@@ -37,16 +39,16 @@ import numpy as np
 _BUILD = """
 import json, sys
 from digits_core import create_dataset
-job = create_dataset("msd-volumes", {"data_folder": sys.argv[1]}, jobs_dir=sys.argv[2], workers=1)
+job = create_dataset("msd-volumes", {"data_folder": sys.argv[1]}, jobs_dir=sys.argv[2], workers=int(sys.argv[3]))
 hwm = next(line for line in open("/proc/self/status") if line.startswith("VmHWM:"))
 print(json.dumps({"peak_mb": int(hwm.split()[1]) / 1024, "id": job.id}))
 """
 
 
-def build(task: Path, jobs: Path) -> dict:
-    """Build an ``msd-volumes`` dataset in a fresh process; its peak memory and job id."""
-    out = subprocess.run([sys.executable, "-c", _BUILD, str(task), str(jobs)], check=True, capture_output=True,
-                         text=True).stdout
+def build(task: Path, jobs: Path, workers: int = 1) -> dict:
+    """Build an ``msd-volumes`` dataset in a fresh process; its peak memory (that process's) and job id."""
+    out = subprocess.run([sys.executable, "-c", _BUILD, str(task), str(jobs), str(workers)], check=True,
+                         capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -98,32 +100,45 @@ def sliding(shape, patch) -> tuple[float, int]:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
+    parser.add_argument("--memory-only", action="store_true", help="only the build-memory measurement")
     args = parser.parse_args(argv)
     from digits_data_volumes.synth import generate
 
     shape, patch = ((16, 32, 32), (12, 24, 24)) if args.quick else ((32, 96, 96), (24, 72, 72))
-    big_slices, big_side, n_cases = (60, 64, 2) if args.quick else (300, 128, 3)
+    big_slices, big_side = (60, 64) if args.quick else (300, 128)
     with tempfile.TemporaryDirectory(prefix="bench-volumes-") as tmp:
         root = Path(tmp)
-        synth = generate(root / "patches", cases=6, shape=shape, dicom=False)
-        job = build(synth.task, root / "jobs")
-        dataset = root / "jobs" / job["id"] / "dataset"
-        count = json.loads((dataset / "dataset.json").read_text())["stages"]["train"]["count"]
-        loader = patch_rate(dataset / "train", count, patch, 5.0 if args.quick else 15.0)
-        step = step_rate(patch, 5 if args.quick else 20)
-        print(f"patches {patch} from {shape} cases: loader {loader:.1f} patches/s, unet3d step consumes "
-              f"{step:.1f} patches/s, ratio {loader / step:.1f}x ({'fed' if loader > step else 'NOT fed'})")
-        seconds, tiles = sliding((32, 80, 80) if args.quick else (64, 160, 160),
-                                 (16, 40, 40) if args.quick else (48, 120, 120))
-        print(f"sliding window over {'32x80x80' if args.quick else '64x160x160'}: {seconds:.2f} s, {tiles} tiles")
-        peaks = []
-        for cases in (n_cases, 2 * n_cases):
+        if not args.memory_only:
+            loader_and_step(root, shape, patch, args.quick)
+        peaks: dict = {}
+        for cases in (4, 12):
             task = generate(root / f"big{cases}", cases=cases, shape=(big_slices, big_side, big_side),
                             dicom=False).task
-            peaks.append(build(task, root / f"jobs{cases}")["peak_mb"])
-            print(f"dataset build, {cases} cases of {big_slices}x{big_side}x{big_side}: peak {peaks[-1]:.0f} MB")
-        print(f"peak memory ratio {2 * n_cases} cases / {n_cases} cases: {peaks[1] / peaks[0]:.2f} (flat is 1.0)")
+            for workers in (1, 2):
+                peaks[cases, workers] = build(task, root / f"jobs{cases}-{workers}", workers)["peak_mb"]
+                print(f"dataset build, {cases} cases of {big_slices}x{big_side}x{big_side}, {workers} worker(s): "
+                      f"peak {peaks[cases, workers]:.0f} MB")
+        for workers in (1, 2):
+            print(f"peak memory ratio 12 cases / 4 cases, {workers} worker(s): "
+                  f"{peaks[12, workers] / peaks[4, workers]:.2f} (flat is 1.0)")
     return 0
+
+
+def loader_and_step(root: Path, shape, patch, quick: bool) -> None:
+    """The loader-vs-step and sliding-window rows."""
+    from digits_data_volumes.synth import generate
+
+    synth = generate(root / "patches", cases=6, shape=shape, dicom=False)
+    job = build(synth.task, root / "jobs")
+    dataset = root / "jobs" / job["id"] / "dataset"
+    count = json.loads((dataset / "dataset.json").read_text())["stages"]["train"]["count"]
+    loader = patch_rate(dataset / "train", count, patch, 5.0 if quick else 15.0)
+    step = step_rate(patch, 5 if quick else 20)
+    print(f"patches {patch} from {shape} cases: loader {loader:.1f} patches/s, unet3d step consumes "
+          f"{step:.1f} patches/s, ratio {loader / step:.1f}x ({'fed' if loader > step else 'NOT fed'})")
+    seconds, tiles = sliding((32, 80, 80) if quick else (64, 160, 160),
+                             (16, 40, 40) if quick else (48, 120, 120))
+    print(f"sliding window over {'32x80x80' if quick else '64x160x160'}: {seconds:.2f} s, {tiles} tiles")
 
 
 if __name__ == "__main__":

@@ -30,9 +30,33 @@ def is_volume_plugin(plugin_cls: Any) -> bool:
     return getattr(plugin_cls, "data_layout", None) == VOLUME_LAYOUT
 
 
+#: Allocations at least this large get their own memory map, returned to the system when freed.
+MMAP_THRESHOLD = 1 << 20
+_M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
+
+
+def return_freed_volumes() -> bool:
+    """Make freed case-sized arrays go back to the system (glibc), so a build's memory stays flat as cases come.
+
+    glibc raises its memory-map threshold each time a mapped block is freed, so after the first case the
+    next ones' tens-of-MB arrays come from the heap, which fragments and grows case after case (218 → 267 MB
+    from 3 to 6 cases of 300×128×128). A fixed threshold (``mallopt(M_MMAP_THRESHOLD)``) keeps every large
+    array in its own map. Returns whether it could be set (False off glibc: nothing changes).
+    """
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        return bool(libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD))
+    except (OSError, AttributeError):
+        return False
+
+
 def _set_plugin(plugin: Any) -> None:
     global _worker_plugin
     _worker_plugin = plugin
+    return_freed_volumes()
 
 
 def encode_case(entry: Any, plugin: Any = None) -> tuple[Any, Any, str | None]:
@@ -52,10 +76,20 @@ def _encoded(plugin: Any, entries: list, workers: int) -> Iterator[tuple]:
         for entry in entries:
             yield encode_case(entry, plugin)
         return
+    from collections import deque
+
     from .pool import mp_context  # worker processes only for a stage of several cases
 
-    with mp_context().Pool(min(workers, len(entries)), initializer=_set_plugin, initargs=(plugin,)) as pool:
-        yield from pool.imap(encode_case, entries, chunksize=1)
+    workers = min(workers, len(entries))
+    with mp_context().Pool(workers, initializer=_set_plugin, initargs=(plugin,)) as pool:
+        # at most one case per worker ahead of the writer (``imap`` would queue every finished case here)
+        pending: deque = deque()
+        for entry in entries:
+            if len(pending) >= workers:
+                yield pending.popleft().get()
+            pending.append(pool.apply_async(encode_case, (entry,)))
+        while pending:
+            yield pending.popleft().get()
 
 
 def _build_base():
@@ -68,6 +102,7 @@ class VolumeBuild(_build_base()):  # type: ignore[misc]
     """One volume dataset job (see the module docstring)."""
 
     def _encode_all(self, plugin, entries: dict[str, list]) -> None:
+        return_freed_volumes()
         self.stats: dict[str, VolumeStats] = {}
         for stage in (s for s in STAGES if entries[s]):
             writer = VolumeStageWriter(self.tmp / stage)

@@ -121,7 +121,7 @@ def _slab_key(index: int, part: str, slab: int) -> bytes:
 
 
 class VolumeStageWriter:
-    """Writes the cases of one stage (one transaction per case; the map grows when full).
+    """Writes the cases of one stage (one transaction per slab; the map grows when full).
 
     Attributes:
         count: Cases written so far (the next case's index).
@@ -142,15 +142,24 @@ class VolumeStageWriter:
                                readahead=False, max_dbs=0)
 
     def append(self, volume: Volume, label: np.ndarray) -> VolumeMeta:
-        """Store one checked case (see :func:`check_volume_pair`) as the next index; return its metadata."""
+        """Store one checked case (see :func:`check_volume_pair`) as the next index; return its metadata.
+
+        The case goes in slab by slab, one transaction each, and its index key last: memory stays at one
+        slab's bytes whatever the case's size, and a case is visible only once all its slabs are in.
+        """
         arr = volume.array
         slab = slab_depth(arr.shape, arr.dtype.itemsize)
         meta = VolumeMeta(tuple(int(s) for s in arr.shape), arr.dtype.name, label.dtype.name,
                           tuple(volume.spacing), np.asarray(volume.affine).tolist(), slab, volume.name)
-        items = [(b"%08d" % self.count, meta.to_json())]
         for s, start in enumerate(range(0, arr.shape[0], slab)):
-            items.append((_slab_key(self.count, "f", s), arr[start:start + slab].tobytes()))
-            items.append((_slab_key(self.count, "l", s), label[start:start + slab].tobytes()))
+            self._put([(_slab_key(self.count, "f", s), arr[start:start + slab].tobytes()),
+                       (_slab_key(self.count, "l", s), label[start:start + slab].tobytes())])
+        self._put([(b"%08d" % self.count, meta.to_json())])
+        self.count += 1
+        return meta
+
+    def _put(self, items: list[tuple[bytes, bytes]]) -> None:
+        """Write ``items`` in one transaction (the map doubled while full); unmap written pages now and then."""
         while True:
             txn = self.env.begin(write=True)
             try:
@@ -165,14 +174,12 @@ class VolumeStageWriter:
             except BaseException:
                 txn.abort()
                 raise
-        self.count += 1
         self._written += sum(len(v) for _, v in items)
         if self._written >= REMAP_BYTES:  # written pages leave this process's memory: flat as the stage grows
             map_size = self.env.info()["map_size"]
             self.env.close()
             self.env = self._open(map_size)
             self._written = 0
-        return meta
 
     def close(self) -> None:
         """Flush and close the environment."""
