@@ -132,6 +132,9 @@ class TrainingOptions:
         early_stopping_restore_best: The model's result is the best epoch's weights.
         jit: Compile the train step with XLA (``jit_compile``).
         mixed_precision: Compute in float16 with float32 variables (``mixed_float16``; GPU only).
+        volume_patch, volume_steps_per_epoch, volume_foreground, volume_base_filters, volume_levels,
+            volume_adjacent_slices, volume_overlap: The volume networks' settings (``unet3d``, ``unet2.5d``;
+            see :mod:`digits_core.engine.volume_train`); other networks ignore them.
     """
 
     epochs: int = 30
@@ -170,6 +173,13 @@ class TrainingOptions:
     early_stopping_restore_best: bool = True
     jit: bool = False
     mixed_precision: bool = False
+    volume_patch: str = ""
+    volume_steps_per_epoch: int = 25
+    volume_foreground: float = 0.5
+    volume_base_filters: int = 8
+    volume_levels: int = 3
+    volume_adjacent_slices: int = 2
+    volume_overlap: float = 0.5
 
     def __post_init__(self) -> None:
         # Switches given as strings ("false", "no") mean what they say even before validate() runs:

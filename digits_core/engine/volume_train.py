@@ -16,12 +16,14 @@ run of a model job:
   and keeps what inference needs (patch, classes, spacing, normalisation,
   per-case validation scores).
 
-Volume options beyond :class:`~digits_core.engine.options.TrainingOptions`
-(``epochs``, ``batch_size``, ``learning_rate``, ``validation_interval``,
-``seed``) are network parameters (``--network-param KEY=VALUE``):
-``patch`` ("D,H,W"), ``steps_per_epoch`` (25), ``foreground`` (0.5),
-``base_filters`` (8), ``levels`` (3), ``adjacent_slices`` (2, for ``unet2.5d``),
-``overlap`` (0.5).
+Besides ``epochs``, ``batch_size``, ``learning_rate``, ``validation_interval``
+and ``seed``, the volume settings are declared training options (CLI flags, the
+New Model form's "Volumes" fields, API keywords; :data:`VOLUME_PARAMS`):
+``volume_patch`` ("D,H,W"), ``volume_steps_per_epoch`` (25),
+``volume_foreground`` (0.5), ``volume_base_filters`` (8), ``volume_levels`` (3),
+``volume_adjacent_slices`` (2, for ``unet2.5d``), ``volume_overlap`` (0.5). The
+older network parameters (``--network-param patch=16,32,32``) still work and
+win over the options.
 """
 
 from __future__ import annotations
@@ -36,6 +38,10 @@ import numpy as np
 from ..errors import FormValidationError, TrainingError
 from ..jobs import Job, JobStatus
 from .volume_nets import VOLUME_NETWORKS
+
+#: The volume settings: each is the declared training option ``volume_<name>`` (or ``--network-param NAME=...``).
+VOLUME_PARAMS = ("patch", "steps_per_epoch", "foreground", "base_filters", "levels", "adjacent_slices", "overlap")
+
 
 @dataclass
 class VolumeConfig:
@@ -87,32 +93,38 @@ def _config(network: str, info: dict, options: dict) -> VolumeConfig:
 
     opts = TrainingOptions.from_kwargs(**options)  # unknown names and bad values are refused as for 2-D
     params = dict(opts.network_params or {})
-    known = {"patch", "steps_per_epoch", "foreground", "base_filters", "levels", "adjacent_slices", "overlap"}
-    unknown = sorted(set(params) - known)
+    unknown = sorted(set(params) - set(VOLUME_PARAMS))
     if unknown:
         raise FormValidationError({"network_params": [f"unknown volume network parameter(s): {', '.join(unknown)}; "
-                                                      f"known: {', '.join(sorted(known))}"]}, "training options")
-    levels = int(params.get("levels", 3))
-    patch = params.get("patch")
-    if patch is None:
-        patch = _auto_patch(info, levels, network == "unet2.5d")
-    elif isinstance(patch, str):
-        patch = [int(v) for v in patch.replace("x", ",").split(",")]
-    patch = [int(v) for v in patch]
+                                                      f"known: {', '.join(VOLUME_PARAMS)}"]}, "training options")
+    # the declared options (--volume-patch, the form's Volumes fields); the older --network-param KEY=VALUE wins
+    values = {key: params.get(key, getattr(opts, f"volume_{key}")) for key in VOLUME_PARAMS}
+    levels = int(values["levels"])
+    field = "network_params" if "patch" in params else "volume_patch"
+    patch = values["patch"]
+    try:
+        if patch in (None, ""):
+            patch = _auto_patch(info, levels, network == "unet2.5d")
+        elif isinstance(patch, str):
+            patch = [int(v) for v in patch.replace("x", ",").split(",")]
+        patch = [int(v) for v in patch]
+    except (TypeError, ValueError):
+        raise FormValidationError({field: [f"patch must be D,H,W voxels such as 16,32,32, not {patch!r}"]},
+                                  "training options") from None
     unit = 2 ** (levels - 1)
     checked = patch[1:] if network == "unet2.5d" else patch
     if len(patch) != 3 or any(p < unit or p % unit for p in checked):
-        raise FormValidationError({"network_params": [f"patch must be D,H,W voxels divisible by {unit}, not {patch}"]},
+        raise FormValidationError({field: [f"patch must be D,H,W voxels divisible by {unit}, not {patch}"]},
                                   "training options")
     return VolumeConfig(
         network=network, patch=patch, epochs=int(opts.epochs) if "epochs" in options else 40,
         batch_size=int(opts.batch_size or 2),
-        steps_per_epoch=int(params.get("steps_per_epoch", 25)),
+        steps_per_epoch=int(values["steps_per_epoch"]),
         learning_rate=float(opts.learning_rate) if "learning_rate" in options else 1e-3,
         val_every=max(1, int(opts.validation_interval)) if "validation_interval" in options else 5,
-        foreground=float(params.get("foreground", 0.5)), base_filters=int(params.get("base_filters", 8)),
-        levels=levels, adjacent_slices=int(params.get("adjacent_slices", 2)),
-        overlap=float(params.get("overlap", 0.5)), seed=int(opts.seed if opts.seed is not None else 0))
+        foreground=float(values["foreground"]), base_filters=int(values["base_filters"]),
+        levels=levels, adjacent_slices=int(values["adjacent_slices"]),
+        overlap=float(values["overlap"]), seed=int(opts.seed if opts.seed is not None else 0))
 
 
 def _volume_folder(dataset: Any, jobs_dir) -> Path:

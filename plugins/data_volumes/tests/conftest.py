@@ -37,6 +37,6 @@ def trained(synth, tmp_path_factory):
                  "--data-folder", str(synth.task), "--pct-val", "34"]) == 0
     (dataset,) = [p for p in jobs.iterdir() if (p / "dataset" / "dataset.json").is_file()]
     assert main(["--jobs-dir", str(jobs), "train", "--dataset", dataset.name, "--network", "unet3d", "--quiet",
-                 "--epochs", "6", "--validation-interval", "3", "--network-param", "steps_per_epoch=15"]) == 0
+                 "--epochs", "6", "--validation-interval", "3", "--volume-steps-per-epoch", "15"]) == 0
     (model,) = [p for p in jobs.iterdir() if (p / "model.keras").is_file()]
     return jobs, dataset, model

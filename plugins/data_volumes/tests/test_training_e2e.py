@@ -92,3 +92,18 @@ def test_a_2d_network_on_a_volume_dataset_is_refused(trained, capsys):
     jobs, dataset, _ = trained
     assert main(["--jobs-dir", str(jobs), "train", "--dataset", dataset.name, "--network", "lenet", "--quiet"]) != 0
     assert 'network "lenet" is not a volume network: use unet3d or unet2.5d' in capsys.readouterr().err
+
+
+def test_volume_settings_are_declared_options_checked_before_training(trained, capsys):
+    from digits_core.engine.option_specs import BY_NAME
+
+    jobs, dataset, _ = trained
+    assert BY_NAME["volume_patch"].group == BY_NAME["volume_overlap"].group == "Volumes (unet3d, unet2.5d)"
+    before = set(jobs.iterdir())
+    assert main(["--jobs-dir", str(jobs), "train", "--dataset", dataset.name, "--network", "unet3d", "--quiet",
+                 "--volume-patch", "6,16,16"]) != 0
+    assert "volume_patch: patch must be D,H,W voxels divisible by 4, not [6, 16, 16]" in capsys.readouterr().err
+    assert main(["--jobs-dir", str(jobs), "train", "--dataset", dataset.name, "--network", "unet3d", "--quiet",
+                 "--volume-overlap", "0.95"]) != 0
+    assert "volume_overlap" in capsys.readouterr().err
+    assert set(jobs.iterdir()) == before  # refused before any job folder exists
