@@ -21,6 +21,7 @@ import inspect
 from typing import Any, Iterable, Mapping
 
 from .errors import FormValidationError
+from .option_spec import select_choices  # noqa: F401  (the plugin API's select_choices lives with the field generator)
 
 #: Field types that carry no user data.
 _IGNORED_FIELD_TYPES = {"SubmitField", "CSRFTokenField", "HiddenField", "FormField", "FieldList"}
@@ -43,10 +44,12 @@ def form_class(form: Any):
     """
     from wtforms.form import BaseForm
 
-    if form is None or is_form_class(form):
+    if form is None:
         return form
+    if is_form_class(form):
+        return modernize_choices(form)
     if isinstance(form, BaseForm):
-        return type(form)
+        return modernize_choices(type(form))
     raise TypeError(f"expected a WTForms Form class or instance, got {type(form).__name__}")
 
 
@@ -75,22 +78,25 @@ def _to_form_string(field_type: str, value: Any) -> Any:
     return "" if value is None else str(value)
 
 
-def select_choices(pairs: Iterable[tuple[str, str] | str]) -> list:
-    """``SelectField`` choices that work on every supported WTForms: ``SelectChoice`` where it exists.
+def modernize_choices(form_cls: Any) -> Any:
+    """Turn the ``(value, label)`` tuple choices a form class declares into ``SelectChoice`` s, in place.
 
-    WTForms 3.3 deprecates ``(value, label)`` tuples (and 3.4 drops them);
-    older versions have no ``SelectChoice``. Plugins write
-    ``SelectField("Mode", choices=select_choices([("a", "A"), "b"]))``.
-
-    Args:
-        pairs: ``(value, label)`` tuples, or values that are their own label.
+    DIGITS 6 style forms (``SelectField(choices=[("a", "A")])``) then bind
+    without WTForms 3.3's deprecation warning, and keep working on WTForms
+    3.4, which drops tuples. Every helper here that takes a form class calls
+    it (through :func:`form_class`); it is idempotent and returns the class.
     """
-    items = [p if isinstance(p, tuple) else (p, p) for p in pairs]
-    try:
-        from wtforms import SelectChoice  # WTForms >= 3.3; forms.py does not import WTForms at module level
-    except ImportError:
-        return items
-    return [SelectChoice(value, label) for value, label in items]
+    from wtforms.fields import SelectFieldBase  # forms.py does not import WTForms at module level
+    from wtforms.fields.core import UnboundField  # likewise
+
+    for name in dir(form_cls):
+        unbound = getattr(form_cls, name, None)
+        if not (isinstance(unbound, UnboundField) and issubclass(unbound.field_class, SelectFieldBase)):
+            continue
+        choices = unbound.kwargs.get("choices")
+        if isinstance(choices, (list, tuple)) and any(isinstance(c, tuple) for c in choices):
+            unbound.kwargs["choices"] = select_choices(choices)
+    return form_cls
 
 
 def user_fields(form) -> list:

@@ -243,6 +243,34 @@ def options_from_args(namespace: Any, specs: Iterable[OptionSpec]) -> dict[str, 
 # -- the web form ----------------------------------------------------------------------------------
 
 
+def select_choices(pairs: Iterable[Any]) -> list:
+    """``SelectField`` choices that work on every supported WTForms: ``SelectChoice`` where it exists.
+
+    WTForms 3.3 deprecates ``(value, label)`` tuples (and 3.4 drops them);
+    older versions have no ``SelectChoice``. Plugins write
+    ``SelectField("Mode", choices=select_choices([("a", "A"), "b"]))``.
+
+    Args:
+        pairs: ``(value, label)`` tuples (DIGITS 6's ``(value, label, render_kw)`` too), values that are
+            their own label, or ``SelectChoice`` s (kept).
+    """
+    items = list(pairs)
+    try:
+        from wtforms import SelectChoice  # WTForms >= 3.3; no WTForms at import time
+    except ImportError:
+        return [p if isinstance(p, tuple) else (p, p) for p in items]
+    choices = []
+    for item in items:
+        if isinstance(item, SelectChoice):
+            choices.append(item)
+        elif isinstance(item, tuple):
+            value, label, *rest = item
+            choices.append(SelectChoice(value, label, render_kw=rest[0]) if rest else SelectChoice(value, label))
+        else:
+            choices.append(SelectChoice(item, item))
+    return choices
+
+
 def _checked_by(spec: OptionSpec) -> Callable[[Any, Any], None]:
     """A WTForms validator running the option's own check (:attr:`OptionSpec.parse`)."""
     def validate(form: Any, fld: Any) -> None:
@@ -284,9 +312,10 @@ def wtforms_field(spec: OptionSpec, *, choices: list[tuple[str, str]] | None = N
     if spec.kind == "float":
         return FloatField(spec.label, **common)
     if spec.kind in ("choice", "bool") and choices is not None:
-        return SelectField(spec.label, choices=choices, validate_choice=spec.kind == "choice", **common)
+        return SelectField(spec.label, choices=select_choices(choices), validate_choice=spec.kind == "choice",
+                           **common)
     if spec.kind == "choice":
         values = [(c, c) for c in spec.choices]
-        return SelectField(spec.label, choices=([("", "default")] if spec.default is None else []) + values,
-                           **common)
+        return SelectField(spec.label, choices=select_choices(([("", "default")] if spec.default is None else [])
+                                                              + values), **common)
     return StringField(spec.label, **common)

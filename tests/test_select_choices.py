@@ -25,3 +25,31 @@ def test_every_bundled_plugin_loads_when_deprecation_warnings_are_errors():
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip() == "[]", result.stdout
+
+
+def test_tuple_choices_of_a_digits6_style_form_bind_through_the_core_helpers_without_warnings():
+    """``SelectField(choices=[(value, label)])`` declared on a plugin's form class: the core helpers turn the tuples
+    into SelectChoice before WTForms sees them (WTForms 3.3 warns, 3.4 refuses); the web form's own fields too."""
+    import argparse
+
+    from digits_core.datasets.options import web_form_fields
+    from digits_core.forms import add_form_arguments, bind_form, validate_form
+    from digits_core.web.model_form import ModelForm
+
+    form_class = type("Digits6Form", (Form,), {
+        "mode": SelectField("Mode", choices=[("squash", "Squash"), ("crop", "Crop", {"class": "c"})], default="crop"),
+        "size": SelectField("Size", choices=["small", "large"]),
+    })
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        form = bind_form(form_class, {"mode": "squash", "size": "large"}, meta={"csrf": False})
+        assert validate_form(form) == {"mode": "squash", "size": "large"}
+        assert '<option class="c" value="crop">Crop</option>' in form.mode()
+        parser = argparse.ArgumentParser()
+        add_form_arguments(parser, form_class)
+        assert parser.parse_args(["--mode", "crop"]).mode == "crop"
+        bind_form(form_class, {"mode": "crop"}, meta={"csrf": False})  # a second time: still SelectChoices
+        model_form = ModelForm()  # generated option fields: choices, switches, the Search panel's scheduler
+        assert "<option" in model_form.solver() and "<option" in model_form.shuffle()
+        dataset_fields = type("DatasetJob", (Form,), web_form_fields())()
+        assert 'name="job_workers"' in dataset_fields.job_workers()

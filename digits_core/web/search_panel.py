@@ -13,6 +13,7 @@ from __future__ import annotations
 from wtforms import Form, IntegerField, SelectField, StringField, TextAreaField
 from wtforms.validators import NumberRange, Optional
 
+from ..option_spec import select_choices
 from ..tuning import SCHEDULERS
 
 #: The panel's fields and the ``POST /api/sweeps`` key each one fills.
@@ -27,7 +28,7 @@ class SearchPanel(Form):
                            description="One OPTION=SPACE per line, e.g. learning_rate=loguniform(1e-4,1e-1), "
                                        "batch_size=choice(32,64,128), solver=choice(sgd,adam), or a grid list "
                                        "learning_rate=0.1,0.01. Leave empty to train one model.")
-    search_scheduler = SelectField("Scheduler", choices=[(s, s) for s in SCHEDULERS], default="asha",
+    search_scheduler = SelectField("Scheduler", choices=select_choices(SCHEDULERS), default="asha",
                                    description="grid: every combination; random: N points; asha: N points, "
                                                "hopeless ones stopped early.")
     search_trials = IntegerField("Trials", default=16, validators=[Optional(), NumberRange(min=1, max=10000)],
