@@ -274,6 +274,7 @@ def test_segmentation_inference_form_takes_mask_labels(server, page, tmp_path):
             "image_type": "grayscale", "width": 16, "height": 16, "val_percent": 34}}])
     page.goto(base + dataset["url"])
     wait_status(page, "Done", 90)
+    page.wait_for_selector("#dataset-info")  # the page reloads itself when the job ends
     created = page.evaluate(post, [token, "/api/models", {
         "name": "squares unet", "dataset": dataset["id"], "network": "unet",
         "options": {"epochs": 1, "batch_size": 4, "lr_policy": "fixed", "network_params": {"filters": 4, "depth": 2}}}])
