@@ -11,9 +11,11 @@ templates on synthetic output. No TensorFlow.
 
 from __future__ import annotations
 
+import os
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -31,6 +33,8 @@ from .contract import (
 from .errors import DigitsError, PluginCodeError
 from .forms import bind_form, validate_form
 from .interfaces import STAGES, DataIngestion, View
+from .paths import confined_to
+from .plugin_path_audit import gate_warning, recording_reads
 from .templating import render_plugin_template
 
 #: How many entries of each stage :func:`check_plugin` encodes by default.
@@ -187,7 +191,8 @@ def _check_inference_form(cls: type, report: CheckReport, userdata: Mapping[str,
     _render(report, "inference template", _call(report, "get_inference_template", lambda: render(inf)), form=inf)
 
 
-def _check_data(cls: type[DataIngestion], report: CheckReport, form_values: Mapping[str, Any] | None, entries: int) -> None:
+def _check_data(cls: type[DataIngestion], report: CheckReport, form_values: Mapping[str, Any] | None, entries: int,
+                data_roots: Sequence[str | os.PathLike] | None = None) -> None:
 
     plugin_id = report.plugin_id
     try:
@@ -219,19 +224,24 @@ def _check_data(cls: type[DataIngestion], report: CheckReport, form_values: Mapp
     encoded_any = tried_any = False
     layouts: dict[tuple, str] = {}  # (shape, dtype) of each encoded array feature -> the first entry with it
     raw_labels: list[str] = []  # labels stored raw for want of a declared kind (the first one is named)
-    for stage in STAGES:
-        try:
-            with plugin_code(plugin_id, f"itemize_entries({stage!r})"):
-                stage_entries = list(plugin.itemize_entries(stage) or [])
-        except DigitsError as exc:
-            report.add(f"itemize_entries({stage})", FAILED, str(exc), _trace(exc))
-            continue
-        report.add(f"itemize_entries({stage})", OK, f"{len(stage_entries)} entries")
-        # the first entries, each reported; then as many spread over the rest, reported only when they fail
-        for index, entry in enumerate(stage_entries[:entries] + spread(stage_entries[entries:], entries)):
-            tried_any = True
-            encoded_any = _encode_one(plugin, report, stage, entry, layouts, raw_labels,
-                                                     quiet=index >= entries) or encoded_any
+    # With data roots, the plugin runs confined to them and every file it reads is noted (plugin_path_audit).
+    with recording_reads() as opened, confined_to(data_roots or None):
+        for stage in STAGES:
+            try:
+                with plugin_code(plugin_id, f"itemize_entries({stage!r})"):
+                    stage_entries = list(plugin.itemize_entries(stage) or [])
+            except DigitsError as exc:
+                report.add(f"itemize_entries({stage})", FAILED, str(exc), _trace(exc))
+                continue
+            report.add(f"itemize_entries({stage})", OK, f"{len(stage_entries)} entries")
+            # the first entries, each reported; then as many spread over the rest, reported only when they fail
+            for index, entry in enumerate(stage_entries[:entries] + spread(stage_entries[entries:], entries)):
+                tried_any = True
+                encoded_any = _encode_one(plugin, report, stage, entry, layouts, raw_labels,
+                                          quiet=index >= entries) or encoded_any
+    ungated = gate_warning(plugin_id, opened, [Path(r) for r in data_roots], cls) if data_roots else None
+    if ungated:
+        report.add("path gate", WARNING, ungated)
 
     taken = sorted(set(plugin.userdata) & reserved_names("data"))
     report.add("userdata", FAILED if taken else OK,
@@ -382,7 +392,7 @@ def _check_view(cls: type[View], report: CheckReport, config: Mapping[str, Any] 
 
 
 def check_plugin(cls: type, *, form_values: Mapping[str, Any] | None = None, entries: int = DEFAULT_ENTRIES,
-                 view_dataset: Any = None) -> CheckReport:
+                 view_dataset: Any = None, data_roots: Sequence[str | os.PathLike] | None = None) -> CheckReport:
     """Run the whole plugin contract on a data or view plugin class, in process.
 
     Args:
@@ -392,6 +402,8 @@ def check_plugin(cls: type, *, form_values: Mapping[str, Any] | None = None, ent
         entries: How many entries of each stage to encode, spread from the first to the last.
         view_dataset: What a view gets as ``dataset`` (default: a tiny
             synthetic classification dataset).
+        data_roots: Data plugins: run ``itemize_entries``/``encode_entry`` confined to these folders, as on
+            the web server, and warn ("path gate") about files read outside them without the path gate.
 
     Returns:
         A :class:`CheckReport`; ``report.ok`` is False when any check failed.
@@ -409,7 +421,7 @@ def check_plugin(cls: type, *, form_values: Mapping[str, Any] | None = None, ent
     problem = check_at_load(kind, cls)
     report.add("load-time contract", FAILED if problem else OK, problem or "")
     if issubclass(cls, DataIngestion):
-        _check_data(cls, report, form_values, entries)
+        _check_data(cls, report, form_values, entries, data_roots)
     else:
         _check_view(cls, report, form_values, view_dataset)
     return report

@@ -192,3 +192,66 @@ def test_the_cli_confines_when_given_data_roots(world, tmp_path, capsys):
     assert main([*args, "--data-root", str(world.root)]) != 0
     assert "outside the server's data roots" in capsys.readouterr().err
     assert main(args) == 0
+
+
+def test_plugin_check_warns_about_a_plugin_that_reads_past_the_gate(tmp_path):
+    """`digits plugin check --data-root`: a plugin opening list-file paths itself is named with the path it read."""
+    import numpy as np
+    from wtforms import Form, StringField
+
+    from digits_core import DataIngestion
+    from digits_core.paths import open_in_roots, resolve_in_roots
+    from digits_core.testing import check_plugin
+
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    root.mkdir()
+    outside.mkdir()
+    (outside / "secret.txt").write_text("7\n")
+    (root / "inside.txt").write_text("3\n")
+    (root / "list.txt").write_text("inside.txt\n../outside/secret.txt\n")
+
+    class ListForm(Form):
+        list_file = StringField("List", default=str(root / "list.txt"))
+
+    class Ungated(DataIngestion):
+        plugin_id = "ungated-list"
+
+        @staticmethod
+        def get_dataset_form():
+            return ListForm
+
+        @staticmethod
+        def get_dataset_template(form):
+            return "{{ form.list_file }}", {}
+
+        def _paths(self):
+            base = os.path.dirname(self.list_file)
+            with open(self.list_file) as handle:
+                return [os.path.join(base, line.strip()) for line in handle if line.strip()]
+
+        def itemize_entries(self, stage):
+            return self._paths() if stage == "train" else []
+
+        def encode_entry(self, entry):
+            with open(entry) as handle:
+                return np.full((2, 2, 1), int(handle.read()), np.uint8), 0
+
+    class Gated(Ungated):
+        plugin_id = "gated-list"
+
+        def _paths(self):
+            with open_in_roots(self.list_file, "r") as handle:
+                return [str(resolve_in_roots(line.strip(), base=root)) for line in handle if line.strip()]
+
+        def encode_entry(self, entry):
+            with open_in_roots(entry, "r") as handle:
+                return np.full((2, 2, 1), int(handle.read()), np.uint8), 0
+
+    report = check_plugin(Ungated, data_roots=[root])
+    warning = next(c for c in report.checks if c.name == "path gate")
+    assert warning.status == "warning" and "ungated-list" in warning.message
+    assert str(outside / "secret.txt") in warning.message and "inside.txt" not in warning.message
+    gated = check_plugin(Gated, data_roots=[root])
+    assert "path gate" not in [c.name for c in gated.checks]  # the gate refused the outside path: never opened
+    assert "outside the server's data roots" in str(gated.to_dict())
+    assert "path gate" not in [c.name for c in check_plugin(Ungated).checks]  # no roots given: nothing to compare

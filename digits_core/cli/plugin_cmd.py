@@ -43,6 +43,9 @@ def register(subparsers) -> None:
     check.add_argument("--form", action="append", default=[], metavar="FIELD=VALUE",
                        help="a dataset form value (data plugins) or config value (views); repeatable")
     check.add_argument("--entries", type=int, default=3, metavar="N", help="entries encoded per stage (default: 3)")
+    check.add_argument("--data-root", action="append", default=[], metavar="DIR", dest="data_roots",
+                       help="run the data plugin confined to DIR, as the web server does, and warn about files it "
+                       "reads outside without the path gate (digits_core.paths); repeatable")
     check.add_argument("--json", action="store_true", help="print the report as JSON")
     check.set_defaults(handler=run_check)
     wrap = actions.add_parser(
@@ -126,7 +129,8 @@ def run_check(args) -> int:
         if not eq or not key.strip():
             raise FormValidationError({"form": [f"expected FIELD=VALUE, got {item!r}"]}, "--form")
         values[key.strip().replace("-", "_")] = value
-    reports = [check_plugin(cls, form_values=values, entries=args.entries) for cls in found]
+    reports = [check_plugin(cls, form_values=values, entries=args.entries, data_roots=args.data_roots or None)
+               for cls in found]
     if args.json:
         print_json([r.to_dict() for r in reports])
     else:

@@ -214,7 +214,7 @@ def _guard_connections(client: Any) -> None:
     """
     from botocore.awsrequest import AWSHTTPConnectionPool, AWSHTTPSConnectionPool
 
-    from ..outbound import guarded_pool
+    from ..outbound import guarded_pool  # as the other outbound imports here: only a guarded client needs it
 
     session = client._endpoint.http_session
     pools = {"http": guarded_pool(AWSHTTPConnectionPool), "https": guarded_pool(AWSHTTPSConnectionPool)}
