@@ -111,3 +111,26 @@ def test_non_loopback_host_needs_a_token_or_explicit_insecure(host, tmp_path, ca
     status = digits_main(["--jobs-dir", str(tmp_path), "serve", "--host", host, "--port", "1"])
     err = capsys.readouterr().err
     assert status != 0 and "--auth-token" in err and "--insecure-no-auth" in err
+
+
+def test_tf_serving_predict_skips_csrf_but_still_refuses_cross_site_browsers(tmp_path):
+    """TOKEN_ONLY_ENDPOINTS: a logged-in browser session needs no CSRF token for JSON predict, a cross-site page
+    is still refused by the Origin/Referer check, and a non-JSON body (a form a page can post) keeps CSRF."""
+    from digits_core.web.security import TOKEN_ONLY_ENDPOINTS
+
+    assert TOKEN_ONLY_ENDPOINTS == {"tf_serving.predict", "tf_serving.predict_version"}
+    token = "predict-token"
+    client = create_app(tmp_path / "jobs", auth_token=token, start_scheduler=False, testing=True).test_client()
+    page = client.get("/login").get_data(as_text=True)
+    form_csrf = page.split('name="csrf_token" value="')[1].split('"')[0]
+    assert client.post("/login", data={"csrf_token": form_csrf, "token": token, "next": "/"}).status_code == 302
+    body = {"instances": [[0.0]]}
+    for path in ("/v1/models/nosuch:predict", "/v1/models/nosuch/versions/1:predict"):
+        same_site = client.post(path, json=body, headers={"Origin": "http://localhost"})
+        assert same_site.status_code == 404, same_site.get_data(as_text=True)[:300]  # past CSRF: no such model
+        for headers in ({"Origin": "https://evil.example"}, {"Referer": "https://evil.example/page"},
+                        {"Origin": "null"}):
+            cross = client.post(path, json=body, headers=headers)
+            assert cross.status_code == 403 and "Cross-site" in cross.get_data(as_text=True), headers
+        plain = client.post(path, data='{"instances": [[0.0]]}', content_type="text/plain")
+        assert plain.status_code == 400 and "CSRF" in plain.get_data(as_text=True)
