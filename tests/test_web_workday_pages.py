@@ -69,3 +69,36 @@ def test_notes_are_kept_with_the_job_and_shown_on_its_page(app, client, token):
     resp = client.post(f"/models/{model.id}/notes", data={"csrf_token": token, "notes": "x" * 10_001})
     assert "Notes not saved: 10001 characters" in client.get(resp.headers["Location"]).get_data(as_text=True)
     assert Job.load(model.path).data["notes"] == "lr 0.05 <b>diverged</b>"
+
+
+def test_stored_results_are_listed_newest_first_served_and_deleted(app, client, token):
+    """What *Test the model* stores (the worker's answer is written here by hand: no TensorFlow)."""
+    from digits_core.web.inference_results import results_dir, store_result
+
+    jobs = app.extensions["digits"]["jobs_dir"]
+    job = Job.create("model", "m", jobs_dir=jobs, dataset_id="gone", train_options={"network": "lenet"})
+    (job.path / "snapshots").mkdir()
+    (job.path / "snapshots" / "epoch-001.keras").write_bytes(b"k")
+    record = {"view_id": "image-classification", "view_title": "Classification", "info": {"epoch": 1},
+              "fragments": {"header": "", "summary": "<p>acc</p>", "samples": ['<div>first <script nonce="digits-csp-nonce">1</script></div>']},
+              "json": {"errors": [{"input": "bad.png", "error": "unreadable"}]}, "inputs": "a.png", "samples": 1}
+    older = store_result(job, record)
+    newer = store_result(job, {**record, "inputs": "b.png"})
+    (results_dir(job) / ".writing-20990101-000000-abcdef").mkdir()  # a write in progress is never listed
+    assert sorted(p.name for p in results_dir(job).iterdir() if not p.name.startswith(".")) == sorted([older, newer])
+    listed = client.get(f"/models/{job.id}.json").get_json()["inference_results"]
+    assert [r["id"] for r in listed] == sorted([older, newer], reverse=True)
+    page = client.get(f"/models/{job.id}").get_data(as_text=True)
+    assert page.index(f'data-result-id="{listed[0]["id"]}"') < page.index(f'data-result-id="{listed[1]["id"]}"')
+    shown = client.get(f"/models/{job.id}/inference/{older}")
+    html = shown.get_data(as_text=True)
+    assert shown.status_code == 200 and "first" in html and "bad.png" in html and "a.png" in html
+    nonce = re.search(r'<script nonce="([^"]+)">1</script>', html).group(1)
+    assert nonce != "digits-csp-nonce"  # a stored fragment's inline script gets the nonce of the page showing it
+    assert client.get(f"/models/{job.id}/inference/{older}", headers={"Accept": "application/json"}).get_json()[
+        "html"]["summary"] == "<p>acc</p>"
+    for bad in ("nope", "../../job", ".writing-20990101-000000-abcdef"):
+        assert client.get(f"/models/{job.id}/inference/{bad}").status_code == 404, bad
+    gone = client.post(f"/models/{job.id}/inference/{older}/delete", data={"csrf_token": token})
+    assert gone.status_code == 303 and not (results_dir(job) / older).exists()
+    assert client.get(f"/models/{job.id}/inference/{older}").status_code == 404
