@@ -255,3 +255,22 @@ def test_plugin_check_warns_about_a_plugin_that_reads_past_the_gate(tmp_path):
     assert "path gate" not in [c.name for c in gated.checks]  # the gate refused the outside path: never opened
     assert "outside the server's data roots" in str(gated.to_dict())
     assert "path gate" not in [c.name for c in check_plugin(Ungated).checks]  # no roots given: nothing to compare
+
+
+def test_a_decathlon_dataset_json_naming_files_outside_the_roots_is_refused_alike(tmp_path):
+    """msd-volumes: a dataset.json path outside the roots is refused by the gate before any existence test."""
+    from digits_core import FormValidationError, registry
+
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    (root / "Task").mkdir(parents=True)
+    outside.mkdir()
+    (outside / "real.nii.gz").write_bytes(b"\x1f\x8b not really")
+    messages = []
+    for name in ("real.nii.gz", "missing.nii.gz"):
+        entry = {"image": f"../../outside/{name}", "label": f"../../outside/{name}"}
+        (root / "Task" / "dataset.json").write_text(json.dumps({"training": [entry], "labels": {"0": "bg"}}))
+        plugin = registry.get_data_ingestion("msd-volumes")(data_folder=str(root / "Task"))
+        with confined_to([root]), pytest.raises(FormValidationError) as exc:
+            plugin.list_cases()
+        messages.append(str(exc.value).replace(name, "NAME"))
+    assert messages[0] == messages[1] and "data_folder" in messages[0]  # no existence oracle

@@ -281,12 +281,13 @@ class MsdVolumesIngestion(VolumeIngestion):
             if not isinstance(item, dict) or not isinstance(item.get("image"), str) \
                     or not isinstance(item.get("label"), str):
                 raise DatasetError(f'{manifest}: training item {number} needs "image" and "label" paths')
-            image, label = folder / item["image"], folder / item["label"]
+            # The gate first: nothing is looked at outside the data roots (no "is not a file" oracle).
+            image = check_server_path(folder / item["image"], "data_folder")
+            label = check_server_path(folder / item["label"], "data_folder")
             for path in (image, label):
                 if not is_nifti(path) or not path.is_file():
                     raise DatasetError(f"{manifest}: training item {number}: {path} is not a NIfTI file")
-            cases.append(Case(nifti_stem(image), str(check_server_path(image, "data_folder")),
-                              str(check_server_path(label, "data_folder")), "nifti"))
+            cases.append(Case(nifti_stem(image), str(image), str(label), "nifti"))
         modality = info.get("modality") if isinstance(info.get("modality"), dict) else {}
         extra = {"class_labels": _class_labels(info.get("labels")),
                  "modality": str(modality.get("0", "")), "modalities": [str(v) for v in modality.values()],
