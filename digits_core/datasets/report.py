@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import IO
 
 from ..errors import DatasetError
 
@@ -26,7 +27,7 @@ class ErrorsReport:
         self.total = total
         self.count = 0
         self._first: list[str] = []
-        self._file = None
+        self._file: IO[str] | None = None
 
     def record(self, stage: str, entry, error: str) -> None:
         """Add one skipped entry."""
