@@ -127,7 +127,7 @@ class StageWriter:
             used = (self.env.info()["last_pgno"] + 1) * self.env.stat()["psize"]
             self.env.sync(True)
             self.env.close()
-            self.env = None
+            self.env = None  # type: ignore[assignment]  # closed: the writer is not used after close()
             data = self.path / "data.mdb"
             if data.stat().st_size > used:
                 os.truncate(data, used)
