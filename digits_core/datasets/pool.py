@@ -68,7 +68,7 @@ def _forget_phantom_main() -> None:
     """
     main = sys.modules.get("__main__")
     path = getattr(main, "__file__", None)
-    if path is not None and getattr(main, "__spec__", None) is None and not os.path.isfile(path):
+    if main is not None and path is not None and getattr(main, "__spec__", None) is None and not os.path.isfile(path):
         del main.__file__
 
 
@@ -273,7 +273,7 @@ class WorkerPool:
                 result = future.result()
             except BrokenProcessPool as exc:
                 raise DatasetError(self._crash_message(describe)) from exc
-            if result.slot is not None:
+            if result.slot is not None and self._arena is not None:  # a slot is only ever set with an arena
                 result = result.map_records(self._arena.resolve)
             yield start, result
             submit()
