@@ -64,7 +64,7 @@ def image_with_boxes(feature: np.ndarray, boxes: np.ndarray, palette: list | Non
     from PIL import Image, ImageDraw
 
     image = Image.fromarray(to_display(feature))
-    image = image.resize((image.width * scale, image.height * scale), Image.NEAREST)
+    image = image.resize((image.width * scale, image.height * scale), Image.Resampling.NEAREST)
     draw_boxes(ImageDraw.Draw(image), boxes, scale, (0, 0), palette, names)
     return np.asarray(image)
 
@@ -140,12 +140,12 @@ def contact_sheet(dataset, stage: str = "train", n: int = 24, *, columns: int | 
     draw = ImageDraw.Draw(sheet)
     for k, (index, feature, label) in enumerate(zip(indexes, features, labels)):
         x, y = (k % columns) * cell_w + 4, (k // columns) * cell_h + 4
-        image = Image.fromarray(to_display(feature)).resize((tw, th), Image.NEAREST)
+        image = Image.fromarray(to_display(feature)).resize((tw, th), Image.Resampling.NEAREST)
         sheet.paste(image, (x, y))
         if is_mask:
             shown = (target_to_uint8(label) if dataset.label_kind == "image"
                      else colorize_mask(np.asarray(label), dataset.color_palette))
-            mask = Image.fromarray(shown).resize((tw, th), Image.NEAREST)
+            mask = Image.fromarray(shown).resize((tw, th), Image.Resampling.NEAREST)
             sheet.paste(mask, (x + tw, y))
             caption = f"#{index}"
         elif is_boxes:
@@ -187,7 +187,7 @@ def label_histograms(dataset, *, limit: int | None = MAX_LISTED_CLASSES, keep: i
         return None
     names = list(dataset.class_labels or [])
     size = max(len(names), *(len(h) for h in per_stage.values()))
-    listed = range(size)
+    listed: list[int] | range = range(size)
     if limit is not None and size > limit:  # 100k distinct labels must not make a 100k-row page
         totals = np.zeros(size, np.int64)
         for h in per_stage.values():
