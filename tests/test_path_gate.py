@@ -274,3 +274,18 @@ def test_a_decathlon_dataset_json_naming_files_outside_the_roots_is_refused_alik
             plugin.list_cases()
         messages.append(str(exc.value).replace(name, "NAME"))
     assert messages[0] == messages[1] and "data_folder" in messages[0]  # no existence oracle
+
+
+def test_a_series_folder_symlink_out_of_the_roots_is_not_read(tmp_path):
+    """dicom-series: a slice file that is a symlink to a file outside the roots is left out of the series."""
+    from digits_data_volumes.geometry import dicom_files
+
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    (root / "series").mkdir(parents=True)
+    outside.mkdir()
+    (outside / "secret.dcm").write_bytes(b"DICM")
+    (root / "series" / "IM1.dcm").write_bytes(b"DICM")
+    (root / "series" / "IM2.dcm").symlink_to(outside / "secret.dcm")
+    assert [p.name for p in dicom_files(root / "series")] == ["IM1.dcm", "IM2.dcm"]  # the CLI: not confined
+    with confined_to([root]):
+        assert [p.name for p in dicom_files(root / "series")] == ["IM1.dcm"]

@@ -25,7 +25,7 @@ import numpy as np
 
 from digits_core import DatasetError, Volume
 from digits_core.limits import dicom_pixels_problem
-from digits_core.paths import check_server_path
+from digits_core.paths import check_server_path, server_path_allowed
 
 #: Affines are rounded to this many decimals (mm), so float noise of a source never tells two volumes apart.
 AFFINE_DECIMALS = 5
@@ -210,8 +210,12 @@ def read_slice_info(path: str | Path) -> SliceInfo:
 
 
 def dicom_files(folder: Path) -> list[Path]:
-    """The files of a series folder that are not hidden (DICOM files often have no suffix)."""
-    return sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith("."))
+    """The files of a series folder that are not hidden (DICOM files often have no suffix).
+
+    A symlink leading outside the data roots (on the web server) is left out before anything looks at its target.
+    """
+    return sorted(p for p in folder.iterdir()
+                  if not p.name.startswith(".") and server_path_allowed(p) and p.is_file())
 
 
 def order_series(slices: Sequence[SliceInfo], folder: str | Path) -> tuple[list[SliceInfo], float]:
