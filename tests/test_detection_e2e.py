@@ -189,3 +189,51 @@ def test_custom_network_file_with_the_documented_output_contract(trained, tmp_pa
     metrics = _metrics(custom)
     assert "val_map50" in metrics and "val_map" in metrics  # standard detector output: the engine's loss and mAP
     assert json.loads((custom.path / "model.json").read_text())["task"] == "detection"
+
+
+@pytest.mark.browser
+def test_detection_pages_and_results_fit_a_phone(trained, chromium):
+    """The detection dataset, Explore, model and result pages of the real set fit 375 px (issue 27).
+
+    The result comes from the data plugin's own inference form with a list of images and their KITTI
+    label files, so the page holds boxes, ground truth and the TP/FP/FN summary.
+    """
+    from browser_support import ARTIFACTS
+    from live_server import running_server
+
+    root, job = trained
+    dataset_id = json.loads((job.path / "model.json").read_text())["dataset_id"]
+    val = root / "synth" / "val"
+    listed = sorted((val / "images").glob("*.png"))[:6]
+    (val / "phone.txt").write_text("".join(f"images/{p.name} labels/{p.stem}.txt\n" for p in listed))
+    with running_server(root / "jobs", log_dir=root) as server:  # serves from root: a data root
+        context = chromium.new_context(viewport={"width": 375, "height": 800})
+        page = context.new_page()
+        page.set_default_timeout(180_000)
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto(server.url + f"/models/{job.id}")
+        page.check("input[name=input_mode][value=plugin]")
+        page.fill("#infer-form [name=image_list]", str(val / "phone.txt"))
+        page.check("#infer-form [name=show_labels]")
+        page.click("#infer-button")
+        page.wait_for_selector("#results")
+        assert page.locator(".result-sample").count() == len(listed)
+        result = page.url.split("#")[0]
+        wide = {}
+
+        def measure(name):
+            page.evaluate("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
+            width = page.evaluate("document.documentElement.scrollWidth")
+            if width > 375:
+                wide[name] = width
+
+        for url in (f"/datasets/{dataset_id}", f"/datasets/{dataset_id}/explore", f"/models/{job.id}", result):
+            page.goto(url if url.startswith("http") else server.url + url)
+            measure(url)
+        page.select_option("#results-layout", "cards")
+        measure("results as cards")
+        page.screenshot(path=str(ARTIFACTS / "detection-results-375.png"), full_page=True)
+        context.close()
+    assert not wide, wide
+    assert not errors, errors
