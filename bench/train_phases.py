@@ -28,10 +28,15 @@ CPU seconds of each side (children included), which another process's load
 moves less than wall time. Absolute figures swing with the machine's load:
 compare within one run.
 
+``--baseline-src DIR`` also runs our two commands from another source tree
+(its ``digits_core/`` imported instead of the installed one, e.g. ``git archive COMMIT | tar -x -C DIR``) in the same
+run, as a third column: how much one change moved each phase.
+
 Usage::
 
     .venv/bin/python bench/train_phases.py                  # 20,000 PNGs, 3 epochs
     .venv/bin/python bench/train_phases.py --n 2000 --epochs 1 --repeat 1   # a quick look
+    .venv/bin/python bench/train_phases.py --baseline-src /tmp/before      # a change, before vs after
 """
 
 from __future__ import annotations
@@ -137,9 +142,21 @@ def summed(phases: list[tuple[str, float]]) -> dict[str, float]:
     return totals
 
 
-def run_ours(folder: Path, work: Path, epochs: int, env: dict) -> dict:
+#: `digits` from another source tree: drops the editable install's finder of digits_core, then imports from argv[1].
+BASELINE_DRIVER = """
+import sys
+sys.meta_path = [f for f in sys.meta_path if not getattr(f, "__module__", "").startswith("__editable___digits_core")]
+sys.path.insert(0, sys.argv.pop(1))
+from digits_core.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def run_ours(folder: Path, work: Path, epochs: int, env: dict, src: str | None = None) -> dict:
     jobs, log = work / "jobs", work / "ours.phases"
     digits = [sys.executable, "-m", "digits_core", "--jobs-dir", str(jobs)]
+    if src:
+        digits = [sys.executable, "-c", BASELINE_DRIVER, src, "--jobs-dir", str(jobs)]
     _, _, create_wall, create_cpu = timed(digits + [
         "dataset", "create", "image-classification", "--folder", str(folder), "--image-type", "grayscale",
         "--width", "28", "--height", "28", "--encoding", "none", "--quiet"], env)
@@ -178,6 +195,8 @@ def main(argv=None) -> int:
     parser.add_argument("--epochs", type=int, default=3, help="epochs on both sides (default 3)")
     parser.add_argument("--repeat", type=int, default=3, help="runs per side, alternating (median; default 3)")
     parser.add_argument("--data-dir", default=None, help="keep the generated PNGs here (reused when present)")
+    parser.add_argument("--baseline-src", default=None, metavar="DIR",
+                        help="also run ours from this source tree (its digits_core/ first on sys.path), as a third column")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
     args = parser.parse_args(argv)
 
@@ -191,31 +210,40 @@ def main(argv=None) -> int:
             t0 = time.perf_counter()
             generate(folder, args.n, 28, "png")
             print(f"generated {args.n} 28x28 PNGs in {time.perf_counter() - t0:.1f} s")
-        ours, keras = [], []
+        ours, keras, base = [], [], []
         for i in range(args.repeat):
-            sides = [("keras", run_keras, keras), ("ours", run_ours, ours)]
-            for _, run, into in (sides if i % 2 == 0 else sides[::-1]):
-                into.append(run(folder, work, args.epochs, env))
-            print(f"run {i + 1}/{args.repeat}: Keras {keras[-1]['wall']:.2f} s, ours {ours[-1]['wall']:.2f} s")
+            sides = [(keras, lambda: run_keras(folder, work, args.epochs, env)),
+                     (ours, lambda: run_ours(folder, work, args.epochs, env))]
+            if args.baseline_src:
+                sides.append((base, lambda: run_ours(folder, work, args.epochs, env, args.baseline_src)))
+            for into, run in (sides if i % 2 == 0 else sides[::-1]):
+                into.append(run())
+            print(f"run {i + 1}/{args.repeat}: Keras {keras[-1]['wall']:.2f} s, ours {ours[-1]['wall']:.2f} s"
+                  + (f", baseline {base[-1]['wall']:.2f} s" if base else ""))
         o, k = median_run(ours), median_run(keras)
+        b = median_run(base) if base else None
     finally:
         shutil.rmtree(work, ignore_errors=True)
     ratio = k["wall"] / o["wall"]
     print(f"\nFOLDER -> LeNet, {args.n} 28x28 PNGs, {args.epochs} epochs (median of {args.repeat}; seconds; load "
           f"average {load_before:.2f} before, {os.getloadavg()[0]:.2f} after)")
-    print(f"  {'phase':<32} {'ours':>8} {'Keras':>8}")
-    names = [n for n in ORDER if n in o["phases"] or n in k["phases"]]
-    names += sorted((set(o["phases"]) | set(k["phases"])) - set(ORDER))
+    sides = [o, k] + ([b] if b else [])
+    print(f"  {'phase':<32} {'ours':>8} {'Keras':>8}" + (f" {'baseline':>9}" if b else ""))
+    seen = set().union(*(side["phases"] for side in sides))
+    names = [n for n in ORDER if n in seen] + sorted(seen - set(ORDER))
     for name in names:
-        cell = [f"{side['phases'][name]:8.2f}" if name in side["phases"] else f"{'-':>8}" for side in (o, k)]
-        print(f"  {name:<32} {cell[0]} {cell[1]}")
-    print(f"  {'total (exec to exit)':<32} {o['wall']:8.2f} {k['wall']:8.2f}")
-    print(f"  {'CPU seconds (with children)':<32} {o['cpu']:8.2f} {k['cpu']:8.2f}")
+        cells = [f"{side['phases'][name]:8.2f}" if name in side["phases"] else f"{'-':>8}" for side in sides]
+        print(f"  {name:<32} " + " ".join(cells))
+    print(f"  {'total (exec to exit)':<32} " + " ".join(f"{side['wall']:8.2f}" for side in sides))
+    print(f"  {'CPU seconds (with children)':<32} " + " ".join(f"{side['cpu']:8.2f}" for side in sides))
+    if b:
+        print(f"baseline / ours: {b['wall'] / o['wall']:.2f}x wall, {b['cpu'] / o['cpu']:.2f}x CPU "
+              f"(baseline: {args.baseline_src})")
     print(f"ratio Keras / ours: {ratio:.2f}x (target >= 1.2x: {'met' if ratio >= 1.2 else 'NOT met'}); "
           f"CPU ratio {k['cpu'] / o['cpu']:.2f}x")
     if args.json:
         print(json.dumps({"n": args.n, "epochs": args.epochs, "repeat": args.repeat, "ours": o, "keras": k,
-                          "ratio": ratio, "cpu_ratio": k["cpu"] / o["cpu"], "target": 1.2}, indent=2))
+                          "baseline": b, "ratio": ratio, "cpu_ratio": k["cpu"] / o["cpu"], "target": 1.2}, indent=2))
     return 0
 
 
