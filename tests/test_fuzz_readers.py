@@ -141,18 +141,27 @@ def _touch(array) -> None:
         np.asarray(array.reshape(-1)[-1])  # the last element: a mapping cut short would fault here
 
 
+GOOD_NPY = _npy(np.arange(24, dtype=np.uint8).reshape(2, 3, 4))
+
+
+def lying_npys(tmp_path, shapes):
+    """``GOOD_NPY``'s 24 bytes of data behind a header declaring each of ``shapes``: yields each file's path."""
+    header_end = GOOD_NPY.index(b"\n") + 1
+    for shape in shapes:
+        head = ("{'descr': '|u1', 'fortran_order': False, 'shape': %s, }" % shape).encode()
+        head = head.ljust(header_end - 11, b" ") + b"\n"
+        path = tmp_path / "lying.npy"
+        path.write_bytes(GOOD_NPY[:8] + len(head).to_bytes(2, "little") + head + GOOD_NPY[header_end:])
+        yield path
+
+
 @pytest.mark.timeout(120)
 def test_npy_and_npz(tmp_path):
     from digits_data_images.arrays import open_array
 
-    good = _npy(np.arange(24, dtype=np.uint8).reshape(2, 3, 4))
+    good = GOOD_NPY
     assert run_all(tmp_path, "features.npy", good, lambda p: _touch(open_array(p))) > 0
-    header_end = good.index(b"\n") + 1
-    for shape in ("(99999999999999, 99999999999999)", "(-1, 3)", "(2**64,)", "('a',)", "(1e3,)"):
-        head = ("{'descr': '|u1', 'fortran_order': False, 'shape': %s, }" % shape).encode()
-        head = head.ljust(header_end - 11, b" ") + b"\n"
-        path = tmp_path / "lying.npy"
-        path.write_bytes(good[:8] + len(head).to_bytes(2, "little") + head + good[header_end:])
+    for path in lying_npys(tmp_path, ("(99999999999999, 99999999999999)", "(-1, 3)", "(2**64,)", "('a',)", "(1e3,)")):
         with pytest.raises(NAMED):
             open_array(str(path))
     archive = io.BytesIO()
@@ -168,14 +177,8 @@ def test_inference_npy_inputs(tmp_path):
     from digits_core.errors import InferenceError
     from digits_core.inference.imageio import read_image, read_mask
 
-    good = _npy(np.arange(24, dtype=np.uint8).reshape(2, 3, 4))
-    assert run_all(tmp_path, "input.npy", good, read_image) > 0
-    header_end = good.index(b"\n") + 1
-    for shape in ("(99999999999999, 99999999999999)", "(-1, 3)", "(2**64,)", "(4, 4, 4)", "(2, 3)"):
-        head = ("{'descr': '|u1', 'fortran_order': False, 'shape': %s, }" % shape).encode()
-        head = head.ljust(header_end - 11, b" ") + b"\n"
-        path = tmp_path / "lying.npy"
-        path.write_bytes(good[:8] + len(head).to_bytes(2, "little") + head + good[header_end:])
+    assert run_all(tmp_path, "input.npy", GOOD_NPY, read_image) > 0
+    for path in lying_npys(tmp_path, ("(99999999999999, 99999999999999)", "(-1, 3)", "(2**64,)", "(4, 4, 4)", "(2, 3)")):
         for read in (read_image, lambda p: read_mask(p, 2, 3)):
             with pytest.raises(InferenceError, match="lying.npy"):  # never numpy's OverflowError / ValueError
                 read(path)
