@@ -392,11 +392,14 @@ def test_pages_fit_a_phone_and_print_no_python_none(workday):
     page = _page(workday)
     page.set_viewport_size({"width": 375, "height": 800})
     for path in ("/", "/plugins", f"/datasets/{workday['digits'].id}", f"/models/{workday['detector'].id}",
-                 f"/models/{workday['classifier'].id}", "/models/new"):
+                 f"/models/{workday['classifier'].id}", "/models/new", "/datasets/new/image-classification",
+                 "/datasets/new/object-detection", "/datasets/new/image-segmentation",
+                 f"/compare?jobs={workday['classifier'].id},{workday['source'].id}", "/models/no-such-job"):
         page.goto(server.url + path)
         _frames(page, 10)
         assert page.evaluate("document.documentElement.scrollWidth") <= 375, path
-        assert "None" not in page.locator("body").inner_text(), path
+        if not path.startswith("/datasets/new/"):  # the forms offer an encoding named "None (raw pixels)"
+            assert "None" not in page.locator("body").inner_text(), path
     page.close()
 
 
