@@ -214,13 +214,15 @@ class VolumeIngestion(DataIngestion):
 
     def _store(self, seg: Any, context: dict) -> str:
         """Store a result's SEG on the server its series came from; the note for the user."""
-        from .pacs import store_seg
+        from .pacs import open_server, store_seg
 
-        source = context.get("dicomweb_source")
-        if seg is None or source is None:
-            return (f"Nothing stored for {context['path']}: only a series from the DICOMweb server "
-                    "(--dicomweb-series) goes back to it.")
+        if seg is None:
+            return f"Nothing stored for {context['path']}: only a DICOM series has a DICOM-SEG to store."
         try:
+            source = context.get("dicomweb_source") or open_server(self.userdata)
+            if source is None:
+                return (f"Nothing stored for {context['path']}: name the server to store to "
+                        "(--dicomweb-url or --dicomweb-server).")
             return store_seg(source, seg)
         except DigitsError as exc:
             raise VolumeFormatError(f"{context['path']}: {exc}") from None

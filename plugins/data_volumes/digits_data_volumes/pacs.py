@@ -229,6 +229,16 @@ def fetch_inference_series(userdata: dict, series_uid: str) -> tuple[Any, list]:
         raise VolumeFormatError(f"{SERIES_PREFIX}{series_uid}: {exc}") from None
 
 
+def open_server(userdata: dict):
+    """The DICOMweb server the values name (an inference form's, or a ``dicomweb-volumes`` dataset's), or ``None``.
+
+    Raises:
+        DatasetError: A named server that does not exist, or a URL the outbound guard refuses.
+    """
+    keys = ("dicomweb_url", "dicomweb_server", "server_url", "named_server")
+    return _source(userdata) if any(str(userdata.get(k) or "").strip() for k in keys) else None
+
+
 def store_seg(source, seg) -> str:
     """Store a result's DICOM-SEG on the server it came from (STOW-RS); the note for the user.
 
@@ -241,4 +251,4 @@ def store_seg(source, seg) -> str:
 
 
 __all__ = ["DicomWebVolumesIngestion", "DicomWebVolumesForm", "VolumeInferenceForm", "SeriesCase", "SERIES_PREFIX",
-           "fetch_inference_series", "plan_series_cases", "store_seg"]
+           "fetch_inference_series", "open_server", "plan_series_cases", "store_seg"]

@@ -121,12 +121,22 @@ def test_infer_a_dicomweb_series_and_store_its_seg(pacs, trained, synth, tmp_pat
     assert back.number_of_frames == len(sop_uids) == 12  # one multi-frame object, every slice referenced
     frames = back.get_pixels_by_source_instance(sop_uids, combine_segments=True, skip_overlap_checks=True)
     assert np.array_equal(frames, np.transpose(label_ijk, (2, 1, 0)))  # voxel for voxel, slice by slice
-    # the same series from its folder gives the same label: the server's copy is read as dicom-series reads
+    # the same series from its folder gives the same label (the server's copy is read as dicom-series reads),
+    # and --store sends that SEG to the server named on the command line
     assert main(["--jobs-dir", str(jobs), "infer", "--model", model.name, str(synth.dicom / "heart_001"),
+                 "--dicomweb-url", pacs.dicomweb_url, "--dicomweb-username", pacs.username, "--store",
                  "--out", str(tmp_path / "local"), "--json"]) == 0
-    local = json.loads(capsys.readouterr().out)[0]["files"][0]
+    captured = capsys.readouterr()
+    local, local_seg = json.loads(captured.out)[0]["files"]
     assert np.array_equal(np.asanyarray(nib.load(local).dataobj), label_ijk)
     assert np.array_equal(nib.load(local).affine, nib.load(nifti).affine)
+    local_uid = hd.seg.segread(local_seg).SeriesInstanceUID
+    assert f"as series {local_uid} on {pacs.dicomweb_url}" in captured.err
+    (stored_local,) = [r for r in source.find_instances(StudyQuery(patient_ids=("heart_001",)), modality="SEG")
+                       if r.series == local_uid]
+    again = hd.seg.Segmentation.from_dataset(source.retrieve(stored_local))
+    assert np.array_equal(again.get_pixels_by_source_instance(sop_uids, combine_segments=True,
+                                                              skip_overlap_checks=True), frames)
 
 
 def test_a_series_missing_on_the_server_is_a_clear_error(pacs, trained, tmp_path, capsys, monkeypatch):
