@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 PLUGINS := plugins/data_images plugins/data_sunnybrook plugins/view_classification plugins/view_segmentation plugins/view_generic plugins/data_dicomweb plugins/view_detection plugins/data_volumes compat/digits6
 PYTEST_ARGS ?=
 
-.PHONY: setup demo lint test test-fast clean
+.PHONY: setup demo lint test test-fast test-container clean
 
 # A virtual environment with the core (and its test extras) and every bundled plugin, editable.
 $(STAMP): pyproject.toml $(addsuffix /pyproject.toml,$(PLUGINS))
@@ -40,6 +40,15 @@ test: setup lint
 # The suite without the slow end-to-end tests, for quick local runs.
 test-fast: setup
 	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+
+# The container, built and run: the Dockerfile built with podman on a Debian base made by mmdebstrap
+# (no image registry), then run with /data and /jobs from the host (tests/test_container_run.py:
+# health check, token login, a dataset from /data, a model trained through the API, uid 1000).
+# Installs podman/runc/mmdebstrap with apt-get as root when missing. Not part of `test` (minutes).
+test-container: setup
+	sh scripts/ensure-podman.sh
+	sh scripts/build-container.sh
+	DIGITS_CONTAINER_TEST=1 $(BIN)/python -m pytest tests/test_container_run.py -s $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info plugins/*/*.egg-info compat/*/*.egg-info

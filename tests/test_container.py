@@ -1,7 +1,8 @@
 """The container image definition (Dockerfile): linted, in step with the bundled plugins, safe by default.
 
-No image is built here (the CI machine cannot pull base images); hadolint checks the Dockerfile, and the
-command the image runs is checked to refuse a non-loopback bind without a token.
+No image is built here: hadolint checks the Dockerfile, and the command the image runs is checked to refuse a
+non-loopback bind without a token. The image is built (podman on an mmdebstrap base, no image registry) and run
+by ``make test-container``: ``tests/test_container_run.py``.
 """
 
 from __future__ import annotations
