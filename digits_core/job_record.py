@@ -203,6 +203,33 @@ class DatasetRecord(TypedDict, total=False):
     timing: dict[str, Any]
 
 
+class SweepRecord(TypedDict, total=False):
+    """``JOBS_DIR/.sweeps/<id>/sweep.json``: one hyper-parameter search, the group of its trial jobs
+    (written by :mod:`digits_core.tuning` through :mod:`digits_core.job_sweep`)."""
+
+    id: str
+    name: str
+    group: str  # the trials' job group
+    folder: str  # the sweep's folder
+    jobs_dir: str
+    dataset: str  # the dataset job id
+    network: str
+    settings: dict[str, Any]  # tuning.TuneSettings as a dict (scheduler, trials, max_epochs, metric, mode, ...)
+    options: dict[str, Any]  # the training options every trial shares
+    spaces: dict[str, Any]  # option -> search space (search_space.Space.to_dict())
+    search: list[str]  # the spaces as OPTION=EXPR lines
+    grid_size: int | None
+    trials: int
+    ray_address: str | None
+    status: str  # Running, Done, Error, Aborted
+    created: float
+    finished: float
+    resumed: float
+    abort_requested: float
+    error: str
+    promoted: str  # the trial job promoted as the sweep's result
+
+
 class JobRecordError(JobNotFoundError):
     """``job.json`` is not a job record this version understands (the message names the file).
 

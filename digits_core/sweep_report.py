@@ -15,6 +15,7 @@ from typing import Any
 from .engine.early_stopping import direction
 from .engine.jobio import read_metrics, read_prune
 from .errors import DigitsError, FormValidationError
+from .job_sweep import update_sweep_record
 from .jobs import Job, JobStore
 
 
@@ -129,8 +130,7 @@ def promote(sweep_id: str, job_id: str | None = None, jobs_dir: Any = None, name
         FormValidationError: ``name`` is blank or longer than :data:`MAX_PROMOTED_NAME` (nothing changes).
         DigitsError: The sweep has no trial with a metric, or ``job_id`` is not one of its trials.
     """
-    from .jobs import write_json_atomic
-    from .tuning import SWEEP_FILE, read_sweep, sweeps_root
+    from .tuning import sweeps_root
 
     if name is not None and not (name.strip() and len(name.strip()) <= MAX_PROMOTED_NAME):
         raise FormValidationError({"name": [f"give the promoted model a name of 1 to {MAX_PROMOTED_NAME} "
@@ -144,11 +144,8 @@ def promote(sweep_id: str, job_id: str | None = None, jobs_dir: Any = None, name
         row = next((r for r in summary["trials"] if r["job_id"] == job_id), None)
         if row is None:
             raise DigitsError(f"Job {job_id} is not a trial of sweep {sweep_id}.")
-    record = read_sweep(sweep_id, jobs_dir)
-    record.pop("trials_started", None)
     if name is not None:
         JobStore(jobs_dir).get(row["job_id"], kind="model").rename(name.strip())
         row = {**row, "name": name.strip()}
-    record["promoted"] = row["job_id"]
-    write_json_atomic(sweeps_root(jobs_dir) / sweep_id / SWEEP_FILE, record)
+    update_sweep_record(sweeps_root(jobs_dir) / sweep_id, promoted=row["job_id"])
     return row

@@ -39,12 +39,11 @@ from typing import Any
 
 from .errors import FormValidationError
 from .groups import normalize_group
-from .jobs import write_json_atomic
+from .job_sweep import SWEEP_FILE, read_sweep_record, update_sweep_record, write_sweep_record
 from .search_space import check_networks, grid_size, grid_trials, parse_spaces, random_trials
 
 SCHEDULERS = ("grid", "random", "asha")
 SWEEPS_DIR = ".sweeps"
-SWEEP_FILE = "sweep.json"
 #: Written in a sweep's folder by an abort: trials not started yet do not start.
 SWEEP_ABORT_FILE = "abort"
 _FORM = "tuning"
@@ -120,7 +119,7 @@ def read_sweep(sweep_id: str, jobs_dir: Any = None) -> dict:
     folder = sweeps_root(jobs_dir) / str(sweep_id)
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", str(sweep_id)) or not (folder / SWEEP_FILE).is_file():
         raise JobNotFoundError(f'No sweep "{sweep_id}" in {sweeps_root(jobs_dir)}')
-    record = json.loads((folder / SWEEP_FILE).read_text(encoding="utf-8"))
+    record: dict[str, Any] = dict(read_sweep_record(folder))
     started = {}
     for path in folder.glob("trial-*.json"):
         try:
@@ -139,12 +138,6 @@ def list_sweeps(jobs_dir: Any = None) -> list[dict]:
         return []
     return [read_sweep(path.name, jobs_dir) for path in sorted(root.iterdir(), reverse=True)
             if (path / SWEEP_FILE).is_file()]
-
-
-def _update_sweep(folder: Path, **fields: Any) -> None:
-    record = json.loads((folder / SWEEP_FILE).read_text(encoding="utf-8"))
-    record.update(fields)
-    write_json_atomic(folder / SWEEP_FILE, record)
 
 
 class TuneHandle:
@@ -169,10 +162,10 @@ class TuneHandle:
             try:
                 run_sweep(plan)
                 status = "Aborted" if (self.folder / SWEEP_ABORT_FILE).exists() else "Done"
-                _update_sweep(self.folder, status=status, finished=time.time())
+                update_sweep_record(self.folder, status=status, finished=time.time())
             except BaseException as exc:  # noqa: BLE001 - reported by wait() and the sweep's record
                 self.error = exc
-                _update_sweep(self.folder, status="Error", error=f"{type(exc).__name__}: {exc}",
+                update_sweep_record(self.folder, status="Error", error=f"{type(exc).__name__}: {exc}",
                               finished=time.time())
 
         self._thread = threading.Thread(target=run, name=f"tune-{self.sweep_id}", daemon=True)
@@ -224,7 +217,7 @@ def abort_sweep(sweep_id: str, jobs_dir: Any = None) -> list[str]:
             request_abort(job, jobs_dir)
             asked.append(job.id)
     if record.get("status") in (None, "Running"):
-        _update_sweep(folder, abort_requested=time.time())
+        update_sweep_record(folder, abort_requested=time.time())
     return asked
 
 
@@ -259,7 +252,7 @@ def resume_sweep(sweep_id: str, jobs_dir: Any = None) -> TuneHandle:
     (folder / SWEEP_ABORT_FILE).unlink(missing_ok=True)
     plan = {key: value for key, value in record.items() if key not in ("trials_started", "status", "error")}
     plan.update(run_trials=run, tune_name=f"tune-resume-{int(time.time())}")
-    _update_sweep(folder, status="Running", resumed=time.time())
+    update_sweep_record(folder, status="Running", resumed=time.time())
     return TuneHandle(sweep_id, record["group"], folder, jobs_dir).start(plan)
 
 
@@ -343,5 +336,5 @@ def tune(dataset: Any, network: str | None = None, name: str | None = None, *,
     folder.mkdir(parents=True)
     plan.update(id=sweep_id, folder=str(folder), jobs_dir=str(root),
                 ray_address=ray_address or os.environ.get("DIGITS_RAY_ADDRESS") or None)
-    write_json_atomic(folder / SWEEP_FILE, {**plan, "status": "Running", "created": time.time()})
+    write_sweep_record(folder, {**plan, "status": "Running", "created": time.time()})  # type: ignore[typeddict-item]
     return TuneHandle(sweep_id, plan["group"], folder, jobs_dir).start(plan)

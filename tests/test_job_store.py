@@ -169,3 +169,37 @@ def test_two_processes_writing_one_model_job_lose_nothing(tmp_path):
     assert not record_best(job.path, 3, 0.7, "val_loss", lambda new, best: new < best)
     best = job.model_record()
     assert (best["best_epoch"], best["best_metric"], best["best_metric_name"]) == (2, 0.5, "val_loss")
+
+
+SWEEP_RACER = textwrap.dedent("""
+    import sys
+    from digits_core.job_sweep import update_sweep_record
+
+    folder, prefix, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    sys.stdin.readline()  # start together
+    for i in range(count):
+        update_sweep_record(folder, **{f"{prefix}{i}": i})
+""")
+
+
+def test_two_processes_updating_one_sweep_record_lose_nothing(tmp_path):
+    """The tuning driver's status updates and a promotion from the web page, at once: sweep.json keeps both."""
+    from digits_core.job_sweep import read_sweep_record, update_sweep_record, write_sweep_record
+
+    folder = tmp_path / ".sweeps" / "s1"
+    folder.mkdir(parents=True)
+    write_sweep_record(folder, {"id": "s1", "status": "Running", "trials": 4})
+    count = 60
+    procs = [subprocess.Popen([sys.executable, "-c", SWEEP_RACER, str(folder), prefix, str(count)],
+                              stdin=subprocess.PIPE, text=True) for prefix in ("a", "b")]
+    for proc in procs:
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+    for proc in procs:
+        proc.stdin.close()
+        assert proc.wait(timeout=120) == 0
+    update_sweep_record(folder, promoted="job-1")
+    record = read_sweep_record(folder)
+    lost = [f"{p}{i}" for p in "ab" for i in range(count) if record.get(f"{p}{i}") != i]  # type: ignore[misc]
+    assert not lost, f"{len(lost)} updates lost"
+    assert (record["id"], record["status"], record["trials"], record["promoted"]) == ("s1", "Running", 4, "job-1")

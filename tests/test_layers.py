@@ -28,7 +28,7 @@ LAYERS: dict[str, int] = {
     "digits_core.option_spec": 0,
     # 1 job store
     "digits_core.jobs": 1, "digits_core.job_lock": 1, "digits_core.job_record": 1, "digits_core.job_status": 1,
-    "digits_core.job_model": 1,
+    "digits_core.job_model": 1, "digits_core.job_sweep": 1,
     # 2 plugin system: the contract plugins import (the package itself, interfaces, hooks, registry, forms)
     "digits_core": 2, "digits_core.interfaces": 2, "digits_core.hookspecs": 2, "digits_core.contract": 2,
     "digits_core.forms": 2, "digits_core.plugin_": 2, "digits_core.testing": 2, "digits_core.scaffold": 2,
