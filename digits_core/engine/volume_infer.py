@@ -18,7 +18,6 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..errors import DigitsError, InferenceError
-from ..plugin_registry import registry
 from . import jobio
 from .volume_loop import predict_volume
 
@@ -55,8 +54,7 @@ def is_volume_model(model: Any, jobs_dir=None) -> bool:
 
 def _plugin(info: dict, form_data: dict | None = None):
     """The dataset's data plugin for inference, with the values of its inference form (validated) when given."""
-    from ..contract import inference_form, plugin_code, strip_reserved
-    from ..forms import validate_values
+    from ..inference.reading import inference_plugin
 
     plugin_id = info["dataset_plugin"]
     dataset_json = Path(info["dataset_path"]) / "dataset.json"
@@ -64,17 +62,7 @@ def _plugin(info: dict, form_data: dict | None = None):
         userdata = json.loads(dataset_json.read_text(encoding="utf-8")).get("userdata", {})
     except (OSError, ValueError) as exc:
         raise InferenceError(f"{dataset_json}: the model's dataset cannot be read ({exc})") from None
-    cls = registry.get_data_ingestion(plugin_id)
-    userdata = strip_reserved("data", userdata, plugin_id)
-    values: dict = {}
-    if form_data:
-        form = inference_form(cls, userdata)
-        if form is None:
-            raise InferenceError(f'data plugin "{plugin_id}" has no inference form; give NIfTI files or DICOM '
-                                 "series folders")
-        values = validate_values(form, form_data, f'inference form of plugin "{plugin_id}"')
-    with plugin_code(plugin_id, "__init__"):
-        plugin = cls(is_inference_db=True, **{**userdata, **values})
+    plugin, _ = inference_plugin(plugin_id, userdata, form_data, "give NIfTI files or DICOM series folders")
     if not hasattr(plugin, "load_inference_volume"):
         raise InferenceError(f'data plugin "{plugin_id}" cannot read volumes for inference')
     return plugin

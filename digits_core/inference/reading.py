@@ -162,25 +162,46 @@ def entry_name(entry: Any) -> str:
     return str(parts[head][1]) + (f" ({', '.join(rest)})" if rest else "")
 
 
-def encode_with_plugin(model: InferenceModel, form_data: dict,
-                        max_errors: Any = None) -> tuple[list[str], np.ndarray, list, list, DataIngestion, dict]:
+def inference_plugin(plugin_id: str, userdata: dict, form_data: dict | None,
+                     no_form: str = "give image files, a folder or a list file instead") -> tuple[Any, dict]:
+    """The data plugin ``plugin_id`` for inference (the dataset's userdata plus its inference form's values).
+
+    Args:
+        plugin_id: The dataset's data plugin.
+        userdata: The dataset's userdata.
+        form_data: Values of the plugin's inference form, validated by it (``None`` or empty: none).
+        no_form: What to do instead, said when values are given and the plugin has no inference form.
+
+    Returns:
+        ``(plugin instance, the validated form values)``.
+
+    Raises:
+        InferenceError: Values given to a plugin without an inference form.
+        FormValidationError: A value the form refuses (on its field).
+    """
     from ..contract import inference_form, plugin_code, strip_reserved
     from ..forms import validate_values
     from ..plugin_registry import registry
 
+    plugin = registry.get_data_ingestion(plugin_id)
+    userdata = strip_reserved("data", userdata, plugin_id)
+    values: dict = {}
+    if form_data:
+        form = inference_form(plugin, userdata)
+        if form is None:
+            raise InferenceError(f'Data plugin "{plugin_id}" has no inference form; {no_form}.')
+        values = validate_values(form, form_data, f'inference form of plugin "{plugin_id}"')
+    with plugin_code(plugin_id, "__init__"):
+        return plugin(is_inference_db=True, **{**userdata, **values}), values
+
+
+def encode_with_plugin(model: InferenceModel, form_data: dict,
+                        max_errors: Any = None) -> tuple[list[str], np.ndarray, list, list, DataIngestion, dict]:
     plugin_id = model.dataset.plugin_id
     if not plugin_id:
         raise InferenceError(f'The dataset of model "{model.id}" is not available, so its data plugin\'s '
                              "inference form cannot be used; give image files instead.")
-    plugin = registry.get_data_ingestion(plugin_id)
-    userdata = strip_reserved("data", model.dataset.userdata, plugin_id)
-    form = inference_form(plugin, userdata)
-    if form is None:
-        raise InferenceError(f'Data plugin "{plugin_id}" has no inference form; give image files, a folder '
-                             "or a list file instead.")
-    values = validate_values(form, form_data, f'inference form of plugin "{plugin_id}"')
-    with plugin_code(plugin_id, "__init__"):
-        instance = plugin(is_inference_db=True, **{**userdata, **values})
+    instance, values = inference_plugin(plugin_id, model.dataset.userdata, form_data)
     try:
         entries = list(instance.itemize_entries("test"))
     except Exception as exc:  # noqa: BLE001 - report the plugin's own message
