@@ -10,7 +10,10 @@ the median spacing and the per-class voxel histogram of every stage.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import time
+from collections import deque
 from typing import Any, Iterator
 
 import numpy as np
@@ -43,9 +46,6 @@ def return_freed_volumes() -> bool:
     from 3 to 6 cases of 300×128×128). A fixed threshold (``mallopt(M_MMAP_THRESHOLD)``) keeps every large
     array in its own map. Returns whether it could be set (False off glibc: nothing changes).
     """
-    import ctypes
-    import ctypes.util
-
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
         return bool(libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD))
@@ -76,8 +76,6 @@ def _encoded(plugin: Any, entries: list, workers: int) -> Iterator[tuple]:
         for entry in entries:
             yield encode_case(entry, plugin)
         return
-    from collections import deque
-
     from .pool import mp_context  # worker processes only for a stage of several cases
 
     workers = min(workers, len(entries))
