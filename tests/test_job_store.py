@@ -29,17 +29,22 @@ RACER = textwrap.dedent("""
 """)
 
 
-def test_two_processes_updating_one_job_lose_nothing(tmp_path):
-    job = Job.create("dataset", "d", jobs_dir=tmp_path, plugin_id="p")
-    count = 150
-    procs = [subprocess.Popen([sys.executable, "-c", RACER, str(job.path), prefix, str(count)],
-                              stdin=subprocess.PIPE, text=True) for prefix in ("a", "b")]
+def _race(script: str, target: str, roles: tuple[str, ...], count: int) -> None:
+    """Run ``script TARGET ROLE COUNT`` in one process per role, released together; each must succeed."""
+    procs = [subprocess.Popen([sys.executable, "-c", script, target, role, str(count)], stdin=subprocess.PIPE,
+                              text=True) for role in roles]
     for proc in procs:
         proc.stdin.write("go\n")
         proc.stdin.flush()
     for proc in procs:
         proc.stdin.close()
         assert proc.wait(timeout=120) == 0
+
+
+def test_two_processes_updating_one_job_lose_nothing(tmp_path):
+    job = Job.create("dataset", "d", jobs_dir=tmp_path, plugin_id="p")
+    count = 150
+    _race(RACER, str(job.path), ("a", "b"), count)
     record = job.reload().data
     lost = [f"{p}{i}" for p in "ab" for i in range(count) if f"{p}{i}" not in record]
     assert not lost, f"{len(lost)} updates lost"
@@ -147,14 +152,7 @@ def test_two_processes_writing_one_model_job_lose_nothing(tmp_path):
     job = Job.create("model", "m", jobs_dir=tmp_path)
     write_model_record(job.path, {"job_id": job.id, "snapshots": [], "best_metric": None})
     count = 80
-    procs = [subprocess.Popen([sys.executable, "-c", MODEL_RACER, str(job.path), role, str(count)],
-                              stdin=subprocess.PIPE, text=True) for role in ("trainer", "other")]
-    for proc in procs:
-        proc.stdin.write("go\n")
-        proc.stdin.flush()
-    for proc in procs:
-        proc.stdin.close()
-        assert proc.wait(timeout=120) == 0
+    _race(MODEL_RACER, str(job.path), ("trainer", "other"), count)
     record = read_model_record(job.path)
     assert [s["file"] for s in record["snapshots"]] == [f"epoch-{i:03d}.keras" for i in range(count)]
     assert record["last_epoch"] == count - 1 and record["snapshots"][-1]["step"] == (count - 1) * 10
@@ -190,14 +188,7 @@ def test_two_processes_updating_one_sweep_record_lose_nothing(tmp_path):
     folder.mkdir(parents=True)
     write_sweep_record(folder, {"id": "s1", "status": "Running", "trials": 4})
     count = 60
-    procs = [subprocess.Popen([sys.executable, "-c", SWEEP_RACER, str(folder), prefix, str(count)],
-                              stdin=subprocess.PIPE, text=True) for prefix in ("a", "b")]
-    for proc in procs:
-        proc.stdin.write("go\n")
-        proc.stdin.flush()
-    for proc in procs:
-        proc.stdin.close()
-        assert proc.wait(timeout=120) == 0
+    _race(SWEEP_RACER, str(folder), ("a", "b"), count)
     update_sweep_record(folder, promoted="job-1")
     record = read_sweep_record(folder)
     lost = [f"{p}{i}" for p in "ab" for i in range(count) if record.get(f"{p}{i}") != i]  # type: ignore[misc]
