@@ -17,6 +17,7 @@ DIGITS 6 plugins return from ``get_dataset_form()``): its class is used.
 from __future__ import annotations
 
 import argparse
+import functools
 import inspect
 from typing import Any, Iterable, Mapping
 
@@ -83,20 +84,56 @@ def modernize_choices(form_cls: Any) -> Any:
 
     DIGITS 6 style forms (``SelectField(choices=[("a", "A")])``) then bind
     without WTForms 3.3's deprecation warning, and keep working on WTForms
-    3.4, which drops tuples. Every helper here that takes a form class calls
-    it (through :func:`form_class`); it is idempotent and returns the class.
+    3.4, which drops tuples. The plugin's own code still reads its choices as
+    the tuples it wrote (``choices[0][0]``, ``value, label = choice``,
+    ``dict(choices)``): each becomes a ``SelectChoice`` that also behaves as
+    that tuple. Every helper here that takes a form class calls it (through
+    :func:`form_class`); it is idempotent and returns the class.
     """
     from wtforms.fields import SelectFieldBase  # forms.py does not import WTForms at module level
     from wtforms.fields.core import UnboundField  # likewise
 
+    choice_class = _tuple_choice_class()
+    if choice_class is None:  # WTForms < 3.3: tuples are the only kind, and not deprecated
+        return form_cls
     for name in dir(form_cls):
         unbound = getattr(form_cls, name, None)
         if not (isinstance(unbound, UnboundField) and issubclass(unbound.field_class, SelectFieldBase)):
             continue
         choices = unbound.kwargs.get("choices")
         if isinstance(choices, (list, tuple)) and any(isinstance(c, tuple) for c in choices):
-            unbound.kwargs["choices"] = select_choices(choices)
+            unbound.kwargs["choices"] = [choice_class(*c[:2], **({"render_kw": c[2]} if len(c) > 2 else {}))
+                                         if isinstance(c, tuple) and len(c) in (2, 3) else c for c in choices]
     return form_cls
+
+
+@functools.lru_cache(maxsize=1)
+def _tuple_choice_class() -> Any:
+    """``SelectChoice`` that also reads as the ``(value, label[, render_kw])`` tuple it came from (or ``None``)."""
+    try:
+        from wtforms import SelectChoice  # WTForms >= 3.3
+    except ImportError:
+        return None
+
+    class TupleChoice(SelectChoice):
+        def _as_tuple(self) -> tuple:
+            return (self.value, self.label, self.render_kw) if self.render_kw else (self.value, self.label)
+
+        def __iter__(self) -> Any:
+            return iter(self._as_tuple())
+
+        def __getitem__(self, index: Any) -> Any:
+            return self._as_tuple()[index]
+
+        def __len__(self) -> int:
+            return len(self._as_tuple())
+
+        def __eq__(self, other: object) -> bool:
+            return self._as_tuple() == other if isinstance(other, tuple) else super().__eq__(other)
+
+        __hash__ = None  # type: ignore[assignment]  # mutable, as SelectChoice
+
+    return TupleChoice
 
 
 def user_fields(form) -> list:

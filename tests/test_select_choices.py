@@ -45,6 +45,8 @@ def test_tuple_choices_of_a_digits6_style_form_bind_through_the_core_helpers_wit
         form = bind_form(form_class, {"mode": "squash", "size": "large"}, meta={"csrf": False})
         assert validate_form(form) == {"mode": "squash", "size": "large"}
         assert '<option class="c" value="crop">Crop</option>' in form.mode()
+        value, label = form.mode.choices[0]  # the plugin's own code still reads the tuples it declared
+        assert (value, label) == ("squash", "Squash") == form.mode.choices[0] and form.mode.choices[1][2] == {"class": "c"}
         parser = argparse.ArgumentParser()
         add_form_arguments(parser, form_class)
         assert parser.parse_args(["--mode", "crop"]).mode == "crop"
