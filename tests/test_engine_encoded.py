@@ -127,6 +127,14 @@ def test_pipeline_decodes_like_reader(encoded, name, monkeypatch):
         xs, ys = zip(*[(x.numpy(), y.numpy()) for x, y in batches])
         _assert_pixels(np.concatenate(xs), want_x, name)
         np.testing.assert_array_equal(np.concatenate(ys), want_y)
+        if not preload:  # a resume one step into the epoch: the same later batches, the skipped one never read
+            reads: list[int] = []
+            read_encoded = src.read_encoded
+            monkeypatch.setattr(src, "read_encoded", lambda idx: (reads.append(len(idx)), read_encoded(idx))[1])
+            resumed = train_dataset(src, layout=Layout(4), prep=prep, aug=Augmentation(), seed=0, shuffle=False,
+                                    start_epoch=0, epochs=1, skip_batches=1)
+            _assert_pixels(np.concatenate([x.numpy() for x, _ in resumed]), want_x[len(xs[0]):], name)
+            assert len(reads) == len(xs) - 1
         # Streamed validation: bytes -> decode/normalize/pad inside tf.data.
         vsrc = StageSource(ds, "val", preload=preload)
         vbatches, steps = val_dataset(vsrc, layout=Layout(3), prep=prep)

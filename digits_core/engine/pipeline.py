@@ -251,6 +251,9 @@ def train_dataset(source: StageSource, *, layout: Layout, prep: Preprocessing, a
         else:
             feat_sig = tf.TensorSpec((None, *source.feature_shape), tf.as_dtype(source.feature_dtype))
         label_sig = tf.TensorSpec((None, *source.label_shape), tf.as_dtype(source.label_dtype))
+        # A resume's already-trained batches of its first epoch are skipped by index, never read: skipping them
+        # after reading (Dataset.skip) read up to an epoch of records before the first step, deaf to SIGTERM.
+        unread = skip_batches * layout.local_replicas
 
         def generator(epoch):
             epoch = int(epoch)
@@ -261,6 +264,8 @@ def train_dataset(source: StageSource, *, layout: Layout, prep: Preprocessing, a
                 if count >= batches_per_epoch or (drop and len(idx) < per_b):
                     return
                 count += 1
+                if epoch == start_epoch and count <= unread:
+                    continue
                 if encoded:
                     x, y = source.read_encoded(idx)
                     x = bytes_array(x)
@@ -274,8 +279,6 @@ def train_dataset(source: StageSource, *, layout: Layout, prep: Preprocessing, a
                 output_signature=(tf.TensorSpec((), tf.int64), tf.TensorSpec((), tf.int64), feat_sig, label_sig))
 
         ds = tf.data.Dataset.range(start_epoch, epochs).flat_map(epoch_batches)
-        if skip_batches:
-            ds = ds.skip(skip_batches * layout.local_replicas)
         if encoded:
             decode_batch = make_batch_decoder(source.feature_shape, source.feature_dtype, source.encodings)
             ds = ds.map(lambda e, j, x, y: (e, j, decode_batch(x), y),
