@@ -154,6 +154,11 @@ def test_every_probe_is_refused(world):
                            headers={"Origin": origin, "Content-Type": "application/json", **bearer})
         assert status == 403, origin
         counts["cross-site Origins refused"] += 1
+        # TF Serving's predict skips CSRF (its clients send none), never the Origin check.
+        status, _, _ = raw(server, "/v1/models/none:predict", method="POST", data=b'{"instances": []}',
+                           headers={"Origin": origin, "Content-Type": "application/json", **bearer})
+        assert status == 403, origin
+        counts["cross-site Origins refused"] += 1
 
     # Token: nothing without it (pages redirect to /login, JSON is 401).
     for route in TOKENLESS_ROUTES:
@@ -234,6 +239,11 @@ def test_every_probe_is_refused(world):
     resp = server.request("/api/models", method="POST", data=b'{"a": "' + b"x" * (3 << 20) + b'"}',
                           headers={"Content-Type": "application/json"})
     assert resp.status == 413
+    counts["oversized inputs refused"] += 1
+    # A 1.5 MiB multipart body to a route that takes no file: the form limit, not the upload limit.
+    status, _, _ = raw(server, f"/datasets/{world['done'].id}/notes", method="POST", data=b"x" * (3 << 19),
+                       headers={"Content-Type": "multipart/form-data; boundary=b", **bearer})
+    assert status == 413
     counts["oversized inputs refused"] += 1
 
     # Cross-site GET of a model download builds nothing.
