@@ -167,6 +167,24 @@ def test_a_stop_signal_during_validation_ends_the_run_at_once(shapes):
     assert not is_job_alive(job.path) and JobStore(jobs).get(job.id).status is JobStatus.ABORTED
 
 
+def test_a_training_stopped_because_its_server_died_says_so(tmp_path, monkeypatch):
+    """The worker's parent watch notes the cause before it signals itself: the run's reason is that, not SIGTERM."""
+    from digits_core import faults
+    from digits_core.engine.loop import AbortSignal
+    from digits_core.engine.trainer import _install_signals, _restore_signals
+    from digits_core.executors.worker import server_died_cause
+
+    abort = AbortSignal(tmp_path)
+    monkeypatch.setitem(faults._STOP_CAUSE, "cause", server_died_cause(4242))
+    old = _install_signals(abort)
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)  # what watch_parent sends once the server is gone
+    finally:
+        _restore_signals(old)
+    assert abort.reason == server_died_cause(4242)
+    assert "pid 4242" in abort.reason and "died" in abort.reason and "resume" in abort.reason
+
+
 def test_sigterm_while_exporting_leaves_nothing_half_written(shapes, tmp_path):
     """``digits export`` stopped mid-build: it exits at once, no archive, no half-built export in the cache."""
     from digits_core.engine import train
