@@ -134,8 +134,7 @@ BAD_VALUES = [
     ("sigmoid", "lr_gamma", "nan"),
     ("poly", "lr_power", "-2"),
     ("multistep", "lr_step_values", "50,120"),
-    ("fixed", "learning_rate", "0"),
-]
+]  # a bad base rate: the chart's own sentence (tests/test_ui_parity.py)
 
 
 def test_the_preview_takes_the_specs_options_and_policy_parameters_are_stated_once():

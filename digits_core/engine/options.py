@@ -341,6 +341,10 @@ class TrainingOptions:
         return cls.from_kwargs(**data, augmentation=aug)
 
 
+#: What the learning-rate preview says under a base rate that is not a positive number.
+PREVIEW_RATE_MESSAGE = "The learning rate must be a number above 0."
+
+
 def lr_preview_schedule(values: dict[str, Any]) -> tuple[float, dict[str, Any]]:
     """The base rate and resolved LR policy the learning-rate preview draws, checked as training checks them.
 
@@ -354,11 +358,13 @@ def lr_preview_schedule(values: dict[str, Any]) -> tuple[float, dict[str, Any]]:
         ``(learning_rate, policy)``, ``policy`` as :func:`~digits_core.engine.lr_policies.resolve_policy` gives it.
 
     Raises:
-        FormValidationError: A bad value, on its field (``lr_gamma``...), with training's message.
+        FormValidationError: A bad value, on its field (``lr_gamma``...), with training's message (a bad base
+            rate with the chart's own sentence, :data:`PREVIEW_RATE_MESSAGE`).
     """
     given = {name: values.get(name) for name in LR_PREVIEW_OPTIONS if values.get(name) not in (None, "")}
     try:
         options = TrainingOptions.from_kwargs(**given)
     except FormValidationError as exc:
-        raise FormValidationError(exc.errors, "learning-rate preview") from None
+        errors = {**exc.errors, **({"learning_rate": [PREVIEW_RATE_MESSAGE]} if "learning_rate" in exc.errors else {})}
+        raise FormValidationError(errors, "learning-rate preview") from None
     return float(options.learning_rate), options.lr_policy_params()
