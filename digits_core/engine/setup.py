@@ -39,13 +39,38 @@ from .tasks import Task
 _FORM = "training options"
 
 
-@dataclass
-class RunState:
-    """A training run, ready to loop (see :func:`prepare_run`).
+@dataclass(frozen=True)
+class RunPlan:
+    """What a training run was asked to do, fixed before it starts (the live objects are in :class:`RunState`).
 
     Attributes:
-        job, reader, spec, opts, task, strat: What the run was asked to do.
+        job: The model job.
+        reader: The dataset reader.
+        spec: The network.
+        opts: The validated training options.
+        strat: The distribution strategy and this worker's place in it.
         folder: The job folder.
+        resume_from: The snapshot entry resumed from, or ``None`` for a new run.
+    """
+
+    job: Job
+    reader: Any
+    spec: NetworkSpec
+    opts: TrainingOptions
+    strat: Any
+    folder: Path
+    resume_from: SnapshotEntry | None = None
+
+
+@dataclass
+class RunState:
+    """A training run, ready to loop (see :func:`prepare_run`): its frozen :class:`RunPlan` and the live objects.
+
+    The plan's fields read through (``state.job``, ``state.opts``...) and cannot be reassigned.
+
+    Attributes:
+        plan: What the run was asked to do.
+        task: The task (bound to the input size by :func:`prepare_run` where it depends on it).
         seed: The run's random seed (recorded in ``model.json``).
         train_src, val_src: Input sources (``val_src`` is ``None`` without validation).
         prep: Input preprocessing (saved with the job, shared with inference).
@@ -57,17 +82,11 @@ class RunState:
         custom_loss, custom_metrics: From a custom network's ``build_model``.
         steps_per_epoch, total_steps, start_step: The step schedule (``start_step`` > 0 on resume).
         val_every, snap_every, log_every: Intervals in steps (0: never).
-        resume_from: The snapshot entry resumed from, or ``None``.
         fine_tune_report: What ``pretrained`` loaded.
     """
 
-    job: Job
-    reader: Any
-    spec: NetworkSpec
-    opts: TrainingOptions
+    plan: RunPlan
     task: Task
-    strat: Any
-    folder: Path
     seed: int = 0
     train_src: Any = None
     val_src: Any = None
@@ -87,9 +106,36 @@ class RunState:
     val_every: int = 0
     snap_every: int = 0
     log_every: int = 1
-    resume_from: SnapshotEntry | None = None
     fine_tune_report: dict | None = None
     extra: dict = field(default_factory=dict)
+
+    @property
+    def job(self) -> Job:
+        return self.plan.job
+
+    @property
+    def reader(self) -> Any:
+        return self.plan.reader
+
+    @property
+    def spec(self) -> NetworkSpec:
+        return self.plan.spec
+
+    @property
+    def opts(self) -> TrainingOptions:
+        return self.plan.opts
+
+    @property
+    def strat(self) -> Any:
+        return self.plan.strat
+
+    @property
+    def folder(self) -> Path:
+        return self.plan.folder
+
+    @property
+    def resume_from(self) -> SnapshotEntry | None:
+        return self.plan.resume_from
 
 
 def prepare_run(state: RunState) -> RunState:

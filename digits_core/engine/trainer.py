@@ -37,7 +37,7 @@ from .distribute import make_strategy
 from .loop import ABORT_FLAGS, AbortSignal, TrainingLoop
 from .networks import DEFAULT_NETWORK, NetworkSpec, check_network_task, resolve_network
 from .options import TrainingOptions
-from .setup import RunState, prepare_run
+from .setup import RunPlan, RunState, prepare_run
 from .snapshots import load_snapshot
 from .tasks import Task, task_for_label_kind, task_named
 
@@ -108,7 +108,7 @@ def train(dataset: Any, network: str | Callable | None = None, name: str | None 
         except BaseException:
             job.set_status(JobStatus.ABORTED, error="Stopped before training started: the on_job callback raised.")
             raise
-    state = RunState(job=job, reader=reader, spec=spec, opts=opts, task=task, strat=strat, folder=job.path)
+    state = RunState(RunPlan(job=job, reader=reader, spec=spec, opts=opts, strat=strat, folder=job.path), task)
     return _execute(state, callbacks, progress)
 
 
@@ -136,7 +136,7 @@ def train_existing_job(job: Job, dataset: Any, network: str | Callable | None = 
         return train_volume_into(job, dataset, network, progress=progress, **options)
     strat, reader, spec, opts, task = _plan(dataset, network, options, job.path.parent)
     job.update(dataset_id=reader.id, network=spec.name, task=task.name, form_data=opts.to_dict())
-    state = RunState(job=job, reader=reader, spec=spec, opts=opts, task=task, strat=strat, folder=job.path)
+    state = RunState(RunPlan(job=job, reader=reader, spec=spec, opts=opts, strat=strat, folder=job.path), task)
     return _execute(state, callbacks, progress)
 
 
@@ -183,8 +183,8 @@ def _resume_owned(job: Job, jobs_dir, callbacks, progress, epochs) -> Job:
         network = str(job.path / jobio.NETWORK_COPY)
     spec = resolve_network(network)
     (job.path / jobio.ABORT_FILE).unlink(missing_ok=True)
-    state = RunState(job=job, reader=reader, spec=spec, opts=opts, task=task_named(info["task"]), strat=strat,
-                     folder=job.path, resume_from=info["snapshots"][-1])
+    state = RunState(RunPlan(job=job, reader=reader, spec=spec, opts=opts, strat=strat, folder=job.path,
+                             resume_from=info["snapshots"][-1]), task_named(info["task"]))
     return _execute(state, callbacks, progress)
 
 
