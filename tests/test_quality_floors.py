@@ -94,11 +94,12 @@ def _digit_scans(count: int):
 
 
 def test_siamese_example_tells_same_from_different_digits(tmp_path):
-    """1,000 / 200 pairs of 600 digit scans (validation pairs from held-out scans), the Siamese example, 4 epochs.
+    """1,000 / 200 pairs of 600 digit scans (validation pairs from held-out scans), the Siamese example, 6 epochs.
 
     Half the pairs are same-class, so a constant answer scores ~0.5; at its
     old Adam 0.001 the example stayed at ~0.57 after 10 epochs; at 0.005 it
-    reaches ~0.74–0.79 after 4 (seeds 1 and 0).
+    reaches 0.77 and 0.735 after 6 (seeds 0 and 1; after 4, 0.665: the
+    default ``step`` policy has cut the rate 100× by then).
     """
     from PIL import Image
 
@@ -115,7 +116,7 @@ def test_siamese_example_tells_same_from_different_digits(tmp_path):
                                              "val_pairs": 200, "width": 8, "height": 8}, workers=1, jobs_dir=jobs)
     _, same = open_dataset(dataset.id, jobs_dir=jobs).read_all("val")
     constant = max(float(np.mean(same)), 1 - float(np.mean(same)))
-    job = train(dataset.id, str(EXAMPLES / "siamese.py"), jobs_dir=jobs, epochs=4, seed=0)
+    job = train(dataset.id, str(EXAMPLES / "siamese.py"), jobs_dir=jobs, epochs=6, seed=0)
     accuracy = [p["value"] for p in read_metrics(job) if p["name"] == "val_accuracy"]
     assert accuracy[-1] >= max(0.65, constant + 0.12), (accuracy, constant)
 
