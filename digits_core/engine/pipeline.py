@@ -343,6 +343,9 @@ def val_dataset(source: StageSource, *, layout: Layout, prep: Preprocessing):
             yield x.astype(np.float32), y, valid
 
     in_shape = prep.input_shape
+    if source.preload:
+        return _preloaded_val_dataset(source, per_b=per_b, batches=batches, idx_all=idx_all, prep=prep,
+                                      label_shape=label_shape), steps
     if source.encoded and not source.preload:
         return _encoded_val_dataset(source, per_b=per_b, batches=batches, idx_all=idx_all, prep=prep,
                                     label_shape=label_shape), steps
@@ -353,6 +356,45 @@ def val_dataset(source: StageSource, *, layout: Layout, prep: Preprocessing):
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
     return ds.with_options(options).prefetch(AUTOTUNE), steps
+
+
+def _preloaded_val_dataset(source: StageSource, *, per_b: int, batches: int, idx_all: np.ndarray,
+                           prep: Preprocessing, label_shape: tuple):
+    """Validation batches of a preloaded stage: slices of tensors made once, normalized, cropped, padded in tf.data.
+
+    The same batches as the generator path (same order, the same float32 arithmetic as ``prep.normalize``,
+    padding rows with ``valid = 0``), without a Python generator and a numpy pass over every batch per validation.
+    """
+    import tensorflow as tf
+
+    plain = tf.autograph.experimental.do_not_convert
+    crop = prep.crop_size
+    is_mask = source.label_kind == "mask"
+    in_shape = tuple(prep.input_shape)
+    count = len(idx_all)
+    features = tf.constant(source.features[idx_all])
+    labels = tf.constant(source.labels[idx_all])
+    valid_all = tf.constant((np.arange(batches * per_b) < count).astype(np.float32))
+    top, left = center_crop_offsets(source.feature_shape[0], source.feature_shape[1], crop) if crop else (0, 0)
+
+    def batch(b):
+        start = b * per_b
+        stop = tf.maximum(tf.minimum(start + per_b, count), start)
+        x, y = prep.tf_normalize(features[start:stop]), labels[start:stop]
+        if crop:
+            x = x[:, top:top + crop, left:left + crop]
+            if is_mask:
+                y = y[:, top:top + crop, left:left + crop]
+        pad = per_b - (stop - start)
+        x = tf.concat([x, tf.zeros(tf.concat([[pad], tf.constant(in_shape, tf.int64)], 0), tf.float32)], 0)
+        y = tf.concat([y, tf.zeros(tf.concat([[pad], tf.constant(label_shape, tf.int64)], 0), y.dtype)], 0)
+        return (tf.ensure_shape(x, (per_b, *in_shape)), tf.ensure_shape(y, (per_b, *label_shape)),
+                valid_all[start:start + per_b])
+
+    ds = tf.data.Dataset.range(batches).map(plain(batch), num_parallel_calls=AUTOTUNE, deterministic=True)
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
+    return ds.with_options(options).prefetch(AUTOTUNE)
 
 
 def _encoded_val_dataset(source: StageSource, *, per_b: int, batches: int, idx_all: np.ndarray,
