@@ -251,9 +251,7 @@ def train_dataset(source: StageSource, *, layout: Layout, prep: Preprocessing, a
         else:
             feat_sig = tf.TensorSpec((None, *source.feature_shape), tf.as_dtype(source.feature_dtype))
         label_sig = tf.TensorSpec((None, *source.label_shape), tf.as_dtype(source.label_dtype))
-        # A resume's already-trained batches of its first epoch are skipped by index, never read: skipping them
-        # after reading (Dataset.skip) read up to an epoch of records before the first step, deaf to SIGTERM.
-        unread = skip_batches * layout.local_replicas
+        unread = skip_batches * layout.local_replicas  # a resume's trained batches: skipped unread (no Dataset.skip)
 
         def generator(epoch):
             epoch = int(epoch)
@@ -264,7 +262,7 @@ def train_dataset(source: StageSource, *, layout: Layout, prep: Preprocessing, a
                 if count >= batches_per_epoch or (drop and len(idx) < per_b):
                     return
                 count += 1
-                if epoch == start_epoch and count <= unread:
+                if epoch == start_epoch and count <= unread:  # reading them delayed the first step (and SIGTERM)
                     continue
                 if encoded:
                     x, y = source.read_encoded(idx)
