@@ -308,3 +308,18 @@ def test_plugin_networks_through_the_hook(capsys):
         registry.unregister(plugin)
     with pytest.raises(TrainingError):
         resolve_network("tiny-net")
+
+
+def test_a_runs_plan_is_frozen_and_its_fields_read_through_the_state(tmp_path):
+    import dataclasses
+
+    from digits_core.engine.setup import RunPlan, RunState
+
+    plan = RunPlan(job=None, reader=None, spec=None, opts=TrainingOptions(), strat=None, folder=tmp_path)
+    state = RunState(plan, task=None)
+    assert state.folder == tmp_path and state.opts is plan.opts and state.resume_from is None
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        plan.folder = tmp_path / "other"
+    with pytest.raises(AttributeError):
+        state.opts = TrainingOptions(epochs=2)  # the plan is changed only by making a new one
+    state.total_steps = 30  # the live part stays writable
