@@ -27,7 +27,8 @@ Usage::
     .venv/bin/python bench/quality.py                       # every task but detection (~10 min on 2 busy cores)
     .venv/bin/python bench/quality.py --only segmentation   # one task
     .venv/bin/python bench/quality.py --detection --det-train 320 --det-val 80 --det-size 64
-    .venv/bin/python bench/quality.py --only segmentation --detection --det-epochs 10   # the README's rows
+    .venv/bin/python bench/quality.py --only regression --detection                # the README's detection row
+    .venv/bin/python bench/quality.py --only regression --detection --det-epochs 12  # detectnet with epochs=12
 """
 
 from __future__ import annotations
