@@ -91,10 +91,9 @@ def segmentation(work: Path, jobs: Path) -> list[dict]:
 
 
 def sunnybrook(work: Path, jobs: Path) -> list[dict]:
-    from digits_data_sunnybrook.synth import generate
-
     from digits_core import train
     from digits_core.datasets import create_dataset
+    from digits_data_sunnybrook.synth import generate
 
     synth = generate(work / "sunnybrook", cases=10, size=64, seed=0, slices=8)
     ds = create_dataset("image-sunnybrook", {"image_folder": str(synth.image_folder),
@@ -143,10 +142,9 @@ def image_to_image(work: Path, jobs: Path) -> list[dict]:
 
 def detection(work: Path, jobs: Path, images: int, val_images: int, size: int,
               epochs: int | None = None) -> list[dict]:
-    from digits_data_images import synth_detection
-
     from digits_core import train
     from digits_core.datasets import create_dataset
+    from digits_data_images import synth_detection
 
     synth_detection.generate(str(work / "synth"), images=images, val_images=val_images, size=size, seed=3)
     s = work / "synth"

@@ -126,7 +126,7 @@ def timed(cmd: list[str], env: dict) -> tuple[float, float, float, float]:
     """(launched, ended, wall seconds, CPU seconds of the process and its children) of one command."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     launched, start = time.time(), time.perf_counter()
-    done = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True)
     wall, ended = time.perf_counter() - start, time.time()
     if done.returncode:
         sys.stderr.write(done.stdout + done.stderr)

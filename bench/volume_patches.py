@@ -68,8 +68,9 @@ def patch_rate(stage: Path, count: int, patch, seconds: float) -> float:
 
 
 def step_rate(patch, steps: int) -> float:
-    from digits_core.engine.volume_nets import build_unet, dice_ce_loss
     import keras
+
+    from digits_core.engine.volume_nets import build_unet, dice_ce_loss
 
     model = build_unet(1, 2)
     model.compile(optimizer=keras.optimizers.Adam(1e-3), loss=dice_ce_loss(2))

@@ -12,7 +12,7 @@ Anything else that escapes is a bug in DIGITS Core or in a plugin.
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 
 class DigitsError(Exception):

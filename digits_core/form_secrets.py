@@ -19,7 +19,8 @@ from __future__ import annotations
 import json
 import os
 import threading
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 #: What a secret value is replaced with on disk.
 MASK = "********"

@@ -19,7 +19,8 @@ from __future__ import annotations
 import argparse
 import functools
 import inspect
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from .errors import FormValidationError
 from .option_spec import select_choices  # noqa: F401  (the plugin API's select_choices lives with the field generator)

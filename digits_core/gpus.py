@@ -25,7 +25,8 @@ import os
 import shutil
 import subprocess
 import threading
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from .errors import DigitsError
 

@@ -17,7 +17,8 @@ while it computes). Cancelling is always *Aborted*, never *Error*: by
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from .datasets.create import create_dataset_job, run_dataset_job
 from .engine.trainer import request_abort, train

@@ -19,9 +19,9 @@ WTForms at import time (the field generator imports it when a form is built).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from .errors import DigitsError, FormValidationError
 

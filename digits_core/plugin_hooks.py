@@ -13,7 +13,8 @@ from __future__ import annotations
 import difflib
 import functools
 import logging
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pluggy
 

@@ -51,7 +51,8 @@ from __future__ import annotations
 import io
 import math
 import zlib
-from typing import BinaryIO, Callable, NamedTuple
+from collections.abc import Callable
+from typing import BinaryIO, NamedTuple
 
 import numpy as np
 

@@ -35,7 +35,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Any, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 from .interfaces import DataIngestion
 from .plugin_check import (  # noqa: F401  (re-exported: the kit's public names)
@@ -49,6 +50,7 @@ from .plugin_check import (  # noqa: F401  (re-exported: the kit's public names)
     check_plugin,
     synthetic_output,
 )
+
 
 @contextlib.contextmanager
 def registered(*classes: type) -> Iterator[None]:

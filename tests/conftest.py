@@ -15,8 +15,8 @@ SAMPLE_PLUGINS = Path(__file__).resolve().parent / "sample_plugins"
 
 # Helper modules of the suite (``import live_server`` in a test) live next to this file.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from live_server import live_server  # noqa: E402,F401  (the fixture: a real `digits serve` subprocess)
 from browser_support import chromium  # noqa: E402,F401  (the fixture: one headless Chromium per module)
+from live_server import live_server  # noqa: E402,F401  (the fixture: a real `digits serve` subprocess)
 from web_client_support import app, client, token  # noqa: E402,F401  (Flask test client; modules may override)
 
 

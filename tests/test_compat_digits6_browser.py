@@ -22,7 +22,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from browser_support import ARTIFACTS
 from live_server import running_server
 

@@ -23,9 +23,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from PIL import Image
-
 from conftest import pip_install_target
+from PIL import Image
 
 pytestmark = pytest.mark.slow  # real pip installs (and, below, TensorFlow)
 

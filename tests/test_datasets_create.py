@@ -178,7 +178,7 @@ def test_bad_entries_are_skipped_and_reported(synth, jobs):
     assert ds.count("train") == 35
     errors = ds.errors()
     assert [e["entry"] for e in errors] == ["4", "9", "19", "29", "39"]
-    assert "ValueError: entry 9 is broken" == errors[1]["error"]
+    assert errors[1]["error"] == "ValueError: entry 9 is broken"
     assert "differs from the dataset's" in errors[0]["error"] and "(4, 4, 2)" in errors[0]["error"]
     assert ds.info["errors"]["skipped"] == 5 and job.data["dataset"]["skipped"] == 5
     _, labels = ds.read_all("train")

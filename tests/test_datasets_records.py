@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import lmdb
-import wtforms
 import numpy as np
 import pytest
+import wtforms
 
 from digits_core import DataIngestion
 from digits_core.datasets import EncodedImage, RecordError
 from digits_core.datasets import records as rec
-from digits_core.datasets.storage import (StageWriter, close_reader, open_reader, read_keys, read_range,
-                                          release_reader)
+from digits_core.datasets.storage import StageWriter, close_reader, open_reader, read_keys, read_range, release_reader
 
 
 def _roundtrip(feature, label):

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from live_server import running_server, server_env
 
 from digits_core.jobs import JobStatus, JobStore
-from live_server import running_server, server_env
 
 pytestmark = pytest.mark.slow
 

@@ -100,7 +100,7 @@ def test_infer_boxes_in_input_pixels_and_savedmodel_agrees(trained, tmp_path):
         for det, row in zip(sample.detections, rows):
             assert det["class_id"] == int(row[0]) and det["score"] == pytest.approx(row[1], abs=1e-4)
             assert np.allclose(det["box"], row[2:] * factor, atol=0.01)
-            assert 0 <= min(det["box"]) and max(det["box"]) <= 64 * factor
+            assert min(det["box"]) >= 0 and max(det["box"]) <= 64 * factor
     same = result.samples[0].detections
     # the data plugin's inference form (the web UI's upload path) gives the same boxes in the input's pixels
     via_form = infer(job.id, form_data={"image_path": str(big)}, jobs_dir=root / "jobs",

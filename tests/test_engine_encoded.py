@@ -104,7 +104,6 @@ def test_pipeline_decodes_like_reader(encoded, name, monkeypatch):
     import tensorflow as tf
 
     from digits_core.datasets import records
-
     from digits_core.engine.options import Augmentation
     from digits_core.engine.pipeline import Layout, StageSource, train_dataset, val_dataset
 

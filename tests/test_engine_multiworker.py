@@ -27,8 +27,9 @@ def _free_ports(count):
 
 
 def test_two_workers_train_together_and_only_the_chief_writes(tmp_path):
-    from digits_core.datasets import create_dataset
     from synthetic_plugins import SyntheticShapes
+
+    from digits_core.datasets import create_dataset
 
     jobs = tmp_path / "jobs"
     registry.register(SyntheticShapes)
@@ -80,8 +81,9 @@ def test_sigterm_aborts_cli_training_and_resume_finishes(tmp_path):
     import signal
     import time
 
-    from digits_core.datasets import create_dataset
     from synthetic_plugins import SyntheticShapes
+
+    from digits_core.datasets import create_dataset
 
     jobs = tmp_path / "jobs"
     registry.register(SyntheticShapes)
@@ -127,9 +129,10 @@ def test_sigterm_aborts_cli_training_and_resume_finishes(tmp_path):
 def test_abort_on_the_chief_stops_every_worker(tmp_path):
     import time
 
+    from synthetic_plugins import SyntheticShapes
+
     from digits_core.cli import main
     from digits_core.datasets import create_dataset
-    from synthetic_plugins import SyntheticShapes
 
     jobs = tmp_path / "jobs"
     registry.register(SyntheticShapes)

@@ -44,10 +44,9 @@ def test_sklearn_digits_lenet_reaches_97_percent(tmp_path):
 
 
 def test_synthetic_sunnybrook_unet_dice(tmp_path):
-    from digits_data_sunnybrook.synth import generate
-
     from digits_core.datasets import create_dataset
     from digits_core.engine import read_metrics, train
+    from digits_data_sunnybrook.synth import generate
 
     synth = generate(tmp_path / "sunnybrook", cases=10, size=64, seed=0, slices=8)
     jobs = tmp_path / "jobs"

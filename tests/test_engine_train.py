@@ -26,8 +26,9 @@ def jobs(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def datasets(jobs):
-    from digits_core.datasets import create_dataset, open_dataset
     from synthetic_plugins import SyntheticLV, SyntheticPairs, SyntheticRegression, SyntheticShapes
+
+    from digits_core.datasets import create_dataset, open_dataset
 
     plugins = [SyntheticShapes, SyntheticLV, SyntheticRegression, SyntheticPairs]
     for plugin in plugins:
@@ -237,9 +238,9 @@ def test_segmentation_dice_metrics_and_cooperative_stop(datasets, jobs):
     reported ``val_dice`` is checked against the snapshot's predictions, loaded with plain Keras.
     """
     import keras
+    from keras_reference import constant_predictor_dice, dice, reference_predict
 
     from digits_core.engine import train
-    from keras_reference import constant_predictor_dice, dice, reference_predict
 
     features, masks = datasets["lv"].read_all("val")
     masks = np.asarray(masks).reshape(len(masks), *np.asarray(features).shape[1:3])

@@ -10,9 +10,9 @@ import textwrap
 import numpy as np
 import pytest
 
-from digits_core.errors import FormValidationError, TrainingError
 from digits_core.engine.lr_policies import POLICIES, learning_rate_at, lr_schedule_preview, resolve_policy
 from digits_core.engine.options import SOLVERS, TrainingOptions
+from digits_core.errors import FormValidationError, TrainingError
 
 
 def formula(policy, it, lr=0.1):

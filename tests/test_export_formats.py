@@ -73,10 +73,11 @@ def build_model(input_shape, num_outputs, **params):
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
+    from synthetic_plugins import SyntheticLV, SyntheticRegression
+
     from digits_core import train
     from digits_core.datasets import create_dataset
     from digits_data_images import synth_detection
-    from synthetic_plugins import SyntheticLV, SyntheticRegression
 
     root = tmp_path_factory.mktemp("export-formats")
     jobs = root / "jobs"

@@ -9,7 +9,7 @@ from werkzeug.datastructures import MultiDict
 from wtforms import BooleanField, Form, IntegerField, SelectField, StringField, ValidationError, validators
 
 from digits_core.errors import FormValidationError
-from digits_core.forms import add_form_arguments, bind_form, form_values_from_namespace, validate_values, validate_form
+from digits_core.forms import add_form_arguments, bind_form, form_values_from_namespace, validate_form, validate_values
 
 
 class ResizeForm(Form):

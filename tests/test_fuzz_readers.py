@@ -73,8 +73,8 @@ def run_all(tmp_path, name: str, seed_bytes: bytes, read) -> int:
     return refused
 
 
-KITTI = ("car 0.00 0 -1.58 587.01 173.33 614.12 200.12 1.65 1.67 3.64 -0.65 1.71 46.70 -1.59\n"
-         "pedestrian 0.00 0 0.21 10 20 30 40 1.0 1.0 1.0 0 0 0 0\n").encode()
+KITTI = (b"car 0.00 0 -1.58 587.01 173.33 614.12 200.12 1.65 1.67 3.64 -0.65 1.71 46.70 -1.59\n"
+         b"pedestrian 0.00 0 0.21 10 20 30 40 1.0 1.0 1.0 0 0 0 0\n")
 
 
 @pytest.mark.timeout(120)

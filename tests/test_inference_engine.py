@@ -17,9 +17,10 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def engine_jobs(tmp_path_factory):
+    from synthetic_plugins import SyntheticLV, SyntheticShapes
+
     from digits_core.datasets import create_dataset
     from digits_core.engine import train
-    from synthetic_plugins import SyntheticLV, SyntheticShapes
 
     jobs_dir = tmp_path_factory.mktemp("engine-infer")
     registry.register(SyntheticShapes)
@@ -43,8 +44,9 @@ def _entries(plugin_class, values, stage, count):
 
 def test_engine_classifier_infer_matches_load_snapshot(engine_jobs):
     """infer() equals an independent reference: the snapshot loaded with plain Keras, preprocessed with numpy."""
-    from digits_core import infer
     from keras_reference import reference_predict
+
+    from digits_core import infer
 
     jobs_dir, lenet, _, shapes, _ = engine_jobs
     pairs = _entries(shapes, {"count": 96, "val_count": 16, "size": 16, "classes": 3, "seed": 0}, "val", 6)

@@ -8,7 +8,6 @@ and ``digits infer --dicom-file``.
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 

@@ -146,8 +146,8 @@ MODEL_RACER = textwrap.dedent("""
 
 
 def test_two_processes_writing_one_model_job_lose_nothing(tmp_path):
-    from digits_core.job_model import read_model_record, record_best, write_model_record
     from digits_core.engine.jobio import read_metrics
+    from digits_core.job_model import read_model_record, record_best, write_model_record
 
     job = Job.create("model", "m", jobs_dir=tmp_path)
     write_model_record(job.path, {"job_id": job.id, "snapshots": [], "best_metric": None})

@@ -91,7 +91,6 @@ def test_a_guarded_session_checks_the_address_it_connected_to(listener, monkeypa
 
 def _s3_form(values):
     from digits_core.forms import validate_values
-
     from digits_data_images.classification import ClassificationForm
 
     return validate_values(ClassificationForm, {"width": 8, "height": 8, "s3_bucket": "b", "s3_path": "p/",

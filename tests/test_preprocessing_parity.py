@@ -51,9 +51,8 @@ def _outside_noise(arr: np.ndarray, plan) -> np.ndarray:
 @pytest.mark.parametrize("kind,channels", [("gray", 1), ("rgb", 3), ("rgb", 1), ("gray", 3), ("uint16", 1),
                                            ("uint16", 3), ("float32", 1)])
 def test_dataset_and_inference_paths_are_bit_identical(tmp_path, mode, kind, channels):
-    from digits_data_images.encoding import load_resized
-
     from digits_core.resize import resize_image
+    from digits_data_images.encoding import load_resized
 
     for src_h, src_w, h, w in SIZES:
         arr = _pixels(kind, src_h, src_w)

@@ -15,7 +15,6 @@ import threading
 
 import numpy as np
 import pytest
-
 from ray_cluster import CLUSTER_ENV, LOOPBACK, LocalRayCluster, listening_sockets, pids_in_sessions
 from test_faults import wait_until  # polls a condition, with a clear message on timeout
 

@@ -15,12 +15,12 @@ import json
 import os
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import jinja2
 import numpy as np
 import pytest
+import tomllib
 
 from digits_core.cli import main
 from digits_core.errors import ConfigurationError

@@ -7,8 +7,15 @@ import random
 import pytest
 
 from digits_core import FormValidationError
-from digits_core.search_space import (MAX_TRIALS, check_networks, grid_size, grid_trials, parse_search,
-                                      parse_spaces, random_trials)
+from digits_core.search_space import (
+    MAX_TRIALS,
+    check_networks,
+    grid_size,
+    grid_trials,
+    parse_search,
+    parse_spaces,
+    random_trials,
+)
 from digits_core.tuning import TuneSettings
 
 

@@ -15,7 +15,6 @@ import time
 import urllib.request
 
 import pytest
-
 from live_server import STOP_TIMEOUT, free_port, server_env
 
 pytestmark = pytest.mark.slow

@@ -7,8 +7,15 @@ import pytest
 from digits_core import FormValidationError
 from digits_core.cli import build_parser
 from digits_core.groups import MAX_GROUP_LENGTH, normalize_group
-from digits_core.sweep import (MAX_SWEEP_JOBS, expand_sweep, is_sweep, parse_values, refuse_sweep,
-                               sweep_group, sweep_option_names)
+from digits_core.sweep import (
+    MAX_SWEEP_JOBS,
+    expand_sweep,
+    is_sweep,
+    parse_values,
+    refuse_sweep,
+    sweep_group,
+    sweep_option_names,
+)
 
 
 def test_two_by_two_sweep_gives_every_combination_in_order_with_other_options_kept():

@@ -24,9 +24,10 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def classifier(tmp_path_factory):
+    from synthetic_plugins import SyntheticShapes
+
     from digits_core.datasets import create_dataset
     from digits_core.engine import train
-    from synthetic_plugins import SyntheticShapes
 
     jobs = tmp_path_factory.mktemp("tf-serving") / "jobs"
     registry.register(SyntheticShapes)

@@ -137,10 +137,10 @@ def world(tmp_path_factory):
     """A tiny shapes dataset and Ray on 127.0.0.1 for the module's sweeps (shut down after its last test)."""
     import os
 
+    from synthetic_plugins import SyntheticShapes
+
     from digits_core import registry
     from digits_core.datasets import create_dataset
-
-    from synthetic_plugins import SyntheticShapes
 
     root = tmp_path_factory.mktemp("tune")
     jobs = root / "jobs"
@@ -276,9 +276,9 @@ def test_the_comparison_page_in_a_browser_ranks_draws_and_promotes(world, asha_s
 @pytest.mark.slow
 def test_the_new_model_form_starts_a_search_and_lands_on_its_comparison_page(world):
     """The Search panel's Create runs the same sweep as POST /api/sweeps: a real one-trial grid on Ray Tune."""
-    from digits_core.web import create_app
-
     from test_web_models import form_values
+
+    from digits_core.web import create_app
 
     app = create_app(world["jobs"], start_scheduler=False, testing=True, data_roots=[world["root"]])
     client = app.test_client()

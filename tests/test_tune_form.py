@@ -7,11 +7,9 @@ A search that starts (the form -> ``start_sweep`` -> ``tuning.tune`` call, Ray T
 from __future__ import annotations
 
 import pytest
-
-from digits_core.jobs import Job, JobStatus
-
 from test_web_models import form_values
 
+from digits_core.jobs import Job, JobStatus
 
 CODE = "def build_model(input_shape, num_outputs, **params):\n    return None\n"
 

@@ -13,7 +13,6 @@ import json
 import os
 import subprocess
 import sys
-
 from pathlib import Path
 from urllib.parse import parse_qs
 

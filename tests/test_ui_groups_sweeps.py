@@ -17,9 +17,9 @@ import re
 from pathlib import Path
 
 import pytest
+from test_ui_parity import browser_page  # noqa: F401  (the fixture: headless Chromium, JS errors fail the test)
 
 from digits_core.jobs import Job, JobLock, JobStatus
-from test_ui_parity import browser_page  # noqa: F401  (the fixture: headless Chromium, JS errors fail the test)
 
 
 def make_job(app, kind, name, status=JobStatus.DONE, **fields):

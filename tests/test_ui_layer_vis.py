@@ -97,8 +97,9 @@ def test_weights_pictures_filters_rgb_filters_and_dense_matrices():
 
 
 def test_pictures_are_png_data_uris():
-    from PIL import Image
     import base64
+
+    from PIL import Image
 
     pic = draw_activation(np.random.default_rng(2).normal(size=(8, 8, 4)), VisLimits())
     data = pic.to_json()

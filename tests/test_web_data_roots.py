@@ -101,9 +101,8 @@ def test_inference_inputs_outside_the_roots_are_400(world):
 
 def test_server_context_applies_to_paths_inside_list_files(world, tmp_path):
     """What the worker does for a server job: a list file under the root naming a file outside it."""
-    from digits_data_images import listing
-
     from digits_core.inference.inputs import collect_inputs
+    from digits_data_images import listing
 
     listed = world["root"] / "list.txt"
     listed.write_text(f"{world['outside'] / 'passwd'} 0\n")
@@ -125,9 +124,8 @@ def test_server_context_applies_to_paths_inside_list_files(world, tmp_path):
 
 def test_list_file_errors_never_quote_the_file(tmp_path):
     """`train_list=/etc/passwd` from the CLI: the error names the file and line, not its content."""
-    from digits_data_images import listing
-
     from digits_core.inference.inputs import collect_inputs
+    from digits_data_images import listing
 
     secret = tmp_path / "shadow"
     secret.write_text(SECRET + "\n")

@@ -118,7 +118,7 @@ def test_tf_serving_predict_skips_csrf_but_still_refuses_cross_site_browsers(tmp
     is still refused by the Origin/Referer check, and a non-JSON body (a form a page can post) keeps CSRF."""
     from digits_core.web.security import TOKEN_ONLY_ENDPOINTS
 
-    assert TOKEN_ONLY_ENDPOINTS == {"tf_serving.predict", "tf_serving.predict_version"}
+    assert {"tf_serving.predict", "tf_serving.predict_version"} == TOKEN_ONLY_ENDPOINTS
     token = "predict-token"
     client = create_app(tmp_path / "jobs", auth_token=token, start_scheduler=False, testing=True).test_client()
     page = client.get("/login").get_data(as_text=True)

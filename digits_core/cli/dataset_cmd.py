@@ -156,10 +156,9 @@ def run_create(args) -> int:
     parser, names = plugin_create_parser(args.plugin_id, plugin_cls)
     options = parser.parse_args(args.rest)
     values = form_values_from_namespace(options, names)
+    from ..config import resolve_jobs_dir
     from ..datasets import create_dataset, open_dataset
     from ..datasets.options import options_from_cli
-
-    from ..config import resolve_jobs_dir
     from ..paths import check_form_paths, confined_to, resolve_roots
 
     roots = resolve_roots(options.data_root, resolve_jobs_dir(args.jobs_dir)) if options.data_root else None

@@ -90,7 +90,6 @@ def _outbound_settings(args) -> None:
 def run(args) -> int:
     """Build the app and serve it until interrupted."""
     from ..web import create_app
-
     from ..web.request_guard import allowed_hosts
 
     token = args.auth_token or os.environ.get("DIGITS_AUTH_TOKEN") or None

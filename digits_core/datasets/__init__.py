@@ -21,8 +21,8 @@ TensorFlow.
 from __future__ import annotations
 
 from .layout import channels_first_problem
-from .records import EncodedImage, RecordError
 from .reader import Dataset, open_dataset
+from .records import EncodedImage, RecordError
 
 
 def __getattr__(name: str):

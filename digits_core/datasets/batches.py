@@ -9,8 +9,9 @@ per record and are padded to the batch's largest (:func:`pad_boxes`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 

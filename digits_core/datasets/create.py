@@ -24,14 +24,22 @@ import os
 import secrets
 import shutil
 import time
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from ..errors import DatasetError, DigitsError
 from ..interfaces import STAGES
 from ..jobs import Job, JobStatus, release_running_hold
 from .encoder import describe_exception
-from .options import (DEFAULT_MAX_ERRORS, MAX_CHUNK, allowed_errors, check_dataset_options,  # noqa: F401
-                      chunk_size, parse_max_errors, resolve_workers)
+from .options import (  # noqa: F401
+    DEFAULT_MAX_ERRORS,
+    MAX_CHUNK,
+    allowed_errors,
+    check_dataset_options,
+    chunk_size,
+    parse_max_errors,
+    resolve_workers,
+)
 from .pool import make_pool, mp_context
 from .progress import ProgressReporter
 from .publish import BUILD_PREFIX, FORMAT_NAME, FORMAT_VERSION, dataset_info, publish, write_mean  # noqa: F401

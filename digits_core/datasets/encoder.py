@@ -57,7 +57,7 @@ class ChunkResult(NamedTuple):
     #: The shared-memory slot holding the records given as spans (see :mod:`.arena`), or None.
     slot: int | None = None
 
-    def map_records(self, func) -> "ChunkResult":
+    def map_records(self, func) -> ChunkResult:
         """Return this result with every entry's record list replaced by ``func(records)``."""
         outcomes = self.outcomes
         if isinstance(outcomes, UniformChunk):

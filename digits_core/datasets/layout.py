@@ -14,7 +14,7 @@ channels-first (C×H×W) feature" — used when the layout is decided, and by
 from __future__ import annotations
 
 from collections import Counter
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from ..errors import DatasetError
 from . import records as rec

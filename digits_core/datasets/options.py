@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
-from typing import Any, Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from ..errors import DatasetError, DigitsError, FormValidationError
 from ..groups import MAX_GROUP_LENGTH, normalize_group

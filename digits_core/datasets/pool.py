@@ -32,9 +32,9 @@ import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from typing import Callable, Iterable, Iterator
 
 from ..errors import DatasetError
 from . import arena as arena_module
@@ -173,7 +173,7 @@ class InlinePool:
     def __init__(self, plugin):
         self.plugin = plugin
 
-    def __enter__(self) -> "InlinePool":
+    def __enter__(self) -> InlinePool:
         set_worker_plugin(self.plugin)
         return self
 
@@ -217,7 +217,7 @@ class WorkerPool:
                       (self._arena.region, self._arena.slot_bytes) if self._arena else None))
         self._processes: dict = {}
 
-    def __enter__(self) -> "WorkerPool":
+    def __enter__(self) -> WorkerPool:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import time
-from pathlib import Path
-from typing import Callable
-
 import json
 import os
+import time
+from collections.abc import Callable
+from pathlib import Path
 
 #: Minimum seconds between two writes of progress.json (the last update is always written).
 WRITE_INTERVAL_S = 0.5

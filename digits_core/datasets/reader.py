@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 import os
 import threading
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -62,7 +63,7 @@ def read_errors_report(job_path: str | os.PathLike) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def open_dataset(job_id_or_path: str | os.PathLike, jobs_dir: str | os.PathLike | None = None) -> "Dataset":
+def open_dataset(job_id_or_path: str | os.PathLike, jobs_dir: str | os.PathLike | None = None) -> Dataset:
     """Open a published dataset for reading.
 
     Args:
@@ -340,7 +341,7 @@ class Dataset:
                 release_reader(self._env_path(stage))
         self._envs = {}
 
-    def __enter__(self) -> "Dataset":
+    def __enter__(self) -> Dataset:
         return self
 
     def __exit__(self, *exc: object) -> None:

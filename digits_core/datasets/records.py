@@ -40,9 +40,25 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .images import EncodedImage, RecordError, decode_image_bytes  # noqa: F401  (re-exported)
-from .labels import (BOX_COLUMNS, BOXES, CLASS, DECLARED_KINDS, IMAGE, LABEL_KINDS,  # noqa: F401  (re-exported)
-                     MASK, MASK_DTYPES, RAW_ARRAY, REGRESSION, REGRESSION_DTYPES, DeclaredLabel, _as_label,
-                     _RAW_DIM, declared, raw_prefix_size, undeclared_kind)
+from .labels import (  # noqa: F401  (re-exported)
+    _RAW_DIM,
+    BOX_COLUMNS,
+    BOXES,
+    CLASS,
+    DECLARED_KINDS,
+    IMAGE,
+    LABEL_KINDS,
+    MASK,
+    MASK_DTYPES,
+    RAW_ARRAY,
+    REGRESSION,
+    REGRESSION_DTYPES,
+    DeclaredLabel,
+    _as_label,
+    declared,
+    raw_prefix_size,
+    undeclared_kind,
+)
 
 MAGIC = b"DGR1"
 HEADER = struct.Struct("<4sBBBBIIIIII")

@@ -16,9 +16,9 @@ from __future__ import annotations
 import errno
 import os
 import threading
+from collections.abc import Sequence
 from itertools import islice
 from pathlib import Path
-from typing import Sequence
 
 import lmdb
 

@@ -14,7 +14,8 @@ import ctypes
 import ctypes.util
 import time
 from collections import deque
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NamedTuple, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -71,7 +72,7 @@ class VolumeMeta(NamedTuple):
         return json.dumps(self._asdict()).encode()
 
     @classmethod
-    def from_json(cls, data: bytes) -> "VolumeMeta":
+    def from_json(cls, data: bytes) -> VolumeMeta:
         raw = json.loads(bytes(data))
         return cls(tuple(raw["shape"]), raw["dtype"], raw["label_dtype"], tuple(raw["spacing"]),
                    raw["affine"], int(raw["slab"]), raw.get("name", ""))

@@ -17,8 +17,8 @@ import socket
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from .. import __version__
 from .errors import ChecksumError, DownloadError, NetworkError

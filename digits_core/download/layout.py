@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
 
 import numpy as np
 

@@ -28,6 +28,7 @@ from ..errors import JobNotFoundError
 from ..job_model import METRICS_FILE, MODEL_FILE, metric_lines, read_model_record
 from ..job_record import ModelRecord
 from ..jobs import Job, JobStore
+
 SNAPSHOT_DIR = "snapshots"
 TB_DIR = "tb"
 ABORT_FILE = "abort"
@@ -135,7 +136,6 @@ class MetricsWriter:
         self._file = open(Path(folder) / METRICS_FILE, "a", encoding="utf-8")
         if tensorboard:
             import tensorflow as tf
-
             from tensorflow.core.framework import summary_pb2
 
             self._tb = tf.summary.create_file_writer(str(Path(folder) / TB_DIR))

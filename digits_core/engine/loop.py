@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
 from ..errors import TrainingError
-from ..phase_marks import mark
 from ..job_model import record_best
+from ..phase_marks import mark
 from . import jobio
 from .callbacks import CallbackDriver
 from .distribute import distribute_input

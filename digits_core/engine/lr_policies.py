@@ -35,7 +35,8 @@ imports numpy only; :func:`keras_schedule` imports Keras when called.
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -74,10 +75,7 @@ def defaults_text(parameter: str, *, named: bool = True) -> str:
 
 
 def _parse_step_values(value) -> tuple[float, ...]:
-    if isinstance(value, str):
-        parts = [p.strip() for p in value.split(",") if p.strip()]
-    else:
-        parts = list(value)
+    parts = [p.strip() for p in value.split(",") if p.strip()] if isinstance(value, str) else list(value)
     try:
         values = tuple(sorted(float(p) for p in parts))
         if not all(0 <= v <= 100 for v in values):  # also refuses nan and inf

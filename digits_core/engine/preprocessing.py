@@ -134,7 +134,7 @@ class Preprocessing:
         return self.to_dict()
 
     @classmethod
-    def from_dict(cls, data: dict, folder: str | Path | None = None) -> "Preprocessing":
+    def from_dict(cls, data: dict, folder: str | Path | None = None) -> Preprocessing:
         """Rebuild from :meth:`to_dict` output (reads ``mean.npy`` from ``folder``)."""
         mean = None
         if data.get("mean_file") and folder is not None:
@@ -143,7 +143,7 @@ class Preprocessing:
                    tuple(data["feature_shape"]))
 
     @classmethod
-    def load(cls, model_job: Any) -> "Preprocessing":
+    def load(cls, model_job: Any) -> Preprocessing:
         """Load the preprocessing of a model job (a :class:`~digits_core.Job`, its folder or id).
 
         Args:

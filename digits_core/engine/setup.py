@@ -308,7 +308,7 @@ def _check_model(state: RunState) -> None:
     model, task = state.model, state.task
     where = state.spec.path or state.spec.name
     in_shape = tuple(model.inputs[0].shape[1:]) if model.inputs else None
-    if in_shape and tuple(in_shape) != tuple(state.prep.input_shape):
+    if in_shape and tuple(in_shape) != tuple(state.prep.input_shape):  # noqa: SIM102 - kept as two readable steps
         if any(d is not None and d != e for d, e in zip(in_shape, state.prep.input_shape)) or len(in_shape) != 3:
             raise TrainingError(f"{where}: the model's input shape {in_shape} does not match the "
                                 f"dataset's (cropped) images {tuple(state.prep.input_shape)}.")

@@ -176,7 +176,7 @@ def _read_legacy_h5(path: Path) -> dict:
 
     found: dict[str, list] = {}
     with h5py.File(path, "r") as handle:
-        root = handle["model_weights"] if "model_weights" in handle else handle
+        root = handle.get("model_weights", handle)
         names = [n.decode() if isinstance(n, bytes) else str(n) for n in root.attrs.get("layer_names", [])]
         if not names:
             raise TrainingError(f"{path}: not a Keras 2 HDF5 weights file (no layer_names attribute).")

@@ -9,8 +9,9 @@ train step with XLA (``jit_compile``); a mixed-precision optimizer
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from ..errors import TrainingError
 from .tasks import Task

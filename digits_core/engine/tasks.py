@@ -15,8 +15,9 @@ No TensorFlow is imported at module level; the callables import it when called.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 

@@ -23,7 +23,8 @@ import signal
 import tempfile
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..errors import DigitsError, FormValidationError, JobStateError, TrainingError
 from ..faults import signal_reason

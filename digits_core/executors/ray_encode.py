@@ -33,7 +33,8 @@ from __future__ import annotations
 
 import pickle
 from collections import Counter, deque
-from typing import Any, Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 from ..datasets.encoder import ChunkResult, encode_chunk, set_worker_plugin
 from ..errors import DatasetError, DigitsError
@@ -116,7 +117,7 @@ class RayPool:
         self._in_flight: deque = deque()
         self.nodes: Counter = Counter()
 
-    def __enter__(self) -> "RayPool":
+    def __enter__(self) -> RayPool:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:

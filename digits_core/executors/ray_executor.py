@@ -210,7 +210,7 @@ class RayScheduler(JobQueue):
     def _start_worker(self, job: Job, gpu_ids: list[str]) -> RayWorker:
         from ..form_secrets import child_env  # the job's PasswordField values, never written to disk
 
-        if job.kind == "model":
+        if job.kind == "model":  # noqa: SIM108 - kept as two readable steps
             resources = {"num_cpus": 1, "num_gpus": self._gpu_count(job)}
         else:  # itemizing and LMDB commits; the chunks are encoded by Ray tasks of their own (ray_encode)
             resources = {"num_cpus": 1}

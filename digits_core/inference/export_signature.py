@@ -21,7 +21,8 @@ any ``h × w``, one size per batch) and runs, in one graph:
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 

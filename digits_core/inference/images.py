@@ -61,9 +61,7 @@ def to_display_uint8(image: np.ndarray) -> np.ndarray:
     image = np.asarray(image)
     if image.ndim == 3:
         channels = image.shape[2]
-        if channels == 1:
-            image = image[:, :, 0]
-        elif channels not in (3, 4):
+        if channels == 1 or channels not in (3, 4):
             image = image[:, :, 0]
     elif image.ndim != 2:
         raise ValueError(f"cannot display an array of shape {image.shape}: expected H×W or H×W×C")

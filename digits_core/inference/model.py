@@ -254,7 +254,7 @@ class InferenceModel:
                 "dataset": self.dataset.to_dict()}
 
 
-_cache: "OrderedDict[tuple, InferenceModel]" = OrderedDict()
+_cache: OrderedDict[tuple, InferenceModel] = OrderedDict()
 _cache_lock = threading.Lock()
 #: (model id as given, epoch, jobs_dir, $DIGITS_JOBS_DIR) -> (model, model.json path, its mtime)
 _aliases: dict[tuple, tuple] = {}

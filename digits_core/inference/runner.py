@@ -35,7 +35,8 @@ rendering :mod:`~digits_core.inference.result`.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -89,10 +90,9 @@ def _validate_view_config(view_id: str | None, config: dict | None) -> dict:
         if config:
             raise InferenceError("View options were given but no view renders this model; choose one with --view.")
         return {}
+    from ..contract import config_form
     from ..forms import validate_values
     from ..plugin_registry import registry
-
-    from ..contract import config_form
 
     view_class = registry.get_view(view_id)
     form = config_form(view_class)

@@ -23,9 +23,9 @@ This module checks, lists and reads; locations, errors and clients are
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator, Sequence
 
 from .s3_client import (  # noqa: F401  (re-exported: the public S3 names live in this module)
     DEFAULT_REGION,
@@ -40,7 +40,6 @@ from .s3_client import (  # noqa: F401  (re-exported: the public S3 names live i
     parse_s3_url,
     s3_client,
 )
-
 
 # -- checks ----------------------------------------------------------------------
 
@@ -173,7 +172,7 @@ def iter_objects(location: S3Location, keys: Iterable[str], *, workers: int = 8)
             yield k, fut.result()
 
 
-def download_prefix(location: S3Location, dest: "os.PathLike | str", *, workers: int = 8,
+def download_prefix(location: S3Location, dest: os.PathLike | str, *, workers: int = 8,
                     progress: Callable[[int, int], None] | None = None) -> list[str]:
     """Copy every object under the location's prefix into ``dest`` (keys relative to the prefix).
 

@@ -15,8 +15,9 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from ..errors import DigitsError
 
@@ -88,7 +89,7 @@ class S3Location:
     region: str | None = None
 
     @classmethod
-    def from_url(cls, url: str, **kwargs: Any) -> "S3Location":
+    def from_url(cls, url: str, **kwargs: Any) -> S3Location:
         """Build a location from ``s3://bucket/prefix`` plus keyword fields."""
         bucket, prefix = parse_s3_url(url)
         return cls(bucket=bucket, prefix=prefix, **kwargs)
@@ -98,7 +99,7 @@ class S3Location:
         """``s3://bucket/prefix``."""
         return f"s3://{self.bucket}/{self.prefix}"
 
-    def child(self, prefix: str) -> "S3Location":
+    def child(self, prefix: str) -> S3Location:
         """The same endpoint and credentials with another key prefix."""
         return S3Location(self.bucket, prefix, self.endpoint_url, self.access_key, self.secret_key,
                           self.profile, self.region)

@@ -23,8 +23,9 @@ is created, with the message on the field at fault.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from wtforms import Form, PasswordField, StringField
 from wtforms.validators import ValidationError

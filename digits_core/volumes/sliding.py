@@ -11,7 +11,7 @@ the patch is padded (edge values) and cropped back.
 from __future__ import annotations
 
 import itertools
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import logging
 import secrets
+from collections.abc import Iterable
 from datetime import timedelta
-from typing import Iterable
 
 from flask import Flask, g, jsonify, render_template, request
 from flask_wtf.csrf import CSRFError, CSRFProtect
@@ -105,8 +105,19 @@ def create_app(jobs_dir=None, auth_token: str | None = None, *, scheduler=None, 
     security.init_app(app, csrf)
     _confine_requests(app)
 
-    from . import (api, datasets_views, home, inference_results, inference_views, models_views, network_views,
-                   plugin_static, tf_serving, top_n_views, tune_views)
+    from . import (
+        api,
+        datasets_views,
+        home,
+        inference_results,
+        inference_views,
+        models_views,
+        network_views,
+        plugin_static,
+        tf_serving,
+        top_n_views,
+        tune_views,
+    )
 
     for module in (home, datasets_views, models_views, inference_views, inference_results, network_views, top_n_views,
                    plugin_static, tune_views, api, tf_serving):

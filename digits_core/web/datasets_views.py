@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from flask import Blueprint, current_app, flash, jsonify, redirect, render_template, request, url_for
 
 from ..datasets.options import DatasetOptionsError, options_from_web, web_values
@@ -10,7 +9,7 @@ from ..errors import DigitsError, FormValidationError
 from ..jobs import Job, JobStatus
 from .common_fields import DatasetJobForm
 from .forms_render import blank_form, form_from_request, jsonable, render_plugin_form, validated
-from .helpers import job_summary, read_json, worker_log_tail, read_progress
+from .helpers import job_summary, read_json, read_progress, worker_log_tail
 from .job_notes import save_notes
 
 bp = Blueprint("datasets", __name__, url_prefix="/datasets")

@@ -117,7 +117,7 @@ def show(job_id: str, result_id: str):
         view_cls = registry.get_view(view_id)
         stylesheets = [f for f in getattr(view_cls, "stylesheets", ()) or () if view_cls.static_file(f)]
         scripts = [f for f in getattr(view_cls, "scripts", ()) or () if view_cls.static_file(f)]
-    except Exception:  # the view's plugin was uninstalled since: the stored HTML still shows
+    except Exception:  # noqa: BLE001 - the view's plugin was uninstalled since: the stored HTML still shows
         stylesheets, scripts = [], []
     frags = {k: give_csp_nonce(v, csp_nonce()) for k, v in (record.get("fragments") or {}).items()}
     result_json = record.get("json") or {}

@@ -22,7 +22,7 @@ import math
 import secrets
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 #: Failed logins per client before delays start.

@@ -23,8 +23,16 @@ from wtforms import SelectField, StringField, TextAreaField, ValidationError
 from wtforms.validators import DataRequired, Length, Optional
 
 from ..engine.networks import custom_code_problem, list_networks
-from ..engine.option_specs import (BY_NAME, GROUPS, LR_PREVIEW_OPTIONS, SWEEP_HELP, TRAINING_OPTIONS, OptionSpec,
-                                   applicable, effective_defaults)
+from ..engine.option_specs import (
+    BY_NAME,
+    GROUPS,
+    LR_PREVIEW_OPTIONS,
+    SWEEP_HELP,
+    TRAINING_OPTIONS,
+    OptionSpec,
+    applicable,
+    effective_defaults,
+)
 from ..errors import FormValidationError
 from ..groups import MAX_GROUP_LENGTH
 from ..option_spec import wtforms_field

@@ -5,22 +5,30 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from flask import (Blueprint, abort, current_app, flash, jsonify, redirect, render_template, request, send_file,
-                   url_for)
+from flask import Blueprint, abort, current_app, flash, jsonify, redirect, render_template, request, send_file, url_for
 
 from ..engine.option_specs import TRAINING_OPTIONS
 from ..errors import DigitsError, FormValidationError, JobStateError
 from ..jobs import Job, JobStatus
-from .job_deletes import delete_job
-from .job_notes import save_notes
-from .sweeps import create_model_jobs
 from .helpers import job_summary, last_metric_epoch, read_json, worker_log_tail
 from .inference_results import list_results
-from .model_page import inference_context, overlay_runs
-from .model_form import (CUSTOM, CUSTOM_NETWORK_EXAMPLE, FIELD_GROUPS, ModelForm, form_script_data, option_value,
-                         set_choices, show_defaults, training_options)
+from .job_deletes import delete_job
+from .job_notes import save_notes
+from .model_form import (
+    CUSTOM,
+    CUSTOM_NETWORK_EXAMPLE,
+    FIELD_GROUPS,
+    ModelForm,
+    form_script_data,
+    option_value,
+    set_choices,
+    show_defaults,
+    training_options,
+)
 from .model_form_data import CUSTOM_NETWORK_FILE, dataset_task, fill_from_job, network_menu_data
+from .model_page import inference_context, overlay_runs
 from .search_panel import place_errors, search_lines, sweep_body
+from .sweeps import create_model_jobs
 
 bp = Blueprint("models", __name__, url_prefix="/models")
 

@@ -27,7 +27,7 @@ Boxes are ``(x1, y1, x2, y2)`` in continuous pixel coordinates (area
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

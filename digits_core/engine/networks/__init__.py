@@ -7,9 +7,9 @@ lists what is available for ``digits train --help`` and the web form.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from ...errors import FormValidationError, TrainingError
 from ...plugin_registry import registry

@@ -22,8 +22,9 @@ import linecache
 import sys
 import traceback
 import types
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ...errors import TrainingError
 

@@ -27,11 +27,12 @@ import dataclasses
 import logging
 import os
 from collections import defaultdict
-from typing import Any, Mapping, NamedTuple
+from collections.abc import Mapping
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from digits_core import DataIngestion, DatasetError, DigitsError, TEST, TRAIN, VAL
+from digits_core import TEST, TRAIN, VAL, DataIngestion, DatasetError, DigitsError
 
 from .forms import split_list
 from .servers import pick_server

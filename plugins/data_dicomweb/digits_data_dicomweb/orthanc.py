@@ -135,7 +135,7 @@ class OrthancServer:
                        capture_output=True)
         return library
 
-    def start(self, deadline_s: float = 60.0) -> "OrthancServer":
+    def start(self, deadline_s: float = 60.0) -> OrthancServer:
         """Start Orthanc and wait until it answers an authenticated request.
 
         Raises:
@@ -192,7 +192,7 @@ class OrthancServer:
             self.process.kill()
             self.process.wait()
 
-    def __enter__(self) -> "OrthancServer":
+    def __enter__(self) -> OrthancServer:
         return self.start()
 
     def __exit__(self, *exc) -> None:

@@ -19,7 +19,7 @@ Importing this module imports neither pydicom nor highdicom.
 from __future__ import annotations
 
 import warnings
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

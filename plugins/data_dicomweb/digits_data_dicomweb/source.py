@@ -31,10 +31,10 @@ import hashlib
 import os
 import re
 import threading
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
 from digits_core import DigitsError

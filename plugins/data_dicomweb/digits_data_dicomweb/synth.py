@@ -35,6 +35,7 @@ def write_ground_truth_segs(image_folder, contour_folder, out_dir) -> list[Path]
         out_dir: Where to write ``<case>-<k>.dcm``.
     """
     import pydicom
+
     from digits_data_sunnybrook.contours import contour_mask
     from digits_data_sunnybrook.ingestion import CLASS_LABELS, SunnybrookIngestion
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from digits_core.forms import validate_values
 from digits_core import FormValidationError
+from digits_core.forms import validate_values
 from digits_data_dicomweb.forms import DicomWebDatasetForm, DicomWebInferenceForm, split_list
 from digits_data_dicomweb.seg import SegmentationError, SegmentationLabels, _position_groups, build_segmentations
 from digits_data_dicomweb.source import DicomWebError, DicomWebSource, StudyQuery, public_url

@@ -32,7 +32,7 @@ from digits_core import DataIngestion, resize_geometry, select_choices, transfor
 
 from . import listing
 from .base import ImageIngestionBase
-from .detection_labels import pair_kitti, parse_class_mapping, parse_kitti, read_coco, class_lookup
+from .detection_labels import class_lookup, pair_kitti, parse_class_mapping, parse_kitti, read_coco
 from .encoding import encode_image_file
 from .forms import DEFAULT_IMAGE_SIZE, existing_file, existing_folder, expand, image_option_fields, shared_image_size
 from .inference import read_entry_bytes

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import os
 
+from wtforms import BooleanField, FileField, Form, IntegerField, SelectField, StringField, validators
+from wtforms.validators import ValidationError
+
 from digits_core import select_choices
 from digits_core.errors import FormValidationError
 from digits_core.paths import check_server_path
-from wtforms import BooleanField, FileField, Form, IntegerField, SelectField, StringField, validators
-from wtforms.validators import ValidationError
 
 from .encoding import ENCODINGS
 from .resize import RESIZE_MODES

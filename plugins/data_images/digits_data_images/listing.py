@@ -6,7 +6,7 @@ import logging
 import math
 import os
 import random
-from typing import Iterable
+from collections.abc import Iterable
 
 from digits_core.paths import resolve_in_roots, server_path_allowed
 

@@ -23,9 +23,8 @@ import io
 import logging
 
 import numpy as np
-from wtforms import BooleanField, Form, FloatField, StringField, validators
+from wtforms import BooleanField, FloatField, Form, StringField, validators
 from wtforms.validators import ValidationError
-
 
 from . import listing
 from .base import ImageIngestionBase

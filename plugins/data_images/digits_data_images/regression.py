@@ -25,7 +25,6 @@ import numpy as np
 from wtforms import BooleanField, FloatField, Form, StringField, validators
 from wtforms.validators import ValidationError
 
-
 from . import listing
 from .base import ImageIngestionBase
 from .encoding import encode_image_file

@@ -23,15 +23,15 @@ import logging
 import os
 
 import numpy as np
-from wtforms import BooleanField, Form, FloatField, StringField, validators
+from wtforms import BooleanField, FloatField, Form, StringField, validators
 from wtforms.validators import ValidationError
 
 from digits_core import DataIngestion
 
 from . import listing
-from .encoding import encode_image_file, read_file
-from .forms import image_option_fields, existing_file, existing_folder, expand
 from .base import ImageIngestionBase
+from .encoding import encode_image_file, read_file
+from .forms import existing_file, existing_folder, expand, image_option_fields
 from .inference import encode_inference_entry
 from .resize import open_image, resize_image
 

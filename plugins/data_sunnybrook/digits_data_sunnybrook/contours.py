@@ -22,7 +22,7 @@ masks: always through :func:`rasterize_polygon`):
 from __future__ import annotations
 
 import os
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 

@@ -67,8 +67,9 @@ from __future__ import annotations
 import os
 import re
 import warnings
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, BinaryIO, Iterable, Union
+from typing import Any, BinaryIO, Union
 
 import numpy as np
 
@@ -407,10 +408,7 @@ def _plan(ds, apply_rescale: bool) -> dict:
         plan.update(dtype=None, lo=None, hi=None)  # keep the decoded color dtype
         return plan
     lo, hi = _stored_range(ds)
-    if int(ds.BitsAllocated) > 16:
-        dtype = np.float32
-    else:
-        dtype = None
+    dtype = np.float32 if int(ds.BitsAllocated) > 16 else None
     if apply_rescale and ds.get("ModalityLUTSequence"):
         depth = int(ds.ModalityLUTSequence[0].LUTDescriptor[2])
         plan.update(modality_lut=True, dtype=np.uint8 if depth <= 8 else np.uint16, lo=0, hi=2**depth - 1)

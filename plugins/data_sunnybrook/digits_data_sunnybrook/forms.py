@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from digits_core import select_choices
-from digits_core.paths import server_path_allowed
 from wtforms import FileField, Form, IntegerField, SelectField, StringField
 from wtforms.validators import InputRequired, NumberRange, Optional, ValidationError
+
+from digits_core import select_choices
+from digits_core.paths import server_path_allowed
 
 from .layout import CASE_RE, IMAGE_RE, find_contour_cases, parse_series_override
 

@@ -36,7 +36,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from digits_core import DataIngestion, DatasetError, TEST, TRAIN, VAL
+from digits_core import TEST, TRAIN, VAL, DataIngestion, DatasetError
 
 from .layout import (
     LayoutError,

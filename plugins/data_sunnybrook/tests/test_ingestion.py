@@ -238,8 +238,9 @@ def test_inference_from_a_file_and_from_a_validation_record(synth_root):
 
 
 def test_templates_render_every_field(synth_root):
-    import digits_core
     from jinja2 import Environment, FileSystemLoader
+
+    import digits_core
 
     env = Environment(loader=FileSystemLoader(str(Path(digits_core.__file__).parent / "web" / "templates")), autoescape=True)
     form = FORM(meta={"csrf": False})

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from digits_core import select_choices
-from digits_core.paths import check_server_path
-from digits_core.errors import FormValidationError
 from wtforms import FloatField, Form, IntegerField, SelectField, StringField
 from wtforms.validators import InputRequired, NumberRange, Optional, ValidationError
+
+from digits_core import select_choices
+from digits_core.errors import FormValidationError
+from digits_core.paths import check_server_path
 
 from .preprocess import CT_WINDOW, NORMALIZATIONS, parse_spacing
 

@@ -18,8 +18,9 @@ Importing this module imports neither nibabel nor pydicom.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NamedTuple, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -98,7 +99,7 @@ def load_nifti(path: str | Path, field: str = "path") -> Any:
         return nib.load(str(path))
     except FileNotFoundError:
         raise VolumeFormatError(f"{path}: no such file") from None
-    except Exception as exc:  # nibabel raises ImageFileError, OSError, EOFError, gzip errors
+    except Exception as exc:  # noqa: BLE001 - nibabel raises ImageFileError, OSError, EOFError, gzip errors
         raise VolumeFormatError(f"{path}: not a readable NIfTI file ({type(exc).__name__})") from None
 
 
@@ -124,7 +125,7 @@ def read_nifti(path: str | Path, *, field: str = "path", name: str = "") -> Volu
         raise VolumeFormatError(f"{path}: a volume must be 3-D or 4-D (modalities last), not shape {img.shape}")
     try:
         data = np.asanyarray(img.dataobj)
-    except Exception as exc:  # truncated or corrupt voxel data
+    except Exception as exc:  # noqa: BLE001 - truncated or corrupt voxel data
         raise VolumeFormatError(f"{path}: its voxels cannot be read ({type(exc).__name__})") from None
     if data.dtype.kind == "f":
         data = data.astype(np.float32)
@@ -155,9 +156,8 @@ def read_label_nifti(path: str | Path, image: Volume, image_path: str | Path, *,
     if not np.allclose(label.affine, image.affine, atol=1e-3):
         raise VolumeFormatError(f"{path}: label affine differs from the affine of its image {image_path} "
                                 "(they do not cover the same voxels)")
-    if data.dtype.kind == "f":
-        if not np.array_equal(data, np.round(data)):
-            raise VolumeFormatError(f"{path}: label voxels must be whole class ids")
+    if data.dtype.kind == "f" and not np.array_equal(data, np.round(data)):
+        raise VolumeFormatError(f"{path}: label voxels must be whole class ids")
     if data.size and data.min() < 0:
         raise VolumeFormatError(f"{path}: label has a negative class id ({data.min()})")
     return data.astype(np.uint8 if data.max(initial=0) < 256 else np.int32)
@@ -199,7 +199,7 @@ def read_slice_info(path: str | Path) -> SliceInfo:
     path = Path(path)
     try:
         ds = pydicom.dcmread(str(path), stop_before_pixels=True)
-    except Exception as exc:  # InvalidDicomError, OSError, truncated data
+    except Exception as exc:  # noqa: BLE001 - InvalidDicomError, OSError, truncated data
         raise VolumeFormatError(f"{path}: not a readable DICOM file ({type(exc).__name__})") from None
     for keyword in ("Rows", "Columns", "SeriesInstanceUID"):
         if keyword not in ds:
@@ -290,7 +290,7 @@ def _slice_pixels(path: str) -> np.ndarray:
         ds = pydicom.dcmread(path)
         too_big = dicom_pixels_problem(ds)
         pixels = None if too_big else ds.pixel_array  # refused before pydicom allocates from the header
-    except Exception as exc:  # truncated data, missing codec, no pixels
+    except Exception as exc:  # noqa: BLE001 - truncated data, missing codec, no pixels
         raise VolumeFormatError(f"{path}: its pixels cannot be read ({type(exc).__name__}: {exc})") from None
     if too_big or pixels is None:
         raise VolumeFormatError(f"{path}: {too_big}")

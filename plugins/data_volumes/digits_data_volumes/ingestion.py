@@ -23,11 +23,23 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from digits_core import DataIngestion, DatasetError, DigitsError, TEST, TRAIN, VAL
+from digits_core import TEST, TRAIN, VAL, DataIngestion, DatasetError, DigitsError
 from digits_data_sunnybrook.ingestion import split_cases  # the same seeded split by case (patient)
 
-from .geometry import (VolumeFormatError, dicom_files, is_nifti, nifti_spacing, nifti_stem, read_label_nifti,
-                       read_label_seg, read_nifti, read_series, read_series_files, read_slice_info, series_spacing)
+from .geometry import (
+    VolumeFormatError,
+    dicom_files,
+    is_nifti,
+    nifti_spacing,
+    nifti_stem,
+    read_label_nifti,
+    read_label_seg,
+    read_nifti,
+    read_series,
+    read_series_files,
+    read_slice_info,
+    series_spacing,
+)
 from .preprocess import CT_WINDOW, normalize, parse_spacing, resample
 
 #: Prefix of an inference input naming a series on the DICOMweb server (``dicomweb:<SeriesInstanceUID>``).

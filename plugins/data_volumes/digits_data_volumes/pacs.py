@@ -29,12 +29,12 @@ from collections import defaultdict
 from typing import Any, NamedTuple
 
 import numpy as np
+from wtforms import StringField
+from wtforms.validators import Optional
 
 from digits_core import DatasetError, DigitsError
 from digits_data_dicomweb.forms import DicomWebDatasetForm, DicomWebInferenceForm, split_list
 from digits_data_dicomweb.source import DicomWebError, InstanceRef, StudyQuery, public_url
-from wtforms import StringField
-from wtforms.validators import Optional
 
 from .forms import VolumePreprocessingForm
 from .geometry import VolumeFormatError, read_series_files, seg_label_volume, series_spacing

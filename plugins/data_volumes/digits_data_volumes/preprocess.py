@@ -17,7 +17,7 @@ Normalised volumes are float32.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

@@ -22,8 +22,9 @@ from __future__ import annotations
 import argparse
 import json
 import secrets
+from collections.abc import Sequence
 from pathlib import Path
-from typing import NamedTuple, Sequence
+from typing import NamedTuple
 
 import numpy as np
 

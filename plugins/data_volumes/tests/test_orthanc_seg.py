@@ -151,12 +151,10 @@ def test_a_series_missing_on_the_server_is_a_clear_error(pacs, trained, tmp_path
 
 
 def test_a_series_with_a_missing_slice_fails_alone_naming_it(pacs, synth, tmp_path):
+    import pydicom
     import requests
 
     from digits_core import create_dataset, open_dataset
-
-    import pydicom
-
     from digits_data_volumes.geometry import read_series
 
     victim = _series_uid(pacs, tmp_path, "heart_002")

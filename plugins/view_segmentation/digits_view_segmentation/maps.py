@@ -6,7 +6,8 @@ Pure numpy, no TensorFlow: usable on their own and easy to test.
 from __future__ import annotations
 
 import colorsys
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 

@@ -91,6 +91,7 @@ class Explanation:
         if not name:
             return self.text or ""
         import jinja2
+
         from digits_core.templating import plugin_environment
 
         try:

@@ -1,6 +1,5 @@
-from wtforms import BooleanField, Form
-
 from digits_sample_basic import NumbersIngestion
+from wtforms import BooleanField, Form
 
 
 class ReservedForm(Form):
