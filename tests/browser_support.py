@@ -41,3 +41,30 @@ def chromium():
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         yield browser
         browser.close()
+
+
+def assert_fits_a_phone(page, what: str, width: int = 375, screenshot: str | None = None) -> None:
+    """At ``width`` px the page is no wider than the screen; then the page gets its viewport back.
+
+    Args:
+        page: A Playwright page showing the page to check.
+        what: The page, as the failure message names it.
+        width: The phone's width in CSS pixels.
+        screenshot: A name: the page at that width is saved as ``test-artifacts/NAME.png``.
+
+    On failure the message names the elements that reach past the screen's right edge.
+    """
+    viewport = page.viewport_size
+    page.set_viewport_size({"width": width, "height": 800})
+    page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
+    scroll = page.evaluate("document.documentElement.scrollWidth")
+    if screenshot:
+        page.screenshot(path=str(ARTIFACTS / f"{screenshot}.png"), full_page=True)
+    wide = [] if scroll <= width else page.evaluate("""w => [...document.querySelectorAll('body *')]
+        .filter(e => Math.max(e.getBoundingClientRect().right, e.getBoundingClientRect().left + e.scrollWidth) > w + 0.5)
+        .map(e => e.tagName.toLowerCase() + (e.id ? '#' + e.id : '') + (e.className && e.className.baseVal === undefined
+             ? '.' + String(e.className).trim().split(/\\s+/).join('.') : '')
+             + ' ' + Math.round(e.getBoundingClientRect().right)).slice(0, 12)""", width)
+    if viewport:
+        page.set_viewport_size(viewport)
+    assert scroll <= width, f"{what} is {scroll} px wide at {width} px: {wide}"

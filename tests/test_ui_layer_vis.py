@@ -355,7 +355,7 @@ def page(chromium, server):
 @pytest.mark.slow
 @pytest.mark.browser
 def test_classify_one_shows_every_layer_with_statistics(trained, server, page):
-    from browser_support import ARTIFACTS
+    from browser_support import ARTIFACTS, assert_fits_a_phone
 
     job = trained["job"]
     page.goto(f"{server.url}/models/{job.id}")
@@ -364,6 +364,7 @@ def test_classify_one_shows_every_layer_with_statistics(trained, server, page):
     page.click("#infer-button")
     page.wait_for_selector("#layer-vis")
     page.screenshot(path=str(ARTIFACTS / "layer-vis-classify-one.png"), full_page=True)
+    assert_fits_a_phone(page, "Classify One with layer visualizations", screenshot="layer-vis-classify-one-375")
 
     rows = page.locator("#layer-vis tr.lv-layer")
     names = [rows.nth(i).get_attribute("data-layer") for i in range(rows.count())]

@@ -262,6 +262,8 @@ def test_download_any_epoch_and_infer_with_it(trained, page, tmp_path):
 @pytest.mark.slow
 @pytest.mark.browser
 def test_visualize_a_trained_model(trained, page):
+    from browser_support import assert_fits_a_phone
+
     server = trained["server"]
     page.goto(server.url + f"/models/{trained['model']}")
     page.click("#visualize")
@@ -272,6 +274,7 @@ def test_visualize_a_trained_model(trained, page):
     assert page.locator("#network-graph g.layer").count() == len(LENET_LAYERS)
     assert page.locator("#network-graph path.edge").count() == len(LENET_LAYERS) - 1
     _shot(page, "network-trained")
+    assert_fits_a_phone(page, "the network page of a trained model", screenshot="model-pages-network-375")
     summary = server.get_json(f"/models/{trained['model']}/network.json")
     assert summary["total_params"] == LENET_TOTAL and summary["layers"][3]["inbound"] == ["pool1"]
     # Built in the worker: TensorFlow's libraries are mapped in no part of the server process.
@@ -293,6 +296,8 @@ def test_visualize_a_trained_model(trained, page):
 @pytest.mark.slow
 @pytest.mark.browser
 def test_visualize_from_the_new_model_form(trained, page):
+    from browser_support import assert_fits_a_phone
+
     server = trained["server"]
     page.goto(server.url + f"/models/new?dataset={trained['dataset']}")
     page.select_option("[name=network]", "lenet")
@@ -325,6 +330,7 @@ def test_visualize_from_the_new_model_form(trained, page):
     total = (3 * 3 * 1 * 4 + 4) + (3 * 3 * 4 * 4 + 4) + (4 * 10 + 10)
     assert network.locator("#total-params").inner_text() == f"{total:,}"
     _shot(network, "network-custom")
+    assert_fits_a_phone(network, "the network page of custom code")
     network.close()
 
     # Broken custom code: the page says what and where, the form stays as it was.
@@ -336,11 +342,14 @@ def test_visualize_from_the_new_model_form(trained, page):
     assert re.search(r"SyntaxError|invalid syntax", network.locator("#network-error").inner_text())
     assert "custom code:10:" in network.locator("#network-error").inner_text()  # its line, no temporary path
     _shot(network, "network-error")
+    assert_fits_a_phone(network, "the network page of broken custom code", screenshot="model-pages-network-error-375")
 
 
 @pytest.mark.slow
 @pytest.mark.browser
 def test_top_n_per_category(trained, page):
+    from browser_support import assert_fits_a_phone
+
     server = trained["server"]
     page.goto(server.url + f"/models/{trained['model']}")
     page.fill("#top-n-path", str(trained["data"]))
@@ -352,6 +361,7 @@ def test_top_n_per_category(trained, page):
     assert page.locator(".top-n-class h2").all_inner_texts() == [str(d) for d in range(10)]
     assert "80 images" in page.locator("#top-n-info").inner_text()
     _shot(page, "top-n")
+    assert_fits_a_phone(page, "the Top N results page", screenshot="model-pages-top-n-375")
     # The same ranking from the per-image probabilities of the inference API (all 10 classes listed).
     listing = server.request(f"/api/models/{trained['model']}/infer", method="POST", data={
         "inputs": [str(trained["data"])], "view_config": {"top_n": 10}}).json()["results"]["samples"]
