@@ -12,26 +12,19 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..engine import jobio
 from ..engine.volume_infer import infer_volume
 from ..errors import FormValidationError
-from ..plugin_registry import registry
-from ..templating import render_plugin_template
+from ..inference.volume_report import volume_cases
 from .output import print_json
 
 
 def write_page(results, path: Path, model: str, jobs_dir) -> None:
     """One self-contained HTML page: every result through the ``volume`` view plugin."""
-    info = jobio.read_model_info(jobio.model_folder(model, jobs_dir))
-    view = registry.get_view("volume")({"class_labels": info.get("class_labels"),
-                                        "color_palette": info.get("color_palette")})
-    parts = []
-    for r in results:
-        source, context = view.get_view_template(view.process_data(Path(r.source).name, r.volume, r.canonical_label))
-        parts.append(render_plugin_template(source, context))
+    parts = [html for html, _ in volume_cases(results, model, jobs_dir)]
     path.write_text("<!doctype html><html><head><meta charset=\"utf-8\"><meta name=\"viewport\" "
                     "content=\"width=device-width, initial-scale=1\"><title>Volumes</title></head><body>"
                     + "\n".join(parts) + "</body></html>", encoding="utf-8")
+
 
 def run_volume(args, form_data: dict | None = None) -> int:
     """Infer every input with the volume model ``args.model``; print what was written.

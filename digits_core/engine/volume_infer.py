@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..errors import DigitsError, InferenceError
+from ..errors import DigitsError, FormValidationError, InferenceError
 from . import jobio
 from .volume_loop import predict_volume
 
@@ -33,6 +33,7 @@ class VolumeResult(NamedTuple):
         volume: The preprocessed canonical image the network saw (a ``Volume``).
         canonical_label: The label on that image's voxels (``D×H×W``), as a view shows it.
         note: What the plugin did besides (the DICOM-SEG stored on the server), or ``None``.
+        ground_truth: The given ground truth on the voxels of ``canonical_label``, or ``None``.
     """
 
     source: str
@@ -42,6 +43,11 @@ class VolumeResult(NamedTuple):
     volume: Any = None
     canonical_label: Any = None
     note: str | None = None
+    ground_truth: Any = None
+
+
+class VolumeSourceError(InferenceError):
+    """A source is not a volume this model can segment (the message names it)."""
 
 
 def is_volume_model(model: Any, jobs_dir=None) -> bool:
@@ -69,7 +75,7 @@ def _plugin(info: dict, form_data: dict | None = None):
 
 
 def infer_volume(model: Any, sources: list, *, jobs_dir=None, out_dir: str | None = None,
-                 form_data: dict | None = None) -> list[VolumeResult]:
+                 form_data: dict | None = None, labels: dict | None = None) -> list[VolumeResult]:
     """Segment volumes with a trained volume model.
 
     Args:
@@ -79,9 +85,12 @@ def infer_volume(model: Any, sources: list, *, jobs_dir=None, out_dir: str | Non
         out_dir: Where to write ``NAME_seg.nii.gz`` (and ``NAME_seg.dcm`` for a series); nothing when ``None``.
         form_data: Values of the data plugin's inference form: the inputs it names (a DICOMweb series,
             ``dicomweb_series``) are inferred after ``sources``; ``store`` sends each DICOM-SEG back to it.
+        labels: Ground truth per source (``{source: label file}``): the result's ``ground_truth``.
 
     Raises:
-        InferenceError: Not a volume model, or a source is not a volume (the message names it).
+        InferenceError: Not a volume model.
+        VolumeSourceError: A source is not a volume (the message names it).
+        FormValidationError: On field ``label``: a ground-truth file cannot be read or does not fit its source.
     """
     import keras
 
@@ -98,14 +107,17 @@ def infer_volume(model: Any, sources: list, *, jobs_dir=None, out_dir: str | Non
         raise InferenceError("give NIfTI files (.nii, .nii.gz), DICOM series folders or a DICOMweb series")
     net = keras.models.load_model(model_file, compile=False)
     config = info["volume"]
-    labels = list(info.get("class_labels") or [])
+    class_labels = list(info.get("class_labels") or [])
     results: list[VolumeResult] = []
     names: set[str] = set()
     for source in sources:
+        label_file = (labels or {}).get(source)
         try:
-            volume, context = plugin.load_inference_volume(str(source))
+            volume, context = plugin.load_inference_volume(str(source), *([label_file] if label_file else []))
+        except FormValidationError:
+            raise
         except DigitsError as exc:
-            raise InferenceError(str(exc)) from None
+            raise VolumeSourceError(str(exc)) from None
         name = str(context.get("name") or "volume")
         if name in names:  # two inputs of one name (a case's NIfTI and its series) never overwrite each other
             name = context["name"] = f"{name}_{len(results) + 1}"
@@ -119,8 +131,9 @@ def infer_volume(model: Any, sources: list, *, jobs_dir=None, out_dir: str | Non
         except DigitsError as exc:
             raise InferenceError(str(exc)) from None
         voxel_ml = float(np.prod(volume.spacing)) / 1000.0
-        counts = np.bincount(label.ravel(), minlength=len(labels))
-        volumes = {(labels[c] if c < len(labels) else str(c)): round(float(counts[c]) * voxel_ml, 3)
+        counts = np.bincount(label.ravel(), minlength=len(class_labels))
+        volumes = {(class_labels[c] if c < len(class_labels) else str(c)): round(float(counts[c]) * voxel_ml, 3)
                    for c in range(1, len(counts))}
-        results.append(VolumeResult(str(source), ijk, files, volumes, volume, label, context.get("note")))
+        results.append(VolumeResult(str(source), ijk, files, volumes, volume, label, context.get("note"),
+                                    context.get("ground_truth")))
     return results

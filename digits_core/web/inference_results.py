@@ -19,7 +19,17 @@ import shutil
 import time
 from pathlib import Path
 
-from flask import Blueprint, abort, current_app, flash, jsonify, redirect, render_template, url_for
+from flask import (
+    Blueprint,
+    abort,
+    current_app,
+    flash,
+    jsonify,
+    redirect,
+    render_template,
+    send_from_directory,
+    url_for,
+)
 from markupsafe import Markup
 
 from ..templating import give_csp_nonce
@@ -42,13 +52,15 @@ def results_dir(job) -> Path:
     return job.path / "inference" / "results"
 
 
-def store_result(job, record: dict) -> str:
+def store_result(job, record: dict, files: list | None = None) -> str:
     """Write one run's results atomically and return its id.
 
     Args:
         job: The model job.
         record: What the results page shows (``view_id``, ``view_title``, ``fragments``, ``info``,
             ``notes``, ``skipped``, ``visualizations``, ``inputs``, ``samples``).
+        files: Files the run wrote (a volume's NIfTI and DICOM-SEG): moved into the result's folder,
+            listed in the record's ``files`` and downloaded from :func:`download`.
     """
     root = results_dir(job)
     root.mkdir(parents=True, exist_ok=True)
@@ -56,8 +68,12 @@ def store_result(job, record: dict) -> str:
     staging = root / f".writing-{result_id}"
     staging.mkdir()
     try:
+        names = []
+        for path in files or ():
+            names.append(Path(path).name)
+            shutil.move(str(path), staging / names[-1])
         with open(staging / RESULT_FILE, "w", encoding="utf-8") as handle:
-            json.dump({**record, "id": result_id, "created": time.time()}, handle)
+            json.dump({**record, "id": result_id, "created": time.time(), "files": names}, handle)
             handle.flush()
             os.fsync(handle.fileno())
         os.rename(staging, root / result_id)
@@ -111,7 +127,9 @@ def show(job_id: str, result_id: str):
     record = load_result(job, result_id)
     if wants_json():
         return jsonify({"model": job.id, "id": result_id, "results": record.get("json"), "info": record.get("info"),
-                        "html": record.get("fragments"), "visualizations": record.get("visualizations")})
+                        "html": record.get("fragments"), "visualizations": record.get("visualizations"),
+                        "files": {name: url_for("inference_results.download", job_id=job.id, result_id=result_id,
+                                                name=name) for name in record.get("files") or []}})
     view_id = record.get("view_id") or ""
     try:
         view_cls = registry.get_view(view_id)
@@ -129,6 +147,16 @@ def show(job_id: str, result_id: str):
         vis=record.get("visualizations"), result=record)
 
 
+@bp.get("/<job_id>/inference/<result_id>/files/<name>")
+def download(job_id: str, result_id: str, name: str):
+    """One file a stored result lists (e.g. ``CASE_seg.nii.gz``), as an attachment; 404 for any other name."""
+    job = _ext()["store"].get(job_id, kind="model")
+    record = load_result(job, result_id)
+    if name not in (record.get("files") or []):
+        abort(404)
+    return send_from_directory(_folder(job, result_id), name, as_attachment=True)
+
+
 @bp.post("/<job_id>/inference/<result_id>/delete")
 def delete(job_id: str, result_id: str):
     """Delete one stored result and go back to the model page's list."""
@@ -142,10 +170,11 @@ def delete(job_id: str, result_id: str):
 
 
 def store_and_redirect(job, view_id: str, view_title: str, result: dict, inputs: str):
-    """Store a finished run (see :func:`store_result`) and answer the redirect to its page."""
+    """Store a finished run (see :func:`store_result`; ``result["files"]``: the files it wrote) and answer the
+    redirect to its page."""
     fragments = result.get("fragments") or {}
     record = {"view_id": view_id, "view_title": view_title, "fragments": fragments, "info": result.get("info") or {},
               "json": result.get("json") or {}, "visualizations": result.get("visualizations"),
               "inputs": inputs, "samples": len(fragments.get("samples") or [])}
-    result_id = store_result(job, record)
+    result_id = store_result(job, record, result.get("files"))
     return redirect(url_for("inference_results.show", job_id=job.id, result_id=result_id), code=303)

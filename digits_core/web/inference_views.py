@@ -29,7 +29,7 @@ from .forms_render import (
     render_plugin_form,
     validated,
 )
-from .helpers import wants_json
+from .helpers import read_json, wants_json
 from .inference_results import store_and_redirect
 
 bp = Blueprint("inference", __name__, url_prefix="/models")
@@ -177,18 +177,18 @@ def infer(job_id: str):
 
         errors = exc.errors if isinstance(exc, FormValidationError) else {"": [str(exc)]}
         values = {k: request.form.get(k, "") for k in ("view_id", "input_mode", "server_path", "snapshot",
-                                                         "visualize")}
+                                                         "visualize", "label_path")}
         return render_model_page(job, infer_errors=errors, infer_values=values)
 
 
 def _infer(job):
     from .inference_worker import run_in_worker
 
-    view_id = request.form.get("view_id", "")
+    volume = (read_json(job.path / "model.json") or {}).get("kind") == "volume"
+    view_id = "volume" if volume else request.form.get("view_id", "")
     view_cls = _view_class(view_id)
     view_config = {}
-    from ..contract import config_form, inference_form
-    from .forms_render import dataset_userdata
+    from ..contract import config_form
 
     form_class = config_form(view_cls)
     if form_class is not None:
@@ -205,16 +205,14 @@ def _infer(job):
                     "view_config": view_config, "epoch": request.form.get("snapshot") or None,
                     "data_roots": current_app.config["DIGITS_DATA_ROOTS"],
                     "max_errors": request.form.get("max_errors") or None}
-    if mode == "plugin":
-        from ..plugin_registry import registry
+    if volume:  # unet3d / unet2.5d: a whole volume in, its label volume out
+        from .volume_inference import infer_volume_from_form
 
-        ds_job = _ext()["store"].get(job.data.get("dataset_id"), kind="dataset")
-        cls = registry.get_data_ingestion(ds_job.plugin_id or "")
-        inf_class = inference_form(cls, dataset_userdata(ds_job))
-        if inf_class is None:
-            raise FormValidationError({"input_mode": ["This data plugin has no inference form."]}, "inference")
-        values = validated(form_from_request(inf_class, request), f'inference form of plugin "{cls.get_id()}"')
-        request_body["inference_form"] = jsonable(_save_form_uploads(job, values))
+        return infer_volume_from_form(job, view_cls.get_title(), view_config,
+                                      _plugin_form_values(job) if mode == "plugin" else None,
+                                      check_path=check_inference_path, save_uploads=_save_form_uploads)
+    if mode == "plugin":
+        request_body["inference_form"] = _plugin_form_values(job)
     elif mode == "path":
         request_body["inputs"] = [check_inference_path(request.form.get("server_path", ""))]
     else:
@@ -229,6 +227,21 @@ def _infer(job):
     if wants_json():  # the results page's JSON twin: what /api/models/ID/infer answers
         return results_json(job, result)
     return store_and_redirect(job, view_id, view_cls.get_title(), result, _described_inputs(mode, request_body))
+
+
+def _plugin_form_values(job) -> dict:
+    """The posted values of the dataset plugin's inference form, validated, uploads saved (their paths)."""
+    from ..contract import inference_form
+    from ..plugin_registry import registry
+    from .forms_render import dataset_userdata
+
+    ds_job = _ext()["store"].get(job.data.get("dataset_id"), kind="dataset")
+    cls = registry.get_data_ingestion(ds_job.plugin_id or "")
+    inf_class = inference_form(cls, dataset_userdata(ds_job))
+    if inf_class is None:
+        raise FormValidationError({"input_mode": ["This data plugin has no inference form."]}, "inference")
+    values = validated(form_from_request(inf_class, request), f'inference form of plugin "{cls.get_id()}"')
+    return jsonable(_save_form_uploads(job, values))
 
 
 def _described_inputs(mode: str, request_body: dict) -> str:

@@ -40,7 +40,7 @@ import threading
 import time
 from pathlib import Path
 
-from ..errors import DigitsError, InferenceError
+from ..errors import DigitsError, FormValidationError, InferenceError
 
 #: Default per-request timeout (seconds) of the web app's inference worker.
 DEFAULT_TIMEOUT = 600.0
@@ -84,6 +84,7 @@ class InferenceWorker:
             The result dict, with a ``"worker"`` entry.
 
         Raises:
+            FormValidationError: The request's values were refused (the same fields and messages).
             DigitsError: The request failed (same message as in the worker).
             InferenceError: The worker crashed, timed out or stayed busy.
         """
@@ -114,6 +115,10 @@ class InferenceWorker:
                 self._stop(kill=True)
                 raise InferenceError("The inference worker answered out of turn; it was restarted.")
             result = reply.get("result") or {}
+            if isinstance(result.get("errors"), dict):  # a form error: each message on its field
+                error = FormValidationError(result["errors"], "inference")
+                error.args = (result.get("error") or str(error),)  # the worker's own message
+                raise error
             if "error" in result:
                 raise DigitsError(result["error"])
             return result

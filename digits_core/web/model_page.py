@@ -29,6 +29,9 @@ def inference_context(store, job) -> dict:
     ctx["task"] = model.get("task")
     ctx["default_view"] = DEFAULT_VIEWS.get(model.get("task") or "classification", "image-classification")
     ctx["first_metrics"] = FIRST_METRICS.get(model.get("task") or "", "loss")
+    ctx["volume"] = model.get("kind") == "volume"  # unet3d / unet2.5d: "Test a volume" (web/volume_inference.py)
+    if ctx["volume"]:
+        ctx["volume_view_title"] = _volume_view_title()
     dataset_id = job.data.get("dataset_id")
     ds_job = None
     try:
@@ -48,6 +51,15 @@ def inference_context(store, job) -> dict:
         except DigitsError:
             pass
     return ctx
+
+
+def _volume_view_title() -> str:
+    from ..plugin_registry import registry  # as inference_context: the registry loads on first use
+
+    try:
+        return registry.get_view("volume").get_title()
+    except DigitsError:
+        return "volume (the view plugin of digits-data-volumes is not installed)"
 
 
 def overlay_runs(store, job) -> list[dict]:

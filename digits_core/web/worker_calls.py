@@ -19,7 +19,7 @@ import tempfile
 import traceback
 from pathlib import Path
 
-from ..errors import DigitsError, InferenceError
+from ..errors import DigitsError, FormValidationError, InferenceError
 
 
 def run_worker(kind: str, request: dict, *, timeout: float = 300) -> dict:
@@ -74,6 +74,35 @@ def _do_infer(request: dict) -> dict:
     }
 
 
+def _do_infer_volume(request: dict) -> dict:
+    """A volume model over one source: its files in ``out_dir``, the ``volume`` view's fragment, mL and scores.
+
+    ``fields`` maps the errors of the source (``"input"``) and of its ground truth (``"label"``) to the web
+    form's fields, so each shows on its own field.
+    """
+    from ..engine.volume_infer import VolumeSourceError, infer_volume
+    from ..inference.volume_report import volume_cases
+
+    fields = request.get("fields") or {}
+    sources = list(request.get("inputs") or ())
+    labels = {sources[0]: request["label"]} if sources and request.get("label") else None
+    try:
+        results = infer_volume(request["model"], sources, jobs_dir=request.get("jobs_dir"),
+                               out_dir=request["out_dir"], form_data=request.get("inference_form") or None,
+                               labels=labels)
+    except VolumeSourceError as exc:
+        return {"error": str(exc), "errors": {fields.get("input", "input"): [str(exc)]}}
+    except FormValidationError as exc:
+        return {"error": str(exc), "errors": {fields.get(k, k): v for k, v in exc.errors.items()}}
+    cases = volume_cases(results, request["model"], request.get("jobs_dir"), request.get("view_config"))
+    return {"fragments": {"header": None, "samples": [html for html, _ in cases], "summary": None},
+            "files": [path for r in results for path in r.files],
+            "json": {"volumes": [{"input": r.source, "shape": list(r.label.shape), "volumes_ml": r.volumes_ml,
+                                  "scores": data["scores"], "note": r.note}
+                                 for r, (_, data) in zip(results, cases)],
+                     "notes": [r.note for r in results if r.note]}}
+
+
 def _do_export(request: dict) -> dict:
     from ..inference.export import export_model, read_parity
 
@@ -125,21 +154,22 @@ def main(argv=None) -> int:
 
 
 def handle(kind: str, request: dict) -> dict:
-    """Run one ``kind`` ("infer", "export", "network", "top_n" or "predict") request in this process.
+    """Run one ``kind`` ("infer", "infer_volume", "export", "network", "top_n" or "predict") request in this process.
 
     Used by :func:`main` and by the long-lived worker
     (:mod:`digits_core.web.inference_worker`).
 
     Returns:
-        The result dict, or ``{"error": message}`` when it failed.
+        The result dict, or ``{"error": message}`` when it failed (``infer_volume`` adds ``"errors"``,
+        ``{field: [messages]}``, so the page shows each message on its field).
     """
     from ..paths import confined_to
 
     try:
         # A request from the web server names its data roots: inputs (and paths inside list files) stay under them.
         with confined_to(request.get("data_roots")):
-            return {"infer": _do_infer, "export": _do_export, "network": _do_network,
-                    "top_n": _do_top_n, "predict": _do_predict}[kind](request)
+            return {"infer": _do_infer, "infer_volume": _do_infer_volume, "export": _do_export,
+                    "network": _do_network, "top_n": _do_top_n, "predict": _do_predict}[kind](request)
     except DigitsError as exc:
         return {"error": str(exc)}
     except Exception as exc:  # noqa: BLE001

@@ -24,6 +24,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from digits_core import TEST, TRAIN, VAL, DataIngestion, DatasetError, DigitsError
+from digits_core.errors import FormValidationError
+from digits_core.paths import check_server_path
 from digits_data_sunnybrook.ingestion import split_cases  # the same seeded split by case (patient)
 
 from .geometry import (
@@ -182,14 +184,20 @@ class VolumeIngestion(DataIngestion):
                            window=tuple(CT_WINDOW[i] if w is None else float(w) for i, w in enumerate(window)))
         return volume, label
 
-    def load_inference_volume(self, path: str) -> tuple[Any, dict]:
+    def load_inference_volume(self, path: str, label: str | None = None) -> tuple[Any, dict]:
         """Read an inference source (NIfTI file or DICOM series folder) and preprocess it as the dataset was.
+
+        Args:
+            path: The source.
+            label: Its ground truth (a NIfTI label on the source's voxels, or a DICOM-SEG drawn on a series),
+                preprocessed with it into ``context["ground_truth"]`` (``D×H×W``, the returned volume's voxels).
 
         Returns:
             ``(Volume, context)``: the context is what :meth:`write_volume_result` needs to go back.
 
         Raises:
             VolumeFormatError: Not a volume (a 2-D picture, a one-slice file, an unreadable series).
+            FormValidationError: On field ``label``: the label cannot be read or does not cover the source.
         """
         from .results import load_source
 
@@ -197,8 +205,26 @@ class VolumeIngestion(DataIngestion):
             volume, context = self._load_server_series(str(path)[len(SERIES_PREFIX):])
         else:
             volume, context = load_source(path)
-        volume, _ = self.preprocess(volume, None)
+        truth = self._ground_truth(label, volume, context) if label else None
+        volume, truth = self.preprocess(volume, truth)
+        if truth is not None:
+            context["ground_truth"] = truth
         return volume, context
+
+    @staticmethod
+    def _ground_truth(label: str, volume: Any, context: dict) -> np.ndarray:
+        """The canonical label of an inference source, its errors on field ``label``."""
+        try:
+            path = check_server_path(label, "label")
+            if context["kind"] == "dicom" and not is_nifti(path):
+                if str(context["path"]).startswith(SERIES_PREFIX):
+                    raise VolumeFormatError(f"{path}: ground truth for a DICOMweb series is not supported")
+                return read_label_seg(path, context["path"])
+            return read_label_nifti(path, volume, context["path"])
+        except FormValidationError:
+            raise
+        except DigitsError as exc:
+            raise FormValidationError({"label": [str(exc)]}, "volume inference") from None
 
     def inference_inputs(self) -> list[str]:
         """The inputs the inference form names: ``["dicomweb:<SeriesInstanceUID>"]``, or none."""
