@@ -8,6 +8,8 @@ TensorFlow training.
 from __future__ import annotations
 
 import json
+import re
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -20,19 +22,30 @@ pytestmark = pytest.mark.slow
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "networks"
 
 
-def _infer_on_the_web(jobs, root, model_id, body):
-    """POST /api/models/ID/infer through the Flask test client (the app's real inference worker)."""
+@contextmanager
+def _web_client(jobs, root):
+    """The Flask test client of an app with its real inference worker (closed after), and a CSRF token."""
     from digits_core.web import create_app
 
     app = create_app(jobs, start_scheduler=False, testing=True, inference_timeout=300, data_roots=[str(root)])
     client = app.test_client()
-    token = client.get("/api/csrf-token").get_json()["csrf_token"]
     try:
-        resp = client.post(f"/api/models/{model_id}/infer", json=body, headers={"X-CSRFToken": token})
+        yield client, client.get("/api/csrf-token").get_json()["csrf_token"]
     finally:
         app.extensions["digits"]["inference_worker"].close()
+
+
+def _api_infer(client, token, model_id, body):
+    """POST /api/models/ID/infer: its JSON answer."""
+    resp = client.post(f"/api/models/{model_id}/infer", json=body, headers={"X-CSRFToken": token})
     assert resp.status_code == 200, resp.get_data(as_text=True)[:2000]
     return resp.get_json()
+
+
+def _infer_on_the_web(jobs, root, model_id, body):
+    """POST /api/models/ID/infer through the Flask test client (the app's real inference worker)."""
+    with _web_client(jobs, root) as (client, token):
+        return _api_infer(client, token, model_id, body)
 
 
 def _brightness_images(folder, n=24, size=8):
@@ -77,10 +90,30 @@ def test_image_regression_cli_and_api_to_regression_view(tmp_path, capsys):
     html = result.to_html()
     assert html.count('class="dvg-sample"') == 24 and html.count("<circle") == 48
     assert "dvg-mae" in html
-    web = _infer_on_the_web(jobs, tmp_path, model.id, {"form_data": {"targets_file": str(tmp_path / "targets.csv"),
-                                                                      "list_root": str(tmp_path / "imgs")}})
-    assert web["results"]["view"] == "regression" and len(web["html"]["samples"]) == 24
-    assert web["html"]["summary"].count("<circle") == 48
+    form = {"targets_file": str(tmp_path / "targets.csv"), "list_root": str(tmp_path / "imgs")}
+    with _web_client(jobs, tmp_path) as (client, token):
+        web = _api_infer(client, token, model.id, {"form_data": form})
+        assert web["results"]["view"] == "regression" and len(web["html"]["samples"]) == 24
+        assert web["html"]["summary"].count("<circle") == 48
+        _stored_result_of_the_form(client, token, model.id, form, web)
+
+
+def _stored_result_of_the_form(client, token, model_id, form, api):
+    """*Test the model* with the plugin's form: stored, served at its GET URL, a reload runs and stores nothing."""
+    resp = client.post(f"/models/{model_id}/infer", data={"csrf_token": token, "view_id": "regression",
+                                                          "input_mode": "plugin", **form})
+    assert resp.status_code == 303, resp.get_data(as_text=True)[:2000]
+    url = resp.headers["Location"]
+    assert re.fullmatch(rf"(http://localhost)?/models/{model_id}/inference/[0-9a-f-]+", url), url
+    listed = client.get(f"/models/{model_id}.json").get_json()["inference_results"]
+    assert [r["url"] for r in listed] == [url.removeprefix("http://localhost")] and listed[0]["samples"] == 24
+    pages = [re.sub(r'nonce="[^"]+"', 'nonce=""', client.get(url).get_data(as_text=True)) for _ in range(2)]
+    assert pages[0] == pages[1]  # a reload shows the same results (each page has its own CSP nonce)
+    assert pages[0].count('class="dvg-sample"') == 24 and "dvg-mae" in pages[0]
+    assert "inputs <span class=\"break\">the data plugin&#39;s inference form</span>" in pages[0]
+    assert len(client.get(f"/models/{model_id}.json").get_json()["inference_results"]) == 1  # the reload stored nothing
+    stored = client.get(url, headers={"Accept": "application/json"}).get_json()
+    assert stored["results"] == api["results"] and stored["html"] == api["html"]  # what the API answers for the same
 
 
 def test_image_pairs_train_the_siamese_example_and_infer(tmp_path, capsys):
