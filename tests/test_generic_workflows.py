@@ -59,21 +59,36 @@ def _brightness_images(folder, n=24, size=8):
     return rows
 
 
-def test_image_regression_cli_and_api_to_regression_view(tmp_path, capsys):
-    from digits_core import infer, open_dataset, train
+@pytest.fixture(scope="module")
+def regression(tmp_path_factory):
+    """An image-regression dataset made by ``digits dataset create`` and a 1-epoch model of Example 1."""
+    import contextlib
+    import io
 
-    jobs = str(tmp_path / "jobs")
-    rows = _brightness_images(tmp_path / "imgs")
-    (tmp_path / "targets.csv").write_text("\n".join(rows) + "\n")
-    assert digits(["--jobs-dir", jobs, "dataset", "create", "image-regression", "--name", "bright", "--json",
-                   "--image-folder", str(tmp_path / "imgs"), "--targets-file", str(tmp_path / "targets.csv"),
-                   "--image-type", "grayscale", "--width", "8", "--height", "8", "--val-percent", "25"]) == 0
-    dataset_id = json.loads(capsys.readouterr().out)["id"]
-    with open_dataset(dataset_id, jobs_dir=jobs) as ds:
-        assert ds.label_kind == "regression" and ds.userdata["target_names"] == ["bright", "dark"]
+    from digits_core import train
+
+    root = tmp_path_factory.mktemp("regression")
+    jobs = str(root / "jobs")
+    rows = _brightness_images(root / "imgs")
+    (root / "targets.csv").write_text("\n".join(rows) + "\n")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert digits(["--jobs-dir", jobs, "dataset", "create", "image-regression", "--name", "bright", "--json",
+                       "--image-folder", str(root / "imgs"), "--targets-file", str(root / "targets.csv"),
+                       "--image-type", "grayscale", "--width", "8", "--height", "8", "--val-percent", "25"]) == 0
+    dataset_id = json.loads(out.getvalue())["id"]
     # docs/custom-networks.md Example 1: the regression network file with its MSE loss
     model = train(dataset_id, str(EXAMPLES / "regression_mse.py"), name="r", epochs=1, batch_size=8,
                   jobs_dir=jobs, seed=1, network_params={"width": 4})
+    return {"root": root, "jobs": jobs, "dataset_id": dataset_id, "model": model}
+
+
+def test_image_regression_cli_and_api_to_regression_view(regression, capsys):
+    from digits_core import infer, open_dataset
+
+    tmp_path, jobs, model = regression["root"], regression["jobs"], regression["model"]
+    with open_dataset(regression["dataset_id"], jobs_dir=jobs) as ds:
+        assert ds.label_kind == "regression" and ds.userdata["target_names"] == ["bright", "dark"]
     # CLI inference on a list file with true values: the regression view's JSON
     (tmp_path / "val.txt").write_text("imgs/b03.png 0.3913,0.6087\nimgs/b20.png 0.8696,0.1304\n")
     assert digits(["--jobs-dir", jobs, "infer", "--model", model.id, str(tmp_path / "val.txt"), "--json"]) == 0
@@ -98,20 +113,50 @@ def test_image_regression_cli_and_api_to_regression_view(tmp_path, capsys):
         _stored_result_of_the_form(client, token, model.id, form, web)
 
 
+@pytest.mark.browser
+def test_regression_results_page_fits_a_phone(regression, chromium):
+    """The regression view's results page, from the model page's plugin form, fits 375 px (issue 27)."""
+    from browser_support import assert_fits_a_phone
+    from live_server import running_server
+
+    root, model = regression["root"], regression["model"]
+    errors: list[str] = []
+    with running_server(regression["jobs"], log_dir=root) as server:  # data root: root, the server's folder
+        page = chromium.new_context(viewport={"width": 1280, "height": 900}).new_page()
+        page.set_default_timeout(180_000)  # only the bound after which a wait on page state fails
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto(f"{server.url}/models/{model.id}")
+        page.check("input[name=input_mode][value=plugin]")
+        page.fill("#infer-form [name=targets_file]", str(root / "targets.csv"))
+        page.fill("#infer-form [name=list_root]", str(root / "imgs"))
+        page.click("#infer-button")
+        page.wait_for_selector("#results")
+        assert re.search(rf"/models/{model.id}/inference/[0-9a-f-]+$", page.url.split("#")[0]), page.url
+        assert page.locator(".dvg-sample").count() == 24
+        assert_fits_a_phone(page, "the regression results page", screenshot="regression-results-375")
+        page.context.close()
+    assert not errors, errors
+
+
 def _stored_result_of_the_form(client, token, model_id, form, api):
     """*Test the model* with the plugin's form: stored, served at its GET URL, a reload runs and stores nothing."""
+    def stored():
+        return client.get(f"/models/{model_id}.json").get_json()["inference_results"]
+
+    before = len(stored())  # the module's browser test may have stored one already
     resp = client.post(f"/models/{model_id}/infer", data={"csrf_token": token, "view_id": "regression",
                                                           "input_mode": "plugin", **form})
     assert resp.status_code == 303, resp.get_data(as_text=True)[:2000]
     url = resp.headers["Location"]
     assert re.fullmatch(rf"(http://localhost)?/models/{model_id}/inference/[0-9a-f-]+", url), url
-    listed = client.get(f"/models/{model_id}.json").get_json()["inference_results"]
-    assert [r["url"] for r in listed] == [url.removeprefix("http://localhost")] and listed[0]["samples"] == 24
+    listed = stored()
+    assert len(listed) == before + 1 and listed[0]["url"] == url.removeprefix("http://localhost")  # newest first
+    assert listed[0]["samples"] == 24
     pages = [re.sub(r'nonce="[^"]+"', 'nonce=""', client.get(url).get_data(as_text=True)) for _ in range(2)]
     assert pages[0] == pages[1]  # a reload shows the same results (each page has its own CSP nonce)
     assert pages[0].count('class="dvg-sample"') == 24 and "dvg-mae" in pages[0]
     assert "inputs <span class=\"break\">the data plugin&#39;s inference form</span>" in pages[0]
-    assert len(client.get(f"/models/{model_id}.json").get_json()["inference_results"]) == 1  # the reload stored nothing
+    assert len(stored()) == before + 1  # the reload ran and stored nothing
     stored = client.get(url, headers={"Accept": "application/json"}).get_json()
     assert stored["results"] == api["results"] and stored["html"] == api["html"]  # what the API answers for the same
 
