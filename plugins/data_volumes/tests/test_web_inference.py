@@ -1,8 +1,8 @@
 """*Test a volume* on a real ``digits serve`` in headless Chromium, with the session's trained ``unet3d``.
 
-The model page's form sends a NIfTI file and its label by server path; the stored result page shows the
-``volume`` view (the slider and keys change the slice, the overlay is the predicted label) with Dice and
-HD95, and its NIfTI download carries the source's affine. A 2-D picture and a label of another shape
+The model page's form sends a NIfTI file and its label by server path, then uploads both; the stored
+result page shows the ``volume`` view (the slider and keys change the slice, the overlay is the
+predicted label) with Dice and HD95, and its NIfTI download carries the source's affine. A 2-D picture and a label of another shape
 are refused on their fields.
 """
 
@@ -85,5 +85,16 @@ def test_test_a_volume_shows_the_view_and_downloads_nifti_with_the_source_affine
             result, original = nib.load(str(tmp_path / "seg.nii.gz")), nib.load(str(source))
             assert np.array_equal(result.affine, original.affine) and result.shape == original.shape
             assert server.get(href.replace("heart_001_seg", "model")).status == 404  # only the listed files
+
+            scores = page.inner_text(".volume-scores")
+            page.goto(server.url + f"/models/{model.name}")  # uploads: image and label share a file name
+            page.check('input[name=input_mode][value="upload"]')
+            page.set_input_files("#infer-images", str(source))
+            page.set_input_files("#infer-label-file", str(truth))
+            with page.expect_navigation():
+                page.click("#infer-button")
+            page.wait_for_function("document.querySelector('.volume-view').dataset.ready === '1'")
+            assert page.inner_text(".volume-scores") == scores  # the same case scored the same way
+            assert "inputs heart_001.nii.gz" in page.inner_text("#result-facts")
         finally:
             page.close()
