@@ -206,7 +206,7 @@ def _infer(job):
                     "data_roots": current_app.config["DIGITS_DATA_ROOTS"],
                     "max_errors": request.form.get("max_errors") or None}
     if volume:  # unet3d / unet2.5d: a whole volume in, its label volume out
-        from .volume_inference import infer_volume_from_form
+        from .volume_inference import infer_volume_from_form  # volume models only
 
         return infer_volume_from_form(job, view_cls.get_title(), view_config,
                                       _plugin_form_values(job) if mode == "plugin" else None,
@@ -231,7 +231,7 @@ def _infer(job):
 
 def _plugin_form_values(job) -> dict:
     """The posted values of the dataset plugin's inference form, validated, uploads saved (their paths)."""
-    from ..contract import inference_form
+    from ..contract import inference_form  # as the view's config_form: contract helpers load on use
     from ..plugin_registry import registry
     from .forms_render import dataset_userdata
 

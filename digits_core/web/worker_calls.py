@@ -80,8 +80,8 @@ def _do_infer_volume(request: dict) -> dict:
     ``fields`` maps the errors of the source (``"input"``) and of its ground truth (``"label"``) to the web
     form's fields, so each shows on its own field.
     """
-    from ..engine.volume_infer import VolumeSourceError, infer_volume
-    from ..inference.volume_report import volume_cases
+    from ..engine.volume_infer import VolumeSourceError, infer_volume  # loads TensorFlow: in the worker only
+    from ..inference.volume_report import volume_cases  # the view plugin's registry: in the worker only
 
     fields = request.get("fields") or {}
     sources = list(request.get("inputs") or ())
