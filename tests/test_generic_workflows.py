@@ -2,7 +2,9 @@
 
 Each workflow goes through the CLI (``digits dataset create`` and ``digits
 infer``, in process) and the Python API on real files, a real LMDB and real
-TensorFlow training.
+TensorFlow training. The regression and image-output models are module fixtures in one jobs folder:
+the browser test runs both from their model pages on one ``digits serve`` and checks their results
+pages at 375 px.
 """
 
 from __future__ import annotations
@@ -60,7 +62,13 @@ def _brightness_images(folder, n=24, size=8):
 
 
 @pytest.fixture(scope="module")
-def regression(tmp_path_factory):
+def shared_jobs(tmp_path_factory):
+    """One jobs folder for the module's fixtures' jobs, so that one ``digits serve`` shows them all."""
+    return str(tmp_path_factory.mktemp("shared") / "jobs")
+
+
+@pytest.fixture(scope="module")
+def regression(tmp_path_factory, shared_jobs):
     """An image-regression dataset made by ``digits dataset create`` and a 1-epoch model of Example 1."""
     import contextlib
     import io
@@ -68,7 +76,7 @@ def regression(tmp_path_factory):
     from digits_core import train
 
     root = tmp_path_factory.mktemp("regression")
-    jobs = str(root / "jobs")
+    jobs = shared_jobs
     rows = _brightness_images(root / "imgs")
     (root / "targets.csv").write_text("\n".join(rows) + "\n")
     out = io.StringIO()
@@ -114,26 +122,41 @@ def test_image_regression_cli_and_api_to_regression_view(regression, capsys):
 
 
 @pytest.mark.browser
-def test_regression_results_page_fits_a_phone(regression, chromium):
-    """The regression view's results page, from the model page's plugin form, fits 375 px (issue 27)."""
+def test_regression_and_image_output_results_pages_fit_a_phone(regression, denoising, shared_jobs, chromium):
+    """The regression and image-output views' results pages, run from the model page, fit 375 px (issue 27)."""
     from browser_support import assert_fits_a_phone
     from live_server import running_server
 
-    root, model = regression["root"], regression["model"]
     errors: list[str] = []
-    with running_server(regression["jobs"], log_dir=root) as server:  # data root: root, the server's folder
+    with running_server(shared_jobs, extra_args=["--data-root", str(regression["root"]),
+                                          "--data-root", str(denoising["root"])]) as server:
         page = chromium.new_context(viewport={"width": 1280, "height": 900}).new_page()
         page.set_default_timeout(180_000)  # only the bound after which a wait on page state fails
         page.on("pageerror", lambda exc: errors.append(str(exc)))
-        page.goto(f"{server.url}/models/{model.id}")
-        page.check("input[name=input_mode][value=plugin]")
-        page.fill("#infer-form [name=targets_file]", str(root / "targets.csv"))
-        page.fill("#infer-form [name=list_root]", str(root / "imgs"))
-        page.click("#infer-button")
-        page.wait_for_selector("#results")
-        assert re.search(rf"/models/{model.id}/inference/[0-9a-f-]+$", page.url.split("#")[0]), page.url
+
+        def run(model, fill):
+            page.goto(f"{server.url}/models/{model.id}")
+            fill()
+            page.click("#infer-button")
+            page.wait_for_selector("#results")
+            assert re.search(rf"/models/{model.id}/inference/[0-9a-f-]+$", page.url.split("#")[0]), page.url
+
+        def targets_form():
+            page.check("input[name=input_mode][value=plugin]")
+            page.fill("#infer-form [name=targets_file]", str(regression["root"] / "targets.csv"))
+            page.fill("#infer-form [name=list_root]", str(regression["root"] / "imgs"))
+
+        run(regression["model"], targets_form)
         assert page.locator(".dvg-sample").count() == 24
         assert_fits_a_phone(page, "the regression results page", screenshot="regression-results-375")
+
+        def pairs_list():
+            page.check("input[name=input_mode][value=path]")
+            page.fill("#infer-path", str(denoising["root"] / "pairs.txt"))
+
+        run(denoising["model"], pairs_list)
+        assert page.locator(".dvg-target").count() == 2
+        assert_fits_a_phone(page, "the image-output results page", screenshot="image-output-results-375")
         page.context.close()
     assert not errors, errors
 
@@ -203,31 +226,46 @@ def test_numpy_arrays_from_memory_train_and_infer(tmp_path):
     assert "x.npy" in result.to_html()
 
 
-def test_image_processing_denoising_cli_and_api_to_image_output_view(tmp_path, capsys):
-    from digits_core import infer, open_dataset, train
+@pytest.fixture(scope="module")
+def denoising(tmp_path_factory, shared_jobs):
+    """An image-processing dataset of noisy/clean pairs made by ``digits dataset create``, a 2-epoch image2image model."""
+    import contextlib
+    import io
 
+    from digits_core import train
+
+    root = tmp_path_factory.mktemp("denoising")
     rng = np.random.default_rng(0)
     for folder in ("noisy", "clean"):
-        (tmp_path / folder).mkdir()
+        (root / folder).mkdir()
     for i in range(16):
         clean = np.zeros((16, 16, 3), np.uint8)
         clean[4 + i % 6:10 + i % 6, 3:12] = (200, 120, 40)
         noisy = np.clip(clean + rng.normal(0, 25, clean.shape), 0, 255).astype(np.uint8)
-        Image.fromarray(noisy).save(tmp_path / "noisy" / f"{i:02d}.png")
-        Image.fromarray(clean).save(tmp_path / "clean" / f"{i:02d}.png")
-    jobs = str(tmp_path / "jobs")
-    assert digits(["--jobs-dir", jobs, "dataset", "create", "image-processing", "--name", "denoise", "--json",
-                   "--feature-folder", str(tmp_path / "noisy"), "--label-folder", str(tmp_path / "clean"),
-                   "--width", "16", "--height", "16", "--val-percent", "25"]) == 0
-    dataset_id = json.loads(capsys.readouterr().out)["id"]
-    with open_dataset(dataset_id, jobs_dir=jobs) as ds:
+        Image.fromarray(noisy).save(root / "noisy" / f"{i:02d}.png")
+        Image.fromarray(clean).save(root / "clean" / f"{i:02d}.png")
+    (root / "pairs.txt").write_text("noisy/00.png clean/00.png\nnoisy/05.png clean/05.png\n")
+    jobs = shared_jobs
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert digits(["--jobs-dir", jobs, "dataset", "create", "image-processing", "--name", "denoise", "--json",
+                       "--feature-folder", str(root / "noisy"), "--label-folder", str(root / "clean"),
+                       "--width", "16", "--height", "16", "--val-percent", "25"]) == 0
+    dataset_id = json.loads(out.getvalue())["id"]
+    model = train(dataset_id, None, name="denoise", epochs=2, batch_size=4, jobs_dir=jobs, loss="mae", seed=0)
+    return {"root": root, "jobs": jobs, "dataset_id": dataset_id, "model": model}
+
+
+def test_image_processing_denoising_cli_and_api_to_image_output_view(denoising, capsys):
+    from digits_core import infer, open_dataset
+
+    tmp_path, jobs, model = denoising["root"], denoising["jobs"], denoising["model"]
+    with open_dataset(denoising["dataset_id"], jobs_dir=jobs) as ds:
         assert ds.label_kind == "image" and ds.label_shape == (16, 16, 3) and ds.label_dtype == "float32"
         features, targets = ds.read_all("val")
         assert targets.max() <= 1.0 and features.dtype == np.uint8
-    model = train(dataset_id, None, name="denoise", epochs=2, batch_size=4, jobs_dir=jobs, loss="mae", seed=0)
     info = json.loads((model.path / "model.json").read_text())
     assert info["task"] == "image-to-image" and info["network"] == "image2image"
-    (tmp_path / "pairs.txt").write_text("noisy/00.png clean/00.png\nnoisy/05.png clean/05.png\n")
     assert digits(["--jobs-dir", jobs, "infer", "--model", model.id, str(tmp_path / "pairs.txt"), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["view"] == "image-output" and report["view_summary"]["summary"]["labelled"] == 2
