@@ -29,7 +29,8 @@ def inference_context(store, job) -> dict:
     ctx["task"] = model.get("task")
     ctx["default_view"] = DEFAULT_VIEWS.get(model.get("task") or "classification", "image-classification")
     ctx["first_metrics"] = FIRST_METRICS.get(model.get("task") or "", "loss")
-    ctx["volume"] = model.get("kind") == "volume"  # unet3d / unet2.5d: "Test a volume" (web/volume_inference.py)
+    # unet3d / unet2.5d: "Test a volume" (web/volume_inference.py) once the trained model is saved
+    ctx["volume"] = model.get("kind") == "volume" and (job.path / model.get("model_file", "model.keras")).is_file()
     if ctx["volume"]:
         ctx["volume_view_title"] = _volume_view_title()
     dataset_id = job.data.get("dataset_id")
