@@ -2,8 +2,8 @@
 
 The model page's form sends a NIfTI file and its label by server path, then uploads both; the stored
 result page shows the ``volume`` view (the slider and keys change the slice, the overlay is the
-predicted label) with Dice and HD95, and its NIfTI download carries the source's affine. A 2-D picture and a label of another shape
-are refused on their fields.
+predicted label) with Dice and HD95, and its NIfTI download carries the source's affine. A path
+outside the data roots, a 2-D picture and a label of another shape are refused on their fields.
 """
 
 from __future__ import annotations
@@ -57,6 +57,8 @@ def test_test_a_volume_shows_the_view_and_downloads_nifti_with_the_source_affine
         try:
             page.goto(server.url + f"/models/{model.name}")
             assert page.inner_text("#volume-input legend") == "Test a volume"
+            _submit(page, "/etc/hostname")  # outside the data roots: refused before the worker sees it
+            assert "is outside the server's data roots" in page.inner_text("#infer-path + .field-error")
             _submit(page, str(picture))  # a 2-D picture: refused on the path field, the value kept
             assert "is a 2-D image; a volume network needs a 3-D volume" in page.inner_text(
                 "#infer-path + .field-error")
