@@ -121,9 +121,9 @@ class VolumeIngestion(DataIngestion):
             DatasetError: At inference: a volume is inferred whole, not as entries of the 2-D runner.
         """
         if self.is_inference_db:
-            raise DatasetError(f"{self.get_id()}: a volume model segments whole volumes: use `digits infer --model "
-                               "ID FILE.nii.gz|SERIES_FOLDER` or `--dicomweb-series UID` (Python: "
-                               "digits_core.engine.volume_infer.infer_volume)")
+            raise DatasetError(f"{self.get_id()}: a volume model segments whole volumes: use its page's Test a "
+                               "volume, `digits infer --model ID FILE.nii.gz|SERIES_FOLDER` or `--dicomweb-series "
+                               "UID` (Python: digits_core.engine.volume_infer.infer_volume)")
         if self._entries is None:
             self._entries = self._plan()
         return list(self._entries.get(stage, []))
