@@ -57,6 +57,7 @@ def test_test_a_volume_shows_the_view_and_downloads_nifti_with_the_source_affine
         try:
             page.goto(server.url + f"/models/{model.name}")
             assert page.inner_text("#volume-input legend") == "Test a volume"
+            browser_support.assert_fits_a_phone(page, "a volume model's page")
             _submit(page, "/etc/hostname")  # outside the data roots: refused before the worker sees it
             assert "is outside the server's data roots" in page.inner_text("#infer-path + .field-error")
             _submit(page, str(picture))  # a 2-D picture: refused on the path field, the value kept
@@ -80,6 +81,7 @@ def test_test_a_volume_shows_the_view_and_downloads_nifti_with_the_source_affine
             page.dispatch_event(".volume-slider", "input")
             assert _state(page) == (1, int(label[1].sum())) and first[0] != 1
             assert errors == []  # the stored fragment's script runs under the server's CSP
+            browser_support.assert_fits_a_phone(page, "a volume result page")
 
             href = page.get_attribute("#result-files a.result-file", "href")
             assert href.endswith("/files/heart_001_seg.nii.gz")
