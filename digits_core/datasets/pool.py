@@ -47,10 +47,15 @@ logger = logging.getLogger("digits_core.datasets")
 _PR_SET_PDEATHSIG = 1
 
 
-def mp_context():
-    """The multiprocessing context for workers: fork unless TensorFlow is loaded here."""
+def mp_context(allow_fork: bool = True):
+    """The multiprocessing context for workers: fork unless TensorFlow is loaded here (or ``allow_fork`` is off).
+
+    Args:
+        allow_fork: False for callers that start a pool while other threads of theirs may hold locks
+            (a forked child inherits them held); forkserver starts each worker from a clean process.
+    """
     methods = multiprocessing.get_all_start_methods()
-    if "fork" in methods and "tensorflow" not in sys.modules:
+    if allow_fork and "fork" in methods and "tensorflow" not in sys.modules:
         return multiprocessing.get_context("fork")
     _forget_phantom_main()
     if "forkserver" in methods:

@@ -80,7 +80,9 @@ def _encoded(plugin: Any, entries: list, workers: int) -> Iterator[tuple]:
     from .pool import mp_context  # worker processes only for a stage of several cases
 
     workers = min(workers, len(entries))
-    with mp_context().Pool(workers, initializer=_set_plugin, initargs=(plugin,)) as pool:
+    # Not forked: a pool per stage is started while the progress bars' monitor thread runs, and a forked
+    # worker can inherit a lock that thread holds (builds hung with an idle pool under load).
+    with mp_context(allow_fork=False).Pool(workers, initializer=_set_plugin, initargs=(plugin,)) as pool:
         # at most one case per worker ahead of the writer (``imap`` would queue every finished case here)
         pending: deque = deque()
         for entry in entries:
