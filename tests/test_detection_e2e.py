@@ -227,8 +227,11 @@ def test_detection_pages_and_results_fit_a_phone(trained, chromium):
         def measure(name):
             page.evaluate("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
             width = page.evaluate("document.documentElement.scrollWidth")
-            if width > 375:
-                wide[name] = width
+            if width > 375:  # what sticks out, and a picture of it, for whoever reads the failure
+                wide[name] = (width, page.evaluate(
+                    "[...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right > 376)"
+                    ".slice(0, 5).map(e => e.tagName + '.' + e.className + ' ' + Math.round(e.getBoundingClientRect().right))"))
+                page.screenshot(path=str(ARTIFACTS / f"detection-wide-{len(wide)}-375.png"), full_page=True)
 
         for url in (f"/datasets/{dataset_id}", f"/datasets/{dataset_id}/explore", f"/models/{job.id}", result):
             page.goto(url if url.startswith("http") else server.url + url)
