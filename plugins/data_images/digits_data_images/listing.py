@@ -120,18 +120,14 @@ def read_list_file(path: str, root: str | None = None) -> list[tuple[str, int]]:
     """
     base = root or os.path.dirname(os.path.abspath(path))
     items = []
-    for number, text in list_lines(path):
-        parts = text.rsplit(None, 1)
-        # Never quote the line: a list file given by mistake (or malice) may hold secrets.
-        if len(parts) != 2:
-            raise ValueError(f'{path} line {number}: expected "<path> <integer label>"')
+    for where, first, last in _two_field_lines(path, "<path> <integer label>"):
         try:
-            label = int(parts[1])
+            label = int(last)
         except ValueError:
-            raise ValueError(f"{path} line {number}: the label (last field) is not an integer") from None
+            raise ValueError(f"{where}: the label (last field) is not an integer") from None
         if label < 0:
-            raise ValueError(f"{path} line {number}: label {label} is negative")
-        items.append((str(resolve_in_roots(parts[0], base=base, where=f"{path} line {number}")), label))
+            raise ValueError(f"{where}: label {label} is negative")
+        items.append((str(resolve_in_roots(first, base=base, where=where)), label))
     return items
 
 
@@ -146,13 +142,9 @@ def read_label_file_list(path: str, root: str | None, label_file: str) -> list[t
     """
     base = root or os.path.dirname(os.path.abspath(path))
     items = []
-    for number, text in list_lines(path):
-        parts = text.rsplit(None, 1)
-        if len(parts) != 2:
-            raise ValueError(f'{path} line {number}: expected "<image path> <{label_file}>"')
-        where = f"{path} line {number}"
-        items.append((str(resolve_in_roots(parts[0], base=base, where=where)),
-                      str(resolve_in_roots(parts[1], base=base, where=where))))
+    for where, first, last in _two_field_lines(path, f"<image path> <{label_file}>"):
+        items.append((str(resolve_in_roots(first, base=base, where=where)),
+                      str(resolve_in_roots(last, base=base, where=where))))
     return items
 
 
@@ -182,3 +174,17 @@ def seeded_shuffle(items: Iterable, seed: int, key: str = "") -> list:
     out = sorted(items)
     random.Random(f"{seed}:{key}").shuffle(out)
     return out
+
+
+def _two_field_lines(path: str, expected: str):
+    """Yield ``(where, first, last)`` for each ``<first> <last>`` line of a list file (``where`` names the line).
+
+    Raises:
+        ValueError: A line without two fields (named by number; never quoted: a list file given by
+            mistake, or malice, may hold secrets).
+    """
+    for number, text in list_lines(path):
+        parts = text.rsplit(None, 1)
+        if len(parts) != 2:
+            raise ValueError(f'{path} line {number}: expected "{expected}"')
+        yield f"{path} line {number}", parts[0], parts[1]
