@@ -320,8 +320,11 @@ def test_abort_and_resume_training(server, page):
     page.wait_for_selector("#resume")  # the page reloads when the job ends
     shot(page, "13-model-aborted")
     before = int(page.evaluate("document.getElementById('charts').dataset.points"))
-    page.click("#resume")
-    page.wait_for_function(f"() => document.getElementById('charts').dataset.points > {before}", timeout=120000)
+    with page.expect_navigation():  # Resume posts, then the page reloads: wait on the new page, not the old
+        page.click("#resume")
+    # The predicate also runs while the new page is still parsing, before #charts exists.
+    page.wait_for_function(f"() => Number(document.getElementById('charts')?.dataset.points) > {before}",
+                           timeout=120000)
     job = store.get(created["id"])
     assert job.status.value in ("Running", "Waiting")
     server["app"].extensions["digits"]["scheduler"].abort(job.id)
