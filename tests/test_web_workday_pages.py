@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 
 import pytest
@@ -87,7 +88,7 @@ def test_stored_results_are_listed_newest_first_served_and_deleted(app, client, 
     (results_dir(job) / ".writing-20990101-000000-abcdef").mkdir()  # a write in progress is never listed
     assert sorted(p.name for p in results_dir(job).iterdir() if not p.name.startswith(".")) == sorted([older, newer])
     listed = client.get(f"/models/{job.id}.json").get_json()["inference_results"]
-    assert [r["id"] for r in listed] == sorted([older, newer], reverse=True)
+    assert [r["id"] for r in listed] == [newer, older]  # stored within one second too
     page = client.get(f"/models/{job.id}").get_data(as_text=True)
     assert page.index(f'data-result-id="{listed[0]["id"]}"') < page.index(f'data-result-id="{listed[1]["id"]}"')
     shown = client.get(f"/models/{job.id}/inference/{older}")
@@ -102,3 +103,32 @@ def test_stored_results_are_listed_newest_first_served_and_deleted(app, client, 
     gone = client.post(f"/models/{job.id}/inference/{older}/delete", data={"csrf_token": token})
     assert gone.status_code == 303 and not (results_dir(job) / older).exists()
     assert client.get(f"/models/{job.id}/inference/{older}").status_code == 404
+
+
+def test_a_model_keeps_its_newest_results_and_prunes_the_rest(app, client):
+    """Storing past ``DIGITS_KEEP_RESULTS`` deletes the oldest; 0 keeps all; a dead server's leftovers go."""
+    from digits_core.web.inference_results import results_dir, store_result
+
+    jobs = app.extensions["digits"]["jobs_dir"]
+    job = Job.create("model", "m", jobs_dir=jobs, dataset_id="gone", train_options={"network": "lenet"})
+    record = {"view_id": "image-classification", "view_title": "Classification", "fragments": {}, "samples": 0}
+    app.config["DIGITS_KEEP_RESULTS"] = 3
+    with app.app_context():
+        made = [store_result(job, {**record, "inputs": f"{i}.png"}) for i in range(5)]
+    stored = sorted(p.name for p in results_dir(job).iterdir() if not p.name.startswith("."))
+    assert stored == sorted(made[-3:])  # the newest three stay
+    listed = client.get(f"/models/{job.id}.json").get_json()["inference_results"]
+    assert [r["inputs"] for r in listed] == ["4.png", "3.png", "2.png"]
+    stale = results_dir(job) / ".writing-20000101-000000-abcdef"
+    stale.mkdir()
+    os.utime(stale, (0, 0))  # left by a server that died mid-write, long ago
+    fresh = results_dir(job) / ".writing-20990101-000000-abcdef"
+    fresh.mkdir()  # a write in progress right now
+    app.config["DIGITS_KEEP_RESULTS"] = 0
+    with app.app_context():
+        made.append(store_result(job, record))
+    assert len([p for p in results_dir(job).iterdir() if not p.name.startswith(".")]) == 4
+    assert not stale.exists() and fresh.exists()
+    assert "keeps the newest" not in client.get(f"/models/{job.id}").get_data(as_text=True)
+    app.config["DIGITS_KEEP_RESULTS"] = 4
+    assert "keeps the newest 4" in client.get(f"/models/{job.id}").get_data(as_text=True)

@@ -61,6 +61,9 @@ def register(subparsers) -> None:
                         help="the Ray cluster for --executor ray (default: $DIGITS_RAY_ADDRESS)")
     parser.add_argument("--max-upload-mb", type=float, default=64, metavar="MB",
                         help="largest accepted upload (default: 64 MB)")
+    parser.add_argument("--keep-results", type=int, default=50, metavar="N",
+                        help="stored inference results each model keeps; storing one more deletes the oldest "
+                             "(default: 50; 0 keeps all)")
     parser.add_argument("--debug", action="store_true", help="Flask debug mode (never on a shared network)")
     parser.set_defaults(handler=run)
 
@@ -103,6 +106,9 @@ def run(args) -> int:
               "this port can create jobs and run code (custom networks).", file=sys.stderr)
     if not args.session_idle_minutes > 0:
         raise ConfigurationError("--session-idle-minutes must be a positive number of minutes.")
+    if args.keep_results < 0:
+        raise ConfigurationError(f"--keep-results {args.keep_results}: give a number of results to keep, "
+                                 "or 0 to keep them all.")
     if args.port <= 0 or args.port > 65535:
         raise ConfigurationError(f"--port {args.port} is not a valid port number.")
     _outbound_settings(args)
@@ -116,7 +122,7 @@ def run(args) -> int:
     app = create_app(args.jobs_dir, auth_token=token, max_dataset_jobs=args.max_dataset_jobs, scheduler=scheduler,
                      max_training_jobs=args.max_training_jobs, max_upload_bytes=int(args.max_upload_mb * 1024 * 1024),
                      allowed_hosts=allowed_hosts(args.host, args.allowed_host), data_roots=_data_roots(args.data_root),
-                     session_idle_minutes=args.session_idle_minutes)
+                     session_idle_minutes=args.session_idle_minutes, keep_results=args.keep_results)
     scheduler = app.extensions["digits"]["scheduler"]
     url_host = "localhost" if args.host in ("127.0.0.1", "0.0.0.0", "::") else args.host
     print(f"DIGITS is serving {app.extensions['digits']['jobs_dir']} at http://{url_host}:{args.port}/ "

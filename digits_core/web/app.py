@@ -18,6 +18,7 @@ from ..jobs import JobStore
 from ..paths import resolve_roots
 from . import request_guard, security
 from .helpers import wants_json  # noqa: F401 - also importable from here, as before
+from .inference_results import DEFAULT_KEEP_RESULTS
 from .login import DEFAULT_IDLE_MINUTES, LoginState
 
 logger = logging.getLogger(__name__)
@@ -33,7 +34,7 @@ def create_app(jobs_dir=None, auth_token: str | None = None, *, scheduler=None, 
                max_upload_bytes: int = DEFAULT_MAX_UPLOAD, secret_key: str | None = None,
                testing: bool = False, inference_timeout: float = 600.0,
                allowed_hosts: Iterable[str] | None = None, data_roots: Iterable[str] | None = None,
-               session_idle_minutes: float = DEFAULT_IDLE_MINUTES) -> Flask:
+               session_idle_minutes: float = DEFAULT_IDLE_MINUTES, keep_results: int = DEFAULT_KEEP_RESULTS) -> Flask:
     """Build the web UI.
 
     Args:
@@ -65,6 +66,9 @@ def create_app(jobs_dir=None, auth_token: str | None = None, *, scheduler=None, 
             :mod:`digits_core.paths`.
         session_idle_minutes: A login session unused this long expires (see
             :mod:`digits_core.web.login`).
+        keep_results: Stored inference results each model keeps (config
+            ``DIGITS_KEEP_RESULTS``): storing one more deletes the oldest
+            beyond it; 0 keeps them all.
 
     Returns:
         The Flask app; ``app.extensions["digits"]`` holds ``jobs_dir``,
@@ -88,6 +92,7 @@ def create_app(jobs_dir=None, auth_token: str | None = None, *, scheduler=None, 
         DIGITS_AUTH_TOKEN=auth_token or None,
         DIGITS_INFERENCE_TIMEOUT=float(inference_timeout),
         DIGITS_DATA_ROOTS=[str(r) for r in resolve_roots(data_roots, root)],
+        DIGITS_KEEP_RESULTS=int(keep_results),
     )
     app.jinja_env.autoescape = True
     csrf.init_app(app)

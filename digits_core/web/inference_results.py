@@ -6,7 +6,8 @@ visualizations when asked for. They are written to ``<job>/inference/results/<id
 hidden temporary folder that is renamed into place, so a listed result is always complete. The form's
 POST answers ``303 See Other`` to ``/models/<job>/inference/<id>``: the page is bookmarkable and a reload
 shows it again instead of running the model again. The model page lists them, newest first, each with
-*Delete*.
+*Delete*. A model keeps its newest ``DIGITS_KEEP_RESULTS`` results (``digits serve --keep-results``,
+default 50; 0 keeps all): storing one more deletes the oldest beyond that.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from flask import (
     abort,
     current_app,
     flash,
+    has_app_context,
     jsonify,
     redirect,
     render_template,
@@ -41,6 +43,10 @@ bp = Blueprint("inference_results", __name__, url_prefix="/models")
 #: A result id: ``YYYYMMDD-HHMMSS-xxxxxx`` (sorts by time, as job ids do).
 RESULT_ID = re.compile(r"^\d{8}-\d{6}-[0-9a-f]{6}$")
 RESULT_FILE = "result.json"
+#: Results a model keeps when the app does not say (``create_app(keep_results=...)``).
+DEFAULT_KEEP_RESULTS = 50
+#: A hidden write folder older than this was left by a server that died mid-write.
+_STALE_WRITE_S = 24 * 3600
 
 
 def _ext():
@@ -52,8 +58,8 @@ def results_dir(job) -> Path:
     return job.path / "inference" / "results"
 
 
-def store_result(job, record: dict, files: list | None = None) -> str:
-    """Write one run's results atomically and return its id.
+def store_result(job, record: dict, files: list | None = None, keep: int | None = None) -> str:
+    """Write one run's results atomically, prune the oldest beyond ``keep``, and return its id.
 
     Args:
         job: The model job.
@@ -61,6 +67,8 @@ def store_result(job, record: dict, files: list | None = None) -> str:
             ``notes``, ``skipped``, ``visualizations``, ``inputs``, ``samples``).
         files: Files the run wrote (a volume's NIfTI and DICOM-SEG): moved into the result's folder,
             listed in the record's ``files`` and downloaded from :func:`download`.
+        keep: How many results the model keeps, this one included (0: all). Default: the app's
+            ``DIGITS_KEEP_RESULTS``, or :data:`DEFAULT_KEEP_RESULTS` outside an app.
     """
     root = results_dir(job)
     root.mkdir(parents=True, exist_ok=True)
@@ -80,7 +88,52 @@ def store_result(job, record: dict, files: list | None = None) -> str:
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+    if keep is None:
+        keep = current_app.config.get("DIGITS_KEEP_RESULTS", DEFAULT_KEEP_RESULTS) if has_app_context() \
+            else DEFAULT_KEEP_RESULTS
+    prune_results(job, keep)
     return result_id
+
+
+def prune_results(job, keep: int) -> list[str]:
+    """Delete a model's oldest results beyond the newest ``keep`` (0: keep all), and write folders a dead
+    server left behind; return the ids deleted.
+
+    A result is renamed to a hidden folder before it is removed, so the list never shows half a result.
+    """
+    root = results_dir(job)
+    if not root.is_dir():
+        return []
+    stored = _newest_first(root)
+    doomed = stored[keep:] if keep > 0 else []
+    for folder in doomed:
+        hidden = root / f".deleting-{folder.name}"
+        try:
+            os.rename(folder, hidden)
+        except OSError:
+            continue  # deleted by another request meanwhile
+        shutil.rmtree(hidden, ignore_errors=True)
+    for interrupted in root.glob(".deleting-*"):  # a delete a dead server did not finish
+        shutil.rmtree(interrupted, ignore_errors=True)
+    now = time.time()
+    for leftover in root.glob(".writing-*"):
+        try:
+            if now - leftover.stat().st_mtime > _STALE_WRITE_S:
+                shutil.rmtree(leftover, ignore_errors=True)
+        except OSError:
+            pass
+    return [folder.name for folder in doomed]
+
+
+def _newest_first(root: Path) -> list[Path]:
+    """The result folders under ``root``, newest first: an id names its second, the folder's time orders
+    results stored within one second."""
+    def age(folder: Path):
+        try:
+            return folder.name[:15], folder.stat().st_mtime_ns
+        except OSError:
+            return folder.name[:15], 0
+    return sorted((p for p in root.iterdir() if RESULT_ID.match(p.name)), key=age, reverse=True)
 
 
 def _folder(job, result_id: str) -> Path:
@@ -105,7 +158,7 @@ def list_results(job) -> list[dict]:
     if not root.is_dir():
         return []
     listed = []
-    for folder in sorted((p for p in root.iterdir() if RESULT_ID.match(p.name)), key=lambda p: p.name, reverse=True):
+    for folder in _newest_first(root):
         try:
             with open(folder / RESULT_FILE, encoding="utf-8") as handle:
                 record = json.load(handle)
