@@ -1,5 +1,6 @@
 #!/bin/sh
-# Build the DIGITS Core container image without a registry of images (make test-container):
+# Build the DIGITS Core container image without a registry of images (tests/test_container_run.py,
+# in make test and make test-container, runs this first):
 #
 #   1. a Debian base root filesystem from Debian's packages (mmdebstrap), imported into podman
 #      as $DIGITS_BASE_IMAGE (default localhost/digits-base:bookworm; kept, built once);
@@ -25,9 +26,14 @@ started=$(date +%s)
 
 if ! $PODMAN image exists "$BASE"; then
     echo "build-container: base root filesystem ($SUITE) with mmdebstrap..." >&2
-    mmdebstrap --quiet --variant=apt --include=python3,python3-venv "$SUITE" "$WORK/base.tar"
-    $PODMAN import --quiet "$WORK/base.tar" "$BASE" >/dev/null
-    rm -f "$WORK/base.tar"
+    # Streamed into podman import, no tarball on disk; a failed mmdebstrap leaves no base behind.
+    { mmdebstrap --quiet --variant=apt --include=python3,python3-venv "$SUITE" - || touch "$WORK/failed"; } \
+        | $PODMAN import --quiet - "$BASE" >/dev/null || touch "$WORK/failed"
+    if [ -e "$WORK/failed" ]; then
+        $PODMAN image rm -f "$BASE" >/dev/null 2>&1 || true
+        echo "build-container: mmdebstrap or podman import failed; no base image kept" >&2
+        exit 1
+    fi
     echo "build-container: base $BASE imported after $(( $(date +%s) - started )) s" >&2
 fi
 

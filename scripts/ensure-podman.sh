@@ -1,5 +1,5 @@
 #!/bin/sh
-# Make sure podman, runc and mmdebstrap exist for the container test (make test-container).
+# Make sure podman, runc and mmdebstrap exist for the container test (make test, make test-container).
 # Installs Debian's packages with apt-get when one is missing and we run as root (CI's fresh
 # machine; about a minute here); otherwise says what to do. Never fails: without podman,
 # tests/test_container_run.py skips itself and says why.

@@ -2,7 +2,7 @@
 
 No image is built here: hadolint checks the Dockerfile, and the command the image runs is checked to refuse a
 non-loopback bind without a token. The image is built (podman on an mmdebstrap base, no image registry) and run
-by ``make test-container``: ``tests/test_container_run.py``.
+by ``tests/test_container_run.py`` (in ``make test`` where podman can run, and ``make test-container``).
 """
 
 from __future__ import annotations
