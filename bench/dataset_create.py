@@ -217,7 +217,7 @@ import json, sys, time
 marks = {"start": time.time()}
 import digits_core.cli as cli
 marks["imports"] = time.time()
-from digits_core.plugin_registry import registry
+from digits_core.plugins.registry import registry
 registry.data_ingestions()
 marks["plugin discovery"] = time.time()
 import digits_core.datasets.create as create

@@ -53,7 +53,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from digits_core.datasets import create_dataset, open_dataset
-    from digits_core.plugin_registry import registry
+    from digits_core.plugins.registry import registry
     from digits_core.sources import upload_tree
     from digits_core.sources.s3_testing import local_s3_server
 

@@ -14,6 +14,9 @@ from __future__ import annotations
 import importlib
 
 from . import phase_marks  # noqa: F401  (first: marks the interpreter's start-up when DIGITS_PHASE_LOG is set)
+from .deprecated import install_module_aliases
+
+install_module_aliases()  # the plugin system's and job store's old flat module names, until plugin API 2.0
 
 __version__ = "0.1.0"
 #: Version (major, minor) of the plugin contract: interfaces, hooks, entry-point groups, userdata keys.
@@ -34,10 +37,10 @@ from .errors import (  # noqa: E402
     PluginNotFoundError,
     TrainingError,
 )
-from .hookspecs import hookimpl  # noqa: E402
 from .interfaces import STAGES, TEST, TRAIN, VAL, DataIngestion, View  # noqa: E402
 from .jobs import Job, JobLock, JobLockedError, JobStatus, JobStore, is_job_alive  # noqa: E402
-from .plugin_registry import PluginRecord, PluginRegistry, registry  # noqa: E402
+from .plugins.hookspecs import hookimpl  # noqa: E402
+from .plugins.registry import PluginRecord, PluginRegistry, registry  # noqa: E402
 
 # Names provided by modules that are imported on first access (PEP 562), so
 # that `import digits_core` never pulls in TensorFlow. Each later feature

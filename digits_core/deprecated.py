@@ -15,9 +15,15 @@ Turn them into errors while testing a plugin::
 
 from __future__ import annotations
 
+import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
 import logging
+import sys
 import warnings
 from dataclasses import dataclass
+from types import ModuleType
 
 logger = logging.getLogger("digits_core.plugins")
 
@@ -61,5 +67,60 @@ RESERVED_USERDATA_KEY = Deprecation(
     ),
 )
 
+MOVED_MODULE = Deprecation(
+    name="moved-module",
+    since=(1, 1),
+    removal=(2, 0),
+    message=(
+        "{old} moved to {new} (the plugin system and the job store are packages now); the old name stops "
+        "working in plugin API 2.0. Import {new} instead."
+    ),
+)
+
+#: Old dotted module name -> its new home. Importing an old name warns (:data:`MOVED_MODULE`) and gives
+#: the new module itself (one module object under both names, so state such as the registry is shared).
+MOVED_MODULES: dict[str, str] = {
+    "digits_core.plugin_check": "digits_core.plugins.check",
+    "digits_core.plugin_clashes": "digits_core.plugins.clashes",
+    "digits_core.plugin_discovery": "digits_core.plugins.discovery",
+    "digits_core.plugin_hooks": "digits_core.plugins.hooks",
+    "digits_core.plugin_path_audit": "digits_core.plugins.path_audit",
+    "digits_core.plugin_registry": "digits_core.plugins.registry",
+    "digits_core.contract": "digits_core.plugins.contract",
+    "digits_core.hookspecs": "digits_core.plugins.hookspecs",
+    "digits_core.testing": "digits_core.plugins.testing",
+}
+
+
+class _MovedModuleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Answers the old names of :data:`MOVED_MODULES` with the moved modules (installed by ``digits_core``)."""
+
+    def __init__(self) -> None:
+        self._own_specs: dict[str, importlib.machinery.ModuleSpec | None] = {}
+
+    def find_spec(self, fullname: str, path: object = None, target: object = None) -> importlib.machinery.ModuleSpec | None:
+        if fullname not in MOVED_MODULES:
+            return None
+        return importlib.util.spec_from_loader(fullname, self)
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
+        new = MOVED_MODULES[spec.name]
+        # 1 is Deprecation.warn, 2 this method; warnings skips the import system's frames above it itself
+        MOVED_MODULE.warn(stacklevel=3, old=spec.name, new=new)
+        module = importlib.import_module(new)
+        self._own_specs[new] = module.__spec__
+        return module
+
+    def exec_module(self, module: ModuleType) -> None:
+        # the import system pointed the moved module's __spec__ at the old name's spec: put its own back
+        module.__spec__ = self._own_specs.get(module.__name__, module.__spec__)
+
+
+def install_module_aliases() -> None:
+    """Make the old names of :data:`MOVED_MODULES` importable (idempotent; ``import digits_core`` calls it)."""
+    if not any(isinstance(finder, _MovedModuleFinder) for finder in sys.meta_path):
+        sys.meta_path.append(_MovedModuleFinder())
+
+
 #: Every deprecation in force, for documentation and tests.
-DEPRECATIONS: tuple[Deprecation, ...] = (RESERVED_USERDATA_KEY,)
+DEPRECATIONS: tuple[Deprecation, ...] = (RESERVED_USERDATA_KEY, MOVED_MODULE)

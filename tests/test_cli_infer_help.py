@@ -8,8 +8,8 @@ import pytest
 
 from digits_core import registry
 from digits_core.cli import main as digits
-from digits_core.contract import inference_form
 from digits_core.forms import option_name, user_fields
+from digits_core.plugins.contract import inference_form
 
 
 def _groups(capsys) -> dict[tuple, set]:

@@ -27,7 +27,7 @@ from digits._translate import feature_to_core, form_class, label_to_core, view_i
 from digits_core.datasets.records import DeclaredLabel
 from digits._userdata import Userdata
 from digits_core import DataIngestion, View
-from digits_core.plugin_registry import ENTRY_POINT_GROUPS
+from digits_core.plugins.registry import ENTRY_POINT_GROUPS
 
 
 # -- a DIGITS 6 style plugin, written as DIGITS 6 plugins are --------------------------------------
@@ -305,7 +305,7 @@ def test_forms_are_classes_for_the_core():
     assert dataset_form(meta={"csrf": False}).size.description == "Side in pixels"  # tooltip → CLI/web help
     instance_form = Gradients(size=4, count=1).get_inference_form()  # an instance method, as in DIGITS 6
     assert isinstance(instance_form, type) and issubclass(instance_form, GradientInferenceForm)
-    from digits_core.contract import inference_form
+    from digits_core.plugins.contract import inference_form
 
     for userdata in (None, {"size": 5, "count": 2}):  # `digits infer --help` has no dataset; the web has one
         form = inference_form(Gradients, userdata)(meta={"csrf": False})
@@ -319,7 +319,7 @@ def test_missing_dataset_form_values_take_their_defaults():
 
 
 def test_dataset_built_by_the_core_is_hwc_regression(tmp_path):
-    from digits_core.testing import build_dataset
+    from digits_core.plugins.testing import build_dataset
 
     dataset = build_dataset(Gradients, {"size": 6, "count": 4}, jobs_dir=tmp_path / "jobs")
     assert dataset.count("train") == 4 and dataset.count("val") == 2
@@ -364,7 +364,7 @@ class Blobs(DataIngestionInterface):
 
 
 def test_masks_and_flat_palette_become_a_core_segmentation_dataset(tmp_path):
-    from digits_core.testing import build_dataset
+    from digits_core.plugins.testing import build_dataset
 
     dataset = build_dataset(Blobs, {}, jobs_dir=tmp_path / "jobs")
     assert dataset.label_kind == "mask" and tuple(dataset.feature_shape()) == (5, 7, 1)
@@ -375,7 +375,7 @@ def test_masks_and_flat_palette_become_a_core_segmentation_dataset(tmp_path):
 
 
 def test_contract_checker_passes_a_digits6_plugin():
-    from digits_core.testing import check_plugin
+    from digits_core.plugins.testing import check_plugin
 
     report = check_plugin(Gradients, form_values={"size": 6, "count": 2})
     assert report.ok, report
@@ -524,7 +524,7 @@ def test_load_image_converts_modes_and_names_missing_files(tmp_path):
 
 
 def test_digits6_plugin_errors_name_the_plugin_and_method():
-    from digits_core.contract import create_view
+    from digits_core.plugins.contract import create_view
     from digits_core.errors import PluginCodeError
 
     with pytest.raises(PluginCodeError, match=r'plugin "compat-unit-arrows" failed in View.__init__: KeyError'):

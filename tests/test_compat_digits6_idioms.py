@@ -27,7 +27,7 @@ from digits import utils
 from digits.extensions.data.interface import DataIngestionInterface
 from digits.utils import constants, override, subclass
 from digits_core.datasets import open_dataset
-from digits_core.testing import build_dataset, registered
+from digits_core.plugins.testing import build_dataset, registered
 
 from flask.ext.wtf import Form  # noqa: E402  (served by digits6-compat, as for DIGITS 6 plugins)
 
@@ -194,7 +194,7 @@ def test_a_float_story_label_is_stored_raw_never_as_boxes(words, tmp_path):
     _, labels = dataset.read_batch("train", 0, 4)
     assert labels.shape == (4, 1, 3, words) and labels[3].min() == 3.0
 
-    from digits_core.plugin_check import WARNING, check_plugin
+    from digits_core.plugins.check import WARNING, check_plugin
 
     report = check_plugin(Stories)  # passes, and says the story label was stored raw for want of a kind
     warned = [c for c in report.checks if c.status == WARNING]
@@ -216,7 +216,7 @@ def test_a_float_story_label_is_stored_raw_never_as_boxes(words, tmp_path):
 
 def test_plugin_check_warns_when_a_core_plugins_undeclared_label_falls_back_to_raw():
     from digits_core import DataIngestion
-    from digits_core.plugin_check import WARNING, check_plugin
+    from digits_core.plugins.check import WARNING, check_plugin
 
     class Pairs(DataIngestion):
         """A core plugin: an integer N×2 array is no known kind (a float 1-D would be regression)."""
@@ -298,7 +298,7 @@ def test_views_translations_one_by_one():
 
 
 def test_a_digits6_view_gets_chw_scores_a_flat_palette_and_python2_dicts(segmentation_view):
-    from digits_core.contract import create_view
+    from digits_core.plugins.contract import create_view
     from digits_core.inference.model import DatasetMeta
     from digits_core.inference.report import render_fragments, run_view, view_static_files
     from digits_core.templating import CSP_NONCE_PLACEHOLDER
@@ -326,7 +326,7 @@ def test_a_digits6_view_gets_chw_scores_a_flat_palette_and_python2_dicts(segment
 
 def test_an_offline_report_inlines_the_static_files_a_template_links(segmentation_view, caplog):
     """The header links /digits/extension-static/.../app.js and /extension-static/.../app.css: a file has no server."""
-    from digits_core.contract import create_view
+    from digits_core.plugins.contract import create_view
     from digits_core.inference.model import DatasetMeta
     from digits_core.inference.report import render_html, run_view
     from digits_core.inference.report_links import inline_static_links

@@ -17,7 +17,7 @@ import pytest
 import digits  # noqa: F401  (installs flask.ext.wtf)
 from digits.extensions.data.interface import DataIngestionInterface
 from digits.utils import constants, override, subclass
-from digits_core.testing import build_dataset
+from digits_core.plugins.testing import build_dataset
 
 from flask.ext.wtf import Form  # noqa: E402  (served by digits6-compat, as for DIGITS 6 plugins)
 

@@ -192,7 +192,7 @@ class _Stories(DataIngestion):
 
 
 def test_a_dataset_of_raw_labels_keeps_their_kind_and_shape(tmp_path):
-    from digits_core.testing import build_dataset
+    from digits_core.plugins.testing import build_dataset
 
     dataset = build_dataset(_Stories, {}, jobs_dir=tmp_path)
     assert (dataset.label_kind, dataset.label_dtype, dataset.label_shape) == ("raw", "float32", (3, 5))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from digits_core.testing import build_dataset
+from digits_core.plugins.testing import build_dataset
 
 pytestmark = pytest.mark.slow  # TensorFlow
 

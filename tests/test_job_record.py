@@ -112,7 +112,7 @@ def test_a_built_dataset_writes_only_declared_keys(jobs_dir):
     from synthetic_plugins import SyntheticShapes
 
     from digits_core.job_record import DatasetRecord
-    from digits_core.testing import build_dataset
+    from digits_core.plugins.testing import build_dataset
 
     dataset = build_dataset(SyntheticShapes, {"count": 4, "val_count": 2, "size": 8}, jobs_dir=jobs_dir)
     info = json.loads((dataset.path / "dataset.json").read_text())

@@ -29,9 +29,10 @@ LAYERS: dict[str, int] = {
     # 1 job store
     "digits_core.jobs": 1, "digits_core.job_lock": 1, "digits_core.job_record": 1, "digits_core.job_status": 1,
     "digits_core.job_model": 1, "digits_core.job_sweep": 1,
-    # 2 plugin system: the contract plugins import (the package itself, interfaces, hooks, registry, forms)
-    "digits_core": 2, "digits_core.interfaces": 2, "digits_core.hookspecs": 2, "digits_core.contract": 2,
-    "digits_core.forms": 2, "digits_core.plugin_": 2, "digits_core.testing": 2, "digits_core.scaffold": 2,
+    # 2 plugin system: the contract plugins import (the package itself, interfaces, forms) and plugins/
+    # (hookspecs, discovery, registry, hooks, clashes, contract, check, the testing kit)
+    "digits_core": 2, "digits_core.interfaces": 2, "digits_core.forms": 2, "digits_core.plugins": 2,
+    "digits_core.scaffold": 2,
     # 3 data: datasets (build, read), volume helpers, sweeps and tuning plans
     "digits_core.datasets": 3, "digits_core.volumes": 3, "digits_core.sweep": 3, "digits_core.tuning": 3,
     # 4 training engine

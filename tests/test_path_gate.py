@@ -201,7 +201,7 @@ def test_plugin_check_warns_about_a_plugin_that_reads_past_the_gate(tmp_path):
 
     from digits_core import DataIngestion
     from digits_core.paths import open_in_roots, resolve_in_roots
-    from digits_core.testing import check_plugin
+    from digits_core.plugins.testing import check_plugin
 
     root, outside = tmp_path / "root", tmp_path / "outside"
     root.mkdir()

@@ -4,8 +4,8 @@ import numpy as np
 from wtforms import Form, IntegerField
 
 from digits_core import DataIngestion
-from digits_core.plugin_check import spread
-from digits_core.testing import check_plugin
+from digits_core.plugins.check import spread
+from digits_core.plugins.testing import check_plugin
 
 
 class _Files(DataIngestion):

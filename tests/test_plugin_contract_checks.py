@@ -1,5 +1,5 @@
 """The plugin contract caught where mistakes are made: load-time checks, forms as class or instance,
-reserved names, one-line errors from plugin code, `digits plugin check` / digits_core.testing."""
+reserved names, one-line errors from plugin code, `digits plugin check` / digits_core.plugins.testing."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ import pytest
 from wtforms import Form, IntegerField, StringField
 
 from digits_core import DataIngestion, PluginCodeError, PluginLoadError, PluginRegistry, View
-from digits_core.contract import create_view, inference_form, strip_reserved
 from digits_core.deprecated import DigitsDeprecationWarning
 from digits_core.forms import add_form_arguments, validate_values
-from digits_core.testing import check_plugin
+from digits_core.plugins.contract import create_view, inference_form, strip_reserved
+from digits_core.plugins.testing import check_plugin
 
 
 class CountForm(Form):
@@ -188,7 +188,7 @@ def test_check_plugin_reports_a_label_contradicting_its_declared_kind():
 
 
 def test_testing_kit_builds_a_dataset_in_process(tmp_path):
-    from digits_core.testing import build_dataset
+    from digits_core.plugins.testing import build_dataset
 
     dataset = build_dataset(Squares, {"count": 5}, jobs_dir=tmp_path)
     assert dataset.count("train") == 5 and dataset.feature_shape() == (4, 4, 1)

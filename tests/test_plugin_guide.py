@@ -138,7 +138,7 @@ def check_output(expected: str, output: str, where: str) -> None:
 
 def check_toml_excerpt(text: str, where: str) -> None:
     """The excerpt parses and declares DIGITS entry points as ``module:attribute`` or modules."""
-    from digits_core.plugin_registry import ENTRY_POINT_GROUPS
+    from digits_core.plugins.registry import ENTRY_POINT_GROUPS
 
     data = tomllib.loads(text)
     groups = data["project"]["entry-points"]

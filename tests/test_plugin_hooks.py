@@ -1,7 +1,7 @@
 """Every hook of the pip-installed sample plugin is called, with the arguments its hookspec documents.
 
 The sample plugin's hooks module (``tests/sample_plugins/basic/digits_sample_basic/hooks.py``)
-implements every hook of ``digits_core/hookspecs.py``, each accepting every
+implements every hook of ``digits_core/plugins/hookspecs.py``, each accepting every
 documented argument and recording its calls. :data:`HOOK_TESTS` maps each
 hook to the test proving it called; the meta-tests at the bottom fail when a
 hookspec is added without a test here or without documentation (as
@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from digits_core import hookspecs, registry
+from digits_core import registry
 from digits_core.jobs import Job, JobStatus
+from digits_core.plugins import hookspecs
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -37,7 +38,7 @@ HOOK_TESTS = {
 
 
 def hookspec_names() -> list[str]:
-    """Names of the hooks declared in ``digits_core/hookspecs.py``."""
+    """Names of the hooks declared in ``digits_core/plugins/hookspecs.py``."""
     return sorted(name for name, obj in vars(hookspecs).items()
                   if name.startswith("digits_") and callable(obj) and hasattr(obj, f"{hookspecs.PROJECT_NAME}_spec"))
 

@@ -12,7 +12,7 @@ def _by_name(records, distribution):
 
 
 def test_installed_plugin_is_found_through_its_entry_points(sample_plugin_paths, list_plugins):
-    from digits_core import hookspecs
+    from digits_core.plugins import hookspecs
 
     listed = [r for r in list_plugins(pythonpath=[sample_plugin_paths["basic"]])
               if r["distribution"] == "digits-sample-basic"]

@@ -7,7 +7,7 @@ import types
 import pytest
 
 from digits_core import PluginRegistry, hookimpl
-from digits_core.hookspecs import hookspec
+from digits_core.plugins.hookspecs import hookspec
 
 
 @pytest.fixture

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from wtforms import Form, StringField
 
-from digits_core import DataIngestion, PluginLoadError, PluginNotFoundError, PluginRegistry, View, hookimpl, hookspecs
+from digits_core import DataIngestion, PluginLoadError, PluginNotFoundError, PluginRegistry, View, hookimpl
+from digits_core.plugins import hookspecs
 
 
 class _Form(Form):

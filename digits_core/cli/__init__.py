@@ -80,7 +80,7 @@ class _HeldWarnings(logging.Handler):
     def __init__(self):
         super().__init__()
         self.records: list[logging.LogRecord] = []
-        from ..plugin_registry import logger
+        from ..plugins.registry import logger
 
         self.logger = logger
         self.logger.addHandler(self)

@@ -145,7 +145,7 @@ class _ProgressBars:
 def run_create(args) -> int:
     """Validate the plugin's form values, build the dataset, print a summary."""
     from ..forms import form_values_from_namespace
-    from ..plugin_registry import registry
+    from ..plugins.registry import registry
 
     if args.show_help or not args.plugin_id:
         args.create_parser.print_help()

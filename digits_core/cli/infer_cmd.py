@@ -74,9 +74,9 @@ def _add_plugin_form_options(parser, argv: list[str] | None = None) -> dict[str,
     dataset (a DIGITS 6 plugin reading its data in ``__init__``) is left out
     quietly: its options come with ``--model``.
     """
-    from ..contract import inference_form, needs_instance
     from ..forms import add_form_arguments, user_fields
-    from ..plugin_registry import registry
+    from ..plugins.contract import inference_form, needs_instance
+    from ..plugins.registry import registry
 
     model_plugin, model_userdata = _model_dataset(argv or [])
 

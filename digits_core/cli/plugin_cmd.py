@@ -103,12 +103,12 @@ def run_new(args) -> int:
 
 
 def run_check(args) -> int:
-    """Run :func:`digits_core.testing.check_plugin` on an installed plugin and print the report."""
+    """Run :func:`digits_core.plugins.testing.check_plugin` on an installed plugin and print the report."""
     import sys
 
     from ..errors import FormValidationError
-    from ..plugin_registry import registry
-    from ..testing import check_plugin
+    from ..plugins.registry import registry
+    from ..plugins.testing import check_plugin
     from .output import print_json
 
     kind, sep, plugin_id = args.plugin_id.partition(":")
@@ -147,8 +147,8 @@ def _warn_if_id_taken(kind: str, plugin_id: str, digits6: bool = False) -> None:
     """Warn when an installed plugin of the same kind already uses ``plugin_id`` (they would clash)."""
     import sys
 
-    from ..plugin_discovery import DISABLE_ENV  # (as the registry below)
-    from ..plugin_registry import registry
+    from ..plugins.discovery import DISABLE_ENV  # (as the registry below)
+    from ..plugins.registry import registry
 
     try:
         installed = registry.data_ingestions() if kind == "data" else registry.views()

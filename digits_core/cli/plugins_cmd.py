@@ -22,7 +22,7 @@ def run(args) -> int:
     """Print the plugin records."""
     import logging
 
-    from ..plugin_registry import registry
+    from ..plugins.registry import registry
 
     # The listing shows each failure itself; the loader's warnings would repeat them.
     logging.getLogger("digits_core.plugins").setLevel(logging.ERROR)

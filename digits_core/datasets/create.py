@@ -84,7 +84,7 @@ def create_dataset_job(plugin_id: str, form_data: Mapping[str, Any] | None = Non
             invalid (a :class:`~digits_core.errors.DatasetError`; declared in :mod:`.options`).
     """
     from ..forms import validate_values
-    from ..plugin_registry import registry
+    from ..plugins.registry import registry
 
     plugin_cls = registry.get_data_ingestion(plugin_id)
     values = validate_values(plugin_cls.get_dataset_form(), form_data or {},
@@ -169,7 +169,7 @@ def run_dataset_job(job: Job, *, workers: int | None = None, progress: Callable[
         KeyboardInterrupt: Interrupted (Ctrl-C, or a signal turned into it);
             the job ends Aborted, nothing is published.
     """
-    from ..plugin_registry import registry
+    from ..plugins.registry import registry
     from .volume_build import VolumeBuild, is_volume_plugin  # it subclasses _Build: a module-level import would cycle
 
     try:
@@ -244,7 +244,7 @@ class _Build:
             if isinstance(exc, (DigitsError, KeyboardInterrupt)):
                 raise
             raise self._as_error(exc) from exc
-        from ..plugin_registry import registry
+        from ..plugins.registry import registry
 
         registry.call_hook("digits_dataset_created", dataset=Dataset(final, job_path=job.path))
         return job
@@ -282,7 +282,7 @@ class _Build:
     # -- steps -----------------------------------------------------------------
 
     def _make_plugin(self):
-        from ..plugin_registry import registry
+        from ..plugins.registry import registry
 
         plugin_cls = registry.get_data_ingestion(self.plugin_id)
         try:
@@ -333,7 +333,7 @@ class _Build:
                             timing=timing)
 
     def _plugin_version(self) -> str | None:
-        from ..plugin_registry import registry
+        from ..plugins.registry import registry
 
         for record in registry.records(check_templates=False):  # compiling templates is not needed here
             if record.kind == "data" and record.id == self.plugin_id:

@@ -32,7 +32,7 @@ from ..job_model import update_model_record
 from ..job_record import ModelRecord
 from ..jobs import Job, JobStatus
 from ..phase_marks import mark
-from ..plugin_registry import registry
+from ..plugins.registry import registry
 from . import jobio
 from .distribute import make_strategy
 from .loop import ABORT_FLAGS, AbortSignal, TrainingLoop

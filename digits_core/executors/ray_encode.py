@@ -62,7 +62,7 @@ def _encode_task(plugin_id: str, plugin_box: list, roots: tuple | None, start: i
     node = ray.get_runtime_context().get_node_id()
     ref = plugin_box[0]  # boxed: Ray resolves a bare ref before this runs, i.e. before the check below
     if _worker_plugin[0] != ref.hex():
-        from ..plugin_registry import registry
+        from ..plugins.registry import registry
 
         try:
             registry.get_data_ingestion(plugin_id)

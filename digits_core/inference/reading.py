@@ -179,9 +179,9 @@ def inference_plugin(plugin_id: str, userdata: dict, form_data: dict | None,
         InferenceError: Values given to a plugin without an inference form.
         FormValidationError: A value the form refuses (on its field).
     """
-    from ..contract import inference_form, plugin_code, strip_reserved
     from ..forms import validate_values
-    from ..plugin_registry import registry
+    from ..plugins.contract import inference_form, plugin_code, strip_reserved
+    from ..plugins.registry import registry
 
     plugin = registry.get_data_ingestion(plugin_id)
     userdata = strip_reserved("data", userdata, plugin_id)

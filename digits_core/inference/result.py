@@ -99,8 +99,8 @@ class InferenceResult:
             if not self.view_id:
                 raise InferenceError(f'No view renders "{self.model.task}" models by default; choose one with '
                                      "--view (see `digits plugins`).")
-            from ..contract import create_view
-            from ..plugin_registry import registry
+            from ..plugins.contract import create_view
+            from ..plugins.registry import registry
             from .report import run_view
 
             view_class = registry.get_view(self.view_id)

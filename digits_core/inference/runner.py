@@ -57,7 +57,7 @@ def _finish_inference(instance: DataIngestion | None, plugin_id: str | None, sam
     """Let the data plugin act on the results (:meth:`DataIngestion.finish_inference`); return its notes."""
     if instance is None:
         return []
-    from ..contract import plugin_code
+    from ..plugins.contract import plugin_code
 
     with plugin_code(plugin_id or type(instance).__name__, "finish_inference"):
         message = instance.finish_inference(samples)
@@ -69,7 +69,7 @@ _validated_configs: dict[tuple, dict] = {}
 
 def _view_config(view_id: str | None, config: dict | None) -> dict:
     """Validate view options with the view's config form (memoized per view class and options)."""
-    from ..plugin_registry import registry
+    from ..plugins.registry import registry
 
     try:
         key = (registry.get_view(view_id) if view_id else None, tuple(sorted((config or {}).items())))
@@ -90,9 +90,9 @@ def _validate_view_config(view_id: str | None, config: dict | None) -> dict:
         if config:
             raise InferenceError("View options were given but no view renders this model; choose one with --view.")
         return {}
-    from ..contract import config_form
     from ..forms import validate_values
-    from ..plugin_registry import registry
+    from ..plugins.contract import config_form
+    from ..plugins.registry import registry
 
     view_class = registry.get_view(view_id)
     form = config_form(view_class)

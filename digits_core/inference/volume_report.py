@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..engine import jobio
-from ..plugin_registry import registry
+from ..plugins.registry import registry
 from ..templating import render_plugin_template
 
 

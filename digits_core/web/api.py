@@ -44,7 +44,7 @@ def csrf_token():
 @bp.get("/plugins")
 def plugins():
     """What ``digits plugins --all --json`` prints."""
-    from ..plugin_registry import registry
+    from ..plugins.registry import registry
 
     return jsonify([r.to_dict() for r in registry.records(include_disabled=True)])
 

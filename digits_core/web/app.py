@@ -134,7 +134,7 @@ def create_app(jobs_dir=None, auth_token: str | None = None, *, scheduler=None, 
     _register_errors(app)
     _register_template_helpers(app)
 
-    from ..plugin_registry import registry
+    from ..plugins.registry import registry
 
     registry.check_templates()  # the server renders plugin templates: a broken one is listed failed from the start
     try:

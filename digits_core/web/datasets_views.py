@@ -23,7 +23,7 @@ def _ext():
 
 
 def _ingestion(plugin_id: str):
-    from ..plugin_registry import registry
+    from ..plugins.registry import registry
 
     return registry.get_data_ingestion(plugin_id)
 

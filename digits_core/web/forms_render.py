@@ -41,7 +41,7 @@ def render_source(source: str | None, context: dict | None, **extra: Any) -> Mar
 
 def _plugin_of(function, method: str) -> str | None:
     """The id of the loaded plugin whose ``method`` is ``function`` (to name it in an error)."""
-    from ..plugin_registry import registry
+    from ..plugins.registry import registry
 
     try:
         for cls in (*registry.data_ingestions().values(), *registry.views().values()):
@@ -94,7 +94,7 @@ def form_from_request(form_class, request, prefix: str | None = None):
 
 def blank_form(form_class, values: dict | None = None):
     """A form showing defaults, or pre-filled from saved values (clone); ``form_class`` may be an instance."""
-    from ..contract import form_class as _form_class
+    from ..plugins.contract import form_class as _form_class
 
     form_class = _form_class(form_class)
     if values:

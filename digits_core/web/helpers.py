@@ -167,7 +167,7 @@ def new_dataset_menu() -> list[tuple[str, list[tuple[str, str]]]]:
     brings most of the category's plugins (the bundled image plugins among "Images"), then the
     specialised ones (a PACS source, one public data set), each part by title.
     """
-    from ..plugin_registry import registry
+    from ..plugins.registry import registry
 
     distribution = {r.id: r.distribution for r in registry.records() if r.kind == "data"}
     groups: dict[str, list[tuple[str, str]]] = {}

@@ -242,7 +242,7 @@ def delete_selected() -> Response:
 @bp.get("/plugins")
 def plugins() -> str:
     """Every plugin discovery found (as ``digits plugins --all``)."""
-    from ..plugin_registry import registry
+    from ..plugins.registry import registry
 
     return render_template("plugins.html", records=[r.to_dict() for r in registry.records(include_disabled=True)])
 

@@ -174,7 +174,7 @@ def list_results(job) -> list[dict]:
 @bp.get("/<job_id>/inference/<result_id>")
 def show(job_id: str, result_id: str):
     """A stored results page (``Accept: application/json``: the record, as the form's JSON twin answers)."""
-    from ..plugin_registry import registry  # as in the other views: the registry is loaded on first use
+    from ..plugins.registry import registry  # as in the other views: the registry is loaded on first use
 
     job = _ext()["store"].get(job_id, kind="model")
     record = load_result(job, result_id)

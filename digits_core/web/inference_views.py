@@ -43,7 +43,7 @@ def _ext():
 
 
 def _view_class(view_id: str):
-    from ..plugin_registry import registry
+    from ..plugins.registry import registry
 
     return registry.get_view(view_id)
 
@@ -52,7 +52,7 @@ def _view_class(view_id: str):
 def view_config(job_id: str):
     """The chosen view's config form, as an HTML fragment (``?view_id=``)."""
     _ext()["store"].get(job_id, kind="model")
-    from ..contract import config_form
+    from ..plugins.contract import config_form
 
     cls = _view_class(request.args.get("view_id", ""))
     form_class = config_form(cls)
@@ -188,7 +188,7 @@ def _infer(job):
     view_id = "volume" if volume else request.form.get("view_id", "")
     view_cls = _view_class(view_id)
     view_config = {}
-    from ..contract import config_form
+    from ..plugins.contract import config_form
 
     form_class = config_form(view_cls)
     if form_class is not None:
@@ -231,8 +231,8 @@ def _infer(job):
 
 def _plugin_form_values(job) -> dict:
     """The posted values of the dataset plugin's inference form, validated, uploads saved (their paths)."""
-    from ..contract import inference_form  # as the view's config_form: contract helpers load on use
-    from ..plugin_registry import registry
+    from ..plugins.contract import inference_form  # as the view's config_form: contract helpers load on use
+    from ..plugins.registry import registry
     from .forms_render import dataset_userdata
 
     ds_job = _ext()["store"].get(job.data.get("dataset_id"), kind="dataset")

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..contract import inference_form, template_method
 from ..errors import DigitsError
+from ..plugins.contract import inference_form, template_method
 from .forms_render import blank_form, dataset_userdata, render_plugin_form
 from .helpers import read_json
 
@@ -40,7 +40,7 @@ def inference_context(store, job) -> dict:
     except DigitsError:
         pass
     if ds_job is not None:
-        from ..plugin_registry import registry
+        from ..plugins.registry import registry
 
         try:
             cls = registry.get_data_ingestion(ds_job.data.get("plugin_id"))
@@ -55,7 +55,7 @@ def inference_context(store, job) -> dict:
 
 
 def _volume_view_title() -> str:
-    from ..plugin_registry import registry  # as inference_context: the registry loads on first use
+    from ..plugins.registry import registry  # as inference_context: the registry loads on first use
 
     try:
         return registry.get_view("volume").get_title()

@@ -278,7 +278,7 @@ def render_model_page(job: Job, *, infer_errors: dict | None = None, infer_value
 
 
 def _views():
-    from ..plugin_registry import registry
+    from ..plugins.registry import registry
 
     return sorted((vid, cls.get_title()) for vid, cls in registry.views().items())
 

@@ -20,7 +20,7 @@ bp = Blueprint("plugin_static", __name__)
 @bp.get("/plugins/view/<plugin_id>/static/<path:filename>")
 def view_static(plugin_id: str, filename: str):
     """One static file of a view plugin."""
-    from ..plugin_registry import registry
+    from ..plugins.registry import registry
 
     try:
         view_class = registry.get_view(plugin_id)
@@ -49,7 +49,7 @@ def data_static(plugin_id: str, filename: str):
     import inspect
     from pathlib import Path
 
-    from ..plugin_registry import registry
+    from ..plugins.registry import registry
 
     try:
         cls = registry.get_data_ingestion(plugin_id)

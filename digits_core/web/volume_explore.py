@@ -15,7 +15,7 @@ from flask import render_template_string
 from ..datasets.volumes import VolumeStageReader
 from ..errors import DigitsError, FormValidationError
 from ..jobs import Job
-from ..plugin_registry import registry
+from ..plugins.registry import registry
 from ..templating import give_csp_nonce, render_plugin_template
 from .request_guard import csp_nonce
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...errors import FormValidationError, TrainingError
-from ...plugin_registry import registry
+from ...plugins.registry import registry
 from . import builtin
 from .custom import load_network_module
 

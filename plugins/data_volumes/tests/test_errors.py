@@ -97,7 +97,7 @@ def test_plugin_check_checks_volume_pairs(synth, capsys):
 
 def test_plugin_check_names_a_broken_volume_pair():
     from digits_core import Volume
-    from digits_core.plugin_check import _volume_problem
+    from digits_core.plugins.check import _volume_problem
 
     volume = Volume(np.zeros((4, 8, 8, 1), np.float32), (1.0, 1.0, 1.0), np.eye(4), "x")
     assert _volume_problem((volume, np.zeros((4, 8, 8), np.uint8))) is None

@@ -6,7 +6,7 @@ DIGITS Core's own data plugin group, so such a plugin is discovered like
 any other.
 """
 
-from digits_core.plugin_registry import DATA, ENTRY_POINT_GROUPS
+from digits_core.plugins.registry import DATA, ENTRY_POINT_GROUPS
 
 #: Entry-point group of data plugins (``digits.plugins.data``, as in DIGITS 6).
 GROUP = ENTRY_POINT_GROUPS[DATA]

@@ -4,7 +4,7 @@
 class in: DIGITS Core's own view plugin group.
 """
 
-from digits_core.plugin_registry import ENTRY_POINT_GROUPS, VIEW
+from digits_core.plugins.registry import ENTRY_POINT_GROUPS, VIEW
 
 #: Entry-point group of view plugins (``digits.plugins.view``, as in DIGITS 6).
 GROUP = ENTRY_POINT_GROUPS[VIEW]

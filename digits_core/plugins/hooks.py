@@ -1,6 +1,6 @@
 """Plugins into pluggy: class providers, contained hook calls, unknown-hook checks.
 
-Part of the plugin registry (:mod:`digits_core.plugin_registry`). A data or
+Part of the plugin registry (:mod:`digits_core.plugins.registry`). A data or
 view class is registered through a provider implementing its
 ``digits_register_*`` hook; a hook plugin is registered through a proxy whose
 plain implementations are contained (one that raises is logged and skipped);
@@ -19,7 +19,7 @@ from typing import Any
 import pluggy
 
 from . import hookspecs
-from .plugin_discovery import (
+from .discovery import (
     DATA,
     ENTRY_POINT_GROUPS,
     FAILED,
@@ -115,7 +115,7 @@ def add_to_manager(pm: pluggy.PluginManager, record: PluginRecord, obj: Any, ori
         if unknown:
             record.status = FAILED
             record.error = (f"implements unknown hook {', '.join(_with_hints(pm, unknown))}: no such hook in "
-                            "digits_core.hookspecs (see the hook table in docs/writing-plugins.md)")
+                            "digits_core.plugins.hookspecs (see the hook table in docs/writing-plugins.md)")
             pm.unregister(proxy)
         elif not record.hooks and record.status == LOADED:
             record.status, record.error = FAILED, "implements no digits hook (use @digits_core.hookimpl)"

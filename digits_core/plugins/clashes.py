@@ -1,4 +1,4 @@
-"""Which plugin keeps an id two plugins claim (part of :mod:`digits_core.plugin_registry`).
+"""Which plugin keeps an id two plugins claim (part of :mod:`digits_core.plugins.registry`).
 
 A bundled plugin keeps its id unless the newcomer sets ``replaces_bundled =
 True``; an in-process registration with ``replace=True`` wins; two
@@ -8,7 +8,7 @@ failed (or disabled, when replaced on purpose) with a message naming the winner.
 
 from __future__ import annotations
 
-from .plugin_discovery import DATA, DISABLE_ENV, DISABLED, FAILED, VIEW, Origin, PluginRecord, is_bundled
+from .discovery import DATA, DISABLE_ENV, DISABLED, FAILED, VIEW, Origin, PluginRecord, is_bundled
 
 
 def _where(record: PluginRecord) -> str:

@@ -1,5 +1,5 @@
 """The plugin contract checked on a class, in process: what ``digits plugin check`` and
-:func:`digits_core.testing.check_plugin` report.
+:func:`digits_core.plugins.testing.check_plugin` report.
 
 For a data plugin: the load-time check (forms constructible, no reserved
 field names, templates resolvable), the form defaults (or given values)
@@ -20,6 +20,11 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import DigitsError, PluginCodeError
+from ..forms import bind_form, validate_form
+from ..interfaces import STAGES, DataIngestion, View
+from ..paths import confined_to
+from ..templating import render_plugin_template
 from .contract import (
     _plugin_id,
     check_at_load,
@@ -31,12 +36,7 @@ from .contract import (
     reserved_names,
     template_method,
 )
-from .errors import DigitsError, PluginCodeError
-from .forms import bind_form, validate_form
-from .interfaces import STAGES, DataIngestion, View
-from .paths import confined_to
-from .plugin_path_audit import gate_warning, recording_reads
-from .templating import render_plugin_template
+from .path_audit import gate_warning, recording_reads
 
 #: How many entries of each stage :func:`check_plugin` encodes by default.
 DEFAULT_ENTRIES = 3
@@ -134,8 +134,8 @@ def _render(report: CheckReport, name: str, pair: Any, **extra: Any) -> None:
 
 def _volume_problem(pair: tuple) -> str | None:
     """What is wrong with a volume plugin's ``(Volume, label)`` pair (see :mod:`digits_core.datasets.volumes`)."""
-    from .datasets.images import RecordError
-    from .datasets.volumes import check_volume_pair  # volume plugins only (issue 29)
+    from ..datasets.images import RecordError
+    from ..datasets.volumes import check_volume_pair  # volume plugins only (issue 29)
 
     try:
         check_volume_pair(*pair)
@@ -153,8 +153,8 @@ def check_feature(feature: Any, label: Any, plugin_id: str, kind: str | None = N
         plugin_id: The plugin's id, named in the answer.
         kind: The label kind the plugin declares (``DataIngestion.label_kind``).
     """
-    from .datasets.layout import channels_first_problem  # the datasets package loads the job machinery
-    from .datasets.records import RecordError, declared, pack_record
+    from ..datasets.layout import channels_first_problem  # the datasets package loads the job machinery
+    from ..datasets.records import RecordError, declared, pack_record
 
     label, kind = declared(label, kind)
     array = np.asarray(feature) if not hasattr(feature, "fmt") else None
@@ -300,7 +300,7 @@ def _encode_one(plugin: Any, report: CheckReport, stage: str, entry: Any, layout
 
 def _falls_back_to_raw(plugin: Any, label: Any) -> bool:
     """True when ``label`` is stored raw only because nothing declared its kind (the plugin, or its adapter)."""
-    from .datasets.labels import DeclaredLabel, undeclared_kind
+    from ..datasets.labels import DeclaredLabel, undeclared_kind
 
     if isinstance(label, DeclaredLabel):
         return label.kind == "raw" and label.fallback

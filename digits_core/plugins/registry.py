@@ -43,9 +43,9 @@ Loading a plugin imports only its module: plugins must keep heavy imports
 (TensorFlow, pydicom) inside the functions that need them.
 
 The registry is four modules with one job each: this one (the registry and
-hook calls), :mod:`digits_core.plugin_discovery` (records, the environment's
-lists, the entry-point scan, checks of one class), :mod:`digits_core.plugin_hooks`
-(plugins into pluggy) and :mod:`digits_core.plugin_clashes` (id clashes).
+hook calls), :mod:`digits_core.plugins.discovery` (records, the environment's
+lists, the entry-point scan, checks of one class), :mod:`digits_core.plugins.hooks`
+(plugins into pluggy) and :mod:`digits_core.plugins.clashes` (id clashes).
 Their public names are importable from here.
 """
 
@@ -60,13 +60,13 @@ from typing import Any
 
 import pluggy
 
+from ..errors import PluginLoadError, PluginNotFoundError
+from ..interfaces import DataIngestion, View
+from ..job_status import add_status_listener
 from . import hookspecs
+from .clashes import resolve_clashes
 from .contract import check_at_load
-from .errors import PluginLoadError, PluginNotFoundError
-from .interfaces import DataIngestion, View
-from .job_status import add_status_listener
-from .plugin_clashes import resolve_clashes
-from .plugin_discovery import (  # noqa: F401  (re-exported: the registry's public names)
+from .discovery import (  # noqa: F401  (re-exported: the registry's public names)
     BUNDLED_DISTRIBUTIONS,
     DATA,
     DISABLE_ENV,
@@ -91,7 +91,7 @@ from .plugin_discovery import (  # noqa: F401  (re-exported: the registry's publ
     scan_entry_points,
     validate_class,
 )
-from .plugin_hooks import add_to_manager
+from .hooks import add_to_manager
 
 logger = logging.getLogger("digits_core.plugins")
 
@@ -175,7 +175,7 @@ class PluginRegistry:
         """Declare more hooks (``@hookspec`` functions), e.g. for plugins extending other plugins.
 
         Args:
-            module_or_class: A module or class with :data:`digits_core.hookspecs.hookspec`
+            module_or_class: A module or class with :data:`digits_core.plugins.hookspecs.hookspec`
                 marked functions, as pluggy's ``PluginManager.add_hookspecs``.
         """
         with self._lock:
@@ -216,7 +216,7 @@ class PluginRegistry:
         not compile (or imports a missing template) becomes ``failed`` here
         and leaves the lookups. Listing the plugins and the web server (at
         start) call this; a lookup by id does not (start-up of
-        ``digits dataset create``), see :func:`digits_core.contract.check_at_load`.
+        ``digits dataset create``), see :func:`digits_core.plugins.contract.check_at_load`.
         """
         self._ensure_built()
         with self._lock:
@@ -286,7 +286,7 @@ class PluginRegistry:
         and is never blamed on a plugin.
 
         Args:
-            name: Hook name from :mod:`digits_core.hookspecs` (or a spec added
+            name: Hook name from :mod:`digits_core.plugins.hookspecs` (or a spec added
                 with :meth:`add_hookspecs`).
             **kwargs: The hook's arguments (implementations may take fewer).
 
@@ -299,7 +299,7 @@ class PluginRegistry:
         """
         caller = getattr(self._manager().hook, name, None)
         if caller is None or caller.spec is None:
-            raise TypeError(f"call_hook: no hook named {name!r} is declared (see digits_core.hookspecs)")
+            raise TypeError(f"call_hook: no hook named {name!r} is declared (see digits_core.plugins.hookspecs)")
         expected = set(caller.spec.argnames)
         if set(kwargs) != expected:
             missing, extra = sorted(expected - set(kwargs)), sorted(set(kwargs) - expected)

@@ -32,11 +32,11 @@ import logging
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from . import templating  # called as templating.template_problem: tests watch what gets compiled
-from .deprecated import RESERVED_USERDATA_KEY
-from .errors import DigitsError, PluginCodeError
-from .forms import form_class, is_form_class, user_fields  # noqa: F401  (form_class, is_form_class: re-exported)
-from .interfaces import DataIngestion, View
+from .. import templating  # called as templating.template_problem: tests watch what gets compiled
+from ..deprecated import RESERVED_USERDATA_KEY
+from ..errors import DigitsError, PluginCodeError
+from ..forms import form_class, is_form_class, user_fields  # noqa: F401  (form_class, is_form_class: re-exported)
+from ..interfaces import DataIngestion, View
 
 logger = logging.getLogger("digits_core.plugins")
 

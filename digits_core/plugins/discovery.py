@@ -1,11 +1,11 @@
 """What plugin discovery sees: plugin records, the allow/block lists, the entry-point scan.
 
-Part of the plugin registry (:mod:`digits_core.plugin_registry` documents the
+Part of the plugin registry (:mod:`digits_core.plugins.registry` documents the
 whole; names here are re-exported there). This module finds plugins and
 judges each one on its own: loadable, a subclass of the right interface with
 its required methods and a well-formed id, not disabled by the environment.
-Deciding between plugins (id clashes) is :mod:`digits_core.plugin_clashes`;
-wiring them into pluggy is :mod:`digits_core.plugin_hooks`.
+Deciding between plugins (id clashes) is :mod:`digits_core.plugins.clashes`;
+wiring them into pluggy is :mod:`digits_core.plugins.hooks`.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from dataclasses import dataclass, field, fields
 from importlib import metadata
 from typing import Any
 
+from ..errors import PluginLoadError
+from ..interfaces import PLUGIN_ID_PATTERN, DataIngestion, View
 from .contract import check_at_load
-from .errors import PluginLoadError
-from .interfaces import PLUGIN_ID_PATTERN, DataIngestion, View
 
 DATA, VIEW, HOOKS = "data", "view", "hooks"
 #: Entry-point group of each plugin kind.

@@ -2,7 +2,7 @@
 
 ::
 
-    from digits_core.testing import check_plugin, build_dataset
+    from digits_core.plugins.testing import check_plugin, build_dataset
 
     def test_contract():
         report = check_plugin(MyIngestion, form_values={"folder": str(sample_folder)})
@@ -24,10 +24,10 @@
   process (one worker, no entry point needed) and opens it.
 * :func:`registered` registers a class with the shared registry for a
   ``with`` block; the ``digits_jobs_dir`` fixture gives a temporary jobs
-  folder (use it with ``pytest_plugins = ["digits_core.testing"]`` in a
+  folder (use it with ``pytest_plugins = ["digits_core.plugins.testing"]`` in a
   ``conftest.py``, or import the fixture).
 
-The checks themselves live in :mod:`digits_core.plugin_check` (``digits
+The checks themselves live in :mod:`digits_core.plugins.check` (``digits
 plugin check`` uses them too); their public names are importable from here.
 """
 
@@ -38,8 +38,8 @@ import os
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from .interfaces import DataIngestion
-from .plugin_check import (  # noqa: F401  (re-exported: the kit's public names)
+from ..interfaces import DataIngestion
+from .check import (  # noqa: F401  (re-exported: the kit's public names)
     DEFAULT_ENTRIES,
     FAILED,
     OK,
@@ -55,7 +55,7 @@ from .plugin_check import (  # noqa: F401  (re-exported: the kit's public names)
 @contextlib.contextmanager
 def registered(*classes: type) -> Iterator[None]:
     """Register plugin classes with the shared registry for the block (replacing installed ones of the same id)."""
-    from .plugin_registry import registry
+    from .registry import registry
 
     for cls in classes:
         registry.register(cls, replace=True)
@@ -76,7 +76,7 @@ def build_dataset(cls: type[DataIngestion], form_values: Mapping[str, Any] | Non
     Returns:
         The opened :class:`~digits_core.datasets.Dataset`.
     """
-    from .datasets import create_dataset, open_dataset
+    from ..datasets import create_dataset, open_dataset
 
     with registered(cls):
         job = create_dataset(cls.get_id(), dict(form_values or {}), name=name, workers=1, jobs_dir=jobs_dir,
