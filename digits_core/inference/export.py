@@ -48,9 +48,12 @@ from pathlib import Path
 import numpy as np
 
 from .. import __version__
+from ..engine.jobio import model_folder, read_model_info
+from ..engine.volume_infer import is_volume_model
 from ..errors import InferenceError
 from .export_formats import serving_version, write_onnx, write_savedmodel, write_tflite
 from .export_parity import DEFAULT_SAMPLE, parity_report
+from .export_volume import build_volume_export, check_volume_format
 from .model import InferenceModel, load_inference_model
 
 FORMATS = ("savedmodel", "onnx", "tflite", "keras")
@@ -172,31 +175,62 @@ def export_model(model_id, out: str | os.PathLike, *, epoch: int | float | None 
     out = Path(out).expanduser()
     if not out.parent.is_dir():
         raise InferenceError(f"Cannot write {out}: folder {out.parent} does not exist.")
+    if is_volume_model(model_id, jobs_dir):
+        return _export_volume(model_id, out, format, channels_in, parity_sample, allow_mismatch, jobs_dir)
     loaded = load_inference_model(model_id, epoch=epoch, jobs_dir=jobs_dir)
     name = f"{loaded.id}-epoch-{_epoch_tag(loaded.epoch)}"
-    cache_root = Path(loaded.job.path) / EXPORT_DIR
-    cached = cache_root / export_name(loaded.id, loaded.epoch, format, quantize, channels_in)
+    cached = Path(loaded.job.path) / EXPORT_DIR / export_name(loaded.id, loaded.epoch, format, quantize, channels_in)
     fresh = (cached / "info.json").is_file() and cached.stat().st_mtime >= loaded.snapshot.stat().st_mtime
     if fresh and parity_sample and read_parity(cached) is None and channels_in in (None, loaded.feature_shape[2]):
         fresh = False
     if not fresh:
-        cache_root.mkdir(exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=".export-", dir=cache_root))
+        _build_cached(cached, name, lambda folder: build_export_folder(
+            loaded, format, folder, quantize=quantize, channels_in=channels_in, parity_sample=parity_sample),
+                      allow_mismatch)
+    _check_parity(read_parity(cached), allow_mismatch)
+    return _write_archive(cached, name, out)
+
+
+def _export_volume(model_id, out: Path, fmt: str, channels_in: int | None, parity_sample: int | None,
+                   allow_mismatch: bool, jobs_dir) -> Path:
+    """``export_model`` of a volume model (:mod:`~digits_core.inference.export_volume`)."""
+    folder = model_folder(model_id, jobs_dir)
+    info = read_model_info(folder)
+    check_volume_format(fmt, folder.name, str(info.get("network")), channels_in)
+    epochs = info.get("volume", {}).get("epochs", 1)
+    name = f"{folder.name}-epoch-{_epoch_tag(epochs)}"
+    cached = folder / EXPORT_DIR / export_name(folder.name, epochs, fmt)
+    trained = folder / info.get("model_file", "model.keras")
+    fresh = (cached / "info.json").is_file() and trained.is_file() and cached.stat().st_mtime >= trained.stat().st_mtime
+    if not fresh or (parity_sample and fmt == "savedmodel" and read_parity(cached) is None):
+        _build_cached(cached, name, lambda staged: build_volume_export(folder, fmt, staged, parity_sample=parity_sample,
+                                                                       jobs_dir=jobs_dir), allow_mismatch)
+    _check_parity(read_parity(cached), allow_mismatch)
+    return _write_archive(cached, name, out)
+
+
+def _build_cached(cached: Path, name: str, build, allow_mismatch: bool) -> None:
+    """Build an export with ``build(folder)`` in a hidden staging folder and move it to ``cached`` (replacing it).
+
+    A failed parity report (unless ``allow_mismatch``) is raised before anything is published.
+    """
+    cached.parent.mkdir(exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".export-", dir=cached.parent))
+    try:
+        built = build(staging / name)
+        _check_parity(read_parity(built), allow_mismatch)
+        if cached.exists():
+            shutil.rmtree(cached, ignore_errors=True)
         try:
-            built = build_export_folder(loaded, format, staging / name, quantize=quantize, channels_in=channels_in,
-                                        parity_sample=parity_sample)
-            _check_parity(read_parity(built), allow_mismatch)
-            if cached.exists():
-                shutil.rmtree(cached, ignore_errors=True)
-            try:
-                os.replace(staging / name, cached)
-            except OSError:
-                if not (cached / "info.json").is_file():  # not another export finishing first
-                    raise
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
-    else:
-        _check_parity(read_parity(cached), allow_mismatch)
+            os.replace(staging / name, cached)
+        except OSError:
+            if not (cached / "info.json").is_file():  # not another export finishing first
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _write_archive(cached: Path, name: str, out: Path) -> Path:
     # A name of its own per call: two downloads of one epoch at once must not write one temporary file.
     tmp = out.with_name(f".{out.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
     try:

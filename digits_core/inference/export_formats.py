@@ -36,11 +36,12 @@ def serving_version(epoch: int | float) -> int:
     return int(epoch) if float(epoch).is_integer() else int(round(float(epoch) * 1000))
 
 
-def _export_archive(loaded: InferenceModel, serve, signature: list, folder: Path) -> None:
+def export_archive(network, serve, signature: list, folder: Path) -> None:
+    """Write ``serve`` (tracking the Keras ``network`` it calls) as a SavedModel's ``serving_default`` into ``folder``."""
     import keras
 
     archive = keras.export.ExportArchive()
-    archive.track(loaded.model)
+    archive.track(network)
     archive.add_endpoint("serving_default", serve, input_signature=signature)
     archive.write_out(str(folder), verbose=False)
 
@@ -52,12 +53,12 @@ def write_savedmodel(loaded: InferenceModel, folder: Path, channels_in: int | No
     target = folder / "serving" / loaded.id / str(serving_version(loaded.epoch))
     target.parent.mkdir(parents=True)
     serve, signature = serving_function(loaded, channels_in=channels_in)
-    _export_archive(loaded, serve, signature, target)
-    _hard_link_tree(target, folder / "saved_model")
+    export_archive(loaded.model, serve, signature, target)
+    hard_link_tree(target, folder / "saved_model")
     return target
 
 
-def _hard_link_tree(source: Path, dest: Path) -> None:
+def hard_link_tree(source: Path, dest: Path) -> None:
     """Mirror ``source`` at ``dest`` with hard links: both paths are real folders (also once archived, where
     tarfile stores the second as links, not twice), unlike a symbolic link that an archive keeps as a link."""
     for path in sorted(source.rglob("*")):
@@ -179,7 +180,7 @@ def write_tflite(loaded: InferenceModel, path: Path, channels_in: int | None = N
     # Through a SavedModel: converting the concrete function directly leaves Keras 3 variables unfrozen (NaN outputs).
     staging = Path(tempfile.mkdtemp(prefix=".tflite-", dir=path.parent))
     try:
-        _export_archive(loaded, serve, signature, staging / "saved_model")
+        export_archive(loaded.model, serve, signature, staging / "saved_model")
         converter = tf.lite.TFLiteConverter.from_saved_model(str(staging / "saved_model"))
         _convert_tflite(converter, path, quantize, loaded)
     finally:

@@ -98,7 +98,8 @@ def _matched(reference: list[dict], got: dict) -> tuple[int, int]:
     return hits, len(reference)
 
 
-def _mean_iou(a: np.ndarray, b: np.ndarray) -> float:
+def mean_iou(a: np.ndarray, b: np.ndarray) -> float:
+    """The mean IoU of two class maps over the classes present in either (1 when both are empty)."""
     values = [np.logical_and(a == c, b == c).sum() / np.logical_or(a == c, b == c).sum() for c in np.union1d(a, b)]
     return float(np.mean(values)) if values else 1.0
 
@@ -130,7 +131,7 @@ def compare(loaded: InferenceModel, names: list[str], result: Any, got: list[dic
         worst = agree.index(False) if not all(agree) else worst
         report["passed"] = report["top1_agreement"] >= THRESHOLDS["top1_agreement"]
     elif loaded.task == "segmentation":
-        ious = [_mean_iou(np.argmax(o["outputs"], axis=-1), np.argmax(r, axis=-1)) for o, r in zip(got, reference)]
+        ious = [mean_iou(np.argmax(o["outputs"], axis=-1), np.argmax(r, axis=-1)) for o, r in zip(got, reference)]
         report["mask_iou"] = float(np.mean(ious))
         worst = int(np.argmin(ious))
         report["passed"] = report["mask_iou"] >= THRESHOLDS["mask_iou"]
