@@ -89,6 +89,11 @@ MOVED_MODULES: dict[str, str] = {
     "digits_core.contract": "digits_core.plugins.contract",
     "digits_core.hookspecs": "digits_core.plugins.hookspecs",
     "digits_core.testing": "digits_core.plugins.testing",
+    "digits_core.job_lock": "digits_core.jobs.lock",
+    "digits_core.job_record": "digits_core.jobs.record",
+    "digits_core.job_status": "digits_core.jobs.status",
+    "digits_core.job_model": "digits_core.jobs.model",
+    "digits_core.job_sweep": "digits_core.jobs.sweep",
 }
 
 

@@ -15,8 +15,8 @@ from typing import Any
 from .engine.early_stopping import direction
 from .engine.jobio import read_metrics, read_prune
 from .errors import DigitsError, FormValidationError
-from .job_sweep import update_sweep_record
 from .jobs import Job, JobStore
+from .jobs.sweep import update_sweep_record
 
 
 def trial_row(job: Job, metric: str, mode: str, values: dict | None = None, index: int | None = None) -> dict:

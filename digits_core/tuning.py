@@ -39,7 +39,7 @@ from typing import Any
 
 from .errors import FormValidationError
 from .groups import normalize_group
-from .job_sweep import SWEEP_FILE, read_sweep_record, update_sweep_record, write_sweep_record
+from .jobs.sweep import SWEEP_FILE, read_sweep_record, update_sweep_record, write_sweep_record
 from .search_space import check_networks, grid_size, grid_trials, parse_spaces, random_trials
 
 SCHEDULERS = ("grid", "random", "asha")

@@ -52,7 +52,7 @@ def test_bad_values_and_unknown_options_are_refused_per_option():
 
 
 def test_every_option_is_a_job_record_key():
-    from digits_core.job_record import JobRecord
+    from digits_core.jobs.record import JobRecord
 
     declared = set(JobRecord.__required_keys__) | set(JobRecord.__optional_keys__)
     assert {o.name for o in DATASET_OPTIONS} <= declared

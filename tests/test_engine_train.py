@@ -202,7 +202,7 @@ def test_seed_determinism_abort_and_resume(datasets, jobs):
     statuses = [s for s, _ in resumed.data["status_history"]]
     assert statuses[-3:] == ["Aborted", "Running", "Done"]
     # Every key the engine wrote (a resumed run writes the most) is declared in the typed records.
-    from digits_core.job_record import JobRecord, ModelRecord, SnapshotEntry
+    from digits_core.jobs.record import JobRecord, ModelRecord, SnapshotEntry
 
     def declared(record):
         return set(record.__required_keys__) | set(record.__optional_keys__)

@@ -32,7 +32,7 @@ job.set_status("Done")
 
 @pytest.fixture(autouse=True)
 def _short_lock_wait(monkeypatch):
-    monkeypatch.setattr("digits_core.job_lock.LOCK_PROBE_WAIT_S", 0.2)
+    monkeypatch.setattr("digits_core.jobs.lock.LOCK_PROBE_WAIT_S", 0.2)
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from digits_core import Job, JobNotFoundError, JobStore
-from digits_core.job_record import SCHEMA_VERSION, JobRecord, JobRecordError
+from digits_core.jobs.record import SCHEMA_VERSION, JobRecord, JobRecordError
 
 ROOT = Path(__file__).resolve().parents[1]
 DECLARED = set(JobRecord.__required_keys__) | set(JobRecord.__optional_keys__)
@@ -102,7 +102,7 @@ def test_every_job_json_key_the_code_reads_or_writes_is_declared():
             for key in re.findall(r"\b(\w+)=", call):
                 if key not in DECLARED | {"jobs_dir", "hold"}:  # Job.create's own parameters
                     undeclared.add(f"{path.relative_to(ROOT)}: Job.create(... {key}=)")
-    assert not undeclared, "declare these keys in digits_core/job_record.py: " + ", ".join(sorted(undeclared))
+    assert not undeclared, "declare these keys in digits_core/jobs/record.py: " + ", ".join(sorted(undeclared))
     assert _ACCESS.search('job.data.get("plugin_id")') and _ACCESS.search("ds_job.data['x']")
     assert _WRITE.search("job.update(scratch=scratch)") and _WRITE.search("self.job.finish(s, dataset={...})")
 
@@ -111,7 +111,7 @@ def test_a_built_dataset_writes_only_declared_keys(jobs_dir):
     """job.json and dataset.json of a real (tiny) dataset job hold only keys the typed records declare."""
     from synthetic_plugins import SyntheticShapes
 
-    from digits_core.job_record import DatasetRecord
+    from digits_core.jobs.record import DatasetRecord
     from digits_core.plugins.testing import build_dataset
 
     dataset = build_dataset(SyntheticShapes, {"count": 4, "val_count": 2, "size": 8}, jobs_dir=jobs_dir)
@@ -121,3 +121,13 @@ def test_a_built_dataset_writes_only_declared_keys(jobs_dir):
     assert set(info) <= declared_ds, set(info) - declared_ds
     assert set(job) <= DECLARED, set(job) - DECLARED
     assert job["schema_version"] == SCHEMA_VERSION and job["plugin_id"] == SyntheticShapes.plugin_id
+
+
+def test_only_the_job_store_touches_a_jobs_data():
+    """The one writer API: outside ``digits_core/jobs/`` no code indexes or mutates ``<job>.data`` (read typed
+    properties such as ``job.train_options``, write with ``job.update(...)`` and the other intents)."""
+    mutating = re.compile(r"\.data\[|\.data\.(?:update|setdefault|pop|clear)\(")
+    found = [f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+             for path, text in _sources() if "digits_core/jobs/" not in path.as_posix()
+             for number, line in enumerate(text.splitlines(), 1) if mutating.search(line)]
+    assert not found, "use the job store's typed properties and intent methods instead:\n" + "\n".join(found)

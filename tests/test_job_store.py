@@ -147,7 +147,7 @@ MODEL_RACER = textwrap.dedent("""
 
 def test_two_processes_writing_one_model_job_lose_nothing(tmp_path):
     from digits_core.engine.jobio import read_metrics
-    from digits_core.job_model import read_model_record, record_best, write_model_record
+    from digits_core.jobs.model import read_model_record, record_best, write_model_record
 
     job = Job.create("model", "m", jobs_dir=tmp_path)
     write_model_record(job.path, {"job_id": job.id, "snapshots": [], "best_metric": None})
@@ -171,7 +171,7 @@ def test_two_processes_writing_one_model_job_lose_nothing(tmp_path):
 
 SWEEP_RACER = textwrap.dedent("""
     import sys
-    from digits_core.job_sweep import update_sweep_record
+    from digits_core.jobs.sweep import update_sweep_record
 
     folder, prefix, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
     sys.stdin.readline()  # start together
@@ -182,7 +182,7 @@ SWEEP_RACER = textwrap.dedent("""
 
 def test_two_processes_updating_one_sweep_record_lose_nothing(tmp_path):
     """The tuning driver's status updates and a promotion from the web page, at once: sweep.json keeps both."""
-    from digits_core.job_sweep import read_sweep_record, update_sweep_record, write_sweep_record
+    from digits_core.jobs.sweep import read_sweep_record, update_sweep_record, write_sweep_record
 
     folder = tmp_path / ".sweeps" / "s1"
     folder.mkdir(parents=True)

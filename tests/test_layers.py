@@ -27,8 +27,7 @@ LAYERS: dict[str, int] = {
     "digits_core.templating": 0, "digits_core.sources": 0, "digits_core.quality_sets": 0,
     "digits_core.option_spec": 0,
     # 1 job store
-    "digits_core.jobs": 1, "digits_core.job_lock": 1, "digits_core.job_record": 1, "digits_core.job_status": 1,
-    "digits_core.job_model": 1, "digits_core.job_sweep": 1,
+    "digits_core.jobs": 1,
     # 2 plugin system: the contract plugins import (the package itself, interfaces, forms) and plugins/
     # (hookspecs, discovery, registry, hooks, clashes, contract, check, the testing kit)
     "digits_core": 2, "digits_core.interfaces": 2, "digits_core.forms": 2, "digits_core.plugins": 2,

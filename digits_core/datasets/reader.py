@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import DatasetError, JobNotFoundError
 from ..interfaces import STAGES
-from ..job_record import DatasetRecord
+from ..jobs.record import DatasetRecord
 from .batches import PAD_CLASS, RecordLayout, pad_boxes, unpack_records  # noqa: F401  (pad_boxes re-exported)
 from .storage import open_reader, read_keys, read_range, release_reader
 

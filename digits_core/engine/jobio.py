@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import JobNotFoundError
-from ..job_model import METRICS_FILE, MODEL_FILE, metric_lines, read_model_record
-from ..job_record import ModelRecord
 from ..jobs import Job, JobStore
+from ..jobs.model import METRICS_FILE, MODEL_FILE, metric_lines, read_model_record
+from ..jobs.record import ModelRecord
 
 SNAPSHOT_DIR = "snapshots"
 TB_DIR = "tb"
@@ -67,7 +67,7 @@ def read_prune(folder: str | os.PathLike) -> dict:
 
 
 def read_model_info(folder: str | os.PathLike) -> ModelRecord:
-    """Parse ``model.json`` of a model job folder (:func:`digits_core.job_model.read_model_record`)."""
+    """Parse ``model.json`` of a model job folder (:func:`digits_core.jobs.model.read_model_record`)."""
     return read_model_record(folder)
 
 

@@ -18,7 +18,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..errors import TrainingError
-from ..job_model import record_best
+from ..jobs.model import record_best
 from ..phase_marks import mark
 from . import jobio
 from .callbacks import CallbackDriver

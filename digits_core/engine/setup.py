@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import FormValidationError, TrainingError
-from ..job_model import update_model_record, write_model_record
-from ..job_record import ModelRecord, SnapshotEntry
 from ..jobs import Job
+from ..jobs.model import update_model_record, write_model_record
+from ..jobs.record import ModelRecord, SnapshotEntry
 from ..phase_marks import mark
 from . import jobio
 from .augmentation import check_augmentation

@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import DigitsError, TrainingError
-from ..job_model import add_snapshot
-from ..job_record import ModelRecord, SnapshotEntry
+from ..jobs.model import add_snapshot
+from ..jobs.record import ModelRecord, SnapshotEntry
 from . import jobio
 from .networks.custom import load_network_module
 

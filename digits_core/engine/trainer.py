@@ -28,9 +28,9 @@ from typing import Any
 
 from ..errors import DigitsError, FormValidationError, JobStateError, TrainingError
 from ..faults import signal_reason
-from ..job_model import update_model_record
-from ..job_record import ModelRecord
 from ..jobs import Job, JobStatus
+from ..jobs.model import update_model_record
+from ..jobs.record import ModelRecord
 from ..phase_marks import mark
 from ..plugins.registry import registry
 from . import jobio

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 
 from ..datasets.volumes import VolumeStageReader
-from ..job_model import write_model_record
 from ..jobs import JobStatus
+from ..jobs.model import write_model_record
 from ..volumes.metrics import case_metrics, summarize
 from ..volumes.patches import PatchSampler
 from ..volumes.sliding import sliding_window

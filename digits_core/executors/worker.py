@@ -95,7 +95,7 @@ def _run_owned_job(job: Job, encode_on_ray: bool = False) -> int:
             if job.data.get("resume"):
                 engine.resume_training(job, epochs=job.data.get("resume_epochs"))
             else:
-                train_into_job(job, dict(job.data.get("train_options", {})))
+                train_into_job(job, job.train_options)
         else:
             raise JobStateError(f"Job {job.id} has kind {job.kind!r}, which no worker runs.")
     except DigitsError as exc:

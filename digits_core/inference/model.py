@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InferenceError
-from ..job_record import DatasetRecord, ModelRecord
+from ..jobs.record import DatasetRecord, ModelRecord
 from .snapshots import (  # noqa: F401  (re-exported: part of this module's public names)
     MODEL_FILE,
     SNAPSHOT_DIR,

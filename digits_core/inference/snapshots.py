@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InferenceError, JobNotFoundError
-from ..job_record import ModelRecord
 from ..jobs import JOB_FILE, Job, JobStore
+from ..jobs.record import ModelRecord
 
 MODEL_FILE = "model.json"
 SNAPSHOT_DIR = "snapshots"

@@ -62,7 +62,7 @@ import pluggy
 
 from ..errors import PluginLoadError, PluginNotFoundError
 from ..interfaces import DataIngestion, View
-from ..job_status import add_status_listener
+from ..jobs.status import add_status_listener
 from . import hookspecs
 from .clashes import resolve_clashes
 from .contract import check_at_load

@@ -29,7 +29,7 @@ def test_new_model_form_queues_unet3d_and_the_worker_trains_it(tmp_path):
                                             "network_params": json.dumps({"steps_per_epoch": 3})})
     assert resp.status_code == 302, resp.get_data(as_text=True)[:2000]
     job = app.extensions["digits"]["store"].get(resp.headers["Location"].rsplit("/", 1)[1])
-    train_into_job(job, job.data["train_options"])
+    train_into_job(job, job.train_options)
     assert job.status is JobStatus.DONE
     assert client.get(f"/models/{job.id}").status_code == 200
     points = client.get(f"/models/{job.id}/metrics.json").get_json()["points"]

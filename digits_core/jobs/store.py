@@ -1,13 +1,13 @@
-"""Jobs on disk: one folder per dataset or model job, described by ``job.json``.
+"""The job store's folders and `job.json` (:class:`Job`, :class:`JobStore`); the package re-exports them.
 
 A job folder is named ``YYYYMMDD-HHMMSS-xxxx`` (creation time, 4 random hex
 digits) as in DIGITS, inside the jobs folder (see :mod:`digits_core.config`).
 ``job.json`` holds the job's kind, name, plugin ids, form data and status
 history; it is always rewritten atomically (write to a temporary file, then
 rename), so a reader never sees half a file. Its keys are declared, with
-their types and a schema version, in :mod:`digits_core.job_record`.
+their types and a schema version, in :mod:`digits_core.jobs.record`.
 
-One owner per job (:mod:`digits_core.job_lock`, re-exported here): the
+One owner per job (:mod:`digits_core.jobs.lock`, re-exported here): the
 process running a job holds an OS lock on ``job.lock`` in its folder;
 :meth:`Job.set_status` takes it when a process marks a job Running and
 releases it when that process marks it finished, and :meth:`Job.reap` turns
@@ -17,12 +17,12 @@ One writer API: code changes a job record only through the intent methods
 :meth:`Job.update`, :meth:`Job.forget`, :meth:`Job.set_status`,
 :meth:`Job.finish`, :meth:`Job.resume` and :meth:`Job.record_encoding`
 (a model job's ``model.json`` and ``metrics.jsonl``: :meth:`Job.update_model`,
-:meth:`Job.add_snapshot`, :meth:`Job.record_metric`, see :mod:`digits_core.job_model`).
+:meth:`Job.add_snapshot`, :meth:`Job.record_metric`, see :mod:`digits_core.jobs.model`).
 Each re-reads ``job.json``, changes it and rewrites it under the folder's
-record lock (:func:`~digits_core.job_lock.record_lock`), so two processes
+record lock (:func:`~digits_core.jobs.lock.record_lock`), so two processes
 updating one job at once lose nothing; a status change is checked against
-the transition table of :mod:`digits_core.job_status` (an illegal one
-raises :class:`~digits_core.job_status.IllegalTransitionError`).
+the transition table of :mod:`digits_core.jobs.status` (an illegal one
+raises :class:`~digits_core.jobs.status.IllegalTransitionError`).
 """
 
 from __future__ import annotations
@@ -36,9 +36,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .config import resolve_jobs_dir
-from .errors import JobNotFoundError
-from .job_lock import (  # noqa: F401  (re-exported: digits_core.jobs is the public path)
+from ..config import resolve_jobs_dir
+from ..errors import JobNotFoundError
+from .lock import (  # noqa: F401  (re-exported by the package digits_core.jobs)
     LOCK_FILE,
     JobLock,
     JobLockedError,
@@ -50,8 +50,8 @@ from .job_lock import (  # noqa: F401  (re-exported: digits_core.jobs is the pub
     record_lock,
     release_running_hold,
 )
-from .job_model import ModelJobFiles
-from .job_record import (  # noqa: F401  (write_json_atomic, new_job_id: re-exported)
+from .model import ModelJobFiles
+from .record import (  # noqa: F401  (write_json_atomic, new_job_id: re-exported)
     SCHEMA_VERSION,
     JobFields,
     JobRecord,
@@ -60,7 +60,7 @@ from .job_record import (  # noqa: F401  (write_json_atomic, new_job_id: re-expo
     new_job_id,
     write_json_atomic,
 )
-from .job_status import (  # noqa: F401  (re-exported: digits_core.jobs is the public path)
+from .status import (  # noqa: F401  (re-exported by the package digits_core.jobs)
     FINISHED,
     TRANSITIONS,
     IllegalTransitionError,
@@ -83,7 +83,7 @@ class Job(JobRecordView, ModelJobFiles):
 
     Attributes:
         path: The job folder.
-        data: The parsed ``job.json``, a :class:`~digits_core.job_record.JobRecord`
+        data: The parsed ``job.json``, a :class:`~digits_core.jobs.record.JobRecord`
             (``id``, ``kind``, ``name``, ``created``, ``status_history`` and
             kind-specific keys such as ``plugin_id`` and ``form_data``). Read
             the common keys through the properties below.
@@ -194,7 +194,7 @@ class Job(JobRecordView, ModelJobFiles):
             self.data, self._synced = fresh, copy.deepcopy(fresh)
 
     def update(self, **fields: Unpack[JobFields]) -> Job:
-        """Set these ``job.json`` keys (declared in :class:`~digits_core.job_record.JobFields`).
+        """Set these ``job.json`` keys (declared in :class:`~digits_core.jobs.record.JobFields`).
 
         Keys other processes wrote meanwhile are kept. Returns the job.
         """
@@ -232,7 +232,7 @@ class Job(JobRecordView, ModelJobFiles):
                    **fields: Unpack[JobFields]) -> None:
         """Append a status to the history (and set ``fields``) in one locked write; tell the listeners.
 
-        The move is checked against :data:`~digits_core.job_status.TRANSITIONS`
+        The move is checked against :data:`~digits_core.jobs.status.TRANSITIONS`
         using the status on disk, so a job another process already finished is
         not overwritten. Marking a job Running makes this process its owner
         (takes the job lock, see :class:`JobLock`); marking it finished from

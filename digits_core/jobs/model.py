@@ -1,11 +1,11 @@
 """A model job's own files, written through the job store: ``model.json`` and ``metrics.jsonl``.
 
-``model.json`` (a :class:`~digits_core.job_record.ModelRecord`) is written
+``model.json`` (a :class:`~digits_core.jobs.record.ModelRecord`) is written
 whole once, when a run starts (:func:`write_model_record`); afterwards every
 change is an intent — :func:`update_model_record`, :func:`add_snapshot`,
 :func:`record_best` — that re-reads the file, changes it and rewrites it
 atomically under the job folder's record lock
-(:func:`~digits_core.job_lock.record_lock`, the lock ``job.json``'s writers
+(:func:`~digits_core.jobs.lock.record_lock`, the lock ``job.json``'s writers
 take), so a trainer recording a snapshot and another process updating the
 record at the same moment lose nothing. Metric points are appended to
 ``metrics.jsonl`` one line per point (:func:`metric_lines` is the one
@@ -29,9 +29,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import TrainingError
-from .job_lock import record_lock
-from .job_record import ModelRecord, SnapshotEntry, write_json_atomic
+from ..errors import TrainingError
+from .lock import record_lock
+from .record import ModelRecord, SnapshotEntry, write_json_atomic
 
 if TYPE_CHECKING:
     from typing import Unpack  # Python 3.11; annotations are not evaluated at run time
@@ -79,7 +79,7 @@ def change_model_record(folder: str | os.PathLike, change: Callable[[ModelRecord
 
 
 def update_model_record(folder: str | os.PathLike, **fields: Unpack[ModelRecord]) -> ModelRecord:
-    """Set these ``model.json`` keys (declared in :class:`~digits_core.job_record.ModelRecord`); others are kept."""
+    """Set these ``model.json`` keys (declared in :class:`~digits_core.jobs.record.ModelRecord`); others are kept."""
     return change_model_record(folder, lambda record: record.update(fields))
 
 

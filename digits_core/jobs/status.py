@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from enum import Enum
 from typing import Any
 
-from .errors import JobStateError
+from ..errors import JobStateError
 
 
 class JobStatus(str, Enum):

@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 
-from .errors import JobStateError
+from ..errors import JobStateError
 
 #: The file in a job folder whose ``flock`` marks the job's one live owner.
 LOCK_FILE = "job.lock"

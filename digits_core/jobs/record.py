@@ -30,8 +30,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TypedDict
 
-from .errors import JobNotFoundError
-from .job_status import JobStatus
+from ..errors import JobNotFoundError
+from .status import JobStatus
 
 #: The ``job.json`` layout this code writes and understands.
 SCHEMA_VERSION = 1
@@ -124,7 +124,7 @@ class SnapshotEntry(_SnapshotRequired, total=False):
 
 
 class ModelRecord(TypedDict, total=False):
-    """``model.json``: what a model job trained and how to serve it (written through :mod:`digits_core.job_model`)."""
+    """``model.json``: what a model job trained and how to serve it (written through :mod:`digits_core.jobs.model`)."""
 
     job_id: str
     network: str
@@ -205,7 +205,7 @@ class DatasetRecord(TypedDict, total=False):
 
 class SweepRecord(TypedDict, total=False):
     """``JOBS_DIR/.sweeps/<id>/sweep.json``: one hyper-parameter search, the group of its trial jobs
-    (written by :mod:`digits_core.tuning` through :mod:`digits_core.job_sweep`)."""
+    (written by :mod:`digits_core.tuning` through :mod:`digits_core.jobs.sweep`)."""
 
     id: str
     name: str

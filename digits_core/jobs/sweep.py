@@ -1,12 +1,12 @@
 """A sweep's group record, ``sweep.json``, written through the job store's rules.
 
 A hyper-parameter search (:mod:`digits_core.tuning`) keeps one
-:class:`~digits_core.job_record.SweepRecord` in its folder under
+:class:`~digits_core.jobs.record.SweepRecord` in its folder under
 ``JOBS_DIR/.sweeps/``. The tuning driver records the sweep's status while the
 web page or ``digits sweep promote`` names its result, possibly at the same
 moment from another process: every change re-reads the file and rewrites it
 atomically under the folder's record lock
-(:func:`~digits_core.job_lock.record_lock`), so neither loses the other's keys.
+(:func:`~digits_core.jobs.lock.record_lock`), so neither loses the other's keys.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import JobNotFoundError
-from .job_lock import record_lock
-from .job_record import SweepRecord, write_json_atomic
+from ..errors import JobNotFoundError
+from .lock import record_lock
+from .record import SweepRecord, write_json_atomic
 
 if TYPE_CHECKING:
     from typing import Unpack  # Python 3.11; annotations are not evaluated at run time
