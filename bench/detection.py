@@ -7,7 +7,7 @@ In one run, on this machine:
    backgrounds; 2,000 train / 400 val images, 128×128) and builds an
    ``object-detection`` dataset from its KITTI folders;
 2. trains ``detectnet`` with the **default options** through
-   :func:`digits_core.train` and prints the final validation mAP@0.5
+   :func:`digits_core.engine.train` and prints the final validation mAP@0.5
    (VOC/KITTI, all-point) and COCO mAP@[.5:.95] and the wall-clock time;
 3. measures training images/s of the engine (median of the logged windows
    after the first epoch) against the *same network and loss* trained with
@@ -65,8 +65,8 @@ def main() -> int:
     parser.add_argument("--work", default=None, help="work folder (default: a temporary one)")
     args = parser.parse_args()
 
-    from digits_core import train
     from digits_core.datasets import create_dataset
+    from digits_core.engine import train
     from digits_data_images import synth_detection
 
     work = Path(args.work or tempfile.mkdtemp(prefix="digits-bench-detection-"))

@@ -34,7 +34,7 @@ def timed_build(plugin: str, form: dict, jobs: Path, workers: int):
     start = time.perf_counter()
     job = create_dataset(plugin, form, jobs_dir=jobs, workers=workers)
     seconds = time.perf_counter() - start
-    from digits_core import open_dataset
+    from digits_core.datasets import open_dataset
 
     dataset = open_dataset(job.id, jobs)
     count = dataset.count("train") + dataset.count("val")

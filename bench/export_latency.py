@@ -36,8 +36,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 
 def _train(network: str, jobs: Path):
-    from digits_core import registry, train
+    from digits_core import registry
     from digits_core.datasets import create_dataset
+    from digits_core.engine import train
 
     if network == "detectnet":
         from digits_data_images import synth_detection
@@ -62,7 +63,7 @@ def _train(network: str, jobs: Path):
 
 
 def _exported(job, jobs: Path, fmt: str, tmp: Path) -> Path:
-    from digits_core import export_model
+    from digits_core.inference import export_model
 
     archive = export_model(job.id, tmp / f"{job.id}-{fmt}.tar.gz", format=fmt, parity_sample=8, jobs_dir=jobs)
     with tarfile.open(archive) as tar:
@@ -76,7 +77,7 @@ def _candidates(job, jobs: Path, tmp: Path) -> dict:
     import tensorflow as tf
     from ai_edge_litert.interpreter import Interpreter
 
-    from digits_core import infer
+    from digits_core.inference import infer
     from digits_core.inference.model import load_inference_model
 
     loaded = load_inference_model(job.id, jobs_dir=jobs)

@@ -1,4 +1,4 @@
-"""Inference latency: the public API (`digits_core.infer`) versus a bare tf.function, same model, same run.
+"""Inference latency: the public API (`digits_core.inference.infer`) versus a bare tf.function, same model, same run.
 
 Trains LeNet for one epoch on a synthetic 28×28 gray dataset (the engine's
 `synthetic-shapes` plugin), then measures, interleaving the two so machine
@@ -50,10 +50,11 @@ def main(argv=None) -> int:
     import numpy as np
     import tensorflow as tf
 
-    from digits_core import infer, registry
+    from digits_core import registry
     from digits_core.datasets import create_dataset, open_dataset
     from digits_core.engine import load_snapshot, train
     from digits_core.engine.preprocessing import Preprocessing
+    from digits_core.inference import infer
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the suite's synthetic plugins
     from synthetic_plugins import SyntheticShapes
 
@@ -131,13 +132,13 @@ def main(argv=None) -> int:
         "target_met": ratio50 <= 1.1 and throughput_ratio >= 0.97,
     }
     print(f"single image ({len(api_times)} calls each, interleaved):")
-    print(f"  digits_core.infer     p50 {api_p50:7.3f} ms   p90 {api_p90:7.3f} ms")
+    print(f"  digits_core.inference.infer     p50 {api_p50:7.3f} ms   p90 {api_p90:7.3f} ms")
     print(f"  bare tf.function      p50 {bare_p50:7.3f} ms   p90 {bare_p90:7.3f} ms")
     print(f"  ratio                 p50 {ratio50:7.2f} x    p90 {ratio90:7.2f} x   (target <= 1.1x: "
           f"{'met' if ratio50 <= 1.1 else 'NOT met'})")
     print(f"  model.predict         p50 {figures['single_image_ms']['model_predict_p50']:7.3f} ms (reference)")
     print(f"batch throughput (batch {args.batch}, median of {len(api_batch)} alternating batches):")
-    print(f"  digits_core.infer     {api_rate:9.0f} img/s")
+    print(f"  digits_core.inference.infer     {api_rate:9.0f} img/s")
     print(f"  bare tf.function      {bare_rate:9.0f} img/s   (api / bare = {throughput_ratio:.2f}x, target >= 0.97x: "
           f"{'met' if throughput_ratio >= 0.97 else 'NOT met'})")
     if args.json:

@@ -1,7 +1,7 @@
 """Benchmark: each task's quality at default options on small sets, beside its anchor.
 
 In one run, on this machine, every figure trained through
-:func:`digits_core.train` with the network and options a new user gets
+:func:`digits_core.engine.train` with the network and options a new user gets
 (only ``epochs`` and ``seed`` set), on real files written by
 :mod:`digits_core.quality_sets` and the bundled generators:
 
@@ -55,8 +55,8 @@ def classification(work: Path, jobs: Path) -> list[dict]:
     from PIL import Image
     from sklearn.datasets import load_digits
 
-    from digits_core import train
     from digits_core.datasets import create_dataset
+    from digits_core.engine import train
 
     digits = load_digits()
     root = work / "digits-classes"
@@ -73,8 +73,8 @@ def classification(work: Path, jobs: Path) -> list[dict]:
 
 
 def segmentation(work: Path, jobs: Path) -> list[dict]:
-    from digits_core import train
     from digits_core.datasets import create_dataset
+    from digits_core.engine import train
     from digits_core.quality_sets import write_shapes_segmentation
 
     ds = create_dataset("image-segmentation", write_shapes_segmentation(work / "shapes", seed=0), workers=1,
@@ -91,8 +91,8 @@ def segmentation(work: Path, jobs: Path) -> list[dict]:
 
 
 def sunnybrook(work: Path, jobs: Path) -> list[dict]:
-    from digits_core import train
     from digits_core.datasets import create_dataset
+    from digits_core.engine import train
     from digits_data_sunnybrook.synth import generate
 
     synth = generate(work / "sunnybrook", cases=10, size=64, seed=0, slices=8)
@@ -108,8 +108,8 @@ def sunnybrook(work: Path, jobs: Path) -> list[dict]:
 
 
 def regression(work: Path, jobs: Path) -> list[dict]:
-    from digits_core import train
     from digits_core.datasets import create_dataset, open_dataset
+    from digits_core.engine import train
     from digits_core.quality_sets import write_digit_regression
 
     ds = create_dataset("image-regression", write_digit_regression(work / "digits-targets", seed=0), workers=1,
@@ -125,8 +125,8 @@ def regression(work: Path, jobs: Path) -> list[dict]:
 
 
 def image_to_image(work: Path, jobs: Path) -> list[dict]:
-    from digits_core import train
     from digits_core.datasets import create_dataset, open_dataset
+    from digits_core.engine import train
     from digits_core.quality_sets import write_denoising_pairs
 
     ds = create_dataset("image-processing", write_denoising_pairs(work / "pairs", seed=0), workers=1, jobs_dir=jobs)
@@ -142,8 +142,8 @@ def image_to_image(work: Path, jobs: Path) -> list[dict]:
 
 def detection(work: Path, jobs: Path, images: int, val_images: int, size: int,
               epochs: int | None = None) -> list[dict]:
-    from digits_core import train
     from digits_core.datasets import create_dataset
+    from digits_core.engine import train
     from digits_data_images import synth_detection
 
     synth_detection.generate(str(work / "synth"), images=images, val_images=val_images, size=size, seed=3)

@@ -38,7 +38,7 @@ import numpy as np
 # report this process's peak.
 _BUILD = """
 import json, sys
-from digits_core import create_dataset
+from digits_core.datasets import create_dataset
 job = create_dataset("msd-volumes", {"data_folder": sys.argv[1]}, jobs_dir=sys.argv[2], workers=int(sys.argv[3]))
 hwm = next(line for line in open("/proc/self/status") if line.startswith("VmHWM:"))
 print(json.dumps({"peak_mb": int(hwm.split()[1]) / 1024, "id": job.id}))

@@ -77,6 +77,16 @@ MOVED_MODULE = Deprecation(
     ),
 )
 
+MOVED_NAME = Deprecation(
+    name="moved-name",
+    since=(1, 1),
+    removal=(2, 0),
+    message=(
+        "{old} is the application API, not the plugin API: import it from its submodule, {new}; the "
+        "top-level name stops working in plugin API 2.0 (digits_core exports only what plugins use)."
+    ),
+)
+
 #: Old dotted module name -> its new home. Importing an old name warns (:data:`MOVED_MODULE`) and gives
 #: the new module itself (one module object under both names, so state such as the registry is shared).
 MOVED_MODULES: dict[str, str] = {
@@ -128,4 +138,4 @@ def install_module_aliases() -> None:
 
 
 #: Every deprecation in force, for documentation and tests.
-DEPRECATIONS: tuple[Deprecation, ...] = (RESERVED_USERDATA_KEY, MOVED_MODULE)
+DEPRECATIONS: tuple[Deprecation, ...] = (RESERVED_USERDATA_KEY, MOVED_MODULE, MOVED_NAME)

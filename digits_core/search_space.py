@@ -2,7 +2,7 @@
 
 A space is written ``OPTION=EXPR`` (``digits tune --search``, the web form's
 Search panel) or given as ``{OPTION: EXPR}`` (``POST /api/sweeps``,
-:func:`digits_core.tune`), where ``EXPR`` is one of
+:func:`digits_core.tuning.tune`), where ``EXPR`` is one of
 
 * ``0.1,0.01`` or a list ``[0.1, 0.01]``: a grid (every value is tried by the
   ``grid`` scheduler; random search picks among them);

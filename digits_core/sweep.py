@@ -157,7 +157,7 @@ def refuse_sweep(options: Mapping[str, Any]) -> None:
     if is_sweep(options):
         name = next(n for n in sweep_option_names() if n in options and is_sweep({n: options[n]}))
         raise FormValidationError({name: [
-            "several values make a sweep (one job per combination): use digits_core.train_sweep(), "
+            "several values make a sweep (one job per combination): use digits_core.sweep.train_sweep(), "
             "`digits train` or the web form"]}, "training options")
 
 
@@ -181,7 +181,7 @@ def expand_sweep(options: Mapping[str, Any], name: str | None = None) -> list[Sw
     one-item list or string is turned into its one number).
 
     Args:
-        options: Training options (as for :func:`digits_core.train`); ``learning_rate``
+        options: Training options (as for :func:`digits_core.engine.train`); ``learning_rate``
             and ``batch_size`` may be lists or comma-separated strings.
         name: The sweep's name, the start of every job name (default ``"sweep"``).
 
@@ -241,7 +241,7 @@ def train_sweep(dataset: Any, network: Any = None, name: str | None = None, *, g
     created.
 
     Args:
-        dataset, network, jobs_dir, progress, on_job: As for :func:`digits_core.train`
+        dataset, network, jobs_dir, progress, on_job: As for :func:`digits_core.engine.train`
             (``progress`` events get ``sweep_index`` and ``sweep_size`` added).
         name: The sweep's name (job names are ``"NAME lr=… batch=…"``; default: the network and dataset).
         group: The group of every job (default: ``name``).

@@ -9,8 +9,9 @@ import pytest
 import wtforms
 from PIL import Image
 
-from digits_core import DataIngestion, JobStore, registry
+from digits_core import DataIngestion, registry
 from digits_core.cli import main
+from digits_core.jobs import JobStore
 
 
 class CliForm(wtforms.Form):

@@ -15,11 +15,12 @@ import numpy as np
 import pytest
 import wtforms
 
-from digits_core import DataIngestion, JobStore, hookimpl, registry
+from digits_core import DataIngestion, hookimpl, registry
 from digits_core.cli.dataset_cmd import job_status_text
 from digits_core.datasets import EncodedImage, create_dataset, open_dataset
 from digits_core.datasets.create import parse_max_errors
 from digits_core.errors import DatasetError, FormValidationError
+from digits_core.jobs import JobStore
 
 
 class SynthForm(wtforms.Form):

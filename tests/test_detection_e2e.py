@@ -32,8 +32,8 @@ def _one_class(folder) -> None:
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    from digits_core import train
     from digits_core.datasets import create_dataset
+    from digits_core.engine import train
     from digits_data_images import synth_detection
 
     root = tmp_path_factory.mktemp("detection")
@@ -84,7 +84,7 @@ def test_training_streams_map_and_picks_detectnet(trained):
 
 
 def test_infer_boxes_in_input_pixels_and_savedmodel_agrees(trained, tmp_path):
-    from digits_core import export_model, infer
+    from digits_core.inference import export_model, infer
 
     root, job = trained
     src = Image.open(root / "synth" / "val" / "images" / "000000.png").convert("RGB")
@@ -181,7 +181,7 @@ def build_model(input_shape, num_outputs, **params):
 
 
 def test_custom_network_file_with_the_documented_output_contract(trained, tmp_path):
-    from digits_core import train
+    from digits_core.engine import train
 
     root, job = trained
     dataset_id = json.loads((job.path / "model.json").read_text())["dataset_id"]

@@ -75,8 +75,8 @@ def build_model(input_shape, num_outputs, **params):
 def models(tmp_path_factory):
     from synthetic_plugins import SyntheticLV, SyntheticRegression
 
-    from digits_core import train
     from digits_core.datasets import create_dataset
+    from digits_core.engine import train
     from digits_data_images import synth_detection
 
     root = tmp_path_factory.mktemp("export-formats")
@@ -124,7 +124,7 @@ def _write(path, text):
 
 
 def _export(jobs, job, tmp_path, fmt, **kwargs):
-    from digits_core import export_model
+    from digits_core.inference import export_model
 
     archive = export_model(job.id, tmp_path / f"{fmt}.tar.gz", format=fmt, parity_sample=SAMPLE, jobs_dir=jobs,
                            **kwargs)
@@ -170,7 +170,7 @@ def test_export_runs_in_its_runtime_and_matches_digits_infer(models, tmp_path, n
 
 def test_savedmodel_has_the_tf_serving_layout_and_detection_boxes_in_input_pixels(models, tmp_path):
     """tensorflow_model_server's layout (<name>/<version>/saved_model.pb), loaded by plain TensorFlow."""
-    from digits_core import infer
+    from digits_core.inference import infer
 
     jobs, trained = models
     job = trained["detectnet"]
@@ -203,8 +203,8 @@ def test_savedmodel_has_the_tf_serving_layout_and_detection_boxes_in_input_pixel
 
 
 def test_tflite_quantized_exports_and_errors(models, tmp_path):
-    from digits_core import export_model
     from digits_core.errors import InferenceError
+    from digits_core.inference import export_model
 
     jobs, trained = models
     folder, report = _export(jobs, trained["lenet"], tmp_path, "tflite", quantize="dynamic")
@@ -215,9 +215,8 @@ def test_tflite_quantized_exports_and_errors(models, tmp_path):
 
 
 def test_a_failed_parity_report_fails_the_export_unless_allowed(models, tmp_path, monkeypatch):
-    from digits_core import export_model
     from digits_core.errors import InferenceError
-    from digits_core.inference import export_parity
+    from digits_core.inference import export_model, export_parity
 
     jobs, trained = models
     real = export_parity.run_runtime
@@ -243,8 +242,8 @@ def test_a_failed_parity_report_fails_the_export_unless_allowed(models, tmp_path
 @pytest.mark.parametrize("fmt,converter", [("onnx", "tf2onnx"), ("tflite", "The TFLite converter")])
 def test_a_custom_layer_the_converter_lacks_is_named(models, tmp_path, fmt, converter):
     """tf2onnx writes an op it cannot translate into the file and carries on: the export names op and layer."""
-    from digits_core import export_model
     from digits_core.errors import InferenceError
+    from digits_core.inference import export_model
 
     jobs, trained = models
     job = trained["odd"]

@@ -73,7 +73,7 @@ def regression(tmp_path_factory, shared_jobs):
     import contextlib
     import io
 
-    from digits_core import train
+    from digits_core.engine import train
 
     root = tmp_path_factory.mktemp("regression")
     jobs = shared_jobs
@@ -92,7 +92,8 @@ def regression(tmp_path_factory, shared_jobs):
 
 
 def test_image_regression_cli_and_api_to_regression_view(regression, capsys):
-    from digits_core import infer, open_dataset
+    from digits_core.datasets import open_dataset
+    from digits_core.inference import infer
 
     tmp_path, jobs, model = regression["root"], regression["jobs"], regression["model"]
     with open_dataset(regression["dataset_id"], jobs_dir=jobs) as ds:
@@ -186,8 +187,8 @@ def _stored_result_of_the_form(client, token, model_id, form, api):
 
 def test_image_pairs_train_the_siamese_example_and_infer(tmp_path, capsys):
     """docs/custom-networks.md Example 2 on bundled plugins only: image-pairs → siamese.py."""
-    from digits_core import infer, train
-    from digits_core.engine import load_snapshot
+    from digits_core.engine import load_snapshot, train
+    from digits_core.inference import infer
 
     jobs = str(tmp_path / "jobs")
     for c in range(3):
@@ -210,7 +211,8 @@ def test_image_pairs_train_the_siamese_example_and_infer(tmp_path, capsys):
 
 
 def test_numpy_arrays_from_memory_train_and_infer(tmp_path):
-    from digits_core import infer, train
+    from digits_core.engine import train
+    from digits_core.inference import infer
     from digits_data_images.numpy_arrays import create_dataset_from_arrays
 
     rng = np.random.default_rng(0)
@@ -232,7 +234,7 @@ def denoising(tmp_path_factory, shared_jobs):
     import contextlib
     import io
 
-    from digits_core import train
+    from digits_core.engine import train
 
     root = tmp_path_factory.mktemp("denoising")
     rng = np.random.default_rng(0)
@@ -257,7 +259,8 @@ def denoising(tmp_path_factory, shared_jobs):
 
 
 def test_image_processing_denoising_cli_and_api_to_image_output_view(denoising, capsys):
-    from digits_core import infer, open_dataset
+    from digits_core.datasets import open_dataset
+    from digits_core.inference import infer
 
     tmp_path, jobs, model = denoising["root"], denoising["jobs"], denoising["model"]
     with open_dataset(denoising["dataset_id"], jobs_dir=jobs) as ds:

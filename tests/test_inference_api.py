@@ -230,7 +230,7 @@ def _tf_reference(job, epoch, features):
 
 
 def test_top_n_matches_the_network_and_is_ordered(cls_model, labelled_list, jobs_dir):
-    from digits_core import infer
+    from digits_core.inference import infer
 
     result = infer(cls_model.id, [labelled_list / "img0.png", labelled_list / "img1.png"], jobs_dir=jobs_dir,
                    top_n_classes=3)
@@ -246,7 +246,7 @@ def test_top_n_matches_the_network_and_is_ordered(cls_model, labelled_list, jobs
 
 
 def test_labelled_list_accuracy_confusion_matrix_and_report(cls_model, labelled_list, jobs_dir, tmp_path):
-    from digits_core import infer
+    from digits_core.inference import infer
 
     result = infer(cls_model.id, [labelled_list / "list.txt"], jobs_dir=jobs_dir, epoch=1)
     assert result.model.epoch == 1 and len(result.samples) == 9
@@ -282,7 +282,7 @@ def test_labelled_list_accuracy_confusion_matrix_and_report(cls_model, labelled_
 
 
 def test_view_options_and_bad_inputs(cls_model, labelled_list, jobs_dir, tmp_path):
-    from digits_core import infer
+    from digits_core.inference import infer
 
     result = infer(cls_model.id, [labelled_list / "img0.png"], jobs_dir=jobs_dir, view_config={"top_n": "1"})
     assert len(result.to_json()["samples"][0]["view"]["predictions"]) == 1
@@ -301,7 +301,7 @@ def test_view_options_and_bad_inputs(cls_model, labelled_list, jobs_dir, tmp_pat
 
 
 def test_resized_rgb_and_array_inputs_go_through_dataset_preparation(cls_model, jobs_dir, tmp_path):
-    from digits_core import infer
+    from digits_core.inference import infer
 
     big = np.repeat(np.repeat(toy_image(2, 7), 4, axis=0), 4, axis=1)[:, :, 0]
     Image.fromarray(np.stack([big] * 3, axis=2)).save(tmp_path / "big.png")  # 32×32 RGB
@@ -311,7 +311,7 @@ def test_resized_rgb_and_array_inputs_go_through_dataset_preparation(cls_model, 
 
 
 def test_model_is_cached_and_compiled_once(cls_model, jobs_dir):
-    from digits_core import infer
+    from digits_core.inference import infer
     from digits_core.inference.model import load_inference_model
 
     first = load_inference_model(cls_model.id, jobs_dir=jobs_dir)
@@ -323,7 +323,7 @@ def test_model_is_cached_and_compiled_once(cls_model, jobs_dir):
 
 
 def test_third_party_view_replaces_the_builtin_without_core_changes(cls_model, jobs_dir):
-    from digits_core import infer
+    from digits_core.inference import infer
 
     class PlainView(View):
         plugin_id = "image-classification"
@@ -350,7 +350,7 @@ def test_third_party_view_replaces_the_builtin_without_core_changes(cls_model, j
 
 
 def test_segmentation_with_masks_from_list_file_and_crop(seg_model, jobs_dir, tmp_path):
-    from digits_core import infer
+    from digits_core.inference import infer
 
     lines = []
     for i in range(3):
@@ -375,7 +375,7 @@ def test_segmentation_with_masks_from_list_file_and_crop(seg_model, jobs_dir, tm
 
 
 def test_segmentation_through_the_plugin_inference_form(seg_model, jobs_dir):
-    from digits_core import infer
+    from digits_core.inference import infer
 
     result = infer(seg_model.id, form_data={"index": "3"}, jobs_dir=jobs_dir)
     assert [s.input_id for s in result.samples] == ["3"]
@@ -394,8 +394,8 @@ def test_segmentation_through_the_plugin_inference_form(seg_model, jobs_dir):
 
 def test_bad_inputs_are_skipped_and_reported_within_max_errors(cls_model, seg_model, labelled_list, jobs_dir,
                                                                tmp_path, capsys):
-    from digits_core import infer
     from digits_core.cli import main
+    from digits_core.inference import infer
 
     (tmp_path / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n truncated")
     inputs = [labelled_list / f"img{i}.png" for i in range(3)] + [tmp_path / "broken.png"]
@@ -503,8 +503,8 @@ def test_export_round_trip_with_plain_tensorflow(cls_model, seg_model, jobs_dir,
     import sys
     import tarfile
 
-    from digits_core import export_model, infer
     from digits_core.cli import main
+    from digits_core.inference import export_model, infer
 
     cls_archive = tmp_path / "cls.tar.gz"
     assert main(["--jobs-dir", str(jobs_dir), "export", "--model", cls_model.id, "--out", str(cls_archive)]) == 0
@@ -544,7 +544,7 @@ def test_export_round_trip_with_plain_tensorflow(cls_model, seg_model, jobs_dir,
 def test_keras_format_export(cls_model, jobs_dir, tmp_path):
     import tarfile
 
-    from digits_core import export_model
+    from digits_core.inference import export_model
 
     archive = export_model(cls_model.id, tmp_path / "k.tar.gz", epoch=1, format="keras", jobs_dir=jobs_dir)
     with tarfile.open(archive) as tar:
@@ -575,8 +575,8 @@ def test_image_files_prepared_like_the_image_plugin_does(jobs_dir, tmp_path):
     """Positional inputs (core image preparation) and the plugin's inference form give the same result."""
     import keras
 
-    from digits_core import infer
     from digits_core.datasets import create_dataset
+    from digits_core.inference import infer
 
     rng = np.random.default_rng(5)
     for cls, name in enumerate(["dark", "bright"]):

@@ -46,7 +46,7 @@ def test_engine_classifier_infer_matches_load_snapshot(engine_jobs):
     """infer() equals an independent reference: the snapshot loaded with plain Keras, preprocessed with numpy."""
     from keras_reference import reference_predict
 
-    from digits_core import infer
+    from digits_core.inference import infer
 
     jobs_dir, lenet, _, shapes, _ = engine_jobs
     pairs = _entries(shapes, {"count": 96, "val_count": 16, "size": 16, "classes": 3, "seed": 0}, "val", 6)
@@ -78,7 +78,7 @@ def test_engine_writes_the_model_json_layout_the_hand_written_jobs_use(engine_jo
 def test_engine_unet_with_crop_infer_and_export(engine_jobs, tmp_path):
     import tarfile
 
-    from digits_core import export_model, infer
+    from digits_core.inference import export_model, infer
 
     jobs_dir, _, unet, _, lv = engine_jobs
     pairs = _entries(lv, {"count": 16, "val_count": 4, "size": 24, "seed": 0}, "val", 2)
@@ -114,8 +114,8 @@ def build_model(input_shape, num_outputs, **params):
 def test_custom_network_file_infer_and_export(engine_jobs, tmp_path):
     import tarfile
 
-    from digits_core import export_model, infer
     from digits_core.engine import train
+    from digits_core.inference import export_model, infer
 
     jobs_dir, lenet, _, shapes, _ = engine_jobs
     net = tmp_path / "toy_net.py"

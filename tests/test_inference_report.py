@@ -8,8 +8,9 @@ from html.parser import HTMLParser
 import numpy as np
 import pytest
 
-from digits_core import View, registry, render_fragments, render_html, report_json, run_view
+from digits_core import View, registry
 from digits_core.errors import PluginError
+from digits_core.inference import render_fragments, render_html, report_json, run_view
 
 
 class EchoView(View):

@@ -32,7 +32,7 @@ def sunnybrook_model(tmp_path_factory):
 
 
 def test_validation_record_has_ground_truth_and_16bit_input(sunnybrook_model):
-    from digits_core import infer
+    from digits_core.inference import infer
 
     jobs_dir, model, _ = sunnybrook_model
     result = infer(model.id, form_data={"validation_record": "0"}, jobs_dir=jobs_dir)

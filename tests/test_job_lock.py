@@ -15,8 +15,8 @@ import sys
 
 import pytest
 
-from digits_core import Job, JobLockedError, JobStatus, JobStore, is_job_alive
-from digits_core.jobs import JobLock, job_lock_owner
+from digits_core import Job, JobStatus
+from digits_core.jobs import JobLock, JobLockedError, JobStore, is_job_alive, job_lock_owner
 from digits_core.scheduler import EXIT_JOB_LOCKED, Scheduler, run_job
 
 OWNER = """

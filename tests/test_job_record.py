@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from digits_core import Job, JobNotFoundError, JobStore
+from digits_core import Job, JobNotFoundError
+from digits_core.jobs import JobStore
 from digits_core.jobs.record import SCHEMA_VERSION, JobRecord, JobRecordError
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -7,9 +7,10 @@ import re
 
 import pytest
 
-from digits_core import Job, JobNotFoundError, JobStatus, JobStore
+from digits_core import Job, JobNotFoundError, JobStatus
 from digits_core.config import resolve_jobs_dir
 from digits_core.errors import ConfigurationError
+from digits_core.jobs import JobStore
 
 
 def test_jobs_dir_precedence(tmp_path, monkeypatch):

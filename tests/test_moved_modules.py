@@ -76,3 +76,43 @@ def test_our_own_code_imports_the_new_names_only():
             old_names += [f"{path.relative_to(ROOT)}:{line}: {name}" for line, name in _imported_names(path, module)
                           if any(name == old or name.startswith(old + ".") for old in MOVED_MODULES)]
     assert not old_names, "imports of moved modules by their old names:\n" + "\n".join(old_names)
+
+
+@pytest.mark.parametrize("name", ["train", "create_app", "JobStore", "infer"])
+def test_an_application_name_at_the_top_level_warns_and_is_the_submodules(name):
+    from digits_core import APPLICATION_API
+
+    new = APPLICATION_API[name]
+    with pytest.warns(DigitsDeprecationWarning, match=rf"digits_core\.{name} is the application API.*{new}\.{name}") \
+            as caught:
+        value = getattr(digits_core, name)
+    assert value is getattr(importlib.import_module(new), name)
+    assert caught[0].filename == __file__, "the warning names the line that used the old name"
+    assert name not in digits_core.__all__, "the plugin API's __all__ lists only what plugins use"
+
+
+def test_the_application_api_moves_are_a_declared_deprecation():
+    from digits_core import APPLICATION_API
+    from digits_core.deprecated import MOVED_NAME
+
+    assert MOVED_NAME in DEPRECATIONS and MOVED_NAME.removal > digits_core.PLUGIN_API_VERSION
+    for name, module in APPLICATION_API.items():
+        assert hasattr(importlib.import_module(module), name), f"{module} does not export {name}"
+
+
+def test_our_own_code_uses_the_application_api_from_its_submodules():
+    from digits_core import APPLICATION_API
+
+    found = []
+    for top in ("digits_core", "plugins", "compat", "tests", "bench", "scripts", "examples"):
+        for path in sorted((ROOT / top).rglob("*.py")):
+            if "skeletons" in path.parts or "build" in path.parts:
+                continue
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.ImportFrom) and node.module == "digits_core" and not node.level:
+                    found += [f"{path.relative_to(ROOT)}:{node.lineno}: from digits_core import {a.name}"
+                              for a in node.names if a.name in APPLICATION_API]
+                elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                        and node.value.id == "digits_core" and node.attr in APPLICATION_API:
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno}: digits_core.{node.attr}")
+    assert not found, "use the application API's submodules (digits_core.engine.train, ...):\n" + "\n".join(found)

@@ -44,10 +44,10 @@ def shapes_dataset(jobs_dir):
 
 @pytest.mark.slow
 def test_cli_and_api_refuse_a_network_for_another_task_before_creating_a_job(jobs_dir, shapes_dataset, digits_cli):
-    import digits_core
+    import digits_core.engine
 
     with pytest.raises(FormValidationError, match="is for detection; dataset .* is a classification dataset"):
-        digits_core.train(shapes_dataset.id, "detectnet", epochs=1)
+        digits_core.engine.train(shapes_dataset.id, "detectnet", epochs=1)
     result = digits_cli("--jobs-dir", str(jobs_dir), "train", "--dataset", shapes_dataset.id, "--network", "detectnet", "--epochs", "1")
     assert result.returncode != 0
     assert "is for detection" in result.stderr and "choose" in result.stderr

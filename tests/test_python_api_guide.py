@@ -7,6 +7,7 @@ encoder workers run in other processes.
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 import subprocess
@@ -32,10 +33,11 @@ def test_guide_blocks_and_public_names():
     assert len(blocks) >= 5
     text = GUIDE.read_text(encoding="utf-8")
     assert text.count("```python") == len(blocks), "every python block must be tagged <!-- api: run -->"
-    for name in ("create_dataset", "open_dataset", "train", "resume_training", "request_abort", "infer",
-                 "export_model", "load_snapshot"):
-        assert callable(getattr(digits_core, name)), name
-        assert f"digits_core.{name}(" in text, name
+    for module, name in (("datasets", "create_dataset"), ("datasets", "open_dataset"), ("engine", "train"),
+                         ("engine", "resume_training"), ("engine", "request_abort"), ("inference", "infer"),
+                         ("inference", "export_model"), ("engine", "load_snapshot")):
+        assert callable(getattr(importlib.import_module(f"digits_core.{module}"), name)), name
+        assert f"digits_core.{module}.{name}(" in text, name
     assert callable(handles.start_training) and callable(handles.start_dataset)
     assert (Path(digits_core.__file__).parent / "py.typed").is_file()
 

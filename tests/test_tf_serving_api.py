@@ -46,7 +46,7 @@ def _png(array: np.ndarray) -> str:
 
 
 def test_predict_answers_like_digits_infer(classifier, live_server):
-    from digits_core import infer
+    from digits_core.inference import infer
 
     jobs, job = classifier
     server = live_server(jobs)

@@ -403,7 +403,8 @@ def test_home_groups_search_bulk_delete_and_sweep_form(world, cli_sweep, browser
 
 @pytest.mark.slow
 def test_train_sweep_stops_after_an_aborted_point_and_creates_no_more_jobs(world, tmp_path):
-    from digits_core import JobStore, train_sweep
+    from digits_core.jobs import JobStore
+    from digits_core.sweep import train_sweep
 
     def stop_at_first_step(event):
         raise RuntimeError("stopped by the test")  # raising in progress aborts the run
@@ -413,7 +414,8 @@ def test_train_sweep_stops_after_an_aborted_point_and_creates_no_more_jobs(world
     assert [(j.name, j.status.value, j.group, j.data["sweep"]) for j in jobs] == [
         ("py sweep lr=0.1", "Aborted", "py sweep", {"learning_rate": 0.1})]
     assert [j.name for j in JobStore(tmp_path).list("model")] == ["py sweep lr=0.1"]  # the second never existed
-    from digits_core import FormValidationError, train
+    from digits_core import FormValidationError
+    from digits_core.engine import train
 
     with pytest.raises(FormValidationError, match="train_sweep") as info:  # train() makes one job, never a sweep
         train(world["dataset"].path, "lenet", "one", jobs_dir=tmp_path, epochs=1, learning_rate=[0.1, 0.01])

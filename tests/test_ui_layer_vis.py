@@ -178,15 +178,16 @@ def trained(tmp_path_factory):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
     from demo import export_sklearn_digits
 
-    import digits_core
+    import digits_core.datasets
+    import digits_core.engine
 
     root = tmp_path_factory.mktemp("layer-vis")
     data = root / "digits"
     export_sklearn_digits(data, per_class=8)
     jobs = root / "jobs"
-    ds = digits_core.create_dataset("image-classification", {"folder": str(data), "image_type": "grayscale",
+    ds = digits_core.datasets.create_dataset("image-classification", {"folder": str(data), "image_type": "grayscale",
                                                              "width": 28, "height": 28}, name="d", jobs_dir=jobs)
-    job = digits_core.train(ds.id, "lenet", name="vis lenet", jobs_dir=jobs, epochs=1, batch_size=16)
+    job = digits_core.engine.train(ds.id, "lenet", name="vis lenet", jobs_dir=jobs, epochs=1, batch_size=16)
     from PIL import Image
 
     image = root / "my seven.png"  # already 28x28: inference and the reference read the same pixels
@@ -240,7 +241,7 @@ def test_activations_equal_keras_submodels_and_weights_equal_the_layers(trained)
             assert entry["weights"] is None
     assert checked_maps == 5  # image, conv1, pool1, conv2, pool2
     # The last layer is the prediction infer() returns.
-    from digits_core import infer
+    from digits_core.inference import infer
 
     probabilities = infer(trained["job"].id, [str(trained["image"])], jobs_dir=trained["jobs"]).samples[0].output
     assert vis.layers[-1]["activations"]["stats"]["mean"] == pytest.approx(float(np.mean(probabilities)), rel=1e-6)

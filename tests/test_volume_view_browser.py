@@ -69,7 +69,7 @@ def test_scrolling_changes_the_slice_and_the_overlay_matches_the_label(chromium,
 def test_explore_scrolls_the_cases_of_a_volume_dataset_on_a_real_server(chromium, tmp_path):
     from live_server import running_server
 
-    from digits_core import create_dataset
+    from digits_core.datasets import create_dataset
     from digits_core.datasets.volumes import VolumeStageReader
     from digits_data_volumes.synth import generate
 

@@ -5,7 +5,7 @@ dataset as stored, and each of them again stretched to an odd size
 (``H + 5 × W + 3``), so the export's resize mode runs too. The export runs
 in a subprocess that imports only its runtime
 (:mod:`~digits_core.inference.parity_runtime`); ``digits infer``
-(:func:`digits_core.infer`) runs the same raw arrays here.
+(:func:`digits_core.inference.infer`) runs the same raw arrays here.
 
 The report (``parity.json`` in the archive) has ``max_abs_diff`` and
 ``mean_abs_diff`` of the outputs, and by task ``top1_agreement``

@@ -2,7 +2,7 @@
 
 ::
 
-    from digits_core import infer
+    from digits_core.inference import infer
     result = infer("20261202-120000-ab12", ["cat.png", "images/", "val.txt"])
     result.samples[0].top          # [{"index", "label", "probability"}, ...]
     result.metrics                 # top-1/top-5 accuracy, confusion matrix (labelled inputs)

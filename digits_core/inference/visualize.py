@@ -20,7 +20,7 @@ Each entry says how much it shows (``shown``/``total``, ``stride``). The
 statistics and pictures are drawn by :mod:`~digits_core.inference.vis_pictures`.
 
 Activations come from ONE forward pass through a Keras model whose outputs
-are every layer's output, fed the same network input :func:`~digits_core.infer`
+are every layer's output, fed the same network input :func:`~digits_core.inference.infer`
 uses (the engine's preprocessing: mean subtraction, scale, centre crop),
 so the last layer's activations are the prediction. Only functional and
 Sequential Keras models have per-layer outputs; a subclassed model gets
@@ -170,7 +170,7 @@ def layer_visualizations(model: InferenceModel, raw: np.ndarray, input_id: str =
 
     Args:
         model: An :class:`~digits_core.inference.model.InferenceModel` (``result.model`` of
-            :func:`~digits_core.infer`).
+            :func:`~digits_core.inference.infer`).
         raw: The raw network input of the image (``result.samples[0].input_data``).
         input_id: The image's name.
         limits: What is drawn (default :class:`VisLimits`).
@@ -208,7 +208,7 @@ def visualize(model_id: Any, image: Any, *, epoch: float | None = None, jobs_dir
               limits: VisLimits | None = None) -> LayerVisualizations:
     """Run a model on ONE image and return every layer's activations and weights with statistics.
 
-    The image is read and prepared exactly as :func:`~digits_core.infer` prepares inputs
+    The image is read and prepared exactly as :func:`~digits_core.inference.infer` prepares inputs
     (the dataset's channels, resize mode and dtype, then the engine's preprocessing).
 
     Args:
@@ -229,7 +229,7 @@ def visualize(model_id: Any, image: Any, *, epoch: float | None = None, jobs_dir
 
 
 def visualize_result(result: InferenceResult, limits: VisLimits | None = None) -> LayerVisualizations:
-    """:func:`layer_visualizations` of the one sample of an :class:`~digits_core.InferenceResult`.
+    """:func:`layer_visualizations` of the one sample of an :class:`~digits_core.inference.InferenceResult`.
 
     Raises:
         InferenceError: The result has more or fewer than one sample.

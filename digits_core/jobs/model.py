@@ -16,7 +16,7 @@ write, so concurrent writers interleave whole lines).
 as methods (``job.add_snapshot(...)``, ``job.record_metric(...)``).
 The functions take a folder because a training run also writes them where no
 ``job.json`` exists yet (a non-chief worker's scratch folder, a bare folder
-given to :func:`digits_core.train`).
+given to :func:`digits_core.engine.train`).
 """
 
 from __future__ import annotations

@@ -369,5 +369,5 @@ class JobRecordView:
 
     @property
     def train_options(self) -> dict[str, Any]:
-        """A queued model job's :func:`~digits_core.train` keyword arguments (empty when none)."""
+        """A queued model job's :func:`~digits_core.engine.train` keyword arguments (empty when none)."""
         return dict(self.data.get("train_options") or {})

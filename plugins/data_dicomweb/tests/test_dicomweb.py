@@ -12,8 +12,8 @@ import os
 import numpy as np
 import pytest
 
-from digits_core import FormValidationError, open_dataset
-from digits_core.datasets import create_dataset
+from digits_core import FormValidationError
+from digits_core.datasets import create_dataset, open_dataset
 from digits_data_dicomweb.orthanc import OrthancServer, orthanc_available
 from digits_data_dicomweb.seg import SegmentationLabels, build_segmentations
 from digits_data_dicomweb.source import DicomWebError, DicomWebSource, StudyQuery
@@ -208,7 +208,8 @@ def test_train_from_the_pacs_and_store_predictions_as_seg(pacs, data, tmp_path):
     import subprocess
     import sys
 
-    from digits_core import infer, train
+    from digits_core.engine import train
+    from digits_core.inference import infer
 
     _, result, _ = data
     jobs = tmp_path / "jobs"

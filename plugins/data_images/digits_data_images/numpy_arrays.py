@@ -220,12 +220,12 @@ def create_dataset_from_arrays(features: np.ndarray, labels: np.ndarray, *, fold
         folder: Where the ``.npy`` files are written (created if missing).
         val_features: Optional separate validation features; ``val_labels`` with them.
         options: Other form values (``val_percent``, ``encoding``, ``class_labels_file`` ...).
-        **create_kwargs: Passed to :func:`digits_core.create_dataset` (``name``, ``jobs_dir``, ``workers`` ...).
+        **create_kwargs: Passed to :func:`digits_core.datasets.create_dataset` (``name``, ``jobs_dir``, ``workers`` ...).
 
     Returns:
         The dataset job.
     """
-    from digits_core import create_dataset
+    from digits_core.datasets import create_dataset
 
     folder = os.path.abspath(os.fspath(folder))
     os.makedirs(folder, exist_ok=True)

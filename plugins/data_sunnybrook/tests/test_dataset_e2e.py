@@ -73,7 +73,7 @@ def test_missing_decoder_fails_the_job_before_it_starts(synth_copy, tmp_path):
     shutil.copy(get_testdata_file("MR_small_jpeg_ls_lossless.dcm"), entry.image)
     with pytest.raises(DigitsError, match=r"digits-data-sunnybrook\[codecs\]"):
         create_dataset("image-sunnybrook", values, workers=2, jobs_dir=tmp_path / "jobs")
-    from digits_core import JobStore
+    from digits_core.jobs import JobStore
 
     (job,) = JobStore(tmp_path / "jobs").list(kind="dataset")
     assert job.status.value == "Error" and "digits-data-sunnybrook[codecs]" in job.error

@@ -7,7 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from digits_core import DatasetError, create_dataset
+from digits_core import DatasetError
+from digits_core.datasets import create_dataset
 from digits_core.datasets.volumes import VolumeStageReader
 
 

@@ -8,7 +8,8 @@ import numpy as np
 import pydicom
 import pytest
 
-from digits_core import DatasetError, create_dataset
+from digits_core import DatasetError
+from digits_core.datasets import create_dataset
 from digits_data_volumes.geometry import VolumeFormatError, dicom_files, read_series
 from digits_data_volumes.synth import write_nifti
 

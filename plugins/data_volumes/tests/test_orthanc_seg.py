@@ -60,7 +60,7 @@ def _cases(folder, stage):
 
 
 def test_dicomweb_volumes_builds_the_msd_dataset_record_for_record(pacs, synth, tmp_path):
-    from digits_core import create_dataset
+    from digits_core.datasets import create_dataset
 
     jobs = tmp_path / "jobs"
     remote = create_dataset("dicomweb-volumes", {"server_url": pacs.dicomweb_url, "username": pacs.username,
@@ -154,7 +154,7 @@ def test_a_series_with_a_missing_slice_fails_alone_naming_it(pacs, synth, tmp_pa
     import pydicom
     import requests
 
-    from digits_core import create_dataset, open_dataset
+    from digits_core.datasets import create_dataset, open_dataset
     from digits_data_volumes.geometry import read_series
 
     victim = _series_uid(pacs, tmp_path, "heart_002")

@@ -10,7 +10,7 @@ pytestmark = pytest.mark.slow
 
 
 def test_new_model_form_queues_unet3d_and_the_worker_trains_it(tmp_path):
-    from digits_core import create_dataset
+    from digits_core.datasets import create_dataset
     from digits_core.executors.worker import train_into_job
     from digits_core.jobs import JobStatus
     from digits_core.web import create_app

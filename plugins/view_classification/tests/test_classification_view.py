@@ -7,8 +7,9 @@ from html.parser import HTMLParser
 import numpy as np
 import pytest
 
-from digits_core import registry, render_html, report_json, run_view, validate_values
+from digits_core import registry, validate_values
 from digits_core.errors import FormValidationError
+from digits_core.inference import render_html, report_json, run_view
 from digits_view_classification.view import ClassificationView, to_probabilities
 
 LABELS = ["cat", "dog", "bird"]

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from digits_core import registry, render_html, report_json, run_view, validate_values
+from digits_core import registry, validate_values
+from digits_core.inference import render_html, report_json, run_view
 from digits_view_detection.view import DISPLAY_SIZE, BoundingBoxesView
 
 LABELS = ["dontcare", "cat", "dog"]

@@ -11,7 +11,8 @@ import pytest
 from PIL import Image
 from skimage.metrics import peak_signal_noise_ratio, structural_similarity
 
-from digits_core import registry, render_html, report_json, run_view
+from digits_core import registry
+from digits_core.inference import render_html, report_json, run_view
 from digits_view_generic.image_output import ImageOutputView
 from digits_view_generic.metrics import psnr, ssim
 

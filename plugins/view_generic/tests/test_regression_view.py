@@ -7,7 +7,8 @@ import re
 import numpy as np
 from sklearn.metrics import mean_absolute_error, mean_squared_error
 
-from digits_core import registry, render_html, report_json, run_view, validate_values
+from digits_core import registry, validate_values
+from digits_core.inference import render_html, report_json, run_view
 from digits_view_generic.metrics import mae_rmse
 from digits_view_generic.regression import RegressionConfigForm, RegressionView
 from digits_view_generic.scatter import MAX_POINTS, scatter_svg_data

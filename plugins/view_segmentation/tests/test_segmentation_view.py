@@ -11,7 +11,8 @@ import pytest
 from PIL import Image
 from sklearn.metrics import f1_score, jaccard_score
 
-from digits_core import registry, render_html, report_json, run_view, to_display_uint8, validate_values
+from digits_core import registry, to_display_uint8, validate_values
+from digits_core.inference import render_html, report_json, run_view
 from digits_view_segmentation import maps
 from digits_view_segmentation.view import SegmentationView
 
