@@ -135,27 +135,31 @@ def test_regression_and_image_output_results_pages_fit_a_phone(regression, denoi
         page.set_default_timeout(180_000)  # only the bound after which a wait on page state fails
         page.on("pageerror", lambda exc: errors.append(str(exc)))
 
-        def run(model, fill):
+        def run(model, fill, view):
             page.goto(f"{server.url}/models/{model.id}")
+            assert page.locator("#view-id").input_value() == view  # preselected by the dataset's task
             fill()
             page.click("#infer-button")
             page.wait_for_selector("#results")
             assert re.search(rf"/models/{model.id}/inference/[0-9a-f-]+$", page.url.split("#")[0]), page.url
 
-        def targets_form():
+        def targets_form():  # what a user fills: the image folder and the targets file of those images
             page.check("input[name=input_mode][value=plugin]")
+            page.fill("#infer-form [name=image_folder]", str(regression["root"] / "imgs"))
             page.fill("#infer-form [name=targets_file]", str(regression["root"] / "targets.csv"))
             page.fill("#infer-form [name=list_root]", str(regression["root"] / "imgs"))
 
-        run(regression["model"], targets_form)
-        assert page.locator(".dvg-sample").count() == 24
+        run(regression["model"], targets_form, "regression")
+        assert page.locator(".dvg-sample").count() == 24  # each image once (it was 48: folder + file)
+        assert re.sub(r"\s+", " ", page.locator(".dvg-header").inner_text()).strip() == \
+            "24 inputs, 2 targets (bright, dark); 24 with known values."
         assert_fits_a_phone(page, "the regression results page", screenshot="regression-results-375")
 
         def pairs_list():
             page.check("input[name=input_mode][value=path]")
             page.fill("#infer-path", str(denoising["root"] / "pairs.txt"))
 
-        run(denoising["model"], pairs_list)
+        run(denoising["model"], pairs_list, "image-output")
         assert page.locator(".dvg-target").count() == 2
         assert_fits_a_phone(page, "the image-output results page", screenshot="image-output-results-375")
         page.context.close()

@@ -265,6 +265,9 @@ def test_the_comparison_page_in_a_browser_ranks_draws_and_promotes(world, asha_s
         assert page.evaluate("Chart.getChart('chart-curves').data.datasets.length") == 3
         assert page.evaluate("Chart.getChart('chart-parallel').data.labels") == ["learning_rate", "solver",
                                                                                  "val_accuracy"]
+        from browser_support import assert_fits_a_phone
+
+        assert_fits_a_phone(page, "a sweep's comparison page", screenshot="sweep-375")
         page.click("#promote-best")
         page.wait_for_selector("#promoted")
         assert summary["trials"][0]["job_id"] in page.locator("#promoted").inner_text()

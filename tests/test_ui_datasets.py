@@ -380,6 +380,9 @@ def test_dataset_tabs_histogram_mean_and_class_filter_in_chromium(live, chromium
     assert page.locator(".sample-label").all_inner_texts() == ["eel"] * 2
     assert "of class 2: eel" in page.locator("#explore-summary").inner_text()
     _shot(page, "explore-filtered")
+    from browser_support import assert_fits_a_phone
+
+    assert_fits_a_phone(page, "Explore of a classification dataset, one class", screenshot="ui-datasets-explore-375")
     assert not page.js_errors, page.js_errors
     page.context.close()
 

@@ -108,6 +108,41 @@ def test_top_n_form_is_for_classification_and_keeps_values_on_error(app, client,
     assert resp.status_code == 200 and "does not exist on the server" in resp.get_data(as_text=True)
 
 
+def test_top_n_results_are_stored_with_a_url_listed_and_deleted(app, client, tmp_path):
+    """A Top N run is stored as *Test the model*'s results are: 303 to a GET page, listed, JSON twin, Delete
+    (the worker's answer is written here by hand: no TensorFlow; the real POST is in test_top_n_per_category)."""
+    from digits_core.web.inference_results import results_dir
+    from digits_core.web.top_n_views import store_top_n
+
+    job = _model(app)
+    thumb = "data:image/png;base64,iVBORw0KGgo="
+    answer = {"model": {"epoch": 2}, "n": 1, "inputs": 3, "errors": [{"input": "bad.png", "error": "unreadable"}],
+              "classes": [{"index": k, "label": label, "images": [
+                  {"input_id": str(tmp_path / label / "0001.png"), "probability": 0.5 + k / 4, "image": thumb}]}
+                  for k, label in enumerate(("cat", "dog"))]}
+    with app.test_request_context():
+        resp = store_top_n(job, answer, str(tmp_path))
+    assert resp.status_code == 303
+    url = resp.headers["Location"]
+    assert re.fullmatch(rf"/models/{job.id}/inference/\d{{8}}-\d{{6}}-[0-9a-f]{{6}}", url), url
+    for _ in range(2):  # a reload shows the same page and stores nothing
+        html = client.get(url).get_data(as_text=True)
+        assert re.findall(r'class="top-n-class" data-class="([^"]+)"', html) == ["cat", "dog"]
+        assert re.findall(r'class="small muted top-n-name"[^>]*>([^<]*)<', html) == ["cat/0001.png", "dog/0001.png"]
+        assert "75.00%" in html and thumb in html and "bad.png" in html and "3 images from" in html
+        assert f'href="/models/{job.id}#top-n">Test again' in html
+    listed = client.get(f"/models/{job.id}.json").get_json()["inference_results"]
+    assert [(r["url"], r["view_title"], r["samples"], r["epoch"], r["inputs"]) for r in listed] == [
+        (url, "Top N per category", 3, 2, str(tmp_path))]
+    assert f'href="{url}" class="result-open"' in client.get(f"/models/{job.id}").get_data(as_text=True)
+    twin = client.get(url, headers={"Accept": "application/json"}).get_json()["results"]
+    assert [c["images"][0]["input_id"] for c in twin["classes"]] == [str(tmp_path / "cat" / "0001.png"),
+                                                                       str(tmp_path / "dog" / "0001.png")]
+    assert all("image" not in i for c in twin["classes"] for i in c["images"])
+    resp = client.post(url + "/delete", data={"csrf_token": _token(client)})
+    assert resp.status_code == 303 and not any(results_dir(job).iterdir())
+
+
 def test_top_per_class_ranks_each_class_highest_first():
     from digits_core.inference.top_per_class import top_per_class
 
@@ -351,6 +386,13 @@ def test_top_n_per_category(trained, page):
     from browser_support import assert_fits_a_phone
 
     server = trained["server"]
+    login = page.context.browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
+    login.goto(server.url + "/login")  # this server has a token: the login page, logged out, on a phone
+    login.fill("#token", "not the token")
+    login.press("#token", "Enter")
+    login.wait_for_selector(".field-error")
+    assert_fits_a_phone(login, "the login page with its error", screenshot="model-pages-login-375")
+    login.context.close()
     page.goto(server.url + f"/models/{trained['model']}")
     page.fill("#top-n-path", str(trained["data"]))
     page.fill("#top-n-count", "3")
@@ -358,10 +400,19 @@ def test_top_n_per_category(trained, page):
     page.wait_for_selector(".top-n-class")
     sections = page.locator(".top-n-class")
     assert sections.count() == 10
-    assert page.locator(".top-n-class h2").all_inner_texts() == [str(d) for d in range(10)]
+    assert page.locator(".top-n-class h3").all_inner_texts() == [str(d) for d in range(10)]
     assert "80 images" in page.locator("#top-n-info").inner_text()
     _shot(page, "top-n")
     assert_fits_a_phone(page, "the Top N results page", screenshot="model-pages-top-n-375")
+    # Stored with a URL (the POST answered 303): a reload shows the same page and runs nothing.
+    url = page.url.split("#")[0]
+    assert re.fullmatch(re.escape(server.url) + rf"/models/{trained['model']}/inference/[0-9a-f-]+", url), url
+    before = page.locator("#results").inner_text()
+    page.reload()
+    assert page.locator("#results").inner_text() == before
+    listed = [r for r in server.get_json(f"/models/{trained['model']}.json")["inference_results"]
+              if r["view_title"] == "Top N per category"]
+    assert [(server.url + r["url"], r["samples"]) for r in listed] == [(url, 80)]
     # The same ranking from the per-image probabilities of the inference API (all 10 classes listed).
     listing = server.request(f"/api/models/{trained['model']}/infer", method="POST", data={
         "inputs": [str(trained["data"])], "view_config": {"top_n": 10}}).json()["results"]["samples"]

@@ -388,14 +388,18 @@ def test_other_runs_overlay_on_the_model_page_charts(workday):
 
 
 def test_pages_fit_a_phone_and_print_no_python_none(workday):
+    from digits_core.plugins.registry import registry
+
     server = workday["server"]
+    new_dataset_forms = [f"/datasets/new/{plugin_id}" for plugin_id in registry.data_ingestions()]
+    assert len(new_dataset_forms) >= 10, new_dataset_forms  # every bundled data plugin's form, not only three
     page = _page(workday)
     page.set_viewport_size({"width": 375, "height": 800})
     for path in ("/", "/plugins", f"/datasets/{workday['digits'].id}", f"/models/{workday['detector'].id}",
-                 f"/models/{workday['classifier'].id}", "/models/new", "/datasets/new/image-classification",
-                 "/datasets/new/object-detection", "/datasets/new/image-segmentation",
+                 f"/models/{workday['classifier'].id}", "/models/new", *new_dataset_forms,
                  f"/compare?jobs={workday['classifier'].id},{workday['source'].id}", "/models/no-such-job"):
-        page.goto(server.url + path)
+        response = page.goto(server.url + path)
+        assert response.ok or path == "/models/no-such-job", (path, response.status)
         _frames(page, 10)
         assert page.evaluate("document.documentElement.scrollWidth") <= 375, path
         if not path.startswith("/datasets/new/"):  # the forms offer an encoding named "None (raw pixels)"

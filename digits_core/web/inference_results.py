@@ -4,7 +4,8 @@ A results page is the view's rendered fragments (their pictures are ``data:`` UR
 needs no other file), the run's facts (view, snapshot, inputs, skipped inputs, notes) and the layer
 visualizations when asked for. They are written to ``<job>/inference/results/<id>/result.json`` through a
 hidden temporary folder that is renamed into place, so a listed result is always complete. The form's
-POST answers ``303 See Other`` to ``/models/<job>/inference/<id>``: the page is bookmarkable and a reload
+POST (and *Top N per category*'s, :mod:`digits_core.web.top_n_views`) answers ``303 See Other`` to
+``/models/<job>/inference/<id>``: the page is bookmarkable and a reload
 shows it again instead of running the model again. The model page lists them, newest first, each with
 *Delete*. A model keeps its newest ``DIGITS_KEEP_RESULTS`` results (``digits serve --keep-results``,
 default 50; 0 keeps all): storing one more deletes the oldest beyond that.
@@ -222,12 +223,16 @@ def delete(job_id: str, result_id: str):
     return redirect(url_for("models.show", job_id=job.id) + "#inference-results", code=303)
 
 
-def store_and_redirect(job, view_id: str, view_title: str, result: dict, inputs: str):
+def store_and_redirect(job, view_id: str, view_title: str, result: dict, inputs: str, samples: int | None = None):
     """Store a finished run (see :func:`store_result`; ``result["files"]``: the files it wrote) and answer the
-    redirect to its page."""
+    redirect to its page.
+
+    ``samples`` is the count the model page lists (default: the sample fragments; Top N, whose classes are
+    one header fragment, gives the images it ranked).
+    """
     fragments = result.get("fragments") or {}
     record = {"view_id": view_id, "view_title": view_title, "fragments": fragments, "info": result.get("info") or {},
-              "json": result.get("json") or {}, "visualizations": result.get("visualizations"),
-              "inputs": inputs, "samples": len(fragments.get("samples") or [])}
+              "json": result.get("json") or {}, "visualizations": result.get("visualizations"), "inputs": inputs,
+              "samples": len(fragments.get("samples") or []) if samples is None else samples}
     result_id = store_result(job, record, result.get("files"))
     return redirect(url_for("inference_results.show", job_id=job.id, result_id=result_id), code=303)
