@@ -50,8 +50,9 @@ from .errors import (  # noqa: E402
 )
 from .interfaces import STAGES, TEST, TRAIN, VAL, DataIngestion, View  # noqa: E402
 from .jobs import Job, JobStatus  # noqa: E402  (hooks hand plugins a Job and its JobStatus)
+from .plugins.discovery import PluginRecord  # noqa: E402
 from .plugins.hookspecs import hookimpl  # noqa: E402
-from .plugins.registry import PluginRecord, PluginRegistry, registry  # noqa: E402
+from .plugins.registry import PluginRegistry, registry  # noqa: E402
 
 # Names provided by modules that are imported on first access (PEP 562), so
 # that `import digits_core` never pulls in TensorFlow: name -> module.
@@ -113,12 +114,12 @@ if TYPE_CHECKING:  # the lazy names, typed for type checkers and editors
     from .engine.detection.geometry import transform_boxes as transform_boxes
     from .engine.detection.kitti import read_kitti_labels as read_kitti_labels
     from .forms import bind_form as bind_form
-    from .forms import select_choices as select_choices
     from .forms import validate_values as validate_values
     from .inference.images import png_data_uri as png_data_uri
     from .inference.images import resize_nearest as resize_nearest
     from .inference.images import to_display_rgb as to_display_rgb
     from .inference.images import to_display_uint8 as to_display_uint8
+    from .option_spec import select_choices as select_choices
     from .sources import S3Location as S3Location
     from .sources.s3_form import S3SourceFields as S3SourceFields
     from .sources.s3_form import is_s3_url as is_s3_url

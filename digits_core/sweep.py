@@ -33,8 +33,8 @@ from .errors import FormValidationError
 from .groups import normalize_group
 
 if TYPE_CHECKING:
-    from .engine.option_specs import OptionSpec
     from .jobs import Job
+    from .option_spec import OptionSpec
 
 #: Most jobs one sweep may create (a typo such as a stray comma list should not queue hundreds).
 MAX_SWEEP_JOBS = 64

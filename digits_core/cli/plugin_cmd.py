@@ -107,8 +107,8 @@ def run_check(args) -> int:
     import sys
 
     from ..errors import FormValidationError
+    from ..plugins.check import check_plugin
     from ..plugins.registry import registry
-    from ..plugins.testing import check_plugin
     from .output import print_json
 
     kind, sep, plugin_id = args.plugin_id.partition(":")

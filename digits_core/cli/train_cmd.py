@@ -10,7 +10,7 @@ import json
 import sys
 from typing import Any
 
-from ..engine.jobio import MODEL_FILE, load_model_job, read_metrics, read_model_info
+from ..engine.jobio import load_model_job, read_metrics, read_model_info
 from ..engine.lr_policies import lr_schedule_preview
 from ..engine.networks import list_networks
 from ..engine.option_specs import LR_PREVIEW_OPTIONS, add_cli_arguments, options_from_cli
@@ -18,6 +18,7 @@ from ..engine.options import lr_preview_schedule
 from ..engine.trainer import request_abort, resume_training, train
 from ..errors import FormValidationError, JobStateError
 from ..jobs import JobStore
+from ..jobs.model import MODEL_FILE
 from ..sweep import expand_sweep, is_sweep, sweep_group, train_sweep
 from .output import print_json, print_table
 

@@ -20,9 +20,9 @@ TensorFlow.
 
 from __future__ import annotations
 
+from .images import EncodedImage, RecordError
 from .layout import channels_first_problem
 from .reader import Dataset, open_dataset
-from .records import EncodedImage, RecordError
 
 
 def __getattr__(name: str):

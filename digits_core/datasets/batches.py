@@ -17,6 +17,8 @@ import numpy as np
 
 from ..errors import DatasetError
 from . import records as rec
+from .images import RecordError
+from .labels import raw_prefix_size
 
 
 @dataclass(frozen=True)
@@ -80,7 +82,7 @@ def unpack_records(values: list[bytes], layout: RecordLayout, *, decode: bool = 
     lshape = layout.label_shape
     fbytes = int(np.prod(fshape)) * fdtype.itemsize
     lbytes = int(np.prod(lshape)) * ldtype.itemsize if lshape else ldtype.itemsize
-    prefix = rec.raw_prefix_size(lshape) if layout.label_kind == "raw" else 0  # a raw label's ndim and dims
+    prefix = raw_prefix_size(lshape) if layout.label_kind == "raw" else 0  # a raw label's ndim and dims
     raw_len = rec.HEADER_SIZE + fbytes + prefix + lbytes
     # Fast path: every record raw (encoding byte 0) and of the raw length -> one frombuffer.
     if set(map(len, values)) == {raw_len}:
@@ -104,7 +106,7 @@ def unpack_records(values: list[bytes], layout: RecordLayout, *, decode: bool = 
     for i, v in enumerate(values):
         try:
             features[i], _ = rec.unpack_record(v, decode=True)
-        except (rec.RecordError, OSError, ValueError) as exc:
+        except (RecordError, OSError, ValueError) as exc:
             raise DatasetError(f'Record of dataset "{layout.dataset_id}" is corrupt: {exc}') from exc
     return features, labels
 
@@ -115,7 +117,7 @@ def _unpack_boxes(values: list[bytes], layout: RecordLayout, decode: bool) -> tu
     for v in values:
         try:
             feature, label = rec.unpack_record(v, decode=decode)
-        except (rec.RecordError, OSError, ValueError) as exc:
+        except (RecordError, OSError, ValueError) as exc:
             raise DatasetError(f'Record of dataset "{layout.dataset_id}" is corrupt: {exc}') from exc
         features_list.append(feature)
         boxes.append(label)

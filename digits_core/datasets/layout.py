@@ -18,6 +18,7 @@ from collections.abc import Iterable, Sequence
 
 from ..errors import DatasetError
 from . import records as rec
+from .labels import LABEL_KINDS
 
 #: A feature with more channels than this and at most this many rows looks channels-first.
 MAX_CHANNELS_LAST = 4
@@ -26,7 +27,7 @@ MAX_CHANNELS_LAST = 4
 def describe_layout(layout: tuple) -> str:
     """Human-readable layout: ``feature uint8 (28, 28, 1), label class int64 ()``."""
     fdtype, fshape, kind, ldtype, lshape = layout
-    return f"feature {fdtype} {tuple(fshape)}, label {rec.LABEL_KINDS[kind]} {ldtype} {tuple(lshape)}"
+    return f"feature {fdtype} {tuple(fshape)}, label {LABEL_KINDS[kind]} {ldtype} {tuple(lshape)}"
 
 
 def channels_first_problem(shape: Sequence[int], plugin_id: str | None = None) -> str | None:

@@ -18,7 +18,7 @@ import numpy as np
 from ..errors import DatasetError
 from ..interfaces import STAGES
 from ..jobs import write_json_atomic
-from . import records as rec
+from .labels import LABEL_KINDS
 from .reader import DATASET_DIRNAME, ERRORS_FILE, INFO_FILE, MEAN_FILE
 
 #: Prefix of the hidden folder a dataset is built in, inside the job folder.
@@ -43,7 +43,7 @@ def dataset_info(*, job, plugin_id: str, plugin_version: str | None, layout: tup
     fdtype, fshape, kind, ldtype, lshape = layout
     class_labels = userdata.get("class_labels")
     num_classes = None
-    if rec.LABEL_KINDS[kind] in ("class", "mask"):
+    if LABEL_KINDS[kind] in ("class", "mask"):
         seen = max((len(i["label_histogram"] or []) for i in stage_info.values()), default=0)
         num_classes = max(seen, len(class_labels or []))
         if not class_labels and num_classes:
@@ -57,7 +57,7 @@ def dataset_info(*, job, plugin_id: str, plugin_version: str | None, layout: tup
         "plugin_version": plugin_version,
         "created": time.time(),
         "feature": {"shape": list(fshape), "dtype": fdtype, "layout": "HWC"},
-        "label": {"kind": rec.LABEL_KINDS[kind], "dtype": ldtype, "shape": list(lshape)},
+        "label": {"kind": LABEL_KINDS[kind], "dtype": ldtype, "shape": list(lshape)},
         "stages": {s: stage_info[s] for s in STAGES if s in stage_info},
         "userdata": userdata,
         "class_labels": class_labels,

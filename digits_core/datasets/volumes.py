@@ -29,7 +29,8 @@ import numpy as np
 
 from ..errors import DatasetError
 from .images import RecordError
-from .records import FEATURE_DTYPES, MASK_DTYPES, add_histograms
+from .labels import MASK_DTYPES
+from .records import FEATURE_DTYPES, add_histograms
 from .storage import REMAP_BYTES
 
 #: The ``dataset.json`` layout of volume datasets.

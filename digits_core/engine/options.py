@@ -24,10 +24,10 @@ from .option_specs import (
     LOSSES,  # noqa: F401 - the built-in loss names, importable from here as before
     LR_PREVIEW_OPTIONS,
     MEAN_MODES,
-    SOLVERS,
     applicable,
 )
 from .preprocessing import parse_scale
+from .solvers import SOLVERS
 from .tasks import TASKS as _TASK_REGISTRY
 
 TASKS = tuple(_TASK_REGISTRY)  # the built-in tasks; validation reads the live registry

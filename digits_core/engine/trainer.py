@@ -29,7 +29,7 @@ from typing import Any
 from ..errors import DigitsError, FormValidationError, JobStateError, TrainingError
 from ..faults import signal_reason
 from ..jobs import Job, JobStatus
-from ..jobs.model import update_model_record
+from ..jobs.model import MODEL_FILE, update_model_record
 from ..jobs.record import ModelRecord
 from ..phase_marks import mark
 from ..plugins.registry import registry
@@ -342,7 +342,7 @@ def _status_note(folder, status: JobStatus, early) -> str | None:
 
 def _finish_info(state: RunState, status: JobStatus, message: str | None, logs: dict, stopped_early: bool,
                  early=None) -> None:
-    if not state.strat.is_chief or not (state.folder / jobio.MODEL_FILE).is_file():
+    if not state.strat.is_chief or not (state.folder / MODEL_FILE).is_file():
         return
     result: ModelRecord = {"status": status.value, "error": message, "final_metrics": logs}
     if stopped_early:

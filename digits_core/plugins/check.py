@@ -153,8 +153,10 @@ def check_feature(feature: Any, label: Any, plugin_id: str, kind: str | None = N
         plugin_id: The plugin's id, named in the answer.
         kind: The label kind the plugin declares (``DataIngestion.label_kind``).
     """
+    from ..datasets.images import RecordError  # the datasets package loads the job machinery
+    from ..datasets.labels import declared  # the datasets package loads the job machinery
     from ..datasets.layout import channels_first_problem  # the datasets package loads the job machinery
-    from ..datasets.records import RecordError, declared, pack_record
+    from ..datasets.records import pack_record
 
     label, kind = declared(label, kind)
     array = np.asarray(feature) if not hasattr(feature, "fmt") else None

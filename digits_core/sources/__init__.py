@@ -9,12 +9,6 @@ plugin adds). boto3 is imported only when S3 is used.
 from __future__ import annotations
 
 from .s3 import (
-    IMAGE_EXTENSIONS,
-    S3BucketNotFoundError,
-    S3CredentialsError,
-    S3EndpointError,
-    S3Error,
-    S3Location,
     S3Object,
     check_location,
     download_prefix,
@@ -22,8 +16,16 @@ from .s3 import (
     list_class_tree,
     list_objects,
     list_prefixes,
-    parse_s3_url,
     read_object,
+)
+from .s3_client import (
+    IMAGE_EXTENSIONS,
+    S3BucketNotFoundError,
+    S3CredentialsError,
+    S3EndpointError,
+    S3Error,
+    S3Location,
+    parse_s3_url,
 )
 from .s3_upload import UploadReport, read_upload_config, upload_tree
 

@@ -30,18 +30,15 @@ from typing import Any
 from wtforms import Form, PasswordField, StringField
 from wtforms.validators import ValidationError
 
-from .s3 import (
+from .s3 import check_location, list_class_tree, list_prefixes, read_object
+from .s3_client import (
     IMAGE_EXTENSIONS,
     S3BucketNotFoundError,
     S3CredentialsError,
     S3EndpointError,
     S3Error,
     S3Location,
-    check_location,
-    list_class_tree,
-    list_prefixes,
     parse_s3_url,
-    read_object,
 )
 
 #: Stage -> the form field holding its S3 path.

@@ -37,7 +37,7 @@ class LocalS3:
 
     def location(self, bucket: str, prefix: str = ""):
         """An :class:`~digits_core.sources.S3Location` on this server with valid credentials."""
-        from .s3 import S3Location
+        from .s3_client import S3Location
 
         return S3Location(bucket, prefix, self.endpoint, self.access_key, self.secret_key, region=self.region)
 

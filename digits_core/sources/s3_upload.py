@@ -21,15 +21,14 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
-from .s3 import (
+from .s3 import S3Object, list_objects
+from .s3_client import (
     IMAGE_EXTENSIONS,
     S3BucketNotFoundError,
     S3Error,
     S3Location,
-    S3Object,
     _call,
     explain,
-    list_objects,
     s3_client,
 )
 

@@ -11,7 +11,8 @@ from flask import Blueprint, current_app, jsonify, request, url_for
 from flask_wtf.csrf import generate_csrf
 
 from ..engine.lr_policies import lr_schedule_preview
-from ..engine.options import LR_PREVIEW_OPTIONS, lr_preview_schedule
+from ..engine.option_specs import LR_PREVIEW_OPTIONS
+from ..engine.options import lr_preview_schedule
 from ..errors import DigitsError, FormValidationError
 from .helpers import job_summary
 

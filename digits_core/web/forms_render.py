@@ -94,7 +94,7 @@ def form_from_request(form_class, request, prefix: str | None = None):
 
 def blank_form(form_class, values: dict | None = None):
     """A form showing defaults, or pre-filled from saved values (clone); ``form_class`` may be an instance."""
-    from ..plugins.contract import form_class as _form_class
+    from ..forms import form_class as _form_class
 
     form_class = _form_class(form_class)
     if values:

@@ -29,13 +29,12 @@ from ..engine.option_specs import (
     LR_PREVIEW_OPTIONS,
     SWEEP_HELP,
     TRAINING_OPTIONS,
-    OptionSpec,
     applicable,
     effective_defaults,
 )
 from ..errors import FormValidationError
 from ..groups import MAX_GROUP_LENGTH
-from ..option_spec import wtforms_field
+from ..option_spec import OptionSpec, wtforms_field
 from .common_fields import GROUP_HELP, valid_group
 from .search_panel import PANEL_KEYS, SearchPanel
 
