@@ -15,7 +15,7 @@ import sys
 from typing import Any
 
 from ..errors import DatasetError, JobStateError
-from .output import print_json, print_table
+from .output import plugin_output_to_stderr, print_json, print_table
 
 
 def register(subparsers) -> None:
@@ -164,7 +164,7 @@ def run_create(args) -> int:
     roots = resolve_roots(options.data_root, resolve_jobs_dir(args.jobs_dir)) if options.data_root else None
     bars = _ProgressBars(enabled=not options.quiet and not options.json)
     try:
-        with confined_to(roots):
+        with confined_to(roots), plugin_output_to_stderr():  # the plugin's print()s never precede the JSON
             check_form_paths(values, f'dataset form of plugin "{args.plugin_id}"')
             job = create_dataset(args.plugin_id, values, jobs_dir=args.jobs_dir, progress=bars,
                                  ray_address=options.ray_address, **options_from_cli(options))

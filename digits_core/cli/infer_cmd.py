@@ -77,6 +77,7 @@ def _add_plugin_form_options(parser, argv: list[str] | None = None) -> dict[str,
     from ..forms import add_form_arguments, user_fields
     from ..plugins.contract import inference_form, needs_instance
     from ..plugins.registry import registry
+    from .output import plugin_output_to_stderr
 
     model_plugin, model_userdata = _model_dataset(argv or [])
 
@@ -90,7 +91,8 @@ def _add_plugin_form_options(parser, argv: list[str] | None = None) -> dict[str,
     for plugin_id, plugin in sorted(plugins.items()):
         userdata = model_userdata if plugin_id == model_plugin else None
         try:
-            form = inference_form(plugin, userdata)
+            with plugin_output_to_stderr():  # the plugin's __init__ may print (DIGITS 6 bAbI)
+                form = inference_form(plugin, userdata)
             if form is None:
                 continue
             fields[plugin_id] = [f.name for f in user_fields(form(meta={"csrf": False}))]
@@ -264,7 +266,7 @@ def run(args) -> int:
 
         return run_volume(args, _form_values(args, args.plugin_fields))
     from ..inference.runner import infer
-    from .output import print_json
+    from .output import plugin_output_to_stderr, print_json
 
     form_data = _form_values(args, args.plugin_fields)
     progress = None
@@ -274,7 +276,8 @@ def run(args) -> int:
 
     from ..inference.inputs import UnsupportedInputError
 
-    with library_messages() as library:  # a pydicom warning would land inside the progress line
+    # a pydicom warning would land inside the progress line; a plugin's print() before the JSON
+    with library_messages() as library, plugin_output_to_stderr():
         try:
             result = infer(
                 args.model, args.inputs, epoch=args.epoch, view_id=args.view,
@@ -296,7 +299,8 @@ def run(args) -> int:
     for note in result.notes:
         print(note, file=sys.stderr)
     if args.json:
-        data = result.to_json(include_images=args.include_images)
+        with plugin_output_to_stderr():  # the view's process_data and templates run here
+            data = result.to_json(include_images=args.include_images)
         if library:
             data["warnings"] = list(library)
         if args.out:
@@ -309,7 +313,8 @@ def run(args) -> int:
             print_json(data)
         return 0
     if args.out:
-        result.save_html(args.out)
+        with plugin_output_to_stderr():
+            result.save_html(args.out)
         print(f"wrote {args.out} ({len(result.samples)} inputs, view {result.view_id})")
         return 0
     _print_summary(result)

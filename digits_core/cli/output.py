@@ -2,10 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
+
+
+@contextlib.contextmanager
+def plugin_output_to_stderr() -> Iterator[None]:
+    """Send what ``print()`` writes to stderr while plugin code runs, so a command's stdout stays its own.
+
+    DIGITS 6 plugins print as they go (bAbI: ``lines are ...``); ``digits infer
+    --json`` and ``digits dataset create --json`` print JSON on stdout after
+    the block, and nothing else comes before it.
+    """
+    with contextlib.redirect_stdout(sys.stderr):
+        yield
 
 
 def print_json(data: Any) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 from ..engine.volume_infer import infer_volume
 from ..errors import FormValidationError
 from ..inference.volume_report import volume_cases
-from .output import print_json
+from .output import plugin_output_to_stderr, print_json
 
 
 def write_page(results, path: Path, model: str, jobs_dir) -> None:
@@ -38,8 +38,9 @@ def run_volume(args, form_data: dict | None = None) -> int:
                                               "--dicomweb-series UID"]}, "digits infer")
     page = Path(args.out) if args.out and args.out.lower().endswith(".html") else None
     out_dir = str(page.parent) if page is not None else (args.out or ".")
-    results = infer_volume(args.model, list(args.inputs), jobs_dir=args.jobs_dir, out_dir=out_dir,
-                           form_data=form_data or None)
+    with plugin_output_to_stderr():  # the data plugin's print()s never precede the JSON
+        results = infer_volume(args.model, list(args.inputs), jobs_dir=args.jobs_dir, out_dir=out_dir,
+                               form_data=form_data or None)
     for r in results:
         if r.note:
             print(r.note, file=sys.stderr)

@@ -154,6 +154,7 @@ def make_pool(plugin, workers: int, plugin_id: str) -> InlinePool | WorkerPool:
 def _init_worker(plugin, tracker, next_slot, job_pid: int, arena: tuple | None) -> None:
     """Pool initializer: bind to the job process, keep the plugin, claim a tracking slot."""
     die_with_parent(job_pid)
+    sys.stdout = sys.stderr  # a plugin's print() in a worker never lands in the command's stdout (its --json)
     if isinstance(plugin, _ByValue):
         plugin = _cloudpickle().loads(plugin.data)  # type: ignore[union-attr]  # the parent had cloudpickle
     try:
