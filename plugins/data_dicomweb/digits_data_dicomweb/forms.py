@@ -41,6 +41,35 @@ def _check_uids(field) -> None:
         raise ValidationError(f"not a DICOM UID (digits and dots, at most 64 characters): {bad[0][:70]}")
 
 
+def check_server_url(field, named_server: str | None = "", *, required: bool = True) -> None:
+    """Validate a typed DICOMweb URL field on the form, before any request leaves (any form's URL field).
+
+    Nothing to check when the operator's named server is chosen (its URL is the operator's). Otherwise
+    the URL must be an ``http(s)://`` root without credentials in it, and, on the web server, lead
+    where the operator allows outbound requests (:func:`digits_core.outbound.check_url`: loopback,
+    link-local and private addresses need ``digits serve --allow-url``).
+
+    Args:
+        field: The bound URL field (its ``short_name`` is named in the outbound guard's message).
+        named_server: The form's named-server choice (``""``: none).
+        required: Whether an empty URL is an error (``False``: empty means "the dataset's server").
+
+    Raises:
+        ValidationError: On ``field``.
+    """
+    if str(named_server or "").strip():
+        return  # a named server: its URL is the operator's
+    if not str(field.data or "").strip():
+        if required:
+            raise ValidationError("give the DICOMweb root URL, or choose a server")
+        return
+    _check_url(field)
+    try:
+        check_url(field.data, field.short_name)  # on the web server: before any request leaves
+    except OutboundURLError as exc:
+        raise ValidationError(str(exc).removeprefix(f"{field.short_name}: ")) from None
+
+
 class _ServerFields(Form):
     named_server = SelectField("Server", choices=lambda: select_choices(server_choices()), default="",
                          description="A server the operator named (digits serve --dicomweb-server NAME=URL), "
@@ -55,15 +84,7 @@ class _ServerFields(Form):
     token = PasswordField("Bearer token", description="Instead of user name and password (never written to disk).")
 
     def validate_server_url(self, field):
-        if self.named_server.data:
-            return  # a named server: its URL is the operator's
-        if not str(field.data or "").strip():
-            raise ValidationError("give the DICOMweb root URL, or choose a server")
-        _check_url(field)
-        try:
-            check_url(field.data, "server_url")  # on the web server: before any request leaves
-        except OutboundURLError as exc:
-            raise ValidationError(str(exc).removeprefix("server_url: ")) from None
+        check_server_url(field, self.named_server.data)
 
 
 class DicomWebDatasetForm(_ServerFields):
@@ -122,4 +143,4 @@ class DicomWebInferenceForm(Form):
         _check_uids(field)
 
 
-__all__ = ["DicomWebDatasetForm", "DicomWebInferenceForm", "split_list"]
+__all__ = ["DicomWebDatasetForm", "DicomWebInferenceForm", "check_server_url", "split_list"]

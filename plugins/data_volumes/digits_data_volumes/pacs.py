@@ -30,10 +30,11 @@ from typing import Any, NamedTuple
 
 import numpy as np
 from wtforms import StringField
-from wtforms.validators import Optional
+from wtforms.validators import Optional, ValidationError
 
 from digits_core import DatasetError, DigitsError
-from digits_data_dicomweb.forms import DicomWebDatasetForm, DicomWebInferenceForm, split_list
+from digits_data_dicomweb.forms import DicomWebDatasetForm, DicomWebInferenceForm, check_server_url, split_list
+from digits_data_dicomweb.servers import named_servers
 from digits_data_dicomweb.source import DicomWebError, InstanceRef, StudyQuery, public_url
 
 from .forms import VolumePreprocessingForm
@@ -88,6 +89,16 @@ class VolumeInferenceForm(DicomWebInferenceForm):
     def validate_dicomweb_series(self, field):
         if str(field.data or "").strip():
             super().validate_dicomweb_series(field)
+
+    def validate_dicomweb_server(self, field):
+        name = str(field.data or "").strip()
+        if name and name not in named_servers():
+            raise ValidationError(f'"{name[:40]}" is not a server this DIGITS was started with '
+                                  "(digits serve --dicomweb-server NAME=URL)")
+
+    def validate_dicomweb_url(self, field):
+        # As the dataset form's server_url: refused on its field before any request leaves (empty: the dataset's).
+        check_server_url(field, self.dicomweb_server.data, required=False)
 
 
 def _source(userdata: dict):
