@@ -123,3 +123,86 @@ def test_form_hides_what_does_not_apply_and_shows_network_defaults(web):
             assert f'data-field="{spec.name}"' in page, spec.name
     assert '&#34;momentum&#34;: {&#34;policies&#34;: null, &#34;solvers&#34;: [&#34;momentum&#34;' in page or \
         "momentum" in htmllib.unescape(re.search(r'data-options="([^"]*)"', page).group(1))
+
+
+# -- volume networks (issue 29): the same one truth on a DHWC dataset ----------------------------------
+
+_VOLUME_FIELDS = {"epochs": "epochs", "batch_size": "batch_size", "learning_rate": "learning_rate",
+                  "validation_interval": "val_every", "volume_steps_per_epoch": "steps_per_epoch",
+                  "volume_foreground": "foreground", "volume_base_filters": "base_filters",
+                  "volume_levels": "levels", "volume_adjacent_slices": "adjacent_slices",
+                  "volume_overlap": "overlap"}
+
+
+@pytest.fixture(scope="module")
+def volume_web(tmp_path_factory):
+    """A web app over a jobs folder holding a tiny real ``msd-volumes`` dataset (4 synthetic cases of 8×16×16)."""
+    from digits_core.datasets import create_dataset
+    from digits_data_volumes.synth import generate
+
+    root = tmp_path_factory.mktemp("volume-options")
+    synth = generate(root / "synth", cases=4, shape=(8, 16, 16), dicom=False)
+    ds = create_dataset("msd-volumes", {"data_folder": str(synth.task), "pct_val": 25}, jobs_dir=root / "jobs",
+                        workers=1)
+    app = create_app(root / "jobs", start_scheduler=False, testing=True)
+    client = app.test_client()
+    token = client.get("/api/csrf-token").get_json()["csrf_token"]
+    return app, client, token, ds
+
+
+@pytest.mark.parametrize("network", ["unet3d", "unet2.5d"])
+@pytest.mark.parametrize("changes", [
+    {},  # every door with its defaults: the README's unet3d / unet2.5d figures
+    {"epochs": 30, "learning_rate": 0.01, "validation_interval": 1},  # the 2-D engine defaults, typed on purpose
+    {"volume_patch": "8,8,8", "volume_overlap": 0.25, "volume_base_filters": 4, "volume_steps_per_epoch": 7},
+])
+def test_volume_networks_cli_web_and_api_resolve_the_same_run(volume_web, network, changes):
+    """``digits train``, the New Model form as shown, the JSON API and ``digits_core.train`` plan one run."""
+    import dataclasses
+
+    from digits_core.engine.volume_train import volume_config
+
+    app, client, token, ds = volume_web
+    jobs_dir = app.extensions["digits"]["jobs_dir"]
+    store = app.extensions["digits"]["store"]
+    argv = ["--dataset", ds.id, "--network", network]
+    for name, value in changes.items():
+        argv += [BY_NAME[name].flag, str(value)]
+    cli = _cli_options(argv)
+
+    page, form = _shown_form(client, f"{network}&dataset={ds.id}")
+    assert form["network"] == network and form["dataset"] == ds.id
+    defaults = volume_config(ds.id, network, jobs_dir=jobs_dir)
+    for name, attr in _VOLUME_FIELDS.items():  # the page shows what a run with nothing typed uses
+        assert float(form[name]) == float(getattr(defaults, attr)), (name, form[name], getattr(defaults, attr))
+    assert form["volume_patch"] == ""  # empty: ¾ of the median case, resolved from the dataset
+    form.update({"csrf_token": token, "model_name": "m"})
+    for name, value in changes.items():
+        form[name] = str(value)
+    resp = client.post("/models/new", data=form)
+    assert resp.status_code == 302, resp.get_data(as_text=True)[:1500]
+    web_job = store.get(resp.headers["Location"].rsplit("/", 1)[1])
+    web = web_job.train_options
+    assert (web.pop("dataset"), web.pop("network")) == (ds.id, network)
+
+    resp = client.post("/api/models", json={"name": "m", "dataset": ds.id, "network": network, "options": changes},
+                       headers={"X-CSRFToken": token})
+    assert resp.status_code == 202, resp.get_json()
+    api = store.get(resp.get_json()["id"]).train_options
+    assert (api.pop("dataset"), api.pop("network")) == (ds.id, network)
+
+    # what train() (CLI, Python API) and train_existing_job() (the web and JSON API's worker) hand the volume run
+    planned = [dataclasses.asdict(volume_config(ds.id, network, jobs_dir=jobs_dir, **opts))
+               for opts in (cli, web, api, changes)]
+    assert planned[0] == planned[1] == planned[2] == planned[3], planned
+    run = planned[0]
+    assert run["network"] == network
+    for name, value in changes.items():
+        if name == "volume_patch":
+            assert run["patch"] == [int(v) for v in value.split(",")]
+        else:
+            assert run[_VOLUME_FIELDS[name]] == value, name
+    if not changes:  # the defaults the README's figures were measured with
+        assert (run["epochs"], run["steps_per_epoch"], run["val_every"], run["batch_size"]) == (40, 25, 5, 2)
+        assert (run["learning_rate"], run["base_filters"], run["levels"], run["overlap"]) == (1e-3, 8, 3, 0.5)
+        assert run["patch"] == ([4, 12, 12] if network == "unet3d" else [1, 12, 12])  # ¾ of 8×16×16, ÷4

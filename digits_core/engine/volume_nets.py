@@ -13,6 +13,12 @@ from __future__ import annotations
 #: The volume networks ``digits train --network`` accepts on a DHWC dataset.
 VOLUME_NETWORKS = ("unet3d", "unet2.5d")
 
+#: The volume networks' recommended training options, declared once: a volume run resolves its options over
+#: these (``TrainingOptions.resolve``) and the New Model form shows them when a volume network is chosen, so
+#: ``digits train``, the form and the API run the same defaults. The run is Adam at a fixed rate.
+VOLUME_DEFAULTS: dict = {"epochs": 40, "batch_size": 2, "learning_rate": 1e-3, "validation_interval": 5,
+                         "solver": "adam", "lr_policy": "fixed"}
+
 
 def _block(keras, x, filters: int, conv):
     for _ in range(2):

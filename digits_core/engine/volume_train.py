@@ -16,9 +16,12 @@ run of a model job:
   and keeps what inference needs (patch, classes, spacing, normalisation,
   per-case validation scores).
 
-Besides ``epochs``, ``batch_size``, ``learning_rate``, ``validation_interval``
-and ``seed``, the volume settings are declared training options (CLI flags, the
-New Model form's "Volumes" fields, API keywords; :data:`VOLUME_PARAMS`):
+``epochs`` (40), ``batch_size`` (2), ``learning_rate`` (1e-3), ``validation_interval``
+(5) and ``seed`` apply; those defaults are the volume networks' own
+(:data:`~digits_core.engine.volume_nets.VOLUME_DEFAULTS`, shown by the New
+Model form too), so every door runs the same defaults (:func:`volume_config`
+resolves them without training). The volume settings are declared training
+options (CLI flags, the New Model form's "Volumes" fields, API keywords; :data:`VOLUME_PARAMS`):
 ``volume_patch`` ("D,H,W"), ``volume_steps_per_epoch`` (25),
 ``volume_foreground`` (0.5), ``volume_base_filters`` (8), ``volume_levels`` (3),
 ``volume_adjacent_slices`` (2, for ``unet2.5d``), ``volume_overlap`` (0.5). The
@@ -38,7 +41,7 @@ import numpy as np
 
 from ..errors import FormValidationError, TrainingError
 from ..jobs import Job, JobStatus
-from .volume_nets import VOLUME_NETWORKS
+from .volume_nets import VOLUME_DEFAULTS, VOLUME_NETWORKS
 
 #: The volume settings: each is the declared training option ``volume_<name>`` (or ``--network-param NAME=...``).
 VOLUME_PARAMS = ("patch", "steps_per_epoch", "foreground", "base_filters", "levels", "adjacent_slices", "overlap")
@@ -92,7 +95,9 @@ def _auto_patch(info: dict, levels: int, flat: bool) -> list[int]:
 def _config(network: str, info: dict, options: dict) -> VolumeConfig:
     from .options import TrainingOptions  # the option specs load only when a volume run is planned
 
-    opts = TrainingOptions.from_kwargs(**options)  # unknown names and bad values are refused as for 2-D
+    # the volume networks' defaults under what was given (None: not set); unknown names and bad values are
+    # refused as for 2-D
+    opts = TrainingOptions.resolve(VOLUME_DEFAULTS, options)
     params = dict(opts.network_params or {})
     unknown = sorted(set(params) - set(VOLUME_PARAMS))
     if unknown:
@@ -118,11 +123,9 @@ def _config(network: str, info: dict, options: dict) -> VolumeConfig:
         raise FormValidationError({field: [f"patch must be D,H,W voxels divisible by {unit}, not {patch}"]},
                                   "training options")
     return VolumeConfig(
-        network=network, patch=patch, epochs=int(opts.epochs) if "epochs" in options else 40,
-        batch_size=int(opts.batch_size or 2),
-        steps_per_epoch=int(values["steps_per_epoch"]),
-        learning_rate=float(opts.learning_rate) if "learning_rate" in options else 1e-3,
-        val_every=max(1, int(opts.validation_interval)) if "validation_interval" in options else 5,
+        network=network, patch=patch, epochs=int(opts.epochs), batch_size=int(opts.batch_size or 2),
+        steps_per_epoch=int(values["steps_per_epoch"]), learning_rate=float(opts.learning_rate),
+        val_every=max(1, int(opts.validation_interval)),
         foreground=float(values["foreground"]), base_filters=int(values["base_filters"]),
         levels=levels, adjacent_slices=int(values["adjacent_slices"]),
         overlap=float(values["overlap"]), seed=int(opts.seed if opts.seed is not None else 0))
@@ -143,6 +146,26 @@ def _volume_network(network: Any, folder: Path) -> str:
     return network
 
 
+def _plan(dataset: Any, network: Any, jobs_dir, options: dict) -> tuple[Path, dict, VolumeConfig]:
+    folder = _volume_folder(dataset, jobs_dir)
+    network = _volume_network(network, folder)
+    info = json.loads((folder / "dataset.json").read_text(encoding="utf-8"))
+    return folder, info, _config(network, info, options)
+
+
+def volume_config(dataset: Any, network: Any = None, *, jobs_dir=None, **options: Any) -> VolumeConfig:
+    """The settings a volume run of these options would use, resolved as :func:`train_volume` resolves them.
+
+    Nothing is trained or written: every front door (``digits train``, the New Model form, the JSON API,
+    :func:`digits_core.train`) ends in this resolution, so the same options give the same run.
+
+    Raises:
+        FormValidationError: Bad options.
+        TrainingError: Not a volume dataset or not a volume network.
+    """
+    return _plan(dataset, network, jobs_dir, options)[2]
+
+
 def train_volume(dataset: Any, network: Any = None, name: str | None = None, *, jobs_dir=None,
                  progress: Callable[[dict], None] | None = None, on_job: Callable[[Job], None] | None = None,
                  group: str | None = None, **options: Any) -> Job:
@@ -152,10 +175,8 @@ def train_volume(dataset: Any, network: Any = None, name: str | None = None, *, 
         FormValidationError: Bad options (no job is created).
         TrainingError: Not a volume network, or training failed (the job ends in Error).
     """
-    folder = _volume_folder(dataset, jobs_dir)
-    network = _volume_network(network, folder)
-    info = json.loads((folder / "dataset.json").read_text(encoding="utf-8"))
-    config = _config(network, info, options)
+    folder, info, config = _plan(dataset, network, jobs_dir, options)
+    network = config.network
     fields: dict[str, Any] = dict(dataset_id=info["id"], network=network, task="volume-segmentation",
                                   form_data={k: v for k, v in options.items() if isinstance(v, (int, float, str, dict))})
     if group:
@@ -168,11 +189,8 @@ def train_volume(dataset: Any, network: Any = None, name: str | None = None, *, 
 
 def train_volume_into(job: Job, dataset: Any, network: Any = None, *, progress=None, **options: Any) -> Job:
     """:func:`train_volume` into a model job created beforehand (the web UI's queued jobs)."""
-    folder = _volume_folder(dataset, job.path.parent)
-    network = _volume_network(network, folder)
-    info = json.loads((folder / "dataset.json").read_text(encoding="utf-8"))
-    config = _config(network, info, options)
-    job.update(dataset_id=info["id"], network=network, task="volume-segmentation")
+    folder, info, config = _plan(dataset, network, job.path.parent, options)
+    job.update(dataset_id=info["id"], network=config.network, task="volume-segmentation")
     return _run(job, folder, info, config, progress)
 
 

@@ -156,6 +156,10 @@ def network_defaults(network: str | None) -> dict:
     """The recommended options of a network (``{}`` for custom code or an unknown name)."""
     if not network or network == CUSTOM:
         return {}
+    from ..engine.volume_nets import VOLUME_DEFAULTS, VOLUME_NETWORKS  # names and a dict: no Keras loaded
+
+    if network in VOLUME_NETWORKS:  # what a volume run resolves its options over (engine.volume_train)
+        return dict(VOLUME_DEFAULTS)
     for spec in list_networks():
         if spec.name == network:
             return dict(spec.defaults)
