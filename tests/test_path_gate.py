@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from types import SimpleNamespace
 
 import pytest
@@ -289,3 +290,60 @@ def test_a_series_folder_symlink_out_of_the_roots_is_not_read(tmp_path):
     assert [p.name for p in dicom_files(root / "series")] == ["IM1.dcm", "IM2.dcm"]  # the CLI: not confined
     with confined_to([root]):
         assert [p.name for p in dicom_files(root / "series")] == ["IM1.dcm"]
+
+
+PATH_BEARING = re.compile(r"(folder|file|list|path|annotations|root|url|server|upload)$")
+
+
+def _gate_table() -> dict[str, str]:
+    """The plugin guide's path-gate table: first cell -> the whole row."""
+    from pathlib import Path
+
+    guide = (Path(__file__).resolve().parents[1] / "docs" / "writing-plugins.md").read_text(encoding="utf-8")
+    start = guide.index("| Plugin | Path-bearing form fields")
+    rows = {}
+    for line in guide[start:].splitlines()[2:]:
+        if not line.startswith("|"):
+            break
+        rows[line.split("|")[1].strip()] = line
+    return rows
+
+
+def _field_names(form) -> list[str]:
+    from digits_core.forms import user_fields
+
+    if form is None:
+        return []
+    bound = form(meta={"csrf": False}) if isinstance(form, type) else form
+    return [f.name for f in user_fields(bound) if PATH_BEARING.search(f.name) and not f.name.startswith("s3_")]
+
+
+def test_the_guides_path_gate_table_names_every_path_bearing_field_of_every_bundled_plugin():
+    """Each bundled data plugin has a row; each of its path/URL fields is named in it or in a shared row."""
+    import inspect
+
+    from digits_core.plugins.registry import registry
+    from digits_core.web import volume_inference
+
+    rows = _gate_table()
+    shared = " ".join(text for first, text in rows.items() if not first.startswith("`"))
+    bundled = {pid: cls for pid, cls in registry.data_ingestions().items() if cls.__module__.startswith("digits_data_")}
+    assert {"dicomweb-volumes", "msd-volumes", "dicom-series", "image-regression"} <= set(bundled)
+    missing = []
+    for pid, cls in sorted(bundled.items()):
+        row = next((text for first, text in rows.items() if first.startswith(f"`{pid}`")), None)
+        if row is None:
+            missing.append(f"{pid}: no row")
+            continue
+        inference = cls.get_inference_form() if hasattr(cls, "get_inference_form") else None
+        for name in _field_names(cls.get_dataset_form()) + _field_names(inference):
+            if f"`{name}`" not in row and f"`{name}`" not in shared:
+                missing.append(f"{pid}: {name}")
+    # Test a volume's own fields (the volume page posts them beside the plugin's inference form).
+    source = inspect.getsource(volume_inference)
+    posted = set(re.findall(r'request\.(?:form|files)(?:\.get\(|\[)"(\w+)"', source)) - {"input_mode"}
+    assert {"server_path", "label_path", "volume_file", "label_file"} <= posted
+    volume_row = next(text for first, text in rows.items() if first.startswith("*Test a volume*"))
+    missing += [f"Test a volume: {name}" for name in sorted(posted | {"dicomweb_url", "dicomweb_server"})
+                if f"`{name}`" not in volume_row]
+    assert not missing, f"docs/writing-plugins.md's path-gate table misses: {missing}"
