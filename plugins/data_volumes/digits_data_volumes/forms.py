@@ -78,20 +78,44 @@ class MsdDatasetForm(VolumePreprocessingForm):
 
 
 class NiftiDatasetForm(VolumePreprocessingForm):
-    """``nifti-volumes``: a folder of images and a folder of labels matched by file name."""
+    """``nifti-volumes``: a folder of images and a folder of labels matched by file name, or a CSV of pairs."""
 
-    image_folder = StringField("Image folder", validators=[InputRequired()],
-                               description="NIfTI images (.nii or .nii.gz), one case per file.")
-    label_folder = StringField("Label folder", validators=[InputRequired()],
+    image_folder = StringField("Image folder",
+                               description="NIfTI images (.nii or .nii.gz), one case per file (or give a CSV "
+                                           "of pairs instead of the two folders).")
+    label_folder = StringField("Label folder",
                                description="NIfTI label volumes with the same file names as the images.")
+    pairs_file = StringField(
+        "CSV of pairs", validators=[Optional()],
+        description="Instead of the folders: a CSV file with one case per line, image,label (NIfTI paths, "
+                    "absolute or relative to the CSV's folder; a first line image,label is a header). The case "
+                    "is named after the image file.")
     modality = SelectField("Modality", choices=select_choices(["MR", "CT", "other"]), default="MR",
                            description="Picks the normalisation when it is auto.")
 
+    def _folder(self, field, what: str) -> None:
+        if self.pairs_file.data and str(self.pairs_file.data).strip():
+            if field.data and str(field.data).strip():
+                raise ValidationError(f"give either the two folders or the CSV of pairs (pairs_file), not both; "
+                                      f"leave the {what} empty")
+            return
+        if not field.data or not str(field.data).strip():
+            raise ValidationError(f"give the {what} (or a CSV of image,label pairs in pairs_file)")
+        existing_folder(field.data, what, field.name)
+
     def validate_image_folder(self, field) -> None:
-        existing_folder(field.data, "image folder", "image_folder")
+        self._folder(field, "image folder")
 
     def validate_label_folder(self, field) -> None:
-        existing_folder(field.data, "label folder", "label_folder")
+        self._folder(field, "label folder")
+
+    def validate_pairs_file(self, field) -> None:
+        try:
+            path = check_server_path(str(field.data).strip(), "pairs_file")
+        except FormValidationError:
+            raise ValidationError(f"{field.data} is outside the server's data roots") from None
+        if not path.is_file():
+            raise ValidationError(f"{path} is not a file" if path.exists() else f"{path} does not exist")
 
 
 class DicomSeriesDatasetForm(VolumePreprocessingForm):

@@ -356,8 +356,55 @@ def _pairs(images: Path, labels: Path) -> list[tuple[str, Path, Path]]:
     return [(nifti_stem(p), p, _label_file(labels, nifti_stem(p), p)) for p in paths]
 
 
+def _csv_pairs(csv_path: Path) -> list[tuple[str, Path, Path]]:
+    """The ``image,label`` rows of a CSV of pairs (``nifti-volumes``' ``pairs_file``), each path through the gate.
+
+    Paths are absolute or relative to the CSV's folder; blank lines and ``#`` lines are skipped, and a first
+    line ``image,label`` is a header. The case is named after the image file.
+
+    Raises:
+        DatasetError: A bad row, naming the CSV and its line (never quoting the row).
+        OutsideDataRootsError: In a server context, a path outside the data roots (the line named).
+    """
+    import csv
+
+    from digits_core.paths import open_in_roots, resolve_in_roots
+
+    pairs: list[tuple[str, Path, Path]] = []
+    seen: dict[str, int] = {}
+    try:
+        with open_in_roots(csv_path, "r", where=f"{csv_path}", encoding="utf-8", newline="") as handle:
+            rows = list(csv.reader(handle))
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise DatasetError(f"{csv_path}: not a readable CSV of image,label pairs ({type(exc).__name__})") from None
+    for number, row in enumerate(rows, 1):
+        cells = [cell.strip() for cell in row]
+        if not any(cells) or cells[0].startswith("#"):
+            continue
+        if number == 1 and [c.lower() for c in cells] == ["image", "label"]:
+            continue
+        where = f"{csv_path} line {number}"
+        if len(cells) != 2 or not all(cells):
+            raise DatasetError(f"{where}: give two columns, the image and the label NIfTI path "
+                               f"(found {len([c for c in cells if c])} non-empty of {len(cells)})")
+        image = resolve_in_roots(cells[0], base=csv_path.parent, where=where)  # the gate before any look
+        label = resolve_in_roots(cells[1], base=csv_path.parent, where=where)
+        for what, path in (("image", image), ("label", label)):
+            if not is_nifti(path) or not path.is_file():
+                raise DatasetError(f"{where}: the {what} {path} is not a NIfTI file (.nii, .nii.gz)")
+        name = nifti_stem(image)
+        if name in seen:
+            raise DatasetError(f"{where}: the case {name} is already on line {seen[name]} (cases are named after "
+                               "their image files; the names must be unique)")
+        seen[name] = number
+        pairs.append((name, image, label))
+    if not pairs:
+        raise DatasetError(f"{csv_path}: no image,label rows")
+    return pairs
+
+
 class NiftiVolumesIngestion(VolumeIngestion):
-    """Two folders of NIfTI files, images and labels matched by file name."""
+    """Two folders of NIfTI files, images and labels matched by file name, or a CSV of ``image,label`` pairs."""
 
     plugin_id = "nifti-volumes"
     title = "NIfTI volumes (image and label folders)"
@@ -372,9 +419,14 @@ class NiftiVolumesIngestion(VolumeIngestion):
     def list_cases(self) -> tuple[list[Case], dict]:
         from digits_core.paths import check_server_path
 
-        images = check_server_path(str(self.userdata.get("image_folder") or ""), "image_folder")
-        labels = check_server_path(str(self.userdata.get("label_folder") or ""), "label_folder")
-        cases = [Case(stem, str(image), str(label), "nifti") for stem, image, label in _pairs(images, labels)]
+        pairs_file = str(self.userdata.get("pairs_file") or "").strip()
+        if pairs_file:
+            pairs = _csv_pairs(check_server_path(pairs_file, "pairs_file"))
+        else:
+            images = check_server_path(str(self.userdata.get("image_folder") or ""), "image_folder")
+            labels = check_server_path(str(self.userdata.get("label_folder") or ""), "label_folder")
+            pairs = _pairs(images, labels)
+        cases = [Case(stem, str(image), str(label), "nifti") for stem, image, label in pairs]
         return cases, {"modality": str(self.userdata.get("modality") or "")}
 
 
