@@ -253,6 +253,58 @@ def test_server_killed_twice_with_a_running_job_leaves_no_orphan(gate_server, tm
     assert restarted.stop(signal.SIGHUP) == 0, restarted.describe()
 
 
+def _folder_digest(folder: Path) -> dict:
+    """Every file below ``folder`` (but its lock) -> its bytes' SHA-256."""
+    import hashlib
+
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file() and p.name != "job.lock"}
+
+
+def served_row(server, job_id: str) -> dict:
+    """The server's ``/api/jobs`` row of one job."""
+    return next(r for r in server.get_json("/api/jobs") if r["id"] == job_id)
+
+
+def test_a_served_worker_killed_by_sigkill_ends_its_job_error_naming_the_signal(gate_server, tmp_path):
+    """kill -9 of a job's worker: the job ends Error "was killed by SIGKILL"; nothing else changes; serving goes on."""
+    from digits_core.jobs.lock import job_lock_owner
+
+    jobs, gate = tmp_path / "jobs", tmp_path / "gate"
+    gate.touch()  # the earlier job passes the gate
+    server = gate_server(jobs, gate)
+    earlier = server.request("/api/datasets", method="POST", data={"plugin_id": "sample-numbers", "name": "earlier",
+                                                                   "workers": 1, "form_data": {"count": 3}})
+    assert earlier.status == 202, earlier.text
+    earlier_id = earlier.json()["id"]
+    wait_until(lambda: served_row(server, earlier_id)["status"] == "Done", "the earlier job to finish")
+    wait_until(lambda: not is_job_alive(jobs / earlier_id), "the earlier job's worker to let go")
+    before = _folder_digest(jobs / earlier_id)
+    gate.unlink()
+    Path(f"{gate}.waiting").unlink()
+    job_id = blocked_job(server, gate)
+    owner = wait_until(lambda: job_lock_owner(jobs / job_id), "the worker to own its job")
+    worker = int(owner["pid"])
+    assert worker == int((jobs / job_id / "worker.pid").read_text()) and worker != server.process.pid
+    os.kill(worker, signal.SIGKILL)
+    row = wait_until(lambda: (lambda r: r if r["status"] not in ("Waiting", "Running") else None)(
+        served_row(server, job_id)), "the killed job to end")
+    assert row["status"] == "Error" and "was killed by SIGKILL" in (row["error"] or ""), row
+    job = Job.load(jobs / job_id)
+    assert job.status is JobStatus.ERROR and "was killed by SIGKILL" in job.error and not is_job_alive(jobs / job_id)
+    assert process_gone(worker)
+    # Nothing of the earlier job changed; the server still answers, and still runs jobs.
+    assert _folder_digest(jobs / earlier_id) == before
+    assert served_row(server, earlier_id)["status"] == "Done"
+    assert server.get("/").status == 200 and server.process.poll() is None
+    gate.touch()
+    after = server.request("/api/datasets", method="POST", data={"plugin_id": "sample-numbers", "name": "after",
+                                                                 "workers": 1, "form_data": {"count": 3}})
+    assert after.status == 202, after.text
+    wait_until(lambda: served_row(server, after.json()["id"])["status"] == "Done", "a later job to finish")
+    assert server.stop() == 0, server.describe()
+
+
 def test_rebinding_origin_and_data_roots_on_a_real_server(live_server, tmp_path):
     (tmp_path / "outside").mkdir()
     root = tmp_path / "root"

@@ -35,6 +35,7 @@ from ..datasets.publish import remove_stale_builds
 from ..errors import DigitsError, JobStateError
 from ..gpus import GpuAllocator, GpuRequestError
 from ..jobs import Job, JobLockedError, JobStatus, JobStore, describe_owner
+from ..jobs.lock import unwatch_worker, watch_worker
 from . import scheduler_lock
 from .worker import EXIT_JOB_LOCKED, WORKER_LOG
 
@@ -309,15 +310,24 @@ class JobQueue:
                 self._launch(job, gpu_ids)
 
     def _launch(self, job: Job, gpu_ids: list[str]) -> None:
+        watch_worker(job.path)  # its end (exit code, signal) is ours to record, not the reaper's
         try:
             handle = self._start_worker(job, gpu_ids)
         except OSError as exc:
+            unwatch_worker(job.path)
             self.gpus.release(job.id)
             job.set_status(JobStatus.ERROR, error=f"Could not start a worker: {exc}")
             return
         self._running[job.id] = (handle, job.kind)
 
     def _finish(self, job_id: str, handle: WorkerHandle, aborted: bool = False) -> None:
+        try:
+            self._finish_job(job_id, handle, aborted)
+        finally:
+            if job_id not in self._unrecorded:  # recorded (or not ours to record): reaping applies again
+                unwatch_worker(self.store.root / job_id)
+
+    def _finish_job(self, job_id: str, handle: WorkerHandle, aborted: bool) -> None:
         self._running.pop(job_id, None)
         self.gpus.release(job_id)
         self._abort_deadline.pop(job_id, None)
@@ -355,6 +365,7 @@ class JobQueue:
             self._unrecorded[job_id] = (status, error)
             return
         self._unrecorded.pop(job_id, None)
+        unwatch_worker(self.store.root / job_id)
 
 
 def _reap(job: Job) -> bool:

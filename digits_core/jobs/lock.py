@@ -190,6 +190,7 @@ def _forget_locks_in_child() -> None:
             pass
     _held.clear()
     _running_holds.clear()
+    _watched.clear()
 
 
 if hasattr(os, "register_at_fork"):
@@ -233,6 +234,35 @@ def job_lock_owner(job_dir: str | os.PathLike) -> dict | None:
     if not is_job_alive(job_dir):
         return None
     return _read_owner(Path(job_dir) / LOCK_FILE)
+
+
+#: Job folders whose worker a scheduler of this process started and still watches (see :func:`watch_worker`).
+_watched: set[str] = set()
+
+
+def watch_worker(job_dir: str | os.PathLike) -> None:
+    """Say that a scheduler of this process started the job's worker and will record how it ends.
+
+    When that worker dies its lock goes at once, but the scheduler learns the
+    exit status (the signal that killed it) only at its next look; until it
+    has written it (:func:`unwatch_worker`), :meth:`~digits_core.jobs.Job.reap`
+    leaves the job alone, so a page listing jobs meanwhile does not write a
+    vaguer "ended without finishing it" first.
+    """
+    with _held_lock:
+        _watched.add(_key(job_dir))
+
+
+def unwatch_worker(job_dir: str | os.PathLike) -> None:
+    """The scheduler recorded how the job's worker ended (or gave it up): reaping applies again."""
+    with _held_lock:
+        _watched.discard(_key(job_dir))
+
+
+def is_worker_watched(job_dir: str | os.PathLike) -> bool:
+    """True while a scheduler of this process watches the job's worker (:func:`watch_worker`)."""
+    with _held_lock:
+        return _key(job_dir) in _watched
 
 
 def hold_while_running(job_dir: str | os.PathLike) -> None:

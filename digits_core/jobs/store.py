@@ -46,6 +46,7 @@ from .lock import (  # noqa: F401  (re-exported by the package digits_core.jobs)
     hold_while_running,
     holds_job_lock,
     is_job_alive,
+    is_worker_watched,
     job_lock_owner,
     record_lock,
     release_running_hold,
@@ -317,10 +318,12 @@ class Job(JobRecordView, ModelJobFiles):
         hold=True)``: a ``digits`` command killed before its run started) is
         reaped too; one that never had an owner (queued by the web UI) is not.
         Takes the job lock while it writes, so it never races a process that
-        is starting (or resuming) the job.
+        is starting (or resuming) the job. A job whose worker a scheduler of
+        this process watches (:func:`~digits_core.jobs.lock.watch_worker`) is
+        left to that scheduler, which records the exit status or signal.
         """
-        if not self._reapable() or is_job_alive(self.path):
-            return False
+        if not self._reapable() or is_job_alive(self.path) or is_worker_watched(self.path):
+            return False  # (a watched worker's end, with its signal, is its scheduler's to write)
         try:
             lock = JobLock(self.path).acquire(wait=0.0)
         except (JobLockedError, OSError):
