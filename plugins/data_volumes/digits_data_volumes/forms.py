@@ -119,14 +119,18 @@ class NiftiDatasetForm(VolumePreprocessingForm):
 
 
 class DicomSeriesDatasetForm(VolumePreprocessingForm):
-    """``dicom-series``: one folder per DICOM series, labels as NIfTI files named after the series folders."""
+    """``dicom-series``: one folder per DICOM series (at any depth), labels named after the series folders."""
 
-    series_folder = StringField("Series folder", validators=[InputRequired()],
-                                description="A folder of series folders (one DICOM series each, any file names).")
+    series_folder = StringField(
+        "Series folder", validators=[InputRequired()],
+        description="A folder of series folders (one DICOM series each, any file names), one level deep or a "
+                    "tree such as PATIENT/STUDY/SERIES as a PACS exports it (every folder holding files is a "
+                    "series; a DICOMDIR is skipped). A case is named after its path, e.g. PATIENT_STUDY_SERIES.")
     label_folder = StringField(
         "Label folder", validators=[InputRequired()],
-        description="Label volumes named after the series folders: CASE.nii.gz on the series' voxel grid, or "
-                    "CASE.dcm, a DICOM-SEG drawn on the series.")
+        description="Label volumes named after the series: CASE.nii.gz on the series' voxel grid, or CASE.dcm, a "
+                    "DICOM-SEG drawn on the series; for a tree, PATIENT/STUDY/SERIES.nii.gz (the same path) or "
+                    "PATIENT_STUDY_SERIES.nii.gz.")
 
     def validate_series_folder(self, field) -> None:
         existing_folder(field.data, "series folder", "series_folder")

@@ -430,6 +430,58 @@ class NiftiVolumesIngestion(VolumeIngestion):
         return cases, {"modality": str(self.userdata.get("modality") or "")}
 
 
+#: Files of a DICOM export that are not slices of a series (the media's index).
+NOT_SLICES = ("DICOMDIR",)
+_LABEL_SUFFIXES = (".nii.gz", ".nii", ".dcm")
+
+
+def series_folders(root: Path) -> list[tuple[Path, list[Path]]]:
+    """Every folder of the tree under ``root`` (``root`` included) that holds files: one DICOM series each.
+
+    One level (``root/SERIES/``) or deeper, as PACS exports lay them out (``root/PATIENT/STUDY/SERIES/``); a
+    ``DICOMDIR`` index is not a slice, and ``root`` is a series only when no folder under it is. Folders are
+    walked in sorted order, each folder once (symlink loops end); a folder or slice that is a symlink out of
+    the data roots (on the web server) is left out before anything looks at its target
+    (:func:`.geometry.dicom_files`).
+    """
+    import os
+
+    from digits_core.paths import server_path_allowed
+
+    found, seen = [], set()
+    stack = [root]
+    while stack:
+        folder = stack.pop()
+        real = os.path.realpath(folder)
+        if real in seen:  # a symlink loop, or a folder linked twice
+            continue
+        seen.add(real)
+        try:
+            entries = sorted(folder.iterdir())
+        except OSError:
+            continue
+        files = [f for f in dicom_files(folder) if f.name.upper() not in NOT_SLICES]
+        if files:
+            found.append((folder, files))
+        stack.extend(reversed([e for e in entries if not e.name.startswith(".") and server_path_allowed(e)
+                               and e.is_dir()]))
+    if len(found) > 1:  # files beside series folders at the top (a README, an index) are not a series of their own
+        found = [item for item in found if item[0] != root]
+    return sorted(found, key=lambda item: item[0].relative_to(root).parts)
+
+
+def _series_label(labels: Path, parts: tuple, folder: Path) -> Path:
+    """A series' label: the same relative path under ``labels`` (``PATIENT/STUDY/SERIES.nii.gz``), or the case
+    name (the parts joined by ``_``) at the top of ``labels``; for one level of series both are ``SERIES.nii.gz``."""
+    mirrored = labels.joinpath(*parts[:-1])
+    for base, stem in ((mirrored, parts[-1]), (labels, "_".join(parts))):
+        for suffix in _LABEL_SUFFIXES:
+            if (base / f"{stem}{suffix}").is_file():
+                return base / f"{stem}{suffix}"
+    tried = [str(Path(*parts[:-1], parts[-1] + ".nii.gz"))] + (["_".join(parts) + ".nii.gz"] if len(parts) > 1 else [])
+    raise DatasetError(f"{folder}: no label {' or '.join(tried)} (or .nii / .dcm) in {labels}")
+
+
 class DicomSeriesIngestion(VolumeIngestion):
     """DICOM series folders (slices ordered by position); labels as NIfTI files or DICOM-SEGs named after the series."""
 
@@ -448,15 +500,14 @@ class DicomSeriesIngestion(VolumeIngestion):
 
         root = check_server_path(str(self.userdata.get("series_folder") or ""), "series_folder")
         labels = check_server_path(str(self.userdata.get("label_folder") or ""), "label_folder")
-        folders = [p for p in sorted(root.iterdir()) if p.is_dir() and dicom_files(p)]
-        if not folders and dicom_files(root):
-            folders = [root]
         cases, modalities = [], set()
-        for folder in folders:
-            label = _label_file(labels, folder.name, folder, (".nii.gz", ".nii", ".dcm"))
+        for folder, files in series_folders(root):
+            parts = folder.relative_to(root).parts or (root.name,)
+            name = "_".join(parts)
+            label = _series_label(labels, parts, folder)
             try:
-                modalities.add(read_slice_info(dicom_files(folder)[0]).modality)
+                modalities.add(read_slice_info(files[0]).modality)
             except VolumeFormatError as exc:
                 raise DatasetError(str(exc)) from None
-            cases.append(Case(folder.name, str(folder), str(label), "dicom"))
+            cases.append(Case(name, str(folder), str(label), "dicom"))
         return cases, {"modality": sorted(modalities)[0] if len(modalities) == 1 else ""}

@@ -40,3 +40,27 @@ def trained(synth, tmp_path_factory):
                  "--epochs", "6", "--validation-interval", "3", "--volume-steps-per-epoch", "15"]) == 0
     (model,) = [p for p in jobs.iterdir() if (p / "model.keras").is_file()]
     return jobs, dataset, model
+
+
+@pytest.fixture
+def case_records():
+    """A reader of a built dataset job: ``records(job)`` gives ``{case name: (stage, Volume, label)}``."""
+    import json
+
+    from digits_core.datasets.volumes import VolumeStageReader
+
+    def records(job) -> dict:
+        folder = job.path / "dataset"
+        info = json.loads((folder / "dataset.json").read_text())
+        out = {}
+        for stage in ("train", "val"):
+            reader = VolumeStageReader(folder / stage)
+            try:
+                for index in range(info["stages"][stage]["count"]):
+                    volume, label = reader.case(index)
+                    out[volume.name] = (stage, volume, label)
+            finally:
+                reader.close()
+        return out
+
+    return records

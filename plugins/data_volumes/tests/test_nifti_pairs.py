@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import shutil
 
 import numpy as np
@@ -10,23 +9,7 @@ import pytest
 
 from digits_core import DatasetError, FormValidationError
 from digits_core.datasets import create_dataset
-from digits_core.datasets.volumes import VolumeStageReader
 from digits_core.paths import OutsideDataRootsError, confined_to
-
-
-def _records(job):
-    folder = job.path / "dataset"
-    info = json.loads((folder / "dataset.json").read_text())
-    out = {}
-    for stage in ("train", "val"):
-        reader = VolumeStageReader(folder / stage)
-        try:
-            for index in range(info["stages"][stage]["count"]):
-                volume, label = reader.case(index)
-                out[volume.name] = (stage, volume, label)
-        finally:
-            reader.close()
-    return info, out
 
 
 @pytest.fixture
@@ -44,7 +27,7 @@ def scattered(synth, tmp_path):
     return tmp_path / "data", rows
 
 
-def test_a_csv_of_pairs_builds_the_records_the_folders_build(synth, scattered, tmp_path):
+def test_a_csv_of_pairs_builds_the_records_the_folders_build(synth, scattered, tmp_path, case_records):
     root, rows = scattered
     (root / "pairs.csv").write_text("\n".join(rows) + "\n")
     by_csv = create_dataset("nifti-volumes", {"pairs_file": str(root / "pairs.csv")}, jobs_dir=tmp_path / "jobs",
@@ -52,13 +35,11 @@ def test_a_csv_of_pairs_builds_the_records_the_folders_build(synth, scattered, t
     by_folders = create_dataset("nifti-volumes", {"image_folder": str(synth.task / "imagesTr"),
                                                   "label_folder": str(synth.task / "labelsTr")},
                                 jobs_dir=tmp_path / "jobs", workers=1)
-    info_a, a = _records(by_csv)
-    info_b, b = _records(by_folders)
+    a, b = case_records(by_csv), case_records(by_folders)
     assert sorted(a) == sorted(b) == sorted(synth.cases)
-    assert info_a["userdata"]["split"] == info_b["userdata"]["split"]
     for name in synth.cases:
         (stage_a, vol_a, lab_a), (stage_b, vol_b, lab_b) = a[name], b[name]
-        assert stage_a == stage_b
+        assert stage_a == stage_b  # the same split by case name
         assert np.array_equal(vol_a.array, vol_b.array) and np.array_equal(lab_a, lab_b)
         assert np.array_equal(vol_a.affine, vol_b.affine) and lab_a.any()
 
