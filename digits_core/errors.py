@@ -108,6 +108,13 @@ class JobStateError(DigitsError):
     """The job is not in a state that allows the requested action."""
 
 
+class DiskFullError(DigitsError):
+    """The storage cannot take a write (a full disk, an exceeded quota, an I/O error); the message says where.
+
+    The web server answers it with HTTP 507 (Insufficient Storage).
+    """
+
+
 class DatasetError(DigitsError):
     """A dataset could not be created or read."""
 

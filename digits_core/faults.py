@@ -28,16 +28,36 @@ def disk_error(exc: BaseException | None) -> OSError | None:
     return None
 
 
-def disk_error_message(exc: BaseException, where: str | os.PathLike) -> str | None:
-    """``"The disk is full ..."`` for a full disk or I/O error in ``exc`` (writing under ``where``), else ``None``."""
+def disk_error_message(exc: BaseException, where: str | os.PathLike, *, action: str = "The job could not finish",
+                       again: str = "run it again") -> str | None:
+    """``"The disk is full ..."`` for a full disk or I/O error in ``exc`` (writing under ``where``), else ``None``.
+
+    Args:
+        exc: The exception (its causes are searched too).
+        where: The folder written to.
+        action: What failed, the message's start (e.g. ``"The job could not be created"``).
+        again: What to do once there is space (e.g. ``"submit it again"``).
+    """
     found = disk_error(exc)
     if found is None:
         return None
     if found.errno == errno.EIO:
-        return f"An I/O error occurred writing under {where} ({found.strerror}); check the disk, then run the job again."
+        return f"An I/O error occurred writing under {where} ({found.strerror}); check the disk, then {again}."
     what = "the disk quota is exceeded" if found.errno == errno.EDQUOT else "the disk is full"
-    return (f"The job could not finish: {what} ({found.strerror}) under {where}. Free some space (delete old jobs), "
-            "then run it again.")
+    return f"{action}: {what} ({found.strerror}) under {where}. Free some space (delete old jobs), then {again}."
+
+
+def raise_if_disk_full(exc: BaseException, where: str | os.PathLike, *, action: str = "The job could not be created",
+                       again: str = "submit it again") -> None:
+    """Raise :class:`~digits_core.errors.DiskFullError` (from ``exc``) when ``exc`` is a full disk or I/O error.
+
+    Returns (raising nothing) for any other exception, which the caller re-raises.
+    """
+    message = disk_error_message(exc, where, action=action, again=again)
+    if message is not None:
+        from .errors import DiskFullError
+
+        raise DiskFullError(message) from exc
 
 
 _STOP_CAUSE: dict[str, str] = {}
@@ -58,4 +78,5 @@ def signal_reason(signum: int) -> str:
     return stop_cause() or f"received {signal.Signals(signum).name}"
 
 
-__all__ = ["DISK_ERRNOS", "disk_error", "disk_error_message", "note_stop_cause", "signal_reason", "stop_cause"]
+__all__ = ["DISK_ERRNOS", "disk_error", "disk_error_message", "note_stop_cause", "raise_if_disk_full", "signal_reason",
+           "stop_cause"]

@@ -171,3 +171,35 @@ def test_a_training_whose_snapshot_does_not_fit_ends_error_disk_full(small_disk,
     assert model.status is JobStatus.ERROR and "the disk is full" in (model.error or "")
     assert not list((model.path / "snapshots").glob(".tmp-*"))
     assert _checksums(dataset.path) == before
+
+
+def test_a_job_submitted_on_a_full_disk_is_refused_with_507_and_leaves_nothing(small_disk, images, earlier, tmp_path):
+    """Dataset and model submissions on a full disk: 507 "the disk is full ... under <jobs>", no folder left behind."""
+    from digits_core.web import create_app
+
+    jobs = small_disk / "jobs"
+    earlier, before = earlier
+    entries = sorted(p.name for p in jobs.iterdir())
+    _fill(small_disk / "filler")
+    app = create_app(jobs, start_scheduler=False, testing=True, data_roots=[tmp_path])
+    client = app.test_client()
+    token = client.get("/api/csrf-token").get_json()["csrf_token"]
+    form_data = {"folder": str(images[1]), "width": 8, "height": 8}
+    resp = client.post("/api/datasets", headers={"X-CSRFToken": token},
+                       json={"plugin_id": "image-classification", "name": "late", "form_data": form_data})
+    message = resp.get_json()["error"]["message"]
+    assert resp.status_code == 507 and "the disk is full" in message and str(jobs) in message, message
+    page = client.post("/datasets/new/image-classification", headers={"X-CSRFToken": token},
+                       data={**form_data, "job_name": "late", "min_per_class": 2, "seed": 0})
+    assert page.status_code == 507 and "the disk is full" in page.get_data(as_text=True)
+    model = client.post("/api/models", headers={"X-CSRFToken": token},
+                        json={"name": "m", "dataset": earlier.id, "network": "lenet", "options": {"epochs": 1}})
+    assert model.status_code == 507 and "the disk is full" in model.get_json()["error"]["message"], model.get_json()
+    assert sorted(p.name for p in jobs.iterdir()) == entries  # no half-made job folder, hidden or not
+    assert client.get("/").status_code == 200 and client.get("/index.json").status_code == 200
+    assert _checksums(earlier.path) == before
+    os.remove(small_disk / "filler")  # space again: the same submission is accepted
+    resp = client.post("/api/datasets", headers={"X-CSRFToken": token},
+                       json={"plugin_id": "image-classification", "name": "late", "form_data": form_data})
+    assert resp.status_code == 202, resp.get_json()
+    assert Job.load(jobs / resp.get_json()["id"]).status is JobStatus.WAITING

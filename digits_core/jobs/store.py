@@ -33,11 +33,13 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..config import resolve_jobs_dir
 from ..errors import JobNotFoundError
+from ..faults import disk_error, raise_if_disk_full
 from .lock import (  # noqa: F401  (re-exported by the package digits_core.jobs)
     LOCK_FILE,
     JobLock,
@@ -122,21 +124,47 @@ class Job(JobRecordView, ModelJobFiles):
                 break
             except FileExistsError:
                 continue
-        if hold:  # before job.json exists: no moment where the job is on disk without its owner
-            hold_while_running(path)
-        now = time.time()
-        data = {
-            "schema_version": SCHEMA_VERSION,
-            "id": job_id,
-            "kind": kind,
-            "name": name,
-            "created": now,
-            "status_history": [[JobStatus.INITIALIZED.value, now]],
-            **fields,
-        }
-        job = cls(path, check_job_record(data, path / JOB_FILE))
-        job.save()
+            except OSError as exc:
+                raise_if_disk_full(exc, root)
+                raise
+        try:
+            if hold:  # before job.json exists: no moment where the job is on disk without its owner
+                hold_while_running(path)
+            now = time.time()
+            data = {
+                "schema_version": SCHEMA_VERSION,
+                "id": job_id,
+                "kind": kind,
+                "name": name,
+                "created": now,
+                "status_history": [[JobStatus.INITIALIZED.value, now]],
+                **fields,
+            }
+            job = cls(path, check_job_record(data, path / JOB_FILE))
+            job.save()
+        except BaseException as exc:
+            _remove_new_job(path)  # nothing half-made stays
+            raise_if_disk_full(exc, root)
+            raise
         return job
+
+    @contextmanager
+    def removed_if_disk_full(self) -> Iterator[Job]:
+        """The writes that make a new job ready (options, queueing): on a full disk, remove the job and say so.
+
+        A job that cannot be completed would otherwise stay ``Initialized`` forever, its folder half-made.
+
+        Raises:
+            DiskFullError: A write hit a full disk (or quota, or an I/O error); the job folder is gone.
+        """
+        try:
+            yield self
+        except Exception as exc:
+            if disk_error(exc) is None:
+                raise
+            _remove_new_job(self.path)
+            raise_if_disk_full(exc, self.path.parent)
+            raise
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> Job:
@@ -352,6 +380,12 @@ class Job(JobRecordView, ModelJobFiles):
 
     def __repr__(self) -> str:
         return f"<Job {self.id} {self.kind} {self.name!r} {self.status.value}>"
+
+
+def _remove_new_job(path: Path) -> None:
+    """Remove a job folder this process was making (and give up its hold on the job, if it took one)."""
+    release_running_hold(path)
+    shutil.rmtree(path, ignore_errors=True)
 
 
 class JobStore:

@@ -13,7 +13,7 @@ from werkzeug.exceptions import HTTPException
 
 from .. import __version__
 from ..config import resolve_jobs_dir
-from ..errors import DigitsError, JobNotFoundError, PluginNotFoundError
+from ..errors import DigitsError, DiskFullError, JobNotFoundError, PluginNotFoundError
 from ..jobs import JobStore
 from ..paths import resolve_roots
 from . import request_guard, security
@@ -201,12 +201,23 @@ def _register_errors(app: Flask) -> None:
     def _digits(exc):
         return _error_payload(400, "Cannot do that", str(exc))
 
+    @app.errorhandler(DiskFullError)
+    def _disk_full(exc):
+        return _error_payload(507, "Insufficient storage", str(exc))
+
     @app.errorhandler(HTTPException)
     def _http(exc):
         return _error_payload(exc.code or 500, exc.name, exc.description or "")
 
     @app.errorhandler(Exception)
     def _internal(exc):
+        from ..faults import disk_error_message
+
+        full = disk_error_message(exc, app.extensions["digits"]["jobs_dir"], action="The server could not save this",
+                                  again="try again")
+        if full is not None:  # a write path without its own handling: still a 507 that says the disk is full, and where
+            logger.warning("%s %s: %s", request.method, request.path, full)
+            return _error_payload(507, "Insufficient storage", full)
         logger.exception("internal error on %s", request.path)
         return _error_payload(500, "Internal error",
                               "Something went wrong on the server; the details are in the server log.")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from flask import Blueprint, current_app, flash, jsonify, redirect, render_template, request, url_for
 
 from ..datasets.options import DatasetOptionsError, options_from_web, web_values
-from ..errors import DigitsError, FormValidationError
+from ..errors import DigitsError, DiskFullError, FormValidationError
 from ..jobs import Job, JobStatus
 from .common_fields import DatasetJobForm
 from .forms_render import blank_form, form_from_request, jsonable, render_plugin_form, validated
@@ -42,6 +42,7 @@ def create_dataset_job(plugin_id: str, form_data: dict, name: str | None = None,
         FormValidationError: The plugin form rejected ``form_data``.
         PluginNotFoundError: No such data plugin.
         DatasetOptionsError: A bad job option (name, group, workers, max_errors).
+        DiskFullError: The jobs folder's disk is full; nothing of the job is left.
     """
     from ..datasets import create_dataset_job as api_create
     from ..paths import check_form_paths
@@ -49,9 +50,10 @@ def create_dataset_job(plugin_id: str, form_data: dict, name: str | None = None,
     check_form_paths(form_data, f'dataset form of plugin "{plugin_id}"')
     job = api_create(plugin_id, form_data, name=name, jobs_dir=_ext()["jobs_dir"], workers=workers,
                      max_errors=max_errors, group=group)
-    # The worker reads the data under the same roots (paths inside list files, symlinks in folders).
-    job.update(data_roots=list(current_app.config["DIGITS_DATA_ROOTS"]))
-    _ext()["scheduler"].submit(job)
+    with job.removed_if_disk_full():  # a full disk: no job left Initialized, a 507 that says where
+        # The worker reads the data under the same roots (paths inside list files, symlinks in folders).
+        job.update(data_roots=list(current_app.config["DIGITS_DATA_ROOTS"]))
+        _ext()["scheduler"].submit(job)
     return job
 
 
@@ -74,6 +76,8 @@ def new(plugin_id: str):
                 common[f"job_{name}"].errors = list(messages)
         except FormValidationError:
             pass
+        except DiskFullError:
+            raise  # not the form's fault: the 507 page says the disk is full, and where
         except DigitsError as exc:
             common.job_max_errors.errors = [str(exc)]
         # The form with its errors answers 200, as the New Model form: a 400 document logs a console

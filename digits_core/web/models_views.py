@@ -110,12 +110,13 @@ def create_model_job(name: str, dataset: str, network: str | None, options: dict
     extra = {k: v for k, v in (("group", group), ("sweep", sweep)) if v}
     job = Job.create("model", name.strip(), jobs_dir=_ext()["jobs_dir"], dataset_id=ds.id,
                      network=network if custom_code is None else CUSTOM_NETWORK_FILE, **extra)
-    if custom_code is not None:
-        (job.path / CUSTOM_NETWORK_FILE).write_text(custom_code, encoding="utf-8")
-        network = str(job.path / CUSTOM_NETWORK_FILE)
-    job.update(train_options={"dataset": ds.id, "network": network, **options},
-               **({"custom_network": True} if custom_code is not None else {}))
-    _ext()["scheduler"].submit(job)
+    with job.removed_if_disk_full():  # a full disk: no job left Initialized, a 507 that says where
+        if custom_code is not None:
+            (job.path / CUSTOM_NETWORK_FILE).write_text(custom_code, encoding="utf-8")
+            network = str(job.path / CUSTOM_NETWORK_FILE)
+        job.update(train_options={"dataset": ds.id, "network": network, **options},
+                   **({"custom_network": True} if custom_code is not None else {}))
+        _ext()["scheduler"].submit(job)
     return job
 
 
