@@ -25,8 +25,25 @@ from digits_core.jobs import Job, JobStatus, JobStore, is_job_alive
 pytestmark = pytest.mark.slow
 
 SEED = int(os.environ.get("DIGITS_FAULT_SEED", "12"))
-TRAIN = ["--network", "lenet", "--epochs", "6", "--seed", "5", "--batch-size", "8", "--snapshot-interval", "1",
-         "--validation-interval", "1", "--solver", "adam", "--learning-rate", "0.002", "--quiet"]
+TRAIN = [
+    "--network",
+    "lenet",
+    "--epochs",
+    "6",
+    "--seed",
+    "5",
+    "--batch-size",
+    "8",
+    "--snapshot-interval",
+    "1",
+    "--validation-interval",
+    "1",
+    "--solver",
+    "adam",
+    "--learning-rate",
+    "0.002",
+    "--quiet",
+]
 TOKEN = "fault-token"
 
 
@@ -46,8 +63,13 @@ def wait_until(predicate, what: str, timeout: float = 240.0, proc=None):
 
 def digits(jobs: Path, *args: str) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if not k.startswith("DIGITS_")}
-    return subprocess.Popen([sys.executable, "-m", "digits_core", "--jobs-dir", str(jobs), *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    return subprocess.Popen(
+        [sys.executable, "-m", "digits_core", "--jobs-dir", str(jobs), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
 
 
 def process_gone(pid: int) -> bool:
@@ -92,12 +114,26 @@ def test_training_killed_three_times_resumes_to_the_same_result(shapes):
 
     jobs, dataset = shapes
     rng = random.Random(SEED)
-    reference = train(dataset, "lenet", name="reference", jobs_dir=jobs, epochs=6, seed=5, batch_size=8,
-                      snapshot_interval=1, validation_interval=1, solver="adam", learning_rate=0.002)
+    reference = train(
+        dataset,
+        "lenet",
+        name="reference",
+        jobs_dir=jobs,
+        epochs=6,
+        seed=5,
+        batch_size=8,
+        snapshot_interval=1,
+        validation_interval=1,
+        solver="adam",
+        learning_rate=0.002,
+    )
     existing = {j.id for j in JobStore(jobs).list(kind="model")}
     proc = digits(jobs, "train", "--dataset", dataset, "--name", "killed", *TRAIN)
-    folder = wait_until(lambda: next((j.path for j in JobStore(jobs).list(kind="model") if j.id not in existing),
-                                     None), "the new model job", proc=proc)
+    folder = wait_until(
+        lambda: next((j.path for j in JobStore(jobs).list(kind="model") if j.id not in existing), None),
+        "the new model job",
+        proc=proc,
+    )
     kills = []
     for kill in range(3):
         at = snapshot_count(folder) + rng.randint(1, 2 if kill < 2 else 1)  # a random later snapshot
@@ -124,18 +160,31 @@ def test_training_killed_three_times_resumes_to_the_same_result(shapes):
         assert got[name] == pytest.approx(ref[name], rel=1e-4, abs=1e-5), name
 
 
-def test_sigterm_to_cli_training_aborts_and_keeps_a_snapshot(shapes):
+def _sigterm_after_snapshot(proc: subprocess.Popen, folder: Path, at: int) -> None:
+    """Wait for snapshot ``at`` of ``proc``'s training, SIGTERM it: it exits non-zero, the job Aborted "SIGTERM"."""
+    wait_until(lambda: snapshot_count(folder) >= at, f"snapshot {at}", proc=proc)
+    proc.send_signal(signal.SIGTERM)
+    output = proc.communicate(timeout=120)[0]  # a bounded wait: it stops at its next step
+    job = Job.load(folder)
+    assert job.status is JobStatus.ABORTED and "SIGTERM" in (job.error or ""), output
+    assert proc.returncode != 0 and not is_job_alive(folder), output
+    kept = json.loads((folder / "model.json").read_text())["snapshots"]
+    assert len(kept) >= at and len(list((folder / "snapshots").glob("*.keras"))) >= at, output
+
+
+@pytest.mark.parametrize("resume", [False, True], ids=["train", "train-resume"])
+def test_sigterm_to_cli_training_aborts_and_keeps_a_snapshot(shapes, resume):
     jobs, dataset = shapes
     existing = {j.id for j in JobStore(jobs).list(kind="model")}
     proc = digits(jobs, "train", "--dataset", dataset, "--name", "terminated", *TRAIN)
-    folder = wait_until(lambda: next((j.path for j in JobStore(jobs).list(kind="model") if j.id not in existing),
-                                     None), "the new model job", proc=proc)
-    wait_until(lambda: snapshot_count(folder) >= 1, "a snapshot", proc=proc)
-    proc.send_signal(signal.SIGTERM)
-    output = proc.communicate(timeout=120)[0]
-    job = Job.load(folder)
-    assert job.status is JobStatus.ABORTED and "SIGTERM" in (job.error or ""), output
-    assert proc.returncode != 0 and not is_job_alive(folder)
+    folder = wait_until(
+        lambda: next((j.path for j in JobStore(jobs).list(kind="model") if j.id not in existing), None),
+        "the new model job",
+        proc=proc,
+    )
+    _sigterm_after_snapshot(proc, folder, 1)
+    if resume:  # `digits train --resume` stops on SIGTERM too, keeping what it snapshotted (it used to linger)
+        _sigterm_after_snapshot(digits(jobs, "train", "--resume", folder.name), folder, snapshot_count(folder) + 1)
 
 
 def test_a_stop_signal_during_validation_ends_the_run_at_once(shapes):
@@ -159,8 +208,17 @@ def test_a_stop_signal_during_validation_ends_the_run_at_once(shapes):
             if seen:
                 os.kill(os.getpid(), signal.SIGTERM)  # the second signal: a KeyboardInterrupt inside the run
 
-    job = train(dataset, "lenet", name="sigterm-in-validation", jobs_dir=jobs, epochs=3, batch_size=8,
-                validation_interval=1, snapshot_interval=1, callbacks=[SignalWhileValidating()])
+    job = train(
+        dataset,
+        "lenet",
+        name="sigterm-in-validation",
+        jobs_dir=jobs,
+        epochs=3,
+        batch_size=8,
+        validation_interval=1,
+        snapshot_interval=1,
+        callbacks=[SignalWhileValidating()],
+    )
     assert job.status is JobStatus.ABORTED and job.error == "Aborted: received SIGTERM", job.error
     assert seen == [0]  # 4 validation batches: none ran after the signal
     assert not [p for p in read_metrics(job) if p["name"].startswith("val_")]  # no half-run validation published
@@ -190,14 +248,22 @@ def test_sigterm_while_exporting_leaves_nothing_half_written(shapes, tmp_path):
     from digits_core.engine import train
 
     jobs, dataset = shapes
-    model = train(dataset, "lenet", name="export-then-sigterm", jobs_dir=jobs, epochs=1, batch_size=8,
-                  validation_interval=0)
+    model = train(
+        dataset, "lenet", name="export-then-sigterm", jobs_dir=jobs, epochs=1, batch_size=8, validation_interval=0
+    )
     before = json.loads((model.path / "job.json").read_text())
     out = tmp_path / "model.tar.gz"
     proc = digits(jobs, "export", "--model", model.id, "--format", "savedmodel", "--out", str(out))
     export_dir = model.path / "export"
-    wait_until(lambda: any(p.name.startswith(".export-") and any(p.iterdir()) for p in export_dir.iterdir())
-               if export_dir.is_dir() else False, "the export to start building", proc=proc)
+    wait_until(
+        lambda: (
+            any(p.name.startswith(".export-") and any(p.iterdir()) for p in export_dir.iterdir())
+            if export_dir.is_dir()
+            else False
+        ),
+        "the export to start building",
+        proc=proc,
+    )
     proc.send_signal(signal.SIGTERM)
     output = proc.communicate(timeout=120)[0]
     assert proc.returncode == 130 and output.strip().endswith("interrupted"), output  # as after Ctrl-C
@@ -215,16 +281,23 @@ def gate_server(live_server, sample_plugin_paths, tmp_path):
     """Start servers whose sample dataset jobs block in their worker until ``gate`` exists."""
 
     def start(jobs_dir, gate, **kwargs):
-        return live_server(jobs_dir, pythonpath=[sample_plugin_paths["basic"]], env={"DIGITS_SAMPLE_GATE": str(gate)},
-                           auth_token=TOKEN, **kwargs)
+        return live_server(
+            jobs_dir,
+            pythonpath=[sample_plugin_paths["basic"]],
+            env={"DIGITS_SAMPLE_GATE": str(gate)},
+            auth_token=TOKEN,
+            **kwargs,
+        )
 
     return start
 
 
 def blocked_job(server, gate) -> str:
-    resp = server.request("/api/datasets", method="POST",
-                          data={"plugin_id": "sample-numbers", "name": "blocked", "workers": 1,
-                                "form_data": {"count": 3}})
+    resp = server.request(
+        "/api/datasets",
+        method="POST",
+        data={"plugin_id": "sample-numbers", "name": "blocked", "workers": 1, "form_data": {"count": 3}},
+    )
     assert resp.status == 202, resp.text
     wait_until(lambda: Path(f"{gate}.waiting").exists(), "the worker to reach the gate")
     return resp.json()["id"]
@@ -257,8 +330,11 @@ def _folder_digest(folder: Path) -> dict:
     """Every file below ``folder`` (but its lock) -> its bytes' SHA-256."""
     import hashlib
 
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file() and p.name != "job.lock"}
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.name != "job.lock"
+    }
 
 
 def served_row(server, job_id: str) -> dict:
@@ -273,8 +349,11 @@ def test_a_served_worker_killed_by_sigkill_ends_its_job_error_naming_the_signal(
     jobs, gate = tmp_path / "jobs", tmp_path / "gate"
     gate.touch()  # the earlier job passes the gate
     server = gate_server(jobs, gate)
-    earlier = server.request("/api/datasets", method="POST", data={"plugin_id": "sample-numbers", "name": "earlier",
-                                                                   "workers": 1, "form_data": {"count": 3}})
+    earlier = server.request(
+        "/api/datasets",
+        method="POST",
+        data={"plugin_id": "sample-numbers", "name": "earlier", "workers": 1, "form_data": {"count": 3}},
+    )
     assert earlier.status == 202, earlier.text
     earlier_id = earlier.json()["id"]
     wait_until(lambda: served_row(server, earlier_id)["status"] == "Done", "the earlier job to finish")
@@ -287,8 +366,10 @@ def test_a_served_worker_killed_by_sigkill_ends_its_job_error_naming_the_signal(
     worker = int(owner["pid"])
     assert worker == int((jobs / job_id / "worker.pid").read_text()) and worker != server.process.pid
     os.kill(worker, signal.SIGKILL)
-    row = wait_until(lambda: (lambda r: r if r["status"] not in ("Waiting", "Running") else None)(
-        served_row(server, job_id)), "the killed job to end")
+    row = wait_until(
+        lambda: (lambda r: r if r["status"] not in ("Waiting", "Running") else None)(served_row(server, job_id)),
+        "the killed job to end",
+    )
     assert row["status"] == "Error" and "was killed by SIGKILL" in (row["error"] or ""), row
     job = Job.load(jobs / job_id)
     assert job.status is JobStatus.ERROR and "was killed by SIGKILL" in job.error and not is_job_alive(jobs / job_id)
@@ -298,8 +379,11 @@ def test_a_served_worker_killed_by_sigkill_ends_its_job_error_naming_the_signal(
     assert served_row(server, earlier_id)["status"] == "Done"
     assert server.get("/").status == 200 and server.process.poll() is None
     gate.touch()
-    after = server.request("/api/datasets", method="POST", data={"plugin_id": "sample-numbers", "name": "after",
-                                                                 "workers": 1, "form_data": {"count": 3}})
+    after = server.request(
+        "/api/datasets",
+        method="POST",
+        data={"plugin_id": "sample-numbers", "name": "after", "workers": 1, "form_data": {"count": 3}},
+    )
     assert after.status == 202, after.text
     wait_until(lambda: served_row(server, after.json()["id"])["status"] == "Done", "a later job to finish")
     assert server.stop() == 0, server.describe()
@@ -318,16 +402,30 @@ def test_rebinding_origin_and_data_roots_on_a_real_server(live_server, tmp_path)
     token = csrf_page.json()["csrf_token"]
     cookie = csrf_page.headers.get("set-cookie", "").split(";", 1)[0]
     attack = {"name": "x", "dataset": "none", "custom_network": "open('/tmp/pwned', 'w')"}
-    evil = server.request("/api/models", method="POST", data=attack,
-                          headers={"Host": f"evil.example:{server.port}", "X-CSRFToken": token, "Cookie": cookie})
+    evil = server.request(
+        "/api/models",
+        method="POST",
+        data=attack,
+        headers={"Host": f"evil.example:{server.port}", "X-CSRFToken": token, "Cookie": cookie},
+    )
     assert evil.status == 400
-    cross = server.request("/api/models", method="POST", data=attack,
-                           headers={"Origin": "http://evil.example", "X-CSRFToken": token, "Cookie": cookie})
+    cross = server.request(
+        "/api/models",
+        method="POST",
+        data=attack,
+        headers={"Origin": "http://evil.example", "X-CSRFToken": token, "Cookie": cookie},
+    )
     assert cross.status == 403
-    outside = server.request("/api/datasets", method="POST",
-                             data={"plugin_id": "image-classification", "name": "d",
-                                   "form_data": {"folder": str(tmp_path / "outside"), "width": 8, "height": 8}},
-                             headers={"X-CSRFToken": token, "Cookie": cookie})
+    outside = server.request(
+        "/api/datasets",
+        method="POST",
+        data={
+            "plugin_id": "image-classification",
+            "name": "d",
+            "form_data": {"folder": str(tmp_path / "outside"), "width": 8, "height": 8},
+        },
+        headers={"X-CSRFToken": token, "Cookie": cookie},
+    )
     assert outside.status == 400 and "folder" in outside.text and str(root) in outside.text, outside.text
     assert server.get_json("/api/jobs") == []
     headers = server.get("/").headers
@@ -341,15 +439,18 @@ def test_two_writers_a_server_never_takes_over_a_live_job(live_server, tmp_path)
     job = Job.create("model", "shell run", jobs_dir=jobs, dataset_id="none")
     (job.path / "snapshots").mkdir()
     (job.path / "snapshots" / "epoch-001.keras").write_bytes(b"")  # something to resume from (engine naming)
-    owner = subprocess.Popen([sys.executable, "-c", OWNER, str(job.path)], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, text=True)
+    owner = subprocess.Popen(
+        [sys.executable, "-c", OWNER, str(job.path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
         assert owner.stdout.readline().strip() == "owned"
         server = live_server(jobs)
         assert server.get_json("/api/jobs")[0]["status"] == "Running"  # not marked Aborted at start-up
         token = server.get("/api/csrf-token")
-        headers = {"X-CSRFToken": token.json()["csrf_token"],
-                   "Cookie": token.headers.get("set-cookie", "").split(";", 1)[0]}
+        headers = {
+            "X-CSRFToken": token.json()["csrf_token"],
+            "Cookie": token.headers.get("set-cookie", "").split(";", 1)[0],
+        }
         resume = server.request(f"/api/jobs/{job.id}/resume", method="POST", data={}, headers=headers)
         assert resume.status == 400 and f"pid {owner.pid}" in resume.text, resume.text
         delete = server.request(f"/api/jobs/{job.id}", method="DELETE", headers=headers)
