@@ -29,6 +29,7 @@ demo: setup
 # Lint (ruff) and type checks (mypy); settings and the backlog of ignores are in pyproject.toml.
 lint: setup
 	$(BIN)/python -m ruff check .
+	$(BIN)/python -m ruff format --check .
 	$(BIN)/python -m mypy
 
 # Set up, lint, then run the whole test suite (slow end-to-end tests included), the container

@@ -80,6 +80,7 @@ def generate(root: Path, count: int, size: int, kind: str) -> None:
 
 # -- what each measured process runs ---------------------------------------------
 
+
 def run_naive(root: str, out: str, gray: bool, encoding: str = "none") -> int:
     """The naive script: PIL decode, store raw pixels or PNG bytes, one LMDB transaction per 1,000 records."""
     import io
@@ -119,8 +120,13 @@ def run_naive(root: str, out: str, gray: bool, encoding: str = "none") -> int:
 
 
 def job_form(root: str, gray: bool, size: int, encoding: str, max_per_class: int | None = None) -> dict:
-    form = {"folder": root, "image_type": "grayscale" if gray else "color", "width": size, "height": size,
-            "encoding": encoding}
+    form = {
+        "folder": root,
+        "image_type": "grayscale" if gray else "color",
+        "width": size,
+        "height": size,
+        "encoding": encoding,
+    }
     if max_per_class:
         form["max_per_class"] = max_per_class
     return form
@@ -157,14 +163,24 @@ def child_main(spec: dict) -> None:
     me = resource.getrusage(resource.RUSAGE_SELF)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (me.ru_utime + me.ru_stime - before.ru_utime - before.ru_stime) + kids.ru_utime + kids.ru_stime
-    print(json.dumps({"seconds": seconds, "count": count, "cpu_s": round(cpu, 3), "rss_mb": round(me.ru_maxrss / 1024, 1),
-                      "worker_rss_mb": round(kids.ru_maxrss / 1024, 1)}))
+    print(
+        json.dumps(
+            {
+                "seconds": seconds,
+                "count": count,
+                "cpu_s": round(cpu, 3),
+                "rss_mb": round(me.ru_maxrss / 1024, 1),
+                "worker_rss_mb": round(kids.ru_maxrss / 1024, 1),
+            }
+        )
+    )
 
 
 def measure(spec: dict) -> dict:
     """Run one measurement in a fresh Python process."""
-    result = subprocess.run([sys.executable, __file__, "--child", json.dumps(spec)], check=True,
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, __file__, "--child", json.dumps(spec)], check=True, capture_output=True, text=True
+    )
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
@@ -200,6 +216,7 @@ def cores_available(seconds: float = 0.5) -> float:
 
 
 # -- whole processes ---------------------------------------------------------------
+
 
 def whole_process(cmd: list[str], env: dict | None = None) -> tuple[float, float]:
     """Wall and CPU seconds (children included) of one process, from exec to exit."""
@@ -246,8 +263,9 @@ def startup_phases(create_args: list[str], tmp: str, env: dict, runs: int = 3) -
     phases: dict[str, list[float]] = {}
     for _ in range(runs):
         launched = time.time()
-        subprocess.run([sys.executable, str(driver), str(marks_file)] + create_args, check=True,
-                       stdout=subprocess.DEVNULL, env=env)
+        subprocess.run(
+            [sys.executable, str(driver), str(marks_file)] + create_args, check=True, stdout=subprocess.DEVNULL, env=env
+        )
         ended = time.time()
         marks = json.loads(marks_file.read_text())
         previous = launched
@@ -262,23 +280,55 @@ def bench_whole_process(root: Path, tmp: str, workers: int | None, repeat: int) 
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     tiny = Path(tmp) / "tiny"
     generate(tiny, 20, 8, "png")
-    create = [sys.executable, "-m", "digits_core", "--jobs-dir", f"{tmp}/tiny-jobs", "dataset", "create",
-              "image-classification", "--image-type", "grayscale", "--quiet"]
+    create = [
+        sys.executable,
+        "-m",
+        "digits_core",
+        "--jobs-dir",
+        f"{tmp}/tiny-jobs",
+        "dataset",
+        "create",
+        "image-classification",
+        "--image-type",
+        "grayscale",
+        "--quiet",
+    ]
     whole_process(create + ["--folder", str(tiny), "--width", "8", "--height", "8"], env)  # warm-up
-    fixed = statistics.median(whole_process(create + ["--folder", str(tiny), "--width", "8", "--height", "8"],
-                                            env)[0] for _ in range(3))
+    fixed = statistics.median(
+        whole_process(create + ["--folder", str(tiny), "--width", "8", "--height", "8"], env)[0] for _ in range(3)
+    )
     phases = startup_phases(create[3:] + ["--folder", str(tiny), "--width", "8", "--height", "8"], tmp, env)
     naive_script = Path(tmp) / "naive.py"
-    naive_script.write_text(f"import sys\nsys.path.insert(0, {str(Path(__file__).parent)!r})\n"
-                            "from dataset_create import run_naive\n"
-                            "print(run_naive(sys.argv[1], sys.argv[2], True, 'none'))\n")
+    naive_script.write_text(
+        f"import sys\nsys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+        "from dataset_create import run_naive\n"
+        "print(run_naive(sys.argv[1], sys.argv[2], True, 'none'))\n"
+    )
     naive_runs, job_runs, outside = [], [], []
     for i in range(repeat):
         naive_runs.append(whole_process([sys.executable, str(naive_script), str(root), f"{tmp}/naive-db-{i}"], env))
         jobs = Path(tmp) / f"jobs-{i}"
-        cmd = [sys.executable, "-m", "digits_core", "--jobs-dir", str(jobs), "dataset", "create",
-               "image-classification", "--folder", str(root), "--image-type", "grayscale", "--width", "28",
-               "--height", "28", "--encoding", "none", "--quiet"] + (["--workers", str(workers)] if workers else [])
+        cmd = [
+            sys.executable,
+            "-m",
+            "digits_core",
+            "--jobs-dir",
+            str(jobs),
+            "dataset",
+            "create",
+            "image-classification",
+            "--folder",
+            str(root),
+            "--image-type",
+            "grayscale",
+            "--width",
+            "28",
+            "--height",
+            "28",
+            "--encoding",
+            "none",
+            "--quiet",
+        ] + (["--workers", str(workers)] if workers else [])
         job_runs.append(whole_process(cmd, env))
         (info,) = [json.loads(p.read_text()) for p in jobs.glob("*/dataset/dataset.json")]
         timing = info["timing"]
@@ -291,29 +341,42 @@ def bench_whole_process(root: Path, tmp: str, workers: int | None, repeat: int) 
     print(f"\nWHOLE PROCESS on {root.name} (exec to exit, median of {repeat})")
     print(f"  python naive.py               : {naive:6.2f} s  (CPU {naive_runs[0][1]:.2f} s)")
     print(f"  digits dataset create (none)  : {job:6.2f} s  (CPU {job_runs[0][1]:.2f} s)  ratio {naive / job:.2f}x")
-    print(f"  of which outside the job (interpreter, imports, plugin discovery, exit): {out_s:.2f} s; "
-          f"itemize {itemize:.2f} s")
+    print(
+        f"  of which outside the job (interpreter, imports, plugin discovery, exit): {out_s:.2f} s; "
+        f"itemize {itemize:.2f} s"
+    )
     print(f"  start-up and exit alone: `digits dataset create` of 20 tiny images takes {fixed:.2f} s")
-    print("    its phases (median of 3; plugin discovery imports numpy, wtforms and every plugin): " + ", ".join(f"{name} {seconds * 1000:.0f} ms"
-                                                    for name, seconds in phases.items()))
+    print(
+        "    its phases (median of 3; plugin discovery imports numpy, wtforms and every plugin): "
+        + ", ".join(f"{name} {seconds * 1000:.0f} ms" for name, seconds in phases.items())
+    )
     return {"ratio": naive / job, "cpu_ratio": naive_runs[0][1] / job_runs[0][1]}
 
 
 #: Issue 17's targets: (workload, encoding) -> ratio job/naive on 2 cores.
-TARGETS = {("png", "none"): 1.8, ("png", "png"): 1.8, ("jpeg", "none"): 1.8, ("jpeg", "png"): 1.8,
-           ("whole process", "none"): 1.6}
+TARGETS = {
+    ("png", "none"): 1.8,
+    ("png", "png"): 1.8,
+    ("jpeg", "none"): 1.8,
+    ("jpeg", "png"): 1.8,
+    ("whole process", "none"): 1.6,
+}
 
 
 def print_summary(results: dict, cores: tuple[float, float]) -> None:
     """Every ratio next to its target, and the cores the machine gave at the start and the end."""
     print("\nSUMMARY (ratio = naive time / job time; cpu ratio = naive CPU s / job CPU s, all processes)")
-    print(f"  cores available: {cores[0]:.2f} at the start, {cores[1]:.2f} at the end "
-          f"(of {len(os.sched_getaffinity(0))}); load average now {os.getloadavg()[0]:.2f}")
+    print(
+        f"  cores available: {cores[0]:.2f} at the start, {cores[1]:.2f} at the end "
+        f"(of {len(os.sched_getaffinity(0))}); load average now {os.getloadavg()[0]:.2f}"
+    )
     for (kind, encoding), result in results.items():
         target = TARGETS.get((kind, encoding))
         verdict = "" if target is None else f"target {target:.1f}x  {'met' if result['ratio'] >= target else 'MISSED'}"
-        print(f"  {kind:<13} {encoding:<11} ratio {result['ratio']:5.2f}x  cpu ratio {result['cpu_ratio']:5.2f}x  "
-              f"{verdict}")
+        print(
+            f"  {kind:<13} {encoding:<11} ratio {result['ratio']:5.2f}x  cpu ratio {result['cpu_ratio']:5.2f}x  "
+            f"{verdict}"
+        )
 
 
 def main() -> int:
@@ -332,8 +395,10 @@ def main() -> int:
     tmp = tempfile.mkdtemp(prefix="digits-bench-")
     data = Path(args.data_dir) if args.data_dir else Path(tmp) / "data"
     cores_start = cores_available()
-    print(f"cpus: {len(os.sched_getaffinity(0))} (available now: {cores_start:.2f}), workers: "
-          f"{args.workers or 'default (CPUs)'}, repeat: {args.repeat}, load average: {os.getloadavg()[0]:.2f}")
+    print(
+        f"cpus: {len(os.sched_getaffinity(0))} (available now: {cores_start:.2f}), workers: "
+        f"{args.workers or 'default (CPUs)'}, repeat: {args.repeat}, load average: {os.getloadavg()[0]:.2f}"
+    )
     results: dict = {}
     try:
         workloads = []
@@ -354,18 +419,25 @@ def main() -> int:
                 if encoding != "passthrough":
                     naive[encoding] = median_of({**base, "what": "naive", "encoding": encoding}, args.repeat)
                     run = naive[encoding]
-                    print(f"  naive, {encoding:<4}             : {run['rate']:9.0f} img/s  ({run['seconds']:.2f} s, "
-                          f"CPU {run['cpu_s']:.2f} s, peak RSS {run['rss_mb']:.0f} MB)")
+                    print(
+                        f"  naive, {encoding:<4}             : {run['rate']:9.0f} img/s  ({run['seconds']:.2f} s, "
+                        f"CPU {run['cpu_s']:.2f} s, peak RSS {run['rss_mb']:.0f} MB)"
+                    )
                 baseline = naive["none" if encoding == "passthrough" else encoding]
                 job = median_of({**base, "what": "job", "encoding": encoding}, args.repeat)
-                quarter = measure({**base, "what": "job", "encoding": encoding,
-                                   "max_per_class": max(2, count // CLASSES // 4)})
-                results[(kind, encoding)] = {"ratio": job["rate"] / baseline["rate"],
-                                             "cpu_ratio": baseline["cpu_s"] / job["cpu_s"] * job["count"] / baseline["count"]}
-                print(f"  job, encoding {encoding:<11}: {job['rate']:9.0f} img/s  ({job['seconds']:.2f} s, "
-                      f"CPU {job['cpu_s']:.2f} s)  ratio {job['rate'] / baseline['rate']:.2f}x  "
-                      f"peak RSS parent {job['rss_mb']:.0f} MB, worker {job['worker_rss_mb']:.0f} MB "
-                      f"(on {quarter['count']} images: {quarter['rss_mb']:.0f} / {quarter['worker_rss_mb']:.0f} MB)")
+                quarter = measure(
+                    {**base, "what": "job", "encoding": encoding, "max_per_class": max(2, count // CLASSES // 4)}
+                )
+                results[(kind, encoding)] = {
+                    "ratio": job["rate"] / baseline["rate"],
+                    "cpu_ratio": baseline["cpu_s"] / job["cpu_s"] * job["count"] / baseline["count"],
+                }
+                print(
+                    f"  job, encoding {encoding:<11}: {job['rate']:9.0f} img/s  ({job['seconds']:.2f} s, "
+                    f"CPU {job['cpu_s']:.2f} s)  ratio {job['rate'] / baseline['rate']:.2f}x  "
+                    f"peak RSS parent {job['rss_mb']:.0f} MB, worker {job['worker_rss_mb']:.0f} MB "
+                    f"(on {quarter['count']} images: {quarter['rss_mb']:.0f} / {quarter['worker_rss_mb']:.0f} MB)"
+                )
             if kind == "png":
                 results[("whole process", "none")] = bench_whole_process(root, tmp, args.workers, args.repeat)
         print_summary(results, (cores_start, cores_available()))

@@ -73,13 +73,23 @@ def main() -> int:
     data = work / "synth"
     t0 = time.perf_counter()
     synth_detection.generate(str(data), images=args.train, val_images=args.val, size=args.size, seed=0)
-    dataset = create_dataset("object-detection", {
-        "train_image_folder": str(data / "train" / "images"), "train_label_folder": str(data / "train" / "labels"),
-        "val_image_folder": str(data / "val" / "images"), "val_label_folder": str(data / "val" / "labels"),
-        "custom_classes": synth_detection.CLASS_MAPPING, "width": args.size, "height": args.size},
-        jobs_dir=work / "jobs")
-    print(f"dataset: {args.train} train / {args.val} val images, {args.size}x{args.size}, "
-          f"built in {time.perf_counter() - t0:.1f} s")
+    dataset = create_dataset(
+        "object-detection",
+        {
+            "train_image_folder": str(data / "train" / "images"),
+            "train_label_folder": str(data / "train" / "labels"),
+            "val_image_folder": str(data / "val" / "images"),
+            "val_label_folder": str(data / "val" / "labels"),
+            "custom_classes": synth_detection.CLASS_MAPPING,
+            "width": args.size,
+            "height": args.size,
+        },
+        jobs_dir=work / "jobs",
+    )
+    print(
+        f"dataset: {args.train} train / {args.val} val images, {args.size}x{args.size}, "
+        f"built in {time.perf_counter() - t0:.1f} s"
+    )
 
     options = {} if args.epochs is None else {"epochs": args.epochs}
     t0 = time.perf_counter()
@@ -88,14 +98,19 @@ def main() -> int:
     metrics = _metrics(job.path)
     info = json.loads((job.path / "model.json").read_text())
     map50, coco = metrics["val_map50"][-1][1], metrics["val_map"][-1][1]
-    print(f"detectnet, default options ({info['options']['epochs']} epochs, batch {info['batch_size']}): "
-          f"trained in {train_s / 60:.1f} min")
+    print(
+        f"detectnet, default options ({info['options']['epochs']} epochs, batch {info['batch_size']}): "
+        f"trained in {train_s / 60:.1f} min"
+    )
     print(f"val mAP@0.5 (VOC/KITTI) {map50:.4f}   (target >= 0.90)")
     print(f"val COCO mAP@[.5:.95]   {coco:.4f}")
-    per_class = {k[len("val_ap50_"):]: v[-1][1] for k, v in metrics.items() if k.startswith("val_ap50_")}
+    per_class = {k[len("val_ap50_") :]: v[-1][1] for k, v in metrics.items() if k.startswith("val_ap50_")}
     print("per-class AP@0.5: " + ", ".join(f"{k} {v:.3f}" for k, v in per_class.items()))
-    ours_ips = statistics.median(v for e, v in metrics["images_per_sec"] if e > 1.0) \
-        if any(e > 1.0 for e, _ in metrics["images_per_sec"]) else statistics.median(v for _, v in metrics["images_per_sec"])
+    ours_ips = (
+        statistics.median(v for e, v in metrics["images_per_sec"] if e > 1.0)
+        if any(e > 1.0 for e, _ in metrics["images_per_sec"])
+        else statistics.median(v for _, v in metrics["images_per_sec"])
+    )
 
     import keras
     import numpy as np
@@ -124,8 +139,10 @@ def main() -> int:
     t0 = time.perf_counter()
     model.fit(x, y, batch_size=batch, epochs=1, verbose=0, shuffle=True)
     keras_ips = n_base / (time.perf_counter() - t0)
-    print(f"training images/s: engine {ours_ips:.1f}, plain Keras fit {keras_ips:.1f}, "
-          f"ratio {ours_ips / keras_ips:.2f} (target >= 0.95)")
+    print(
+        f"training images/s: engine {ours_ips:.1f}, plain Keras fit {keras_ips:.1f}, "
+        f"ratio {ours_ips / keras_ips:.2f} (target >= 0.95)"
+    )
 
     loaded = load_inference_model(job.id, jobs_dir=work / "jobs")
     raw, _ = ds.read_batch("val", 0, 1)
@@ -135,8 +152,10 @@ def main() -> int:
     bare = tf.function(lambda t: decode_detections(net(t, training=False), hw, classes))
     tensor = tf.constant(prep.normalize(raw).astype(np.float32))
     bare_ms = _median_ms(lambda: [v.numpy() for v in bare(tensor)])
-    print(f"inference latency (1 image, warm): engine {ours_ms:.2f} ms, bare tf.function {bare_ms:.2f} ms, "
-          f"ratio {ours_ms / bare_ms:.2f} (target <= 1.5)")
+    print(
+        f"inference latency (1 image, warm): engine {ours_ms:.2f} ms, bare tf.function {bare_ms:.2f} ms, "
+        f"ratio {ours_ms / bare_ms:.2f} (target <= 1.5)"
+    )
     print(f"work folder: {work}")
     return 0
 

@@ -60,22 +60,37 @@ def main(argv=None) -> int:
         with OrthancServer(root / "orthanc") as pacs:
             pacs.upload(result.image_folder, *segs)
             jobs = root / "jobs"
-            disk_form = {"image_folder": str(result.image_folder), "contour_folder": str(result.contour_folder),
-                         "pct_val": 25}
-            web_form = {"server_url": pacs.dicomweb_url, "username": pacs.username, "password": pacs.password,
-                        "cache_folder": str(root / "cache"), "pct_val": 25, "max_parallel": args.parallel}
-            runs = [("disk (image-sunnybrook)", "image-sunnybrook", disk_form),
-                    ("dicomweb, cold cache", "dicomweb-segmentation", web_form),
-                    ("dicomweb, cached", "dicomweb-segmentation", web_form)]
+            disk_form = {
+                "image_folder": str(result.image_folder),
+                "contour_folder": str(result.contour_folder),
+                "pct_val": 25,
+            }
+            web_form = {
+                "server_url": pacs.dicomweb_url,
+                "username": pacs.username,
+                "password": pacs.password,
+                "cache_folder": str(root / "cache"),
+                "pct_val": 25,
+                "max_parallel": args.parallel,
+            }
+            runs = [
+                ("disk (image-sunnybrook)", "image-sunnybrook", disk_form),
+                ("dicomweb, cold cache", "dicomweb-segmentation", web_form),
+                ("dicomweb, cached", "dicomweb-segmentation", web_form),
+            ]
             figures = []
             for label, plugin, form in runs:
                 count, seconds = timed_build(plugin, form, jobs, args.workers)
                 figures.append((label, count, seconds, count / seconds))
-    print(f"{args.cases} patients, {args.size}x{args.size}, {args.slices} slices, workers={args.workers}, "
-          f"parallel requests={args.parallel}")
+    print(
+        f"{args.cases} patients, {args.size}x{args.size}, {args.slices} slices, workers={args.workers}, "
+        f"parallel requests={args.parallel}"
+    )
     base = figures[0][3]
     for label, count, seconds, rate in figures:
-        print(f"  {label:<24} {count:5d} images in {seconds:6.2f} s = {rate:8.1f} img/s   ratio {rate / base:5.2f}x disk")
+        print(
+            f"  {label:<24} {count:5d} images in {seconds:6.2f} s = {rate:8.1f} img/s   ratio {rate / base:5.2f}x disk"
+        )
     counts = {count for _, count, _, _ in figures}
     if len(counts) != 1:
         print(f"  WARNING: the builds hold different image counts: {sorted(counts)}")

@@ -39,13 +39,18 @@ def make_datasets(jobs_dir: str, images: int):
 
     from digits_core import registry
     from digits_core.datasets import create_dataset, open_dataset
+
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the suite's synthetic plugins
     from synthetic_plugins import SyntheticShapes
 
     registry.register(SyntheticShapes)
     try:
-        job = create_dataset("synthetic-shapes", {"count": images, "val_count": 0, "size": 28, "classes": 10},
-                             workers=2, jobs_dir=jobs_dir)
+        job = create_dataset(
+            "synthetic-shapes",
+            {"count": images, "val_count": 0, "size": 28, "classes": 10},
+            workers=2,
+            jobs_dir=jobs_dir,
+        )
     finally:
         registry.unregister(SyntheticShapes)
     x, y = open_dataset(job.id, jobs_dir=jobs_dir).read_all("train")
@@ -57,13 +62,26 @@ def make_datasets(jobs_dir: str, images: int):
     out = {}
     for encoding in ("none", "png"):
         t0 = time.perf_counter()
-        job = create_dataset("image-classification",
-                             {"folder": str(folder), "image_type": "grayscale", "width": 28, "height": 28,
-                              "encoding": encoding, "val_percent": 0},
-                             name=f"bench-{encoding}", workers=2, jobs_dir=jobs_dir)
+        job = create_dataset(
+            "image-classification",
+            {
+                "folder": str(folder),
+                "image_type": "grayscale",
+                "width": 28,
+                "height": 28,
+                "encoding": encoding,
+                "val_percent": 0,
+            },
+            name=f"bench-{encoding}",
+            workers=2,
+            jobs_dir=jobs_dir,
+        )
         out[encoding] = open_dataset(job.id, jobs_dir=jobs_dir)
-        print(f"dataset encoding={encoding}: {out[encoding].count('train')} images "
-              f"({time.perf_counter() - t0:.1f} s to build)", flush=True)
+        print(
+            f"dataset encoding={encoding}: {out[encoding].count('train')} images "
+            f"({time.perf_counter() - t0:.1f} s to build)",
+            flush=True,
+        )
     return out
 
 
@@ -80,8 +98,11 @@ def pipeline_rate(ds, *, preload: bool, batch: int, epochs: int, pillow: bool = 
         assert not preload
         src.encodings = None
     prep = Preprocessing("image", ds.mean(), 1 / 255, None, tuple(ds.feature_shape()))
-    it = iter(train_dataset(src, layout=Layout(batch), prep=prep, aug=Augmentation(), seed=0, shuffle=True,
-                            start_epoch=0, epochs=epochs))
+    it = iter(
+        train_dataset(
+            src, layout=Layout(batch), prep=prep, aug=Augmentation(), seed=0, shuffle=True, start_epoch=0, epochs=epochs
+        )
+    )
     steps = Layout(batch).steps_per_epoch(src.n)
     for _ in range(steps):  # first epoch: tracing and warm-up
         next(it)
@@ -107,9 +128,21 @@ def train_rate(ds, jobs_dir: str, *, epochs: int, batch: int) -> float:
             marks["end"] = time.perf_counter()
             marks["spe"] = spe
 
-    train(ds.id, "lenet", name="bench", jobs_dir=jobs_dir, epochs=epochs, batch_size=batch, solver="adam",
-          learning_rate=0.001, lr_policy="fixed", validation_interval=0, snapshot_interval=0, preload=False,
-          progress=progress)
+    train(
+        ds.id,
+        "lenet",
+        name="bench",
+        jobs_dir=jobs_dir,
+        epochs=epochs,
+        batch_size=batch,
+        solver="adam",
+        learning_rate=0.001,
+        lr_policy="fixed",
+        validation_interval=0,
+        snapshot_interval=0,
+        preload=False,
+        progress=progress,
+    )
     count = ds.count("train")
     last_batch = count - (marks["spe"] - 1) * batch
     return (count * (epochs - 1) - last_batch) / (marks["end"] - marks["first_epoch"])
@@ -127,30 +160,56 @@ def main(argv=None) -> int:
     med = statistics.median
     with tempfile.TemporaryDirectory(prefix="digits-bench-") as jobs_dir:
         ds = make_datasets(jobs_dir, args.images)
-        r = {k: [] for k in ("stream_raw", "stream_png", "stream_png_pillow", "preload_raw", "preload_png",
-                             "load_raw_s", "load_png_s", "train_raw", "train_png")}
+        r = {
+            k: []
+            for k in (
+                "stream_raw",
+                "stream_png",
+                "stream_png_pillow",
+                "preload_raw",
+                "preload_png",
+                "load_raw_s",
+                "load_png_s",
+                "train_raw",
+                "train_png",
+            )
+        }
         for _ in range(args.repeats):
-            r["stream_raw"].append(pipeline_rate(ds["none"], preload=False, batch=args.batch_size,
-                                                 epochs=args.epochs)[1])
-            r["stream_png"].append(pipeline_rate(ds["png"], preload=False, batch=args.batch_size,
-                                                 epochs=args.epochs)[1])
-            r["stream_png_pillow"].append(pipeline_rate(ds["png"], preload=False, batch=args.batch_size,
-                                                        epochs=args.epochs, pillow=True)[1])
+            r["stream_raw"].append(
+                pipeline_rate(ds["none"], preload=False, batch=args.batch_size, epochs=args.epochs)[1]
+            )
+            r["stream_png"].append(
+                pipeline_rate(ds["png"], preload=False, batch=args.batch_size, epochs=args.epochs)[1]
+            )
+            r["stream_png_pillow"].append(
+                pipeline_rate(ds["png"], preload=False, batch=args.batch_size, epochs=args.epochs, pillow=True)[1]
+            )
             load, rate = pipeline_rate(ds["none"], preload=True, batch=args.batch_size, epochs=args.epochs)
             r["load_raw_s"].append(load)
             r["preload_raw"].append(rate)
             load, rate = pipeline_rate(ds["png"], preload=True, batch=args.batch_size, epochs=args.epochs)
             r["load_png_s"].append(load)
             r["preload_png"].append(rate)
-            print("  pipeline stream: raw {:.0f}, png (tf.data decode) {:.0f}, png (Pillow, old) {:.0f} img/s; "
-                  "preload: raw {:.0f}, png {:.0f} img/s (load {:.2f} s vs {:.2f} s)".format(
-                      r["stream_raw"][-1], r["stream_png"][-1], r["stream_png_pillow"][-1], r["preload_raw"][-1],
-                      r["preload_png"][-1], r["load_raw_s"][-1], r["load_png_s"][-1]), flush=True)
+            print(
+                "  pipeline stream: raw {:.0f}, png (tf.data decode) {:.0f}, png (Pillow, old) {:.0f} img/s; "
+                "preload: raw {:.0f}, png {:.0f} img/s (load {:.2f} s vs {:.2f} s)".format(
+                    r["stream_raw"][-1],
+                    r["stream_png"][-1],
+                    r["stream_png_pillow"][-1],
+                    r["preload_raw"][-1],
+                    r["preload_png"][-1],
+                    r["load_raw_s"][-1],
+                    r["load_png_s"][-1],
+                ),
+                flush=True,
+            )
             if not args.no_train:
                 r["train_raw"].append(train_rate(ds["none"], jobs_dir, epochs=args.epochs, batch=args.batch_size))
                 r["train_png"].append(train_rate(ds["png"], jobs_dir, epochs=args.epochs, batch=args.batch_size))
-                print(f"  engine train (stream): raw {r['train_raw'][-1]:.0f}, png {r['train_png'][-1]:.0f} img/s",
-                      flush=True)
+                print(
+                    f"  engine train (stream): raw {r['train_raw'][-1]:.0f}, png {r['train_png'][-1]:.0f} img/s",
+                    flush=True,
+                )
     result = {k: med(v) for k, v in r.items() if v}
     result.update(images=args.images, epochs=args.epochs, batch_size=args.batch_size)
     result["stream_ratio_png_vs_raw"] = result["stream_png"] / result["stream_raw"]
@@ -160,15 +219,21 @@ def main(argv=None) -> int:
         result["train_ratio_png_vs_raw"] = result["train_png"] / result["train_raw"]
     if args.json:
         print(json.dumps(result))
-    print(f"pipeline, stream:  png {result['stream_png']:.0f} img/s vs raw {result['stream_raw']:.0f} img/s: "
-          f"ratio {result['stream_ratio_png_vs_raw']:.3f}; vs old Pillow decode {result['stream_png_pillow']:.0f} "
-          f"img/s: x{result['stream_speedup_vs_pillow']:.2f}")
-    print(f"pipeline, preload: png {result['preload_png']:.0f} img/s vs raw {result['preload_raw']:.0f} img/s: "
-          f"ratio {result['preload_ratio_png_vs_raw']:.3f} (load {result['load_png_s']:.2f} s vs "
-          f"{result['load_raw_s']:.2f} s)")
+    print(
+        f"pipeline, stream:  png {result['stream_png']:.0f} img/s vs raw {result['stream_raw']:.0f} img/s: "
+        f"ratio {result['stream_ratio_png_vs_raw']:.3f}; vs old Pillow decode {result['stream_png_pillow']:.0f} "
+        f"img/s: x{result['stream_speedup_vs_pillow']:.2f}"
+    )
+    print(
+        f"pipeline, preload: png {result['preload_png']:.0f} img/s vs raw {result['preload_raw']:.0f} img/s: "
+        f"ratio {result['preload_ratio_png_vs_raw']:.3f} (load {result['load_png_s']:.2f} s vs "
+        f"{result['load_raw_s']:.2f} s)"
+    )
     if "train_png" in result:
-        print(f"engine train (stream, LeNet): png {result['train_png']:.0f} img/s vs raw {result['train_raw']:.0f} "
-              f"img/s: ratio {result['train_ratio_png_vs_raw']:.3f}")
+        print(
+            f"engine train (stream, LeNet): png {result['train_png']:.0f} img/s vs raw {result['train_raw']:.0f} "
+            f"img/s: ratio {result['train_ratio_png_vs_raw']:.3f}"
+        )
     return 0
 
 

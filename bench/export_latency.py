@@ -45,15 +45,28 @@ def _train(network: str, jobs: Path):
 
         synth_detection.generate(str(jobs.parent / "synth"), images=32, val_images=8, size=64, seed=3)
         s = jobs.parent / "synth"
-        ds = create_dataset("object-detection", {
-            "train_image_folder": str(s / "train" / "images"), "train_label_folder": str(s / "train" / "labels"),
-            "val_image_folder": str(s / "val" / "images"), "val_label_folder": str(s / "val" / "labels"),
-            "custom_classes": synth_detection.CLASS_MAPPING, "width": 64, "height": 64}, workers=1, jobs_dir=jobs)
+        ds = create_dataset(
+            "object-detection",
+            {
+                "train_image_folder": str(s / "train" / "images"),
+                "train_label_folder": str(s / "train" / "labels"),
+                "val_image_folder": str(s / "val" / "images"),
+                "val_label_folder": str(s / "val" / "labels"),
+                "custom_classes": synth_detection.CLASS_MAPPING,
+                "width": 64,
+                "height": 64,
+            },
+            workers=1,
+            jobs_dir=jobs,
+        )
         return train(ds.id, None, epochs=1, batch_size=8, jobs_dir=jobs, seed=0)
     from synthetic_plugins import SyntheticLV, SyntheticShapes
 
-    cls, values = (SyntheticShapes, {"count": 64, "val_count": 8, "size": 28, "classes": 3}) if network == "lenet" \
+    cls, values = (
+        (SyntheticShapes, {"count": 64, "val_count": 8, "size": 28, "classes": 3})
+        if network == "lenet"
         else (SyntheticLV, {"count": 16, "val_count": 8, "size": 32})
+    )
     registry.register(cls)
     try:
         ds = create_dataset(cls.plugin_id, values, workers=1, jobs_dir=jobs)
@@ -82,8 +95,12 @@ def _candidates(job, jobs: Path, tmp: Path) -> dict:
 
     loaded = load_inference_model(job.id, jobs_dir=jobs)
     bare = tf.function(lambda x: loaded.model(x, training=False))
-    saved = tf.saved_model.load(str(_exported(job, jobs, "savedmodel", tmp) / "saved_model")).signatures["serving_default"]
-    session = ort.InferenceSession(str(_exported(job, jobs, "onnx", tmp) / "model.onnx"), providers=["CPUExecutionProvider"])
+    saved = tf.saved_model.load(str(_exported(job, jobs, "savedmodel", tmp) / "saved_model")).signatures[
+        "serving_default"
+    ]
+    session = ort.InferenceSession(
+        str(_exported(job, jobs, "onnx", tmp) / "model.onnx"), providers=["CPUExecutionProvider"]
+    )
     lite = Interpreter(model_path=str(_exported(job, jobs, "tflite", tmp) / "model.tflite"), num_threads=os.cpu_count())
     runner = lite.get_signature_runner("serving_default")
 
@@ -126,9 +143,14 @@ def measure(network: str, rounds: int, calls: int) -> dict:
                 run(batch)
                 throughput[name].append(len(batch) / (time.perf_counter() - start))
         floor = statistics.median(single["bare tf.function"])
-        return {name: {"p50_ms": round(statistics.median(single[name]) * 1000, 3),
-                       "ratio_to_bare": round(statistics.median(single[name]) / floor, 2),
-                       "batch256_per_s": round(statistics.median(throughput[name]), 1)} for name in candidates}
+        return {
+            name: {
+                "p50_ms": round(statistics.median(single[name]) * 1000, 3),
+                "ratio_to_bare": round(statistics.median(single[name]) / floor, 2),
+                "batch256_per_s": round(statistics.median(throughput[name]), 1),
+            }
+            for name in candidates
+        }
 
 
 def main(argv=None) -> int:
@@ -145,7 +167,9 @@ def main(argv=None) -> int:
     print(f"{'network':10} {'candidate':22} {'p50 ms':>9} {'x bare':>7} {'batch-256 img/s':>16}")
     for network, rows in results.items():
         for name, row in rows.items():
-            print(f"{network:10} {name:22} {row['p50_ms']:9.3f} {row['ratio_to_bare']:7.2f} {row['batch256_per_s']:16.1f}")
+            print(
+                f"{network:10} {name:22} {row['p50_ms']:9.3f} {row['ratio_to_bare']:7.2f} {row['batch256_per_s']:16.1f}"
+            )
     return 0
 
 

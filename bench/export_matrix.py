@@ -51,7 +51,7 @@ def write_class_folders(root: Path, rng) -> None:
         for i in range(12):
             h, w = _odd_size(rng)
             img = rng.normal(60, 20, (h, w, 3))
-            img[h // 4:3 * h // 4, w // 4:3 * w // 4] = colour
+            img[h // 4 : 3 * h // 4, w // 4 : 3 * w // 4] = colour
             Image.fromarray(np.clip(img, 0, 255).astype(np.uint8)).save(root / f"c{c}" / f"{i}.png")
 
 
@@ -63,7 +63,7 @@ def write_segmentation(root: Path, rng) -> None:
         h, w = _odd_size(rng)
         mask = np.zeros((h, w), np.uint8)
         y, x = int(rng.integers(0, h // 2)), int(rng.integers(0, w // 2))
-        mask[y:y + h // 2, x:x + w // 2] = 1
+        mask[y : y + h // 2, x : x + w // 2] = 1
         img = np.clip(rng.normal(50, 15, (h, w)) + 150 * mask, 0, 255).astype(np.uint8)
         Image.fromarray(img).save(root / "images" / f"{i:02d}.png")
         Image.fromarray(mask).save(root / "labels" / f"{i:02d}.png")
@@ -90,7 +90,7 @@ def write_pairs(root: Path, rng) -> None:
     for i in range(12):
         h, w = _odd_size(rng)
         clean = np.zeros((h, w, 3), np.uint8)
-        clean[h // 4:3 * h // 4, w // 4:3 * w // 4] = (200, 120, 40)
+        clean[h // 4 : 3 * h // 4, w // 4 : 3 * w // 4] = (200, 120, 40)
         noisy = np.clip(clean + rng.normal(0, 25, clean.shape), 0, 255).astype(np.uint8)
         Image.fromarray(noisy).save(root / "noisy" / f"{i:02d}.png")
         Image.fromarray(clean).save(root / "clean" / f"{i:02d}.png")
@@ -103,35 +103,78 @@ def build_and_train(task: str, mode: str, data: Path, jobs: Path):
 
     common = {"resize_mode": mode}
     if task == "classification":
-        ds = create_dataset("image-classification", {"folder": str(data / "classes"), "width": 16, "height": 16,
-                                                     "val_percent": 25, **common}, workers=1, jobs_dir=jobs)
+        ds = create_dataset(
+            "image-classification",
+            {"folder": str(data / "classes"), "width": 16, "height": 16, "val_percent": 25, **common},
+            workers=1,
+            jobs_dir=jobs,
+        )
         return train(ds.id, "lenet", name=f"lenet-{mode}", epochs=1, batch_size=8, jobs_dir=jobs, seed=0)
     if task == "segmentation":
-        ds = create_dataset("image-segmentation", {"image_folder": str(data / "seg" / "images"),
-                                                   "label_folder": str(data / "seg" / "labels"), "width": 32,
-                                                   "height": 32, "image_type": "grayscale", "val_percent": 25,
-                                                   **common}, workers=1, jobs_dir=jobs)
+        ds = create_dataset(
+            "image-segmentation",
+            {
+                "image_folder": str(data / "seg" / "images"),
+                "label_folder": str(data / "seg" / "labels"),
+                "width": 32,
+                "height": 32,
+                "image_type": "grayscale",
+                "val_percent": 25,
+                **common,
+            },
+            workers=1,
+            jobs_dir=jobs,
+        )
         return train(ds.id, "unet", name=f"unet-{mode}", epochs=1, batch_size=4, jobs_dir=jobs, seed=0)
     if task == "regression":
-        ds = create_dataset("image-regression", {"image_folder": str(data / "reg" / "images"),
-                                                 "targets_file": str(data / "reg" / "targets.csv"), "width": 16,
-                                                 "height": 16, "image_type": "grayscale", "val_percent": 25,
-                                                 **common}, workers=1, jobs_dir=jobs)
+        ds = create_dataset(
+            "image-regression",
+            {
+                "image_folder": str(data / "reg" / "images"),
+                "targets_file": str(data / "reg" / "targets.csv"),
+                "width": 16,
+                "height": 16,
+                "image_type": "grayscale",
+                "val_percent": 25,
+                **common,
+            },
+            workers=1,
+            jobs_dir=jobs,
+        )
         return train(ds.id, None, name=f"reg-{mode}", epochs=1, batch_size=8, jobs_dir=jobs, seed=0)
     if task == "image-to-image":
-        ds = create_dataset("image-processing", {"feature_folder": str(data / "pairs" / "noisy"),
-                                                 "label_folder": str(data / "pairs" / "clean"), "width": 16,
-                                                 "height": 16, "val_percent": 50, **common},
-                            workers=1, jobs_dir=jobs)
+        ds = create_dataset(
+            "image-processing",
+            {
+                "feature_folder": str(data / "pairs" / "noisy"),
+                "label_folder": str(data / "pairs" / "clean"),
+                "width": 16,
+                "height": 16,
+                "val_percent": 50,
+                **common,
+            },
+            workers=1,
+            jobs_dir=jobs,
+        )
         return train(ds.id, None, name=f"i2i-{mode}", epochs=1, batch_size=4, jobs_dir=jobs, loss="mae", seed=0)
     from digits_data_images import synth_detection
 
     s = data / "synth"
-    ds = create_dataset("object-detection", {
-        "train_image_folder": str(s / "train" / "images"), "train_label_folder": str(s / "train" / "labels"),
-        "val_image_folder": str(s / "val" / "images"), "val_label_folder": str(s / "val" / "labels"),
-        "custom_classes": synth_detection.CLASS_MAPPING, "width": 48, "height": 32, **common},
-        workers=1, jobs_dir=jobs)
+    ds = create_dataset(
+        "object-detection",
+        {
+            "train_image_folder": str(s / "train" / "images"),
+            "train_label_folder": str(s / "train" / "labels"),
+            "val_image_folder": str(s / "val" / "images"),
+            "val_label_folder": str(s / "val" / "labels"),
+            "custom_classes": synth_detection.CLASS_MAPPING,
+            "width": 48,
+            "height": 32,
+            **common,
+        },
+        workers=1,
+        jobs_dir=jobs,
+    )
     return train(ds.id, None, name=f"det-{mode}", epochs=1, batch_size=8, jobs_dir=jobs, seed=0)
 
 
@@ -142,8 +185,14 @@ def export_cell(model, fmt: str, out: Path, jobs: Path, sample: int) -> dict:
 
     started = time.perf_counter()
     try:
-        archive = export_model(model.id, out / f"{model.id}-{fmt}.tar.gz", format=fmt, parity_sample=sample,
-                               allow_mismatch=True, jobs_dir=jobs)
+        archive = export_model(
+            model.id,
+            out / f"{model.id}-{fmt}.tar.gz",
+            format=fmt,
+            parity_sample=sample,
+            allow_mismatch=True,
+            jobs_dir=jobs,
+        )
     except DigitsError as exc:
         return {"passed": False, "error": str(exc), "seconds": time.perf_counter() - started}
     with tarfile.open(archive) as tar:
@@ -198,11 +247,16 @@ def main(argv=None) -> int:
                 # keras exports the bare network: its report compares the network's raw outputs
                 passed = report.get("passed")
                 rows.append({"task": task, "mode": mode, "format": fmt, "passed": passed, "report": report})
-                print(f"{task:15s} {mode:10s} {fmt:11s} {'PASS' if passed else 'FAIL' if passed is False else '----'}"
-                      f"  {_figure(report)}", flush=True)
+                print(
+                    f"{task:15s} {mode:10s} {fmt:11s} {'PASS' if passed else 'FAIL' if passed is False else '----'}"
+                    f"  {_figure(report)}",
+                    flush=True,
+                )
     passed = sum(1 for r in rows if r["passed"])
-    print(f"\n{passed} of {len(rows)} exports passed their parity report against digits infer "
-          f"(same images, same run); {time.perf_counter() - started:.0f} s")
+    print(
+        f"\n{passed} of {len(rows)} exports passed their parity report against digits infer "
+        f"(same images, same run); {time.perf_counter() - started:.0f} s"
+    )
     if args.json:
         print(json.dumps(rows, indent=1, default=str))
     return 0 if passed == len(rows) else 1

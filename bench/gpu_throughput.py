@@ -63,12 +63,16 @@ class Case:
 
 
 # full: DIGITS's usual input sizes (MNIST 28x28, ImageNet-style 224x224 RGB, 256x256 MRI slices)
-FULL = [Case("lenet", 28, 1, 10, 30_720, 128, 3, 1e-3),
-        Case("alexnet", 224, 3, 10, 2_560, 128, 4, 1e-4),
-        Case("unet", 256, 1, 2, 1_024, 16, 3, 1e-3)]
-QUICK = [Case("lenet", 28, 1, 10, 2_048, 64, 2, 1e-3),
-         Case("alexnet", 32, 3, 10, 384, 32, 2, 1e-4),
-         Case("unet", 32, 1, 2, 256, 16, 2, 1e-3)]
+FULL = [
+    Case("lenet", 28, 1, 10, 30_720, 128, 3, 1e-3),
+    Case("alexnet", 224, 3, 10, 2_560, 128, 4, 1e-4),
+    Case("unet", 256, 1, 2, 1_024, 16, 3, 1e-3),
+]
+QUICK = [
+    Case("lenet", 28, 1, 10, 2_048, 64, 2, 1e-3),
+    Case("alexnet", 32, 3, 10, 384, 32, 2, 1e-4),
+    Case("unet", 32, 1, 2, 256, 16, 2, 1e-3),
+]
 VARIANTS = {"fp32": (False, False), "jit": (True, False), "mixed": (False, True)}
 
 
@@ -81,7 +85,7 @@ def make_arrays(case: Case, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     if case.segmentation:
         cy, cx = rng.uniform(0.3 * s, 0.7 * s, (2, n, 1, 1))
         r = rng.uniform(0.1 * s, 0.25 * s, (n, 1, 1))
-        y = ((yy - cy) ** 2 + (xx - cx) ** 2 < r ** 2).astype(np.uint8)
+        y = ((yy - cy) ** 2 + (xx - cx) ** 2 < r**2).astype(np.uint8)
         x += 120 * y[..., None]
     else:
         y = np.arange(n) % case.classes
@@ -89,7 +93,7 @@ def make_arrays(case: Case, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
         step = (s - side) // 3
         for k in range(case.classes):  # class k: a square at one of 4x3 places
             top, left = (k // 3) * step, (k % 3) * step
-            x[y == k, top:top + side, left:left + side, :] += 150
+            x[y == k, top : top + side, left : left + side, :] += 150
     return x.clip(0, 255).astype(np.uint8), y
 
 
@@ -99,9 +103,15 @@ def build_dataset(case: Case, work: str, jobs_dir: str):
 
     x, y = make_arrays(case)
     t0 = time.perf_counter()
-    job = create_dataset_from_arrays(x, y, folder=os.path.join(work, case.network), options={"val_percent": 0},
-                                     name=f"bench-{case.network}", jobs_dir=jobs_dir,
-                                     workers=min(os.cpu_count() or 1, 16))
+    job = create_dataset_from_arrays(
+        x,
+        y,
+        folder=os.path.join(work, case.network),
+        options={"val_percent": 0},
+        name=f"bench-{case.network}",
+        jobs_dir=jobs_dir,
+        workers=min(os.cpu_count() or 1, 16),
+    )
     return job.id, time.perf_counter() - t0
 
 
@@ -122,8 +132,12 @@ def keras_fit(case: Case, dataset_id: str, jobs_dir: str, jit: bool, mixed: bool
         model = getattr(builtin, case.network)(x.shape[1:], case.classes)
     finally:
         keras.mixed_precision.set_global_policy("float32")
-    model.compile(optimizer=keras.optimizers.Adam(case.learning_rate), loss="sparse_categorical_crossentropy",
-                  metrics=["accuracy"], jit_compile=jit)
+    model.compile(
+        optimizer=keras.optimizers.Adam(case.learning_rate),
+        loss="sparse_categorical_crossentropy",
+        metrics=["accuracy"],
+        jit_compile=jit,
+    )
     marks: dict = {}
 
     class Clock(keras.callbacks.Callback):
@@ -150,10 +164,23 @@ def engine_train(case: Case, dataset_id: str, jobs_dir: str, jit: bool, mixed: b
         if event["phase"] == "train" and event["step"] in (spe, last):
             marks[event["step"]] = time.perf_counter()
 
-    job = train(dataset_id, case.network, name=f"bench-{case.network}", jobs_dir=jobs_dir, epochs=case.epochs,
-                batch_size=case.batch, solver="adam", learning_rate=case.learning_rate, lr_policy="fixed",
-                loss="ce", validation_interval=0, snapshot_interval=0, progress=progress, jit=jit,
-                mixed_precision=mixed)
+    job = train(
+        dataset_id,
+        case.network,
+        name=f"bench-{case.network}",
+        jobs_dir=jobs_dir,
+        epochs=case.epochs,
+        batch_size=case.batch,
+        solver="adam",
+        learning_rate=case.learning_rate,
+        lr_policy="fixed",
+        loss="ce",
+        validation_interval=0,
+        snapshot_interval=0,
+        progress=progress,
+        jit=jit,
+        mixed_precision=mixed,
+    )
     shutil.rmtree(job.path, ignore_errors=True)  # AlexNet snapshots are hundreds of MB
     return (last - spe) * case.batch / (marks[last] - marks[spe])
 
@@ -180,12 +207,21 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (a 2-core CPU in < 2 minutes)")
     parser.add_argument("--networks", default="lenet,alexnet,unet", help="comma-separated subset")
-    parser.add_argument("--variants", default=None,
-                        help="comma-separated fp32,jit,mixed (default: all three on a GPU, fp32 on a CPU)")
-    parser.add_argument("--repeats", type=int, default=None,
-                        help="alternating runs per side, medians reported (default: 2 with --quick, else 1)")
-    parser.add_argument("--budget-s", type=float, default=None,
-                        help="start no new measurement after this many seconds (default: 420 full, none --quick)")
+    parser.add_argument(
+        "--variants", default=None, help="comma-separated fp32,jit,mixed (default: all three on a GPU, fp32 on a CPU)"
+    )
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=None,
+        help="alternating runs per side, medians reported (default: 2 with --quick, else 1)",
+    )
+    parser.add_argument(
+        "--budget-s",
+        type=float,
+        default=None,
+        help="start no new measurement after this many seconds (default: 420 full, none --quick)",
+    )
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     args = parser.parse_args(argv)
     repeats = args.repeats or (2 if args.quick else 1)
@@ -202,16 +238,22 @@ def main(argv=None) -> int:
     wanted = args.networks.split(",")
     cases = [c for c in (QUICK if args.quick else FULL) if c.network in wanted]
     load = os.getloadavg()
-    print(f"device: {device}; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; "
-          f"{'quick' if args.quick else 'full'} sizes", flush=True)
+    print(
+        f"device: {device}; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; "
+        f"{'quick' if args.quick else 'full'} sizes",
+        flush=True,
+    )
     results, skipped = [], []
     with tempfile.TemporaryDirectory(prefix="digits-gpu-bench-") as work:
         jobs_dir = os.path.join(work, "jobs")
         datasets = {}
         for case in cases:
             datasets[case.network], seconds = build_dataset(case, work, jobs_dir)
-            print(f"dataset {case.network}: {case.images} images {case.size}x{case.size}x{case.channels} "
-                  f"in LMDB ({seconds:.1f} s)", flush=True)
+            print(
+                f"dataset {case.network}: {case.images} images {case.size}x{case.size}x{case.channels} "
+                f"in LMDB ({seconds:.1f} s)",
+                flush=True,
+            )
         for variant in variants:
             jit, mixed = VARIANTS[variant]
             for case in cases:
@@ -224,25 +266,40 @@ def main(argv=None) -> int:
                     _release()
                     engine.append(engine_train(case, datasets[case.network], jobs_dir, jit, mixed))
                     _release()
-                row = {"network": case.network, "variant": variant, "size": case.size, "batch": case.batch,
-                       "images": case.images, "epochs": case.epochs,
-                       "engine_img_per_s": statistics.median(engine), "keras_fit_img_per_s": statistics.median(base)}
+                row = {
+                    "network": case.network,
+                    "variant": variant,
+                    "size": case.size,
+                    "batch": case.batch,
+                    "images": case.images,
+                    "epochs": case.epochs,
+                    "engine_img_per_s": statistics.median(engine),
+                    "keras_fit_img_per_s": statistics.median(base),
+                }
                 row["ratio"] = row["engine_img_per_s"] / row["keras_fit_img_per_s"]
                 results.append(row)
-                print(f"  {case.network:8s} {variant:5s} engine {row['engine_img_per_s']:9.0f} img/s   "
-                      f"keras fit {row['keras_fit_img_per_s']:9.0f} img/s   ratio {row['ratio']:.2f}   "
-                      f"[{time.perf_counter() - t_start:.0f} s]", flush=True)
+                print(
+                    f"  {case.network:8s} {variant:5s} engine {row['engine_img_per_s']:9.0f} img/s   "
+                    f"keras fit {row['keras_fit_img_per_s']:9.0f} img/s   ratio {row['ratio']:.2f}   "
+                    f"[{time.perf_counter() - t_start:.0f} s]",
+                    flush=True,
+                )
     print(f"\n{'network':8s} {'variant':7s} {'engine img/s':>12s} {'keras img/s':>12s} {'ratio':>6s}   ({device})")
     for row in results:
-        print(f"{row['network']:8s} {row['variant']:7s} {row['engine_img_per_s']:12.0f} "
-              f"{row['keras_fit_img_per_s']:12.0f} {row['ratio']:6.2f}")
+        print(
+            f"{row['network']:8s} {row['variant']:7s} {row['engine_img_per_s']:12.0f} "
+            f"{row['keras_fit_img_per_s']:12.0f} {row['ratio']:6.2f}"
+        )
     if skipped:
         print(f"not measured (past --budget-s {budget:.0f}): {', '.join(skipped)}")
     print(f"total {time.perf_counter() - t_start:.0f} s")
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump({"device": device, "quick": args.quick, "load_average": load, "results": results,
-                       "skipped": skipped}, fh, indent=1)
+            json.dump(
+                {"device": device, "quick": args.quick, "load_average": load, "results": results, "skipped": skipped},
+                fh,
+                indent=1,
+            )
     return 0
 
 

@@ -43,7 +43,9 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=20, help="interleaved rounds (default 20)")
     parser.add_argument("--calls", type=int, default=50, help="single-image calls per round and side (default 50)")
     parser.add_argument("--batch", type=int, default=256, help="batch size of the throughput test (default 256)")
-    parser.add_argument("--batches", type=int, default=8, help="throughput: 3 x this many batches per side, alternating (default 8)")
+    parser.add_argument(
+        "--batches", type=int, default=8, help="throughput: 3 x this many batches per side, alternating (default 8)"
+    )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
     args = parser.parse_args(argv)
 
@@ -55,14 +57,16 @@ def main(argv=None) -> int:
     from digits_core.engine import load_snapshot, train
     from digits_core.engine.preprocessing import Preprocessing
     from digits_core.inference import infer
+
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the suite's synthetic plugins
     from synthetic_plugins import SyntheticShapes
 
     jobs_dir = tempfile.mkdtemp(prefix="digits-bench-infer-")
     registry.register(SyntheticShapes)
     try:
-        ds_job = create_dataset("synthetic-shapes", {"count": 512, "val_count": 64, "size": 28}, workers=1,
-                                jobs_dir=jobs_dir)
+        ds_job = create_dataset(
+            "synthetic-shapes", {"count": 512, "val_count": 64, "size": 28}, workers=1, jobs_dir=jobs_dir
+        )
     finally:
         registry.unregister(SyntheticShapes)
     t0 = time.perf_counter()
@@ -71,8 +75,9 @@ def main(argv=None) -> int:
 
     # Validation images straight from the plugin (the trainer's process keeps the dataset's LMDB open).
     plugin = SyntheticShapes(**{**open_dataset(ds_job.id, jobs_dir).userdata})
-    images = np.stack([np.asarray(plugin.encode_entry(e)[0]).reshape(28, 28, -1)
-                       for e in list(plugin.itemize_entries("val"))[:64]])
+    images = np.stack(
+        [np.asarray(plugin.encode_entry(e)[0]).reshape(28, 28, -1) for e in list(plugin.itemize_entries("val"))[:64]]
+    )
     image = images[0]
     model = load_snapshot(model_job, jobs_dir=jobs_dir)
     prep = Preprocessing.load(model_job)
@@ -121,12 +126,22 @@ def main(argv=None) -> int:
     ratio50, ratio90 = api_p50 / bare_p50, api_p90 / bare_p90
     throughput_ratio = api_rate / bare_rate
     figures = {
-        "single_image_ms": {"api_p50": api_p50, "api_p90": api_p90, "bare_tf_function_p50": bare_p50,
-                            "bare_tf_function_p90": bare_p90, "ratio_p50": ratio50, "ratio_p90": ratio90,
-                            "model_predict_p50": percentile(predict_times, 50) * 1e3,
-                            "calls": len(api_times)},
-        "batch_throughput_img_s": {"batch": args.batch, "api": api_rate, "bare_tf_function": bare_rate,
-                                   "ratio": throughput_ratio},
+        "single_image_ms": {
+            "api_p50": api_p50,
+            "api_p90": api_p90,
+            "bare_tf_function_p50": bare_p50,
+            "bare_tf_function_p90": bare_p90,
+            "ratio_p50": ratio50,
+            "ratio_p90": ratio90,
+            "model_predict_p50": percentile(predict_times, 50) * 1e3,
+            "calls": len(api_times),
+        },
+        "batch_throughput_img_s": {
+            "batch": args.batch,
+            "api": api_rate,
+            "bare_tf_function": bare_rate,
+            "ratio": throughput_ratio,
+        },
         "target_ratio_max": 1.1,
         "target_throughput_ratio_min": 0.97,
         "target_met": ratio50 <= 1.1 and throughput_ratio >= 0.97,
@@ -134,13 +149,17 @@ def main(argv=None) -> int:
     print(f"single image ({len(api_times)} calls each, interleaved):")
     print(f"  digits_core.inference.infer     p50 {api_p50:7.3f} ms   p90 {api_p90:7.3f} ms")
     print(f"  bare tf.function      p50 {bare_p50:7.3f} ms   p90 {bare_p90:7.3f} ms")
-    print(f"  ratio                 p50 {ratio50:7.2f} x    p90 {ratio90:7.2f} x   (target <= 1.1x: "
-          f"{'met' if ratio50 <= 1.1 else 'NOT met'})")
+    print(
+        f"  ratio                 p50 {ratio50:7.2f} x    p90 {ratio90:7.2f} x   (target <= 1.1x: "
+        f"{'met' if ratio50 <= 1.1 else 'NOT met'})"
+    )
     print(f"  model.predict         p50 {figures['single_image_ms']['model_predict_p50']:7.3f} ms (reference)")
     print(f"batch throughput (batch {args.batch}, median of {len(api_batch)} alternating batches):")
     print(f"  digits_core.inference.infer     {api_rate:9.0f} img/s")
-    print(f"  bare tf.function      {bare_rate:9.0f} img/s   (api / bare = {throughput_ratio:.2f}x, target >= 0.97x: "
-          f"{'met' if throughput_ratio >= 0.97 else 'NOT met'})")
+    print(
+        f"  bare tf.function      {bare_rate:9.0f} img/s   (api / bare = {throughput_ratio:.2f}x, target >= 0.97x: "
+        f"{'met' if throughput_ratio >= 0.97 else 'NOT met'})"
+    )
     if args.json:
         print(json.dumps(figures, indent=2))
     return 0

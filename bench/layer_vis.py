@@ -26,8 +26,13 @@ from types import SimpleNamespace
 import numpy as np
 
 #: network -> (input shape, outputs)
-NETWORKS = {"lenet": ((28, 28, 1), 10), "alexnet": ((256, 256, 3), 10), "googlenet": ((224, 224, 3), 10),
-            "unet": ((128, 128, 1), 3), "fcn": ((128, 128, 3), 3)}
+NETWORKS = {
+    "lenet": ((28, 28, 1), 10),
+    "alexnet": ((256, 256, 3), 10),
+    "googlenet": ((224, 224, 3), 10),
+    "unet": ((128, 128, 1), 3),
+    "fcn": ((128, 128, 3), 3),
+}
 
 
 def _median_seconds(fn, repeat: int) -> float:
@@ -54,16 +59,22 @@ def main() -> None:
     for name in args.networks.split(","):
         shape, outputs = NETWORKS[name]
         keras_model = getattr(builtin, name)(shape, outputs)
-        model = SimpleNamespace(model=keras_model, preprocessing=Preprocessing("none", None, 1 / 255, None, shape),
-                                describe=lambda: {"id": "bench"})
+        model = SimpleNamespace(
+            model=keras_model,
+            preprocessing=Preprocessing("none", None, 1 / 255, None, shape),
+            describe=lambda: {"id": "bench"},
+        )
         raw = np.random.default_rng(0).integers(0, 256, shape, dtype=np.uint8)
         x = network_input(model, raw)
         forward = _median_seconds(lambda: keras_model(x, training=False), args.repeat)
         sizes = []
-        vis = _median_seconds(lambda: sizes.append(len(json.dumps(layer_visualizations(model, raw).to_json()))),
-                              args.repeat)
-        print(f"{name:<10} {len(keras_model.layers):>6} {sizes[-1] / 1024:>8.0f} {forward:>10.4f} {vis:>8.3f} "
-              f"{vis / forward:>11.1f}x")
+        vis = _median_seconds(
+            lambda: sizes.append(len(json.dumps(layer_visualizations(model, raw).to_json()))), args.repeat
+        )
+        print(
+            f"{name:<10} {len(keras_model.layers):>6} {sizes[-1] / 1024:>8.0f} {forward:>10.4f} {vis:>8.3f} "
+            f"{vis / forward:>11.1f}x"
+        )
 
 
 if __name__ == "__main__":

@@ -63,13 +63,24 @@ def classification(work: Path, jobs: Path) -> list[dict]:
     for i, (image, label) in enumerate(zip(digits.images, digits.target)):
         (root / str(label)).mkdir(parents=True, exist_ok=True)
         Image.fromarray((image * 255 / 16).astype(np.uint8)).save(root / str(label) / f"{i:04d}.png")
-    ds = create_dataset("image-classification", {"folder": str(root), "image_type": "grayscale", "width": 8,
-                                                 "height": 8}, workers=1, jobs_dir=jobs)
+    ds = create_dataset(
+        "image-classification",
+        {"folder": str(root), "image_type": "grayscale", "width": 8, "height": 8},
+        workers=1,
+        jobs_dir=jobs,
+    )
     start = time.perf_counter()
     job = train(ds.id, None, jobs_dir=jobs, seed=0)
     accuracy = _values(job, "val_accuracy")[-1]
-    return [_row("classification (sklearn digits 8×8)", "lenet", f"val top-1 {accuracy:.1%}",
-                 "DIGITS LeNet / MNIST ≈ 99 %", time.perf_counter() - start)]
+    return [
+        _row(
+            "classification (sklearn digits 8×8)",
+            "lenet",
+            f"val top-1 {accuracy:.1%}",
+            "DIGITS LeNet / MNIST ≈ 99 %",
+            time.perf_counter() - start,
+        )
+    ]
 
 
 def segmentation(work: Path, jobs: Path) -> list[dict]:
@@ -77,16 +88,23 @@ def segmentation(work: Path, jobs: Path) -> list[dict]:
     from digits_core.engine import train
     from digits_core.quality_sets import write_shapes_segmentation
 
-    ds = create_dataset("image-segmentation", write_shapes_segmentation(work / "shapes", seed=0), workers=1,
-                        jobs_dir=jobs)
+    ds = create_dataset(
+        "image-segmentation", write_shapes_segmentation(work / "shapes", seed=0), workers=1, jobs_dir=jobs
+    )
     rows = []
     for network in ("unet", "fcn"):
         start = time.perf_counter()
         job = train(ds.id, network, jobs_dir=jobs, epochs=40, seed=0)
         dice = _values(job, "val_dice")
-        rows.append(_row("segmentation (48 shapes 32×32, 40 epochs)", network,
-                         f"val Dice {dice[-1]:.3f} (epoch 15: {dice[14]:.3f})", "goal ≥ 0.85",
-                         time.perf_counter() - start))
+        rows.append(
+            _row(
+                "segmentation (48 shapes 32×32, 40 epochs)",
+                network,
+                f"val Dice {dice[-1]:.3f} (epoch 15: {dice[14]:.3f})",
+                "goal ≥ 0.85",
+                time.perf_counter() - start,
+            )
+        )
     return rows
 
 
@@ -96,15 +114,24 @@ def sunnybrook(work: Path, jobs: Path) -> list[dict]:
     from digits_data_sunnybrook.synth import generate
 
     synth = generate(work / "sunnybrook", cases=10, size=64, seed=0, slices=8)
-    ds = create_dataset("image-sunnybrook", {"image_folder": str(synth.image_folder),
-                                             "contour_folder": str(synth.contour_folder), "pct_val": 20},
-                        workers=1, jobs_dir=jobs)
+    ds = create_dataset(
+        "image-sunnybrook",
+        {"image_folder": str(synth.image_folder), "contour_folder": str(synth.contour_folder), "pct_val": 20},
+        workers=1,
+        jobs_dir=jobs,
+    )
     start = time.perf_counter()
     job = train(ds.id, None, jobs_dir=jobs, epochs=15, seed=0)
     dice = _values(job, "val_dice")
-    return [_row("segmentation (synthetic Sunnybrook 64×64, 15 epochs)", "unet",
-                 f"val Dice {dice[-1]:.3f} (best {max(dice):.3f})", "Tran 2016 FCN: Dice 0.92 (real set)",
-                 time.perf_counter() - start)]
+    return [
+        _row(
+            "segmentation (synthetic Sunnybrook 64×64, 15 epochs)",
+            "unet",
+            f"val Dice {dice[-1]:.3f} (best {max(dice):.3f})",
+            "Tran 2016 FCN: Dice 0.92 (real set)",
+            time.perf_counter() - start,
+        )
+    ]
 
 
 def regression(work: Path, jobs: Path) -> list[dict]:
@@ -112,16 +139,24 @@ def regression(work: Path, jobs: Path) -> list[dict]:
     from digits_core.engine import train
     from digits_core.quality_sets import write_digit_regression
 
-    ds = create_dataset("image-regression", write_digit_regression(work / "digits-targets", seed=0), workers=1,
-                        jobs_dir=jobs)
+    ds = create_dataset(
+        "image-regression", write_digit_regression(work / "digits-targets", seed=0), workers=1, jobs_dir=jobs
+    )
     reader = open_dataset(ds.id, jobs_dir=jobs)
     (_, train_y), (_, val_y) = reader.read_all("train"), reader.read_all("val")
     mean_mae = float(np.abs(val_y - train_y.mean(axis=0)).mean())
     start = time.perf_counter()
     job = train(ds.id, None, jobs_dir=jobs, epochs=15, seed=0)
     mae = _values(job, "val_mae")[-1]
-    return [_row("regression (digits: value/9, ink; 15 epochs)", "regression",
-                 f"val MAE {mae:.4f} (mean predictor {mean_mae:.4f})", "goal < 0.05", time.perf_counter() - start)]
+    return [
+        _row(
+            "regression (digits: value/9, ink; 15 epochs)",
+            "regression",
+            f"val MAE {mae:.4f} (mean predictor {mean_mae:.4f})",
+            "goal < 0.05",
+            time.perf_counter() - start,
+        )
+    ]
 
 
 def image_to_image(work: Path, jobs: Path) -> list[dict]:
@@ -135,35 +170,61 @@ def image_to_image(work: Path, jobs: Path) -> list[dict]:
     start = time.perf_counter()
     job = train(ds.id, None, jobs_dir=jobs, epochs=10, seed=0)
     psnr = 10 * np.log10(1 / _values(job, "val_mse")[-1])
-    return [_row("image-to-image (denoising 400 digit pairs 16×16, noise 0.1; 10 epochs)", "image2image",
-                 f"val PSNR {psnr:.1f} dB (identity {identity:.1f} dB)", "goal ≥ identity + 3 dB",
-                 time.perf_counter() - start)]
+    return [
+        _row(
+            "image-to-image (denoising 400 digit pairs 16×16, noise 0.1; 10 epochs)",
+            "image2image",
+            f"val PSNR {psnr:.1f} dB (identity {identity:.1f} dB)",
+            "goal ≥ identity + 3 dB",
+            time.perf_counter() - start,
+        )
+    ]
 
 
-def detection(work: Path, jobs: Path, images: int, val_images: int, size: int,
-              epochs: int | None = None) -> list[dict]:
+def detection(work: Path, jobs: Path, images: int, val_images: int, size: int, epochs: int | None = None) -> list[dict]:
     from digits_core.datasets import create_dataset
     from digits_core.engine import train
     from digits_data_images import synth_detection
 
     synth_detection.generate(str(work / "synth"), images=images, val_images=val_images, size=size, seed=3)
     s = work / "synth"
-    ds = create_dataset("object-detection", {
-        "train_image_folder": str(s / "train" / "images"), "train_label_folder": str(s / "train" / "labels"),
-        "val_image_folder": str(s / "val" / "images"), "val_label_folder": str(s / "val" / "labels"),
-        "custom_classes": synth_detection.CLASS_MAPPING, "width": size, "height": size}, workers=1, jobs_dir=jobs)
+    ds = create_dataset(
+        "object-detection",
+        {
+            "train_image_folder": str(s / "train" / "images"),
+            "train_label_folder": str(s / "train" / "labels"),
+            "val_image_folder": str(s / "val" / "images"),
+            "val_label_folder": str(s / "val" / "labels"),
+            "custom_classes": synth_detection.CLASS_MAPPING,
+            "width": size,
+            "height": size,
+        },
+        workers=1,
+        jobs_dir=jobs,
+    )
     start = time.perf_counter()
     job = train(ds.id, None, jobs_dir=jobs, seed=1, **({} if epochs is None else {"epochs": epochs}))
     maps, recall = _values(job, "val_map50"), _values(job, "val_recall50")
     at10 = f", epoch 10: {maps[9]:.3f}" if len(maps) > 10 else ""
     early = f"; val recall@0.3 at epoch 2: {recall[1]:.3f}" if len(recall) >= 2 else ""
-    return [_row(f"detection (digits on clutter {images}/{val_images} {size}×{size}, {len(maps)} epochs)",
-                 "detectnet", f"val mAP@0.5 {maps[-1]:.3f}{at10}{early}", "goal ≥ 0.85 within 10 epochs",
-                 time.perf_counter() - start)]
+    return [
+        _row(
+            f"detection (digits on clutter {images}/{val_images} {size}×{size}, {len(maps)} epochs)",
+            "detectnet",
+            f"val mAP@0.5 {maps[-1]:.3f}{at10}{early}",
+            "goal ≥ 0.85 within 10 epochs",
+            time.perf_counter() - start,
+        )
+    ]
 
 
-TASKS = {"classification": classification, "segmentation": segmentation, "sunnybrook": sunnybrook,
-         "regression": regression, "image-to-image": image_to_image}
+TASKS = {
+    "classification": classification,
+    "segmentation": segmentation,
+    "sunnybrook": sunnybrook,
+    "regression": regression,
+    "image-to-image": image_to_image,
+}
 
 
 def main() -> None:
@@ -181,8 +242,9 @@ def main() -> None:
         for name in args.only or list(TASKS):
             rows += TASKS[name](work / name, work / "jobs")
         if args.detection:
-            rows += detection(work / "detection", work / "jobs", args.det_train, args.det_val, args.det_size,
-                              args.det_epochs)
+            rows += detection(
+                work / "detection", work / "jobs", args.det_train, args.det_val, args.det_size, args.det_epochs
+            )
     print("| task | network | figure at default options | anchor | train s |")
     print("|---|---|---|---|---|")
     for row in rows:

@@ -72,22 +72,37 @@ def main() -> None:
         assert len(report.uploaded) == len(again.skipped) == args.images
 
         t0 = time.perf_counter()
-        local = create_dataset("image-classification", {**common, "folder": str(tmp / "data" / "train")},
-                               workers=args.workers, jobs_dir=tmp / "jobs")
+        local = create_dataset(
+            "image-classification",
+            {**common, "folder": str(tmp / "data" / "train")},
+            workers=args.workers,
+            jobs_dir=tmp / "jobs",
+        )
         local_s = time.perf_counter() - t0
         t0 = time.perf_counter()
-        remote = create_dataset("image-classification", {
-            **common, "s3_endpoint_url": s3.endpoint, "s3_bucket": "bench-bucket", "s3_path": "mnist/train/",
-            "s3_accesskey": s3.access_key, "s3_secretkey": s3.secret_key,
-        }, workers=args.workers, jobs_dir=tmp / "jobs")
+        remote = create_dataset(
+            "image-classification",
+            {
+                **common,
+                "s3_endpoint_url": s3.endpoint,
+                "s3_bucket": "bench-bucket",
+                "s3_path": "mnist/train/",
+                "s3_accesskey": s3.access_key,
+                "s3_secretkey": s3.secret_key,
+            },
+            workers=args.workers,
+            jobs_dir=tmp / "jobs",
+        )
         s3_s = time.perf_counter() - t0
         a = open_dataset(local.id, jobs_dir=tmp / "jobs").read_all("train")
         b = open_dataset(remote.id, jobs_dir=tmp / "jobs").read_all("train")
         assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
 
     n = args.images
-    print(f"upload-s3: {n} files in {upload_s:.2f} s ({n / upload_s:.0f} files/s); "
-          f"second run (all skipped) {skip_s:.2f} s ({n / skip_s:.0f} files/s)")
+    print(
+        f"upload-s3: {n} files in {upload_s:.2f} s ({n / upload_s:.0f} files/s); "
+        f"second run (all skipped) {skip_s:.2f} s ({n / skip_s:.0f} files/s)"
+    )
     print(f"dataset from local folder (baseline): {local_s:.2f} s, {n / local_s:.0f} img/s")
     print(f"dataset from S3:                      {s3_s:.2f} s, {n / s3_s:.0f} img/s")
     print(f"ratio s3/local: {local_s / s3_s:.2f}  (workers={args.workers}; identical records checked)")

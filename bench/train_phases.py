@@ -61,7 +61,7 @@ from dataset_create import generate  # noqa: E402
 from digits_core.phase_marks import PHASE_LOG_ENV, read_marks  # noqa: E402
 
 #: The Keras script, as a user would write it, plus `mark(...)` lines (same log format as the engine's).
-KERAS_SCRIPT = '''
+KERAS_SCRIPT = """
 import json, os, sys, time
 _log = open(os.environ["DIGITS_PHASE_LOG"], "a", buffering=1)
 def mark(phase):
@@ -114,12 +114,28 @@ model.fit(train, validation_data=val, epochs=epochs, verbose=0, callbacks=[Phase
 mark("steps")
 model.save(os.path.join(out, "model.keras"))
 mark("snapshot")
-'''
+"""
 
 #: Phases in the order the table prints them.
-ORDER = ["dataset create (whole process)", "interpreter", "imports", "tensorflow import", "job set-up",
-         "dataset open", "model build", "metrics writes", "input pipeline", "first step (tracing)", "steps",
-         "first validation (tracing)", "validation", "snapshot", "job finish", "report", "exit"]
+ORDER = [
+    "dataset create (whole process)",
+    "interpreter",
+    "imports",
+    "tensorflow import",
+    "job set-up",
+    "dataset open",
+    "model build",
+    "metrics writes",
+    "input pipeline",
+    "first step (tracing)",
+    "steps",
+    "first validation (tracing)",
+    "validation",
+    "snapshot",
+    "job finish",
+    "report",
+    "exit",
+]
 
 
 def timed(cmd: list[str], env: dict) -> tuple[float, float, float, float]:
@@ -157,13 +173,31 @@ def run_ours(folder: Path, work: Path, epochs: int, env: dict, src: str | None =
     digits = [sys.executable, "-m", "digits_core", "--jobs-dir", str(jobs)]
     if src:
         digits = [sys.executable, "-c", BASELINE_DRIVER, src, "--jobs-dir", str(jobs)]
-    _, _, create_wall, create_cpu = timed(digits + [
-        "dataset", "create", "image-classification", "--folder", str(folder), "--image-type", "grayscale",
-        "--width", "28", "--height", "28", "--encoding", "none", "--quiet"], env)
+    _, _, create_wall, create_cpu = timed(
+        digits
+        + [
+            "dataset",
+            "create",
+            "image-classification",
+            "--folder",
+            str(folder),
+            "--image-type",
+            "grayscale",
+            "--width",
+            "28",
+            "--height",
+            "28",
+            "--encoding",
+            "none",
+            "--quiet",
+        ],
+        env,
+    )
     (dataset,) = [p.name for p in jobs.iterdir()]
-    launched, ended, train_wall, train_cpu = timed(digits + [
-        "train", "--dataset", dataset, "--network", "lenet", "--epochs", str(epochs), "--quiet"],
-        {**env, PHASE_LOG_ENV: str(log)})
+    launched, ended, train_wall, train_cpu = timed(
+        digits + ["train", "--dataset", dataset, "--network", "lenet", "--epochs", str(epochs), "--quiet"],
+        {**env, PHASE_LOG_ENV: str(log)},
+    )
     phases = summed(read_marks(log, launched, ended))
     phases["dataset create (whole process)"] = create_wall
     shutil.rmtree(jobs, ignore_errors=True)
@@ -175,8 +209,9 @@ def run_keras(folder: Path, work: Path, epochs: int, env: dict) -> dict:
     script, log, out = work / "keras_folder.py", work / "keras.phases", work / "keras-out"
     script.write_text(KERAS_SCRIPT)
     out.mkdir(exist_ok=True)
-    launched, ended, wall, cpu = timed([sys.executable, str(script), str(folder), str(out), str(epochs)],
-                                       {**env, PHASE_LOG_ENV: str(log)})
+    launched, ended, wall, cpu = timed(
+        [sys.executable, str(script), str(folder), str(out), str(epochs)], {**env, PHASE_LOG_ENV: str(log)}
+    )
     phases = summed(read_marks(log, launched, ended))
     shutil.rmtree(out, ignore_errors=True)
     log.unlink()
@@ -185,8 +220,11 @@ def run_keras(folder: Path, work: Path, epochs: int, env: dict) -> dict:
 
 def median_run(runs: list[dict]) -> dict:
     names = {name for run in runs for name in run["phases"]}
-    return {"phases": {name: statistics.median(run["phases"].get(name, 0.0) for run in runs) for name in names},
-            "wall": statistics.median(run["wall"] for run in runs), "cpu": statistics.median(run["cpu"] for run in runs)}
+    return {
+        "phases": {name: statistics.median(run["phases"].get(name, 0.0) for run in runs) for name in names},
+        "wall": statistics.median(run["wall"] for run in runs),
+        "cpu": statistics.median(run["cpu"] for run in runs),
+    }
 
 
 def main(argv=None) -> int:
@@ -195,8 +233,12 @@ def main(argv=None) -> int:
     parser.add_argument("--epochs", type=int, default=3, help="epochs on both sides (default 3)")
     parser.add_argument("--repeat", type=int, default=3, help="runs per side, alternating (median; default 3)")
     parser.add_argument("--data-dir", default=None, help="keep the generated PNGs here (reused when present)")
-    parser.add_argument("--baseline-src", default=None, metavar="DIR",
-                        help="also run ours from this source tree (its digits_core/ first on sys.path), as a third column")
+    parser.add_argument(
+        "--baseline-src",
+        default=None,
+        metavar="DIR",
+        help="also run ours from this source tree (its digits_core/ first on sys.path), as a third column",
+    )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
     args = parser.parse_args(argv)
 
@@ -212,21 +254,27 @@ def main(argv=None) -> int:
             print(f"generated {args.n} 28x28 PNGs in {time.perf_counter() - t0:.1f} s")
         ours, keras, base = [], [], []
         for i in range(args.repeat):
-            sides = [(keras, lambda: run_keras(folder, work, args.epochs, env)),
-                     (ours, lambda: run_ours(folder, work, args.epochs, env))]
+            sides = [
+                (keras, lambda: run_keras(folder, work, args.epochs, env)),
+                (ours, lambda: run_ours(folder, work, args.epochs, env)),
+            ]
             if args.baseline_src:
                 sides.append((base, lambda: run_ours(folder, work, args.epochs, env, args.baseline_src)))
-            for into, run in (sides if i % 2 == 0 else sides[::-1]):
+            for into, run in sides if i % 2 == 0 else sides[::-1]:
                 into.append(run())
-            print(f"run {i + 1}/{args.repeat}: Keras {keras[-1]['wall']:.2f} s, ours {ours[-1]['wall']:.2f} s"
-                  + (f", baseline {base[-1]['wall']:.2f} s" if base else ""))
+            print(
+                f"run {i + 1}/{args.repeat}: Keras {keras[-1]['wall']:.2f} s, ours {ours[-1]['wall']:.2f} s"
+                + (f", baseline {base[-1]['wall']:.2f} s" if base else "")
+            )
         o, k = median_run(ours), median_run(keras)
         b = median_run(base) if base else None
     finally:
         shutil.rmtree(work, ignore_errors=True)
     ratio = k["wall"] / o["wall"]
-    print(f"\nFOLDER -> LeNet, {args.n} 28x28 PNGs, {args.epochs} epochs (median of {args.repeat}; seconds; load "
-          f"average {load_before:.2f} before, {os.getloadavg()[0]:.2f} after)")
+    print(
+        f"\nFOLDER -> LeNet, {args.n} 28x28 PNGs, {args.epochs} epochs (median of {args.repeat}; seconds; load "
+        f"average {load_before:.2f} before, {os.getloadavg()[0]:.2f} after)"
+    )
     sides = [o, k] + ([b] if b else [])
     print(f"  {'phase':<32} {'ours':>8} {'Keras':>8}" + (f" {'baseline':>9}" if b else ""))
     seen = set().union(*(side["phases"] for side in sides))
@@ -237,13 +285,31 @@ def main(argv=None) -> int:
     print(f"  {'total (exec to exit)':<32} " + " ".join(f"{side['wall']:8.2f}" for side in sides))
     print(f"  {'CPU seconds (with children)':<32} " + " ".join(f"{side['cpu']:8.2f}" for side in sides))
     if b:
-        print(f"baseline / ours: {b['wall'] / o['wall']:.2f}x wall, {b['cpu'] / o['cpu']:.2f}x CPU "
-              f"(baseline: {args.baseline_src})")
-    print(f"ratio Keras / ours: {ratio:.2f}x (target >= 1.2x: {'met' if ratio >= 1.2 else 'NOT met'}); "
-          f"CPU ratio {k['cpu'] / o['cpu']:.2f}x")
+        print(
+            f"baseline / ours: {b['wall'] / o['wall']:.2f}x wall, {b['cpu'] / o['cpu']:.2f}x CPU "
+            f"(baseline: {args.baseline_src})"
+        )
+    print(
+        f"ratio Keras / ours: {ratio:.2f}x (target >= 1.2x: {'met' if ratio >= 1.2 else 'NOT met'}); "
+        f"CPU ratio {k['cpu'] / o['cpu']:.2f}x"
+    )
     if args.json:
-        print(json.dumps({"n": args.n, "epochs": args.epochs, "repeat": args.repeat, "ours": o, "keras": k,
-                          "baseline": b, "ratio": ratio, "cpu_ratio": k["cpu"] / o["cpu"], "target": 1.2}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "n": args.n,
+                    "epochs": args.epochs,
+                    "repeat": args.repeat,
+                    "ours": o,
+                    "keras": k,
+                    "baseline": b,
+                    "ratio": ratio,
+                    "cpu_ratio": k["cpu"] / o["cpu"],
+                    "target": 1.2,
+                },
+                indent=2,
+            )
+        )
     return 0
 
 

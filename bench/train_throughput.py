@@ -47,14 +47,19 @@ print(json.dumps({"startup_s": first["t"] - t0}))
 def make_dataset(jobs_dir: str, images: int):
     from digits_core import registry
     from digits_core.datasets import create_dataset
+
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the suite's synthetic plugins
     from synthetic_plugins import SyntheticShapes
 
     registry.register(SyntheticShapes)
     try:
         t0 = time.perf_counter()
-        job = create_dataset("synthetic-shapes", {"count": images, "val_count": 0, "size": 28, "classes": 10},
-                             workers=2, jobs_dir=jobs_dir)
+        job = create_dataset(
+            "synthetic-shapes",
+            {"count": images, "val_count": 0, "size": 28, "classes": 10},
+            workers=2,
+            jobs_dir=jobs_dir,
+        )
         return job, time.perf_counter() - t0
     finally:
         registry.unregister(SyntheticShapes)
@@ -62,7 +67,9 @@ def make_dataset(jobs_dir: str, images: int):
 
 def _images_between(count: int, batch: int, spe: int, first: int, last: int) -> int:
     """Images in global steps ``first+1 .. last`` (1-based; the last batch of an epoch may be short)."""
-    return sum(batch if (step - 1) % spe + 1 < spe else count - (spe - 1) * batch for step in range(first + 1, last + 1))
+    return sum(
+        batch if (step - 1) % spe + 1 < spe else count - (spe - 1) * batch for step in range(first + 1, last + 1)
+    )
 
 
 def _warm_step(spe: int, epochs: int) -> int:
@@ -86,8 +93,12 @@ def run_baseline(dataset_id: str, jobs_dir: str, epochs: int, batch: int, jit: b
         model = builtin.lenet(x.shape[1:], 10)
     finally:
         keras.mixed_precision.set_global_policy("float32")
-    model.compile(optimizer=keras.optimizers.Adam(0.001), loss="sparse_categorical_crossentropy",
-                  metrics=["accuracy"], jit_compile=jit)
+    model.compile(
+        optimizer=keras.optimizers.Adam(0.001),
+        loss="sparse_categorical_crossentropy",
+        metrics=["accuracy"],
+        jit_compile=jit,
+    )
     spe = -(-len(x) // batch)
     warm = _warm_step(spe, epochs)
     marks = {}
@@ -126,9 +137,22 @@ def run_engine(dataset_id: str, jobs_dir: str, epochs: int, batch: int, jit: boo
         if event["step"] == event["total_steps"] - 1:  # before the final snapshot is written
             marks["end"] = time.perf_counter()
 
-    train(dataset_id, "lenet", name="bench", jobs_dir=jobs_dir, epochs=epochs, batch_size=batch,
-          solver="adam", learning_rate=0.001, lr_policy="fixed", validation_interval=0,
-          snapshot_interval=0, progress=progress, jit=jit, mixed_precision=mixed)
+    train(
+        dataset_id,
+        "lenet",
+        name="bench",
+        jobs_dir=jobs_dir,
+        epochs=epochs,
+        batch_size=batch,
+        solver="adam",
+        learning_rate=0.001,
+        lr_policy="fixed",
+        validation_interval=0,
+        snapshot_interval=0,
+        progress=progress,
+        jit=jit,
+        mixed_precision=mixed,
+    )
     return _images_between(count, batch, spe, warm, spe * epochs - 1) / (marks["end"] - marks["warm"])
 
 
@@ -149,19 +173,26 @@ def main(argv=None) -> int:
         for _ in range(args.repeats):
             base.append(run_baseline(job.id, jobs_dir, args.epochs, args.batch_size, args.jit, args.mixed_precision))
             print(f"  keras fit on numpy: {base[-1]:8.0f} img/s", flush=True)
-            engine.append(run_engine(job.id, jobs_dir, args.epochs, args.batch_size, args.jit,
-                                     args.mixed_precision))
+            engine.append(run_engine(job.id, jobs_dir, args.epochs, args.batch_size, args.jit, args.mixed_precision))
             print(f"  digits engine:      {engine[-1]:8.0f} img/s", flush=True)
-        out = subprocess.run([sys.executable, "-c", STARTUP_SNIPPET, job.id, jobs_dir], capture_output=True,
-                             text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+        out = subprocess.run(
+            [sys.executable, "-c", STARTUP_SNIPPET, job.id, jobs_dir],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
+        )
         if out.returncode != 0:
             print(out.stderr[-2000:], file=sys.stderr)
             return 1
         startup = json.loads(out.stdout.strip().splitlines()[-1])["startup_s"]
     result = {
-        "images": args.images, "epochs": args.epochs, "batch_size": args.batch_size, "jit": args.jit,
+        "images": args.images,
+        "epochs": args.epochs,
+        "batch_size": args.batch_size,
+        "jit": args.jit,
         "mixed_precision": args.mixed_precision,
-        "engine_img_per_s": statistics.median(engine), "keras_fit_img_per_s": statistics.median(base),
+        "engine_img_per_s": statistics.median(engine),
+        "keras_fit_img_per_s": statistics.median(base),
         "ratio": statistics.median(engine) / statistics.median(base),
         "startup_s": startup,
     }
@@ -169,8 +200,10 @@ def main(argv=None) -> int:
         print(json.dumps(result))
     setting = " (jit)" if args.jit else ""
     setting += " (mixed precision)" if args.mixed_precision else ""
-    print(f"engine{setting} {result['engine_img_per_s']:.0f} img/s vs keras fit {result['keras_fit_img_per_s']:.0f} img/s: "
-          f"ratio {result['ratio']:.3f} (target >= 0.95)")
+    print(
+        f"engine{setting} {result['engine_img_per_s']:.0f} img/s vs keras fit {result['keras_fit_img_per_s']:.0f} img/s: "
+        f"ratio {result['ratio']:.3f} (target >= 0.95)"
+    )
     print(f"startup overhead (process start, imports included, to first step): {startup:.1f} s")
     return 0
 

@@ -44,28 +44,52 @@ def make_dataset(root: Path, jobs_dir: Path) -> str:
         path = folder / str(int(target)) / f"{index:04d}.png"
         path.parent.mkdir(parents=True, exist_ok=True)
         Image.fromarray(np.clip(image * 16, 0, 255).astype(np.uint8), mode="L").save(path)
-    job = create_dataset("image-classification", {"folder": str(folder), "image_type": "grayscale", "width": 28,
-                                                  "height": 28, "val_percent": 20},
-                         name="sklearn digits", workers=2, jobs_dir=jobs_dir)
+    job = create_dataset(
+        "image-classification",
+        {"folder": str(folder), "image_type": "grayscale", "width": 28, "height": 28, "val_percent": 20},
+        name="sklearn digits",
+        workers=2,
+        jobs_dir=jobs_dir,
+    )
     return job.id
 
 
-def run(dataset: str, jobs_dir: Path, name: str, search: list[str], scheduler: str, trials: int,
-        max_concurrent: int) -> dict:
+def run(
+    dataset: str, jobs_dir: Path, name: str, search: list[str], scheduler: str, trials: int, max_concurrent: int
+) -> dict:
     from digits_core.tuning import tune
 
     started = time.perf_counter()
-    handle = tune(dataset, "lenet", name, search=search, scheduler=scheduler, trials=trials, max_epochs=10,
-                  metric="val_accuracy", grace_period=1, reduction_factor=3, max_concurrent=max_concurrent, search_seed=0,
-                  jobs_dir=jobs_dir, lr_policy="fixed")
+    handle = tune(
+        dataset,
+        "lenet",
+        name,
+        search=search,
+        scheduler=scheduler,
+        trials=trials,
+        max_epochs=10,
+        metric="val_accuracy",
+        grace_period=1,
+        reduction_factor=3,
+        max_concurrent=max_concurrent,
+        search_seed=0,
+        jobs_dir=jobs_dir,
+        lr_policy="fixed",
+    )
     summary = handle.wait()
     best = summary["best"]
     statuses: dict[str, int] = {}
     for row in summary["trials"]:
         statuses[row["status"]] = statuses.get(row["status"], 0) + 1
-    return {"sweep": summary["id"], "trials": len(summary["trials"]), "statuses": statuses,
-            "best_val_accuracy": None if best is None else best["best"], "best_values": best and best["values"],
-            "epochs_spent": summary["budget"]["epochs_spent"], "seconds": round(time.perf_counter() - started, 1)}
+    return {
+        "sweep": summary["id"],
+        "trials": len(summary["trials"]),
+        "statuses": statuses,
+        "best_val_accuracy": None if best is None else best["best"],
+        "best_values": best and best["values"],
+        "epochs_spent": summary["budget"]["epochs_spent"],
+        "seconds": round(time.perf_counter() - started, 1),
+    }
 
 
 def main() -> int:
@@ -83,14 +107,25 @@ def main() -> int:
     asha = run(dataset, jobs_dir, "asha", SPACE, "asha", 16, args.max_concurrent)
     gap = 100 * (grid["best_val_accuracy"] - asha["best_val_accuracy"])
     fraction = asha["epochs_spent"] / grid["epochs_spent"]
-    figures = {"grid": grid, "asha": asha, "gap_points": round(gap, 2), "epochs_fraction": round(fraction, 4),
-               "targets_met": gap <= 0.5 and fraction <= 0.40}
-    print(f"grid: best val_accuracy {100 * grid['best_val_accuracy']:.2f} % in {grid['epochs_spent']:g} epochs "
-          f"({grid['trials']} trials, {grid['seconds']:.0f} s)")
-    print(f"asha: best val_accuracy {100 * asha['best_val_accuracy']:.2f} % in {asha['epochs_spent']:g} epochs "
-          f"({asha['trials']} trials {asha['statuses']}, {asha['seconds']:.0f} s)")
-    print(f"gap {gap:+.2f} points (target <= 0.5); ASHA spent {100 * fraction:.1f} % of the grid's epochs "
-          f"(target <= 40 %): {'met' if figures['targets_met'] else 'NOT met'}")
+    figures = {
+        "grid": grid,
+        "asha": asha,
+        "gap_points": round(gap, 2),
+        "epochs_fraction": round(fraction, 4),
+        "targets_met": gap <= 0.5 and fraction <= 0.40,
+    }
+    print(
+        f"grid: best val_accuracy {100 * grid['best_val_accuracy']:.2f} % in {grid['epochs_spent']:g} epochs "
+        f"({grid['trials']} trials, {grid['seconds']:.0f} s)"
+    )
+    print(
+        f"asha: best val_accuracy {100 * asha['best_val_accuracy']:.2f} % in {asha['epochs_spent']:g} epochs "
+        f"({asha['trials']} trials {asha['statuses']}, {asha['seconds']:.0f} s)"
+    )
+    print(
+        f"gap {gap:+.2f} points (target <= 0.5); ASHA spent {100 * fraction:.1f} % of the grid's epochs "
+        f"(target <= 40 %): {'met' if figures['targets_met'] else 'NOT met'}"
+    )
     print(json.dumps(figures))
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=2), encoding="utf-8")

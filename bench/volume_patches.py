@@ -47,8 +47,9 @@ print(json.dumps({"peak_mb": int(hwm.split()[1]) / 1024, "id": job.id}))
 
 def build(task: Path, jobs: Path, workers: int = 1) -> dict:
     """Build an ``msd-volumes`` dataset in a fresh process; its peak memory (that process's) and job id."""
-    out = subprocess.run([sys.executable, "-c", _BUILD, str(task), str(jobs), str(workers)], check=True,
-                         capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", _BUILD, str(task), str(jobs), str(workers)], check=True, capture_output=True, text=True
+    ).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -113,15 +114,18 @@ def main(argv=None) -> int:
             loader_and_step(root, shape, patch, args.quick)
         peaks: dict = {}
         for cases in (4, 12):
-            task = generate(root / f"big{cases}", cases=cases, shape=(big_slices, big_side, big_side),
-                            dicom=False).task
+            task = generate(root / f"big{cases}", cases=cases, shape=(big_slices, big_side, big_side), dicom=False).task
             for workers in (1, 2):
                 peaks[cases, workers] = build(task, root / f"jobs{cases}-{workers}", workers)["peak_mb"]
-                print(f"dataset build, {cases} cases of {big_slices}x{big_side}x{big_side}, {workers} worker(s): "
-                      f"peak {peaks[cases, workers]:.0f} MB")
+                print(
+                    f"dataset build, {cases} cases of {big_slices}x{big_side}x{big_side}, {workers} worker(s): "
+                    f"peak {peaks[cases, workers]:.0f} MB"
+                )
         for workers in (1, 2):
-            print(f"peak memory ratio 12 cases / 4 cases, {workers} worker(s): "
-                  f"{peaks[12, workers] / peaks[4, workers]:.2f} (flat is 1.0)")
+            print(
+                f"peak memory ratio 12 cases / 4 cases, {workers} worker(s): "
+                f"{peaks[12, workers] / peaks[4, workers]:.2f} (flat is 1.0)"
+            )
     return 0
 
 
@@ -135,10 +139,11 @@ def loader_and_step(root: Path, shape, patch, quick: bool) -> None:
     count = json.loads((dataset / "dataset.json").read_text())["stages"]["train"]["count"]
     loader = patch_rate(dataset / "train", count, patch, 5.0 if quick else 15.0)
     step = step_rate(patch, 5 if quick else 20)
-    print(f"patches {patch} from {shape} cases: loader {loader:.1f} patches/s, unet3d step consumes "
-          f"{step:.1f} patches/s, ratio {loader / step:.1f}x ({'fed' if loader > step else 'NOT fed'})")
-    seconds, tiles = sliding((32, 80, 80) if quick else (64, 160, 160),
-                             (16, 40, 40) if quick else (48, 120, 120))
+    print(
+        f"patches {patch} from {shape} cases: loader {loader:.1f} patches/s, unet3d step consumes "
+        f"{step:.1f} patches/s, ratio {loader / step:.1f}x ({'fed' if loader > step else 'NOT fed'})"
+    )
+    seconds, tiles = sliding((32, 80, 80) if quick else (64, 160, 160), (16, 40, 40) if quick else (48, 120, 120))
     print(f"sliding window over {'32x80x80' if quick else '64x160x160'}: {seconds:.2f} s, {tiles} tiles")
 
 

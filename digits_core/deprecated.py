@@ -113,7 +113,9 @@ class _MovedModuleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def __init__(self) -> None:
         self._own_specs: dict[str, importlib.machinery.ModuleSpec | None] = {}
 
-    def find_spec(self, fullname: str, path: object = None, target: object = None) -> importlib.machinery.ModuleSpec | None:
+    def find_spec(
+        self, fullname: str, path: object = None, target: object = None
+    ) -> importlib.machinery.ModuleSpec | None:
         if fullname not in MOVED_MODULES:
             return None
         return importlib.util.spec_from_loader(fullname, self)

@@ -14,6 +14,8 @@ import errno
 import os
 import signal
 
+from .errors import DiskFullError
+
 #: errno values that mean "the storage cannot take this write".
 DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG})
 
@@ -28,8 +30,13 @@ def disk_error(exc: BaseException | None) -> OSError | None:
     return None
 
 
-def disk_error_message(exc: BaseException, where: str | os.PathLike, *, action: str = "The job could not finish",
-                       again: str = "run it again") -> str | None:
+def disk_error_message(
+    exc: BaseException,
+    where: str | os.PathLike,
+    *,
+    action: str = "The job could not finish",
+    again: str = "run it again",
+) -> str | None:
     """``"The disk is full ..."`` for a full disk or I/O error in ``exc`` (writing under ``where``), else ``None``.
 
     Args:
@@ -47,16 +54,19 @@ def disk_error_message(exc: BaseException, where: str | os.PathLike, *, action: 
     return f"{action}: {what} ({found.strerror}) under {where}. Free some space (delete old jobs), then {again}."
 
 
-def raise_if_disk_full(exc: BaseException, where: str | os.PathLike, *, action: str = "The job could not be created",
-                       again: str = "submit it again") -> None:
+def raise_if_disk_full(
+    exc: BaseException,
+    where: str | os.PathLike,
+    *,
+    action: str = "The job could not be created",
+    again: str = "submit it again",
+) -> None:
     """Raise :class:`~digits_core.errors.DiskFullError` (from ``exc``) when ``exc`` is a full disk or I/O error.
 
     Returns (raising nothing) for any other exception, which the caller re-raises.
     """
     message = disk_error_message(exc, where, action=action, again=again)
     if message is not None:
-        from .errors import DiskFullError
-
         raise DiskFullError(message) from exc
 
 
@@ -78,5 +88,12 @@ def signal_reason(signum: int) -> str:
     return stop_cause() or f"received {signal.Signals(signum).name}"
 
 
-__all__ = ["DISK_ERRNOS", "disk_error", "disk_error_message", "note_stop_cause", "raise_if_disk_full", "signal_reason",
-           "stop_cause"]
+__all__ = [
+    "DISK_ERRNOS",
+    "disk_error",
+    "disk_error_message",
+    "note_stop_cause",
+    "raise_if_disk_full",
+    "signal_reason",
+    "stop_cause",
+]

@@ -103,8 +103,12 @@ def modernize_choices(form_cls: Any) -> Any:
             continue
         choices = unbound.kwargs.get("choices")
         if isinstance(choices, (list, tuple)) and any(isinstance(c, tuple) for c in choices):
-            unbound.kwargs["choices"] = [choice_class(*c[:2], **({"render_kw": c[2]} if len(c) > 2 else {}))
-                                         if isinstance(c, tuple) and len(c) in (2, 3) else c for c in choices]
+            unbound.kwargs["choices"] = [
+                choice_class(*c[:2], **({"render_kw": c[2]} if len(c) > 2 else {}))
+                if isinstance(c, tuple) and len(c) in (2, 3)
+                else c
+                for c in choices
+            ]
     return form_cls
 
 
@@ -243,8 +247,9 @@ def _help_text(field) -> str:
     return text.replace("%", "%%")
 
 
-def add_form_arguments(parser: argparse.ArgumentParser, form_class, *, title: str | None = None,
-                       only: Iterable[str] | None = None) -> list[str]:
+def add_form_arguments(
+    parser: argparse.ArgumentParser, form_class, *, title: str | None = None, only: Iterable[str] | None = None
+) -> list[str]:
     """Add one ``--option`` per user field of ``form_class`` to ``parser``.
 
     Parsed values are strings (or booleans for BooleanFields) meant for

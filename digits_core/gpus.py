@@ -174,5 +174,4 @@ def worker_env(gpu_ids: list[str], machine_has_gpus: bool) -> dict[str, str]:
     return env
 
 
-__all__ = ["GpuAllocator", "GpuRequestError", "detect_gpus", "parse_request", "worker_env",
-           "ASSIGNED_ENV"]
+__all__ = ["GpuAllocator", "GpuRequestError", "detect_gpus", "parse_request", "worker_env", "ASSIGNED_ENV"]

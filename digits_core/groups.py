@@ -39,6 +39,7 @@ def normalize_group(value: Any, field_name: str = "group") -> str | None:
     if any(ord(ch) < 32 or ord(ch) == 127 for ch in text):
         raise FormValidationError({field_name: ["a group name cannot contain control characters"]}, "job group")
     if len(text) > MAX_GROUP_LENGTH:
-        raise FormValidationError({field_name: [f"at most {MAX_GROUP_LENGTH} characters, not {len(text)}"]},
-                                  "job group")
+        raise FormValidationError(
+            {field_name: [f"at most {MAX_GROUP_LENGTH} characters, not {len(text)}"]}, "job group"
+        )
     return text or None

@@ -90,8 +90,16 @@ def _start(target: Callable[[], Any], outcome: dict, name: str) -> threading.Thr
     return thread
 
 
-def start_training(dataset: Any, network: Any = None, name: str | None = None, *, jobs_dir=None,
-                   callbacks: list | None = None, progress: Progress | None = None, **options: Any) -> JobHandle:
+def start_training(
+    dataset: Any,
+    network: Any = None,
+    name: str | None = None,
+    *,
+    jobs_dir=None,
+    callbacks: list | None = None,
+    progress: Progress | None = None,
+    **options: Any,
+) -> JobHandle:
     """Start :func:`digits_core.engine.train` in the background; returns once the model job exists.
 
     Arguments are those of :func:`~digits_core.engine.train`.
@@ -110,8 +118,16 @@ def start_training(dataset: Any, network: Any = None, name: str | None = None, *
 
     def target() -> None:
         try:
-            train(dataset, network, name, jobs_dir=jobs_dir, callbacks=callbacks, progress=progress,
-                  on_job=on_job, **options)
+            train(
+                dataset,
+                network,
+                name,
+                jobs_dir=jobs_dir,
+                callbacks=callbacks,
+                progress=progress,
+                on_job=on_job,
+                **options,
+            )
         finally:
             created.set()
 
@@ -124,9 +140,16 @@ def start_training(dataset: Any, network: Any = None, name: str | None = None, *
     return JobHandle(job, thread, outcome, lambda: request_abort(job))
 
 
-def start_dataset(plugin_id: str, form_data: Mapping[str, Any] | None = None, *, name: str | None = None,
-                  workers: int | None = None, jobs_dir=None, max_errors: Any = None,
-                  progress: Progress | None = None) -> JobHandle:
+def start_dataset(
+    plugin_id: str,
+    form_data: Mapping[str, Any] | None = None,
+    *,
+    name: str | None = None,
+    workers: int | None = None,
+    jobs_dir=None,
+    max_errors: Any = None,
+    progress: Progress | None = None,
+) -> JobHandle:
     """Start :func:`digits_core.datasets.create_dataset` in the background; returns once the job exists.
 
     Arguments are those of :func:`~digits_core.datasets.create_dataset`. The
@@ -136,8 +159,7 @@ def start_dataset(plugin_id: str, form_data: Mapping[str, Any] | None = None, *,
     Raises:
         FormValidationError, DatasetError, PluginNotFoundError: Invalid plugin, form or options.
     """
-    job = create_dataset_job(plugin_id, form_data, name=name, jobs_dir=jobs_dir, max_errors=max_errors,
-                             workers=workers)
+    job = create_dataset_job(plugin_id, form_data, name=name, jobs_dir=jobs_dir, max_errors=max_errors, workers=workers)
     stop = threading.Event()
     outcome: dict = {}
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 #: Frames one DICOM file may declare (``NumberOfFrames``); a multi-frame CT or DICOM-SEG rarely has 2,000.
 MAX_DICOM_FRAMES = 10_000
 #: Bytes the decoded pixels of one DICOM file may need (all its frames): 2 GiB.
-MAX_DICOM_DECODED_BYTES = 2 * 1024 ** 3
+MAX_DICOM_DECODED_BYTES = 2 * 1024**3
 
 
 def _header_int(ds, keyword: str, default: int) -> int:
@@ -35,14 +35,18 @@ def dicom_pixels_problem(ds, *, frames_read: int | None = None) -> str | None:
     """
     frames = _header_int(ds, "NumberOfFrames", 1)
     if frames > MAX_DICOM_FRAMES:
-        return (f"its header declares {frames} frames (NumberOfFrames); at most {MAX_DICOM_FRAMES} frames per "
-                "file are read: the file is damaged, or split it into several files")
+        return (
+            f"its header declares {frames} frames (NumberOfFrames); at most {MAX_DICOM_FRAMES} frames per "
+            "file are read: the file is damaged, or split it into several files"
+        )
     rows, columns = _header_int(ds, "Rows", 0), _header_int(ds, "Columns", 0)
     samples, bits = _header_int(ds, "SamplesPerPixel", 1), _header_int(ds, "BitsAllocated", 8)
     needed = rows * columns * samples * max(bits, 8) // 8 * (frames if frames_read is None else frames_read)
     if needed > MAX_DICOM_DECODED_BYTES:
-        return (f"its header declares {frames} frame(s) of {rows}x{columns}x{samples} at {bits} bits "
-                f"({needed:,} bytes decoded); at most {MAX_DICOM_DECODED_BYTES:,} bytes per file are decoded")
+        return (
+            f"its header declares {frames} frame(s) of {rows}x{columns}x{samples} at {bits} bits "
+            f"({needed:,} bytes decoded); at most {MAX_DICOM_DECODED_BYTES:,} bytes per file are decoded"
+        )
     return None
 
 

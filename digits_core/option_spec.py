@@ -206,9 +206,13 @@ def _plain_type(spec: OptionSpec) -> Callable[[str], Any]:
     return {"int": int, "float": float}.get(spec.kind, str)
 
 
-def add_arguments(parser: Any, specs: Iterable[OptionSpec], *,
-                  value_type: Callable[[OptionSpec], Any] | None = None,
-                  extra_help: Callable[[OptionSpec], str] | None = None) -> None:
+def add_arguments(
+    parser: Any,
+    specs: Iterable[OptionSpec],
+    *,
+    value_type: Callable[[OptionSpec], Any] | None = None,
+    extra_help: Callable[[OptionSpec], str] | None = None,
+) -> None:
     """Add one flag per option with ``cli`` to an argparse parser or argument group.
 
     Args:
@@ -225,8 +229,12 @@ def add_arguments(parser: Any, specs: Iterable[OptionSpec], *,
             action = "store_false" if spec.default is True else "store_true"
             parser.add_argument(spec.flag, *spec.aliases, dest=spec.name, action=action, default=None, help=text)
             continue
-        kwargs: dict[str, Any] = {"dest": spec.name, "type": (value_type or _plain_type)(spec), "help": text,
-                                  "default": None}
+        kwargs: dict[str, Any] = {
+            "dest": spec.name,
+            "type": (value_type or _plain_type)(spec),
+            "help": text,
+            "default": None,
+        }
         if spec.metavar:
             kwargs["metavar"] = spec.metavar
         if spec.kind == "choice":
@@ -236,8 +244,11 @@ def add_arguments(parser: Any, specs: Iterable[OptionSpec], *,
 
 def options_from_args(namespace: Any, specs: Iterable[OptionSpec]) -> dict[str, Any]:
     """The options a parsed command line set (flags not given are left out)."""
-    return {spec.name: getattr(namespace, spec.name) for spec in specs
-            if spec.cli and getattr(namespace, spec.name, None) is not None}
+    return {
+        spec.name: getattr(namespace, spec.name)
+        for spec in specs
+        if spec.cli and getattr(namespace, spec.name, None) is not None
+    }
 
 
 # -- the web form ----------------------------------------------------------------------------------
@@ -273,6 +284,7 @@ def select_choices(pairs: Iterable[Any]) -> list:
 
 def _checked_by(spec: OptionSpec) -> Callable[[Any, Any], None]:
     """A WTForms validator running the option's own check (:attr:`OptionSpec.parse`)."""
+
     def validate(form: Any, fld: Any) -> None:
         from wtforms import ValidationError  # WTForms loads when a form is validated, not with the specs
 
@@ -284,8 +296,9 @@ def _checked_by(spec: OptionSpec) -> Callable[[Any, Any], None]:
     return validate
 
 
-def wtforms_field(spec: OptionSpec, *, choices: list[tuple[str, str]] | None = None,
-                  validators: Iterable[Any] = ()) -> Any:
+def wtforms_field(
+    spec: OptionSpec, *, choices: list[tuple[str, str]] | None = None, validators: Iterable[Any] = ()
+) -> Any:
     """An unbound WTForms field for one option (empty: not set, the default applies).
 
     Numbers get their bounds, choices their values (or ``choices``), options with a
@@ -305,17 +318,16 @@ def wtforms_field(spec: OptionSpec, *, choices: list[tuple[str, str]] | None = N
         render_kw["placeholder"] = spec.default_text
     if spec.max_length is not None:
         render_kw["maxlength"] = str(spec.max_length)
-    common: dict[str, Any] = {"validators": checks, "description": spec.description(),
-                              "render_kw": render_kw or None}
+    common: dict[str, Any] = {"validators": checks, "description": spec.description(), "render_kw": render_kw or None}
     if spec.kind == "int":
         return IntegerField(spec.label, **common)
     if spec.kind == "float":
         return FloatField(spec.label, **common)
     if spec.kind in ("choice", "bool") and choices is not None:
-        return SelectField(spec.label, choices=select_choices(choices), validate_choice=spec.kind == "choice",
-                           **common)
+        return SelectField(spec.label, choices=select_choices(choices), validate_choice=spec.kind == "choice", **common)
     if spec.kind == "choice":
         values = [(c, c) for c in spec.choices]
-        return SelectField(spec.label, choices=select_choices(([("", "default")] if spec.default is None else [])
-                                                              + values), **common)
+        return SelectField(
+            spec.label, choices=select_choices(([("", "default")] if spec.default is None else []) + values), **common
+        )
     return StringField(spec.label, **common)

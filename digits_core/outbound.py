@@ -139,12 +139,17 @@ def check_destination(url: str, field: str = "url") -> None:
     if parts.scheme not in ("http", "https") or not host:
         raise OutboundURLError(f"{field}: give an http:// or https:// URL.", field)
     patterns = allow_patterns()
-    refused = (f"{field}: this server does not send requests to {host} (a loopback, link-local or private "
-               "address, or one the operator did not allow); ask the operator to start it with "
-               "digits serve --allow-url HOST[:PORT].")
+    refused = (
+        f"{field}: this server does not send requests to {host} (a loopback, link-local or private "
+        "address, or one the operator did not allow); ask the operator to start it with "
+        "digits serve --allow-url HOST[:PORT]."
+    )
     if any(p.lower() == "none" for p in patterns):
-        raise OutboundURLError(f"{field}: this server sends no requests to URLs typed in the form "
-                               "(digits serve --allow-url none); choose a server the operator named.", field)
+        raise OutboundURLError(
+            f"{field}: this server sends no requests to URLs typed in the form "
+            "(digits serve --allow-url none); choose a server the operator named.",
+            field,
+        )
     addresses = resolve_host(host, port)
     if not addresses:
         raise OutboundURLError(f"{field}: the host {host} cannot be resolved.", field)
@@ -179,9 +184,11 @@ def _checked(connection_class):
                 allowed = False
             if not allowed:
                 sock.close()
-                raise OutboundURLError(f"This server does not send requests to {self.host} (a loopback, "
-                                       "link-local or private address, or one the operator did not allow: "
-                                       "digits serve --allow-url).")
+                raise OutboundURLError(
+                    f"This server does not send requests to {self.host} (a loopback, "
+                    "link-local or private address, or one the operator did not allow: "
+                    "digits serve --allow-url)."
+                )
             return sock
 
     Guarded.__name__ = f"Guarded{connection_class.__name__}"
@@ -218,5 +225,15 @@ def _adapter_class() -> type:
     return _ADAPTER[0]
 
 
-__all__ = ["ALLOW_ENV", "OutboundURLError", "address_allowed", "allow_patterns", "check_destination", "check_url",
-           "guard_session", "guarded_pool", "in_server_context", "resolve_host"]
+__all__ = [
+    "ALLOW_ENV",
+    "OutboundURLError",
+    "address_allowed",
+    "allow_patterns",
+    "check_destination",
+    "check_url",
+    "guard_session",
+    "guarded_pool",
+    "in_server_context",
+    "resolve_host",
+]

@@ -57,8 +57,10 @@ class PathOutsideRootsError(FormValidationError):
     def __init__(self, field: str, path: str, roots: Iterable[Path], form_name: str = "request"):
         self.field = field
         allowed = ", ".join(str(r) for r in roots)
-        message = (f"{path} is outside the server's data roots ({allowed}); put the data under one "
-                   "of them or restart the server with --data-root DIR.")
+        message = (
+            f"{path} is outside the server's data roots ({allowed}); put the data under one "
+            "of them or restart the server with --data-root DIR."
+        )
         super().__init__({field: [message]}, form_name)
 
 
@@ -71,8 +73,10 @@ class OutsideDataRootsError(DigitsError, ValueError):
     """
 
     def __init__(self, where: str):
-        super().__init__(f"{where}: the path is outside the server's data roots; put the file under one of them "
-                         "(digits serve --data-root DIR).")
+        super().__init__(
+            f"{where}: the path is outside the server's data roots; put the file under one of them "
+            "(digits serve --data-root DIR)."
+        )
 
 
 def resolve_roots(roots: Iterable[str | os.PathLike] | None, jobs_dir: str | os.PathLike | None = None) -> list[Path]:
@@ -181,8 +185,9 @@ def check_form_paths(values: Mapping[str, object], form_name: str = "form") -> N
         raise FormValidationError(errors, form_name)
 
 
-def resolve_in_roots(path: str | os.PathLike, *, base: str | os.PathLike | None = None,
-                     where: str = "a path read from a file") -> Path:
+def resolve_in_roots(
+    path: str | os.PathLike, *, base: str | os.PathLike | None = None, where: str = "a path read from a file"
+) -> Path:
     """The one gate for a path that came out of a file; refuse it outside the data roots.
 
     ``~`` is expanded and a relative path is taken from ``base``. In a server
@@ -217,8 +222,14 @@ def resolve_in_roots(path: str | os.PathLike, *, base: str | os.PathLike | None 
     return real
 
 
-def open_in_roots(path: str | os.PathLike, mode: str = "rb", *, base: str | os.PathLike | None = None,
-                  where: str = "a path read from a file", **open_kwargs):
+def open_in_roots(
+    path: str | os.PathLike,
+    mode: str = "rb",
+    *,
+    base: str | os.PathLike | None = None,
+    where: str = "a path read from a file",
+    **open_kwargs,
+):
     """Open a path that came out of a file, through :func:`resolve_in_roots`, by its resolved path.
 
     In a server context the open file is checked again (Linux: its

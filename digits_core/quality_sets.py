@@ -53,8 +53,9 @@ def shapes_image(rng: np.random.Generator, size: int = 32, two_classes: bool = F
     return np.clip(image, 0, 255).astype(np.uint8), mask
 
 
-def write_shapes_segmentation(folder: str | Path, images: int = 60, size: int = 32, seed: int = 0,
-                              val_percent: int = 20) -> dict:
+def write_shapes_segmentation(
+    folder: str | Path, images: int = 60, size: int = 32, seed: int = 0, val_percent: int = 20
+) -> dict:
     """Write ``images`` shape images and masks under ``folder``; return the ``image-segmentation`` form values."""
     folder = Path(folder)
     rng = np.random.default_rng(seed)
@@ -63,13 +64,18 @@ def write_shapes_segmentation(folder: str | Path, images: int = 60, size: int = 
         _save_gray(folder / "images" / f"{i:04d}.png", image)
         _save_gray(folder / "labels" / f"{i:04d}.png", mask)
     (folder / "classes.txt").write_text("background\ndisc\nsquare\n")
-    return {"image_folder": str(folder / "images"), "label_folder": str(folder / "labels"),
-            "class_labels_file": str(folder / "classes.txt"), "image_type": "grayscale", "width": size,
-            "height": size, "val_percent": val_percent}
+    return {
+        "image_folder": str(folder / "images"),
+        "label_folder": str(folder / "labels"),
+        "class_labels_file": str(folder / "classes.txt"),
+        "image_type": "grayscale",
+        "width": size,
+        "height": size,
+        "val_percent": val_percent,
+    }
 
 
-def write_digit_regression(folder: str | Path, images: int | None = None, seed: int = 0,
-                           val_percent: int = 25) -> dict:
+def write_digit_regression(folder: str | Path, images: int | None = None, seed: int = 0, val_percent: int = 25) -> dict:
     """Write handwritten digit scans and ``targets.csv`` (``value`` = digit / 9, ``ink`` = mean ink in [0, 1]).
 
     Args:
@@ -90,12 +96,19 @@ def write_digit_regression(folder: str | Path, images: int | None = None, seed: 
         _save_gray(folder / "images" / f"{i:04d}.png", np.round(scan * 255))
         rows.append(f"images/{i:04d}.png,{digits.target[i] / 9.0:.6f},{scan.mean():.6f}")
     (folder / "targets.csv").write_text("\n".join(rows) + "\n")
-    return {"image_folder": str(folder), "targets_file": str(folder / "targets.csv"), "image_type": "grayscale",
-            "width": 8, "height": 8, "val_percent": val_percent}
+    return {
+        "image_folder": str(folder),
+        "targets_file": str(folder / "targets.csv"),
+        "image_type": "grayscale",
+        "width": 8,
+        "height": 8,
+        "val_percent": val_percent,
+    }
 
 
-def write_denoising_pairs(folder: str | Path, images: int = 400, size: int = 16, noise: float = 0.1,
-                          seed: int = 0, val_percent: int = 25) -> dict:
+def write_denoising_pairs(
+    folder: str | Path, images: int = 400, size: int = 16, noise: float = 0.1, seed: int = 0, val_percent: int = 25
+) -> dict:
     """Write noisy → clean pairs of digit scans (bilinear to ``size``) for ``image-processing``.
 
     The noise is Gaussian with std ``noise`` (fraction of the 0-255 range), clipped.
@@ -115,5 +128,11 @@ def write_denoising_pairs(folder: str | Path, images: int = 400, size: int = 16,
         noisy = clean + rng.normal(0.0, 255.0 * noise, clean.shape)
         _save_gray(folder / "clean" / f"{n:04d}.png", clean)
         _save_gray(folder / "noisy" / f"{n:04d}.png", np.clip(np.round(noisy), 0, 255))
-    return {"feature_folder": str(folder / "noisy"), "label_folder": str(folder / "clean"), "image_type": "grayscale",
-            "width": size, "height": size, "val_percent": val_percent}
+    return {
+        "feature_folder": str(folder / "noisy"),
+        "label_folder": str(folder / "clean"),
+        "image_type": "grayscale",
+        "width": size,
+        "height": size,
+        "val_percent": val_percent,
+    }

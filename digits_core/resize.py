@@ -280,9 +280,16 @@ def _noise(rng: np.random.Generator, shape: tuple, dtype) -> np.ndarray:
     return np.zeros(shape, dtype)
 
 
-def resize_image(arr: np.ndarray, height: int, width: int, resize_mode: str = "squash", *,
-                 rng: np.random.Generator | Callable[[], np.random.Generator] | None = None,
-                 is_label: bool = False, constant_pad: bool = False) -> np.ndarray:
+def resize_image(
+    arr: np.ndarray,
+    height: int,
+    width: int,
+    resize_mode: str = "squash",
+    *,
+    rng: np.random.Generator | Callable[[], np.random.Generator] | None = None,
+    is_label: bool = False,
+    constant_pad: bool = False,
+) -> np.ndarray:
     """Resize an ``H×W×C`` array to ``height × width`` with a DIGITS resize mode.
 
     Args:
@@ -310,9 +317,9 @@ def resize_image(arr: np.ndarray, height: int, width: int, resize_mode: str = "s
         return arr
     out = _resize_array(arr, plan.resize_h, plan.resize_w, is_label)
     if plan.crop_x or out.shape[1] > width:
-        out = out[:, plan.crop_x:plan.crop_x + width]
+        out = out[:, plan.crop_x : plan.crop_x + width]
     if plan.crop_y or out.shape[0] > height:
-        out = out[plan.crop_y:plan.crop_y + height, :]
+        out = out[plan.crop_y : plan.crop_y + height, :]
     if not (plan.pad_x or plan.pad_y):
         return np.ascontiguousarray(out)
     if constant_pad:
@@ -352,9 +359,15 @@ def seeded_rng(seed: int, key: str) -> np.random.Generator:
     return np.random.default_rng([int(seed) & 0xFFFFFFFF, zlib.crc32(key.encode("utf-8", "surrogateescape"))])
 
 
-def prepare_array(arr: np.ndarray, shape: tuple, dtype, resize_mode: str = "squash", *,
-                  rng: np.random.Generator | Callable[[], np.random.Generator] | None = None,
-                  constant_pad: bool = False) -> np.ndarray:
+def prepare_array(
+    arr: np.ndarray,
+    shape: tuple,
+    dtype,
+    resize_mode: str = "squash",
+    *,
+    rng: np.random.Generator | Callable[[], np.random.Generator] | None = None,
+    constant_pad: bool = False,
+) -> np.ndarray:
     """Bring an array to a dataset's feature ``shape`` (H, W, C) and ``dtype``: channels, resize, cast.
 
     The same steps, in the same order, as a dataset plugin applies to an image file

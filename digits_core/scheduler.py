@@ -26,9 +26,24 @@ from .executors.worker import (
     watch_parent,
 )
 
-__all__ = ["ABORT_GRACE_S", "EXIT_JOB_LOCKED", "JobQueue", "ORPHAN_STOP_TIMEOUT", "PARENT_PID_ENV", "ProcessWorker",
-           "Scheduler", "WORKER_LOG", "WORKER_PID_FILE", "WorkerHandle", "default_training_slots", "main", "run_job",
-           "train_into_job", "watch_parent", "_abort_foreign"]
+__all__ = [
+    "ABORT_GRACE_S",
+    "EXIT_JOB_LOCKED",
+    "JobQueue",
+    "ORPHAN_STOP_TIMEOUT",
+    "PARENT_PID_ENV",
+    "ProcessWorker",
+    "Scheduler",
+    "WORKER_LOG",
+    "WORKER_PID_FILE",
+    "WorkerHandle",
+    "default_training_slots",
+    "main",
+    "run_job",
+    "train_into_job",
+    "watch_parent",
+    "_abort_foreign",
+]
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -109,8 +109,9 @@ def parse_search(text: str) -> Space:
     """
     option, sep, expr = str(text).partition("=")
     if not sep or not option.strip():
-        raise FormValidationError({"search": [f'"{text}": write OPTION=EXPR, e.g. '
-                                              'learning_rate=loguniform(1e-4,1e-1)']}, _FORM)
+        raise FormValidationError(
+            {"search": [f'"{text}": write OPTION=EXPR, e.g. learning_rate=loguniform(1e-4,1e-1)']}, _FORM
+        )
     return make_space(option.strip(), expr.strip())
 
 
@@ -124,8 +125,9 @@ def make_space(option: str, expr: Any) -> Space:
     _check_option(option)
     if isinstance(expr, Mapping):
         kind = str(expr.get("kind", ""))
-        args: list[Any] = list(expr.get("values") or []) if kind in ("grid", "choice") else \
-            [expr.get("low"), expr.get("high")]
+        args: list[Any] = (
+            list(expr.get("values") or []) if kind in ("grid", "choice") else [expr.get("low"), expr.get("high")]
+        )
     elif isinstance(expr, (list, tuple)):
         kind, args = "grid", list(expr)
     else:
@@ -256,8 +258,11 @@ def check_networks(spaces: Mapping[str, Space], task: str | None) -> None:
             raise _refuse("network", f'"{name}" is not a network: use one of {", ".join(sorted(specs))}')
         if spec is not None and task and spec.tasks and task not in spec.tasks:
             fits = sorted(n for n, s in specs.items() if task in (s.tasks or ()))
-            raise _refuse("network", f'"{name}" cannot train a {task} dataset (it suits {", ".join(spec.tasks)}); '
-                                     f"networks for {task}: {', '.join(fits)}")
+            raise _refuse(
+                "network",
+                f'"{name}" cannot train a {task} dataset (it suits {", ".join(spec.tasks)}); '
+                f"networks for {task}: {', '.join(fits)}",
+            )
 
 
 def grid_trials(spaces: Mapping[str, Space]) -> list[dict[str, Any]]:

@@ -96,15 +96,17 @@ def parse_values(name: str, raw: Any) -> list[Any]:
     if not items:
         raise FormValidationError({name: ["give at least one value"]}, _FORM)
     if len(items) > MAX_SWEEP_JOBS:  # before any per-value work: a huge list costs one split, nothing more
-        raise FormValidationError({name: [f"{len(items)} values; a sweep may create at most {MAX_SWEEP_JOBS} jobs"]},
-                                  _FORM)
+        raise FormValidationError(
+            {name: [f"{len(items)} values; a sweep may create at most {MAX_SWEEP_JOBS} jobs"]}, _FORM
+        )
     values: list[Any] = []
     seen: set[Any] = set()
     for item in items:
         text = str(item).strip()
         if text == "" or isinstance(item, bool):
-            raise FormValidationError({name: [f'"{str(raw)[:80]}": every comma-separated item must be a number']},
-                                      _FORM)
+            raise FormValidationError(
+                {name: [f'"{str(raw)[:80]}": every comma-separated item must be a number']}, _FORM
+            )
         shown = text[:80]  # a number is short: anything longer is cut in messages, never echoed whole
         try:
             number = float(text)
@@ -156,9 +158,15 @@ def refuse_sweep(options: Mapping[str, Any]) -> None:
     """
     if is_sweep(options):
         name = next(n for n in sweep_option_names() if n in options and is_sweep({n: options[n]}))
-        raise FormValidationError({name: [
-            "several values make a sweep (one job per combination): use digits_core.sweep.train_sweep(), "
-            "`digits train` or the web form"]}, "training options")
+        raise FormValidationError(
+            {
+                name: [
+                    "several values make a sweep (one job per combination): use digits_core.sweep.train_sweep(), "
+                    "`digits train` or the web form"
+                ]
+            },
+            "training options",
+        )
 
 
 def _format(value: Any) -> str:
@@ -213,8 +221,10 @@ def expand_sweep(options: Mapping[str, Any], name: str | None = None) -> list[Sw
     total = math.prod(len(v) for v in swept.values())
     if total > MAX_SWEEP_JOBS:
         sizes = " × ".join(f"{len(v)} {k}" for k, v in swept.items())
-        raise FormValidationError({next(iter(swept)): [
-            f"{sizes} values make {total} jobs; a sweep may create at most {MAX_SWEEP_JOBS}"]}, _FORM)
+        raise FormValidationError(
+            {next(iter(swept)): [f"{sizes} values make {total} jobs; a sweep may create at most {MAX_SWEEP_JOBS}"]},
+            _FORM,
+        )
     points = []
     for index, combo in enumerate(itertools.product(*swept.values())):
         chosen = dict(zip(swept, combo))
@@ -228,10 +238,18 @@ def sweep_group(name: str | None, group: str | None = None) -> str:
     return normalize_group(group) or normalize_group(name) or "sweep"
 
 
-def train_sweep(dataset: Any, network: Any = None, name: str | None = None, *, group: str | None = None,
-                jobs_dir: Any = None, progress: Callable[[dict], None] | None = None,
-                on_job: Callable[[Job], None] | None = None, stop_on_abort: bool = True,
-                **options: Any) -> list[Job]:
+def train_sweep(
+    dataset: Any,
+    network: Any = None,
+    name: str | None = None,
+    *,
+    group: str | None = None,
+    jobs_dir: Any = None,
+    progress: Callable[[dict], None] | None = None,
+    on_job: Callable[[Job], None] | None = None,
+    stop_on_abort: bool = True,
+    **options: Any,
+) -> list[Job]:
     """Train every point of a sweep, one after the other, in this process.
 
     All points are checked before the first job is created (a bad value
@@ -278,8 +296,17 @@ def train_sweep(dataset: Any, network: Any = None, name: str | None = None, *, g
                 progress({**event, "sweep_index": _point.index, "sweep_size": len(points)})
 
         try:
-            job = train(dataset, network, point.name, jobs_dir=jobs_dir, progress=report, on_job=keep,
-                        group=group_name, sweep=point.values or None, **point.options)
+            job = train(
+                dataset,
+                network,
+                point.name,
+                jobs_dir=jobs_dir,
+                progress=report,
+                on_job=keep,
+                group=group_name,
+                sweep=point.values or None,
+                **point.options,
+            )
         except FormValidationError:
             if not created:
                 raise

@@ -28,11 +28,21 @@ def trial_row(job: Job, metric: str, mode: str, values: dict | None = None, inde
         pick = min if mode == "min" else max
         best = pick(curve, key=lambda point: point[1])
     pruned = read_prune(job.path)
-    return {"index": index, "job_id": job.id, "name": job.name, "status": job.status.value,
-            "status_note": job.data.get("status_note"), "values": dict(values or job.data.get("sweep") or {}),
-            "network": job.data.get("network"), "best": None if best is None else best[1],
-            "best_epoch": None if best is None else best[0], "epochs": max((p[0] for p in curve), default=0),
-            "rung": pruned.get("rung"), "node": (job.data.get("placement") or {}).get("node_id"), "curve": curve}
+    return {
+        "index": index,
+        "job_id": job.id,
+        "name": job.name,
+        "status": job.status.value,
+        "status_note": job.data.get("status_note"),
+        "values": dict(values or job.data.get("sweep") or {}),
+        "network": job.data.get("network"),
+        "best": None if best is None else best[1],
+        "best_epoch": None if best is None else best[0],
+        "epochs": max((p[0] for p in curve), default=0),
+        "rung": pruned.get("rung"),
+        "node": (job.data.get("placement") or {}).get("node_id"),
+        "curve": curve,
+    }
 
 
 def _ranked(rows: list[dict], mode: str) -> list[dict]:
@@ -73,20 +83,36 @@ def sweep_summary(sweep_id: str, jobs_dir: Any = None) -> dict:
     max_epochs = settings["max_epochs"]
     grid_epochs = record["grid_size"] * max_epochs if record.get("grid_size") else None
     return {
-        "id": record["id"], "name": record["name"], "group": record["group"], "dataset": record["dataset"],
-        "network": record["network"], "status": record.get("status"), "error": record.get("error"),
-        "scheduler": settings["scheduler"], "metric": metric, "mode": mode, "max_epochs": max_epochs,
-        "settings": settings, "search": record["search"], "trials": rows,
+        "id": record["id"],
+        "name": record["name"],
+        "group": record["group"],
+        "dataset": record["dataset"],
+        "network": record["network"],
+        "status": record.get("status"),
+        "error": record.get("error"),
+        "scheduler": settings["scheduler"],
+        "metric": metric,
+        "mode": mode,
+        "max_epochs": max_epochs,
+        "settings": settings,
+        "search": record["search"],
+        "trials": rows,
         "pending": [values for i, values in enumerate(record["trials"]) if i not in started],
-        "best": next((row for row in rows if row["best"] is not None), None), "promoted": record.get("promoted"),
-        "budget": {"epochs_spent": round(spent, 4), "trial_epochs": len(record["trials"]) * max_epochs,
-                   "grid_size": record.get("grid_size"), "grid_epochs": grid_epochs,
-                   "fraction_of_grid": None if not grid_epochs else round(spent / grid_epochs, 4)},
+        "best": next((row for row in rows if row["best"] is not None), None),
+        "promoted": record.get("promoted"),
+        "budget": {
+            "epochs_spent": round(spent, 4),
+            "trial_epochs": len(record["trials"]) * max_epochs,
+            "grid_size": record.get("grid_size"),
+            "grid_epochs": grid_epochs,
+            "fraction_of_grid": None if not grid_epochs else round(spent / grid_epochs, 4),
+        },
     }
 
 
-def compare_models(job_ids: Iterable[str], metric: str = "val_accuracy", mode: str = "auto",
-                   jobs_dir: Any = None) -> dict:
+def compare_models(
+    job_ids: Iterable[str], metric: str = "val_accuracy", mode: str = "auto", jobs_dir: Any = None
+) -> dict:
     """Hand-picked model jobs side by side: ``{"metric", "mode", "trials": [row ...]}`` ranked by ``metric``.
 
     Raises:
@@ -103,11 +129,15 @@ def budget_line(summary: dict) -> str:
     budget = summary["budget"]
     spent = f"{budget['epochs_spent']:g}"
     if budget["grid_epochs"]:
-        return (f"epochs spent: {spent} of the full grid's {budget['grid_epochs']} "
-                f"({100 * budget['fraction_of_grid']:.1f} %; {budget['grid_size']} combinations × "
-                f"{summary['max_epochs']} epochs)")
-    return (f"epochs spent: {spent} of {budget['trial_epochs']} for every trial to {summary['max_epochs']} epochs "
-            "(a range has no grid)")
+        return (
+            f"epochs spent: {spent} of the full grid's {budget['grid_epochs']} "
+            f"({100 * budget['fraction_of_grid']:.1f} %; {budget['grid_size']} combinations × "
+            f"{summary['max_epochs']} epochs)"
+        )
+    return (
+        f"epochs spent: {spent} of {budget['trial_epochs']} for every trial to {summary['max_epochs']} epochs "
+        "(a range has no grid)"
+    )
 
 
 #: The longest name a promoted trial may be given (as the New Model form's model name).
@@ -133,8 +163,15 @@ def promote(sweep_id: str, job_id: str | None = None, jobs_dir: Any = None, name
     from .tuning import sweeps_root
 
     if name is not None and not (name.strip() and len(name.strip()) <= MAX_PROMOTED_NAME):
-        raise FormValidationError({"name": [f"give the promoted model a name of 1 to {MAX_PROMOTED_NAME} "
-                                            "characters (or none to keep the trial's)"]}, "promote")
+        raise FormValidationError(
+            {
+                "name": [
+                    f"give the promoted model a name of 1 to {MAX_PROMOTED_NAME} "
+                    "characters (or none to keep the trial's)"
+                ]
+            },
+            "promote",
+        )
     summary = sweep_summary(sweep_id, jobs_dir)
     if job_id is None:
         row = summary["best"]

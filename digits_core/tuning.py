@@ -136,8 +136,11 @@ def list_sweeps(jobs_dir: Any = None) -> list[dict]:
     root = sweeps_root(jobs_dir)
     if not root.is_dir():
         return []
-    return [read_sweep(path.name, jobs_dir) for path in sorted(root.iterdir(), reverse=True)
-            if (path / SWEEP_FILE).is_file()]
+    return [
+        read_sweep(path.name, jobs_dir)
+        for path in sorted(root.iterdir(), reverse=True)
+        if (path / SWEEP_FILE).is_file()
+    ]
 
 
 class TuneHandle:
@@ -156,6 +159,7 @@ class TuneHandle:
 
     def start(self, plan: dict) -> TuneHandle:
         """Run the sweep on Ray Tune in a background thread."""
+
         def run() -> None:
             from .executors.tune_trials import run_sweep
 
@@ -165,8 +169,9 @@ class TuneHandle:
                 update_sweep_record(self.folder, status=status, finished=time.time())
             except BaseException as exc:  # noqa: BLE001 - reported by wait() and the sweep's record
                 self.error = exc
-                update_sweep_record(self.folder, status="Error", error=f"{type(exc).__name__}: {exc}",
-                              finished=time.time())
+                update_sweep_record(
+                    self.folder, status="Error", error=f"{type(exc).__name__}: {exc}", finished=time.time()
+                )
 
         self._thread = threading.Thread(target=run, name=f"tune-{self.sweep_id}", daemon=True)
         self._thread.start()
@@ -261,9 +266,17 @@ def _new_sweep_id(name: str) -> str:
     return f"{time.strftime('%Y%m%d-%H%M%S')}-{slug}-{int(time.time() * 1000) % 10000:04d}"
 
 
-def plan_sweep(dataset: Any, network: str | None, name: str | None, search: Iterable[str] | Mapping[str, Any],
-               settings: TuneSettings, options: Mapping[str, Any], *, group: str | None = None,
-               jobs_dir: Any = None) -> dict:
+def plan_sweep(
+    dataset: Any,
+    network: str | None,
+    name: str | None,
+    search: Iterable[str] | Mapping[str, Any],
+    settings: TuneSettings,
+    options: Mapping[str, Any],
+    *,
+    group: str | None = None,
+    jobs_dir: Any = None,
+) -> dict:
     """Check everything and compute the trials (no job, no folder yet).
 
     Raises:
@@ -292,18 +305,40 @@ def plan_sweep(dataset: Any, network: str | None, name: str | None, search: Iter
     for values in trials:
         TrainingOptions.from_kwargs(**{**base, **{k: v for k, v in values.items() if k != "network"}})
     label = (name or "").strip() or f"{network or 'model'}-tune"
-    return {"name": label, "group": normalize_group(group) or normalize_group(label) or "sweep",
-            "dataset": reader.id, "network": network, "settings": settings.__dict__, "options": base,
-            "spaces": {option: space.to_dict() for option, space in spaces.items()},
-            "search": [f"{option}={space.describe()}" for option, space in spaces.items()],
-            "grid_size": grid_size(spaces), "trials": trials}
+    return {
+        "name": label,
+        "group": normalize_group(group) or normalize_group(label) or "sweep",
+        "dataset": reader.id,
+        "network": network,
+        "settings": settings.__dict__,
+        "options": base,
+        "spaces": {option: space.to_dict() for option, space in spaces.items()},
+        "search": [f"{option}={space.describe()}" for option, space in spaces.items()],
+        "grid_size": grid_size(spaces),
+        "trials": trials,
+    }
 
 
-def tune(dataset: Any, network: str | None = None, name: str | None = None, *,
-         search: Iterable[str] | Mapping[str, Any], scheduler: str = "asha", trials: int = 16, max_epochs: int = 10,
-         metric: str = "val_accuracy", mode: str = "auto", grace_period: int = 1, reduction_factor: float = 3.0,
-         max_concurrent: int | None = None, search_seed: int | None = None, group: str | None = None,
-         jobs_dir: Any = None, ray_address: str | None = None, **options: Any) -> TuneHandle:
+def tune(
+    dataset: Any,
+    network: str | None = None,
+    name: str | None = None,
+    *,
+    search: Iterable[str] | Mapping[str, Any],
+    scheduler: str = "asha",
+    trials: int = 16,
+    max_epochs: int = 10,
+    metric: str = "val_accuracy",
+    mode: str = "auto",
+    grace_period: int = 1,
+    reduction_factor: float = 3.0,
+    max_concurrent: int | None = None,
+    search_seed: int | None = None,
+    group: str | None = None,
+    jobs_dir: Any = None,
+    ray_address: str | None = None,
+    **options: Any,
+) -> TuneHandle:
     """Start a hyper-parameter search; returns its :class:`TuneHandle` at once (``handle.wait()`` blocks).
 
     Args:
@@ -327,14 +362,19 @@ def tune(dataset: Any, network: str | None = None, name: str | None = None, *,
 
     from .config import resolve_jobs_dir
 
-    settings = TuneSettings(scheduler, trials, max_epochs, metric, mode, grace_period, reduction_factor,
-                            max_concurrent, search_seed)
+    settings = TuneSettings(
+        scheduler, trials, max_epochs, metric, mode, grace_period, reduction_factor, max_concurrent, search_seed
+    )
     plan = plan_sweep(dataset, network, name, search, settings, options, group=group, jobs_dir=jobs_dir)
     root = resolve_jobs_dir(jobs_dir)
     sweep_id = _new_sweep_id(plan["name"])
     folder = root / SWEEPS_DIR / sweep_id
     folder.mkdir(parents=True)
-    plan.update(id=sweep_id, folder=str(folder), jobs_dir=str(root),
-                ray_address=ray_address or os.environ.get("DIGITS_RAY_ADDRESS") or None)
+    plan.update(
+        id=sweep_id,
+        folder=str(folder),
+        jobs_dir=str(root),
+        ray_address=ray_address or os.environ.get("DIGITS_RAY_ADDRESS") or None,
+    )
     write_sweep_record(folder, {**plan, "status": "Running", "created": time.time()})  # type: ignore[typeddict-item]
     return TuneHandle(sweep_id, plan["group"], folder, jobs_dir).start(plan)

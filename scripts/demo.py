@@ -165,17 +165,27 @@ def build_all(jobs_dir: Path, epochs_lenet: int, epochs_unet: int, epochs_detect
     print("3/4 datasets")
     job = _find(store, "dataset", DIGITS_DATASET)
     if job is None:
-        job = create_dataset("image-classification", {"folder": str(DEMO / "digits"), "image_type": "grayscale",
-                                                       "width": 28, "height": 28, "val_percent": 20},
-                             name=DIGITS_DATASET, workers=2, jobs_dir=jobs_dir, progress=_bar("digits"))
+        job = create_dataset(
+            "image-classification",
+            {"folder": str(DEMO / "digits"), "image_type": "grayscale", "width": 28, "height": 28, "val_percent": 20},
+            name=DIGITS_DATASET,
+            workers=2,
+            jobs_dir=jobs_dir,
+            progress=_bar("digits"),
+        )
         print()
     print(f"  {DIGITS_DATASET}: {job.id}")
     ids["digits"] = job.id
     job = _find(store, "dataset", SUNNYBROOK_DATASET)
     if job is None:
-        job = create_dataset("image-sunnybrook", {"image_folder": str(sunny / IMAGES_DIR),
-                                                   "contour_folder": str(sunny / CONTOURS_DIR), "pct_val": 20},
-                             name=SUNNYBROOK_DATASET, workers=2, jobs_dir=jobs_dir, progress=_bar("sunnybrook"))
+        job = create_dataset(
+            "image-sunnybrook",
+            {"image_folder": str(sunny / IMAGES_DIR), "contour_folder": str(sunny / CONTOURS_DIR), "pct_val": 20},
+            name=SUNNYBROOK_DATASET,
+            workers=2,
+            jobs_dir=jobs_dir,
+            progress=_bar("sunnybrook"),
+        )
         print()
     print(f"  {SUNNYBROOK_DATASET}: {job.id}")
     ids["sunnybrook"] = job.id
@@ -188,26 +198,52 @@ def build_all(jobs_dir: Path, epochs_lenet: int, epochs_unet: int, epochs_detect
 
     job = _find(store, "model", LENET_MODEL)
     if job is None:
-        job = train(ids["digits"], "lenet", name=LENET_MODEL, jobs_dir=jobs_dir, epochs=epochs_lenet,
-                    batch_size=64, solver="momentum", learning_rate=0.01, lr_policy="step", seed=1,
-                    progress=_bar("lenet"))
+        job = train(
+            ids["digits"],
+            "lenet",
+            name=LENET_MODEL,
+            jobs_dir=jobs_dir,
+            epochs=epochs_lenet,
+            batch_size=64,
+            solver="momentum",
+            learning_rate=0.01,
+            lr_policy="step",
+            seed=1,
+            progress=_bar("lenet"),
+        )
         print()
     acc = _last_metric(job, "val_accuracy")
-    print(f"  {LENET_MODEL}: {job.id} ({job.status.value}"
-          + (f", validation accuracy {acc * 100:.1f}%)" if acc is not None else ")"))
+    print(
+        f"  {LENET_MODEL}: {job.id} ({job.status.value}"
+        + (f", validation accuracy {acc * 100:.1f}%)" if acc is not None else ")")
+    )
     ids["lenet"] = job.id
     job = _find(store, "model", UNET_MODEL)
     if job is None:
         # The left ventricle is a few % of the pixels: class-weighted cross-entropy learns it quickly
         # (validation Dice ~0.9 after 20 epochs on this set).
-        job = train(ids["sunnybrook"], "unet", name=UNET_MODEL, jobs_dir=jobs_dir, epochs=epochs_unet,
-                    batch_size=8, solver="adam", learning_rate=0.001, lr_policy="fixed", seed=1,
-                    loss="ce", class_weights="auto", network_params={"filters": 8, "depth": 3},
-                    progress=_bar("unet"))
+        job = train(
+            ids["sunnybrook"],
+            "unet",
+            name=UNET_MODEL,
+            jobs_dir=jobs_dir,
+            epochs=epochs_unet,
+            batch_size=8,
+            solver="adam",
+            learning_rate=0.001,
+            lr_policy="fixed",
+            seed=1,
+            loss="ce",
+            class_weights="auto",
+            network_params={"filters": 8, "depth": 3},
+            progress=_bar("unet"),
+        )
         print()
     dice = _last_metric(job, "val_dice")
-    print(f"  {UNET_MODEL}: {job.id} ({job.status.value}"
-          + (f", validation Dice {dice:.3f})" if dice is not None else ")"))
+    print(
+        f"  {UNET_MODEL}: {job.id} ({job.status.value}"
+        + (f", validation Dice {dice:.3f})" if dice is not None else ")")
+    )
     ids["unet"] = job.id
     ids.update(build_detection(store, jobs_dir, epochs_detectnet))
     return ids
@@ -225,33 +261,61 @@ def build_detection(store, jobs_dir: Path, epochs: int) -> dict:
         synth_detection.generate(str(folder), images=320, val_images=80, size=64, seed=0)
     job = _find(store, "dataset", DETECTION_DATASET)
     if job is None:
-        job = create_dataset("object-detection", {
-            "train_image_folder": str(folder / "train" / "images"), "train_label_folder": str(folder / "train" / "labels"),
-            "val_image_folder": str(folder / "val" / "images"), "val_label_folder": str(folder / "val" / "labels"),
-            "custom_classes": synth_detection.CLASS_MAPPING, "width": 64, "height": 64},
-            name=DETECTION_DATASET, workers=2, jobs_dir=jobs_dir, progress=_bar("detection"))
+        job = create_dataset(
+            "object-detection",
+            {
+                "train_image_folder": str(folder / "train" / "images"),
+                "train_label_folder": str(folder / "train" / "labels"),
+                "val_image_folder": str(folder / "val" / "images"),
+                "val_label_folder": str(folder / "val" / "labels"),
+                "custom_classes": synth_detection.CLASS_MAPPING,
+                "width": 64,
+                "height": 64,
+            },
+            name=DETECTION_DATASET,
+            workers=2,
+            jobs_dir=jobs_dir,
+            progress=_bar("detection"),
+        )
         print()
     dataset_id = job.id
     job = _find(store, "model", DETECTNET_MODEL)
     if job is None:
         _import_tensorflow_quietly()
-        job = train(dataset_id, "detectnet", name=DETECTNET_MODEL, jobs_dir=jobs_dir, epochs=epochs, batch_size=16,
-                    seed=1, progress=_bar("detectnet"))
+        job = train(
+            dataset_id,
+            "detectnet",
+            name=DETECTNET_MODEL,
+            jobs_dir=jobs_dir,
+            epochs=epochs,
+            batch_size=16,
+            seed=1,
+            progress=_bar("detectnet"),
+        )
         print()
     map50 = _last_metric(job, "val_map50")
-    print(f"  {DETECTNET_MODEL}: {job.id} ({job.status.value}"
-          + (f", validation mAP@0.5 {map50:.3f})" if map50 is not None else ")"))
+    print(
+        f"  {DETECTNET_MODEL}: {job.id} ({job.status.value}"
+        + (f", validation mAP@0.5 {map50:.3f})" if map50 is not None else ")")
+    )
     return {"detection": dataset_id, "detectnet": job.id}
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     """Parse the demo's options (defaults read ``$DIGITS_JOBS_DIR`` and ``$DIGITS_DEMO_PORT`` now)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--jobs-dir", default=os.environ.get("DIGITS_JOBS_DIR") or str(DEMO / "jobs"),
-                        help="jobs folder (default: $DIGITS_JOBS_DIR, else demo-data/jobs)")
+    parser.add_argument(
+        "--jobs-dir",
+        default=os.environ.get("DIGITS_JOBS_DIR") or str(DEMO / "jobs"),
+        help="jobs folder (default: $DIGITS_JOBS_DIR, else demo-data/jobs)",
+    )
     parser.add_argument("--host", default="127.0.0.1", help="address the web UI binds (default: 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=int(os.environ.get("DIGITS_DEMO_PORT", 5000)),
-                        help="web UI port (default: $DIGITS_DEMO_PORT, else 5000)")
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=int(os.environ.get("DIGITS_DEMO_PORT", 5000)),
+        help="web UI port (default: $DIGITS_DEMO_PORT, else 5000)",
+    )
     parser.add_argument("--epochs-lenet", type=int, default=10)
     parser.add_argument("--epochs-unet", type=int, default=20)
     parser.add_argument("--epochs-detectnet", type=int, default=30)
@@ -276,14 +340,29 @@ def main(argv=None) -> int:
     print(f"Demo ready in {time.monotonic() - started:.0f} s. Jobs folder: {jobs_dir}")
     print(f"  Later:    digits --jobs-dir {jobs_dir} dataset list   (or serve)")
     host = "localhost" if args.host in ("127.0.0.1", "0.0.0.0") else args.host
-    print(f"  Models:   http://{host}:{args.port}/models/{ids['lenet']}  and  /models/{ids['unet']}"
-          f"  and  /models/{ids['detectnet']}")
+    print(
+        f"  Models:   http://{host}:{args.port}/models/{ids['lenet']}  and  /models/{ids['unet']}"
+        f"  and  /models/{ids['detectnet']}"
+    )
     if args.no_serve:
         return 0
     from digits_core.cli import main as digits_main
 
-    return digits_main(["--jobs-dir", str(jobs_dir), "serve", "--host", args.host, "--port", str(args.port),
-                        "--data-root", str(DEMO.resolve()), "--data-root", os.getcwd()])
+    return digits_main(
+        [
+            "--jobs-dir",
+            str(jobs_dir),
+            "serve",
+            "--host",
+            args.host,
+            "--port",
+            str(args.port),
+            "--data-root",
+            str(DEMO.resolve()),
+            "--data-root",
+            os.getcwd(),
+        ]
+    )
 
 
 if __name__ == "__main__":

@@ -20,8 +20,14 @@ from pathlib import Path
 import pytest
 
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 #: Screenshots of the browser tests (git-ignored).
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 
@@ -60,11 +66,18 @@ def assert_fits_a_phone(page, what: str, width: int = 375, screenshot: str | Non
     scroll = page.evaluate("document.documentElement.scrollWidth")
     if screenshot:
         page.screenshot(path=str(ARTIFACTS / f"{screenshot}.png"), full_page=True)
-    wide = [] if scroll <= width else page.evaluate("""w => [...document.querySelectorAll('body *')]
+    wide = (
+        []
+        if scroll <= width
+        else page.evaluate(
+            """w => [...document.querySelectorAll('body *')]
         .filter(e => Math.max(e.getBoundingClientRect().right, e.getBoundingClientRect().left + e.scrollWidth) > w + 0.5)
         .map(e => e.tagName.toLowerCase() + (e.id ? '#' + e.id : '') + (e.className && e.className.baseVal === undefined
              ? '.' + String(e.className).trim().split(/\\s+/).join('.') : '')
-             + ' ' + Math.round(e.getBoundingClientRect().right)).slice(0, 12)""", width)
+             + ' ' + Math.round(e.getBoundingClientRect().right)).slice(0, 12)""",
+            width,
+        )
+    )
     if viewport:
         page.set_viewport_size(viewport)
     assert scroll <= width, f"{what} is {scroll} px wide at {width} px: {wide}"

@@ -23,9 +23,22 @@ from web_client_support import app, client, token  # noqa: E402,F401  (Flask tes
 def pip_install_target(source: Path, target: Path) -> Path:
     """Really pip-install the distribution in ``source`` into folder ``target``."""
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-         "--disable-pip-version-check", "--target", str(target), str(source)],
-        check=True, capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "--disable-pip-version-check",
+            "--target",
+            str(target),
+            str(source),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
     )
     return target
 
@@ -126,5 +139,8 @@ def pytest_runtest_teardown(item, nextitem):
         return
     imported = sorted(m for m in HEAVY_MODULES if m in sys.modules and m not in before)
     if imported:
-        pytest.fail(f"{item.nodeid} imported {', '.join(imported)} (in the test or a fixture) but is not "
-                    "marked @pytest.mark.slow; `make test-fast` runs only light tests.", pytrace=False)
+        pytest.fail(
+            f"{item.nodeid} imported {', '.join(imported)} (in the test or a fixture) but is not "
+            "marked @pytest.mark.slow; `make test-fast` runs only light tests.",
+            pytrace=False,
+        )

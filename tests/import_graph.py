@@ -95,7 +95,7 @@ def read_graph(root: Path = ROOT) -> tuple[list[ImportEdge], list[FunctionImport
                         line = lines[child.lineno - 1]
                         above = lines[child.lineno - 2].strip() if child.lineno > 1 else ""
                         reason = line.partition("#")[2].strip() or (above[1:].strip() if above.startswith("#") else "")
-                        first = (child.names[0].name if isinstance(child, ast.Import) else (child.module or ""))
+                        first = child.names[0].name if isinstance(child, ast.Import) else (child.module or "")
                         imported = targets[0] if targets else first.split(".")[0]
                         function_imports.append(FunctionImport(module, child.lineno, line.strip(), imported, reason))
                     continue
@@ -142,4 +142,3 @@ def cycles(edges: list[ImportEdge]) -> list[list[str]]:
         if node not in index:
             connect(node)
     return sorted(found)
-

@@ -16,9 +16,18 @@ import numpy as np
 #: What inference reads from ``model.json``: the layout the hand-written model jobs of
 #: ``tests/test_inference_api.py`` follow, and that ``tests/test_inference_engine.py`` checks the
 #: engine writes. Top-level key -> type; ``preprocessing`` and snapshot entries have their own keys.
-MODEL_JSON_LAYOUT = {"network": str, "dataset_id": str, "task": str, "class_labels": list, "input_shape": list,
-                     "preprocessing": dict, "last_epoch": (int, float), "dataset_plugin": str,
-                     "feature_dtype": str, "snapshots": list}
+MODEL_JSON_LAYOUT = {
+    "network": str,
+    "dataset_id": str,
+    "task": str,
+    "class_labels": list,
+    "input_shape": list,
+    "preprocessing": dict,
+    "last_epoch": (int, float),
+    "dataset_plugin": str,
+    "feature_dtype": str,
+    "snapshots": list,
+}
 PREPROCESSING_KEYS = {"mean_subtraction", "mean_file", "scale", "crop_size", "feature_shape", "input_shape"}
 SNAPSHOT_KEYS = {"epoch", "file"}
 
@@ -51,7 +60,7 @@ def preprocess(job_path, features: np.ndarray) -> np.ndarray:
     crop = prep.get("crop_size")
     if crop:
         top, left = (x.shape[1] - crop) // 2, (x.shape[2] - crop) // 2
-        x = x[:, top:top + crop, left:left + crop, :]
+        x = x[:, top : top + crop, left : left + crop, :]
     return x
 
 

@@ -83,8 +83,9 @@ class LiveServer:
 
     # -- HTTP -----------------------------------------------------------------
 
-    def request(self, path: str, *, method: str = "GET", data=None, headers=None, token=True,
-                timeout: float = 60.0) -> Response:
+    def request(
+        self, path: str, *, method: str = "GET", data=None, headers=None, token=True, timeout: float = 60.0
+    ) -> Response:
         """Send one request; HTTP errors are returned, not raised.
 
         Args:
@@ -133,8 +134,10 @@ class LiveServer:
 
     def describe(self) -> str:
         """A block for assertion messages: command, exit status and output."""
-        return (f"--- digits serve ({' '.join(self.command)}), exit status {self.process.poll()} ---\n"
-                f"{self.output()[-6000:]}\n--- end of server output ---")
+        return (
+            f"--- digits serve ({' '.join(self.command)}), exit status {self.process.poll()} ---\n"
+            f"{self.output()[-6000:]}\n--- end of server output ---"
+        )
 
     def wait_ready(self, timeout: float = START_TIMEOUT) -> None:
         """Poll the port until the server answers any HTTP request, or fail.
@@ -172,8 +175,10 @@ class LiveServer:
                 return self.process.wait(timeout)
             except subprocess.TimeoutExpired:
                 self.kill()
-                raise AssertionError(f"digits serve did not stop within {timeout:.0f} s of signal "
-                                     f"{signal.Signals(sig).name}; killed.\n{self.describe()}") from None
+                raise AssertionError(
+                    f"digits serve did not stop within {timeout:.0f} s of signal "
+                    f"{signal.Signals(sig).name}; killed.\n{self.describe()}"
+                ) from None
         return self.process.returncode
 
     def kill(self) -> int:
@@ -198,9 +203,20 @@ def server_env(extra: dict | None = None) -> dict:
     return env
 
 
-def start_server(jobs_dir=None, *, auth_token: str | None = None, token_via_env: bool = False,
-                 extra_args=(), env: dict | None = None, pythonpath=(), log_dir=None, cwd=None,
-                 command=None, wait: bool = True, timeout: float = START_TIMEOUT) -> LiveServer:
+def start_server(
+    jobs_dir=None,
+    *,
+    auth_token: str | None = None,
+    token_via_env: bool = False,
+    extra_args=(),
+    env: dict | None = None,
+    pythonpath=(),
+    log_dir=None,
+    cwd=None,
+    command=None,
+    wait: bool = True,
+    timeout: float = START_TIMEOUT,
+) -> LiveServer:
     """Start ``digits serve`` on 127.0.0.1 and a free port.
 
     Args:
@@ -238,13 +254,33 @@ def start_server(jobs_dir=None, *, auth_token: str | None = None, token_via_env:
         args += ["--auth-token", auth_token]
     for attempt in range(3):  # another process may take the free port before the server binds it
         port = free_port()
-        argv = command(port) if command is not None else [
-            sys.executable, "-m", "digits_core", "--jobs-dir", str(jobs_dir), "serve",
-            "--host", "127.0.0.1", "--port", str(port), *args]
+        argv = (
+            command(port)
+            if command is not None
+            else [
+                sys.executable,
+                "-m",
+                "digits_core",
+                "--jobs-dir",
+                str(jobs_dir),
+                "serve",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                *args,
+            ]
+        )
         log_path = log_dir / f"digits-serve-{port}.log"
         with open(log_path, "wb") as log:
-            process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                       env=server_env(extra_env), cwd=cwd or jobs_dir.parent)
+            process = subprocess.Popen(
+                argv,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=server_env(extra_env),
+                cwd=cwd or jobs_dir.parent,
+            )
         server = LiveServer(f"http://127.0.0.1:{port}", port, jobs_dir, process, auth_token, log_path, argv)
         if not wait:
             return server

@@ -93,8 +93,9 @@ def compile_bind_shim(folder: Path) -> Path:
         raise RuntimeError("a C compiler (cc) is needed to keep the Ray cluster on loopback: apt-get install gcc")
     source, library = folder / "bind_loopback.c", folder / "bind_loopback.so"
     source.write_text(BIND_SHIM, encoding="utf-8")
-    subprocess.run([compiler, "-shared", "-fPIC", "-O2", "-o", str(library), str(source), "-ldl"], check=True,
-                   capture_output=True)
+    subprocess.run(
+        [compiler, "-shared", "-fPIC", "-O2", "-o", str(library), str(source), "-ldl"], check=True, capture_output=True
+    )
     return library
 
 
@@ -125,19 +126,47 @@ class LocalRayCluster:
     def _start(self, args: list[str], log: str, env: dict | None = None) -> subprocess.Popen:
         out = open(self.temp / log, "ab")
         try:
-            return subprocess.Popen([RAY, "start", "--block",
-                                     "--object-store-memory", str(100 * 1024 * 1024), "--disable-usage-stats",
-                                     "--ray-client-server-port", str(free_port()),
-                                     "--dashboard-agent-listen-port", str(free_port()), *args],
-                                    stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    env=env or self.env, start_new_session=True)
+            return subprocess.Popen(
+                [
+                    RAY,
+                    "start",
+                    "--block",
+                    "--object-store-memory",
+                    str(100 * 1024 * 1024),
+                    "--disable-usage-stats",
+                    "--ray-client-server-port",
+                    str(free_port()),
+                    "--dashboard-agent-listen-port",
+                    str(free_port()),
+                    *args,
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env or self.env,
+                start_new_session=True,
+            )
         finally:
             out.close()
 
     def start(self, timeout: float = 120.0) -> LocalRayCluster:
         """Start the head, then the extra node; return once both are alive in the cluster."""
-        self.head = self._start(["--head", "--node-ip-address", "127.0.0.1", "--port", str(self.port), "--num-cpus", str(self.head_cpus),
-                                 "--include-dashboard", "false", "--temp-dir", str(self.temp)], "head.log")
+        self.head = self._start(
+            [
+                "--head",
+                "--node-ip-address",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--num-cpus",
+                str(self.head_cpus),
+                "--include-dashboard",
+                "false",
+                "--temp-dir",
+                str(self.temp),
+            ],
+            "head.log",
+        )
         self._wait_for(1, timeout)
         self.add_node(timeout)
         return self
@@ -146,8 +175,18 @@ class LocalRayCluster:
         """Start the extra node (again, after :meth:`kill_node`) and wait until it joined and Ray no longer lists
         a killed node alive."""
         env = {k: v for k, v in self.env.items() if k != "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"}
-        self.node = self._start(["--address", f"[::ffff:127.0.0.1]:{self.port}", "--node-ip-address",
-                                 "::ffff:127.0.0.1", "--num-cpus", str(self.node_cpus)], "node.log", env)
+        self.node = self._start(
+            [
+                "--address",
+                f"[::ffff:127.0.0.1]:{self.port}",
+                "--node-ip-address",
+                "::ffff:127.0.0.1",
+                "--num-cpus",
+                str(self.node_cpus),
+            ],
+            "node.log",
+            env,
+        )
         self._wait_for(2, timeout)
 
     def alive_nodes(self) -> list[dict]:
@@ -161,15 +200,19 @@ class LocalRayCluster:
         while time.monotonic() < deadline:
             for proc, name in ((self.head, "head"), (self.node, "node")):
                 if proc is not None and proc.poll() is not None:
-                    raise RuntimeError(f"ray {name} exited ({proc.returncode}): "
-                                       + (self.temp / f"{name}.log").read_text(errors="replace")[-3000:])
+                    raise RuntimeError(
+                        f"ray {name} exited ({proc.returncode}): "
+                        + (self.temp / f"{name}.log").read_text(errors="replace")[-3000:]
+                    )
             if self.head is not None and _gcs_answers(self.port):
                 alive = {n["NodeID"] for n in self.alive_nodes()}
                 if len(alive) >= nodes and not alive & self.killed:
                     return
             time.sleep(0.5)
-        raise TimeoutError(f"{nodes} Ray node(s) not alive after {timeout}s: "
-                           + (self.temp / "head.log").read_text(errors="replace")[-3000:])
+        raise TimeoutError(
+            f"{nodes} Ray node(s) not alive after {timeout}s: "
+            + (self.temp / "head.log").read_text(errors="replace")[-3000:]
+        )
 
     def sessions(self) -> list[int]:
         """The session ids of the running nodes (each ``ray start`` leads its own)."""
@@ -245,7 +288,7 @@ def _decode(address: str) -> str:
     host = address.split(":")[0]
     if len(host) == 8:
         return socket.inet_ntop(socket.AF_INET, bytes.fromhex(host)[::-1])
-    raw = b"".join(bytes.fromhex(host[i:i + 8])[::-1] for i in range(0, 32, 8))
+    raw = b"".join(bytes.fromhex(host[i : i + 8])[::-1] for i in range(0, 32, 8))
     return socket.inet_ntop(socket.AF_INET6, raw)
 
 

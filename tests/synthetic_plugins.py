@@ -65,9 +65,9 @@ def _pattern(kind: int, size: int, rng) -> np.ndarray:
     top, left = rng.integers(0, s - half + 1, size=2)
     yy, xx = np.mgrid[0:half, 0:half]
     if kind == 0:
-        patch = (xx % 3 == 0)
+        patch = xx % 3 == 0
     elif kind == 1:
-        patch = (yy % 3 == 0)
+        patch = yy % 3 == 0
     elif kind == 2:
         patch = np.ones((half, half), bool)
     elif kind == 3:
@@ -75,8 +75,8 @@ def _pattern(kind: int, size: int, rng) -> np.ndarray:
         r = np.hypot(yy - c, xx - c)
         patch = (r > half * 0.25) & (r < half * 0.5)
     else:
-        patch = ((xx + yy) % (kind - 1) == 0)
-    img[top:top + half, left:left + half] = patch
+        patch = (xx + yy) % (kind - 1) == 0
+    img[top : top + half, left : left + half] = patch
     return img
 
 
@@ -190,8 +190,9 @@ def build_small_shapes_dataset(jobs_dir) -> str:
 
     registry.register(SyntheticShapes)
     try:
-        job = create_dataset("synthetic-shapes", {"count": 96, "val_count": 40, "size": 16, "classes": 3},
-                             workers=1, jobs_dir=jobs_dir)
+        job = create_dataset(
+            "synthetic-shapes", {"count": 96, "val_count": 40, "size": 16, "classes": 3}, workers=1, jobs_dir=jobs_dir
+        )
     finally:
         registry.unregister(SyntheticShapes)
     return job.id

@@ -22,15 +22,17 @@ def test_failed_plugin_warning_is_not_printed_on_help(sample_plugin_paths, digit
 
 def test_sigterm_and_sighup_stop_a_command_like_ctrl_c(tmp_path):
     """`timeout`, systemd and Docker send SIGTERM; a closed terminal SIGHUP: the command's clean-up runs."""
-    code = ("import sys, time\n"
-            "from digits_core.cli import _stop_on_signals\n"
-            "_stop_on_signals()\n"
-            "try:\n"
-            "    print('ready', flush=True)\n"
-            "    time.sleep(60)\n"
-            "except KeyboardInterrupt:\n"
-            "    print('cleaned up', flush=True)\n"
-            "    sys.exit(130)\n")
+    code = (
+        "import sys, time\n"
+        "from digits_core.cli import _stop_on_signals\n"
+        "_stop_on_signals()\n"
+        "try:\n"
+        "    print('ready', flush=True)\n"
+        "    time.sleep(60)\n"
+        "except KeyboardInterrupt:\n"
+        "    print('cleaned up', flush=True)\n"
+        "    sys.exit(130)\n"
+    )
     for sig in (signal.SIGTERM, signal.SIGHUP):
         proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
         assert proc.stdout.readline().strip() == "ready"

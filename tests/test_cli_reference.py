@@ -10,7 +10,8 @@ from digits_core.cli import reference
 def test_readme_block_matches_the_parsers():
     text = reference.README.read_text(encoding="utf-8")
     assert reference.replace_block(text, reference.markdown()) == text, (
-        "README.md's command-line reference is out of date: run python -m digits_core.cli.reference --write")
+        "README.md's command-line reference is out of date: run python -m digits_core.cli.reference --write"
+    )
 
 
 def test_every_flag_is_listed_with_help_text():

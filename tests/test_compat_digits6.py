@@ -52,8 +52,8 @@ class GradientInferenceForm(Form):
 class Gradients(DataIngestionInterface):
     def __init__(self, is_inference_db=False, **kwargs):
         super(Gradients, self).__init__(**kwargs)
-        self.userdata['is_inference_db'] = is_inference_db
-        self.userdata['class_labels'] = ['slope']
+        self.userdata["is_inference_db"] = is_inference_db
+        self.userdata["class_labels"] = ["slope"]
 
     @override
     def encode_entry(self, entry):
@@ -83,8 +83,11 @@ class Gradients(DataIngestionInterface):
     @staticmethod
     @override
     def get_dataset_template(form):
-        return '{% from "helper.html" import mark_errors %}<div class="x{{ mark_errors([form.size]) }}">' \
-               '{{ form.size.tooltip }}{{ form.size() }}</div>', {'form': form}
+        return (
+            '{% from "helper.html" import mark_errors %}<div class="x{{ mark_errors([form.size]) }}">'
+            "{{ form.size.tooltip }}{{ form.size() }}</div>",
+            {"form": form},
+        )
 
     @override
     def get_inference_form(self):
@@ -94,12 +97,12 @@ class Gradients(DataIngestionInterface):
 
     @override
     def itemize_entries(self, stage):
-        self.seen_stages = getattr(self, 'seen_stages', []) + [stage]
-        if self.userdata['is_inference_db']:
+        self.seen_stages = getattr(self, "seen_stages", []) + [stage]
+        if self.userdata["is_inference_db"]:
             return [self.slope] if stage == constants.TEST_DB else []
         if stage == constants.TRAIN_DB:
             return list(range(1, self.count + 1))
-        if stage == 'val_db':  # a literal DIGITS 6 stage name works too
+        if stage == "val_db":  # a literal DIGITS 6 stage name works too
             return [1, 2]
         return []
 
@@ -108,8 +111,8 @@ class Gradients(DataIngestionInterface):
 class Arrows(VisualizationInterface):
     def __init__(self, dataset, **kwargs):
         self.dims = dataset.get_feature_dims()
-        self.labels = dataset.extension_userdata.get('class_labels')
-        self.scale = kwargs['scale']
+        self.labels = dataset.extension_userdata.get("class_labels")
+        self.scale = kwargs["scale"]
 
     @staticmethod
     def get_config_form():
@@ -127,11 +130,11 @@ class Arrows(VisualizationInterface):
     @override
     def process_data(self, input_id, input_data, output_data):
         first = output_data[output_data.keys()[0]]  # the Python 2 idiom DIGITS 6 views use
-        return {'shape': input_data.shape, 'value': float(first[0]) * self.scale, 'id': input_id}
+        return {"shape": input_data.shape, "value": float(first[0]) * self.scale, "id": input_id}
 
     @override
     def get_view_template(self, data):
-        return '<b>{{ value }}</b>', data
+        return "<b>{{ value }}</b>", data
 
 
 class ArrowsForm(Form):
@@ -148,6 +151,7 @@ class _Meta:
 
 
 # -- packaging -------------------------------------------------------------------------------------
+
 
 def test_groups_are_the_core_entry_point_groups():
     assert DATA_GROUP == ENTRY_POINT_GROUPS["data"] == "digits.plugins.data"
@@ -174,8 +178,10 @@ def test_digits_utils_image_reachable_as_attributes():
 
 # -- digits.utils ----------------------------------------------------------------------------------
 
+
 def test_override_without_base_method_fails_at_class_creation():
     with pytest.raises(AssertionError, match='"Broken.encode_entri" not found in any base class'):
+
         @subclass
         class Broken(DataIngestionInterface):
             @override
@@ -188,6 +194,7 @@ def test_override_copies_the_base_docstring():
 
 
 # -- translations (pure functions) -----------------------------------------------------------------
+
 
 def test_feature_chw_becomes_hwc_and_dtypes_follow_digits6():
     chw = np.arange(2 * 3 * 4, dtype=np.uint8).reshape(2, 3, 4)
@@ -254,6 +261,7 @@ def test_form_instance_becomes_a_class_that_keeps_instance_changes():
 
 # -- userdata['is_inference_db'] -------------------------------------------------------------------
 
+
 def test_userdata_flag_is_never_persisted():
     data = Userdata({"a": 1, "is_inference_db": True})
     assert data["is_inference_db"] is True and "is_inference_db" in data
@@ -272,13 +280,14 @@ def test_userdata_flag_is_never_persisted():
 
 def test_plugin_reads_back_its_inference_flag():
     plugin = Gradients(size=4, count=2)
-    assert plugin.userdata['is_inference_db'] is False and plugin.is_inference_db is False
+    assert plugin.userdata["is_inference_db"] is False and plugin.is_inference_db is False
     assert plugin.userdata == {"size": 4, "count": 2, "class_labels": ["slope"]}
     inference = Gradients(is_inference_db=True, size=4, count=2, slope=3)
     assert inference.is_inference_db is True and "is_inference_db" not in dict(inference.userdata)
 
 
 # -- data plugin boundary --------------------------------------------------------------------------
+
 
 def test_itemize_gets_digits6_stage_names_and_returns_lists():
     plugin = Gradients(size=4, count=3)
@@ -337,13 +346,13 @@ class Blobs(DataIngestionInterface):
 
     def __init__(self, is_inference_db=False, **kwargs):
         super(Blobs, self).__init__(**kwargs)
-        self.userdata['class_labels'] = ['background', 'blob']
+        self.userdata["class_labels"] = ["background", "blob"]
         self.userdata[constants.COLOR_PALETTE_ATTRIBUTE] = [0, 0, 0, 255, 255, 255] + [0] * (254 * 3)
 
     @override
     def encode_entry(self, entry):
-        mask = np.zeros((5, 7), dtype='uint8')
-        mask[entry:entry + 2, entry:entry + 3] = 1
+        mask = np.zeros((5, 7), dtype="uint8")
+        mask[entry : entry + 2, entry : entry + 3] = 1
         return (mask * 200)[np.newaxis, ...], mask[np.newaxis, ...]
 
     @staticmethod
@@ -356,7 +365,7 @@ class Blobs(DataIngestionInterface):
 
     @staticmethod
     def get_dataset_template(form):
-        return "{{ form.size() }}", {'form': form}
+        return "{{ form.size() }}", {"form": form}
 
     @override
     def itemize_entries(self, stage):
@@ -383,6 +392,7 @@ def test_contract_checker_passes_a_digits6_plugin():
 
 
 # -- view plugin boundary --------------------------------------------------------------------------
+
 
 def test_view_gets_digits6_dataset_three_arguments_and_named_outputs():
     view = Arrows(_Meta(), scale=3)
@@ -411,7 +421,6 @@ def test_dataset_proxy_delegates_to_core_metadata():
     assert proxy.get_feature_dims() == (6, 6, 1) and proxy.class_labels == ["slope"]
     assert proxy.extension_userdata == {"class_labels": ["slope"], "size": 6}
 
-
     class Reader:  # digits_core.datasets.reader.Dataset has feature_shape() as a method
         def feature_shape(self):
             return [4, 5, 3]
@@ -429,6 +438,7 @@ def test_view_renders_through_the_core_report():
 
 # -- digits.utils.forms ----------------------------------------------------------------------------
 
+
 class _Fields(Form):
     count = forms.IntegerField("Count", validators=[validators.Optional()])
     need = forms.StringField("Need", validators=[forms.validate_required_iff(count=None)], tooltip='say "hi" <b>')
@@ -437,7 +447,9 @@ class _Fields(Form):
     high = forms.IntegerField("High", default=2, validators=[forms.validate_greater_than("low")])
     folder = forms.StringField("Folder", validators=[forms.validate_folder_path])
     file = forms.StringField("File", validators=[forms.validate_file_path])
-    sizes = forms.MultiIntegerField("Sizes", default=[3], validators=[forms.MultiOptional(), forms.MultiNumberRange(min=2)])
+    sizes = forms.MultiIntegerField(
+        "Sizes", default=[3], validators=[forms.MultiOptional(), forms.MultiNumberRange(min=2)]
+    )
     rates = forms.MultiFloatField("Rates", default=[0.1])
 
 
@@ -453,7 +465,7 @@ def test_tooltip_renders_escaped_html_and_becomes_the_description():
     form = _Fields()
     html = str(form.need.tooltip)
     assert 'class="explanation-tooltip' in html and 'title="say &#34;hi&#34; &lt;b&gt;"' in html
-    assert html.endswith('>say &#34;hi&#34; &lt;b&gt;</span>')  # visible text: no glyph font or tooltip script here
+    assert html.endswith(">say &#34;hi&#34; &lt;b&gt;</span>")  # visible text: no glyph font or tooltip script here
     assert form.need.description == 'say "hi" <b>' and str(form.count.tooltip) == ""
     assert str(form.need.explanation) == ""  # no explanation file given
     explained = forms.IntegerField("N", explanation="More <help>").bind(Form(), "n")
@@ -483,6 +495,7 @@ def test_multi_number_fields():
 
 
 # -- digits.utils.image ----------------------------------------------------------------------------
+
 
 def _decode(uri: str) -> Image.Image:
     header, data = uri.split(",", 1)

@@ -36,11 +36,28 @@ def installed(tmp_path_factory) -> list[Path]:
     from digits_core.scaffold.digits6 import wrap_digits6
 
     root = tmp_path_factory.mktemp("digits6-segmentation")
-    sources = [shutil.copytree(FIXTURES / folder, root / "src" / folder) for folder in ("data_blobs", "view_segmentation")]
+    sources = [
+        shutil.copytree(FIXTURES / folder, root / "src" / folder) for folder in ("data_blobs", "view_segmentation")
+    ]
     sources.append(wrap_digits6(FIXTURES / "builtin_view" / "rawOutput6", root / "src").folder)
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-                    "--disable-pip-version-check", "--target", str(root / "site"), *map(str, sources)],
-                   check=True, capture_output=True, text=True)  # one pip run for the three (CI time)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "--disable-pip-version-check",
+            "--target",
+            str(root / "site"),
+            *map(str, sources),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )  # one pip run for the three (CI time)
     return [root / "site"]
 
 
@@ -53,7 +70,7 @@ def _blobs(folder: Path, count: int = 12, size: int = 16) -> Path:
         mask = np.zeros((size, size), np.uint8)
         for value, label in ((220, 1), (120, 2)):
             top, left = rng.integers(0, size - 5, 2)
-            image[top:top + 5, left:left + 5], mask[top:top + 5, left:left + 5] = value, label
+            image[top : top + 5, left : left + 5], mask[top : top + 5, left : left + 5] = value, label
         np.save(folder / f"image-{i:02d}.npy", image)
         np.save(folder / f"mask-{i:02d}.npy", mask)
     return folder
@@ -72,8 +89,18 @@ def test_segmentation_plugins_on_the_cli_and_in_the_browser(installed, digits_cl
     checked = digits_cli("plugin", "check", "view:raw-output6", pythonpath=installed)
     assert checked.returncode == 0, checked.stdout + checked.stderr
 
-    created = digits_cli(*base, "dataset", "create", "blobs6", "--image-folder", str(data), "--workers", "1",
-                         "--json", pythonpath=installed)
+    created = digits_cli(
+        *base,
+        "dataset",
+        "create",
+        "blobs6",
+        "--image-folder",
+        str(data),
+        "--workers",
+        "1",
+        "--json",
+        pythonpath=installed,
+    )
     assert created.returncode == 0, created.stderr
     job = json.loads(created.stdout)["job"]
     assert job["dataset"]["label"] == {"kind": "mask", "dtype": "uint8", "shape": [16, 16]}
@@ -96,27 +123,46 @@ def test_segmentation_plugins_on_the_cli_and_in_the_browser(installed, digits_cl
             assert "Folder of image-*.npy and mask-*.npy files" in page.locator("#dataset-form").inner_text()
 
             token = page.evaluate("fetch('/api/csrf-token').then(r => r.json()).then(d => d.csrf_token)")
-            model = page.evaluate("""([token, ds]) => fetch('/api/models', {method: 'POST',
+            model = page.evaluate(
+                """([token, ds]) => fetch('/api/models', {method: 'POST',
                 headers: {'Content-Type': 'application/json', 'X-CSRFToken': token},
                 body: JSON.stringify({name: 'blobs unet', dataset: ds, network: 'unet',
                        options: {epochs: 1, batch_size: 8, solver: 'adam', learning_rate: 0.003, lr_policy: 'fixed',
-                                 network_params: {filters: 4, depth: 2}}})}).then(r => r.json())""", [token, job["id"]])
+                                 network_params: {filters: 4, depth: 2}}})}).then(r => r.json())""",
+                [token, job["id"]],
+            )
             page.goto(server.url + model["url"])
-            page.wait_for_function("() => (document.getElementById('job-status') || {}).textContent"
-                                   " && document.getElementById('job-status').textContent.trim() === 'Done'",
-                                   timeout=240_000)
+            page.wait_for_function(
+                "() => (document.getElementById('job-status') || {}).textContent"
+                " && document.getElementById('job-status').textContent.trim() === 'Done'",
+                timeout=240_000,
+            )
             page.wait_for_selector("#infer-form")
             model_id = model["url"].rstrip("/").rsplit("/", 1)[1]
 
             # CLI: --validation-record from the dataset's pickled Blob objects, the DIGITS 6 views' pages
             report = tmp_path / "report.html"
-            inferred = digits_cli(*base, "infer", "--model", model_id, "--validation-record", "1", "--view",
-                                  "segmentation6", "--view-option", "opacity=50", "--out", str(report),
-                                  pythonpath=installed, timeout=240)
+            inferred = digits_cli(
+                *base,
+                "infer",
+                "--model",
+                model_id,
+                "--validation-record",
+                "1",
+                "--view",
+                "segmentation6",
+                "--view-option",
+                "opacity=50",
+                "--out",
+                str(report),
+                pythonpath=installed,
+                timeout=240,
+            )
             assert inferred.returncode == 0, inferred.stderr
             html = report.read_text(encoding="utf-8")
-            assert re.search(r'class="badge segmentation6-class" style="background-color: #(000000|ff0000|00ff00)"',
-                             html)
+            assert re.search(
+                r'class="badge segmentation6-class" style="background-color: #(000000|ff0000|00ff00)"', html
+            )
             assert "set_opacity" not in html  # the AngularJS block is gone
             assert "jQuery v3.7.1" in html and ".label-info" in html  # the compat's files, inlined
 
@@ -139,7 +185,10 @@ def test_segmentation_plugins_on_the_cli_and_in_the_browser(installed, digits_cl
             badge = page.locator(".segmentation6-class").first
             assert badge.evaluate("el => getComputedStyle(el).color") == "rgb(255, 255, 255)"
             assert badge.evaluate("el => getComputedStyle(el).backgroundColor") in (
-                "rgb(0, 0, 0)", "rgb(255, 0, 0)", "rgb(0, 255, 0)")
+                "rgb(0, 0, 0)",
+                "rgb(255, 0, 0)",
+                "rgb(0, 255, 0)",
+            )
             label = page.locator(".segmentation6-count").first
             assert label.evaluate("el => getComputedStyle(el).display") == "inline"  # Bootstrap's label, not a block
             assert label.evaluate("el => getComputedStyle(el).backgroundColor") == "rgb(91, 192, 222)"

@@ -72,8 +72,15 @@ def parse_guide(path: Path = GUIDE) -> list[Block]:
             i += 1
         previous = next((lines[j] for j in range(start - 1, -1, -1) if lines[j].strip()), "")
         tag = TAG.match(previous)
-        blocks.append(Block(tag.group(1) if tag else None, tag.group(2) if tag else None,
-                            "\n".join(body) + ("\n" if body else ""), start + 1, in_example))
+        blocks.append(
+            Block(
+                tag.group(1) if tag else None,
+                tag.group(2) if tag else None,
+                "\n".join(body) + ("\n" if body else ""),
+                start + 1,
+                in_example,
+            )
+        )
         i += 1
     return blocks
 
@@ -86,8 +93,10 @@ def api_names(path: Path = GUIDE) -> list[str]:
 
 
 #: Class names the API map uses unqualified.
-SHORT = {"DataIngestionInterface": "digits.extensions.data.interface.DataIngestionInterface",
-         "VisualizationInterface": "digits.extensions.view.interface.VisualizationInterface"}
+SHORT = {
+    "DataIngestionInterface": "digits.extensions.data.interface.DataIngestionInterface",
+    "VisualizationInterface": "digits.extensions.view.interface.VisualizationInterface",
+}
 
 
 def resolve(name: str):
@@ -152,8 +161,12 @@ def _bash_env(work: Path, site: Path) -> dict:
 
 def _install_to(site: Path, script: str) -> str:
     return PIP_INSTALL.sub(
-        lambda m: f'python -m pip install -q --no-deps --no-build-isolation --disable-pip-version-check '
-                  f'--target "{site}" {m.group(1)}', script)
+        lambda m: (
+            f"python -m pip install -q --no-deps --no-build-isolation --disable-pip-version-check "
+            f'--target "{site}" {m.group(1)}'
+        ),
+        script,
+    )
 
 
 @pytest.mark.slow
@@ -169,8 +182,14 @@ def test_example_runs_as_written(tmp_path):
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(block.text, encoding="utf-8")
         elif block.kind == "run":
-            result = subprocess.run(["bash", "-euo", "pipefail", "-c", _install_to(site, block.text)], cwd=work,
-                                    env=env, capture_output=True, text=True, timeout=600)
+            result = subprocess.run(
+                ["bash", "-euo", "pipefail", "-c", _install_to(site, block.text)],
+                cwd=work,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
             assert result.returncode == 0, f"line {block.line}:\n{block.text}\n{result.stdout}\n{result.stderr}"
             output = [" ".join(line.split()) for line in result.stdout.splitlines()]
         elif block.kind == "output":

@@ -34,15 +34,20 @@ from flask.ext.wtf import Form  # noqa: E402  (served by digits6-compat, as for 
 
 @subclass
 class FolderForm(Form):
-    image_folder = utils.forms.StringField("Image folder", validators=[validators.DataRequired()],
-                                           tooltip="A folder of .npy images")
+    image_folder = utils.forms.StringField(
+        "Image folder", validators=[validators.DataRequired()], tooltip="A folder of .npy images"
+    )
     folder_pct_val = utils.forms.IntegerField("% for validation", default=50, tooltip="Share of validation records")
 
 
 @subclass
 class RecordForm(Form):
-    validation_record = utils.forms.SelectField("Record from validation set", choices=[("none", "- select record -")],
-                                                default="none", tooltip="Test a record from the validation set")
+    validation_record = utils.forms.SelectField(
+        "Record from validation set",
+        choices=[("none", "- select record -")],
+        default="none",
+        tooltip="Test a record from the validation set",
+    )
 
 
 class Record(object):
@@ -59,11 +64,11 @@ class FolderIngestion(DataIngestionInterface):
 
     def __init__(self, is_inference_db=False, **kwargs):
         super(FolderIngestion, self).__init__(**kwargs)
-        self.userdata['is_inference_db'] = is_inference_db
-        if 'records' not in self.userdata:
-            paths = glob.glob(os.path.join(self.image_folder, '*.npy'))  # TypeError with no folder
-            self.userdata['records'] = [Record(p) for p in sorted(paths)]
-        self.userdata['n_val_entries'] = len(self.userdata['records']) * int(self.folder_pct_val) // 100
+        self.userdata["is_inference_db"] = is_inference_db
+        if "records" not in self.userdata:
+            paths = glob.glob(os.path.join(self.image_folder, "*.npy"))  # TypeError with no folder
+            self.userdata["records"] = [Record(p) for p in sorted(paths)]
+        self.userdata["n_val_entries"] = len(self.userdata["records"]) * int(self.folder_pct_val) // 100
 
     @override
     def encode_entry(self, entry):
@@ -72,15 +77,15 @@ class FolderIngestion(DataIngestionInterface):
 
     @override
     def itemize_entries(self, stage):
-        records, n_val = self.userdata['records'], self.userdata['n_val_entries']
-        if self.userdata['is_inference_db']:
+        records, n_val = self.userdata["records"], self.userdata["n_val_entries"]
+        if self.userdata["is_inference_db"]:
             return [records[int(self.validation_record)]] if stage == constants.TEST_DB else []
         return {constants.TRAIN_DB: records[n_val:], constants.VAL_DB: records[:n_val]}.get(stage, [])
 
     @override
     def get_inference_form(self):
         form = RecordForm()
-        for index, record in enumerate(self.userdata['records'][:self.userdata['n_val_entries']]):
+        for index, record in enumerate(self.userdata["records"][: self.userdata["n_val_entries"]]):
             form.validation_record.choices.append((str(index), record.case))
         return form
 
@@ -122,8 +127,11 @@ def test_infer_options_come_from_the_models_dataset_and_are_quiet_without_one(fo
     dataset = build_dataset(FolderIngestion, {"image_folder": str(folder)}, jobs_dir=jobs)
     assert dataset.count("train") == 3 and dataset.count("val") == 3 and dataset.label_kind == "class"
     marker = dataset.userdata["records"]  # the Record objects: pickled in the job folder, a marker in dataset.json
-    assert marker == {"digits6_pickled": "digits6-userdata.pkl", "key": "records",
-                      "job_file": str(jobs / dataset.id / "digits6-userdata.pkl")}  # resolved by the reader
+    assert marker == {
+        "digits6_pickled": "digits6-userdata.pkl",
+        "key": "records",
+        "job_file": str(jobs / dataset.id / "digits6-userdata.pkl"),
+    }  # resolved by the reader
     stored = json.loads((jobs / dataset.id / "dataset" / "dataset.json").read_text())["userdata"]["records"]
     assert stored == {"digits6_pickled": "digits6-userdata.pkl", "key": "records", "job_file": "digits6-userdata.pkl"}
     again = FolderIngestion(is_inference_db=True, **dataset.userdata, validation_record="1")
@@ -133,7 +141,9 @@ def test_infer_options_come_from_the_models_dataset_and_are_quiet_without_one(fo
     shutil.move(str(jobs), moved)
     relocated = open_dataset(dataset.id, jobs_dir=moved)
     assert relocated.userdata["records"]["job_file"] == str(moved / dataset.id / "digits6-userdata.pkl")
-    assert [r.case for r in FolderIngestion(is_inference_db=True, **relocated.userdata).userdata["records"]][:1] == ["img0"]
+    assert [r.case for r in FolderIngestion(is_inference_db=True, **relocated.userdata).userdata["records"]][:1] == [
+        "img0"
+    ]
     shutil.move(str(moved), jobs)
     model = Job.create("model", "m", jobs_dir=jobs)
     model.update(dataset_id=dataset.id)
@@ -287,10 +297,18 @@ def test_views_translations_one_by_one():
     flat = palette_to_digits6(PALETTE)
     assert len(flat) == 768 and flat[:9] == [0, 0, 0, 255, 0, 0, 0, 255, 0] and set(flat[9:]) == {0}
     context = py2_context({"legend": {"a": 1}, "rows": [{"b": 2}]})
-    assert render_plugin_template("{% for k, v in legend.iteritems() %}{{ k }}={{ v }}{% endfor %}"
-                                  "{% for r in rows %}{{ r.itervalues()|list }}{% endfor %}", context) == "a=1[2]"
-    source = digits6_template("{[ angular(1) ]}<script src='/x.js'></script><script>var a = 1;</script>"
-                              '<script type="text/template">{{ t }}</script>')
+    assert (
+        render_plugin_template(
+            "{% for k, v in legend.iteritems() %}{{ k }}={{ v }}{% endfor %}"
+            "{% for r in rows %}{{ r.itervalues()|list }}{% endfor %}",
+            context,
+        )
+        == "a=1[2]"
+    )
+    source = digits6_template(
+        "{[ angular(1) ]}<script src='/x.js'></script><script>var a = 1;</script>"
+        '<script type="text/template">{{ t }}</script>'
+    )
     assert "{[" not in source and "<script src='/x.js'></script>" in source
     assert f'<script nonce="{CSP_NONCE_PLACEHOLDER}">document.addEventListener("DOMContentLoaded"' in source
     assert '<script type="text/template">{{ t }}</script>' in source  # not JavaScript: left alone
@@ -303,8 +321,15 @@ def test_a_digits6_view_gets_chw_scores_a_flat_palette_and_python2_dicts(segment
     from digits_core.inference.report import render_fragments, run_view, view_static_files
     from digits_core.templating import CSP_NONCE_PLACEHOLDER
 
-    meta = DatasetMeta(id="d", plugin_id="x", userdata={}, class_labels=["background", "red", "green"],
-                       color_palette=PALETTE, feature_shape=(4, 5, 1), feature_dtype="uint8")
+    meta = DatasetMeta(
+        id="d",
+        plugin_id="x",
+        userdata={},
+        class_labels=["background", "red", "green"],
+        color_palette=PALETTE,
+        feature_shape=(4, 5, 1),
+        feature_dtype="uint8",
+    )
     view = create_view(segmentation_view, meta, {"opacity": 40})
     classes = np.array([[1, 1, 0, 0, 2], [1, 1, 0, 0, 2], [0, 0, 0, 0, 2], [0, 0, 0, 0, 0]])
     processed = run_view(view, [("a.png", np.full((4, 5, 1), 90, np.uint8), _scores(classes), None)])
@@ -331,8 +356,15 @@ def test_an_offline_report_inlines_the_static_files_a_template_links(segmentatio
     from digits_core.inference.report import render_html, run_view
     from digits_core.inference.report_links import inline_static_links
 
-    meta = DatasetMeta(id="d", plugin_id="x", userdata={}, class_labels=["background", "red", "green"],
-                       color_palette=PALETTE, feature_shape=(4, 5, 1), feature_dtype="uint8")
+    meta = DatasetMeta(
+        id="d",
+        plugin_id="x",
+        userdata={},
+        class_labels=["background", "red", "green"],
+        color_palette=PALETTE,
+        feature_shape=(4, 5, 1),
+        feature_dtype="uint8",
+    )
     view = create_view(segmentation_view, meta, {"opacity": 40})
     processed = run_view(view, [("a.png", np.full((4, 5, 1), 90, np.uint8), _scores(np.zeros((4, 5), int)), None)])
     page = render_html(view, processed)
@@ -340,9 +372,11 @@ def test_an_offline_report_inlines_the_static_files_a_template_links(segmentatio
     css = (SEGMENTATION_VIEW / "digits6SegmentationView" / "static" / "css" / "app.css").read_text()
     assert f'<style data-view-static="css/app.css">\n{css}\n</style>' in page  # the overlay rule: mask over the image
     assert '<script data-view-static="js/app.js">' in page
-    kept = ('<link rel="stylesheet" href="/extension-static/view/other6/css/app.css">'
-            '<script src="/plugins/view/segmentation6/static/../view.py"></script>'
-            '<link rel="stylesheet" href="/extension-static/view/segmentation6/css/missing.css">')
+    kept = (
+        '<link rel="stylesheet" href="/extension-static/view/other6/css/app.css">'
+        '<script src="/plugins/view/segmentation6/static/../view.py"></script>'
+        '<link rel="stylesheet" href="/extension-static/view/segmentation6/css/missing.css">'
+    )
     assert inline_static_links(kept, view) == kept  # another view's file, a path out of the folder, a missing file
     assert 'a file of view "other6", not inlined' in caplog.text and "lacks" in caplog.text
 

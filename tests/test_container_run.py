@@ -43,8 +43,10 @@ BUILD_TIMEOUT_S = 1500  # a hung build must not eat the rest of CI's 40 minutes
 
 def _why_not() -> str | None:
     if os.environ.get("DIGITS_CONTAINER_TEST") != "1":
-        return ("the container test runs with make test / make test-container (DIGITS_CONTAINER_TEST=1): "
-                "it builds the image first, minutes")
+        return (
+            "the container test runs with make test / make test-container (DIGITS_CONTAINER_TEST=1): "
+            "it builds the image first, minutes"
+        )
     missing = [tool for tool in ("podman", "runc", "mmdebstrap") if shutil.which(tool) is None]
     if missing:
         return f"{', '.join(missing)} not installed (scripts/ensure-podman.sh installs them as root with apt-get)"
@@ -68,7 +70,7 @@ def _class_folders(root: Path) -> None:
         (root / str(c)).mkdir(parents=True)
         for i in range(8):
             img = rng.normal(40, 10, (28, 28))
-            img[4 + 6 * c:10 + 6 * c, 4:24] = 220
+            img[4 + 6 * c : 10 + 6 * c, 4:24] = 220
             Image.fromarray(np.clip(img, 0, 255).astype(np.uint8)).save(root / str(c) / f"{i}.png")
 
 
@@ -109,8 +111,13 @@ class Client:
 @pytest.fixture(scope="module")
 def image() -> str:
     """The image of this working tree, built by scripts/build-container.sh (its phase times printed)."""
-    build = subprocess.run(["sh", str(ROOT / "scripts" / "build-container.sh")], capture_output=True, text=True,
-                           timeout=BUILD_TIMEOUT_S, env={**os.environ, "DIGITS_IMAGE": IMAGE})
+    build = subprocess.run(
+        ["sh", str(ROOT / "scripts" / "build-container.sh")],
+        capture_output=True,
+        text=True,
+        timeout=BUILD_TIMEOUT_S,
+        env={**os.environ, "DIGITS_IMAGE": IMAGE},
+    )
     print("\n".join(line for line in build.stderr.splitlines() if "build-container:" in line))
     assert build.returncode == 0, f"scripts/build-container.sh failed:\n{build.stderr[-6000:]}"
     return IMAGE
@@ -127,10 +134,31 @@ def container(image, tmp_path_factory):
         path.chmod(path.stat().st_mode | 0o755 if path.is_dir() else 0o644)
     name, port = f"digits-test-{uuid.uuid4().hex[:8]}", _free_port()
     started = time.monotonic()
-    run = subprocess.run([*PODMAN, "run", "-d", "--name", name, "--ulimit", "nofile=4096:4096",
-                          "--ulimit", "nproc=4096:4096", "-p", f"127.0.0.1:{port}:5000", "-v", f"{data}:/data",
-                          "-v", f"{jobs}:/jobs", "-e", f"DIGITS_AUTH_TOKEN={TOKEN}", image],
-                         capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [
+            *PODMAN,
+            "run",
+            "-d",
+            "--name",
+            name,
+            "--ulimit",
+            "nofile=4096:4096",
+            "--ulimit",
+            "nproc=4096:4096",
+            "-p",
+            f"127.0.0.1:{port}:5000",
+            "-v",
+            f"{data}:/data",
+            "-v",
+            f"{jobs}:/jobs",
+            "-e",
+            f"DIGITS_AUTH_TOKEN={TOKEN}",
+            image,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 0, run.stderr
     try:
         yield {"name": name, "url": f"http://127.0.0.1:{port}", "data": data, "jobs": jobs, "started": started}
@@ -170,14 +198,28 @@ def test_container_serves_trains_and_leaves_the_jobs_on_the_host(container):
     assert status == 200 and "image-classification" in body
 
     # A dataset from the mounted /data, a LeNet trained through the API, in the container.
-    status, body, _ = client.call("/api/datasets", {"plugin_id": "image-classification", "name": "container digits",
-                                                    "form_data": {"folder": "/data/digits", "image_type": "grayscale",
-                                                                  "width": 28, "height": 28}}, bearer=True)
+    status, body, _ = client.call(
+        "/api/datasets",
+        {
+            "plugin_id": "image-classification",
+            "name": "container digits",
+            "form_data": {"folder": "/data/digits", "image_type": "grayscale", "width": 28, "height": 28},
+        },
+        bearer=True,
+    )
     assert status in (200, 201, 202), body
     dataset = json.loads(body)["id"]
     assert client.wait_done(f"/datasets/{dataset}.json")["status"] == "Done"
-    status, body, _ = client.call("/api/models", {"name": "container lenet", "dataset": dataset, "network": "lenet",
-                                                  "options": {"epochs": 1, "batch_size": 8, "seed": 1}}, bearer=True)
+    status, body, _ = client.call(
+        "/api/models",
+        {
+            "name": "container lenet",
+            "dataset": dataset,
+            "network": "lenet",
+            "options": {"epochs": 1, "batch_size": 8, "seed": 1},
+        },
+        bearer=True,
+    )
     assert status in (200, 201, 202), body
     model = json.loads(body)["id"]
     job = client.wait_done(f"/models/{model}.json")

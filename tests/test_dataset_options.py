@@ -24,15 +24,24 @@ def test_readme_table_is_generated_from_the_declaration():
     text = README.read_text(encoding="utf-8")
     begin, end = "<!-- dataset-options:begin -->\n", "<!-- dataset-options:end -->"
     assert begin in text and end in text
-    assert text.split(begin, 1)[1].split(end, 1)[0] == markdown_table(), \
+    assert text.split(begin, 1)[1].split(end, 1)[0] == markdown_table(), (
         "README's dataset options table is stale: paste `python -m digits_core.datasets.options` between the markers"
+    )
 
 
 def test_values_are_normalized_and_empty_means_the_default():
     assert check_dataset_options({"name": "  digits ", "group": " a   b ", "workers": "2", "max_errors": "5%"}) == {
-        "name": "digits", "group": "a b", "workers": 2, "max_errors": 0.05}
+        "name": "digits",
+        "group": "a b",
+        "workers": 2,
+        "max_errors": 0.05,
+    }
     assert check_dataset_options({"name": "", "workers": "", "max_errors": " "}) == {
-        "name": None, "group": None, "workers": None, "max_errors": None}
+        "name": None,
+        "group": None,
+        "workers": None,
+        "max_errors": None,
+    }
     assert check_dataset_options({"max_errors": 10})["max_errors"] == 10
 
 
@@ -117,16 +126,23 @@ def test_web_form_and_json_api_store_what_the_cli_stores(web):
         assert f'name="{option.web_field}"' in page and f'placeholder="{option.default_text}"' in page
     form = {"csrf_token": token, "count": "3", **{o.web_field: OPTION_VALUES[o.name] for o in DATASET_OPTIONS}}
     assert client.post(f"/datasets/new/{SyntheticShapes.plugin_id}", data=form).status_code == 302
-    resp = client.post("/api/datasets", json={"plugin_id": SyntheticShapes.plugin_id, "form_data": {}, **OPTION_VALUES},
-                       headers={"X-CSRFToken": token})
+    resp = client.post(
+        "/api/datasets",
+        json={"plugin_id": SyntheticShapes.plugin_id, "form_data": {}, **OPTION_VALUES},
+        headers={"X-CSRFToken": token},
+    )
     assert resp.status_code == 202, resp.get_data(as_text=True)
     jobs = store.list()
     assert len(jobs) == 2
     expected = {"name": "parity", "group": "g 1", "workers": 2, "max_errors": 0.05}
     assert [_stored(job) for job in jobs] == [expected, expected]
     clone = client.get(f"/datasets/new/{SyntheticShapes.plugin_id}?clone={jobs[0].id}").get_data(as_text=True)
-    for field, value in (("job_group", "g 1"), ("job_workers", "2"), ("job_max_errors", "0.05"),
-                         ("job_name", "parity (clone)")):  # a clone starts from the same options
+    for field, value in (
+        ("job_group", "g 1"),
+        ("job_workers", "2"),
+        ("job_max_errors", "0.05"),
+        ("job_name", "parity (clone)"),
+    ):  # a clone starts from the same options
         assert re.search(f'name="{field}"[^>]*value="{re.escape(value)}"', clone), field
     # Empty fields mean the declared defaults, as on the command line.
     blank = {"csrf_token": token, "count": "3", **{o.web_field: "" for o in DATASET_OPTIONS}}
@@ -140,7 +156,10 @@ def test_web_and_api_refuse_bad_or_unknown_options_naming_them(web):
     form = {"csrf_token": token, "count": "3", "job_workers": "0", "job_max_errors": "lots"}
     html = client.post(f"/datasets/new/{SyntheticShapes.plugin_id}", data=form).get_data(as_text=True)
     assert html.count('data-for="job_workers"') == 1 and html.count('data-for="job_max_errors"') == 1  # one message
-    resp = client.post("/api/datasets", json={"plugin_id": SyntheticShapes.plugin_id, "form_data": {}, "wokers": 2},
-                       headers={"X-CSRFToken": token})
+    resp = client.post(
+        "/api/datasets",
+        json={"plugin_id": SyntheticShapes.plugin_id, "form_data": {}, "wokers": 2},
+        headers={"X-CSRFToken": token},
+    )
     assert resp.status_code == 400 and "wokers" in resp.get_json()["error"]["fields"]
     assert store.list() == []

@@ -15,8 +15,12 @@ from digits_core.jobs import JobStore
 
 
 class CliForm(wtforms.Form):
-    n_items = wtforms.IntegerField("Number of items", default=30, description="How many training records",
-                                   validators=[wtforms.validators.NumberRange(min=1, max=1000)])
+    n_items = wtforms.IntegerField(
+        "Number of items",
+        default=30,
+        description="How many training records",
+        validators=[wtforms.validators.NumberRange(min=1, max=1000)],
+    )
     flavour = wtforms.SelectField("Flavour", choices=[("plain", "Plain"), ("striped", "Striped")], default="plain")
     bad_every = wtforms.IntegerField("Fail every k-th", default=0)
 
@@ -81,8 +85,27 @@ def test_invalid_values_fail_before_any_work_naming_the_field(plugin, tmp_path, 
 
 def test_create_list_show_explore_delete(plugin, tmp_path, capsys):
     jobs = str(tmp_path / "jobs")
-    rc = main(["--jobs-dir", jobs, "dataset", "create", "test-cli", "--name", "stripes", "--workers", "2",
-               "--n-items", "40", "--flavour", "striped", "--bad-every", "10", "--max-errors", "5"])
+    rc = main(
+        [
+            "--jobs-dir",
+            jobs,
+            "dataset",
+            "create",
+            "test-cli",
+            "--name",
+            "stripes",
+            "--workers",
+            "2",
+            "--n-items",
+            "40",
+            "--flavour",
+            "striped",
+            "--bad-every",
+            "10",
+            "--max-errors",
+            "5",
+        ]
+    )
     captured = capsys.readouterr()
     assert rc == 0, captured.err
     assert "records: train 36, val 4" in captured.out and "skipped 5 entries" in captured.out
@@ -101,11 +124,17 @@ def test_create_list_show_explore_delete(plugin, tmp_path, capsys):
 
     assert main(["--jobs-dir", jobs, "dataset", "show", job.id]) == 0
     out = capsys.readouterr().out
-    assert "uint8 (12, 10, 3)" in out and "0 even  train=20 val=3" in out and "1 odd  train=16 val=1" in out and "item 11 is unreadable" in out
+    assert (
+        "uint8 (12, 10, 3)" in out
+        and "0 even  train=20 val=3" in out
+        and "1 odd  train=16 val=1" in out
+        and "item 11 is unreadable" in out
+    )
 
     sheet = tmp_path / "grid.png"
-    assert main(["--jobs-dir", jobs, "dataset", "explore", job.id, "--stage", "val", "-n", "4",
-                 "--out", str(sheet)]) == 0
+    assert (
+        main(["--jobs-dir", jobs, "dataset", "explore", job.id, "--stage", "val", "-n", "4", "--out", str(sheet)]) == 0
+    )
     with Image.open(sheet) as image:
         assert image.mode == "RGB" and image.width > 40 and image.height > 40
 
@@ -117,8 +146,10 @@ def test_create_list_show_explore_delete(plugin, tmp_path, capsys):
 
 def test_failed_job_shows_its_error(plugin, tmp_path, capsys):
     jobs = str(tmp_path / "jobs")
-    assert main(["--jobs-dir", jobs, "dataset", "create", "test-cli", "--bad-every", "2", "--quiet",
-                 "--workers", "1"]) == 1
+    assert (
+        main(["--jobs-dir", jobs, "dataset", "create", "test-cli", "--bad-every", "2", "--quiet", "--workers", "1"])
+        == 1
+    )
     assert "max-errors" in capsys.readouterr().err
     (job,) = JobStore(jobs).list()
     assert main(["--jobs-dir", jobs, "dataset", "show", job.id]) == 0

@@ -137,20 +137,35 @@ def test_two_workers_store_each_dtype_bit_exactly(synth, jobs, dtype):
     assert mean.dtype == np.float32 and mean.shape == (6, 5, 2)
     np.testing.assert_allclose(mean, expected.astype(np.float64).mean(axis=0), rtol=1e-6, atol=1e-4)
     info = json.loads((job.path / "dataset" / "dataset.json").read_text())
-    assert info["stages"]["train"]["count"] == 90 and info["feature"] == {"shape": [6, 5, 2], "dtype": dtype,
-                                                                          "layout": "HWC"}
+    assert info["stages"]["train"]["count"] == 90 and info["feature"] == {
+        "shape": [6, 5, 2],
+        "dtype": dtype,
+        "layout": "HWC",
+    }
     assert info["timing"]["total_s"] > 0 and info["workers"] == 2 and info["mean"]["exact"] is True
 
 
-@pytest.mark.parametrize("kind, dtype, shape", [("regression", "float64", ()), ("vector", "float32", (3,)),
-                                                ("mask", "uint8", (6, 5))])
+@pytest.mark.parametrize(
+    "kind, dtype, shape", [("regression", "float64", ()), ("vector", "float32", (3,)), ("mask", "uint8", (6, 5))]
+)
 def test_label_kinds_round_trip(synth, jobs, kind, dtype, shape):
     job = create_dataset("test-synth", {"n": 12, "label": kind}, workers=1, jobs_dir=jobs)
     ds = open_dataset(job.path)
     _, labels = ds.read_all("train")
     assert labels.dtype == np.dtype(dtype) and labels.shape == (12, *shape)
-    expected = [SynthIngestion(**{**{"n": 12, "label": kind}, "dtype": "uint8", "encoded": False, "sleep": 0,
-                                  "fail_every": 0, "odd_shape_at": -1}).encode_entry(i)[1] for i in range(12)]
+    expected = [
+        SynthIngestion(
+            **{
+                **{"n": 12, "label": kind},
+                "dtype": "uint8",
+                "encoded": False,
+                "sleep": 0,
+                "fail_every": 0,
+                "odd_shape_at": -1,
+            }
+        ).encode_entry(i)[1]
+        for i in range(12)
+    ]
     assert np.array_equal(labels, np.stack([np.asarray(e, dtype) for e in expected]))
     assert ds.label_kind == ("mask" if kind == "mask" else "regression")
 
@@ -173,8 +188,9 @@ def test_encoded_features_are_decoded_by_default(synth, jobs):
 
 
 def test_bad_entries_are_skipped_and_reported(synth, jobs):
-    job = create_dataset("test-synth", {"n": 40, "fail_every": 10, "odd_shape_at": 4}, workers=2, jobs_dir=jobs,
-                         max_errors=5)
+    job = create_dataset(
+        "test-synth", {"n": 40, "fail_every": 10, "odd_shape_at": 4}, workers=2, jobs_dir=jobs, max_errors=5
+    )
     ds = open_dataset(job.id, jobs_dir=jobs)
     assert ds.count("train") == 35
     errors = ds.errors()
@@ -199,8 +215,11 @@ def test_too_many_errors_fail_the_job_and_publish_nothing(synth, jobs):
 
 
 def test_itemize_failure_names_the_plugin(synth, jobs):
-    with pytest.raises(DatasetError, match=r'Plugin "test-synth" failed to list the entries of stage "train": '
-                                           r"RuntimeError: the source folder vanished"):
+    with pytest.raises(
+        DatasetError,
+        match=r'Plugin "test-synth" failed to list the entries of stage "train": '
+        r"RuntimeError: the source folder vanished",
+    ):
         create_dataset("test-synth", {"itemize_fails": True}, jobs_dir=jobs)
     (job,) = JobStore(jobs).list()
     assert job.status.value == "Error"
@@ -227,8 +246,7 @@ def test_progress_callback_file_and_created_hook(synth, jobs):
     hooks = Hooks()
     registry.register(hooks)
     try:
-        job = create_dataset("test-synth", {"n": 50, "n_val": 10}, workers=2, jobs_dir=jobs,
-                             progress=snapshots.append)
+        job = create_dataset("test-synth", {"n": 50, "n_val": 10}, workers=2, jobs_dir=jobs, progress=snapshots.append)
     finally:
         registry.unregister(hooks)
     assert created == [(job.id, True)]
@@ -323,8 +341,11 @@ def test_sigkill_mid_job_publishes_nothing(tmp_path, jobs):
             proc.wait()
     (job,) = JobStore(jobs).list(kind="dataset")
     assert not (job.path / "dataset").exists()
-    assert all(p.name.startswith(".") or p.name in ("job.json", "progress.json") for p in job.path.iterdir()
-               if p.name != "job.lock")
+    assert all(
+        p.name.startswith(".") or p.name in ("job.json", "progress.json")
+        for p in job.path.iterdir()
+        if p.name != "job.lock"
+    )
     assert job_status_text(job) == "Aborted"
     with pytest.raises(DatasetError, match="no published dataset"):
         open_dataset(job.id, jobs_dir=jobs)

@@ -60,8 +60,19 @@ def child(tmp_path):
     jobs = tmp_path / "jobs"
 
     def start(*extra: str) -> subprocess.Popen:
-        cmd = [sys.executable, str(script), "--jobs-dir", str(jobs), "dataset", "create", "test-slow",
-               "--workers", "2", "--quiet", *extra]
+        cmd = [
+            sys.executable,
+            str(script),
+            "--jobs-dir",
+            str(jobs),
+            "dataset",
+            "create",
+            "test-slow",
+            "--workers",
+            "2",
+            "--quiet",
+            *extra,
+        ]
         return subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
     start.jobs = jobs
@@ -78,7 +89,7 @@ def session_members(sid: int) -> list[int]:
             stat = (entry / "stat").read_text()
         except OSError:
             continue
-        fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) "
+        fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) "
         state, session = fields[0], int(fields[3])
         if session == sid and state != "Z":
             members.append(int(entry.name))
@@ -145,17 +156,27 @@ def test_kill_9_at_random_points_never_half_publishes_nor_orphans_workers(child)
     earlier = set(jobs.iterdir())
     proc = child("--n", "40000")
     try:
-        wait_until(lambda: any(json.loads(p.read_text()).get("done", 0) > 0
-                               for p in jobs.glob("*/progress.json") if p.parent not in earlier),
-                   "the big job to encode entries", timeout=120)
+        wait_until(
+            lambda: any(
+                json.loads(p.read_text()).get("done", 0) > 0
+                for p in jobs.glob("*/progress.json")
+                if p.parent not in earlier
+            ),
+            "the big job to encode entries",
+            timeout=120,
+        )
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
         wait_until(lambda: not session_members(proc.pid), f"the workers of pid {proc.pid} to die")
     finally:
         kill_group(proc)
     check_nothing_half_published(jobs)
-    listing = subprocess.run([sys.executable, "-m", "digits_core", "--jobs-dir", str(jobs), "dataset", "list",
-                              "--json"], capture_output=True, text=True, check=True)
+    listing = subprocess.run(
+        [sys.executable, "-m", "digits_core", "--jobs-dir", str(jobs), "dataset", "list", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     statuses = {job["status"] for job in json.loads(listing.stdout)}
     assert "Running" not in statuses and statuses <= {"Done", "Aborted"}, statuses
     assert "Aborted" in statuses  # the big job at least was killed while running

@@ -64,21 +64,24 @@ def test_repeated_layouts_give_the_records_the_full_check_gives():
     rng = np.random.default_rng(1)
     big_endian = rng.integers(0, 999, (3, 4, 1)).astype(">u2")
     pairs = [(rng.integers(0, 256, (3, 4, 1), dtype=np.uint8), i) for i in range(3)]
-    pairs += [(rng.integers(0, 256, (3, 4), dtype=np.uint8), 7),            # 2-D: another shape
-              (rng.integers(0, 256, (3, 4), dtype=np.uint8), 2**40),
-              (rng.random((3, 4, 1)).astype(np.float32), 1),                # another dtype
-              (rng.random((3, 4, 1)).astype(np.float32), np.int64(3)),      # a numpy label
-              (big_endian, 2), (big_endian.astype("<u2"), 2),               # byte order
-              (np.asfortranarray(rng.integers(0, 9, (3, 4, 2), dtype=np.uint8)), 0),
-              (rng.integers(0, 9, (3, 4, 2), dtype=np.uint8)[:, ::-1], 1),  # not contiguous
-              (rng.integers(0, 256, (3, 4, 1), dtype=np.uint8), 0.5),      # a regression target
-              (EncodedImage(b"\x89PNG one", "png", (3, 4, 1)), 4),
-              (EncodedImage(b"\x89PNG longer payload", "png", (3, 4, 1), array=np.zeros((3, 4, 1), np.uint8)), 5),
-              (EncodedImage(b"\xff\xd8 a jpeg", "jpg", (3, 4, 1)), 6),       # another format
-              (EncodedImage(b"\xff\xd8 another", "jpg", (3, 4, 3)), 6),      # another shape
-              (EncodedImage(b"\xff\xd8 list shape", "jpg", [3, 4, 3]), 1),
-              (EncodedImage(b"\x89PNG 16 bit", "png", (3, 4, 3), "uint16"), 2),
-              (EncodedImage(bytearray(b"\x89PNG bytearray"), "png", (3, 4, 3), "uint16"), 3)]
+    pairs += [
+        (rng.integers(0, 256, (3, 4), dtype=np.uint8), 7),  # 2-D: another shape
+        (rng.integers(0, 256, (3, 4), dtype=np.uint8), 2**40),
+        (rng.random((3, 4, 1)).astype(np.float32), 1),  # another dtype
+        (rng.random((3, 4, 1)).astype(np.float32), np.int64(3)),  # a numpy label
+        (big_endian, 2),
+        (big_endian.astype("<u2"), 2),  # byte order
+        (np.asfortranarray(rng.integers(0, 9, (3, 4, 2), dtype=np.uint8)), 0),
+        (rng.integers(0, 9, (3, 4, 2), dtype=np.uint8)[:, ::-1], 1),  # not contiguous
+        (rng.integers(0, 256, (3, 4, 1), dtype=np.uint8), 0.5),  # a regression target
+        (EncodedImage(b"\x89PNG one", "png", (3, 4, 1)), 4),
+        (EncodedImage(b"\x89PNG longer payload", "png", (3, 4, 1), array=np.zeros((3, 4, 1), np.uint8)), 5),
+        (EncodedImage(b"\xff\xd8 a jpeg", "jpg", (3, 4, 1)), 6),  # another format
+        (EncodedImage(b"\xff\xd8 another", "jpg", (3, 4, 3)), 6),  # another shape
+        (EncodedImage(b"\xff\xd8 list shape", "jpg", [3, 4, 3]), 1),
+        (EncodedImage(b"\x89PNG 16 bit", "png", (3, 4, 3), "uint16"), 2),
+        (EncodedImage(bytearray(b"\x89PNG bytearray"), "png", (3, 4, 3), "uint16"), 3),
+    ]
     layout = RepeatedLayout()
     for feature, label in pairs:
         expected = pack_record(feature, label)[0]

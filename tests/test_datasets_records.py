@@ -43,14 +43,17 @@ def test_hw_feature_becomes_hwc_and_big_endian_is_stored_by_value():
     assert out.dtype.byteorder in ("=", "<", "|")
 
 
-@pytest.mark.parametrize("label, kind, dtype, shape", [
-    (7, "class", "int64", ()),
-    (np.int32(2), "class", "int64", ()),
-    (0.25, "regression", "float64", ()),
-    (np.float32(1.5), "regression", "float32", ()),
-    (np.array([1.0, -2.5, 3.25], np.float32), "regression", "float32", (3,)),
-    (np.array([1.0, 2.0], np.float64), "regression", "float64", (2,)),
-])
+@pytest.mark.parametrize(
+    "label, kind, dtype, shape",
+    [
+        (7, "class", "int64", ()),
+        (np.int32(2), "class", "int64", ()),
+        (0.25, "regression", "float64", ()),
+        (np.float32(1.5), "regression", "float32", ()),
+        (np.array([1.0, -2.5, 3.25], np.float32), "regression", "float32", (3,)),
+        (np.array([1.0, 2.0], np.float64), "regression", "float64", (2,)),
+    ],
+)
 def test_label_kinds(label, kind, dtype, shape):
     feature = np.zeros((2, 3, 1), np.uint8)
     (_, out), meta = _roundtrip(feature, label)
@@ -69,29 +72,39 @@ def test_mask_labels(dtype):
     assert np.array_equal(out, mask)
 
 
-@pytest.mark.parametrize("feature, label, message", [
-    ([1, 2, 3], 0, "numpy array"),
-    (np.zeros((2, 2, 2, 2), np.uint8), 0, "H×W×C"),
-    (np.zeros((2, 2), np.int64), 0, "dtype int64"),
-    (np.zeros((2, 2), np.uint8), None, "label is None"),
-    (np.zeros((2, 2), np.uint8), True, "bool"),
-    (np.zeros((2, 2), np.uint8), "cat", "not str"),
-    (np.zeros((2, 2), np.uint8), np.zeros((3, 3), np.uint8), "differs from the feature"),
-])
+@pytest.mark.parametrize(
+    "feature, label, message",
+    [
+        ([1, 2, 3], 0, "numpy array"),
+        (np.zeros((2, 2, 2, 2), np.uint8), 0, "H×W×C"),
+        (np.zeros((2, 2), np.int64), 0, "dtype int64"),
+        (np.zeros((2, 2), np.uint8), None, "label is None"),
+        (np.zeros((2, 2), np.uint8), True, "bool"),
+        (np.zeros((2, 2), np.uint8), "cat", "not str"),
+        (np.zeros((2, 2), np.uint8), np.zeros((3, 3), np.uint8), "differs from the feature"),
+    ],
+)
 def test_contract_violations_raise_record_error(feature, label, message):
     with pytest.raises(RecordError, match=message):
         rec.pack_record(feature, label)
 
 
-@pytest.mark.parametrize("label, kind, message", [
-    (np.zeros((2, 2), np.float32), "mask", "integer array"),
-    (np.array([1, 2]), "regression", "float32 or float64"),
-    (np.zeros((1, 4, 5), np.float32), "boxes", r"declared as boxes must be an N×5 float array; got shape \(1, 4, 5\)"),
-    (np.zeros((4, 6), np.float32), "boxes", r"N×5 float array; got shape \(4, 6\)"),
-    (np.zeros((2, 2, 3), np.uint8), "image", "declared as image must be an H×W×C float array"),
-    (0.5, "class", "declared as class must be an int class index; got float"),
-    (np.zeros((2, 2), np.uint8), "story", 'label kind "story" is not one of'),
-])
+@pytest.mark.parametrize(
+    "label, kind, message",
+    [
+        (np.zeros((2, 2), np.float32), "mask", "integer array"),
+        (np.array([1, 2]), "regression", "float32 or float64"),
+        (
+            np.zeros((1, 4, 5), np.float32),
+            "boxes",
+            r"declared as boxes must be an N×5 float array; got shape \(1, 4, 5\)",
+        ),
+        (np.zeros((4, 6), np.float32), "boxes", r"N×5 float array; got shape \(4, 6\)"),
+        (np.zeros((2, 2, 3), np.uint8), "image", "declared as image must be an H×W×C float array"),
+        (0.5, "class", "declared as class must be an int class index; got float"),
+        (np.zeros((2, 2), np.uint8), "story", 'label kind "story" is not one of'),
+    ],
+)
 def test_a_label_contradicting_its_declared_kind_is_refused(label, kind, message):
     with pytest.raises(RecordError, match=message):
         rec.pack_record(np.zeros((2, 2), np.uint8), label, kind)
@@ -109,12 +122,15 @@ def test_labels_are_never_guessed_from_their_shape(words):
     assert rec.LABEL_KINDS[meta.label_kind] == "boxes" and meta.label_shape == (None, 5)
 
 
-@pytest.mark.parametrize("label", [
-    np.arange(24, dtype=np.float32).reshape(1, 4, 6),
-    np.arange(6, dtype=np.int16).reshape(2, 3),
-    np.array([[True, False]]),
-    np.float64(2.5),
-])
+@pytest.mark.parametrize(
+    "label",
+    [
+        np.arange(24, dtype=np.float32).reshape(1, 4, 6),
+        np.arange(6, dtype=np.int16).reshape(2, 3),
+        np.array([[True, False]]),
+        np.float64(2.5),
+    ],
+)
 def test_raw_labels_round_trip_with_their_shape(label):
     data, meta, _ = rec.pack_record(np.zeros((3, 3), np.uint8), label, "raw")
     _, out = rec.unpack_record(data)
@@ -152,7 +168,7 @@ def test_stage_writer_grows_the_map_and_reads_ranges(tmp_path):
     writer = StageWriter(tmp_path / "train", map_size=64 * 1024)
     records = [bytes([i % 256]) * 3000 for i in range(200)]  # ~600 KB: the map must grow
     for start in range(0, 200, 50):
-        writer.append(records[start:start + 50])
+        writer.append(records[start : start + 50])
     assert writer.map_grows >= 1 and writer.count == 200
     writer.close()
     env = open_reader(tmp_path / "train")

@@ -34,11 +34,18 @@ DICE_MARGIN = 0.3
 
 
 def run_demo(tmp: Path, *args: str) -> subprocess.CompletedProcess:
-    result = subprocess.run([sys.executable, str(DEMO), "--jobs-dir", str(tmp / "jobs"), *EPOCHS, *args],
-                            cwd=tmp, env=server_env({"DIGITS_DEMO_DATA": str(tmp / "demo-data")}),
-                            capture_output=True, text=True, timeout=900)
+    result = subprocess.run(
+        [sys.executable, str(DEMO), "--jobs-dir", str(tmp / "jobs"), *EPOCHS, *args],
+        cwd=tmp,
+        env=server_env({"DIGITS_DEMO_DATA": str(tmp / "demo-data")}),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     result.stdout = result.stdout.replace("\r", "\n")
-    assert result.returncode == 0, f"demo failed ({result.returncode}):\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
+    assert result.returncode == 0, (
+        f"demo failed ({result.returncode}):\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
+    )
     return result
 
 
@@ -56,8 +63,13 @@ def demo(tmp_path_factory):
     """The first demo run (builds everything): its folder, output and job ids."""
     tmp = tmp_path_factory.mktemp("demo")
     result = run_demo(tmp, "--no-serve")
-    return {"tmp": tmp, "jobs": tmp / "jobs", "data": tmp / "demo-data", "output": result.stdout,
-            "ids": printed_ids(result.stdout)}
+    return {
+        "tmp": tmp,
+        "jobs": tmp / "jobs",
+        "data": tmp / "demo-data",
+        "output": result.stdout,
+        "ids": printed_ids(result.stdout),
+    }
 
 
 def constant_predictor_dice(dataset_id: str, jobs: Path) -> float:
@@ -71,8 +83,13 @@ def constant_predictor_dice(dataset_id: str, jobs: Path) -> float:
 
 def test_first_run_builds_two_datasets_and_trains_two_useful_models(demo):
     ids, store = demo["ids"], JobStore(demo["jobs"])
-    printed = {"demo digits (scikit-learn)", "demo sunnybrook (synthetic)", "demo lenet on digits",
-               "demo unet on sunnybrook", "demo detectnet on digits"}
+    printed = {
+        "demo digits (scikit-learn)",
+        "demo sunnybrook (synthetic)",
+        "demo lenet on digits",
+        "demo unet on sunnybrook",
+        "demo detectnet on digits",
+    }
     assert set(ids) == printed, demo["output"]
     jobs = {job.name: job for job in store.list()}
     assert set(jobs) == printed | {"demo detection (synthetic digits)"}, sorted(jobs)
@@ -107,9 +124,14 @@ def test_demo_ends_with_a_real_server_that_answers_its_models(demo):
     def command(port):
         return [sys.executable, str(DEMO), "--jobs-dir", str(demo["jobs"]), "--port", str(port), *EPOCHS]
 
-    with running_server(demo["jobs"], command=command, cwd=demo["tmp"], auth_token=TOKEN,
-                        env={"DIGITS_DEMO_DATA": str(demo["data"]), "DIGITS_AUTH_TOKEN": TOKEN},
-                        log_dir=demo["tmp"]) as server:
+    with running_server(
+        demo["jobs"],
+        command=command,
+        cwd=demo["tmp"],
+        auth_token=TOKEN,
+        env={"DIGITS_DEMO_DATA": str(demo["data"]), "DIGITS_AUTH_TOKEN": TOKEN},
+        log_dir=demo["tmp"],
+    ) as server:
         assert "reusing existing files" in server.output()
         index = server.get_json("/index.json")
         listed = {row["name"]: (row["id"], row["status"]) for row in index["datasets"] + index["models"]}
@@ -131,4 +153,3 @@ def test_demo_ends_with_a_real_server_that_answers_its_models(demo):
         assert len(top1) == 10
         assert sum(truth == label for truth, label in top1.items()) >= 7, top1
         assert server.stop() == 0, server.describe()
-

@@ -40,10 +40,20 @@ def trained(tmp_path_factory):
     synth_detection.generate(str(root / "synth"), images=160, val_images=40, size=64, seed=3)
     s = root / "synth"
     _one_class(s)
-    dataset = create_dataset("object-detection", {
-        "train_image_folder": str(s / "train" / "images"), "train_label_folder": str(s / "train" / "labels"),
-        "val_image_folder": str(s / "val" / "images"), "val_label_folder": str(s / "val" / "labels"),
-        "custom_classes": "dontcare,digit", "width": 64, "height": 64}, workers=1, jobs_dir=root / "jobs")
+    dataset = create_dataset(
+        "object-detection",
+        {
+            "train_image_folder": str(s / "train" / "images"),
+            "train_label_folder": str(s / "train" / "labels"),
+            "val_image_folder": str(s / "val" / "images"),
+            "val_label_folder": str(s / "val" / "labels"),
+            "custom_classes": "dontcare,digit",
+            "width": 64,
+            "height": 64,
+        },
+        workers=1,
+        jobs_dir=root / "jobs",
+    )
     job = train(dataset.id, jobs_dir=root / "jobs", epochs=EPOCHS, seed=1)  # default batch size and optimizer
     return root, job
 
@@ -103,8 +113,9 @@ def test_infer_boxes_in_input_pixels_and_savedmodel_agrees(trained, tmp_path):
             assert min(det["box"]) >= 0 and max(det["box"]) <= 64 * factor
     same = result.samples[0].detections
     # the data plugin's inference form (the web UI's upload path) gives the same boxes in the input's pixels
-    via_form = infer(job.id, form_data={"image_path": str(big)}, jobs_dir=root / "jobs",
-                     view_config={"score_threshold": 0.0})
+    via_form = infer(
+        job.id, form_data={"image_path": str(big)}, jobs_dir=root / "jobs", view_config={"score_threshold": 0.0}
+    )
     assert via_form.samples[0].detections == result.samples[1].detections
     archive = export_model(job.id, tmp_path / "model.tar.gz", jobs_dir=root / "jobs")
     with tarfile.open(archive) as tar:
@@ -137,8 +148,19 @@ def test_cli_infer_json_and_bounding_boxes_report(trained, tmp_path):
     listing = tmp_path / "list.txt"
     listing.write_text(f"{image} {labels}\n")
     out = tmp_path / "report.html"
-    cmd = [sys.executable, "-m", "digits_core", "--jobs-dir", str(root / "jobs"), "infer", "--model", job.id, str(listing),
-           "--out", str(out)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "digits_core",
+        "--jobs-dir",
+        str(root / "jobs"),
+        "infer",
+        "--model",
+        job.id,
+        str(listing),
+        "--out",
+        str(out),
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     html = out.read_text()
@@ -166,7 +188,7 @@ def test_cli_infer_json_and_bounding_boxes_report(trained, tmp_path):
     assert hits >= 0.3 * found, (hits, found)  # precision at IoU 0.5
 
 
-CUSTOM_DETECTOR = '''
+CUSTOM_DETECTOR = """
 import keras
 from keras import layers
 
@@ -177,7 +199,7 @@ def build_model(input_shape, num_outputs, **params):
     heat = layers.Conv2D(num_outputs, 1, bias_initializer=keras.initializers.Constant(-2.2))(x)
     box = layers.Conv2D(4, 1)(x)
     return keras.Model(inputs, layers.Concatenate()([heat, box]))
-'''
+"""
 
 
 def test_custom_network_file_with_the_documented_output_contract(trained, tmp_path):
@@ -228,9 +250,13 @@ def test_detection_pages_and_results_fit_a_phone(trained, chromium):
             page.evaluate("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
             width = page.evaluate("document.documentElement.scrollWidth")
             if width > 375:  # what sticks out, and a picture of it, for whoever reads the failure
-                wide[name] = (width, page.evaluate(
-                    "[...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right > 376)"
-                    ".slice(0, 5).map(e => e.tagName + '.' + e.className + ' ' + Math.round(e.getBoundingClientRect().right))"))
+                wide[name] = (
+                    width,
+                    page.evaluate(
+                        "[...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right > 376)"
+                        ".slice(0, 5).map(e => e.tagName + '.' + e.className + ' ' + Math.round(e.getBoundingClientRect().right))"
+                    ),
+                )
                 page.screenshot(path=str(ARTIFACTS / f"detection-wide-{len(wide)}-375.png"), full_page=True)
 
         for url in (f"/datasets/{dataset_id}", f"/datasets/{dataset_id}/explore", f"/models/{job.id}", result):

@@ -17,15 +17,16 @@ def _perfect_map(boxes, hw=(64, 64), stride=4, classes=3):
     from digits_core.engine.detection.loss import encode_targets
 
     h, w = hw[0] // stride, hw[1] // stride
-    heat, care, index, offset, log_size, positive = (np.asarray(t) for t in
-                                                     encode_targets(boxes, (h, w), (stride, stride), classes))
+    heat, care, index, offset, log_size, positive = (
+        np.asarray(t) for t in encode_targets(boxes, (h, w), (stride, stride), classes)
+    )
     out = np.full((1, h, w, classes + 4), -12.0, np.float32)
     out[..., :classes] = np.where(heat >= 1.0 - 1e-6, 12.0, -12.0)
     for m in np.nonzero(positive[0])[0]:
         _, r, c = index[0, m]
         off = np.clip(offset[0, m], 1e-4, 1 - 1e-4)
-        out[0, r, c, classes:classes + 2] = np.log(off / (1 - off))
-        out[0, r, c, classes + 2:] = log_size[0, m]
+        out[0, r, c, classes : classes + 2] = np.log(off / (1 - off))
+        out[0, r, c, classes + 2 :] = log_size[0, m]
     return tf.constant(out), care
 
 
@@ -53,8 +54,9 @@ def test_loss_is_lower_for_the_perfect_map_and_ignores_padding_samples():
     both_boxes = np.concatenate([BOXES, BOXES])
     both_pred = tf.concat([perfect, noise], axis=0)
     # a padding sample (valid 0) of a validation batch must not count
-    assert float(loss(both_boxes, both_pred, tf.constant([1.0, 0.0]))) == pytest.approx(float(loss(BOXES, perfect)),
-                                                                                          abs=1e-5)
+    assert float(loss(both_boxes, both_pred, tf.constant([1.0, 0.0]))) == pytest.approx(
+        float(loss(BOXES, perfect)), abs=1e-5
+    )
 
 
 def test_augmentation_moves_boxes_with_the_pixels():
@@ -68,8 +70,16 @@ def test_augmentation_moves_boxes_with_the_pixels():
     images[:, 10:30, 20:44] = 1.0  # one bright box per image
     labels = np.tile(np.array([[[1, 20, 10, 44, 30], [-1, -1, -1, -1, -1]]], np.float32), (n, 1, 1))
     aug = Augmentation(flip="both", scale=0.3)
-    out, moved = augment_batch(tf.constant(images), tf.constant(labels), tf.constant([3, 4], tf.int64), aug,
-                               out_hw=(64, 64), is_mask=False, random_crop=False, is_boxes=True)
+    out, moved = augment_batch(
+        tf.constant(images),
+        tf.constant(labels),
+        tf.constant([3, 4], tf.int64),
+        aug,
+        out_hw=(64, 64),
+        is_mask=False,
+        random_crop=False,
+        is_boxes=True,
+    )
     out, moved = np.asarray(out), np.asarray(moved)
     assert not np.allclose(moved[:, 0], labels[:, 0])  # something moved
     for i in range(n):

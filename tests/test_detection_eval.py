@@ -112,14 +112,31 @@ def test_coco_ap_matches_pycocotools():
         images.append({"id": i + 1, "width": 200, "height": 200})
         for box in g:
             w, h = box[3] - box[1], box[4] - box[2]
-            annotations.append({"id": len(annotations) + 1, "image_id": i + 1, "category_id": int(box[0]),
-                                "bbox": [box[1], box[2], w, h], "area": w * h, "iscrowd": 0})
+            annotations.append(
+                {
+                    "id": len(annotations) + 1,
+                    "image_id": i + 1,
+                    "category_id": int(box[0]),
+                    "bbox": [box[1], box[2], w, h],
+                    "area": w * h,
+                    "iscrowd": 0,
+                }
+            )
         for row in p:
-            results.append({"image_id": i + 1, "category_id": int(row[0]), "score": float(row[1]),
-                            "bbox": [row[2], row[3], row[4] - row[2], row[5] - row[3]]})
+            results.append(
+                {
+                    "image_id": i + 1,
+                    "category_id": int(row[0]),
+                    "score": float(row[1]),
+                    "bbox": [row[2], row[3], row[4] - row[2], row[5] - row[3]],
+                }
+            )
     coco = COCO()
-    coco.dataset = {"images": images, "annotations": annotations,
-                    "categories": [{"id": c, "name": str(c)} for c in (1, 2, 3)]}
+    coco.dataset = {
+        "images": images,
+        "annotations": annotations,
+        "categories": [{"id": c, "name": str(c)} for c in (1, 2, 3)],
+    }
     coco.createIndex()
     evaluator = COCOeval(coco, coco.loadRes(results), "bbox")
     evaluator.evaluate()
@@ -130,5 +147,6 @@ def test_coco_ap_matches_pycocotools():
         theirs = evaluator.eval["precision"][:, :, k, 0, 2]
         theirs = np.where(theirs < 0, np.nan, theirs).mean()
         assert ours["ap"][str(cls)] == pytest.approx(theirs, abs=1e-9)
-        assert coco_ap(preds, gts, cls)[1][0] == pytest.approx(evaluator.eval["precision"][0, :, k, 0, 2].mean(),
-                                                                abs=1e-9)
+        assert coco_ap(preds, gts, cls)[1][0] == pytest.approx(
+            evaluator.eval["precision"][0, :, k, 0, 2].mean(), abs=1e-9
+        )

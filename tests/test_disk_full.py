@@ -34,8 +34,9 @@ def small_disk(tmp_path):
         pytest.skip(reason)
     mount = tmp_path / "fs"
     mount.mkdir()
-    result = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mount)],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mount)], capture_output=True, text=True
+    )
     if result.returncode != 0:
         pytest.skip(f"mount -t tmpfs does not work here: {result.stderr.strip()[:200]}")
     try:
@@ -52,7 +53,8 @@ def images(tmp_path):
         (src / c).mkdir(parents=True)
         for i in range(180):
             Image.fromarray(np.random.default_rng(i).integers(0, 256, (64, 64, 3), dtype=np.uint8)).save(
-                src / c / f"{i}.png")
+                src / c / f"{i}.png"
+            )
     small = tmp_path / "small"
     for c in ("a", "b"):
         (small / c).mkdir(parents=True)
@@ -62,8 +64,11 @@ def images(tmp_path):
 
 
 def _checksums(folder) -> dict[str, str]:
-    return {str(p.relative_to(folder)): hashlib.sha1(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file() and p.name not in ("job.lock",)}
+    return {
+        str(p.relative_to(folder)): hashlib.sha1(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.name not in ("job.lock",)
+    }
 
 
 @pytest.fixture
@@ -71,8 +76,13 @@ def earlier(small_disk, images):
     """A small Done dataset on the small disk, and the checksums of its files."""
     from digits_core.datasets import create_dataset
 
-    job = create_dataset("image-classification", {"folder": str(images[1]), "width": 8, "height": 8},
-                         name="earlier", jobs_dir=small_disk / "jobs", workers=1)
+    job = create_dataset(
+        "image-classification",
+        {"folder": str(images[1]), "width": 8, "height": 8},
+        name="earlier",
+        jobs_dir=small_disk / "jobs",
+        workers=1,
+    )
     return job, _checksums(job.path)
 
 
@@ -82,8 +92,13 @@ def test_a_dataset_that_does_not_fit_ends_error_disk_full_and_frees_its_build(sm
     src, jobs = images[0], small_disk / "jobs"
     earlier, before = earlier
     with pytest.raises(DatasetError, match="the disk is full") as exc:
-        create_dataset("image-classification", {"folder": str(src), "width": 64, "height": 64, "encoding": "none"},
-                       name="big", jobs_dir=jobs, workers=1)
+        create_dataset(
+            "image-classification",
+            {"folder": str(src), "width": 64, "height": 64, "encoding": "none"},
+            name="big",
+            jobs_dir=jobs,
+            workers=1,
+        )
     assert str(jobs) in str(exc.value)
     big = next(Job.load(p) for p in jobs.iterdir() if p.is_dir() and p != earlier.path)
     assert big.status is JobStatus.ERROR and "the disk is full" in (big.error or "")
@@ -124,8 +139,9 @@ def test_the_server_starts_serves_and_deletes_on_a_full_disk(small_disk, earlier
 
     jobs = small_disk / "jobs"
     earlier, before = earlier
-    dead_id = subprocess.run([sys.executable, "-c", DEAD_BUILD, str(jobs)], capture_output=True, text=True,
-                             check=True, timeout=120).stdout.strip()
+    dead_id = subprocess.run(
+        [sys.executable, "-c", DEAD_BUILD, str(jobs)], capture_output=True, text=True, check=True, timeout=120
+    ).stdout.strip()
     _fill(small_disk / "filler")
     app = create_app(jobs, start_scheduler=True, testing=True, data_roots=[small_disk])
     try:
@@ -156,8 +172,13 @@ def test_a_training_whose_snapshot_does_not_fit_ends_error_disk_full(small_disk,
         for i in range(6):
             Image.fromarray(np.full((16, 16), i * 30 + (c == "b") * 100, np.uint8)).save(gray / c / f"{i}.png")
     jobs = small_disk / "jobs"
-    dataset = create_dataset("image-classification", {"folder": str(gray), "width": 16, "height": 16,
-                                                      "image_type": "grayscale"}, name="d", jobs_dir=jobs, workers=1)
+    dataset = create_dataset(
+        "image-classification",
+        {"folder": str(gray), "width": 16, "height": 16, "image_type": "grayscale"},
+        name="d",
+        jobs_dir=jobs,
+        workers=1,
+    )
     before = _checksums(dataset.path)
     stat = os.statvfs(small_disk)
     fd = os.open(small_disk / "filler", os.O_WRONLY | os.O_CREAT)
@@ -185,21 +206,33 @@ def test_a_job_submitted_on_a_full_disk_is_refused_with_507_and_leaves_nothing(s
     client = app.test_client()
     token = client.get("/api/csrf-token").get_json()["csrf_token"]
     form_data = {"folder": str(images[1]), "width": 8, "height": 8}
-    resp = client.post("/api/datasets", headers={"X-CSRFToken": token},
-                       json={"plugin_id": "image-classification", "name": "late", "form_data": form_data})
+    resp = client.post(
+        "/api/datasets",
+        headers={"X-CSRFToken": token},
+        json={"plugin_id": "image-classification", "name": "late", "form_data": form_data},
+    )
     message = resp.get_json()["error"]["message"]
     assert resp.status_code == 507 and "the disk is full" in message and str(jobs) in message, message
-    page = client.post("/datasets/new/image-classification", headers={"X-CSRFToken": token},
-                       data={**form_data, "job_name": "late", "min_per_class": 2, "seed": 0})
+    page = client.post(
+        "/datasets/new/image-classification",
+        headers={"X-CSRFToken": token},
+        data={**form_data, "job_name": "late", "min_per_class": 2, "seed": 0},
+    )
     assert page.status_code == 507 and "the disk is full" in page.get_data(as_text=True)
-    model = client.post("/api/models", headers={"X-CSRFToken": token},
-                        json={"name": "m", "dataset": earlier.id, "network": "lenet", "options": {"epochs": 1}})
+    model = client.post(
+        "/api/models",
+        headers={"X-CSRFToken": token},
+        json={"name": "m", "dataset": earlier.id, "network": "lenet", "options": {"epochs": 1}},
+    )
     assert model.status_code == 507 and "the disk is full" in model.get_json()["error"]["message"], model.get_json()
     assert sorted(p.name for p in jobs.iterdir()) == entries  # no half-made job folder, hidden or not
     assert client.get("/").status_code == 200 and client.get("/index.json").status_code == 200
     assert _checksums(earlier.path) == before
     os.remove(small_disk / "filler")  # space again: the same submission is accepted
-    resp = client.post("/api/datasets", headers={"X-CSRFToken": token},
-                       json={"plugin_id": "image-classification", "name": "late", "form_data": form_data})
+    resp = client.post(
+        "/api/datasets",
+        headers={"X-CSRFToken": token},
+        json={"plugin_id": "image-classification", "name": "late", "form_data": form_data},
+    )
     assert resp.status_code == 202, resp.get_json()
     assert Job.load(jobs / resp.get_json()["id"]).status is JobStatus.WAITING

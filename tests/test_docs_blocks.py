@@ -48,26 +48,38 @@ REPO = Path(__file__).resolve().parent.parent
 #: Documents whose blocks this module checks.
 DOCUMENTS = ["README.md", "docs/api.md", "docs/custom-networks.md", "docs/formats.md", "docs/architecture.md"]
 #: Guides whose code blocks a walkthrough test of their own runs (with its own tags).
-OWN_TESTS = {"docs/writing-plugins.md": "tests/test_plugin_guide.py",
-             "docs/porting-digits6.md": "tests/test_compat_digits6_guide.py",
-             "docs/python-api.md": "tests/test_python_api_guide.py"}
+OWN_TESTS = {
+    "docs/writing-plugins.md": "tests/test_plugin_guide.py",
+    "docs/porting-digits6.md": "tests/test_compat_digits6_guide.py",
+    "docs/python-api.md": "tests/test_python_api_guide.py",
+}
 TAG = re.compile(r"^<!--\s*docs-test:\s*(run|text|skip)\b\s*(.*?)\s*-->\s*$")
 FENCE = re.compile(r"^(`{3,})(\w*)\s*$")
 BIN = Path(sys.executable).parent
 
 #: placeholder -> (job kind, job name), per document; resolved to the newest such job when a line runs.
 PLACEHOLDERS = {
-    "README.md": {"LV_DATASET_ID": ("dataset", "sunnybrook64"), "DATASET_ID": ("dataset", "digits"),
-                  "SUNNYBROOK_MODEL": ("model", "lv"), "SEG_ID": ("model", "lv"), "MODEL_ID": ("model", "mnist-lenet"),
-                  "CENTRES_DATASET_ID": ("dataset", "centres"), "CENTRES_MODEL_ID": ("model", "centres"),
-                  "DENOISE_DATASET_ID": ("dataset", "denoise"), "DENOISE_MODEL_ID": ("model", "denoise")},
-    "docs/custom-networks.md": {"REGRESSION_DATASET_ID": ("dataset", "blob-centres"),
-                                "PAIRS_DATASET_ID": ("dataset", "pairs"), "MODEL_ID": ("model", "blob-centres")},
+    "README.md": {
+        "LV_DATASET_ID": ("dataset", "sunnybrook64"),
+        "DATASET_ID": ("dataset", "digits"),
+        "SUNNYBROOK_MODEL": ("model", "lv"),
+        "SEG_ID": ("model", "lv"),
+        "MODEL_ID": ("model", "mnist-lenet"),
+        "CENTRES_DATASET_ID": ("dataset", "centres"),
+        "CENTRES_MODEL_ID": ("model", "centres"),
+        "DENOISE_DATASET_ID": ("dataset", "denoise"),
+        "DENOISE_MODEL_ID": ("model", "denoise"),
+    },
+    "docs/custom-networks.md": {
+        "REGRESSION_DATASET_ID": ("dataset", "blob-centres"),
+        "PAIRS_DATASET_ID": ("dataset", "pairs"),
+        "MODEL_ID": ("model", "blob-centres"),
+    },
     "docs/formats.md": {"<job>": ("dataset", "digits")},
 }
 
 #: Python run before every Python block (objects the snippets take as given).
-PRELUDE = '''
+PRELUDE = """
 import numpy as _np
 from digits_core import DataIngestion as _DataIngestion
 from wtforms import Form as _Form, IntegerField as _IntegerField
@@ -94,15 +106,15 @@ class MyIngestion(_DataIngestion):
 
 features = _np.random.default_rng(0).integers(0, 256, (20, 8, 8, 1), dtype=_np.uint8)
 labels = _np.arange(20) % 2
-'''
+"""
 #: Extra prelude per document, after the placeholders are known (``_ids``: placeholder -> id).
 PRELUDE_EXTRA = {
     "README.md": "import keras\nmy_keras_callback = keras.callbacks.Callback()\n"
-                 "images = _np.zeros((2, 28, 28, 1), _np.uint8)\n",
+    "images = _np.zeros((2, 28, 28, 1), _np.uint8)\n",
     "docs/custom-networks.md": "from digits_core.jobs import JobStore as _JobStore\n"
-                               "job = _JobStore().get(_ids['MODEL_ID'])\n"
-                               "images = _np.zeros((2, 32, 32, 1), _np.uint8)\n"
-                               "def build_model(input_shape, num_outputs, **params):\n    raise NotImplementedError\n",
+    "job = _JobStore().get(_ids['MODEL_ID'])\n"
+    "images = _np.zeros((2, 32, 32, 1), _np.uint8)\n"
+    "def build_model(input_shape, num_outputs, **params):\n    raise NotImplementedError\n",
 }
 
 
@@ -132,8 +144,16 @@ def parse(document: str) -> list[Block]:
         while end < len(lines) and not lines[end].startswith(fence):
             end += 1
         tag = TAG.match(lines[i - 1]) if i else None
-        blocks.append(Block(document, i + 1, lang, "\n".join(lines[i + 1:end]),
-                            tag.group(1) if tag else None, tag.group(2) if tag else ""))
+        blocks.append(
+            Block(
+                document,
+                i + 1,
+                lang,
+                "\n".join(lines[i + 1 : end]),
+                tag.group(1) if tag else None,
+                tag.group(2) if tag else "",
+            )
+        )
         i = end + 1
     return blocks
 
@@ -205,7 +225,7 @@ def make_sandbox(root: Path) -> dict:
         for i in range(24):
             y, x = rng.integers(4, 28, 2)
             canvas = np.zeros((32, 32), np.uint8)
-            canvas[y - 3:y + 3, x - 3:x + 3] = 255
+            canvas[y - 3 : y + 3, x - 3 : x + 3] = 255
             _save(base / f"{i:04d}.png", canvas)
             rows.append(f"{i:04d}.png,{x / 32:.4f},{y / 32:.4f}")
         (base / "targets.csv").write_text("\n".join(rows) + "\n")
@@ -213,21 +233,30 @@ def make_sandbox(root: Path) -> dict:
     for pair in (("noisy", "clean"), ("noisy-test", "clean-test")):
         for i in range(8):
             clean = np.zeros((16, 16, 3), np.uint8)
-            clean[2 + i:8 + i, 4:12] = 200
+            clean[2 + i : 8 + i, 4:12] = 200
             _save(work / pair[1] / f"{i}.png", clean)
             _save(work / pair[0] / f"{i}.png", np.clip(clean + rng.normal(0, 20, clean.shape), 0, 255).astype(np.uint8))
     for i, image in enumerate(digits.images[:60]):
         _save(work / "classes" / str(digits.target[i] % 3) / f"{i}.png", (image * 16).astype(np.uint8))
-    (work / "my_net.py").write_text((REPO / "examples" / "networks" / "regression_mse.py").read_text()
-                                    .replace('return model, "mse", ["mae"]', "return model")
-                                    .replace("outputs = keras.layers.Dense(num_outputs, name=\"output\")(x)",
-                                             "outputs = keras.layers.Dense(num_outputs, activation=\"softmax\", "
-                                             "name=\"output\")(x)"))
+    (work / "my_net.py").write_text(
+        (REPO / "examples" / "networks" / "regression_mse.py")
+        .read_text()
+        .replace('return model, "mse", ["mae"]', "return model")
+        .replace(
+            'outputs = keras.layers.Dense(num_outputs, name="output")(x)',
+            'outputs = keras.layers.Dense(num_outputs, activation="softmax", name="output")(x)',
+        )
+    )
     (work / "examples").symlink_to(REPO / "examples")
     (root / "tmp").mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("DIGITS_")}
-    env.update(HOME=str(home), DIGITS_JOBS_DIR=str(root / "jobs"), PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}",
-               TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=str(REPO))
+    env.update(
+        HOME=str(home),
+        DIGITS_JOBS_DIR=str(root / "jobs"),
+        PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}",
+        TF_CPP_MIN_LOG_LEVEL="3",
+        PYTHONPATH=str(REPO),
+    )
     return {"root": root, "work": work, "env": env}
 
 
@@ -258,15 +287,27 @@ def _run_bash(block: Block, sandbox: dict, placeholders: dict) -> subprocess.Com
     root = sandbox["root"]
     text = rewrite(block.text, root)
     for name, (kind, job_name) in sorted(placeholders.items(), key=lambda item: -len(item[0])):
-        text = re.sub(rf"(?<![\w<]){re.escape(name)}(?![\w>])" if name[0] != "<" else re.escape(name),
-                      f'"$(job_id {kind} {job_name})"', text)
+        text = re.sub(
+            rf"(?<![\w<]){re.escape(name)}(?![\w>])" if name[0] != "<" else re.escape(name),
+            f'"$(job_id {kind} {job_name})"',
+            text,
+        )
     dicom = f"{root}/tmp/sunnybrook/challenge_training/*/IM-*-0048.dcm"
     text = text.replace("IM-0001-0048.dcm", f'"$(ls {dicom} | head -1)"')
-    script = ("job_id() { " f'"{sys.executable}" -c "import sys; sys.path.insert(0, \'{REPO / "tests"}\'); '
-              "from test_docs_blocks import job_id; from pathlib import Path; "
-              f"print(job_id(Path('{root / 'jobs'}'), sys.argv[1], sys.argv[2]))\" \"$1\" \"$2\"; }}\n" + text)
-    return subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=sandbox["work"], env=sandbox["env"],
-                          capture_output=True, text=True, timeout=600)
+    script = (
+        "job_id() { "
+        f'"{sys.executable}" -c "import sys; sys.path.insert(0, \'{REPO / "tests"}\'); '
+        "from test_docs_blocks import job_id; from pathlib import Path; "
+        f'print(job_id(Path(\'{root / "jobs"}\'), sys.argv[1], sys.argv[2]))" "$1" "$2"; }}\n' + text
+    )
+    return subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        cwd=sandbox["work"],
+        env=sandbox["env"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def _run_python(block: Block, sandbox: dict, placeholders: dict) -> subprocess.CompletedProcess:
@@ -281,8 +322,14 @@ def _run_python(block: Block, sandbox: dict, placeholders: dict) -> subprocess.C
     if dicoms:
         text = text.replace("IM-0001-0048.dcm", str(dicoms[0]))
     code = PRELUDE + f"_ids = {ids!r}\n" + PRELUDE_EXTRA.get(block.document, "") + text
-    return subprocess.run([sys.executable, "-c", code], cwd=sandbox["work"], env=sandbox["env"],
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=sandbox["work"],
+        env=sandbox["env"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def run_document(document: str, tmp_path: Path, before=None) -> None:
@@ -295,8 +342,10 @@ def run_document(document: str, tmp_path: Path, before=None) -> None:
             continue
         runner = _run_bash if block.lang == "bash" else _run_python
         result = runner(block, sandbox, placeholders)
-        assert result.returncode == 0, (f"{document}:{block.line} failed ({result.returncode}):\n{block.text}\n"
-                                        f"--- stdout\n{result.stdout[-3000:]}\n--- stderr\n{result.stderr[-3000:]}")
+        assert result.returncode == 0, (
+            f"{document}:{block.line} failed ({result.returncode}):\n{block.text}\n"
+            f"--- stdout\n{result.stdout[-3000:]}\n--- stderr\n{result.stderr[-3000:]}"
+        )
 
 
 @pytest.mark.slow
@@ -307,9 +356,27 @@ def test_custom_networks_guide_runs(tmp_path):
 @pytest.mark.slow
 def test_formats_reader_decodes_png_records(tmp_path):
     def png_dataset(sandbox):
-        subprocess.run([str(BIN / "digits"), "dataset", "create", "image-classification", "--name", "digits",
-                        "--folder", str(sandbox["root"] / "home" / "data" / "train"), "--image-type", "grayscale",
-                        "--width", "8", "--height", "8"], env=sandbox["env"], check=True, capture_output=True)
+        subprocess.run(
+            [
+                str(BIN / "digits"),
+                "dataset",
+                "create",
+                "image-classification",
+                "--name",
+                "digits",
+                "--folder",
+                str(sandbox["root"] / "home" / "data" / "train"),
+                "--image-type",
+                "grayscale",
+                "--width",
+                "8",
+                "--height",
+                "8",
+            ],
+            env=sandbox["env"],
+            check=True,
+            capture_output=True,
+        )
 
     run_document("docs/formats.md", tmp_path, before=png_dataset)
 

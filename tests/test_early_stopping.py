@@ -14,11 +14,20 @@ from digits_core.engine.options import TrainingOptions
 def test_the_options_are_declared_and_checked_on_their_fields():
     from digits_core.engine.option_specs import BY_NAME
 
-    assert {"early_stopping_metric", "early_stopping_mode", "early_stopping_patience",
-            "early_stopping_min_delta", "early_stopping_restore_best"} <= set(BY_NAME)
+    assert {
+        "early_stopping_metric",
+        "early_stopping_mode",
+        "early_stopping_patience",
+        "early_stopping_min_delta",
+        "early_stopping_restore_best",
+    } <= set(BY_NAME)
     with pytest.raises(FormValidationError) as caught:
-        TrainingOptions.from_kwargs(early_stopping_metric="loss", early_stopping_patience=0,
-                                    early_stopping_mode="sideways", early_stopping_min_delta=-1)
+        TrainingOptions.from_kwargs(
+            early_stopping_metric="loss",
+            early_stopping_patience=0,
+            early_stopping_mode="sideways",
+            early_stopping_min_delta=-1,
+        )
     errors = caught.value.errors
     assert "val_" in errors["early_stopping_metric"][0]
     assert set(errors) >= {"early_stopping_patience", "early_stopping_mode", "early_stopping_min_delta"}
@@ -75,9 +84,19 @@ def test_a_diverging_run_stops_within_patience_plus_one_epochs_done_and_says_so(
 
     dataset, jobs = shapes
     patience = 2
-    job = train(dataset, "lenet", jobs_dir=jobs, epochs=12, batch_size=32, seed=1, solver="sgd",
-                learning_rate=5.0, lr_policy="fixed", early_stopping_metric="val_loss",
-                early_stopping_patience=patience)
+    job = train(
+        dataset,
+        "lenet",
+        jobs_dir=jobs,
+        epochs=12,
+        batch_size=32,
+        seed=1,
+        solver="sgd",
+        learning_rate=5.0,
+        lr_policy="fixed",
+        early_stopping_metric="val_loss",
+        early_stopping_patience=patience,
+    )
     assert job.status is JobStatus.DONE
     info = json.loads((job.path / "model.json").read_text())
     record = info["early_stopping"]
@@ -101,9 +120,22 @@ def test_the_result_snapshot_holds_the_best_epochs_weights_when_restore_best_is_
 
     dataset, jobs = shapes
     # a learning run, but no change counts as an improvement (min_delta 1): it stops at epoch 3, best epoch 1
-    job = train(dataset, "lenet", jobs_dir=jobs, epochs=12, batch_size=32, seed=1, solver="adam",
-                learning_rate=0.01, lr_policy="fixed", snapshot_interval=1, early_stopping_metric="val_accuracy",
-                early_stopping_min_delta=1.0, early_stopping_patience=2, early_stopping_restore_best=restore)
+    job = train(
+        dataset,
+        "lenet",
+        jobs_dir=jobs,
+        epochs=12,
+        batch_size=32,
+        seed=1,
+        solver="adam",
+        learning_rate=0.01,
+        lr_policy="fixed",
+        snapshot_interval=1,
+        early_stopping_metric="val_accuracy",
+        early_stopping_min_delta=1.0,
+        early_stopping_patience=2,
+        early_stopping_restore_best=restore,
+    )
     record = json.loads((job.path / "model.json").read_text())["early_stopping"]
     best = load_snapshot(job, record["best_epoch"]).get_weights()
     result = load_snapshot(job).get_weights()

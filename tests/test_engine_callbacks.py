@@ -35,8 +35,14 @@ def _spy():
 
     for name in ("on_train_begin", "on_train_end", "on_test_begin", "on_test_end"):
         setattr(Spy, name, lambda self, logs=None, _n=name: self.calls.append((_n, dict(logs or {}))))
-    for name in ("on_epoch_begin", "on_epoch_end", "on_train_batch_begin", "on_train_batch_end",
-                 "on_test_batch_begin", "on_test_batch_end"):
+    for name in (
+        "on_epoch_begin",
+        "on_epoch_end",
+        "on_train_batch_begin",
+        "on_train_batch_end",
+        "on_test_batch_begin",
+        "on_test_batch_end",
+    ):
         setattr(Spy, name, lambda self, i, logs=None, _n=name: self.calls.append((_n, i, dict(logs or {}))))
     return Spy()
 
@@ -52,10 +58,14 @@ def test_every_documented_method_in_order_with_keras_logs(shapes):
     assert names[:2] == ["set_model", "set_params"] and spy.calls[0][1] is True
     assert spy.calls[1][1] == {"verbose": 0, "epochs": 2, "steps": 3}
     assert names[2:4] == ["on_train_begin", "on_epoch_begin"] and names[-1] == "on_train_end"
-    epoch0 = names[3:names.index("on_epoch_end") + 1]
-    assert epoch0 == (["on_epoch_begin"] + ["on_train_batch_begin", "on_train_batch_end"] * 3
-                      + ["on_test_begin"] + ["on_test_batch_begin", "on_test_batch_end"] * 2
-                      + ["on_test_end", "on_epoch_end"])
+    epoch0 = names[3 : names.index("on_epoch_end") + 1]
+    assert epoch0 == (
+        ["on_epoch_begin"]
+        + ["on_train_batch_begin", "on_train_batch_end"] * 3
+        + ["on_test_begin"]
+        + ["on_test_batch_begin", "on_test_batch_end"] * 2
+        + ["on_test_end", "on_epoch_end"]
+    )
     batch_ends = [c for c in spy.calls if c[0] == "on_train_batch_end"]
     assert [c[1] for c in batch_ends] == [0, 1, 2, 0, 1, 2]
     assert all({"loss", "accuracy"} <= set(c[2]) for c in batch_ends)

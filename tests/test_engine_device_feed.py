@@ -49,8 +49,17 @@ def test_a_run_fed_to_a_device_logs_the_same_losses(shapes, preload, monkeypatch
     dataset_id, jobs = shapes
 
     def run():
-        job = train(dataset_id, "lenet", jobs_dir=jobs, epochs=2, seed=5, batch_size=16, validation_interval=1,
-                    preload=preload, snapshot_interval=0)
+        job = train(
+            dataset_id,
+            "lenet",
+            jobs_dir=jobs,
+            epochs=2,
+            seed=5,
+            batch_size=16,
+            validation_interval=1,
+            preload=preload,
+            snapshot_interval=0,
+        )
         return [(p["name"], p["value"]) for p in read_metrics(job) if p["name"] in ("loss", "val_loss")]
 
     plain = run()

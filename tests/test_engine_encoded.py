@@ -70,10 +70,21 @@ def encoded(tmp_path_factory):
     out = {}
     for name, (kind, image_type, encoding, _, _, _) in CASES.items():
         _write_tree(root / name, kind)
-        job = create_dataset("image-classification",
-                             {"folder": str(root / name), "image_type": image_type, "width": W, "height": H,
-                              "encoding": encoding, "val_percent": 25, "shuffle": False},
-                             name=name, workers=1, jobs_dir=jobs)
+        job = create_dataset(
+            "image-classification",
+            {
+                "folder": str(root / name),
+                "image_type": image_type,
+                "width": W,
+                "height": H,
+                "encoding": encoding,
+                "val_percent": 25,
+                "shuffle": False,
+            },
+            name=name,
+            workers=1,
+            jobs_dir=jobs,
+        )
         out[name] = open_dataset(job.id, jobs_dir=jobs)
     out["jobs"] = jobs
     return out
@@ -121,8 +132,9 @@ def test_pipeline_decodes_like_reader(encoded, name, monkeypatch):
         if preload:
             assert src.features.dtype == np.dtype(dtype)
             _assert_pixels(src.features.astype(np.float32), want_x, name)
-        batches = train_dataset(src, layout=Layout(4), prep=prep, aug=Augmentation(), seed=0, shuffle=False,
-                                start_epoch=0, epochs=1)
+        batches = train_dataset(
+            src, layout=Layout(4), prep=prep, aug=Augmentation(), seed=0, shuffle=False, start_epoch=0, epochs=1
+        )
         xs, ys = zip(*[(x.numpy(), y.numpy()) for x, y in batches])
         _assert_pixels(np.concatenate(xs), want_x, name)
         np.testing.assert_array_equal(np.concatenate(ys), want_y)
@@ -130,9 +142,18 @@ def test_pipeline_decodes_like_reader(encoded, name, monkeypatch):
             reads: list[int] = []
             read_encoded = src.read_encoded
             monkeypatch.setattr(src, "read_encoded", lambda idx: (reads.append(len(idx)), read_encoded(idx))[1])
-            resumed = train_dataset(src, layout=Layout(4), prep=prep, aug=Augmentation(), seed=0, shuffle=False,
-                                    start_epoch=0, epochs=1, skip_batches=1)
-            _assert_pixels(np.concatenate([x.numpy() for x, _ in resumed]), want_x[len(xs[0]):], name)
+            resumed = train_dataset(
+                src,
+                layout=Layout(4),
+                prep=prep,
+                aug=Augmentation(),
+                seed=0,
+                shuffle=False,
+                start_epoch=0,
+                epochs=1,
+                skip_batches=1,
+            )
+            _assert_pixels(np.concatenate([x.numpy() for x, _ in resumed]), want_x[len(xs[0]) :], name)
             assert len(reads) == len(xs) - 1
         # Streamed validation: bytes -> decode/normalize/pad inside tf.data.
         vsrc = StageSource(ds, "val", preload=preload)
@@ -174,14 +195,35 @@ def test_train_on_encoded_dataset(encoded, tmp_path):
     from digits_core.engine import train
 
     ds = encoded["png_gray8"]
-    raw = create_dataset("image-classification",
-                         {"folder": str(encoded["jobs"].parent / "png_gray8"), "image_type": "grayscale",
-                          "width": W, "height": H, "encoding": "none", "val_percent": 25, "shuffle": False},
-                         name="raw", workers=1, jobs_dir=encoded["jobs"])
+    raw = create_dataset(
+        "image-classification",
+        {
+            "folder": str(encoded["jobs"].parent / "png_gray8"),
+            "image_type": "grayscale",
+            "width": W,
+            "height": H,
+            "encoding": "none",
+            "val_percent": 25,
+            "shuffle": False,
+        },
+        name="raw",
+        workers=1,
+        jobs_dir=encoded["jobs"],
+    )
     runs = {}
     for name, dataset_id in (("encoded", ds.id), ("raw", raw.id)):
-        job = train(dataset_id, "lenet", name=name, jobs_dir=encoded["jobs"], epochs=2, batch_size=8, preload=False,
-                    validation_interval=1, snapshot_interval=0, seed=5)
+        job = train(
+            dataset_id,
+            "lenet",
+            name=name,
+            jobs_dir=encoded["jobs"],
+            epochs=2,
+            batch_size=8,
+            preload=False,
+            validation_interval=1,
+            snapshot_interval=0,
+            seed=5,
+        )
         info = json.loads((job.path / "model.json").read_text())
         assert info["input_pipeline"] == "stream"
         runs[name] = [json.loads(line) for line in (job.path / "metrics.jsonl").read_text().splitlines()]
@@ -189,6 +231,7 @@ def test_train_on_encoded_dataset(encoded, tmp_path):
     names = {m["name"] for m in metrics}
     assert "loss" in names and any(n.startswith("val") for n in names)
     assert all(np.isfinite(m["value"]) for m in metrics)
+
     # Same seed, same pixels: every logged loss and validation value agrees with the raw-record run.
     def values(run):
         return [(m["name"], m["value"]) for m in run if m["name"] in ("loss", "val_loss", "val_accuracy")]

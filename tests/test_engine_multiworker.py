@@ -41,11 +41,32 @@ def test_two_workers_train_together_and_only_the_chief_writes(tmp_path):
     cluster = {"worker": [f"localhost:{p}" for p in ports]}
     procs = []
     for index in range(2):
-        env = {**os.environ, "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}}),
-               "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": ""}
-        cmd = [sys.executable, "-m", "digits_core", "--jobs-dir", str(jobs), "train", "--dataset", ds.id,
-               "--network", "lenet", "--name", "two-workers", "--epochs", "2", "--batch-size", "32",
-               "--quiet", "--json"]
+        env = {
+            **os.environ,
+            "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}}),
+            "TF_CPP_MIN_LOG_LEVEL": "2",
+            "CUDA_VISIBLE_DEVICES": "",
+        }
+        cmd = [
+            sys.executable,
+            "-m",
+            "digits_core",
+            "--jobs-dir",
+            str(jobs),
+            "train",
+            "--dataset",
+            ds.id,
+            "--network",
+            "lenet",
+            "--name",
+            "two-workers",
+            "--epochs",
+            "2",
+            "--batch-size",
+            "32",
+            "--quiet",
+            "--json",
+        ]
         procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     outputs = []
     try:
@@ -93,8 +114,25 @@ def test_sigterm_aborts_cli_training_and_resume_finishes(tmp_path):
         registry.unregister(SyntheticShapes)
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": ""}
     env.pop("TF_CONFIG", None)
-    cmd = [sys.executable, "-m", "digits_core", "--jobs-dir", str(jobs), "train", "--dataset", ds.id,
-           "--network", "lenet", "--name", "sigterm", "--epochs", "200", "--batch-size", "16", "--quiet"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "digits_core",
+        "--jobs-dir",
+        str(jobs),
+        "train",
+        "--dataset",
+        ds.id,
+        "--network",
+        "lenet",
+        "--name",
+        "sigterm",
+        "--epochs",
+        "200",
+        "--batch-size",
+        "16",
+        "--quiet",
+    ]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.time() + 120
@@ -118,8 +156,20 @@ def test_sigterm_aborts_cli_training_and_resume_finishes(tmp_path):
     from digits_core.cli import main
 
     target = int(info["last_epoch"]) + 1
-    cmd = [sys.executable, "-m", "digits_core", "--jobs-dir", str(jobs), "train", "--resume", job.id,
-           "--epochs", str(target), "--quiet", "--json"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "digits_core",
+        "--jobs-dir",
+        str(jobs),
+        "train",
+        "--resume",
+        job.id,
+        "--epochs",
+        str(target),
+        "--quiet",
+        "--json",
+    ]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads(done.stdout)["last_epoch"] == target
@@ -143,10 +193,31 @@ def test_abort_on_the_chief_stops_every_worker(tmp_path):
     cluster = {"worker": [f"localhost:{p}" for p in _free_ports(2)]}
     procs = []
     for index in range(2):
-        env = {**os.environ, "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}}),
-               "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": ""}
-        cmd = [sys.executable, "-m", "digits_core", "--jobs-dir", str(jobs), "train", "--dataset", ds.id,
-               "--network", "lenet", "--name", "abort-all", "--epochs", "500", "--batch-size", "32", "--quiet"]
+        env = {
+            **os.environ,
+            "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}}),
+            "TF_CPP_MIN_LOG_LEVEL": "2",
+            "CUDA_VISIBLE_DEVICES": "",
+        }
+        cmd = [
+            sys.executable,
+            "-m",
+            "digits_core",
+            "--jobs-dir",
+            str(jobs),
+            "train",
+            "--dataset",
+            ds.id,
+            "--network",
+            "lenet",
+            "--name",
+            "abort-all",
+            "--epochs",
+            "500",
+            "--batch-size",
+            "32",
+            "--quiet",
+        ]
         procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     try:
         deadline = time.time() + 180

@@ -35,8 +35,12 @@ def test_sklearn_digits_lenet_reaches_97_percent(tmp_path):
         (root / str(label)).mkdir(parents=True, exist_ok=True)
         Image.fromarray((image * 255 / 16).astype(np.uint8)).save(root / str(label) / f"{i:04d}.png")
     jobs = tmp_path / "jobs"
-    ds = create_dataset("image-classification", {"folder": str(root), "image_type": "grayscale", "width": 8,
-                                                 "height": 8}, workers=2, jobs_dir=jobs)
+    ds = create_dataset(
+        "image-classification",
+        {"folder": str(root), "image_type": "grayscale", "width": 8, "height": 8},
+        workers=2,
+        jobs_dir=jobs,
+    )
     job = train(ds.id, "lenet", name="sklearn-digits", jobs_dir=jobs, seed=0)  # default settings otherwise
     info = json.loads((job.path / "model.json").read_text())
     assert job.status is JobStatus.DONE and info["val_count"] > 400  # 25 % held out
@@ -50,9 +54,12 @@ def test_synthetic_sunnybrook_unet_dice(tmp_path):
 
     synth = generate(tmp_path / "sunnybrook", cases=10, size=64, seed=0, slices=8)
     jobs = tmp_path / "jobs"
-    ds = create_dataset("image-sunnybrook", {"image_folder": str(synth.image_folder),
-                                             "contour_folder": str(synth.contour_folder), "pct_val": 20},
-                        workers=2, jobs_dir=jobs)
+    ds = create_dataset(
+        "image-sunnybrook",
+        {"image_folder": str(synth.image_folder), "contour_folder": str(synth.contour_folder), "pct_val": 20},
+        workers=2,
+        jobs_dir=jobs,
+    )
     job = train(ds.id, None, name="lv", jobs_dir=jobs, epochs=15, seed=0)  # default network: U-Net, Dice + CE
     info = json.loads((job.path / "model.json").read_text())
     assert info["network"] == "unet" and info["loss"] == "dice_ce" and info["parameters"] >= 200_000

@@ -35,13 +35,16 @@ def datasets(jobs):
         registry.register(plugin)
     try:
         made = {
-            "shapes": create_dataset("synthetic-shapes", {"count": 192, "val_count": 64, "size": 16}, workers=1,
-                                     jobs_dir=jobs),
+            "shapes": create_dataset(
+                "synthetic-shapes", {"count": 192, "val_count": 64, "size": 16}, workers=1, jobs_dir=jobs
+            ),
             "lv": create_dataset("synthetic-lv", {"count": 160, "val_count": 16, "size": 32}, workers=1, jobs_dir=jobs),
-            "reg": create_dataset("synthetic-regression", {"count": 96, "val_count": 32, "size": 16}, workers=1,
-                                  jobs_dir=jobs),
-            "pairs": create_dataset("synthetic-pairs", {"count": 128, "val_count": 32, "size": 16}, workers=1,
-                                    jobs_dir=jobs),
+            "reg": create_dataset(
+                "synthetic-regression", {"count": 96, "val_count": 32, "size": 16}, workers=1, jobs_dir=jobs
+            ),
+            "pairs": create_dataset(
+                "synthetic-pairs", {"count": 128, "val_count": 32, "size": 16}, workers=1, jobs_dir=jobs
+            ),
         }
     finally:
         for plugin in plugins:
@@ -56,9 +59,19 @@ def lenet_job(datasets, jobs):
 
     phase_marks.log_to(jobs / "lenet.phases")  # as DIGITS_PHASE_LOG does (test_phase_marks_of_a_run)
     try:
-        return train(datasets["shapes"].id, "lenet", name="shapes-lenet", jobs_dir=jobs, epochs=2, seed=3,
-                     solver="momentum", learning_rate=0.01, lr_policy="step", validation_interval=0.5,
-                     batch_size=32)
+        return train(
+            datasets["shapes"].id,
+            "lenet",
+            name="shapes-lenet",
+            jobs_dir=jobs,
+            epochs=2,
+            seed=3,
+            solver="momentum",
+            learning_rate=0.01,
+            lr_policy="step",
+            validation_interval=0.5,
+            batch_size=32,
+        )
     finally:
         phase_marks.log_to(None)
 
@@ -76,8 +89,21 @@ def test_outputs_metrics_tensorboard_snapshots(lenet_job, datasets):
     job = lenet_job
     assert job.status is JobStatus.DONE
     info = json.loads((job.path / "model.json").read_text())
-    for key in ("network", "options", "dataset_id", "task", "input_shape", "num_outputs", "class_labels",
-                "mean_subtraction", "crop_size", "snapshots", "best_epoch", "last_epoch", "preprocessing"):
+    for key in (
+        "network",
+        "options",
+        "dataset_id",
+        "task",
+        "input_shape",
+        "num_outputs",
+        "class_labels",
+        "mean_subtraction",
+        "crop_size",
+        "snapshots",
+        "best_epoch",
+        "last_epoch",
+        "preprocessing",
+    ):
         assert key in info, key
     assert info["task"] == "classification" and info["num_outputs"] == 4 and info["input_shape"] == [16, 16, 1]
     assert info["last_epoch"] == 2 and info["best_epoch"] in (0.5, 1.0, 1.5, 2.0)
@@ -122,12 +148,20 @@ def test_phase_marks_of_a_run(lenet_job, jobs):
     from digits_core.phase_marks import read_marks
 
     phases = [name for name, _ in read_marks(jobs / "lenet.phases", started=0.0)]
-    assert phases[:6] == ["job set-up", "dataset open", "model build", "metrics writes", "input pipeline",
-                          "first step (tracing)"]
+    assert phases[:6] == [
+        "job set-up",
+        "dataset open",
+        "model build",
+        "metrics writes",
+        "input pipeline",
+        "first step (tracing)",
+    ]
     assert phases[-1] == "job finish"
     assert phases.count("first validation (tracing)") == 1 and phases.count("validation") == 3  # every 0.5 epoch
     assert phases.count("snapshot") == 2 and "steps" in phases
-    assert phases.index("first step (tracing)") < phases.index("first validation (tracing)") < phases.index("validation")
+    assert (
+        phases.index("first step (tracing)") < phases.index("first validation (tracing)") < phases.index("validation")
+    )
     spe = json.loads((lenet_job.path / "model.json").read_text())["steps_per_epoch"]
     log_windows = len({p["step"] for p in _metrics(lenet_job) if p["name"] == "loss"})
     assert phases.count("metrics writes") == 1 + log_windows and log_windows <= 2 * spe
@@ -174,8 +208,18 @@ def _weights(model):
 def test_seed_determinism_abort_and_resume(datasets, jobs):
     from digits_core.engine import load_snapshot, resume_training, train
 
-    options = dict(epochs=2, seed=11, batch_size=32, snapshot_interval=0.5, crop_size=14, aug_flip="horizontal",
-                   aug_rotation=10, solver="adam", learning_rate=0.002, lr_policy="exp")
+    options = dict(
+        epochs=2,
+        seed=11,
+        batch_size=32,
+        snapshot_interval=0.5,
+        crop_size=14,
+        aug_flip="horizontal",
+        aug_rotation=10,
+        solver="adam",
+        learning_rate=0.002,
+        lr_policy="exp",
+    )
     ds = datasets["shapes"].id
     first = train(ds, "lenet", name="uninterrupted", jobs_dir=jobs, **options)
     second = train(ds, "lenet", name="same-seed", jobs_dir=jobs, **options)
@@ -223,7 +267,8 @@ def test_nan_loss_is_an_error(datasets, jobs, tmp_path):
         "    inputs = keras.Input(input_shape)\n"
         "    x = keras.layers.Rescaling(float('nan'))(keras.layers.Flatten()(inputs))\n"
         "    x = keras.layers.Dense(num_outputs, activation='softmax')(x)\n"
-        "    return keras.Model(inputs, x)\n")
+        "    return keras.Model(inputs, x)\n"
+    )
     with pytest.raises(TrainingError, match="diverged: the loss became nan at epoch"):
         train(datasets["shapes"].id, str(net), name="nan", jobs_dir=jobs, epochs=1)
     job = [j for j in JobStore(jobs).list(kind="model") if j.name == "nan"][0]
@@ -258,16 +303,32 @@ def test_segmentation_dice_metrics_and_cooperative_stop(datasets, jobs):
                 self.model.stop_training = True
 
     epochs = 40
-    job = train(datasets["lv"].id, None, name="lv", jobs_dir=jobs, epochs=epochs, batch_size=8, seed=1,
-                network_params={"filters": 4, "depth": 2}, aug_flip="both", aug_rot90=True, aug_scale=0.1,
-                solver="adam", learning_rate=0.003, lr_policy="fixed", callbacks=[StopWhenGood()])
+    job = train(
+        datasets["lv"].id,
+        None,
+        name="lv",
+        jobs_dir=jobs,
+        epochs=epochs,
+        batch_size=8,
+        seed=1,
+        network_params={"filters": 4, "depth": 2},
+        aug_flip="both",
+        aug_rot90=True,
+        aug_scale=0.1,
+        solver="adam",
+        learning_rate=0.003,
+        lr_policy="fixed",
+        callbacks=[StopWhenGood()],
+    )
     assert job.status is JobStatus.DONE
     info = json.loads((job.path / "model.json").read_text())
     assert info["network"] == "unet" and info["task"] == "segmentation" and info["loss"] == "dice_ce"
     assert {"val_dice", "val_iou", "val_loss", "loss"} <= set(seen[0][1])
     reported = seen[-1][1]["val_dice"]
-    assert reported >= target, (f"validation Dice {[round(logs['val_dice'], 3) for _e, logs in seen]} "
-                                f"never cleared the constant-predictor bound {bound:.3f} + 0.3")
+    assert reported >= target, (
+        f"validation Dice {[round(logs['val_dice'], 3) for _e, logs in seen]} "
+        f"never cleared the constant-predictor bound {bound:.3f} + 0.3"
+    )
     assert len(seen) < epochs and info["last_epoch"] == len(seen) and info["stopped_early"] is True
     predicted = np.argmax(reference_predict(job.path, features), axis=-1)
     assert dice(masks, predicted, 2) == pytest.approx(reported, abs=1e-3)
@@ -276,8 +337,16 @@ def test_segmentation_dice_metrics_and_cooperative_stop(datasets, jobs):
 def test_regression_custom_file_with_loss_and_metrics(datasets, jobs):
     from digits_core.engine import train
 
-    job = train(datasets["reg"].id, str(EXAMPLES / "regression_mse.py"), name="reg", jobs_dir=jobs, epochs=3,
-                seed=2, batch_size=16, mean_subtraction="none")
+    job = train(
+        datasets["reg"].id,
+        str(EXAMPLES / "regression_mse.py"),
+        name="reg",
+        jobs_dir=jobs,
+        epochs=3,
+        seed=2,
+        batch_size=16,
+        mean_subtraction="none",
+    )
     info = json.loads((job.path / "model.json").read_text())
     assert info["task"] == "regression" and info["num_outputs"] == 2 and info["loss"] == "custom"
     assert info["options"]["solver"] == "adam"  # the file's DEFAULTS
@@ -300,20 +369,40 @@ def test_siamese_example_and_fine_tune_report(datasets, jobs, lenet_job, tmp_pat
     assert report["loaded"] == ["conv2", "fc1"]
     assert set(report["shape_mismatch"]) == {"conv1", "fc2"}  # 2 channels vs 1, 2 classes vs 4
     with pytest.raises(TrainingError, match="no layer name and shape matches"):
-        train(datasets["pairs"].id, str(EXAMPLES / "siamese.py"), name="bad-tune", jobs_dir=jobs, epochs=1,
-              pretrained=lenet_job.id)
+        train(
+            datasets["pairs"].id,
+            str(EXAMPLES / "siamese.py"),
+            name="bad-tune",
+            jobs_dir=jobs,
+            epochs=1,
+            pretrained=lenet_job.id,
+        )
     # from a Keras model file: every layer matches on the same dataset
     donor = load_snapshot(lenet_job)
     donor.save(tmp_path / "donor.keras")
     donor.save_weights(tmp_path / "donor.weights.h5")
-    same = train(datasets["shapes"].id, "lenet", name="tuned-file", jobs_dir=jobs, epochs=1, seed=4,
-                 pretrained=str(tmp_path / "donor.keras"), class_weights="auto")
+    same = train(
+        datasets["shapes"].id,
+        "lenet",
+        name="tuned-file",
+        jobs_dir=jobs,
+        epochs=1,
+        seed=4,
+        pretrained=str(tmp_path / "donor.keras"),
+        class_weights="auto",
+    )
     info = json.loads((same.path / "model.json").read_text())
     assert info["fine_tune"]["loaded"] == ["conv1", "conv2", "fc1", "fc2"]
     assert len(info["class_weights"]) == 4
     with pytest.raises(TrainingError, match="by position, not by layer name"):
-        train(datasets["shapes"].id, "lenet", name="tuned-h5", jobs_dir=jobs, epochs=1,
-              pretrained=str(tmp_path / "donor.weights.h5"))
+        train(
+            datasets["shapes"].id,
+            "lenet",
+            name="tuned-h5",
+            jobs_dir=jobs,
+            epochs=1,
+            pretrained=str(tmp_path / "donor.weights.h5"),
+        )
 
 
 def test_streaming_pipeline_pixel_mean(datasets, jobs):
@@ -322,8 +411,9 @@ def test_streaming_pipeline_pixel_mean(datasets, jobs):
     from digits_core.engine.preprocessing import Preprocessing
 
     ds = datasets["shapes"]
-    job = train(ds.id, "lenet", name="stream", jobs_dir=jobs, epochs=1, preload=False, mean_subtraction="pixel",
-                batch_size=50)
+    job = train(
+        ds.id, "lenet", name="stream", jobs_dir=jobs, epochs=1, preload=False, mean_subtraction="pixel", batch_size=50
+    )
     info = json.loads((job.path / "model.json").read_text())
     assert info["input_pipeline"] == "stream" and info["steps_per_epoch"] == 4
     prep = Preprocessing.load(job)
@@ -340,8 +430,27 @@ def test_cli_train_model_commands(datasets, jobs, capsys):
     from digits_core.cli import main
 
     base = ["--jobs-dir", str(jobs)]
-    assert main(base + ["train", "--dataset", datasets["shapes"].id, "--network", "lenet", "--name", "cli",
-                        "--epochs", "1", "--seed", "1", "--quiet", "--json"]) == 0
+    assert (
+        main(
+            base
+            + [
+                "train",
+                "--dataset",
+                datasets["shapes"].id,
+                "--network",
+                "lenet",
+                "--name",
+                "cli",
+                "--epochs",
+                "1",
+                "--seed",
+                "1",
+                "--quiet",
+                "--json",
+            ]
+        )
+        == 0
+    )
     info = json.loads(capsys.readouterr().out)
     assert info["status"] == "Done" and info["network"] == "lenet"
     assert main(base + ["model", "list"]) == 0

@@ -25,7 +25,7 @@ def formula(policy, it, lr=0.1):
     if policy == "multistep":
         return lr * 0.5 ** sum(it >= v for v in (50, 85))
     if policy == "exp":
-        return lr * 0.95 ** it
+        return lr * 0.95**it
     if policy == "inv":
         return lr * (1 + 0.1 * it) ** -0.5
     if policy == "poly":
@@ -60,8 +60,16 @@ def test_lr_warmup_rises_linearly_then_follows_the_policy():
 
 
 def test_lr_policy_parameters_and_preview(tmp_path):
-    rows = lr_schedule_preview(100, learning_rate=1.0, lr_policy="multistep", step_values="20, 40", lr_gamma=None,
-                               gamma=0.1, points=101, plot=str(tmp_path / "lr.png"))
+    rows = lr_schedule_preview(
+        100,
+        learning_rate=1.0,
+        lr_policy="multistep",
+        step_values="20, 40",
+        lr_gamma=None,
+        gamma=0.1,
+        points=101,
+        plot=str(tmp_path / "lr.png"),
+    )
     assert [r["lr"] for r in rows if r["step"] in (19, 20, 39, 40)] == pytest.approx([1, 0.1, 0.1, 0.01])
     assert (tmp_path / "lr.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(FormValidationError, match="lr_policy"):
@@ -83,8 +91,16 @@ def test_options_validation_names_fields():
 #: momentum 0.0006, nesterov 0.0001, adam/adamw 0.456, rmsprop 0.395, adagrad 0.404 after 60 steps;
 #: adadelta (steps of ~sqrt(epsilon) at first) 0.713 after 300. Ceilings leave about 2x margin and still
 #: tell the solvers apart: momentum ignored would give sgd's 0.012, Nesterov off momentum's 0.0006.
-SOLVER_LOSS_RATIO = {"sgd": (60, 0.03), "momentum": (60, 0.005), "nesterov": (60, 0.0004), "adam": (60, 0.55),
-                     "adamw": (60, 0.55), "rmsprop": (60, 0.5), "adagrad": (60, 0.5), "adadelta": (300, 0.8)}
+SOLVER_LOSS_RATIO = {
+    "sgd": (60, 0.03),
+    "momentum": (60, 0.005),
+    "nesterov": (60, 0.0004),
+    "adam": (60, 0.55),
+    "adamw": (60, 0.55),
+    "rmsprop": (60, 0.5),
+    "adagrad": (60, 0.5),
+    "adadelta": (300, 0.8),
+}
 
 
 @pytest.mark.slow  # imports TensorFlow
@@ -118,15 +134,18 @@ def test_each_solver_reduces_loss(solver):
 
 
 @pytest.mark.slow  # imports TensorFlow
-@pytest.mark.parametrize("name,shape,outputs,expected", [
-    ("lenet", (8, 8, 1), 10, (10,)),
-    ("lenet", (28, 28, 1), 10, (10,)),
-    ("alexnet", (32, 32, 3), 5, (5,)),
-    ("googlenet", (32, 32, 3), 7, (7,)),
-    ("unet", (60, 44, 1), 3, (60, 44, 3)),
-    ("fcn", (36, 36, 1), 2, (36, 36, 2)),
-    ("regression", (16, 16, 1), 2, (2,)),
-])
+@pytest.mark.parametrize(
+    "name,shape,outputs,expected",
+    [
+        ("lenet", (8, 8, 1), 10, (10,)),
+        ("lenet", (28, 28, 1), 10, (10,)),
+        ("alexnet", (32, 32, 3), 5, (5,)),
+        ("googlenet", (32, 32, 3), 7, (7,)),
+        ("unet", (60, 44, 1), 3, (60, 44, 3)),
+        ("fcn", (36, 36, 1), 2, (36, 36, 2)),
+        ("regression", (16, 16, 1), 2, (2,)),
+    ],
+)
 def test_builtin_networks_adapt_to_input(name, shape, outputs, expected):
     from digits_core.engine.networks import resolve_network
 
@@ -156,19 +175,27 @@ def test_custom_network_errors_point_at_user_line(tmp_path):
     from digits_core.engine.networks import resolve_network
     from digits_core.engine.networks.custom import call_builder
 
-    bad_syntax = _write(tmp_path, "syntax.py", """\
+    bad_syntax = _write(
+        tmp_path,
+        "syntax.py",
+        """\
         import keras
         def build_model(input_shape, num_outputs, **params)
             return None
-        """)
+        """,
+    )
     with pytest.raises(TrainingError) as info:
         resolve_network(bad_syntax)
     assert f"{bad_syntax}:2:" in str(info.value) and "SyntaxError" in str(info.value)
 
-    bad_import = _write(tmp_path, "imp.py", """\
+    bad_import = _write(
+        tmp_path,
+        "imp.py",
+        """\
         import keras
         WIDTH = 10 / 0
-        """)
+        """,
+    )
     with pytest.raises(TrainingError, match=r"imp\.py:2: .*ZeroDivisionError.*\n.*WIDTH = 10 / 0"):
         resolve_network(bad_import)
 
@@ -176,14 +203,18 @@ def test_custom_network_errors_point_at_user_line(tmp_path):
     with pytest.raises(TrainingError, match="defines no function build_model"):
         resolve_network(missing)
 
-    raising = _write(tmp_path, "raising.py", """\
+    raising = _write(
+        tmp_path,
+        "raising.py",
+        """\
         import keras
 
         def build_model(input_shape, num_outputs, **params):
             inputs = keras.Input(input_shape)
             x = keras.layers.Dense(num_outputs)(inputs)
             return keras.Model(inputs, x, name=params["missing_param"])
-        """)
+        """,
+    )
     spec = resolve_network(raising)
     with pytest.raises(TrainingError) as info:
         call_builder(spec.build, (8, 8, 1), 3, {}, origin=spec.name, path=spec.path)
@@ -227,30 +258,58 @@ def test_augmentation_keeps_masks_aligned():
     masks = np.zeros((16, 40, 40), np.int32)
     for i in range(16):  # random rectangles and a class-2 blob, asymmetric on purpose
         t, l = rng.integers(0, 25, 2)
-        masks[i, t:t + 12, l:l + 7] = 1
+        masks[i, t : t + 12, l : l + 7] = 1
         masks[i, 30:36, 2:12] = 2
     images = tf.constant(masks[..., None].astype(np.float32) * 100.0)
 
     exact = Augmentation(flip="both", rot90=True)
-    out_x, out_y = augment_batch(images, tf.constant(masks), tf.constant([3, 4], tf.int64), exact,
-                                 out_hw=(32, 32), is_mask=True, random_crop=True)
+    out_x, out_y = augment_batch(
+        images,
+        tf.constant(masks),
+        tf.constant([3, 4], tf.int64),
+        exact,
+        out_hw=(32, 32),
+        is_mask=True,
+        random_crop=True,
+    )
     assert out_x.shape == (16, 32, 32, 1) and out_y.shape == (16, 32, 32)
     np.testing.assert_array_equal(np.round(out_x.numpy()[..., 0] / 100).astype(np.int32), out_y.numpy())
     assert not np.array_equal(out_y.numpy(), masks[:, 4:36, 4:36])  # something did change
 
     free = Augmentation(rotation=30, scale=0.2, flip="horizontal")
-    out_x, out_y = augment_batch(images, tf.constant(masks), tf.constant([5, 6], tf.int64), free,
-                                 out_hw=(40, 40), is_mask=True, random_crop=False)
+    out_x, out_y = augment_batch(
+        images,
+        tf.constant(masks),
+        tf.constant([5, 6], tf.int64),
+        free,
+        out_hw=(40, 40),
+        is_mask=True,
+        random_crop=False,
+    )
     agree = np.mean(np.round(out_x.numpy()[..., 0] / 100).astype(np.int32) == out_y.numpy())
     assert agree > 0.97
     assert set(np.unique(out_y.numpy())) <= {0, 1, 2}
 
     # photometric changes leave masks alone; same seed, same result
     photo = Augmentation(noise=0.1, contrast=0.3, brightness=0.2)
-    a = augment_batch(images, tf.constant(masks), tf.constant([7, 8], tf.int64), photo, out_hw=(40, 40),
-                      is_mask=True, random_crop=False)
-    b = augment_batch(images, tf.constant(masks), tf.constant([7, 8], tf.int64), photo, out_hw=(40, 40),
-                      is_mask=True, random_crop=False)
+    a = augment_batch(
+        images,
+        tf.constant(masks),
+        tf.constant([7, 8], tf.int64),
+        photo,
+        out_hw=(40, 40),
+        is_mask=True,
+        random_crop=False,
+    )
+    b = augment_batch(
+        images,
+        tf.constant(masks),
+        tf.constant([7, 8], tf.int64),
+        photo,
+        out_hw=(40, 40),
+        is_mask=True,
+        random_crop=False,
+    )
     np.testing.assert_array_equal(a[1].numpy(), masks)
     np.testing.assert_array_equal(a[0].numpy(), b[0].numpy())
     assert not np.allclose(a[0].numpy(), images.numpy())
@@ -267,8 +326,9 @@ def test_hue_saturation_on_rgb():
     with pytest.raises(FormValidationError, match="aug_hue"):
         check_augmentation(aug, (8, 8), 1)
     x = tf.constant(np.random.default_rng(0).uniform(0, 1, (4, 8, 8, 3)).astype(np.float32))
-    out, _ = augment_batch(x, tf.zeros([4], tf.int32), tf.constant([1, 2], tf.int64), aug, out_hw=(8, 8),
-                           is_mask=False, random_crop=False)
+    out, _ = augment_batch(
+        x, tf.zeros([4], tf.int32), tf.constant([1, 2], tf.int64), aug, out_hw=(8, 8), is_mask=False, random_crop=False
+    )
     assert out.shape == x.shape and not np.allclose(out.numpy(), x.numpy())
 
 
@@ -277,8 +337,17 @@ def test_auto_class_weights_and_val_summary():
 
     weights = auto_class_weights(np.array([0, 0, 0, 1, 2, 2]), 4)
     assert weights[0] < weights[2] < weights[1] and weights[3] == 1.0
-    out = summarize_val("segmentation", {"count": 2, "loss_sum": 1.0, "tp": np.array([90.0, 8.0]),
-                                         "fp": np.array([2.0, 2.0]), "fn": np.array([2.0, 0.0]), "pixels": 100})
+    out = summarize_val(
+        "segmentation",
+        {
+            "count": 2,
+            "loss_sum": 1.0,
+            "tp": np.array([90.0, 8.0]),
+            "fp": np.array([2.0, 2.0]),
+            "fn": np.array([2.0, 0.0]),
+            "pixels": 100,
+        },
+    )
     assert out["val_dice"] == pytest.approx(16 / 18) and out["val_iou"] == pytest.approx(0.8)
     assert out["val_accuracy"] == pytest.approx(0.98) and out["val_loss"] == 0.5
 

@@ -13,8 +13,10 @@ from digits_core.executors import Scheduler, make_scheduler
 
 
 def test_the_local_executor_is_the_scheduler_and_imports_neither_ray_nor_tensorflow(tmp_path):
-    code = ("import sys; import digits_core.scheduler, digits_core.executors, digits_core.cli.serve_cmd; "
-            "print(sorted(m for m in ('ray', 'tensorflow') if m in sys.modules))")
+    code = (
+        "import sys; import digits_core.scheduler, digits_core.executors, digits_core.cli.serve_cmd; "
+        "print(sorted(m for m in ('ray', 'tensorflow') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
@@ -56,10 +58,12 @@ def test_ray_encoding_deals_chunks_to_the_nodes_in_turn_by_their_cpus():
     class Cluster:  # what ray.nodes() reports
         @staticmethod
         def nodes():
-            return [{"NodeID": "b", "Alive": True, "Resources": {"CPU": 1.0}},
-                    {"NodeID": "a", "Alive": True, "Resources": {"CPU": 3.0, "GPU": 1.0}},
-                    {"NodeID": "dead", "Alive": False, "Resources": {"CPU": 8.0}},
-                    {"NodeID": "no-cpu", "Alive": True, "Resources": {"memory": 1e9}}]
+            return [
+                {"NodeID": "b", "Alive": True, "Resources": {"CPU": 1.0}},
+                {"NodeID": "a", "Alive": True, "Resources": {"CPU": 3.0, "GPU": 1.0}},
+                {"NodeID": "dead", "Alive": False, "Resources": {"CPU": 8.0}},
+                {"NodeID": "no-cpu", "Alive": True, "Resources": {"memory": 1e9}},
+            ]
 
     assert node_cycle(Cluster) == ["a", "b", "a", "a"]
 
@@ -69,8 +73,24 @@ def test_dataset_create_ray_address_with_no_cluster_fails_before_creating_a_job(
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     (tmp_path / "x" / "a").mkdir(parents=True)
-    run = subprocess.run([sys.executable, "-m", "digits_core", "--jobs-dir", str(tmp_path / "jobs"), "dataset",
-                          "create", "image-classification", "--ray-address", f"127.0.0.1:{port}",
-                          "--folder", str(tmp_path / "x")], capture_output=True, text=True, timeout=60)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "digits_core",
+            "--jobs-dir",
+            str(tmp_path / "jobs"),
+            "dataset",
+            "create",
+            "image-classification",
+            "--ray-address",
+            f"127.0.0.1:{port}",
+            "--folder",
+            str(tmp_path / "x"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert run.returncode != 0 and f"No Ray cluster answers at 127.0.0.1:{port}" in run.stderr
     assert not (tmp_path / "jobs").exists() or not any((tmp_path / "jobs").iterdir())

@@ -36,7 +36,7 @@ def _class_folders(root, rng):
         for i in range(10):
             h, w = int(rng.integers(13, 31)), int(rng.integers(13, 31))
             img = rng.normal(60, 20, (h, w, 3))
-            img[h // 4:3 * h // 4, w // 4:3 * w // 4] = colour
+            img[h // 4 : 3 * h // 4, w // 4 : 3 * w // 4] = colour
             Image.fromarray(np.clip(img, 0, 255).astype(np.uint8)).save(root / f"c{c}" / f"{i}.png")
 
 
@@ -45,7 +45,7 @@ def _pairs(root, rng):
         (root / folder).mkdir(parents=True)
     for i in range(12):
         clean = np.zeros((18, 14, 3), np.uint8)
-        clean[4 + i % 6:10 + i % 6, 3:11] = (200, 120, 40)
+        clean[4 + i % 6 : 10 + i % 6, 3:11] = (200, 120, 40)
         noisy = np.clip(clean + rng.normal(0, 25, clean.shape), 0, 255).astype(np.uint8)
         Image.fromarray(noisy).save(root / "noisy" / f"{i:02d}.png")
         Image.fromarray(clean).save(root / "clean" / f"{i:02d}.png")
@@ -90,31 +90,61 @@ def models(tmp_path_factory):
     registry.register(SyntheticRegression)
     try:
         lv = create_dataset("synthetic-lv", {"count": 12, "val_count": 6, "size": 24}, workers=1, jobs_dir=jobs)
-        reg = create_dataset("synthetic-regression", {"count": 24, "val_count": 6, "size": 16}, workers=1,
-                             jobs_dir=jobs)
+        reg = create_dataset(
+            "synthetic-regression", {"count": 24, "val_count": 6, "size": 16}, workers=1, jobs_dir=jobs
+        )
     finally:
         registry.unregister(SyntheticLV)
         registry.unregister(SyntheticRegression)
-    classes = create_dataset("image-classification", {"folder": str(root / "classes"), "width": 16, "height": 16,
-                                                       "resize_mode": "half_crop", "val_percent": 25},
-                             workers=1, jobs_dir=jobs)
-    pairs = create_dataset("image-processing", {"feature_folder": str(root / "pairs" / "noisy"),
-                                                "label_folder": str(root / "pairs" / "clean"), "width": 16,
-                                                "height": 16, "resize_mode": "fill", "val_percent": 50},
-                           workers=1, jobs_dir=jobs)
-    boxes = create_dataset("object-detection", {
-        "train_image_folder": str(s / "train" / "images"), "train_label_folder": str(s / "train" / "labels"),
-        "val_image_folder": str(s / "val" / "images"), "val_label_folder": str(s / "val" / "labels"),
-        "custom_classes": synth_detection.CLASS_MAPPING, "width": 48, "height": 32, "resize_mode": "crop"},
-        workers=1, jobs_dir=jobs)
+    classes = create_dataset(
+        "image-classification",
+        {"folder": str(root / "classes"), "width": 16, "height": 16, "resize_mode": "half_crop", "val_percent": 25},
+        workers=1,
+        jobs_dir=jobs,
+    )
+    pairs = create_dataset(
+        "image-processing",
+        {
+            "feature_folder": str(root / "pairs" / "noisy"),
+            "label_folder": str(root / "pairs" / "clean"),
+            "width": 16,
+            "height": 16,
+            "resize_mode": "fill",
+            "val_percent": 50,
+        },
+        workers=1,
+        jobs_dir=jobs,
+    )
+    boxes = create_dataset(
+        "object-detection",
+        {
+            "train_image_folder": str(s / "train" / "images"),
+            "train_label_folder": str(s / "train" / "labels"),
+            "val_image_folder": str(s / "val" / "images"),
+            "val_label_folder": str(s / "val" / "labels"),
+            "custom_classes": synth_detection.CLASS_MAPPING,
+            "width": 48,
+            "height": 32,
+            "resize_mode": "crop",
+        },
+        workers=1,
+        jobs_dir=jobs,
+    )
     return jobs, {
         "lenet": train(classes.id, "lenet", name="lenet", epochs=1, batch_size=8, jobs_dir=jobs, seed=0),
         "unet": train(lv.id, "unet", name="unet", epochs=1, batch_size=6, jobs_dir=jobs, seed=0),
         "regression": train(reg.id, None, name="reg", epochs=1, batch_size=8, jobs_dir=jobs, seed=0),
         "image2image": train(pairs.id, None, name="i2i", epochs=1, batch_size=4, jobs_dir=jobs, loss="mae", seed=0),
         "detectnet": train(boxes.id, None, name="det", epochs=1, batch_size=8, jobs_dir=jobs, seed=0),
-        "odd": train(classes.id, str(_write(root / "odd_net.py", ODD_NET)), name="odd", epochs=1, batch_size=8,
-                     jobs_dir=jobs, seed=0),
+        "odd": train(
+            classes.id,
+            str(_write(root / "odd_net.py", ODD_NET)),
+            name="odd",
+            epochs=1,
+            batch_size=8,
+            jobs_dir=jobs,
+            seed=0,
+        ),
     }
 
 
@@ -126,8 +156,9 @@ def _write(path, text):
 def _export(jobs, job, tmp_path, fmt, **kwargs):
     from digits_core.inference import export_model
 
-    archive = export_model(job.id, tmp_path / f"{fmt}.tar.gz", format=fmt, parity_sample=SAMPLE, jobs_dir=jobs,
-                           **kwargs)
+    archive = export_model(
+        job.id, tmp_path / f"{fmt}.tar.gz", format=fmt, parity_sample=SAMPLE, jobs_dir=jobs, **kwargs
+    )
     with tarfile.open(archive) as tar:
         tar.extractall(tmp_path / fmt, filter="tar")
     (folder,) = (tmp_path / fmt).iterdir()
@@ -142,10 +173,22 @@ def _export(jobs, job, tmp_path, fmt, **kwargs):
 # Resize modes: LeNet half_crop, image-to-image fill, detectnet crop, U-Net and regression squash; every parity
 # input is also fed stretched to an odd size, so each mode runs in the export's graph (every mode x dtype x odd
 # size against resize_image: tests/test_export_preprocessing.py).
-CASES = [("lenet", "savedmodel"), ("lenet", "onnx"), ("lenet", "tflite"), ("lenet", "keras"),
-         ("unet", "savedmodel"), ("unet", "onnx"), ("unet", "tflite"), ("regression", "onnx"),
-         ("regression", "tflite"), ("image2image", "onnx"), ("image2image", "tflite"), ("detectnet", "onnx"),
-         ("detectnet", "tflite"), ("detectnet", "keras")]
+CASES = [
+    ("lenet", "savedmodel"),
+    ("lenet", "onnx"),
+    ("lenet", "tflite"),
+    ("lenet", "keras"),
+    ("unet", "savedmodel"),
+    ("unet", "onnx"),
+    ("unet", "tflite"),
+    ("regression", "onnx"),
+    ("regression", "tflite"),
+    ("image2image", "onnx"),
+    ("image2image", "tflite"),
+    ("detectnet", "onnx"),
+    ("detectnet", "tflite"),
+    ("detectnet", "keras"),
+]
 
 
 @pytest.mark.parametrize("network,fmt", CASES)
@@ -182,12 +225,14 @@ def test_savedmodel_has_the_tf_serving_layout_and_detection_boxes_in_input_pixel
     image = rng.integers(0, 256, (53, 71, 3)).astype(np.uint8)
     image[10:30, 20:50] = 250
     np.save(tmp_path / "image.npy", image)
-    code = ("import json, sys, numpy as np, tensorflow as tf\n"
-            f"serve = tf.saved_model.load({str(folder / info['tf_serving']['base_path'] / '1')!r})"
-            ".signatures['serving_default']\n"
-            f"out = serve(images=tf.constant(np.load({str(tmp_path / 'image.npy')!r})[None]))\n"
-            "print(json.dumps({k: v.numpy().tolist() for k, v in out.items()}))\n"
-            "print(any(m.startswith('digits') for m in sys.modules))\n")
+    code = (
+        "import json, sys, numpy as np, tensorflow as tf\n"
+        f"serve = tf.saved_model.load({str(folder / info['tf_serving']['base_path'] / '1')!r})"
+        ".signatures['serving_default']\n"
+        f"out = serve(images=tf.constant(np.load({str(tmp_path / 'image.npy')!r})[None]))\n"
+        "print(json.dumps({k: v.numpy().tolist() for k, v in out.items()}))\n"
+        "print(any(m.startswith('digits') for m in sys.modules))\n"
+    )
     plain = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert plain.returncode == 0, plain.stderr[-2000:]
     lines = plain.stdout.strip().splitlines()
@@ -234,8 +279,9 @@ def test_a_failed_parity_report_fails_the_export_unless_allowed(models, tmp_path
     with pytest.raises(InferenceError, match=r"worst input: val\[0\] at 19x21"):
         export_model(job.id, tmp_path / "bad.tar.gz", format="onnx", parity_sample=SAMPLE, jobs_dir=jobs)
     assert not (tmp_path / "bad.tar.gz").exists()
-    archive = export_model(job.id, tmp_path / "kept.tar.gz", format="onnx", parity_sample=SAMPLE,
-                           allow_mismatch=True, jobs_dir=jobs)
+    archive = export_model(
+        job.id, tmp_path / "kept.tar.gz", format="onnx", parity_sample=SAMPLE, allow_mismatch=True, jobs_dir=jobs
+    )
     assert archive.is_file()
 
 
@@ -247,8 +293,10 @@ def test_a_custom_layer_the_converter_lacks_is_named(models, tmp_path, fmt, conv
 
     jobs, trained = models
     job = trained["odd"]
-    message = (f'{converter} cannot convert this model: it has no equivalent for the op BesselI1e in layer "bessel". '
-               "Export it as savedmodel or keras instead, or replace that layer in the network.")
+    message = (
+        f'{converter} cannot convert this model: it has no equivalent for the op BesselI1e in layer "bessel". '
+        "Export it as savedmodel or keras instead, or replace that layer in the network."
+    )
     with pytest.raises(InferenceError) as failed:
         export_model(job.id, tmp_path / "odd.tar.gz", format=fmt, parity_sample=SAMPLE, jobs_dir=jobs)
     assert str(failed.value) == message

@@ -21,10 +21,27 @@ from digits_core.resize import RESIZE_MODES, pad_value, prepare_array, resize_pl
 pytestmark = pytest.mark.slow
 
 # src h, w -> h, w: shrink, stretch, mixed, same aspect ratio, already at size, large shrink.
-SIZES = [(37, 23, 15, 21), (23, 37, 17, 17), (9, 13, 15, 11), (31, 31, 13, 19), (15, 21, 15, 21), (101, 67, 13, 9),
-         (20, 30, 10, 15)]
-KINDS = [("uint8", 3, 3), ("uint8", 1, 1), ("uint8", 3, 1), ("uint8", 1, 3), ("uint8", 4, 3), ("uint16", 1, 1),
-         ("uint16", 1, 3), ("uint16", 3, 1), ("float32", 1, 1), ("float32", 3, 3)]
+SIZES = [
+    (37, 23, 15, 21),
+    (23, 37, 17, 17),
+    (9, 13, 15, 11),
+    (31, 31, 13, 19),
+    (15, 21, 15, 21),
+    (101, 67, 13, 9),
+    (20, 30, 10, 15),
+]
+KINDS = [
+    ("uint8", 3, 3),
+    ("uint8", 1, 1),
+    ("uint8", 3, 1),
+    ("uint8", 1, 3),
+    ("uint8", 4, 3),
+    ("uint16", 1, 1),
+    ("uint16", 1, 3),
+    ("uint16", 3, 1),
+    ("float32", 1, 1),
+    ("float32", 3, 3),
+]
 
 
 def _pixels(dtype: str, h: int, w: int, c: int, seed: int) -> np.ndarray:
@@ -44,8 +61,9 @@ def test_export_graph_matches_resize_image(mode, precision):
     for (dtype, c_in, c), (src_h, src_w, h, w) in itertools.product(KINDS, SIZES):
         arr = _pixels(dtype, src_h, src_w, c_in, src_h * src_w + c_in)
         expected = prepare_array(arr, (h, w, c), dtype, mode, constant_pad=True)
-        got = tf_prepare(tf.constant(np.stack([arr, arr[::-1]])), (h, w, c), dtype, mode,
-                         float_type=tf.as_dtype(precision)).numpy()
+        got = tf_prepare(
+            tf.constant(np.stack([arr, arr[::-1]])), (h, w, c), dtype, mode, float_type=tf.as_dtype(precision)
+        ).numpy()
         assert got.shape == (2, h, w, c), (mode, dtype, c_in, c, src_h, src_w)
         flipped = prepare_array(arr[::-1], (h, w, c), dtype, mode, constant_pad=True)
         for out, ref in ((got[0], expected), (got[1], flipped)):
@@ -67,5 +85,5 @@ def test_constant_padding_is_mid_grey_and_deterministic():
     first = prepare_array(arr, (20, 20, 3), "uint8", "fill", constant_pad=True)
     again = prepare_array(arr, (20, 20, 3), "uint8", "fill", constant_pad=True)
     assert plan.pad_y > 0 and np.array_equal(first, again)
-    assert (first[:plan.pad_y] == 128).all() and (first[-plan.pad_y:] == 128).all()
+    assert (first[: plan.pad_y] == 128).all() and (first[-plan.pad_y :] == 128).all()
     assert pad_value(np.uint16) == 32768 and pad_value(np.float32) == 0

@@ -13,7 +13,9 @@ from digits_core.forms import add_form_arguments, bind_form, form_values_from_na
 
 
 class ResizeForm(Form):
-    folder = StringField("Training folder", validators=[validators.DataRequired()], description="One sub-folder per class")
+    folder = StringField(
+        "Training folder", validators=[validators.DataRequired()], description="One sub-folder per class"
+    )
     width = IntegerField("Width", default=256, validators=[validators.NumberRange(min=1, max=4096)])
     resize_mode = SelectField("Resize mode", choices=[("squash", "Squash"), ("crop", "Crop")], default="squash")
     shuffle = BooleanField("Shuffle", default=True)
@@ -37,7 +39,9 @@ def test_python_values_and_command_line_strings_give_the_same_data():
 
 
 def test_browser_semantics_for_raw_form_data():
-    form = bind_form(ResizeForm, formdata=MultiDict({"folder": "/d", "width": "32", "resize_mode": "crop"}), meta={"csrf": False})
+    form = bind_form(
+        ResizeForm, formdata=MultiDict({"folder": "/d", "width": "32", "resize_mode": "crop"}), meta={"csrf": False}
+    )
     data = validate_form(form)
     assert data["shuffle"] is False  # an unchecked box is absent from browser form data
     assert data["resize_mode"] == "crop"

@@ -38,7 +38,7 @@ def mutations(data: bytes, rng: random.Random, count: int = CASES):
         kind = rng.randrange(5)
         buf = bytearray(data)
         if kind == 0 and buf:
-            del buf[rng.randrange(len(buf)):]
+            del buf[rng.randrange(len(buf)) :]
         elif kind == 1 and buf:
             for _ in range(rng.randint(1, 8)):
                 buf[rng.randrange(len(buf))] = rng.randrange(256)
@@ -73,8 +73,10 @@ def run_all(tmp_path, name: str, seed_bytes: bytes, read) -> int:
     return refused
 
 
-KITTI = (b"car 0.00 0 -1.58 587.01 173.33 614.12 200.12 1.65 1.67 3.64 -0.65 1.71 46.70 -1.59\n"
-         b"pedestrian 0.00 0 0.21 10 20 30 40 1.0 1.0 1.0 0 0 0 0\n")
+KITTI = (
+    b"car 0.00 0 -1.58 587.01 173.33 614.12 200.12 1.65 1.67 3.64 -0.65 1.71 46.70 -1.59\n"
+    b"pedestrian 0.00 0 0.21 10 20 30 40 1.0 1.0 1.0 0 0 0 0\n"
+)
 
 
 @pytest.mark.timeout(120)
@@ -88,14 +90,27 @@ def test_kitti_labels(tmp_path):
 def test_coco_annotations(tmp_path):
     from digits_data_images.detection_labels import read_coco
 
-    coco = json.dumps({"images": [{"id": 1, "file_name": "a.png"}], "categories": [{"id": 3, "name": "car"}],
-                       "annotations": [{"id": 9, "image_id": 1, "category_id": 3, "bbox": [1, 2, 3, 4]}]}).encode()
+    coco = json.dumps(
+        {
+            "images": [{"id": 1, "file_name": "a.png"}],
+            "categories": [{"id": 3, "name": "car"}],
+            "annotations": [{"id": 9, "image_id": 1, "category_id": 3, "bbox": [1, 2, 3, 4]}],
+        }
+    ).encode()
     assert run_all(tmp_path, "train.json", coco, lambda p: read_coco(p, None)) > 0
-    for hostile in ({"images": [{"id": 1, "file_name": {"a": 1}}]}, {"images": [None]},
-                    {"images": [], "annotations": [{"bbox": "1234"}]}, {"images": "x"}, [], 3,
-                    {"images": [{"id": 1, "file_name": "a"}], "categories": [{"id": [], "name": 1}]},
-                    {"images": [{"id": 1, "file_name": "a"}], "annotations": [
-                        {"image_id": 1, "category_id": 1, "bbox": [1e999, 0, 1, 1]}]}):
+    for hostile in (
+        {"images": [{"id": 1, "file_name": {"a": 1}}]},
+        {"images": [None]},
+        {"images": [], "annotations": [{"bbox": "1234"}]},
+        {"images": "x"},
+        [],
+        3,
+        {"images": [{"id": 1, "file_name": "a"}], "categories": [{"id": [], "name": 1}]},
+        {
+            "images": [{"id": 1, "file_name": "a"}],
+            "annotations": [{"image_id": 1, "category_id": 1, "bbox": [1e999, 0, 1, 1]}],
+        },
+    ):
         path = tmp_path / "h.json"
         path.write_text(json.dumps(hostile))
         try:
@@ -109,12 +124,20 @@ def test_targets_csv_and_json_lines(tmp_path):
     from digits_data_images.targets import read_targets
 
     csv_text = b"path,x,y\n0.png,1.5,2\n1.png,3,4e2\n"
-    jsonl = (json.dumps({"path": "0.png", "x": 1.5, "y": 2}) + "\n" + json.dumps({"path": "1.png", "targets": [3, 4]})
-             + "\n").encode()
+    jsonl = (
+        json.dumps({"path": "0.png", "x": 1.5, "y": 2}) + "\n" + json.dumps({"path": "1.png", "targets": [3, 4]}) + "\n"
+    ).encode()
     assert run_all(tmp_path, "targets.csv", csv_text, lambda p: read_targets(p)) > 0
     assert run_all(tmp_path, "targets.jsonl", jsonl, lambda p: read_targets(p)) > 0
-    for line in ('{"path": 3, "x": 1}', '{"path": ["a"], "x": 1}', '{"path": "a", "targets": {"a": 1}}',
-                 '{"path": "a", "x": [1]}', '"just a string"', '{"path": "a", "x": true}', "[1, 2]"):
+    for line in (
+        '{"path": 3, "x": 1}',
+        '{"path": ["a"], "x": 1}',
+        '{"path": "a", "targets": {"a": 1}}',
+        '{"path": "a", "x": [1]}',
+        '"just a string"',
+        '{"path": "a", "x": true}',
+        "[1, 2]",
+    ):
         path = tmp_path / "h.jsonl"
         path.write_text(line + "\n")
         with pytest.raises(NAMED):
@@ -178,7 +201,9 @@ def test_inference_npy_inputs(tmp_path):
     from digits_core.inference.imageio import read_image, read_mask
 
     assert run_all(tmp_path, "input.npy", GOOD_NPY, read_image) > 0
-    for path in lying_npys(tmp_path, ("(99999999999999, 99999999999999)", "(-1, 3)", "(2**64,)", "(4, 4, 4)", "(2, 3)")):
+    for path in lying_npys(
+        tmp_path, ("(99999999999999, 99999999999999)", "(-1, 3)", "(2**64,)", "(4, 4, 4)", "(2, 3)")
+    ):
         for read in (read_image, lambda p: read_mask(p, 2, 3)):
             with pytest.raises(InferenceError, match="lying.npy"):  # never numpy's OverflowError / ValueError
                 read(path)
@@ -227,8 +252,10 @@ def test_an_absurd_frame_count_is_refused_before_decoding(tmp_path):
     from digits_data_sunnybrook.dicom import DicomReadError, read_dicom_frames, read_dicom_image
     from digits_data_volumes.geometry import VolumeFormatError, _slice_pixels
 
-    for name, tags in (("frames.dcm", {"NumberOfFrames": 2_000_000_000}),
-                       ("geometry.dcm", {"NumberOfFrames": MAX_DICOM_FRAMES, "Rows": 65535, "Columns": 65535})):
+    for name, tags in (
+        ("frames.dcm", {"NumberOfFrames": 2_000_000_000}),
+        ("geometry.dcm", {"NumberOfFrames": MAX_DICOM_FRAMES, "Rows": 65535, "Columns": 65535}),
+    ):
         ds = pydicom.dcmread(io.BytesIO(_dicom_bytes()))
         for keyword, value in tags.items():
             setattr(ds, keyword, value)

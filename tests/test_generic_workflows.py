@@ -81,13 +81,45 @@ def regression(tmp_path_factory, shared_jobs):
     (root / "targets.csv").write_text("\n".join(rows) + "\n")
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        assert digits(["--jobs-dir", jobs, "dataset", "create", "image-regression", "--name", "bright", "--json",
-                       "--image-folder", str(root / "imgs"), "--targets-file", str(root / "targets.csv"),
-                       "--image-type", "grayscale", "--width", "8", "--height", "8", "--val-percent", "25"]) == 0
+        assert (
+            digits(
+                [
+                    "--jobs-dir",
+                    jobs,
+                    "dataset",
+                    "create",
+                    "image-regression",
+                    "--name",
+                    "bright",
+                    "--json",
+                    "--image-folder",
+                    str(root / "imgs"),
+                    "--targets-file",
+                    str(root / "targets.csv"),
+                    "--image-type",
+                    "grayscale",
+                    "--width",
+                    "8",
+                    "--height",
+                    "8",
+                    "--val-percent",
+                    "25",
+                ]
+            )
+            == 0
+        )
     dataset_id = json.loads(out.getvalue())["id"]
     # docs/custom-networks.md Example 1: the regression network file with its MSE loss
-    model = train(dataset_id, str(EXAMPLES / "regression_mse.py"), name="r", epochs=1, batch_size=8,
-                  jobs_dir=jobs, seed=1, network_params={"width": 4})
+    model = train(
+        dataset_id,
+        str(EXAMPLES / "regression_mse.py"),
+        name="r",
+        epochs=1,
+        batch_size=8,
+        jobs_dir=jobs,
+        seed=1,
+        network_params={"width": 4},
+    )
     return {"root": root, "jobs": jobs, "dataset_id": dataset_id, "model": model}
 
 
@@ -108,8 +140,11 @@ def test_image_regression_cli_and_api_to_regression_view(regression, capsys):
     assert targets[0]["error"] == pytest.approx(targets[0]["predicted"] - 0.3913)
     assert report["view_summary"]["summary"]["labelled"] == 2
     # API through the plugin's own inference form (a targets file = labelled inputs), HTML report
-    result = infer(model.id, form_data={"targets_file": str(tmp_path / "targets.csv"),
-                                                       "list_root": str(tmp_path / "imgs")}, jobs_dir=jobs)
+    result = infer(
+        model.id,
+        form_data={"targets_file": str(tmp_path / "targets.csv"), "list_root": str(tmp_path / "imgs")},
+        jobs_dir=jobs,
+    )
     assert len(result.samples) == 24 and result.samples[0].input_id.endswith("b00.png")
     html = result.to_html()
     assert html.count('class="dvg-sample"') == 24 and html.count("<circle") == 48
@@ -129,8 +164,9 @@ def test_regression_and_image_output_results_pages_fit_a_phone(regression, denoi
     from live_server import running_server
 
     errors: list[str] = []
-    with running_server(shared_jobs, extra_args=["--data-root", str(regression["root"]),
-                                          "--data-root", str(denoising["root"])]) as server:
+    with running_server(
+        shared_jobs, extra_args=["--data-root", str(regression["root"]), "--data-root", str(denoising["root"])]
+    ) as server:
         page = chromium.new_context(viewport={"width": 1280, "height": 900}).new_page()
         page.set_default_timeout(180_000)  # only the bound after which a wait on page state fails
         page.on("pageerror", lambda exc: errors.append(str(exc)))
@@ -151,8 +187,10 @@ def test_regression_and_image_output_results_pages_fit_a_phone(regression, denoi
 
         run(regression["model"], targets_form, "regression")
         assert page.locator(".dvg-sample").count() == 24  # each image once (it was 48: folder + file)
-        assert re.sub(r"\s+", " ", page.locator(".dvg-header").inner_text()).strip() == \
-            "24 inputs, 2 targets (bright, dark); 24 with known values."
+        assert (
+            re.sub(r"\s+", " ", page.locator(".dvg-header").inner_text()).strip()
+            == "24 inputs, 2 targets (bright, dark); 24 with known values."
+        )
         assert_fits_a_phone(page, "the regression results page", screenshot="regression-results-375")
 
         def pairs_list():
@@ -168,12 +206,14 @@ def test_regression_and_image_output_results_pages_fit_a_phone(regression, denoi
 
 def _stored_result_of_the_form(client, token, model_id, form, api):
     """*Test the model* with the plugin's form: stored, served at its GET URL, a reload runs and stores nothing."""
+
     def stored():
         return client.get(f"/models/{model_id}.json").get_json()["inference_results"]
 
     before = len(stored())  # the module's browser test may have stored one already
-    resp = client.post(f"/models/{model_id}/infer", data={"csrf_token": token, "view_id": "regression",
-                                                          "input_mode": "plugin", **form})
+    resp = client.post(
+        f"/models/{model_id}/infer", data={"csrf_token": token, "view_id": "regression", "input_mode": "plugin", **form}
+    )
     assert resp.status_code == 303, resp.get_data(as_text=True)[:2000]
     url = resp.headers["Location"]
     assert re.fullmatch(rf"(http://localhost)?/models/{model_id}/inference/[0-9a-f-]+", url), url
@@ -183,7 +223,7 @@ def _stored_result_of_the_form(client, token, model_id, form, api):
     pages = [re.sub(r'nonce="[^"]+"', 'nonce=""', client.get(url).get_data(as_text=True)) for _ in range(2)]
     assert pages[0] == pages[1]  # a reload shows the same results (each page has its own CSP nonce)
     assert pages[0].count('class="dvg-sample"') == 24 and "dvg-mae" in pages[0]
-    assert "inputs <span class=\"break\">the data plugin&#39;s inference form</span>" in pages[0]
+    assert 'inputs <span class="break">the data plugin&#39;s inference form</span>' in pages[0]
     assert len(stored()) == before + 1  # the reload ran and stored nothing
     stored = client.get(url, headers={"Accept": "application/json"}).get_json()
     assert stored["results"] == api["results"] and stored["html"] == api["html"]  # what the API answers for the same
@@ -200,12 +240,43 @@ def test_image_pairs_train_the_siamese_example_and_infer(tmp_path, capsys):
         folder.mkdir(parents=True)
         for i in range(6):
             Image.fromarray(np.full((8, 8), 60 * c + 3 * i, np.uint8)).save(folder / f"{i}.png")
-    assert digits(["--jobs-dir", jobs, "dataset", "create", "image-pairs", "--name", "pairs", "--json",
-                   "--folder", str(tmp_path / "classes"), "--train-pairs", "32", "--val-pairs", "8", "--val-percent", "34",
-                   "--width", "8", "--height", "8"]) == 0
+    assert (
+        digits(
+            [
+                "--jobs-dir",
+                jobs,
+                "dataset",
+                "create",
+                "image-pairs",
+                "--name",
+                "pairs",
+                "--json",
+                "--folder",
+                str(tmp_path / "classes"),
+                "--train-pairs",
+                "32",
+                "--val-pairs",
+                "8",
+                "--val-percent",
+                "34",
+                "--width",
+                "8",
+                "--height",
+                "8",
+            ]
+        )
+        == 0
+    )
     dataset_id = json.loads(capsys.readouterr().out)["id"]
-    model = train(dataset_id, str(EXAMPLES / "siamese.py"), name="siamese", epochs=1, batch_size=8,
-                  jobs_dir=jobs, network_params={"width": 4})
+    model = train(
+        dataset_id,
+        str(EXAMPLES / "siamese.py"),
+        name="siamese",
+        epochs=1,
+        batch_size=8,
+        jobs_dir=jobs,
+        network_params={"width": 4},
+    )
     assert load_snapshot(model).get_layer("tower") is not None
     pair = np.stack([np.full((8, 8), 60, np.uint8), np.full((8, 8), 63, np.uint8)], axis=-1)
     result = infer(model.id, [("same-pair", pair, 1)], jobs_dir=jobs, view_config={"top_n": 1})
@@ -223,8 +294,9 @@ def test_numpy_arrays_from_memory_train_and_infer(tmp_path):
     labels = np.arange(40) % 2
     features = (rng.random((40, 8, 8, 1)) * 60 + labels[:, None, None, None] * 150).astype(np.uint8)
     jobs = str(tmp_path / "jobs")
-    job = create_dataset_from_arrays(features, labels, folder=tmp_path / "arrays", jobs_dir=jobs, workers=1,
-                                     options={"val_percent": 20})
+    job = create_dataset_from_arrays(
+        features, labels, folder=tmp_path / "arrays", jobs_dir=jobs, workers=1, options={"val_percent": 20}
+    )
     model = train(job.id, "lenet", name="np", epochs=1, batch_size=8, jobs_dir=jobs)
     np.save(tmp_path / "x.npy", features[1])
     result = infer(model.id, [str(tmp_path / "x.npy")], jobs_dir=jobs)
@@ -246,7 +318,7 @@ def denoising(tmp_path_factory, shared_jobs):
         (root / folder).mkdir()
     for i in range(16):
         clean = np.zeros((16, 16, 3), np.uint8)
-        clean[4 + i % 6:10 + i % 6, 3:12] = (200, 120, 40)
+        clean[4 + i % 6 : 10 + i % 6, 3:12] = (200, 120, 40)
         noisy = np.clip(clean + rng.normal(0, 25, clean.shape), 0, 255).astype(np.uint8)
         Image.fromarray(noisy).save(root / "noisy" / f"{i:02d}.png")
         Image.fromarray(clean).save(root / "clean" / f"{i:02d}.png")
@@ -254,9 +326,31 @@ def denoising(tmp_path_factory, shared_jobs):
     jobs = shared_jobs
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        assert digits(["--jobs-dir", jobs, "dataset", "create", "image-processing", "--name", "denoise", "--json",
-                       "--feature-folder", str(root / "noisy"), "--label-folder", str(root / "clean"),
-                       "--width", "16", "--height", "16", "--val-percent", "25"]) == 0
+        assert (
+            digits(
+                [
+                    "--jobs-dir",
+                    jobs,
+                    "dataset",
+                    "create",
+                    "image-processing",
+                    "--name",
+                    "denoise",
+                    "--json",
+                    "--feature-folder",
+                    str(root / "noisy"),
+                    "--label-folder",
+                    str(root / "clean"),
+                    "--width",
+                    "16",
+                    "--height",
+                    "16",
+                    "--val-percent",
+                    "25",
+                ]
+            )
+            == 0
+        )
     dataset_id = json.loads(out.getvalue())["id"]
     model = train(dataset_id, None, name="denoise", epochs=2, batch_size=4, jobs_dir=jobs, loss="mae", seed=0)
     return {"root": root, "jobs": jobs, "dataset_id": dataset_id, "model": model}
@@ -280,8 +374,11 @@ def test_image_processing_denoising_cli_and_api_to_image_output_view(denoising, 
     assert digits(["--jobs-dir", jobs, "infer", "--model", model.id, str(tmp_path / "pairs.txt")]) == 0
     summary = capsys.readouterr().out
     assert "image 16x16x3" in summary and "MAE" in summary
-    result = infer(model.id, form_data={"image_folder": str(tmp_path / "noisy"),
-                                        "target_folder": str(tmp_path / "clean")}, jobs_dir=jobs)
+    result = infer(
+        model.id,
+        form_data={"image_folder": str(tmp_path / "noisy"), "target_folder": str(tmp_path / "clean")},
+        jobs_dir=jobs,
+    )
     assert len(result.samples) == 16 and result.samples[3].input_id.endswith("03.png")
     html = result.to_html()
     assert html.count('class="dvg-target"') == 16 and "dvg-mean-psnr" in html

@@ -35,13 +35,13 @@ def test_detect_gpus_honours_cuda_visible_devices():
 
 def test_requests_are_met_or_wait():
     gpus = GpuAllocator(["0", "1", "2", "3"])
-    assert gpus.try_allocate("a", None) == ["0"]            # default: one GPU
+    assert gpus.try_allocate("a", None) == ["0"]  # default: one GPU
     assert gpus.try_allocate("b", 2) == ["1", "2"]
-    assert gpus.try_allocate("c", "0,3") is None             # GPU 0 is a's: wait
+    assert gpus.try_allocate("c", "0,3") is None  # GPU 0 is a's: wait
     assert gpus.try_allocate("d", "all") is None
     assert gpus.try_allocate("e", 1) == ["3"]
     gpus.release("a")
-    assert gpus.try_allocate("c", "0,3") is None             # 3 is e's now
+    assert gpus.try_allocate("c", "0,3") is None  # 3 is e's now
     gpus.release("e")
     assert gpus.try_allocate("c", "0,3") == ["0", "3"]
     assert gpus.holdings() == {"b": ["1", "2"], "c": ["0", "3"]}
@@ -75,8 +75,11 @@ def test_no_gpu_is_ever_held_twice():
 
 
 def test_worker_env():
-    assert worker_env(["1", "3"], True) == {"TF_FORCE_GPU_ALLOW_GROWTH": "true", "CUDA_VISIBLE_DEVICES": "1,3",
-                                             ASSIGNED_ENV: "1,3"}
+    assert worker_env(["1", "3"], True) == {
+        "TF_FORCE_GPU_ALLOW_GROWTH": "true",
+        "CUDA_VISIBLE_DEVICES": "1,3",
+        ASSIGNED_ENV: "1,3",
+    }
     assert worker_env([], False) == {"TF_FORCE_GPU_ALLOW_GROWTH": "true"}
 
 
@@ -126,11 +129,11 @@ def test_scheduler_gives_each_training_job_its_own_gpus(tmp_path):
         assert env("a")["TF_FORCE_GPU_ALLOW_GROWTH"] == "true"
         status = scheduler.status()
         assert status["gpus"]["held"] == {made["a"].id: ["0"], made["c"].id: ["1"]}
-        assert status["waiting"] == [made["b"].id] and not started("b")   # both GPUs busy: b waits
+        assert status["waiting"] == [made["b"].id] and not started("b")  # both GPUs busy: b waits
         assert Job.load(made["a"].path).data["gpus_assigned"] == ["0"]
         (made["a"].path / "go").write_text("")
         _wait_for(lambda: made["a"].id not in scheduler.status()["running"], "job a to end")
-        assert not started("b")                                            # GPU 1 is still c's
+        assert not started("b")  # GPU 1 is still c's
         (made["c"].path / "go").write_text("")
         _wait_for(lambda: started("b"), "job b to start")
         assert env("b")["CUDA_VISIBLE_DEVICES"] == "0,1" and env("b")[ASSIGNED_ENV] == "0,1"

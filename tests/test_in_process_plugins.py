@@ -41,8 +41,12 @@ SCRIPT = textwrap.dedent("""
 
 
 def _run(tmp_path, block_cloudpickle):
-    return subprocess.run([sys.executable, "-c", SCRIPT.format(block_cloudpickle=block_cloudpickle),
-                           str(tmp_path / "jobs")], capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", SCRIPT.format(block_cloudpickle=block_cloudpickle), str(tmp_path / "jobs")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 @pytest.mark.slow
@@ -60,9 +64,11 @@ def test_main_module_plugin_with_two_workers_after_tensorflow(tmp_path):
 @pytest.mark.slow
 def test_quiet_tensorflow_keeps_the_cxx_start_up_lines_off_stderr():
     # Keras loads without importing scikit-learn (tf_quiet.import_tensorflow), which stays importable afterwards.
-    code = ("import sys, digits_core\ndigits_core.quiet_tensorflow()\nimport tensorflow as tf\nimport keras\n"
-            "assert 'sklearn' not in sys.modules, 'Keras imported scikit-learn'\nimport sklearn.base\n"
-            "print(tf.constant(2).numpy())\n")
+    code = (
+        "import sys, digits_core\ndigits_core.quiet_tensorflow()\nimport tensorflow as tf\nimport keras\n"
+        "assert 'sklearn' not in sys.modules, 'Keras imported scikit-learn'\nimport sklearn.base\n"
+        "print(tf.constant(2).numpy())\n"
+    )
     env = {k: v for k, v in __import__("os").environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
     quiet = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
     assert quiet.returncode == 0 and quiet.stdout.strip() == "2", quiet.stderr[-2000:]

@@ -34,7 +34,7 @@ def toy_image(cls: int, seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
     image = rng.integers(0, 40, (8, 8, 1)).astype(np.uint8)
     r, c = SPOTS[cls]
-    image[r:r + 3, c:c + 3] = 220
+    image[r : r + 3, c : c + 3] = 220
     return image
 
 
@@ -44,8 +44,8 @@ def toy_rectangle(seed: int, size: int = 16):
     mask = np.zeros((size, size), np.int64)
     top, left = rng.integers(2, 8, 2)
     h, w = rng.integers(4, 7, 2)
-    image[top:top + h, left:left + w] = rng.integers(180, 255)
-    mask[top:top + h, left:left + w] = 1
+    image[top : top + h, left : left + w] = rng.integers(180, 255)
+    mask[top : top + h, left : left + w] = 1
     return image, mask
 
 
@@ -142,8 +142,9 @@ def _model_job(jobs_dir, dataset_id, name, task, build, mean_subtraction, crop_s
     ds = open_dataset(dataset_id, jobs_dir)
     features, labels = ds.read_all("train")
     mean = ds.mean()
-    prep = Preprocessing(mean_subtraction, mean, compute_scale(ds.feature_dtype(), features, mean),
-                         crop_size, ds.feature_shape())
+    prep = Preprocessing(
+        mean_subtraction, mean, compute_scale(ds.feature_dtype(), features, mean), crop_size, ds.feature_shape()
+    )
     x = prep.apply(features)
     y = prep.crop_label(labels) if task == "segmentation" else labels
     keras.utils.set_random_seed(0)
@@ -154,10 +155,18 @@ def _model_job(jobs_dir, dataset_id, name, task, build, mean_subtraction, crop_s
     for epoch in range(1, epochs + 1):
         model.fit(x, y, epochs=8, batch_size=16, verbose=0)
         model.save(job.path / "snapshots" / f"epoch-{epoch:03d}.keras")
-    info = {"network": "toy", "dataset_id": ds.id, "task": task, "class_labels": class_labels,
-            "input_shape": list(prep.input_shape), "preprocessing": prep.save(job.path),
-            "last_epoch": epochs, "dataset_plugin": ds.plugin_id, "feature_dtype": ds.feature_dtype(),
-            "snapshots": [{"epoch": e, "file": f"epoch-{e:03d}.keras"} for e in range(1, epochs + 1)]}
+    info = {
+        "network": "toy",
+        "dataset_id": ds.id,
+        "task": task,
+        "class_labels": class_labels,
+        "input_shape": list(prep.input_shape),
+        "preprocessing": prep.save(job.path),
+        "last_epoch": epochs,
+        "dataset_plugin": ds.plugin_id,
+        "feature_dtype": ds.feature_dtype(),
+        "snapshots": [{"epoch": e, "file": f"epoch-{e:03d}.keras"} for e in range(1, epochs + 1)],
+    }
     from keras_reference import check_model_json_layout
 
     # Exactly the layout tests/test_inference_engine.py checks the engine writes, so the two cannot drift apart.
@@ -197,8 +206,9 @@ def seg_model(jobs_dir):
         x = keras.layers.Conv2D(8, 3, padding="same", activation="relu")(inputs)
         return keras.Model(inputs, keras.layers.Conv2D(2, 1, activation="softmax")(x))
 
-    return _model_job(jobs_dir, ds_job.id, "toy-segmenter", "segmentation", build, "pixel", 12, 1,
-                      ["background", "rectangle"])
+    return _model_job(
+        jobs_dir, ds_job.id, "toy-segmenter", "segmentation", build, "pixel", 12, 1, ["background", "rectangle"]
+    )
 
 
 @pytest.fixture(scope="module")
@@ -232,8 +242,9 @@ def _tf_reference(job, epoch, features):
 def test_top_n_matches_the_network_and_is_ordered(cls_model, labelled_list, jobs_dir):
     from digits_core.inference import infer
 
-    result = infer(cls_model.id, [labelled_list / "img0.png", labelled_list / "img1.png"], jobs_dir=jobs_dir,
-                   top_n_classes=3)
+    result = infer(
+        cls_model.id, [labelled_list / "img0.png", labelled_list / "img1.png"], jobs_dir=jobs_dir, top_n_classes=3
+    )
     assert result.model.epoch == 2
     features = np.stack([toy_image(0, 200), toy_image(1, 201)])
     expected = _tf_reference(cls_model, 2, features)
@@ -392,8 +403,9 @@ def test_segmentation_through_the_plugin_inference_form(seg_model, jobs_dir):
         infer(seg_model.id, form_data={"index": "-1"}, jobs_dir=jobs_dir)
 
 
-def test_bad_inputs_are_skipped_and_reported_within_max_errors(cls_model, seg_model, labelled_list, jobs_dir,
-                                                               tmp_path, capsys):
+def test_bad_inputs_are_skipped_and_reported_within_max_errors(
+    cls_model, seg_model, labelled_list, jobs_dir, tmp_path, capsys
+):
     from digits_core.cli import main
     from digits_core.inference import infer
 
@@ -441,8 +453,18 @@ def test_a_view_whose_init_raises_is_one_error_line(cls_model, labelled_list, jo
     registry.register(BrokenInitView)
     try:
         capsys.readouterr()
-        args = ["--jobs-dir", str(jobs_dir), "infer", "--model", cls_model.id, "--view", "broken-init",
-                str(labelled_list / "img0.png"), "--out", str(jobs_dir / "r.html")]
+        args = [
+            "--jobs-dir",
+            str(jobs_dir),
+            "infer",
+            "--model",
+            cls_model.id,
+            "--view",
+            "broken-init",
+            str(labelled_list / "img0.png"),
+            "--out",
+            str(jobs_dir / "r.html"),
+        ]
         assert main(args) == 1
         err = capsys.readouterr().err
         assert err.strip() == "error: plugin \"broken-init\" failed in View.__init__: KeyError: 'color_palette'"
@@ -459,18 +481,60 @@ def test_cli_html_json_and_plugin_form_options(cls_model, seg_model, labelled_li
     from digits_core.cli import main
 
     out = tmp_path / "r.html"
-    assert main(["--jobs-dir", str(jobs_dir), "infer", "--model", cls_model.id, "--view-option", "top_n=2",
-                 str(labelled_list / "list.txt"), "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "--jobs-dir",
+                str(jobs_dir),
+                "infer",
+                "--model",
+                cls_model.id,
+                "--view-option",
+                "top_n=2",
+                str(labelled_list / "list.txt"),
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     assert out.read_text().count('class="dcv-sample') == 9
     capsys.readouterr()
-    assert main(["--jobs-dir", str(jobs_dir), "infer", "--model", cls_model.id, "--epoch", "1", "--json",
-                 str(labelled_list / "img3.png")]) == 0
+    assert (
+        main(
+            [
+                "--jobs-dir",
+                str(jobs_dir),
+                "infer",
+                "--model",
+                cls_model.id,
+                "--epoch",
+                "1",
+                "--json",
+                str(labelled_list / "img3.png"),
+            ]
+        )
+        == 0
+    )
     data = json.loads(capsys.readouterr().out)
     assert data["model"]["epoch"] == 1 and len(data["samples"][0]["top"]) == 3
     assert main(["--jobs-dir", str(jobs_dir), "infer", "--model", seg_model.id, "--index", "2", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["samples"][0]["input_id"] == "2"
-    assert main(["--jobs-dir", str(jobs_dir), "infer", "--model", cls_model.id, "--view-option", "bad",
-                 str(labelled_list / "img3.png")]) == 2
+    assert (
+        main(
+            [
+                "--jobs-dir",
+                str(jobs_dir),
+                "infer",
+                "--model",
+                cls_model.id,
+                "--view-option",
+                "bad",
+                str(labelled_list / "img3.png"),
+            ]
+        )
+        == 2
+    )
     assert "k=v" in capsys.readouterr().err
     assert main(["--jobs-dir", str(jobs_dir), "infer", "--model", cls_model.id, str(labelled_list / "list.txt")]) == 0
     text = capsys.readouterr().out
@@ -531,8 +595,14 @@ def test_export_round_trip_with_plain_tensorflow(cls_model, seg_model, jobs_dir,
     labels = (tmp_path / names[0] / "labels.txt").read_text().split()
     assert labels == LABELS
     env = {"PATH": "/usr/bin:/bin", "TF_CPP_MIN_LOG_LEVEL": "3"}
-    proc = subprocess.run([sys.executable, "-c", PLAIN_TF_SCRIPT, str(tmp_path), json.dumps(names)],
-                          capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", PLAIN_TF_SCRIPT, str(tmp_path), json.dumps(names)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(proc.stdout.strip().splitlines()[-1])
     assert report["digits_core_imported"] is False
@@ -558,8 +628,9 @@ def test_keras_format_export(cls_model, jobs_dir, tmp_path):
 
     same = tmp_path / "same.tar.gz"
     with ThreadPoolExecutor(2) as pool:
-        done = list(pool.map(lambda _: export_model(cls_model.id, same, epoch=1, format="keras",
-                                                    jobs_dir=jobs_dir), range(4)))
+        done = list(
+            pool.map(lambda _: export_model(cls_model.id, same, epoch=1, format="keras", jobs_dir=jobs_dir), range(4))
+        )
     assert done == [same] * 4
     with tarfile.open(same) as tar:
         assert members == set(tar.getnames())
@@ -588,9 +659,19 @@ def test_image_files_prepared_like_the_image_plugin_does(jobs_dir, tmp_path):
     Image.fromarray(rgba.astype(np.uint8), "RGBA").save(tmp_path / "rgba.png")
     files = sorted(str(p) for p in (tmp_path / "train").rglob("*.png"))[::3] + [str(tmp_path / "rgba.png")]
     (tmp_path / "list.txt").write_text("".join(f"{f} {0 if '/dark/' in f else 1}\n" for f in files))
-    ds_job = create_dataset("image-classification", {"folder": str(tmp_path / "train"), "image_type": "grayscale",
-                                                     "width": 8, "height": 8, "resize_mode": "crop",
-                                                     "val_percent": 0}, workers=1, jobs_dir=jobs_dir)
+    ds_job = create_dataset(
+        "image-classification",
+        {
+            "folder": str(tmp_path / "train"),
+            "image_type": "grayscale",
+            "width": 8,
+            "height": 8,
+            "resize_mode": "crop",
+            "val_percent": 0,
+        },
+        workers=1,
+        jobs_dir=jobs_dir,
+    )
 
     def build(shape):
         inputs = keras.Input(shape)
@@ -598,8 +679,7 @@ def test_image_files_prepared_like_the_image_plugin_does(jobs_dir, tmp_path):
 
     job = _model_job(jobs_dir, ds_job.id, "images", "classification", build, "image", None, 1, ["bright", "dark"])
     positional = infer(job.id, [tmp_path / "list.txt"], jobs_dir=jobs_dir)
-    plugin = infer(job.id, form_data={"image_list": str(tmp_path / "list.txt"), "show_labels": True},
-                   jobs_dir=jobs_dir)
+    plugin = infer(job.id, form_data={"image_list": str(tmp_path / "list.txt"), "show_labels": True}, jobs_dir=jobs_dir)
     assert [s.input_id for s in plugin.samples] == [s.input_id for s in positional.samples] == files
     for a, b in zip(positional.samples, plugin.samples):
         assert a.input_data.shape == (8, 8, 1)

@@ -26,8 +26,9 @@ def engine_jobs(tmp_path_factory):
     registry.register(SyntheticShapes)
     registry.register(SyntheticLV)
     try:
-        shapes = create_dataset("synthetic-shapes", {"count": 96, "val_count": 16, "size": 16, "classes": 3},
-                                workers=1, jobs_dir=jobs_dir)
+        shapes = create_dataset(
+            "synthetic-shapes", {"count": 96, "val_count": 16, "size": 16, "classes": 3}, workers=1, jobs_dir=jobs_dir
+        )
         lv = create_dataset("synthetic-lv", {"count": 16, "val_count": 4, "size": 24}, workers=1, jobs_dir=jobs_dir)
     finally:
         registry.unregister(SyntheticShapes)
@@ -120,8 +121,7 @@ def test_custom_network_file_infer_and_export(engine_jobs, tmp_path):
     jobs_dir, lenet, _, shapes, _ = engine_jobs
     net = tmp_path / "toy_net.py"
     net.write_text(CUSTOM_NET)
-    job = train(_dataset_of(lenet), str(net), name="custom", epochs=1,
-                batch_size=32, jobs_dir=jobs_dir)
+    job = train(_dataset_of(lenet), str(net), name="custom", epochs=1, batch_size=32, jobs_dir=jobs_dir)
     pairs = _entries(shapes, {"count": 96, "val_count": 16, "size": 16, "classes": 3, "seed": 0}, "val", 2)
     result = infer(job.id, [np.asarray(f).reshape(16, 16, -1) for f, _ in pairs], jobs_dir=jobs_dir)
     assert result.outputs.shape == (2, 3)

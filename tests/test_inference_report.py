@@ -103,10 +103,12 @@ def test_cli_and_renderer_stay_free_of_tensorflow():
     import subprocess
     import sys
 
-    code = ("import sys, digits_core; from digits_core.cli import build_parser; build_parser(); "
-            "from digits_core import render_html, png_data_uri, to_display_uint8; "
-            "import digits_core.inference.inputs, digits_core.inference.imageio, digits_core.inference.metrics; "
-            "import digits_view_classification, digits_view_segmentation; "
-            "print(sorted(m for m in ('tensorflow', 'keras') if m in sys.modules))")
+    code = (
+        "import sys, digits_core; from digits_core.cli import build_parser; build_parser(); "
+        "from digits_core import render_html, png_data_uri, to_display_uint8; "
+        "import digits_core.inference.inputs, digits_core.inference.imageio, digits_core.inference.metrics; "
+        "import digits_view_classification, digits_view_segmentation; "
+        "print(sorted(m for m in ('tensorflow', 'keras') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().splitlines()[-1] == "[]"

@@ -24,8 +24,12 @@ def sunnybrook_model(tmp_path_factory):
     root = tmp_path_factory.mktemp("sunnybrook-infer")
     synth = generate(root / "synth", cases=2, size=48, seed=1, slices=2)
     jobs_dir = root / "jobs"
-    values = {"image_folder": str(synth.root / IMAGES_DIR), "contour_folder": str(synth.root / CONTOURS_DIR),
-              "pct_val": 50, "seed": 0}
+    values = {
+        "image_folder": str(synth.root / IMAGES_DIR),
+        "contour_folder": str(synth.root / CONTOURS_DIR),
+        "pct_val": 50,
+        "seed": 0,
+    }
     ds_job = create_dataset("image-sunnybrook", values, name="sb", workers=1, jobs_dir=jobs_dir)
     model = train(ds_job.id, "unet", name="lv", epochs=1, batch_size=4, jobs_dir=jobs_dir)
     return jobs_dir, model, synth.root / IMAGES_DIR
@@ -51,13 +55,16 @@ def test_dicom_file_from_the_command_line(sunnybrook_model, tmp_path):
     jobs_dir, model, images = sunnybrook_model
     dicom = sorted(images.rglob("*.dcm"))[0]
     out = tmp_path / "lv.html"
-    assert main(["--jobs-dir", str(jobs_dir), "infer", "--model", model.id, "--dicom-file", str(dicom),
-                 "--out", str(out)]) == 0
+    assert (
+        main(["--jobs-dir", str(jobs_dir), "infer", "--model", model.id, "--dicom-file", str(dicom), "--out", str(out)])
+        == 0
+    )
     page = out.read_text()
     assert page.count('class="dsv-sample"') == 1 and "data:image/png;base64," in page
     assert f'data-input-id="{dicom}"' in page  # the input id is the DICOM file, never empty
-    assert main(["--jobs-dir", str(jobs_dir), "infer", "--model", model.id, "--validation-record", "999",
-                 "--json"]) != 0
+    assert (
+        main(["--jobs-dir", str(jobs_dir), "infer", "--model", model.id, "--validation-record", "999", "--json"]) != 0
+    )
 
 
 def test_a_dicom_file_given_as_a_plain_input_points_at_the_plugin_option(sunnybrook_model, capsys):

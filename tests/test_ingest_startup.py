@@ -97,11 +97,13 @@ def test_a_broken_template_does_not_stop_a_dataset_build(tmp_path):
 
 
 def test_the_cli_imports_command_modules_only_up_to_the_one_it_runs():
-    code = ("import sys; from digits_core.cli import build_parser, _command_of; "
-            "assert _command_of(['--jobs-dir', 'train', '-v', 'dataset', 'create']) == 'dataset'; "
-            "assert _command_of(['--version']) is None; "
-            "build_parser('dataset'); print(sorted(m for m in sys.modules if m.endswith('_cmd'))); "
-            "build_parser('no-such-command'); print('digits_core.cli.train_cmd' in sys.modules)")
+    code = (
+        "import sys; from digits_core.cli import build_parser, _command_of; "
+        "assert _command_of(['--jobs-dir', 'train', '-v', 'dataset', 'create']) == 'dataset'; "
+        "assert _command_of(['--version']) is None; "
+        "build_parser('dataset'); print(sorted(m for m in sys.modules if m.endswith('_cmd'))); "
+        "build_parser('no-such-command'); print('digits_core.cli.train_cmd' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     first, everything = out.strip().splitlines()[-2:]
     assert "dataset_cmd" in first and "train_cmd" not in first and "download_cmd" not in first

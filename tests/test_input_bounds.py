@@ -34,8 +34,9 @@ def test_a_json_body_over_the_limit_is_413_before_it_is_read(client, token):
 
 def test_an_upload_with_too_many_parts_is_413(client, token):
     files = {f"f{i}": (io.BytesIO(b"x"), f"{i}.png") for i in range(MAX_UPLOAD_PARTS + 1)}
-    resp = client.post("/datasets/new/image-classification", data={"csrf_token": token, **files},
-                       content_type="multipart/form-data")
+    resp = client.post(
+        "/datasets/new/image-classification", data={"csrf_token": token, **files}, content_type="multipart/form-data"
+    )
     assert resp.status_code == 413
 
 
@@ -43,13 +44,15 @@ def test_body_limits_are_per_route_uploads_json_and_forms(client, token):
     """A big multipart body is an upload only where the route takes files; JSON and plain forms have their own limit."""
     blob = (io.BytesIO(b"x" * (MAX_JSON_BYTES + 1024)), "big.png")
     # A route that takes no file: a multipart body is held to the form limit, and the 413 says which limit.
-    resp = client.post("/datasets/ID/notes", data={"csrf_token": token, "notes": "n", "f": blob},
-                       content_type="multipart/form-data")
+    resp = client.post(
+        "/datasets/ID/notes", data={"csrf_token": token, "notes": "n", "f": blob}, content_type="multipart/form-data"
+    )
     assert resp.status_code == 413 and "a form that uploads no file" in resp.get_data(as_text=True)
     # The New Dataset form takes files: the same size is an upload (within --max-upload-mb), not refused for size.
     blob = (io.BytesIO(b"x" * (MAX_JSON_BYTES + 1024)), "big.png")
-    resp = client.post("/datasets/new/image-classification", data={"csrf_token": token, "f": blob},
-                       content_type="multipart/form-data")
+    resp = client.post(
+        "/datasets/new/image-classification", data={"csrf_token": token, "f": blob}, content_type="multipart/form-data"
+    )
     assert resp.status_code != 413
     form = {"csrf_token": token, "notes": "x" * (MAX_FORM_BYTES + 1)}
     resp = client.post("/datasets/ID/notes", data=form)
@@ -66,8 +69,11 @@ def test_a_cross_site_get_never_builds_an_export(app, client):
     job = Job.create("model", "m", jobs_dir=app.extensions["digits"]["jobs_dir"])
     (job.path / "snapshots").mkdir()
     (job.path / "snapshots" / "epoch-001.keras").write_bytes(b"not really a model")
-    for headers in ({"Sec-Fetch-Site": "cross-site"}, {"Referer": "https://evil.example/page"},
-                    {"Sec-Fetch-Site": "same-site"}):
+    for headers in (
+        {"Sec-Fetch-Site": "cross-site"},
+        {"Referer": "https://evil.example/page"},
+        {"Sec-Fetch-Site": "same-site"},
+    ):
         resp = client.get(f"/models/{job.id}/download", headers=headers)
         assert resp.status_code == 403, resp.get_data(as_text=True)[:300]
     assert not (job.path / "export").exists()

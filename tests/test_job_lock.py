@@ -41,8 +41,9 @@ def owner_process():
     procs = []
 
     def start(job: Job) -> subprocess.Popen:
-        proc = subprocess.Popen([sys.executable, "-c", OWNER, str(job.path)], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", OWNER, str(job.path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
         procs.append(proc)
         assert proc.stdout.readline().strip() == "owned"
         return proc
@@ -125,8 +126,9 @@ sys.stdin.read()  # killed before its run starts
 def test_a_job_owned_from_creation_and_killed_before_running_is_shown_aborted(tmp_path):
     """`digits dataset create` killed between creating its job and starting it: Aborted, not Initialized forever."""
     queued = Job.create("dataset", "queued by the web UI", jobs_dir=tmp_path)  # no owner until a worker runs it
-    proc = subprocess.Popen([sys.executable, "-c", CREATOR, str(tmp_path)], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CREATOR, str(tmp_path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
         job_id = proc.stdout.readline().strip()
         assert JobStore(tmp_path).get(job_id).status is JobStatus.INITIALIZED  # its creator lives
@@ -173,10 +175,12 @@ def test_worker_stops_when_its_server_dies(tmp_path):
         "time.sleep(60)\n"
     )
     # A middle process plays the server: it starts the worker, prints the worker's pid, and is killed.
-    middle = ("import os, subprocess, sys, time\n"
-              "w = subprocess.Popen([sys.executable, '-c', sys.argv[1], str(os.getpid())], stdout=sys.stdout)\n"
-              "print(w.pid, flush=True)\n"
-              "time.sleep(60)\n")
+    middle = (
+        "import os, subprocess, sys, time\n"
+        "w = subprocess.Popen([sys.executable, '-c', sys.argv[1], str(os.getpid())], stdout=sys.stdout)\n"
+        "print(w.pid, flush=True)\n"
+        "time.sleep(60)\n"
+    )
     server = subprocess.Popen([sys.executable, "-c", middle, code], stdout=subprocess.PIPE, text=True)
     worker_pid = int(server.stdout.readline())
     assert server.stdout.readline().strip() == "watching"

@@ -17,8 +17,9 @@ DECLARED = set(JobRecord.__required_keys__) | set(JobRecord.__optional_keys__)
 
 
 def test_new_job_records_the_schema_version_and_typed_accessors(jobs_dir):
-    job = Job.create("dataset", "d", jobs_dir=jobs_dir, plugin_id="image-classification",
-                     form_data={"folder": "/x"}, workers=2)
+    job = Job.create(
+        "dataset", "d", jobs_dir=jobs_dir, plugin_id="image-classification", form_data={"folder": "/x"}, workers=2
+    )
     on_disk = json.loads((job.path / "job.json").read_text())
     assert on_disk["schema_version"] == SCHEMA_VERSION
     loaded = Job.load(job.path)
@@ -35,23 +36,34 @@ def test_new_job_records_the_schema_version_and_typed_accessors(jobs_dir):
 def test_record_without_a_version_reads_as_version_1_and_keeps_unknown_keys(jobs_dir):
     folder = jobs_dir / "20200101-000000-abcd"
     folder.mkdir(parents=True)
-    (folder / "job.json").write_text(json.dumps({
-        "id": folder.name, "kind": "model", "name": "old", "status_history": [["Done", 1.0]],
-        "key_from_a_plugin": [1, 2]}))
+    (folder / "job.json").write_text(
+        json.dumps(
+            {
+                "id": folder.name,
+                "kind": "model",
+                "name": "old",
+                "status_history": [["Done", 1.0]],
+                "key_from_a_plugin": [1, 2],
+            }
+        )
+    )
     job = JobStore(jobs_dir).get(folder.name)
     assert job.data["schema_version"] == 1 and job.status.value == "Done"
     job.save()
     assert json.loads((folder / "job.json").read_text())["key_from_a_plugin"] == [1, 2]
 
 
-@pytest.mark.parametrize("record, message", [
-    ({"schema_version": SCHEMA_VERSION + 1}, "newer DIGITS Core .*upgrade digits-core"),
-    ({"status_history": []}, '"status_history" must be a non-empty list'),
-    ({"status_history": "Done"}, '"status_history" must be a non-empty list'),
-    ({"kind": "experiment"}, 'kind "experiment" is not one of dataset, model'),
-    ({"id": None}, '"id" is missing'),
-    ({"schema_version": "1"}, '"schema_version" must be a positive integer'),
-])
+@pytest.mark.parametrize(
+    "record, message",
+    [
+        ({"schema_version": SCHEMA_VERSION + 1}, "newer DIGITS Core .*upgrade digits-core"),
+        ({"status_history": []}, '"status_history" must be a non-empty list'),
+        ({"status_history": "Done"}, '"status_history" must be a non-empty list'),
+        ({"kind": "experiment"}, 'kind "experiment" is not one of dataset, model'),
+        ({"id": None}, '"id" is missing'),
+        ({"schema_version": "1"}, '"schema_version" must be a positive integer'),
+    ],
+)
 def test_bad_or_newer_records_are_refused_naming_the_file(jobs_dir, record, message):
     folder = jobs_dir / "20200101-000000-beef"
     folder.mkdir(parents=True)
@@ -73,12 +85,17 @@ def test_json_array_is_not_a_job_record(jobs_dir):
 
 
 # Receivers that hold a Job in the core and the bundled plugins (``job``, ``ds_job``, ``self.job``, ...).
-_ACCESS = re.compile(r"\b(?:job|ds|ds_job|source|model_job|loaded|s\.job|self\.job)\.data"
-                     r"(?:\[|\.get\(|\.pop\(|\.setdefault\()\s*[\"'](\w+)[\"']")
+_ACCESS = re.compile(
+    r"\b(?:job|ds|ds_job|source|model_job|loaded|s\.job|self\.job)\.data"
+    r"(?:\[|\.get\(|\.pop\(|\.setdefault\()\s*[\"'](\w+)[\"']"
+)
 _CREATE = re.compile(r"Job\.create\((?:[^()]|\([^()]*\))*\)", re.S)
 # The writer API's keywords are job.json keys too (error/reopen are parameters, not keys).
-_WRITE = re.compile(r"\b(?:job|ds|ds_job|source|model_job|loaded|s\.job|self\.job|jobs\[0\])"
-                    r"\.(?:update|finish|set_status|resume)\(((?:[^()]|\([^()]*\))*)\)", re.S)
+_WRITE = re.compile(
+    r"\b(?:job|ds|ds_job|source|model_job|loaded|s\.job|self\.job|jobs\[0\])"
+    r"\.(?:update|finish|set_status|resume)\(((?:[^()]|\([^()]*\))*)\)",
+    re.S,
+)
 
 
 def _sources():
@@ -128,7 +145,11 @@ def test_only_the_job_store_touches_a_jobs_data():
     """The one writer API: outside ``digits_core/jobs/`` no code indexes or mutates ``<job>.data`` (read typed
     properties such as ``job.train_options``, write with ``job.update(...)`` and the other intents)."""
     mutating = re.compile(r"\.data\[|\.data\.(?:update|setdefault|pop|clear)\(")
-    found = [f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
-             for path, text in _sources() if "digits_core/jobs/" not in path.as_posix()
-             for number, line in enumerate(text.splitlines(), 1) if mutating.search(line)]
+    found = [
+        f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+        for path, text in _sources()
+        if "digits_core/jobs/" not in path.as_posix()
+        for number, line in enumerate(text.splitlines(), 1)
+        if mutating.search(line)
+    ]
     assert not found, "use the job store's typed properties and intent methods instead:\n" + "\n".join(found)

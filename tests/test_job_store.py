@@ -31,8 +31,10 @@ RACER = textwrap.dedent("""
 
 def _race(script: str, target: str, roles: tuple[str, ...], count: int) -> None:
     """Run ``script TARGET ROLE COUNT`` in one process per role, released together; each must succeed."""
-    procs = [subprocess.Popen([sys.executable, "-c", script, target, role, str(count)], stdin=subprocess.PIPE,
-                              text=True) for role in roles]
+    procs = [
+        subprocess.Popen([sys.executable, "-c", script, target, role, str(count)], stdin=subprocess.PIPE, text=True)
+        for role in roles
+    ]
     for proc in procs:
         proc.stdin.write("go\n")
         proc.stdin.flush()
@@ -158,8 +160,12 @@ def test_two_processes_writing_one_model_job_lose_nothing(tmp_path):
     assert record["last_epoch"] == count - 1 and record["snapshots"][-1]["step"] == (count - 1) * 10
     assert not [i for i in range(count) if record.get(f"k{i}") != i], "model.json updates lost"  # type: ignore[misc]
     points = read_metrics(job)
-    assert len(points) == 4 * count and {p["name"] for p in points} == {"trainer_loss", "trainer_acc",
-                                                                         "other_loss", "other_acc"}
+    assert len(points) == 4 * count and {p["name"] for p in points} == {
+        "trainer_loss",
+        "trainer_acc",
+        "other_loss",
+        "other_acc",
+    }
     assert all(p["value"] is None for p in points if p["name"].endswith("_acc"))
     job.add_snapshot(3, 30, "epoch-003.keras", "epoch-003.state.npz")  # re-snapshotting an epoch replaces it
     assert [s["file"] for s in job.model_record()["snapshots"]].count("epoch-003.keras") == 1

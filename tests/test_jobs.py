@@ -68,7 +68,9 @@ def test_status_change_calls_the_hook(jobs_dir):
 
     seen = []
     module = types.ModuleType("status_hooks")
-    module.digits_job_status_changed = hookimpl(lambda job, old_status, new_status: seen.append((job.id, old_status, new_status)))
+    module.digits_job_status_changed = hookimpl(
+        lambda job, old_status, new_status: seen.append((job.id, old_status, new_status))
+    )
     registry.register(module)
     try:
         job = Job.create("dataset", "x")

@@ -21,46 +21,99 @@ from import_graph import ROOT, cycles, module_files, read_graph
 #: draws the same table: a new module or folder is added to both.
 LAYERS: dict[str, int] = {
     # 0 foundation: errors, configuration, path and URL gates, small helpers (import only each other)
-    "digits_core.errors": 0, "digits_core.config": 0, "digits_core.paths": 0, "digits_core.outbound": 0,
-    "digits_core.resize": 0, "digits_core.gpus": 0, "digits_core.groups": 0, "digits_core.deprecated": 0,
-    "digits_core.tf_quiet": 0, "digits_core.form_secrets": 0, "digits_core.search_space": 0,
-    "digits_core.templating": 0, "digits_core.sources": 0, "digits_core.quality_sets": 0,
+    "digits_core.errors": 0,
+    "digits_core.faults": 0,
+    "digits_core.config": 0,
+    "digits_core.paths": 0,
+    "digits_core.outbound": 0,
+    "digits_core.resize": 0,
+    "digits_core.gpus": 0,
+    "digits_core.groups": 0,
+    "digits_core.deprecated": 0,
+    "digits_core.tf_quiet": 0,
+    "digits_core.form_secrets": 0,
+    "digits_core.search_space": 0,
+    "digits_core.templating": 0,
+    "digits_core.sources": 0,
+    "digits_core.quality_sets": 0,
     "digits_core.option_spec": 0,
     # 1 job store
     "digits_core.jobs": 1,
     # 2 plugin system: the contract plugins import (the package itself, interfaces, forms) and plugins/
     # (hookspecs, discovery, registry, hooks, clashes, contract, check, the testing kit)
-    "digits_core": 2, "digits_core.interfaces": 2, "digits_core.forms": 2, "digits_core.plugins": 2,
+    "digits_core": 2,
+    "digits_core.interfaces": 2,
+    "digits_core.forms": 2,
+    "digits_core.plugins": 2,
     "digits_core.scaffold": 2,
     # 3 data: datasets (build, read), volume helpers, sweeps and tuning plans
-    "digits_core.datasets": 3, "digits_core.volumes": 3, "digits_core.sweep": 3, "digits_core.tuning": 3,
+    "digits_core.datasets": 3,
+    "digits_core.volumes": 3,
+    "digits_core.sweep": 3,
+    "digits_core.tuning": 3,
     # 4 training engine
     "digits_core.engine": 4,
     # 5 results: inference, downloads, handles over running jobs, sweep reports
-    "digits_core.inference": 5, "digits_core.download": 5, "digits_core.handles": 5, "digits_core.sweep_report": 5,
+    "digits_core.inference": 5,
+    "digits_core.download": 5,
+    "digits_core.handles": 5,
+    "digits_core.sweep_report": 5,
     # 6 running jobs: executors and the scheduler
-    "digits_core.executors": 6, "digits_core.scheduler": 6,
+    "digits_core.executors": 6,
+    "digits_core.scheduler": 6,
     # 7 front doors
-    "digits_core.web": 7, "digits_core.cli": 7, "digits_core.__main__": 7,
+    "digits_core.web": 7,
+    "digits_core.cli": 7,
+    "digits_core.__main__": 7,
 }
 
 #: Import cycles that exist today (through imports inside functions), with why; fix one and remove it here.
 KNOWN_CYCLES: dict[str, str] = {
     "digits_core.datasets.create": "a dataset build encodes on Ray through executors.ray_encode, and the "
-                                   "executors run dataset builds: the Ray encoder belongs below datasets",
+    "executors run dataset builds: the Ray encoder belongs below datasets",
     "digits_core.engine.trainer": "sweep.py (layer 3) expands sweeps for the engine and calls train(); "
-                                  "the sweep plan and the sweep runner should be split",
+    "the sweep plan and the sweep runner should be split",
     "digits_core.web.models_views": "the New Model view queues sweeps (web.sweeps) and web.sweeps reuses "
-                                    "its create_model_jobs",
+    "its create_model_jobs",
     "digits_core.tuning": "tuning asks sweep_report for a sweep's summary and sweep_report reads the sweep "
-                          "files tuning writes: the sweep-file reader belongs in one module below both",
+    "files tuning writes: the sweep-file reader belongs in one module below both",
 }
 
 #: Packages whose import is heavy (TensorFlow and friends): a function-level import of one needs no comment.
-HEAVY = frozenset({"tensorflow", "keras", "PIL", "ray", "numpy", "scipy", "sklearn", "h5py", "lmdb", "pydicom",
-                   "nibabel", "highdicom", "boto3", "botocore", "urllib3", "requests", "tf2onnx", "onnxruntime",
-                   "ai_edge_litert", "flask", "flask_wtf", "werkzeug", "jinja2", "markupsafe", "wtforms", "tqdm",
-                   "matplotlib", "cloudpickle", "pluggy", "yaml"})
+HEAVY = frozenset(
+    {
+        "tensorflow",
+        "keras",
+        "PIL",
+        "ray",
+        "numpy",
+        "scipy",
+        "sklearn",
+        "h5py",
+        "lmdb",
+        "pydicom",
+        "nibabel",
+        "highdicom",
+        "boto3",
+        "botocore",
+        "urllib3",
+        "requests",
+        "tf2onnx",
+        "onnxruntime",
+        "ai_edge_litert",
+        "flask",
+        "flask_wtf",
+        "werkzeug",
+        "jinja2",
+        "markupsafe",
+        "wtforms",
+        "tqdm",
+        "matplotlib",
+        "cloudpickle",
+        "pluggy",
+        "yaml",
+    }
+)
 
 #: Function-level imports without a stated reason (the backlog: 305 on 2026-12-03 16:26 UTC, this wave's work in
 #: flight, so a little headroom); lower it to the count the failure message prints as reasons are added.
@@ -71,8 +124,9 @@ def layer_of(module: str) -> int | None:
     """The layer of a module: its longest prefix in :data:`LAYERS` (``None``: not placed yet)."""
     best = None
     for prefix, layer in LAYERS.items():
-        if (module == prefix or module.startswith(prefix + ".") or (prefix.endswith("_") and module.startswith(prefix))) \
-                and (best is None or len(prefix) > len(best[0])):
+        if (
+            module == prefix or module.startswith(prefix + ".") or (prefix.endswith("_") and module.startswith(prefix))
+        ) and (best is None or len(prefix) > len(best[0])):
             best = (prefix, layer)
     return None if best is None else best[1]
 
@@ -86,9 +140,11 @@ def test_every_module_has_a_layer():
 
 
 def test_module_level_imports_go_down_the_layers():
-    uphill = [f"{e.source}:{e.line} imports {e.target} (layer {layer_of(e.target)} > {layer_of(e.source)})"
-              for e in EDGES if not e.function_level
-              and (layer_of(e.target) or 0) > (layer_of(e.source) or 0)]
+    uphill = [
+        f"{e.source}:{e.line} imports {e.target} (layer {layer_of(e.target)} > {layer_of(e.source)})"
+        for e in EDGES
+        if not e.function_level and (layer_of(e.target) or 0) > (layer_of(e.source) or 0)
+    ]
     assert not uphill, "module-level imports going up the layers:\n" + "\n".join(uphill)
 
 
@@ -115,7 +171,8 @@ def test_function_level_imports_say_why():
     unexplained = [f"{i.module}:{i.line}: {i.text}" for i in FUNCTION_IMPORTS if not _explained(i)]
     assert len(unexplained) <= UNEXPLAINED_BUDGET, (
         f"{len(unexplained)} function-level imports without a reason (budget {UNEXPLAINED_BUDGET}): give each new "
-        "one a one-line comment, or import it at module level. The latest:\n" + "\n".join(unexplained[-20:]))
+        "one a one-line comment, or import it at module level. The latest:\n" + "\n".join(unexplained[-20:])
+    )
 
 
 def test_the_architecture_map_shows_these_layers():
@@ -129,6 +186,10 @@ def test_the_graph_reader_sees_function_level_imports_and_cycles():
     from import_graph import ImportEdge
 
     assert any(e.function_level for e in EDGES) and any(not e.function_level for e in EDGES)
-    toy = [ImportEdge("a", "b", 1, False), ImportEdge("b", "c", 1, True), ImportEdge("c", "a", 1, True),
-           ImportEdge("c", "d", 1, False)]
+    toy = [
+        ImportEdge("a", "b", 1, False),
+        ImportEdge("b", "c", 1, True),
+        ImportEdge("c", "a", 1, True),
+        ImportEdge("c", "d", 1, False),
+    ]
     assert cycles(toy) == [["a", "b", "c"]]

@@ -51,8 +51,13 @@ CUSTOM = {
 
 
 def _ours(policy: str, params: dict) -> dict:
-    return resolve_policy(policy, step_size=params.get("step"), gamma=params.get("gamma"), power=params.get("power"),
-                          step_values=",".join(str(s) for s in params["steps"]) if "steps" in params else None)
+    return resolve_policy(
+        policy,
+        step_size=params.get("step"),
+        gamma=params.get("gamma"),
+        power=params.get("power"),
+        step_values=",".join(str(s) for s in params["steps"]) if "steps" in params else None,
+    )
 
 
 @pytest.mark.parametrize("policy", POLICIES)
@@ -67,7 +72,9 @@ def test_sigmoid_with_default_gamma_decays_through_half_the_rate_at_the_step():
     rates = learning_rate_at(PROGRESS, 0.01, resolve_policy("sigmoid"))
     assert np.all(np.diff(rates) < 0), "sigmoid with gamma 0.1 must decay, as in DIGITS 6"
     assert rates[50] == pytest.approx(0.005)
-    assert rates[0] == pytest.approx(0.01 / (1 + math.exp(-5))) and rates[100] == pytest.approx(0.01 / (1 + math.exp(5)))
+    assert rates[0] == pytest.approx(0.01 / (1 + math.exp(-5))) and rates[100] == pytest.approx(
+        0.01 / (1 + math.exp(5))
+    )
     rising = learning_rate_at(PROGRESS, 0.01, resolve_policy("sigmoid", gamma=-0.1))
     assert np.all(np.diff(rising) > 0)  # the Caffe docstring's sign: a negative gamma here
 
@@ -82,13 +89,19 @@ def client(tmp_path):
 @pytest.mark.parametrize("policy", POLICIES)
 def test_web_preview_draws_digits6_formula(client, policy):
     params = CUSTOM[policy]
-    query = {"learning_rate": "0.02", "lr_policy": policy, "lr_gamma": params.get("gamma", ""),
-             "lr_power": params.get("power", ""), "lr_step_size": params.get("step", ""),
-             "lr_step_values": ",".join(str(s) for s in params.get("steps", ()))}
+    query = {
+        "learning_rate": "0.02",
+        "lr_policy": policy,
+        "lr_gamma": params.get("gamma", ""),
+        "lr_power": params.get("power", ""),
+        "lr_step_size": params.get("step", ""),
+        "lr_step_values": ",".join(str(s) for s in params.get("steps", ())),
+    }
     points = client.get("/api/lr-preview", query_string=query).get_json()["points"]
     assert [p["progress"] for p in points] == pytest.approx(list(PROGRESS))
-    np.testing.assert_allclose([p["lr"] for p in points], [digits6(policy, i, 0.02, **params) for i in PROGRESS],
-                               rtol=1e-12)
+    np.testing.assert_allclose(
+        [p["lr"] for p in points], [digits6(policy, i, 0.02, **params) for i in PROGRESS], rtol=1e-12
+    )
 
 
 def test_web_preview_draws_one_curve_per_swept_learning_rate(client):
@@ -96,22 +109,26 @@ def test_web_preview_draws_one_curve_per_swept_learning_rate(client):
     series = data.get_json()["series"]
     assert [s["learning_rate"] for s in series] == [0.1, 0.01, 0.001]
     for s in series:
-        np.testing.assert_allclose([p["lr"] for p in s["points"]],
-                                   [digits6("sigmoid", i, s["learning_rate"]) for i in PROGRESS], rtol=1e-12)
+        np.testing.assert_allclose(
+            [p["lr"] for p in s["points"]], [digits6("sigmoid", i, s["learning_rate"]) for i in PROGRESS], rtol=1e-12
+        )
     assert data.get_json()["points"] == series[0]["points"]
     bad = client.get("/api/lr-preview", query_string={"learning_rate": "0.1,-1", "lr_policy": "fixed"})
     assert bad.status_code == 400 and "learning_rate" in bad.get_json()["error"]["fields"]
 
 
-@pytest.mark.parametrize("policy, field, value, message", [
-    ("exp", "lr_gamma", "-0.5", "exp: gamma -0.5 must be above 0"),
-    ("step", "lr_gamma", "0", "step: gamma 0 must be above 0"),
-    ("multistep", "lr_gamma", "-1", "multistep: gamma -1 must be above 0"),
-    ("inv", "lr_gamma", "-0.1", "inv: gamma -0.1 must be 0 or more"),
-    ("poly", "lr_power", "-2", "poly: power -2 must be 0 or more"),
-    ("sigmoid", "lr_gamma", "nan", "is not a finite number"),
-    ("multistep", "lr_step_values", "50,120", "step values are percentages of training, 0 to 100"),
-])
+@pytest.mark.parametrize(
+    "policy, field, value, message",
+    [
+        ("exp", "lr_gamma", "-0.5", "exp: gamma -0.5 must be above 0"),
+        ("step", "lr_gamma", "0", "step: gamma 0 must be above 0"),
+        ("multistep", "lr_gamma", "-1", "multistep: gamma -1 must be above 0"),
+        ("inv", "lr_gamma", "-0.1", "inv: gamma -0.1 must be 0 or more"),
+        ("poly", "lr_power", "-2", "poly: power -2 must be 0 or more"),
+        ("sigmoid", "lr_gamma", "nan", "is not a finite number"),
+        ("multistep", "lr_step_values", "50,120", "step values are percentages of training, 0 to 100"),
+    ],
+)
 def test_values_that_break_the_schedule_are_refused_on_their_field(client, policy, field, value, message):
     resp = client.get("/api/lr-preview", query_string={"learning_rate": "0.01", "lr_policy": policy, field: value})
     assert resp.status_code == 400
@@ -148,8 +165,9 @@ def test_the_preview_takes_the_specs_options_and_policy_parameters_are_stated_on
     params = {name for policy in DEFAULTS.values() for name in policy}
     assert set(LR_PREVIEW_OPTIONS) == {"learning_rate", "lr_policy"} | {f"lr_{p}" for p in params}
     for name in params:
-        assert BY_NAME[f"lr_{name}"].policies == policies_using(name) == tuple(
-            p for p in POLICIES if name in DEFAULTS[p])
+        assert (
+            BY_NAME[f"lr_{name}"].policies == policies_using(name) == tuple(p for p in POLICIES if name in DEFAULTS[p])
+        )
     assert BY_NAME["solver"].choices == SOLVERS == tuple(OPTIMIZERS)
     assert BY_NAME["momentum"].solvers == MOMENTUM_SOLVERS == ("momentum", "nesterov")
     parser = build_parser()

@@ -73,8 +73,11 @@ def test_our_own_code_imports_the_new_names_only():
                 continue
             parts = list(path.relative_to(ROOT).with_suffix("").parts)
             module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-            old_names += [f"{path.relative_to(ROOT)}:{line}: {name}" for line, name in _imported_names(path, module)
-                          if any(name == old or name.startswith(old + ".") for old in MOVED_MODULES)]
+            old_names += [
+                f"{path.relative_to(ROOT)}:{line}: {name}"
+                for line, name in _imported_names(path, module)
+                if any(name == old or name.startswith(old + ".") for old in MOVED_MODULES)
+            ]
     assert not old_names, "imports of moved modules by their old names:\n" + "\n".join(old_names)
 
 
@@ -83,8 +86,9 @@ def test_an_application_name_at_the_top_level_warns_and_is_the_submodules(name):
     from digits_core import APPLICATION_API
 
     new = APPLICATION_API[name]
-    with pytest.warns(DigitsDeprecationWarning, match=rf"digits_core\.{name} is the application API.*{new}\.{name}") \
-            as caught:
+    with pytest.warns(
+        DigitsDeprecationWarning, match=rf"digits_core\.{name} is the application API.*{new}\.{name}"
+    ) as caught:
         value = getattr(digits_core, name)
     assert value is getattr(importlib.import_module(new), name)
     assert caught[0].filename == __file__, "the warning names the line that used the old name"
@@ -110,9 +114,16 @@ def test_our_own_code_uses_the_application_api_from_its_submodules():
                 continue
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
                 if isinstance(node, ast.ImportFrom) and node.module == "digits_core" and not node.level:
-                    found += [f"{path.relative_to(ROOT)}:{node.lineno}: from digits_core import {a.name}"
-                              for a in node.names if a.name in APPLICATION_API]
-                elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
-                        and node.value.id == "digits_core" and node.attr in APPLICATION_API:
+                    found += [
+                        f"{path.relative_to(ROOT)}:{node.lineno}: from digits_core import {a.name}"
+                        for a in node.names
+                        if a.name in APPLICATION_API
+                    ]
+                elif (
+                    isinstance(node, ast.Attribute)
+                    and isinstance(node.value, ast.Name)
+                    and node.value.id == "digits_core"
+                    and node.attr in APPLICATION_API
+                ):
                     found.append(f"{path.relative_to(ROOT)}:{node.lineno}: digits_core.{node.attr}")
     assert not found, "use the application API's submodules (digits_core.engine.train, ...):\n" + "\n".join(found)

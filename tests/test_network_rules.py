@@ -48,7 +48,9 @@ def test_cli_and_api_refuse_a_network_for_another_task_before_creating_a_job(job
 
     with pytest.raises(FormValidationError, match="is for detection; dataset .* is a classification dataset"):
         digits_core.engine.train(shapes_dataset.id, "detectnet", epochs=1)
-    result = digits_cli("--jobs-dir", str(jobs_dir), "train", "--dataset", shapes_dataset.id, "--network", "detectnet", "--epochs", "1")
+    result = digits_cli(
+        "--jobs-dir", str(jobs_dir), "train", "--dataset", shapes_dataset.id, "--network", "detectnet", "--epochs", "1"
+    )
     assert result.returncode != 0
     assert "is for detection" in result.stderr and "choose" in result.stderr
     assert "output shape" not in result.stderr  # refused by the rule, not by building the model

@@ -15,18 +15,21 @@ def test_switches_given_as_strings_mean_what_they_say():
     assert TrainingOptions.from_kwargs(aug_rot90="yes", shuffle=1).augmentation.rot90 is True
 
 
-@pytest.mark.parametrize("values, field, message", [
-    ({"aug_scale": 0.9995}, "aug_scale", "must be <= 0.999"),
-    ({"aug_hue": 0.7}, "aug_hue", "must be <= 0.5"),
-    ({"shuffle": "maybe"}, "shuffle", "must be true or false"),
-    ({"aug_rot90": 2}, "aug_rot90", "must be true or false"),
-    ({"epochs": True}, "epochs", "is not an integer"),
-    ({"epochs": "3.5"}, "epochs", "is not an integer"),
-    ({"learning_rate": "nan"}, "learning_rate", "must be finite"),
-    ({"learning_rate": 0}, "learning_rate", "must be > 0"),
-    ({"aug_noise": -0.1}, "aug_noise", "must be >= 0"),
-    ({"early_stopping_patience": 0}, "early_stopping_patience", "must be >= 1"),
-])
+@pytest.mark.parametrize(
+    "values, field, message",
+    [
+        ({"aug_scale": 0.9995}, "aug_scale", "must be <= 0.999"),
+        ({"aug_hue": 0.7}, "aug_hue", "must be <= 0.5"),
+        ({"shuffle": "maybe"}, "shuffle", "must be true or false"),
+        ({"aug_rot90": 2}, "aug_rot90", "must be true or false"),
+        ({"epochs": True}, "epochs", "is not an integer"),
+        ({"epochs": "3.5"}, "epochs", "is not an integer"),
+        ({"learning_rate": "nan"}, "learning_rate", "must be finite"),
+        ({"learning_rate": 0}, "learning_rate", "must be > 0"),
+        ({"aug_noise": -0.1}, "aug_noise", "must be >= 0"),
+        ({"early_stopping_patience": 0}, "early_stopping_patience", "must be >= 1"),
+    ],
+)
 def test_bad_values_are_refused_on_their_field(values, field, message):
     with pytest.raises(FormValidationError) as info:
         TrainingOptions.from_kwargs(**values)

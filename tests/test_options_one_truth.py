@@ -25,8 +25,9 @@ def test_every_option_is_declared_once_and_docs_match():
     begin, end = "<!-- training-options:begin -->\n", "<!-- training-options:end -->"
     assert begin in text and end in text
     documented = text.split(begin, 1)[1].split(end, 1)[0]
-    assert documented == markdown_table(), \
+    assert documented == markdown_table(), (
         "README's options table is stale: paste `python -m digits_core.engine.option_specs` between the markers"
+    )
 
 
 def test_declared_ranges_are_what_the_engine_enforces():
@@ -75,11 +76,14 @@ def _shown_form(client, network):
     return page, values
 
 
-@pytest.mark.parametrize("network,changes", [
-    ("lenet", {"epochs": 5}),
-    ("lenet", {"epochs": 3, "solver": "momentum", "learning_rate": 0.05, "aug_rot90": True}),
-    ("unet", {"epochs": 2, "lr_policy": "step", "shuffle": False}),
-])
+@pytest.mark.parametrize(
+    "network,changes",
+    [
+        ("lenet", {"epochs": 5}),
+        ("lenet", {"epochs": 3, "solver": "momentum", "learning_rate": 0.05, "aug_rot90": True}),
+        ("unet", {"epochs": 2, "lr_policy": "step", "shuffle": False}),
+    ],
+)
 def test_cli_web_and_api_give_identical_options(web, network, changes):
     from digits_core.engine.networks import resolve_network
 
@@ -101,8 +105,11 @@ def test_cli_web_and_api_give_identical_options(web, network, changes):
     web_job = app.extensions["digits"]["store"].get(resp.headers["Location"].rsplit("/", 1)[1])
     web_opts = {k: v for k, v in web_job.data["train_options"].items() if k not in ("dataset", "network")}
 
-    resp = client.post("/api/models", json={"name": "m", "dataset": ds.id, "network": network, "options": changes},
-                       headers={"X-CSRFToken": token})
+    resp = client.post(
+        "/api/models",
+        json={"name": "m", "dataset": ds.id, "network": network, "options": changes},
+        headers={"X-CSRFToken": token},
+    )
     assert resp.status_code == 202, resp.get_json()
     api_job = app.extensions["digits"]["store"].get(resp.get_json()["id"])
     api_opts = {k: v for k, v in api_job.data["train_options"].items() if k not in ("dataset", "network")}
@@ -121,17 +128,26 @@ def test_form_hides_what_does_not_apply_and_shows_network_defaults(web):
     for spec in TRAINING_OPTIONS:
         if spec.web == "auto":
             assert f'data-field="{spec.name}"' in page, spec.name
-    assert '&#34;momentum&#34;: {&#34;policies&#34;: null, &#34;solvers&#34;: [&#34;momentum&#34;' in page or \
-        "momentum" in htmllib.unescape(re.search(r'data-options="([^"]*)"', page).group(1))
+    assert (
+        "&#34;momentum&#34;: {&#34;policies&#34;: null, &#34;solvers&#34;: [&#34;momentum&#34;" in page
+        or "momentum" in htmllib.unescape(re.search(r'data-options="([^"]*)"', page).group(1))
+    )
 
 
 # -- volume networks (issue 29): the same one truth on a DHWC dataset ----------------------------------
 
-_VOLUME_FIELDS = {"epochs": "epochs", "batch_size": "batch_size", "learning_rate": "learning_rate",
-                  "validation_interval": "val_every", "volume_steps_per_epoch": "steps_per_epoch",
-                  "volume_foreground": "foreground", "volume_base_filters": "base_filters",
-                  "volume_levels": "levels", "volume_adjacent_slices": "adjacent_slices",
-                  "volume_overlap": "overlap"}
+_VOLUME_FIELDS = {
+    "epochs": "epochs",
+    "batch_size": "batch_size",
+    "learning_rate": "learning_rate",
+    "validation_interval": "val_every",
+    "volume_steps_per_epoch": "steps_per_epoch",
+    "volume_foreground": "foreground",
+    "volume_base_filters": "base_filters",
+    "volume_levels": "levels",
+    "volume_adjacent_slices": "adjacent_slices",
+    "volume_overlap": "overlap",
+}
 
 
 @pytest.fixture(scope="module")
@@ -142,8 +158,9 @@ def volume_web(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("volume-options")
     synth = generate(root / "synth", cases=4, shape=(8, 16, 16), dicom=False)
-    ds = create_dataset("msd-volumes", {"data_folder": str(synth.task), "pct_val": 25}, jobs_dir=root / "jobs",
-                        workers=1)
+    ds = create_dataset(
+        "msd-volumes", {"data_folder": str(synth.task), "pct_val": 25}, jobs_dir=root / "jobs", workers=1
+    )
     app = create_app(root / "jobs", start_scheduler=False, testing=True)
     client = app.test_client()
     token = client.get("/api/csrf-token").get_json()["csrf_token"]
@@ -151,11 +168,14 @@ def volume_web(tmp_path_factory):
 
 
 @pytest.mark.parametrize("network", ["unet3d", "unet2.5d"])
-@pytest.mark.parametrize("changes", [
-    {},  # every door with its defaults: the README's unet3d / unet2.5d figures
-    {"epochs": 30, "learning_rate": 0.01, "validation_interval": 1},  # the 2-D engine defaults, typed on purpose
-    {"volume_patch": "8,8,8", "volume_overlap": 0.25, "volume_base_filters": 4, "volume_steps_per_epoch": 7},
-])
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {},  # every door with its defaults: the README's unet3d / unet2.5d figures
+        {"epochs": 30, "learning_rate": 0.01, "validation_interval": 1},  # the 2-D engine defaults, typed on purpose
+        {"volume_patch": "8,8,8", "volume_overlap": 0.25, "volume_base_filters": 4, "volume_steps_per_epoch": 7},
+    ],
+)
 def test_volume_networks_cli_web_and_api_resolve_the_same_run(volume_web, network, changes):
     """``digits train``, the New Model form as shown, the JSON API and ``digits_core.train`` plan one run."""
     import dataclasses
@@ -185,15 +205,20 @@ def test_volume_networks_cli_web_and_api_resolve_the_same_run(volume_web, networ
     web = web_job.train_options
     assert (web.pop("dataset"), web.pop("network")) == (ds.id, network)
 
-    resp = client.post("/api/models", json={"name": "m", "dataset": ds.id, "network": network, "options": changes},
-                       headers={"X-CSRFToken": token})
+    resp = client.post(
+        "/api/models",
+        json={"name": "m", "dataset": ds.id, "network": network, "options": changes},
+        headers={"X-CSRFToken": token},
+    )
     assert resp.status_code == 202, resp.get_json()
     api = store.get(resp.get_json()["id"]).train_options
     assert (api.pop("dataset"), api.pop("network")) == (ds.id, network)
 
     # what train() (CLI, Python API) and train_existing_job() (the web and JSON API's worker) hand the volume run
-    planned = [dataclasses.asdict(volume_config(ds.id, network, jobs_dir=jobs_dir, **opts))
-               for opts in (cli, web, api, changes)]
+    planned = [
+        dataclasses.asdict(volume_config(ds.id, network, jobs_dir=jobs_dir, **opts))
+        for opts in (cli, web, api, changes)
+    ]
     assert planned[0] == planned[1] == planned[2] == planned[3], planned
     run = planned[0]
     assert run["network"] == network

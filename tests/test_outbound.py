@@ -46,11 +46,27 @@ def no_operator_patterns(monkeypatch):
     monkeypatch.delenv(ALLOW_ENV, raising=False)
 
 
-@pytest.mark.parametrize("url", ["http://127.0.0.1/", "http://2130706433/", "http://0177.0.0.1/", "http://127.1/",
-                                 "http://0x7f.0.0.1/", "http://[::1]/", "http://[::ffff:127.0.0.1]/",
-                                 "http://169.254.169.254/", "http://10.1.2.3/", "http://172.16.0.1/",
-                                 "http://192.168.0.1/", "http://0.0.0.0/", "http://[fd00::1]/", "http://224.0.0.1/",
-                                 "ftp://93.184.216.34/", "http://93.184.216.34:notaport/"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1/",
+        "http://2130706433/",
+        "http://0177.0.0.1/",
+        "http://127.1/",
+        "http://0x7f.0.0.1/",
+        "http://[::1]/",
+        "http://[::ffff:127.0.0.1]/",
+        "http://169.254.169.254/",
+        "http://10.1.2.3/",
+        "http://172.16.0.1/",
+        "http://192.168.0.1/",
+        "http://0.0.0.0/",
+        "http://[fd00::1]/",
+        "http://224.0.0.1/",
+        "ftp://93.184.216.34/",
+        "http://93.184.216.34:notaport/",
+    ],
+)
 def test_private_spellings_and_bad_urls_are_refused_in_a_server_context(url, tmp_path):
     with confined_to([tmp_path]), pytest.raises(OutboundURLError, match="my_field"):
         check_url(url, "my_field")
@@ -93,8 +109,9 @@ def _s3_form(values):
     from digits_core.forms import validate_values
     from digits_data_images.classification import ClassificationForm
 
-    return validate_values(ClassificationForm, {"width": 8, "height": 8, "s3_bucket": "b", "s3_path": "p/",
-                                                **values}, "dataset form")
+    return validate_values(
+        ClassificationForm, {"width": 8, "height": 8, "s3_bucket": "b", "s3_path": "p/", **values}, "dataset form"
+    )
 
 
 def test_a_typed_s3_endpoint_is_refused_on_its_field_before_any_request(listener, tmp_path, monkeypatch):
@@ -110,8 +127,9 @@ def test_a_typed_s3_endpoint_is_refused_on_its_field_before_any_request(listener
         with pytest.raises(FormValidationError, match="s3_accesskey"):  # the operator's keys stay home
             _s3_form({"s3_endpoint_url": listener.url})
         with pytest.raises(FormValidationError, match="s3_profile"):
-            _s3_form({"s3_endpoint_url": listener.url, "s3_accesskey": "k", "s3_secretkey": "s",
-                      "s3_profile": "default"})
+            _s3_form(
+                {"s3_endpoint_url": listener.url, "s3_accesskey": "k", "s3_secretkey": "s", "s3_profile": "default"}
+            )
     assert listener.hits == []
 
 

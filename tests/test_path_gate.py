@@ -49,8 +49,17 @@ def refusal(call, roots) -> str:
     return message
 
 
-@pytest.mark.parametrize("row_path", ["{outside}/secret.png", "../../private/secret.png", "link.png",
-                                      "{outside}/shadow", "{outside}/nonexistent", "~/../../etc/shadow"])
+@pytest.mark.parametrize(
+    "row_path",
+    [
+        "{outside}/secret.png",
+        "../../private/secret.png",
+        "link.png",
+        "{outside}/shadow",
+        "{outside}/nonexistent",
+        "~/../../etc/shadow",
+    ],
+)
 @pytest.mark.parametrize("suffix", [".csv", ".jsonl"])
 def test_targets_rows_outside_the_roots_are_refused(world, row_path, suffix):
     from digits_data_images.targets import read_targets
@@ -147,8 +156,9 @@ def test_inference_ground_truth_label_outside_the_roots_is_refused(world):
     """`img.png /outside/label.txt` on a detection inference list line."""
     from digits_core.inference.detection import ground_truth_boxes
 
-    model = SimpleNamespace(class_labels=["dontcare", "car"], feature_shape=(8, 8, 1),
-                            dataset=SimpleNamespace(resize_mode="squash"))
+    model = SimpleNamespace(
+        class_labels=["dontcare", "car"], feature_shape=(8, 8, 1), dataset=SimpleNamespace(resize_mode="squash")
+    )
     item = SimpleNamespace(path=world.images / "0.png", array=None, base=world.root)
     for label in (str(world.outside / "label.txt"), "../private/label.txt", str(world.outside / "nope.txt")):
         with confined_to([world.root]), pytest.raises(InferenceError, match="outside the server's data roots") as exc:
@@ -187,9 +197,24 @@ def test_the_cli_confines_when_given_data_roots(world, tmp_path, capsys):
 
     targets = world.root / "t.csv"
     targets.write_text("path,y\n0.png,1\n1.png,2\n2.png,3\nlink.png,4\n")
-    args = ["--jobs-dir", str(tmp_path / "jobs"), "dataset", "create", "image-regression", "--name", "r",
-            "--image-folder", str(world.images), "--targets-file", str(targets), "--width", "8", "--height", "8",
-            "--quiet"]
+    args = [
+        "--jobs-dir",
+        str(tmp_path / "jobs"),
+        "dataset",
+        "create",
+        "image-regression",
+        "--name",
+        "r",
+        "--image-folder",
+        str(world.images),
+        "--targets-file",
+        str(targets),
+        "--width",
+        "8",
+        "--height",
+        "8",
+        "--quiet",
+    ]
     assert main([*args, "--data-root", str(world.root)]) != 0
     assert "outside the server's data roots" in capsys.readouterr().err
     assert main(args) == 0
@@ -344,6 +369,9 @@ def test_the_guides_path_gate_table_names_every_path_bearing_field_of_every_bund
     posted = set(re.findall(r'request\.(?:form|files)(?:\.get\(|\[)"(\w+)"', source)) - {"input_mode"}
     assert {"server_path", "label_path", "volume_file", "label_file"} <= posted
     volume_row = next(text for first, text in rows.items() if first.startswith("*Test a volume*"))
-    missing += [f"Test a volume: {name}" for name in sorted(posted | {"dicomweb_url", "dicomweb_server"})
-                if f"`{name}`" not in volume_row]
+    missing += [
+        f"Test a volume: {name}"
+        for name in sorted(posted | {"dicomweb_url", "dicomweb_server"})
+        if f"`{name}`" not in volume_row
+    ]
     assert not missing, f"docs/writing-plugins.md's path-gate table misses: {missing}"

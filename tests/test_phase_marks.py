@@ -36,13 +36,21 @@ def test_marks_are_written_only_when_asked_and_read_back_in_order(tmp_path):
 def test_the_environment_variable_marks_the_interpreter_and_the_cli(tmp_path):
     log = tmp_path / "cli.phases"
     env = {**os.environ, phase_marks.PHASE_LOG_ENV: str(log)}
-    subprocess.run([sys.executable, "-m", "digits_core", "--jobs-dir", str(tmp_path / "jobs"), "networks"],
-                   env=env, check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "digits_core", "--jobs-dir", str(tmp_path / "jobs"), "networks"],
+        env=env,
+        check=True,
+        capture_output=True,
+    )
     names = [json.loads(line)["phase"] for line in log.read_text().splitlines()]
     assert names == ["interpreter", "imports", "report"]
     plain = {k: v for k, v in os.environ.items() if k != phase_marks.PHASE_LOG_ENV}
-    subprocess.run([sys.executable, "-m", "digits_core", "--jobs-dir", str(tmp_path / "jobs"), "networks"],
-                   env=plain, check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "digits_core", "--jobs-dir", str(tmp_path / "jobs"), "networks"],
+        env=plain,
+        check=True,
+        capture_output=True,
+    )
     assert len(log.read_text().splitlines()) == 3  # nothing more without the variable
 
 
@@ -63,10 +71,30 @@ def test_digits_train_process_phases_and_its_fast_exit(tmp_path):
 
     dataset = build_small_shapes_dataset(tmp_path / "jobs")
     log, marker = tmp_path / "train.phases", tmp_path / "atexit-ran"
-    done = subprocess.run([sys.executable, "-c", TRAIN_DRIVER, str(marker), "--jobs-dir", str(tmp_path / "jobs"),
-                           "train", "--dataset", dataset, "--network", "lenet", "--epochs", "1", "--batch-size", "32",
-                           "--quiet"], env={**os.environ, phase_marks.PHASE_LOG_ENV: str(log)}, capture_output=True,
-                          text=True, timeout=600)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            TRAIN_DRIVER,
+            str(marker),
+            "--jobs-dir",
+            str(tmp_path / "jobs"),
+            "train",
+            "--dataset",
+            dataset,
+            "--network",
+            "lenet",
+            "--epochs",
+            "1",
+            "--batch-size",
+            "32",
+            "--quiet",
+        ],
+        env={**os.environ, phase_marks.PHASE_LOG_ENV: str(log)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "Done; last epoch 1.0" in done.stdout  # printed and flushed before os._exit
     assert marker.read_text() == "ran"  # atexit handlers still run

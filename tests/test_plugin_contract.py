@@ -92,6 +92,8 @@ def test_plugin_templates_can_import_the_helper_macros_everywhere():
         path = StringField("DICOM file", description="A .dcm file")
 
     form = PathForm(data={"path": "<b>x.dcm</b>"})
-    html = render_plugin_template('{% from "helper.html" import render_field %}{{ render_field(form.path) }}', {"form": form})
+    html = render_plugin_template(
+        '{% from "helper.html" import render_field %}{{ render_field(form.path) }}', {"form": form}
+    )
     assert 'name="path"' in html and "A .dcm file" in html
     assert "<b>x.dcm</b>" not in html and "&lt;b&gt;x.dcm&lt;/b&gt;" in html

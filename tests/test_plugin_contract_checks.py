@@ -33,9 +33,11 @@ class Squares(DataIngestion):
 
     @staticmethod
     def get_dataset_template(form):
-        return ('{% from "helper.html" import print_flashes, mark_errors, print_errors, serve_file %}'
-                '{{ print_flashes() }}<div class="{{ mark_errors([form.count]) }}">{{ form.count() }}</div>'
-                '{{ print_errors(form) }}{{ serve_file(none, "a.txt") }}'), {}
+        return (
+            '{% from "helper.html" import print_flashes, mark_errors, print_errors, serve_file %}'
+            '{{ print_flashes() }}<div class="{{ mark_errors([form.count]) }}">{{ form.count() }}</div>'
+            '{{ print_errors(form) }}{{ serve_file(none, "a.txt") }}'
+        ), {}
 
     def get_inference_form(self):
         if not self.is_inference_db:
@@ -78,21 +80,36 @@ def test_form_instances_work_everywhere(registry):
     assert Squares.seen_count == 7
 
 
-@pytest.mark.parametrize("attributes, message", [
-    ({"get_dataset_form": staticmethod(lambda: type("F", (Form,), {"is_inference_db": StringField()}))},
-     "get_dataset_form(): form field(s) is_inference_db use a name the framework owns"),
-    ({"get_dataset_form": staticmethod(lambda: type("F", (Form,), {"encode_entry": StringField()}))},
-     "form field(s) encode_entry use a name the framework owns"),
-    ({"get_dataset_form": staticmethod(lambda: 42)},
-     "get_dataset_form() failed: TypeError: expected a WTForms Form class or instance, got int"),
-    ({"get_dataset_form": staticmethod(lambda: 1 / 0)}, "get_dataset_form() failed: ZeroDivisionError"),
-    ({"get_dataset_form": staticmethod(lambda: type("F", (Form,), {"__init__": lambda self, **kw: 1 / 0}))},
-     "get_dataset_form(): the form cannot be constructed: ZeroDivisionError"),
-    ({"get_dataset_template": staticmethod(lambda form: ('{% from "digits_helper.html" import x %}', {}))},
-     'get_dataset_template(): the template imports "digits_helper.html", which does not exist'),
-    ({"get_dataset_template": staticmethod(lambda form: ("{% if %}", {}))},
-     "get_dataset_template(): template syntax error on line 1"),
-])
+@pytest.mark.parametrize(
+    "attributes, message",
+    [
+        (
+            {"get_dataset_form": staticmethod(lambda: type("F", (Form,), {"is_inference_db": StringField()}))},
+            "get_dataset_form(): form field(s) is_inference_db use a name the framework owns",
+        ),
+        (
+            {"get_dataset_form": staticmethod(lambda: type("F", (Form,), {"encode_entry": StringField()}))},
+            "form field(s) encode_entry use a name the framework owns",
+        ),
+        (
+            {"get_dataset_form": staticmethod(lambda: 42)},
+            "get_dataset_form() failed: TypeError: expected a WTForms Form class or instance, got int",
+        ),
+        ({"get_dataset_form": staticmethod(lambda: 1 / 0)}, "get_dataset_form() failed: ZeroDivisionError"),
+        (
+            {"get_dataset_form": staticmethod(lambda: type("F", (Form,), {"__init__": lambda self, **kw: 1 / 0}))},
+            "get_dataset_form(): the form cannot be constructed: ZeroDivisionError",
+        ),
+        (
+            {"get_dataset_template": staticmethod(lambda form: ('{% from "digits_helper.html" import x %}', {}))},
+            'get_dataset_template(): the template imports "digits_helper.html", which does not exist',
+        ),
+        (
+            {"get_dataset_template": staticmethod(lambda form: ("{% if %}", {}))},
+            "get_dataset_template(): template syntax error on line 1",
+        ),
+    ],
+)
 def test_load_time_contract_errors_name_the_method_and_reason(registry, attributes, message):
     plugin = _variant("Broken", **attributes)
     if message.startswith("get_dataset_template"):  # templates compile when plugins are listed, not on register
@@ -145,7 +162,10 @@ def test_check_plugin_passes_a_correct_plugin_and_names_channels_first():
     report = check_plugin(Squares)
     assert report.ok, report
     assert [c.name for c in report.checks if c.name.startswith("encode_entry")] == [
-        "encode_entry(train: 0)", "encode_entry(train: 1)", "encode_entry(train: 2)"]
+        "encode_entry(train: 0)",
+        "encode_entry(train: 1)",
+        "encode_entry(train: 2)",
+    ]
 
     def channels_first(self, entry):
         return np.zeros((1, 32, 32), np.uint8), 0
@@ -174,8 +194,10 @@ def test_check_plugin_reports_a_label_contradicting_its_declared_kind():
 
     report = check_plugin(_variant("Story", encode_entry=story, label_kind="mask"))
     assert not report.ok
-    assert 'encode_entry(train: 0): data plugin "story" declares label_kind "mask": a mask label must be an ' \
-           "integer array" in str(report)
+    assert (
+        'encode_entry(train: 0): data plugin "story" declares label_kind "mask": a mask label must be an '
+        "integer array" in str(report)
+    )
     assert check_plugin(_variant("StoryRaw", encode_entry=story, label_kind="raw")).ok
     assert check_plugin(_variant("StoryUndeclared", encode_entry=story)).ok  # undeclared: raw, never boxes
 
@@ -183,8 +205,10 @@ def test_check_plugin_reports_a_label_contradicting_its_declared_kind():
         return np.zeros((4, 4, 1), np.uint8), np.zeros((1, 3, 5), np.float32)
 
     report = check_plugin(_variant("Boxes", encode_entry=boxes, label_kind="boxes"))
-    assert ('encode_entry(train: 1): data plugin "boxes" declares label_kind "boxes": label declared as boxes '
-            "must be an N×5 float array; got shape (1, 3, 5) float32") in str(report)
+    assert (
+        'encode_entry(train: 1): data plugin "boxes" declares label_kind "boxes": label declared as boxes '
+        "must be an N×5 float array; got shape (1, 3, 5) float32"
+    ) in str(report)
 
 
 def test_testing_kit_builds_a_dataset_in_process(tmp_path):
@@ -194,7 +218,7 @@ def test_testing_kit_builds_a_dataset_in_process(tmp_path):
     assert dataset.count("train") == 5 and dataset.feature_shape() == (4, 4, 1)
 
 
-PLUGIN_MODULE = '''
+PLUGIN_MODULE = """
 import numpy as np
 from wtforms import Form, StringField
 from digits_core import DataIngestion
@@ -214,7 +238,7 @@ class Boom(DataIngestion):
         raise OSError("cannot list /data/boom")
     def encode_entry(self, entry):
         return np.zeros((2, 2, 1), np.uint8), 0
-'''
+"""
 
 
 @pytest.mark.parametrize("verbose", [False, True])
@@ -231,6 +255,8 @@ def test_cli_reports_plugin_errors_as_one_line(tmp_path, verbose):
     """)
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 1, result.stderr
-    assert "failed  itemize_entries(train): plugin \"boom\" failed in itemize_entries('train'): " \
-           "OSError: cannot list /data/boom" in result.stdout
+    assert (
+        "failed  itemize_entries(train): plugin \"boom\" failed in itemize_entries('train'): "
+        "OSError: cannot list /data/boom" in result.stdout
+    )
     assert ("Traceback" in result.stderr) is verbose

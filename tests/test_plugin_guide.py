@@ -82,10 +82,15 @@ def parse_guide(path: Path = GUIDE) -> list[Block]:
         end = next((j for j in range(i + 1, len(lines)) if lines[j] == ticks), None)
         assert end is not None, f"{path.name}:{start + 1}: unclosed code block"
         tag = TAG.match(lines[start - 1]) if start else None
-        blocks.append(Block(
-            kind=tag.group(1) if tag else None, arg=tag.group(2) if tag else None,
-            lang=match.group(2).strip(), text="\n".join(lines[start + 1:end]) + "\n", line=start + 1,
-        ))
+        blocks.append(
+            Block(
+                kind=tag.group(1) if tag else None,
+                arg=tag.group(2) if tag else None,
+                lang=match.group(2).strip(),
+                text="\n".join(lines[start + 1 : end]) + "\n",
+                line=start + 1,
+            )
+        )
         i = end + 1
     return blocks
 
@@ -114,14 +119,20 @@ def subprocess_env(jobs_dir: Path) -> dict[str, str]:
 
 def with_pip_lock(script: str) -> str:
     """Run the guide's pip commands as this venv's pip under the shared lock (see module docstring)."""
-    script = re.sub(r"(?m)^pip install ", f"flock {PIP_LOCK} python -m pip install -q --no-deps --no-build-isolation ", script)
+    script = re.sub(
+        r"(?m)^pip install ", f"flock {PIP_LOCK} python -m pip install -q --no-deps --no-build-isolation ", script
+    )
     return re.sub(r"(?m)^pip uninstall ", f"flock {PIP_LOCK} python -m pip uninstall -q ", script)
 
 
 def pip_uninstall(distribution: str) -> None:
     """Uninstall ``distribution`` from this venv if it is installed (teardown)."""
-    subprocess.run(["flock", PIP_LOCK, sys.executable, "-m", "pip", "uninstall", "-y", "-q", distribution],
-                   capture_output=True, text=True, timeout=120)
+    subprocess.run(
+        ["flock", PIP_LOCK, sys.executable, "-m", "pip", "uninstall", "-y", "-q", distribution],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def normalized(text: str) -> str:
@@ -272,18 +283,55 @@ def test_example_plugin_installs_and_builds_a_dataset(tmp_path):
         return result.stdout
 
     try:
-        run("flock", PIP_LOCK, sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-            str(source))
+        run(
+            "flock",
+            PIP_LOCK,
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            str(source),
+        )
         records = json.loads(run(str(BIN / "digits"), "plugins", "--json"))
         mine = [r for r in records if r["kind"] == "data" and r["id"] == "dicom-csv"]
         assert len(mine) == 1, records
         assert (mine[0]["status"], mine[0]["distribution"]) == ("loaded", DISTRIBUTION), mine[0]
-        run(str(BIN / "python"), "-m", "digits_data_dicom_csv.toy", "toy", "--patients", "5", "--images", "4",
-            "--size", "24")
+        run(
+            str(BIN / "python"),
+            "-m",
+            "digits_data_dicom_csv.toy",
+            "toy",
+            "--patients",
+            "5",
+            "--images",
+            "4",
+            "--size",
+            "24",
+        )
         (tmp_path / "toy" / "P003" / "IM-0002.dcm").write_text("not DICOM")  # one bad file: reported, skipped
-        run(str(BIN / "digits"), "--jobs-dir", str(tmp_path / "jobs"), "dataset", "create", "dicom-csv",
-            "--dicom-folder", "toy", "--labels-csv", "toy/labels.csv", "--percent-val", "20",
-            "--workers", "2", "--max-errors", "1", "--name", "example-ct")
+        run(
+            str(BIN / "digits"),
+            "--jobs-dir",
+            str(tmp_path / "jobs"),
+            "dataset",
+            "create",
+            "dicom-csv",
+            "--dicom-folder",
+            "toy",
+            "--labels-csv",
+            "toy/labels.csv",
+            "--percent-val",
+            "20",
+            "--workers",
+            "2",
+            "--max-errors",
+            "1",
+            "--name",
+            "example-ct",
+        )
     finally:
         pip_uninstall(DISTRIBUTION)
     (job_folder,) = [p for p in (tmp_path / "jobs").iterdir() if p.is_dir()]
@@ -309,7 +357,7 @@ def sync_guide(path: Path = GUIDE) -> int:
         text = (EXAMPLE / block.arg.split("/", 1)[1]).read_text(encoding="utf-8")
         if text != block.text:
             end = block.line + len(block.text.splitlines())  # index of the closing fence
-            lines[block.line:end] = text.splitlines()
+            lines[block.line : end] = text.splitlines()
             changed += 1
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return changed

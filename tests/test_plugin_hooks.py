@@ -39,8 +39,11 @@ HOOK_TESTS = {
 
 def hookspec_names() -> list[str]:
     """Names of the hooks declared in ``digits_core/plugins/hookspecs.py``."""
-    return sorted(name for name, obj in vars(hookspecs).items()
-                  if name.startswith("digits_") and callable(obj) and hasattr(obj, f"{hookspecs.PROJECT_NAME}_spec"))
+    return sorted(
+        name
+        for name, obj in vars(hookspecs).items()
+        if name.startswith("digits_") and callable(obj) and hasattr(obj, f"{hookspecs.PROJECT_NAME}_spec")
+    )
 
 
 def spec_arguments(name: str) -> set[str]:
@@ -144,8 +147,9 @@ def test_training_calls_callbacks_finished_and_status_hooks(sample_hooks, tmp_pa
 
     dataset = create_dataset("sample-numbers", {"count": 8}, name="nums", workers=1, jobs_dir=tmp_path / "jobs")
     sample_hooks.CALLS.clear()
-    job = train(dataset.id, "sample-net", name="hooked model", jobs_dir=tmp_path / "jobs", epochs=2, batch_size=4,
-                seed=1)
+    job = train(
+        dataset.id, "sample-net", name="hooked model", jobs_dir=tmp_path / "jobs", epochs=2, batch_size=4, seed=1
+    )
     assert job.status is JobStatus.DONE, job.error
 
     [args] = calls_of(sample_hooks, "digits_training_callbacks")
@@ -179,11 +183,13 @@ def test_every_hookspec_is_implemented_and_tested(name):
 def test_every_hookspec_is_documented_with_its_exact_signature(name):
     """The README's hook table gives each hook as ``name(arguments)``, exactly as hookspecs.py declares it."""
     signature = f"{name}({', '.join(inspect.signature(getattr(hookspecs, name)).parameters)})"
-    table = [line for line in (REPO / "README.md").read_text(encoding="utf-8").splitlines()
-             if line.startswith(f"| `{name}(")]
+    table = [
+        line for line in (REPO / "README.md").read_text(encoding="utf-8").splitlines() if line.startswith(f"| `{name}(")
+    ]
     assert table, f"hook {name} has no row in the README's hook table"
-    assert table == [f"| `{signature}` | {table[0].split('` | ', 1)[1]}"], \
+    assert table == [f"| `{signature}` | {table[0].split('` | ', 1)[1]}"], (
         f"the README's row for {name} must show its signature as declared: {signature}"
+    )
     docstring = inspect.getdoc(getattr(hookspecs, name)) or ""
     assert docstring.strip(), f"hook {name} has no docstring in hookspecs.py"
 

@@ -11,12 +11,16 @@ pytestmark = pytest.mark.slow  # pip installs and `digits` subprocesses
 @pytest.fixture(scope="module")
 def clash_paths(tmp_path_factory):
     root = tmp_path_factory.mktemp("clash-plugins")
-    return [pip_install_target(SAMPLE_PLUGINS / "basic", root / "basic"),
-            pip_install_target(SAMPLE_PLUGINS / "clash", root / "clash")]
+    return [
+        pip_install_target(SAMPLE_PLUGINS / "basic", root / "basic"),
+        pip_install_target(SAMPLE_PLUGINS / "clash", root / "clash"),
+    ]
 
 
 def _find(records, kind, plugin_id, distribution):
-    return next(r for r in records if (r["kind"], r["id"] or r["name"], r["distribution"]) == (kind, plugin_id, distribution))
+    return next(
+        r for r in records if (r["kind"], r["id"] or r["name"], r["distribution"]) == (kind, plugin_id, distribution)
+    )
 
 
 def test_clash_policy_does_not_depend_on_distribution_names(clash_paths, list_plugins):
@@ -34,10 +38,14 @@ def test_clash_policy_does_not_depend_on_distribution_names(clash_paths, list_pl
     # replaces_bundled = True replaces the bundled plugin, which is listed as disabled (replaced).
     assert _find(records, "data", "image-segmentation", clash)["status"] == "loaded"
     bundled = _find(records, "data", "image-segmentation", "digits-data-images")
-    assert bundled["status"] == "disabled" and "replaced by digits_sample_clash.SegmentationOnPurpose" in bundled["error"]
+    assert (
+        bundled["status"] == "disabled" and "replaced by digits_sample_clash.SegmentationOnPurpose" in bundled["error"]
+    )
     # Two third-party distributions claiming one id: neither loads, each names the other.
-    for distribution, other in ((clash, "digits_sample_basic.NumbersIngestion"),
-                                ("digits-sample-basic", "digits_sample_clash.NumbersAgain")):
+    for distribution, other in (
+        (clash, "digits_sample_basic.NumbersIngestion"),
+        ("digits-sample-basic", "digits_sample_clash.NumbersAgain"),
+    ):
         record = _find(records, "data", "sample-numbers", distribution)
         assert record["status"] == "failed" and f"also claimed by {other}" in record["error"]
 

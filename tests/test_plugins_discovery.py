@@ -14,16 +14,25 @@ def _by_name(records, distribution):
 def test_installed_plugin_is_found_through_its_entry_points(sample_plugin_paths, list_plugins):
     from digits_core.plugins import hookspecs
 
-    listed = [r for r in list_plugins(pythonpath=[sample_plugin_paths["basic"]])
-              if r["distribution"] == "digits-sample-basic"]
+    listed = [
+        r for r in list_plugins(pythonpath=[sample_plugin_paths["basic"]]) if r["distribution"] == "digits-sample-basic"
+    ]
     # Its hooks module also registers a data and a view plugin through the register hooks.
     assert {(r["kind"], r["name"], r["id"]) for r in listed} == {
-        ("data", "sample-numbers", "sample-numbers"), ("view", "sample-text", "sample-text"),
-        ("hooks", "sample-hooks", None), ("data", "sample-hooks", "sample-hook-numbers"),
-        ("view", "sample-hooks", "sample-hook-text")}
+        ("data", "sample-numbers", "sample-numbers"),
+        ("view", "sample-text", "sample-text"),
+        ("hooks", "sample-hooks", None),
+        ("data", "sample-hooks", "sample-hook-numbers"),
+        ("view", "sample-hooks", "sample-hook-text"),
+    }
     records = {r["name"]: r for r in listed if r["id"] in ("sample-numbers", "sample-text", None)}
     data = records["sample-numbers"]
-    assert (data["kind"], data["id"], data["title"], data["category"]) == ("data", "sample-numbers", "Sample numbers", "Samples")
+    assert (data["kind"], data["id"], data["title"], data["category"]) == (
+        "data",
+        "sample-numbers",
+        "Sample numbers",
+        "Samples",
+    )
     assert (data["version"], data["status"], data["error"]) == ("1.2.3", "loaded", None)
     assert records["sample-text"]["kind"] == "view" and records["sample-text"]["status"] == "loaded"
     hooks = records["sample-hooks"]
@@ -83,7 +92,9 @@ def test_allow_list_loads_only_named_plugins(sample_plugin_paths, list_plugins):
 
 
 def test_allow_list_matches_distribution_names(sample_plugin_paths, list_plugins):
-    records = list_plugins(pythonpath=[sample_plugin_paths["basic"]], env={"DIGITS_LOAD_PLUGINS": "digits-sample-basic"})
+    records = list_plugins(
+        pythonpath=[sample_plugin_paths["basic"]], env={"DIGITS_LOAD_PLUGINS": "digits-sample-basic"}
+    )
     assert {r["name"] for r in records if r["status"] == "loaded"} == {"sample-numbers", "sample-text", "sample-hooks"}
 
 
@@ -106,17 +117,25 @@ def test_block_list_disables_named_plugins(sample_plugin_paths, list_plugins):
 
 def test_strict_mode_raises_error_loading_plugin(sample_plugin_paths, digits_cli):
     result = digits_cli(
-        "plugins", pythonpath=[sample_plugin_paths["basic"], sample_plugin_paths["broken"]],
+        "plugins",
+        pythonpath=[sample_plugin_paths["basic"], sample_plugin_paths["broken"]],
         env={"DIGITS_STRICT_PLUGINS": "1", "DIGITS_LOAD_PLUGINS": "digits-sample-basic,digits-sample-broken"},
     )
     assert result.returncode == 1
-    assert 'error: Error loading plugin "raises-on-import": import of digits_sample_broken.raises:Plugin raised RuntimeError' in result.stderr
+    assert (
+        'error: Error loading plugin "raises-on-import": import of digits_sample_broken.raises:Plugin raised RuntimeError'
+        in result.stderr
+    )
     assert "Traceback" not in result.stderr
 
 
 def test_bundled_plugins_are_listed_with_versions(list_plugins):
     records = list_plugins()
-    bundled = {(r["kind"], r["name"]): r for r in records if (r["distribution"] or "").startswith("digits-") and r["distribution"] != "digits-core"}
+    bundled = {
+        (r["kind"], r["name"]): r
+        for r in records
+        if (r["distribution"] or "").startswith("digits-") and r["distribution"] != "digits-core"
+    }
     expected = {
         ("data", "image-classification"): "digits-data-images",
         ("data", "image-segmentation"): "digits-data-images",

@@ -113,8 +113,11 @@ def test_a_misspelled_hook_marks_the_plugin_failed_naming_the_hook(registry):
     def digits_dataset_created(dataset):
         pass
 
-    registry.register(_module("typo_hooks", digits_traning_finished=digits_traning_finished,
-                              digits_dataset_created=digits_dataset_created))
+    registry.register(
+        _module(
+            "typo_hooks", digits_traning_finished=digits_traning_finished, digits_dataset_created=digits_dataset_created
+        )
+    )
     record = next(r for r in registry.records() if r.name == "typo_hooks")
     assert record.status == "failed"
     assert "unknown hook digits_traning_finished (did you mean digits_training_finished?)" in record.error

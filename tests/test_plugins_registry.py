@@ -63,7 +63,12 @@ def test_in_process_registration_and_unregistration(registry):
     assert registry.get_data_ingestion("squares") is Squares
     assert registry.get_view("argmax") is ArgmaxView
     record = next(r for r in registry.records() if r.id == "squares")
-    assert (record.source, record.distribution, record.status, record.category) == ("in-process", None, "loaded", "Test")
+    assert (record.source, record.distribution, record.status, record.category) == (
+        "in-process",
+        None,
+        "loaded",
+        "Test",
+    )
     registry.unregister(Squares)
     with pytest.raises(PluginNotFoundError, match='No data plugin with id "squares"'):
         registry.get_data_ingestion("squares")

@@ -41,15 +41,16 @@ def _write(tmp_path, kind: str, arr: np.ndarray):
 
 def _outside_noise(arr: np.ndarray, plan) -> np.ndarray:
     if plan.pad_y:
-        return arr[plan.pad_y:arr.shape[0] - plan.pad_y]
+        return arr[plan.pad_y : arr.shape[0] - plan.pad_y]
     if plan.pad_x:
-        return arr[:, plan.pad_x:arr.shape[1] - plan.pad_x]
+        return arr[:, plan.pad_x : arr.shape[1] - plan.pad_x]
     return arr
 
 
 @pytest.mark.parametrize("mode", RESIZE_MODES)
-@pytest.mark.parametrize("kind,channels", [("gray", 1), ("rgb", 3), ("rgb", 1), ("gray", 3), ("uint16", 1),
-                                           ("uint16", 3), ("float32", 1)])
+@pytest.mark.parametrize(
+    "kind,channels", [("gray", 1), ("rgb", 3), ("rgb", 1), ("gray", 3), ("uint16", 1), ("uint16", 3), ("float32", 1)]
+)
 def test_dataset_and_inference_paths_are_bit_identical(tmp_path, mode, kind, channels):
     from digits_core.resize import resize_image
     from digits_data_images.encoding import load_resized
@@ -60,10 +61,10 @@ def test_dataset_and_inference_paths_are_bit_identical(tmp_path, mode, kind, cha
         if kind == "float32":  # float data reaches datasets as arrays, not image files
             stored = resize_image(arr, h, w, mode, rng=seeded_rng(7, str(path)))
         else:
-            stored = load_resized(str(path), str(path), channels=channels, width=w, height=h, resize_mode=mode,
-                                  seed=7)
-        served = prepare_image(read_image(path), (h, w, channels), stored.dtype.name, mode,
-                               rng=seeded_rng(7, str(path)))
+            stored = load_resized(str(path), str(path), channels=channels, width=w, height=h, resize_mode=mode, seed=7)
+        served = prepare_image(
+            read_image(path), (h, w, channels), stored.dtype.name, mode, rng=seeded_rng(7, str(path))
+        )
         assert served.dtype == stored.dtype and served.shape == stored.shape == (h, w, channels)
         assert np.array_equal(served, stored), (mode, kind, channels, src_h, src_w, h, w)
         default = prepare_image(read_image(path), (h, w, channels), stored.dtype.name, mode)
@@ -75,7 +76,7 @@ def test_uint16_noise_spans_the_16_bit_range():
     arr = _pixels("uint16", 10, 40)
     out = prepare_image(arr[:, :, None], (20, 20, 1), "uint16", "fill", rng=np.random.default_rng(1))
     plan = resize_plan(10, 40, 20, 20, "fill")
-    assert plan.pad_y > 0 and out[:plan.pad_y].max() > 255
+    assert plan.pad_y > 0 and out[: plan.pad_y].max() > 255
 
 
 @pytest.mark.slow
@@ -95,6 +96,7 @@ def test_serving_signature_resize_within_one_level():
             arr = _pixels(kind, src_h, src_w)
             arr = arr[:, :, None] if arr.ndim == 2 else arr
             ours = resize_image(arr, h, w, "squash").astype(np.float32)
-            theirs = tf.image.resize(tf.cast(arr[None], tf.float32), (h, w), method="bilinear",
-                                     antialias=True)[0].numpy()
+            theirs = tf.image.resize(tf.cast(arr[None], tf.float32), (h, w), method="bilinear", antialias=True)[
+                0
+            ].numpy()
             assert np.abs(ours - theirs).max() < 1.0, (kind, src_h, src_w, h, w)

@@ -33,9 +33,16 @@ def test_guide_blocks_and_public_names():
     assert len(blocks) >= 5
     text = GUIDE.read_text(encoding="utf-8")
     assert text.count("```python") == len(blocks), "every python block must be tagged <!-- api: run -->"
-    for module, name in (("datasets", "create_dataset"), ("datasets", "open_dataset"), ("engine", "train"),
-                         ("engine", "resume_training"), ("engine", "request_abort"), ("inference", "infer"),
-                         ("inference", "export_model"), ("engine", "load_snapshot")):
+    for module, name in (
+        ("datasets", "create_dataset"),
+        ("datasets", "open_dataset"),
+        ("engine", "train"),
+        ("engine", "resume_training"),
+        ("engine", "request_abort"),
+        ("inference", "infer"),
+        ("inference", "export_model"),
+        ("engine", "load_snapshot"),
+    ):
         assert callable(getattr(importlib.import_module(f"digits_core.{module}"), name)), name
         assert f"digits_core.{module}.{name}(" in text, name
     assert callable(handles.start_training) and callable(handles.start_dataset)
@@ -47,7 +54,8 @@ def test_guide_runs_from_stdin(tmp_path):
     script = "\n".join(_blocks())
     env = {k: v for k, v in os.environ.items() if not k.startswith("DIGITS_")}
     env.update(DIGITS_JOBS_DIR=str(tmp_path / "jobs"), TF_CPP_MIN_LOG_LEVEL="2")
-    out = subprocess.run([sys.executable, "-"], input=script, cwd=tmp_path, env=env, capture_output=True,
-                         text=True, timeout=900)
+    out = subprocess.run(
+        [sys.executable, "-"], input=script, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900
+    )
     assert out.returncode == 0, out.stderr[-4000:]
     assert "Done" in out.stdout and "Aborted" in out.stdout and "lenet.tar.gz True" in out.stdout

@@ -15,7 +15,7 @@ from digits_core.errors import FormValidationError
 @pytest.mark.parametrize("steps", [3, 10, 25, 100])
 def test_batchnorm_statistics_follow_within_an_epoch(steps):
     momentum = momentum_for(steps)
-    assert momentum ** steps == pytest.approx(STALE_AFTER_EPOCH)  # an epoch later, 10 % of the old statistics
+    assert momentum**steps == pytest.approx(STALE_AFTER_EPOCH)  # an epoch later, 10 % of the old statistics
     assert momentum_for(steps + 1) > momentum
 
 
@@ -47,9 +47,13 @@ def test_detection_validation_recall_and_precision():
     from digits_core.engine.detection.task import recall_precision
 
     gt = np.array([[1, 10, 10, 30, 30], [2, 40, 40, 60, 60], [0, 0, 0, 5, 5]], np.float64)  # 2 objects + dontcare
-    pred = np.array([[1, 0.9, 11, 11, 30, 30],    # matches the class-1 box
-                     [2, 0.8, 0, 30, 20, 50],     # wrong place: a false positive
-                     [2, 0.1, 40, 40, 60, 60]])   # right, but below the reporting score
+    pred = np.array(
+        [
+            [1, 0.9, 11, 11, 30, 30],  # matches the class-1 box
+            [2, 0.8, 0, 30, 20, 50],  # wrong place: a false positive
+            [2, 0.1, 40, 40, 60, 60],
+        ]
+    )  # right, but below the reporting score
     figures = recall_precision([pred], [gt])
     assert figures == {"val_recall50": 0.5, "val_precision50": 0.5}
     assert recall_precision([pred], [gt], min_score=0.05) == {"val_recall50": 1.0, "val_precision50": 2 / 3}

@@ -30,8 +30,9 @@ def test_unet_segments_48_small_images_at_default_options(tmp_path):
     from digits_core.quality_sets import write_shapes_segmentation
 
     jobs = tmp_path / "jobs"
-    dataset = create_dataset("image-segmentation", write_shapes_segmentation(tmp_path / "shapes", seed=0),
-                             workers=1, jobs_dir=jobs)
+    dataset = create_dataset(
+        "image-segmentation", write_shapes_segmentation(tmp_path / "shapes", seed=0), workers=1, jobs_dir=jobs
+    )
     _, val_masks = open_dataset(dataset.id, jobs_dir=jobs).read_all("val")
     foreground = float(np.mean(val_masks > 0))
     all_foreground_dice = 2 * foreground / (1 + foreground)
@@ -53,8 +54,9 @@ def test_regression_default_beats_the_mean_predictor(tmp_path):
     from digits_core.quality_sets import write_digit_regression
 
     jobs = tmp_path / "jobs"
-    dataset = create_dataset("image-regression", write_digit_regression(tmp_path / "digits", seed=0),
-                             workers=1, jobs_dir=jobs)
+    dataset = create_dataset(
+        "image-regression", write_digit_regression(tmp_path / "digits", seed=0), workers=1, jobs_dir=jobs
+    )
     reader = open_dataset(dataset.id, jobs_dir=jobs)
     (_, train_targets), (_, val_targets) = reader.read_all("train"), reader.read_all("val")
     mean_predictor_mae = float(np.abs(val_targets - train_targets.mean(axis=0)).mean())
@@ -74,8 +76,9 @@ def test_image_to_image_default_denoises_beyond_identity(tmp_path):
     from digits_core.quality_sets import write_denoising_pairs
 
     jobs = tmp_path / "jobs"
-    dataset = create_dataset("image-processing", write_denoising_pairs(tmp_path / "pairs", seed=0), workers=1,
-                             jobs_dir=jobs)
+    dataset = create_dataset(
+        "image-processing", write_denoising_pairs(tmp_path / "pairs", seed=0), workers=1, jobs_dir=jobs
+    )
     noisy, clean = open_dataset(dataset.id, jobs_dir=jobs).read_all("val")
     identity_mse = float(np.mean((noisy.astype(np.float32) / 255 - clean.reshape(noisy.shape)) ** 2))
     job = train(dataset.id, None, jobs_dir=jobs, epochs=8, seed=0)
@@ -112,8 +115,12 @@ def test_siamese_example_tells_same_from_different_digits(tmp_path):
         folder.mkdir(parents=True, exist_ok=True)
         Image.fromarray((image * 255 / 16).astype(np.uint8)).save(folder / f"{i:04d}.png")
     jobs = tmp_path / "jobs"
-    dataset = create_dataset("image-pairs", {"folder": str(tmp_path / "classes"), "train_pairs": 1000,
-                                             "val_pairs": 200, "width": 8, "height": 8}, workers=1, jobs_dir=jobs)
+    dataset = create_dataset(
+        "image-pairs",
+        {"folder": str(tmp_path / "classes"), "train_pairs": 1000, "val_pairs": 200, "width": 8, "height": 8},
+        workers=1,
+        jobs_dir=jobs,
+    )
     _, same = open_dataset(dataset.id, jobs_dir=jobs).read_all("val")
     constant = max(float(np.mean(same)), 1 - float(np.mean(same)))
     job = train(dataset.id, str(EXAMPLES / "siamese.py"), jobs_dir=jobs, epochs=6, seed=0)
@@ -133,8 +140,14 @@ def test_numpy_arrays_of_non_pixel_values_classify(tmp_path):
 
     images, labels = _digit_scans(600)
     jobs = tmp_path / "jobs"
-    dataset = create_dataset_from_arrays(images.astype(np.float32)[..., None], labels, folder=tmp_path / "arrays",
-                                         jobs_dir=jobs, workers=1, options={"val_percent": 25})
+    dataset = create_dataset_from_arrays(
+        images.astype(np.float32)[..., None],
+        labels,
+        folder=tmp_path / "arrays",
+        jobs_dir=jobs,
+        workers=1,
+        options={"val_percent": 25},
+    )
     _, val_labels = open_dataset(dataset.id, jobs_dir=jobs).read_all("val")
     most_frequent = float(np.bincount(np.asarray(val_labels, np.int64)).max() / len(val_labels))
     job = train(dataset.id, None, jobs_dir=jobs, epochs=6, seed=0)

@@ -21,9 +21,13 @@ from test_faults import wait_until  # polls a condition, with a clear message on
 from digits_core.jobs import Job, JobStatus
 
 # Ray is not imported here: it reads RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER once, at import (see the cluster fixture).
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(importlib.util.find_spec("ray") is None,
-                                 reason='the Ray extra is not installed (pip install "digits-core[ray]")')]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        importlib.util.find_spec("ray") is None,
+        reason='the Ray extra is not installed (pip install "digits-core[ray]")',
+    ),
+]
 
 JOB_TIMEOUT = 240
 
@@ -75,9 +79,13 @@ def dataset(scheduler, jobs_dir, tmp_path_factory):
     features = (rng.integers(0, 100, (256, 16, 16)) + labels[:, None, None] * 150).astype(np.uint8)
     np.save(folder / "x.npy", features)
     np.save(folder / "y.npy", labels.astype(np.int64))
-    job = create_dataset_job("numpy-arrays", {"features_file": str(folder / "x.npy"),
-                                              "labels_file": str(folder / "y.npy"), "val_percent": 25},
-                             name="ray-arrays", jobs_dir=jobs_dir, workers=1)
+    job = create_dataset_job(
+        "numpy-arrays",
+        {"features_file": str(folder / "x.npy"), "labels_file": str(folder / "y.npy"), "val_percent": 25},
+        name="ray-arrays",
+        jobs_dir=jobs_dir,
+        workers=1,
+    )
     scheduler.submit(job)
     return scheduler.wait(job.id, JOB_TIMEOUT)
 
@@ -95,9 +103,13 @@ def _tiny_dataset_job(jobs_dir, folder, name):
 
     np.save(folder / "x.npy", np.zeros((8, 16, 16), np.uint8))
     np.save(folder / "y.npy", np.arange(8) % 2)
-    return create_dataset_job("numpy-arrays", {"features_file": str(folder / "x.npy"),
-                                               "labels_file": str(folder / "y.npy")},
-                              name=name, jobs_dir=jobs_dir, workers=1)
+    return create_dataset_job(
+        "numpy-arrays",
+        {"features_file": str(folder / "x.npy"), "labels_file": str(folder / "y.npy")},
+        name=name,
+        jobs_dir=jobs_dir,
+        workers=1,
+    )
 
 
 def _node_ids(cluster):
@@ -131,8 +143,10 @@ def test_every_cluster_socket_listens_on_loopback_only(dataset, cluster):
         def pid(self):
             return os.getpid()
 
-    probes = [Probe.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)).remote()
-              for node in _node_ids(cluster)]
+    probes = [
+        Probe.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)).remote()
+        for node in _node_ids(cluster)
+    ]
     workers = set(ray.get([p.pid.remote() for p in probes], timeout=120))
     assert len(workers) == 2 and listening_sockets(workers)  # each worker serves gRPC: those sockets are counted
     pids = pids_in_sessions(cluster.sessions()) | {os.getpid()}
@@ -221,9 +235,16 @@ def test_digits_serve_executor_ray_runs_a_2x2_sweep_in_parallel_across_the_clust
     with running_server(jobs_dir, auth_token="ray-token", env=env, extra_args=["--executor", "ray"]) as server:
         status = server.get_json("/api/scheduler")
         assert status["executor"]["name"] == "ray" and status["executor"]["nodes"] == 2
-        resp = server.request("/api/models", method="POST", data={
-            "name": "ray-sweep", "dataset": dataset.id, "network": "lenet",
-            "options": {"epochs": 1, "seed": 1, "learning_rate": "0.05,0.01", "batch_size": "16,32"}})
+        resp = server.request(
+            "/api/models",
+            method="POST",
+            data={
+                "name": "ray-sweep",
+                "dataset": dataset.id,
+                "network": "lenet",
+                "options": {"epochs": 1, "seed": 1, "learning_rate": "0.05,0.01", "batch_size": "16,32"},
+            },
+        )
         assert resp.status in (200, 201, 202), resp.text
         rows = resp.json()["jobs"]
         assert len(rows) == 4 and {r["group"] for r in rows} == {"ray-sweep"}
@@ -231,7 +252,11 @@ def test_digits_serve_executor_ray_runs_a_2x2_sweep_in_parallel_across_the_clust
         wait_until(lambda: all(j.reload().status.is_finished for j in jobs), "the sweep's four jobs")
     assert [j.status for j in jobs] == [JobStatus.DONE] * 4, [j.error for j in jobs]
     assert [(j.data["sweep"]["learning_rate"], j.data["sweep"]["batch_size"]) for j in jobs] == [
-        (0.05, 16), (0.05, 32), (0.01, 16), (0.01, 32)]
+        (0.05, 16),
+        (0.05, 32),
+        (0.01, 16),
+        (0.01, 32),
+    ]
     for job in jobs:
         info = json.loads((job.path / "model.json").read_text())
         assert info["batch_size"] == job.data["sweep"]["batch_size"]
@@ -242,16 +267,27 @@ def test_digits_serve_executor_ray_runs_a_2x2_sweep_in_parallel_across_the_clust
     for job in jobs:
         times = {status: t for status, t in job.status_history}
         spans.append((times["Running"], times["Done"]))
-    assert any(a[0] < b[1] and b[0] < a[1] for i, a in enumerate(spans) for b in spans[i + 1:])
+    assert any(a[0] < b[1] and b[0] < a[1] for i, a in enumerate(spans) for b in spans[i + 1 :])
 
 
 def test_tune_trials_run_as_model_jobs_on_both_nodes(dataset, jobs_dir, cluster):
     """``digits_core.tuning.tune`` on the cluster (issue 30): two trials of one CPU each on a 1 + 1 CPU cluster."""
     from digits_core.tuning import tune
 
-    handle = tune(dataset.id, "lenet", "ray-tune", search=["learning_rate=0.05,0.01"], scheduler="grid",
-                  max_epochs=1, max_concurrent=2, metric="val_loss", jobs_dir=jobs_dir, ray_address=cluster.address,
-                  batch_size=16, seed=1)
+    handle = tune(
+        dataset.id,
+        "lenet",
+        "ray-tune",
+        search=["learning_rate=0.05,0.01"],
+        scheduler="grid",
+        max_epochs=1,
+        max_concurrent=2,
+        metric="val_loss",
+        jobs_dir=jobs_dir,
+        ray_address=cluster.address,
+        batch_size=16,
+        seed=1,
+    )
     summary = handle.wait(timeout=JOB_TIMEOUT)
     assert summary["status"] == "Done" and [row["status"] for row in summary["trials"]] == ["Done", "Done"]
     assert {row["node"] for row in summary["trials"]} == _node_ids(cluster)
@@ -268,9 +304,16 @@ def test_a_killed_ray_server_leaves_no_running_task_and_a_restart_marks_its_job_
     env = {**CLUSTER_ENV, "LD_PRELOAD": cluster.env["LD_PRELOAD"]}
     args = ["--executor", "ray", "--ray-address", cluster.address]
     with running_server(jobs_dir, auth_token="ray-token", env=env, extra_args=args) as server:
-        resp = server.request("/api/models", method="POST", data={
-            "name": "ray-server-dies", "dataset": dataset.id, "network": "lenet",
-            "options": {"epochs": 500, "seed": 1, "batch_size": 16}})
+        resp = server.request(
+            "/api/models",
+            method="POST",
+            data={
+                "name": "ray-server-dies",
+                "dataset": dataset.id,
+                "network": "lenet",
+                "options": {"epochs": 500, "seed": 1, "batch_size": 16},
+            },
+        )
         assert resp.status in (200, 201, 202), resp.text
         job = Job.load(jobs_dir / resp.json()["id"])
         wait_until(lambda: _epochs_done(job) >= 1, "a first snapshot")
@@ -291,8 +334,11 @@ def test_a_killed_ray_server_leaves_no_running_task_and_a_restart_marks_its_job_
 
 def _final(job):
     info = json.loads((job.path / "model.json").read_text())
-    return info, {k: v for k, v in (info.get("final_metrics") or {}).items()  # the model's numbers, not timings
-                  if k in ("loss", "accuracy") or k.startswith("val_")}
+    return info, {
+        k: v
+        for k, v in (info.get("final_metrics") or {}).items()  # the model's numbers, not timings
+        if k in ("loss", "accuracy") or k.startswith("val_")
+    }
 
 
 def test_ray_train_two_workers_match_the_local_two_worker_run(dataset, jobs_dir, cluster):
@@ -302,8 +348,20 @@ def test_ray_train_two_workers_match_the_local_two_worker_run(dataset, jobs_dir,
 
     from ray_cluster import free_port
 
-    common = ["--dataset", dataset.id, "--network", "lenet", "--epochs", "1", "--batch-size", "32", "--seed", "3",
-              "--quiet", "--json"]
+    common = [
+        "--dataset",
+        dataset.id,
+        "--network",
+        "lenet",
+        "--epochs",
+        "1",
+        "--batch-size",
+        "32",
+        "--seed",
+        "3",
+        "--quiet",
+        "--json",
+    ]
     before = set(listening_sockets(pids_in_sessions(cluster.sessions())))
     seen: set = set()
     done = threading.Event()
@@ -315,9 +373,25 @@ def test_ray_train_two_workers_match_the_local_two_worker_run(dataset, jobs_dir,
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
     try:
-        run = subprocess.run([sys.executable, "-m", "digits_core", "--jobs-dir", str(jobs_dir), "train", "--name",
-                              "ray-train-2", "--workers", "2", *common], env={**cluster.env, "DIGITS_RAY_ADDRESS":
-                             cluster.address}, capture_output=True, text=True, timeout=JOB_TIMEOUT)
+        run = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "digits_core",
+                "--jobs-dir",
+                str(jobs_dir),
+                "train",
+                "--name",
+                "ray-train-2",
+                "--workers",
+                "2",
+                *common,
+            ],
+            env={**cluster.env, "DIGITS_RAY_ADDRESS": cluster.address},
+            capture_output=True,
+            text=True,
+            timeout=JOB_TIMEOUT,
+        )
     finally:
         done.set()
         watcher.join(30)
@@ -331,9 +405,25 @@ def test_ray_train_two_workers_match_the_local_two_worker_run(dataset, jobs_dir,
     procs = []
     for index in range(2):
         env = {**cluster.env, "TF_CONFIG": json.dumps({"cluster": workers, "task": {"type": "worker", "index": index}})}
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "digits_core", "--jobs-dir", str(jobs_dir), "train", "--name", "local-2", *common],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "digits_core",
+                    "--jobs-dir",
+                    str(jobs_dir),
+                    "train",
+                    "--name",
+                    "local-2",
+                    *common,
+                ],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
     outputs = [proc.communicate(timeout=JOB_TIMEOUT) for proc in procs]
     assert [p.returncode for p in procs] == [0, 0], [err[-2000:] for _out, err in outputs]
     local_job = Job.load(jobs_dir / json.loads(outputs[0][0])["job_id"])
@@ -400,10 +490,14 @@ def _contents(job):
 
     ds = open_dataset(job.path)
     try:
-        return {"records": {s: [bytes(r) for r in ds.read_records(s, 0, None)] for s in ds.stages},
-                "mean": ds.mean().tolist(), "histograms": {s: ds.label_histogram(s) for s in ds.stages},
-                "encodings": {s: ds.feature_encodings(s) for s in ds.stages},
-                "errors": ds.errors(), "skipped": job.data["dataset"]["skipped"]}
+        return {
+            "records": {s: [bytes(r) for r in ds.read_records(s, 0, None)] for s in ds.stages},
+            "mean": ds.mean().tolist(),
+            "histograms": {s: ds.label_histogram(s) for s in ds.stages},
+            "encodings": {s: ds.feature_encodings(s) for s in ds.stages},
+            "errors": ds.errors(),
+            "skipped": job.data["dataset"]["skipped"],
+        }
     finally:
         ds.close()
 
@@ -426,10 +520,35 @@ def test_dataset_encoding_fans_out_over_the_cluster_and_equals_a_local_build(sch
     queued = create_dataset_job("image-classification", form, name="fan-out-task", jobs_dir=jobs_dir, workers=1)
     scheduler.submit(queued)
     queued = scheduler.wait(queued.id, JOB_TIMEOUT)
-    run = subprocess.run([sys.executable, "-m", "digits_core", "--jobs-dir", str(jobs_dir), "dataset", "create",
-                          "image-classification", "--ray-address", cluster.address, "--name", "fan-out-cli", "--json",
-                          "--folder", form["folder"], "--width", "8", "--height", "8", "--val-percent", "25"],
-                         env=cluster.env, capture_output=True, text=True, timeout=JOB_TIMEOUT)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "digits_core",
+            "--jobs-dir",
+            str(jobs_dir),
+            "dataset",
+            "create",
+            "image-classification",
+            "--ray-address",
+            cluster.address,
+            "--name",
+            "fan-out-cli",
+            "--json",
+            "--folder",
+            form["folder"],
+            "--width",
+            "8",
+            "--height",
+            "8",
+            "--val-percent",
+            "25",
+        ],
+        env=cluster.env,
+        capture_output=True,
+        text=True,
+        timeout=JOB_TIMEOUT,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     driver = Job.load(jobs_dir / json.loads(run.stdout)["job"]["id"])
     nodes = _node_ids(cluster)
@@ -468,8 +587,12 @@ def test_abort_of_a_fanned_out_dataset_job_stops_its_encoding_tasks(scheduler, c
     os.mkfifo(fifo)
     writer = os.open(fifo, os.O_RDWR)  # a writer that never writes: a reader's open() returns, its read() waits
     try:
-        job = create_dataset_job("image-classification", {"folder": str(tmp_path / "images"), "width": 8,
-                                                          "height": 8}, name="fan-out-abort", jobs_dir=jobs_dir)
+        job = create_dataset_job(
+            "image-classification",
+            {"folder": str(tmp_path / "images"), "width": 8, "height": 8},
+            name="fan-out-abort",
+            jobs_dir=jobs_dir,
+        )
         scheduler.submit(job)
         wait_until(lambda: _holders(cluster, fifo), "a Ray task to read the stuck entry")
         scheduler.abort(job.id)

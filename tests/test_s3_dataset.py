@@ -27,7 +27,8 @@ def s3(tmp_path_factory):
             (root / stage / name).mkdir(parents=True)
             for i in range(count):
                 Image.fromarray(rng.integers(0, 256, (10, 12, 3), dtype=np.uint8)).save(
-                    root / stage / name / f"{name}_{i:02d}.png")
+                    root / stage / name / f"{name}_{i:02d}.png"
+                )
     with local_s3_server() as server:
         upload_tree(root, server.location(BUCKET, "pets"))
         server.root = root
@@ -35,8 +36,14 @@ def s3(tmp_path_factory):
 
 
 def s3_fields(s3, **extra):
-    return {"s3_endpoint_url": s3.endpoint, "s3_bucket": BUCKET, "s3_path": "pets/train",
-            "s3_accesskey": s3.access_key, "s3_secretkey": s3.secret_key, **extra}
+    return {
+        "s3_endpoint_url": s3.endpoint,
+        "s3_bucket": BUCKET,
+        "s3_path": "pets/train",
+        "s3_accesskey": s3.access_key,
+        "s3_secretkey": s3.secret_key,
+        **extra,
+    }
 
 
 COMMON = {"width": 8, "height": 8, "image_type": "color", "resize_mode": "squash", "val_percent": 25}
@@ -48,11 +55,20 @@ def all_records(dataset):
 
 @pytest.mark.slow
 def test_dataset_from_s3_equals_dataset_from_local_folder(s3, tmp_path):
-    local = create_dataset("image-classification",
-                           {**COMMON, "folder": str(s3.root / "train"), "test_folder": str(s3.root / "test")},
-                           name="local", workers=2, jobs_dir=tmp_path)
-    remote = create_dataset("image-classification", {**COMMON, **s3_fields(s3, s3_test_path="pets/test/")},
-                            name="s3", workers=2, jobs_dir=tmp_path)
+    local = create_dataset(
+        "image-classification",
+        {**COMMON, "folder": str(s3.root / "train"), "test_folder": str(s3.root / "test")},
+        name="local",
+        workers=2,
+        jobs_dir=tmp_path,
+    )
+    remote = create_dataset(
+        "image-classification",
+        {**COMMON, **s3_fields(s3, s3_test_path="pets/test/")},
+        name="s3",
+        workers=2,
+        jobs_dir=tmp_path,
+    )
     a, b = open_dataset(local.id, jobs_dir=tmp_path), open_dataset(remote.id, jobs_dir=tmp_path)
     assert a.class_labels == b.class_labels == ["bird", "cat", "dog"]
     assert a.stages == b.stages == ["train", "val", "test"]

@@ -60,10 +60,17 @@ def test_helpers():
     import subprocess
     import sys
 
-    code = ("from digits_core.form_secrets import restore, MASK; import json; "
-            "print(json.dumps(restore('job-x', {'password': MASK})))")
-    out = subprocess.run([sys.executable, "-c", code], env={**__import__("os").environ, **env},
-                         capture_output=True, text=True, check=True).stdout
+    code = (
+        "from digits_core.form_secrets import restore, MASK; import json; "
+        "print(json.dumps(restore('job-x', {'password': MASK})))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**__import__("os").environ, **env},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert json.loads(out) == {"password": "p"}
 
 

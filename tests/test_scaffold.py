@@ -32,15 +32,21 @@ PIP_LOCK = "/tmp/digits-pip.lock"
 
 
 def generated_files(folder: Path) -> dict[str, str]:
-    return {p.relative_to(folder).as_posix(): p.read_text(encoding="utf-8")
-            for p in sorted(folder.rglob("*")) if p.is_file() and "__pycache__" not in p.parts}
+    return {
+        p.relative_to(folder).as_posix(): p.read_text(encoding="utf-8")
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and "__pycache__" not in p.parts
+    }
 
 
-@pytest.mark.parametrize("kind, name, expected", [
-    ("data", "my-dicom", ("digits-data-my-dicom", "digits_data_my_dicom", "MyDicomIngestion", "My dicom")),
-    ("view", "lesion_map", ("digits-view-lesion-map", "digits_view_lesion_map", "LesionMapView", "Lesion map")),
-    ("data", "3d-ct", ("digits-data-3d-ct", "digits_data_3d_ct", "Plugin3dCtIngestion", "3d ct")),
-])
+@pytest.mark.parametrize(
+    "kind, name, expected",
+    [
+        ("data", "my-dicom", ("digits-data-my-dicom", "digits_data_my_dicom", "MyDicomIngestion", "My dicom")),
+        ("view", "lesion_map", ("digits-view-lesion-map", "digits_view_lesion_map", "LesionMapView", "Lesion map")),
+        ("data", "3d-ct", ("digits-data-3d-ct", "digits_data_3d_ct", "Plugin3dCtIngestion", "3d ct")),
+    ],
+)
 def test_names_derive_from_the_plugin_id(kind, name, expected):
     names = plugin_names(kind, name)
     assert (names.distribution, names.package, names.class_name, names.title) == expected
@@ -66,10 +72,13 @@ def test_unknown_kind_is_rejected(tmp_path):
         create_plugin("model", "x", tmp_path)
 
 
-@pytest.mark.parametrize("kind, entry", [
-    ("data", ("digits.plugins.data", "digits_data_probe.ingestion:ProbeIngestion")),
-    ("view", ("digits.plugins.view", "digits_view_probe.view:ProbeView")),
-])
+@pytest.mark.parametrize(
+    "kind, entry",
+    [
+        ("data", ("digits.plugins.data", "digits_data_probe.ingestion:ProbeIngestion")),
+        ("view", ("digits.plugins.view", "digits_view_probe.view:ProbeView")),
+    ],
+)
 def test_cli_generates_a_complete_package(kind, entry, tmp_path, capsys):
     assert main(["plugin", "new", kind, "probe", "--dir", str(tmp_path), "--title", "Probe (x) & co's"]) == 0
     out = capsys.readouterr().out
@@ -78,8 +87,14 @@ def test_cli_generates_a_complete_package(kind, entry, tmp_path, capsys):
     files = generated_files(folder)
     package = f"digits_{kind}_probe"
     module = "ingestion" if kind == "data" else "view"
-    for rel in ["pyproject.toml", "README.md", f"{package}/__init__.py", f"{package}/forms.py",
-                f"{package}/{module}.py", f"tests/test_{package}.py"]:
+    for rel in [
+        "pyproject.toml",
+        "README.md",
+        f"{package}/__init__.py",
+        f"{package}/forms.py",
+        f"{package}/{module}.py",
+        f"tests/test_{package}.py",
+    ]:
         assert rel in files, rel
         assert f"  {rel}" in out
     assert any(rel.startswith(f"{package}/templates/") and rel.endswith(".html") for rel in files)
@@ -126,8 +141,11 @@ def test_generated_classes_meet_the_contract(tmp_path, monkeypatch):
 
     registry.register(ProbeInProcessIngestion)
     try:
-        page = create_app(jobs_dir=tmp_path / "jobs", start_scheduler=False, testing=True).test_client().get(
-            "/datasets/new/probe-in-process")
+        page = (
+            create_app(jobs_dir=tmp_path / "jobs", start_scheduler=False, testing=True)
+            .test_client()
+            .get("/datasets/new/probe-in-process")
+        )
     finally:
         registry.unregister(ProbeInProcessIngestion)
     assert page.status_code == 200 and 'name="labels_csv"' in page.get_data(as_text=True)
@@ -138,8 +156,10 @@ def test_generated_classes_meet_the_contract(tmp_path, monkeypatch):
     from digits_core.inference.report import render_html, run_view
 
     view_instance = ProbeInProcessView(SimpleNamespace(class_labels=["cat", "dog"], userdata={}), top_n=2)
-    samples = [("a.png", np.zeros((4, 4, 1), np.uint8), np.array([0.9, 0.1]), 0),
-               ("b.png", np.zeros((4, 4, 1), np.uint8), np.array([0.3, 0.7]), 0)]
+    samples = [
+        ("a.png", np.zeros((4, 4, 1), np.uint8), np.array([0.9, 0.1]), 0),
+        ("b.png", np.zeros((4, 4, 1), np.uint8), np.array([0.3, 0.7]), 0),
+    ]
     page = render_html(view_instance, run_view(view_instance, samples))
     assert "Top-1 accuracy: 50.0 %" in page and ".plugin-probe-in-process-sample" in page
     assert page.count('class="plugin-probe-in-process-sample"') == 2
@@ -182,8 +202,11 @@ def test_skeletons_are_package_data():
     patterns = project["tool"]["setuptools"]["package-data"]["digits_core"]
     root = REPO / "digits_core"
     shipped = {m for pattern in patterns for m in glob.glob(pattern, root_dir=root, recursive=True)}
-    skeletons = [p.relative_to(root).as_posix() for p in (root / "scaffold" / "skeletons").rglob("*")
-                 if p.is_file() and "__pycache__" not in p.parts]
+    skeletons = [
+        p.relative_to(root).as_posix()
+        for p in (root / "scaffold" / "skeletons").rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    ]
     assert len(skeletons) >= 15
     assert sorted(set(skeletons) - shipped) == []
 
@@ -201,14 +224,18 @@ def test_generated_plugins_install_list_test_and_build(tmp_path):
     env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
 
     def run(*command, cwd=tmp_path):
-        result = subprocess.run([str(c) for c in command], cwd=cwd, env=env, capture_output=True, text=True,
-                                timeout=300)
+        result = subprocess.run(
+            [str(c) for c in command], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
+        )
         assert result.returncode == 0, f"{command} failed:\n{result.stdout}\n{result.stderr}"
         return result.stdout
 
     run(BIN / "digits", "plugin", "new", "data", "scaffold-check", "--dir", "pkgs")
     run(BIN / "digits", "plugin", "new", "view", "scaffold-check", "--dir", "pkgs", "--title", "Scaffold check view")
-    data_dir, view_dir = tmp_path / "pkgs" / "digits-data-scaffold-check", tmp_path / "pkgs" / "digits-view-scaffold-check"
+    data_dir, view_dir = (
+        tmp_path / "pkgs" / "digits-data-scaffold-check",
+        tmp_path / "pkgs" / "digits-view-scaffold-check",
+    )
     distributions = ["digits-data-scaffold-check", "digits-view-scaffold-check"]
 
     folder = tmp_path / "images"
@@ -223,8 +250,19 @@ def test_generated_plugins_install_list_test_and_build(tmp_path):
     jobs = tmp_path / "jobs"
     try:
         # Non-editable installs: the wheels must carry the templates and static files.
-        run("flock", PIP_LOCK, sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-            data_dir, view_dir)
+        run(
+            "flock",
+            PIP_LOCK,
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            data_dir,
+            view_dir,
+        )
         records = json.loads(run(BIN / "digits", "plugins", "--json"))
         found = {(r["kind"], r["id"]): r for r in records if r["id"] == "scaffold-check"}
         assert found[("data", "scaffold-check")]["status"] == "loaded", found
@@ -233,14 +271,34 @@ def test_generated_plugins_install_list_test_and_build(tmp_path):
         assert found[("view", "scaffold-check")]["status"] == "loaded", found
         assert found[("view", "scaffold-check")]["title"] == "Scaffold check view"
         for package in (data_dir, view_dir):
-            assert "4 passed" in run(sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests",
-                                     cwd=package)
-        run(BIN / "digits", "--jobs-dir", jobs, "dataset", "create", "scaffold-check",
-            "--image-folder", folder, "--labels-csv", folder / "labels.csv", "--percent-val", "25",
-            "--workers", "2", "--name", "scaffolded")
+            assert "4 passed" in run(
+                sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests", cwd=package
+            )
+        run(
+            BIN / "digits",
+            "--jobs-dir",
+            jobs,
+            "dataset",
+            "create",
+            "scaffold-check",
+            "--image-folder",
+            folder,
+            "--labels-csv",
+            folder / "labels.csv",
+            "--percent-val",
+            "25",
+            "--workers",
+            "2",
+            "--name",
+            "scaffolded",
+        )
     finally:
-        subprocess.run(["flock", PIP_LOCK, sys.executable, "-m", "pip", "uninstall", "-y", "-q", *distributions],
-                       capture_output=True, text=True, timeout=120)
+        subprocess.run(
+            ["flock", PIP_LOCK, sys.executable, "-m", "pip", "uninstall", "-y", "-q", *distributions],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     (job_folder,) = [p for p in jobs.iterdir() if p.is_dir()]
     dataset = open_dataset(job_folder)
     assert dataset.plugin_id == "scaffold-check"

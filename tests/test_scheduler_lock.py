@@ -33,8 +33,9 @@ def test_a_second_process_cannot_schedule_the_same_folder(tmp_path):
     first = Scheduler(jobs, poll_interval=0.05).start()
     try:
         job = _waiting_job(jobs)
-        second = subprocess.run([sys.executable, "-c", TAKE_LOCK, str(jobs)], capture_output=True, text=True,
-                                timeout=60)
+        second = subprocess.run(
+            [sys.executable, "-c", TAKE_LOCK, str(jobs)], capture_output=True, text=True, timeout=60
+        )
         assert second.returncode != 0 and "held" not in second.stdout
         assert "Another DIGITS server already schedules the jobs" in second.stderr
         assert f"process {os.getpid()}" in second.stderr  # names the first
@@ -57,8 +58,14 @@ def test_the_second_server_refuses_before_it_touches_any_job(tmp_path):
         job = _waiting_job(jobs)
         before = (job.path / "job.json").read_bytes()
         env = {**os.environ, "DIGITS_JOBS_DIR": str(jobs)}
-        result = subprocess.run([sys.executable, "-m", "digits_core", "--jobs-dir", str(jobs), "serve", "--port", "1"],
-                                capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+        result = subprocess.run(
+            [sys.executable, "-m", "digits_core", "--jobs-dir", str(jobs), "serve", "--port", "1"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+            cwd=tmp_path,
+        )
         assert result.returncode != 0
         assert "Another DIGITS server already schedules the jobs" in result.stderr, result.stderr[-2000:]
         assert (job.path / "job.json").read_bytes() == before

@@ -20,8 +20,15 @@ from digits_core.tuning import TuneSettings
 
 
 def test_the_issues_spaces_parse_into_ranges_and_choices_of_the_options_types():
-    spaces = parse_spaces(["learning_rate=loguniform(1e-4,1e-1)", "batch_size=choice(32,64,128)",
-                           "solver=choice(SGD,adam)", "momentum=uniform(0.5, 0.99)", "aug_rot90=true,false"])
+    spaces = parse_spaces(
+        [
+            "learning_rate=loguniform(1e-4,1e-1)",
+            "batch_size=choice(32,64,128)",
+            "solver=choice(SGD,adam)",
+            "momentum=uniform(0.5, 0.99)",
+            "aug_rot90=true,false",
+        ]
+    )
     assert spaces["learning_rate"].describe() == "loguniform(0.0001,0.1)"
     assert spaces["batch_size"].values == (32, 64, 128) and all(type(v) is int for v in spaces["batch_size"].values)
     assert spaces["solver"].values == ("sgd", "adam")
@@ -44,23 +51,29 @@ def test_samples_stay_inside_their_ranges_and_log_ranges_cover_the_decades():
 def test_random_trials_are_seeded_and_grid_trials_are_every_combination():
     spaces = parse_spaces(["learning_rate=0.1,0.01", "solver=choice(sgd,adam,rmsprop)"])
     assert grid_size(spaces) == 6
-    assert grid_trials(spaces)[:2] == [{"learning_rate": 0.1, "solver": "sgd"}, {"learning_rate": 0.1, "solver": "adam"}]
+    assert grid_trials(spaces)[:2] == [
+        {"learning_rate": 0.1, "solver": "sgd"},
+        {"learning_rate": 0.1, "solver": "adam"},
+    ]
     assert random_trials(spaces, 5, seed=3) == random_trials(spaces, 5, seed=3)
     assert grid_size(parse_spaces(["learning_rate=uniform(0.1,0.2)"])) is None
 
 
-@pytest.mark.parametrize("search, field, message", [
-    ("learning_rate=loguniform(-1e-3,1e-1)", "learning_rate", "outside the option's range (must be above 0)"),
-    ("learning_rate=uniform(0.1,0.01)", "learning_rate", "LOW must be below HIGH"),
-    ("learning_rate=-0.1,0.1", "learning_rate", "must be above 0"),
-    ("frobnication=1,2", "frobnication", "unknown training option; a search may range over network,"),
-    ("epochs=1,2", "epochs", "not searchable"),
-    ("solver=choice(sgd,lbfgs)", "solver", '"lbfgs" is not a choice of solver'),
-    ("solver=uniform(1,2)", "solver", "needs a number option"),
-    ("batch_size=normal(1,2)", "batch_size", '"normal" is not a kind of space'),
-    ("batch_size=choice(32,)", "batch_size", "none empty"),
-    ("learning_rate", "search", "write OPTION=EXPR"),
-])
+@pytest.mark.parametrize(
+    "search, field, message",
+    [
+        ("learning_rate=loguniform(-1e-3,1e-1)", "learning_rate", "outside the option's range (must be above 0)"),
+        ("learning_rate=uniform(0.1,0.01)", "learning_rate", "LOW must be below HIGH"),
+        ("learning_rate=-0.1,0.1", "learning_rate", "must be above 0"),
+        ("frobnication=1,2", "frobnication", "unknown training option; a search may range over network,"),
+        ("epochs=1,2", "epochs", "not searchable"),
+        ("solver=choice(sgd,lbfgs)", "solver", '"lbfgs" is not a choice of solver'),
+        ("solver=uniform(1,2)", "solver", "needs a number option"),
+        ("batch_size=normal(1,2)", "batch_size", '"normal" is not a kind of space'),
+        ("batch_size=choice(32,)", "batch_size", "none empty"),
+        ("learning_rate", "search", "write OPTION=EXPR"),
+    ],
+)
 def test_a_bad_space_is_refused_on_its_field_with_the_reason(search, field, message):
     with pytest.raises(FormValidationError) as caught:
         parse_spaces([search])
@@ -88,16 +101,24 @@ def test_settings_are_checked_on_their_fields_and_the_mode_follows_the_metric():
     assert TuneSettings(metric="val_loss").checked().mode == "min"
     assert TuneSettings(metric="val_accuracy").checked().mode == "max"
     with pytest.raises(FormValidationError) as caught:
-        TuneSettings(scheduler="hyperband", max_epochs=0, reduction_factor=1, metric="loss",
-                     max_concurrent=0).checked()
+        TuneSettings(scheduler="hyperband", max_epochs=0, reduction_factor=1, metric="loss", max_concurrent=0).checked()
     assert set(caught.value.errors) == {"scheduler", "max_epochs", "reduction_factor", "metric", "max_concurrent"}
     with pytest.raises(FormValidationError, match="at most max_epochs"):
         TuneSettings(max_epochs=3, grace_period=4).checked()
 
 
 def test_digits_tune_refuses_a_bad_space_on_its_field_without_loading_tensorflow(digits_cli, tmp_path):
-    result = digits_cli("--jobs-dir", str(tmp_path), "tune", "--dataset", "x", "--search",
-                        "learning_rate=loguniform(-1e-3,1e-1)", "--search", "batch_size=choice(32,64)")
+    result = digits_cli(
+        "--jobs-dir",
+        str(tmp_path),
+        "tune",
+        "--dataset",
+        "x",
+        "--search",
+        "learning_rate=loguniform(-1e-3,1e-1)",
+        "--search",
+        "batch_size=choice(32,64)",
+    )
     assert result.returncode == 2
     assert "learning_rate: loguniform(-0.001,0.1): -0.001 is outside the option's range" in result.stderr
     assert result.heavy_modules == [] and not (tmp_path / ".sweeps").exists()

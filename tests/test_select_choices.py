@@ -19,10 +19,13 @@ def test_select_choices_render_and_validate_without_warnings():
 
 
 def test_every_bundled_plugin_loads_when_deprecation_warnings_are_errors():
-    code = ("from digits_core import registry\n"
-            "print([(r.id, r.error) for r in registry.records() if r.status == 'failed'])\n")
-    result = subprocess.run([sys.executable, "-W", "error::DeprecationWarning", "-c", code],
-                            capture_output=True, text=True, timeout=120)
+    code = (
+        "from digits_core import registry\n"
+        "print([(r.id, r.error) for r in registry.records() if r.status == 'failed'])\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-W", "error::DeprecationWarning", "-c", code], capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip() == "[]", result.stdout
 
@@ -36,17 +39,25 @@ def test_tuple_choices_of_a_digits6_style_form_bind_through_the_core_helpers_wit
     from digits_core.forms import add_form_arguments, bind_form, validate_form
     from digits_core.web.model_form import ModelForm
 
-    form_class = type("Digits6Form", (Form,), {
-        "mode": SelectField("Mode", choices=[("squash", "Squash"), ("crop", "Crop", {"class": "c"})], default="crop"),
-        "size": SelectField("Size", choices=["small", "large"]),
-    })
+    form_class = type(
+        "Digits6Form",
+        (Form,),
+        {
+            "mode": SelectField(
+                "Mode", choices=[("squash", "Squash"), ("crop", "Crop", {"class": "c"})], default="crop"
+            ),
+            "size": SelectField("Size", choices=["small", "large"]),
+        },
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("error", DeprecationWarning)
         form = bind_form(form_class, {"mode": "squash", "size": "large"}, meta={"csrf": False})
         assert validate_form(form) == {"mode": "squash", "size": "large"}
         assert '<option class="c" value="crop">Crop</option>' in form.mode()
         value, label = form.mode.choices[0]  # the plugin's own code still reads the tuples it declared
-        assert (value, label) == ("squash", "Squash") == form.mode.choices[0] and form.mode.choices[1][2] == {"class": "c"}
+        assert (value, label) == ("squash", "Squash") == form.mode.choices[0] and form.mode.choices[1][2] == {
+            "class": "c"
+        }
         parser = argparse.ArgumentParser()
         add_form_arguments(parser, form_class)
         assert parser.parse_args(["--mode", "crop"]).mode == "crop"

@@ -26,9 +26,14 @@ def _ignore_sigint():
 
 def test_sigint_stops_a_server_started_with_sigint_ignored(tmp_path):
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "digits_core", "--jobs-dir", str(tmp_path / "jobs"), "serve",
-                             "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            env=server_env(), cwd=tmp_path, preexec_fn=_ignore_sigint)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "digits_core", "--jobs-dir", str(tmp_path / "jobs"), "serve", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=server_env(),
+        cwd=tmp_path,
+        preexec_fn=_ignore_sigint,
+    )
     try:
         deadline = time.monotonic() + 120
         while True:  # bounded wait until it answers

@@ -19,17 +19,27 @@ from digits_core.sweep import (
 
 
 def test_two_by_two_sweep_gives_every_combination_in_order_with_other_options_kept():
-    points = expand_sweep({"learning_rate": "0.1, 0.01", "batch_size": [32, "64"], "epochs": 1,
-                           "solver": "adam"}, "mnist")
+    points = expand_sweep(
+        {"learning_rate": "0.1, 0.01", "batch_size": [32, "64"], "epochs": 1, "solver": "adam"}, "mnist"
+    )
     assert [(p.options["learning_rate"], p.options["batch_size"]) for p in points] == [
-        (0.1, 32), (0.1, 64), (0.01, 32), (0.01, 64)]
+        (0.1, 32),
+        (0.1, 64),
+        (0.01, 32),
+        (0.01, 64),
+    ]
     assert [p.index for p in points] == [0, 1, 2, 3]
-    assert [p.name for p in points] == ["mnist lr=0.1 batch=32", "mnist lr=0.1 batch=64",
-                                        "mnist lr=0.01 batch=32", "mnist lr=0.01 batch=64"]
+    assert [p.name for p in points] == [
+        "mnist lr=0.1 batch=32",
+        "mnist lr=0.1 batch=64",
+        "mnist lr=0.01 batch=32",
+        "mnist lr=0.01 batch=64",
+    ]
     assert points[1].values == {"learning_rate": 0.1, "batch_size": 64}
     assert all(p.options["epochs"] == 1 and p.options["solver"] == "adam" for p in points)
-    assert all(isinstance(p.options["batch_size"], int) and isinstance(p.options["learning_rate"], float)
-               for p in points)
+    assert all(
+        isinstance(p.options["batch_size"], int) and isinstance(p.options["learning_rate"], float) for p in points
+    )
 
 
 def test_one_swept_option_varies_alone_and_names_only_it():
@@ -54,16 +64,19 @@ def test_repeated_values_count_once():
     assert len(expand_sweep({"learning_rate": "0.1,0.10,1e-1"})) == 1
 
 
-@pytest.mark.parametrize("name, raw, message", [
-    ("learning_rate", "0.1,-0.01", "-0.01: must be above 0"),
-    ("learning_rate", "0.1,0", "0: must be above 0"),
-    ("learning_rate", "0.1,abc", '"abc" is not a number'),
-    ("learning_rate", "0.1,,0.2", "every comma-separated item must be a number"),
-    ("learning_rate", "nan,0.1", "must be a finite number"),
-    ("batch_size", "32,0", "0: must be above 0"),
-    ("batch_size", "32,12.5", '"12.5" is not a whole number'),
-    ("batch_size", [True, 4], "must be a number"),
-])
+@pytest.mark.parametrize(
+    "name, raw, message",
+    [
+        ("learning_rate", "0.1,-0.01", "-0.01: must be above 0"),
+        ("learning_rate", "0.1,0", "0: must be above 0"),
+        ("learning_rate", "0.1,abc", '"abc" is not a number'),
+        ("learning_rate", "0.1,,0.2", "every comma-separated item must be a number"),
+        ("learning_rate", "nan,0.1", "must be a finite number"),
+        ("batch_size", "32,0", "0: must be above 0"),
+        ("batch_size", "32,12.5", '"12.5" is not a whole number'),
+        ("batch_size", [True, 4], "must be a number"),
+    ],
+)
 def test_bad_values_are_refused_naming_the_option(name, raw, message):
     with pytest.raises(FormValidationError) as info:
         expand_sweep({name: raw})
@@ -72,7 +85,7 @@ def test_bad_values_are_refused_naming_the_option(name, raw, message):
 
 
 def test_a_sweep_larger_than_the_limit_is_refused():
-    many = ",".join(str(2 ** i) for i in range(1, 10))  # 9 batch sizes
+    many = ",".join(str(2**i) for i in range(1, 10))  # 9 batch sizes
     assert len(expand_sweep({"learning_rate": "0.1,0.2,0.3,0.4,0.5,0.6,0.7", "batch_size": many})) == 63
     with pytest.raises(FormValidationError, match=f"at most {MAX_SWEEP_JOBS}"):
         expand_sweep({"learning_rate": "0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8", "batch_size": many})
@@ -108,8 +121,9 @@ def test_group_names_are_normalised_and_checked():
 
 
 def test_cli_flags_take_comma_separated_values():
-    args = build_parser().parse_args(["train", "--dataset", "x", "--learning-rate", "0.1,0.01", "--batch-size", "32,64",
-                                      "--group", "g"])
+    args = build_parser().parse_args(
+        ["train", "--dataset", "x", "--learning-rate", "0.1,0.01", "--batch-size", "32,64", "--group", "g"]
+    )
     assert args.learning_rate == [0.1, 0.01] and args.batch_size == [32, 64] and args.group == "g"
     args = build_parser().parse_args(["train", "--dataset", "x", "--lr", "0.5", "--batch-size", "8"])
     assert args.learning_rate == 0.5 and args.batch_size == 8  # one value stays a number

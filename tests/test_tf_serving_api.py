@@ -32,8 +32,9 @@ def classifier(tmp_path_factory):
     jobs = tmp_path_factory.mktemp("tf-serving") / "jobs"
     registry.register(SyntheticShapes)
     try:
-        shapes = create_dataset("synthetic-shapes", {"count": 48, "val_count": 8, "size": 16, "classes": 3},
-                                workers=1, jobs_dir=jobs)
+        shapes = create_dataset(
+            "synthetic-shapes", {"count": 48, "val_count": 8, "size": 16, "classes": 3}, workers=1, jobs_dir=jobs
+        )
     finally:
         registry.unregister(SyntheticShapes)
     return jobs, train(shapes.id, "lenet", name="shapes-lenet", epochs=1, batch_size=16, jobs_dir=jobs, seed=0)
@@ -60,19 +61,30 @@ def test_predict_answers_like_digits_infer(classifier, live_server):
     for got, sample in zip(predictions, expected.samples):
         assert np.allclose(got["outputs"], sample.output, atol=1e-6)
         assert got["classes"][0] == int(np.argmax(sample.output))
-    by_name = requests.post(f"{server.url}/v1/models/shapes-lenet/versions/1:predict",
-                            json={"inputs": {"images": [images[1].tolist()]}}, timeout=300)
+    by_name = requests.post(
+        f"{server.url}/v1/models/shapes-lenet/versions/1:predict",
+        json={"inputs": {"images": [images[1].tolist()]}},
+        timeout=300,
+    )
     assert by_name.status_code == 200, by_name.text
     assert np.allclose(by_name.json()["outputs"]["outputs"][0], expected.samples[1].output, atol=1e-6)
     status = requests.get(f"{server.url}/v1/models/{job.id}", timeout=60).json()
-    assert status["model_version_status"] == [{"version": "1", "state": "AVAILABLE",
-                                               "status": {"error_code": "OK", "error_message": ""}}]
+    assert status["model_version_status"] == [
+        {"version": "1", "state": "AVAILABLE", "status": {"error_code": "OK", "error_message": ""}}
+    ]
     assert requests.get(f"{server.url}/v1/models/{job.id}/versions/7", timeout=60).status_code == 404
     bad = requests.post(url, json={"instances": [{"b64": "not base64!"}]}, timeout=60)
     assert bad.status_code == 400 and "instances[0]" in bad.json()["error"]
-    assert requests.post(url, data="instances", headers={"Content-Type": "text/plain"}, timeout=60).status_code in (400, 415)
-    cross_site = requests.post(url, json={"instances": [images[1].tolist()]}, timeout=60,
-                               headers={"Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"})
+    assert requests.post(url, data="instances", headers={"Content-Type": "text/plain"}, timeout=60).status_code in (
+        400,
+        415,
+    )
+    cross_site = requests.post(
+        url,
+        json={"instances": [images[1].tolist()]},
+        timeout=60,
+        headers={"Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"},
+    )
     assert cross_site.status_code == 403
 
 

@@ -22,19 +22,44 @@ def fake_sweep(jobs_dir, curves: dict, statuses: dict, grid_size=4, max_epochs=3
     folder = jobs_dir / ".sweeps" / "s1"
     folder.mkdir(parents=True)
     trials = [{"learning_rate": lr} for lr in curves]
-    record = {"id": "s1", "name": "demo", "group": "demo", "dataset": "d", "network": "lenet", "status": "Done",
-              "settings": {"scheduler": "asha", "metric": "val_accuracy", "mode": "max", "max_epochs": max_epochs,
-                           "trials": len(trials), "grace_period": 1, "reduction_factor": 3.0,
-                           "max_concurrent": 1, "seed": 0},
-              "search": ["learning_rate=choice(" + ",".join(map(str, curves)) + ")"], "grid_size": grid_size,
-              "trials": trials, "options": {}, "spaces": {}}
+    record = {
+        "id": "s1",
+        "name": "demo",
+        "group": "demo",
+        "dataset": "d",
+        "network": "lenet",
+        "status": "Done",
+        "settings": {
+            "scheduler": "asha",
+            "metric": "val_accuracy",
+            "mode": "max",
+            "max_epochs": max_epochs,
+            "trials": len(trials),
+            "grace_period": 1,
+            "reduction_factor": 3.0,
+            "max_concurrent": 1,
+            "seed": 0,
+        },
+        "search": ["learning_rate=choice(" + ",".join(map(str, curves)) + ")"],
+        "grid_size": grid_size,
+        "trials": trials,
+        "options": {},
+        "spaces": {},
+    }
     write_json_atomic(folder / "sweep.json", record)
     for index, (lr, curve) in enumerate(curves.items()):
-        job = Job.create("model", f"demo #{index + 1} lr={lr}", jobs_dir=jobs_dir, group="demo",
-                         sweep={"learning_rate": lr}, network="lenet")
+        job = Job.create(
+            "model",
+            f"demo #{index + 1} lr={lr}",
+            jobs_dir=jobs_dir,
+            group="demo",
+            sweep={"learning_rate": lr},
+            network="lenet",
+        )
         job.set_status(JobStatus.RUNNING)
-        lines = [json.dumps({"epoch": e + 1, "step": e + 1, "name": "val_accuracy", "value": v})
-                 for e, v in enumerate(curve)]
+        lines = [
+            json.dumps({"epoch": e + 1, "step": e + 1, "name": "val_accuracy", "value": v}) for e, v in enumerate(curve)
+        ]
         (job.path / "metrics.jsonl").write_text("\n".join(lines) + "\n")
         status = statuses.get(lr, JobStatus.DONE)
         if status is JobStatus.STOPPED_EARLY:
@@ -49,8 +74,7 @@ def fake_sweep(jobs_dir, curves: dict, statuses: dict, grid_size=4, max_epochs=3
 @pytest.fixture
 def sweep(app):
     jobs_dir = app.extensions["digits"]["jobs_dir"]
-    fake_sweep(jobs_dir, {0.1: [0.5, 0.7, 0.9], 0.01: [0.4], 0.001: [0.6, 0.8, 0.85]},
-               {0.01: JobStatus.STOPPED_EARLY})
+    fake_sweep(jobs_dir, {0.1: [0.5, 0.7, 0.9], 0.01: [0.4], 0.001: [0.6, 0.8, 0.85]}, {0.01: JobStatus.STOPPED_EARLY})
     return jobs_dir
 
 
@@ -59,8 +83,13 @@ def test_the_json_twin_ranks_trials_by_the_metric_and_counts_the_budget_against_
     assert [row["values"]["learning_rate"] for row in data["trials"]] == [0.1, 0.001, 0.01]
     assert [row["best"] for row in data["trials"]] == [0.9, 0.85, 0.4]
     assert data["trials"][2]["status"] == "Stopped early" and data["trials"][2]["rung"] == 1
-    assert data["budget"] == {"epochs_spent": 7, "trial_epochs": 9, "grid_size": 4, "grid_epochs": 12,
-                              "fraction_of_grid": round(7 / 12, 4)}
+    assert data["budget"] == {
+        "epochs_spent": 7,
+        "trial_epochs": 9,
+        "grid_size": 4,
+        "grid_epochs": 12,
+        "fraction_of_grid": round(7 / 12, 4),
+    }
     assert data["best"]["values"] == {"learning_rate": 0.1}
     assert data["trials"][0]["curve"] == [[1, 0.5], [2, 0.7], [3, 0.9]]
 
@@ -82,14 +111,19 @@ def test_promotion_names_the_trial_on_the_page_the_api_and_the_command_line(app,
 
     rows = client.get("/sweeps/s1.json").get_json()["trials"]
     best, other = rows[0]["job_id"], rows[1]["job_id"]
-    assert client.post("/sweeps/s1/promote", data={"csrf_token": token, "job_id": best,
-                                                    "name": "  best lenet  "}).status_code == 302
+    assert (
+        client.post(
+            "/sweeps/s1/promote", data={"csrf_token": token, "job_id": best, "name": "  best lenet  "}
+        ).status_code
+        == 302
+    )
     store = app.extensions["digits"]["store"]
     assert store.get(best).name == "best lenet" and store.get(best).status is JobStatus.DONE
-    assert 'promoted: ' + best + ' (best lenet)' in client.get("/sweeps/s1").get_data(as_text=True)
+    assert "promoted: " + best + " (best lenet)" in client.get("/sweeps/s1").get_data(as_text=True)
     assert client.get("/sweeps/s1.json").get_json()["trials"][0]["name"] == "best lenet"
-    refused = client.post("/sweeps/s1/promote", json={"job_id": other, "name": "x" * 201},
-                          headers={"X-CSRFToken": token})
+    refused = client.post(
+        "/sweeps/s1/promote", json={"job_id": other, "name": "x" * 201}, headers={"X-CSRFToken": token}
+    )
     assert refused.status_code == 400 and "1 to 200 characters" in refused.get_json()["error"]["fields"]["name"][0]
     assert client.get("/sweeps/s1.json").get_json()["promoted"] == best  # the refusal changed nothing
     done = run_digits("--jobs-dir", str(sweep), "sweep", "promote", "s1", "--job", other, "--name", "runner-up")
@@ -108,17 +142,21 @@ def test_any_picked_models_compare_on_any_metric(client, sweep):
     assert client.get("/compare.json?jobs=nope").status_code == 404
 
 
-@pytest.mark.parametrize("body, field, message", [
-    ({"dataset": "d", "search": ["learning_rate=loguniform(-1,1)"]}, "learning_rate", "must be above 0"),
-    ({"dataset": "d", "search": {"frobnication": "choice(1,2)"}}, "frobnication", "unknown training option"),
-    ({"dataset": "d", "search": ["solver=choice(sgd,lbfgs)"]}, "solver", "is not a choice of solver"),
-    ({"dataset": "d", "search": ["learning_rate=0.1,0.2"], "scheduler": "hyperband"}, "scheduler", "choose one"),
-    ({"dataset": "d", "search": ["learning_rate=0.1"], "colour": "red"}, "colour", "unknown key"),
-    ({"dataset": "d", "search": ["network=choice(lenet,/etc/net.py)"]}, "network", "not accepted over the web"),
-    ({"dataset": "d", "network": "/tmp/x.py", "search": ["learning_rate=0.1"]}, "network", "not accepted"),
-])
-def test_post_api_sweeps_refuses_a_bad_request_on_its_field_and_creates_nothing(client, token, app, body, field,
-                                                                                message):
+@pytest.mark.parametrize(
+    "body, field, message",
+    [
+        ({"dataset": "d", "search": ["learning_rate=loguniform(-1,1)"]}, "learning_rate", "must be above 0"),
+        ({"dataset": "d", "search": {"frobnication": "choice(1,2)"}}, "frobnication", "unknown training option"),
+        ({"dataset": "d", "search": ["solver=choice(sgd,lbfgs)"]}, "solver", "is not a choice of solver"),
+        ({"dataset": "d", "search": ["learning_rate=0.1,0.2"], "scheduler": "hyperband"}, "scheduler", "choose one"),
+        ({"dataset": "d", "search": ["learning_rate=0.1"], "colour": "red"}, "colour", "unknown key"),
+        ({"dataset": "d", "search": ["network=choice(lenet,/etc/net.py)"]}, "network", "not accepted over the web"),
+        ({"dataset": "d", "network": "/tmp/x.py", "search": ["learning_rate=0.1"]}, "network", "not accepted"),
+    ],
+)
+def test_post_api_sweeps_refuses_a_bad_request_on_its_field_and_creates_nothing(
+    client, token, app, body, field, message
+):
     answer = client.post("/api/sweeps", json=body, headers={"X-CSRFToken": token})
     assert answer.status_code == 400
     assert message in answer.get_json()["error"]["fields"][field][0]
@@ -146,8 +184,9 @@ def world(tmp_path_factory):
     jobs = root / "jobs"
     registry.register(SyntheticShapes)
     try:
-        dataset = create_dataset("synthetic-shapes", {"count": 96, "val_count": 40, "size": 16, "classes": 3},
-                                 workers=1, jobs_dir=jobs)
+        dataset = create_dataset(
+            "synthetic-shapes", {"count": 96, "val_count": 40, "size": 16, "classes": 3}, workers=1, jobs_dir=jobs
+        )
     finally:
         registry.unregister(SyntheticShapes)
     from digits_core.executors.tune_trials import _start_ray
@@ -163,7 +202,7 @@ def world(tmp_path_factory):
 
 def _seed_for(spaces, trials, wanted):
     """A seed whose random trials start with ``wanted`` (so the order, hence ASHA's decisions, is known)."""
-    return next(seed for seed in range(1000) if random_trials(spaces, trials, seed)[:len(wanted)] == wanted)
+    return next(seed for seed in range(1000) if random_trials(spaces, trials, seed)[: len(wanted)] == wanted)
 
 
 @pytest.fixture(scope="module")
@@ -172,9 +211,23 @@ def asha_sweep(world):
 
     search = ["solver=choice(adam,sgd)", "learning_rate=choice(0.01,5.0)"]
     seed = _seed_for(parse_spaces(search), 3, [GOOD, DEAD, GOOD])
-    handle = tune(world["dataset"], "lenet", "shapes", search=search, scheduler="asha", trials=3, max_epochs=2,
-                  grace_period=1, reduction_factor=2, max_concurrent=1, search_seed=seed, jobs_dir=world["jobs"],
-                  lr_policy="fixed", batch_size=16, seed=1)
+    handle = tune(
+        world["dataset"],
+        "lenet",
+        "shapes",
+        search=search,
+        scheduler="asha",
+        trials=3,
+        max_epochs=2,
+        grace_period=1,
+        reduction_factor=2,
+        max_concurrent=1,
+        search_seed=seed,
+        jobs_dir=world["jobs"],
+        lr_policy="fixed",
+        batch_size=16,
+        seed=1,
+    )
     return handle, handle.wait(timeout=600)
 
 
@@ -207,16 +260,27 @@ def test_aborting_a_sweep_stops_the_running_trial_keeps_the_finished_one_and_a_r
     from digits_core.tuning import read_sweep, resume_sweep, tune
 
     # grid order: patience 1 (ends Done at epoch 2: nothing counts as better), 24 (runs to 25), then 2
-    handle = tune(world["dataset"], "lenet", "abortme", search=["early_stopping_patience=1,24,2"],
-                  scheduler="grid", max_epochs=25, max_concurrent=1, jobs_dir=world["jobs"], solver="sgd",
-                  learning_rate=0.05, batch_size=32, early_stopping_metric="val_loss",
-                  early_stopping_min_delta=1000.0, metric="val_loss")
+    handle = tune(
+        world["dataset"],
+        "lenet",
+        "abortme",
+        search=["early_stopping_patience=1,24,2"],
+        scheduler="grid",
+        max_epochs=25,
+        max_concurrent=1,
+        jobs_dir=world["jobs"],
+        solver="sgd",
+        learning_rate=0.05,
+        batch_size=32,
+        early_stopping_metric="val_loss",
+        early_stopping_min_delta=1000.0,
+        metric="val_loss",
+    )
     store = JobStore(world["jobs"])
     deadline = time.monotonic() + 300
     while True:
         started = read_sweep(handle.sweep_id, world["jobs"])["trials_started"]
-        if 1 in started and len([p for p in read_metrics(store.get(started[1]).path)
-                                 if p["name"] == "val_loss"]) >= 2:
+        if 1 in started and len([p for p in read_metrics(store.get(started[1]).path) if p["name"] == "val_loss"]) >= 2:
             break
         assert time.monotonic() < deadline and handle.running, "the second trial never got going"
         time.sleep(0.2)
@@ -263,8 +327,11 @@ def test_the_comparison_page_in_a_browser_ranks_draws_and_promotes(world, asha_s
         assert "rung 1:" in rows.nth(2).inner_text()
         assert page.locator("#budget-spent").inner_text() == f"{summary['budget']['epochs_spent']:g}"
         assert page.evaluate("Chart.getChart('chart-curves').data.datasets.length") == 3
-        assert page.evaluate("Chart.getChart('chart-parallel').data.labels") == ["learning_rate", "solver",
-                                                                                 "val_accuracy"]
+        assert page.evaluate("Chart.getChart('chart-parallel').data.labels") == [
+            "learning_rate",
+            "solver",
+            "val_accuracy",
+        ]
         from browser_support import assert_fits_a_phone
 
         assert_fits_a_phone(page, "a sweep's comparison page", screenshot="sweep-375")
@@ -287,9 +354,17 @@ def test_the_new_model_form_starts_a_search_and_lands_on_its_comparison_page(wor
     client = app.test_client()
     token = client.get("/api/csrf-token").get_json()["csrf_token"]
     dataset = app.extensions["digits"]["store"].get(world["dataset"], kind="dataset")
-    values = form_values(token, dataset, model_name="form search", batch_size="16", lr_policy="fixed",
-                         search="learning_rate=0.01", search_scheduler="grid", search_max_epochs="1",
-                         search_max_concurrent="1")
+    values = form_values(
+        token,
+        dataset,
+        model_name="form search",
+        batch_size="16",
+        lr_policy="fixed",
+        search="learning_rate=0.01",
+        search_scheduler="grid",
+        search_max_epochs="1",
+        search_max_concurrent="1",
+    )
     answer = client.post("/models/new", data=values)
     assert answer.status_code == 302, answer.get_data(as_text=True)[:2000]
     sweep_id = answer.headers["Location"].rsplit("/", 1)[1]

@@ -74,9 +74,11 @@ def shot(page, name):
 
 
 def wait_status(page, status, timeout_s):
-    page.wait_for_function(f"() => document.getElementById('job-status') && "
-                           f"document.getElementById('job-status').textContent.trim() === '{status}'",
-                           timeout=timeout_s * 1000)
+    page.wait_for_function(
+        f"() => document.getElementById('job-status') && "
+        f"document.getElementById('job-status').textContent.trim() === '{status}'",
+        timeout=timeout_s * 1000,
+    )
 
 
 def test_classification_dataset_train_infer(server, page, tmp_path):
@@ -98,8 +100,9 @@ def test_classification_dataset_train_infer(server, page, tmp_path):
     page.click("#create-dataset")
     page.wait_for_selector(".field-error")
     shot(page, "02-new-dataset-errors")
-    assert page.locator("[name=folder]").evaluate("el => el.classList.contains('is-invalid') || "
-                                                  "!!el.closest('.has-error')")
+    assert page.locator("[name=folder]").evaluate(
+        "el => el.classList.contains('is-invalid') || !!el.closest('.has-error')"
+    )
     assert page.locator("[name=folder]").input_value() == str(tmp_path / "missing")  # the user's value kept
     assert not console_errors, console_errors
     page.fill("[name=folder]", str(data))
@@ -121,7 +124,9 @@ def test_classification_dataset_train_infer(server, page, tmp_path):
     page.wait_for_function("() => document.getElementById('lr-preview').dataset.points > 0")
     page.select_option("[name=lr_policy]", "exp")
     page.fill("[name=lr_gamma]", "0.97")
-    page.wait_for_function("() => (document.getElementById('lr-preview').dataset.query || '').includes('lr_gamma=0.97')")
+    page.wait_for_function(
+        "() => (document.getElementById('lr-preview').dataset.query || '').includes('lr_gamma=0.97')"
+    )
     shot(page, "05-new-model")
     page.select_option("[name=network]", "lenet")
     page.fill("[name=epochs]", "3")
@@ -224,11 +229,14 @@ def test_sunnybrook_dataset_and_segmentation_view(server, page, tmp_path):
 
     # Train through the JSON API (the page flow is covered above), then infer in the browser.
     token = page.evaluate("fetch('/api/csrf-token').then(r => r.json()).then(d => d.csrf_token)")
-    created = page.evaluate("""([token, ds]) => fetch('/api/models', {method: 'POST',
+    created = page.evaluate(
+        """([token, ds]) => fetch('/api/models', {method: 'POST',
         headers: {'Content-Type': 'application/json', 'X-CSRFToken': token},
         body: JSON.stringify({name: 'tiny unet', dataset: ds, network: 'unet',
                options: {epochs: 1, batch_size: 8, solver: 'adam', learning_rate: 0.003, lr_policy: 'fixed',
-                         network_params: {filters: 4, depth: 2}}})}).then(r => r.json())""", [token, dataset_id])
+                         network_params: {filters: 4, depth: 2}}})}).then(r => r.json())""",
+        [token, dataset_id],
+    )
     page.goto(base + created["url"])
     wait_status(page, "Done", 150)
     page.wait_for_selector("#infer-form")
@@ -259,7 +267,7 @@ def test_segmentation_inference_form_takes_mask_labels(server, page, tmp_path):
         (tmp_path / folder).mkdir()
     for i in range(6):
         image, mask = np.full((16, 16), 30, np.uint8), np.zeros((16, 16), np.uint8)
-        image[i:i + 6, 4:10], mask[i:i + 6, 4:10] = 220, 1
+        image[i : i + 6, 4:10], mask[i : i + 6, 4:10] = 220, 1
         Image.fromarray(image).save(tmp_path / "images" / f"{i}.png")
         Image.fromarray(mask).save(tmp_path / "masks" / f"{i}.png")
     (tmp_path / "val.txt").write_text("images/0.png masks/0.png\nimages/3.png masks/3.png\n")
@@ -268,16 +276,46 @@ def test_segmentation_inference_form_takes_mask_labels(server, page, tmp_path):
     token = page.evaluate("fetch('/api/csrf-token').then(r => r.json()).then(d => d.csrf_token)")
     post = """([token, url, body]) => fetch(url, {method: 'POST', body: JSON.stringify(body),
         headers: {'Content-Type': 'application/json', 'X-CSRFToken': token}}).then(r => r.json())"""
-    dataset = page.evaluate(post, [token, "/api/datasets", {
-        "plugin_id": "image-segmentation", "name": "squares", "form_data": {
-            "image_folder": str(tmp_path / "images"), "label_folder": str(tmp_path / "masks"),
-            "image_type": "grayscale", "width": 16, "height": 16, "val_percent": 34}}])
+    dataset = page.evaluate(
+        post,
+        [
+            token,
+            "/api/datasets",
+            {
+                "plugin_id": "image-segmentation",
+                "name": "squares",
+                "form_data": {
+                    "image_folder": str(tmp_path / "images"),
+                    "label_folder": str(tmp_path / "masks"),
+                    "image_type": "grayscale",
+                    "width": 16,
+                    "height": 16,
+                    "val_percent": 34,
+                },
+            },
+        ],
+    )
     page.goto(base + dataset["url"])
     wait_status(page, "Done", 90)
     page.wait_for_selector("#dataset-info")  # the page reloads itself when the job ends
-    created = page.evaluate(post, [token, "/api/models", {
-        "name": "squares unet", "dataset": dataset["id"], "network": "unet",
-        "options": {"epochs": 1, "batch_size": 4, "lr_policy": "fixed", "network_params": {"filters": 4, "depth": 2}}}])
+    created = page.evaluate(
+        post,
+        [
+            token,
+            "/api/models",
+            {
+                "name": "squares unet",
+                "dataset": dataset["id"],
+                "network": "unet",
+                "options": {
+                    "epochs": 1,
+                    "batch_size": 4,
+                    "lr_policy": "fixed",
+                    "network_params": {"filters": 4, "depth": 2},
+                },
+            },
+        ],
+    )
     page.goto(base + created["url"])
     wait_status(page, "Done", 150)
     page.wait_for_selector("#infer-form")
@@ -291,7 +329,8 @@ def test_segmentation_inference_form_takes_mask_labels(server, page, tmp_path):
     samples = page.locator(".dsv-sample")
     assert samples.count() == 2 and "Dice" in samples.first.inner_text()
     truth_pixels = page.locator(".dsv-scores tr").evaluate_all(
-        "rows => rows.filter(r => r.cells[0].textContent.trim().startsWith('1')).map(r => r.cells[4].textContent)")
+        "rows => rows.filter(r => r.cells[0].textContent.trim().startsWith('1')).map(r => r.cells[4].textContent)"
+    )
     assert truth_pixels == ["36", "36"], truth_pixels  # the 6x6 square of class 1 of each listed mask
     shot(page, "12b-segmentation-with-masks")
     page.set_viewport_size({"width": 375, "height": 800})
@@ -301,17 +340,23 @@ def test_segmentation_inference_form_takes_mask_labels(server, page, tmp_path):
 def test_abort_and_resume_training(server, page):
     """Abort a running training from its page, then resume it from the last snapshot."""
     store = server["app"].extensions["digits"]["store"]
-    datasets = [j for j in store.list("dataset") if j.status.value == "Done" and j.data.get("plugin_id") == "image-classification"]
+    datasets = [
+        j
+        for j in store.list("dataset")
+        if j.status.value == "Done" and j.data.get("plugin_id") == "image-classification"
+    ]
     if not datasets:
         pytest.skip("needs the dataset of test_classification_dataset_train_infer")
     base = server["url"]
     page.goto(base + "/")
     token = page.evaluate("fetch('/api/csrf-token').then(r => r.json()).then(d => d.csrf_token)")
-    created = page.evaluate("""([token, ds]) => fetch('/api/models', {method: 'POST',
+    created = page.evaluate(
+        """([token, ds]) => fetch('/api/models', {method: 'POST',
         headers: {'Content-Type': 'application/json', 'X-CSRFToken': token},
         body: JSON.stringify({name: 'long lenet', dataset: ds, network: 'lenet',
                options: {epochs: 200, batch_size: 16, lr_policy: 'fixed'}})}).then(r => r.json())""",
-                            [token, datasets[0].id])
+        [token, datasets[0].id],
+    )
     page.goto(base + created["url"])
     page.wait_for_function("() => document.getElementById('charts').dataset.snapshots > 0", timeout=120000)
     page.once("dialog", lambda dialog: dialog.accept())  # Abort asks for confirmation
@@ -323,8 +368,9 @@ def test_abort_and_resume_training(server, page):
     with page.expect_navigation():  # Resume posts, then the page reloads: wait on the new page, not the old
         page.click("#resume")
     # The predicate also runs while the new page is still parsing, before #charts exists.
-    page.wait_for_function(f"() => Number(document.getElementById('charts')?.dataset.points) > {before}",
-                           timeout=120000)
+    page.wait_for_function(
+        f"() => Number(document.getElementById('charts')?.dataset.points) > {before}", timeout=120000
+    )
     job = store.get(created["id"])
     assert job.status.value in ("Running", "Waiting")
     server["app"].extensions["digits"]["scheduler"].abort(job.id)

@@ -47,8 +47,13 @@ def built(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("ui-datasets")
     data = write_class_folders(root / "animals")
-    job = create_dataset("image-classification", {"folder": str(data), "image_type": "grayscale", "width": 8,
-                                                  "height": 8}, name="animals", workers=1, jobs_dir=root / "jobs")
+    job = create_dataset(
+        "image-classification",
+        {"folder": str(data), "image_type": "grayscale", "width": 8, "height": 8},
+        name="animals",
+        workers=1,
+        jobs_dir=root / "jobs",
+    )
     return {"root": root, "data": data, "jobs": root / "jobs", "id": job.id}
 
 
@@ -62,9 +67,21 @@ def client(built):
 
 def _form_post(client, **fields):
     token = client.get("/api/csrf-token").get_json()["csrf_token"]
-    base = {"csrf_token": token, "job_name": "new", "image_type": "grayscale", "width": "8", "height": "8",
-            "resize_mode": "squash", "encoding": "png", "jpg_quality": "90", "seed": "0", "min_per_class": "2",
-            "val_percent": "25", "test_percent": "0", "shuffle": "y"}
+    base = {
+        "csrf_token": token,
+        "job_name": "new",
+        "image_type": "grayscale",
+        "width": "8",
+        "height": "8",
+        "resize_mode": "squash",
+        "encoding": "png",
+        "jpg_quality": "90",
+        "seed": "0",
+        "min_per_class": "2",
+        "val_percent": "25",
+        "test_percent": "0",
+        "shuffle": "y",
+    }
     return client.post("/datasets/new/image-classification", data={**base, **fields})
 
 
@@ -73,6 +90,7 @@ def _field_errors(html):
 
 
 # -- dataset page ---------------------------------------------------------------------------------------------------
+
 
 def test_dataset_page_shows_images_per_class_and_stage(client, built):
     html = client.get(f"/datasets/{built['id']}").get_data(as_text=True)
@@ -96,8 +114,10 @@ def test_dataset_json_has_the_histograms_and_the_mean_image(client, built):
     hist = data["label_histograms"]
     assert hist["unit"] == "images" and hist["stages"] == ["train", "val"]
     assert [c["name"] for c in hist["classes"]] == list(CLASSES)
-    assert hist["totals"] == {"train": sum(expected_split(n)[0] for n, _ in CLASSES.values()),
-                              "val": sum(expected_split(n)[1] for n, _ in CLASSES.values())}
+    assert hist["totals"] == {
+        "train": sum(expected_split(n)[0] for n, _ in CLASSES.values()),
+        "val": sum(expected_split(n)[1] for n, _ in CLASSES.values()),
+    }
     assert data["mean_image_url"] == f"/datasets/{built['id']}/mean.png"
 
 
@@ -141,9 +161,20 @@ def test_segmentation_histogram_counts_pixels_per_class(built):
         masks.append(mask)
         Image.fromarray(np.full((8, 8), 40 * i, np.uint8), mode="L").save(root / "images" / f"{i}.png")
         Image.fromarray(mask, mode="L").save(root / "labels" / f"{i}.png")
-    job = create_dataset("image-segmentation", {"image_folder": str(root / "images"), "label_folder": str(root / "labels"),
-                                                "val_percent": 0, "image_type": "grayscale", "width": 8, "height": 8},
-                         name="seg", workers=1, jobs_dir=built["root"] / "seg-jobs")
+    job = create_dataset(
+        "image-segmentation",
+        {
+            "image_folder": str(root / "images"),
+            "label_folder": str(root / "labels"),
+            "val_percent": 0,
+            "image_type": "grayscale",
+            "width": 8,
+            "height": 8,
+        },
+        name="seg",
+        workers=1,
+        jobs_dir=built["root"] / "seg-jobs",
+    )
     with open_dataset(job.path) as ds:
         hist = label_histograms(ds)
         _, stored = ds.read_all("train")
@@ -152,8 +183,9 @@ def test_segmentation_histogram_counts_pixels_per_class(built):
     # Explore's class filter keeps the records with a pixel of the class (mask 0 has no class 2).
     from digits_core.web import create_app
 
-    client = create_app(built["root"] / "seg-jobs", start_scheduler=False, testing=True,
-                        data_roots=[built["root"]]).test_client()
+    client = create_app(
+        built["root"] / "seg-jobs", start_scheduler=False, testing=True, data_roots=[built["root"]]
+    ).test_client()
     data = client.get(f"/datasets/{job.id}/explore?stage=train&label=2&format=json").get_json()
     assert [item["index"] for item in data["items"]] == [i for i, m in enumerate(stored) if (m == 2).any()]
     assert data["count"] == 3 and data["classes"][2]["count"] == 12 and data["class_unit"] == "pixels"
@@ -176,12 +208,14 @@ def test_box_filter_keeps_images_with_a_box_of_the_class():
 
 # -- Explore --------------------------------------------------------------------------------------------------------
 
+
 def test_explore_class_filter_shows_only_that_class(client, built):
     data = client.get(f"/datasets/{built['id']}/explore?stage=train&label=1&format=json").get_json()
     assert data["label"] == 1 and data["count"] == expected_split(CLASSES["dog"][0])[0]
     assert [item["label"] for item in data["items"]] == ["dog"] * data["count"]
-    assert data["classes"] == [{"id": i, "name": n, "count": expected_split(c)[0]}
-                               for i, (n, (c, _)) in enumerate(CLASSES.items())]
+    assert data["classes"] == [
+        {"id": i, "name": n, "count": expected_split(c)[0]} for i, (n, (c, _)) in enumerate(CLASSES.items())
+    ]
     # The record numbers are the stage's own: reading them unfiltered gives the same class.
     everything = client.get(f"/datasets/{built['id']}/explore?stage=train&per_page=200&format=json").get_json()
     by_index = {item["index"]: item["label"] for item in everything["items"]}
@@ -204,8 +238,9 @@ def test_explore_filter_menu_and_pages_keep_the_class(client, built):
 
 @pytest.mark.parametrize("label", ["7", "-1", "cat"])
 def test_explore_refuses_a_class_the_dataset_lacks(client, built, label):
-    resp = client.get(f"/datasets/{built['id']}/explore?stage=train&label={label}",
-                      headers={"Accept": "application/json"})
+    resp = client.get(
+        f"/datasets/{built['id']}/explore?stage=train&label={label}", headers={"Accept": "application/json"}
+    )
     assert resp.status_code == 400
     assert "label: " in resp.get_json()["error"]["message"]
     assert "is not a class id of this dataset (0 to 2)" in resp.get_json()["error"]["message"]
@@ -213,9 +248,13 @@ def test_explore_refuses_a_class_the_dataset_lacks(client, built, label):
 
 # -- the form: source tabs and the class-subfolder check --------------------------------------------------------------
 
+
 def _tabs(html):
-    checked = re.findall(r'<input type="radio" class="tab-radio" name="source_tab" id="source-tab-(\w+)" '
-                         r'value="\w+"( checked)?>', html)
+    checked = re.findall(
+        r'<input type="radio" class="tab-radio" name="source_tab" id="source-tab-(\w+)" '
+        r'value="\w+"( checked)?>',
+        html,
+    )
     panels = dict(re.findall(r'<div class="tab-panel" data-tab="(\w+)">(.*?)\n    </div>', html, re.DOTALL))
     return [key for key, _ in checked], next((key for key, on in checked if on), None), panels
 
@@ -224,10 +263,21 @@ def test_form_sources_are_tabs_with_their_own_fields(client):
     keys, chosen, panels = _tabs(client.get("/datasets/new/image-classification").get_data(as_text=True))
     assert keys == ["folder", "list", "s3"] and chosen == "folder"
     fields = {key: re.findall(r'data-field="(\w+)"', panel) for key, panel in panels.items()}
-    assert fields == {"folder": ["folder", "val_folder", "test_folder"],
-                      "list": ["train_list", "val_list", "test_list", "labels_file", "list_root"],
-                      "s3": ["s3_endpoint_url", "s3_bucket", "s3_path", "s3_val_path", "s3_test_path",
-                             "s3_accesskey", "s3_secretkey", "s3_profile", "s3_region"]}
+    assert fields == {
+        "folder": ["folder", "val_folder", "test_folder"],
+        "list": ["train_list", "val_list", "test_list", "labels_file", "list_root"],
+        "s3": [
+            "s3_endpoint_url",
+            "s3_bucket",
+            "s3_path",
+            "s3_val_path",
+            "s3_test_path",
+            "s3_accesskey",
+            "s3_secretkey",
+            "s3_profile",
+            "s3_region",
+        ],
+    }
 
 
 def test_form_reopens_on_the_tab_with_the_error(client, built):
@@ -241,8 +291,13 @@ def test_form_reopens_on_the_tab_with_the_error(client, built):
 def test_clone_of_a_list_dataset_opens_on_the_list_tab(client, built):
     from digits_core.jobs import Job, JobStatus
 
-    source = Job.create("dataset", "from lists", jobs_dir=built["jobs"], plugin_id="image-classification",
-                        form_data={"train_list": str(built["root"] / "train.txt"), "width": 8, "height": 8})
+    source = Job.create(
+        "dataset",
+        "from lists",
+        jobs_dir=built["jobs"],
+        plugin_id="image-classification",
+        form_data={"train_list": str(built["root"] / "train.txt"), "width": 8, "height": 8},
+    )
     source.set_status(JobStatus.DONE)
     html = client.get(f"/datasets/new/image-classification?clone={source.id}").get_data(as_text=True)
     assert _tabs(html)[1] == "list"
@@ -275,7 +330,9 @@ def test_folder_without_class_subfolders_is_refused_on_the_field(client, built):
     linked.mkdir(exist_ok=True)
     (linked / "cat").symlink_to(outside / "cat", target_is_directory=True)
     error = _field_errors(_form_post(client, folder=str(linked)).get_data(as_text=True))["folder"]
-    assert f"class folder cat leads to {os.path.realpath(outside / 'cat')}, outside the server&#39;s data roots" in error
+    assert (
+        f"class folder cat leads to {os.path.realpath(outside / 'cat')}, outside the server&#39;s data roots" in error
+    )
     assert sorted(p.name for p in built["jobs"].iterdir()) == jobs_before  # no job was started
 
 
@@ -286,13 +343,28 @@ def test_cli_refuses_the_flat_folder_before_a_job_starts(built, capsys):
     flat.mkdir()
     Image.new("L", (8, 8)).save(flat / "only.png")
     jobs = built["root"] / "cli-jobs"
-    assert digits(["--jobs-dir", str(jobs), "dataset", "create", "image-classification", "--folder", str(flat),
-                   "--name", "flat"]) != 0
+    assert (
+        digits(
+            [
+                "--jobs-dir",
+                str(jobs),
+                "dataset",
+                "create",
+                "image-classification",
+                "--folder",
+                str(flat),
+                "--name",
+                "flat",
+            ]
+        )
+        != 0
+    )
     assert "has no class sub-folders (it holds 1 image directly)" in capsys.readouterr().err
     assert not jobs.exists() or not any(jobs.iterdir())
 
 
 # -- in a real browser, on a real `digits serve` ------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory):
@@ -428,9 +500,15 @@ def _digits6_rate(query: dict, progress: float) -> float:
         return float(query[name]) if query.get(name, "").strip() else None
 
     steps = query.get("lr_step_values", "").strip()
-    return digits6(query["lr_policy"], progress, float(query["learning_rate"]), gamma=num("lr_gamma"),
-                   power=num("lr_power"), step=num("lr_step_size"),
-                   steps=tuple(float(s) for s in steps.split(",")) if steps else None)
+    return digits6(
+        query["lr_policy"],
+        progress,
+        float(query["learning_rate"]),
+        gamma=num("lr_gamma"),
+        power=num("lr_power"),
+        step=num("lr_step_size"),
+        steps=tuple(float(s) for s in steps.split(",")) if steps else None,
+    )
 
 
 @pytest.mark.slow
@@ -444,10 +522,12 @@ def test_lr_preview_draws_digits6_formula_for_every_policy(live, chromium):
     page.goto(server.url + "/models/new")
     for policy in POLICIES:
         page.select_option("[name=lr_policy]", policy)
-        page.wait_for_function("p => (document.getElementById('lr-preview').dataset.query || '')"
-                               ".includes('lr_policy=' + p)", arg=policy)
-        query = dict(parse_qsl(page.evaluate("document.getElementById('lr-preview').dataset.query"),
-                               keep_blank_values=True))
+        page.wait_for_function(
+            "p => (document.getElementById('lr-preview').dataset.query || '').includes('lr_policy=' + p)", arg=policy
+        )
+        query = dict(
+            parse_qsl(page.evaluate("document.getElementById('lr-preview').dataset.query"), keep_blank_values=True)
+        )
         drawn = page.evaluate("Chart.getChart('lr-preview').data.datasets[0].data.map(p => [p.x, p.y])")
         assert len(drawn) == 101
         expected = [_digits6_rate(query, x) for x, _ in drawn]
@@ -460,10 +540,13 @@ def test_lr_preview_draws_digits6_formula_for_every_policy(live, chromium):
     page.wait_for_function("() => document.getElementById('lr-preview').dataset.series === '2'")
     lines = page.evaluate("Chart.getChart('lr-preview').data.datasets.map(d => [d.label, d.data.map(p => p.y)])")
     assert [label for label, _ in lines] == ["lr 0.1", "lr 0.01"]
-    query = dict(parse_qsl(page.evaluate("document.getElementById('lr-preview').dataset.query"), keep_blank_values=True))
+    query = dict(
+        parse_qsl(page.evaluate("document.getElementById('lr-preview').dataset.query"), keep_blank_values=True)
+    )
     for rate, (_, ys) in zip((0.1, 0.01), lines):
-        np.testing.assert_allclose(ys, [_digits6_rate({**query, "learning_rate": rate}, x) for x in PROGRESS_POINTS],
-                                   rtol=1e-9)
+        np.testing.assert_allclose(
+            ys, [_digits6_rate({**query, "learning_rate": rate}, x) for x in PROGRESS_POINTS], rtol=1e-9
+        )
     _shot(page, "lr-preview-sweep")
     # A value that would break the schedule is refused with the reason, and nothing is drawn.
     page.select_option("[name=lr_policy]", "exp")

@@ -38,8 +38,12 @@ def digits_dataset(tmp_path):
     spec.loader.exec_module(demo)
     demo.export_sklearn_digits(tmp_path / "digits")  # all 1,797 images, as PNGs in class folders
     jobs = tmp_path / "jobs"
-    job = create_dataset("image-classification", {"folder": str(tmp_path / "digits"), "image_type": "grayscale",
-                                                   "width": 32, "height": 32}, workers=2, jobs_dir=jobs)
+    job = create_dataset(
+        "image-classification",
+        {"folder": str(tmp_path / "digits"), "image_type": "grayscale", "width": 32, "height": 32},
+        workers=2,
+        jobs_dir=jobs,
+    )
     return job.id, jobs
 
 
@@ -56,16 +60,35 @@ def _chromium():
 
 def test_web_form_lenet_matches_cli(digits_dataset, live_server):
     dataset_id, jobs = digits_dataset
-    cli = subprocess.run([sys.executable, "-m", "digits_core", "--jobs-dir", str(jobs), "train", "--dataset",
-                          dataset_id, "--network", "lenet", "--epochs", str(EPOCHS), "--quiet", "--json"],
-                         capture_output=True, text=True, timeout=600)
+    cli = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "digits_core",
+            "--jobs-dir",
+            str(jobs),
+            "train",
+            "--dataset",
+            dataset_id,
+            "--network",
+            "lenet",
+            "--epochs",
+            str(EPOCHS),
+            "--quiet",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert cli.returncode == 0, cli.stderr[-3000:]
     cli_info = json.loads(cli.stdout)
 
     server = live_server(jobs, extra_args=["--max-training-jobs", "1"])
     with _chromium() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                    args=["--headless", "--no-sandbox", "--disable-gpu"])
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=["--headless", "--no-sandbox", "--disable-gpu"]
+        )
         page = browser.new_page()
         page.set_default_timeout(300_000)  # only the bound after which a wait on page state fails
         errors = []
@@ -81,8 +104,10 @@ def test_web_form_lenet_matches_cli(digits_dataset, live_server):
         page.fill("[name=model_name]", "web lenet")
         page.click("#create-model")
         page.wait_for_url("**/models/*")
-        page.wait_for_function("() => ['Done', 'Error', 'Aborted'].includes("
-                               "(document.getElementById('job-status') || {}).textContent?.trim())")
+        page.wait_for_function(
+            "() => ['Done', 'Error', 'Aborted'].includes("
+            "(document.getElementById('job-status') || {}).textContent?.trim())"
+        )
         status = page.locator("#job-status").inner_text().strip()
         job_id = page.url.rsplit("/", 1)[1]
         browser.close()

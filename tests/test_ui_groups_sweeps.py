@@ -30,8 +30,13 @@ def make_job(app, kind, name, status=JobStatus.DONE, **fields):
 
 @pytest.fixture
 def dataset(app):
-    return make_job(app, "dataset", "digits", plugin_id="image-classification",
-                    dataset={"label": {"kind": "class", "dtype": "int64", "shape": []}})
+    return make_job(
+        app,
+        "dataset",
+        "digits",
+        plugin_id="image-classification",
+        dataset={"label": {"kind": "class", "dtype": "int64", "shape": []}},
+    )
 
 
 def models_of(app) -> list[Job]:
@@ -39,9 +44,16 @@ def models_of(app) -> list[Job]:
 
 
 def test_api_sweep_queues_one_job_per_combination_in_one_group(app, client, dataset, token):
-    resp = client.post("/api/models", headers={"X-CSRFToken": token}, json={
-        "name": "lenet sweep", "dataset": dataset.id, "network": "lenet",
-        "options": {"epochs": 1, "learning_rate": [0.1, 0.01], "batch_size": "32,64", "solver": "adam"}})
+    resp = client.post(
+        "/api/models",
+        headers={"X-CSRFToken": token},
+        json={
+            "name": "lenet sweep",
+            "dataset": dataset.id,
+            "network": "lenet",
+            "options": {"epochs": 1, "learning_rate": [0.1, 0.01], "batch_size": "32,64", "solver": "adam"},
+        },
+    )
     assert resp.status_code == 202, resp.get_data(as_text=True)
     body = resp.get_json()
     assert body["group"] == "lenet sweep" and len(body["jobs"]) == 4
@@ -52,7 +64,8 @@ def test_api_sweep_queues_one_job_per_combination_in_one_group(app, client, data
         ("lenet sweep lr=0.1 batch=32", "lenet sweep", {"learning_rate": 0.1, "batch_size": 32}),
         ("lenet sweep lr=0.1 batch=64", "lenet sweep", {"learning_rate": 0.1, "batch_size": 64}),
         ("lenet sweep lr=0.01 batch=32", "lenet sweep", {"learning_rate": 0.01, "batch_size": 32}),
-        ("lenet sweep lr=0.01 batch=64", "lenet sweep", {"learning_rate": 0.01, "batch_size": 64})]
+        ("lenet sweep lr=0.01 batch=64", "lenet sweep", {"learning_rate": 0.01, "batch_size": 64}),
+    ]
     for _name, _group, sweep, options in got:  # what the scheduler's worker passes to train()
         assert options == {"dataset": dataset.id, "network": "lenet", "epochs": 1, "solver": "adam", **sweep}
     assert app.extensions["digits"]["scheduler"].status()["waiting"] == list(jobs)
@@ -60,9 +73,17 @@ def test_api_sweep_queues_one_job_per_combination_in_one_group(app, client, data
 
 
 def test_api_single_job_keeps_its_answer_and_takes_a_group(app, client, dataset, token):
-    resp = client.post("/api/models", headers={"X-CSRFToken": token}, json={
-        "name": "one", "dataset": dataset.id, "network": "lenet", "group": " baseline  runs ",
-        "options": {"epochs": 1, "learning_rate": "0.05"}})
+    resp = client.post(
+        "/api/models",
+        headers={"X-CSRFToken": token},
+        json={
+            "name": "one",
+            "dataset": dataset.id,
+            "network": "lenet",
+            "group": " baseline  runs ",
+            "options": {"epochs": 1, "learning_rate": "0.05"},
+        },
+    )
     assert resp.status_code == 202
     body = resp.get_json()
     (job,) = models_of(app)
@@ -70,33 +91,47 @@ def test_api_single_job_keeps_its_answer_and_takes_a_group(app, client, dataset,
     assert job.data["train_options"]["learning_rate"] == 0.05 and "sweep" not in job.data
 
 
-@pytest.mark.parametrize("options, field, message", [
-    ({"learning_rate": "0.1,-1"}, "learning_rate", "must be above 0"),
-    ({"batch_size": [16, "x"]}, "batch_size", "is not a whole number"),
-    ({"learning_rate": "0.1,0.2", "momentum": -1}, "momentum", ""),
-])
+@pytest.mark.parametrize(
+    "options, field, message",
+    [
+        ({"learning_rate": "0.1,-1"}, "learning_rate", "must be above 0"),
+        ({"batch_size": [16, "x"]}, "batch_size", "is not a whole number"),
+        ({"learning_rate": "0.1,0.2", "momentum": -1}, "momentum", ""),
+    ],
+)
 def test_api_sweep_with_a_bad_value_queues_nothing(app, client, dataset, token, options, field, message):
-    resp = client.post("/api/models", headers={"X-CSRFToken": token}, json={
-        "name": "bad", "dataset": dataset.id, "network": "lenet", "options": {"epochs": 1, **options}})
+    resp = client.post(
+        "/api/models",
+        headers={"X-CSRFToken": token},
+        json={"name": "bad", "dataset": dataset.id, "network": "lenet", "options": {"epochs": 1, **options}},
+    )
     assert resp.status_code == 400
     assert message in resp.get_json()["error"]["fields"][field][0]
     assert models_of(app) == [] and app.extensions["digits"]["scheduler"].status()["waiting"] == []
 
 
 def _form(token, dataset, **changes):
-    values = {"csrf_token": token, "model_name": "web sweep", "dataset": dataset.id, "network": "lenet",
-              "epochs": "1", "learning_rate": "0.01", "network_params": "{}"}
+    values = {
+        "csrf_token": token,
+        "model_name": "web sweep",
+        "dataset": dataset.id,
+        "network": "lenet",
+        "epochs": "1",
+        "learning_rate": "0.01",
+        "network_params": "{}",
+    }
     values.update(changes)
     return values
 
 
 def test_form_sweep_queues_jobs_and_lands_on_the_group(app, client, dataset, token):
-    resp = client.post("/models/new", data=_form(token, dataset, learning_rate="0.05, 0.02", batch_size="8",
-                                                 group=""))
+    resp = client.post("/models/new", data=_form(token, dataset, learning_rate="0.05, 0.02", batch_size="8", group=""))
     assert resp.status_code == 302 and resp.headers["Location"].endswith("/?q=web+sweep")
     jobs = models_of(app)
-    assert [(j.name, j.data["group"], j.data["train_options"]["learning_rate"], j.data["train_options"]["batch_size"])
-            for j in jobs] == [("web sweep lr=0.05", "web sweep", 0.05, 8), ("web sweep lr=0.02", "web sweep", 0.02, 8)]
+    assert [
+        (j.name, j.data["group"], j.data["train_options"]["learning_rate"], j.data["train_options"]["batch_size"])
+        for j in jobs
+    ] == [("web sweep lr=0.05", "web sweep", 0.05, 8), ("web sweep lr=0.02", "web sweep", 0.02, 8)]
     page = client.get(resp.headers["Location"]).get_data(as_text=True)
     assert 'Sweep queued: 2 training jobs in group "web sweep".' in html_lib.unescape(page)
 
@@ -119,8 +154,10 @@ def test_form_group_is_stored_and_cloned(app, client, dataset, token):
     assert re.search(r'<input[^>]*id="group"[^>]*value="my runs"', clone)
     assert '<datalist id="group-names"><option value="my runs"></datalist>' in clone
     resp = client.post("/models/new", data=_form(token, dataset, model_name="x", group="a\x01b"))
-    assert resp.status_code == 200 and 'data-for="group">a group name cannot contain control characters' in \
-        resp.get_data(as_text=True)
+    assert (
+        resp.status_code == 200
+        and 'data-for="group">a group name cannot contain control characters' in resp.get_data(as_text=True)
+    )
 
 
 def test_dataset_form_and_api_store_the_group(app, client, token, tmp_path):
@@ -130,15 +167,32 @@ def test_dataset_form_and_api_store_the_group(app, client, token, tmp_path):
         (tmp_path / "imgs" / label).mkdir(parents=True)
         Image.new("L", (8, 8), 40).save(tmp_path / "imgs" / label / "1.png")
     page = client.get("/datasets/new/image-classification").get_data(as_text=True)
-    assert re.search(r'<input[^>]*list="group-names"[^>]*name="job_group"|<input[^>]*name="job_group"[^>]*list="group-names"',
-                     page)
-    fields = {"csrf_token": token, "job_name": "imgs", "job_group": "cardiac", "job_workers": "1",
-              "folder": str(tmp_path / "imgs"), "width": "8", "height": "8", "seed": "0", "min_per_class": "1"}
+    assert re.search(
+        r'<input[^>]*list="group-names"[^>]*name="job_group"|<input[^>]*name="job_group"[^>]*list="group-names"', page
+    )
+    fields = {
+        "csrf_token": token,
+        "job_name": "imgs",
+        "job_group": "cardiac",
+        "job_workers": "1",
+        "folder": str(tmp_path / "imgs"),
+        "width": "8",
+        "height": "8",
+        "seed": "0",
+        "min_per_class": "1",
+    }
     resp = client.post("/datasets/new/image-classification", data=fields)
     assert resp.status_code == 302, resp.get_data(as_text=True)[:3000]
-    resp = client.post("/api/datasets", headers={"X-CSRFToken": token}, json={
-        "plugin_id": "image-classification", "name": "imgs 2", "group": "cardiac",
-        "form_data": {"folder": str(tmp_path / "imgs"), "width": 8, "height": 8}})
+    resp = client.post(
+        "/api/datasets",
+        headers={"X-CSRFToken": token},
+        json={
+            "plugin_id": "image-classification",
+            "name": "imgs 2",
+            "group": "cardiac",
+            "form_data": {"folder": str(tmp_path / "imgs"), "width": 8, "height": 8},
+        },
+    )
     assert resp.status_code == 202, resp.get_data(as_text=True)
     assert [j.data.get("group") for j in app.extensions["digits"]["store"].list("dataset")] == ["cardiac", "cardiac"]
 
@@ -150,14 +204,19 @@ def test_home_groups_jobs_under_collapsible_heads(app, client, dataset):
     page = client.get("/").get_data(as_text=True)
     table = re.search(r'<table[^>]*id="models-table".*?</table>', page, re.DOTALL).group(0)
     bodies = re.findall(r'<tbody class="([^"]+)"(?: data-group="([^"]*)")?>(.*?)</tbody>', table, re.DOTALL)
-    assert [(cls, group) for cls, group, _ in bodies] == [("jobs-loose", ""), ("job-group", "t"),
-                                                         ("job-group", "s")]  # newest group first
+    assert [(cls, group) for cls, group, _ in bodies] == [
+        ("jobs-loose", ""),
+        ("job-group", "t"),
+        ("job-group", "s"),
+    ]  # newest group first
     assert loose.id in bodies[0][2] and all(j.id in bodies[2][2] for j in sweep)
     head = re.search(r'<tr class="group-head">(.*?)</tr>', bodies[2][2], re.DOTALL).group(1)
     assert 'class="group-toggle" aria-expanded="true"' in head and "2 models" in head and "2 Done" in head
     data = client.get("/index.json").get_json()
     assert {g["name"]: (len(g["models"]), g["statuses"]) for g in data["groups"]} == {
-        "t": (1, {"Error": 1}), "s": (2, {"Done": 2})}
+        "t": (1, {"Error": 1}),
+        "s": (2, {"Done": 2}),
+    }
     assert {r["name"]: r["group"] for r in data["models"]}["loose"] is None
 
 
@@ -173,8 +232,14 @@ def test_home_search_filters_on_the_server_too(app, client, dataset):
     assert 'value="nothing like this"' in page
     # The page keeps every row and hides those that do not match, so the search can widen without a reload.
     page = client.get("/?q=cardiac").get_data(as_text=True)
-    hidden = {name: bool(flag) for flag, name in re.findall(r'<tr class="job-row"( hidden)? data-id="[^"]+" '
-                                                             r'data-name="([^"]+)"', page)}
+    hidden = {
+        name: bool(flag)
+        for flag, name in re.findall(
+            r'<tr class="job-row"( hidden)? data-id="[^"]+" '
+            r'data-name="([^"]+)"',
+            page,
+        )
+    }
     assert hidden == {"alpha": False, "beta": True, "digits": True}
     assert re.search(r'<tbody class="job-group" data-group="cardiac">', page)
     assert "1 of 3 jobs shown" in page
@@ -184,20 +249,33 @@ def test_home_search_filters_on_the_server_too(app, client, dataset):
 def test_bulk_delete_reports_what_it_did_with_running_jobs(app, client, dataset, token):
     scheduler, store = app.extensions["digits"]["scheduler"], app.extensions["digits"]["store"]
     done = make_job(app, "model", "done one")
-    queued = make_job(app, "model", "queued one", status=JobStatus.INITIALIZED,
-                      train_options={"dataset": dataset.id, "network": "lenet"})
+    queued = make_job(
+        app,
+        "model",
+        "queued one",
+        status=JobStatus.INITIALIZED,
+        train_options={"dataset": dataset.id, "network": "lenet"},
+    )
     scheduler.submit(queued)
     elsewhere = make_job(app, "model", "shell run", status=JobStatus.INITIALIZED)
     lock = JobLock(elsewhere.path).acquire()  # as a `digits train` in a shell holds it
     try:
         # Without abort_running the queued job is refused, and said so.
-        report = client.post("/api/jobs/delete", headers={"X-CSRFToken": token},
-                             json={"ids": [queued.id, done.id]}).get_json()
+        report = client.post(
+            "/api/jobs/delete", headers={"X-CSRFToken": token}, json={"ids": [queued.id, done.id]}
+        ).get_json()
         assert [e["id"] for e in report["deleted"]] == [done.id]
         assert report["refused"] == [{"id": queued.id, "name": "queued one", "reason": "Waiting: abort it first"}]
         # The page form aborts first (its confirmation says so) and reports it in the flash message.
-        resp = client.post("/jobs/delete", data={"csrf_token": token, "abort_running": "1", "q": "one",
-                                                 "job_id": [queued.id, elsewhere.id, "20000101-000000-dead"]})
+        resp = client.post(
+            "/jobs/delete",
+            data={
+                "csrf_token": token,
+                "abort_running": "1",
+                "q": "one",
+                "job_id": [queued.id, elsewhere.id, "20000101-000000-dead"],
+            },
+        )
         assert resp.status_code == 302 and resp.headers["Location"].endswith("/?q=one")
         message = html_lib.unescape(client.get("/").get_data(as_text=True))
         assert "Deleted 1 job. Aborted first: queued one (was Waiting)." in message
@@ -214,8 +292,9 @@ def test_bulk_delete_reports_what_it_did_with_running_jobs(app, client, dataset,
 def test_home_page_has_the_bulk_form_and_search_box(app, client, dataset):
     page = client.get("/?q=dig").get_data(as_text=True)
     assert re.search(r'<form method="post" action="/jobs/delete" id="bulk-form"', page)
-    assert re.search(r'<input type="checkbox" class="job-select" form="bulk-form" name="job_id" value="%s"' % dataset.id,
-                     page)
+    assert re.search(
+        r'<input type="checkbox" class="job-select" form="bulk-form" name="job_id" value="%s"' % dataset.id, page
+    )
     assert re.search(r'<input type="search" name="q" id="job-search" value="dig"', page)
     assert "1 of 1 jobs shown" in page
 
@@ -242,9 +321,14 @@ def world(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("groups")
     export_sklearn_digits(root / "digits", per_class=4)
-    dataset = create_dataset("image-classification", {"folder": str(root / "digits"), "image_type": "grayscale",
-                                                      "width": 28, "height": 28},
-                             name="digits", jobs_dir=root / "jobs", workers=1, group="digits data")
+    dataset = create_dataset(
+        "image-classification",
+        {"folder": str(root / "digits"), "image_type": "grayscale", "width": 28, "height": 28},
+        name="digits",
+        jobs_dir=root / "jobs",
+        workers=1,
+        group="digits data",
+    )
     return {"root": root, "jobs": root / "jobs", "dataset": dataset}
 
 
@@ -253,23 +337,44 @@ def cli_sweep(world):
     """``digits train`` with two learning rates and two batch sizes, one epoch each, in one process."""
     from conftest import run_digits
 
-    result = run_digits("--jobs-dir", str(world["jobs"]), "train", "--dataset", world["dataset"].id,
-                        "--network", "lenet", "--epochs", "1", "--seed", "1", "--learning-rate", "0.1,0.01",
-                        "--batch-size", "8,16", "--name", "cli sweep", "--json", "--quiet", timeout=600)
+    result = run_digits(
+        "--jobs-dir",
+        str(world["jobs"]),
+        "train",
+        "--dataset",
+        world["dataset"].id,
+        "--network",
+        "lenet",
+        "--epochs",
+        "1",
+        "--seed",
+        "1",
+        "--learning-rate",
+        "0.1,0.01",
+        "--batch-size",
+        "8,16",
+        "--name",
+        "cli sweep",
+        "--json",
+        "--quiet",
+        timeout=600,
+    )
     return result
 
 
 @pytest.mark.slow
 def test_cli_sweep_trains_every_combination_in_one_group(world, cli_sweep):
     assert cli_sweep.returncode == 0, cli_sweep.stderr[-3000:]
-    assert 'sweep cli sweep: 4 jobs in group "cli sweep", trained one after the other in this process' \
-        in cli_sweep.stderr
+    assert (
+        'sweep cli sweep: 4 jobs in group "cli sweep", trained one after the other in this process' in cli_sweep.stderr
+    )
     rows = json.loads(cli_sweep.stdout)
     assert [(r["name"], r["status"], r["group"], r["learning_rate"], r["batch_size"]) for r in rows] == [
         ("cli sweep lr=0.1 batch=8", "Done", "cli sweep", 0.1, 8),
         ("cli sweep lr=0.1 batch=16", "Done", "cli sweep", 0.1, 16),
         ("cli sweep lr=0.01 batch=8", "Done", "cli sweep", 0.01, 8),
-        ("cli sweep lr=0.01 batch=16", "Done", "cli sweep", 0.01, 16)]
+        ("cli sweep lr=0.01 batch=16", "Done", "cli sweep", 0.01, 16),
+    ]
     for row in rows:  # what each run really used, as the engine recorded it
         folder = world["jobs"] / row["id"]
         model = json.loads((folder / "model.json").read_text())
@@ -280,8 +385,10 @@ def test_cli_sweep_trains_every_combination_in_one_group(world, cli_sweep):
         record = json.loads((folder / "job.json").read_text())
         assert record["group"] == "cli sweep"
         assert record["sweep"] == {"learning_rate": row["learning_rate"], "batch_size": row["batch_size"]}
-    steps = {r["batch_size"]: json.loads((world["jobs"] / r["id"] / "model.json").read_text())["steps_per_epoch"]
-             for r in rows}
+    steps = {
+        r["batch_size"]: json.loads((world["jobs"] / r["id"] / "model.json").read_text())["steps_per_epoch"]
+        for r in rows
+    }
     assert steps[8] > steps[16]  # the batch size really changed the run
 
 
@@ -337,8 +444,9 @@ def test_home_groups_search_bulk_delete_and_sweep_form(world, cli_sweep, browser
         group.locator(".group-toggle").click()
         page.fill("#job-search", "batch=16")
         page.wait_for_function("() => document.getElementById('search-count').textContent === '2 of 5 jobs shown'")
-        assert sorted(page.locator("#models-table tr.job-row:visible").evaluate_all(
-            "rows => rows.map(r => r.dataset.name)")) == ["cli sweep lr=0.01 batch=16", "cli sweep lr=0.1 batch=16"]
+        assert sorted(
+            page.locator("#models-table tr.job-row:visible").evaluate_all("rows => rows.map(r => r.dataset.name)")
+        ) == ["cli sweep lr=0.01 batch=16", "cli sweep lr=0.1 batch=16"]
         assert page.locator(".table-scroll:has(#datasets-table) .no-match").is_visible()
         assert page.locator("#models-table tbody tr:visible").count() == 3  # group head and the two matches
         assert "q=batch%3D16" in page.url
@@ -371,8 +479,10 @@ def test_home_groups_search_bulk_delete_and_sweep_form(world, cli_sweep, browser
         _shot(page, "home-web-sweep")
 
         # Bulk delete: the web sweep (one running, one queued) and one finished CLI job, after one confirmation.
-        _wait_for(lambda: {m["id"]: m["status"] for m in server.get_json("/index.json")["models"]}[ids[0]] == "Running",
-                  f"model {ids[0]} Running\n{server.describe()}")
+        _wait_for(
+            lambda: {m["id"]: m["status"] for m in server.get_json("/index.json")["models"]}[ids[0]] == "Running",
+            f"model {ids[0]} Running\n{server.describe()}",
+        )
         page.goto(server.url + "/")
         dialogs: list[str] = []
         answer = {"accept": False}
@@ -387,8 +497,10 @@ def test_home_groups_search_bulk_delete_and_sweep_form(world, cli_sweep, browser
         assert doomed[0] == "Delete selected (3)"
         page.click("#bulk-delete")
         assert dialogs and dialogs[-1].startswith("Delete 3 jobs and all their files?")
-        assert "2 of them are running or waiting and will be aborted first: web sweep lr=0.05, web sweep lr=0.02" \
-            in dialogs[-1], dialogs[-1]
+        assert (
+            "2 of them are running or waiting and will be aborted first: web sweep lr=0.05, web sweep lr=0.02"
+            in dialogs[-1]
+        ), dialogs[-1]
         assert all((world["jobs"] / i).exists() for i in ids)  # dismissed: nothing deleted
         answer["accept"] = True
         page.click("#bulk-delete")
@@ -409,10 +521,19 @@ def test_train_sweep_stops_after_an_aborted_point_and_creates_no_more_jobs(world
     def stop_at_first_step(event):
         raise RuntimeError("stopped by the test")  # raising in progress aborts the run
 
-    jobs = train_sweep(world["dataset"].path, "lenet", "py sweep", jobs_dir=tmp_path, progress=stop_at_first_step,
-                       epochs=1, learning_rate=[0.1, 0.01], batch_size=8)
+    jobs = train_sweep(
+        world["dataset"].path,
+        "lenet",
+        "py sweep",
+        jobs_dir=tmp_path,
+        progress=stop_at_first_step,
+        epochs=1,
+        learning_rate=[0.1, 0.01],
+        batch_size=8,
+    )
     assert [(j.name, j.status.value, j.group, j.data["sweep"]) for j in jobs] == [
-        ("py sweep lr=0.1", "Aborted", "py sweep", {"learning_rate": 0.1})]
+        ("py sweep lr=0.1", "Aborted", "py sweep", {"learning_rate": 0.1})
+    ]
     assert [j.name for j in JobStore(tmp_path).list("model")] == ["py sweep lr=0.1"]  # the second never existed
     from digits_core import FormValidationError
     from digits_core.engine import train
@@ -424,11 +545,15 @@ def test_train_sweep_stops_after_an_aborted_point_and_creates_no_more_jobs(world
 
 def test_job_pages_link_to_their_group(app, client, dataset):
     ds = make_job(app, "dataset", "grouped data", plugin_id="image-classification", group="cardiac")
-    model = make_job(app, "model", "m lr=0.1", group="cardiac sweep", sweep={"learning_rate": 0.1, "batch_size": 8},
-                     dataset_id=ds.id)
+    model = make_job(
+        app, "model", "m lr=0.1", group="cardiac sweep", sweep={"learning_rate": 0.1, "batch_size": 8}, dataset_id=ds.id
+    )
     page = client.get(f"/models/{model.id}").get_data(as_text=True)
-    assert re.search(r'<a href="/\?q=cardiac\+sweep" id="job-group">cardiac sweep</a>\s*'
-                     r'\(sweep point: <code>batch_size=8</code>, <code>learning_rate=0.1</code>\)', page)  # job.json: sorted keys
+    assert re.search(
+        r'<a href="/\?q=cardiac\+sweep" id="job-group">cardiac sweep</a>\s*'
+        r"\(sweep point: <code>batch_size=8</code>, <code>learning_rate=0.1</code>\)",
+        page,
+    )  # job.json: sorted keys
     page = client.get(f"/datasets/{ds.id}").get_data(as_text=True)
     assert '<a href="/?q=cardiac" id="job-group">cardiac</a>' in page
     assert 'id="job-group"' not in client.get(f"/datasets/{dataset.id}").get_data(as_text=True)
@@ -445,10 +570,19 @@ def test_api_sweep_runs_through_the_server_scheduler_into_model_json(world):
     with running_server(world["jobs"], log_dir=world["root"], cwd=world["root"]) as server:
         opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(CookieJar()))
         csrf = json.loads(opener.open(server.url + "/api/csrf-token").read())["csrf_token"]
-        body = {"name": "api sweep", "dataset": world["dataset"].id, "network": "lenet", "group": "api runs",
-                "options": {"epochs": 1, "seed": 2, "learning_rate": [0.05, 0.005], "batch_size": "8,16"}}
-        request = urllib.request.Request(server.url + "/api/models", data=json.dumps(body).encode(), method="POST",
-                                         headers={"Content-Type": "application/json", "X-CSRFToken": csrf})
+        body = {
+            "name": "api sweep",
+            "dataset": world["dataset"].id,
+            "network": "lenet",
+            "group": "api runs",
+            "options": {"epochs": 1, "seed": 2, "learning_rate": [0.05, 0.005], "batch_size": "8,16"},
+        }
+        request = urllib.request.Request(
+            server.url + "/api/models",
+            data=json.dumps(body).encode(),
+            method="POST",
+            headers={"Content-Type": "application/json", "X-CSRFToken": csrf},
+        )
         with opener.open(request) as resp:
             assert resp.status == 202
             answer = json.loads(resp.read())
@@ -458,13 +592,22 @@ def test_api_sweep_runs_through_the_server_scheduler_into_model_json(world):
         def statuses():
             return {m["id"]: m["status"] for m in server.get_json("/index.json?q=api+runs")["models"]}
 
-        _wait_for(lambda: all(statuses()[i] in ("Done", "Error", "Aborted") for i in ids),
-                  f"the sweep's jobs to finish\n{server.describe()}")
+        _wait_for(
+            lambda: all(statuses()[i] in ("Done", "Error", "Aborted") for i in ids),
+            f"the sweep's jobs to finish\n{server.describe()}",
+        )
         assert [statuses()[i] for i in ids] == ["Done"] * 4, server.describe()
     for row in answer["jobs"]:
         model = json.loads((world["jobs"] / row["id"] / "model.json").read_text())
         assert (model["options"]["learning_rate"], model["options"]["batch_size"], model["batch_size"]) == (
-            row["values"]["learning_rate"], row["values"]["batch_size"], row["values"]["batch_size"])
+            row["values"]["learning_rate"],
+            row["values"]["batch_size"],
+            row["values"]["batch_size"],
+        )
         assert model["options"]["seed"] == 2 and model["last_epoch"] == 1
     assert [(r["values"]["learning_rate"], r["values"]["batch_size"]) for r in answer["jobs"]] == [
-        (0.05, 8), (0.05, 16), (0.005, 8), (0.005, 16)]
+        (0.05, 8),
+        (0.05, 16),
+        (0.005, 8),
+        (0.005, 16),
+    ]

@@ -34,13 +34,16 @@ def _assert_stats(stats, values):
     finite = finite[np.isfinite(finite)]
     assert stats["mean"] == pytest.approx(finite.mean(), rel=1e-6, abs=1e-7)
     assert stats["std"] == pytest.approx(finite.std(), rel=1e-6, abs=1e-7)
-    assert stats["min"] == pytest.approx(finite.min(), abs=1e-7) and stats["max"] == pytest.approx(finite.max(), abs=1e-7)
+    assert stats["min"] == pytest.approx(finite.min(), abs=1e-7) and stats["max"] == pytest.approx(
+        finite.max(), abs=1e-7
+    )
     counts, edges = np.histogram(finite, bins=HISTOGRAM_BINS)
     assert stats["histogram"]["counts"] == counts.tolist()
     assert np.allclose(stats["histogram"]["edges"], edges)
 
 
 # -- numpy only ---------------------------------------------------------------------------------------------------
+
 
 def test_statistics_equal_numpy_and_leave_out_non_finite_values():
     rng = np.random.default_rng(3)
@@ -63,7 +66,7 @@ def test_feature_maps_are_capped_sampled_and_share_one_colour_scale():
     assert (pic.height, pic.width) == (6 * 41 - 1, 6 * 31 - 1) == pic.image.shape
     shown = maps[::5, ::5, :32]
     low, high = shown.min(), shown.max()
-    tile = pic.image[41:81, 31 * 3:31 * 3 + 30]  # map 6*1 + 3 = 9
+    tile = pic.image[41:81, 31 * 3 : 31 * 3 + 30]  # map 6*1 + 3 = 9
     expected = np.rint((shown[:, :, 9].astype(np.float64) - low) * 254.0 / (high - low))
     assert np.array_equal(tile, expected.astype(np.uint8))
     assert (pic.image[40, :] == 255).all() and (pic.image[:, 30] == 255).all()  # the gaps
@@ -84,7 +87,7 @@ def test_weights_pictures_filters_rgb_filters_and_dense_matrices():
     # Output-major: tile 17 is output filter 1, input channel 1.
     cols = 16
     r, c = divmod(17, cols)
-    tile = pic.image[r * 4:r * 4 + 3, c * 4:c * 4 + 3]
+    tile = pic.image[r * 4 : r * 4 + 3, c * 4 : c * 4 + 3]
     shown = np.transpose(conv, (3, 2, 0, 1)).reshape(-1, 3, 3)[:256]
     expected = np.rint((conv[:, :, 1, 1].astype(np.float64) - shown.min()) * 254.0 / (shown.max() - shown.min()))
     assert np.array_equal(tile, expected.astype(np.uint8))
@@ -106,7 +109,7 @@ def test_pictures_are_png_data_uris():
     assert data["uri"].startswith("data:image/png;base64,") and "image" not in data
     image = Image.open(io.BytesIO(base64.b64decode(data["uri"].split(",", 1)[1])))
     assert image.mode == "P" and image.size == (data["width"], data["height"])
-    assert image.getpalette()[255 * 3:256 * 3] == [255, 255, 255]  # the gaps
+    assert image.getpalette()[255 * 3 : 256 * 3] == [255, 255, 255]  # the gaps
     assert "uri" not in pic.to_json(include_image=False)
 
 
@@ -125,18 +128,39 @@ def test_partial_captions_histograms_and_escaping(tmp_path):
     def entry(values, picture, **extra):
         return {"shape": list(values.shape), "stats": tensor_statistics(values), "picture": picture.to_json(), **extra}
 
-    vis = {"input_id": "x.png", "seconds": 0.1, "limits": vars(limits), "notes": ["a note"], "layers": [
-        {"index": 0, "name": "<b>conv</b>", "type": "Conv2D", "params": 1234,
-         "activations": entry(maps, draw_activation(maps, limits)),
-         "weights": entry(dense, draw_weights(dense, limits), name="kernel")},
-        {"index": 1, "name": "seq", "type": "Dense", "params": 0,
-         "activations": entry(matrix, draw_activation(matrix, limits)), "weights": None}]}
+    vis = {
+        "input_id": "x.png",
+        "seconds": 0.1,
+        "limits": vars(limits),
+        "notes": ["a note"],
+        "layers": [
+            {
+                "index": 0,
+                "name": "<b>conv</b>",
+                "type": "Conv2D",
+                "params": 1234,
+                "activations": entry(maps, draw_activation(maps, limits)),
+                "weights": entry(dense, draw_weights(dense, limits), name="kernel"),
+            },
+            {
+                "index": 1,
+                "name": "seq",
+                "type": "Dense",
+                "params": 0,
+                "activations": entry(matrix, draw_activation(matrix, limits)),
+                "weights": None,
+            },
+        ],
+    }
     app = create_app(tmp_path / "jobs", start_scheduler=False, testing=True)
     with app.test_request_context():
         html = render_template("_layer_vis.html", vis=vis, job=type("J", (), {"id": "job-1"})())
     captions = re.findall(r'class="lv-caption[^>]*>([^<]*)<', html)
-    assert captions == ["3 of 3 maps · sampled 1 in 5 px", "1250 of 5000 values · sampled 1 in 4 columns",
-                        "14375 of 400000 values · sampled 1 in 7 rows, 1 in 4 columns"]
+    assert captions == [
+        "3 of 3 maps · sampled 1 in 5 px",
+        "1250 of 5000 values · sampled 1 in 4 columns",
+        "14375 of 400000 values · sampled 1 in 7 rows, 1 in 4 columns",
+    ]
     assert html.count("<rect ") == 3 * HISTOGRAM_BINS and "1,234 parameters" in html and "a note" in html
     assert "&lt;b&gt;conv&lt;/b&gt;" in html and "<b>conv</b>" not in html
     assert "/api/models/job-1/infer" in html
@@ -161,9 +185,17 @@ def test_more_than_one_upload_is_refused_on_the_form(tmp_path):
     (job.path / "snapshots" / "epoch-1.keras").write_bytes(b"x")
     client = app.test_client()
     token = client.get("/api/csrf-token").get_json()["csrf_token"]
-    resp = client.post(f"/models/{job.id}/infer", data={
-        "csrf_token": token, "input_mode": "upload", "visualize": "1", "view_id": "image-classification",
-        "images": [(io.BytesIO(b"a"), "a.png"), (io.BytesIO(b"b"), "b.png")]}, content_type="multipart/form-data")
+    resp = client.post(
+        f"/models/{job.id}/infer",
+        data={
+            "csrf_token": token,
+            "input_mode": "upload",
+            "visualize": "1",
+            "view_id": "image-classification",
+            "images": [(io.BytesIO(b"a"), "a.png"), (io.BytesIO(b"b"), "b.png")],
+        },
+        content_type="multipart/form-data",
+    )
     html = resp.get_data(as_text=True)
     assert resp.status_code == 200
     assert "Layer visualizations are for one image" in html and "2 were chosen" in html
@@ -171,6 +203,7 @@ def test_more_than_one_upload_is_refused_on_the_form(tmp_path):
 
 
 # -- a real trained model ---------------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
@@ -185,8 +218,12 @@ def trained(tmp_path_factory):
     data = root / "digits"
     export_sklearn_digits(data, per_class=8)
     jobs = root / "jobs"
-    ds = digits_core.datasets.create_dataset("image-classification", {"folder": str(data), "image_type": "grayscale",
-                                                             "width": 28, "height": 28}, name="d", jobs_dir=jobs)
+    ds = digits_core.datasets.create_dataset(
+        "image-classification",
+        {"folder": str(data), "image_type": "grayscale", "width": 28, "height": 28},
+        name="d",
+        jobs_dir=jobs,
+    )
     job = digits_core.engine.train(ds.id, "lenet", name="vis lenet", jobs_dir=jobs, epochs=1, batch_size=16)
     from PIL import Image
 
@@ -257,12 +294,19 @@ def test_a_folder_is_refused_and_limits_apply(trained):
 
     with pytest.raises(InferenceError, match=r"for one image .* 8 inputs"):
         visualize(trained["job"].id, str(trained["root"] / "digits" / "3"), jobs_dir=trained["jobs"])
-    vis = visualize(trained["job"].id, str(trained["image"]), jobs_dir=trained["jobs"],
-                    limits=VisLimits(max_channels=4, max_layers=2))
+    vis = visualize(
+        trained["job"].id,
+        str(trained["image"]),
+        jobs_dir=trained["jobs"],
+        limits=VisLimits(max_channels=4, max_layers=2),
+    )
     assert isinstance(vis, LayerVisualizations)
     conv1 = vis.layers[1]["activations"]
     assert (conv1["picture"].shown, conv1["picture"].total) == (4, 20)
-    assert vis.layers[2]["activations"]["picture"] is None and vis.layers[2]["activations"]["stats"]["count"] == 12 * 12 * 20
+    assert (
+        vis.layers[2]["activations"]["picture"] is None
+        and vis.layers[2]["activations"]["stats"]["count"] == 12 * 12 * 20
+    )
     assert "first 2 of 9 layers" in vis.notes[-1]
 
 
@@ -272,8 +316,21 @@ def test_cli_writes_the_same_visualizations(trained, tmp_path, capsys):
     from digits_core.inference.visualize import visualize
 
     out = tmp_path / "layers.json"
-    assert main(["--jobs-dir", str(trained["jobs"]), "infer", "--model", trained["job"].id, str(trained["image"]),
-                 "--visualize", str(out)]) == 0
+    assert (
+        main(
+            [
+                "--jobs-dir",
+                str(trained["jobs"]),
+                "infer",
+                "--model",
+                trained["job"].id,
+                str(trained["image"]),
+                "--visualize",
+                str(out),
+            ]
+        )
+        == 0
+    )
     assert f"wrote {out} (9 layers of" in capsys.readouterr().err
     written = json.loads(out.read_text())
     expected = visualize(trained["job"].id, str(trained["image"]), jobs_dir=trained["jobs"]).to_json()
@@ -282,8 +339,21 @@ def test_cli_writes_the_same_visualizations(trained, tmp_path, capsys):
         assert got["activations"]["stats"]["mean"] == pytest.approx(want["activations"]["stats"]["mean"], rel=1e-6)
         assert got["activations"]["picture"]["uri"].startswith("data:image/png;base64,")
     folder = trained["root"] / "digits" / "3"
-    assert main(["--jobs-dir", str(trained["jobs"]), "infer", "--model", trained["job"].id, str(folder),
-                 "--visualize", str(tmp_path / "many.json")]) != 0
+    assert (
+        main(
+            [
+                "--jobs-dir",
+                str(trained["jobs"]),
+                "infer",
+                "--model",
+                trained["job"].id,
+                str(folder),
+                "--visualize",
+                str(tmp_path / "many.json"),
+            ]
+        )
+        != 0
+    )
     assert "for one image" in capsys.readouterr().err and not list(tmp_path.glob("many.json*"))
 
 
@@ -316,7 +386,10 @@ def test_subclassed_and_shared_layers_are_explained_not_fatal():
     vis = layer_visualizations(model(net), np.ones((8, 8, 1), np.uint8))
     assert "subclassed" in vis.notes[0]
     assert [(e["name"], e["activations"], e["weights"] and e["weights"]["shape"]) for e in vis.layers] == [
-        ("c", None, [3, 3, 1, 4]), ("f", None, None), ("d", None, [144, 2])]
+        ("c", None, [3, 3, 1, 4]),
+        ("f", None, None),
+        ("d", None, [144, 2]),
+    ]
     _assert_stats(vis.layers[2]["weights"]["stats"], net.dense.kernel.numpy())
 
     inputs = keras.Input((8, 8, 1))
@@ -331,6 +404,7 @@ def test_subclassed_and_shared_layers_are_explained_not_fatal():
 
 
 # -- in a real browser ------------------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def server(trained):
@@ -388,17 +462,22 @@ def test_classify_one_shows_every_layer_with_statistics(trained, server, page):
     # The classification above is the usual one; the page's numbers are the JSON twin's.
     assert page.locator(".dcv-id").all_inner_texts() == ["my seven.png"]
     means = page.locator("#layer-vis .lv-activations .lv-mean")
-    shown_means = [(means.nth(i).inner_text(), float(means.nth(i).get_attribute("data-value")))
-                   for i in range(means.count())]
-    twin = page.evaluate("""([url, path]) => fetch('/api/csrf-token').then(r => r.json()).then(t =>
+    shown_means = [
+        (means.nth(i).inner_text(), float(means.nth(i).get_attribute("data-value"))) for i in range(means.count())
+    ]
+    twin = page.evaluate(
+        """([url, path]) => fetch('/api/csrf-token').then(r => r.json()).then(t =>
         fetch(url, {method: 'POST', headers: {'Content-Type': 'application/json', 'X-CSRFToken': t.csrf_token},
                     body: JSON.stringify({inputs: [path], visualize: true})})).then(r => r.json())""",
-                         [f"/api/models/{job.id}/infer", str(trained["image"])])
-    many = page.evaluate("""([url, paths]) => fetch('/api/csrf-token').then(r => r.json()).then(t =>
+        [f"/api/models/{job.id}/infer", str(trained["image"])],
+    )
+    many = page.evaluate(
+        """([url, paths]) => fetch('/api/csrf-token').then(r => r.json()).then(t =>
         fetch(url, {method: 'POST', headers: {'Content-Type': 'application/json', 'X-CSRFToken': t.csrf_token},
                     body: JSON.stringify({inputs: paths, visualize: true})})).then(r => r.json().then(
                     body => [r.status, JSON.stringify(body)]))""",
-                         [f"/api/models/{job.id}/infer", [str(trained["image"]), str(trained["root"] / "digits" / "1")]])
+        [f"/api/models/{job.id}/infer", [str(trained["image"]), str(trained["root"] / "digits" / "1")]],
+    )
     assert many[0] == 400 and "for one image" in many[1] and "9 inputs" in many[1], many
     layers = twin["visualizations"]["layers"]
     assert [layer["name"] for layer in layers] == names
@@ -419,7 +498,9 @@ def test_classify_one_shows_every_layer_with_statistics(trained, server, page):
     assert form_twin["visualizations"]["input_id"] == "my seven.png"
 
     # Several images with the box ticked: refused on the form, the box stays ticked.
-    page.set_input_files("#infer-images", [str(trained["image"]), str(sorted((trained["root"] / "digits" / "1").glob("*.png"))[0])])
+    page.set_input_files(
+        "#infer-images", [str(trained["image"]), str(sorted((trained["root"] / "digits" / "1").glob("*.png"))[0])]
+    )
     page.check("#infer-visualize")
     page.click("#infer-button")
     page.wait_for_selector("#infer-errors")

@@ -43,18 +43,23 @@ def _token(client):
 def test_every_snapshot_has_its_download_and_its_epoch_as_a_number(app, client):
     job = _model(app)
     html = client.get(f"/models/{job.id}").get_data(as_text=True)
-    rows = re.findall(r'<tr><td class="num">([^<]*)</td><td>([^<]*)</td>.*?href="([^"]+)" class="snapshot-download"',
-                      html, re.DOTALL)
-    assert rows == [("2.5", "epoch-002.5.keras", f"/models/{job.id}/download?epoch=2.5"),
-                    ("2", "epoch-002.keras", f"/models/{job.id}/download?epoch=2"),
-                    ("1", "epoch-001.keras", f"/models/{job.id}/download?epoch=1")]
+    rows = re.findall(
+        r'<tr><td class="num">([^<]*)</td><td>([^<]*)</td>.*?href="([^"]+)" class="snapshot-download"', html, re.DOTALL
+    )
+    assert rows == [
+        ("2.5", "epoch-002.5.keras", f"/models/{job.id}/download?epoch=2.5"),
+        ("2", "epoch-002.keras", f"/models/{job.id}/download?epoch=2"),
+        ("1", "epoch-001.keras", f"/models/{job.id}/download?epoch=1"),
+    ]
     # The inference form's snapshot menu offers the same numbers the CLI's --epoch takes.
     menu = re.search(r'<select class="input" name="snapshot" id="snapshot">(.*?)</select>', html, re.DOTALL).group(1)
     assert re.findall(r'<option value="([^"]*)"', menu) == ["", "2.5", "2", "1"]
     snaps = client.get(f"/models/{job.id}.json").get_json()["snapshots"]
-    assert [(s["epoch"], s["download"]) for s in snaps] == [(1, f"/models/{job.id}/download?epoch=1"),
-                                                            (2, f"/models/{job.id}/download?epoch=2"),
-                                                            (2.5, f"/models/{job.id}/download?epoch=2.5")]
+    assert [(s["epoch"], s["download"]) for s in snaps] == [
+        (1, f"/models/{job.id}/download?epoch=1"),
+        (2, f"/models/{job.id}/download?epoch=2"),
+        (2.5, f"/models/{job.id}/download?epoch=2.5"),
+    ]
 
 
 def test_download_of_an_epoch_without_snapshot_names_those_there_are(app, client):
@@ -77,16 +82,22 @@ def test_network_form_errors_are_shown_before_any_worker_runs(app, client):
     token = _token(client)
     resp = client.post("/models/network", data={"csrf_token": token, "network": "lenet", "dataset": ""})
     assert resp.status_code == 400
-    assert "Choose a dataset" in re.search(r'id="network-error">(.*?)</div>', resp.get_data(as_text=True),
-                                           re.DOTALL).group(1)
-    resp = client.post("/models/network.json", data={"csrf_token": token, "network": "lenet", "dataset": "x",
-                                                      "network_params": "[1]", "crop_size": "-3"})
+    assert "Choose a dataset" in re.search(
+        r'id="network-error">(.*?)</div>', resp.get_data(as_text=True), re.DOTALL
+    ).group(1)
+    resp = client.post(
+        "/models/network.json",
+        data={"csrf_token": token, "network": "lenet", "dataset": "x", "network_params": "[1]", "crop_size": "-3"},
+    )
     fields = resp.get_json()["error"]["fields"]
     assert resp.status_code == 400 and set(fields) == {"network_params", "crop_size"}
     code = "def build_model(input_shape, num_outputs):\n    raise SystemExit"
-    resp = client.get("/models/network.json", query_string={"dataset": "x", "network": "__custom__",
-                                                             "custom_network": code})
-    assert resp.status_code == 400 and "a GET never runs code" in resp.get_json()["error"]["fields"]["custom_network"][0]
+    resp = client.get(
+        "/models/network.json", query_string={"dataset": "x", "network": "__custom__", "custom_network": code}
+    )
+    assert (
+        resp.status_code == 400 and "a GET never runs code" in resp.get_json()["error"]["fields"]["custom_network"][0]
+    )
     assert client.application.extensions["digits"]["inference_worker"].starts == 0  # refused before any worker ran
 
 
@@ -96,15 +107,20 @@ def test_top_n_form_is_for_classification_and_keeps_values_on_error(app, client,
     assert 'id="top-n-form"' in html
     seg = _model(app, task="segmentation")
     assert 'id="top-n-form"' not in client.get(f"/models/{seg.id}").get_data(as_text=True)
-    resp = client.post(f"/models/{job.id}/top-n", data={"csrf_token": _token(client), "server_path": str(tmp_path),
-                                                         "top_n": "0", "snapshot": "2"})
+    resp = client.post(
+        f"/models/{job.id}/top-n",
+        data={"csrf_token": _token(client), "server_path": str(tmp_path), "top_n": "0", "snapshot": "2"},
+    )
     html = resp.get_data(as_text=True)
-    assert resp.status_code == 200 and re.search(r'id="top-n-errors".*Give a whole number from 1 to 100', html,
-                                                 re.DOTALL)
+    assert resp.status_code == 200 and re.search(
+        r'id="top-n-errors".*Give a whole number from 1 to 100', html, re.DOTALL
+    )
     assert f'id="top-n-path" value="{tmp_path}"' in html
     assert re.search(r'id="top-n-snapshot">.*<option value="2" selected>epoch 2<', html, re.DOTALL)
-    resp = client.post(f"/models/{job.id}/top-n", data={"csrf_token": _token(client), "top_n": "3",
-                                                         "server_path": str(tmp_path / "none")})
+    resp = client.post(
+        f"/models/{job.id}/top-n",
+        data={"csrf_token": _token(client), "top_n": "3", "server_path": str(tmp_path / "none")},
+    )
     assert resp.status_code == 200 and "does not exist on the server" in resp.get_data(as_text=True)
 
 
@@ -116,10 +132,22 @@ def test_top_n_results_are_stored_with_a_url_listed_and_deleted(app, client, tmp
 
     job = _model(app)
     thumb = "data:image/png;base64,iVBORw0KGgo="
-    answer = {"model": {"epoch": 2}, "n": 1, "inputs": 3, "errors": [{"input": "bad.png", "error": "unreadable"}],
-              "classes": [{"index": k, "label": label, "images": [
-                  {"input_id": str(tmp_path / label / "0001.png"), "probability": 0.5 + k / 4, "image": thumb}]}
-                  for k, label in enumerate(("cat", "dog"))]}
+    answer = {
+        "model": {"epoch": 2},
+        "n": 1,
+        "inputs": 3,
+        "errors": [{"input": "bad.png", "error": "unreadable"}],
+        "classes": [
+            {
+                "index": k,
+                "label": label,
+                "images": [
+                    {"input_id": str(tmp_path / label / "0001.png"), "probability": 0.5 + k / 4, "image": thumb}
+                ],
+            }
+            for k, label in enumerate(("cat", "dog"))
+        ],
+    }
     with app.test_request_context():
         resp = store_top_n(job, answer, str(tmp_path))
     assert resp.status_code == 303
@@ -133,11 +161,14 @@ def test_top_n_results_are_stored_with_a_url_listed_and_deleted(app, client, tmp
         assert f'href="/models/{job.id}#top-n">Test again' in html
     listed = client.get(f"/models/{job.id}.json").get_json()["inference_results"]
     assert [(r["url"], r["view_title"], r["samples"], r["epoch"], r["inputs"]) for r in listed] == [
-        (url, "Top N per category", 3, 2, str(tmp_path))]
+        (url, "Top N per category", 3, 2, str(tmp_path))
+    ]
     assert f'href="{url}" class="result-open"' in client.get(f"/models/{job.id}").get_data(as_text=True)
     twin = client.get(url, headers={"Accept": "application/json"}).get_json()["results"]
-    assert [c["images"][0]["input_id"] for c in twin["classes"]] == [str(tmp_path / "cat" / "0001.png"),
-                                                                       str(tmp_path / "dog" / "0001.png")]
+    assert [c["images"][0]["input_id"] for c in twin["classes"]] == [
+        str(tmp_path / "cat" / "0001.png"),
+        str(tmp_path / "dog" / "0001.png"),
+    ]
     assert all("image" not in i for c in twin["classes"] for i in c["images"])
     resp = client.post(url + "/delete", data={"csrf_token": _token(client)})
     assert resp.status_code == 303 and not any(results_dir(job).iterdir())
@@ -154,10 +185,12 @@ def test_top_per_class_ranks_each_class_highest_first():
 def test_graph_places_layers_by_depth_and_bends_skip_edges():
     from digits_core.web.network_graph import NODE_W, format_shape, layout, render_svg
 
-    layers = [{"name": "in", "type": "InputLayer", "output_shape": [None, 8, 8, 1], "inbound": []},
-              {"name": "a", "type": "Conv2D", "output_shape": [None, 8, 8, 4], "params": 40, "inbound": ["in"]},
-              {"name": "b", "type": "Conv2D", "output_shape": [None, 8, 8, 4], "params": 148, "inbound": ["a"]},
-              {"name": "add", "type": "Add", "output_shape": [None, 8, 8, 4], "inbound": ["b", "a"]}]
+    layers = [
+        {"name": "in", "type": "InputLayer", "output_shape": [None, 8, 8, 1], "inbound": []},
+        {"name": "a", "type": "Conv2D", "output_shape": [None, 8, 8, 4], "params": 40, "inbound": ["in"]},
+        {"name": "b", "type": "Conv2D", "output_shape": [None, 8, 8, 4], "params": 148, "inbound": ["a"]},
+        {"name": "add", "type": "Add", "output_shape": [None, 8, 8, 4], "inbound": ["b", "a"]},
+    ]
     assert layout(layers) == {"in": (0, 0), "a": (1, 0), "b": (2, 0), "add": (3, 0)}
     svg = str(render_svg(layers))
     assert svg.count('<g class="layer"') == 4 and svg.count('class="edge"') == 4
@@ -173,14 +206,19 @@ def test_graph_places_layers_by_depth_and_bends_skip_edges():
 
 TOKEN = "model-pages-token"  # scripts send it as a Bearer header; the browser logs in with it
 LENET_LAYERS = [  # 28x28x1 input, 10 classes: DIGITS's LeNet shapes, parameters counted by hand
-    ("image", "InputLayer", "28 × 28 × 1", 0), ("conv1", "Conv2D", "24 × 24 × 20", 5 * 5 * 1 * 20 + 20),
-    ("pool1", "MaxPooling2D", "12 × 12 × 20", 0), ("conv2", "Conv2D", "8 × 8 × 50", 5 * 5 * 20 * 50 + 50),
-    ("pool2", "MaxPooling2D", "4 × 4 × 50", 0), ("flatten", "Flatten", "800", 0),
-    ("fc1", "Dense", "500", 800 * 500 + 500), ("fc2", "Dense", "10", 500 * 10 + 10),
-    ("probabilities", "Softmax", "10", 0)]
+    ("image", "InputLayer", "28 × 28 × 1", 0),
+    ("conv1", "Conv2D", "24 × 24 × 20", 5 * 5 * 1 * 20 + 20),
+    ("pool1", "MaxPooling2D", "12 × 12 × 20", 0),
+    ("conv2", "Conv2D", "8 × 8 × 50", 5 * 5 * 20 * 50 + 50),
+    ("pool2", "MaxPooling2D", "4 × 4 × 50", 0),
+    ("flatten", "Flatten", "800", 0),
+    ("fc1", "Dense", "500", 800 * 500 + 500),
+    ("fc2", "Dense", "10", 500 * 10 + 10),
+    ("probabilities", "Softmax", "10", 0),
+]
 LENET_TOTAL = sum(row[3] for row in LENET_LAYERS)
 
-SKIP_NET = '''
+SKIP_NET = """
 import keras
 
 
@@ -191,15 +229,19 @@ def build_model(input_shape, num_outputs, **params):
     x = keras.layers.Add(name="skip_add")([a, b])
     x = keras.layers.GlobalAveragePooling2D(name="gap")(x)
     return keras.Model(inputs, keras.layers.Dense(num_outputs, activation="softmax")(x))  # auto-named
-'''
+"""
 
 
 def _finished(server, path: str) -> str:
     """Wait (on the job's state) until the job behind a page's JSON twin ends; return its status."""
     from test_web_live_server import wait_until
 
-    return wait_until(lambda: (lambda s: s if s in ("Done", "Error", "Aborted") else None)(
-        server.get_json(path)["job"]["status"]), f"{path} to finish", server, 300)
+    return wait_until(
+        lambda: (lambda s: s if s in ("Done", "Error", "Aborted") else None)(server.get_json(path)["job"]["status"]),
+        f"{path} to finish",
+        server,
+        300,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -217,16 +259,33 @@ def trained(tmp_path_factory):
     export_sklearn_digits(data, per_class=8)
     with running_server(root / "jobs", auth_token=TOKEN, extra_args=["--data-root", str(root)]) as server:
         headers = {"Accept": "application/json"}
-        ds = server.request("/api/datasets", method="POST", headers=headers, data={
-            "plugin_id": "image-classification", "name": "digits",
-            "form_data": {"folder": str(data), "image_type": "grayscale", "width": 28, "height": 28}}).json()
+        ds = server.request(
+            "/api/datasets",
+            method="POST",
+            headers=headers,
+            data={
+                "plugin_id": "image-classification",
+                "name": "digits",
+                "form_data": {"folder": str(data), "image_type": "grayscale", "width": 28, "height": 28},
+            },
+        ).json()
         assert "id" in ds, ds
         assert _finished(server, f"/datasets/{ds['id']}.json") == "Done"
-        model = server.request("/api/models", method="POST", headers=headers, data={
-            "name": "lenet 2 epochs", "dataset": ds["id"], "network": "lenet",
-            "options": {"epochs": 2, "batch_size": 16, "seed": 3}}).json()
+        model = server.request(
+            "/api/models",
+            method="POST",
+            headers=headers,
+            data={
+                "name": "lenet 2 epochs",
+                "dataset": ds["id"],
+                "network": "lenet",
+                "options": {"epochs": 2, "batch_size": 16, "seed": 3},
+            },
+        ).json()
         assert "id" in model, model
-        assert _finished(server, f"/models/{model['id']}.json") == "Done", server.get_json(f"/models/{model['id']}.json")
+        assert _finished(server, f"/models/{model['id']}.json") == "Done", server.get_json(
+            f"/models/{model['id']}.json"
+        )
         yield {"server": server, "data": data, "dataset": ds["id"], "model": model["id"], "root": root}
 
 
@@ -255,8 +314,10 @@ def _shot(page, name):
 
 
 def _layer_rows(page):
-    return [tuple(cell.strip() for cell in row.locator("td").all_inner_texts()[1:5])
-            for row in page.locator("#network-layers tbody tr").all()]
+    return [
+        tuple(cell.strip() for cell in row.locator("td").all_inner_texts()[1:5])
+        for row in page.locator("#network-layers tbody tr").all()
+    ]
 
 
 @pytest.mark.slow
@@ -287,8 +348,12 @@ def test_download_any_epoch_and_infer_with_it(trained, page, tmp_path):
     page.wait_for_selector("#results")
     assert re.search(r"Epoch\s*1\b", page.locator("body").inner_text())
     shown = page.locator(".dcv-sample").first.inner_text()
-    api = {epoch: server.request(f"/api/models/{trained['model']}/infer", method="POST", data={
-        "inputs": [str(image)], "epoch": epoch}).json() for epoch in (1, 2)}
+    api = {
+        epoch: server.request(
+            f"/api/models/{trained['model']}/infer", method="POST", data={"inputs": [str(image)], "epoch": epoch}
+        ).json()
+        for epoch in (1, 2)
+    }
     top1 = {epoch: r["results"]["samples"][0]["top"][0] for epoch, r in api.items()}
     assert top1[1]["probability"] != top1[2]["probability"]  # two different snapshots ran
     assert f"{top1[1]['probability'] * 100:.2f}" in shown, (shown, top1)
@@ -317,8 +382,13 @@ def test_visualize_a_trained_model(trained, page):
     assert "tensorflow" not in maps, "the web server loaded TensorFlow"
 
     # A model without a snapshot (it failed before its first epoch): the network its options build, 24x24 crops.
-    failed = Job.create("model", "no snapshot", jobs_dir=server.jobs_dir, dataset_id=trained["dataset"],
-                        train_options={"network": "lenet", "dataset": trained["dataset"], "crop_size": 24})
+    failed = Job.create(
+        "model",
+        "no snapshot",
+        jobs_dir=server.jobs_dir,
+        dataset_id=trained["dataset"],
+        train_options={"network": "lenet", "dataset": trained["dataset"], "crop_size": 24},
+    )
     failed.set_status(JobStatus.ERROR, error="stopped before the first epoch")
     page.goto(server.url + f"/models/{failed.id}")
     page.click("#visualize")
@@ -410,12 +480,18 @@ def test_top_n_per_category(trained, page):
     before = page.locator("#results").inner_text()
     page.reload()
     assert page.locator("#results").inner_text() == before
-    listed = [r for r in server.get_json(f"/models/{trained['model']}.json")["inference_results"]
-              if r["view_title"] == "Top N per category"]
+    listed = [
+        r
+        for r in server.get_json(f"/models/{trained['model']}.json")["inference_results"]
+        if r["view_title"] == "Top N per category"
+    ]
     assert [(server.url + r["url"], r["samples"]) for r in listed] == [(url, 80)]
     # The same ranking from the per-image probabilities of the inference API (all 10 classes listed).
-    listing = server.request(f"/api/models/{trained['model']}/infer", method="POST", data={
-        "inputs": [str(trained["data"])], "view_config": {"top_n": 10}}).json()["results"]["samples"]
+    listing = server.request(
+        f"/api/models/{trained['model']}/infer",
+        method="POST",
+        data={"inputs": [str(trained["data"])], "view_config": {"top_n": 10}},
+    ).json()["results"]["samples"]
     scores = {s["input_id"]: {t["index"]: t["probability"] for t in s["top"]} for s in listing}
     for k in (0, 7):
         section = page.locator(f".top-n-class[data-class='{k}']")
@@ -430,9 +506,12 @@ def test_top_n_per_category(trained, page):
     # The JSON twin: the same ranking, without the thumbnails.
     from urllib.parse import urlencode
 
-    twin = server.request(f"/models/{trained['model']}/top-n", method="POST", headers={
-        "Accept": "application/json", "Content-Type": "application/x-www-form-urlencoded"},
-        data=urlencode({"server_path": str(trained["data"]), "top_n": 3}).encode()).json()
+    twin = server.request(
+        f"/models/{trained['model']}/top-n",
+        method="POST",
+        headers={"Accept": "application/json", "Content-Type": "application/x-www-form-urlencoded"},
+        data=urlencode({"server_path": str(trained["data"]), "top_n": 3}).encode(),
+    ).json()
     assert twin["n"] == 3 and twin["inputs"] == 80 and len(twin["classes"]) == 10
     seven = next(c for c in twin["classes"] if c["label"] == "7")
     assert [i["input_id"] for i in seven["images"]] == sorted(scores, key=lambda name: -scores[name][7])[:3]

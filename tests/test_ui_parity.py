@@ -32,15 +32,16 @@ def make_job(app, kind, name, *statuses, **fields):
 def model_with_snapshots(app, *statuses, epochs=(1, 2)):
     """A model job with snapshot files and metric lines, as the trainer leaves them after ``epochs``."""
     ds = make_job(app, "dataset", "digits", JobStatus.DONE, plugin_id="image-classification")
-    job = make_job(app, "model", "lenet", *statuses, dataset_id=ds.id,
-                   train_options={"network": "lenet", "epochs": 5})
+    job = make_job(app, "model", "lenet", *statuses, dataset_id=ds.id, train_options={"network": "lenet", "epochs": 5})
     (job.path / "snapshots").mkdir()
     with open(job.path / "metrics.jsonl", "w") as handle:
         for epoch in epochs:
             (job.path / "snapshots" / f"epoch-{epoch}.keras").write_bytes(b"x" * 10)
             metrics = {"loss": 1.0 / epoch, "val_accuracy": 0.8, "val_top5": 0.97}
-            handle.writelines(json.dumps({"epoch": epoch, "step": epoch * 10, "name": name, "value": value}) + "\n"
-                              for name, value in metrics.items())
+            handle.writelines(
+                json.dumps({"epoch": epoch, "step": epoch * 10, "name": name, "value": value}) + "\n"
+                for name, value in metrics.items()
+            )
     return job
 
 
@@ -80,12 +81,14 @@ def test_dataset_abort_asks_for_confirmation(app, client):
     job = make_job(app, "dataset", "digits", JobStatus.WAITING, JobStatus.RUNNING, plugin_id="image-classification")
     html = client.get(f"/datasets/{job.id}").get_data(as_text=True)
     assert 'data-confirm="Abort creating dataset digits?"' in re.search(
-        r'<form[^>]*action="/datasets/[^"]+/abort"[^>]*>', html).group(0)
+        r'<form[^>]*action="/datasets/[^"]+/abort"[^>]*>', html
+    ).group(0)
 
 
 def test_resumed_job_hides_the_old_abort_banner(app, client):
-    job = model_with_snapshots(app, JobStatus.RUNNING, (JobStatus.ABORTED, "Aborted: abort requested"),
-                               JobStatus.WAITING)  # Resume: queued again, the old error still stored
+    job = model_with_snapshots(
+        app, JobStatus.RUNNING, (JobStatus.ABORTED, "Aborted: abort requested"), JobStatus.WAITING
+    )  # Resume: queued again, the old error still stored
     html = client.get(f"/models/{job.id}").get_data(as_text=True)
     banner = re.search(r'<div [^>]*id="job-error"[^>]*>', html).group(0)
     assert "hidden" in banner
@@ -109,9 +112,16 @@ def test_inference_error_stays_on_the_form_with_values_kept(app, client, tmp_pat
     job = model_with_snapshots(app, JobStatus.RUNNING, JobStatus.DONE)
     token = client.get("/api/csrf-token").get_json()["csrf_token"]
     missing = tmp_path / "no such image.png"
-    resp = client.post(f"/models/{job.id}/infer", data={
-        "csrf_token": token, "view_id": "image-classification", "input_mode": "path",
-        "server_path": str(missing), "snapshot": "1"})
+    resp = client.post(
+        f"/models/{job.id}/infer",
+        data={
+            "csrf_token": token,
+            "view_id": "image-classification",
+            "input_mode": "path",
+            "server_path": str(missing),
+            "snapshot": "1",
+        },
+    )
     assert resp.status_code == 200
     html = resp.get_data(as_text=True)
     assert "Cannot do that" not in html and 'id="infer-form"' in html
@@ -120,16 +130,25 @@ def test_inference_error_stays_on_the_form_with_values_kept(app, client, tmp_pat
     assert re.search(r'value="path" checked', html)
     assert re.search(r'<option value="1(\.0)?" selected>epoch 1', html)
     # JSON clients keep the error object.
-    resp = client.post(f"/models/{job.id}/infer", headers={"Accept": "application/json"}, data={
-        "csrf_token": token, "view_id": "image-classification", "input_mode": "path", "server_path": str(missing)})
+    resp = client.post(
+        f"/models/{job.id}/infer",
+        headers={"Accept": "application/json"},
+        data={
+            "csrf_token": token,
+            "view_id": "image-classification",
+            "input_mode": "path",
+            "server_path": str(missing),
+        },
+    )
     assert resp.status_code == 400 and "does not exist" in resp.get_json()["error"]["message"]
 
 
 def test_inference_upload_without_files_is_an_inline_error(app, client):
     job = model_with_snapshots(app, JobStatus.RUNNING, JobStatus.DONE)
     token = client.get("/api/csrf-token").get_json()["csrf_token"]
-    resp = client.post(f"/models/{job.id}/infer", data={"csrf_token": token, "view_id": "image-classification",
-                                                         "input_mode": "upload"})
+    resp = client.post(
+        f"/models/{job.id}/infer", data={"csrf_token": token, "view_id": "image-classification", "input_mode": "upload"}
+    )
     html = resp.get_data(as_text=True)
     assert resp.status_code == 200 and "Choose at least one image to upload." in html
     assert "choose the image(s) again" in html
@@ -144,16 +163,30 @@ def test_lr_preview_refuses_a_learning_rate_that_is_not_positive(client, value):
 
 
 def test_network_must_fit_the_dataset_task(app, client):
-    ds = make_job(app, "dataset", "digits", JobStatus.DONE, plugin_id="image-classification",
-                  dataset={"label": {"kind": "class", "dtype": "int64", "shape": []}})
+    ds = make_job(
+        app,
+        "dataset",
+        "digits",
+        JobStatus.DONE,
+        plugin_id="image-classification",
+        dataset={"label": {"kind": "class", "dtype": "int64", "shape": []}},
+    )
     html = client.get("/models/new").get_data(as_text=True)
-    options = json.loads(re.search(r'data-options="([^"]+)"', html).group(1).replace("&#34;", '"')
-                         .replace("&quot;", '"').replace("&amp;", "&"))
+    options = json.loads(
+        re.search(r'data-options="([^"]+)"', html)
+        .group(1)
+        .replace("&#34;", '"')
+        .replace("&quot;", '"')
+        .replace("&amp;", "&")
+    )
     assert options["dataset_tasks"][ds.id] == "classification"
     assert "segmentation" in options["network_tasks"]["unet"]
     token = client.get("/api/csrf-token").get_json()["csrf_token"]
-    resp = client.post("/api/models", headers={"X-CSRFToken": token},
-                       json={"name": "u", "dataset": ds.id, "network": "unet", "options": {"epochs": 1}})
+    resp = client.post(
+        "/api/models",
+        headers={"X-CSRFToken": token},
+        json={"name": "u", "dataset": ds.id, "network": "unet", "options": {"epochs": 1}},
+    )
     message = resp.get_json()["error"]["fields"]["network"][0]
     assert resp.status_code == 400 and "classification dataset" in message and "lenet" in message
 
@@ -206,9 +239,12 @@ def _fits_a_phone(page):
 
 
 def _post_json(page, url, body):
-    return page.evaluate("""([url, body]) => fetch('/api/csrf-token').then(r => r.json()).then(t =>
+    return page.evaluate(
+        """([url, body]) => fetch('/api/csrf-token').then(r => r.json()).then(t =>
         fetch(url, {method: 'POST', headers: {'Content-Type': 'application/json', 'X-CSRFToken': t.csrf_token},
-                    body: JSON.stringify(body)})).then(r => r.json())""", [url, body])
+                    body: JSON.stringify(body)})).then(r => r.json())""",
+        [url, body],
+    )
 
 
 def _status_is(page, *statuses):
@@ -242,8 +278,15 @@ def test_daily_user_walk(live_server, browser_page, tmp_path):
     page.wait_for_load_state()
 
     page.set_viewport_size({"width": 1280, "height": 900})
-    ds = _post_json(page, "/api/datasets", {"plugin_id": "image-classification", "name": "digits", "form_data": {
-        "folder": str(data), "image_type": "grayscale", "width": 28, "height": 28}})
+    ds = _post_json(
+        page,
+        "/api/datasets",
+        {
+            "plugin_id": "image-classification",
+            "name": "digits",
+            "form_data": {"folder": str(data), "image_type": "grayscale", "width": 28, "height": 28},
+        },
+    )
     page.goto(server.url + ds["url"])
     page.wait_for_selector("#dataset-info")  # shown once Done (the page reloads itself then)
     # New model for this classification dataset: no U-Net/FCN offered; a negative LR is refused, not drawn.
@@ -256,8 +299,16 @@ def test_daily_user_walk(live_server, browser_page, tmp_path):
     page.wait_for_function("() => document.getElementById('lr-preview').dataset.points === '0'")
     assert "above 0" in page.locator("#lr-preview-error").inner_text()
     _shot(page, "new-model-invalid-lr")
-    model = _post_json(page, "/api/models", {"name": "long lenet", "dataset": ds["id"], "network": "lenet",
-                                             "options": {"epochs": 60, "batch_size": 16, "lr_policy": "fixed"}})
+    model = _post_json(
+        page,
+        "/api/models",
+        {
+            "name": "long lenet",
+            "dataset": ds["id"],
+            "network": "lenet",
+            "options": {"epochs": 60, "batch_size": 16, "lr_policy": "fixed"},
+        },
+    )
     page.goto(server.url + model["url"])
     page.evaluate("window.sameLoad = true")  # gone if the page reloads
 
@@ -336,8 +387,9 @@ def test_daily_user_walk(live_server, browser_page, tmp_path):
     assert page.locator("#result-samples.results-table").count() == 1
     assert max(page.locator(".dcv-sample").evaluate_all("els => els.map(e => e.offsetHeight)")) <= 60
     page.select_option("#results-sort", "probability:desc")
-    shown = [float(v) for v in page.locator(".dcv-sample").evaluate_all(
-        "els => els.map(e => e.dataset.sortProbability)")]
+    shown = [
+        float(v) for v in page.locator(".dcv-sample").evaluate_all("els => els.map(e => e.dataset.sortProbability)")
+    ]
     assert shown == sorted(shown, reverse=True) and len(shown) == 6
     _fits_a_phone(page)
     page.select_option("#results-sort", "input:asc")

@@ -22,16 +22,18 @@ OPTION_FIELDS = [spec for spec in TRAINING_OPTIONS if spec.web == "auto"]
 
 
 def _dataset(jobs, name, kind):
-    job = Job.create("dataset", name, jobs_dir=jobs, plugin_id="image-classification",
-                     dataset={"label": {"kind": kind}})
+    job = Job.create(
+        "dataset", name, jobs_dir=jobs, plugin_id="image-classification", dataset={"label": {"kind": kind}}
+    )
     job.set_status(JobStatus.RUNNING)
     job.set_status(JobStatus.DONE)
     return job
 
 
 def _model(jobs, name, dataset_id, task, train_options):
-    job = Job.create("model", name, jobs_dir=jobs, dataset_id=dataset_id,
-                     train_options={"dataset": dataset_id, **train_options})
+    job = Job.create(
+        "model", name, jobs_dir=jobs, dataset_id=dataset_id, train_options={"dataset": dataset_id, **train_options}
+    )
     job.set_status(JobStatus.RUNNING)
     job.set_status(JobStatus.DONE)
     (job.path / "snapshots").mkdir()
@@ -44,15 +46,20 @@ def _defaults(network):
     from digits_core.web.model_form import network_defaults
 
     values = effective_defaults(network_defaults(network))
-    return {name: "" if value is None else ("true" if value is True else "false" if value is False else str(value))
-            for name, value in values.items()}
+    return {
+        name: "" if value is None else ("true" if value is True else "false" if value is False else str(value))
+        for name, value in values.items()
+    }
 
 
 def _values(page):
     """Every named option field of the New Model form: ``{name: (value, disabled)}``."""
-    return page.evaluate("""names => Object.fromEntries(names.map(n => {
+    return page.evaluate(
+        """names => Object.fromEntries(names.map(n => {
         const el = document.getElementById('model-form').elements[n];
-        return [n, el ? [el.value, el.disabled] : null]; }))""", [s.name for s in OPTION_FIELDS])
+        return [n, el ? [el.value, el.disabled] : null]; }))""",
+        [s.name for s in OPTION_FIELDS],
+    )
 
 
 def _fill_every_visible_field(page, defaults):
@@ -102,17 +109,37 @@ def workday(tmp_path_factory, chromium):
     classifier = _model(jobs, "classifier", digits.id, "classification", {"network": "lenet"})
     detector = _model(jobs, "detector", boxes.id, "detection", {"network": "detectnet"})
     _write_detection_metrics(detector.path / "metrics.jsonl")
-    source = _model(jobs, "source", gone.id, "classification",
-                    {"network": "lenet", "epochs": 15, "solver": "sgd", "learning_rate": 0.05, "lr_policy": "step",
-                     "momentum": 0.8})
+    source = _model(
+        jobs,
+        "source",
+        gone.id,
+        "classification",
+        {
+            "network": "lenet",
+            "epochs": 15,
+            "solver": "sgd",
+            "learning_rate": 0.05,
+            "lr_policy": "step",
+            "momentum": 0.8,
+        },
+    )
     shutil.rmtree(gone.path)  # deleted behind the server's back: the clone must say so
     with running_server(jobs, log_dir=jobs.parent) as server:
         context = chromium.new_context(viewport={"width": 1280, "height": 900})
         context.set_default_timeout(120_000)  # only the bound after which a wait on page state fails
         errors: list[str] = []
         context.on("weberror", lambda e: errors.append(str(e.error)))
-        yield {"server": server, "context": context, "errors": errors, "digits": digits, "boxes": boxes,
-               "classifier": classifier, "detector": detector, "source": source, "gone": gone.id}
+        yield {
+            "server": server,
+            "context": context,
+            "errors": errors,
+            "digits": digits,
+            "boxes": boxes,
+            "classifier": classifier,
+            "detector": detector,
+            "source": source,
+            "gone": gone.id,
+        }
         context.close()
 
 
@@ -125,12 +152,28 @@ def _write_detection_metrics(path):
     """What a detector's training logs: 15 series, one point per epoch, a minute apart."""
     with open(path, "w") as handle:
         for epoch in range(1, EPOCHS + 1):
-            values = {"loss": 2.0 / epoch, "val_loss": 2.2 / epoch, "centre_recall": 0.1 * epoch,
-                      "val_map50": min(1.0, 0.12 * epoch), "val_map": 0.05 * epoch, "lr": 0.002,
-                      **{f"val_ap50_{c}": 0.09 * epoch for c in CLASSES}}
+            values = {
+                "loss": 2.0 / epoch,
+                "val_loss": 2.2 / epoch,
+                "centre_recall": 0.1 * epoch,
+                "val_map50": min(1.0, 0.12 * epoch),
+                "val_map": 0.05 * epoch,
+                "lr": 0.002,
+                **{f"val_ap50_{c}": 0.09 * epoch for c in CLASSES},
+            }
             for name, value in values.items():
-                handle.write(json.dumps({"epoch": epoch, "step": epoch * 10, "name": name, "value": value,
-                                         "time": 1_700_000_000 + 60 * epoch}) + "\n")
+                handle.write(
+                    json.dumps(
+                        {
+                            "epoch": epoch,
+                            "step": epoch * 10,
+                            "name": name,
+                            "value": value,
+                            "time": 1_700_000_000 + 60 * epoch,
+                        }
+                    )
+                    + "\n"
+                )
 
 
 def _page(workday):
@@ -167,7 +210,9 @@ def test_new_model_form_keeps_every_value(workday):
     assert not page.console_errors, page.console_errors  # the 400 re-render logs nothing
 
     # Visualize (a new tab) leaves every field editable: typing 5 into Epochs gives 5.
-    page.context.route("**/models/network", lambda route: route.fulfill(status=200, body="network", content_type="text/plain"))
+    page.context.route(
+        "**/models/network", lambda route: route.fulfill(status=200, body="network", content_type="text/plain")
+    )
     with page.context.expect_page() as popup:
         page.click("#visualize")
     popup.value.close()
@@ -199,8 +244,11 @@ def test_new_model_form_keeps_every_value(workday):
 
 def _frames(page, frames):
     """Let ``frames`` animation frames pass (Chart.js follows a resize in one)."""
-    page.evaluate("""frames => new Promise(done => { let n = 0;
-        const step = () => ++n < frames ? requestAnimationFrame(step) : done(); requestAnimationFrame(step); })""", frames)
+    page.evaluate(
+        """frames => new Promise(done => { let n = 0;
+        const step = () => ++n < frames ? requestAnimationFrame(step) : done(); requestAnimationFrame(step); })""",
+        frames,
+    )
 
 
 def _lr_preview_height(page, frames=90):
@@ -217,9 +265,14 @@ def test_clone_of_a_model_whose_dataset_was_deleted(workday):
     values = _values(page)
     assert page.locator("[name=network]").input_value() == "lenet"  # not switched to another dataset's network
     assert {n: values[n][0] for n in ("epochs", "solver", "learning_rate", "lr_policy", "momentum")} == {
-        "epochs": "15", "solver": "sgd", "learning_rate": "0.05", "lr_policy": "step", "momentum": "0.8"}
+        "epochs": "15",
+        "solver": "sgd",
+        "learning_rate": "0.05",
+        "lr_policy": "step",
+        "momentum": "0.8",
+    }
     assert page.locator("[name=dataset]").input_value() == ""
-    assert workday["gone"] in page.locator('[data-field=dataset] .field-error').inner_text()
+    assert workday["gone"] in page.locator("[data-field=dataset] .field-error").inner_text()
     page.close()
 
 
@@ -251,11 +304,13 @@ def _tiny_image_folder(root):
 
 
 def _start_training(page, dataset_id, name):
-    return page.evaluate("""([ds, name]) => fetch('/api/csrf-token').then(r => r.json()).then(t =>
+    return page.evaluate(
+        """([ds, name]) => fetch('/api/csrf-token').then(r => r.json()).then(t =>
         fetch('/api/models', {method: 'POST', headers: {'Content-Type': 'application/json', 'X-CSRFToken': t.csrf_token},
               body: JSON.stringify({name: name, dataset: ds, network: 'lenet',
                                     options: {epochs: 500, batch_size: 4, lr_policy: 'fixed'}})})).then(r => r.json())""",
-                         [dataset_id, name])
+        [dataset_id, name],
+    )
 
 
 def _accept_and_click(page, selector):
@@ -269,9 +324,12 @@ def test_deleting_running_jobs_lands_on_home(tmp_path, live_server, chromium):
     from digits_core.datasets import create_dataset
 
     jobs = tmp_path / "jobs"
-    dataset = create_dataset("image-classification", {"folder": str(_tiny_image_folder(tmp_path / "images")),
-                                                      "image_type": "grayscale", "width": 16, "height": 16},
-                             workers=1, jobs_dir=jobs)
+    dataset = create_dataset(
+        "image-classification",
+        {"folder": str(_tiny_image_folder(tmp_path / "images")), "image_type": "grayscale", "width": 16, "height": 16},
+        workers=1,
+        jobs_dir=jobs,
+    )
     server = live_server(jobs, extra_args=["--max-training-jobs", "1"])
     context = chromium.new_context(viewport={"width": 1280, "height": 900})
     context.set_default_timeout(180_000)  # only the bound after which a wait on page state fails
@@ -283,7 +341,9 @@ def test_deleting_running_jobs_lands_on_home(tmp_path, live_server, chromium):
     # A running model, deleted from its own page: aborted, deleted, home page with the flash.
     first = _start_training(page, dataset.id, "doomed")
     page.goto(server.url + first["url"])
-    page.wait_for_function("() => Number((document.getElementById('train-progress') || {dataset: {}}).dataset.epoch) > 0")
+    page.wait_for_function(
+        "() => Number((document.getElementById('train-progress') || {dataset: {}}).dataset.epoch) > 0"
+    )
     _accept_and_click(page, "#delete-model")
     assert "Model deleted." in page.locator(".alert").all_inner_texts()
     assert first["id"] not in page.content() and not (jobs / first["id"]).exists()
@@ -305,7 +365,9 @@ def test_detector_charts_read_like_tensorboard(workday):
     server, detector = workday["server"], workday["detector"]
     page = _page(workday)
     page.goto(server.url + f"/models/{detector.id}")
-    page.wait_for_function("() => Number(document.getElementById('charts').dataset.points) === 150")  # 15 series × 10 epochs
+    page.wait_for_function(
+        "() => Number(document.getElementById('charts').dataset.points) === 150"
+    )  # 15 series × 10 epochs
     panels = page.evaluate("""() => [...document.querySelectorAll('#metric-panels [data-panel]')].map(p => [
         p.dataset.panel, Chart.getChart(p.querySelector('canvas')).data.datasets.map(d => d.label)])""")
     # One panel per tag, the task's metrics first, the nine per-class APs together, the learning rate last.
@@ -395,9 +457,17 @@ def test_pages_fit_a_phone_and_print_no_python_none(workday):
     assert len(new_dataset_forms) >= 10, new_dataset_forms  # every bundled data plugin's form, not only three
     page = _page(workday)
     page.set_viewport_size({"width": 375, "height": 800})
-    for path in ("/", "/plugins", f"/datasets/{workday['digits'].id}", f"/models/{workday['detector'].id}",
-                 f"/models/{workday['classifier'].id}", "/models/new", *new_dataset_forms,
-                 f"/compare?jobs={workday['classifier'].id},{workday['source'].id}", "/models/no-such-job"):
+    for path in (
+        "/",
+        "/plugins",
+        f"/datasets/{workday['digits'].id}",
+        f"/models/{workday['detector'].id}",
+        f"/models/{workday['classifier'].id}",
+        "/models/new",
+        *new_dataset_forms,
+        f"/compare?jobs={workday['classifier'].id},{workday['source'].id}",
+        "/models/no-such-job",
+    ):
         response = page.goto(server.url + path)
         assert response.ok or path == "/models/no-such-job", (path, response.status)
         _frames(page, 10)
@@ -422,14 +492,48 @@ def test_clone_reproduces_the_source_options_exactly(tmp_path, live_server, chro
     from digits_core.engine.options import TrainingOptions
 
     jobs = tmp_path / "jobs"
-    dataset = create_dataset("image-classification", {"folder": str(_tiny_image_folder(tmp_path / "images")),
-                                                      "image_type": "grayscale", "width": 16, "height": 16},
-                             workers=1, jobs_dir=jobs)
-    cli = subprocess.run([sys.executable, "-m", "digits_core", "--jobs-dir", str(jobs), "train", "--dataset", dataset.id,
-                          "--network", "lenet", "--epochs", "1", "--batch-size", "4", "--solver", "sgd",
-                          "--learning-rate", "0.05", "--momentum", "0.8", "--lr-policy", "step", "--lr-step-size", "40",
-                          "--seed", "3", "--aug-flip", "horizontal", "--quiet"], capture_output=True, text=True,
-                         timeout=600)
+    dataset = create_dataset(
+        "image-classification",
+        {"folder": str(_tiny_image_folder(tmp_path / "images")), "image_type": "grayscale", "width": 16, "height": 16},
+        workers=1,
+        jobs_dir=jobs,
+    )
+    cli = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "digits_core",
+            "--jobs-dir",
+            str(jobs),
+            "train",
+            "--dataset",
+            dataset.id,
+            "--network",
+            "lenet",
+            "--epochs",
+            "1",
+            "--batch-size",
+            "4",
+            "--solver",
+            "sgd",
+            "--learning-rate",
+            "0.05",
+            "--momentum",
+            "0.8",
+            "--lr-policy",
+            "step",
+            "--lr-step-size",
+            "40",
+            "--seed",
+            "3",
+            "--aug-flip",
+            "horizontal",
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert cli.returncode == 0, cli.stderr[-3000:]
     (source,) = JobStore(jobs).list("model")
     server = live_server(jobs)
@@ -440,8 +544,11 @@ def test_clone_reproduces_the_source_options_exactly(tmp_path, live_server, chro
         page.click("#create-model")
     clone = JobStore(jobs).get(page.url.rsplit("/", 1)[1])
     page.goto(server.url + "/plugins")  # a page without a poller, to delete the clone from
-    page.evaluate("""id => fetch('/api/csrf-token').then(r => r.json()).then(t =>
-        fetch('/api/jobs/' + id, {method: 'DELETE', headers: {'X-CSRFToken': t.csrf_token}}))""", clone.id)
+    page.evaluate(
+        """id => fetch('/api/csrf-token').then(r => r.json()).then(t =>
+        fetch('/api/jobs/' + id, {method: 'DELETE', headers: {'X-CSRFToken': t.csrf_token}}))""",
+        clone.id,
+    )
     page.close()
     given = {k: v for k, v in clone.data["train_options"].items() if k not in ("dataset", "network")}
     network = clone.data["train_options"]["network"]

@@ -22,7 +22,7 @@ def _reference_hd95(a: np.ndarray, b: np.ndarray, spacing) -> float:
 
 def _ball(shape, centre, radius, spacing):
     grid = np.meshgrid(*(np.arange(n) * s for n, s in zip(shape, spacing)), indexing="ij")
-    return sum((g - c) ** 2 for g, c in zip(grid, centre)) <= radius ** 2
+    return sum((g - c) ** 2 for g, c in zip(grid, centre)) <= radius**2
 
 
 @pytest.mark.parametrize("spacing", [(1.0, 1.0, 1.0), (3.0, 0.8, 0.8), (2.5, 1.25, 0.7)])
@@ -83,7 +83,7 @@ def test_sliding_window_blends_tiles_into_the_exact_voxelwise_answer():
     expected = 1 / (1 + np.exp(-volume[..., 0]))
     assert probs.shape == (13, 37, 29, 2)
     assert np.allclose(probs[..., 1], expected, atol=1e-5)
-    assert sum(calls) == len(tile_starts(13, 8, .5)) * len(tile_starts(37, 16, .5)) * len(tile_starts(29, 16, .5))
+    assert sum(calls) == len(tile_starts(13, 8, 0.5)) * len(tile_starts(37, 16, 0.5)) * len(tile_starts(29, 16, 0.5))
     small = sliding_window(volume[:4, :5, :6], (8, 16, 16), predict, 2)  # padded up to the patch, cropped back
     assert small.shape == (4, 5, 6, 2) and np.allclose(small[..., 1], expected[:4, :5, :6], atol=1e-5)
 
@@ -124,4 +124,3 @@ def test_small_scaling_zooms_image_and_label_together_about_the_centre():
     assert np.mean((big_image[..., 0] > 50) == (big_label == 1)) > 0.99
     small_label = rescale(image, label, 0.75)[1]
     assert small_label[:, 8, 8].sum() == 6
-

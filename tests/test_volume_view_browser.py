@@ -17,8 +17,9 @@ def page_file(tmp_path):
     zz, yy, xx = np.meshgrid(np.arange(10), np.arange(20), np.arange(30), indexing="ij")
     label[((zz - 5) / 3.5) ** 2 + ((yy - 9) / 6) ** 2 + ((xx - 12) / 8) ** 2 <= 1] = 1  # size changes per slice
     image = (label * 200 + 20).astype(np.float32)[..., None]
-    view = registry.get_view("volume")({"class_labels": ["background", "atrium"], "color_palette": [[0, 0, 0],
-                                                                                                   [255, 0, 0]]})
+    view = registry.get_view("volume")(
+        {"class_labels": ["background", "atrium"], "color_palette": [[0, 0, 0], [255, 0, 0]]}
+    )
     data = view.process_data("case-1", Volume(image, (2.0, 1.0, 1.0), np.eye(4), "case-1"), label, ground_truth=label)
     assert data["volumes_ml"]["atrium"] == pytest.approx(label.sum() * 2.0 / 1000)
     assert data["scores"]["dice"] == 1.0 and data["scores"]["per_class"][0]["hd95_mm"] == 0.0
@@ -29,8 +30,9 @@ def page_file(tmp_path):
 
 
 def _state(page):
-    return page.eval_on_selector(".volume-view", "e => [e.dataset.plane, Number(e.dataset.slice), "
-                                                 "Number(e.dataset.overlayVoxels)]")
+    return page.eval_on_selector(
+        ".volume-view", "e => [e.dataset.plane, Number(e.dataset.slice), Number(e.dataset.overlayVoxels)]"
+    )
 
 
 def test_scrolling_changes_the_slice_and_the_overlay_matches_the_label(chromium, page_file):
@@ -51,10 +53,13 @@ def test_scrolling_changes_the_slice_and_the_overlay_matches_the_label(chromium,
         page.dispatch_event(".volume-slider", "input")
         assert _state(page) == ["axial", 8, int(label[8].sum())]
         # a labelled voxel is tinted red, an unlabelled one stays gray (axial slice 8, row 9)
-        inside, outside = page.eval_on_selector(".volume-canvas", """c => {
+        inside, outside = page.eval_on_selector(
+            ".volume-canvas",
+            """c => {
             const g = c.getContext('2d');
             return [Array.from(g.getImageData(12, 9, 1, 1).data), Array.from(g.getImageData(28, 1, 1, 1).data)];
-        }""")
+        }""",
+        )
         assert label[8, 9, 12] == 1 and label[8, 1, 28] == 0
         assert inside[0] > inside[1] + 50 and outside[0] == outside[1] == outside[2]
         page.select_option(".volume-plane", "coronal")
@@ -74,8 +79,9 @@ def test_explore_scrolls_the_cases_of_a_volume_dataset_on_a_real_server(chromium
     from digits_data_volumes.synth import generate
 
     synth = generate(tmp_path / "synth", cases=5, shape=(8, 16, 16), dicom=False)
-    job = create_dataset("msd-volumes", {"data_folder": str(synth.task), "pct_val": 40}, jobs_dir=tmp_path / "jobs",
-                         workers=1)
+    job = create_dataset(
+        "msd-volumes", {"data_folder": str(synth.task), "pct_val": 40}, jobs_dir=tmp_path / "jobs", workers=1
+    )
     reader = VolumeStageReader(job.path / "dataset" / "val")
     first_volume, first_label = reader.case(0)
     reader.close()

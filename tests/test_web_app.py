@@ -93,8 +93,9 @@ def test_csrf_required_for_posts(app, client):
 
 def test_api_with_csrf_header(app, client):
     token = csrf_token(client)
-    resp = client.post("/api/datasets", json={"plugin_id": "no-such-plugin", "name": "x"},
-                       headers={"X-CSRFToken": token})
+    resp = client.post(
+        "/api/datasets", json={"plugin_id": "no-such-plugin", "name": "x"}, headers={"X-CSRFToken": token}
+    )
     assert resp.status_code == 404
     assert "no-such-plugin" in resp.get_json()["error"]["message"]
 
@@ -131,13 +132,17 @@ def test_auth_token(tmp_path):
 def csrf_token_from(html: str) -> str:
     marker = 'name="csrf_token" value="'
     start = html.index(marker) + len(marker)
-    return html[start:html.index('"', start)]
+    return html[start : html.index('"', start)]
 
 
 def test_upload_size_limit(app, client):
     token = csrf_token(client)
-    resp = client.post("/api/datasets", data=b"x" * (2 * 1024 * 1024), headers={"X-CSRFToken": token},
-                       content_type="application/octet-stream")
+    resp = client.post(
+        "/api/datasets",
+        data=b"x" * (2 * 1024 * 1024),
+        headers={"X-CSRFToken": token},
+        content_type="application/octet-stream",
+    )
     assert resp.status_code == 413
 
 
@@ -177,9 +182,19 @@ def test_view_static_files_and_traversal(client, static_view):
     resp = client.get(base + "view.css")
     assert resp.status_code == 200 and b"color: red" in resp.data
     assert client.get(base + "sub/x.js").status_code == 200
-    for attack in ("../secret.txt", "%2e%2e/secret.txt", "%2E%2E%2Fsecret.txt", "sub/../../secret.txt",
-                   "..%2fsecret.txt", "%252e%252e/secret.txt", "/etc/passwd", "%2Fetc%2Fpasswd",
-                   "link.txt", "sub/..%5c..%5csecret.txt", "..\\secret.txt"):
+    for attack in (
+        "../secret.txt",
+        "%2e%2e/secret.txt",
+        "%2E%2E%2Fsecret.txt",
+        "sub/../../secret.txt",
+        "..%2fsecret.txt",
+        "%252e%252e/secret.txt",
+        "/etc/passwd",
+        "%2Fetc%2Fpasswd",
+        "link.txt",
+        "sub/..%5c..%5csecret.txt",
+        "..\\secret.txt",
+    ):
         resp = client.get(base + attack, follow_redirects=True)  # "//etc" is merged to "/etc" first (308)
         assert resp.status_code == 404, attack
         assert b"SECRET" not in resp.data
@@ -197,7 +212,9 @@ def test_chartjs_is_vendored(client):
 
 
 def test_lr_preview(client):
-    data = client.get("/api/lr-preview?learning_rate=0.1&lr_policy=step&lr_step_size=50&lr_gamma=0.5&points=5").get_json()
+    data = client.get(
+        "/api/lr-preview?learning_rate=0.1&lr_policy=step&lr_step_size=50&lr_gamma=0.5&points=5"
+    ).get_json()
     lrs = [round(p["lr"], 6) for p in data["points"]]
     assert lrs == [0.1, 0.1, 0.05, 0.05, 0.025]
     bad = client.get("/api/lr-preview?learning_rate=abc")
@@ -248,8 +265,12 @@ def test_serve_command_warns_without_auth(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(Flask, "run", lambda self, **kw: calls.append(kw))
     assert main(["--jobs-dir", str(tmp_path / "jobs"), "serve", "--host", "0.0.0.0", "--port", "5999"]) == 1
     assert "--insecure-no-auth" in capsys.readouterr().err and not calls  # refused: no token, not explicit
-    assert main(["--jobs-dir", str(tmp_path / "jobs"), "serve", "--host", "0.0.0.0", "--port", "5999",
-                 "--insecure-no-auth"]) == 0
+    assert (
+        main(
+            ["--jobs-dir", str(tmp_path / "jobs"), "serve", "--host", "0.0.0.0", "--port", "5999", "--insecure-no-auth"]
+        )
+        == 0
+    )
     out = capsys.readouterr()
     assert "without authentication" in out.err
     assert "http://localhost:5999/" in out.out

@@ -36,8 +36,11 @@ def world(tmp_path):
 
 def post_dataset(client, plugin_id, form_data):
     token = client.get("/api/csrf-token").get_json()["csrf_token"]
-    return client.post("/api/datasets", json={"plugin_id": plugin_id, "name": "d", "form_data": form_data},
-                       headers={"X-CSRFToken": token})
+    return client.post(
+        "/api/datasets",
+        json={"plugin_id": plugin_id, "name": "d", "form_data": form_data},
+        headers={"X-CSRFToken": token},
+    )
 
 
 def assert_refused(resp, field, world):
@@ -47,13 +50,16 @@ def assert_refused(resp, field, world):
     assert SECRET not in body and ".bashrc" not in body and "TOKEN" not in body
 
 
-@pytest.mark.parametrize(("field", "value"), [
-    ("folder", "{outside}"),
-    ("train_list", "{outside}/passwd"),
-    ("folder", "{root}/escape"),  # a symlink inside the root leading out of it
-    ("train_list", "{root}/escape/passwd"),
-    ("folder", "{root}/../private"),
-])
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("folder", "{outside}"),
+        ("train_list", "{outside}/passwd"),
+        ("folder", "{root}/escape"),  # a symlink inside the root leading out of it
+        ("train_list", "{root}/escape/passwd"),
+        ("folder", "{root}/../private"),
+    ],
+)
 def test_dataset_paths_outside_the_roots_are_400(world, field, value):
     value = value.format(root=world["root"], outside=world["outside"])
     resp = post_dataset(world["client"], "image-classification", {field: value, "width": 8, "height": 8})
@@ -63,8 +69,9 @@ def test_dataset_paths_outside_the_roots_are_400(world, field, value):
 
 def test_sunnybrook_never_lists_a_folder_outside_the_roots(world):
     for value in (str(world["outside"]), str(world["outside"] / "missing")):
-        resp = post_dataset(world["client"], "image-sunnybrook",
-                            {"image_folder": value, "contour_folder": str(world["root"])})
+        resp = post_dataset(
+            world["client"], "image-sunnybrook", {"image_folder": value, "contour_folder": str(world["root"])}
+        )
         assert_refused(resp, "image_folder", world)
 
 
@@ -72,17 +79,19 @@ def test_dataset_page_shows_the_error_next_to_the_field(world):
     client = world["client"]
     page = client.get("/datasets/new/image-classification").get_data(as_text=True)
     token = page.split('name="csrf_token"', 1)[1].split('value="', 1)[1].split('"', 1)[0]
-    resp = client.post("/datasets/new/image-classification",
-                       data={"csrf_token": token, "job_name": "x", "folder": str(world["outside"]),
-                             "width": "8", "height": "8"})
+    resp = client.post(
+        "/datasets/new/image-classification",
+        data={"csrf_token": token, "job_name": "x", "folder": str(world["outside"]), "width": "8", "height": "8"},
+    )
     assert resp.status_code == 200
     html = resp.get_data(as_text=True)
     assert "outside the server&#39;s data roots" in html or "outside the server's data roots" in html
 
 
 def test_dataset_under_the_root_is_queued_with_its_roots(world):
-    resp = post_dataset(world["client"], "image-classification",
-                        {"folder": str(world["root"] / "digits"), "width": 8, "height": 8})
+    resp = post_dataset(
+        world["client"], "image-classification", {"folder": str(world["root"] / "digits"), "width": 8, "height": 8}
+    )
     assert resp.status_code == 202, resp.get_data(as_text=True)
     job = Job.load(world["jobs"] / resp.get_json()["id"])
     # The jobs folder always is a root (inference uploads are saved there).

@@ -39,13 +39,15 @@ def test_demo_help_is_light():
     import sys
 
     demo = REPO / "scripts" / "demo.py"
-    code = ("import runpy, sys\n"
-            f"sys.argv = [{str(demo)!r}, '--help']\n"
-            "try:\n"
-            f"    runpy.run_path({str(demo)!r}, run_name='__main__')\n"
-            "except SystemExit as exc:\n"
-            "    assert exc.code == 0, exc.code\n"
-            "print('HEAVY', sorted(m for m in ('tensorflow', 'keras', 'flask') if m in sys.modules))\n")
+    code = (
+        "import runpy, sys\n"
+        f"sys.argv = [{str(demo)!r}, '--help']\n"
+        "try:\n"
+        f"    runpy.run_path({str(demo)!r}, run_name='__main__')\n"
+        "except SystemExit as exc:\n"
+        "    assert exc.code == 0, exc.code\n"
+        "print('HEAVY', sorted(m for m in ('tensorflow', 'keras', 'flask') if m in sys.modules))\n"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     for option in ("--no-serve", "--epochs-lenet", "--epochs-unet", "--jobs-dir", "--port"):

@@ -43,8 +43,9 @@ def _fake_export(job, name, fmt, parity, epoch=2):
 def test_panel_offers_every_format_and_each_snapshot(client, app):
     job = _model(app)
     html = client.get(f"/models/{job.id}").get_data(as_text=True)
-    form = re.search(r'<form method="post" action="/models/[^"]+/export#export" id="export-form".*?</form>', html,
-                     re.DOTALL).group(0)
+    form = re.search(
+        r'<form method="post" action="/models/[^"]+/export#export" id="export-form".*?</form>', html, re.DOTALL
+    ).group(0)
     formats = re.search(r'id="export-format">(.*?)</select>', form, re.DOTALL).group(1)
     assert re.findall(r'<option value="([^"]*)"', formats) == ["savedmodel", "keras", "onnx", "tflite"]
     quantize = re.search(r'id="export-quantize">(.*?)</select>', form, re.DOTALL).group(1)
@@ -59,29 +60,44 @@ def test_panel_offers_every_format_and_each_snapshot(client, app):
 
 def test_bad_choices_are_refused_on_their_field_before_any_export(client, app, token):
     job = _model(app)
-    resp = client.post(f"/models/{job.id}/export", data={"csrf_token": token, "format": "onnx", "quantize": "dynamic",
-                                                         "snapshot": "1"})
+    resp = client.post(
+        f"/models/{job.id}/export", data={"csrf_token": token, "format": "onnx", "quantize": "dynamic", "snapshot": "1"}
+    )
     html = resp.get_data(as_text=True)
     assert resp.status_code == 200
     assert re.search(r'id="export-errors".*quantize: Quantization applies to the TFLite format only', html, re.DOTALL)
     assert re.search(r'id="export-format">.*<option value="onnx" selected>', html, re.DOTALL)
     assert re.search(r'id="export-snapshot">.*<option value="1" selected>epoch 1<', html, re.DOTALL)
-    resp = client.post(f"/models/{job.id}/export", data={"csrf_token": token, "format": "caffe"},
-                       headers={"Accept": "application/json"})
+    resp = client.post(
+        f"/models/{job.id}/export",
+        data={"csrf_token": token, "format": "caffe"},
+        headers={"Accept": "application/json"},
+    )
     assert resp.status_code == 400 and list(resp.get_json()["error"]["fields"]) == ["format"]
     resp = client.post(f"/models/{job.id}/export", data={"csrf_token": token, "format": "onnx", "snapshot": "7"})
     assert "has no snapshot at epoch 7 (snapshots: 1, 2)" in resp.get_data(as_text=True)
     assert not (job.path / "export").exists() or not list((job.path / "export").iterdir())
     running = _model(app, status=JobStatus.RUNNING)
-    resp = client.post(f"/models/{running.id}/export", data={"csrf_token": token, "format": "onnx"},
-                       headers={"Accept": "application/json"})
+    resp = client.post(
+        f"/models/{running.id}/export",
+        data={"csrf_token": token, "format": "onnx"},
+        headers={"Accept": "application/json"},
+    )
     assert resp.status_code == 400 and "still training" in resp.get_json()["error"]["message"]
 
 
 def test_exports_are_listed_with_their_parity_verdict_and_download(client, app):
     job = _model(app)
-    passed = {"format": "onnx", "passed": True, "top1_agreement": 1.0, "max_abs_diff": 2.5e-7, "inputs": 40,
-              "runtime": "onnxruntime", "reference": "digits infer", "worst_input": "val[3]"}
+    passed = {
+        "format": "onnx",
+        "passed": True,
+        "top1_agreement": 1.0,
+        "max_abs_diff": 2.5e-7,
+        "inputs": 40,
+        "runtime": "onnxruntime",
+        "reference": "digits infer",
+        "worst_input": "val[3]",
+    }
     failed = {**passed, "format": "tflite", "passed": False, "top1_agreement": 0.95, "worst_input": "val[7] at 31x33"}
     _fake_export(job, f"{job.id}-epoch-002-onnx", "onnx", passed)
     _fake_export(job, f"{job.id}-epoch-001-tflite", "tflite", failed, epoch=1)

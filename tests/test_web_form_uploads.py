@@ -42,7 +42,9 @@ def test_uploads_are_saved_in_the_model_job_and_replaced_by_their_paths(tmp_path
 def test_sunnybrook_inference_form_accepts_an_upload_but_not_with_a_path(dicom_file):
     from digits_data_sunnybrook.forms import SunnybrookInferenceForm
 
-    form = bind_form(SunnybrookInferenceForm, formdata=MultiDict({"dicom_upload": _upload(dicom_file)}), meta={"csrf": False})
+    form = bind_form(
+        SunnybrookInferenceForm, formdata=MultiDict({"dicom_upload": _upload(dicom_file)}), meta={"csrf": False}
+    )
     assert validate_form(form)["dicom_upload"].filename == "scan.dcm"
     both = MultiDict({"dicom_upload": _upload(dicom_file), "dicom_file": str(dicom_file)})
     with pytest.raises(FormValidationError) as info:
@@ -55,14 +57,21 @@ def test_sunnybrook_plugin_encodes_the_saved_upload(tmp_path, dicom_file):
     from digits_data_sunnybrook.ingestion import SunnybrookIngestion
 
     saved = _save_form_uploads(types.SimpleNamespace(path=tmp_path), {"dicom_upload": _upload(dicom_file)})
-    plugin = SunnybrookIngestion(is_inference_db=True, channel_conversion="L", dicom_file="", validation_record="", **saved)
+    plugin = SunnybrookIngestion(
+        is_inference_db=True, channel_conversion="L", dicom_file="", validation_record="", **saved
+    )
     entries = plugin.itemize_entries("test")
     assert len(entries) == 1
     image, mask = plugin.encode_entry(entries[0])
     assert mask is None and image.dtype == np.uint16
     np.testing.assert_array_equal(image, read_dicom_image(dicom_file))
     # An API caller may hand over a file object instead.
-    plugin = SunnybrookIngestion(is_inference_db=True, channel_conversion="L", dicom_file="", validation_record="",
-                                 dicom_upload=io.BytesIO(dicom_file.read_bytes()))
+    plugin = SunnybrookIngestion(
+        is_inference_db=True,
+        channel_conversion="L",
+        dicom_file="",
+        validation_record="",
+        dicom_upload=io.BytesIO(dicom_file.read_bytes()),
+    )
     image, _ = plugin.encode_entry(plugin.itemize_entries("test")[0])
     np.testing.assert_array_equal(image, read_dicom_image(dicom_file))

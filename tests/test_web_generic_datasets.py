@@ -40,8 +40,10 @@ def test_forms_render_with_their_fields_and_are_in_the_menu(app, plugin_id):
 
 def test_form_error_is_shown_next_to_the_field(app, tmp_path):
     client = app.test_client()
-    resp = client.post("/datasets/new/image-regression",
-                       data={"csrf_token": _token(client), "image_folder": str(tmp_path), "job_name": "r"})
+    resp = client.post(
+        "/datasets/new/image-regression",
+        data={"csrf_token": _token(client), "image_folder": str(tmp_path), "job_name": "r"},
+    )
     assert resp.status_code == 200 and "targets_file" in resp.get_data(as_text=True)
 
 
@@ -58,15 +60,28 @@ def test_posting_regression_and_processing_forms_builds_datasets(app, tmp_path):
         "image-processing": {"feature_folder": str(tmp_path), "label_folder": str(tmp_path / "clean")},
     }
     for plugin_id, values in forms.items():
-        resp = client.post(f"/datasets/new/{plugin_id}", data={"csrf_token": _token(client), "job_name": plugin_id,
-                                                                "job_workers": "1", "width": "6", "height": "6",
-                                                                "val_percent": "0", "seed": "0", "image_type": "color",
-                                                                "resize_mode": "squash", "encoding": "png",
-                                                                "jpg_quality": "90", **values})
+        resp = client.post(
+            f"/datasets/new/{plugin_id}",
+            data={
+                "csrf_token": _token(client),
+                "job_name": plugin_id,
+                "job_workers": "1",
+                "width": "6",
+                "height": "6",
+                "val_percent": "0",
+                "seed": "0",
+                "image_type": "color",
+                "resize_mode": "squash",
+                "encoding": "png",
+                "jpg_quality": "90",
+                **values,
+            },
+        )
         assert resp.status_code == 302, [l for l in resp.get_data(as_text=True).splitlines() if "error" in l.lower()]
         job_id = resp.headers["Location"].rsplit("/", 1)[1]
         job = app.extensions["digits"]["scheduler"].wait(job_id, 120)
         assert job.status is JobStatus.DONE, job.error
         data = client.get(f"/datasets/{job_id}.json").get_json()
-        assert data["info"]["label"]["kind"] == {"image-regression": "regression",
-                                                      "image-processing": "image"}[plugin_id], data
+        assert (
+            data["info"]["label"]["kind"] == {"image-regression": "regression", "image-processing": "image"}[plugin_id]
+        ), data

@@ -42,15 +42,19 @@ def test_rebound_host_is_refused_before_anything_else(app):
         assert resp.status_code == 400, path
         assert "csrf_token" not in resp.get_data(as_text=True)
     token = csrf(client)  # even with a real token obtained elsewhere
-    resp = client.post("/api/models", json={"name": "x", "custom_network": "open('/tmp/pwned','w')"},
-                       headers={"Host": "evil.example:5000", "X-CSRFToken": token})
+    resp = client.post(
+        "/api/models",
+        json={"name": "x", "custom_network": "open('/tmp/pwned','w')"},
+        headers={"Host": "evil.example:5000", "X-CSRFToken": token},
+    )
     assert resp.status_code == 400 and "--allowed-host" in resp.get_json()["error"]["message"]
     assert not list((app.extensions["digits"]["jobs_dir"]).iterdir())
 
 
 def test_allowed_host_option(tmp_path):
-    app = create_app(tmp_path / "jobs", start_scheduler=False, testing=True,
-                     allowed_hosts=allowed_hosts("0.0.0.0", ["gpu-box.lan"]))
+    app = create_app(
+        tmp_path / "jobs", start_scheduler=False, testing=True, allowed_hosts=allowed_hosts("0.0.0.0", ["gpu-box.lan"])
+    )
     client = app.test_client()
     assert client.get("/", headers={"Host": "gpu-box.lan:5000"}).status_code == 200
     assert client.get("/", headers={"Host": "other.lan:5000"}).status_code == 400
@@ -62,15 +66,24 @@ def test_cross_site_posts_are_refused_by_origin_and_referer(app):
     job.set_status(JobStatus.DONE)
     token = csrf(client, "127.0.0.1:5000")
     url = f"/datasets/{job.id}/delete"
-    for headers in ({"Origin": "http://evil.example:5000"}, {"Origin": "null"},
-                    {"Origin": "http://127.0.0.1:8080"},  # another local app, another port
-                    {"Referer": "http://evil.example/attack.html"}):
+    for headers in (
+        {"Origin": "http://evil.example:5000"},
+        {"Origin": "null"},
+        {"Origin": "http://127.0.0.1:8080"},  # another local app, another port
+        {"Referer": "http://evil.example/attack.html"},
+    ):
         resp = client.post(url, data={"csrf_token": token}, headers={"Host": "127.0.0.1:5000", **headers})
         assert resp.status_code == 403, headers
         assert job.path.exists()
-    ok = client.post(url, data={"csrf_token": token},
-                     headers={"Host": "127.0.0.1:5000", "Origin": "http://127.0.0.1:5000",
-                              "Referer": "http://127.0.0.1:5000/datasets/x"})
+    ok = client.post(
+        url,
+        data={"csrf_token": token},
+        headers={
+            "Host": "127.0.0.1:5000",
+            "Origin": "http://127.0.0.1:5000",
+            "Referer": "http://127.0.0.1:5000/datasets/x",
+        },
+    )
     assert ok.status_code in (302, 303) and not job.path.exists()
 
 
@@ -128,8 +141,11 @@ def test_tf_serving_predict_skips_csrf_but_still_refuses_cross_site_browsers(tmp
     for path in ("/v1/models/nosuch:predict", "/v1/models/nosuch/versions/1:predict"):
         same_site = client.post(path, json=body, headers={"Origin": "http://localhost"})
         assert same_site.status_code == 404, same_site.get_data(as_text=True)[:300]  # past CSRF: no such model
-        for headers in ({"Origin": "https://evil.example"}, {"Referer": "https://evil.example/page"},
-                        {"Origin": "null"}):
+        for headers in (
+            {"Origin": "https://evil.example"},
+            {"Referer": "https://evil.example/page"},
+            {"Origin": "null"},
+        ):
             cross = client.post(path, json=body, headers=headers)
             assert cross.status_code == 403 and "Cross-site" in cross.get_data(as_text=True), headers
         plain = client.post(path, data='{"instances": [[0.0]]}', content_type="text/plain")

@@ -33,11 +33,15 @@ def served(tmp_path_factory):
         (root / "images" / name).mkdir(parents=True)
         for i in range(8):
             image = rng.integers(0, 40, (8, 8)).astype(np.uint8)
-            image[r:r + 3, c:c + 3] = 220
+            image[r : r + 3, c : c + 3] = 220
             Image.fromarray(image).save(root / "images" / name / f"{i}.png")
     jobs = root / "jobs"
-    ds = create_dataset("image-classification", {"folder": str(root / "images"), "image_type": "grayscale",
-                                                 "width": 8, "height": 8}, workers=1, jobs_dir=jobs)
+    ds = create_dataset(
+        "image-classification",
+        {"folder": str(root / "images"), "image_type": "grayscale", "width": 8, "height": 8},
+        workers=1,
+        jobs_dir=jobs,
+    )
     model = train(ds.id, "lenet", name="tiny", epochs=1, batch_size=8, jobs_dir=jobs)
     app = create_app(jobs, start_scheduler=False, testing=True, inference_timeout=120, data_roots=[root])
     client = app.test_client()
@@ -94,12 +98,17 @@ def test_consecutive_requests_share_one_warm_worker(served):
     assert first.status_code == 200, first.get_json()
     assert second.status_code == 200, second.get_json()
     one, two = first.get_json()["worker"], second.get_json()["worker"]
-    print(f"\ninference latency through the Flask app: 1st {cold:.3f} s (worker {one['seconds']:.3f} s, "
-          f"loaded model), 2nd {warm:.3f} s (worker {two['seconds']:.3f} s, cached), ratio {cold / warm:.1f}x")
+    print(
+        f"\ninference latency through the Flask app: 1st {cold:.3f} s (worker {one['seconds']:.3f} s, "
+        f"loaded model), 2nd {warm:.3f} s (worker {two['seconds']:.3f} s, cached), ratio {cold / warm:.1f}x"
+    )
     assert one["pid"] == two["pid"] == worker.pid
     assert one["loaded_model"] is True and two["loaded_model"] is False
     assert one["model_loads"] == two["model_loads"] == 1 and two["requests"] == 2
-    assert first.get_json()["results"]["samples"][0]["top"][0]["label"] == second.get_json()["results"]["samples"][0]["top"][0]["label"]
+    assert (
+        first.get_json()["results"]["samples"][0]["top"][0]["label"]
+        == second.get_json()["results"]["samples"][0]["top"][0]["label"]
+    )
     assert warm < cold
 
 

@@ -48,8 +48,10 @@ def test_new_dataset_page_creates_job_in_worker(app):
     html = page.get_data(as_text=True)
     assert page.status_code == 200 and 'name="count"' in html and 'name="job_name"' in html
     assert "Sample numbers" in client.get("/").get_data(as_text=True)  # New dataset menu
-    resp = client.post("/datasets/new/sample-numbers",
-                       data={"csrf_token": token(client), "count": "6", "job_name": "nums <i>", "job_workers": "1"})
+    resp = client.post(
+        "/datasets/new/sample-numbers",
+        data={"csrf_token": token(client), "count": "6", "job_name": "nums <i>", "job_workers": "1"},
+    )
     assert resp.status_code == 302
     job_id = resp.headers["Location"].rsplit("/", 1)[1]
     job = wait_done(app, job_id)
@@ -58,8 +60,10 @@ def test_new_dataset_page_creates_job_in_worker(app):
     html = client.get(f"/datasets/{job_id}").get_data(as_text=True)
     assert "nums &lt;i&gt;" in html and "Done" in html and "even" in html and "odd" in html
     data = client.get(f"/datasets/{job_id}.json").get_json()
-    assert data["info"]["stages"]["train"]["count"] + data["info"]["stages"].get("val", {}).get("count", 0) == 6 \
+    assert (
+        data["info"]["stages"]["train"]["count"] + data["info"]["stages"].get("val", {}).get("count", 0) == 6
         or data["info"]["stages"]["train"]["count"] == 6
+    )
     assert data["progress"]["status"] == "Done"
     gallery = client.get(f"/datasets/{job_id}/explore?stage=train&per_page=4&format=json").get_json()
     assert gallery["count"] >= 4 and len(gallery["items"]) == 4
@@ -75,8 +79,10 @@ def test_new_dataset_page_creates_job_in_worker(app):
 
 def test_dataset_form_errors_next_to_fields(app):
     client = app.test_client()
-    resp = client.post("/datasets/new/sample-numbers", data={"csrf_token": token(client), "count": "0", "job_name": "",
-                                                              "job_max_errors": "lots"})
+    resp = client.post(
+        "/datasets/new/sample-numbers",
+        data={"csrf_token": token(client), "count": "0", "job_name": "", "job_max_errors": "lots"},
+    )
     assert resp.status_code == 200  # the form again, with its errors (a 400 page logs a console error)
     html = resp.get_data(as_text=True)
     assert 'data-for="job_max_errors"' in html  # our field, rendered by our macro
@@ -89,11 +95,15 @@ def test_dataset_form_errors_next_to_fields(app):
 def test_api_create_dataset_and_errors(app):
     client = app.test_client()
     headers = {"X-CSRFToken": token(client)}
-    bad = client.post("/api/datasets", json={"plugin_id": "sample-numbers", "name": "n", "form_data": {"count": "x"}},
-                      headers=headers)
+    bad = client.post(
+        "/api/datasets", json={"plugin_id": "sample-numbers", "name": "n", "form_data": {"count": "x"}}, headers=headers
+    )
     assert bad.status_code == 400 and "count" in bad.get_json()["error"]["fields"]
-    resp = client.post("/api/datasets", json={"plugin_id": "sample-numbers", "name": "api", "workers": 1,
-                                              "form_data": {"count": 3}}, headers=headers)
+    resp = client.post(
+        "/api/datasets",
+        json={"plugin_id": "sample-numbers", "name": "api", "workers": 1, "form_data": {"count": 3}},
+        headers=headers,
+    )
     assert resp.status_code == 202
     job = wait_done(app, resp.get_json()["id"])
     assert job.status is JobStatus.DONE

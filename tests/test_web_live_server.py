@@ -57,8 +57,11 @@ def job_row(server, job_id: str) -> dict | None:
 
 def queue_numbers_dataset(server, name: str) -> str:
     """Queue a sample-numbers dataset job through the JSON API; return its id."""
-    resp = server.request("/api/datasets", method="POST",
-                          data={"plugin_id": "sample-numbers", "name": name, "workers": 1, "form_data": {"count": 3}})
+    resp = server.request(
+        "/api/datasets",
+        method="POST",
+        data={"plugin_id": "sample-numbers", "name": name, "workers": 1, "form_data": {"count": 3}},
+    )
     assert resp.status == 202, f"{resp.status}: {resp.text[:500]}\n{server.describe()}"
     return resp.json()["id"]
 
@@ -79,12 +82,16 @@ def sample_path(sample_plugin_paths):
     return sample_plugin_paths["basic"]
 
 
-@pytest.mark.parametrize(("sig", "token_via_env"), [(signal.SIGTERM, False), (signal.SIGINT, True)],
-                         ids=["SIGTERM-token-flag", "SIGINT-token-env"])
+@pytest.mark.parametrize(
+    ("sig", "token_via_env"),
+    [(signal.SIGTERM, False), (signal.SIGINT, True)],
+    ids=["SIGTERM-token-flag", "SIGINT-token-env"],
+)
 def test_serve_answers_then_signal_stops_it_and_its_workers(live_server, sample_path, tmp_path, sig, token_via_env):
     gate = tmp_path / "gate"
-    server = live_server(auth_token=TOKEN, token_via_env=token_via_env, pythonpath=[sample_path],
-                         env={"DIGITS_SAMPLE_GATE": str(gate)})
+    server = live_server(
+        auth_token=TOKEN, token_via_env=token_via_env, pythonpath=[sample_path], env={"DIGITS_SAMPLE_GATE": str(gate)}
+    )
     assert "DIGITS is serving" in server.output() and f":{server.port}/" in server.output()
 
     # The token is required (given as --auth-token, or only as $DIGITS_AUTH_TOKEN).
@@ -112,8 +119,13 @@ def test_restart_recovers_the_jobs_a_killed_server_left(live_server, sample_path
     """kill -9 leaves a Running job (with its worker) and a Waiting job; the next server sorts out both."""
     jobs_dir = tmp_path / "jobs"
     gate = tmp_path / "gate-first-server"  # never opened: the first worker blocks until it is stopped
-    first = live_server(jobs_dir, pythonpath=[sample_path], env={"DIGITS_SAMPLE_GATE": str(gate)},
-                        extra_args=["--max-dataset-jobs", "1"], auth_token=TOKEN)
+    first = live_server(
+        jobs_dir,
+        pythonpath=[sample_path],
+        env={"DIGITS_SAMPLE_GATE": str(gate)},
+        extra_args=["--max-dataset-jobs", "1"],
+        auth_token=TOKEN,
+    )
     running_id, pid, job_dir = start_blocked_job(first, gate, "left running")
     waiting_id = queue_numbers_dataset(first, "left waiting")
     assert job_row(first, waiting_id)["status"] == "Waiting"
@@ -122,13 +134,23 @@ def test_restart_recovers_the_jobs_a_killed_server_left(live_server, sample_path
     wait_until(lambda: not worker_alive(pid, job_dir), "the orphan worker to stop by itself")
 
     hook_log = tmp_path / "hooks.jsonl"
-    second = live_server(jobs_dir, pythonpath=[sample_path], auth_token=TOKEN,  # no gate: jobs run through
-                         env={"DIGITS_SAMPLE_HOOK_LOG": str(hook_log)})
-    row = wait_until(lambda: (r := job_row(second, running_id)) and r["status"] != "Running" and r,
-                     "the left-running job to leave Running", second)
+    second = live_server(
+        jobs_dir,
+        pythonpath=[sample_path],
+        auth_token=TOKEN,  # no gate: jobs run through
+        env={"DIGITS_SAMPLE_HOOK_LOG": str(hook_log)},
+    )
+    row = wait_until(
+        lambda: (r := job_row(second, running_id)) and r["status"] != "Running" and r,
+        "the left-running job to leave Running",
+        second,
+    )
     assert row["status"] == "Aborted", row
-    row = wait_until(lambda: (r := job_row(second, waiting_id)) and r["status"] in ("Done", "Error") and r,
-                     "the left-waiting job to run", second)
+    row = wait_until(
+        lambda: (r := job_row(second, waiting_id)) and r["status"] in ("Done", "Error") and r,
+        "the left-waiting job to run",
+        second,
+    )
     assert row["status"] == "Done", (row, (jobs_dir / waiting_id / "worker.log").read_text())
     data = second.get_json(f"/datasets/{waiting_id}.json")
     assert data["info"]["stages"]["train"]["count"] > 0

@@ -24,8 +24,14 @@ class Clock:
 
 @pytest.fixture
 def world(tmp_path):
-    app = create_app(tmp_path / "jobs", auth_token=TOKEN, start_scheduler=False, testing=True,
-                     data_roots=[tmp_path], session_idle_minutes=30)
+    app = create_app(
+        tmp_path / "jobs",
+        auth_token=TOKEN,
+        start_scheduler=False,
+        testing=True,
+        data_roots=[tmp_path],
+        session_idle_minutes=30,
+    )
     clock = Clock()
     state = app.extensions["digits"]["login"]
     state.clock = clock
@@ -39,10 +45,24 @@ def login(client, token=TOKEN, next_url="/"):
     return client.post("/login", data={"csrf_token": csrf, "token": token, "next": next_url})
 
 
-@pytest.mark.parametrize("target", ["/%09/evil.example", "/\t/evil.example", "//evil.example", "\\\\evil.example",
-                                    "/\\evil.example", "https://evil.example/", "https:evil.example",
-                                    "javascript:alert(1)", "evil.example", "/%2F/evil.example", "//%09evil.example",
-                                    "/\n/evil.example", " //evil.example"])
+@pytest.mark.parametrize(
+    "target",
+    [
+        "/%09/evil.example",
+        "/\t/evil.example",
+        "//evil.example",
+        "\\\\evil.example",
+        "/\\evil.example",
+        "https://evil.example/",
+        "https:evil.example",
+        "javascript:alert(1)",
+        "evil.example",
+        "/%2F/evil.example",
+        "//%09evil.example",
+        "/\n/evil.example",
+        " //evil.example",
+    ],
+)
 def test_next_outside_this_server_is_refused(world, target):
     app, _, _ = world
     assert safe_next(target, "/home") == "/home"
@@ -87,8 +107,9 @@ def test_wrong_header_tokens_are_throttled_too(world):
     refused = client.get("/index.json", headers={"Authorization": f"Bearer {TOKEN}"})
     assert refused.status_code == 429 and refused.headers["Retry-After"] == "1"
     other = app.test_client()
-    other_peer = other.get("/index.json", headers={"Authorization": f"Bearer {TOKEN}"},
-                           environ_base={"REMOTE_ADDR": "127.0.0.9"})
+    other_peer = other.get(
+        "/index.json", headers={"Authorization": f"Bearer {TOKEN}"}, environ_base={"REMOTE_ADDR": "127.0.0.9"}
+    )
     assert other_peer.status_code == 200  # per client
     clock.now += 1
     assert client.get("/index.json", headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 200

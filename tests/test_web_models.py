@@ -12,14 +12,22 @@ from digits_core.jobs import Job, JobStatus
 
 @pytest.fixture
 def dataset(app):
-    job = Job.create("dataset", "ds <1>", jobs_dir=app.extensions["digits"]["jobs_dir"], plugin_id="image-classification")
+    job = Job.create(
+        "dataset", "ds <1>", jobs_dir=app.extensions["digits"]["jobs_dir"], plugin_id="image-classification"
+    )
     job.set_status(JobStatus.DONE)
     return job
 
 
 def model_job(app, dataset, status=JobStatus.DONE, snapshots=0, **fields):
-    job = Job.create("model", "m", jobs_dir=app.extensions["digits"]["jobs_dir"], dataset_id=dataset.id,
-                     train_options={"dataset": dataset.id, "network": "lenet", "epochs": 3}, **fields)
+    job = Job.create(
+        "model",
+        "m",
+        jobs_dir=app.extensions["digits"]["jobs_dir"],
+        dataset_id=dataset.id,
+        train_options={"dataset": dataset.id, "network": "lenet", "epochs": 3},
+        **fields,
+    )
     job.set_status(status)
     if snapshots:
         (job.path / "snapshots").mkdir()
@@ -29,12 +37,31 @@ def model_job(app, dataset, status=JobStatus.DONE, snapshots=0, **fields):
 
 
 def form_values(token, dataset, **changes):
-    values = {"csrf_token": token, "model_name": "lenet <x>", "dataset": dataset.id, "network": "lenet",
-              "epochs": "2", "learning_rate": "0.01", "lr_policy": "step", "solver": "sgd", "momentum": "0.9",
-              "snapshot_interval": "1", "validation_interval": "1", "weight_decay": "0", "network_params": "{}",
-              "mean_subtraction": "image", "aug_flip": "none", "aug_rotation": "0", "aug_scale": "0",
-              "aug_noise": "0", "aug_contrast": "0", "aug_brightness": "0", "aug_hue": "0", "aug_saturation": "0",
-              "shuffle": "y"}
+    values = {
+        "csrf_token": token,
+        "model_name": "lenet <x>",
+        "dataset": dataset.id,
+        "network": "lenet",
+        "epochs": "2",
+        "learning_rate": "0.01",
+        "lr_policy": "step",
+        "solver": "sgd",
+        "momentum": "0.9",
+        "snapshot_interval": "1",
+        "validation_interval": "1",
+        "weight_decay": "0",
+        "network_params": "{}",
+        "mean_subtraction": "image",
+        "aug_flip": "none",
+        "aug_rotation": "0",
+        "aug_scale": "0",
+        "aug_noise": "0",
+        "aug_contrast": "0",
+        "aug_brightness": "0",
+        "aug_hue": "0",
+        "aug_saturation": "0",
+        "shuffle": "y",
+    }
     values.update(changes)
     return values
 
@@ -54,21 +81,25 @@ def test_new_model_page_lists_done_datasets_networks_and_warning(app, client, da
 
 
 def test_new_model_errors_next_to_fields(app, client, dataset, token):
-    resp = client.post("/models/new", data=form_values(token, dataset, model_name="", learning_rate="0",
-                                                       network_params="{bad", aug_scale="1.5"))
+    resp = client.post(
+        "/models/new",
+        data=form_values(token, dataset, model_name="", learning_rate="0", network_params="{bad", aug_scale="1.5"),
+    )
     assert resp.status_code == 200 and 'id="form-errors"' in resp.get_data(as_text=True)
     html = resp.get_data(as_text=True)
     for name in ("model_name", "network_params", "aug_scale"):
         assert f'data-for="{name}"' in html, name
     assert app.extensions["digits"]["store"].list("model") == []
-    resp = client.post("/models/new", data=form_values(token, dataset, network="__custom__",
-                                                       custom_network="print('no builder')"))
+    resp = client.post(
+        "/models/new", data=form_values(token, dataset, network="__custom__", custom_network="print('no builder')")
+    )
     assert resp.status_code == 200 and 'data-for="custom_network"' in resp.get_data(as_text=True)
 
 
 def test_new_model_queues_job_and_clone(app, client, dataset, token):
-    resp = client.post("/models/new", data=form_values(token, dataset, lr_policy="multistep",
-                                                       lr_step_values="50,85", batch_size="16"))
+    resp = client.post(
+        "/models/new", data=form_values(token, dataset, lr_policy="multistep", lr_step_values="50,85", batch_size="16")
+    )
     assert resp.status_code == 302, resp.get_data(as_text=True)[:2000]
     job_id = resp.headers["Location"].rsplit("/", 1)[1]
     job = app.extensions["digits"]["store"].get(job_id)
@@ -94,14 +125,20 @@ def test_custom_network_saved_only_as_a_file(app, client, dataset, token):
 
 def test_api_create_model(app, client, dataset, token):
     headers = {"X-CSRFToken": token}
-    bad = client.post("/api/models", json={"name": "m", "dataset": dataset.id, "network": "nonet",
-                                           "options": {"epochs": 0, "solver": "bogus"}}, headers=headers)
+    bad = client.post(
+        "/api/models",
+        json={"name": "m", "dataset": dataset.id, "network": "nonet", "options": {"epochs": 0, "solver": "bogus"}},
+        headers=headers,
+    )
     fields = bad.get_json()["error"]["fields"]
     assert bad.status_code == 400 and {"network", "epochs", "solver"} <= set(fields)
     bad = client.post("/api/models", json={"name": "m", "dataset": "nope", "network": "lenet"}, headers=headers)
     assert bad.status_code == 400 and "dataset" in bad.get_json()["error"]["fields"]
-    ok = client.post("/api/models", json={"name": "m", "dataset": dataset.id, "network": "lenet",
-                                          "options": {"epochs": 1, "learning_rate": 0.05}}, headers=headers)
+    ok = client.post(
+        "/api/models",
+        json={"name": "m", "dataset": dataset.id, "network": "lenet", "options": {"epochs": 1, "learning_rate": 0.05}},
+        headers=headers,
+    )
     assert ok.status_code == 202
     job_id = ok.get_json()["id"]
     assert client.get(f"/models/{job_id}.json").get_json()["train_options"]["learning_rate"] == 0.05
@@ -109,7 +146,10 @@ def test_api_create_model(app, client, dataset, token):
 
 def test_metrics_endpoint_reads_incrementally(app, client, dataset):
     job = model_job(app, dataset, status=JobStatus.RUNNING)
-    lines = [{"epoch": 0.5, "step": 5, "name": "loss", "value": 2.0}, {"epoch": 1, "step": 10, "name": "lr", "value": 0.01}]
+    lines = [
+        {"epoch": 0.5, "step": 5, "name": "loss", "value": 2.0},
+        {"epoch": 1, "step": 10, "name": "lr", "value": 0.01},
+    ]
     with open(job.path / "metrics.jsonl", "w") as handle:
         for line in lines:
             handle.write(json.dumps(line) + "\n")
@@ -163,11 +203,14 @@ def test_inference_inputs_are_validated(app, client, dataset, token, tmp_path):
     job = model_job(app, dataset, snapshots=1)
     view = sorted(registry.views())[0]
     for path, message in (("relative/x.png", "absolute path"), (str(tmp_path / "missing.png"), "does not exist")):
-        resp = client.post(f"/models/{job.id}/infer", data={"csrf_token": token, "input_mode": "path",
-                                                             "server_path": path, "view_id": view})
+        resp = client.post(
+            f"/models/{job.id}/infer",
+            data={"csrf_token": token, "input_mode": "path", "server_path": path, "view_id": view},
+        )
         assert resp.status_code == 200 and message in resp.get_data(as_text=True), path
     resp = client.post(f"/models/{job.id}/infer", data={"csrf_token": token, "input_mode": "upload", "view_id": view})
     assert resp.status_code == 200 and "at least one image" in resp.get_data(as_text=True)
-    resp = client.post(f"/api/models/{job.id}/infer", json={"inputs": ["../../etc/passwd"]},
-                       headers={"X-CSRFToken": token})
+    resp = client.post(
+        f"/api/models/{job.id}/infer", json={"inputs": ["../../etc/passwd"]}, headers={"X-CSRFToken": token}
+    )
     assert resp.status_code == 400 and "inputs" in resp.get_json()["error"]["fields"]

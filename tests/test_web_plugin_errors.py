@@ -25,10 +25,12 @@ class Digits6Style(DataIngestion):
 
     @staticmethod
     def get_dataset_template(form):
-        return ('{% from "helper.html" import print_flashes, print_errors, mark_errors, serve_file %}'
-                '{{ print_flashes() }}{{ print_errors(form) }}'
-                '<div class="form-group{{ mark_errors([form.folder]) }}" id="d6">{{ form.folder.label }}'
-                '{{ form.folder() }}</div><p id="served">{{ serve_file(none, "notes/a.txt") }}</p>'), {}
+        return (
+            '{% from "helper.html" import print_flashes, print_errors, mark_errors, serve_file %}'
+            "{{ print_flashes() }}{{ print_errors(form) }}"
+            '<div class="form-group{{ mark_errors([form.folder]) }}" id="d6">{{ form.folder.label }}'
+            '{{ form.folder() }}</div><p id="served">{{ serve_file(none, "notes/a.txt") }}</p>'
+        ), {}
 
     def itemize_entries(self, stage):
         return []
@@ -70,4 +72,4 @@ def test_a_plugin_template_error_is_shown_inline_not_as_http_500(client):
     assert page.status_code == 200
     html = page.get_data(as_text=True)
     assert 'class="alert alert-bad plugin-error"' in html
-    assert 'error: plugin &#34;web-template-bug&#34; failed in get_dataset_template: UndefinedError' in html
+    assert "error: plugin &#34;web-template-bug&#34; failed in get_dataset_template: UndefinedError" in html

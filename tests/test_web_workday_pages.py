@@ -26,8 +26,15 @@ def test_the_general_image_plugins_come_first_in_the_new_dataset_menu(client):
         assert menu.index("dicomweb-segmentation") > menu.index("object-detection")
 
 
-@pytest.mark.parametrize(("task", "view"), [("detection", "bounding-boxes"), ("segmentation", "image-segmentation"),
-                                            ("regression", "regression"), ("classification", "image-classification")])
+@pytest.mark.parametrize(
+    ("task", "view"),
+    [
+        ("detection", "bounding-boxes"),
+        ("segmentation", "image-segmentation"),
+        ("regression", "regression"),
+        ("classification", "image-classification"),
+    ],
+)
 def test_the_model_page_preselects_the_view_of_its_task(app, client, task, view):
     jobs = app.extensions["digits"]["jobs_dir"]
     job = Job.create("model", "m", jobs_dir=jobs, dataset_id="gone", train_options={"network": "lenet"})
@@ -37,7 +44,9 @@ def test_the_model_page_preselects_the_view_of_its_task(app, client, task, view)
     (job.path / "snapshots").mkdir()
     (job.path / "snapshots" / "epoch-001.keras").write_bytes(b"k")
     page = client.get(f"/models/{job.id}").get_data(as_text=True)
-    assert re.search(rf'<option value="{view}"\s+selected>', page), re.findall(r'<option value="[^"]+"\s+selected>', page)
+    assert re.search(rf'<option value="{view}"\s+selected>', page), re.findall(
+        r'<option value="[^"]+"\s+selected>', page
+    )
 
 
 def test_job_pages_show_durations_run_time_folder_and_size(app, client):
@@ -80,9 +89,19 @@ def test_stored_results_are_listed_newest_first_served_and_deleted(app, client, 
     job = Job.create("model", "m", jobs_dir=jobs, dataset_id="gone", train_options={"network": "lenet"})
     (job.path / "snapshots").mkdir()
     (job.path / "snapshots" / "epoch-001.keras").write_bytes(b"k")
-    record = {"view_id": "image-classification", "view_title": "Classification", "info": {"epoch": 1},
-              "fragments": {"header": "", "summary": "<p>acc</p>", "samples": ['<div>first <script nonce="digits-csp-nonce">1</script></div>']},
-              "json": {"errors": [{"input": "bad.png", "error": "unreadable"}]}, "inputs": "a.png", "samples": 1}
+    record = {
+        "view_id": "image-classification",
+        "view_title": "Classification",
+        "info": {"epoch": 1},
+        "fragments": {
+            "header": "",
+            "summary": "<p>acc</p>",
+            "samples": ['<div>first <script nonce="digits-csp-nonce">1</script></div>'],
+        },
+        "json": {"errors": [{"input": "bad.png", "error": "unreadable"}]},
+        "inputs": "a.png",
+        "samples": 1,
+    }
     older = store_result(job, record)
     newer = store_result(job, {**record, "inputs": "b.png"})
     (results_dir(job) / ".writing-20990101-000000-abcdef").mkdir()  # a write in progress is never listed
@@ -96,8 +115,12 @@ def test_stored_results_are_listed_newest_first_served_and_deleted(app, client, 
     assert shown.status_code == 200 and "first" in html and "bad.png" in html and "a.png" in html
     nonce = re.search(r'<script nonce="([^"]+)">1</script>', html).group(1)
     assert nonce != "digits-csp-nonce"  # a stored fragment's inline script gets the nonce of the page showing it
-    assert client.get(f"/models/{job.id}/inference/{older}", headers={"Accept": "application/json"}).get_json()[
-        "html"]["summary"] == "<p>acc</p>"
+    assert (
+        client.get(f"/models/{job.id}/inference/{older}", headers={"Accept": "application/json"}).get_json()["html"][
+            "summary"
+        ]
+        == "<p>acc</p>"
+    )
     for bad in ("nope", "../../job", ".writing-20990101-000000-abcdef"):
         assert client.get(f"/models/{job.id}/inference/{bad}").status_code == 404, bad
     gone = client.post(f"/models/{job.id}/inference/{older}/delete", data={"csrf_token": token})

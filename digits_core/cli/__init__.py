@@ -51,7 +51,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"digits-core {__version__}")
     parser.add_argument(
-        "--jobs-dir", metavar="DIR", default=None,
+        "--jobs-dir",
+        metavar="DIR",
+        default=None,
         help="jobs folder (default: $DIGITS_JOBS_DIR or ~/.digits/jobs)",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log more detail")

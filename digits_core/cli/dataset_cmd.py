@@ -21,17 +21,20 @@ from .output import plugin_output_to_stderr, print_json, print_table
 def register(subparsers) -> None:
     """Add the ``dataset`` command and its sub-commands."""
     parser = subparsers.add_parser(
-        "dataset", help="create, list, show, explore and delete datasets",
+        "dataset",
+        help="create, list, show, explore and delete datasets",
         description="Build datasets with data plugins and look at them.",
     )
     sub = parser.add_subparsers(dest="dataset_command", metavar="SUBCOMMAND")
     parser.set_defaults(handler=lambda args: parser.print_help() or 0)
 
     create = sub.add_parser(
-        "create", add_help=False, help="build a dataset with a data plugin",
+        "create",
+        add_help=False,
+        help="build a dataset with a data plugin",
         description="Build a dataset with a data plugin: digits dataset create PLUGIN-ID --name NAME "
-                    "[--workers N] [--max-errors X] --FIELD VALUE ...  Run "
-                    "`digits dataset create PLUGIN-ID --help` for the plugin's options.",
+        "[--workers N] [--max-errors X] --FIELD VALUE ...  Run "
+        "`digits dataset create PLUGIN-ID --help` for the plugin's options.",
     )
     create.add_argument("-h", "--help", action="store_true", dest="show_help", help="show this help")
     create.add_argument("plugin_id", nargs="?", metavar="PLUGIN-ID", help="data plugin id (see `digits plugins`)")
@@ -42,17 +45,21 @@ def register(subparsers) -> None:
     lister.add_argument("--json", action="store_true", help="print JSON instead of a table")
     lister.set_defaults(handler=_cleaning(run_list))
 
-    show = sub.add_parser("show", help="show a dataset's counts, shapes, labels and errors",
-                          description="Show one dataset: counts per stage, feature shape and dtype, labels, "
-                                      "skipped entries, timing.")
+    show = sub.add_parser(
+        "show",
+        help="show a dataset's counts, shapes, labels and errors",
+        description="Show one dataset: counts per stage, feature shape and dtype, labels, skipped entries, timing.",
+    )
     show.add_argument("id", help="dataset job id (or a unique prefix)")
     show.add_argument("--json", action="store_true", help="print JSON")
     show.add_argument("--errors", type=int, default=10, metavar="N", help="skipped entries to list (default: 10)")
     show.set_defaults(handler=_cleaning(run_show))
 
-    explore = sub.add_parser("explore", help="write a contact sheet of samples with their labels",
-                             description="Render N records of a stage with their labels into a PNG "
-                                         "(DIGITS's Explore DB).")
+    explore = sub.add_parser(
+        "explore",
+        help="write a contact sheet of samples with their labels",
+        description="Render N records of a stage with their labels into a PNG (DIGITS's Explore DB).",
+    )
     explore.add_argument("id", help="dataset job id (or a unique prefix)")
     explore.add_argument("--stage", default="train", choices=["train", "val", "test"], help="stage (default: train)")
     explore.add_argument("-n", type=int, default=24, help="number of samples (default: 24)")
@@ -68,6 +75,7 @@ def register(subparsers) -> None:
 
 def _cleaning(handler):
     """Run ``handler`` after removing the build folders killed dataset jobs left behind."""
+
     def run(args) -> int:
         from ..datasets.publish import remove_stale_builds
 
@@ -80,6 +88,7 @@ def _cleaning(handler):
 
 # -- create ----------------------------------------------------------------------
 
+
 def plugin_create_parser(plugin_id: str, plugin_cls) -> tuple[argparse.ArgumentParser, list[str]]:
     """Return the ``digits dataset create <plugin-id>`` parser and the form field names it has."""
     from ..datasets.options import add_cli_arguments
@@ -88,22 +97,31 @@ def plugin_create_parser(plugin_id: str, plugin_cls) -> tuple[argparse.ArgumentP
     parser = argparse.ArgumentParser(
         prog=f"digits dataset create {plugin_id}",
         description=f"Build a dataset with {plugin_cls.get_title()} ({plugin_id}). "
-                    "Options after the job options come from the plugin's dataset form.",
+        "Options after the job options come from the plugin's dataset form.",
     )
     job = parser.add_argument_group("job options")
     add_cli_arguments(job)  # declared once in digits_core.datasets.options
     job.add_argument("--json", action="store_true", help="print the result as JSON")
     job.add_argument("--quiet", action="store_true", help="no progress bar")
     reading = parser.add_argument_group("data roots")
-    reading.add_argument("--data-root", action="append", default=[], metavar="DIR",
-                         help="read only under DIR (repeatable; the jobs folder always is one), as the web server "
-                              "does: path fields and paths inside the plugin's files (list lines, targets rows, "
-                              "label files, symlinks) elsewhere are refused. Default: no limit")
+    reading.add_argument(
+        "--data-root",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="read only under DIR (repeatable; the jobs folder always is one), as the web server "
+        "does: path fields and paths inside the plugin's files (list lines, targets rows, "
+        "label files, symlinks) elsewhere are refused. Default: no limit",
+    )
     cluster = parser.add_argument_group("cluster")
-    cluster.add_argument("--ray-address", metavar="HOST:PORT", default=None,
-                         help="encode the entries as Ray tasks spread over the Ray cluster at HOST:PORT instead of "
-                              "local processes (--workers is then ignored); needs the digits-core[ray] extra and "
-                              "the plugin on every node, and the data at the same path on every node")
+    cluster.add_argument(
+        "--ray-address",
+        metavar="HOST:PORT",
+        default=None,
+        help="encode the entries as Ray tasks spread over the Ray cluster at HOST:PORT instead of "
+        "local processes (--workers is then ignored); needs the digits-core[ray] extra and "
+        "the plugin on every node, and the data at the same path on every node",
+    )
     names = add_form_arguments(parser, plugin_cls.get_dataset_form(), title=f"{plugin_id} dataset options")
     return parser, names
 
@@ -128,8 +146,9 @@ class _ProgressBars:
             self.close()
             from tqdm import tqdm
 
-            self.bar = tqdm(total=info["total"], desc=f"{stage:>5}", unit="img", file=sys.stderr,
-                            dynamic_ncols=True, leave=True)
+            self.bar = tqdm(
+                total=info["total"], desc=f"{stage:>5}", unit="img", file=sys.stderr, dynamic_ncols=True, leave=True
+            )
             self.stage, self.seen = stage, 0
         self.bar.update(info["done"] - self.seen)
         self.seen = info["done"]
@@ -166,8 +185,14 @@ def run_create(args) -> int:
     try:
         with confined_to(roots), plugin_output_to_stderr():  # the plugin's print()s never precede the JSON
             check_form_paths(values, f'dataset form of plugin "{args.plugin_id}"')
-            job = create_dataset(args.plugin_id, values, jobs_dir=args.jobs_dir, progress=bars,
-                                 ray_address=options.ray_address, **options_from_cli(options))
+            job = create_dataset(
+                args.plugin_id,
+                values,
+                jobs_dir=args.jobs_dir,
+                progress=bars,
+                ray_address=options.ray_address,
+                **options_from_cli(options),
+            )
     finally:
         bars.close()
     ds = open_dataset(job.path)
@@ -182,8 +207,10 @@ def _print_summary(ds, job) -> None:
     counts = ", ".join(f"{s} {ds.count(s)}" for s in ds.stages)
     print(f"Dataset {ds.id} ({ds.name}) created in {job.path}")
     print(f"  records: {counts}")
-    print(f"  feature: {ds.feature_dtype()} {tuple(ds.feature_shape())}   label: {ds.label_kind} "
-          f"{ds.label_dtype} {ds.label_shape}")
+    print(
+        f"  feature: {ds.feature_dtype()} {tuple(ds.feature_shape())}   label: {ds.label_kind} "
+        f"{ds.label_dtype} {ds.label_shape}"
+    )
     skipped = (ds.info.get("errors") or {}).get("skipped", 0)
     if skipped:
         print(f"  skipped {skipped} entries: see `digits dataset show {ds.id}` or {ds.job_path / 'errors.jsonl'}")
@@ -193,6 +220,7 @@ def _print_summary(ds, job) -> None:
 
 
 # -- list / show / explore / delete -------------------------------------------------
+
 
 def job_status_text(job) -> str:
     """Return the status; a Running job whose owner process is gone (killed) shows as Aborted."""
@@ -218,8 +246,7 @@ def run_list(args) -> int:
         summary = job.data.get("dataset") or {}
         stages = summary.get("stages") or {}
         counts = " ".join(f"{s}={n}" for s, n in stages.items() if n)
-        rows.append([job.id, job.name, job.plugin_id or "", job_status_text(job), counts,
-                     summary.get("skipped", "")])
+        rows.append([job.id, job.name, job.plugin_id or "", job_status_text(job), counts, summary.get("skipped", "")])
     print_table(["id", "name", "plugin", "status", "records", "skipped"], rows)
     return 0
 
@@ -235,12 +262,14 @@ def run_show(args) -> int:
     ds = open_dataset(job.path) if published else None
     errors = read_errors_report(job.path)
     if args.json:
-        data = {"job": {**job.to_dict(), "status": job_status_text(job)}, "dataset": ds.summary() if ds else None,
-                "skipped_entries": errors}
+        data = {
+            "job": {**job.to_dict(), "status": job_status_text(job)},
+            "dataset": ds.summary() if ds else None,
+            "skipped_entries": errors,
+        }
         print_json(data)
         return 0
-    print(f"Dataset job {job.id}  name: {job.name}  plugin: {job.plugin_id}  "
-          f"status: {job_status_text(job)}")
+    print(f"Dataset job {job.id}  name: {job.name}  plugin: {job.plugin_id}  status: {job_status_text(job)}")
     print(f"  folder: {job.path}")
     if job.error:
         print(f"  error: {job.error}")
@@ -257,8 +286,10 @@ def run_show(args) -> int:
         print(f"  label: {ds.label_kind} {ds.label_dtype} {ds.label_shape}")
         mean = ds.info.get("mean")
         if mean:
-            print(f"  mean: {mean['file']} (float32, from {mean['images']} train images"
-                  f"{'' if mean.get('exact') else ', a sample'})")
+            print(
+                f"  mean: {mean['file']} (float32, from {mean['images']} train images"
+                f"{'' if mean.get('exact') else ', a sample'})"
+            )
         labels = ds.class_labels
         if labels:
             per_class = {s: ds.label_histogram(s) or [] for s in ds.stages}
@@ -271,8 +302,10 @@ def run_show(args) -> int:
                 print(f"    ... {len(labels) - 50} more")
         timing = ds.info.get("timing") or {}
         if timing:
-            print(f"  timing: itemize {timing.get('itemize_s')} s, encode {timing.get('encode_s')} s, "
-                  f"total {timing.get('total_s')} s, {ds.info.get('workers')} workers")
+            print(
+                f"  timing: itemize {timing.get('itemize_s')} s, encode {timing.get('encode_s')} s, "
+                f"total {timing.get('total_s')} s, {ds.info.get('workers')} workers"
+            )
     if errors:
         print(f"  skipped entries: {len(errors)}")
         for item in errors[: max(0, args.errors)]:
@@ -307,8 +340,9 @@ def run_delete(args) -> int:
     store = JobStore(args.jobs_dir)
     job = store.get(args.id, kind="dataset")
     if job_status_text(job) == "Running" and not args.force:
-        raise JobStateError(f"Dataset job {job.id} is still running (pid {job.data.get('pid')}); "
-                            "wait for it, or use --force.")
+        raise JobStateError(
+            f"Dataset job {job.id} is still running (pid {job.data.get('pid')}); wait for it, or use --force."
+        )
     store.delete(job.id)
     print(f"Deleted dataset job {job.id}")
     return 0

@@ -23,17 +23,22 @@ def register(subparsers) -> None:
     parser.add_argument("dataset", choices=sorted(DATASETS), help="the dataset to fetch")
     parser.add_argument("folder", metavar="DIR", help="output folder (created if missing)")
     parser.add_argument(
-        "--source", metavar="URL_OR_FILE", default=None,
+        "--source",
+        metavar="URL_OR_FILE",
+        default=None,
         help="fetch from here instead of the official URLs: a folder (or file:// URL) holding the archives "
         "under their official names, an archive file, or a mirror URL",
     )
     parser.add_argument("--force", action="store_true", help="unpack again even if DIR is already complete")
     parser.add_argument(
-        "--no-verify", dest="verify", action="store_false",
+        "--no-verify",
+        dest="verify",
+        action="store_false",
         help="do not check the published MD5 sums (only for a trusted mirror that re-packed the files)",
     )
     parser.add_argument(
-        "--invert", action="store_true",
+        "--invert",
+        action="store_true",
         help="MNIST: store black digits on white (255 - pixel), as DIGITS 6 did; default keeps the original values",
     )
     parser.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS", help="network timeout (default: 30)")
@@ -57,8 +62,14 @@ class TqdmProgress:
         if bar is None:
             is_bytes = task.startswith("download")
             bar = tqdm(
-                total=total, desc=task, unit="B" if is_bytes else "img", unit_scale=is_bytes,
-                unit_divisor=1024 if is_bytes else 1000, file=sys.stderr, leave=True, dynamic_ncols=True,
+                total=total,
+                desc=task,
+                unit="B" if is_bytes else "img",
+                unit_scale=is_bytes,
+                unit_divisor=1024 if is_bytes else 1000,
+                file=sys.stderr,
+                leave=True,
+                dynamic_ncols=True,
             )
             self.bars[task] = bar
         if total is not None and bar.total != total:
@@ -82,8 +93,14 @@ def run(args) -> int:
     progress = TqdmProgress(enabled=not args.quiet and sys.stderr.isatty())
     try:
         result = download_dataset(
-            args.dataset, args.folder, source=args.source, force=args.force, verify=args.verify,
-            invert=args.invert, progress=progress, timeout=args.timeout,
+            args.dataset,
+            args.folder,
+            source=args.source,
+            force=args.force,
+            verify=args.verify,
+            invert=args.invert,
+            progress=progress,
+            timeout=args.timeout,
         )
     finally:
         progress.close()

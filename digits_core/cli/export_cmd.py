@@ -8,7 +8,8 @@ import json
 def register(subparsers) -> None:
     """Add the ``export`` command."""
     parser = subparsers.add_parser(
-        "export", help="export a trained model (.tar.gz: SavedModel, ONNX, TFLite or Keras, with a parity report)",
+        "export",
+        help="export a trained model (.tar.gz: SavedModel, ONNX, TFLite or Keras, with a parity report)",
         description="Write one epoch of a model job as a .tar.gz: a TensorFlow SavedModel (TF Serving layout), an "
         "ONNX or a TFLite model whose input is raw images of any size (the dataset's resize mode, mean "
         "subtraction, crop and the task's post-processing inside), or the Keras file, plus labels.txt, mean.npy, "
@@ -17,16 +18,36 @@ def register(subparsers) -> None:
     )
     parser.add_argument("--model", required=True, metavar="ID", help="model job id (or unique prefix)")
     parser.add_argument("--epoch", type=float, default=None, metavar="N", help="snapshot epoch (default: the last)")
-    parser.add_argument("--format", choices=["savedmodel", "onnx", "tflite", "keras"], default="savedmodel",
-                        help="savedmodel (default), onnx or tflite (preprocessing inside), or keras (the bare network)")
-    parser.add_argument("--quantize", choices=["dynamic", "float16"], default=None,
-                        help="tflite only: dynamic-range (int8 weights) or float16 quantization (default: float32)")
-    parser.add_argument("--input-channels", type=int, choices=[1, 3], default=None, metavar="C",
-                        help="channels of the raw input images when they differ from the dataset's (converted inside)")
-    parser.add_argument("--parity-sample", type=int, default=64, metavar="N",
-                        help="validation images in the parity report (default: 64; 0: no report)")
-    parser.add_argument("--allow-mismatch", action="store_true",
-                        help="keep an export whose parity report falls below its threshold")
+    parser.add_argument(
+        "--format",
+        choices=["savedmodel", "onnx", "tflite", "keras"],
+        default="savedmodel",
+        help="savedmodel (default), onnx or tflite (preprocessing inside), or keras (the bare network)",
+    )
+    parser.add_argument(
+        "--quantize",
+        choices=["dynamic", "float16"],
+        default=None,
+        help="tflite only: dynamic-range (int8 weights) or float16 quantization (default: float32)",
+    )
+    parser.add_argument(
+        "--input-channels",
+        type=int,
+        choices=[1, 3],
+        default=None,
+        metavar="C",
+        help="channels of the raw input images when they differ from the dataset's (converted inside)",
+    )
+    parser.add_argument(
+        "--parity-sample",
+        type=int,
+        default=64,
+        metavar="N",
+        help="validation images in the parity report (default: 64; 0: no report)",
+    )
+    parser.add_argument(
+        "--allow-mismatch", action="store_true", help="keep an export whose parity report falls below its threshold"
+    )
     parser.add_argument("--out", required=True, metavar="FILE.tar.gz", help="archive to write")
     parser.set_defaults(handler=run)
 
@@ -37,9 +58,17 @@ def run(args) -> int:
 
     from ..inference.export import PARITY_FILE, export_model
 
-    path = export_model(args.model, args.out, epoch=args.epoch, format=args.format, quantize=args.quantize,
-                        channels_in=args.input_channels, parity_sample=args.parity_sample or None,
-                        allow_mismatch=args.allow_mismatch, jobs_dir=args.jobs_dir)
+    path = export_model(
+        args.model,
+        args.out,
+        epoch=args.epoch,
+        format=args.format,
+        quantize=args.quantize,
+        channels_in=args.input_channels,
+        parity_sample=args.parity_sample or None,
+        allow_mismatch=args.allow_mismatch,
+        jobs_dir=args.jobs_dir,
+    )
     with tarfile.open(path) as tar:
         member = next((m for m in tar.getmembers() if m.name.endswith("/" + PARITY_FILE)), None)
         handle = tar.extractfile(member) if member is not None else None

@@ -24,12 +24,25 @@ import warnings
 from collections.abc import Iterator
 
 from ..errors import FormValidationError
+from .output import plugin_output_to_stderr
 
 logger = logging.getLogger("digits_core.cli")
 #: Libraries whose log records `digits infer` reports after the progress line, with the skipped inputs.
 LIBRARY_LOGGERS = ("pydicom", "PIL", "highdicom")
-_OWN = {"model", "epoch", "view", "view_option", "out", "json", "top", "batch_size", "inputs", "include_images",
-        "max_errors", "visualize"}
+_OWN = {
+    "model",
+    "epoch",
+    "view",
+    "view_option",
+    "out",
+    "json",
+    "top",
+    "batch_size",
+    "inputs",
+    "include_images",
+    "max_errors",
+    "visualize",
+}
 
 
 def _option_value(argv: list[str], option: str) -> str | None:
@@ -38,7 +51,7 @@ def _option_value(argv: list[str], option: str) -> str | None:
         if word == option and i + 1 < len(argv):
             return argv[i + 1]
         if word.startswith(option + "="):
-            return word[len(option) + 1:]
+            return word[len(option) + 1 :]
     return None
 
 
@@ -77,7 +90,6 @@ def _add_plugin_form_options(parser, argv: list[str] | None = None) -> dict[str,
     from ..forms import add_form_arguments, user_fields
     from ..plugins.contract import inference_form, needs_instance
     from ..plugins.registry import registry
-    from .output import plugin_output_to_stderr
 
     model_plugin, model_userdata = _model_dataset(argv or [])
 
@@ -122,7 +134,8 @@ def _add_plugin_form_options(parser, argv: list[str] | None = None) -> dict[str,
 def register(subparsers) -> None:
     """Add the ``infer`` command."""
     parser = subparsers.add_parser(
-        "infer", help="run a trained model on images (results page or JSON)",
+        "infer",
+        help="run a trained model on images (results page or JSON)",
         description="Classify or segment images with a trained model and render the results with a view "
         "plugin into one self-contained HTML page (--out) or JSON (--json). Labelled list files add "
         "accuracy figures and a confusion matrix (classification) or Dice/IoU (segmentation).",
@@ -133,22 +146,43 @@ def register(subparsers) -> None:
     plugin_fields = _add_plugin_form_options(parser, current_argv())
     parser.add_argument("--model", required=True, metavar="ID", help="model job id (or unique prefix)")
     parser.add_argument("--epoch", type=float, default=None, metavar="N", help="snapshot epoch (default: the last)")
-    parser.add_argument("--view", default=None, metavar="VIEW_ID",
-                        help="view plugin (default: the bundled view of the model's task); see `digits plugins`")
-    parser.add_argument("--view-option", action="append", default=[], metavar="K=V",
-                        help="a view option, e.g. top_n=3 or opacity=0.3 (repeatable)")
+    parser.add_argument(
+        "--view",
+        default=None,
+        metavar="VIEW_ID",
+        help="view plugin (default: the bundled view of the model's task); see `digits plugins`",
+    )
+    parser.add_argument(
+        "--view-option",
+        action="append",
+        default=[],
+        metavar="K=V",
+        help="a view option, e.g. top_n=3 or opacity=0.3 (repeatable)",
+    )
     parser.add_argument("--out", metavar="FILE", help="write the HTML page (or, with --json, the JSON) to FILE")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a text summary")
     parser.add_argument("--include-images", action="store_true", help="keep the view's PNG data URIs in JSON")
-    parser.add_argument("--top", type=int, default=None, metavar="N",
-                        help="classes listed per input (default: the view's top_n option, else 5)")
+    parser.add_argument(
+        "--top",
+        type=int,
+        default=None,
+        metavar="N",
+        help="classes listed per input (default: the view's top_n option, else 5)",
+    )
     parser.add_argument("--batch-size", type=int, default=64, metavar="N", help="inputs per network call (default: 64)")
-    parser.add_argument("--max-errors", default=None, metavar="X",
-                        help="inputs that may fail (skipped and listed) before inference fails: a count (10), "
-                             "a fraction (0.05) or a percentage (5%%) (default: 5%%)")
-    parser.add_argument("--visualize", metavar="FILE",
-                        help="one input: write every layer's activations and weights (statistics, histograms, "
-                             "PNG pictures) as JSON to FILE")
+    parser.add_argument(
+        "--max-errors",
+        default=None,
+        metavar="X",
+        help="inputs that may fail (skipped and listed) before inference fails: a count (10), "
+        "a fraction (0.05) or a percentage (5%%) (default: 5%%)",
+    )
+    parser.add_argument(
+        "--visualize",
+        metavar="FILE",
+        help="one input: write every layer's activations and weights (statistics, histograms, "
+        "PNG pictures) as JSON to FILE",
+    )
     parser.add_argument("inputs", nargs="*", metavar="INPUT", help="image files, folders or list files (path [label])")
     parser.set_defaults(handler=run, plugin_fields=plugin_fields)
 
@@ -182,35 +216,69 @@ def _print_summary(result) -> None:
     for sample in result.samples:
         if sample.top is not None:
             best = sample.top[0]
-            rows.append([sample.input_id, best["label"], f"{best['probability'] * 100:.2f}%",
-                         "" if sample.ground_truth is None else str(sample.ground_truth)])
+            rows.append(
+                [
+                    sample.input_id,
+                    best["label"],
+                    f"{best['probability'] * 100:.2f}%",
+                    "" if sample.ground_truth is None else str(sample.ground_truth),
+                ]
+            )
         elif sample.detections is not None:  # detection: the boxes found, best first
-            found = ", ".join(d["class"] for d in sample.detections[:6]) + (" ..." if len(sample.detections) > 6 else "")
+            found = ", ".join(d["class"] for d in sample.detections[:6]) + (
+                " ..." if len(sample.detections) > 6 else ""
+            )
             truth = "" if sample.ground_truth is None else f"{int((sample.ground_truth[:, 0] > 0).sum())} boxes"
-            rows.append([sample.input_id, f"{len(sample.detections)} boxes: {found}" if found else "0 boxes",
-                         f"{sample.detections[0]['score'] * 100:.1f}%" if sample.detections else "", truth])
+            rows.append(
+                [
+                    sample.input_id,
+                    f"{len(sample.detections)} boxes: {found}" if found else "0 boxes",
+                    f"{sample.detections[0]['score'] * 100:.1f}%" if sample.detections else "",
+                    truth,
+                ]
+            )
         elif result.model.task == "image-to-image":
             import numpy as np
 
             shape = "x".join(str(d) for d in sample.output.shape)
-            error = "" if sample.ground_truth is None else \
-                f"MAE {float(np.abs(np.clip(sample.output, 0, 1) - sample.ground_truth).mean()):.4g}"
+            error = (
+                ""
+                if sample.ground_truth is None
+                else f"MAE {float(np.abs(np.clip(sample.output, 0, 1) - sample.ground_truth).mean()):.4g}"
+            )
             rows.append([sample.input_id, f"image {shape}", "", error])
         elif sample.output.ndim == 3:
             import numpy as np
 
-            classes = np.unique(np.argmax(sample.output, axis=-1)) if sample.output.shape[-1] > 1 else \
-                np.unique(sample.output[..., 0] >= 0.5).astype(int)
-            rows.append([sample.input_id, "classes " + ",".join(str(int(c)) for c in classes), "",
-                         "" if sample.ground_truth is None else "mask"])
+            classes = (
+                np.unique(np.argmax(sample.output, axis=-1))
+                if sample.output.shape[-1] > 1
+                else np.unique(sample.output[..., 0] >= 0.5).astype(int)
+            )
+            rows.append(
+                [
+                    sample.input_id,
+                    "classes " + ",".join(str(int(c)) for c in classes),
+                    "",
+                    "" if sample.ground_truth is None else "mask",
+                ]
+            )
         else:
-            rows.append([sample.input_id, " ".join(f"{v:.4g}" for v in sample.output.reshape(-1)[:8]), "",
-                         "" if sample.ground_truth is None else str(sample.ground_truth)])
+            rows.append(
+                [
+                    sample.input_id,
+                    " ".join(f"{v:.4g}" for v in sample.output.reshape(-1)[:8]),
+                    "",
+                    "" if sample.ground_truth is None else str(sample.ground_truth),
+                ]
+            )
     print_table(["input", "prediction", "probability", "truth"], rows)
     if result.metrics:
         m = result.metrics
-        print(f"\ntop-1 accuracy {m['top1_accuracy'] * 100:.2f}%, top-{m['top_k']} accuracy "
-              f"{m['top_k_accuracy'] * 100:.2f}% over {m['count']} labelled inputs")
+        print(
+            f"\ntop-1 accuracy {m['top1_accuracy'] * 100:.2f}%, top-{m['top_k']} accuracy "
+            f"{m['top_k_accuracy'] * 100:.2f}% over {m['count']} labelled inputs"
+        )
     print("\nUse --out report.html for the full results page, --json for machines.")
 
 
@@ -253,8 +321,10 @@ def _plugin_options_hint(args) -> str:
     if not names:
         return ""
     flags = ", ".join("--" + name.replace("_", "-") for name in names)
-    return (f'Model {args.model} reads its inputs with data plugin "{plugin_id}": give them with its options '
-            f"({flags}); see `digits infer --model {args.model} --help`.")
+    return (
+        f'Model {args.model} reads its inputs with data plugin "{plugin_id}": give them with its options '
+        f"({flags}); see `digits infer --model {args.model} --help`."
+    )
 
 
 def run(args) -> int:
@@ -266,11 +336,12 @@ def run(args) -> int:
 
         return run_volume(args, _form_values(args, args.plugin_fields))
     from ..inference.runner import infer
-    from .output import plugin_output_to_stderr, print_json
+    from .output import print_json
 
     form_data = _form_values(args, args.plugin_fields)
     progress = None
     if sys.stderr.isatty():
+
         def progress(done, total):
             print(f"\rinference: {done}/{total}", end="" if done < total else "\n", file=sys.stderr)
 
@@ -280,9 +351,16 @@ def run(args) -> int:
     with library_messages() as library, plugin_output_to_stderr():
         try:
             result = infer(
-                args.model, args.inputs, epoch=args.epoch, view_id=args.view,
-                view_config=parse_view_options(args.view_option), form_data=form_data or None,
-                jobs_dir=args.jobs_dir, top_n_classes=args.top, batch_size=args.batch_size, progress=progress,
+                args.model,
+                args.inputs,
+                epoch=args.epoch,
+                view_id=args.view,
+                view_config=parse_view_options(args.view_option),
+                form_data=form_data or None,
+                jobs_dir=args.jobs_dir,
+                top_n_classes=args.top,
+                batch_size=args.batch_size,
+                progress=progress,
                 max_errors=args.max_errors,
             )
         except UnsupportedInputError as exc:

@@ -38,14 +38,28 @@ def register(subparsers) -> None:
         "have an allowed dtype, an H×W×C shape and a valid label; a view's process_data and templates run on "
         "synthetic output. Exit status 1 when a check fails.",
     )
-    check.add_argument("plugin_id", metavar="ID", help="plugin id (see `digits plugins`); data:ID or view:ID "
-                       "when a data and a view plugin share it")
-    check.add_argument("--form", action="append", default=[], metavar="FIELD=VALUE",
-                       help="a dataset form value (data plugins) or config value (views); repeatable")
+    check.add_argument(
+        "plugin_id",
+        metavar="ID",
+        help="plugin id (see `digits plugins`); data:ID or view:ID when a data and a view plugin share it",
+    )
+    check.add_argument(
+        "--form",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="a dataset form value (data plugins) or config value (views); repeatable",
+    )
     check.add_argument("--entries", type=int, default=3, metavar="N", help="entries encoded per stage (default: 3)")
-    check.add_argument("--data-root", action="append", default=[], metavar="DIR", dest="data_roots",
-                       help="run the data plugin confined to DIR, as the web server does, and warn about files it "
-                       "reads outside without the path gate (digits_core.paths); repeatable")
+    check.add_argument(
+        "--data-root",
+        action="append",
+        default=[],
+        metavar="DIR",
+        dest="data_roots",
+        help="run the data plugin confined to DIR, as the web server does, and warn about files it "
+        "reads outside without the path gate (digits_core.paths); repeatable",
+    )
     check.add_argument("--json", action="store_true", help="print the report as JSON")
     check.set_defaults(handler=run_check)
     wrap = actions.add_parser(
@@ -129,8 +143,9 @@ def run_check(args) -> int:
         if not eq or not key.strip():
             raise FormValidationError({"form": [f"expected FIELD=VALUE, got {item!r}"]}, "--form")
         values[key.strip().replace("-", "_")] = value
-    reports = [check_plugin(cls, form_values=values, entries=args.entries, data_roots=args.data_roots or None)
-               for cls in found]
+    reports = [
+        check_plugin(cls, form_values=values, entries=args.entries, data_roots=args.data_roots or None) for cls in found
+    ]
     if args.json:
         print_json([r.to_dict() for r in reports])
     else:
@@ -158,11 +173,17 @@ def _warn_if_id_taken(kind: str, plugin_id: str, digits6: bool = False) -> None:
     if other is not None and digits6:
         record = next((r for r in registry.records() if r.kind == kind and r.id == plugin_id and r.obj is other), None)
         distribution = getattr(record, "distribution", None) or "its distribution"
-        print(f'warning: the installed {kind} plugin {other.__module__}.{other.__qualname__} ({distribution}) '
-              f'already uses the id "{plugin_id}": the DIGITS 6 one will fail to load. Either disable that one '
-              f"({DISABLE_ENV}={distribution}) or rename this one (its get_id()). See docs/porting-digits6.md, "
-              '"Id clashes".', file=sys.stderr)
+        print(
+            f"warning: the installed {kind} plugin {other.__module__}.{other.__qualname__} ({distribution}) "
+            f'already uses the id "{plugin_id}": the DIGITS 6 one will fail to load. Either disable that one '
+            f"({DISABLE_ENV}={distribution}) or rename this one (its get_id()). See docs/porting-digits6.md, "
+            '"Id clashes".',
+            file=sys.stderr,
+        )
     elif other is not None:
-        print(f'warning: the installed {kind} plugin {other.__module__}.{other.__qualname__} already uses the id '
-              f'"{plugin_id}"; installing this one too makes one of them fail to load. Rename it unless you '
-              "mean to replace that plugin.", file=sys.stderr)
+        print(
+            f"warning: the installed {kind} plugin {other.__module__}.{other.__qualname__} already uses the id "
+            f'"{plugin_id}"; installing this one too makes one of them fail to load. Rename it unless you '
+            "mean to replace that plugin.",
+            file=sys.stderr,
+        )

@@ -38,7 +38,9 @@ def run(args) -> int:
         detail = r.title or ""
         if r.kind == "hooks" and r.hooks:
             detail = ", ".join(r.hooks)
-        rows.append([r.kind, r.id or r.name, detail, r.category or "", r.distribution or r.source, r.version or "", r.status])
+        rows.append(
+            [r.kind, r.id or r.name, detail, r.category or "", r.distribution or r.source, r.version or "", r.status]
+        )
     print_table(["kind", "id", "title", "category", "distribution", "version", "status"], rows)
     for r in records:
         if r.error and r.status != "loaded":

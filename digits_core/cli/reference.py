@@ -66,11 +66,19 @@ def _flags(action: argparse.Action) -> str:
 
 
 def _own_actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
-    plugin_actions = {id(a) for group in parser._action_groups  # noqa: SLF001
-                      if (group.title or "").startswith(PLUGIN_GROUP_PREFIXES) for a in group._group_actions}  # noqa: SLF001
-    return [a for a in parser._actions  # noqa: SLF001
-            if a.option_strings and not isinstance(a, (argparse._HelpAction, argparse._SubParsersAction))  # noqa: SLF001
-            and id(a) not in plugin_actions]
+    plugin_actions = {
+        id(a)
+        for group in parser._action_groups  # noqa: SLF001
+        if (group.title or "").startswith(PLUGIN_GROUP_PREFIXES)
+        for a in group._group_actions
+    }  # noqa: SLF001
+    return [
+        a
+        for a in parser._actions  # noqa: SLF001
+        if a.option_strings
+        and not isinstance(a, (argparse._HelpAction, argparse._SubParsersAction))  # noqa: SLF001
+        and id(a) not in plugin_actions
+    ]
 
 
 def commands() -> list[tuple[str, argparse.ArgumentParser]]:
@@ -123,7 +131,7 @@ def replace_block(text: str, block: str) -> str:
     start, end = text.find(BEGIN), text.find(END)
     if start < 0 or end < start:
         raise ValueError(f"README has no {BEGIN} ... {END} block")
-    return text[:start] + block + text[end + len(END):]
+    return text[:start] + block + text[end + len(END) :]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -142,8 +150,10 @@ def main(argv: list[str] | None = None) -> int:
     updated = replace_block(text, block)
     if args.check:
         if updated != text:
-            print(f"{path}: the command-line reference is out of date; run python -m digits_core.cli.reference "
-                  "--write", file=sys.stderr)
+            print(
+                f"{path}: the command-line reference is out of date; run python -m digits_core.cli.reference --write",
+                file=sys.stderr,
+            )
             return 1
         return 0
     path.write_text(updated, encoding="utf-8")

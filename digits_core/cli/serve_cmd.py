@@ -16,54 +16,107 @@ LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1"}
 def register(subparsers) -> None:
     """Add the ``serve`` command."""
     parser = subparsers.add_parser(
-        "serve", help="run the web UI",
+        "serve",
+        help="run the web UI",
         description="Run the DIGITS web UI and JSON API over the jobs folder. Jobs run in background "
-                    "worker processes, which stop when the server stops or dies. Jobs whose process died are "
-                    "shown Aborted (model jobs can be resumed from their last snapshot); jobs another live "
-                    "process runs (a `digits train` in a shell) are left alone. Only the Host names it was "
-                    "bound for are answered, and only paths under the data roots are read.",
+        "worker processes, which stop when the server stops or dies. Jobs whose process died are "
+        "shown Aborted (model jobs can be resumed from their last snapshot); jobs another live "
+        "process runs (a `digits train` in a shell) are left alone. Only the Host names it was "
+        "bound for are answered, and only paths under the data roots are read.",
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1, this machine only)")
     parser.add_argument("--port", type=int, default=5000, help="port (default: 5000)")
-    parser.add_argument("--auth-token", default=None, metavar="TOKEN",
-                        help="require this token for every page and API call (default: $DIGITS_AUTH_TOKEN; none). "
-                             "Required when --host is not a loopback address")
-    parser.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
-                        help="also answer requests whose Host header is NAME (repeatable; always allowed: "
-                             "localhost, 127.0.0.1, [::1] and the --host address). Any other Host gets 400, "
-                             "which stops DNS-rebinding attacks")
-    parser.add_argument("--data-root", action="append", default=[], metavar="DIR",
-                        help="a folder whose files the web UI and API may read: dataset folders and lists, "
-                             "inference inputs, plugin path fields (repeatable; default: the current folder; the "
-                             "jobs folder always is one). Paths elsewhere get 400; the command line is not limited")
-    parser.add_argument("--allow-url", action="append", default=[], metavar="PATTERN",
-                        help="let URLs typed in the web forms (DICOMweb server, S3 endpoint) reach PATTERN: an "
-                             "address or network (10.0.0.0/8), a host or host:port (* wildcards), or none (refuse "
-                             "every typed URL). Repeatable. Default: public addresses only; loopback, link-local and "
-                             "private ones are refused. The command line is not limited")
-    parser.add_argument("--dicomweb-server", action="append", default=[], metavar="NAME=URL",
-                        help="a DICOMweb server offered by name in the dataset form (repeatable); only these get "
-                             "the operator's $DIGITS_DICOMWEB_PASSWORD / $DIGITS_DICOMWEB_TOKEN, never a typed URL")
-    parser.add_argument("--session-idle-minutes", type=float, default=480, metavar="MINUTES",
-                        help="with --auth-token: a browser login unused this long expires (default: 480)")
-    parser.add_argument("--insecure-no-auth", action="store_true",
-                        help="allow a non-loopback --host without --auth-token: anyone who can reach the port "
-                             "can then run code on this machine (custom networks)")
-    parser.add_argument("--max-dataset-jobs", type=int, default=2, metavar="N",
-                        help="dataset jobs that run at once (default: 2)")
-    parser.add_argument("--max-training-jobs", type=int, default=None, metavar="N",
-                        help="training jobs that run at once (default: one per GPU, 1 without a GPU)")
-    parser.add_argument("--executor", choices=("local", "ray"), default="local",
-                        help="where jobs run: local (worker processes on this machine, the default) or ray (Ray "
-                             "tasks on the cluster at --ray-address; needs the digits-core[ray] extra and the jobs "
-                             "folder at the same path on every node)")
-    parser.add_argument("--ray-address", default=None, metavar="HOST:PORT",
-                        help="the Ray cluster for --executor ray (default: $DIGITS_RAY_ADDRESS)")
-    parser.add_argument("--max-upload-mb", type=float, default=64, metavar="MB",
-                        help="largest accepted upload (default: 64 MB)")
-    parser.add_argument("--keep-results", type=int, default=50, metavar="N",
-                        help="stored inference results each model keeps; storing one more deletes the oldest "
-                             "(default: 50; 0 keeps all)")
+    parser.add_argument(
+        "--auth-token",
+        default=None,
+        metavar="TOKEN",
+        help="require this token for every page and API call (default: $DIGITS_AUTH_TOKEN; none). "
+        "Required when --host is not a loopback address",
+    )
+    parser.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="also answer requests whose Host header is NAME (repeatable; always allowed: "
+        "localhost, 127.0.0.1, [::1] and the --host address). Any other Host gets 400, "
+        "which stops DNS-rebinding attacks",
+    )
+    parser.add_argument(
+        "--data-root",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="a folder whose files the web UI and API may read: dataset folders and lists, "
+        "inference inputs, plugin path fields (repeatable; default: the current folder; the "
+        "jobs folder always is one). Paths elsewhere get 400; the command line is not limited",
+    )
+    parser.add_argument(
+        "--allow-url",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="let URLs typed in the web forms (DICOMweb server, S3 endpoint) reach PATTERN: an "
+        "address or network (10.0.0.0/8), a host or host:port (* wildcards), or none (refuse "
+        "every typed URL). Repeatable. Default: public addresses only; loopback, link-local and "
+        "private ones are refused. The command line is not limited",
+    )
+    parser.add_argument(
+        "--dicomweb-server",
+        action="append",
+        default=[],
+        metavar="NAME=URL",
+        help="a DICOMweb server offered by name in the dataset form (repeatable); only these get "
+        "the operator's $DIGITS_DICOMWEB_PASSWORD / $DIGITS_DICOMWEB_TOKEN, never a typed URL",
+    )
+    parser.add_argument(
+        "--session-idle-minutes",
+        type=float,
+        default=480,
+        metavar="MINUTES",
+        help="with --auth-token: a browser login unused this long expires (default: 480)",
+    )
+    parser.add_argument(
+        "--insecure-no-auth",
+        action="store_true",
+        help="allow a non-loopback --host without --auth-token: anyone who can reach the port "
+        "can then run code on this machine (custom networks)",
+    )
+    parser.add_argument(
+        "--max-dataset-jobs", type=int, default=2, metavar="N", help="dataset jobs that run at once (default: 2)"
+    )
+    parser.add_argument(
+        "--max-training-jobs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="training jobs that run at once (default: one per GPU, 1 without a GPU)",
+    )
+    parser.add_argument(
+        "--executor",
+        choices=("local", "ray"),
+        default="local",
+        help="where jobs run: local (worker processes on this machine, the default) or ray (Ray "
+        "tasks on the cluster at --ray-address; needs the digits-core[ray] extra and the jobs "
+        "folder at the same path on every node)",
+    )
+    parser.add_argument(
+        "--ray-address",
+        default=None,
+        metavar="HOST:PORT",
+        help="the Ray cluster for --executor ray (default: $DIGITS_RAY_ADDRESS)",
+    )
+    parser.add_argument(
+        "--max-upload-mb", type=float, default=64, metavar="MB", help="largest accepted upload (default: 64 MB)"
+    )
+    parser.add_argument(
+        "--keep-results",
+        type=int,
+        default=50,
+        metavar="N",
+        help="stored inference results each model keeps; storing one more deletes the oldest "
+        "(default: 50; 0 keeps all)",
+    )
     parser.add_argument("--debug", action="store_true", help="Flask debug mode (never on a shared network)")
     parser.set_defaults(handler=run)
 
@@ -83,7 +136,9 @@ def _outbound_settings(args) -> None:
     for value in args.dicomweb_server:
         name, sep, url = value.partition("=")
         if not sep or not name.strip() or not url.strip().startswith(("http://", "https://")):
-            raise ConfigurationError(f"--dicomweb-server {value}: write NAME=URL, e.g. pacs=https://pacs.example/dicom-web")
+            raise ConfigurationError(
+                f"--dicomweb-server {value}: write NAME=URL, e.g. pacs=https://pacs.example/dicom-web"
+            )
     if args.allow_url:
         os.environ[ALLOW_ENV] = "\n".join(p.strip() for p in args.allow_url if p.strip())
     if args.dicomweb_server:
@@ -101,14 +156,19 @@ def run(args) -> int:
             raise ConfigurationError(
                 f"--host {args.host} makes the server reachable from other machines, and it runs code (custom "
                 "networks): give --auth-token TOKEN (or $DIGITS_AUTH_TOKEN), or --insecure-no-auth if this "
-                "network is yours alone.")
-        print(f"warning: serving on {args.host} without authentication (--insecure-no-auth): anyone who can reach "
-              "this port can create jobs and run code (custom networks).", file=sys.stderr)
+                "network is yours alone."
+            )
+        print(
+            f"warning: serving on {args.host} without authentication (--insecure-no-auth): anyone who can reach "
+            "this port can create jobs and run code (custom networks).",
+            file=sys.stderr,
+        )
     if not args.session_idle_minutes > 0:
         raise ConfigurationError("--session-idle-minutes must be a positive number of minutes.")
     if args.keep_results < 0:
-        raise ConfigurationError(f"--keep-results {args.keep_results}: give a number of results to keep, "
-                                 "or 0 to keep them all.")
+        raise ConfigurationError(
+            f"--keep-results {args.keep_results}: give a number of results to keep, or 0 to keep them all."
+        )
     if args.port <= 0 or args.port > 65535:
         raise ConfigurationError(f"--port {args.port} is not a valid port number.")
     _outbound_settings(args)
@@ -117,16 +177,31 @@ def run(args) -> int:
         from ..config import resolve_jobs_dir
         from ..executors import make_scheduler
 
-        scheduler = make_scheduler(args.executor, resolve_jobs_dir(args.jobs_dir), ray_address=args.ray_address,
-                                   max_dataset_jobs=args.max_dataset_jobs, max_training_jobs=args.max_training_jobs)
-    app = create_app(args.jobs_dir, auth_token=token, max_dataset_jobs=args.max_dataset_jobs, scheduler=scheduler,
-                     max_training_jobs=args.max_training_jobs, max_upload_bytes=int(args.max_upload_mb * 1024 * 1024),
-                     allowed_hosts=allowed_hosts(args.host, args.allowed_host), data_roots=_data_roots(args.data_root),
-                     session_idle_minutes=args.session_idle_minutes, keep_results=args.keep_results)
+        scheduler = make_scheduler(
+            args.executor,
+            resolve_jobs_dir(args.jobs_dir),
+            ray_address=args.ray_address,
+            max_dataset_jobs=args.max_dataset_jobs,
+            max_training_jobs=args.max_training_jobs,
+        )
+    app = create_app(
+        args.jobs_dir,
+        auth_token=token,
+        max_dataset_jobs=args.max_dataset_jobs,
+        scheduler=scheduler,
+        max_training_jobs=args.max_training_jobs,
+        max_upload_bytes=int(args.max_upload_mb * 1024 * 1024),
+        allowed_hosts=allowed_hosts(args.host, args.allowed_host),
+        data_roots=_data_roots(args.data_root),
+        session_idle_minutes=args.session_idle_minutes,
+        keep_results=args.keep_results,
+    )
     scheduler = app.extensions["digits"]["scheduler"]
     url_host = "localhost" if args.host in ("127.0.0.1", "0.0.0.0", "::") else args.host
-    print(f"DIGITS is serving {app.extensions['digits']['jobs_dir']} at http://{url_host}:{args.port}/ "
-          "(Ctrl-C to stop)", flush=True)
+    print(
+        f"DIGITS is serving {app.extensions['digits']['jobs_dir']} at http://{url_host}:{args.port}/ (Ctrl-C to stop)",
+        flush=True,
+    )
     print(f"  data roots: {', '.join(app.config['DIGITS_DATA_ROOTS'])}", flush=True)
     # SIGTERM/SIGHUP stop the server like Ctrl-C (see digits_core.cli.main): running jobs are stopped
     # and marked Aborted, the inference worker is closed.

@@ -26,29 +26,48 @@ from .output import print_json, print_table
 def register(subparsers) -> None:
     """Add ``train``, ``model``, ``lr-preview`` and ``networks``."""
     p = subparsers.add_parser(
-        "train", help="train a network on a dataset (a model job)",
+        "train",
+        help="train a network on a dataset (a model job)",
         description="Train a built-in, plugin or custom network on a dataset. The task (classification, "
         "segmentation, regression) comes from the dataset's labels. Ctrl-C or `digits model abort` stops "
         "at the next step (status Aborted); `--resume JOB` continues from the last snapshot. Several "
         "comma-separated values of --learning-rate / --batch-size make a sweep: one model job per "
         "combination, all in one group, trained one after the other in this process (a server queues them "
-        "instead: use the web form or POST /api/models).")
+        "instead: use the web form or POST /api/models).",
+    )
     p.add_argument("--dataset", metavar="ID", help="dataset job id (or unique prefix)")
-    p.add_argument("--network", metavar="NAME|FILE.py",
-                   help="lenet, alexnet, googlenet, unet, fcn, regression, a plugin network, or a .py file "
-                   "defining build_model(input_shape, num_outputs, **params) (default: the task's)")
+    p.add_argument(
+        "--network",
+        metavar="NAME|FILE.py",
+        help="lenet, alexnet, googlenet, unet, fcn, regression, a plugin network, or a .py file "
+        "defining build_model(input_shape, num_outputs, **params) (default: the task's)",
+    )
     p.add_argument("--name", help="model job name (of a sweep: the start of every job's name and the default group)")
     p.add_argument("--group", metavar="NAME", help="job group shown on the web home page (a sweep's default: --name)")
     p.add_argument("--resume", metavar="JOB", help="continue an aborted model job from its last snapshot")
-    p.add_argument("--workers", type=int, default=None, metavar="N",
-                   help="train with N workers (MultiWorkerMirroredStrategy) on the Ray cluster at --ray-address, "
-                        "through Ray Train: one CPU per worker, one GPU each with --gpus; the dataset and jobs "
-                        "folder must be at the same path on every node (needs the digits-core[ray] extra)")
-    p.add_argument("--ray-address", metavar="HOST:PORT", default=None,
-                   help="the Ray cluster for --workers (default: $DIGITS_RAY_ADDRESS)")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="train with N workers (MultiWorkerMirroredStrategy) on the Ray cluster at --ray-address, "
+        "through Ray Train: one CPU per worker, one GPU each with --gpus; the dataset and jobs "
+        "folder must be at the same path on every node (needs the digits-core[ray] extra)",
+    )
+    p.add_argument(
+        "--ray-address",
+        metavar="HOST:PORT",
+        default=None,
+        help="the Ray cluster for --workers (default: $DIGITS_RAY_ADDRESS)",
+    )
     add_cli_arguments(p)
-    p.add_argument("--network-param", metavar="KEY=VALUE", action="append", default=[],
-                   help="extra build_model keyword argument (VALUE parsed as JSON when possible); repeatable")
+    p.add_argument(
+        "--network-param",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        help="extra build_model keyword argument (VALUE parsed as JSON when possible); repeatable",
+    )
     p.add_argument("--json", action="store_true", help="print model.json at the end instead of a summary")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(handler=run_train)
@@ -72,9 +91,11 @@ def register(subparsers) -> None:
     md.set_defaults(handler=run_delete)
     m.set_defaults(handler=lambda args: m.print_help() or 0)
 
-    lp = subparsers.add_parser("lr-preview", help="show a learning-rate schedule as numbers and a PNG plot",
-                               description="Evaluate the learning-rate policy exactly as training will "
-                               "(it = training progress in percent).")
+    lp = subparsers.add_parser(
+        "lr-preview",
+        help="show a learning-rate schedule as numbers and a PNG plot",
+        description="Evaluate the learning-rate policy exactly as training will (it = training progress in percent).",
+    )
     add_cli_arguments(lp, LR_PREVIEW_OPTIONS, sweep=False)  # the training options' own flags, help and types
     lp.add_argument("--epochs", type=int, default=30, help="epochs of the run (default: 30)")
     lp.add_argument("--steps-per-epoch", type=int, default=100, help="optimizer steps per epoch (default: 100)")
@@ -122,12 +143,18 @@ class _ProgressBar:
         from tqdm import tqdm
 
         if self.bar is None:
-            self.bar = tqdm(total=event["total_steps"], initial=event["step"] - (event["phase"] == "train"),
-                            unit="step", dynamic_ncols=True, file=sys.stderr)
+            self.bar = tqdm(
+                total=event["total_steps"],
+                initial=event["step"] - (event["phase"] == "train"),
+                unit="step",
+                dynamic_ncols=True,
+                file=sys.stderr,
+            )
         if event["phase"] == "train":
             self.bar.update(event["step"] - self.bar.n)
-            self.bar.set_postfix_str(f"epoch {event['epoch']:.2f}/{event['epochs']} loss {event['loss']:.4f}",
-                                     refresh=False)
+            self.bar.set_postfix_str(
+                f"epoch {event['epoch']:.2f}/{event['epochs']} loss {event['loss']:.4f}", refresh=False
+            )
         else:
             shown = ", ".join(f"{k} {v:.4f}" for k, v in event.items() if k.startswith("val_"))
             self.bar.write(f"epoch {event['epoch']:.2f}: {shown}")
@@ -142,14 +169,16 @@ def run_train(args) -> int:
     bar = _ProgressBar(args.quiet)
     try:
         if args.resume and args.workers is not None:
-            raise FormValidationError({"workers": ["--resume continues on this machine; leave out --workers"]},
-                                      "digits train")
+            raise FormValidationError(
+                {"workers": ["--resume continues on this machine; leave out --workers"]}, "digits train"
+            )
         if args.resume:
             job = resume_training(args.resume, jobs_dir=args.jobs_dir, progress=bar, epochs=args.epochs)
         else:
             if not args.dataset:
-                raise FormValidationError({"dataset": ["give --dataset ID (see `digits dataset list`) or --resume JOB"]},
-                                          "digits train")
+                raise FormValidationError(
+                    {"dataset": ["give --dataset ID (see `digits dataset list`) or --resume JOB"]}, "digits train"
+                )
             options = _options_from_args(args)
             if args.workers is not None:
                 bar.close()
@@ -158,8 +187,15 @@ def run_train(args) -> int:
             if is_sweep(options):
                 bar.close()
                 return _run_sweep(args, options)
-            job = train(args.dataset, args.network, name=args.name, jobs_dir=args.jobs_dir, progress=bar,
-                        group=args.group, **options)
+            job = train(
+                args.dataset,
+                args.network,
+                name=args.name,
+                jobs_dir=args.jobs_dir,
+                progress=bar,
+                group=args.group,
+                **options,
+            )
     finally:
         bar.close()
     return _report(args, job)
@@ -174,26 +210,44 @@ def _train_on_ray(args, options: dict):
 
     address = args.ray_address or os.environ.get(RAY_ADDRESS_ENV)
     if not address:
-        raise FormValidationError({"ray_address": [f"--workers trains on a Ray cluster: give --ray-address "
-                                                   f"HOST:PORT or ${RAY_ADDRESS_ENV}"]}, "digits train")
+        raise FormValidationError(
+            {"ray_address": [f"--workers trains on a Ray cluster: give --ray-address HOST:PORT or ${RAY_ADDRESS_ENV}"]},
+            "digits train",
+        )
     if is_sweep(options):
-        raise FormValidationError({"workers": ["a sweep with --workers is not supported: queue the sweep on a "
-                                               "server with --executor ray (its points run in parallel)"]},
-                                  "digits train")
+        raise FormValidationError(
+            {
+                "workers": [
+                    "a sweep with --workers is not supported: queue the sweep on a "
+                    "server with --executor ray (its points run in parallel)"
+                ]
+            },
+            "digits train",
+        )
     gpus = options.pop("gpus", None)
     print(f"training on {args.workers} Ray Train workers at {address}", file=sys.stderr)
-    return train_on_ray(args.dataset, args.network, workers=args.workers, address=address, name=args.name,
-                        jobs_dir=args.jobs_dir, use_gpu=bool(gpus) and str(gpus) != "0", group=args.group,
-                        **options)
+    return train_on_ray(
+        args.dataset,
+        args.network,
+        workers=args.workers,
+        address=address,
+        name=args.name,
+        jobs_dir=args.jobs_dir,
+        use_gpu=bool(gpus) and str(gpus) != "0",
+        group=args.group,
+        **options,
+    )
 
 
 def _report(args, job) -> int:
     """Print the summary (or model.json) of a finished training; return the exit status."""
     if not (job.path / "model.json").is_file():  # a non-chief worker: outputs belong to the chief
         report = job.data.get("worker_report") or {}
-        print(f"worker {report.get('worker_index')} of {report.get('num_workers')} finished ({job.status.value}) "
-              f"after {report.get('steps')} steps on its shard of {report.get('images_per_epoch')} images per epoch; "
-              "the chief wrote the outputs")
+        print(
+            f"worker {report.get('worker_index')} of {report.get('num_workers')} finished ({job.status.value}) "
+            f"after {report.get('steps')} steps on its shard of {report.get('images_per_epoch')} images per epoch; "
+            "the chief wrote the outputs"
+        )
         return 0
     info = read_model_info(job.path)
     if args.json:
@@ -201,8 +255,10 @@ def _report(args, job) -> int:
     else:
         final = info.get("final_metrics") or {}
         shown = ", ".join(f"{k} {v:.4g}" for k, v in sorted(final.items()) if isinstance(v, float))
-        print(f"model job {job.id} ({job.name}): {job.status.value}; last epoch {info.get('last_epoch')}, "
-              f"best epoch {info.get('best_epoch')}")
+        print(
+            f"model job {job.id} ({job.name}): {job.status.value}; last epoch {info.get('last_epoch')}, "
+            f"best epoch {info.get('best_epoch')}"
+        )
         if shown:
             print(f"  {shown}")
         print(f"  folder: {job.path}")
@@ -215,8 +271,11 @@ def _run_sweep(args, options: dict) -> int:
     """Train every combination of a sweep in turn; print one line per job (or JSON) at the end."""
     name = args.name or f"{args.network or 'model'}-sweep"
     points = expand_sweep(options, name)
-    print(f"sweep {name}: {len(points)} jobs in group \"{sweep_group(name, args.group)}\", "
-          "trained one after the other in this process", file=sys.stderr)
+    print(
+        f'sweep {name}: {len(points)} jobs in group "{sweep_group(name, args.group)}", '
+        "trained one after the other in this process",
+        file=sys.stderr,
+    )
     bars: dict[int, _ProgressBar] = {}
 
     def progress(event: dict) -> None:
@@ -230,25 +289,47 @@ def _run_sweep(args, options: dict) -> int:
         bars[index](event)
 
     try:
-        jobs = train_sweep(args.dataset, args.network, name, group=args.group, jobs_dir=args.jobs_dir,
-                           progress=progress, **options)
+        jobs = train_sweep(
+            args.dataset, args.network, name, group=args.group, jobs_dir=args.jobs_dir, progress=progress, **options
+        )
     finally:
         for bar in bars.values():
             bar.close()
     rows = []
     for job, point in zip(jobs, points):
         info = read_model_info(job.path) if (job.path / MODEL_FILE).is_file() else {}
-        rows.append({"id": job.id, "name": job.name, "status": job.status.value, "group": job.group,
-                     **point.values, "best_epoch": info.get("best_epoch"), "best_metric": info.get("best_metric"),
-                     "best_metric_name": info.get("best_metric_name"), "error": job.error})
+        rows.append(
+            {
+                "id": job.id,
+                "name": job.name,
+                "status": job.status.value,
+                "group": job.group,
+                **point.values,
+                "best_epoch": info.get("best_epoch"),
+                "best_metric": info.get("best_metric"),
+                "best_metric_name": info.get("best_metric_name"),
+                "error": job.error,
+            }
+        )
     if args.json:
         print_json(rows)
     else:
         swept = list(points[0].values)
-        print_table(["id", "name", "status", *swept, "best"],
-                    [[r["id"], r["name"], r["status"], *[r[k] for k in swept],
-                      f"{r['best_metric_name'] or ''} {r['best_metric']:.4f}" if isinstance(r["best_metric"], float)
-                      else ""] for r in rows])
+        print_table(
+            ["id", "name", "status", *swept, "best"],
+            [
+                [
+                    r["id"],
+                    r["name"],
+                    r["status"],
+                    *[r[k] for k in swept],
+                    f"{r['best_metric_name'] or ''} {r['best_metric']:.4f}"
+                    if isinstance(r["best_metric"], float)
+                    else "",
+                ]
+                for r in rows
+            ],
+        )
         if len(jobs) < len(points):
             print(f"stopped after job {len(jobs)} of {len(points)} was aborted; the rest were not created")
     return 0 if len(jobs) == len(points) and all(j.status.value == "Done" for j in jobs) else 3
@@ -271,9 +352,18 @@ def run_list(args) -> int:
             except (OSError, json.JSONDecodeError):
                 info = {}
         best = info.get("best_metric")
-        rows.append([job.id, job.name, job.status.value, job.group or "", info.get("network", job.network),
-                     info.get("dataset_id", job.dataset_id), info.get("last_epoch"),
-                     f"{info.get('best_metric_name', '')} {best:.4f}" if isinstance(best, float) else ""])
+        rows.append(
+            [
+                job.id,
+                job.name,
+                job.status.value,
+                job.group or "",
+                info.get("network", job.network),
+                info.get("dataset_id", job.dataset_id),
+                info.get("last_epoch"),
+                f"{info.get('best_metric_name', '')} {best:.4f}" if isinstance(best, float) else "",
+            ]
+        )
         data.append({**job.to_dict(), "model": info})
     if args.json:
         print_json(data)
@@ -300,12 +390,26 @@ def run_show(args) -> int:
     print(f"{job.id}  {job.name}  {job.status.value}")
     if job.group:
         sweep = job.data.get("sweep")
-        print(f"  group: {job.group}" + (f" (sweep: {', '.join(f'{k}={v}' for k, v in sweep.items())})"
-                                         if sweep else ""))
+        print(
+            f"  group: {job.group}" + (f" (sweep: {', '.join(f'{k}={v}' for k, v in sweep.items())})" if sweep else "")
+        )
     if job.error:
         print(f"error: {job.error}")
-    for key in ("network", "dataset_id", "task", "input_shape", "num_outputs", "batch_size", "seed",
-                "mean_subtraction", "crop_size", "parameters", "last_epoch", "best_epoch", "best_metric"):
+    for key in (
+        "network",
+        "dataset_id",
+        "task",
+        "input_shape",
+        "num_outputs",
+        "batch_size",
+        "seed",
+        "mean_subtraction",
+        "crop_size",
+        "parameters",
+        "last_epoch",
+        "best_epoch",
+        "best_metric",
+    ):
         if key in info:
             print(f"  {key}: {info[key]}")
     if info.get("options"):
@@ -341,14 +445,24 @@ def run_delete(args) -> int:
 def run_lr_preview(args) -> int:
     total = args.epochs * args.steps_per_epoch
     learning_rate, policy = lr_preview_schedule(options_from_cli(args, LR_PREVIEW_OPTIONS))
-    rows = lr_schedule_preview(total, learning_rate=learning_rate, lr_policy=policy.pop("policy"),
-                               points=max(args.points, 2), plot=args.plot, **policy)
+    rows = lr_schedule_preview(
+        total,
+        learning_rate=learning_rate,
+        lr_policy=policy.pop("policy"),
+        points=max(args.points, 2),
+        plot=args.plot,
+        **policy,
+    )
     if args.json:
         print_json(rows)
     else:
-        print_table(["step", "epoch", "progress %", "learning rate"],
-                    [[r["step"], f"{r['step'] / args.steps_per_epoch:.2f}", f"{r['progress']:.1f}", f"{r['lr']:.6g}"]
-                     for r in rows])
+        print_table(
+            ["step", "epoch", "progress %", "learning rate"],
+            [
+                [r["step"], f"{r['step'] / args.steps_per_epoch:.2f}", f"{r['progress']:.1f}", f"{r['lr']:.6g}"]
+                for r in rows
+            ],
+        )
         if args.plot:
             print(f"plot written to {args.plot}")
     return 0
@@ -357,11 +471,26 @@ def run_lr_preview(args) -> int:
 def run_networks(args) -> int:
     specs = list_networks()
     if args.json:
-        print_json([{"name": s.name, "source": s.source, "tasks": list(s.tasks), "batch_size": s.batch_size,
-                     "description": s.description, "defaults": s.defaults} for s in specs])
+        print_json(
+            [
+                {
+                    "name": s.name,
+                    "source": s.source,
+                    "tasks": list(s.tasks),
+                    "batch_size": s.batch_size,
+                    "description": s.description,
+                    "defaults": s.defaults,
+                }
+                for s in specs
+            ]
+        )
         return 0
-    print_table(["name", "source", "task", "batch", "description"],
-                [[s.name, s.source, ",".join(s.tasks), s.batch_size, s.description] for s in specs])
-    print("\nOr pass --network path/to/net.py with build_model(input_shape, num_outputs, **params); "
-          "see docs/custom-networks.md.")
+    print_table(
+        ["name", "source", "task", "batch", "description"],
+        [[s.name, s.source, ",".join(s.tasks), s.batch_size, s.description] for s in specs],
+    )
+    print(
+        "\nOr pass --network path/to/net.py with build_model(input_shape, num_outputs, **params); "
+        "see docs/custom-networks.md."
+    )
     return 0

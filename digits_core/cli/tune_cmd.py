@@ -17,36 +17,67 @@ from .output import print_json, print_table
 def register(subparsers) -> None:
     """Add ``tune`` and ``sweep``."""
     p = subparsers.add_parser(
-        "tune", help="search hyper-parameters on Ray Tune (grid, random or ASHA); one model job per trial",
+        "tune",
+        help="search hyper-parameters on Ray Tune (grid, random or ASHA); one model job per trial",
         description="Search training options: each --search OPTION=EXPR gives one option's space, a list "
         "(0.1,0.01), choice(a,b,...), uniform(LOW,HIGH) or loguniform(LOW,HIGH). Every trial is a model job in "
         "one group; ASHA cuts hopeless trials at its rungs (status Stopped early). Runs Ray on this machine "
         "(127.0.0.1 only) unless --ray-address names a cluster. Ctrl-C aborts the sweep: running trials stop "
-        "at their next step, finished ones stay. Other training flags apply to every trial.")
+        "at their next step, finished ones stay. Other training flags apply to every trial.",
+    )
     p.add_argument("--dataset", metavar="ID", required=True, help="dataset job id (or unique prefix)")
-    p.add_argument("--network", metavar="NAME|FILE.py", help="network of every trial (a network=choice(...) "
-                   "space overrides it; default: the task's)")
+    p.add_argument(
+        "--network",
+        metavar="NAME|FILE.py",
+        help="network of every trial (a network=choice(...) space overrides it; default: the task's)",
+    )
     p.add_argument("--name", help="sweep name: the start of every trial's job name and the default group")
     p.add_argument("--group", metavar="NAME", help="job group of every trial (default: --name)")
-    p.add_argument("--search", metavar="OPTION=EXPR", action="append", default=[], required=True,
-                   help='a search space, e.g. "learning_rate=loguniform(1e-4,1e-1)" or "batch_size=choice(32,64)"; '
-                   "repeatable")
-    p.add_argument("--scheduler", choices=("grid", "random", "asha"), default="asha",
-                   help="grid: every combination; random: --trials points; asha: random points, hopeless ones "
-                   "cut at ASHA's rungs (default: asha)")
+    p.add_argument(
+        "--search",
+        metavar="OPTION=EXPR",
+        action="append",
+        default=[],
+        required=True,
+        help='a search space, e.g. "learning_rate=loguniform(1e-4,1e-1)" or "batch_size=choice(32,64)"; repeatable',
+    )
+    p.add_argument(
+        "--scheduler",
+        choices=("grid", "random", "asha"),
+        default="asha",
+        help="grid: every combination; random: --trials points; asha: random points, hopeless ones "
+        "cut at ASHA's rungs (default: asha)",
+    )
     p.add_argument("--trials", type=int, default=16, help="random / asha: how many points (default 16)")
     p.add_argument("--max-epochs", type=int, default=10, help="epochs of a trial that is not cut (default 10)")
     p.add_argument("--metric", default="val_accuracy", help="validation metric to rank by (default val_accuracy)")
-    p.add_argument("--mode", choices=("auto", "min", "max"), default="auto",
-                   help="better when the metric is lower (min) or higher (max); auto: from its name")
+    p.add_argument(
+        "--mode",
+        choices=("auto", "min", "max"),
+        default="auto",
+        help="better when the metric is lower (min) or higher (max); auto: from its name",
+    )
     p.add_argument("--grace-period", type=int, default=1, help="asha: epochs before a trial may be cut (default 1)")
-    p.add_argument("--reduction-factor", type=float, default=3.0,
-                   help="asha: each rung keeps the best 1/N of the trials (default 3)")
-    p.add_argument("--max-concurrent", type=int, default=None, metavar="N",
-                   help="at most N trials at the same time (default: one per CPU Ray has)")
+    p.add_argument(
+        "--reduction-factor",
+        type=float,
+        default=3.0,
+        help="asha: each rung keeps the best 1/N of the trials (default 3)",
+    )
+    p.add_argument(
+        "--max-concurrent",
+        type=int,
+        default=None,
+        metavar="N",
+        help="at most N trials at the same time (default: one per CPU Ray has)",
+    )
     p.add_argument("--search-seed", type=int, default=None, help="seed of the random points (default: random)")
-    p.add_argument("--ray-address", metavar="HOST:PORT", default=None,
-                   help="run the trials on this Ray cluster (default: $DIGITS_RAY_ADDRESS, else Ray on this machine)")
+    p.add_argument(
+        "--ray-address",
+        metavar="HOST:PORT",
+        default=None,
+        help="run the trials on this Ray cluster (default: $DIGITS_RAY_ADDRESS, else Ray on this machine)",
+    )
     add_cli_arguments(p)
     p.add_argument("--json", action="store_true", help="print the sweep's summary as JSON at the end")
     p.set_defaults(handler=run_tune)
@@ -78,19 +109,31 @@ def register(subparsers) -> None:
 def _print_summary(summary: dict) -> None:
     from ..sweep_report import budget_line
 
-    print(f"sweep {summary['id']} ({summary['name']}, group \"{summary['group']}\"): {summary['status']}; "
-          f"{summary['scheduler']} over {' '.join(summary['search'])}; ranked by {summary['metric']} "
-          f"({summary['mode']})")
-    rows = [[row["index"] + 1 if row["index"] is not None else "", row["job_id"], row["status"],
-             "" if row["best"] is None else f"{row['best']:.4g}", f"{row['epochs']:g}",
-             " ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in row["values"].items()),
-             row["status_note"] or ""] for row in summary["trials"]]
+    print(
+        f'sweep {summary["id"]} ({summary["name"]}, group "{summary["group"]}"): {summary["status"]}; '
+        f"{summary['scheduler']} over {' '.join(summary['search'])}; ranked by {summary['metric']} "
+        f"({summary['mode']})"
+    )
+    rows = [
+        [
+            row["index"] + 1 if row["index"] is not None else "",
+            row["job_id"],
+            row["status"],
+            "" if row["best"] is None else f"{row['best']:.4g}",
+            f"{row['epochs']:g}",
+            " ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in row["values"].items()),
+            row["status_note"] or "",
+        ]
+        for row in summary["trials"]
+    ]
     print_table(["trial", "job", "status", summary["metric"], "epochs", "options", "note"], rows)
     if summary["pending"]:
         print(f"{len(summary['pending'])} trials not started")
     if summary["best"]:
-        print(f"best: trial {summary['best']['index'] + 1} ({summary['best']['job_id']}) "
-              f"{summary['metric']} {summary['best']['best']:.4g}")
+        print(
+            f"best: trial {summary['best']['index'] + 1} ({summary['best']['job_id']}) "
+            f"{summary['metric']} {summary['best']['best']:.4g}"
+        )
     print(budget_line(summary))
 
 
@@ -100,13 +143,30 @@ def run_tune(args) -> int:
 
     options = options_from_cli(args)
     options.pop("epochs", None)  # the tuner's --max-epochs
-    handle = tune(args.dataset, args.network, args.name, search=args.search, scheduler=args.scheduler,
-                  trials=args.trials, max_epochs=args.max_epochs, metric=args.metric, mode=args.mode,
-                  grace_period=args.grace_period, reduction_factor=args.reduction_factor,
-                  max_concurrent=args.max_concurrent, search_seed=args.search_seed, group=args.group,
-                  jobs_dir=args.jobs_dir, ray_address=args.ray_address, **options)
-    print(f"sweep {handle.sweep_id}: trials run as model jobs in group \"{handle.group}\" "
-          f"(digits sweep show {handle.sweep_id})", file=sys.stderr)
+    handle = tune(
+        args.dataset,
+        args.network,
+        args.name,
+        search=args.search,
+        scheduler=args.scheduler,
+        trials=args.trials,
+        max_epochs=args.max_epochs,
+        metric=args.metric,
+        mode=args.mode,
+        grace_period=args.grace_period,
+        reduction_factor=args.reduction_factor,
+        max_concurrent=args.max_concurrent,
+        search_seed=args.search_seed,
+        group=args.group,
+        jobs_dir=args.jobs_dir,
+        ray_address=args.ray_address,
+        **options,
+    )
+    print(
+        f'sweep {handle.sweep_id}: trials run as model jobs in group "{handle.group}" '
+        f"(digits sweep show {handle.sweep_id})",
+        file=sys.stderr,
+    )
     return _follow(handle, args.json)
 
 
@@ -141,9 +201,20 @@ def run_sweep_list(args) -> int:
     if args.json:
         print_json(records)
         return 0
-    print_table(["id", "name", "status", "scheduler", "trials", "started"],
-                [[r["id"], r["name"], r.get("status"), r["settings"]["scheduler"], len(r["trials"]),
-                  len(r["trials_started"])] for r in records])
+    print_table(
+        ["id", "name", "status", "scheduler", "trials", "started"],
+        [
+            [
+                r["id"],
+                r["name"],
+                r.get("status"),
+                r["settings"]["scheduler"],
+                len(r["trials"]),
+                len(r["trials_started"]),
+            ]
+            for r in records
+        ],
+    )
     return 0
 
 
@@ -172,6 +243,7 @@ def run_sweep_promote(args) -> int:
     row = promote(args.sweep, args.job, args.jobs_dir, name=args.name)
     if row["best"] is None:
         raise FormValidationError({"job": ["that trial has no metric yet"]}, "digits sweep promote")
-    print(f"sweep {args.sweep}: promoted {row['job_id']} ({row['name']}); export it with "
-          f"`digits export {row['job_id']}`")
+    print(
+        f"sweep {args.sweep}: promoted {row['job_id']} ({row['name']}); export it with `digits export {row['job_id']}`"
+    )
     return 0

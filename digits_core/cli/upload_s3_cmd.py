@@ -25,15 +25,20 @@ def register(subparsers) -> None:
     parser.add_argument("--prefix", help="key prefix, e.g. mnist (default: none)")
     parser.add_argument("--access-key", metavar="KEY", help="access key id")
     parser.add_argument(
-        "--secret-key", metavar="SECRET",
+        "--secret-key",
+        metavar="SECRET",
         help="secret key (prefer --config, --profile or AWS_SECRET_ACCESS_KEY: command lines are visible to others)",
     )
     parser.add_argument("--profile", help="AWS profile name from ~/.aws/credentials")
     parser.add_argument("--region", help="signing region (default: AWS_REGION or us-east-1)")
     parser.add_argument("--workers", type=int, default=8, help="parallel uploads (default: 8)")
     parser.add_argument("--all-files", action="store_true", help="upload every file, not only images")
-    parser.add_argument("--no-create-bucket", dest="create_bucket", action="store_false",
-                        help="fail instead of creating a missing bucket")
+    parser.add_argument(
+        "--no-create-bucket",
+        dest="create_bucket",
+        action="store_false",
+        help="fail instead of creating a missing bucket",
+    )
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     parser.set_defaults(handler=run)
 
@@ -76,8 +81,12 @@ def run(args) -> int:
 
     try:
         report = upload_tree(
-            args.folder, location, create_bucket=args.create_bucket,
-            extensions=None if args.all_files else IMAGE_EXTENSIONS, workers=args.workers, progress=progress,
+            args.folder,
+            location,
+            create_bucket=args.create_bucket,
+            extensions=None if args.all_files else IMAGE_EXTENSIONS,
+            workers=args.workers,
+            progress=progress,
         )
     finally:
         if bar is not None:
@@ -85,6 +94,8 @@ def run(args) -> int:
     if report.bucket_created:
         print(f"Created bucket {location.bucket}.")
     size_mb = report.bytes_uploaded / 1e6
-    print(f"Uploaded {len(report.uploaded)} files ({size_mb:.1f} MB) to {location.describe()}; "
-          f"{len(report.skipped)} already there.")
+    print(
+        f"Uploaded {len(report.uploaded)} files ({size_mb:.1f} MB) to {location.describe()}; "
+        f"{len(report.skipped)} already there."
+    )
     return 0

@@ -34,5 +34,14 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'digits_core.datasets' has no attribute {name!r}")
 
 
-__all__ = ["create_dataset", "create_dataset_job", "run_dataset_job", "open_dataset", "Dataset",
-           "EncodedImage", "RecordError", "parse_max_errors", "channels_first_problem"]
+__all__ = [
+    "create_dataset",
+    "create_dataset_job",
+    "run_dataset_job",
+    "open_dataset",
+    "Dataset",
+    "EncodedImage",
+    "RecordError",
+    "parse_max_errors",
+    "channels_first_problem",
+]

@@ -50,7 +50,7 @@ class Arena:
     def resolve(self, records: list) -> list:
         """Turn the spans in ``records`` into memoryviews of the region (bytes stay bytes)."""
         view = self.view
-        return [view[r[0]:r[0] + r[1]] if type(r) is tuple else r for r in records]
+        return [view[r[0] : r[0] + r[1]] if type(r) is tuple else r for r in records]
 
 
 class SlotSink:

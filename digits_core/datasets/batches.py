@@ -48,7 +48,7 @@ def pad_boxes(boxes: Sequence[np.ndarray], rows: int | None = None) -> np.ndarra
     out = np.full((len(boxes), width, 5), PAD_CLASS, np.float32)
     for i, b in enumerate(boxes):
         b = np.asarray(b, np.float32).reshape(-1, 5)[:width]
-        out[i, :len(b)] = b
+        out[i, : len(b)] = b
     return out
 
 
@@ -88,11 +88,11 @@ def unpack_records(values: list[bytes], layout: RecordLayout, *, decode: bool = 
     if set(map(len, values)) == {raw_len}:
         table = np.frombuffer(b"".join(values), dtype=np.uint8).reshape(n, raw_len)
         if not table[:, 4].any():
-            features = table[:, rec.HEADER_SIZE:rec.HEADER_SIZE + fbytes].copy().view(fdtype)
+            features = table[:, rec.HEADER_SIZE : rec.HEADER_SIZE + fbytes].copy().view(fdtype)
             features = features.reshape((n, *fshape)).astype(fdtype.name, copy=False)
-            labels = table[:, rec.HEADER_SIZE + fbytes + prefix:].copy().view(ldtype).reshape((n, *lshape))
+            labels = table[:, rec.HEADER_SIZE + fbytes + prefix :].copy().view(ldtype).reshape((n, *lshape))
             return features, labels.astype(ldtype.name, copy=False)
-    labels = np.frombuffer(b"".join([v[len(v) - lbytes:] for v in values]), dtype=ldtype)
+    labels = np.frombuffer(b"".join([v[len(v) - lbytes :] for v in values]), dtype=ldtype)
     labels = labels.reshape((n, *lshape)).astype(ldtype.name, copy=False)
     if not decode:
         features_list = []

@@ -56,20 +56,31 @@ def _jsonable(value: Any, what: str) -> Any:
     try:
         return json.loads(json.dumps(value))
     except (TypeError, ValueError) as exc:
-        for key, item in (value.items() if isinstance(value, Mapping) else ()):
+        for key, item in value.items() if isinstance(value, Mapping) else ():
             try:
                 json.dumps(item)
             except (TypeError, ValueError) as item_exc:
-                raise DatasetError(f'{what}: key "{key}" is not JSON-serializable ({item_exc}); dataset.json '
-                                   "stores userdata as JSON: keep paths, numbers and strings there") from exc
+                raise DatasetError(
+                    f'{what}: key "{key}" is not JSON-serializable ({item_exc}); dataset.json '
+                    "stores userdata as JSON: keep paths, numbers and strings there"
+                ) from exc
         raise DatasetError(f"{what} is not JSON-serializable: {exc}") from exc
 
 
 # -- the public API ------------------------------------------------------------------
 
-def create_dataset_job(plugin_id: str, form_data: Mapping[str, Any] | None = None, *, name: str | None = None,
-                       jobs_dir: str | os.PathLike | None = None, max_errors: Any = None,
-                       workers: int | None = None, group: str | None = None, hold: bool = False) -> Job:
+
+def create_dataset_job(
+    plugin_id: str,
+    form_data: Mapping[str, Any] | None = None,
+    *,
+    name: str | None = None,
+    jobs_dir: str | os.PathLike | None = None,
+    max_errors: Any = None,
+    workers: int | None = None,
+    group: str | None = None,
+    hold: bool = False,
+) -> Job:
     """Validate the form and create a dataset job (status Initialized) without running it.
 
     The web UI uses this to queue a job; :func:`run_dataset_job` builds it.
@@ -87,27 +98,44 @@ def create_dataset_job(plugin_id: str, form_data: Mapping[str, Any] | None = Non
     from ..plugins.registry import registry
 
     plugin_cls = registry.get_data_ingestion(plugin_id)
-    values = validate_values(plugin_cls.get_dataset_form(), form_data or {},
-                             form_name=f'dataset form of plugin "{plugin_id}"')
-    options = check_dataset_options({"name": name, "group": group, "workers": workers, "max_errors": max_errors},
-                                    f'dataset job options (plugin "{plugin_id}")')
+    values = validate_values(
+        plugin_cls.get_dataset_form(), form_data or {}, form_name=f'dataset form of plugin "{plugin_id}"'
+    )
+    options = check_dataset_options(
+        {"name": name, "group": group, "workers": workers, "max_errors": max_errors},
+        f'dataset job options (plugin "{plugin_id}")',
+    )
     group_fields = {"group": options["group"]} if options["group"] else {}
     from ..form_secrets import redact, secret_field_names, stash
 
     secret = secret_field_names(plugin_cls.get_dataset_form())  # PasswordField values never reach disk
     job = Job.create(
-        "dataset", options["name"] or plugin_id, jobs_dir=jobs_dir, plugin_id=plugin_id,
+        "dataset",
+        options["name"] or plugin_id,
+        jobs_dir=jobs_dir,
+        plugin_id=plugin_id,
         form_data=json.loads(json.dumps(redact(values, secret), default=str)),
-        max_errors=parse_max_errors(options["max_errors"]), workers=options["workers"], hold=hold, **group_fields,
+        max_errors=parse_max_errors(options["max_errors"]),
+        workers=options["workers"],
+        hold=hold,
+        **group_fields,
     )
     stash(job.id, values, secret)
     return job
 
 
-def create_dataset(plugin_id: str, form_data: Mapping[str, Any] | None = None, *, name: str | None = None,
-                   workers: int | None = None, jobs_dir: str | os.PathLike | None = None,
-                   max_errors: Any = None, progress: Callable[[dict], None] | None = None,
-                   group: str | None = None, ray_address: str | None = None) -> Job:
+def create_dataset(
+    plugin_id: str,
+    form_data: Mapping[str, Any] | None = None,
+    *,
+    name: str | None = None,
+    workers: int | None = None,
+    jobs_dir: str | os.PathLike | None = None,
+    max_errors: Any = None,
+    progress: Callable[[dict], None] | None = None,
+    group: str | None = None,
+    ray_address: str | None = None,
+) -> Job:
     """Build a dataset with a data plugin, synchronously.
 
     Args:
@@ -149,16 +177,29 @@ def create_dataset(plugin_id: str, form_data: Mapping[str, Any] | None = None, *
         from ..executors.ray_encode import ray_for_dataset_job
 
         ray_for_dataset_job(ray_address)
-    job = create_dataset_job(plugin_id, form_data, name=name, jobs_dir=jobs_dir, max_errors=max_errors,
-                             workers=workers, group=group, hold=True)
+    job = create_dataset_job(
+        plugin_id,
+        form_data,
+        name=name,
+        jobs_dir=jobs_dir,
+        max_errors=max_errors,
+        workers=workers,
+        group=group,
+        hold=True,
+    )
     try:
         return run_dataset_job(job, progress=progress, ray_address=ray_address)  # the job's checked worker count
     finally:
         release_running_hold(job.path)  # a no-op when the run ended the job (it released the hold itself)
 
 
-def run_dataset_job(job: Job, *, workers: int | None = None, progress: Callable[[dict], None] | None = None,
-                    ray_address: str | None = None) -> Job:
+def run_dataset_job(
+    job: Job,
+    *,
+    workers: int | None = None,
+    progress: Callable[[dict], None] | None = None,
+    ray_address: str | None = None,
+) -> Job:
     """Build the dataset of a job made by :func:`create_dataset_job` and publish it.
 
     ``ray_address`` (a cluster's ``HOST:PORT``, or ``"current"`` inside a Ray
@@ -177,11 +218,16 @@ def run_dataset_job(job: Job, *, workers: int | None = None, progress: Callable[
     except DigitsError:  # the build reports it and ends the job in Error
         plugin_cls = None
     build = VolumeBuild if is_volume_plugin(plugin_cls) else _Build
-    return build(job, workers=workers if workers is not None else job.data.get("workers"),
-                 progress=progress, ray_address=ray_address).run()
+    return build(
+        job,
+        workers=workers if workers is not None else job.data.get("workers"),
+        progress=progress,
+        ray_address=ray_address,
+    ).run()
 
 
 # -- one build -------------------------------------------------------------------------
+
 
 class _Build:
     """Runs one dataset job: plugin → entries → stages → publish; on any failure, nothing is published."""
@@ -212,32 +258,47 @@ class _Build:
             from ..form_secrets import redact, secret_field_names
 
             stored = plugin.userdata_to_store(job.path)
-            userdata = _jsonable(redact(stored, secret_field_names(plugin.get_dataset_form())),
-                                 f'The userdata of plugin "{self.plugin_id}"')
+            userdata = _jsonable(
+                redact(stored, secret_field_names(plugin.get_dataset_form())),
+                f'The userdata of plugin "{self.plugin_id}"',
+            )
             total = sum(len(e) for e in entries.values())
             if total == 0:
-                raise DatasetError(f'Plugin "{self.plugin_id}" found no entries for any stage; '
-                                   "check the folders or lists in the form.")
+                raise DatasetError(
+                    f'Plugin "{self.plugin_id}" found no entries for any stage; check the folders or lists in the form.'
+                )
             self.report = ErrorsReport(job.path / ERRORS_FILE, allowed_errors(self.max_errors, total), total)
-            self.progress = ProgressReporter(job.path / PROGRESS_FILE, {s: len(e) for s, e in entries.items() if e},
-                                             self.callback)
+            self.progress = ProgressReporter(
+                job.path / PROGRESS_FILE, {s: len(e) for s, e in entries.items() if e}, self.callback
+            )
             self.tmp.mkdir()
             t1 = time.perf_counter()
             self._encode_all(plugin, entries)
             encode_s = time.perf_counter() - t1
             written = sum(info["count"] for info in self.stage_info.values())
             if written == 0 or self.layout.layout is None:
-                raise DatasetError(f'Plugin "{self.plugin_id}": every entry failed to encode; '
-                                   f"see {job.path / ERRORS_FILE}. First error: {self.report.first}")
-            timing = {"itemize_s": round(itemize_s, 3), "encode_s": round(encode_s, 3),
-                      "total_s": round(time.perf_counter() - started, 3),
-                      "entries_per_s": round(total / encode_s, 1) if encode_s > 0 else None}
+                raise DatasetError(
+                    f'Plugin "{self.plugin_id}": every entry failed to encode; '
+                    f"see {job.path / ERRORS_FILE}. First error: {self.report.first}"
+                )
+            timing = {
+                "itemize_s": round(itemize_s, 3),
+                "encode_s": round(encode_s, 3),
+                "total_s": round(time.perf_counter() - started, 3),
+                "entries_per_s": round(total / encode_s, 1) if encode_s > 0 else None,
+            }
             info = self._info(userdata, timing)
             self.report.close()
             final = publish(self.tmp, job.path, info)
-            job.finish(JobStatus.DONE, dataset={"stages": {s: v["count"] for s, v in info["stages"].items()},
-                                                "skipped": self.report.count, "feature": info["feature"],
-                                                "label": info["label"]})
+            job.finish(
+                JobStatus.DONE,
+                dataset={
+                    "stages": {s: v["count"] for s, v in info["stages"].items()},
+                    "skipped": self.report.count,
+                    "feature": info["feature"],
+                    "label": info["label"],
+                },
+            )
             self.progress.finish(JobStatus.DONE.value)
         except BaseException as exc:
             self._abandon(exc)
@@ -301,8 +362,10 @@ class _Build:
                 items = plugin.itemize_entries(stage)
                 entries[stage] = list(items) if items is not None else []
             except Exception as exc:
-                raise DatasetError(f'Plugin "{self.plugin_id}" failed to list the entries of stage "{stage}": '
-                                   f"{describe_exception(exc) if not isinstance(exc, DigitsError) else exc}") from exc
+                raise DatasetError(
+                    f'Plugin "{self.plugin_id}" failed to list the entries of stage "{stage}": '
+                    f"{describe_exception(exc) if not isinstance(exc, DigitsError) else exc}"
+                ) from exc
         return entries
 
     def _encode_all(self, plugin, entries: dict[str, list]) -> None:
@@ -317,9 +380,16 @@ class _Build:
         size = chunk_size(sum(len(entries[s]) for s in stages), self.workers)
         with pool:
             for stage in stages:
-                encoder = StageEncoder(stage, entries[stage], self.tmp / stage, layout=self.layout,
-                                       report=self.report, progress=self.progress, mean_sums=self.mean_sums,
-                                       max_chunk=size)
+                encoder = StageEncoder(
+                    stage,
+                    entries[stage],
+                    self.tmp / stage,
+                    layout=self.layout,
+                    report=self.report,
+                    progress=self.progress,
+                    mean_sums=self.mean_sums,
+                    max_chunk=size,
+                )
                 self.stage_info[stage] = encoder.run(pool)
         if self.ray_address is not None:  # where the chunks ran, kept in job.json
             self.job.record_encoding(pool.placement())
@@ -327,10 +397,19 @@ class _Build:
     def _info(self, userdata: dict, timing: dict) -> dict:
         layout = self.layout.layout
         mean = write_mean(self.tmp, self.mean_sums.get(layout), self.stage_info.get("train", {}).get("count", 0))
-        return dataset_info(job=self.job, plugin_id=self.plugin_id, plugin_version=self._plugin_version(),
-                            layout=layout, stage_info=self.stage_info, userdata=userdata, mean=mean,
-                            skipped=self.report.count, max_errors=self.max_errors, workers=self.workers,
-                            timing=timing)
+        return dataset_info(
+            job=self.job,
+            plugin_id=self.plugin_id,
+            plugin_version=self._plugin_version(),
+            layout=layout,
+            stage_info=self.stage_info,
+            userdata=userdata,
+            mean=mean,
+            skipped=self.report.count,
+            max_errors=self.max_errors,
+            workers=self.workers,
+            timing=timing,
+        )
 
     def _plugin_version(self) -> str | None:
         from ..plugins.registry import registry

@@ -43,7 +43,7 @@ class UniformChunk(NamedTuple):
         """Return the per-entry outcomes this chunk stands for."""
         outcomes, i = [], 0
         for n in self.per_entry:
-            outcomes.append(Outcome(self.records[i:i + n], [self.meta] * n, None, None))
+            outcomes.append(Outcome(self.records[i : i + n], [self.meta] * n, None, None))
             i += n
         return outcomes
 
@@ -181,13 +181,13 @@ class RepeatedLayout:
                     return self._raw._replace(payload=feature, label=_CLASS_LABEL.pack(label), pixels=feature)
             elif feature_type is rec.EncodedImage and self._encoded is not None:
                 data = feature.data
-                if (type(data) is bytes and data
-                        and (feature.format, feature.shape, feature.dtype) == self._encoded_key):
+                if type(data) is bytes and data and (feature.format, feature.shape, feature.dtype) == self._encoded_key:
                     header = self._encoded.header
                     # bytes 20-23 of the header: the feature payload's length (docs/formats.md)
                     header = header[:20] + _PAYLOAD_LENGTH.pack(len(data)) + header[24:]
-                    return self._encoded._replace(header=header, payload=data, label=_CLASS_LABEL.pack(label),
-                                                  pixels=feature.array)
+                    return self._encoded._replace(
+                        header=header, payload=data, label=_CLASS_LABEL.pack(label), pixels=feature.array
+                    )
         prepared = rec.prepare_record(feature, label, kind)
         self._learn(feature, label, prepared)
         return prepared
@@ -195,8 +195,12 @@ class RepeatedLayout:
     def _learn(self, feature, label, prepared: rec.PreparedRecord) -> None:
         if type(label) is not int or prepared.meta.label_kind != rec.CLASS:
             return
-        if (type(feature) is np.ndarray and prepared.meta.encoding == rec.RAW
-                and feature.dtype.str in _AS_IS_DTYPES and feature.flags.c_contiguous):
+        if (
+            type(feature) is np.ndarray
+            and prepared.meta.encoding == rec.RAW
+            and feature.dtype.str in _AS_IS_DTYPES
+            and feature.flags.c_contiguous
+        ):
             self._raw, self._raw_key = prepared, (feature.shape, feature.dtype)
         elif type(feature) is rec.EncodedImage and type(feature.data) is bytes and type(feature.shape) is tuple:
             self._encoded, self._encoded_key = prepared, (feature.format, feature.shape, feature.dtype)
@@ -288,8 +292,9 @@ def _encode_entry(plugin, entry, index: int, mean_every: int, state: _ChunkState
     packed, metas, hist = [], [], None
     for pair in pairs:
         if not isinstance(pair, tuple) or len(pair) != 2:
-            raise rec.RecordError(f"encode_entry must return (feature, label) or a list of them, "
-                                  f"got {type(pair).__name__}")
+            raise rec.RecordError(
+                f"encode_entry must return (feature, label) or a list of them, got {type(pair).__name__}"
+            )
         label, kind = rec.declared(pair[1], getattr(plugin, "label_kind", None))
         pair = (pair[0], label)
         prepared = state.layout.prepare(pair[0], label, kind)

@@ -37,8 +37,7 @@ def colorize_mask(mask: np.ndarray, palette: list | None) -> np.ndarray:
     return table[mask.astype(np.int64)]
 
 
-def draw_boxes(draw, boxes: np.ndarray, scale: float, origin: tuple, palette: list | None,
-               names: list | None) -> None:
+def draw_boxes(draw, boxes: np.ndarray, scale: float, origin: tuple, palette: list | None, names: list | None) -> None:
     """Draw ``N×5`` boxes (class, x1, y1, x2, y2; padding rows of class -1 skipped) scaled by ``scale`` at ``origin``.
 
     Each box is outlined in its class colour and captioned with the class
@@ -58,8 +57,9 @@ def draw_boxes(draw, boxes: np.ndarray, scale: float, origin: tuple, palette: li
         draw.text((rect[0] + 1, rect[1]), name[:10], fill=color)
 
 
-def image_with_boxes(feature: np.ndarray, boxes: np.ndarray, palette: list | None, names: list | None,
-                     scale: int = 2) -> np.ndarray:
+def image_with_boxes(
+    feature: np.ndarray, boxes: np.ndarray, palette: list | None, names: list | None, scale: int = 2
+) -> np.ndarray:
     """An ``H×W×3`` uint8 picture of a feature (enlarged ``scale`` times) with its boxes drawn."""
     from PIL import Image, ImageDraw
 
@@ -95,8 +95,9 @@ def label_text(dataset, label) -> str:
     return ", ".join(f"{v:.3g}" for v in values[:4]) + (" ..." if values.size > 4 else "")
 
 
-def contact_sheet(dataset, stage: str = "train", n: int = 24, *, columns: int | None = None, thumb: int = 96,
-                  start: int | None = None):
+def contact_sheet(
+    dataset, stage: str = "train", n: int = 24, *, columns: int | None = None, thumb: int = 96, start: int | None = None
+):
     """Render ``n`` records of ``stage`` as a grid with their labels.
 
     Records are spread evenly over the stage (or taken from ``start`` on).
@@ -119,8 +120,9 @@ def contact_sheet(dataset, stage: str = "train", n: int = 24, *, columns: int | 
 
     count = dataset.count(stage)
     if count == 0:
-        raise DatasetError(f'Dataset "{dataset.id}" has no records in stage "{stage}" '
-                           f"(stages: {', '.join(dataset.stages)}).")
+        raise DatasetError(
+            f'Dataset "{dataset.id}" has no records in stage "{stage}" (stages: {", ".join(dataset.stages)}).'
+        )
     n = max(1, min(int(n), count))
     if start is None:
         indexes = np.unique(np.linspace(0, count - 1, n).round().astype(int)).tolist()
@@ -143,8 +145,11 @@ def contact_sheet(dataset, stage: str = "train", n: int = 24, *, columns: int | 
         image = Image.fromarray(to_display(feature)).resize((tw, th), Image.Resampling.NEAREST)
         sheet.paste(image, (x, y))
         if is_mask:
-            shown = (target_to_uint8(label) if dataset.label_kind == "image"
-                     else colorize_mask(np.asarray(label), dataset.color_palette))
+            shown = (
+                target_to_uint8(label)
+                if dataset.label_kind == "image"
+                else colorize_mask(np.asarray(label), dataset.color_palette)
+            )
             mask = Image.fromarray(shown).resize((tw, th), Image.Resampling.NEAREST)
             sheet.paste(mask, (x + tw, y))
             caption = f"#{index}"
@@ -191,17 +196,28 @@ def label_histograms(dataset, *, limit: int | None = MAX_LISTED_CLASSES, keep: i
     if limit is not None and size > limit:  # 100k distinct labels must not make a 100k-row page
         totals = np.zeros(size, np.int64)
         for h in per_stage.values():
-            totals[:len(h)] += np.asarray(h, np.int64)
+            totals[: len(h)] += np.asarray(h, np.int64)
         top = set(np.argsort(-totals, kind="stable")[:limit].tolist())
         if keep is not None and 0 <= keep < size:
             top.add(int(keep))
         listed = sorted(top)
-    classes = [{"id": i, "name": names[i] if i < len(names) else str(i),
-                "counts": {s: int(h[i]) if i < len(h) else 0 for s, h in per_stage.items()}} for i in listed]
-    return {"unit": unit, "stages": list(per_stage), "classes": classes,
-            "totals": {s: int(sum(h)) for s, h in per_stage.items()},
-            "peaks": {s: int(max(h, default=0)) for s, h in per_stage.items()},
-            "class_count": size, "listed": len(classes)}
+    classes = [
+        {
+            "id": i,
+            "name": names[i] if i < len(names) else str(i),
+            "counts": {s: int(h[i]) if i < len(h) else 0 for s, h in per_stage.items()},
+        }
+        for i in listed
+    ]
+    return {
+        "unit": unit,
+        "stages": list(per_stage),
+        "classes": classes,
+        "totals": {s: int(sum(h)) for s, h in per_stage.items()},
+        "peaks": {s: int(max(h, default=0)) for s, h in per_stage.items()},
+        "class_count": size,
+        "listed": len(classes),
+    }
 
 
 def mean_image_uint8(dataset) -> np.ndarray | None:
@@ -235,8 +251,10 @@ def class_indexes(dataset, stage: str, class_id: int) -> np.ndarray:
     """
     kind = dataset.label_kind
     if kind not in FILTERABLE_KINDS:
-        raise DatasetError(f'Dataset "{dataset.id}" has {kind} labels: only datasets with class labels, masks '
-                           "or boxes can be filtered by class.")
+        raise DatasetError(
+            f'Dataset "{dataset.id}" has {kind} labels: only datasets with class labels, masks '
+            "or boxes can be filtered by class."
+        )
     summary = _stage_summary(dataset, stage)
     if kind == "class":
         return np.flatnonzero(summary == int(class_id))
@@ -259,10 +277,15 @@ def _stage_summary(dataset, stage: str) -> np.ndarray:
         classes = int(dataset.num_classes or 0)
         pixels = int(np.prod(dataset.label_shape)) if dataset.label_kind == "mask" else 1
         batch = max(1, min(1024, 4_000_000 // max(pixels, 1)))  # a batch of masks stays ~32 MB as int64
-        parts = [_summarize(dataset.read_batch(stage, start, start + batch, decode=False)[1], dataset.label_kind,
-                            classes) for start in range(0, count, batch)]
-        summary = (np.concatenate(parts) if parts else
-                   np.zeros((0,) if dataset.label_kind == "class" else (0, classes), np.int64))
+        parts = [
+            _summarize(dataset.read_batch(stage, start, start + batch, decode=False)[1], dataset.label_kind, classes)
+            for start in range(0, count, batch)
+        ]
+        summary = (
+            np.concatenate(parts)
+            if parts
+            else np.zeros((0,) if dataset.label_kind == "class" else (0, classes), np.int64)
+        )
     _SUMMARY_CACHE[key] = summary  # re-inserted: most recently used last
     while len(_SUMMARY_CACHE) > SUMMARY_CACHE_SIZE:
         _SUMMARY_CACHE.pop(next(iter(_SUMMARY_CACHE)))

@@ -45,7 +45,9 @@ class EncodedImage:
     array: Any = field(default=None, repr=False, compare=False)
 
     @classmethod
-    def from_array(cls, array: np.ndarray, format: str = "png", *, quality: int = 90, keep_array: bool = True) -> EncodedImage:
+    def from_array(
+        cls, array: np.ndarray, format: str = "png", *, quality: int = 90, keep_array: bool = True
+    ) -> EncodedImage:
         """Encode an ``H×W×C`` (or ``H×W``) uint8/uint16 array as PNG or JPEG.
 
         Args:

@@ -34,7 +34,6 @@ DECLARED_KINDS = {**{name: code for code, name in enumerate(LABEL_KINDS)}, "vect
 BOX_COLUMNS = 5
 
 
-
 class DeclaredLabel(NamedTuple):
     """A label with its kind said beside it (what the DIGITS 6 adapter returns: DIGITS 6 plugins declare none).
 
@@ -190,5 +189,11 @@ def _as_boxes(label: Any, feature_shape: tuple) -> tuple[int, str, tuple, bytes]
     return BOXES, "float32", (int(arr.shape[0]), BOX_COLUMNS), arr.tobytes()
 
 
-_ENCODERS = {CLASS: _as_class, REGRESSION: _as_regression, MASK: _as_mask, BOXES: _as_boxes, IMAGE: _as_image,
-             RAW_ARRAY: _as_raw}
+_ENCODERS = {
+    CLASS: _as_class,
+    REGRESSION: _as_regression,
+    MASK: _as_mask,
+    BOXES: _as_boxes,
+    IMAGE: _as_image,
+    RAW_ARRAY: _as_raw,
+}

@@ -47,9 +47,11 @@ def channels_first_problem(shape: Sequence[int], plugin_id: str | None = None) -
         return None
     who = f'Plugin "{plugin_id}"' if plugin_id else "The plugin"
     hwc = (shape[1], shape[2], shape[0])
-    return (f"{who} returns features of shape {shape}, which looks channels-first (C×H×W, the DIGITS 6 "
-            f"habit); DIGITS Core stores H×W×C. Transpose the array in encode_entry, e.g. "
-            f"feature.transpose(1, 2, 0) → {hwc}.")
+    return (
+        f"{who} returns features of shape {shape}, which looks channels-first (C×H×W, the DIGITS 6 "
+        f"habit); DIGITS Core stores H×W×C. Transpose the array in encode_entry, e.g. "
+        f"feature.transpose(1, 2, 0) → {hwc}."
+    )
 
 
 def check_channels_last(shape: Sequence[int], plugin_id: str | None = None) -> None:

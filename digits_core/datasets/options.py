@@ -73,8 +73,9 @@ def parse_max_errors(value: Any) -> float | int:
             raise ValueError
         return value
     except ValueError:
-        raise DatasetError(f'max_errors "{original}" is not a count (e.g. 10), a fraction (e.g. 0.05) '
-                           "or a percentage (e.g. 5%).") from None
+        raise DatasetError(
+            f'max_errors "{original}" is not a count (e.g. 10), a fraction (e.g. 0.05) or a percentage (e.g. 5%).'
+        ) from None
 
 
 def allowed_errors(max_errors: float | int, total: int) -> int:
@@ -141,14 +142,36 @@ def _parse_max_errors(value: Any) -> int | float | None:
 DatasetOption = OptionSpec
 
 
-def _option(name: str, kind: str, label: str, help: str, default_text: str, parse: Callable[[Any], Any], *,
-            metavar: str = "X", max_length: int = 200, html: Mapping[str, str] | None = None) -> OptionSpec:
-    return OptionSpec(name, kind, label, help, "Job", default_text=default_text, parse=_empty_is_default(parse),
-                      metavar=metavar, web_prefix="job_", max_length=max_length, html=html or {})
+def _option(
+    name: str,
+    kind: str,
+    label: str,
+    help: str,
+    default_text: str,
+    parse: Callable[[Any], Any],
+    *,
+    metavar: str = "X",
+    max_length: int = 200,
+    html: Mapping[str, str] | None = None,
+) -> OptionSpec:
+    return OptionSpec(
+        name,
+        kind,
+        label,
+        help,
+        "Job",
+        default_text=default_text,
+        parse=_empty_is_default(parse),
+        metavar=metavar,
+        web_prefix="job_",
+        max_length=max_length,
+        html=html or {},
+    )
 
 
 def _empty_is_default(parse: Callable[[Any], Any]) -> Callable[[Any], Any]:
     """``None`` stays ``None`` (the default applies); anything else goes through ``parse``."""
+
     def check(value: Any) -> Any:
         return None if value is None else parse(value)
 
@@ -156,17 +179,47 @@ def _empty_is_default(parse: Callable[[Any], Any]) -> Callable[[Any], Any]:
 
 
 DATASET_OPTIONS: tuple[OptionSpec, ...] = (
-    _option("name", "text", "Dataset name", "the dataset's name in the jobs tables", "the plugin id",
-            _parse_name, metavar="NAME", max_length=MAX_NAME_LENGTH),
-    _option("group", "text", "Group", "job group: jobs of one group are shown together, collapsible, "
-            "on the web home page", "no group", _parse_group, metavar="NAME", max_length=MAX_GROUP_LENGTH,
-            html={"list": "group-names"}),
-    _option("workers", "int", "Worker processes", "processes that encode entries in parallel (1: in this process)",
-            "the CPUs this process may use", _parse_workers, metavar="N", max_length=4),
-    _option("max_errors", "text", "Entries allowed to fail",
-            'entries that may fail (skipped, listed in the errors report) before the job fails: '
-            'a count ("10"), a fraction ("0.05") or a percentage ("5%")', "5%", _parse_max_errors,
-            max_length=20),
+    _option(
+        "name",
+        "text",
+        "Dataset name",
+        "the dataset's name in the jobs tables",
+        "the plugin id",
+        _parse_name,
+        metavar="NAME",
+        max_length=MAX_NAME_LENGTH,
+    ),
+    _option(
+        "group",
+        "text",
+        "Group",
+        "job group: jobs of one group are shown together, collapsible, on the web home page",
+        "no group",
+        _parse_group,
+        metavar="NAME",
+        max_length=MAX_GROUP_LENGTH,
+        html={"list": "group-names"},
+    ),
+    _option(
+        "workers",
+        "int",
+        "Worker processes",
+        "processes that encode entries in parallel (1: in this process)",
+        "the CPUs this process may use",
+        _parse_workers,
+        metavar="N",
+        max_length=4,
+    ),
+    _option(
+        "max_errors",
+        "text",
+        "Entries allowed to fail",
+        "entries that may fail (skipped, listed in the errors report) before the job fails: "
+        'a count ("10"), a fraction ("0.05") or a percentage ("5%")',
+        "5%",
+        _parse_max_errors,
+        max_length=20,
+    ),
 )
 
 BY_NAME: dict[str, OptionSpec] = {option.name: option for option in DATASET_OPTIONS}
@@ -237,8 +290,9 @@ def options_from_web(form: Any) -> dict[str, Any]:
 
 def web_values(record: Mapping[str, Any]) -> dict[str, Any]:
     """The web form's values (``job_<name>``) for the options stored in a job record (e.g. to clone it)."""
-    return {option.web_field: record.get(option.name) for option in DATASET_OPTIONS
-            if record.get(option.name) is not None}
+    return {
+        option.web_field: record.get(option.name) for option in DATASET_OPTIONS if record.get(option.name) is not None
+    }
 
 
 # -- docs --------------------------------------------------------------------------------------------
@@ -248,8 +302,10 @@ def markdown_table() -> str:
     """The README's table of dataset job options (checked by ``tests/test_dataset_options.py``)."""
     rows = ["| option (API / `job.json`) | flag | web field | default | meaning |", "|---|---|---|---|---|"]
     for option in DATASET_OPTIONS:
-        rows.append(f"| `{option.name}` | `{option.flag} {option.metavar}` | {option.label} | {option.default_text} | "
-                    f"{option.help} |")
+        rows.append(
+            f"| `{option.name}` | `{option.flag} {option.metavar}` | {option.label} | {option.default_text} | "
+            f"{option.help} |"
+        )
     return "\n".join(rows) + "\n"
 
 

@@ -142,11 +142,19 @@ def make_pool(plugin, workers: int, plugin_id: str) -> InlinePool | WorkerPool:
     forkserver/spawn workers by value through cloudpickle; when cloudpickle is
     missing, the job encodes in this process and logs why.
     """
-    if workers > 1 and mp_context().get_start_method() != "fork" and defined_in_place(plugin) \
-            and _cloudpickle() is None:
-        logger.warning('Plugin "%s" is defined in __main__ or a function and TensorFlow is loaded, so worker '
-                       "processes cannot import its class: encoding with 1 worker. Install cloudpickle (or define "
-                       "the plugin in a module) to use %d workers.", plugin_id, workers)
+    if (
+        workers > 1
+        and mp_context().get_start_method() != "fork"
+        and defined_in_place(plugin)
+        and _cloudpickle() is None
+    ):
+        logger.warning(
+            'Plugin "%s" is defined in __main__ or a function and TensorFlow is loaded, so worker '
+            "processes cannot import its class: encoding with 1 worker. Install cloudpickle (or define "
+            "the plugin in a module) to use %d workers.",
+            plugin_id,
+            workers,
+        )
         workers = 1
     return InlinePool(plugin) if workers == 1 else WorkerPool(plugin, workers, plugin_id)
 
@@ -214,13 +222,23 @@ class WorkerPool:
         if ctx.get_start_method() != "fork" and defined_in_place(plugin):
             pickler = _cloudpickle()
             if pickler is None:
-                raise DatasetError(f'Plugin "{plugin_id}" is defined in __main__ or a function, so worker processes '
-                                   "cannot import its class: install cloudpickle, or use workers=1.")
+                raise DatasetError(
+                    f'Plugin "{plugin_id}" is defined in __main__ or a function, so worker processes '
+                    "cannot import its class: install cloudpickle, or use workers=1."
+                )
             plugin = _ByValue(pickler.dumps(plugin))
         self._executor = ProcessPoolExecutor(
-            max_workers=workers, mp_context=ctx, initializer=_init_worker,
-            initargs=(plugin, self._tracker, ctx.Value("i", 0), os.getpid(),
-                      (self._arena.region, self._arena.slot_bytes) if self._arena else None))
+            max_workers=workers,
+            mp_context=ctx,
+            initializer=_init_worker,
+            initargs=(
+                plugin,
+                self._tracker,
+                ctx.Value("i", 0),
+                os.getpid(),
+                (self._arena.region, self._arena.slot_bytes) if self._arena else None,
+            ),
+        )
         self._processes: dict = {}
 
     def __enter__(self) -> WorkerPool:
@@ -293,8 +311,11 @@ class WorkerPool:
         how = "out of memory or a crash in native code"
         if culprit is not None:
             code = culprit.exitcode
-            how = (f"killed by {signal.Signals(-code).name}" if code < 0 and -code in signal.valid_signals()
-                   else f"exit status {code}")
+            how = (
+                f"killed by {signal.Signals(-code).name}"
+                if code < 0 and -code in signal.valid_signals()
+                else f"exit status {code}"
+            )
         entry = None
         tracker = self._tracker
         for slot in range(len(tracker) // 2):
@@ -303,5 +324,7 @@ class WorkerPool:
                 entry = describe(index)
                 break
         where = f" while encoding entry {entry}" if entry is not None else ""
-        return (f'A worker process of plugin "{self.plugin_id}" died{where} ({how}). '
-                "Remove or fix that entry, or look for a crash in the plugin's native code.")
+        return (
+            f'A worker process of plugin "{self.plugin_id}" died{where} ({how}). '
+            "Remove or fix that entry, or look for a crash in the plugin's native code."
+        )

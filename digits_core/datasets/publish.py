@@ -36,9 +36,20 @@ def write_mean(build: Path, mean_sum: list | None, train_count: int) -> dict | N
     return {"file": MEAN_FILE, "images": int(mean_sum[1]), "stage": "train", "exact": int(mean_sum[1]) == train_count}
 
 
-def dataset_info(*, job, plugin_id: str, plugin_version: str | None, layout: tuple, stage_info: dict,
-                 userdata: dict, mean: dict | None, skipped: int, max_errors, workers: int,
-                 timing: dict) -> dict:
+def dataset_info(
+    *,
+    job,
+    plugin_id: str,
+    plugin_version: str | None,
+    layout: tuple,
+    stage_info: dict,
+    userdata: dict,
+    mean: dict | None,
+    skipped: int,
+    max_errors,
+    workers: int,
+    timing: dict,
+) -> dict:
     """Return the content of ``dataset.json`` (see ``docs/formats.md``)."""
     fdtype, fshape, kind, ldtype, lshape = layout
     class_labels = userdata.get("class_labels")
@@ -64,8 +75,7 @@ def dataset_info(*, job, plugin_id: str, plugin_version: str | None, layout: tup
         "num_classes": num_classes,
         "color_palette": userdata.get("color_palette"),
         "mean": mean,
-        "errors": {"skipped": skipped, "max_errors": max_errors,
-                   "report": f"../{ERRORS_FILE}" if skipped else None},
+        "errors": {"skipped": skipped, "max_errors": max_errors, "report": f"../{ERRORS_FILE}" if skipped else None},
         "workers": workers,
         "timing": timing,
     }

@@ -28,6 +28,8 @@ INFO_FILE = "dataset.json"
 MEAN_FILE = "mean.npy"
 ERRORS_FILE = "errors.jsonl"
 PROGRESS_FILE = "progress.json"
+
+
 def _find_dataset_folder(job_id_or_path: str | os.PathLike, jobs_dir: str | os.PathLike | None) -> tuple[Path, Path]:
     """Return ``(job_folder, dataset_folder)``."""
     text = str(job_id_or_path)
@@ -38,8 +40,10 @@ def _find_dataset_folder(job_id_or_path: str | os.PathLike, jobs_dir: str | os.P
         if (candidate / DATASET_DIRNAME / INFO_FILE).is_file():
             return candidate, candidate / DATASET_DIRNAME
         if candidate.is_dir():
-            raise DatasetError(f"{candidate} holds no published dataset (no {DATASET_DIRNAME}/{INFO_FILE}); "
-                               "the job may still be running, or it failed: see `digits dataset show`.")
+            raise DatasetError(
+                f"{candidate} holds no published dataset (no {DATASET_DIRNAME}/{INFO_FILE}); "
+                "the job may still be running, or it failed: see `digits dataset show`."
+            )
         raise DatasetError(f"Dataset folder {candidate} does not exist.")
     from ..jobs import JobStore
 
@@ -50,8 +54,9 @@ def _find_dataset_folder(job_id_or_path: str | os.PathLike, jobs_dir: str | os.P
     folder = job.path / DATASET_DIRNAME
     if not (folder / INFO_FILE).is_file():
         detail = f" ({job.error})" if job.error else ""
-        raise DatasetError(f'Dataset job "{job.id}" has no published dataset: its status is '
-                           f"{job.status.value}{detail}.")
+        raise DatasetError(
+            f'Dataset job "{job.id}" has no published dataset: its status is {job.status.value}{detail}.'
+        )
     return job.path, folder
 
 
@@ -88,6 +93,7 @@ def resolve_job_files(userdata: dict, job_path: Path) -> dict:
     Only a bare file name is resolved (never a path out of the job folder);
     anything else is returned as it is.
     """
+
     def resolved(value: Any) -> Any:
         name = value.get("job_file") if isinstance(value, dict) else None
         if not isinstance(name, str) or Path(name).name != name or name in ("", ".", ".."):
@@ -196,7 +202,9 @@ class Dataset:
         try:
             return self.info["stages"][stage]
         except KeyError:
-            raise DatasetError(f'Dataset "{self.id}" has no stage "{stage}" (stages: {", ".join(self.stages)}).') from None
+            raise DatasetError(
+                f'Dataset "{self.id}" has no stage "{stage}" (stages: {", ".join(self.stages)}).'
+            ) from None
 
     def feature_shape(self, stage: str | None = None) -> tuple:
         """``(H, W, C)`` of the features (shared by every stage)."""
@@ -270,8 +278,9 @@ class Dataset:
         start = max(0, int(start))
         return start, max(start, stop)
 
-    def read_batch(self, stage: str, start: int = 0, stop: int | None = None, *,
-                   decode: bool = True) -> tuple[Any, np.ndarray]:
+    def read_batch(
+        self, stage: str, start: int = 0, stop: int | None = None, *, decode: bool = True
+    ) -> tuple[Any, np.ndarray]:
         """Read records ``start..stop-1`` of ``stage`` in one LMDB transaction.
 
         Args:
@@ -317,8 +326,14 @@ class Dataset:
 
     def batch_layout(self) -> RecordLayout:
         """How this dataset's records unpack into batches (shapes, dtypes, label kind)."""
-        return RecordLayout(self.id, tuple(self.feature_shape()), self.feature_dtype(), self.label_kind,
-                            self.label_dtype, tuple(self.label_shape))
+        return RecordLayout(
+            self.id,
+            tuple(self.feature_shape()),
+            self.feature_dtype(),
+            self.label_kind,
+            self.label_dtype,
+            tuple(self.label_shape),
+        )
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)

@@ -144,9 +144,9 @@ class PreparedRecord(NamedTuple):
         end = offset + len(self.header)
         buffer[offset:end] = self.header
         payload = memoryview(self.payload).cast("B")
-        buffer[end:end + payload.nbytes] = payload
+        buffer[end : end + payload.nbytes] = payload
         end += payload.nbytes
-        buffer[end:end + len(self.label)] = self.label
+        buffer[end : end + len(self.label)] = self.label
         return end + len(self.label) - offset
 
 
@@ -167,8 +167,19 @@ def prepare_record(feature: Any, label: Any, kind: str | None = None) -> Prepare
         raise RecordError("label is None; a dataset record needs a label")
     code, ldtype, lshape, lpayload = _as_label(label, fshape, kind)
     dims = (len(lshape), 0) if code == RAW_ARRAY else tuple(lshape) + (0,) * (2 - len(lshape))
-    header = HEADER.pack(MAGIC, enc, DTYPE_CODES[fdtype], code, DTYPE_CODES[ldtype],
-                         fshape[0], fshape[1], fshape[2], memoryview(fpayload).nbytes, dims[0], dims[1])
+    header = HEADER.pack(
+        MAGIC,
+        enc,
+        DTYPE_CODES[fdtype],
+        code,
+        DTYPE_CODES[ldtype],
+        fshape[0],
+        fshape[1],
+        fshape[2],
+        memoryview(fpayload).nbytes,
+        dims[0],
+        dims[1],
+    )
     if code == BOXES:  # records differ in box count N; the layout they share is (None, 5)
         lshape = (None, BOX_COLUMNS)
     return PreparedRecord(header, fpayload, lpayload, RecordMeta(enc, fdtype, fshape, code, ldtype, lshape), pixels)
@@ -207,8 +218,9 @@ def parse_header(record: bytes) -> tuple:
     magic, enc, fcode, kind, lcode, h, w, c, flen, d0, d1 = HEADER.unpack_from(record)
     if magic != MAGIC:
         raise RecordError(f"not a DIGITS record (magic {magic!r})")
-    lshape: tuple[int, ...] = (() if kind == CLASS or (kind == REGRESSION and d0 == 0)
-                               else ((d0,) if kind == REGRESSION else (d0, d1)))
+    lshape: tuple[int, ...] = (
+        () if kind == CLASS or (kind == REGRESSION and d0 == 0) else ((d0,) if kind == REGRESSION else (d0, d1))
+    )
     if kind == IMAGE:
         lshape = (d0, d1, (len(record) - HEADER_SIZE - flen) // max(d0 * d1 * np.dtype(DTYPES[lcode]).itemsize, 1))
     elif kind == RAW_ARRAY:
@@ -232,7 +244,7 @@ def unpack_record(record: bytes, *, decode: bool = True) -> tuple[Any, Any]:
     """
     enc, fdtype, fshape, flen, kind, ldtype, lshape = parse_header(record)
     start = HEADER_SIZE
-    fbytes = record[start:start + flen]
+    fbytes = record[start : start + flen]
     feature: Any
     if enc == RAW:
         feature = np.frombuffer(fbytes, dtype=np.dtype(fdtype).newbyteorder("<")).reshape(fshape).astype(fdtype)
@@ -242,7 +254,7 @@ def unpack_record(record: bytes, *, decode: bool = True) -> tuple[Any, Any]:
         feature = bytes(fbytes)
     if kind == RAW_ARRAY:
         start += raw_prefix_size(lshape)
-    label = np.frombuffer(record[start + flen:], dtype=np.dtype(ldtype).newbyteorder("<")).astype(ldtype)
+    label = np.frombuffer(record[start + flen :], dtype=np.dtype(ldtype).newbyteorder("<")).astype(ldtype)
     label = label[0] if lshape == () else label.reshape(lshape)
     return feature, label
 

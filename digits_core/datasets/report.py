@@ -48,7 +48,8 @@ class ErrorsReport:
         if self.count > self.allowed:
             raise DatasetError(
                 f"{self.count} entries failed, more than max-errors allows ({self.allowed} of {self.total}); "
-                f"no dataset was published. See {self.path}; first error: {self.first}")
+                f"no dataset was published. See {self.path}; first error: {self.first}"
+            )
 
     def close(self) -> None:
         """Close the file (safe to call twice)."""

@@ -107,8 +107,18 @@ class StageEncoder:
         max_chunk: Largest chunk, in entries.
     """
 
-    def __init__(self, stage: str, items: list, folder: Path, *, layout: LayoutState, report: ErrorsReport,
-                 progress: ProgressReporter, mean_sums: dict, max_chunk: int):
+    def __init__(
+        self,
+        stage: str,
+        items: list,
+        folder: Path,
+        *,
+        layout: LayoutState,
+        report: ErrorsReport,
+        progress: ProgressReporter,
+        mean_sums: dict,
+        max_chunk: int,
+    ):
         self.stage = stage
         self.items = items
         self.folder = folder

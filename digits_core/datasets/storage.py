@@ -60,8 +60,18 @@ class StageWriter:
         self._mapped_bytes = 0
 
     def _open(self, map_size: int) -> lmdb.Environment:
-        return lmdb.open(str(self.path), map_size=map_size, subdir=True, readahead=False,
-                         meminit=True, sync=False, metasync=False, max_dbs=0, lock=True, writemap=True)
+        return lmdb.open(
+            str(self.path),
+            map_size=map_size,
+            subdir=True,
+            readahead=False,
+            meminit=True,
+            sync=False,
+            metasync=False,
+            max_dbs=0,
+            lock=True,
+            writemap=True,
+        )
 
     def _remap(self) -> None:
         """Reopen the environment: the pages written so far leave this process's memory (they stay in the file)."""

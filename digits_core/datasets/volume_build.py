@@ -109,8 +109,9 @@ class VolumeBuild(_build_base()):  # type: ignore[misc]
             writer = VolumeStageWriter(self.tmp / stage)
             stats = self.stats[stage] = VolumeStats()
             try:
-                for entry, (volume, label, error) in zip(entries[stage], _encoded(plugin, entries[stage],
-                                                                                  self.workers)):
+                for entry, (volume, label, error) in zip(
+                    entries[stage], _encoded(plugin, entries[stage], self.workers)
+                ):
                     if error is not None:
                         self.report.record(stage, entry, error)
                         self.progress.update(stage, 1, 1)
@@ -153,8 +154,11 @@ class VolumeBuild(_build_base()):  # type: ignore[misc]
             "num_classes": max(len(class_labels), len(histogram)),
             "color_palette": userdata.get("color_palette"),
             "mean": None,
-            "errors": {"skipped": self.report.count, "max_errors": self.max_errors,
-                       "report": f"../{ERRORS_FILE}" if self.report.count else None},
+            "errors": {
+                "skipped": self.report.count,
+                "max_errors": self.max_errors,
+                "report": f"../{ERRORS_FILE}" if self.report.count else None,
+            },
             "workers": self.workers,
             "timing": timing,
         }

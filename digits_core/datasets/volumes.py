@@ -75,8 +75,15 @@ class VolumeMeta(NamedTuple):
     @classmethod
     def from_json(cls, data: bytes) -> VolumeMeta:
         raw = json.loads(bytes(data))
-        return cls(tuple(raw["shape"]), raw["dtype"], raw["label_dtype"], tuple(raw["spacing"]),
-                   raw["affine"], int(raw["slab"]), raw.get("name", ""))
+        return cls(
+            tuple(raw["shape"]),
+            raw["dtype"],
+            raw["label_dtype"],
+            tuple(raw["spacing"]),
+            raw["affine"],
+            int(raw["slab"]),
+            raw.get("name", ""),
+        )
 
 
 def check_volume_pair(volume: Any, label: Any) -> tuple[Volume, np.ndarray]:
@@ -140,8 +147,9 @@ class VolumeStageWriter:
         self._written = 0
 
     def _open(self, map_size: int) -> Any:
-        return self._lmdb.open(str(self.path), map_size=map_size, subdir=True, sync=False, metasync=False,
-                               readahead=False, max_dbs=0)
+        return self._lmdb.open(
+            str(self.path), map_size=map_size, subdir=True, sync=False, metasync=False, readahead=False, max_dbs=0
+        )
 
     def append(self, volume: Volume, label: np.ndarray) -> VolumeMeta:
         """Store one checked case (see :func:`check_volume_pair`) as the next index; return its metadata.
@@ -151,11 +159,22 @@ class VolumeStageWriter:
         """
         arr = volume.array
         slab = slab_depth(arr.shape, arr.dtype.itemsize)
-        meta = VolumeMeta(tuple(int(s) for s in arr.shape), arr.dtype.name, label.dtype.name,
-                          tuple(volume.spacing), np.asarray(volume.affine).tolist(), slab, volume.name)
+        meta = VolumeMeta(
+            tuple(int(s) for s in arr.shape),
+            arr.dtype.name,
+            label.dtype.name,
+            tuple(volume.spacing),
+            np.asarray(volume.affine).tolist(),
+            slab,
+            volume.name,
+        )
         for s, start in enumerate(range(0, arr.shape[0], slab)):
-            self._put([(_slab_key(self.count, "f", s), arr[start:start + slab].tobytes()),
-                       (_slab_key(self.count, "l", s), label[start:start + slab].tobytes())])
+            self._put(
+                [
+                    (_slab_key(self.count, "f", s), arr[start : start + slab].tobytes()),
+                    (_slab_key(self.count, "l", s), label[start : start + slab].tobytes()),
+                ]
+            )
         self._put([(b"%08d" % self.count, meta.to_json())])
         self.count += 1
         return meta
@@ -276,9 +295,12 @@ class VolumeStats:
 
     def info(self) -> dict:
         """The stage's ``dataset.json`` entry."""
-        return {"count": len(self.shapes), "shapes": [list(s) for s in self.shapes],
-                "median_spacing": median_spacing(self.spacings),
-                "label_histogram": self.histogram.tolist()}
+        return {
+            "count": len(self.shapes),
+            "shapes": [list(s) for s in self.shapes],
+            "median_spacing": median_spacing(self.spacings),
+            "label_histogram": self.histogram.tolist(),
+        }
 
 
 def median_spacing(spacings: Sequence[Sequence[float]]) -> list[float] | None:

@@ -78,8 +78,11 @@ class DownloadResult:
         for tree in self.trees:
             suffix = f"-{tree.folder.name}" if tree.folder != self.folder else ""
             height, width, channels = self.image_size
-            size = (f"--image-type {'grayscale' if channels == 1 else 'color'} --width {width} --height {height} "
-                    if width else "")
+            size = (
+                f"--image-type {'grayscale' if channels == 1 else 'color'} --width {width} --height {height} "
+                if width
+                else ""
+            )
             commands.append(
                 "digits dataset create image-classification "
                 f"--name {self.dataset}{suffix} {size}"
@@ -152,8 +155,9 @@ def _obtain(
         f"  digits download {spec.name} {_quote(folder)} --source FOLDER_OR_FILE\n"
         f"or use a mirror: --source https://MIRROR/PATH/"
     )
-    raise NetworkError(f"Cannot download {remote.name} for {spec.title}; no server answered:\n"
-                       + "\n".join(failures) + "\n" + hint)
+    raise NetworkError(
+        f"Cannot download {remote.name} for {spec.title}; no server answered:\n" + "\n".join(failures) + "\n" + hint
+    )
 
 
 def _read_marker(folder: Path) -> dict:
@@ -256,8 +260,9 @@ def download_dataset(
         ],
     }
     write_json_atomic(folder / MARKER, marker)
-    return DownloadResult(spec.name, folder, summaries, list(archives.values()), skipped=sorted(done_stages),
-                          image_size=spec.image_size)
+    return DownloadResult(
+        spec.name, folder, summaries, list(archives.values()), skipped=sorted(done_stages), image_size=spec.image_size
+    )
 
 
 def _result_from_marker(spec: DatasetSpec, folder: Path, marker: dict, skipped: list[str]) -> DownloadResult:
@@ -265,8 +270,14 @@ def _result_from_marker(spec: DatasetSpec, folder: Path, marker: dict, skipped: 
         TreeSummary(folder / s["folder"] if s["folder"] != "." else folder, list(s["classes"]), dict(s["counts"]))
         for s in marker["summary"]
     ]
-    return DownloadResult(spec.name, folder, trees, [Path(p) for p in marker.get("archives", {}).values()], skipped,
-                          image_size=spec.image_size)
+    return DownloadResult(
+        spec.name,
+        folder,
+        trees,
+        [Path(p) for p in marker.get("archives", {}).values()],
+        skipped,
+        image_size=spec.image_size,
+    )
 
 
 def _stage_count(tree: Path, stage: str) -> int:
@@ -274,7 +285,9 @@ def _stage_count(tree: Path, stage: str) -> int:
         return sum(1 for line in handle if line.strip())
 
 
-def _unpack_mnist(folder: Path, archives: dict, done: set, *, progress, stage_done, invert: bool, **_) -> list[TreeSummary]:
+def _unpack_mnist(
+    folder: Path, archives: dict, done: set, *, progress, stage_done, invert: bool, **_
+) -> list[TreeSummary]:
     classes = [str(i) for i in range(10)]
     counts = {}
     for stage, prefix in (("train", "train"), ("test", "t10k")):
@@ -284,9 +297,7 @@ def _unpack_mnist(folder: Path, archives: dict, done: set, *, progress, stage_do
         images = formats.read_idx(archives[f"{prefix}-images-idx3-ubyte.gz"])
         labels = formats.read_idx(archives[f"{prefix}-labels-idx1-ubyte.gz"])
         if images.ndim != 3 or labels.ndim != 1 or images.shape[0] != labels.shape[0]:
-            raise DownloadError(
-                f"MNIST {stage} files disagree: images {images.shape}, labels {labels.shape}."
-            )
+            raise DownloadError(f"MNIST {stage} files disagree: images {images.shape}, labels {labels.shape}.")
         if labels.size and (labels.min() < 0 or labels.max() > 9):
             raise DownloadError(f"MNIST {stage} labels outside 0-9 in {prefix}-labels-idx1-ubyte.gz.")
         images = images.astype(np.uint8)
@@ -337,7 +348,13 @@ def _unpack_cifar100(folder: Path, archives: dict, done: set, *, progress, stage
         _check_labels(labels["fine_labels"], len(fine_names), stage, "fine_labels")
         _check_labels(labels["coarse_labels"], len(coarse_names), stage, "coarse_labels")
         lines = write_stage(
-            fine, stage, images, labels["fine_labels"], fine_names, filenames=filenames, progress=progress,
+            fine,
+            stage,
+            images,
+            labels["fine_labels"],
+            fine_names,
+            filenames=filenames,
+            progress=progress,
             label=f"fine/{stage}",
         )
         link_stage(fine, lines, coarse, stage, labels["coarse_labels"], coarse_names)

@@ -193,8 +193,7 @@ def _http_download(url: str, part: Path, *, progress, timeout: float, task: str)
             ) from exc
     if total is not None and done < total:
         raise DownloadError(
-            f"download of {url} ended after {done} of {total} bytes; "
-            f"run the same command again to resume from {part}."
+            f"download of {url} ended after {done} of {total} bytes; run the same command again to resume from {part}."
         )
     return resumed
 

@@ -163,7 +163,9 @@ class CifarArchive:
         return found
 
 
-def cifar_batch(batch: dict, name: str, label_keys: tuple[str, ...]) -> tuple[np.ndarray, dict[str, np.ndarray], list[str]]:
+def cifar_batch(
+    batch: dict, name: str, label_keys: tuple[str, ...]
+) -> tuple[np.ndarray, dict[str, np.ndarray], list[str]]:
     """Decode one CIFAR batch dict into images (``N×32×32×3`` uint8), labels and file names.
 
     Args:

@@ -35,8 +35,17 @@ def _needs_geometry(aug: Augmentation, crop: bool) -> bool:
     return crop or aug.flip != "none" or aug.rot90 or aug.rotation > 0 or aug.scale > 0
 
 
-def augment_batch(images, labels, seed, aug: Augmentation, *, out_hw, is_mask: bool, random_crop: bool,  # noqa: C901 - split pending (the complexity ratchet in pyproject.toml)
-                  is_boxes: bool = False):
+def augment_batch(  # noqa: C901 - split pending (the complexity ratchet in pyproject.toml)
+    images,
+    labels,
+    seed,
+    aug: Augmentation,
+    *,
+    out_hw,
+    is_mask: bool,
+    random_crop: bool,
+    is_boxes: bool = False,
+):
     """Augment one batch.
 
     Args:
@@ -77,7 +86,9 @@ def augment_batch(images, labels, seed, aug: Augmentation, *, out_hw, is_mask: b
         if aug.scale > 0:
             zoom = tf.random.stateless_uniform([n], seeds[5], 1.0 - aug.scale, 1.0 + aug.scale)
         if is_boxes and aug.scale > 0:
-            shift = tf.random.stateless_uniform([n, 2], tf.random.experimental.stateless_fold_in(seeds[5], 1), -1.0, 1.0)
+            shift = tf.random.stateless_uniform(
+                [n, 2], tf.random.experimental.stateless_fold_in(seeds[5], 1), -1.0, 1.0
+            )
             cx_in += shift[:, 0] * tf.abs(w_in - ow / zoom) / 2.0
             cy_in += shift[:, 1] * tf.abs(h_in - oh / zoom) / 2.0
         angle = tf.zeros([n])
@@ -102,8 +113,13 @@ def augment_batch(images, labels, seed, aug: Augmentation, *, out_hw, is_mask: b
         zeros = tf.zeros([n])
         transforms = tf.stack([a0, a1, a2, b0, b1, b2, zeros, zeros], axis=1)
         images = tf.raw_ops.ImageProjectiveTransformV3(
-            images=images, transforms=transforms, output_shape=tf.constant([oh, ow]),
-            fill_value=0.0, interpolation="BILINEAR", fill_mode="CONSTANT" if is_boxes else "REFLECT")
+            images=images,
+            transforms=transforms,
+            output_shape=tf.constant([oh, ow]),
+            fill_value=0.0,
+            interpolation="BILINEAR",
+            fill_mode="CONSTANT" if is_boxes else "REFLECT",
+        )
         if is_boxes:
             from .detection.augment import move_boxes
 
@@ -111,8 +127,13 @@ def augment_batch(images, labels, seed, aug: Augmentation, *, out_hw, is_mask: b
         if is_mask:
             masks = tf.cast(labels, tf.float32)[..., None]
             masks = tf.raw_ops.ImageProjectiveTransformV3(
-                images=masks, transforms=transforms, output_shape=tf.constant([oh, ow]),
-                fill_value=0.0, interpolation="NEAREST", fill_mode="REFLECT")
+                images=masks,
+                transforms=transforms,
+                output_shape=tf.constant([oh, ow]),
+                fill_value=0.0,
+                interpolation="NEAREST",
+                fill_mode="REFLECT",
+            )
             labels = tf.cast(tf.round(masks[..., 0]), labels.dtype)
 
     if aug.hue > 0 or aug.saturation > 0:

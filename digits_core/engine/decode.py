@@ -58,19 +58,25 @@ def make_decoder(feature_shape: tuple, feature_dtype, kinds):
         return tf.io.decode_jpeg(data, channels=channels, dct_method="INTEGER_ACCURATE")
 
     if np.dtype(feature_dtype) == np.uint16:
+
         def raw_decode(data):
             return tf.io.decode_png(data, channels=channels, dtype=tf.uint16)
     elif kinds == {"png"}:
+
         def raw_decode(data):
             return tf.io.decode_png(data, channels=channels)
     elif kinds == {"jpg"}:
+
         def raw_decode(data):
             return decode_jpeg(data)
     else:
+
         def raw_decode(data):
-            return tf.cond(tf.strings.substr(data, 0, 3) == b"\xff\xd8\xff", lambda: decode_jpeg(data),
-                           lambda: tf.io.decode_image(data, channels=channels, dtype=tf.uint8,
-                                                      expand_animations=False))
+            return tf.cond(
+                tf.strings.substr(data, 0, 3) == b"\xff\xd8\xff",
+                lambda: decode_jpeg(data),
+                lambda: tf.io.decode_image(data, channels=channels, dtype=tf.uint8, expand_animations=False),
+            )
 
     def decode(data):
         return tf.ensure_shape(raw_decode(data), shape)
@@ -107,10 +113,14 @@ def decode_all(encoded, feature_shape: tuple, feature_dtype, kinds, chunk: int =
     if n == 0:
         return out
     decode = make_decoder(feature_shape, feature_dtype, kinds)
-    ds = (tf.data.Dataset.from_tensor_slices(bytes_array(encoded))
-          .map(decode, num_parallel_calls=AUTOTUNE, deterministic=True).batch(chunk).prefetch(2))
+    ds = (
+        tf.data.Dataset.from_tensor_slices(bytes_array(encoded))
+        .map(decode, num_parallel_calls=AUTOTUNE, deterministic=True)
+        .batch(chunk)
+        .prefetch(2)
+    )
     pos = 0
     for batch in ds.as_numpy_iterator():
-        out[pos:pos + len(batch)] = batch
+        out[pos : pos + len(batch)] = batch
         pos += len(batch)
     return out

@@ -48,8 +48,12 @@ class StrategyInfo:
     replicas: int = 1
 
     def describe(self) -> dict:
-        return {"strategy": self.kind, "num_workers": self.num_workers, "worker_index": self.worker_index,
-                "replicas": self.replicas}
+        return {
+            "strategy": self.kind,
+            "num_workers": self.num_workers,
+            "worker_index": self.worker_index,
+            "replicas": self.replicas,
+        }
 
 
 def cluster_from_env() -> dict | None:
@@ -106,14 +110,16 @@ def make_strategy(gpus: Any = None) -> StrategyInfo:
         else:
             is_chief = task_type == "worker" and index == 0
             worker_index = index
-        return StrategyInfo(strategy, "MultiWorkerMirroredStrategy", workers, worker_index, is_chief,
-                            strategy.num_replicas_in_sync)
+        return StrategyInfo(
+            strategy, "MultiWorkerMirroredStrategy", workers, worker_index, is_chief, strategy.num_replicas_in_sync
+        )
     gpus = _scheduler_assignment(gpus)
     if gpus not in (None, 0, "0"):
         visible = tf.config.list_physical_devices("GPU")
         if not visible:
-            raise TrainingError(f"--gpus {gpus}: no GPU is visible to TensorFlow on this machine; "
-                                "omit --gpus to train on the CPU.")
+            raise TrainingError(
+                f"--gpus {gpus}: no GPU is visible to TensorFlow on this machine; omit --gpus to train on the CPU."
+            )
         ids = [int(i) for i in str(gpus).split(",")] if "," in str(gpus) else None
         count = len(visible) if gpus == "all" else (len(ids) if ids else int(gpus))
         if count > len(visible) or (ids and max(ids) >= len(visible)):
@@ -162,4 +168,5 @@ def distribute_input(info: StrategyInfo, make: Any) -> Any:
     if info.kind == "default":
         return feed_to_device(make(tf.distribute.InputContext()), input_device(info))
     return info.strategy.distribute_datasets_from_function(
-        make, options=tf.distribute.InputOptions(experimental_fetch_to_device=True))
+        make, options=tf.distribute.InputOptions(experimental_fetch_to_device=True)
+    )

@@ -38,8 +38,9 @@ class EarlyStopping:
         restore_best: Keep a copy of the best weights and restore them on stopping.
     """
 
-    def __init__(self, metric: str, mode: str = "auto", patience: int = 5, min_delta: float = 0.0,
-                 restore_best: bool = True):
+    def __init__(
+        self, metric: str, mode: str = "auto", patience: int = 5, min_delta: float = 0.0, restore_best: bool = True
+    ):
         self.metric = metric
         self.mode = direction(metric, mode)
         self.patience = int(patience)
@@ -56,8 +57,13 @@ class EarlyStopping:
         metric = (opts.early_stopping_metric or "").strip()
         if not metric:
             return None
-        return cls(metric, opts.early_stopping_mode, opts.early_stopping_patience,
-                   opts.early_stopping_min_delta, opts.early_stopping_restore_best)
+        return cls(
+            metric,
+            opts.early_stopping_mode,
+            opts.early_stopping_patience,
+            opts.early_stopping_min_delta,
+            opts.early_stopping_restore_best,
+        )
 
     def _improved(self, value: float) -> bool:
         if self.best is None:
@@ -74,8 +80,9 @@ class EarlyStopping:
         """
         if self.metric not in values:
             known = ", ".join(sorted(k for k in values if k.startswith("val_")))
-            raise TrainingError(f'early_stopping_metric "{self.metric}" is not a validation metric of this run; '
-                                f"choose one of {known}")
+            raise TrainingError(
+                f'early_stopping_metric "{self.metric}" is not a validation metric of this run; choose one of {known}'
+            )
         value = float(values[self.metric])
         if self._improved(value):
             self.best, self.best_epoch = value, epoch
@@ -94,11 +101,21 @@ class EarlyStopping:
     def note(self) -> str:
         """What the job's status note says after a stop."""
         restored = "; best weights restored" if self.restore_best else ""
-        return (f"stopped early at epoch {self.stopped_epoch:g} (best {self.metric} {self.best:.6g} at epoch "
-                f"{self.best_epoch:g}){restored}")
+        return (
+            f"stopped early at epoch {self.stopped_epoch:g} (best {self.metric} {self.best:.6g} at epoch "
+            f"{self.best_epoch:g}){restored}"
+        )
 
     def summary(self) -> dict:
         """The ``model.json`` record of a stop (key ``early_stopping``)."""
-        return {"metric": self.metric, "mode": self.mode, "patience": self.patience, "min_delta": self.min_delta,
-                "stopped_epoch": self.stopped_epoch, "best_epoch": self.best_epoch, "best_value": self.best,
-                "restored_best": bool(self.restore_best and self.best_weights is not None), "note": self.note}
+        return {
+            "metric": self.metric,
+            "mode": self.mode,
+            "patience": self.patience,
+            "min_delta": self.min_delta,
+            "stopped_epoch": self.stopped_epoch,
+            "best_epoch": self.best_epoch,
+            "best_value": self.best,
+            "restored_best": bool(self.restore_best and self.best_weights is not None),
+            "note": self.note,
+        }

@@ -124,8 +124,14 @@ class MetricsWriter:
             the resumed run continues the curves without duplicate points.
     """
 
-    def __init__(self, folder: str | os.PathLike, *, tensorboard: bool = True, enabled: bool = True,
-                 resume_step: int | None = None):
+    def __init__(
+        self,
+        folder: str | os.PathLike,
+        *,
+        tensorboard: bool = True,
+        enabled: bool = True,
+        resume_step: int | None = None,
+    ):
         self.enabled = enabled
         self._file = None
         self._tb = None
@@ -141,7 +147,8 @@ class MetricsWriter:
             self._tb = tf.summary.create_file_writer(str(Path(folder) / TB_DIR))
             # TensorBoard's scalar plugin format, written with core TF (no tensorboard package needed)
             self._scalar_metadata = summary_pb2.SummaryMetadata(
-                plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"))
+                plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars")
+            )
 
     def write(self, epoch: float, step: int, values: dict[str, float]) -> None:
         """Write one point per name."""
@@ -156,8 +163,9 @@ class MetricsWriter:
             with self._tb.as_default():
                 for name, value in values.items():
                     if math.isfinite(float(value)):
-                        tf.summary.write(name, tf.constant(float(value), tf.float32), step=int(step),
-                                         metadata=self._scalar_metadata)
+                        tf.summary.write(
+                            name, tf.constant(float(value), tf.float32), step=int(step), metadata=self._scalar_metadata
+                        )
 
     def close(self) -> None:
         if self._file:

@@ -107,8 +107,15 @@ class TrainingLoop:
         heartbeat: Called at every logging window (shows the job is alive).
     """
 
-    def __init__(self, state: RunState, writer, callbacks: list, progress: Callable[[dict], None] | None,
-                 abort: AbortSignal, heartbeat: Callable[[], None]):
+    def __init__(
+        self,
+        state: RunState,
+        writer,
+        callbacks: list,
+        progress: Callable[[dict], None] | None,
+        abort: AbortSignal,
+        heartbeat: Callable[[], None],
+    ):
         self.s = state
         self.writer = writer
         self.progress = progress
@@ -119,8 +126,9 @@ class TrainingLoop:
         self.stopped_early = False
         self.early = EarlyStopping.from_options(state.opts)
         self.metric_name = state.task.train_metric_name if state.standard_output else None
-        self.cb = CallbackDriver(callbacks, state.model, epochs=state.opts.epochs,
-                                 steps_per_epoch=state.steps_per_epoch)
+        self.cb = CallbackDriver(
+            callbacks, state.model, epochs=state.opts.epochs, steps_per_epoch=state.steps_per_epoch
+        )
 
     # -- datasets and steps -------------------------------------------------------------------
 
@@ -130,9 +138,19 @@ class TrainingLoop:
     def _datasets(self):
         s, opts = self.s, self.s.opts
         start_epoch, skip = divmod(s.start_step, s.steps_per_epoch)
-        train_ds = self._distribute(lambda ctx: train_dataset(
-            s.train_src, layout=s.layout, prep=s.prep, aug=opts.augmentation, seed=s.seed,
-            shuffle=opts.shuffle, start_epoch=start_epoch, epochs=opts.epochs, skip_batches=skip))
+        train_ds = self._distribute(
+            lambda ctx: train_dataset(
+                s.train_src,
+                layout=s.layout,
+                prep=s.prep,
+                aug=opts.augmentation,
+                seed=s.seed,
+                shuffle=opts.shuffle,
+                start_epoch=start_epoch,
+                epochs=opts.epochs,
+                skip_batches=skip,
+            )
+        )
         val_ds = None
         if s.val_src:
             val_ds = self._distribute(lambda ctx: val_dataset(s.val_src, layout=s.layout, prep=s.prep)[0])
@@ -145,14 +163,25 @@ class TrainingLoop:
         import tensorflow as tf
 
         s = self.s
-        train_step, self.val_step = make_steps(StepSpec(
-            strategy=s.strat.strategy, replicas=s.strat.replicas, model=s.model, optimizer=s.optimizer,
-            loss_fn=s.loss_fn, task=s.task, num_outputs=s.num_outputs, standard_output=s.standard_output,
-            custom_metrics=s.custom_metrics, jit=s.opts.jit,
-            autograph=not engine_code_only(s.task, s.custom_loss, s.custom_metrics)))
+        train_step, self.val_step = make_steps(
+            StepSpec(
+                strategy=s.strat.strategy,
+                replicas=s.strat.replicas,
+                model=s.model,
+                optimizer=s.optimizer,
+                loss_fn=s.loss_fn,
+                task=s.task,
+                num_outputs=s.num_outputs,
+                standard_output=s.standard_output,
+                custom_metrics=s.custom_metrics,
+                jit=s.opts.jit,
+                autograph=not engine_code_only(s.task, s.custom_loss, s.custom_metrics),
+            )
+        )
         if self.early is not None and not (s.val_src and s.val_every):
-            raise TrainingError("early_stopping_metric needs validation: this run has no validation set or a "
-                                "validation interval of 0")
+            raise TrainingError(
+                "early_stopping_metric needs validation: this run has no validation set or a validation interval of 0"
+            )
         train_ds, self.val_ds = self._datasets()
         spe, multi = s.steps_per_epoch, s.strat.num_workers > 1
         flags = (tf.constant(0.0), tf.constant(1.0))
@@ -187,7 +216,8 @@ class TrainingLoop:
             if not math.isfinite(loss):
                 raise TrainingError(
                     f"Training diverged: the loss became {loss} at epoch {epoch:.2f} (step {step}). "
-                    "Lower the learning rate, check the labels, or use a different solver.")
+                    "Lower the learning rate, check the labels, or use a different solver."
+                )
             images = s.layout.global_batch if s.strat.replicas > 1 else int(x.shape[0])
             window.add(loss, float(metric), images)
             epoch_means.add(loss, float(metric), images)
@@ -205,10 +235,17 @@ class TrainingLoop:
                 mark("steps")
                 self._snapshot(epoch, step)
                 mark("snapshot")
-            self._report({"phase": "train", "epoch": epoch, "step": step, "total_steps": s.total_steps,
-                          "epochs": s.opts.epochs, "loss": loss,
-                          "eta_s": (time.perf_counter() - run_start) / max(step - s.start_step, 1)
-                          * (s.total_steps - step)})
+            self._report(
+                {
+                    "phase": "train",
+                    "epoch": epoch,
+                    "step": step,
+                    "total_steps": s.total_steps,
+                    "epochs": s.opts.epochs,
+                    "loss": loss,
+                    "eta_s": (time.perf_counter() - run_start) / max(step - s.start_step, 1) * (s.total_steps - step),
+                }
+            )
             if end_of_epoch:
                 self.cb.epoch_end(step // spe - 1, self._epoch_logs(epoch_means))
                 epoch_means.reset()
@@ -221,11 +258,14 @@ class TrainingLoop:
                 break
         mark("steps")
         self.cb.train_end(dict(self.last_logs))
-        s.job.update(worker_report={
-            "worker_index": s.strat.worker_index, "num_workers": s.strat.num_workers,
-            "steps": step - s.start_step,
-            "images_per_epoch": len(range(s.strat.worker_index, s.train_src.n, s.strat.num_workers)),
-        })
+        s.job.update(
+            worker_report={
+                "worker_index": s.strat.worker_index,
+                "num_workers": s.strat.num_workers,
+                "steps": step - s.start_step,
+                "images_per_epoch": len(range(s.strat.worker_index, s.train_src.n, s.strat.num_workers)),
+            }
+        )
 
     def _aborted(self, epoch_means: _Means) -> None:
         self.abort.clear()
@@ -289,8 +329,10 @@ class TrainingLoop:
         if s.task.evaluate is not None and s.standard_output:
             values.update(s.task.evaluate(s.model, self.val_ds, s.num_outputs, s.reader.class_labels))
         if not math.isfinite(values["val_loss"]):
-            raise TrainingError(f"Training diverged: the validation loss is {values['val_loss']} at epoch "
-                                f"{epoch:.2f}. Lower the learning rate.")
+            raise TrainingError(
+                f"Training diverged: the validation loss is {values['val_loss']} at epoch "
+                f"{epoch:.2f}. Lower the learning rate."
+            )
         self.writer.write(epoch, step, values)
         self.last_logs.update(values)
         self.cb.test_end(values)
@@ -299,15 +341,20 @@ class TrainingLoop:
             record_best(s.folder, epoch, values[key], key, better)
         if self.early is not None and self.early.observe(epoch, values, s.model):
             s.model.stop_training = True
-            self.writer.write(epoch, step, {"early_stopped": 1.0, "early_stopping_best_epoch": self.early.best_epoch,
-                                            "early_stopping_best": self.early.best})
+            self.writer.write(
+                epoch,
+                step,
+                {
+                    "early_stopped": 1.0,
+                    "early_stopping_best_epoch": self.early.best_epoch,
+                    "early_stopping_best": self.early.best,
+                },
+            )
         self._report({"phase": "val", "epoch": epoch, "step": step, "total_steps": s.total_steps, **values})
 
     def _val_values(self, sums: dict) -> dict:
         values = self.s.task.summarize_val(self.s.task.name, sums)
         for key in sums:
             if key.startswith("custom_"):
-                values[f"val_{key[len('custom_'):]}"] = float(sums[key]) / max(float(sums["count"]), 1.0)
+                values[f"val_{key[len('custom_') :]}"] = float(sums[key]) / max(float(sums["count"]), 1.0)
         return values
-
-

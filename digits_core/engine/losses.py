@@ -49,6 +49,7 @@ def make_loss(task: str, name: str, num_outputs: int, class_weights=None, custom
             values = tf.reshape(tf.cast(values, tf.float32), [tf.shape(y_pred)[0], -1])
             values = tf.reduce_mean(values, axis=1)
             return _weighted_mean(values, valid)
+
         return custom_loss
 
     def ce_terms(y_true, y_pred):
@@ -74,6 +75,7 @@ def make_loss(task: str, name: str, num_outputs: int, class_weights=None, custom
     if task == "classification":
         return lambda y_true, y_pred, valid=None: _weighted_mean(ce_terms(y_true, y_pred), valid)
     if task == "segmentation":
+
         def seg_loss(y_true, y_pred, valid=None):
             total = 0.0
             if name in ("ce", "dice_ce"):
@@ -82,12 +84,15 @@ def make_loss(task: str, name: str, num_outputs: int, class_weights=None, custom
             if name in ("dice", "dice_ce"):
                 total += soft_dice(y_true, y_pred, valid)
             return total
+
         return seg_loss
+
     # regression
     def reg_loss(y_true, y_pred, valid=None):
         diff = tf.reshape(tf.cast(y_true, tf.float32), tf.shape(y_pred)) - y_pred
         values = tf.abs(diff) if name == "mae" else tf.square(diff)
         return _weighted_mean(tf.reduce_mean(tf.reshape(values, [tf.shape(values)[0], -1]), axis=1), valid)
+
     return reg_loss
 
 

@@ -67,6 +67,7 @@ def policies_using(parameter: str) -> tuple[str, ...]:
 
 def defaults_text(parameter: str, *, named: bool = True) -> str:
     """The policies' defaults of ``parameter`` for help texts: ``step 0.1, exp 0.95`` (or ``33 / 50``)."""
+
     def shown(value: Any) -> str:
         return ",".join(f"{v:g}" for v in value) if isinstance(value, tuple) else f"{value:g}"
 
@@ -79,16 +80,19 @@ def _parse_step_values(value) -> tuple[float, ...]:
     try:
         values = tuple(sorted(float(p) for p in parts))
         if not all(0 <= v <= 100 for v in values):  # also refuses nan and inf
-            raise FormValidationError({"lr_step_values": [f"{value!r}: step values are percentages of training, "
-                                                          "0 to 100, e.g. \"50,85\""]}, "training options")
+            raise FormValidationError(
+                {"lr_step_values": [f'{value!r}: step values are percentages of training, 0 to 100, e.g. "50,85"']},
+                "training options",
+            )
     except (TypeError, ValueError):
         raise FormValidationError(
-            {"lr_step_values": [f"{value!r} is not a comma-separated list of percentages, e.g. \"50,85\""]},
+            {"lr_step_values": [f'{value!r} is not a comma-separated list of percentages, e.g. "50,85"']},
             "training options",
         ) from None
     if not values:
-        raise FormValidationError({"lr_step_values": ["give at least one percentage, e.g. \"50,85\""]},
-                                  "training options")
+        raise FormValidationError(
+            {"lr_step_values": ['give at least one percentage, e.g. "50,85"']}, "training options"
+        )
     return values
 
 
@@ -110,8 +114,9 @@ def resolve_policy(policy: str = "step", **params: Any) -> dict[str, Any]:
     """
     policy = (policy or "step").lower()
     if policy not in POLICIES:
-        raise FormValidationError({"lr_policy": [f'unknown policy "{policy}"; choose one of {", ".join(POLICIES)}']},
-                                  "training options")
+        raise FormValidationError(
+            {"lr_policy": [f'unknown policy "{policy}"; choose one of {", ".join(POLICIES)}']}, "training options"
+        )
     resolved: dict[str, Any] = {"policy": policy}
     for key, default in DEFAULTS[policy].items():
         value = params.get(key)
@@ -139,13 +144,19 @@ def resolve_policy(policy: str = "step", **params: Any) -> dict[str, Any]:
 #: NaN or infinite during the run are refused (a sigmoid's gamma may be negative: it then rises).
 _RULES = {
     ("step", "gamma"): (lambda v: v > 0, "must be above 0, e.g. 0.1 (the rate is multiplied by it at each step)"),
-    ("multistep", "gamma"): (lambda v: v > 0, "must be above 0, e.g. 0.5 (the rate is multiplied by it at each "
-                                              "step value)"),
-    ("exp", "gamma"): (lambda v: v > 0, "must be above 0, e.g. 0.95 (the rate is multiplied by it at each % of "
-                                        "training)"),
+    ("multistep", "gamma"): (
+        lambda v: v > 0,
+        "must be above 0, e.g. 0.5 (the rate is multiplied by it at each step value)",
+    ),
+    ("exp", "gamma"): (
+        lambda v: v > 0,
+        "must be above 0, e.g. 0.95 (the rate is multiplied by it at each % of training)",
+    ),
     ("inv", "gamma"): (lambda v: v >= 0, "must be 0 or more, e.g. 0.1 (1 + gamma × progress must stay above 0)"),
-    ("poly", "power"): (lambda v: v >= 0, "must be 0 or more, e.g. 3 (a negative power makes the rate infinite "
-                                          "at the end)"),
+    ("poly", "power"): (
+        lambda v: v >= 0,
+        "must be 0 or more, e.g. 3 (a negative power makes the rate infinite at the end)",
+    ),
 }
 
 
@@ -184,8 +195,15 @@ def learning_rate_at(progress_percent, base_lr: float, policy: dict[str, Any], x
     raise ValueError(name)
 
 
-def lr_schedule_preview(total_steps: int = 100, *, learning_rate: float = 0.01, lr_policy: str = "step",
-                        points: int = 101, plot: str | None = None, **params: Any) -> list[dict]:
+def lr_schedule_preview(
+    total_steps: int = 100,
+    *,
+    learning_rate: float = 0.01,
+    lr_policy: str = "step",
+    points: int = 101,
+    plot: str | None = None,
+    **params: Any,
+) -> list[dict]:
     """Return (and optionally plot) the learning rate over a whole training run.
 
     Args:
@@ -206,8 +224,11 @@ def lr_schedule_preview(total_steps: int = 100, *, learning_rate: float = 0.01, 
     lrs = learning_rate_at(progress, float(learning_rate), policy)
     rows = [{"step": int(s), "progress": float(p), "lr": float(v)} for s, p, v in zip(steps, progress, lrs)]
     if plot:
-        plot_schedule(dense_schedule(total_steps, float(learning_rate), policy), plot,
-                      title=f"{policy['policy']} (base lr {learning_rate:g})")
+        plot_schedule(
+            dense_schedule(total_steps, float(learning_rate), policy),
+            plot,
+            title=f"{policy['policy']} (base lr {learning_rate:g})",
+        )
     return rows
 
 
@@ -242,9 +263,10 @@ def plot_schedule(rows: Sequence[dict], path: str, title: str = "") -> None:
     xs = [r["progress"] for r in rows]
     ys = [r["lr"] for r in rows]
     top = max(ys) or 1.0
+
     def to_px(x, y):
-        return (margin + (width - 2 * margin) * x / 100.0,
-                height - margin - (height - 2 * margin) * (y / top))
+        return (margin + (width - 2 * margin) * x / 100.0, height - margin - (height - 2 * margin) * (y / top))
+
     draw.rectangle([margin, margin, width - margin, height - margin], outline="black")
     for frac in (0, 0.25, 0.5, 0.75, 1.0):
         x, _ = to_px(100 * frac, 0)
@@ -297,8 +319,12 @@ def keras_schedule(base_lr: float, policy: dict[str, Any], total_steps: int, war
             return rate
 
         def get_config(self):
-            return {"base_lr": self.base_lr, "policy": self.policy, "total_steps": self.total_steps,
-                    "warmup_steps": self.warmup_steps}
+            return {
+                "base_lr": self.base_lr,
+                "policy": self.policy,
+                "total_steps": self.total_steps,
+                "warmup_steps": self.warmup_steps,
+            }
 
     return DigitsLRSchedule(base_lr, policy, total_steps, warmup_steps)
 
@@ -309,5 +335,17 @@ def describe(policy: dict[str, Any]) -> str:
     return f"{policy['policy']}({params})" if params else policy["policy"]
 
 
-__all__ = ["POLICIES", "DEFAULTS", "PARAMETERS", "policies_using", "defaults_text", "resolve_policy", "learning_rate_at", "lr_schedule_preview",
-           "dense_schedule", "keras_schedule", "plot_schedule", "describe"]
+__all__ = [
+    "POLICIES",
+    "DEFAULTS",
+    "PARAMETERS",
+    "policies_using",
+    "defaults_text",
+    "resolve_policy",
+    "learning_rate_at",
+    "lr_schedule_preview",
+    "dense_schedule",
+    "keras_schedule",
+    "plot_schedule",
+    "describe",
+]

@@ -108,22 +108,43 @@ def summarize_model(model: Any, source: dict | None = None) -> dict:
     names = [layer.name for layer in model.layers]
     sequential = not any(inbound.values())  # Sequential configs carry no call graph: each layer feeds the next
     if sequential and model.inputs and (not model.layers or type(model.layers[0]).__name__ != "InputLayer"):
-        layers.append({"name": "input", "type": "InputLayer", "output_shape": list(model.inputs[0].shape),
-                       "params": 0, "trainable_params": 0, "inbound": []})
+        layers.append(
+            {
+                "name": "input",
+                "type": "InputLayer",
+                "output_shape": list(model.inputs[0].shape),
+                "params": 0,
+                "trainable_params": 0,
+                "inbound": [],
+            }
+        )
     for i, layer in enumerate(model.layers):
         if sequential:
             feeds = [layers[-1]["name"]] if layers else []
         else:
             feeds = [name for name in inbound.get(layer.name, []) if name in names]
         trainable = _count(layer.trainable_weights)
-        layers.append({"name": layer.name, "type": type(layer).__name__, "output_shape": _shape(layer),
-                       "params": _count(layer.weights), "trainable_params": trainable, "inbound": feeds})
+        layers.append(
+            {
+                "name": layer.name,
+                "type": type(layer).__name__,
+                "output_shape": _shape(layer),
+                "params": _count(layer.weights),
+                "trainable_params": trainable,
+                "inbound": feeds,
+            }
+        )
     total = _count(model.weights)
     trainable = _count(model.trainable_weights)
-    return {"name": model.name, "source": source or {},
-            "input_shape": list(model.inputs[0].shape[1:]) if model.inputs else None,
-            "layers": layers, "total_params": total, "trainable_params": trainable,
-            "non_trainable_params": total - trainable}
+    return {
+        "name": model.name,
+        "source": source or {},
+        "input_shape": list(model.inputs[0].shape[1:]) if model.inputs else None,
+        "layers": layers,
+        "total_params": total,
+        "trainable_params": trainable,
+        "non_trainable_params": total - trainable,
+    }
 
 
 def summarize_model_job(job_path: str | os.PathLike, jobs_dir: str | os.PathLike | None = None) -> dict:
@@ -148,8 +169,15 @@ def summarize_model_job(job_path: str | os.PathLike, jobs_dir: str | os.PathLike
     if snaps:
         model = load_snapshot(folder, epoch=None, jobs_dir=jobs_dir)
         epoch = float(snaps[-1]["epoch"])
-        return summarize_model(model, {"kind": "snapshot", "epoch": int(epoch) if epoch.is_integer() else epoch,
-                                       "file": snaps[-1]["file"], "network": info.get("network")})
+        return summarize_model(
+            model,
+            {
+                "kind": "snapshot",
+                "epoch": int(epoch) if epoch.is_integer() else epoch,
+                "file": snaps[-1]["file"],
+                "network": info.get("network"),
+            },
+        )
     from ..jobs import Job
 
     job = Job.load(folder)
@@ -158,13 +186,26 @@ def summarize_model_job(job_path: str | os.PathLike, jobs_dir: str | os.PathLike
     dataset = options.get("dataset") or job.dataset_id
     if not network or not dataset:
         raise TrainingError(f"Model job {job.id} names no network or dataset to build.")
-    return summarize_network(network, dataset, jobs_dir or folder.parent, crop_size=options.get("crop_size"),
-                             network_params=options.get("network_params"), task=options.get("task"))
+    return summarize_network(
+        network,
+        dataset,
+        jobs_dir or folder.parent,
+        crop_size=options.get("crop_size"),
+        network_params=options.get("network_params"),
+        task=options.get("task"),
+    )
 
 
-def summarize_network(network: str | None, dataset: str, jobs_dir: str | os.PathLike | None = None, *, custom_code: str | None = None,
-                      crop_size: int | None = None, network_params: dict | None = None,
-                      task: str | None = None) -> dict:
+def summarize_network(
+    network: str | None,
+    dataset: str,
+    jobs_dir: str | os.PathLike | None = None,
+    *,
+    custom_code: str | None = None,
+    crop_size: int | None = None,
+    network_params: dict | None = None,
+    task: str | None = None,
+) -> dict:
     """Build a network for a dataset, as training would, and summarize it (no training, no job).
 
     Args:
@@ -208,8 +249,9 @@ def summarize_network(network: str | None, dataset: str, jobs_dir: str | os.Path
             spec = resolve_network(network or "")
             label = spec.name
         with _fresh_layer_names():
-            model, _, _ = call_builder(spec.build, input_shape, num_outputs, dict(network_params or {}),
-                                       origin=label, path=tmp or spec.path)
+            model, _, _ = call_builder(
+                spec.build, input_shape, num_outputs, dict(network_params or {}), origin=label, path=tmp or spec.path
+            )
     except TrainingError as exc:
         if tmp:  # the user typed code, not a file: say "custom code:LINE" rather than a temporary path
             raise TrainingError(str(exc).replace(tmp, "custom code")) from exc
@@ -218,8 +260,20 @@ def summarize_network(network: str | None, dataset: str, jobs_dir: str | os.Path
         if tmp:
             os.unlink(tmp)
             # The long-lived worker builds many previews: drop the module the code was loaded as.
-            for name in [n for n in sys.modules if n.startswith("digits_user_network_") and
-                         getattr(sys.modules[n], "__file__", None) == str(Path(tmp).resolve())]:
+            for name in [
+                n
+                for n in sys.modules
+                if n.startswith("digits_user_network_")
+                and getattr(sys.modules[n], "__file__", None) == str(Path(tmp).resolve())
+            ]:
                 del sys.modules[name]
-    return summarize_model(model, {"kind": "network", "network": label, "dataset": reader.id,
-                                   "task": chosen.name, "num_outputs": int(num_outputs)})
+    return summarize_model(
+        model,
+        {
+            "kind": "network",
+            "network": label,
+            "dataset": reader.id,
+            "task": chosen.name,
+            "num_outputs": int(num_outputs),
+        },
+    )

@@ -8,7 +8,10 @@ policies it applies to. The default value and Python type live on the
 :attr:`OptionSpec.default`); :meth:`TrainingOptions.validate` checks the
 ranges declared here, and :meth:`OptionSpec.coerce` brings every value to its
 declared kind and bounds (``shuffle="false"`` is False, ``aug_scale=0.9995``
-is refused), the same for every door. Generated from this list:
+is refused), the same for every door. Why one module: it is the one table of
+training options, read top to bottom as the reference the CLI, the form and
+the README are generated from; split by topic, an option's applicability
+rules and its neighbours would live in different files. Generated from this list:
 
 * ``digits train`` flags (:func:`add_cli_arguments`, :func:`options_from_cli`);
 * the web "New model" form fields (``digits_core.web.model_form``);
@@ -36,8 +39,18 @@ MEAN_MODES = ("none", "image", "pixel")
 FLIPS = ("none", "horizontal", "vertical", "both")
 EARLY_STOPPING_MODES = ("auto", "min", "max")
 #: Options a search space may not range over: the tuner sets the epochs, and these only change book-keeping.
-NOT_SEARCHABLE = ("epochs", "seed", "validation_interval", "snapshot_interval", "log_every", "task", "preload",
-                  "preload_limit_mb", "early_stopping_metric", "early_stopping_mode")
+NOT_SEARCHABLE = (
+    "epochs",
+    "seed",
+    "validation_interval",
+    "snapshot_interval",
+    "log_every",
+    "task",
+    "preload",
+    "preload_limit_mb",
+    "early_stopping_metric",
+    "early_stopping_mode",
+)
 #: Every registered task's losses (tasks are declared in :mod:`.tasks`).
 LOSSES = tuple(dict.fromkeys(name for task in TASKS.values() for name in task.losses))
 
@@ -45,8 +58,11 @@ LOSSES = tuple(dict.fromkeys(name for task in TASKS.values() for name in task.lo
 def _defaults() -> dict:
     from .options import Augmentation, TrainingOptions  # options imports this module: its dataclass holds the defaults
 
-    values = {f.name: (f.default if f.default is not dataclasses.MISSING else f.default_factory())  # type: ignore[misc,operator]
-              for f in dataclasses.fields(TrainingOptions) if f.name != "augmentation"}
+    values = {
+        f.name: (f.default if f.default is not dataclasses.MISSING else f.default_factory())  # type: ignore[misc,operator]
+        for f in dataclasses.fields(TrainingOptions)
+        if f.name != "augmentation"
+    }
     values.update({f"aug_{f.name}": f.default for f in dataclasses.fields(Augmentation)})
     return values
 
@@ -56,113 +72,352 @@ def _spec(name, kind, label, help, group, **kw) -> OptionSpec:
 
 
 TRAINING_OPTIONS: tuple[OptionSpec, ...] = (
-    _spec("epochs", "int", "Training epochs", "training epochs", "Training", minimum=0, exclusive_min=True,
-          maximum=100000),
-    _spec("batch_size", "int", "Batch size", "images per step over all replicas (empty: the network's, "
-          "e.g. LeNet 64)", "Training", minimum=0, exclusive_min=True, sweep=True),
-    _spec("validation_interval", "float", "Validation interval (epochs)",
-          "validate every N epochs, fractions allowed (0 disables)", "Training", minimum=0),
-    _spec("snapshot_interval", "float", "Snapshot interval (epochs)",
-          "snapshot every N epochs, fractions allowed (the last epoch is always saved)", "Training", minimum=0),
-    _spec("seed", "int", "Random seed", "same seed + same data = same weights on CPU (empty: random, recorded)",
-          "Training", minimum=0),
-    _spec("shuffle", "bool", "Shuffle the training set every epoch", "shuffle the training set every epoch",
-          "Training"),
+    _spec(
+        "epochs", "int", "Training epochs", "training epochs", "Training", minimum=0, exclusive_min=True, maximum=100000
+    ),
+    _spec(
+        "batch_size",
+        "int",
+        "Batch size",
+        "images per step over all replicas (empty: the network's, e.g. LeNet 64)",
+        "Training",
+        minimum=0,
+        exclusive_min=True,
+        sweep=True,
+    ),
+    _spec(
+        "validation_interval",
+        "float",
+        "Validation interval (epochs)",
+        "validate every N epochs, fractions allowed (0 disables)",
+        "Training",
+        minimum=0,
+    ),
+    _spec(
+        "snapshot_interval",
+        "float",
+        "Snapshot interval (epochs)",
+        "snapshot every N epochs, fractions allowed (the last epoch is always saved)",
+        "Training",
+        minimum=0,
+    ),
+    _spec(
+        "seed",
+        "int",
+        "Random seed",
+        "same seed + same data = same weights on CPU (empty: random, recorded)",
+        "Training",
+        minimum=0,
+    ),
+    _spec(
+        "shuffle", "bool", "Shuffle the training set every epoch", "shuffle the training set every epoch", "Training"
+    ),
     _spec("solver", "choice", "Solver", "optimizer (Keras 3)", "Solver", choices=SOLVERS),
-    _spec("momentum", "float", "Momentum", "momentum of the momentum and nesterov solvers", "Solver", minimum=0,
-          solvers=MOMENTUM_SOLVERS),
-    _spec("learning_rate", "float", "Base learning rate", "base learning rate", "Solver", minimum=0,
-          exclusive_min=True, sweep=True, aliases=("--lr",)),
-    _spec("weight_decay", "float", "Weight decay", "decoupled weight decay (L2 for plain SGD)", "Solver",
-          minimum=0),
-    _spec("lr_policy", "choice", "Policy", "learning-rate policy (see `digits lr-preview`)",
-          "Learning rate schedule", choices=POLICIES),
+    _spec(
+        "momentum",
+        "float",
+        "Momentum",
+        "momentum of the momentum and nesterov solvers",
+        "Solver",
+        minimum=0,
+        solvers=MOMENTUM_SOLVERS,
+    ),
+    _spec(
+        "learning_rate",
+        "float",
+        "Base learning rate",
+        "base learning rate",
+        "Solver",
+        minimum=0,
+        exclusive_min=True,
+        sweep=True,
+        aliases=("--lr",),
+    ),
+    _spec("weight_decay", "float", "Weight decay", "decoupled weight decay (L2 for plain SGD)", "Solver", minimum=0),
+    _spec(
+        "lr_policy",
+        "choice",
+        "Policy",
+        "learning-rate policy (see `digits lr-preview`)",
+        "Learning rate schedule",
+        choices=POLICIES,
+    ),
     # The policy parameters: which policies take each one, and their defaults, come from lr_policies.DEFAULTS.
-    _spec("lr_step_size", "float", "Step size (% of training)",
-          f"step: every this % of training; sigmoid: the midpoint (empty: {defaults_text('step_size', named=False)})",
-          "Learning rate schedule", minimum=0, exclusive_min=True, policies=policies_using("step_size")),
-    _spec("lr_step_values", "text", "Step values (%)",
-          f'multistep: comma-separated positions in % (empty: "{defaults_text("step_values", named=False)}")',
-          "Learning rate schedule", policies=policies_using("step_values")),
-    _spec("lr_gamma", "float", "Gamma", f"policy decay factor (empty: {defaults_text('gamma')})",
-          "Learning rate schedule", policies=policies_using("gamma")),
-    _spec("lr_power", "float", "Power", f"inv / poly power (empty: {defaults_text('power', named=False)})",
-          "Learning rate schedule", policies=policies_using("power")),
-    _spec("lr_warmup_epochs", "float", "Warm-up epochs", "the rate rises linearly from near 0 to the policy's "
-          "over this many epochs (0: none)", "Learning rate schedule", minimum=0),
-    _spec("mean_subtraction", "choice", "Subtract mean", "subtract the dataset's mean image or per-channel mean",
-          "Data", choices=MEAN_MODES),
-    _spec("scale", "text", "Input scale", 'multiplier after mean subtraction: "auto" (1/255 for uint8, '
-          'else 1/std of the training data), "none" (values as stored, e.g. uint8 character ids) or a number',
-          "Data"),
-    _spec("crop_size", "int", "Crop size", "random N×N crop in training, centre crop in validation/inference",
-          "Data", minimum=0, exclusive_min=True),
-    _spec("loss", "choice", "Loss", "loss (empty: the task's: " + ", ".join(
-        f"{t.name} {t.default_loss}" for t in TASKS.values()) + ")", "Data", choices=LOSSES),
-    _spec("class_weights", "text", "Class weights", 'per-class loss weights: "auto" (inverse frequency) or w1,w2,...',
-          "Data"),
-    _spec("preload", "choice", "Preload", "preload the dataset into memory (auto: when it fits the limit)", "Data",
-          choices=("auto", "true", "false")),
+    _spec(
+        "lr_step_size",
+        "float",
+        "Step size (% of training)",
+        f"step: every this % of training; sigmoid: the midpoint (empty: {defaults_text('step_size', named=False)})",
+        "Learning rate schedule",
+        minimum=0,
+        exclusive_min=True,
+        policies=policies_using("step_size"),
+    ),
+    _spec(
+        "lr_step_values",
+        "text",
+        "Step values (%)",
+        f'multistep: comma-separated positions in % (empty: "{defaults_text("step_values", named=False)}")',
+        "Learning rate schedule",
+        policies=policies_using("step_values"),
+    ),
+    _spec(
+        "lr_gamma",
+        "float",
+        "Gamma",
+        f"policy decay factor (empty: {defaults_text('gamma')})",
+        "Learning rate schedule",
+        policies=policies_using("gamma"),
+    ),
+    _spec(
+        "lr_power",
+        "float",
+        "Power",
+        f"inv / poly power (empty: {defaults_text('power', named=False)})",
+        "Learning rate schedule",
+        policies=policies_using("power"),
+    ),
+    _spec(
+        "lr_warmup_epochs",
+        "float",
+        "Warm-up epochs",
+        "the rate rises linearly from near 0 to the policy's over this many epochs (0: none)",
+        "Learning rate schedule",
+        minimum=0,
+    ),
+    _spec(
+        "mean_subtraction",
+        "choice",
+        "Subtract mean",
+        "subtract the dataset's mean image or per-channel mean",
+        "Data",
+        choices=MEAN_MODES,
+    ),
+    _spec(
+        "scale",
+        "text",
+        "Input scale",
+        'multiplier after mean subtraction: "auto" (1/255 for uint8, '
+        'else 1/std of the training data), "none" (values as stored, e.g. uint8 character ids) or a number',
+        "Data",
+    ),
+    _spec(
+        "crop_size",
+        "int",
+        "Crop size",
+        "random N×N crop in training, centre crop in validation/inference",
+        "Data",
+        minimum=0,
+        exclusive_min=True,
+    ),
+    _spec(
+        "loss",
+        "choice",
+        "Loss",
+        "loss (empty: the task's: " + ", ".join(f"{t.name} {t.default_loss}" for t in TASKS.values()) + ")",
+        "Data",
+        choices=LOSSES,
+    ),
+    _spec(
+        "class_weights",
+        "text",
+        "Class weights",
+        'per-class loss weights: "auto" (inverse frequency) or w1,w2,...',
+        "Data",
+    ),
+    _spec(
+        "preload",
+        "choice",
+        "Preload",
+        "preload the dataset into memory (auto: when it fits the limit)",
+        "Data",
+        choices=("auto", "true", "false"),
+    ),
     _spec("preload_limit_mb", "float", "Preload limit (MB)", "size limit of preload=auto", "Data", minimum=0),
-    _spec("log_every", "int", "Log points per epoch", "log train loss / LR this many times per epoch", "Data",
-          minimum=1),
-    _spec("early_stopping_metric", "text", "Monitor (validation metric)",
-          "early stopping: stop when this logged validation metric (e.g. val_loss, val_accuracy) stops improving "
-          "(empty: off)", "Early stopping"),
-    _spec("early_stopping_mode", "choice", "Better when", "early stopping: min, max, or auto (min for losses and "
-          "errors, max otherwise)", "Early stopping", choices=EARLY_STOPPING_MODES),
-    _spec("early_stopping_patience", "int", "Patience (epochs)", "early stopping: epochs without improvement "
-          "before stopping", "Early stopping", minimum=1, maximum=100000),
-    _spec("early_stopping_min_delta", "float", "Minimum improvement", "early stopping: smallest change that "
-          "counts as an improvement", "Early stopping", minimum=0),
-    _spec("early_stopping_restore_best", "bool", "Restore the best weights",
-          "early stopping: the model's result is the best epoch's weights, not the last", "Early stopping"),
+    _spec(
+        "log_every", "int", "Log points per epoch", "log train loss / LR this many times per epoch", "Data", minimum=1
+    ),
+    _spec(
+        "early_stopping_metric",
+        "text",
+        "Monitor (validation metric)",
+        "early stopping: stop when this logged validation metric (e.g. val_loss, val_accuracy) stops improving "
+        "(empty: off)",
+        "Early stopping",
+    ),
+    _spec(
+        "early_stopping_mode",
+        "choice",
+        "Better when",
+        "early stopping: min, max, or auto (min for losses and errors, max otherwise)",
+        "Early stopping",
+        choices=EARLY_STOPPING_MODES,
+    ),
+    _spec(
+        "early_stopping_patience",
+        "int",
+        "Patience (epochs)",
+        "early stopping: epochs without improvement before stopping",
+        "Early stopping",
+        minimum=1,
+        maximum=100000,
+    ),
+    _spec(
+        "early_stopping_min_delta",
+        "float",
+        "Minimum improvement",
+        "early stopping: smallest change that counts as an improvement",
+        "Early stopping",
+        minimum=0,
+    ),
+    _spec(
+        "early_stopping_restore_best",
+        "bool",
+        "Restore the best weights",
+        "early stopping: the model's result is the best epoch's weights, not the last",
+        "Early stopping",
+    ),
     _spec("aug_flip", "choice", "Flips", "random flips (masks follow)", "Augmentation", choices=FLIPS),
-    _spec("aug_rot90", "bool", "Random 90° rotations", "random 90-degree rotations (square inputs)",
-          "Augmentation"),
+    _spec("aug_rot90", "bool", "Random 90° rotations", "random 90-degree rotations (square inputs)", "Augmentation"),
     _spec("aug_rotation", "float", "Rotation (± degrees)", "max rotation in degrees", "Augmentation", minimum=0),
-    _spec("aug_scale", "float", "Scale (± fraction)", "max zoom, e.g. 0.1 for [0.9, 1.1]", "Augmentation",
-          minimum=0, maximum=0.999),
-    _spec("aug_noise", "float", "Noise (std, fraction)", "Gaussian noise std (input scale)", "Augmentation",
-          minimum=0),
-    _spec("aug_contrast", "float", "Contrast (± fraction)", "max relative contrast change", "Augmentation",
-          minimum=0),
-    _spec("aug_brightness", "float", "Brightness (± fraction)", "max brightness shift (input scale)",
-          "Augmentation", minimum=0),
-    _spec("aug_hue", "float", "Hue (± fraction)", "max hue shift (RGB only)", "Augmentation", minimum=0,
-          maximum=0.5),
-    _spec("aug_saturation", "float", "Saturation (± fraction)", "max relative saturation change (RGB only)",
-          "Augmentation", minimum=0),
-    _spec("task", "choice", "Task", "override the task inferred from the dataset's labels", "Network",
-          choices=tuple(TASKS)),
-    _spec("network_params", "json", "Network parameters (JSON)",
-          "keyword arguments of build_model (CLI: --network-param KEY=VALUE, repeatable)", "Network",
-          cli=False, web="custom"),
-    _spec("pretrained", "text", "Pretrained model (fine-tune)",
-          "fine-tune: a model job (its last snapshot) or a .keras / Keras 2 .h5 file; layers match by name",
-          "Network", web="custom"),
-    _spec("gpus", "text", "GPUs", 'number of local GPUs for MirroredStrategy, "all", or GPU ids such as 0,2 '
-          '(empty: default device; the web server gives each job its own GPUs)',
-          "Hardware"),
-    _spec("jit", "bool", "XLA compilation (jit)", "compile the train step with XLA (jit_compile; not with a seed: XLA ops are not deterministic)", "Hardware"),
-    _spec("mixed_precision", "bool", "Mixed precision (GPU)",
-          "float16 compute with float32 weights (mixed_float16); GPU only, refused on a CPU", "Hardware"),
+    _spec(
+        "aug_scale",
+        "float",
+        "Scale (± fraction)",
+        "max zoom, e.g. 0.1 for [0.9, 1.1]",
+        "Augmentation",
+        minimum=0,
+        maximum=0.999,
+    ),
+    _spec("aug_noise", "float", "Noise (std, fraction)", "Gaussian noise std (input scale)", "Augmentation", minimum=0),
+    _spec("aug_contrast", "float", "Contrast (± fraction)", "max relative contrast change", "Augmentation", minimum=0),
+    _spec(
+        "aug_brightness",
+        "float",
+        "Brightness (± fraction)",
+        "max brightness shift (input scale)",
+        "Augmentation",
+        minimum=0,
+    ),
+    _spec("aug_hue", "float", "Hue (± fraction)", "max hue shift (RGB only)", "Augmentation", minimum=0, maximum=0.5),
+    _spec(
+        "aug_saturation",
+        "float",
+        "Saturation (± fraction)",
+        "max relative saturation change (RGB only)",
+        "Augmentation",
+        minimum=0,
+    ),
+    _spec(
+        "task",
+        "choice",
+        "Task",
+        "override the task inferred from the dataset's labels",
+        "Network",
+        choices=tuple(TASKS),
+    ),
+    _spec(
+        "network_params",
+        "json",
+        "Network parameters (JSON)",
+        "keyword arguments of build_model (CLI: --network-param KEY=VALUE, repeatable)",
+        "Network",
+        cli=False,
+        web="custom",
+    ),
+    _spec(
+        "pretrained",
+        "text",
+        "Pretrained model (fine-tune)",
+        "fine-tune: a model job (its last snapshot) or a .keras / Keras 2 .h5 file; layers match by name",
+        "Network",
+        web="custom",
+    ),
+    _spec(
+        "gpus",
+        "text",
+        "GPUs",
+        'number of local GPUs for MirroredStrategy, "all", or GPU ids such as 0,2 '
+        "(empty: default device; the web server gives each job its own GPUs)",
+        "Hardware",
+    ),
+    _spec(
+        "jit",
+        "bool",
+        "XLA compilation (jit)",
+        "compile the train step with XLA (jit_compile; not with a seed: XLA ops are not deterministic)",
+        "Hardware",
+    ),
+    _spec(
+        "mixed_precision",
+        "bool",
+        "Mixed precision (GPU)",
+        "float16 compute with float32 weights (mixed_float16); GPU only, refused on a CPU",
+        "Hardware",
+    ),
     # The volume networks' settings (unet3d, unet2.5d: digits_core.engine.volume_train); 2-D networks ignore them.
-    _spec("volume_patch", "text", "Patch (D,H,W voxels)", "volume networks: training patch D,H,W, each divisible "
-          "by 2^(levels-1) (empty: ¾ of the median case; unet2.5d takes D=1)", "Volumes (unet3d, unet2.5d)"),
-    _spec("volume_steps_per_epoch", "int", "Steps per epoch", "volume networks: training steps (batches of "
-          "patches) per epoch", "Volumes (unet3d, unet2.5d)", minimum=1, maximum=100000),
-    _spec("volume_foreground", "float", "Foreground oversampling", "volume networks: share of the patches "
-          "centred on a labelled voxel", "Volumes (unet3d, unet2.5d)", minimum=0, maximum=1),
-    _spec("volume_base_filters", "int", "Base filters", "volume networks: filters of the top level (doubled per "
-          "level; wider trains better on a GPU)", "Volumes (unet3d, unet2.5d)", minimum=1, maximum=512),
-    _spec("volume_levels", "int", "Levels", "volume networks: U-Net levels (pooling steps + 1)",
-          "Volumes (unet3d, unet2.5d)", minimum=2, maximum=6),
-    _spec("volume_adjacent_slices", "int", "Adjacent slices (2.5-D)", "unet2.5d: neighbouring slices on each "
-          "side fed as channels", "Volumes (unet3d, unet2.5d)", minimum=0, maximum=16),
-    _spec("volume_overlap", "float", "Sliding-window overlap", "volume networks: tile overlap of the "
-          "sliding-window validation and inference (Gaussian blending)", "Volumes (unet3d, unet2.5d)",
-          minimum=0, maximum=0.9),
+    _spec(
+        "volume_patch",
+        "text",
+        "Patch (D,H,W voxels)",
+        "volume networks: training patch D,H,W, each divisible "
+        "by 2^(levels-1) (empty: ¾ of the median case; unet2.5d takes D=1)",
+        "Volumes (unet3d, unet2.5d)",
+    ),
+    _spec(
+        "volume_steps_per_epoch",
+        "int",
+        "Steps per epoch",
+        "volume networks: training steps (batches of patches) per epoch",
+        "Volumes (unet3d, unet2.5d)",
+        minimum=1,
+        maximum=100000,
+    ),
+    _spec(
+        "volume_foreground",
+        "float",
+        "Foreground oversampling",
+        "volume networks: share of the patches centred on a labelled voxel",
+        "Volumes (unet3d, unet2.5d)",
+        minimum=0,
+        maximum=1,
+    ),
+    _spec(
+        "volume_base_filters",
+        "int",
+        "Base filters",
+        "volume networks: filters of the top level (doubled per level; wider trains better on a GPU)",
+        "Volumes (unet3d, unet2.5d)",
+        minimum=1,
+        maximum=512,
+    ),
+    _spec(
+        "volume_levels",
+        "int",
+        "Levels",
+        "volume networks: U-Net levels (pooling steps + 1)",
+        "Volumes (unet3d, unet2.5d)",
+        minimum=2,
+        maximum=6,
+    ),
+    _spec(
+        "volume_adjacent_slices",
+        "int",
+        "Adjacent slices (2.5-D)",
+        "unet2.5d: neighbouring slices on each side fed as channels",
+        "Volumes (unet3d, unet2.5d)",
+        minimum=0,
+        maximum=16,
+    ),
+    _spec(
+        "volume_overlap",
+        "float",
+        "Sliding-window overlap",
+        "volume networks: tile overlap of the sliding-window validation and inference (Gaussian blending)",
+        "Volumes (unet3d, unet2.5d)",
+        minimum=0,
+        maximum=0.9,
+    ),
 )
 
 BY_NAME: dict[str, OptionSpec] = {spec.name: spec for spec in TRAINING_OPTIONS}
@@ -215,9 +470,12 @@ def add_cli_arguments(parser, names: tuple[str, ...] | None = None, *, sweep: bo
     """
     specs = TRAINING_OPTIONS if names is None else tuple(BY_NAME[name] for name in names)
     plain = {"int": int, "float": float}
-    add_arguments(parser, specs,
-                  value_type=lambda s: _sweep_values(s) if s.sweep and sweep else plain.get(s.kind, str),
-                  extra_help=lambda s: SWEEP_HELP if s.sweep and sweep else "")
+    add_arguments(
+        parser,
+        specs,
+        value_type=lambda s: _sweep_values(s) if s.sweep and sweep else plain.get(s.kind, str),
+        extra_help=lambda s: SWEEP_HELP if s.sweep and sweep else "",
+    )
 
 
 def options_from_cli(args, names: tuple[str, ...] | None = None) -> dict:
@@ -230,11 +488,15 @@ def options_from_cli(args, names: tuple[str, ...] | None = None) -> dict:
 
 def markdown_table() -> str:
     """The README's training options table (regenerate: ``python -m digits_core.engine.option_specs``)."""
-    rows = ["| option (API / form) | flag | default | range / choices | applies to | meaning |",
-            "|---|---|---|---|---|---|"]
+    rows = [
+        "| option (API / form) | flag | default | range / choices | applies to | meaning |",
+        "|---|---|---|---|---|---|",
+    ]
     for spec in TRAINING_OPTIONS:
         default = spec.default
-        shown = "" if default in (None, "", {}) else f"`{str(default).lower() if isinstance(default, bool) else default}`"
+        shown = (
+            "" if default in (None, "", {}) else f"`{str(default).lower() if isinstance(default, bool) else default}`"
+        )
         if spec.choices:
             rng = ", ".join(spec.choices)
         elif spec.minimum is not None or spec.maximum is not None:

@@ -69,8 +69,14 @@ class Augmentation:
     @property
     def enabled(self) -> bool:
         """True when any transform is on."""
-        return self.flip != "none" or self.rot90 or any(
-            getattr(self, n) > 0 for n in ("rotation", "scale", "noise", "contrast", "brightness", "hue", "saturation"))
+        return (
+            self.flip != "none"
+            or self.rot90
+            or any(
+                getattr(self, n) > 0
+                for n in ("rotation", "scale", "noise", "contrast", "brightness", "hue", "saturation")
+            )
+        )
 
     def validate(self) -> None:
         errors: dict[str, list[str]] = {}
@@ -245,8 +251,13 @@ class TrainingOptions:
 
     def lr_policy_params(self) -> dict:
         """The resolved policy dict (see :func:`~digits_core.engine.lr_policies.resolve_policy`)."""
-        return resolve_policy(self.lr_policy, step_size=self.lr_step_size, gamma=self.lr_gamma,
-                              power=self.lr_power, step_values=self.lr_step_values)
+        return resolve_policy(
+            self.lr_policy,
+            step_size=self.lr_step_size,
+            gamma=self.lr_gamma,
+            power=self.lr_power,
+            step_values=self.lr_step_values,
+        )
 
     def validate(self) -> None:  # noqa: C901 - split pending (the complexity ratchet in pyproject.toml)
         """Check every value; raises :class:`FormValidationError` listing all bad fields."""
@@ -257,7 +268,7 @@ class TrainingOptions:
             except TypeError as exc:
                 errors["augmentation"] = [str(exc)]
         for spec in BY_NAME.values():  # kinds and bounds as declared in option_specs, for every option
-            holder, attr = ((self.augmentation, spec.name[4:]) if spec.name.startswith("aug_") else (self, spec.name))
+            holder, attr = (self.augmentation, spec.name[4:]) if spec.name.startswith("aug_") else (self, spec.name)
             if spec.kind not in ("bool", "int", "float") or not hasattr(holder, attr):
                 continue
             try:
@@ -299,8 +310,10 @@ class TrainingOptions:
                 errors["gpus"] = ['use a number of GPUs, "all" or GPU ids such as 0,2']
         self._validate_early_stopping(errors)
         if self.jit is True and self.seed is not None and "jit" not in errors:
-            errors["jit"] = ["XLA has no deterministic version of some ops (e.g. max-pool gradients), so a seeded "
-                             "run cannot be compiled: leave the seed empty or turn jit off"]
+            errors["jit"] = [
+                "XLA has no deterministic version of some ops (e.g. max-pool gradients), so a seeded "
+                "run cannot be compiled: leave the seed empty or turn jit off"
+            ]
         if isinstance(self.preload, str):
             lowered = self.preload.lower()
             if lowered in ("auto",):
@@ -329,8 +342,9 @@ class TrainingOptions:
         metric = "" if self.early_stopping_metric is None else str(self.early_stopping_metric).strip()
         self.early_stopping_metric = metric
         if metric and not metric.startswith("val_"):
-            errors["early_stopping_metric"] = [f'"{metric}" is not a validation metric: use a logged val_* name, '
-                                               "e.g. val_loss or val_accuracy"]
+            errors["early_stopping_metric"] = [
+                f'"{metric}" is not a validation metric: use a logged val_* name, e.g. val_loss or val_accuracy'
+            ]
         self.early_stopping_mode = str(self.early_stopping_mode).lower()
         if self.early_stopping_mode not in EARLY_STOPPING_MODES:
             errors["early_stopping_mode"] = [f"choose one of {', '.join(EARLY_STOPPING_MODES)}"]

@@ -57,6 +57,7 @@ from .preprocessing import Preprocessing, center_crop_offsets, tf_center_crop
 
 AUTOTUNE = -1
 
+
 @dataclass
 class Layout:
     """How batches are split over input pipelines and replicas.
@@ -200,8 +201,18 @@ def _epoch_permutation_np(n: int, seed: int, epoch: int, shuffle: bool) -> np.nd
     return np.random.default_rng([int(seed), int(epoch)]).permutation(n).astype(np.int64)
 
 
-def train_dataset(source: StageSource, *, layout: Layout, prep: Preprocessing, aug: Augmentation,  # noqa: C901 - split pending (the complexity ratchet in pyproject.toml)
-                  seed: int, shuffle: bool, start_epoch: int, epochs: int, skip_batches: int = 0):
+def train_dataset(  # noqa: C901 - split pending (the complexity ratchet in pyproject.toml)
+    source: StageSource,
+    *,
+    layout: Layout,
+    prep: Preprocessing,
+    aug: Augmentation,
+    seed: int,
+    shuffle: bool,
+    start_epoch: int,
+    epochs: int,
+    skip_batches: int = 0,
+):
     """The training ``tf.data.Dataset`` for one input pipeline.
 
     Yields ``(images, labels)`` per-replica batches from epoch ``start_epoch``
@@ -233,9 +244,13 @@ def train_dataset(source: StageSource, *, layout: Layout, prep: Preprocessing, a
             else:
                 perm = tf.range(n)
             perm = tf.cast(perm[pid::npipe], tf.int64)
-            return (tf.data.Dataset.from_tensor_slices(perm).batch(per_b, drop_remainder=drop)
-                    .take(batches_per_epoch).enumerate()
-                    .map(plain(lambda j, idx: (epoch, j, idx))))
+            return (
+                tf.data.Dataset.from_tensor_slices(perm)
+                .batch(per_b, drop_remainder=drop)
+                .take(batches_per_epoch)
+                .enumerate()
+                .map(plain(lambda j, idx: (epoch, j, idx)))
+            )
 
         def gather(epoch, j, idx):
             return epoch, j, tf.gather(features, idx), tf.gather(labels, idx)
@@ -258,7 +273,7 @@ def train_dataset(source: StageSource, *, layout: Layout, prep: Preprocessing, a
             perm = _epoch_permutation_np(n, seed, epoch, shuffle)[pid::npipe]
             count = 0
             for j, start in enumerate(range(0, len(perm), per_b)):
-                idx = np.sort(perm[start:start + per_b])
+                idx = np.sort(perm[start : start + per_b])
                 if count >= batches_per_epoch or (drop and len(idx) < per_b):
                     return
                 count += 1
@@ -273,21 +288,30 @@ def train_dataset(source: StageSource, *, layout: Layout, prep: Preprocessing, a
 
         def epoch_batches(epoch):
             return tf.data.Dataset.from_generator(
-                generator, args=(epoch,),
-                output_signature=(tf.TensorSpec((), tf.int64), tf.TensorSpec((), tf.int64), feat_sig, label_sig))
+                generator,
+                args=(epoch,),
+                output_signature=(tf.TensorSpec((), tf.int64), tf.TensorSpec((), tf.int64), feat_sig, label_sig),
+            )
 
         ds = tf.data.Dataset.range(start_epoch, epochs).flat_map(epoch_batches)
         if encoded:
             decode_batch = make_batch_decoder(source.feature_shape, source.feature_dtype, source.encodings)
-            ds = ds.map(lambda e, j, x, y: (e, j, decode_batch(x), y),
-                        num_parallel_calls=AUTOTUNE, deterministic=True)
+            ds = ds.map(lambda e, j, x, y: (e, j, decode_batch(x), y), num_parallel_calls=AUTOTUNE, deterministic=True)
 
     def transform(epoch, j, x, y):
         x = prep.tf_normalize(x)
         if needs_aug:
             batch_seed = tf.stack([tf.cast(seed, tf.int64), epoch * 1_000_003 + j * 7919 + pid])
-            x, y = augment_batch(x, y, batch_seed, aug, out_hw=out_hw, is_mask=is_mask, random_crop=random_crop,
-                                 is_boxes=source.label_kind == "boxes")
+            x, y = augment_batch(
+                x,
+                y,
+                batch_seed,
+                aug,
+                out_hw=out_hw,
+                is_mask=is_mask,
+                random_crop=random_crop,
+                is_boxes=source.label_kind == "boxes",
+            )
         return x, y
 
     ds = ds.map(plain(transform), num_parallel_calls=AUTOTUNE, deterministic=True)
@@ -320,9 +344,9 @@ def val_dataset(source: StageSource, *, layout: Layout, prep: Preprocessing):
 
     def generator():
         for b in range(batches):
-            idx = idx_all[b * per_b:(b + 1) * per_b]
+            idx = idx_all[b * per_b : (b + 1) * per_b]
             valid = np.zeros(per_b, np.float32)
-            valid[:len(idx)] = 1
+            valid[: len(idx)] = 1
             if len(idx):
                 x, y = source.read(idx)
             else:
@@ -331,9 +355,9 @@ def val_dataset(source: StageSource, *, layout: Layout, prep: Preprocessing):
             x = prep.normalize(x) if len(idx) else x.astype(np.float32)
             if crop:
                 top, left = center_crop_offsets(x.shape[1], x.shape[2], crop)
-                x = x[:, top:top + crop, left:left + crop]
+                x = x[:, top : top + crop, left : left + crop]
                 if is_mask:
-                    y = y[:, top:top + crop, left:left + crop]
+                    y = y[:, top : top + crop, left : left + crop]
             pad = per_b - len(idx)
             if pad:
                 x = np.concatenate([x, np.zeros((pad, *x.shape[1:]), np.float32)])
@@ -342,22 +366,29 @@ def val_dataset(source: StageSource, *, layout: Layout, prep: Preprocessing):
 
     in_shape = prep.input_shape
     if source.preload:
-        return _preloaded_val_dataset(source, per_b=per_b, batches=batches, idx_all=idx_all, prep=prep,
-                                      label_shape=label_shape), steps
+        return _preloaded_val_dataset(
+            source, per_b=per_b, batches=batches, idx_all=idx_all, prep=prep, label_shape=label_shape
+        ), steps
     if source.encoded and not source.preload:
-        return _encoded_val_dataset(source, per_b=per_b, batches=batches, idx_all=idx_all, prep=prep,
-                                    label_shape=label_shape), steps
-    ds = tf.data.Dataset.from_generator(generator, output_signature=(
-        tf.TensorSpec((per_b, *in_shape), tf.float32),
-        tf.TensorSpec((per_b, *label_shape), tf.as_dtype(source.label_dtype)),
-        tf.TensorSpec((per_b,), tf.float32)))
+        return _encoded_val_dataset(
+            source, per_b=per_b, batches=batches, idx_all=idx_all, prep=prep, label_shape=label_shape
+        ), steps
+    ds = tf.data.Dataset.from_generator(
+        generator,
+        output_signature=(
+            tf.TensorSpec((per_b, *in_shape), tf.float32),
+            tf.TensorSpec((per_b, *label_shape), tf.as_dtype(source.label_dtype)),
+            tf.TensorSpec((per_b,), tf.float32),
+        ),
+    )
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
     return ds.with_options(options).prefetch(AUTOTUNE), steps
 
 
-def _preloaded_val_dataset(source: StageSource, *, per_b: int, batches: int, idx_all: np.ndarray,
-                           prep: Preprocessing, label_shape: tuple):
+def _preloaded_val_dataset(
+    source: StageSource, *, per_b: int, batches: int, idx_all: np.ndarray, prep: Preprocessing, label_shape: tuple
+):
     """Validation batches of a preloaded stage: slices of tensors made once, normalized, cropped, padded in tf.data.
 
     The same batches as the generator path (same order, the same float32 arithmetic as ``prep.normalize``,
@@ -380,14 +411,17 @@ def _preloaded_val_dataset(source: StageSource, *, per_b: int, batches: int, idx
         stop = tf.maximum(tf.minimum(start + per_b, count), start)
         x, y = prep.tf_normalize(features[start:stop]), labels[start:stop]
         if crop:
-            x = x[:, top:top + crop, left:left + crop]
+            x = x[:, top : top + crop, left : left + crop]
             if is_mask:
-                y = y[:, top:top + crop, left:left + crop]
+                y = y[:, top : top + crop, left : left + crop]
         pad = per_b - (stop - start)
         x = tf.concat([x, tf.zeros(tf.concat([[pad], tf.constant(in_shape, tf.int64)], 0), tf.float32)], 0)
         y = tf.concat([y, tf.zeros(tf.concat([[pad], tf.constant(label_shape, tf.int64)], 0), y.dtype)], 0)
-        return (tf.ensure_shape(x, (per_b, *in_shape)), tf.ensure_shape(y, (per_b, *label_shape)),
-                valid_all[start:start + per_b])
+        return (
+            tf.ensure_shape(x, (per_b, *in_shape)),
+            tf.ensure_shape(y, (per_b, *label_shape)),
+            valid_all[start : start + per_b],
+        )
 
     ds = tf.data.Dataset.range(batches).map(plain(batch), num_parallel_calls=AUTOTUNE, deterministic=True)
     options = tf.data.Options()
@@ -395,11 +429,11 @@ def _preloaded_val_dataset(source: StageSource, *, per_b: int, batches: int, idx
     return ds.with_options(options).prefetch(AUTOTUNE)
 
 
-def _encoded_val_dataset(source: StageSource, *, per_b: int, batches: int, idx_all: np.ndarray,
-                         prep: Preprocessing, label_shape: tuple):
+def _encoded_val_dataset(
+    source: StageSource, *, per_b: int, batches: int, idx_all: np.ndarray, prep: Preprocessing, label_shape: tuple
+):
     """Validation batches of a streamed encoded stage: bytes from LMDB, decode/normalize/crop/pad in tf.data."""
     import tensorflow as tf
-
 
     crop = prep.crop_size
     is_mask = source.label_kind == "mask"
@@ -408,16 +442,16 @@ def _encoded_val_dataset(source: StageSource, *, per_b: int, batches: int, idx_a
 
     def generator():
         for b in range(batches):
-            idx = idx_all[b * per_b:(b + 1) * per_b]
+            idx = idx_all[b * per_b : (b + 1) * per_b]
             valid = np.zeros(per_b, np.float32)
-            valid[:len(idx)] = 1
+            valid[: len(idx)] = 1
             if len(idx):
                 x, y = source.read_encoded(idx)
             else:
                 x, y = [], np.zeros((0, *source.label_shape), source.label_dtype)
             if crop and is_mask:
                 top, left = center_crop_offsets(y.shape[1], y.shape[2], crop) if len(idx) else (0, 0)
-                y = y[:, top:top + crop, left:left + crop]
+                y = y[:, top : top + crop, left : left + crop]
             pad = per_b - len(idx)
             if pad:
                 y = np.concatenate([y, np.zeros((pad, *label_shape), y.dtype)])
@@ -429,10 +463,14 @@ def _encoded_val_dataset(source: StageSource, *, per_b: int, batches: int, idx_a
         images = tf.concat([images, tf.zeros(tf.concat([[pad], tf.constant(in_shape, tf.int32)], 0), tf.float32)], 0)
         return tf.ensure_shape(images, (per_b, *in_shape)), y, valid
 
-    ds = tf.data.Dataset.from_generator(generator, output_signature=(
-        tf.TensorSpec((None,), tf.string),
-        tf.TensorSpec((per_b, *label_shape), tf.as_dtype(source.label_dtype)),
-        tf.TensorSpec((per_b,), tf.float32)))
+    ds = tf.data.Dataset.from_generator(
+        generator,
+        output_signature=(
+            tf.TensorSpec((None,), tf.string),
+            tf.TensorSpec((per_b, *label_shape), tf.as_dtype(source.label_dtype)),
+            tf.TensorSpec((per_b,), tf.float32),
+        ),
+    )
     ds = ds.map(transform, num_parallel_calls=AUTOTUNE, deterministic=True)
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF

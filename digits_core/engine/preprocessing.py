@@ -86,7 +86,8 @@ class Preprocessing:
         if x.shape[-3:] != tuple(self.feature_shape):
             raise InferenceError(
                 f"Input shape {x.shape[-3:]} does not match the model's dataset images {tuple(self.feature_shape)}; "
-                "resize inputs as the dataset did.")
+                "resize inputs as the dataset did."
+            )
         return (x - self.mean_array()) * np.float32(self.scale)
 
     def apply(self, features: np.ndarray) -> np.ndarray:
@@ -95,7 +96,7 @@ class Preprocessing:
         if self.crop_size:
             h, w = x.shape[-3], x.shape[-2]
             top, left = center_crop_offsets(h, w, self.crop_size)
-            x = x[..., top:top + self.crop_size, left:left + self.crop_size, :]
+            x = x[..., top : top + self.crop_size, left : left + self.crop_size, :]
         return x
 
     def crop_label(self, label: np.ndarray) -> np.ndarray:
@@ -104,7 +105,7 @@ class Preprocessing:
             return label
         h, w = label.shape[-2], label.shape[-1]
         top, left = center_crop_offsets(h, w, self.crop_size)
-        return label[..., top:top + self.crop_size, left:left + self.crop_size]
+        return label[..., top : top + self.crop_size, left : left + self.crop_size]
 
     # -- TensorFlow ------------------------------------------------------------
 
@@ -122,10 +123,14 @@ class Preprocessing:
 
     def to_dict(self) -> dict:
         """JSON part (the mean is saved separately as ``mean.npy``)."""
-        return {"mean_subtraction": self.mean_subtraction, "scale": float(self.scale),
-                "crop_size": self.crop_size, "feature_shape": list(self.feature_shape),
-                "input_shape": list(self.input_shape),
-                "mean_file": MEAN_FILE if self.mean is not None else None}
+        return {
+            "mean_subtraction": self.mean_subtraction,
+            "scale": float(self.scale),
+            "crop_size": self.crop_size,
+            "feature_shape": list(self.feature_shape),
+            "input_shape": list(self.input_shape),
+            "mean_file": MEAN_FILE if self.mean is not None else None,
+        }
 
     def save(self, folder: str | Path) -> dict:
         """Write ``mean.npy`` into ``folder`` and return :meth:`to_dict`."""
@@ -139,8 +144,9 @@ class Preprocessing:
         mean = None
         if data.get("mean_file") and folder is not None:
             mean = np.load(Path(folder) / data["mean_file"]).astype(np.float32)
-        return cls(data["mean_subtraction"], mean, float(data["scale"]), data.get("crop_size"),
-                   tuple(data["feature_shape"]))
+        return cls(
+            data["mean_subtraction"], mean, float(data["scale"]), data.get("crop_size"), tuple(data["feature_shape"])
+        )
 
     @classmethod
     def load(cls, model_job: Any) -> Preprocessing:
@@ -169,8 +175,9 @@ def parse_scale(value: Any) -> str | float:
     except ValueError:
         number = float("nan")
     if not np.isfinite(number) or number <= 0:
-        raise ValueError(f'use "auto" (1/255 for uint8, else 1/std), "none" (no scaling) or a positive number, '
-                         f'not "{value}"')
+        raise ValueError(
+            f'use "auto" (1/255 for uint8, else 1/std), "none" (no scaling) or a positive number, not "{value}"'
+        )
     return number
 
 
@@ -195,4 +202,4 @@ def tf_center_crop(images, crop_size: int | None):
         return images
     h, w = int(images.shape[1]), int(images.shape[2])
     top, left = center_crop_offsets(h, w, crop_size)
-    return images[:, top:top + crop_size, left:left + crop_size]
+    return images[:, top : top + crop_size, left : left + crop_size]

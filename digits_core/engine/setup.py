@@ -174,8 +174,13 @@ def prepare_run(state: RunState) -> RunState:
     if not state.resume_from:
         write_initial_info(state)
     elif state.strat.is_chief:
-        update_model_record(state.folder, options=opts.to_dict(), total_steps=state.total_steps, status="Running",
-                            resumed_from=state.resume_from["file"])
+        update_model_record(
+            state.folder,
+            options=opts.to_dict(),
+            total_steps=state.total_steps,
+            status="Running",
+            resumed_from=state.resume_from["file"],
+        )
     mark("model build")
     return state
 
@@ -199,8 +204,8 @@ def _stored_seed(state: RunState) -> int:
         return int(jobio.read_model_info(state.folder)["seed"])
     cluster = cluster_from_env()
     if cluster is not None:  # every worker must agree on the seed
-        return abs(hash(str(sorted(cluster["cluster"].items())))) % (2 ** 31)
-    return int.from_bytes(os.urandom(4), "little") % (2 ** 31)
+        return abs(hash(str(sorted(cluster["cluster"].items())))) % (2**31)
+    return int.from_bytes(os.urandom(4), "little") % (2**31)
 
 
 def _open_sources(state: RunState) -> None:
@@ -210,8 +215,9 @@ def _open_sources(state: RunState) -> None:
     fix = state.task.fix_labels
 
     def source(stage: str) -> StageSource:
-        return StageSource(reader, stage, should_preload(reader, stage, opts.preload, opts.preload_limit_mb),
-                           fix_labels=fix)
+        return StageSource(
+            reader, stage, should_preload(reader, stage, opts.preload, opts.preload_limit_mb), fix_labels=fix
+        )
 
     state.train_src = source("train")
     state.val_src = source("val") if "val" in reader.stages and opts.validation_interval > 0 else None
@@ -221,29 +227,49 @@ def _make_preprocessing(state: RunState) -> None:
     reader, opts = state.reader, state.opts
     feature_shape = tuple(reader.feature_shape())
     if opts.crop_size and opts.crop_size > min(feature_shape[:2]):
-        raise FormValidationError({"crop_size": [f"{opts.crop_size} is larger than the images "
-                                                 f"({feature_shape[0]}x{feature_shape[1]})"]}, _FORM)
+        raise FormValidationError(
+            {"crop_size": [f"{opts.crop_size} is larger than the images ({feature_shape[0]}x{feature_shape[1]})"]},
+            _FORM,
+        )
     mean = reader.mean() if opts.mean_subtraction != "none" else None
     if opts.mean_subtraction != "none" and mean is None:
         raise TrainingError(f'Dataset "{reader.id}" has no mean image; use mean_subtraction="none".')
     if state.resume_from:
         state.prep = Preprocessing.load(state.folder)
     else:
-        mean_arr = 0.0 if mean is None else (
-            mean if opts.mean_subtraction == "image" else mean.reshape(-1, mean.shape[-1]).mean(axis=0))
+        mean_arr = (
+            0.0
+            if mean is None
+            else (mean if opts.mean_subtraction == "image" else mean.reshape(-1, mean.shape[-1]).mean(axis=0))
+        )
         sample = state.train_src.sample(seed=state.seed) if opts.scale == "auto" else None
         scale = resolve_scale(opts.scale, reader.feature_dtype(), sample, mean_arr)
         state.prep = Preprocessing(opts.mean_subtraction, mean, scale, opts.crop_size, feature_shape)
     check_augmentation(opts.augmentation, state.prep.input_shape[:2], feature_shape[2])
     if state.task.label_kind == "boxes" and opts.crop_size:
-        raise FormValidationError({"crop_size": ["object detection trains on whole images; resize the dataset "
-                                                 "instead (aug_scale gives random crops that move the boxes)"]}, _FORM)
+        raise FormValidationError(
+            {
+                "crop_size": [
+                    "object detection trains on whole images; resize the dataset "
+                    "instead (aug_scale gives random crops that move the boxes)"
+                ]
+            },
+            _FORM,
+        )
     if state.task.label_kind == "image":  # targets would have to move with the inputs: not supported yet
         aug = opts.augmentation
-        moved = {"crop_size": opts.crop_size, "aug_flip": aug.flip != "none", "aug_rot90": aug.rot90,
-                 "aug_rotation": aug.rotation > 0, "aug_scale": aug.scale > 0}
-        bad = {name: ["image-to-image training does not crop or move the target images; leave it unset"]
-               for name, used in moved.items() if used}
+        moved = {
+            "crop_size": opts.crop_size,
+            "aug_flip": aug.flip != "none",
+            "aug_rot90": aug.rot90,
+            "aug_rotation": aug.rotation > 0,
+            "aug_scale": aug.scale > 0,
+        }
+        bad = {
+            name: ["image-to-image training does not crop or move the target images; leave it unset"]
+            for name, used in moved.items()
+            if used
+        }
         if bad:
             raise FormValidationError(bad, _FORM)
 
@@ -256,19 +282,23 @@ def _class_weights(state: RunState) -> list | None:
         labels = src.labels if src.preload else src.read_labels(np.arange(min(src.n, 4096)))
         return auto_class_weights(labels, state.num_outputs)
     if len(opts.class_weights) != state.num_outputs:
-        raise FormValidationError({"class_weights": [
-            f"give {state.num_outputs} weights (one per class), not {len(opts.class_weights)}"]}, _FORM)
+        raise FormValidationError(
+            {"class_weights": [f"give {state.num_outputs} weights (one per class), not {len(opts.class_weights)}"]},
+            _FORM,
+        )
     return list(opts.class_weights)
 
 
 def _schedule(state: RunState) -> None:
     opts, strat = state.opts, state.strat
     batch = opts.batch_size or state.spec.batch_size
-    state.layout = Layout(batch, num_pipelines=strat.num_workers, pipeline_id=strat.worker_index,
-                          replicas=strat.replicas)
+    state.layout = Layout(
+        batch, num_pipelines=strat.num_workers, pipeline_id=strat.worker_index, replicas=strat.replicas
+    )
     if batch < strat.replicas:
-        raise FormValidationError({"batch_size": [f"must be at least the number of replicas ({strat.replicas})"]},
-                                  _FORM)
+        raise FormValidationError(
+            {"batch_size": [f"must be at least the number of replicas ({strat.replicas})"]}, _FORM
+        )
     spe = state.steps_per_epoch = state.layout.steps_per_epoch(state.train_src.n)
     state.total_steps = spe * opts.epochs
 
@@ -286,12 +316,19 @@ def _build_model(state: RunState) -> None:
     spec, opts = state.spec, state.opts
 
     def build():
-        return call_builder(spec.build, state.prep.input_shape, state.num_outputs, dict(opts.network_params),
-                            origin=spec.name, path=spec.path)
+        return call_builder(
+            spec.build,
+            state.prep.input_shape,
+            state.num_outputs,
+            dict(opts.network_params),
+            origin=spec.name,
+            path=spec.path,
+        )
 
     if state.resume_from:
-        state.model = keras.models.load_model(state.folder / jobio.SNAPSHOT_DIR / state.resume_from["file"],
-                                              compile=False, safe_mode=False)
+        state.model = keras.models.load_model(
+            state.folder / jobio.SNAPSHOT_DIR / state.resume_from["file"], compile=False, safe_mode=False
+        )
         if spec.source == "file":
             # re-run the builder only to recover a custom loss (weights come from the snapshot)
             _, state.custom_loss, state.custom_metrics = build()
@@ -310,8 +347,10 @@ def _check_model(state: RunState) -> None:
     in_shape = tuple(model.inputs[0].shape[1:]) if model.inputs else None
     if in_shape and tuple(in_shape) != tuple(state.prep.input_shape):  # noqa: SIM102 - kept as two readable steps
         if any(d is not None and d != e for d, e in zip(in_shape, state.prep.input_shape)) or len(in_shape) != 3:
-            raise TrainingError(f"{where}: the model's input shape {in_shape} does not match the "
-                                f"dataset's (cropped) images {tuple(state.prep.input_shape)}.")
+            raise TrainingError(
+                f"{where}: the model's input shape {in_shape} does not match the "
+                f"dataset's (cropped) images {tuple(state.prep.input_shape)}."
+            )
     out_shape = tuple(model.outputs[0].shape[1:]) if model.outputs else ()
     expected = tuple(task.output_shape(tuple(state.prep.input_shape), state.num_outputs))
     state.standard_output = out_shape == expected
@@ -319,7 +358,8 @@ def _check_model(state: RunState) -> None:
         raise TrainingError(
             f"{where}: the model's output shape {out_shape} does not fit {task.name} with "
             f"{state.num_outputs} outputs (expected {expected}); return a matching model, or "
-            "(model, loss, metrics) with your own loss.")
+            "(model, loss, metrics) with your own loss."
+        )
 
 
 def write_initial_info(state: RunState) -> None:

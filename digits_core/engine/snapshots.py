@@ -66,8 +66,10 @@ def restore_optimizer_state(folder: Path, optimizer: Any, snap: SnapshotEntry) -
     arrays = [state[f"opt_{i}"] for i in range(int(state["count"]))]
     variables = optimizer.variables
     if len(arrays) != len(variables):
-        raise TrainingError(f"Snapshot {snap['state']} has {len(arrays)} optimizer variables, the optimizer "
-                            f"{len(variables)}; was the solver (or mixed precision) changed?")
+        raise TrainingError(
+            f"Snapshot {snap['state']} has {len(arrays)} optimizer variables, the optimizer "
+            f"{len(variables)}; was the solver (or mixed precision) changed?"
+        )
     for var, value in zip(variables, arrays):
         var.assign(value)
     return int(snap["step"])
@@ -137,7 +139,8 @@ def fine_tune(model, source: str, jobs_dir: Path) -> dict:
             raise TrainingError(
                 f'pretrained "{source}": Keras 3 ".weights.h5" files store weights by position, not by layer '
                 'name; pass the full model saved as ".keras" (model.save("net.keras")), a Keras 2 ".h5" '
-                "weights file, or a model job id.")
+                "weights file, or a model job id."
+            )
         if path.is_file() and source.endswith(".h5"):
             donor_weights = _read_legacy_h5(path)
         else:
@@ -164,8 +167,10 @@ def fine_tune(model, source: str, jobs_dir: Path) -> dict:
         layer.set_weights(weights)
         loaded.append(layer.name)
     if not loaded:
-        raise TrainingError(f'pretrained "{source}": no layer name and shape matches the network '
-                            f"(network layers: {', '.join(layer.name for layer in model.layers if layer.weights)}).")
+        raise TrainingError(
+            f'pretrained "{source}": no layer name and shape matches the network '
+            f"(network layers: {', '.join(layer.name for layer in model.layers if layer.weights)})."
+        )
     logger.info("fine-tune: loaded %d layers from %s", len(loaded), source)
     return {"source": source, "loaded": loaded, "shape_mismatch": mismatched, "not_in_source": missing}
 

@@ -41,8 +41,9 @@ OPTIMIZERS: dict[str, tuple[str, dict[str, Any]]] = {
     "adadelta": ("Adadelta", {}),
 }
 SOLVERS: tuple[str, ...] = tuple(OPTIMIZERS)
-MOMENTUM_SOLVERS: tuple[str, ...] = tuple(name for name, (_, fixed) in OPTIMIZERS.items()
-                                          if fixed.get("momentum") == MOMENTUM)
+MOMENTUM_SOLVERS: tuple[str, ...] = tuple(
+    name for name, (_, fixed) in OPTIMIZERS.items() if fixed.get("momentum") == MOMENTUM
+)
 
 
 def build_optimizer(solver: str, learning_rate, *, momentum: float = 0.9, weight_decay: float = 0.0):
@@ -60,8 +61,9 @@ def build_optimizer(solver: str, learning_rate, *, momentum: float = 0.9, weight
     import keras
 
     if solver not in OPTIMIZERS:
-        raise FormValidationError({"solver": [f'unknown solver "{solver}"; choose one of {", ".join(SOLVERS)}']},
-                                  "training options")
+        raise FormValidationError(
+            {"solver": [f'unknown solver "{solver}"; choose one of {", ".join(SOLVERS)}']}, "training options"
+        )
     class_name, fixed = OPTIMIZERS[solver]
     kwargs = {key: (momentum if value == MOMENTUM else value) for key, value in fixed.items()}
     # AdamW's own default decay is 0.004: 0 must be passed as 0, where the others take None for "none"
@@ -72,6 +74,7 @@ def build_optimizer(solver: str, learning_rate, *, momentum: float = 0.9, weight
 def optimizer_for(options, total_steps: int):
     """Build the optimizer of a :class:`~digits_core.engine.options.TrainingOptions` with its LR schedule."""
     warmup = float(options.lr_warmup_epochs or 0) * total_steps / max(float(options.epochs or 1), 1e-9)
-    schedule = keras_schedule(options.learning_rate, options.lr_policy_params(), total_steps,
-                              warmup_steps=int(round(warmup)))
+    schedule = keras_schedule(
+        options.learning_rate, options.lr_policy_params(), total_steps, warmup_steps=int(round(warmup))
+    )
     return build_optimizer(options.solver, schedule, momentum=options.momentum, weight_decay=options.weight_decay)

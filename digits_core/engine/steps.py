@@ -82,8 +82,11 @@ def make_steps(spec: StepSpec):
         # worker (signal, or the abort file on the chief) stops every worker after the same step
         loss, metric, stop = strategy.run(replica_step if spec.jit else step, args=(x, y, stop))
         mean, total = tf.distribute.ReduceOp.MEAN, tf.distribute.ReduceOp.SUM
-        return (strategy.reduce(mean, loss, axis=None), strategy.reduce(mean, metric, axis=None),
-                strategy.reduce(total, stop, axis=None))
+        return (
+            strategy.reduce(mean, loss, axis=None),
+            strategy.reduce(mean, metric, axis=None),
+            strategy.reduce(total, stop, axis=None),
+        )
 
     extra = metric_functions(spec.custom_metrics)
 
@@ -126,7 +129,8 @@ def metric_functions(metrics) -> list:
         if isinstance(fn, keras.metrics.Metric):  # e.g. "mae" -> MeanAbsoluteError: use its per-sample function
             fn = getattr(fn, "_fn", None)
             if fn is None:
-                raise TrainingError(f'Metric "{name}": pass a function or a name such as "mae", not a stateful '
-                                    "Metric object.")
+                raise TrainingError(
+                    f'Metric "{name}": pass a function or a name such as "mae", not a stateful Metric object.'
+                )
         found.append((str(name), fn))
     return found

@@ -143,21 +143,60 @@ def task_for_label_kind(label_kind: str) -> Task | None:
 
 
 register_task(Task(name="classification", label_kind="class", default_loss="ce", losses=("ce",)))
-register_task(Task(name="segmentation", label_kind="mask", default_loss="dice_ce", losses=("ce", "dice_ce", "dice"),
-                   output_shape=_same_shape_output, best=("val_dice", "max")))
-register_task(Task(name="regression", label_kind="regression", default_loss="mse", losses=("mse", "mae"),
-                   train_metric_name="mae", num_outputs=_regression_outputs, best=("val_loss", "min"),
-                   uses_class_weights=False, fix_labels=_flat_float_labels))
+register_task(
+    Task(
+        name="segmentation",
+        label_kind="mask",
+        default_loss="dice_ce",
+        losses=("ce", "dice_ce", "dice"),
+        output_shape=_same_shape_output,
+        best=("val_dice", "max"),
+    )
+)
+register_task(
+    Task(
+        name="regression",
+        label_kind="regression",
+        default_loss="mse",
+        losses=("mse", "mae"),
+        train_metric_name="mae",
+        num_outputs=_regression_outputs,
+        best=("val_loss", "min"),
+        uses_class_weights=False,
+        fix_labels=_flat_float_labels,
+    )
+)
 # Image-to-image (DIGITS's imageProcessing): H×W×C float targets, a same-size linear output, MSE or MAE.
-register_task(Task(name="image-to-image", label_kind="image", default_loss="mse", losses=("mse", "mae"),
-                   train_metric_name="mae", num_outputs=_image_channels, output_shape=_same_shape_output,
-                   best=("val_loss", "min"), uses_class_weights=False, fix_labels=_float_labels))
+register_task(
+    Task(
+        name="image-to-image",
+        label_kind="image",
+        default_loss="mse",
+        losses=("mse", "mae"),
+        train_metric_name="mae",
+        num_outputs=_image_channels,
+        output_shape=_same_shape_output,
+        best=("val_loss", "min"),
+        uses_class_weights=False,
+        fix_labels=_float_labels,
+    )
+)
 # Raw arrays (labels of no declared kind, e.g. a DIGITS 6 bAbI story): fed as float32 in their stored shape, so a
 # custom network's own loss sees them as the plugin wrote them; a network with one output per label value
 # (a flat vector) trains with MSE/MAE without a loss of its own.
-register_task(Task(name="raw", label_kind="raw", default_loss="mse", losses=("mse", "mae"),
-                   train_metric_name="mae", num_outputs=_regression_outputs, best=("val_loss", "min"),
-                   uses_class_weights=False, fix_labels=_float_labels))
+register_task(
+    Task(
+        name="raw",
+        label_kind="raw",
+        default_loss="mse",
+        losses=("mse", "mae"),
+        train_metric_name="mae",
+        num_outputs=_regression_outputs,
+        best=("val_loss", "min"),
+        uses_class_weights=False,
+        fix_labels=_float_labels,
+    )
+)
 
 from .detection.task import make_task as _detection_task  # noqa: E402 - registered after the built-in tasks
 

@@ -52,10 +52,19 @@ Progress = Callable[[dict], None]
 # -- public API -------------------------------------------------------------------
 
 
-def train(dataset: Any, network: str | Callable | None = None, name: str | None = None, *,
-          jobs_dir=None, callbacks: list | None = None, progress: Progress | None = None,
-          on_job: Callable[[Job], None] | None = None, group: str | None = None,
-          sweep: dict | None = None, **options: Any) -> Job:
+def train(
+    dataset: Any,
+    network: str | Callable | None = None,
+    name: str | None = None,
+    *,
+    jobs_dir=None,
+    callbacks: list | None = None,
+    progress: Progress | None = None,
+    on_job: Callable[[Job], None] | None = None,
+    group: str | None = None,
+    sweep: dict | None = None,
+    **options: Any,
+) -> Job:
     """Train a network on a dataset in a new model job.
 
     Args:
@@ -98,8 +107,16 @@ def train(dataset: Any, network: str | Callable | None = None, name: str | None 
     from .volume_train import train_volume, volume_dataset_folder  # volume runs have their own loop (issue 29)
 
     if volume_dataset_folder(dataset, jobs_dir) is not None:  # a DHWC dataset: unet3d / unet2.5d (issue 29)
-        return train_volume(dataset, network, name, jobs_dir=jobs_dir, progress=progress, on_job=on_job,
-                            group=normalize_group(group), **options)
+        return train_volume(
+            dataset,
+            network,
+            name,
+            jobs_dir=jobs_dir,
+            progress=progress,
+            on_job=on_job,
+            group=normalize_group(group),
+            **options,
+        )
     extra = {"group": normalize_group(group), "sweep": sweep or None}
     strat, reader, spec, opts, task = _plan(dataset, network, options, jobs_dir)
     job = _create_job(strat, reader, spec, name, opts, task, jobs_dir, {k: v for k, v in extra.items() if v})
@@ -113,9 +130,15 @@ def train(dataset: Any, network: str | Callable | None = None, name: str | None 
     return _execute(state, callbacks, progress)
 
 
-def train_existing_job(job: Job, dataset: Any, network: str | Callable | None = None, *,
-                       callbacks: list | None = None, progress: Progress | None = None,
-                       **options: Any) -> Job:
+def train_existing_job(
+    job: Job,
+    dataset: Any,
+    network: str | Callable | None = None,
+    *,
+    callbacks: list | None = None,
+    progress: Progress | None = None,
+    **options: Any,
+) -> Job:
     """Train into a model job that was created beforehand (e.g. queued by the web UI).
 
     Does exactly what :func:`train` does, with the job folder given instead
@@ -141,8 +164,14 @@ def train_existing_job(job: Job, dataset: Any, network: str | Callable | None = 
     return _execute(state, callbacks, progress)
 
 
-def resume_training(job: Any, *, jobs_dir=None, callbacks: list | None = None,
-                    progress: Progress | None = None, epochs: int | None = None) -> Job:
+def resume_training(
+    job: Any,
+    *,
+    jobs_dir=None,
+    callbacks: list | None = None,
+    progress: Progress | None = None,
+    epochs: int | None = None,
+) -> Job:
     """Continue an Aborted (or Error) model job from its last snapshot.
 
     Weights, optimizer state (including the step counter, hence the LR
@@ -184,8 +213,18 @@ def _resume_owned(job: Job, jobs_dir, callbacks, progress, epochs) -> Job:
         network = str(job.path / jobio.NETWORK_COPY)
     spec = resolve_network(network)
     (job.path / jobio.ABORT_FILE).unlink(missing_ok=True)
-    state = RunState(RunPlan(job=job, reader=reader, spec=spec, opts=opts, strat=strat, folder=job.path,
-                             resume_from=info["snapshots"][-1]), task_named(info["task"]))
+    state = RunState(
+        RunPlan(
+            job=job,
+            reader=reader,
+            spec=spec,
+            opts=opts,
+            strat=strat,
+            folder=job.path,
+            resume_from=info["snapshots"][-1],
+        ),
+        task_named(info["task"]),
+    )
     return _execute(state, callbacks, progress)
 
 
@@ -212,9 +251,15 @@ def _plan(dataset: Any, network, options: dict, jobs_dir):
     reader = _open_reader(dataset, jobs_dir)
     task = _task_of(opts, reader)
     if not network and task.name not in DEFAULT_NETWORK:  # raw arrays: only the user's network knows their meaning
-        raise FormValidationError({"network": [
-            f"{task.name} labels have no default network: give a network file (build_model returning the model "
-            "and its loss; see docs/porting-digits6.md)"]}, "training options")
+        raise FormValidationError(
+            {
+                "network": [
+                    f"{task.name} labels have no default network: give a network file (build_model returning the model "
+                    "and its loss; see docs/porting-digits6.md)"
+                ]
+            },
+            "training options",
+        )
     spec = resolve_network(network or DEFAULT_NETWORK[task.name])
     check_network_task(spec, task.name, reader.id)  # before any job folder exists
     opts = TrainingOptions.resolve(spec.defaults, options)
@@ -225,8 +270,10 @@ def _require_gpu() -> None:
     import tensorflow as tf
 
     if not tf.config.list_physical_devices("GPU"):
-        raise FormValidationError({"mixed_precision": [
-            "needs a GPU (float16 on a CPU is slower than float32); this machine has none"]}, "training options")
+        raise FormValidationError(
+            {"mixed_precision": ["needs a GPU (float16 on a CPU is slower than float32); this machine has none"]},
+            "training options",
+        )
 
 
 def _task_of(opts: TrainingOptions, reader) -> Task:
@@ -271,13 +318,13 @@ def _execute(state: RunState, callbacks: list | None, progress: Progress | None)
     mark("job set-up")
     try:
         prepare_run(state)
-        writer = jobio.MetricsWriter(folder, enabled=state.strat.is_chief,
-                                     resume_step=state.start_step if state.resume_from else None)
+        writer = jobio.MetricsWriter(
+            folder, enabled=state.strat.is_chief, resume_step=state.start_step if state.resume_from else None
+        )
         mark("metrics writes")
         heartbeat = _heartbeat(state)
         heartbeat()
-        loop = TrainingLoop(state, writer, list(callbacks or []) + _hook_callbacks(job), progress, abort,
-                            heartbeat)
+        loop = TrainingLoop(state, writer, list(callbacks or []) + _hook_callbacks(job), progress, abort, heartbeat)
         loop.run()
         if abort.reason:
             status = JobStatus.ABORTED
@@ -328,6 +375,7 @@ def _heartbeat(state: RunState) -> Callable[[], None]:
     def beat() -> None:
         if state.strat.is_chief:
             (state.folder / "heartbeat").write_text(str(time.time()), encoding="utf-8")
+
     return beat
 
 
@@ -340,8 +388,9 @@ def _status_note(folder, status: JobStatus, early) -> str | None:
     return None
 
 
-def _finish_info(state: RunState, status: JobStatus, message: str | None, logs: dict, stopped_early: bool,
-                 early=None) -> None:
+def _finish_info(
+    state: RunState, status: JobStatus, message: str | None, logs: dict, stopped_early: bool, early=None
+) -> None:
     if not state.strat.is_chief or not (state.folder / MODEL_FILE).is_file():
         return
     result: ModelRecord = {"status": status.value, "error": message, "final_metrics": logs}

@@ -74,8 +74,15 @@ def _plugin(info: dict, form_data: dict | None = None):
     return plugin
 
 
-def infer_volume(model: Any, sources: list, *, jobs_dir=None, out_dir: str | None = None,
-                 form_data: dict | None = None, labels: dict | None = None) -> list[VolumeResult]:
+def infer_volume(
+    model: Any,
+    sources: list,
+    *,
+    jobs_dir=None,
+    out_dir: str | None = None,
+    form_data: dict | None = None,
+    labels: dict | None = None,
+) -> list[VolumeResult]:
     """Segment volumes with a trained volume model.
 
     Args:
@@ -122,9 +129,16 @@ def infer_volume(model: Any, sources: list, *, jobs_dir=None, out_dir: str | Non
         if name in names:  # two inputs of one name (a case's NIfTI and its series) never overwrite each other
             name = context["name"] = f"{name}_{len(results) + 1}"
         names.add(name)
-        probs = predict_volume(net, volume.array.astype(np.float32), config["network"], config["patch"],
-                               int(info["num_outputs"]), overlap=config["overlap"],
-                               adjacent=config["adjacent_slices"], unit=2 ** (config["levels"] - 1))
+        probs = predict_volume(
+            net,
+            volume.array.astype(np.float32),
+            config["network"],
+            config["patch"],
+            int(info["num_outputs"]),
+            overlap=config["overlap"],
+            adjacent=config["adjacent_slices"],
+            unit=2 ** (config["levels"] - 1),
+        )
         label = np.argmax(probs, axis=-1).astype(np.uint8)
         try:
             ijk, files = plugin.write_volume_result(label, volume.spacing, context, out_dir)
@@ -132,8 +146,13 @@ def infer_volume(model: Any, sources: list, *, jobs_dir=None, out_dir: str | Non
             raise InferenceError(str(exc)) from None
         voxel_ml = float(np.prod(volume.spacing)) / 1000.0
         counts = np.bincount(label.ravel(), minlength=len(class_labels))
-        volumes = {(class_labels[c] if c < len(class_labels) else str(c)): round(float(counts[c]) * voxel_ml, 3)
-                   for c in range(1, len(counts))}
-        results.append(VolumeResult(str(source), ijk, files, volumes, volume, label, context.get("note"),
-                                    context.get("ground_truth")))
+        volumes = {
+            (class_labels[c] if c < len(class_labels) else str(c)): round(float(counts[c]) * voxel_ml, 3)
+            for c in range(1, len(counts))
+        }
+        results.append(
+            VolumeResult(
+                str(source), ijk, files, volumes, volume, label, context.get("note"), context.get("ground_truth")
+            )
+        )
     return results

@@ -24,13 +24,23 @@ MODEL_KERAS = "model.keras"
 def slice_stacks(volume: np.ndarray, radius: int) -> np.ndarray:
     """``D×H×W×C`` → ``D×H×W×(2r+1)C``: each slice with ``radius`` neighbours per side as channels (edges repeated)."""
     padded = np.pad(volume, [(radius, radius), (0, 0), (0, 0), (0, 0)], mode="edge")
-    stacks = [padded[offset:offset + volume.shape[0]] for offset in range(2 * radius + 1)]
+    stacks = [padded[offset : offset + volume.shape[0]] for offset in range(2 * radius + 1)]
     return np.concatenate(stacks, axis=-1)
 
 
-def predict_volume(model, volume: np.ndarray, network: str, patch, num_classes: int, *, overlap: float = 0.5,
-                   adjacent: int = 2, unit: int = 4) -> np.ndarray:
+def predict_volume(
+    model,
+    volume: np.ndarray,
+    network: str,
+    patch,
+    num_classes: int,
+    *,
+    overlap: float = 0.5,
+    adjacent: int = 2,
+    unit: int = 4,
+) -> np.ndarray:
     """Class probabilities ``D×H×W×K`` of a whole normalised volume with a trained volume network."""
+
     def predict(batch: np.ndarray) -> np.ndarray:
         return np.asarray(model.predict_on_batch(batch.astype(np.float32)))
 
@@ -39,7 +49,7 @@ def predict_volume(model, volume: np.ndarray, network: str, patch, num_classes: 
     stacks = slice_stacks(volume, adjacent)
     pad = [(0, 0), (0, -stacks.shape[1] % unit), (0, -stacks.shape[2] % unit), (0, 0)]
     stacks = np.pad(stacks, pad, mode="edge")
-    probs = np.concatenate([predict(stacks[i:i + 8]) for i in range(0, len(stacks), 8)])
+    probs = np.concatenate([predict(stacks[i : i + 8]) for i in range(0, len(stacks), 8)])
     return probs[:, : volume.shape[1], : volume.shape[2]]
 
 
@@ -78,8 +88,9 @@ class VolumeRun:
         sampler = PatchSampler(train, counts["train"], patch, foreground=config.foreground, seed=config.seed)
         dims = 3 if config.network == "unet3d" else 2
         channels = self.channels * (1 if dims == 3 else 2 * config.adjacent_slices + 1)
-        model = build_unet(channels, self.num_classes, dims=dims, base_filters=config.base_filters,
-                           levels=config.levels)
+        model = build_unet(
+            channels, self.num_classes, dims=dims, base_filters=config.base_filters, levels=config.levels
+        )
         model.compile(optimizer=keras.optimizers.Adam(config.learning_rate), loss=dice_ce_loss(self.num_classes))
         self._write_info(model, counts, "Running")
         writer = jobio.MetricsWriter(self.folder, tensorboard=False)
@@ -94,8 +105,14 @@ class VolumeRun:
                     x, y = self._batch(sampler)
                     losses.append(float(model.train_on_batch(x, y)))
                     step += 1
-                    self._report(epoch - 1 + (step % config.steps_per_epoch or config.steps_per_epoch)
-                                 / config.steps_per_epoch, step, total, losses[-1], started, "train")
+                    self._report(
+                        epoch - 1 + (step % config.steps_per_epoch or config.steps_per_epoch) / config.steps_per_epoch,
+                        step,
+                        total,
+                        losses[-1],
+                        started,
+                        "train",
+                    )
                 if not np.isfinite(losses).all():
                     raise ValueError(f"the loss became NaN or infinite in epoch {epoch}")
                 writer.write(epoch, step, {"loss": float(np.mean(losses))})
@@ -117,32 +134,63 @@ class VolumeRun:
         self.val_cases = []
         for index in range(count):
             volume, label = reader.case(index)
-            probs = predict_volume(model, volume.array.astype(np.float32), self.config.network, self.config.patch,
-                                   self.num_classes, overlap=self.config.overlap,
-                                   adjacent=self.config.adjacent_slices, unit=2 ** (self.config.levels - 1))
+            probs = predict_volume(
+                model,
+                volume.array.astype(np.float32),
+                self.config.network,
+                self.config.patch,
+                self.num_classes,
+                overlap=self.config.overlap,
+                adjacent=self.config.adjacent_slices,
+                unit=2 ** (self.config.levels - 1),
+            )
             scores = case_metrics(np.argmax(probs, axis=-1), label, self.num_classes, volume.spacing)
             self.val_cases.append({"case": volume.name, **scores})
         return summarize(self.val_cases)
 
-    def _report(self, epoch: float, step: int, total: int, loss: float, started: float, phase: str,
-                extra: dict | None = None) -> None:
+    def _report(
+        self, epoch: float, step: int, total: int, loss: float, started: float, phase: str, extra: dict | None = None
+    ) -> None:
         if self.progress is None:
             return
         spent = time.perf_counter() - started
-        event = {"epoch": epoch, "epochs": self.config.epochs, "step": step, "total_steps": total, "loss": loss,
-                 "eta_s": spent / max(step, 1) * (total - step), "phase": phase, **(extra or {})}
+        event = {
+            "epoch": epoch,
+            "epochs": self.config.epochs,
+            "step": step,
+            "total_steps": total,
+            "loss": loss,
+            "eta_s": spent / max(step, 1) * (total - step),
+            "phase": phase,
+            **(extra or {}),
+        }
         self.progress(event)
 
     def _write_info(self, model, counts: dict, status: str) -> None:
         userdata = self.info.get("userdata", {})
-        write_model_record(self.folder, {
-            "kind": "volume", "job_id": self.folder.name, "network": self.config.network,
-            "network_source": "builtin", "dataset_id": self.info["id"], "dataset_path": str(self.dataset_folder),
-            "dataset_plugin": self.info.get("plugin_id"), "task": "volume-segmentation",
-            "volume": asdict(self.config), "num_outputs": self.num_classes, "input_channels": self.channels,
-            "class_labels": self.info.get("class_labels"), "color_palette": self.info.get("color_palette"),
-            "target_spacing_mm": userdata.get("target_spacing_mm"),
-            "normalization": userdata.get("normalization_used"), "parameters": int(model.count_params()),
-            "train_count": counts.get("train", 0), "val_count": counts.get("val", 0),
-            "val_cases": self.val_cases, "status": status, "model_file": MODEL_KERAS,
-        })
+        write_model_record(
+            self.folder,
+            {
+                "kind": "volume",
+                "job_id": self.folder.name,
+                "network": self.config.network,
+                "network_source": "builtin",
+                "dataset_id": self.info["id"],
+                "dataset_path": str(self.dataset_folder),
+                "dataset_plugin": self.info.get("plugin_id"),
+                "task": "volume-segmentation",
+                "volume": asdict(self.config),
+                "num_outputs": self.num_classes,
+                "input_channels": self.channels,
+                "class_labels": self.info.get("class_labels"),
+                "color_palette": self.info.get("color_palette"),
+                "target_spacing_mm": userdata.get("target_spacing_mm"),
+                "normalization": userdata.get("normalization_used"),
+                "parameters": int(model.count_params()),
+                "train_count": counts.get("train", 0),
+                "val_count": counts.get("val", 0),
+                "val_cases": self.val_cases,
+                "status": status,
+                "model_file": MODEL_KERAS,
+            },
+        )

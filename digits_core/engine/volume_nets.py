@@ -16,8 +16,14 @@ VOLUME_NETWORKS = ("unet3d", "unet2.5d")
 #: The volume networks' recommended training options, declared once: a volume run resolves its options over
 #: these (``TrainingOptions.resolve``) and the New Model form shows them when a volume network is chosen, so
 #: ``digits train``, the form and the API run the same defaults. The run is Adam at a fixed rate.
-VOLUME_DEFAULTS: dict = {"epochs": 40, "batch_size": 2, "learning_rate": 1e-3, "validation_interval": 5,
-                         "solver": "adam", "lr_policy": "fixed"}
+VOLUME_DEFAULTS: dict = {
+    "epochs": 40,
+    "batch_size": 2,
+    "learning_rate": 1e-3,
+    "validation_interval": 5,
+    "solver": "adam",
+    "lr_policy": "fixed",
+}
 
 
 def _block(keras, x, filters: int, conv):
@@ -38,14 +44,14 @@ def build_unet(input_channels: int, num_classes: int, *, dims: int = 3, base_fil
     inputs = keras.Input((None,) * dims + (input_channels,))
     x, skips = inputs, []
     for level in range(levels):
-        x = _block(keras, x, base_filters * 2 ** level, conv)
+        x = _block(keras, x, base_filters * 2**level, conv)
         if level < levels - 1:
             skips.append(x)
             x = pool(2)(x)
     for level in reversed(range(levels - 1)):
-        x = up(base_filters * 2 ** level, 2, strides=2)(x)
+        x = up(base_filters * 2**level, 2, strides=2)(x)
         x = keras.layers.Concatenate()([x, skips[level]])
-        x = _block(keras, x, base_filters * 2 ** level, conv)
+        x = _block(keras, x, base_filters * 2**level, conv)
     outputs = conv(num_classes, 1, activation="softmax", dtype="float32")(x)
     return keras.Model(inputs, outputs, name=f"unet{dims}d")
 

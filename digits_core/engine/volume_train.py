@@ -101,8 +101,14 @@ def _config(network: str, info: dict, options: dict) -> VolumeConfig:
     params = dict(opts.network_params or {})
     unknown = sorted(set(params) - set(VOLUME_PARAMS))
     if unknown:
-        raise FormValidationError({"network_params": [f"unknown volume network parameter(s): {', '.join(unknown)}; "
-                                                      f"known: {', '.join(VOLUME_PARAMS)}"]}, "training options")
+        raise FormValidationError(
+            {
+                "network_params": [
+                    f"unknown volume network parameter(s): {', '.join(unknown)}; known: {', '.join(VOLUME_PARAMS)}"
+                ]
+            },
+            "training options",
+        )
     # the declared options (--volume-patch, the form's Volumes fields); the older --network-param KEY=VALUE wins
     values = {key: params.get(key, getattr(opts, f"volume_{key}")) for key in VOLUME_PARAMS}
     levels = int(values["levels"])
@@ -115,34 +121,46 @@ def _config(network: str, info: dict, options: dict) -> VolumeConfig:
             patch = [int(v) for v in patch.replace("x", ",").split(",")]
         patch = [int(v) for v in patch]
     except (TypeError, ValueError):
-        raise FormValidationError({field: [f"patch must be D,H,W voxels such as 16,32,32, not {patch!r}"]},
-                                  "training options") from None
+        raise FormValidationError(
+            {field: [f"patch must be D,H,W voxels such as 16,32,32, not {patch!r}"]}, "training options"
+        ) from None
     unit = 2 ** (levels - 1)
     checked = patch[1:] if network == "unet2.5d" else patch
     if len(patch) != 3 or any(p < unit or p % unit for p in checked):
-        raise FormValidationError({field: [f"patch must be D,H,W voxels divisible by {unit}, not {patch}"]},
-                                  "training options")
+        raise FormValidationError(
+            {field: [f"patch must be D,H,W voxels divisible by {unit}, not {patch}"]}, "training options"
+        )
     return VolumeConfig(
-        network=network, patch=patch, epochs=int(opts.epochs), batch_size=int(opts.batch_size or 2),
-        steps_per_epoch=int(values["steps_per_epoch"]), learning_rate=float(opts.learning_rate),
+        network=network,
+        patch=patch,
+        epochs=int(opts.epochs),
+        batch_size=int(opts.batch_size or 2),
+        steps_per_epoch=int(values["steps_per_epoch"]),
+        learning_rate=float(opts.learning_rate),
         val_every=max(1, int(opts.validation_interval)),
-        foreground=float(values["foreground"]), base_filters=int(values["base_filters"]),
-        levels=levels, adjacent_slices=int(values["adjacent_slices"]),
-        overlap=float(values["overlap"]), seed=int(opts.seed if opts.seed is not None else 0))
+        foreground=float(values["foreground"]),
+        base_filters=int(values["base_filters"]),
+        levels=levels,
+        adjacent_slices=int(values["adjacent_slices"]),
+        overlap=float(values["overlap"]),
+        seed=int(opts.seed if opts.seed is not None else 0),
+    )
 
 
 def _volume_folder(dataset: Any, jobs_dir) -> Path:
     folder = volume_dataset_folder(dataset, jobs_dir)
     if folder is None:
-        raise TrainingError(f"{dataset} is not a volume dataset (its dataset.json has no \"layout\": \"DHWC\")")
+        raise TrainingError(f'{dataset} is not a volume dataset (its dataset.json has no "layout": "DHWC")')
     return folder
 
 
 def _volume_network(network: Any, folder: Path) -> str:
     network = network or "unet3d"
     if not isinstance(network, str) or network not in VOLUME_NETWORKS:
-        raise TrainingError(f'Dataset "{folder.parent.name}" holds volumes; network "{network}" is not a volume '
-                            f"network: use {' or '.join(VOLUME_NETWORKS)}")
+        raise TrainingError(
+            f'Dataset "{folder.parent.name}" holds volumes; network "{network}" is not a volume '
+            f"network: use {' or '.join(VOLUME_NETWORKS)}"
+        )
     return network
 
 
@@ -166,9 +184,17 @@ def volume_config(dataset: Any, network: Any = None, *, jobs_dir=None, **options
     return _plan(dataset, network, jobs_dir, options)[2]
 
 
-def train_volume(dataset: Any, network: Any = None, name: str | None = None, *, jobs_dir=None,
-                 progress: Callable[[dict], None] | None = None, on_job: Callable[[Job], None] | None = None,
-                 group: str | None = None, **options: Any) -> Job:
+def train_volume(
+    dataset: Any,
+    network: Any = None,
+    name: str | None = None,
+    *,
+    jobs_dir=None,
+    progress: Callable[[dict], None] | None = None,
+    on_job: Callable[[Job], None] | None = None,
+    group: str | None = None,
+    **options: Any,
+) -> Job:
     """Train ``unet3d`` (default) or ``unet2.5d`` on a volume dataset in a new model job (see the module docstring).
 
     Raises:
@@ -177,8 +203,12 @@ def train_volume(dataset: Any, network: Any = None, name: str | None = None, *, 
     """
     folder, info, config = _plan(dataset, network, jobs_dir, options)
     network = config.network
-    fields: dict[str, Any] = dict(dataset_id=info["id"], network=network, task="volume-segmentation",
-                                  form_data={k: v for k, v in options.items() if isinstance(v, (int, float, str, dict))})
+    fields: dict[str, Any] = dict(
+        dataset_id=info["id"],
+        network=network,
+        task="volume-segmentation",
+        form_data={k: v for k, v in options.items() if isinstance(v, (int, float, str, dict))},
+    )
     if group:
         fields["group"] = group
     job = Job.create("model", name or f"{network}-{info['id']}", jobs_dir=jobs_dir, hold=True, **fields)
@@ -202,8 +232,11 @@ def _run(job: Job, folder: Path, info: dict, config: VolumeConfig, progress) -> 
     try:
         status = run.run()
     except Exception as exc:  # noqa: BLE001 - any failure ends the job in Error
-        error = exc if isinstance(exc, TrainingError) else TrainingError(
-            f"Volume training failed: {type(exc).__name__}: {exc}")
+        error = (
+            exc
+            if isinstance(exc, TrainingError)
+            else TrainingError(f"Volume training failed: {type(exc).__name__}: {exc}")
+        )
         job.finish(JobStatus.ERROR, error=str(error))
         raise error from exc
     job.finish(status, error="Aborted: the abort file was written" if status is JobStatus.ABORTED else None)

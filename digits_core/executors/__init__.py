@@ -44,8 +44,9 @@ def make_scheduler(executor: str = "local", jobs_dir=None, *, ray_address: str |
 
         address = ray_address or os.environ.get(RAY_ADDRESS_ENV)
         if not address:
-            raise ConfigurationError(f"--executor ray needs the cluster's address: --ray-address HOST:PORT or "
-                                     f"${RAY_ADDRESS_ENV}.")
+            raise ConfigurationError(
+                f"--executor ray needs the cluster's address: --ray-address HOST:PORT or ${RAY_ADDRESS_ENV}."
+            )
         return RayScheduler(jobs_dir, address=address, **options)
     raise ConfigurationError(f"--executor {executor!r} is not one of {', '.join(EXECUTORS)}.")
 

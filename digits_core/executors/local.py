@@ -81,8 +81,7 @@ class ProcessWorker:
             except ValueError:
                 how = f"was killed by signal {-code}"
             return f"The worker process {how} (exit code {code}); see {WORKER_LOG} in the job folder."
-        return (f"The worker process ended unexpectedly (exit code {code}); "
-                f"see {WORKER_LOG} in the job folder.")
+        return f"The worker process ended unexpectedly (exit code {code}); see {WORKER_LOG} in the job folder."
 
 
 class Scheduler(JobQueue):
@@ -100,11 +99,23 @@ class Scheduler(JobQueue):
 
     executor = "local"
 
-    def __init__(self, jobs_dir=None, *, max_dataset_jobs: int = 2, max_training_jobs: int | None = None,
-                 poll_interval: float = 0.5, python: str | None = None, gpu_devices: list[str] | None = None):
-        super().__init__(jobs_dir, max_dataset_jobs=max_dataset_jobs, max_training_jobs=max_training_jobs,
-                         poll_interval=poll_interval,
-                         gpu_devices=detect_gpus() if gpu_devices is None else gpu_devices)
+    def __init__(
+        self,
+        jobs_dir=None,
+        *,
+        max_dataset_jobs: int = 2,
+        max_training_jobs: int | None = None,
+        poll_interval: float = 0.5,
+        python: str | None = None,
+        gpu_devices: list[str] | None = None,
+    ):
+        super().__init__(
+            jobs_dir,
+            max_dataset_jobs=max_dataset_jobs,
+            max_training_jobs=max_training_jobs,
+            poll_interval=poll_interval,
+            gpu_devices=detect_gpus() if gpu_devices is None else gpu_devices,
+        )
         self.python = python or sys.executable
 
     def _start_worker(self, job: Job, gpu_ids: list[str]) -> ProcessWorker:
@@ -118,10 +129,17 @@ class Scheduler(JobQueue):
         try:
             proc = subprocess.Popen(
                 [self.python, "-m", "digits_core.scheduler", "run", str(job.path)],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
                 start_new_session=True,
-                env={**os.environ, "PYTHONUNBUFFERED": "1", PARENT_PID_ENV: str(os.getpid()), **child_env(job.id),
-                     **extra_env},
+                env={
+                    **os.environ,
+                    "PYTHONUNBUFFERED": "1",
+                    PARENT_PID_ENV: str(os.getpid()),
+                    **child_env(job.id),
+                    **extra_env,
+                },
             )
         finally:
             log.close()

@@ -73,8 +73,15 @@ class JobQueue:
         gpu_devices: The GPU ids training jobs share.
     """
 
-    def __init__(self, jobs_dir=None, *, max_dataset_jobs: int = 2, max_training_jobs: int | None = None,
-                 poll_interval: float = 0.5, gpu_devices: list[str] | None = None):
+    def __init__(
+        self,
+        jobs_dir=None,
+        *,
+        max_dataset_jobs: int = 2,
+        max_training_jobs: int | None = None,
+        poll_interval: float = 0.5,
+        gpu_devices: list[str] | None = None,
+    ):
         self.store = JobStore(jobs_dir)
         self.gpus = GpuAllocator(list(gpu_devices or []))
         self.max_dataset_jobs = max(1, int(max_dataset_jobs))
@@ -154,8 +161,11 @@ class JobQueue:
                 if _reap(job):
                     result["aborted"].append(job.id)
                 elif job.status is JobStatus.RUNNING:
-                    logger.info("Job %s is running in another process (%s); leaving it alone",
-                                job.id, describe_owner(job.owner or {}))
+                    logger.info(
+                        "Job %s is running in another process (%s); leaving it alone",
+                        job.id,
+                        describe_owner(job.owner or {}),
+                    )
                     result["alive"].append(job.id)
             elif job.status is JobStatus.WAITING and job.id not in self._queue:
                 self._queue.append(job.id)

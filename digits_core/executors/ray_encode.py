@@ -48,8 +48,9 @@ MAX_WINDOW = 32
 _worker_plugin: tuple[str, Any] = ("", None)
 
 
-def _encode_task(plugin_id: str, plugin_box: list, roots: tuple | None, start: int, entries: list,
-                 mean_every: int) -> bytes:
+def _encode_task(
+    plugin_id: str, plugin_box: list, roots: tuple | None, start: int, entries: list, mean_every: int
+) -> bytes:
     """The body of one encoding task, on the node Ray chose: ``(node id, ChunkResult)``, pickled.
 
     ``roots``: the job's data roots (:func:`~digits_core.paths.confined_to`), as in the job's process.
@@ -67,9 +68,11 @@ def _encode_task(plugin_id: str, plugin_box: list, roots: tuple | None, start: i
         try:
             registry.get_data_ingestion(plugin_id)
         except DigitsError as exc:
-            raise DatasetError(f'Data plugin "{plugin_id}" cannot be loaded on Ray node {node} '
-                               f"({ray.util.get_node_ip_address()}): {exc} Install the same plugins on every "
-                               "node of the cluster.") from None
+            raise DatasetError(
+                f'Data plugin "{plugin_id}" cannot be loaded on Ray node {node} '
+                f"({ray.util.get_node_ip_address()}): {exc} Install the same plugins on every "
+                "node of the cluster."
+            ) from None
         _worker_plugin = (ref.hex(), ray.get(ref))
     set_worker_plugin(_worker_plugin[1])
     try:
@@ -103,16 +106,20 @@ class RayPool:
         try:
             self._plugin_ref = ray.put(plugin)
         except Exception as exc:  # noqa: BLE001 - pickling runs the plugin's own code
-            raise DatasetError(f'Plugin "{plugin_id}": its instance cannot be sent to the Ray cluster '
-                               f"({type(exc).__name__}: {exc}); a plugin encoded on Ray must be picklable, "
-                               "as for local worker processes under TensorFlow.") from exc
+            raise DatasetError(
+                f'Plugin "{plugin_id}": its instance cannot be sent to the Ray cluster '
+                f"({type(exc).__name__}: {exc}); a plugin encoded on Ray must be picklable, "
+                "as for local worker processes under TensorFlow."
+            ) from exc
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         remote = ray.remote(_encode_task)
         options = {"num_cpus": TASK_CPUS, "max_retries": 0, "name": f"digits-encode-{plugin_id}"}
         nodes = node_cycle(ray)
-        tasks = {node: remote.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=True), **options)
-                 for node in set(nodes)}
+        tasks = {
+            node: remote.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=True), **options)
+            for node in set(nodes)
+        }
         self._tasks = [tasks[node] for node in nodes] or [remote.options(**options)]
         self._in_flight: deque = deque()
         self.nodes: Counter = Counter()
@@ -161,8 +168,9 @@ class RayPool:
             if chunk is not None:
                 start, entries = chunk
                 task = self._tasks[next(turn) % len(self._tasks)]
-                self._in_flight.append((start, len(entries), task.remote(
-                    self.plugin_id, box, roots, start, entries, mean_every)))
+                self._in_flight.append(
+                    (start, len(entries), task.remote(self.plugin_id, box, roots, start, entries, mean_every))
+                )
 
         for _ in range(self.window):
             submit()
@@ -184,9 +192,11 @@ class RayPool:
 
     def _failure(self, exc: BaseException, start: int, count: int, describe: Callable[[int], str]) -> str:
         first = (str(exc).strip().splitlines() or [""])[0]
-        return (f'A Ray task encoding entries {describe(start)} to {describe(start + count - 1)} with plugin '
-                f'"{self.plugin_id}" failed ({type(exc).__name__}: {first}): its node or worker process died. '
-                "Remove or fix those entries if one crashes the plugin, or check the cluster.")
+        return (
+            f"A Ray task encoding entries {describe(start)} to {describe(start + count - 1)} with plugin "
+            f'"{self.plugin_id}" failed ({type(exc).__name__}: {first}): its node or worker process died. '
+            "Remove or fix those entries if one crashes the plugin, or check the cluster."
+        )
 
 
 def node_cycle(ray: Any) -> list[str]:
@@ -194,8 +204,11 @@ def node_cycle(ray: Any) -> list[str]:
 
     Two nodes of 2 and 1 CPUs give ``[a, b, a]``.
     """
-    cpus = {n["NodeID"]: int(float(n.get("Resources", {}).get("CPU", 0)) // TASK_CPUS)
-            for n in ray.nodes() if n.get("Alive")}
+    cpus = {
+        n["NodeID"]: int(float(n.get("Resources", {}).get("CPU", 0)) // TASK_CPUS)
+        for n in ray.nodes()
+        if n.get("Alive")
+    }
     left = {node: count for node, count in sorted(cpus.items()) if count > 0}
     cycle: list[str] = []
     while left:
@@ -228,8 +241,10 @@ def ray_for_dataset_job(address: str | None) -> Any:
             return ray
         from ..errors import ConfigurationError
 
-        raise ConfigurationError("Encoding on the current Ray cluster needs a process that runs on one "
-                                 "(the Ray executor's job task); give a cluster address instead.")
+        raise ConfigurationError(
+            "Encoding on the current Ray cluster needs a process that runs on one "
+            "(the Ray executor's job task); give a cluster address instead."
+        )
     return connect(address)
 
 

@@ -67,8 +67,10 @@ def import_ray() -> Any:
     try:
         import ray
     except ImportError as exc:
-        raise ConfigurationError('The Ray executor needs Ray: pip install "digits-core[ray]" (on every node of the '
-                                 'cluster, with the same plugins).') from exc
+        raise ConfigurationError(
+            'The Ray executor needs Ray: pip install "digits-core[ray]" (on every node of the '
+            "cluster, with the same plugins)."
+        ) from exc
     return ray
 
 
@@ -83,8 +85,10 @@ def connect(address: str) -> Any:
     try:
         socket.create_connection((host, int(port)), timeout=10).close()
     except (OSError, ValueError) as exc:
-        raise ConfigurationError(f"No Ray cluster answers at {address} ({exc}). Start one with `ray start --head` "
-                                 "(see README, Scaling out) or correct --ray-address (HOST:PORT).") from exc
+        raise ConfigurationError(
+            f"No Ray cluster answers at {address} ({exc}). Start one with `ray start --head` "
+            "(see README, Scaling out) or correct --ray-address (HOST:PORT)."
+        ) from exc
     if host in LOOPBACK_HOSTS and "ray" not in sys.modules:
         # A loopback address is a one-machine cluster: without this, Ray swaps 127.0.0.1 for the machine's
         # network address (and would not find a cluster that listens on loopback only).
@@ -92,11 +96,18 @@ def connect(address: str) -> Any:
     ray = import_ray()
     if not ray.is_initialized():
         try:
-            ray.init(address=address, namespace=RAY_NAMESPACE, log_to_driver=False, logging_level=logging.WARNING,
-                     configure_logging=False)
+            ray.init(
+                address=address,
+                namespace=RAY_NAMESPACE,
+                log_to_driver=False,
+                logging_level=logging.WARNING,
+                configure_logging=False,
+            )
         except (ConnectionError, RuntimeError, ValueError) as exc:
-            raise ConfigurationError(f"No Ray cluster answers at {address}: {exc}. Start one with `ray start "
-                                     "--head` (see README, Scaling out) or correct --ray-address.") from exc
+            raise ConfigurationError(
+                f"No Ray cluster answers at {address}: {exc}. Start one with `ray start "
+                "--head` (see README, Scaling out) or correct --ray-address."
+            ) from exc
     return ray
 
 
@@ -112,8 +123,12 @@ def _run_job_task(job_path: str, secrets: dict[str, str]) -> int:
     context = ray.get_runtime_context()
     gpu_ids = [str(g) for g in context.get_accelerator_ids().get("GPU", [])]
     os.environ.update({"PYTHONUNBUFFERED": "1", **secrets, **worker_env(gpu_ids, bool(gpu_ids or detect_gpus()))})
-    placement = {"executor": "ray", "node_id": context.get_node_id(),
-                 "node_address": ray.util.get_node_ip_address(), "gpus": gpu_ids}
+    placement = {
+        "executor": "ray",
+        "node_id": context.get_node_id(),
+        "node_address": ray.util.get_node_ip_address(),
+        "gpus": gpu_ids,
+    }
     return run_job(job_path, placement=placement, encode_on_ray=True)
 
 
@@ -144,9 +159,11 @@ class RayWorker:
         except ray.exceptions.RayError as exc:
             self.returncode = 1
             first = (str(exc).strip().splitlines() or [""])[0]
-            self._failure = (f"The Ray task running this job failed ({type(exc).__name__}: {first}); its node or "
-                             f"worker process died. See {WORKER_LOG} in the job folder; a model job can be resumed "
-                             "from its last snapshot.")
+            self._failure = (
+                f"The Ray task running this job failed ({type(exc).__name__}: {first}); its node or "
+                f"worker process died. See {WORKER_LOG} in the job folder; a model job can be resumed "
+                "from its last snapshot."
+            )
 
     def stop(self, timeout: float) -> None:
         """Cancel the task (``KeyboardInterrupt`` in it: the job ends Aborted); force it after ``timeout`` s."""
@@ -161,8 +178,10 @@ class RayWorker:
         self._collect()
 
     def failure(self) -> str:
-        return self._failure or (f"The job's Ray task ended (exit status {self.returncode}) without finishing the "
-                                 f"job; see {WORKER_LOG} in the job folder.")
+        return self._failure or (
+            f"The job's Ray task ended (exit status {self.returncode}) without finishing the "
+            f"job; see {WORKER_LOG} in the job folder."
+        )
 
 
 class RayScheduler(JobQueue):
@@ -178,13 +197,24 @@ class RayScheduler(JobQueue):
 
     executor = "ray"
 
-    def __init__(self, jobs_dir=None, *, address: str, max_dataset_jobs: int = 2,
-                 max_training_jobs: int | None = None, poll_interval: float = 0.5):
+    def __init__(
+        self,
+        jobs_dir=None,
+        *,
+        address: str,
+        max_dataset_jobs: int = 2,
+        max_training_jobs: int | None = None,
+        poll_interval: float = 0.5,
+    ):
         self.ray = connect(address)
         self.address = address
-        super().__init__(jobs_dir, max_dataset_jobs=max_dataset_jobs,
-                         max_training_jobs=max_training_jobs or int(self._largest("CPU", total=True)) or 1,
-                         poll_interval=poll_interval, gpu_devices=[])
+        super().__init__(
+            jobs_dir,
+            max_dataset_jobs=max_dataset_jobs,
+            max_training_jobs=max_training_jobs or int(self._largest("CPU", total=True)) or 1,
+            poll_interval=poll_interval,
+            gpu_devices=[],
+        )
         self._task = self.ray.remote(max_calls=1, max_retries=0)(_run_job_task)
 
     def _largest(self, resource: str, *, total: bool = False) -> float:
@@ -199,8 +229,10 @@ class RayScheduler(JobQueue):
         largest = int(self._largest("GPU"))
         count = largest if request == "all" else len(request) if isinstance(request, list) else int(request)
         if count > largest:
-            raise GpuRequestError(f"gpus: {count} GPU(s) requested, but no node of the Ray cluster at "
-                                  f"{self.address} has more than {largest}.")
+            raise GpuRequestError(
+                f"gpus: {count} GPU(s) requested, but no node of the Ray cluster at "
+                f"{self.address} has more than {largest}."
+            )
         return count
 
     def _allocate_gpus(self, job: Job) -> list[str] | None:
@@ -215,17 +247,20 @@ class RayScheduler(JobQueue):
         else:  # itemizing and LMDB commits; the chunks are encoded by Ray tasks of their own (ray_encode)
             resources = {"num_cpus": 1}
         ref = self._task.options(name=f"digits-{job.kind}-{job.id}", **resources).remote(
-            str(job.path), dict(child_env(job.id)))
+            str(job.path), dict(child_env(job.id))
+        )
         logger.info("Job %s queued on Ray (%s) as task %s", job.id, resources, ref.task_id().hex())
         return RayWorker(self.ray, ref, job.id)
 
     def status(self) -> dict:
         """The queue (as :meth:`JobQueue.status`) plus the executor and the cluster's resources."""
         info = super().status()
-        info["executor"] = {"name": "ray", "address": self.address,
-                            "resources": {k: v for k, v in self.ray.cluster_resources().items()
-                                          if k in ("CPU", "GPU", "memory")},
-                            "nodes": sum(1 for n in self.ray.nodes() if n.get("Alive"))}
+        info["executor"] = {
+            "name": "ray",
+            "address": self.address,
+            "resources": {k: v for k, v in self.ray.cluster_resources().items() if k in ("CPU", "GPU", "memory")},
+            "nodes": sum(1 for n in self.ray.nodes() if n.get("Alive")),
+        }
         return info
 
 

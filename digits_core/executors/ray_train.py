@@ -45,15 +45,25 @@ def _train_worker(config: dict) -> None:
     from ..tf_quiet import quiet_tensorflow_startup
 
     quiet_tensorflow_startup()
-    job = train(config["dataset"], config["network"], name=config["name"], jobs_dir=config["jobs_dir"],
-                **config["options"])
+    job = train(
+        config["dataset"], config["network"], name=config["name"], jobs_dir=config["jobs_dir"], **config["options"]
+    )
     if (job.path / "model.json").is_file():  # the chief: tell the driver which job it wrote
         Path(config["storage"], CHIEF_JOB_FILE).write_text(job.id, encoding="utf-8")
     ray.train.report({"status": job.status.value})
 
 
-def train_on_ray(dataset: str, network: Any = None, *, workers: int, address: str, name: str | None = None,
-                 jobs_dir: Any = None, use_gpu: bool = False, **options: Any) -> Job:
+def train_on_ray(
+    dataset: str,
+    network: Any = None,
+    *,
+    workers: int,
+    address: str,
+    name: str | None = None,
+    jobs_dir: Any = None,
+    use_gpu: bool = False,
+    **options: Any,
+) -> Job:
     """Train one model with ``workers`` Ray Train workers on the cluster at ``address``; return the chief's job.
 
     Args:
@@ -82,13 +92,22 @@ def train_on_ray(dataset: str, network: Any = None, *, workers: int, address: st
     from ray.train.tensorflow import TensorflowTrainer
 
     storage = Path(tempfile.mkdtemp(prefix=".ray-train-", dir=root))  # Ray Train's run folder, on the shared fs
-    config = {"dataset": dataset, "network": network, "name": name, "jobs_dir": str(root), "options": options,
-              "storage": str(storage)}
+    config = {
+        "dataset": dataset,
+        "network": network,
+        "name": name,
+        "jobs_dir": str(root),
+        "options": options,
+        "storage": str(storage),
+    }
     trainer = TensorflowTrainer(
-        _train_worker, train_loop_config=config,
-        scaling_config=ScalingConfig(num_workers=int(workers), use_gpu=use_gpu,
-                                     resources_per_worker={"GPU": 1} if use_gpu else {"CPU": 1}),
-        run_config=RunConfig(name="digits-train", storage_path=str(storage)))
+        _train_worker,
+        train_loop_config=config,
+        scaling_config=ScalingConfig(
+            num_workers=int(workers), use_gpu=use_gpu, resources_per_worker={"GPU": 1} if use_gpu else {"CPU": 1}
+        ),
+        run_config=RunConfig(name="digits-train", storage_path=str(storage)),
+    )
     try:
         trainer.fit()
         chief = storage / CHIEF_JOB_FILE

@@ -38,7 +38,9 @@ def _describe(path: Path) -> str:
     except (OSError, ValueError):
         return "another process"
     started = owner.get("started")
-    when = time.strftime(" since %Y-%m-%d %H:%M:%S", time.localtime(started)) if isinstance(started, (int, float)) else ""
+    when = (
+        time.strftime(" since %Y-%m-%d %H:%M:%S", time.localtime(started)) if isinstance(started, (int, float)) else ""
+    )
     return f"process {owner.get('pid', '?')} on {owner.get('host', '?')} ({owner.get('command', '?')}){when}"
 
 
@@ -65,9 +67,14 @@ def acquire(jobs_dir: str | os.PathLike) -> str:
             os.close(fd)
             raise SchedulerLockedError(
                 f"Another DIGITS server already schedules the jobs in {key}: {_describe(path)}. Stop it first, or "
-                "give this one another --jobs-dir.") from None
-        owner = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.time(),
-                 "command": " ".join(os.path.basename(a) if i == 0 else a for i, a in enumerate(sys.argv))[:200]}
+                "give this one another --jobs-dir."
+            ) from None
+        owner = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "started": time.time(),
+            "command": " ".join(os.path.basename(a) if i == 0 else a for i, a in enumerate(sys.argv))[:200],
+        }
         try:  # who holds it, for the second server's message; best effort (a full disk must not stop a start)
             os.ftruncate(fd, 0)
             os.pwrite(fd, json.dumps(owner).encode(), 0)

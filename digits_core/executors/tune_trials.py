@@ -30,8 +30,10 @@ logger = logging.getLogger(__name__)
 def _trial_name(plan: dict, index: int, values: dict) -> str:
     from ..sweep import SHORT_NAMES
 
-    shown = " ".join(f"{SHORT_NAMES.get(k, k)}={v:g}" if isinstance(v, float) else f"{SHORT_NAMES.get(k, k)}={v}"
-                     for k, v in values.items())
+    shown = " ".join(
+        f"{SHORT_NAMES.get(k, k)}={v:g}" if isinstance(v, float) else f"{SHORT_NAMES.get(k, k)}={v}"
+        for k, v in values.items()
+    )
     return f"{plan['name']} #{index + 1} {shown}".strip()
 
 
@@ -47,8 +49,10 @@ def _reporter(metric: str, folder_of: dict) -> Any:
             logs = dict(logs or {})
             if metric not in logs:
                 known = ", ".join(sorted(k for k in logs if k.startswith("val_")))
-                raise TrainingError(f'The sweep\'s metric "{metric}" is not logged by this run; its validation '
-                                    f"metrics are {known or 'none'}")
+                raise TrainingError(
+                    f'The sweep\'s metric "{metric}" is not logged by this run; its validation '
+                    f"metrics are {known or 'none'}"
+                )
             report = {k: float(v) for k, v in logs.items() if isinstance(v, (int, float))}
             report.update(epoch=epoch + 1, job_id=folder_of["id"], job_path=folder_of["path"])
             tune.report(report)
@@ -75,12 +79,19 @@ def run_trial(config: dict, plan: dict) -> None:
         import ray
 
         context = ray.get_runtime_context()
-        placement = {"executor": "ray-tune", "node_id": context.get_node_id(),
-                     "node_address": ray.util.get_node_ip_address(), "sweep": plan["id"], "trial": index}
+        placement = {
+            "executor": "ray-tune",
+            "node_id": context.get_node_id(),
+            "node_address": ray.util.get_node_ip_address(),
+            "sweep": plan["id"],
+            "trial": index,
+        }
         job.update(placement=placement)
         job_info.update(id=job.id, path=str(job.path))
-        write_json_atomic(folder / f"trial-{index}.json", {"index": index, "job_id": job.id,
-                                                          "values": plan["trials"][index], "node_id": placement["node_id"]})
+        write_json_atomic(
+            folder / f"trial-{index}.json",
+            {"index": index, "job_id": job.id, "values": plan["trials"][index], "node_id": placement["node_id"]},
+        )
 
     reporter = _reporter(plan["settings"]["metric"], job_info)
     try:
@@ -92,9 +103,17 @@ def run_trial(config: dict, plan: dict) -> None:
             (earlier.path / PRUNE_FILE).unlink(missing_ok=True)
             resume_training(earlier, jobs_dir=plan["jobs_dir"], callbacks=[reporter])
             return
-        train(plan["dataset"], network, _trial_name(plan, index, plan["trials"][index]), jobs_dir=plan["jobs_dir"],
-              group=plan["group"], sweep=dict(plan["trials"][index]), on_job=started, callbacks=[reporter],
-              **{**plan["options"], **values})
+        train(
+            plan["dataset"],
+            network,
+            _trial_name(plan, index, plan["trials"][index]),
+            jobs_dir=plan["jobs_dir"],
+            group=plan["group"],
+            sweep=dict(plan["trials"][index]),
+            on_job=started,
+            callbacks=[reporter],
+            **{**plan["options"], **values},
+        )
     except DigitsError as exc:  # the job ended in Error: the sweep goes on with the other trials
         logger.warning("trial %s failed: %s", index, exc)
 
@@ -129,15 +148,28 @@ def pruning_asha(settings: dict) -> Any:
             action = super().on_trial_result(tune_controller, trial, result)
             if action == TrialScheduler.STOP and result.get("job_path"):
                 value = result[self._metric]
-                reason = (f"{self._metric} {value:.4g} at epoch {epoch:g} is below the best 1/{self._reduction_factor:g} "
-                          f"of the trials that reached this rung (cutoff {self._metric_op * cutoff:.4g})")
-                write_json_atomic(Path(result["job_path"]) / PRUNE_FILE,
-                                  {"rung": rung, "reason": reason, "metric": self._metric, "value": value,
-                                   "cutoff": float(self._metric_op * cutoff)})
+                reason = (
+                    f"{self._metric} {value:.4g} at epoch {epoch:g} is below the best 1/{self._reduction_factor:g} "
+                    f"of the trials that reached this rung (cutoff {self._metric_op * cutoff:.4g})"
+                )
+                write_json_atomic(
+                    Path(result["job_path"]) / PRUNE_FILE,
+                    {
+                        "rung": rung,
+                        "reason": reason,
+                        "metric": self._metric,
+                        "value": value,
+                        "cutoff": float(self._metric_op * cutoff),
+                    },
+                )
             return TrialScheduler.CONTINUE
 
-    return PruningASHA(time_attr="epoch", max_t=settings["max_epochs"],
-                       grace_period=settings["grace_period"], reduction_factor=settings["reduction_factor"])
+    return PruningASHA(
+        time_attr="epoch",
+        max_t=settings["max_epochs"],
+        grace_period=settings["grace_period"],
+        reduction_factor=settings["reduction_factor"],
+    )
 
 
 def _rung_and_cutoff(bracket: Any, trial_id: str, epoch: float) -> tuple[int | None, float]:
@@ -163,8 +195,14 @@ def _start_ray(address: str | None) -> bool:
     ray = import_ray()
     if ray.is_initialized():
         return False
-    ray.init(namespace=RAY_NAMESPACE, include_dashboard=False, _node_ip_address="127.0.0.1",
-             log_to_driver=False, logging_level=logging.WARNING, configure_logging=False)
+    ray.init(
+        namespace=RAY_NAMESPACE,
+        include_dashboard=False,
+        _node_ip_address="127.0.0.1",
+        log_to_driver=False,
+        logging_level=logging.WARNING,
+        configure_logging=False,
+    )
     return True
 
 
@@ -188,9 +226,15 @@ def _fit(plan: dict) -> None:
     tuner = tune.Tuner(
         trainable,
         param_space={"trial": tune.grid_search(list(plan.get("run_trials") or range(len(plan["trials"]))))},
-        tune_config=tune.TuneConfig(metric=settings["metric"], mode=settings["mode"], scheduler=scheduler,
-                                    max_concurrent_trials=settings["max_concurrent"], num_samples=1),
-        run_config=tune.RunConfig(name=plan.get("tune_name", "tune"), storage_path=str(Path(plan["folder"]).resolve()),
-                                  verbose=0),
+        tune_config=tune.TuneConfig(
+            metric=settings["metric"],
+            mode=settings["mode"],
+            scheduler=scheduler,
+            max_concurrent_trials=settings["max_concurrent"],
+            num_samples=1,
+        ),
+        run_config=tune.RunConfig(
+            name=plan.get("tune_name", "tune"), storage_path=str(Path(plan["folder"]).resolve()), verbose=0
+        ),
     )
     tuner.fit()

@@ -107,8 +107,11 @@ def _run_owned_job(job: Job, encode_on_ray: bool = False) -> int:
         _say(traceback.format_exc())
         aborted = isinstance(exc, KeyboardInterrupt)
         cause = stop_cause()
-        message = (f"Aborted: {cause}." if cause else "Aborted by the user.") if aborted else (
-            disk_error_message(exc, job.path.parent) or f"Internal error: {exc!r} (see {WORKER_LOG}).")
+        message = (
+            (f"Aborted: {cause}." if cause else "Aborted by the user.")
+            if aborted
+            else (disk_error_message(exc, job.path.parent) or f"Internal error: {exc!r} (see {WORKER_LOG}).")
+        )
         _record_end(job, JobStatus.ABORTED if aborted else JobStatus.ERROR, message)
         return 1
     job.reload()
@@ -147,8 +150,10 @@ def _sigterm(_signum, _frame):
 
 def server_died_cause(pid: int) -> str:
     """The Aborted message of a job whose server died (killed, even by ``kill -9``, or its machine stopped)."""
-    return (f"the digits server (pid {pid}) that ran this job died, so its worker stopped the job; "
-            "resume a model job to continue from its last snapshot")
+    return (
+        f"the digits server (pid {pid}) that ran this job died, so its worker stopped the job; "
+        "resume a model job to continue from its last snapshot"
+    )
 
 
 def watch_parent(parent_pid: int, *, interval: float = 0.5, grace: float | None = None) -> threading.Thread:

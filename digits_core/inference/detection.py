@@ -39,8 +39,14 @@ def source_size(item: Any) -> tuple[int, int] | None:
         return None
 
 
-def to_detections(rows: np.ndarray, net_hw: tuple[int, int], src_hw: tuple[int, int] | None, resize_mode: str,
-                  class_labels: list | None, threshold: float = DEFAULT_SCORE_THRESHOLD) -> list[dict]:
+def to_detections(
+    rows: np.ndarray,
+    net_hw: tuple[int, int],
+    src_hw: tuple[int, int] | None,
+    resize_mode: str,
+    class_labels: list | None,
+    threshold: float = DEFAULT_SCORE_THRESHOLD,
+) -> list[dict]:
     """Decoded rows → detections in the source image's pixels.
 
     Args:
@@ -62,8 +68,14 @@ def to_detections(rows: np.ndarray, net_hw: tuple[int, int], src_hw: tuple[int, 
     out = []
     for (cls, score, *_), box in zip(rows, boxes):
         c = int(cls)
-        out.append({"class": str(names[c]) if c < len(names) else str(c), "class_id": c,
-                    "score": round(float(score), 4), "box": [round(float(v), 2) for v in box]})
+        out.append(
+            {
+                "class": str(names[c]) if c < len(names) else str(c),
+                "class_id": c,
+                "score": round(float(score), 4),
+                "box": [round(float(v), 2) for v in box],
+            }
+        )
     return out
 
 

@@ -67,8 +67,13 @@ def _epoch_tag(epoch) -> str:
     return f"{epoch:03d}" if isinstance(epoch, int) else f"{epoch:g}"
 
 
-def export_name(model_id: str, epoch: int | float, format: str = "savedmodel", quantize: str | None = None,
-                channels_in: int | None = None) -> str:
+def export_name(
+    model_id: str,
+    epoch: int | float,
+    format: str = "savedmodel",
+    quantize: str | None = None,
+    channels_in: int | None = None,
+) -> str:
     """The name of one export of a model's epoch: its folder under the job's ``export/`` (also the web UI's archive).
 
     ``<model id>-epoch-<NNN>-<format>[-<quantize>][-<C>ch]``; the archive's top folder is the part before the format.
@@ -92,17 +97,28 @@ def _info(loaded: InferenceModel, fmt: str, channels_in: int | None, quantize: s
         "class_labels": loaded.class_labels,
         "color_palette": loaded.info.get("color_palette") or loaded.dataset.color_palette,
         "dataset": {**loaded.dataset.to_dict(), "resize_mode": loaded.dataset.resize_mode},
-        "preprocessing": {**prep.to_dict(), "mean_file": "mean.npy" if prep.mean is not None else None,
-                          "order": "cast to float32, subtract mean, multiply by scale, centre crop"},
+        "preprocessing": {
+            **prep.to_dict(),
+            "mean_file": "mean.npy" if prep.mean is not None else None,
+            "order": "cast to float32, subtract mean, multiply by scale, centre crop",
+        },
         "signature": describe_signature(loaded, channels_in) if fmt != "keras" else None,
         "tf_serving": {"base_path": f"serving/{loaded.id}", "version": serving_version(loaded.epoch)}
-        if fmt == "savedmodel" else None,
+        if fmt == "savedmodel"
+        else None,
         "options": loaded.info.get("options"),
     }
 
 
-def build_export_folder(loaded: InferenceModel, fmt: str, folder: Path, *, quantize: str | None = None,
-                        channels_in: int | None = None, parity_sample: int | None = DEFAULT_SAMPLE) -> Path:
+def build_export_folder(
+    loaded: InferenceModel,
+    fmt: str,
+    folder: Path,
+    *,
+    quantize: str | None = None,
+    channels_in: int | None = None,
+    parity_sample: int | None = DEFAULT_SAMPLE,
+) -> Path:
     """Write the export files of ``loaded`` into ``folder`` (created), and ``parity.json`` unless ``parity_sample`` is None."""
     folder.mkdir(parents=True)
     if fmt == "savedmodel":
@@ -121,8 +137,9 @@ def build_export_folder(loaded: InferenceModel, fmt: str, folder: Path, *, quant
     network_file = Path(loaded.job.path) / "network.py"
     if network_file.is_file():
         shutil.copy2(network_file, folder / "network.py")
-    (folder / "info.json").write_text(json.dumps(_info(loaded, fmt, channels_in, quantize), indent=2, default=str) + "\n",
-                                      encoding="utf-8")
+    (folder / "info.json").write_text(
+        json.dumps(_info(loaded, fmt, channels_in, quantize), indent=2, default=str) + "\n", encoding="utf-8"
+    )
     if parity_sample and (channels_in in (None, loaded.feature_shape[2])):
         report = parity_report(loaded, fmt, folder, sample=parity_sample, quantized=bool(quantize))
         (folder / PARITY_FILE).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
@@ -138,15 +155,29 @@ def read_parity(folder: Path) -> dict | None:
 def _check_parity(report: dict | None, allow_mismatch: bool) -> None:
     if report is None or report.get("passed") is not False or allow_mismatch:
         return
-    figures = ", ".join(f"{k} {report[k]:.4g}" for k in ("top1_agreement", "mask_iou", "boxes_matched", "max_abs_diff")
-                        if isinstance(report.get(k), (int, float)))
-    raise InferenceError(f'The {report.get("format")} export does not match digits infer ({figures}); worst input: '
-                         f'{report.get("worst_input")}. Export with --allow-mismatch to keep it anyway.')
+    figures = ", ".join(
+        f"{k} {report[k]:.4g}"
+        for k in ("top1_agreement", "mask_iou", "boxes_matched", "max_abs_diff")
+        if isinstance(report.get(k), (int, float))
+    )
+    raise InferenceError(
+        f"The {report.get('format')} export does not match digits infer ({figures}); worst input: "
+        f"{report.get('worst_input')}. Export with --allow-mismatch to keep it anyway."
+    )
 
 
-def export_model(model_id, out: str | os.PathLike, *, epoch: int | float | None = None, format: str = "savedmodel",
-                 quantize: str | None = None, channels_in: int | None = None, parity_sample: int | None = DEFAULT_SAMPLE,
-                 allow_mismatch: bool = False, jobs_dir=None) -> Path:
+def export_model(
+    model_id,
+    out: str | os.PathLike,
+    *,
+    epoch: int | float | None = None,
+    format: str = "savedmodel",
+    quantize: str | None = None,
+    channels_in: int | None = None,
+    parity_sample: int | None = DEFAULT_SAMPLE,
+    allow_mismatch: bool = False,
+    jobs_dir=None,
+) -> Path:
     """Export one epoch of a trained model as a ``.tar.gz`` (see the module docstring for its content).
 
     Args:
@@ -184,15 +215,21 @@ def export_model(model_id, out: str | os.PathLike, *, epoch: int | float | None 
     if fresh and parity_sample and read_parity(cached) is None and channels_in in (None, loaded.feature_shape[2]):
         fresh = False
     if not fresh:
-        _build_cached(cached, name, lambda folder: build_export_folder(
-            loaded, format, folder, quantize=quantize, channels_in=channels_in, parity_sample=parity_sample),
-                      allow_mismatch)
+        _build_cached(
+            cached,
+            name,
+            lambda folder: build_export_folder(
+                loaded, format, folder, quantize=quantize, channels_in=channels_in, parity_sample=parity_sample
+            ),
+            allow_mismatch,
+        )
     _check_parity(read_parity(cached), allow_mismatch)
     return _write_archive(cached, name, out)
 
 
-def _export_volume(model_id, out: Path, fmt: str, channels_in: int | None, parity_sample: int | None,
-                   allow_mismatch: bool, jobs_dir) -> Path:
+def _export_volume(
+    model_id, out: Path, fmt: str, channels_in: int | None, parity_sample: int | None, allow_mismatch: bool, jobs_dir
+) -> Path:
     """``export_model`` of a volume model (:mod:`~digits_core.inference.export_volume`)."""
     folder = model_folder(model_id, jobs_dir)
     info = read_model_info(folder)
@@ -203,8 +240,12 @@ def _export_volume(model_id, out: Path, fmt: str, channels_in: int | None, parit
     trained = folder / info.get("model_file", "model.keras")
     fresh = (cached / "info.json").is_file() and trained.is_file() and cached.stat().st_mtime >= trained.stat().st_mtime
     if not fresh or (parity_sample and fmt == "savedmodel" and read_parity(cached) is None):
-        _build_cached(cached, name, lambda staged: build_volume_export(folder, fmt, staged, parity_sample=parity_sample,
-                                                                       jobs_dir=jobs_dir), allow_mismatch)
+        _build_cached(
+            cached,
+            name,
+            lambda staged: build_volume_export(folder, fmt, staged, parity_sample=parity_sample, jobs_dir=jobs_dir),
+            allow_mismatch,
+        )
     _check_parity(read_parity(cached), allow_mismatch)
     return _write_archive(cached, name, out)
 

@@ -97,23 +97,32 @@ def _unsupported_error(converter: str, found: list[tuple[str, str | None]], fall
     """``found``: (op, layer or None) pairs the converter could not take; ``fallback``: its message otherwise."""
     if found:
         what = "it has no equivalent for " + ", ".join(
-            f"the op {op}" + (f' in layer "{layer}"' if layer else "") for op, layer in dict.fromkeys(found))
+            f"the op {op}" + (f' in layer "{layer}"' if layer else "") for op, layer in dict.fromkeys(found)
+        )
         advice = "replace that layer in the network"
     else:
         what, advice = f"the graph ({fallback})", "replace the layer that uses it in the network"
-    return InferenceError(f"{converter} cannot convert this model: {what}. Export it as savedmodel or keras instead, "
-                          f"or {advice}.")
+    return InferenceError(
+        f"{converter} cannot convert this model: {what}. Export it as savedmodel or keras instead, or {advice}."
+    )
 
 
 def _unsupported(exc: Exception, converter: str, loaded: InferenceModel) -> InferenceError:
     """The converter's exception as an error naming the ops it lacks and the layers they are in."""
     text = str(exc)
     ops = set(re.findall(r"'tf\.([A-Za-z0-9_]+)' op is neither", text))
-    ops |= {op.strip() for group in re.findall(r"[Uu]nsupported ops?:?\s*\[?([A-Za-z0-9_, ]+)", text)
-            for op in group.split(",") if op.strip()}
+    ops |= {
+        op.strip()
+        for group in re.findall(r"[Uu]nsupported ops?:?\s*\[?([A-Za-z0-9_, ]+)", text)
+        for op in group.split(",")
+        if op.strip()
+    }
     names = _layer_names(loaded)
-    found = [(op, _layer_of(scope, names)) for op, scope in re.findall(r'fused\["([A-Za-z0-9_]+):", "([^"@]+)@', text)
-             if op in ops]
+    found = [
+        (op, _layer_of(scope, names))
+        for op, scope in re.findall(r'fused\["([A-Za-z0-9_]+):", "([^"@]+)@', text)
+        if op in ops
+    ]
     found += [(op, None) for op in sorted(ops - {op for op, _ in found})]
     return _unsupported_error(converter, found, text.splitlines()[0][:300] if text else type(exc).__name__)
 
@@ -164,7 +173,9 @@ def write_onnx(loaded: InferenceModel, path: Path, channels_in: int | None = Non
         raise _unsupported_error("tf2onnx", left, "")
 
 
-def write_tflite(loaded: InferenceModel, path: Path, channels_in: int | None = None, quantize: str | None = None) -> None:
+def write_tflite(
+    loaded: InferenceModel, path: Path, channels_in: int | None = None, quantize: str | None = None
+) -> None:
     """Convert the serving function (float32 preparation) to TFLite at ``path``.
 
     Raises:

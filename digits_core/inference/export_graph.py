@@ -81,8 +81,9 @@ def _fixed_point_pass(x: Any, weights: Any, equation: str) -> Any:
         return tf.clip_by_value(tf.floor((total + float(half)) / float(one)), 0.0, 255.0)
     high = tf.floor(weights / 2048.0)  # weights < 2^23: two 11-bit halves whose sums float32 holds exactly
     low = weights - high * 2048.0
-    total = (tf.cast(tf.einsum(equation, x, high), tf.int32) * 2048 + tf.cast(tf.einsum(equation, x, low), tf.int32)
-             + half)
+    total = (
+        tf.cast(tf.einsum(equation, x, high), tf.int32) * 2048 + tf.cast(tf.einsum(equation, x, low), tf.int32) + half
+    )
     return tf.cast(tf.clip_by_value(tf.math.floordiv(total, one), 0, 255), x.dtype)
 
 
@@ -140,8 +141,7 @@ def tf_resize_plan(src_h: Any, src_w: Any, height: int, width: int, mode: str, f
         pad_y = tf.where(wide, tf.maximum(zero, tf.math.floordiv(h_t - rh, 2)), zero)
         pad_x = tf.where(wide, zero, tf.maximum(zero, tf.math.floordiv(w_t - rw, 2)))
     pick = lambda value, default: tf.where(plain, default, value)  # noqa: E731
-    return (pick(rh, h_t), pick(rw, w_t), pick(crop_y, zero), pick(crop_x, zero), pick(pad_y, zero),
-            pick(pad_x, zero))
+    return (pick(rh, h_t), pick(rw, w_t), pick(crop_y, zero), pick(crop_x, zero), pick(pad_y, zero), pick(pad_x, zero))
 
 
 def _to_gray(x: Any, dtype: np.dtype) -> Any:
@@ -181,8 +181,14 @@ def _convert_channels(x: Any, channels_in: int, channels: int, dtype: np.dtype) 
     raise ValueError(f"cannot convert images with {channels_in} channels to {channels} channels")
 
 
-def tf_prepare(images: Any, shape: tuple, dtype: Any, resize_mode: str = "squash", channels_in: int | None = None,
-               float_type: Any = None) -> Any:
+def tf_prepare(
+    images: Any,
+    shape: tuple,
+    dtype: Any,
+    resize_mode: str = "squash",
+    channels_in: int | None = None,
+    float_type: Any = None,
+) -> Any:
     """Raw images ``[N, h, w, channels_in]`` → ``[N, H, W, C]`` float32 holding the dataset dtype's values.
 
     Args:
@@ -210,9 +216,10 @@ def tf_prepare(images: Any, shape: tuple, dtype: Any, resize_mode: str = "squash
     resized = _resize(x, rh, rw, integer8)
     if not integer8 and np.issubdtype(work_dtype, np.integer):
         resized = _cast_values(resized, work_dtype)
-    resized = resized[:, crop_y:crop_y + height, crop_x:crop_x + width, :]
-    padded = tf.pad(resized, [[0, 0], [pad_y, pad_y], [pad_x, pad_x], [0, 0]],
-                    constant_values=float(pad_value(work_dtype)))
+    resized = resized[:, crop_y : crop_y + height, crop_x : crop_x + width, :]
+    padded = tf.pad(
+        resized, [[0, 0], [pad_y, pad_y], [pad_x, pad_x], [0, 0]], constant_values=float(pad_value(work_dtype))
+    )
     # An image already at the dataset size passes unchanged: its resize matrices are the identity.
     out = _cast_values(padded, dtype)
     return tf.reshape(tf.cast(out, tf.float32), [-1, height, width, channels])  # static shape; TFLite lacks EnsureShape

@@ -51,8 +51,10 @@ def parity_inputs(loaded: InferenceModel, sample: int) -> list[tuple[str, np.nda
     features = np.asarray(features)
     h, w = loaded.feature_shape[:2]
     pairs = [(f"{stage}[{i}]", np.asarray(f)) for i, f in enumerate(features)]
-    pairs += [(f"{stage}[{i}] at {w + 3}x{h + 5}", resize_image(np.asarray(f), h + 5, w + 3, "squash"))
-              for i, f in enumerate(features)]
+    pairs += [
+        (f"{stage}[{i}] at {w + 3}x{h + 5}", resize_image(np.asarray(f), h + 5, w + 3, "squash"))
+        for i, f in enumerate(features)
+    ]
     return pairs
 
 
@@ -63,8 +65,12 @@ def run_runtime(fmt: str, folder: Path, arrays: list[np.ndarray], timeout: float
         inputs, outputs = Path(tmp) / "in.npz", Path(tmp) / "out.npz"
         named: dict[str, Any] = {str(i): a for i, a in enumerate(arrays)}
         np.savez(inputs, **named)
-        done = subprocess.run([sys.executable, str(script), fmt, str(folder), str(inputs), str(outputs)],
-                              capture_output=True, text=True, timeout=timeout)
+        done = subprocess.run(
+            [sys.executable, str(script), fmt, str(folder), str(inputs), str(outputs)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
         if done.returncode != 0:
             tail = "\n".join(done.stderr.strip().splitlines()[-5:])
             raise InferenceError(f"The {fmt} export does not run in its own runtime: {tail}")
@@ -104,8 +110,9 @@ def mean_iou(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.mean(values)) if values else 1.0
 
 
-def compare(loaded: InferenceModel, names: list[str], result: Any, got: list[dict], *, fmt: str = "",
-            quantized: bool = False) -> dict:
+def compare(
+    loaded: InferenceModel, names: list[str], result: Any, got: list[dict], *, fmt: str = "", quantized: bool = False
+) -> dict:
     """The parity figures of export outputs ``got`` against ``digits infer``'s ``result``."""
     report: dict[str, Any] = {"inputs": len(names)}
     if loaded.task == "detection":
@@ -124,7 +131,9 @@ def compare(loaded: InferenceModel, names: list[str], result: Any, got: list[dic
     reference = [np.asarray(s.output, np.float64) for s in result.samples]
     diffs = [np.abs(np.asarray(o["outputs"], np.float64) - r) for o, r in zip(got, reference)]
     worst = int(np.argmax([d.max() for d in diffs]))
-    report.update(max_abs_diff=float(max(d.max() for d in diffs)), mean_abs_diff=float(np.mean([d.mean() for d in diffs])))
+    report.update(
+        max_abs_diff=float(max(d.max() for d in diffs)), mean_abs_diff=float(np.mean([d.mean() for d in diffs]))
+    )
     if loaded.task == "classification":
         agree = [int(np.argmax(o["outputs"])) == int(np.argmax(r)) for o, r in zip(got, reference)]
         report["top1_agreement"] = float(np.mean(agree))
@@ -143,22 +152,29 @@ def compare(loaded: InferenceModel, names: list[str], result: Any, got: list[dic
     return report
 
 
-def parity_report(loaded: InferenceModel, fmt: str, folder: Path, *, sample: int = DEFAULT_SAMPLE,
-                  quantized: bool = False) -> dict:
+def parity_report(
+    loaded: InferenceModel, fmt: str, folder: Path, *, sample: int = DEFAULT_SAMPLE, quantized: bool = False
+) -> dict:
     """Run the export in ``folder`` and ``digits infer`` on the same images; return the report."""
     from .runner import infer
 
     pairs = parity_inputs(loaded, sample)
     if not pairs:
-        return {"format": fmt, "passed": None, "sample": 0,
-                "skipped": f"the dataset of model {loaded.id} is not available: no validation images to compare on"}
+        return {
+            "format": fmt,
+            "passed": None,
+            "sample": 0,
+            "skipped": f"the dataset of model {loaded.id} is not available: no validation images to compare on",
+        }
     names = [n for n, _ in pairs]
     result = infer(loaded.job.path, pairs, epoch=loaded.epoch, max_errors=0)
     if fmt == "keras":  # the bare network: it gets the images digits infer prepared
         from .imageio import prepare_image
 
-        arrays = [prepare_image(a, loaded.feature_shape, loaded.feature_dtype.name, loaded.dataset.resize_mode)
-                  for _, a in pairs]
+        arrays = [
+            prepare_image(a, loaded.feature_shape, loaded.feature_dtype.name, loaded.dataset.resize_mode)
+            for _, a in pairs
+        ]
     else:
         arrays = [a for _, a in pairs]
     got = run_runtime(fmt, folder, arrays)
@@ -166,12 +182,24 @@ def parity_report(loaded: InferenceModel, fmt: str, folder: Path, *, sample: int
         reference = np.asarray(loaded.model(loaded.preprocessing.apply(np.stack(arrays)), training=False))
         diffs = [np.abs(g["outputs"] - r) for g, r in zip(got, reference)]
         largest = float(max(d.max() for d in diffs))
-        report: dict[str, Any] = {"inputs": len(names), "compared": "raw network output maps", "max_abs_diff": largest,
-                                  "worst_input": names[int(np.argmax([d.max() for d in diffs]))],
-                                  "passed": largest <= 1e-4}
+        report: dict[str, Any] = {
+            "inputs": len(names),
+            "compared": "raw network output maps",
+            "max_abs_diff": largest,
+            "worst_input": names[int(np.argmax([d.max() for d in diffs]))],
+            "passed": largest <= 1e-4,
+        }
     else:
         report = compare(loaded, names, result, got, fmt=fmt, quantized=quantized)
-    report.update(format=fmt, runtime={"onnx": "onnxruntime", "tflite": "LiteRT / TFLite interpreter",
-                                       "savedmodel": "tf.saved_model.load", "keras": "keras"}[fmt],
-                  reference="digits infer", sample=sample)
+    report.update(
+        format=fmt,
+        runtime={
+            "onnx": "onnxruntime",
+            "tflite": "LiteRT / TFLite interpreter",
+            "savedmodel": "tf.saved_model.load",
+            "keras": "keras",
+        }[fmt],
+        reference="digits infer",
+        sample=sample,
+    )
     return report

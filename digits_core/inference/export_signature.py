@@ -51,9 +51,11 @@ def _detection_outputs(loaded: InferenceModel, rows: Any, src_hw: Any, threshold
     y2 = tf.clip_by_value((boxes[..., 3] - oy) / sy, 0.0, tf.cast(src_h, f32))
     keep = rows[..., 1] >= threshold
     zero = tf.zeros_like(x1)
-    return {"boxes": tf.stack([tf.where(keep, v, zero) for v in (x1, y1, x2, y2)], axis=-1),
-            "scores": tf.where(keep, rows[..., 1], zero),
-            "classes": tf.where(keep, tf.cast(rows[..., 0], tf.int32), -tf.ones_like(rows[..., 0], tf.int32))}
+    return {
+        "boxes": tf.stack([tf.where(keep, v, zero) for v in (x1, y1, x2, y2)], axis=-1),
+        "scores": tf.where(keep, rows[..., 1], zero),
+        "classes": tf.where(keep, tf.cast(rows[..., 0], tf.int32), -tf.ones_like(rows[..., 0], tf.int32)),
+    }
 
 
 def task_outputs(loaded: InferenceModel, out: Any, src_hw: Any, *, threshold: float, ft: Any) -> dict:
@@ -70,8 +72,9 @@ def task_outputs(loaded: InferenceModel, out: Any, src_hw: Any, *, threshold: fl
     return {"outputs": out}
 
 
-def serving_function(loaded: InferenceModel, *, channels_in: int | None = None, float_type: Any = None,
-                     threshold: float | None = None) -> tuple[Callable, list]:
+def serving_function(
+    loaded: InferenceModel, *, channels_in: int | None = None, float_type: Any = None, threshold: float | None = None
+) -> tuple[Callable, list]:
     """``(serve, input_signature)`` for ``loaded`` (see the module docstring).
 
     Args:
@@ -104,16 +107,25 @@ def describe_signature(loaded: InferenceModel, channels_in: int | None = None) -
     h, w, c = loaded.feature_shape
     outputs: dict[str, Any]
     if loaded.task == "detection":
-        outputs = {"boxes": "[N, 100, 4] x1, y1, x2, y2 in input image pixels", "scores": "[N, 100]",
-                   "classes": "[N, 100] int32 (-1: below the score threshold)"}
+        outputs = {
+            "boxes": "[N, 100, 4] x1, y1, x2, y2 in input image pixels",
+            "scores": "[N, 100]",
+            "classes": "[N, 100] int32 (-1: below the score threshold)",
+        }
     else:
         outputs = {"outputs": [None, *loaded.model.output_shape[1:]]}
         if loaded.task == "classification":
             outputs.update(classes="[N, n] int32 top-n class ids", scores="[N, n] their probabilities")
         elif loaded.task == "segmentation":
             outputs.update(classes="[N, H, W] int32 argmax")
-    return {"name": "serving_default",
-            "input": {"name": "images", "shape": [None, None, None, int(channels_in or c)],
-                      "dtype": np.dtype(loaded.feature_dtype).name, "resized_to": [h, w],
-                      "resize": f"{loaded.dataset.resize_mode} (digits_core.resize, padding mid-grey)"},
-            "outputs": outputs}
+    return {
+        "name": "serving_default",
+        "input": {
+            "name": "images",
+            "shape": [None, None, None, int(channels_in or c)],
+            "dtype": np.dtype(loaded.feature_dtype).name,
+            "resized_to": [h, w],
+            "resize": f"{loaded.dataset.resize_mode} (digits_core.resize, padding mid-grey)",
+        },
+        "outputs": outputs,
+    }

@@ -46,10 +46,13 @@ def check_volume_format(fmt: str, folder_name: str, network: str, channels_in: i
         raise InferenceError(
             f"model job {folder_name} is a volume model ({network}): it exports as savedmodel (the sliding-window "
             f"inference over the whole volume in the graph) or keras (the bare network), not {fmt}; ONNX and "
-            "TFLite exports of volume models are not supported.")
+            "TFLite exports of volume models are not supported."
+        )
     if channels_in is not None:
-        raise InferenceError(f"--input-channels does not apply to a volume model ({folder_name}): its inputs are "
-                             "the preprocessed volumes the data plugin reads")
+        raise InferenceError(
+            f"--input-channels does not apply to a volume model ({folder_name}): its inputs are "
+            "the preprocessed volumes the data plugin reads"
+        )
 
 
 def _edge_take(tf, x, axis: int, index):
@@ -76,12 +79,16 @@ def _sliding_window(tf, net, volume, patch: list[int], num_classes: int, overlap
         x = tf.slice(padded, tf.concat([corner, [0]], 0), patch + [channels])
         probs = tf.reshape(net(x[None], training=False)[0], [-1, num_classes])
         voxels = offsets + corner
-        return (i + 1, tf.tensor_scatter_nd_add(total, voxels, probs * weights[:, None]),
-                tf.tensor_scatter_nd_add(norm, voxels, weights))
+        return (
+            i + 1,
+            tf.tensor_scatter_nd_add(total, voxels, probs * weights[:, None]),
+            tf.tensor_scatter_nd_add(norm, voxels, weights),
+        )
 
     total = tf.zeros(tf.concat([full, [num_classes]], 0), tf.float32)
-    _, total, norm = tf.while_loop(lambda i, *_: i < tf.shape(corners)[0], tile,
-                                   (tf.constant(0), total, tf.zeros(full, tf.float32)))
+    _, total, norm = tf.while_loop(
+        lambda i, *_: i < tf.shape(corners)[0], tile, (tf.constant(0), total, tf.zeros(full, tf.float32))
+    )
     return (total / norm[..., None])[: shape[0], : shape[1], : shape[2]]
 
 
@@ -89,7 +96,7 @@ def _slice_stacks(tf, net, volume, radius: int, unit: int):
     """:func:`digits_core.engine.volume_loop.predict_volume`'s ``unet2.5d`` pass as TensorFlow ops."""
     depth, height, width = tf.unstack(tf.shape(volume)[:3])
     padded = _edge_take(tf, volume, 0, tf.range(-radius, depth + radius))
-    stacks = tf.concat([padded[offset:offset + depth] for offset in range(2 * radius + 1)], axis=-1)
+    stacks = tf.concat([padded[offset : offset + depth] for offset in range(2 * radius + 1)], axis=-1)
     stacks = _edge_take(tf, stacks, 1, tf.range(height + (-height) % unit))
     stacks = _edge_take(tf, stacks, 2, tf.range(width + (-width) % unit))
     probs = tf.map_fn(lambda s: net(s[None], training=False)[0], stacks, fn_output_signature=tf.float32)
@@ -132,21 +139,43 @@ def volume_parity(net, info: dict, folder: Path, sample: int) -> dict:
     """The SavedModel in ``folder`` in its own runtime against ``digits infer``'s pass on the validation volumes."""
     cases = _val_cases(info, sample)
     if not cases:
-        return {"format": "savedmodel", "passed": None, "sample": 0,
-                "skipped": "the model's dataset is not available: no validation volumes to compare on"}
+        return {
+            "format": "savedmodel",
+            "passed": None,
+            "sample": 0,
+            "skipped": "the model's dataset is not available: no validation volumes to compare on",
+        }
     config = info["volume"]
-    reference = [predict_volume(net, array, config["network"], config["patch"], int(info["num_outputs"]),
-                                overlap=config["overlap"], adjacent=config["adjacent_slices"],
-                                unit=2 ** (config["levels"] - 1)) for _, array in cases]
+    reference = [
+        predict_volume(
+            net,
+            array,
+            config["network"],
+            config["patch"],
+            int(info["num_outputs"]),
+            overlap=config["overlap"],
+            adjacent=config["adjacent_slices"],
+            unit=2 ** (config["levels"] - 1),
+        )
+        for _, array in cases
+    ]
     got = run_runtime("savedmodel", folder, [array for _, array in cases])
     diffs = [np.abs(g["probabilities"] - r) for g, r in zip(got, reference)]
     ious = [mean_iou(g["classes"], np.argmax(r, axis=-1)) for g, r in zip(got, reference)]
     agree = [float(np.mean(g["classes"] == np.argmax(r, axis=-1))) for g, r in zip(got, reference)]
-    return {"format": "savedmodel", "runtime": "tf.saved_model.load", "reference": "digits infer (predict_volume)",
-            "inputs": len(cases), "sample": sample, "max_abs_diff": float(max(d.max() for d in diffs)),
-            "mean_abs_diff": float(np.mean([d.mean() for d in diffs])), "mask_iou": float(np.mean(ious)),
-            "voxel_agreement": float(np.mean(agree)), "worst_input": cases[int(np.argmin(ious))][0],
-            "passed": float(np.mean(ious)) >= THRESHOLDS["mask_iou"]}
+    return {
+        "format": "savedmodel",
+        "runtime": "tf.saved_model.load",
+        "reference": "digits infer (predict_volume)",
+        "inputs": len(cases),
+        "sample": sample,
+        "max_abs_diff": float(max(d.max() for d in diffs)),
+        "mean_abs_diff": float(np.mean([d.mean() for d in diffs])),
+        "mask_iou": float(np.mean(ious)),
+        "voxel_agreement": float(np.mean(agree)),
+        "worst_input": cases[int(np.argmin(ious))][0],
+        "passed": float(np.mean(ious)) >= THRESHOLDS["mask_iou"],
+    }
 
 
 def build_volume_export(model: Any, fmt: str, folder: Path, *, parity_sample: int | None, jobs_dir=None) -> Path:
@@ -160,12 +189,20 @@ def build_volume_export(model: Any, fmt: str, folder: Path, *, parity_sample: in
         raise InferenceError(f"model job {job_folder.name} has no trained model ({model_file.name}); did it finish?")
     folder.mkdir(parents=True)
     epochs = info["volume"].get("epochs", 1)
-    described: dict[str, Any] = {"format": fmt, "digits_core_version": __version__, "kind": "volume",
-                                 "task": info.get("task"), "network": info.get("network"), "model": job_folder.name,
-                                 "class_labels": info.get("class_labels"), "volume": info["volume"],
-                                 "input_channels": info.get("input_channels"),
-                                 "target_spacing_mm": info.get("target_spacing_mm"),
-                                 "normalization": info.get("normalization"), "dataset_plugin": info.get("dataset_plugin")}
+    described: dict[str, Any] = {
+        "format": fmt,
+        "digits_core_version": __version__,
+        "kind": "volume",
+        "task": info.get("task"),
+        "network": info.get("network"),
+        "model": job_folder.name,
+        "class_labels": info.get("class_labels"),
+        "volume": info["volume"],
+        "input_channels": info.get("input_channels"),
+        "target_spacing_mm": info.get("target_spacing_mm"),
+        "normalization": info.get("normalization"),
+        "dataset_plugin": info.get("dataset_plugin"),
+    }
     net = keras.models.load_model(model_file, compile=False)
     if fmt == "keras":
         shutil.copy2(model_file, folder / "model.keras")
@@ -175,10 +212,13 @@ def build_volume_export(model: Any, fmt: str, folder: Path, *, parity_sample: in
         serve, signature = volume_serving_function(net, info)
         export_archive(net, serve, signature, target)
         hard_link_tree(target, folder / "saved_model")
-        described["signature"] = {"inputs": {"images": "float32 [N, D, H, W, C]: volumes as the data plugin's "
-                                             "load_inference_volume returns them (resampled, normalised)"},
-                                  "outputs": {"probabilities": "float32 [N, D, H, W, K]",
-                                              "classes": "uint8 [N, D, H, W] class ids"}}
+        described["signature"] = {
+            "inputs": {
+                "images": "float32 [N, D, H, W, C]: volumes as the data plugin's "
+                "load_inference_volume returns them (resampled, normalised)"
+            },
+            "outputs": {"probabilities": "float32 [N, D, H, W, K]", "classes": "uint8 [N, D, H, W] class ids"},
+        }
         described["tf_serving"] = {"base_path": f"serving/{job_folder.name}", "version": serving_version(epochs)}
     if info.get("class_labels"):
         (folder / "labels.txt").write_text("\n".join(str(c) for c in info["class_labels"]) + "\n", encoding="utf-8")

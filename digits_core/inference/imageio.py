@@ -78,28 +78,34 @@ def read_npy(path: Path, what: str) -> np.ndarray:
         with open(path, "rb") as handle:
             try:
                 version = np.lib.format.read_magic(handle)  # 3.0 (utf-8 field names) only for record dtypes
-                read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
-                    np.lib.format.read_array_header_2_0
+                read_header = (
+                    np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+                )
                 shape, fortran, dtype = read_header(handle)
             except Exception:  # noqa: BLE001 - the header is a Python literal: any failure means "not a header"
                 raise InferenceError(f"{what} is not a readable .npy array (no valid header).") from None
             if dtype.hasobject:
-                raise InferenceError(f"{what} holds Python objects (a pickled array), which are never loaded; "
-                                     "save a numeric array with numpy.save.")
+                raise InferenceError(
+                    f"{what} holds Python objects (a pickled array), which are never loaded; "
+                    "save a numeric array with numpy.save."
+                )
             count = math.prod(int(n) for n in shape)  # Python ints: an absurd shape cannot overflow
             available = os.fstat(handle.fileno()).st_size - handle.tell()
             if min(shape, default=0) < 0 or count * dtype.itemsize != available:
-                raise InferenceError(f"{what}: its .npy header declares shape {tuple(shape)} of {dtype} "
-                                     f"({count * dtype.itemsize:,} bytes) but {available:,} bytes follow it; "
-                                     "the file is damaged or cut short.")
+                raise InferenceError(
+                    f"{what}: its .npy header declares shape {tuple(shape)} of {dtype} "
+                    f"({count * dtype.itemsize:,} bytes) but {available:,} bytes follow it; "
+                    "the file is damaged or cut short."
+                )
             data = np.fromfile(handle, dtype=dtype, count=count)
     except OSError as exc:
         raise InferenceError(f"{what} cannot be read ({exc.strerror or type(exc).__name__}).") from None
     return data.reshape(shape, order="F" if fortran else "C")
 
 
-def prepare_image(image: np.ndarray, shape: tuple, dtype: str, resize_mode: str = "squash",
-                  rng: np.random.Generator | None = None) -> np.ndarray:
+def prepare_image(
+    image: np.ndarray, shape: tuple, dtype: str, resize_mode: str = "squash", rng: np.random.Generator | None = None
+) -> np.ndarray:
     """Bring an image to a dataset's feature ``shape`` (H, W, C) and ``dtype``: channels, resize, cast.
 
     :func:`digits_core.resize.prepare_array`, the steps a dataset plugin applies; noise
@@ -144,14 +150,18 @@ def read_mask(path: str | os.PathLike, height: int, width: int, palette=None) ->
                 else:
                     rgb = np.asarray(image.convert("RGB")).astype(np.int64)
                     if not palette:
-                        raise InferenceError(f"Ground-truth mask {path} is an RGB image but the dataset has no color_palette.")
+                        raise InferenceError(
+                            f"Ground-truth mask {path} is an RGB image but the dataset has no color_palette."
+                        )
                     codes = rgb[:, :, 0] * 65536 + rgb[:, :, 1] * 256 + rgb[:, :, 2]
                     lookup = {r * 65536 + g * 256 + b: i for i, (r, g, b) in enumerate(tuple(c)[:3] for c in palette)}
                     classes = np.full(codes.shape, -1, dtype=np.int64)
                     for code, index in lookup.items():
                         classes[codes == code] = index
                     if (classes < 0).any():
-                        raise InferenceError(f"Ground-truth mask {path} has colours that are not in the dataset's color_palette.")
+                        raise InferenceError(
+                            f"Ground-truth mask {path} has colours that are not in the dataset's color_palette."
+                        )
         except (OSError, ValueError) as exc:
             raise InferenceError(f"Ground-truth mask {path} is not a readable image: {exc}") from exc
     return resize_nearest(np.asarray(classes, dtype=np.int64), height, width)

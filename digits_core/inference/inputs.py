@@ -109,8 +109,9 @@ def collect_inputs(inputs: Iterable[Any]) -> list[InputItem]:
             if isinstance(value, np.ndarray):
                 items.append(InputItem(str(name), array=value, label=label))
             else:
-                items.append(InputItem(str(name), path=check_server_path(value, "inputs", form_name="inference"),
-                                       label=label))
+                items.append(
+                    InputItem(str(name), path=check_server_path(value, "inputs", form_name="inference"), label=label)
+                )
             continue
         path = check_server_path(os.fspath(given), "inputs", form_name="inference")
         if path.is_dir():

@@ -39,19 +39,38 @@ def classification_metrics(probabilities: np.ndarray, truth: Sequence[int], clas
     for c in range(size):
         total = int(matrix[c].sum())
         if total:
-            per_class.append({"index": c, "label": labels[c], "total": total, "correct": int(matrix[c, c]),
-                              "accuracy": float(matrix[c, c] / total)})
-    return {"count": int(truth_ids.size), "top1_accuracy": top1, "top_k": k, "top_k_accuracy": topk,
-            "class_labels": labels, "confusion_matrix": matrix.tolist(), "per_class": per_class}
+            per_class.append(
+                {
+                    "index": c,
+                    "label": labels[c],
+                    "total": total,
+                    "correct": int(matrix[c, c]),
+                    "accuracy": float(matrix[c, c] / total),
+                }
+            )
+    return {
+        "count": int(truth_ids.size),
+        "top1_accuracy": top1,
+        "top_k": k,
+        "top_k_accuracy": topk,
+        "class_labels": labels,
+        "confusion_matrix": matrix.tolist(),
+        "per_class": per_class,
+    }
 
 
 def top_n(probabilities: np.ndarray, n: int, class_labels=None) -> list[dict]:
     """Return the ``n`` most probable classes: ``[{index, label, probability}]``, best first."""
     probabilities = np.asarray(probabilities, dtype=np.float64).reshape(-1)
     order = np.argsort(-probabilities, kind="stable")[:n]
-    return [{"index": int(i),
-             "label": str(class_labels[i]) if class_labels and i < len(class_labels) else str(int(i)),
-             "probability": float(probabilities[i])} for i in order]
+    return [
+        {
+            "index": int(i),
+            "label": str(class_labels[i]) if class_labels and i < len(class_labels) else str(int(i)),
+            "probability": float(probabilities[i]),
+        }
+        for i in order
+    ]
 
 
 def top_n_batch(probabilities: np.ndarray, n: int, class_labels=None) -> list[list[dict]]:
@@ -61,5 +80,7 @@ def top_n_batch(probabilities: np.ndarray, n: int, class_labels=None) -> list[li
     values = np.take_along_axis(probabilities, order, axis=1).tolist()
     names = [str(c) for c in class_labels] if class_labels else []
     count = len(names)
-    return [[{"index": i, "label": names[i] if i < count else str(i), "probability": p}
-             for i, p in zip(row, probs)] for row, probs in zip(order.tolist(), values)]
+    return [
+        [{"index": i, "label": names[i] if i < count else str(i), "probability": p} for i, p in zip(row, probs)]
+        for row, probs in zip(order.tolist(), values)
+    ]

@@ -44,8 +44,13 @@ from .snapshots import (  # noqa: F401  (re-exported: part of this module's publ
 
 CACHE_SIZE_ENV = "DIGITS_MODEL_CACHE_SIZE"
 #: Default view per model task.
-DEFAULT_VIEWS = {"classification": "image-classification", "segmentation": "image-segmentation", "regression": "regression",
-                 "image-to-image": "image-output", "detection": "bounding-boxes"}
+DEFAULT_VIEWS = {
+    "classification": "image-classification",
+    "segmentation": "image-segmentation",
+    "regression": "regression",
+    "image-to-image": "image-output",
+    "detection": "bounding-boxes",
+}
 
 
 @dataclass
@@ -84,8 +89,13 @@ class DatasetMeta:
 
     def to_dict(self) -> dict:
         """JSON-friendly summary."""
-        return {"id": self.id, "plugin_id": self.plugin_id, "class_labels": self.class_labels,
-                "feature_shape": list(self.feature_shape), "feature_dtype": self.feature_dtype}
+        return {
+            "id": self.id,
+            "plugin_id": self.plugin_id,
+            "class_labels": self.class_labels,
+            "feature_shape": list(self.feature_shape),
+            "feature_dtype": self.feature_dtype,
+        }
 
 
 def _dataset_id(info: ModelRecord) -> str | None:
@@ -110,14 +120,23 @@ def dataset_meta(info: ModelRecord, preprocessing: Any, jobs_dir: Any = None) ->
                 ds = None
     if ds is not None:
         return DatasetMeta(
-            id=ds.id, plugin_id=ds.plugin_id, userdata=dict(ds.userdata),
-            class_labels=ds.class_labels or info.get("class_labels"), color_palette=ds.color_palette,
-            feature_shape=tuple(ds.feature_shape()), feature_dtype=ds.feature_dtype(),
-            info=ds.info, available=True, dataset=ds,
+            id=ds.id,
+            plugin_id=ds.plugin_id,
+            userdata=dict(ds.userdata),
+            class_labels=ds.class_labels or info.get("class_labels"),
+            color_palette=ds.color_palette,
+            feature_shape=tuple(ds.feature_shape()),
+            feature_dtype=ds.feature_dtype(),
+            info=ds.info,
+            available=True,
+            dataset=ds,
         )
     return DatasetMeta(
-        id=dataset_id, plugin_id=info.get("dataset_plugin") or info.get("plugin_id"), userdata={},
-        class_labels=info.get("class_labels"), color_palette=info.get("color_palette"),
+        id=dataset_id,
+        plugin_id=info.get("dataset_plugin") or info.get("plugin_id"),
+        userdata={},
+        class_labels=info.get("class_labels"),
+        color_palette=info.get("color_palette"),
         feature_shape=tuple(preprocessing.feature_shape),
         feature_dtype=info.get("feature_dtype") or "uint8",
     )
@@ -139,8 +158,10 @@ def _load_preprocessing(job: Any, info: ModelRecord) -> Any:
 
     data = info.get("preprocessing")
     if not data:
-        raise InferenceError(f'{Path(job.path) / MODEL_FILE} has no "preprocessing" entry; '
-                             "the model was trained by an older engine and cannot be used for inference.")
+        raise InferenceError(
+            f'{Path(job.path) / MODEL_FILE} has no "preprocessing" entry; '
+            "the model was trained by an older engine and cannot be used for inference."
+        )
     return Preprocessing.from_dict(data, job.path)
 
 
@@ -159,8 +180,16 @@ class InferenceModel:
         class_labels: Class names (model's, else dataset's), or ``None``.
     """
 
-    def __init__(self, job: Any, info: ModelRecord, epoch: int | float, snapshot: Path, model: Any,
-                 preprocessing: Any, dataset: DatasetMeta):
+    def __init__(
+        self,
+        job: Any,
+        info: ModelRecord,
+        epoch: int | float,
+        snapshot: Path,
+        model: Any,
+        preprocessing: Any,
+        dataset: DatasetMeta,
+    ):
         import tensorflow as tf
 
         self.job = job
@@ -170,8 +199,10 @@ class InferenceModel:
         self.model = model
         self.preprocessing = preprocessing
         self.dataset = dataset
-        self.task = str(info.get("task") or ("segmentation" if dataset.info.get("label", {}).get("kind") == "mask"
-                                              else "classification"))
+        self.task = str(
+            info.get("task")
+            or ("segmentation" if dataset.info.get("label", {}).get("kind") == "mask" else "classification")
+        )
         self.class_labels = info.get("class_labels") or dataset.class_labels
         self.feature_shape = tuple(int(v) for v in preprocessing.feature_shape)
         self.feature_dtype = np.dtype(dataset.feature_dtype)
@@ -210,8 +241,9 @@ class InferenceModel:
         if features.ndim == 3:
             features = features[None]
         if features.shape[1:] != self.feature_shape:
-            raise InferenceError(f"Inputs of shape {features.shape[1:]} do not match the model's dataset "
-                                 f"images {self.feature_shape}.")
+            raise InferenceError(
+                f"Inputs of shape {features.shape[1:]} do not match the model's dataset images {self.feature_shape}."
+            )
         if features.dtype != self.feature_dtype:
             features = features.astype(self.feature_dtype)
         # The warm path does what a bare tf.function call does, minus its per-call dispatch: the one traced
@@ -221,8 +253,10 @@ class InferenceModel:
         if call is None:
             call = self._concrete = self._function.get_concrete_function()
         to_tensor = self._to_tensor
-        outputs = [call(to_tensor(features[start:start + batch_size])).numpy()
-                   for start in range(0, len(features), batch_size)]
+        outputs = [
+            call(to_tensor(features[start : start + batch_size])).numpy()
+            for start in range(0, len(features), batch_size)
+        ]
         if not outputs:
             return np.zeros((0,), np.float32)
         return outputs[0] if len(outputs) == 1 else np.concatenate(outputs)
@@ -235,7 +269,7 @@ class InferenceModel:
         from ..engine.preprocessing import center_crop_offsets
 
         top, left = center_crop_offsets(feature.shape[0], feature.shape[1], crop)
-        return feature[top:top + crop, left:left + crop]
+        return feature[top : top + crop, left : left + crop]
 
     def crop_label(self, label: Any) -> Any:
         """Centre-crop a mask label like the input (other labels unchanged)."""
@@ -249,9 +283,15 @@ class InferenceModel:
 
     def describe(self) -> dict:
         """JSON-friendly description (id, name, epoch, task, network, dataset)."""
-        return {"id": self.job.id, "name": self.job.name, "epoch": self.epoch, "task": self.task,
-                "network": self.info.get("network"), "class_labels": self.class_labels,
-                "dataset": self.dataset.to_dict()}
+        return {
+            "id": self.job.id,
+            "name": self.job.name,
+            "epoch": self.epoch,
+            "task": self.task,
+            "network": self.info.get("network"),
+            "class_labels": self.class_labels,
+            "dataset": self.dataset.to_dict(),
+        }
 
 
 _cache: OrderedDict[tuple, InferenceModel] = OrderedDict()
@@ -283,8 +323,12 @@ def load_inference_model(model_id: Any, *, epoch: int | float | None = None, job
         JobNotFoundError: No such model.
         InferenceError: No snapshot (for that epoch), or no preprocessing saved.
     """
-    alias = (str(model_id), None if epoch is None else float(epoch), str(jobs_dir) if jobs_dir else None,
-             os.environ.get("DIGITS_JOBS_DIR"))
+    alias = (
+        str(model_id),
+        None if epoch is None else float(epoch),
+        str(jobs_dir) if jobs_dir else None,
+        os.environ.get("DIGITS_JOBS_DIR"),
+    )
     with _cache_lock:
         hit = _aliases.get(alias)
     if hit is not None:
@@ -307,8 +351,9 @@ def load_inference_model(model_id: Any, *, epoch: int | float | None = None, job
     if loaded is None:
         preprocessing = _load_preprocessing(job, info)
         model = _load_keras_model(job, epoch, snapshot)
-        loaded = InferenceModel(job, info, epoch, snapshot, model, preprocessing,
-                                dataset_meta(info, preprocessing, jobs_dir))
+        loaded = InferenceModel(
+            job, info, epoch, snapshot, model, preprocessing, dataset_meta(info, preprocessing, jobs_dir)
+        )
         with _cache_lock:
             global _load_count
             _load_count += 1

@@ -74,7 +74,7 @@ def _keras(folder):
         x = (x.astype(np.float32) - mean) * np.float32(prep["scale"])
         if crop:
             top, left = (x.shape[1] - crop) // 2, (x.shape[2] - crop) // 2
-            x = x[:, top:top + crop, left:left + crop]
+            x = x[:, top : top + crop, left : left + crop]
         return {"outputs": np.asarray(model(x, training=False))}
 
     return run

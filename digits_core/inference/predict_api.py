@@ -45,7 +45,9 @@ def _image(value: Any, index: int) -> np.ndarray:
     try:
         array = np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError):
-        raise InferenceError(f"instances[{index}]: expected {{\"b64\": ...}} or a nested list H x W x C of numbers.") from None
+        raise InferenceError(
+            f'instances[{index}]: expected {{"b64": ...}} or a nested list H x W x C of numbers.'
+        ) from None
     if array.ndim == 2:
         array = array[:, :, None]
     if array.ndim != 3 or min(array.shape) < 1:
@@ -78,8 +80,11 @@ def _prediction(sample: Any, task: str) -> dict:
     output = np.asarray(sample.output)
     if task == "detection":
         dets = sample.detections or []
-        return {"boxes": [d["box"] for d in dets], "scores": [d["score"] for d in dets],
-                "classes": [d["class_id"] for d in dets]}
+        return {
+            "boxes": [d["box"] for d in dets],
+            "scores": [d["score"] for d in dets],
+            "classes": [d["class_id"] for d in dets],
+        }
     if task == "classification":
         top = np.argsort(-output, kind="stable")[:5]
         return {"outputs": output.tolist(), "classes": top.tolist(), "scores": output[top].tolist()}

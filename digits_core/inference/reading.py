@@ -41,7 +41,9 @@ def resolve_label(model: InferenceModel, item: InputItem, height: int, width: in
         try:
             index = int(text)
         except ValueError:
-            raise InferenceError(f"{where}: not a class index or one of the classes ({', '.join(labels[:20])}).") from None
+            raise InferenceError(
+                f"{where}: not a class index or one of the classes ({', '.join(labels[:20])})."
+            ) from None
         if labels and not 0 <= index < len(labels):
             raise InferenceError(f"{where}: class index out of range 0..{len(labels) - 1}.")
         return index
@@ -93,7 +95,8 @@ class Budget:
             more = f" (and {len(self.errors) - 3} more)" if len(self.errors) > 3 else ""
             raise InferenceError(
                 f"{len(self.errors)} of {self.total} inputs failed, more than max-errors allows ({self.allowed}): "
-                f"{shown}{more}. Fix or remove them, or raise --max-errors.")
+                f"{shown}{more}. Fix or remove them, or raise --max-errors."
+            )
 
 
 def _target_image(model: InferenceModel, item: InputItem, label: Any, where: str) -> np.ndarray:
@@ -162,8 +165,12 @@ def entry_name(entry: Any) -> str:
     return str(parts[head][1]) + (f" ({', '.join(rest)})" if rest else "")
 
 
-def inference_plugin(plugin_id: str, userdata: dict, form_data: dict | None,
-                     no_form: str = "give image files, a folder or a list file instead") -> tuple[Any, dict]:
+def inference_plugin(
+    plugin_id: str,
+    userdata: dict,
+    form_data: dict | None,
+    no_form: str = "give image files, a folder or a list file instead",
+) -> tuple[Any, dict]:
     """The data plugin ``plugin_id`` for inference (the dataset's userdata plus its inference form's values).
 
     Args:
@@ -195,12 +202,15 @@ def inference_plugin(plugin_id: str, userdata: dict, form_data: dict | None,
         return plugin(is_inference_db=True, **{**userdata, **values}), values
 
 
-def encode_with_plugin(model: InferenceModel, form_data: dict,
-                        max_errors: Any = None) -> tuple[list[str], np.ndarray, list, list, DataIngestion, dict]:
+def encode_with_plugin(
+    model: InferenceModel, form_data: dict, max_errors: Any = None
+) -> tuple[list[str], np.ndarray, list, list, DataIngestion, dict]:
     plugin_id = model.dataset.plugin_id
     if not plugin_id:
-        raise InferenceError(f'The dataset of model "{model.id}" is not available, so its data plugin\'s '
-                             "inference form cannot be used; give image files instead.")
+        raise InferenceError(
+            f'The dataset of model "{model.id}" is not available, so its data plugin\'s '
+            "inference form cannot be used; give image files instead."
+        )
     instance, values = inference_plugin(plugin_id, model.dataset.userdata, form_data)
     try:
         entries = list(instance.itemize_entries("test"))

@@ -139,7 +139,9 @@ def _render(env, view, what: str, pair) -> str | None:
     try:
         return env.from_string(source).render(**(context or {}))
     except Exception as exc:  # noqa: BLE001
-        raise PluginError(_view_id(view), f'View "{_view_id(view)}": its {what} template failed: {type(exc).__name__}: {exc}') from exc
+        raise PluginError(
+            _view_id(view), f'View "{_view_id(view)}": its {what} template failed: {type(exc).__name__}: {exc}'
+        ) from exc
 
 
 def render_fragments(view, processed: Sequence[ProcessedSample]) -> dict[str, Any]:
@@ -166,7 +168,9 @@ def render_fragments(view, processed: Sequence[ProcessedSample]) -> dict[str, An
         try:
             pair = view.get_view_template(sample.data)
         except Exception as exc:  # noqa: BLE001
-            raise PluginError(_view_id(view), f'View "{_view_id(view)}": get_view_template failed on "{sample.input_id}": {exc}') from exc
+            raise PluginError(
+                _view_id(view), f'View "{_view_id(view)}": get_view_template failed on "{sample.input_id}": {exc}'
+            ) from exc
         samples.append(markupsafe.Markup(_render(env, view, "view", pair) or ""))
     header = _render(env, view, "header", view.get_header_template())
     summary = _render(env, view, "summary", view.get_summary_template())
@@ -194,14 +198,17 @@ def view_static_files(view, kind: str = "stylesheets") -> list[dict[str, str]]:
     for name in names:
         path = type(view).static_file(name) if hasattr(type(view), "static_file") else None
         if path is None:
-            logger.warning('View "%s" lists %s "%s" but its static folder %s lacks it', _view_id(view), kind, name, folder)
+            logger.warning(
+                'View "%s" lists %s "%s" but its static folder %s lacks it', _view_id(view), kind, name, folder
+            )
             continue
         files.append({"name": name, "text": path.read_text(encoding="utf-8").replace("</", "<\\/")})
     return files
 
 
-def render_html(view, processed: Sequence[ProcessedSample], *, title: str | None = None,
-                info: dict[str, Any] | None = None) -> str:
+def render_html(
+    view, processed: Sequence[ProcessedSample], *, title: str | None = None, info: dict[str, Any] | None = None
+) -> str:
     """Render one self-contained HTML page: header, one block per sample, summary.
 
     Args:
@@ -219,14 +226,17 @@ def render_html(view, processed: Sequence[ProcessedSample], *, title: str | None
 
     fragments = render_fragments(view, processed)
     env = _environment()
-    return inline_static_links(env.from_string(PAGE_TEMPLATE).render(
-        title=title or f"Inference results: {type(view).get_title()}",
-        info=info or {},
-        base_css=markupsafe.Markup(BASE_CSS),
-        stylesheets=view_static_files(view, "stylesheets"),
-        scripts=view_static_files(view, "scripts"),
-        **fragments,
-    ), view)
+    return inline_static_links(
+        env.from_string(PAGE_TEMPLATE).render(
+            title=title or f"Inference results: {type(view).get_title()}",
+            info=info or {},
+            base_css=markupsafe.Markup(BASE_CSS),
+            stylesheets=view_static_files(view, "stylesheets"),
+            scripts=view_static_files(view, "scripts"),
+            **fragments,
+        ),
+        view,
+    )
 
 
 def to_jsonable(value: Any, *, include_images: bool = False) -> Any:
@@ -269,6 +279,7 @@ def report_json(view, processed: Sequence[ProcessedSample], *, include_images: b
         "summary": context}`` where the contexts are those the view's
         header/summary templates received (``None`` when it has none).
     """
+
     def context(pair):
         if not pair or pair[0] is None:
             return None
@@ -276,7 +287,9 @@ def report_json(view, processed: Sequence[ProcessedSample], *, include_images: b
 
     return {
         "view": _view_id(view),
-        "samples": [{"input_id": s.input_id, "data": to_jsonable(s.data, include_images=include_images)} for s in processed],
+        "samples": [
+            {"input_id": s.input_id, "data": to_jsonable(s.data, include_images=include_images)} for s in processed
+        ],
         "header": context(view.get_header_template()),
         "summary": context(view.get_summary_template()),
     }

@@ -27,8 +27,9 @@ from typing import Any
 logger = logging.getLogger("digits_core.inference")
 
 _ADDRESS = r"(?:/digits)?/extension-static/view/(?P<id>[^/\"']+)/(?P<path>[^\"'?#]+)|/plugins/view/(?P<id2>[^/\"']+)/static/(?P<path2>[^\"'?#]+)"
-_STYLESHEET = re.compile(r"<link\b(?=[^>]*\brel=[\"']?stylesheet)[^>]*\bhref=[\"'](?:" + _ADDRESS + r")[^\"']*[\"'][^>]*>",
-                         re.I)
+_STYLESHEET = re.compile(
+    r"<link\b(?=[^>]*\brel=[\"']?stylesheet)[^>]*\bhref=[\"'](?:" + _ADDRESS + r")[^\"']*[\"'][^>]*>", re.I
+)
 _SCRIPT = re.compile(r"<script\b[^>]*\bsrc=[\"'](?:" + _ADDRESS + r")[^\"']*[\"'][^>]*>\s*</script>", re.I)
 
 
@@ -38,8 +39,9 @@ def _linked_file(view: Any, match: re.Match) -> tuple[str, str] | None:
     path = match.group("path") or match.group("path2")
     own_id = type(view).get_id()
     if plugin_id != own_id:
-        logger.warning('View "%s": the report keeps the link to %s (a file of view "%s", not inlined)',
-                       own_id, path, plugin_id)
+        logger.warning(
+            'View "%s": the report keeps the link to %s (a file of view "%s", not inlined)', own_id, path, plugin_id
+        )
         return None
     target = type(view).static_file(path)
     if target is None:
@@ -50,14 +52,21 @@ def _linked_file(view: Any, match: re.Match) -> tuple[str, str] | None:
 
 def inline_static_links(page: str, view: Any) -> str:
     """``page`` with each ``<link>``/``<script src>`` to the view's own static files replaced by the file inline."""
+
     def style(match: re.Match) -> str:
         found = _linked_file(view, match)
-        return match.group(0) if found is None else (
-            f'<style data-view-static="{html.escape(found[0])}">\n{found[1]}\n</style>')
+        return (
+            match.group(0)
+            if found is None
+            else (f'<style data-view-static="{html.escape(found[0])}">\n{found[1]}\n</style>')
+        )
 
     def script(match: re.Match) -> str:
         found = _linked_file(view, match)
-        return match.group(0) if found is None else (
-            f'<script data-view-static="{html.escape(found[0])}">\n{found[1]}\n</script>')
+        return (
+            match.group(0)
+            if found is None
+            else (f'<script data-view-static="{html.escape(found[0])}">\n{found[1]}\n</script>')
+        )
 
     return _SCRIPT.sub(script, _STYLESHEET.sub(style, page))

@@ -52,8 +52,11 @@ class InferenceSample:
             data["output_shape"] = list(self.output.shape)
         truth = self.ground_truth
         if truth is not None:
-            data["ground_truth"] = truth.tolist() if isinstance(truth, np.ndarray) and truth.size <= 64 else (
-                "mask" if isinstance(truth, np.ndarray) else truth)
+            data["ground_truth"] = (
+                truth.tolist()
+                if isinstance(truth, np.ndarray) and truth.size <= 64
+                else ("mask" if isinstance(truth, np.ndarray) else truth)
+            )
         return data
 
 
@@ -97,8 +100,10 @@ class InferenceResult:
         """
         if self._rendered is None:
             if not self.view_id:
-                raise InferenceError(f'No view renders "{self.model.task}" models by default; choose one with '
-                                     "--view (see `digits plugins`).")
+                raise InferenceError(
+                    f'No view renders "{self.model.task}" models by default; choose one with '
+                    "--view (see `digits plugins`)."
+                )
             from ..plugins.contract import create_view
             from ..plugins.registry import registry
             from .report import run_view
@@ -111,16 +116,21 @@ class InferenceResult:
 
     def page_info(self) -> dict:
         """The key/value pairs listed under the page title."""
-        info = {"Model": f"{self.model.job.name} ({self.model.id})", "Epoch": self.model.epoch,
-                "Task": self.model.task, "Inputs": len(self.samples)}
+        info = {
+            "Model": f"{self.model.job.name} ({self.model.id})",
+            "Epoch": self.model.epoch,
+            "Task": self.model.task,
+            "Inputs": len(self.samples),
+        }
         if self.model.dataset.id:
             info["Dataset"] = self.model.dataset.id
         if self.metrics:
             info["Top-1 accuracy"] = f"{self.metrics['top1_accuracy'] * 100:.2f}%"
         if self.errors:
             first = self.errors[0]
-            info["Skipped inputs"] = (f"{len(self.errors)} (first: {first['input']}: {first['error']})"
-                                      + ("; see the JSON output for all" if len(self.errors) > 1 else ""))
+            info["Skipped inputs"] = f"{len(self.errors)} (first: {first['input']}: {first['error']})" + (
+                "; see the JSON output for all" if len(self.errors) > 1 else ""
+            )
         return info
 
     def to_html(self, title: str | None = None) -> str:
@@ -128,8 +138,9 @@ class InferenceResult:
         from .report import render_html
 
         view, processed = self.run_view()
-        return render_html(view, processed, title=title or f"Inference: {self.model.job.name or self.model.id}",
-                           info=self.page_info())
+        return render_html(
+            view, processed, title=title or f"Inference: {self.model.job.name or self.model.id}", info=self.page_info()
+        )
 
     def save_html(self, path: str | os.PathLike, title: str | None = None) -> Path:
         """Write :meth:`to_html` to ``path`` (atomically) and return the path."""

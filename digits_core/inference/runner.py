@@ -103,10 +103,20 @@ def _validate_view_config(view_id: str | None, config: dict | None) -> dict:
     return validate_values(form, config or {}, f'options of view "{view_id}"')
 
 
-def infer(model_id: Any, inputs: Iterable[Any] = (), *, epoch: float | None = None, view_id: str | None = None,
-          view_config: dict | None = None, form_data: dict | None = None, jobs_dir: Any = None,
-          top_n_classes: int | None = None, batch_size: int = 64,
-          progress: Callable[[int, int], None] | None = None, max_errors: Any = None) -> InferenceResult:
+def infer(
+    model_id: Any,
+    inputs: Iterable[Any] = (),
+    *,
+    epoch: float | None = None,
+    view_id: str | None = None,
+    view_config: dict | None = None,
+    form_data: dict | None = None,
+    jobs_dir: Any = None,
+    top_n_classes: int | None = None,
+    batch_size: int = 64,
+    progress: Callable[[int, int], None] | None = None,
+    max_errors: Any = None,
+) -> InferenceResult:
     """Run a trained model on inputs.
 
     Args:
@@ -161,7 +171,7 @@ def infer(model_id: Any, inputs: Iterable[Any] = (), *, epoch: float | None = No
             sizes = {item.input_id: source_size(item) for item in items}
     batches: list[np.ndarray] = []
     for start in range(0, len(features), batch_size):
-        batches.append(model.predict(features[start:start + batch_size], batch_size))
+        batches.append(model.predict(features[start : start + batch_size], batch_size))
         if progress:
             progress(min(start + batch_size, len(features)), len(features))
     outputs = np.concatenate(batches) if len(batches) > 1 else batches[0]
@@ -179,12 +189,21 @@ def infer(model_id: Any, inputs: Iterable[Any] = (), *, epoch: float | None = No
         threshold = float(config.get("score_threshold", DEFAULT_SCORE_THRESHOLD))
         for sample in samples:
             height, width = model.feature_shape[0], model.feature_shape[1]
-            sample.detections = to_detections(sample.output, (height, width), sizes.get(sample.input_id),
-                                              model.dataset.resize_mode, model.class_labels, threshold)
+            sample.detections = to_detections(
+                sample.output,
+                (height, width),
+                sizes.get(sample.input_id),
+                model.dataset.resize_mode,
+                model.class_labels,
+                threshold,
+            )
     metrics = None
     labelled = [i for i, s in enumerate(samples) if s.ground_truth is not None]
     if classification and labelled:
-        metrics = classification_metrics(outputs[labelled], [int(np.asarray(samples[i].ground_truth).reshape(-1)[0]) for i in labelled],
-                                         model.class_labels)
+        metrics = classification_metrics(
+            outputs[labelled],
+            [int(np.asarray(samples[i].ground_truth).reshape(-1)[0]) for i in labelled],
+            model.class_labels,
+        )
     notes = _finish_inference(instance, model.dataset.plugin_id, samples)
     return InferenceResult(model, samples, metrics, view_id, config, errors, notes)

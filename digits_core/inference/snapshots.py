@@ -51,8 +51,9 @@ def read_model_info(job: Any) -> ModelRecord:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise InferenceError(f'Model job "{job.id}" has no {MODEL_FILE}: it has not trained yet '
-                             f"(status {job.status.value}).") from None
+        raise InferenceError(
+            f'Model job "{job.id}" has no {MODEL_FILE}: it has not trained yet (status {job.status.value}).'
+        ) from None
     except (OSError, json.JSONDecodeError) as exc:
         raise InferenceError(f"Cannot read {path}: {exc}") from exc
 
@@ -84,7 +85,9 @@ def list_snapshots(job: Any, info: Mapping[str, Any] | None = None) -> dict[int 
     return dict(sorted(found.items()))
 
 
-def resolve_epoch(job: Any, epoch: int | float | None, info: Mapping[str, Any] | None = None) -> tuple[int | float, Path]:
+def resolve_epoch(
+    job: Any, epoch: int | float | None, info: Mapping[str, Any] | None = None
+) -> tuple[int | float, Path]:
     """Pick the snapshot: ``epoch`` when given, else the last one (as DIGITS did).
 
     Raises:
@@ -92,13 +95,16 @@ def resolve_epoch(job: Any, epoch: int | float | None, info: Mapping[str, Any] |
     """
     snapshots = list_snapshots(job, info)
     if not snapshots:
-        raise InferenceError(f'Model job "{job.id}" has no snapshot yet (status {job.status.value}); '
-                             "wait for the first epoch to finish.")
+        raise InferenceError(
+            f'Model job "{job.id}" has no snapshot yet (status {job.status.value}); wait for the first epoch to finish.'
+        )
     if epoch is None:
         epoch = max(snapshots)
     try:
         epoch = _epoch_number(str(epoch))
         return epoch, snapshots[epoch]
     except (KeyError, ValueError):
-        raise InferenceError(f'Model job "{job.id}" has no snapshot for epoch {epoch} '
-                             f"(snapshots: {', '.join(str(e) for e in snapshots)}).") from None
+        raise InferenceError(
+            f'Model job "{job.id}" has no snapshot for epoch {epoch} '
+            f"(snapshots: {', '.join(str(e) for e in snapshots)})."
+        ) from None

@@ -40,8 +40,15 @@ def top_per_class(scores: Any, n: int) -> list[list[int]]:
     return [np.argsort(-scores[:, k], kind="stable")[:n].tolist() for k in range(scores.shape[1])]
 
 
-def top_images_per_class(model_id: Any, inputs: Iterable[Any], n: int = DEFAULT_N, *, epoch: float | None = None,
-                         jobs_dir: Any = None, max_errors: Any = None) -> dict:
+def top_images_per_class(
+    model_id: Any,
+    inputs: Iterable[Any],
+    n: int = DEFAULT_N,
+    *,
+    epoch: float | None = None,
+    jobs_dir: Any = None,
+    max_errors: Any = None,
+) -> dict:
     """Run a classification model on images and rank them per class.
 
     Args:
@@ -66,8 +73,7 @@ def top_images_per_class(model_id: Any, inputs: Iterable[Any], n: int = DEFAULT_
         raise InferenceError("Top N per category: N must be at least 1.")
     result = infer(model_id, inputs, epoch=epoch, jobs_dir=jobs_dir, top_n_classes=1, max_errors=max_errors)
     if result.model.task != "classification":
-        raise InferenceError(f"Top N per category is for classification models; this one is for "
-                             f"{result.model.task}.")
+        raise InferenceError(f"Top N per category is for classification models; this one is for {result.model.task}.")
     scores = result.outputs
     labels = list(result.model.class_labels or [str(k) for k in range(scores.shape[1])])
     thumbnails: dict[int, str] = {}
@@ -77,8 +83,14 @@ def top_images_per_class(model_id: Any, inputs: Iterable[Any], n: int = DEFAULT_
         for i in ranked:
             if i not in thumbnails:
                 thumbnails[i] = png_data_uri(result.samples[i].input_data, max_size=THUMBNAIL_SIZE)
-            images.append({"input_id": result.samples[i].input_id, "probability": float(scores[i, k]),
-                           "image": thumbnails[i]})
+            images.append(
+                {"input_id": result.samples[i].input_id, "probability": float(scores[i, k]), "image": thumbnails[i]}
+            )
         classes.append({"index": k, "label": labels[k] if k < len(labels) else str(k), "images": images})
-    return {"model": result.model.describe(), "n": int(n), "inputs": len(result.samples),
-            "errors": list(result.errors), "classes": classes}
+    return {
+        "model": result.model.describe(),
+        "n": int(n),
+        "inputs": len(result.samples),
+        "errors": list(result.errors),
+        "classes": classes,
+    }

@@ -72,8 +72,13 @@ def tensor_statistics(values: np.ndarray, bins: int = HISTOGRAM_BINS) -> dict:
         stats.update(mean=None, std=None, min=None, max=None, histogram={"counts": [], "edges": []})
         return stats
     counts, edges = np.histogram(finite, bins=bins)
-    stats.update(mean=float(finite.mean()), std=float(finite.std()), min=float(finite.min()),
-                 max=float(finite.max()), histogram={"counts": counts.tolist(), "edges": edges.tolist()})
+    stats.update(
+        mean=float(finite.mean()),
+        std=float(finite.std()),
+        min=float(finite.min()),
+        max=float(finite.max()),
+        histogram={"counts": counts.tolist(), "edges": edges.tolist()},
+    )
     return stats
 
 
@@ -122,7 +127,7 @@ def tile_grid(tiles: np.ndarray, gap_value: Any = _GAP) -> np.ndarray:
     grid = np.full((rows * (h + 1) - 1, cols * (w + 1) - 1, *extra), gap_value, dtype=tiles.dtype)
     for i in range(count):
         r, c = divmod(i, cols)
-        grid[r * (h + 1):r * (h + 1) + h, c * (w + 1):c * (w + 1) + w] = tiles[i]
+        grid[r * (h + 1) : r * (h + 1) + h, c * (w + 1) : c * (w + 1) + w] = tiles[i]
     return grid
 
 
@@ -170,25 +175,26 @@ class Picture:
 
 
 def _picture(kind: str, image: np.ndarray, shown: int, total: int, stride: tuple[int, int] = (1, 1)) -> Picture:
-    return Picture(kind, int(shown), int(total), [int(v) for v in stride], int(image.shape[1]), int(image.shape[0]),
-                   image)
+    return Picture(
+        kind, int(shown), int(total), [int(v) for v in stride], int(image.shape[1]), int(image.shape[0]), image
+    )
 
 
 def _vector_picture(values: np.ndarray, limits: VisLimits) -> Picture:
     flat = values.reshape(-1)
-    shown = flat[:limits.max_vector]
+    shown = flat[: limits.max_vector]
     # A short vector (class scores) reads best as one row; a long one as a square.
     side = shown.size if shown.size <= SHORT_VECTOR else math.ceil(math.sqrt(shown.size))
     side = max(1, side)
     rows = math.ceil(shown.size / side)
     image = np.full(rows * side, _GAP, np.uint8)
-    image[:shown.size] = _to_levels(shown)
+    image[: shown.size] = _to_levels(shown)
     return _picture("vector", image.reshape(rows, side), shown.size, flat.size)
 
 
 def _matrix_picture(matrix: np.ndarray, limits: VisLimits) -> Picture:
     stride = (_stride(matrix.shape[0], limits.max_matrix), _stride(matrix.shape[1], limits.max_matrix))
-    sampled = matrix[::stride[0], ::stride[1]]
+    sampled = matrix[:: stride[0], :: stride[1]]
     return _picture("matrix", _to_levels(sampled), sampled.size, matrix.size, stride)
 
 
@@ -196,7 +202,7 @@ def _maps_picture(maps: np.ndarray, limits: VisLimits) -> Picture:
     """``H×W×C`` maps → the first ``max_channels`` tiled, one colour scale over the tiles shown."""
     h, w, c = maps.shape
     stride = _stride(max(h, w), limits.max_tile)
-    shown = np.moveaxis(maps[::stride, ::stride, :limits.max_channels], -1, 0)
+    shown = np.moveaxis(maps[::stride, ::stride, : limits.max_channels], -1, 0)
     return _picture("maps", tile_grid(_to_levels(shown)), shown.shape[0], c, (stride, stride))
 
 
@@ -224,11 +230,11 @@ def draw_weights(weights: np.ndarray, limits: VisLimits) -> Picture:
         stride = _stride(max(kh, kw), limits.max_tile)
         kernel = kernel[::stride, ::stride]
         if cin == 3:
-            tiles = np.moveaxis(kernel[:, :, :, :limits.max_filters], -1, 0)  # [out, kh, kw, 3]
+            tiles = np.moveaxis(kernel[:, :, :, : limits.max_filters], -1, 0)  # [out, kh, kw, 3]
             levels = np.rint(_to_levels(tiles) * (255.0 / 254.0)).astype(np.uint8)
             return _picture("rgb-filters", tile_grid(levels, gap_value=255), tiles.shape[0], cout, (stride, stride))
         pairs = np.transpose(kernel, (3, 2, 0, 1)).reshape(-1, kernel.shape[0], kernel.shape[1])  # out-major
-        tiles = pairs[:limits.max_filters]
+        tiles = pairs[: limits.max_filters]
         return _picture("filters", tile_grid(_to_levels(tiles)), tiles.shape[0], pairs.shape[0], (stride, stride))
     if weights.ndim == 3:  # 1-D conv kernels [k, in, out]: one row per output filter
         return _matrix_picture(weights.reshape(-1, weights.shape[-1]).T, limits)

@@ -52,8 +52,19 @@ if TYPE_CHECKING:
     from .model import InferenceModel
     from .result import InferenceResult
 
-__all__ = ["HISTOGRAM_BINS", "LayerVisualizations", "Picture", "VisLimits", "draw_activation", "draw_weights",
-           "layer_visualizations", "network_input", "tensor_statistics", "visualize", "visualize_result"]
+__all__ = [
+    "HISTOGRAM_BINS",
+    "LayerVisualizations",
+    "Picture",
+    "VisLimits",
+    "draw_activation",
+    "draw_weights",
+    "layer_visualizations",
+    "network_input",
+    "tensor_statistics",
+    "visualize",
+    "visualize_result",
+]
 
 
 def network_input(model: InferenceModel, raw: np.ndarray) -> np.ndarray:
@@ -73,7 +84,7 @@ def network_input(model: InferenceModel, raw: np.ndarray) -> np.ndarray:
     mean = prep.mean_array()
     if isinstance(mean, np.ndarray) and mean.ndim == 3 and mean.shape[:2] != raw.shape[:2]:
         top, left = center_crop_offsets(mean.shape[0], mean.shape[1], raw.shape[0])
-        mean = mean[top:top + raw.shape[0], left:left + raw.shape[1]]
+        mean = mean[top : top + raw.shape[0], left : left + raw.shape[1]]
     x = np.asarray(raw).astype(np.float32)
     if x.ndim == 2:
         x = x[:, :, None]
@@ -86,8 +97,10 @@ def _layer_weights(layer: Any) -> tuple[str, np.ndarray] | None:
 
     if isinstance(layer, keras.Model) or not layer.weights:
         return None
-    variable = next((v for v in (getattr(layer, "kernel", None), getattr(layer, "depthwise_kernel", None))
-                     if v is not None), layer.weights[0])
+    variable = next(
+        (v for v in (getattr(layer, "kernel", None), getattr(layer, "depthwise_kernel", None)) if v is not None),
+        layer.weights[0],
+    )
     name = str(getattr(variable, "path", None) or variable.name).rsplit("/", 1)[-1]
     return name, np.asarray(keras.ops.convert_to_numpy(variable))
 
@@ -99,9 +112,11 @@ def _activations(keras_model: Any, x: np.ndarray) -> tuple[list, list[str]]:
     notes: list[str] = []
     layers = keras_model.layers
     if not getattr(keras_model, "inputs", None):
-        notes.append(f"{type(keras_model).__name__} is a subclassed Keras model: it has no per-layer outputs, "
-                     "so only weights are shown (build the network with the functional API or Sequential "
-                     "to see activations).")
+        notes.append(
+            f"{type(keras_model).__name__} is a subclassed Keras model: it has no per-layer outputs, "
+            "so only weights are shown (build the network with the functional API or Sequential "
+            "to see activations)."
+        )
         return [None] * len(layers), notes
     outputs, wanted = [], []
     for i, layer in enumerate(layers):
@@ -150,6 +165,7 @@ class LayerVisualizations:
 
     def to_json(self, include_images: bool = True) -> dict:
         """JSON-serializable data; pictures as PNG data URIs (``uri``) unless ``include_images`` is False."""
+
         def part(entry: dict | None) -> dict | None:
             if entry is None:
                 return None
@@ -158,14 +174,23 @@ class LayerVisualizations:
             data["picture"] = None if picture is None else picture.to_json(include_images)
             return data
 
-        layers = [{**layer, "activations": part(layer["activations"]), "weights": part(layer["weights"])}
-                  for layer in self.layers]
-        return {"model": self.model, "input_id": self.input_id, "limits": asdict(self.limits),
-                "layers": layers, "notes": list(self.notes), "seconds": round(self.seconds, 4)}
+        layers = [
+            {**layer, "activations": part(layer["activations"]), "weights": part(layer["weights"])}
+            for layer in self.layers
+        ]
+        return {
+            "model": self.model,
+            "input_id": self.input_id,
+            "limits": asdict(self.limits),
+            "layers": layers,
+            "notes": list(self.notes),
+            "seconds": round(self.seconds, 4),
+        }
 
 
-def layer_visualizations(model: InferenceModel, raw: np.ndarray, input_id: str = "input",
-                         limits: VisLimits | None = None) -> LayerVisualizations:
+def layer_visualizations(
+    model: InferenceModel, raw: np.ndarray, input_id: str = "input", limits: VisLimits | None = None
+) -> LayerVisualizations:
     """Activations and weights of every layer for one image.
 
     Args:
@@ -185,27 +210,41 @@ def layer_visualizations(model: InferenceModel, raw: np.ndarray, input_id: str =
     layers = []
     for index, (layer, act) in enumerate(zip(keras_model.layers, activations)):
         drawn = index < limits.max_layers
-        entry: dict[str, Any] = {"index": index, "name": layer.name, "type": type(layer).__name__,
-                                 "params": int(layer.count_params()) if layer.built else 0,
-                                 "activations": None, "weights": None}
+        entry: dict[str, Any] = {
+            "index": index,
+            "name": layer.name,
+            "type": type(layer).__name__,
+            "params": int(layer.count_params()) if layer.built else 0,
+            "activations": None,
+            "weights": None,
+        }
         if act is not None:
-            entry["activations"] = {"shape": list(act.shape), "stats": tensor_statistics(act, limits.bins),
-                                    "picture": draw_activation(act, limits) if drawn else None}
+            entry["activations"] = {
+                "shape": list(act.shape),
+                "stats": tensor_statistics(act, limits.bins),
+                "picture": draw_activation(act, limits) if drawn else None,
+            }
         own = _layer_weights(layer)
         if own is not None:
             name, weights = own
-            entry["weights"] = {"name": name, "shape": list(weights.shape),
-                                "stats": tensor_statistics(weights, limits.bins),
-                                "picture": draw_weights(weights, limits) if drawn else None}
+            entry["weights"] = {
+                "name": name,
+                "shape": list(weights.shape),
+                "stats": tensor_statistics(weights, limits.bins),
+                "picture": draw_weights(weights, limits) if drawn else None,
+            }
         layers.append(entry)
     if len(layers) > limits.max_layers:
-        notes.append(f"Pictures are drawn for the first {limits.max_layers} of {len(layers)} layers; "
-                     "the others have statistics only.")
+        notes.append(
+            f"Pictures are drawn for the first {limits.max_layers} of {len(layers)} layers; "
+            "the others have statistics only."
+        )
     return LayerVisualizations(model.describe(), input_id, layers, limits, notes, time.perf_counter() - start)
 
 
-def visualize(model_id: Any, image: Any, *, epoch: float | None = None, jobs_dir: Any = None,
-              limits: VisLimits | None = None) -> LayerVisualizations:
+def visualize(
+    model_id: Any, image: Any, *, epoch: float | None = None, jobs_dir: Any = None, limits: VisLimits | None = None
+) -> LayerVisualizations:
     """Run a model on ONE image and return every layer's activations and weights with statistics.
 
     The image is read and prepared exactly as :func:`~digits_core.inference.infer` prepares inputs
@@ -237,6 +276,7 @@ def visualize_result(result: InferenceResult, limits: VisLimits | None = None) -
     if len(result.samples) != 1:
         raise InferenceError(
             f"Layer visualizations are for one image (DIGITS's Classify One); this request has "
-            f"{len(result.samples)} inputs. Give one image, or turn the visualizations off.")
+            f"{len(result.samples)} inputs. Give one image, or turn the visualizations off."
+        )
     sample = result.samples[0]
     return layer_visualizations(result.model, sample.input_data, sample.input_id, limits)

@@ -30,8 +30,9 @@ def volume_cases(results: list, model: Any, jobs_dir=None, view_config: dict | N
         without ground truth) besides the arrays the page draws.
     """
     info = jobio.read_model_info(jobio.model_folder(model, jobs_dir))
-    view = registry.get_view("volume")({"class_labels": info.get("class_labels"),
-                                        "color_palette": info.get("color_palette")}, **(view_config or {}))
+    view = registry.get_view("volume")(
+        {"class_labels": info.get("class_labels"), "color_palette": info.get("color_palette")}, **(view_config or {})
+    )
     cases = []
     for r in results:
         data = view.process_data(Path(r.source).name, r.volume, r.canonical_label, ground_truth=r.ground_truth)

@@ -45,8 +45,9 @@ class JobLockedError(JobStateError):
     def __init__(self, job_dir: Path, owner: dict):
         self.owner = owner
         who = describe_owner(owner)
-        super().__init__(f"Job {Path(job_dir).name} is running in another process ({who}); "
-                         f"stop that process or abort the job first.")
+        super().__init__(
+            f"Job {Path(job_dir).name} is running in another process ({who}); stop that process or abort the job first."
+        )
 
 
 def describe_owner(owner: dict) -> str:
@@ -135,8 +136,12 @@ class JobLock:
                         os.close(fd)
                         raise JobLockedError(self.job_dir, _read_owner(self.path)) from None
                     time.sleep(0.01)
-            owner = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.time(),
-                     "command": " ".join(sys.argv[:3])}
+            owner = {
+                "pid": os.getpid(),
+                "host": socket.gethostname(),
+                "started": time.time(),
+                "command": " ".join(sys.argv[:3]),
+            }
             os.ftruncate(fd, 0)
             os.pwrite(fd, (json.dumps(owner) + "\n").encode("utf-8"), 0)
             _held[key] = [fd, 1]

@@ -94,8 +94,9 @@ def add_snapshot(folder: str | os.PathLike, epoch: float, step: int, file: str, 
     return change_model_record(folder, append)
 
 
-def record_best(folder: str | os.PathLike, epoch: float, value: float, name: str,
-                better: Callable[[float, float], bool]) -> bool:
+def record_best(
+    folder: str | os.PathLike, epoch: float, value: float, name: str, better: Callable[[float, float], bool]
+) -> bool:
     """Make ``value`` of validation metric ``name`` at ``epoch`` the best one if it beats the recorded best.
 
     Returns True when it did.
@@ -121,16 +122,27 @@ def metric_lines(epoch: float, step: int, values: dict[str, float], now: float |
     lines = []
     for name, value in values.items():
         number = float(value)
-        lines.append(json.dumps({"epoch": round(float(epoch), 6), "step": int(step), "name": name,
-                                 "value": number if math.isfinite(number) else None, "time": stamp}) + "\n")
+        lines.append(
+            json.dumps(
+                {
+                    "epoch": round(float(epoch), 6),
+                    "step": int(step),
+                    "name": name,
+                    "value": number if math.isfinite(number) else None,
+                    "time": stamp,
+                }
+            )
+            + "\n"
+        )
     return "".join(lines)
 
 
 def record_metrics(folder: str | os.PathLike, epoch: float, step: int, values: dict[str, float]) -> None:
     """Append one point per name to ``metrics.jsonl`` in one ``O_APPEND`` write (whole lines, any writer)."""
     data = metric_lines(epoch, step, values).encode("utf-8")
-    fd = os.open(Path(folder) / METRICS_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0),
-                 0o644)
+    fd = os.open(
+        Path(folder) / METRICS_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644
+    )
     try:
         os.write(fd, data)
     finally:

@@ -260,16 +260,21 @@ def check_job_record(data: Any, path: str | Path) -> JobRecord:
     if not isinstance(version, int) or version < 1:
         raise JobRecordError(f'{path}: "schema_version" must be a positive integer.')
     if version > SCHEMA_VERSION:
-        raise JobRecordError(f"{path} was written by a newer DIGITS Core (job schema {version}, this version "
-                             f"reads up to {SCHEMA_VERSION}); upgrade digits-core to open this job.")
+        raise JobRecordError(
+            f"{path} was written by a newer DIGITS Core (job schema {version}, this version "
+            f"reads up to {SCHEMA_VERSION}); upgrade digits-core to open this job."
+        )
     for key in ("id", "kind"):
         if not isinstance(data.get(key), str) or not data[key]:
             raise JobRecordError(f'{path}: "{key}" is missing or not a string.')
     if data["kind"] not in JOB_KINDS:
         raise JobRecordError(f'{path}: kind "{data["kind"]}" is not one of {", ".join(JOB_KINDS)}.')
     history = data.get("status_history")
-    if (not isinstance(history, list) or not history
-            or not all(isinstance(e, list) and len(e) == 2 and isinstance(e[0], str) for e in history)):
+    if (
+        not isinstance(history, list)
+        or not history
+        or not all(isinstance(e, list) and len(e) == 2 and isinstance(e[0], str) for e in history)
+    ):
         raise JobRecordError(f'{path}: "status_history" must be a non-empty list of [status, time] pairs.')
     data["schema_version"] = SCHEMA_VERSION
     record: JobRecord = data  # type: ignore[assignment]  # checked above

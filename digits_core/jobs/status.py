@@ -83,8 +83,14 @@ def check_transition(job_id: str, old: JobStatus, new: JobStatus, *, reopen: boo
     raise IllegalTransitionError(f"Job {job_id} cannot go from {old.value} to {new.value}: {hint}.")
 
 
-def append_status(record: Any, status: JobStatus, error: str | None = None, *, reopen: bool = False,
-                  fields: Mapping[str, Any] | None = None) -> JobStatus:
+def append_status(
+    record: Any,
+    status: JobStatus,
+    error: str | None = None,
+    *,
+    reopen: bool = False,
+    fields: Mapping[str, Any] | None = None,
+) -> JobStatus:
     """Append ``status`` to a ``job.json`` record after checking the move; return the previous status.
 
     ``fields`` are set in the same change; ``error`` is recorded, and a

@@ -100,8 +100,15 @@ class Job(JobRecordView, ModelJobFiles):
     # -- creation and loading --------------------------------------------------
 
     @classmethod
-    def create(cls, kind: str, name: str, *, jobs_dir: str | os.PathLike | None = None, hold: bool = False,
-               **fields: Unpack[JobFields]) -> Job:
+    def create(
+        cls,
+        kind: str,
+        name: str,
+        *,
+        jobs_dir: str | os.PathLike | None = None,
+        hold: bool = False,
+        **fields: Unpack[JobFields],
+    ) -> Job:
         """Create a new job folder with status Initialized.
 
         Args:
@@ -232,6 +239,7 @@ class Job(JobRecordView, ModelJobFiles):
 
     def rename(self, name: str) -> Job:
         """Give the job a new user-facing name (``job.json`` key ``name``, a core key). Returns the job."""
+
         def set_name(record: JobRecord) -> None:
             record["name"] = name
 
@@ -240,6 +248,7 @@ class Job(JobRecordView, ModelJobFiles):
 
     def forget(self, *keys: str) -> Job:
         """Remove these keys from ``job.json`` (missing ones are ignored). Returns the job."""
+
         def drop(record: JobRecord) -> bool:
             present = [key for key in keys if key in record]
             for key in present:
@@ -251,14 +260,16 @@ class Job(JobRecordView, ModelJobFiles):
 
     def record_encoding(self, encoding: dict[str, Any]) -> Job:
         """Record where a dataset job's entries were encoded (``placement["encoding"]``). Returns the job."""
+
         def merge(record: JobRecord) -> None:
             record["placement"] = {**(record.get("placement") or {}), "encoding": encoding}
 
         self._change(merge)
         return self
 
-    def set_status(self, status: JobStatus | str, *, error: str | None = None, reopen: bool = False,
-                   **fields: Unpack[JobFields]) -> None:
+    def set_status(
+        self, status: JobStatus | str, *, error: str | None = None, reopen: bool = False, **fields: Unpack[JobFields]
+    ) -> None:
         """Append a status to the history (and set ``fields``) in one locked write; tell the listeners.
 
         The move is checked against :data:`~digits_core.jobs.status.TRANSITIONS`
@@ -361,8 +372,10 @@ class Job(JobRecordView, ModelJobFiles):
             if not self._reapable():
                 return False
             try:
-                self.set_status(JobStatus.ABORTED, error="The process running this job ended without finishing it "
-                                                         "(killed, or its machine stopped).")
+                self.set_status(
+                    JobStatus.ABORTED,
+                    error="The process running this job ended without finishing it (killed, or its machine stopped).",
+                )
             except OSError:  # a full disk: leave it Running; the next listing or start tries again
                 return False
             return True

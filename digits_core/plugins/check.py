@@ -94,16 +94,22 @@ class CheckReport:
         return check
 
     def __str__(self) -> str:
-        lines = [f'{self.kind} plugin "{self.plugin_id}": '
-                 f'{"all checks passed" if self.ok else f"{len(self.failures)} check(s) failed"}']
+        lines = [
+            f'{self.kind} plugin "{self.plugin_id}": '
+            f"{'all checks passed' if self.ok else f'{len(self.failures)} check(s) failed'}"
+        ]
         for check in self.checks:
             lines.append(f"  {check.status:<7} {check.name}" + (f": {check.message}" if check.message else ""))
         return "\n".join(lines)
 
     def to_dict(self) -> dict:
         """JSON-friendly form."""
-        return {"plugin_id": self.plugin_id, "kind": self.kind, "ok": self.ok,
-                "checks": [c.to_dict() for c in self.checks]}
+        return {
+            "plugin_id": self.plugin_id,
+            "kind": self.kind,
+            "ok": self.ok,
+            "checks": [c.to_dict() for c in self.checks],
+        }
 
 
 def _cause(exc: BaseException) -> str:
@@ -167,8 +173,10 @@ def check_feature(feature: Any, label: Any, plugin_id: str, kind: str | None = N
         if problem:
             return problem
     if kind is None and isinstance(label, np.ndarray) and label.ndim == 3 and label.shape[:2] == (1, 1):
-        return (f"label has shape {label.shape} (the DIGITS 6 1×1×N habit); return a 1-D float array "
-                f"of {label.shape[2]} values instead (label.reshape(-1))")
+        return (
+            f"label has shape {label.shape} (the DIGITS 6 1×1×N habit); return a 1-D float array "
+            f"of {label.shape[2]} values instead (label.reshape(-1))"
+        )
     try:
         pack_record(feature, label, kind)
     except RecordError as exc:
@@ -194,8 +202,13 @@ def _check_inference_form(cls: type, report: CheckReport, userdata: Mapping[str,
     _render(report, "inference template", _call(report, "get_inference_template", lambda: render(inf)), form=inf)
 
 
-def _check_data(cls: type[DataIngestion], report: CheckReport, form_values: Mapping[str, Any] | None, entries: int,
-                data_roots: Sequence[str | os.PathLike] | None = None) -> None:
+def _check_data(
+    cls: type[DataIngestion],
+    report: CheckReport,
+    form_values: Mapping[str, Any] | None,
+    entries: int,
+    data_roots: Sequence[str | os.PathLike] | None = None,
+) -> None:
 
     plugin_id = report.plugin_id
     try:
@@ -205,15 +218,22 @@ def _check_data(cls: type[DataIngestion], report: CheckReport, form_values: Mapp
         report.add("dataset form", FAILED, _cause(exc), _trace(exc))
         return
     report.add("dataset form", OK)
-    _render(report, "dataset template", _call(report, "get_dataset_template", lambda: cls.get_dataset_template(form)),
-            form=form)
+    _render(
+        report,
+        "dataset template",
+        _call(report, "get_dataset_template", lambda: cls.get_dataset_template(form)),
+        form=form,
+    )
     try:
         values = validate_form(form, f'dataset form of plugin "{plugin_id}"')
     except DigitsError as exc:
         _check_inference_form(cls, report, {})
-        report.add("itemize/encode", SKIPPED,
-                   f"the form values do not validate ({str(exc).splitlines()[-1].strip()}); "
-                   "give form_values (--form FIELD=VALUE) to run them")
+        report.add(
+            "itemize/encode",
+            SKIPPED,
+            f"the form values do not validate ({str(exc).splitlines()[-1].strip()}); "
+            "give form_values (--form FIELD=VALUE) to run them",
+        )
         return
     _check_inference_form(cls, report, values)
     try:
@@ -240,35 +260,54 @@ def _check_data(cls: type[DataIngestion], report: CheckReport, form_values: Mapp
             # the first entries, each reported; then as many spread over the rest, reported only when they fail
             for index, entry in enumerate(stage_entries[:entries] + spread(stage_entries[entries:], entries)):
                 tried_any = True
-                encoded_any = _encode_one(plugin, report, stage, entry, layouts, raw_labels,
-                                          quiet=index >= entries) or encoded_any
+                encoded_any = (
+                    _encode_one(plugin, report, stage, entry, layouts, raw_labels, quiet=index >= entries)
+                    or encoded_any
+                )
     ungated = gate_warning(plugin_id, opened, [Path(r) for r in data_roots], cls) if data_roots else None
     if ungated:
         report.add("path gate", WARNING, ungated)
 
     taken = sorted(set(plugin.userdata) & reserved_names("data"))
-    report.add("userdata", FAILED if taken else OK,
-               f"itemize_entries stored userdata key(s) {', '.join(taken)}, name(s) the framework owns: they are "
-               "dropped when the plugin is re-created for inference; use another key" if taken else "")
+    report.add(
+        "userdata",
+        FAILED if taken else OK,
+        f"itemize_entries stored userdata key(s) {', '.join(taken)}, name(s) the framework owns: they are "
+        "dropped when the plugin is re-created for inference; use another key"
+        if taken
+        else "",
+    )
     if raw_labels:
-        report.add("label kind", WARNING, f"{raw_labels[0]} declares no kind, so it is stored as a raw array with its "
-                   "shape, and only a network of your own trains on it (the raw task); if it is a class, a "
-                   "regression vector, a mask, boxes or an image, declare label_kind on the plugin class")
+        report.add(
+            "label kind",
+            WARNING,
+            f"{raw_labels[0]} declares no kind, so it is stored as a raw array with its "
+            "shape, and only a network of your own trains on it (the raw task); if it is a class, a "
+            "regression vector, a mask, boxes or an image, declare label_kind on the plugin class",
+        )
     if len(layouts) > 1:
         seen = "; ".join(f"{'×'.join(map(str, shape))} {dtype} ({where})" for (shape, dtype), where in layouts.items())
-        report.add("feature shapes", FAILED, f"the sampled entries encode to different shapes or dtypes: {seen}. "
-                   "A dataset holds one feature shape and dtype: resize (or crop/pad) every entry to one size and "
-                   "cast to one dtype in encode_entry, or offer a resize in the form")
+        report.add(
+            "feature shapes",
+            FAILED,
+            f"the sampled entries encode to different shapes or dtypes: {seen}. "
+            "A dataset holds one feature shape and dtype: resize (or crop/pad) every entry to one size and "
+            "cast to one dtype in encode_entry, or offer a resize in the form",
+        )
     if not encoded_any:
         if tried_any:
             report.add("encode_entry", FAILED, "every encode_entry call failed (see above): no entry was encoded")
         else:
-            report.add("encode_entry", SKIPPED if not report.failures else FAILED,
-                       "no entry was encoded: itemize_entries returned no entries for these form values")
+            report.add(
+                "encode_entry",
+                SKIPPED if not report.failures else FAILED,
+                "no entry was encoded: itemize_entries returned no entries for these form values",
+            )
 
 
-def _encode_one(plugin: Any, report: CheckReport, stage: str, entry: Any, layouts: dict, raw_labels: list, *,
-                quiet: bool) -> bool:
+def _encode_one(
+    plugin: Any, report: CheckReport, stage: str, entry: Any, layouts: dict, raw_labels: list, *, quiet: bool
+) -> bool:
     """Encode one entry and check each pair; record its array layout (and a raw-label fallback); True when clean."""
     plugin_id = report.plugin_id
     name = f"encode_entry({stage}: {entry})"
@@ -284,14 +323,19 @@ def _encode_one(plugin: Any, report: CheckReport, stage: str, entry: Any, layout
         if not (isinstance(pair, tuple) and len(pair) == 2):
             problems.append(f"returned {type(pair).__name__}; expected (feature, label) or a list of pairs")
             continue
-        problem = (_volume_problem(pair) if getattr(plugin, "data_layout", None) == "DHWC"
-                   else check_feature(*pair, plugin_id, getattr(plugin, "label_kind", None)))
+        problem = (
+            _volume_problem(pair)
+            if getattr(plugin, "data_layout", None) == "DHWC"
+            else check_feature(*pair, plugin_id, getattr(plugin, "label_kind", None))
+        )
         if problem:
             problems.append(problem)
             continue
         if not raw_labels and _falls_back_to_raw(plugin, pair[1]):
             raw = np.asarray(getattr(pair[1], "label", pair[1]))
-            raw_labels.append(f"the label of encode_entry({stage}: {entry}) ({'×'.join(map(str, raw.shape))} {raw.dtype})")
+            raw_labels.append(
+                f"the label of encode_entry({stage}: {entry}) ({'×'.join(map(str, raw.shape))} {raw.dtype})"
+            )
         if not hasattr(pair[0], "fmt") and getattr(plugin, "data_layout", None) != "DHWC":
             array = np.asarray(pair[0])
             layouts.setdefault((array.shape, str(array.dtype)), f"{stage}: {entry}")
@@ -337,8 +381,11 @@ def synthetic_output(view_cls: type) -> list[tuple[str, np.ndarray, np.ndarray, 
     heat = rng.random((8, 8, 2)).astype(np.float32)
     boxes = np.array([[1, 0.9, 1, 1, 5, 6], [2, 0.4, 2, 3, 7, 7]], np.float32)
     truth = np.array([[1, 1, 1, 5, 5]], np.float32)
-    return [("sample-1.png", image, scores, 1), ("sample-2.png", image, heat, None),
-            ("sample-3.png", image, boxes, truth)]
+    return [
+        ("sample-1.png", image, scores, 1),
+        ("sample-2.png", image, heat, None),
+        ("sample-3.png", image, boxes, truth),
+    ]
 
 
 class _SyntheticDataset:
@@ -368,8 +415,12 @@ def _check_view(cls: type[View], report: CheckReport, config: Mapping[str, Any] 
             report.add("config form", FAILED, _cause(exc) if not isinstance(exc, DigitsError) else str(exc))
             return
         report.add("config form", OK)
-        _render(report, "config template", _call(report, "get_config_template", lambda: cls.get_config_template(form)),
-                form=form)
+        _render(
+            report,
+            "config template",
+            _call(report, "get_config_template", lambda: cls.get_config_template(form)),
+            form=form,
+        )
     try:
         view = create_view(cls, dataset or _SyntheticDataset(), values)
     except DigitsError as exc:
@@ -384,18 +435,31 @@ def _check_view(cls: type[View], report: CheckReport, config: Mapping[str, Any] 
         except Exception as exc:  # noqa: BLE001 - a view may not handle every kind of output
             report.add(f"process_data(output {shape})", SKIPPED, f"raised {_cause(exc)}", _trace(exc))
             continue
-        _render(report, f"view template (output {shape})", _call(report, "get_view_template",
-                                                                  lambda: view.get_view_template(data)))
+        _render(
+            report,
+            f"view template (output {shape})",
+            _call(report, "get_view_template", lambda: view.get_view_template(data)),
+        )
         worked += 1
     if not worked:
-        report.add("process_data", FAILED, "the view handled none of the synthetic outputs "
-                   "(class scores, an H×W×N map, detections); see the skipped checks above")
+        report.add(
+            "process_data",
+            FAILED,
+            "the view handled none of the synthetic outputs "
+            "(class scores, an H×W×N map, detections); see the skipped checks above",
+        )
     _render(report, "header template", _call(report, "get_header_template", view.get_header_template))
     _render(report, "summary template", _call(report, "get_summary_template", view.get_summary_template))
 
 
-def check_plugin(cls: type, *, form_values: Mapping[str, Any] | None = None, entries: int = DEFAULT_ENTRIES,
-                 view_dataset: Any = None, data_roots: Sequence[str | os.PathLike] | None = None) -> CheckReport:
+def check_plugin(
+    cls: type,
+    *,
+    form_values: Mapping[str, Any] | None = None,
+    entries: int = DEFAULT_ENTRIES,
+    view_dataset: Any = None,
+    data_roots: Sequence[str | os.PathLike] | None = None,
+) -> CheckReport:
     """Run the whole plugin contract on a data or view plugin class, in process.
 
     Args:

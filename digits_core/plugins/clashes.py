@@ -77,8 +77,10 @@ def resolve_clashes(candidates: list[tuple[PluginRecord, Origin]]) -> dict[str, 
                 )
             elif winner is not None:
                 record.status = FAILED
-                record.error = (f'id "{plugin_id}" is already used by {_where(winner)}; rename one of them '
-                                "or register with replace=True")
+                record.error = (
+                    f'id "{plugin_id}" is already used by {_where(winner)}; rename one of them '
+                    "or register with replace=True"
+                )
             else:
                 rivals = ", ".join(_where(r) for r, _ in group if r is not record)
                 record.status = FAILED

@@ -85,8 +85,14 @@ def needs_instance(plugin_cls: type, method: str) -> bool:
     return inspect.isfunction(attribute)  # a plain function in the class body: an instance method
 
 
-def call_plugin_method(plugin_cls: type, method: str, *args: Any, kind: str = "data",
-                       init: Mapping[str, Any] | None = None, instance: Any = None) -> Any:
+def call_plugin_method(
+    plugin_cls: type,
+    method: str,
+    *args: Any,
+    kind: str = "data",
+    init: Mapping[str, Any] | None = None,
+    instance: Any = None,
+) -> Any:
     """Call ``method`` of a plugin whether it is a static, class or instance method.
 
     For an instance method a plugin is created from ``init`` (framework
@@ -103,8 +109,9 @@ def call_plugin_method(plugin_cls: type, method: str, *args: Any, kind: str = "d
         return getattr(target, method)(*args)
 
 
-def plugin_form(plugin_cls: type, method: str, *, kind: str = "data", init: Mapping[str, Any] | None = None,
-                instance: Any = None):
+def plugin_form(
+    plugin_cls: type, method: str, *, kind: str = "data", init: Mapping[str, Any] | None = None, instance: Any = None
+):
     """Return the form class a plugin's ``get_*_form`` method gives (it may return a class or an instance).
 
     Raises:
@@ -146,8 +153,10 @@ def _form_problems(kind: str, form_cls: Any, method: str) -> tuple[Any, str | No
         return None, f"{method}(): the form cannot be constructed: {type(exc).__name__}: {exc}"
     clash = sorted(f.name for f in user_fields(form) if f.name in reserved_names(kind))
     if clash:
-        return form, (f"{method}(): form field(s) {', '.join(clash)} use a name the framework owns "
-                      f"(reserved: is_inference_db, userdata and the interface's method names); rename the field(s)")
+        return form, (
+            f"{method}(): form field(s) {', '.join(clash)} use a name the framework owns "
+            f"(reserved: is_inference_db, userdata and the interface's method names); rename the field(s)"
+        )
     return form, None
 
 
@@ -214,8 +223,9 @@ def dataset_form(plugin_cls: type):
     """
     form = plugin_form(plugin_cls, "get_dataset_form")
     if form is None:
-        raise PluginCodeError(_plugin_id(plugin_cls), "get_dataset_form",
-                              TypeError("returned None; a data plugin needs a dataset form"))
+        raise PluginCodeError(
+            _plugin_id(plugin_cls), "get_dataset_form", TypeError("returned None; a data plugin needs a dataset form")
+        )
     return form
 
 

@@ -36,11 +36,18 @@ DISABLE_ENV = "DIGITS_DISABLE_PLUGINS"
 STRICT_ENV = "DIGITS_STRICT_PLUGINS"
 
 #: Distributions shipped with DIGITS Core: their plugin ids are replaced only on purpose.
-BUNDLED_DISTRIBUTIONS = frozenset({
-    "digits-core", "digits-data-images", "digits-data-sunnybrook",
-    "digits-data-dicomweb", "digits-view-classification", "digits-view-segmentation",
-    "digits-view-detection", "digits-view-generic",
-})
+BUNDLED_DISTRIBUTIONS = frozenset(
+    {
+        "digits-core",
+        "digits-data-images",
+        "digits-data-sunnybrook",
+        "digits-data-dicomweb",
+        "digits-view-classification",
+        "digits-view-segmentation",
+        "digits-view-detection",
+        "digits-view-generic",
+    }
+)
 
 INTERFACES: dict[str, type] = {DATA: DataIngestion, VIEW: View}
 REGISTER_HOOKS = {DATA: "digits_register_data_ingestions", VIEW: "digits_register_views"}
@@ -145,8 +152,14 @@ def kind_of(obj: Any) -> str:
 def failed_record(kind: str, origin: Origin, plugin_id: str | None, error: str) -> PluginRecord:
     """A record of a plugin that failed, attributed to ``origin``."""
     return PluginRecord(
-        kind=kind, name=origin.name, id=plugin_id, distribution=origin.distribution,
-        version=origin.version, source=origin.source, status=FAILED, error=error,
+        kind=kind,
+        name=origin.name,
+        id=plugin_id,
+        distribution=origin.distribution,
+        version=origin.version,
+        source=origin.source,
+        status=FAILED,
+        error=error,
     )
 
 
@@ -154,8 +167,12 @@ def validate_class(kind: str, plugin_class: Any, origin: Origin) -> PluginRecord
     """Judge one data or view class on its own: interface, required methods, id, the environment's lists."""
     interface = INTERFACES[kind]
     record = PluginRecord(
-        kind=kind, name=origin.name, distribution=origin.distribution,
-        version=origin.version, source=origin.source, obj=plugin_class,
+        kind=kind,
+        name=origin.name,
+        distribution=origin.distribution,
+        version=origin.version,
+        source=origin.source,
+        obj=plugin_class,
     )
     if not (inspect.isclass(plugin_class) and issubclass(plugin_class, interface)):
         record.status = FAILED
@@ -225,7 +242,9 @@ def scan_entry_points() -> Iterator[tuple[PluginRecord, Any]]:
                 continue
             seen.add(key)
             record = PluginRecord(
-                kind=kind, name=entry_point.name, distribution=dist_name,
+                kind=kind,
+                name=entry_point.name,
+                distribution=dist_name,
                 version=dist.version if dist else None,
             )
             reason = blocked(kind, entry_point.name, dist_name)

@@ -58,8 +58,13 @@ def contained(function: Callable[..., Any], plugin: str, hook_name: str) -> Call
         try:
             return function(*args, **kwargs)
         except Exception as exc:  # noqa: BLE001 - one plugin must not stop the others
-            logger.warning('Plugin "%s" failed in hook %s: %s', plugin, hook_name, describe(exc),
-                           exc_info=logger.isEnabledFor(logging.INFO))
+            logger.warning(
+                'Plugin "%s" failed in hook %s: %s',
+                plugin,
+                hook_name,
+                describe(exc),
+                exc_info=logger.isEnabledFor(logging.INFO),
+            )
             return None
 
     return call
@@ -83,8 +88,14 @@ class ContainedHooks:
             setattr(self, name, function)
 
 
-def add_to_manager(pm: pluggy.PluginManager, record: PluginRecord, obj: Any, origins: dict[str, Origin],
-                   records: list[PluginRecord], plugin_name: str | None = None) -> None:
+def add_to_manager(
+    pm: pluggy.PluginManager,
+    record: PluginRecord,
+    obj: Any,
+    origins: dict[str, Origin],
+    records: list[PluginRecord],
+    plugin_name: str | None = None,
+) -> None:
     """Register ``obj`` with pluggy (data/view classes through a provider) and append its record.
 
     Args:
@@ -96,8 +107,7 @@ def add_to_manager(pm: pluggy.PluginManager, record: PluginRecord, obj: Any, ori
         plugin_name: The pluggy name; by default built from the entry point.
     """
     plugin_name = plugin_name or f"{ENTRY_POINT_GROUPS[record.kind]}:{record.distribution}:{record.name}"
-    origins[plugin_name] = Origin(record.name, record.distribution, record.version, record.source,
-                                  order=len(origins))
+    origins[plugin_name] = Origin(record.name, record.distribution, record.version, record.source, order=len(origins))
     if record.kind in INTERFACES:
         pm.register(ClassProvider(record.kind, obj), name=plugin_name)
         return
@@ -110,12 +120,17 @@ def add_to_manager(pm: pluggy.PluginManager, record: PluginRecord, obj: Any, ori
     else:
         callers = pm.get_hookcallers(proxy) or []
         record.hooks = sorted(caller.name for caller in callers)
-        unknown = [c.name for c in callers if c.spec is None
-                   and not any(i.optionalhook for i in c.get_hookimpls() if i.plugin is proxy)]
+        unknown = [
+            c.name
+            for c in callers
+            if c.spec is None and not any(i.optionalhook for i in c.get_hookimpls() if i.plugin is proxy)
+        ]
         if unknown:
             record.status = FAILED
-            record.error = (f"implements unknown hook {', '.join(_with_hints(pm, unknown))}: no such hook in "
-                            "digits_core.plugins.hookspecs (see the hook table in docs/writing-plugins.md)")
+            record.error = (
+                f"implements unknown hook {', '.join(_with_hints(pm, unknown))}: no such hook in "
+                "digits_core.plugins.hookspecs (see the hook table in docs/writing-plugins.md)"
+            )
             pm.unregister(proxy)
         elif not record.hooks and record.status == LOADED:
             record.status, record.error = FAILED, "implements no digits hook (use @digits_core.hookimpl)"

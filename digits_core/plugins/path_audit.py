@@ -60,8 +60,19 @@ def _system_folders() -> tuple[Path, ...]:
     """Python, installed packages and the import path (an editable plugin's own files), /proc and friends."""
     cwd = os.getcwd()
     imports = [p for p in sys.path if p and os.path.isdir(p) and os.path.realpath(p) != os.path.realpath(cwd)]
-    folders = {sys.prefix, sys.base_prefix, sys.exec_prefix, *site.getsitepackages(), site.getusersitepackages(),
-               *imports, "/proc", "/sys", "/dev", "/etc/ssl", "/usr/share/zoneinfo"}
+    folders = {
+        sys.prefix,
+        sys.base_prefix,
+        sys.exec_prefix,
+        *site.getsitepackages(),
+        site.getusersitepackages(),
+        *imports,
+        "/proc",
+        "/sys",
+        "/dev",
+        "/etc/ssl",
+        "/usr/share/zoneinfo",
+    }
     return tuple(Path(os.path.realpath(f)) for f in folders if f)
 
 
@@ -74,18 +85,21 @@ def _code_folders(plugin_class: type | None) -> list[Path]:
     return folders
 
 
-def gate_warning(plugin_id: str, opened: Iterable[str], roots: Iterable[Path], plugin_class: type | None = None
-                 ) -> str | None:
+def gate_warning(
+    plugin_id: str, opened: Iterable[str], roots: Iterable[Path], plugin_class: type | None = None
+) -> str | None:
     """The check's warning when the plugin read data files outside ``roots`` (it did not gate them), else ``None``."""
     roots = list(roots)
     outside = reads_outside(opened, [*roots, *_code_folders(plugin_class)])
     if not outside:
         return None
     shown = ", ".join(outside[:3]) + (f" and {len(outside) - 3} more" if len(outside) > 3 else "")
-    return (f"plugin {plugin_id} opened {len(outside)} file(s) outside the data roots of the check "
-            f"({', '.join(map(str, roots))}) without passing them through digits_core.paths: {shown}. On the web "
-            "server that reads outside its data roots: resolve each path read from a file or form with "
-            "resolve_in_roots (or open it with open_in_roots)")
+    return (
+        f"plugin {plugin_id} opened {len(outside)} file(s) outside the data roots of the check "
+        f"({', '.join(map(str, roots))}) without passing them through digits_core.paths: {shown}. On the web "
+        "server that reads outside its data roots: resolve each path read from a file or form with "
+        "resolve_in_roots (or open it with open_in_roots)"
+    )
 
 
 def reads_outside(opened: Iterable[str], roots: Iterable[Path]) -> list[str]:
@@ -95,8 +109,11 @@ def reads_outside(opened: Iterable[str], roots: Iterable[Path]) -> list[str]:
     outside: list[str] = []
     for path in opened:
         real = Path(os.path.realpath(os.path.abspath(path)))
-        if real.suffix in _CODE_SUFFIXES or not real.is_file() or any(
-                real == r or r in real.parents for r in roots + ignored):
+        if (
+            real.suffix in _CODE_SUFFIXES
+            or not real.is_file()
+            or any(real == r or r in real.parents for r in roots + ignored)
+        ):
             continue
         if str(real) not in outside:
             outside.append(str(real))

@@ -49,7 +49,6 @@ lists, the entry-point scan, checks of one class), :mod:`digits_core.plugins.hoo
 Their public names are importable from here.
 """
 
-
 from __future__ import annotations
 
 import logging
@@ -161,12 +160,18 @@ class PluginRegistry:
                 if replace:
                     self._in_process = [(p, r) for p, r in self._in_process if not any(p is t for t in taken)]
                 elif taken:
-                    raise PluginLoadError(plugin_id, f'the id is already registered in this process by '
-                                          f'{taken[0].__qualname__}; pass replace=True to use the new class '
-                                          f'(e.g. a re-run notebook cell), or give it another plugin_id')
+                    raise PluginLoadError(
+                        plugin_id,
+                        f"the id is already registered in this process by "
+                        f"{taken[0].__qualname__}; pass replace=True to use the new class "
+                        f"(e.g. a re-run notebook cell), or give it another plugin_id",
+                    )
                 elif self._built and plugin_id in self._classes.get(kind, {}):
-                    raise PluginLoadError(plugin_id, "the id is already used by a loaded plugin; pass "
-                                          "replace=True to swap this class in, or give it another plugin_id")
+                    raise PluginLoadError(
+                        plugin_id,
+                        "the id is already used by a loaded plugin; pass "
+                        "replace=True to swap this class in, or give it another plugin_id",
+                    )
             self._in_process.append((plugin, replace))
             self._built = False
         return plugin
@@ -303,8 +308,11 @@ class PluginRegistry:
         expected = set(caller.spec.argnames)
         if set(kwargs) != expected:
             missing, extra = sorted(expected - set(kwargs)), sorted(set(kwargs) - expected)
-            raise TypeError(f"call_hook({name!r}): arguments must be {sorted(expected)}"
-                            + (f"; missing {missing}" if missing else "") + (f"; unexpected {extra}" if extra else ""))
+            raise TypeError(
+                f"call_hook({name!r}): arguments must be {sorted(expected)}"
+                + (f"; missing {missing}" if missing else "")
+                + (f"; unexpected {extra}" if extra else "")
+            )
         return caller(**kwargs)
 
     # -- building ------------------------------------------------------------
@@ -324,13 +332,15 @@ class PluginRegistry:
         for record in self._records:
             if record.kind == kind and plugin_id in (record.id, record.name) and record.status != LOADED:
                 raise PluginNotFoundError(
-                    plugin_id, f'The {noun} "{plugin_id}" is {record.status}: {record.error}. '
-                    "Run `digits plugins --all` for details."
+                    plugin_id,
+                    f'The {noun} "{plugin_id}" is {record.status}: {record.error}. '
+                    "Run `digits plugins --all` for details.",
                 )
         available = ", ".join(sorted(self._classes[kind])) or "none"
         raise PluginNotFoundError(
-            plugin_id, f'No {noun} with id "{plugin_id}" is installed (available: {available}). '
-            "Install the plugin's package with pip, then check `digits plugins`."
+            plugin_id,
+            f'No {noun} with id "{plugin_id}" is installed (available: {available}). '
+            "Install the plugin's package with pip, then check `digits plugins`.",
         )
 
     def _ensure_built(self) -> None:
@@ -392,14 +402,18 @@ class PluginRegistry:
         for record in records:
             logger.warning(
                 'Plugin "%s" (%s %s) failed to load and is skipped: %s',
-                record.id or record.name, record.distribution or record.source, record.version or "", record.error,
+                record.id or record.name,
+                record.distribution or record.source,
+                record.version or "",
+                record.error,
             )
             if strict:
                 raise PluginLoadError(record.id or record.name, record.error or "failed to load")
 
     @staticmethod
-    def _collect_classes(pm: pluggy.PluginManager, origins: dict[str, Origin], replacing: set[str],
-                         records: list[PluginRecord]) -> list[tuple[PluginRecord, Origin]]:
+    def _collect_classes(
+        pm: pluggy.PluginManager, origins: dict[str, Origin], replacing: set[str], records: list[PluginRecord]
+    ) -> list[tuple[PluginRecord, Origin]]:
         """Classes from every ``digits_register_*`` implementation, each attributed to (and contained in) its plugin."""
         candidates: list[tuple[PluginRecord, Origin]] = []
         for kind, hook_name in REGISTER_HOOKS.items():

@@ -66,8 +66,14 @@ def registered(*classes: type) -> Iterator[None]:
             registry.unregister(cls)
 
 
-def build_dataset(cls: type[DataIngestion], form_values: Mapping[str, Any] | None = None, *,
-                  jobs_dir: str | os.PathLike, name: str | None = None, max_errors: Any = None) -> Any:
+def build_dataset(
+    cls: type[DataIngestion],
+    form_values: Mapping[str, Any] | None = None,
+    *,
+    jobs_dir: str | os.PathLike,
+    name: str | None = None,
+    max_errors: Any = None,
+) -> Any:
     """Build a real dataset from a data plugin class in this process (one worker) and open it.
 
     The class needs no entry point: it is registered for the duration of
@@ -79,8 +85,9 @@ def build_dataset(cls: type[DataIngestion], form_values: Mapping[str, Any] | Non
     from ..datasets import create_dataset, open_dataset
 
     with registered(cls):
-        job = create_dataset(cls.get_id(), dict(form_values or {}), name=name, workers=1, jobs_dir=jobs_dir,
-                             max_errors=max_errors)
+        job = create_dataset(
+            cls.get_id(), dict(form_values or {}), name=name, workers=1, jobs_dir=jobs_dir, max_errors=max_errors
+        )
     return open_dataset(job.id, jobs_dir=jobs_dir)
 
 

@@ -30,7 +30,7 @@ INTERFACES = {
 INTERFACES_BY_KIND = {kind: module for kind, module in INTERFACES.values()}
 _RELATIVE_INTERFACE = re.compile(r"^(\s*from\s+)\.\.interface(\s+import\b)", re.M)
 
-SETUP_PY = '''\
+SETUP_PY = """\
 # Written by `digits plugin wrap-digits6` for the DIGITS 6 built-in {kind} "{package}".
 from setuptools import setup
 
@@ -44,7 +44,7 @@ setup(
     package_data={{"{package}": {data_files!r}}},
     entry_points={{GROUP: ["class={package}.{module}:{cls}"]}},
 )
-'''
+"""
 
 
 class Wrapped(NamedTuple):
@@ -65,8 +65,9 @@ def _plugin_class(package: Path) -> tuple[str, str, str, str | None]:
         try:
             tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
         except SyntaxError as exc:
-            raise DigitsError(f"{path}: line {exc.lineno}: {exc.msg} (make the Python 3 fixes first: print(), "
-                              "range, except E as e)") from None
+            raise DigitsError(
+                f"{path}: line {exc.lineno}: {exc.msg} (make the Python 3 fixes first: print(), range, except E as e)"
+            ) from None
         for node in tree.body:
             if not isinstance(node, ast.ClassDef):
                 continue
@@ -76,8 +77,9 @@ def _plugin_class(package: Path) -> tuple[str, str, str, str | None]:
                     found.append((kind, path.stem, node.name, _literal_id(node)))
     if len(found) != 1:
         names = ", ".join(f"{m}.{c}" for _k, m, c, _i in found) or "none"
-        raise DigitsError(f"{package}: expected one class subclassing VisualizationInterface or "
-                          f"DataIngestionInterface, found {names}")
+        raise DigitsError(
+            f"{package}: expected one class subclassing VisualizationInterface or DataIngestionInterface, found {names}"
+        )
     return found[0]
 
 
@@ -116,8 +118,9 @@ def wrap_digits6(path: str | Path, out_dir: str | Path = ".") -> Wrapped:
     package = target / source.name
     shutil.copytree(source, package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     if not (package / "__init__.py").exists():  # the folder was a package of digits/extensions only
-        (package / "__init__.py").write_text(f"from .{module} import {cls}  # written by wrap-digits6\n",
-                                             encoding="utf-8")
+        (package / "__init__.py").write_text(
+            f"from .{module} import {cls}  # written by wrap-digits6\n", encoding="utf-8"
+        )
     fixed = []
     for py in sorted(package.rglob("*.py")):
         text = py.read_text(encoding="utf-8")
@@ -125,10 +128,13 @@ def wrap_digits6(path: str | Path, out_dir: str | Path = ".") -> Wrapped:
         if new != text:
             py.write_text(new, encoding="utf-8")
             fixed.append(str(py.relative_to(target)))
-    data_files = sorted(str(p.relative_to(package)) for p in package.rglob("*")
-                        if p.is_file() and p.suffix not in (".py", ".pyc"))
-    (target / "setup.py").write_text(SETUP_PY.format(kind=kind, package=source.name, distribution=distribution,
-                                                     data_files=data_files, module=module, cls=cls),
-                                     encoding="utf-8")
+    data_files = sorted(
+        str(p.relative_to(package)) for p in package.rglob("*") if p.is_file() and p.suffix not in (".py", ".pyc")
+    )
+    (target / "setup.py").write_text(
+        SETUP_PY.format(
+            kind=kind, package=source.name, distribution=distribution, data_files=data_files, module=module, cls=cls
+        ),
+        encoding="utf-8",
+    )
     return Wrapped(target, distribution, kind, f"{source.name}.{module}:{cls}", plugin_id, fixed)
-

@@ -43,6 +43,7 @@ from .s3_client import (  # noqa: F401  (re-exported: the public S3 names live i
 
 # -- checks ----------------------------------------------------------------------
 
+
 def check_location(location: S3Location, *, require_objects: bool = True) -> None:
     """Check, quickly and before any job starts, that ``location`` can be read.
 
@@ -58,13 +59,15 @@ def check_location(location: S3Location, *, require_objects: bool = True) -> Non
             The message names the endpoint, bucket, prefix or credentials at fault.
     """
     client = s3_client(location, attempts=1, timeout=10.0)
-    response = _call(location, "list the bucket", client.list_objects_v2, Bucket=location.bucket,
-                     Prefix=location.prefix, MaxKeys=1)
+    response = _call(
+        location, "list the bucket", client.list_objects_v2, Bucket=location.bucket, Prefix=location.prefix, MaxKeys=1
+    )
     if require_objects and not response.get("KeyCount", len(response.get("Contents", []))):
         raise S3Error(f"Nothing found under {location.describe()}; check the prefix (path) and bucket.")
 
 
 # -- listing ---------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class S3Object:
@@ -140,6 +143,7 @@ def list_class_tree(
 
 # -- reading ---------------------------------------------------------------------
 
+
 def read_object(location: S3Location, key: str, *, chunk_size: int = 1 << 20) -> bytes:
     """Return the bytes of one object, streamed from the server in chunks.
 
@@ -150,7 +154,9 @@ def read_object(location: S3Location, key: str, *, chunk_size: int = 1 << 20) ->
     response = _call(location, f"read s3://{location.bucket}/{key}", client.get_object, Bucket=location.bucket, Key=key)
     body = response["Body"]
     try:
-        return b"".join(_call(location, f"read s3://{location.bucket}/{key}", lambda: list(body.iter_chunks(chunk_size))))
+        return b"".join(
+            _call(location, f"read s3://{location.bucket}/{key}", lambda: list(body.iter_chunks(chunk_size)))
+        )
     finally:
         body.close()
 
@@ -172,8 +178,13 @@ def iter_objects(location: S3Location, keys: Iterable[str], *, workers: int = 8)
             yield k, fut.result()
 
 
-def download_prefix(location: S3Location, dest: os.PathLike | str, *, workers: int = 8,
-                    progress: Callable[[int, int], None] | None = None) -> list[str]:
+def download_prefix(
+    location: S3Location,
+    dest: os.PathLike | str,
+    *,
+    workers: int = 8,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[str]:
     """Copy every object under the location's prefix into ``dest`` (keys relative to the prefix).
 
     Returns:
@@ -185,7 +196,7 @@ def download_prefix(location: S3Location, dest: os.PathLike | str, *, workers: i
     objects = list_objects(location)
     written = []
     for done, (key, data) in enumerate(iter_objects(location, (o.key for o in objects), workers=workers), 1):
-        rel = key[len(location.prefix):].lstrip("/")
+        rel = key[len(location.prefix) :].lstrip("/")
         if not rel or rel.endswith("/"):
             continue
         path = dest / rel

@@ -101,8 +101,9 @@ class S3Location:
 
     def child(self, prefix: str) -> S3Location:
         """The same endpoint and credentials with another key prefix."""
-        return S3Location(self.bucket, prefix, self.endpoint_url, self.access_key, self.secret_key,
-                          self.profile, self.region)
+        return S3Location(
+            self.bucket, prefix, self.endpoint_url, self.access_key, self.secret_key, self.profile, self.region
+        )
 
     def describe(self) -> str:
         """A one-line description without secrets, for messages and logs."""
@@ -110,9 +111,11 @@ class S3Location:
         return f"{self.url}{where}"
 
     def __repr__(self) -> str:
-        return (f"S3Location(bucket={self.bucket!r}, prefix={self.prefix!r}, endpoint_url={self.endpoint_url!r}, "
-                f"access_key={_mask_key(self.access_key)!r}, secret_key={'***' if self.secret_key else None}, "
-                f"profile={self.profile!r}, region={self.region!r})")
+        return (
+            f"S3Location(bucket={self.bucket!r}, prefix={self.prefix!r}, endpoint_url={self.endpoint_url!r}, "
+            f"access_key={_mask_key(self.access_key)!r}, secret_key={'***' if self.secret_key else None}, "
+            f"profile={self.profile!r}, region={self.region!r})"
+        )
 
 
 # -- clients -------------------------------------------------------------------
@@ -122,8 +125,16 @@ _clients_lock = threading.Lock()
 
 
 def _client_key(location: S3Location, pool: int, attempts: int) -> tuple:
-    return (os.getpid(), location.endpoint_url, location.access_key, hash(location.secret_key), location.profile,
-            location.region, pool, attempts)
+    return (
+        os.getpid(),
+        location.endpoint_url,
+        location.access_key,
+        hash(location.secret_key),
+        location.profile,
+        location.region,
+        pool,
+        attempts,
+    )
 
 
 def s3_client(location: S3Location, *, pool: int = 16, attempts: int = 3, timeout: float = 30.0) -> Any:
@@ -154,7 +165,9 @@ def s3_client(location: S3Location, *, pool: int = 16, attempts: int = 3, timeou
     try:
         session = boto3.session.Session(profile_name=location.profile) if location.profile else boto3.session.Session()
     except botocore.exceptions.ProfileNotFound as exc:
-        raise S3CredentialsError(f"AWS profile {location.profile!r} is not in ~/.aws/credentials or ~/.aws/config.") from exc
+        raise S3CredentialsError(
+            f"AWS profile {location.profile!r} is not in ~/.aws/credentials or ~/.aws/config."
+        ) from exc
     region = location.region or session.region_name or DEFAULT_REGION
     config = botocore.config.Config(
         s3={"addressing_style": "path"},
@@ -173,8 +186,9 @@ def s3_client(location: S3Location, *, pool: int = 16, attempts: int = 3, timeou
     if location.access_key or location.secret_key:
         kwargs = {"aws_access_key_id": location.access_key, "aws_secret_access_key": location.secret_key}
     try:
-        client = session.client("s3", endpoint_url=location.endpoint_url or None, region_name=region,
-                                config=config, **kwargs)
+        client = session.client(
+            "s3", endpoint_url=location.endpoint_url or None, region_name=region, config=config, **kwargs
+        )
     except ValueError as exc:
         raise S3EndpointError(f"Invalid S3 endpoint URL {location.endpoint_url!r}: {exc}") from exc
     except botocore.exceptions.BotoCoreError as exc:
@@ -204,7 +218,8 @@ def _check_typed_endpoint(location: S3Location) -> None:
     if not (location.access_key and location.secret_key) or location.profile:
         raise S3CredentialsError(
             "s3_accesskey: give the access key and secret key for this endpoint: on the web server, the server's "
-            "own AWS credentials and profiles are used only for AWS S3 itself (an empty endpoint URL).")
+            "own AWS credentials and profiles are used only for AWS S3 itself (an empty endpoint URL)."
+        )
 
 
 def _guard_connections(client: Any) -> None:
@@ -251,8 +266,17 @@ def explain(exc: BaseException, location: S3Location, action: str) -> S3Error:
     refused = exc.kwargs.get("error") if isinstance(exc, bex.HTTPClientError) else None
     if isinstance(refused, DigitsError):  # the connection guard refused the address it connected to
         return S3EndpointError(f"s3_endpoint_url: {refused}")
-    if isinstance(exc, (bex.EndpointConnectionError, bex.ConnectTimeoutError, bex.ConnectionClosedError,
-                        bex.ReadTimeoutError, bex.ProxyConnectionError, bex.SSLError)):
+    if isinstance(
+        exc,
+        (
+            bex.EndpointConnectionError,
+            bex.ConnectTimeoutError,
+            bex.ConnectionClosedError,
+            bex.ReadTimeoutError,
+            bex.ProxyConnectionError,
+            bex.SSLError,
+        ),
+    ):
         return S3EndpointError(
             f"Cannot reach the S3 endpoint {endpoint} to {action}: {exc}. Check the endpoint URL "
             "(DIGITS field s3_endpoint_url, or --endpoint) and that the server is running."
@@ -293,7 +317,9 @@ def explain(exc: BaseException, location: S3Location, action: str) -> S3Error:
             return S3BucketNotFoundError(f"{location.bucket!r} is not a valid bucket name.")
         if code in ("NoSuchKey", "404"):
             return S3Error(f"No object for {action} in {location.describe()} (404).")
-        return S3Error(f"S3 error while trying to {action} {location.describe()}: {code} {error.get('Message', '')}".rstrip())
+        return S3Error(
+            f"S3 error while trying to {action} {location.describe()}: {code} {error.get('Message', '')}".rstrip()
+        )
     if isinstance(exc, bex.BotoCoreError):
         return S3Error(f"S3 error while trying to {action} {location.describe()}: {exc}")
     return S3Error(f"Error while trying to {action} {location.describe()}: {exc}")

@@ -44,7 +44,11 @@ from .s3_client import (
 #: Stage -> the form field holding its S3 path.
 STAGE_FIELDS = {"train": "s3_path", "val": "s3_val_path", "test": "s3_test_path"}
 #: Stage -> fields of a host form giving the same stage locally (an S3 path excludes them).
-_LOCAL_FIELDS = {"train": ("folder", "train_list"), "val": ("val_folder", "val_list"), "test": ("test_folder", "test_list")}
+_LOCAL_FIELDS = {
+    "train": ("folder", "train_list"),
+    "val": ("val_folder", "val_list"),
+    "test": ("test_folder", "test_list"),
+}
 
 
 def is_s3_url(path: Any) -> bool:
@@ -95,8 +99,11 @@ class S3ClassSource:
                 continue
             check_location(location)
             if not list_prefixes(location):
-                raise _StagePathError(stage, f"No class folders under {location.describe()}: expected keys like "
-                                             f"{location.prefix}<class>/<image>.")
+                raise _StagePathError(
+                    stage,
+                    f"No class folders under {location.describe()}: expected keys like "
+                    f"{location.prefix}<class>/<image>.",
+                )
 
     def stage_url(self, stage: str) -> str | None:
         """``s3://bucket/prefix/`` of a stage's class tree, or ``None`` when the stage has no S3 path."""
@@ -117,9 +124,15 @@ class S3ClassSource:
         location: S3Location | None
         if is_s3_url(stage_or_url):
             bucket, prefix = parse_s3_url(stage_or_url)
-            location = S3Location(bucket, prefix if prefix.endswith("/") or not prefix else prefix + "/",
-                                  self.location.endpoint_url, self.location.access_key, self.location.secret_key,
-                                  self.location.profile, self.location.region)
+            location = S3Location(
+                bucket,
+                prefix if prefix.endswith("/") or not prefix else prefix + "/",
+                self.location.endpoint_url,
+                self.location.access_key,
+                self.location.secret_key,
+                self.location.profile,
+                self.location.region,
+            )
         else:
             location = self.stage_location(stage_or_url)
         if location is None:
@@ -134,9 +147,19 @@ class S3ClassSource:
             S3Error: The object cannot be read (the message names it).
         """
         bucket, _, key = url[5:].partition("/")
-        location = self.location if bucket == self.location.bucket else S3Location(
-            bucket, "", self.location.endpoint_url, self.location.access_key, self.location.secret_key,
-            self.location.profile, self.location.region)
+        location = (
+            self.location
+            if bucket == self.location.bucket
+            else S3Location(
+                bucket,
+                "",
+                self.location.endpoint_url,
+                self.location.access_key,
+                self.location.secret_key,
+                self.location.profile,
+                self.location.region,
+            )
+        )
         return read_object(location, key)
 
 
@@ -180,8 +203,10 @@ def typed_endpoint_problem(location: S3Location) -> tuple[str, str] | None:
     if location.profile:
         return "s3_profile", "on the web server, profiles are used only for AWS S3 itself (an empty endpoint URL)"
     if not location.access_key:
-        return "s3_accesskey", ("give the access key and secret key for this endpoint: the server's own AWS "
-                                "credentials are used only for AWS S3 itself (an empty endpoint URL)")
+        return "s3_accesskey", (
+            "give the access key and secret key for this endpoint: the server's own AWS "
+            "credentials are used only for AWS S3 itself (an empty endpoint URL)"
+        )
     return None
 
 
@@ -202,10 +227,13 @@ class S3SourceFields(Form):
         "S3 training images path",
         description="Key prefix holding one prefix per class, e.g. mnist/train/ (instead of a training folder)",
     )
-    s3_val_path = StringField("S3 validation images path", description="Optional key prefix of validation class folders")
+    s3_val_path = StringField(
+        "S3 validation images path", description="Optional key prefix of validation class folders"
+    )
     s3_test_path = StringField("S3 test images path", description="Optional key prefix of test class folders")
     s3_accesskey = StringField(
-        "S3 access key", description="Empty: AWS_ACCESS_KEY_ID, AWS_PROFILE or ~/.aws/credentials",
+        "S3 access key",
+        description="Empty: AWS_ACCESS_KEY_ID, AWS_PROFILE or ~/.aws/credentials",
     )
     s3_secretkey = PasswordField("S3 secret key", description="Used for this job only, never stored")
     s3_profile = StringField("AWS profile", description="Profile of ~/.aws/credentials to use instead of keys")
@@ -219,12 +247,21 @@ class S3SourceFields(Form):
             return self._s3_checked or None
         result: tuple[str, str] | tuple = ()
         source = s3_source(self)
-        conflict = next((stage for stage, names in _LOCAL_FIELDS.items()
-                         if _get(self, STAGE_FIELDS[stage]) and any(_get(self, n) for n in names)), None)
+        conflict = next(
+            (
+                stage
+                for stage, names in _LOCAL_FIELDS.items()
+                if _get(self, STAGE_FIELDS[stage]) and any(_get(self, n) for n in names)
+            ),
+            None,
+        )
         if conflict is not None:
             local = ", ".join(n for n in _LOCAL_FIELDS[conflict] if hasattr(self, n))
             what = {"train": "training", "val": "validation", "test": "test"}[conflict]
-            result = (STAGE_FIELDS[conflict], f"give the {what} images either as an S3 path or locally ({local}), not both")
+            result = (
+                STAGE_FIELDS[conflict],
+                f"give the {what} images either as an S3 path or locally ({local}), not both",
+            )
         elif source is not None:
             if not source.location.bucket:
                 result = ("s3_bucket", "give the bucket that holds the S3 paths")
@@ -242,13 +279,22 @@ class S3SourceFields(Form):
                 except S3BucketNotFoundError as exc:
                     result = ("s3_bucket", str(exc))
                 except S3CredentialsError as exc:
-                    field = "s3_secretkey" if "SignatureDoesNotMatch" in str(exc) else (
-                        "s3_profile" if source.location.profile and not source.location.access_key else "s3_accesskey")
+                    field = (
+                        "s3_secretkey"
+                        if "SignatureDoesNotMatch" in str(exc)
+                        else (
+                            "s3_profile"
+                            if source.location.profile and not source.location.access_key
+                            else "s3_accesskey"
+                        )
+                    )
                     result = (field, str(exc))
                 except S3Error as exc:
                     message = str(exc)
-                    field = next((STAGE_FIELDS[s] for s in STAGE_FIELDS
-                                  if source.paths.get(s) and source.paths[s] in message), "s3_path")
+                    field = next(
+                        (STAGE_FIELDS[s] for s in STAGE_FIELDS if source.paths.get(s) and source.paths[s] in message),
+                        "s3_path",
+                    )
                     result = (field, message)
         elif _get(self, "s3_bucket"):
             result = ("s3_path", "give the S3 path (key prefix) of the training images in this bucket")

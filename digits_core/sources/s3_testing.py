@@ -50,8 +50,9 @@ def free_port() -> int:
 
 
 def _set_auth(endpoint: str, count: str) -> None:
-    request = urllib.request.Request(f"{endpoint}/moto-api/reset-auth", data=count.encode(), method="POST",
-                                     headers={"Content-Type": "text/plain"})
+    request = urllib.request.Request(
+        f"{endpoint}/moto-api/reset-auth", data=count.encode(), method="POST", headers={"Content-Type": "text/plain"}
+    )
     with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 - local test server
         response.read()
 
@@ -87,8 +88,12 @@ def local_s3_server(*, authenticate: bool = True, start_timeout: float = 60.0) -
     for attempt in range(3):
         port = free_port()
         endpoint = f"http://127.0.0.1:{port}"
-        proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         try:
             _wait_ready(endpoint, proc, start_timeout)
             break
@@ -97,8 +102,13 @@ def local_s3_server(*, authenticate: bool = True, start_timeout: float = 60.0) -
             if attempt == 2:
                 raise
     try:
-        iam = boto3.client("iam", endpoint_url=endpoint, region_name="us-east-1",
-                           aws_access_key_id="bootstrap", aws_secret_access_key="bootstrap")
+        iam = boto3.client(
+            "iam",
+            endpoint_url=endpoint,
+            region_name="us-east-1",
+            aws_access_key_id="bootstrap",
+            aws_secret_access_key="bootstrap",
+        )
         iam.create_user(UserName="digits-test")
         policy = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
         iam.put_user_policy(UserName="digits-test", PolicyName="all", PolicyDocument=json.dumps(policy))

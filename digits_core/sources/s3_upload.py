@@ -179,8 +179,9 @@ def upload_tree(  # noqa: C901 - split pending (the complexity ratchet in pyproj
         if current.etag == digest:
             return True, digest
         if "-" in current.etag:  # multipart: compare the MD5 we stored at upload time
-            head = _call(location, f"read s3://{location.bucket}/{key}", client.head_object,
-                         Bucket=location.bucket, Key=key)
+            head = _call(
+                location, f"read s3://{location.bucket}/{key}", client.head_object, Bucket=location.bucket, Key=key
+            )
             return head.get("Metadata", {}).get(MD5_METADATA) == digest, digest
         return False, digest
 
@@ -192,13 +193,27 @@ def upload_tree(  # noqa: C901 - split pending (the complexity ratchet in pyproj
             return key, -1
         action = f"upload {path} to s3://{location.bucket}/{key}"
         if size >= MULTIPART_THRESHOLD:
-            _call(location, action, client.upload_file, str(path), location.bucket, key,
-                  ExtraArgs={"Metadata": {MD5_METADATA: digest}})
+            _call(
+                location,
+                action,
+                client.upload_file,
+                str(path),
+                location.bucket,
+                key,
+                ExtraArgs={"Metadata": {MD5_METADATA: digest}},
+            )
         else:
             body = path.read_bytes()
-            _call(location, action, client.put_object, Bucket=location.bucket, Key=key, Body=body,
-                  ContentMD5=base64.b64encode(bytes.fromhex(digest)).decode("ascii"),
-                  Metadata={MD5_METADATA: digest})
+            _call(
+                location,
+                action,
+                client.put_object,
+                Bucket=location.bucket,
+                Key=key,
+                Body=body,
+                ContentMD5=base64.b64encode(bytes.fromhex(digest)).decode("ascii"),
+                Metadata={MD5_METADATA: digest},
+            )
         return key, size
 
     uploaded, skipped, sent = [], [], 0

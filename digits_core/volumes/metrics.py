@@ -31,8 +31,9 @@ def surface(mask: np.ndarray) -> np.ndarray:
     from scipy import ndimage
 
     mask = mask.astype(bool)
-    return mask & ~ndimage.binary_erosion(mask, structure=ndimage.generate_binary_structure(mask.ndim, 1),
-                                          border_value=0)
+    return mask & ~ndimage.binary_erosion(
+        mask, structure=ndimage.generate_binary_structure(mask.ndim, 1), border_value=0
+    )
 
 
 def hd95(pred: np.ndarray, truth: np.ndarray, spacing: Sequence[float]) -> float:

@@ -84,8 +84,10 @@ def rescale(image: np.ndarray, label: np.ndarray, factor: float) -> tuple[np.nda
     shape = np.asarray(label.shape, dtype=np.float64)
     matrix = np.full(3, 1.0 / factor)
     offset = (shape - 1) / 2 * (1 - matrix)  # output voxel o reads input voxel centre + (o - centre) / factor
-    channels = [ndimage.affine_transform(image[..., c], matrix, offset=offset, order=1, mode="nearest")
-                for c in range(image.shape[3])]
+    channels = [
+        ndimage.affine_transform(image[..., c], matrix, offset=offset, order=1, mode="nearest")
+        for c in range(image.shape[3])
+    ]
     zoomed = ndimage.affine_transform(label, matrix, offset=offset, order=0, mode="nearest")
     return np.stack(channels, axis=-1).astype(image.dtype), zoomed
 

@@ -39,8 +39,14 @@ def tile_starts(size: int, patch: int, overlap: float) -> list[int]:
     return starts + [size - patch]
 
 
-def sliding_window(volume: np.ndarray, patch: Sequence[int], predict: Callable[[np.ndarray], np.ndarray],
-                   num_classes: int, *, overlap: float = 0.5) -> np.ndarray:
+def sliding_window(
+    volume: np.ndarray,
+    patch: Sequence[int],
+    predict: Callable[[np.ndarray], np.ndarray],
+    num_classes: int,
+    *,
+    overlap: float = 0.5,
+) -> np.ndarray:
     """Class probabilities ``D×H×W×K`` of a ``D×H×W×C`` volume.
 
     Args:
@@ -60,11 +66,11 @@ def sliding_window(volume: np.ndarray, patch: Sequence[int], predict: Callable[[
     norm = np.zeros(full, np.float32)
     corners = list(itertools.product(*(tile_starts(s, p, overlap) for s, p in zip(full, patch))))
     for first in range(0, len(corners), TILE_BATCH):
-        group = corners[first:first + TILE_BATCH]
-        tiles = np.stack([padded[d:d + patch[0], h:h + patch[1], w:w + patch[2]] for d, h, w in group])
+        group = corners[first : first + TILE_BATCH]
+        tiles = np.stack([padded[d : d + patch[0], h : h + patch[1], w : w + patch[2]] for d, h, w in group])
         probs = np.asarray(predict(tiles), dtype=np.float32)
         for (d, h, w), prob in zip(group, probs):
-            total[d:d + patch[0], h:h + patch[1], w:w + patch[2]] += prob * weights[..., None]
-            norm[d:d + patch[0], h:h + patch[1], w:w + patch[2]] += weights
+            total[d : d + patch[0], h : h + patch[1], w : w + patch[2]] += prob * weights[..., None]
+            norm[d : d + patch[0], h : h + patch[1], w : w + patch[2]] += weights
     out = total / norm[..., None]
     return out[: shape[0], : shape[1], : shape[2]]

@@ -68,8 +68,18 @@ def networks():
     """Networks the New Model form offers (built-in and from plugins)."""
     from ..engine.networks import list_networks
 
-    return jsonify([{"name": s.name, "source": s.source, "tasks": list(s.tasks), "batch_size": s.batch_size,
-                     "description": s.description} for s in list_networks()])
+    return jsonify(
+        [
+            {
+                "name": s.name,
+                "source": s.source,
+                "tasks": list(s.tasks),
+                "batch_size": s.batch_size,
+                "description": s.description,
+            }
+            for s in list_networks()
+        ]
+    )
 
 
 @bp.post("/datasets")
@@ -86,8 +96,14 @@ def create_dataset():
     options = {key: value for key, value in body.items() if key not in ("plugin_id", "form_data")}
     check_dataset_options(options, "new dataset")  # unknown keys refused before anything is created
     job = create_dataset_job(str(body.get("plugin_id", "")), body.get("form_data") or {}, **options)
-    return jsonify({"id": job.id, "status": job.status.value, "url": url_for("datasets.show", job_id=job.id),
-                    "json": url_for("datasets.show", job_id=job.id + ".json")}), 202
+    return jsonify(
+        {
+            "id": job.id,
+            "status": job.status.value,
+            "url": url_for("datasets.show", job_id=job.id),
+            "json": url_for("datasets.show", job_id=job.id + ".json"),
+        }
+    ), 202
 
 
 @bp.post("/models")
@@ -108,11 +124,21 @@ def create_model():
     network = body.get("network") or (None if custom else "")
     if not network and not custom:
         raise FormValidationError({"network": ["give a network name or custom_network code"]}, "new model")
-    jobs = create_model_jobs(str(body.get("name", "")), str(body.get("dataset", "")), network, dict(options), custom,
-                             body.get("group"))
-    rows = [{"id": job.id, "name": job.name, "status": job.status.value, "group": job.data.get("group"),
-             "values": job.data.get("sweep") or {}, "url": url_for("models.show", job_id=job.id),
-             "json": url_for("models.show", job_id=job.id + ".json")} for job in jobs]
+    jobs = create_model_jobs(
+        str(body.get("name", "")), str(body.get("dataset", "")), network, dict(options), custom, body.get("group")
+    )
+    rows = [
+        {
+            "id": job.id,
+            "name": job.name,
+            "status": job.status.value,
+            "group": job.data.get("group"),
+            "values": job.data.get("sweep") or {},
+            "url": url_for("models.show", job_id=job.id),
+            "json": url_for("models.show", job_id=job.id + ".json"),
+        }
+        for job in jobs
+    ]
     if len(rows) == 1 and not jobs[0].data.get("sweep"):
         return jsonify(rows[0]), 202
     return jsonify({"group": jobs[0].data.get("group"), "jobs": rows}), 202
@@ -152,8 +178,16 @@ def delete(job_id: str):
     try:
         deleted = delete_job(job.id, job.kind, cascade=request.args.get("cascade") in ("1", "true"))
     except DatasetInUseError as exc:
-        return jsonify({"error": {"code": 409, "title": "Dataset in use", "message": str(exc),
-                                  "dependents": [describe(j) for j in exc.dependents]}}), 409
+        return jsonify(
+            {
+                "error": {
+                    "code": 409,
+                    "title": "Dataset in use",
+                    "message": str(exc),
+                    "dependents": [describe(j) for j in exc.dependents],
+                }
+            }
+        ), 409
     return jsonify({"id": job.id, "deleted": True, "also_deleted": [describe(j) for j in deleted[:-1]]})
 
 
@@ -192,9 +226,15 @@ def lr_preview():
         rates = parse_values("learning_rate", values["learning_rate"])
     schedules = [lr_preview_schedule({**values, "learning_rate": rate}) for rate in rates]
     points = min(max(request.args.get("points", 101, type=int), 2), 1001)
-    series = [{"learning_rate": rate, "points": lr_schedule_preview(
-        100, learning_rate=rate, lr_policy=policy.pop("policy"), points=points, **policy)}
-        for rate, policy in schedules]  # rate: the checked float
+    series = [
+        {
+            "learning_rate": rate,
+            "points": lr_schedule_preview(
+                100, learning_rate=rate, lr_policy=policy.pop("policy"), points=points, **policy
+            ),
+        }
+        for rate, policy in schedules
+    ]  # rate: the checked float
     return jsonify({"points": series[0]["points"], "series": series})
 
 
@@ -218,10 +258,17 @@ def infer(job_id: str):
         from ..paths import check_form_paths
 
         check_form_paths(inference_form, "inference form")
-    request_body = {"model": str(job.path), "jobs_dir": str(_ext()["jobs_dir"]), "inputs": checked,
-                    "data_roots": current_app.config["DIGITS_DATA_ROOTS"],
-                    "view": body.get("view_id") or None, "view_config": body.get("view_config") or None,
-                    "epoch": body.get("epoch"), "inference_form": inference_form,
-                    "max_errors": body.get("max_errors"), "visualize": bool(body.get("visualize"))}
+    request_body = {
+        "model": str(job.path),
+        "jobs_dir": str(_ext()["jobs_dir"]),
+        "inputs": checked,
+        "data_roots": current_app.config["DIGITS_DATA_ROOTS"],
+        "view": body.get("view_id") or None,
+        "view_config": body.get("view_config") or None,
+        "epoch": body.get("epoch"),
+        "inference_form": inference_form,
+        "max_errors": body.get("max_errors"),
+        "visualize": bool(body.get("visualize")),
+    }
     result = run_in_worker("infer", request_body)
     return results_json(job, result)

@@ -14,6 +14,7 @@ from werkzeug.exceptions import HTTPException
 from .. import __version__
 from ..config import resolve_jobs_dir
 from ..errors import DigitsError, DiskFullError, JobNotFoundError, PluginNotFoundError
+from ..faults import disk_error_message
 from ..jobs import JobStore
 from ..paths import resolve_roots
 from . import request_guard, security
@@ -29,12 +30,23 @@ DEFAULT_MAX_UPLOAD = 64 * 1024 * 1024
 csrf = CSRFProtect()
 
 
-def create_app(jobs_dir=None, auth_token: str | None = None, *, scheduler=None, start_scheduler: bool = True,
-               max_dataset_jobs: int = 2, max_training_jobs: int | None = None,
-               max_upload_bytes: int = DEFAULT_MAX_UPLOAD, secret_key: str | None = None,
-               testing: bool = False, inference_timeout: float = 600.0,
-               allowed_hosts: Iterable[str] | None = None, data_roots: Iterable[str] | None = None,
-               session_idle_minutes: float = DEFAULT_IDLE_MINUTES, keep_results: int = DEFAULT_KEEP_RESULTS) -> Flask:
+def create_app(
+    jobs_dir=None,
+    auth_token: str | None = None,
+    *,
+    scheduler=None,
+    start_scheduler: bool = True,
+    max_dataset_jobs: int = 2,
+    max_training_jobs: int | None = None,
+    max_upload_bytes: int = DEFAULT_MAX_UPLOAD,
+    secret_key: str | None = None,
+    testing: bool = False,
+    inference_timeout: float = 600.0,
+    allowed_hosts: Iterable[str] | None = None,
+    data_roots: Iterable[str] | None = None,
+    session_idle_minutes: float = DEFAULT_IDLE_MINUTES,
+    keep_results: int = DEFAULT_KEEP_RESULTS,
+) -> Flask:
     """Build the web UI.
 
     Args:
@@ -100,9 +112,13 @@ def create_app(jobs_dir=None, auth_token: str | None = None, *, scheduler=None, 
         scheduler = Scheduler(root, max_dataset_jobs=max_dataset_jobs, max_training_jobs=max_training_jobs)
     from .inference_worker import InferenceWorker
 
-    app.extensions["digits"] = {"jobs_dir": root, "store": JobStore(root), "scheduler": scheduler,
-                                "inference_worker": InferenceWorker(inference_timeout),
-                                "login": LoginState(float(session_idle_minutes) * 60)}
+    app.extensions["digits"] = {
+        "jobs_dir": root,
+        "store": JobStore(root),
+        "scheduler": scheduler,
+        "inference_worker": InferenceWorker(inference_timeout),
+        "login": LoginState(float(session_idle_minutes) * 60),
+    }
     if start_scheduler:
         scheduler.start()
 
@@ -124,8 +140,19 @@ def create_app(jobs_dir=None, auth_token: str | None = None, *, scheduler=None, 
         tune_views,
     )
 
-    for module in (home, datasets_views, models_views, inference_views, inference_results, network_views, top_n_views,
-                   plugin_static, tune_views, api, tf_serving):
+    for module in (
+        home,
+        datasets_views,
+        models_views,
+        inference_views,
+        inference_results,
+        network_views,
+        top_n_views,
+        plugin_static,
+        tune_views,
+        api,
+        tf_serving,
+    ):
         app.register_blueprint(module.bp)
     from .export_views import bp as export_bp  # the model page's Export panel
 
@@ -164,7 +191,9 @@ def _register_template_helpers(app: Flask) -> None:
     from . import helpers
 
     app.jinja_env.filters.update(
-        datetime=helpers.format_time, size=helpers.format_size, duration=helpers.format_duration,
+        datetime=helpers.format_time,
+        size=helpers.format_size,
+        duration=helpers.format_duration,
         shape=helpers.format_shape,
     )
 
@@ -187,7 +216,9 @@ def _error_payload(code: int, title: str, message: str):
 def _register_errors(app: Flask) -> None:
     @app.errorhandler(CSRFError)
     def _csrf(exc):
-        return _error_payload(400, "Bad request", f"CSRF check failed: {exc.description} Reload the page and try again.")
+        return _error_payload(
+            400, "Bad request", f"CSRF check failed: {exc.description} Reload the page and try again."
+        )
 
     @app.errorhandler(JobNotFoundError)
     def _not_found(exc):
@@ -211,13 +242,13 @@ def _register_errors(app: Flask) -> None:
 
     @app.errorhandler(Exception)
     def _internal(exc):
-        from ..faults import disk_error_message
-
-        full = disk_error_message(exc, app.extensions["digits"]["jobs_dir"], action="The server could not save this",
-                                  again="try again")
+        full = disk_error_message(
+            exc, app.extensions["digits"]["jobs_dir"], action="The server could not save this", again="try again"
+        )
         if full is not None:  # a write path without its own handling: still a 507 that says the disk is full, and where
             logger.warning("%s %s: %s", request.method, request.path, full)
             return _error_payload(507, "Insufficient storage", full)
         logger.exception("internal error on %s", request.path)
-        return _error_payload(500, "Internal error",
-                              "Something went wrong on the server; the details are in the server log.")
+        return _error_payload(
+            500, "Internal error", "Something went wrong on the server; the details are in the server log."
+        )

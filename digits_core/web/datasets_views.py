@@ -28,8 +28,14 @@ def _ingestion(plugin_id: str):
     return registry.get_data_ingestion(plugin_id)
 
 
-def create_dataset_job(plugin_id: str, form_data: dict, name: str | None = None, workers: int | str | None = None,
-                       max_errors=None, group: str | None = None) -> Job:
+def create_dataset_job(
+    plugin_id: str,
+    form_data: dict,
+    name: str | None = None,
+    workers: int | str | None = None,
+    max_errors=None,
+    group: str | None = None,
+) -> Job:
     """Validate, save and queue a dataset job (shared by the page and the API).
 
     Validation and the job folder come from
@@ -48,8 +54,15 @@ def create_dataset_job(plugin_id: str, form_data: dict, name: str | None = None,
     from ..paths import check_form_paths
 
     check_form_paths(form_data, f'dataset form of plugin "{plugin_id}"')
-    job = api_create(plugin_id, form_data, name=name, jobs_dir=_ext()["jobs_dir"], workers=workers,
-                     max_errors=max_errors, group=group)
+    job = api_create(
+        plugin_id,
+        form_data,
+        name=name,
+        jobs_dir=_ext()["jobs_dir"],
+        workers=workers,
+        max_errors=max_errors,
+        group=group,
+    )
     with job.removed_if_disk_full():  # a full disk: no job left Initialized, a 507 that says where
         # The worker reads the data under the same roots (paths inside list files, symlinks in folders).
         job.update(data_roots=list(current_app.config["DIGITS_DATA_ROOTS"]))
@@ -94,8 +107,14 @@ def new(plugin_id: str):
         form = blank_form(form_class, values)
     plugin_html = render_plugin_form(form, cls.get_dataset_template)
     errors = {**form.errors, **common.errors} if request.method == "POST" else {}
-    return render_template("dataset_new.html", plugin_id=plugin_id, title=cls.get_title(), common=common,
-                           plugin_html=plugin_html, errors=errors)
+    return render_template(
+        "dataset_new.html",
+        plugin_id=plugin_id,
+        title=cls.get_title(),
+        common=common,
+        plugin_html=plugin_html,
+        errors=errors,
+    )
 
 
 def dataset_details(job: Job) -> dict:
@@ -106,8 +125,7 @@ def dataset_details(job: Job) -> dict:
         path = job.path / name
         if path.is_file():
             text = path.read_text(encoding="utf-8", errors="replace")
-            report = {"file": name, "text": text[:20000], "truncated": len(text) > 20000,
-                      "lines": text.count("\n")}
+            report = {"file": name, "text": text[:20000], "truncated": len(text) > 20000, "lines": text.count("\n")}
             break
     histograms, mean_url = None, None
     if info:
@@ -118,12 +136,20 @@ def dataset_details(job: Job) -> dict:
             histograms = label_histograms(ds)
         if (info.get("mean") or {}).get("file"):
             mean_url = url_for("datasets.mean_image", job_id=job.id)
-    return {"job": job_summary(job), "status_history": job.status_history,
-            "plugin_id": job.plugin_id, "form_data": job.form_data,
-            "workers": job.data.get("workers"), "progress": read_progress(job), "info": info,
-            "label_histograms": histograms, "mean_image_url": mean_url,
-            "errors_report": report, "error": job.error,
-            "log_tail": worker_log_tail(job) if job.status.value in ("Error", "Aborted") else None}
+    return {
+        "job": job_summary(job),
+        "status_history": job.status_history,
+        "plugin_id": job.plugin_id,
+        "form_data": job.form_data,
+        "workers": job.data.get("workers"),
+        "progress": read_progress(job),
+        "info": info,
+        "label_histograms": histograms,
+        "mean_image_url": mean_url,
+        "errors_report": report,
+        "error": job.error,
+        "log_tail": worker_log_tail(job) if job.status.value in ("Error", "Aborted") else None,
+    }
 
 
 @bp.get("/<job_id>/mean.png")
@@ -158,9 +184,14 @@ def show(job_id: str):
     details = dataset_details(job)
     from ..datasets.explore import MAX_LISTED_CLASSES  # the datasets package: imported on first use
 
-    return render_template("dataset_show.html", job=job, d=details, dependents=dependents(_ext()["store"], job.id),
-                           active=job.status in (JobStatus.WAITING, JobStatus.RUNNING, JobStatus.INITIALIZED),
-                           max_listed_classes=MAX_LISTED_CLASSES)
+    return render_template(
+        "dataset_show.html",
+        job=job,
+        d=details,
+        dependents=dependents(_ext()["store"], job.id),
+        active=job.status in (JobStatus.WAITING, JobStatus.RUNNING, JobStatus.INITIALIZED),
+        max_listed_classes=MAX_LISTED_CLASSES,
+    )
 
 
 def show_json(job_id: str):
@@ -178,15 +209,28 @@ def _class_filter(ds, stage: str, label: str | None):
         return None, None
     names = list(ds.class_labels or [])
     if ds.label_kind not in FILTERABLE_KINDS:
-        raise FormValidationError({"label": [f"this dataset has {ds.label_kind} labels: only datasets with "
-                                             "classes, masks or boxes are filtered by class"]}, "explore")
+        raise FormValidationError(
+            {
+                "label": [
+                    f"this dataset has {ds.label_kind} labels: only datasets with "
+                    "classes, masks or boxes are filtered by class"
+                ]
+            },
+            "explore",
+        )
     try:
         class_id = int(label)
     except ValueError:
         class_id = -1
     if not 0 <= class_id < max(len(names), ds.num_classes or 0):
-        raise FormValidationError({"label": [f"{label!r} is not a class id of this dataset "
-                                             f"(0 to {max(len(names), ds.num_classes or 0) - 1})"]}, "explore")
+        raise FormValidationError(
+            {
+                "label": [
+                    f"{label!r} is not a class id of this dataset (0 to {max(len(names), ds.num_classes or 0) - 1})"
+                ]
+            },
+            "explore",
+        )
     return class_id, class_indexes(ds, stage, class_id)
 
 
@@ -234,14 +278,27 @@ def _explore_page(job: Job, stage: str, page: int, per_page: int, label_filter: 
                 idx = int(label_value if not isinstance(label_value, list) else label_value[0])
                 item["label"] = class_labels[idx] if 0 <= idx < len(class_labels) else str(idx)
             else:
-                item["label"] = ", ".join(f"{v:.3g}" for v in (label_value if isinstance(label_value, list) else [label_value]))
+                item["label"] = ", ".join(
+                    f"{v:.3g}" for v in (label_value if isinstance(label_value, list) else [label_value])
+                )
             items.append(item)
     histograms = label_histograms(ds, keep=class_id) or {}  # the most frequent classes (and the chosen one)
-    classes = [{"id": c["id"], "name": c["name"], "count": c["counts"].get(stage, 0)}
-               for c in histograms.get("classes", [])]
-    return {"stage": stage, "stages": stages, "page": page, "pages": pages, "per_page": per_page,
-            "count": count, "items": items, "label": class_id, "classes": classes,
-            "class_count": histograms.get("class_count", len(classes)), "class_unit": histograms.get("unit")}
+    classes = [
+        {"id": c["id"], "name": c["name"], "count": c["counts"].get(stage, 0)} for c in histograms.get("classes", [])
+    ]
+    return {
+        "stage": stage,
+        "stages": stages,
+        "page": page,
+        "pages": pages,
+        "per_page": per_page,
+        "count": count,
+        "items": items,
+        "label": class_id,
+        "classes": classes,
+        "class_count": histograms.get("class_count", len(classes)),
+        "class_unit": histograms.get("unit"),
+    }
 
 
 def _mask_caption(mask, class_labels) -> str:
@@ -313,8 +370,10 @@ def delete(job_id: str):
         flash(str(exc), "bad")
         return redirect(url_for("datasets.show", job_id=exc.dataset.id))
     models = len(deleted) - 1
-    flash("Dataset deleted" + (f", and the {models} model{'s' if models != 1 else ''} trained on it." if models else "."),
-          "ok")
+    flash(
+        "Dataset deleted" + (f", and the {models} model{'s' if models != 1 else ''} trained on it." if models else "."),
+        "ok",
+    )
     return redirect(url_for("home.index"))
 
 

@@ -35,8 +35,12 @@ bp = Blueprint("exports", __name__, url_prefix="/models")
 bp.register_error_handler(FormValidationError, invalid_json)
 
 #: The panel's format menu, in its order.
-FORMAT_TITLES = (("savedmodel", "SavedModel (TF Serving layout)"), ("keras", "Keras (.keras, the bare network)"),
-                 ("onnx", "ONNX (onnxruntime)"), ("tflite", "TFLite (LiteRT interpreter)"))
+FORMAT_TITLES = (
+    ("savedmodel", "SavedModel (TF Serving layout)"),
+    ("keras", "Keras (.keras, the bare network)"),
+    ("onnx", "ONNX (onnxruntime)"),
+    ("tflite", "TFLite (LiteRT interpreter)"),
+)
 FIELDS = ("format", "quantize", "snapshot", "allow_mismatch")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
@@ -59,8 +63,11 @@ def parity_figures(report: dict | None) -> str:
     if report.get("skipped"):
         return str(report["skipped"])
     parts = []
-    for key, title in (("top1_agreement", "top-1 agreement"), ("mask_iou", "mask IoU"),
-                       ("boxes_matched", "boxes matched")):
+    for key, title in (
+        ("top1_agreement", "top-1 agreement"),
+        ("mask_iou", "mask IoU"),
+        ("boxes_matched", "boxes matched"),
+    ):
         if isinstance(report.get(key), (int, float)):
             parts.append(f"{title} {report[key] * 100:.4g} %" if key != "mask_iou" else f"{title} {report[key]:.4f}")
     if isinstance(report.get("max_abs_diff"), (int, float)):
@@ -76,16 +83,25 @@ def model_exports(job: Job) -> list[dict]:
     folder = Path(job.path) / EXPORT_DIR
     found = []
     for archive in folder.glob("*.tar.gz") if folder.is_dir() else ():
-        name = archive.name[:-len(".tar.gz")]
+        name = archive.name[: -len(".tar.gz")]
         info = _read(folder / name / "info.json")
         if info is None or not name.startswith(f"{job.id}-epoch-"):
             continue
         parity = _read(folder / name / "parity.json")
-        found.append({"name": name, "epoch": (info.get("model") or {}).get("epoch"), "format": info.get("format"),
-                      "quantize": info.get("quantize"), "parity": parity,
-                      "passed": None if parity is None else parity.get("passed"), "figures": parity_figures(parity),
-                      "size": archive.stat().st_size, "mtime": archive.stat().st_mtime,
-                      "download": url_for("exports.download", job_id=job.id, name=name)})
+        found.append(
+            {
+                "name": name,
+                "epoch": (info.get("model") or {}).get("epoch"),
+                "format": info.get("format"),
+                "quantize": info.get("quantize"),
+                "parity": parity,
+                "passed": None if parity is None else parity.get("passed"),
+                "figures": parity_figures(parity),
+                "size": archive.stat().st_size,
+                "mtime": archive.stat().st_mtime,
+                "download": url_for("exports.download", job_id=job.id, name=name),
+            }
+        )
     return sorted(found, key=lambda e: e["mtime"], reverse=True)
 
 
@@ -121,10 +137,19 @@ def export(job_id: str) -> ResponseReturnValue:
         name = export_name(job.id, snap["epoch"], fmt, quantize)
         folder = Path(job.path) / EXPORT_DIR
         folder.mkdir(exist_ok=True)
-        result = run_worker("export", {"job": str(job.path), "out": str(folder / f"{name}.tar.gz"),
-                                       "epoch": snap["epoch"], "format": fmt, "quantize": quantize,
-                                       "allow_mismatch": bool(request.form.get("allow_mismatch")),
-                                       "folder": str(folder / name)}, timeout=600)
+        result = run_worker(
+            "export",
+            {
+                "job": str(job.path),
+                "out": str(folder / f"{name}.tar.gz"),
+                "epoch": snap["epoch"],
+                "format": fmt,
+                "quantize": quantize,
+                "allow_mismatch": bool(request.form.get("allow_mismatch")),
+                "folder": str(folder / name),
+            },
+            timeout=600,
+        )
     except DigitsError as exc:
         if wants_json():
             raise
@@ -135,8 +160,16 @@ def export(job_id: str) -> ResponseReturnValue:
         return render_model_page(job)  # 200, as the inference form's errors (see inference_views.infer)
     download = url_for("exports.download", job_id=job.id, name=name)
     if wants_json():
-        return jsonify({"name": name, "format": fmt, "quantize": quantize, "epoch": snap["epoch"],
-                        "download": download, "parity": result.get("parity")})
+        return jsonify(
+            {
+                "name": name,
+                "format": fmt,
+                "quantize": quantize,
+                "epoch": snap["epoch"],
+                "download": download,
+                "parity": result.get("parity"),
+            }
+        )
     return redirect(url_for("models.show", job_id=job.id, export=name) + "#export", code=303)
 
 
@@ -152,6 +185,11 @@ def download(job_id: str, name: str):
 
 @bp.app_context_processor
 def _panel_helpers() -> dict:
-    return {"model_exports": model_exports, "export_formats": FORMAT_TITLES, "export_quantize": QUANTIZE,
-            "export_errors": lambda: g.get("export_errors") or {}, "export_values": lambda: g.get("export_values") or {},
-            "export_shown": lambda: request.args.get("export", "")}
+    return {
+        "model_exports": model_exports,
+        "export_formats": FORMAT_TITLES,
+        "export_quantize": QUANTIZE,
+        "export_errors": lambda: g.get("export_errors") or {},
+        "export_values": lambda: g.get("export_values") or {},
+        "export_shown": lambda: request.args.get("export", ""),
+    }

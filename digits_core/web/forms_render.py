@@ -80,7 +80,9 @@ def dataset_userdata(ds_job) -> dict:
     """The persisted userdata of a dataset job (what a DIGITS 6 style plugin instance is re-created from)."""
     for path in (ds_job.path / "dataset" / "dataset.json", ds_job.path / "dataset.json"):
         try:
-            return resolve_job_files(dict(json.loads(path.read_text(encoding="utf-8")).get("userdata") or {}), ds_job.path)
+            return resolve_job_files(
+                dict(json.loads(path.read_text(encoding="utf-8")).get("userdata") or {}), ds_job.path
+            )
         except (OSError, ValueError, AttributeError):
             continue
     return {}
@@ -105,10 +107,12 @@ def blank_form(form_class, values: dict | None = None):
 
 def jsonable(data: dict) -> dict:
     """Form data made JSON-serializable (file uploads become their file name)."""
+
     def convert(value):
         if hasattr(value, "filename") and hasattr(value, "stream"):
             return value.filename
         return value
+
     return json.loads(json.dumps({k: convert(v) for k, v in data.items()}, default=str))
 
 

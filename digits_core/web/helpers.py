@@ -14,8 +14,13 @@ from flask import request
 from ..jobs import Job, JobStatus
 
 STATUS_CLASSES = {
-    "Initialized": "muted", "Waiting": "muted", "Running": "info",
-    "Done": "ok", "Error": "bad", "Aborted": "warn", "Stopped early": "warn",
+    "Initialized": "muted",
+    "Waiting": "muted",
+    "Running": "info",
+    "Done": "ok",
+    "Error": "bad",
+    "Aborted": "warn",
+    "Stopped early": "warn",
 }
 
 
@@ -145,9 +150,15 @@ def job_summary(job: Job, with_size: bool = True) -> dict:
     started = next((t for s, t in history if s == "Running"), None)
     ended = history[-1][1] if status.is_finished else None
     row = {
-        "id": job.id, "kind": job.kind, "name": job.name, "status": status.value,
-        "created": job.created, "progress": overall_progress(job),
-        "plugin_id": job.plugin_id, "group": job.group, "error": job.error,
+        "id": job.id,
+        "kind": job.kind,
+        "name": job.name,
+        "status": status.value,
+        "created": job.created,
+        "progress": overall_progress(job),
+        "plugin_id": job.plugin_id,
+        "group": job.group,
+        "error": job.error,
         "runtime": (ended or time.time()) - started if started else None,
     }
     if with_size:

@@ -43,8 +43,16 @@ def scheduler() -> Scheduler:
 def search_text(job: Job) -> str:
     """What the home page search looks in: name, id, group, kind, status, plugin, network, dataset (lower case)."""
     data = job.data
-    parts = [job.name, job.id, data.get("group"), job.kind, job.status.value, data.get("plugin_id"),
-             data.get("network"), data.get("dataset_id")]
+    parts = [
+        job.name,
+        job.id,
+        data.get("group"),
+        job.kind,
+        job.status.value,
+        data.get("plugin_id"),
+        data.get("network"),
+        data.get("dataset_id"),
+    ]
     return " ".join(str(p) for p in parts if p).lower()
 
 
@@ -106,12 +114,18 @@ def home_data(query: str = "") -> dict:
     for kind in ("dataset", "model"):
         for row in rows[kind]:
             if row["group"]:
-                entry = groups.setdefault(row["group"], {"name": row["group"], "datasets": [], "models": [],
-                                                         "statuses": {}})
+                entry = groups.setdefault(
+                    row["group"], {"name": row["group"], "datasets": [], "models": [], "statuses": {}}
+                )
                 entry[kind + "s"].append(row["id"])
                 entry["statuses"][row["status"]] = entry["statuses"].get(row["status"], 0) + 1
-    return {"query": query, "datasets": rows["dataset"], "models": rows["model"], "groups": list(groups.values()),
-            "total": len(jobs)}
+    return {
+        "query": query,
+        "datasets": rows["dataset"],
+        "models": rows["model"],
+        "groups": list(groups.values()),
+        "total": len(jobs),
+    }
 
 
 def existing_groups() -> list[str]:
@@ -125,6 +139,7 @@ def _group_helpers() -> dict:
         """``<datalist id="group-names">`` of the existing groups (the Group fields' suggestions)."""
         options = "".join(f'<option value="{escape(name)}">' for name in existing_groups())
         return Markup(f'<datalist id="group-names">{options}</datalist>')
+
     return {"group_datalist": group_datalist}
 
 
@@ -140,8 +155,14 @@ def index() -> str:
         row["match"] = matches(row["search"], query)
     active = any(r["status"] in ("Waiting", "Running") for r in data["datasets"] + data["models"])
     shown = sum(r["match"] for r in data["datasets"] + data["models"])
-    return render_template("home.html", active=active, dataset_sections=sections(data["datasets"]),
-                           model_sections=sections(data["models"]), shown=shown, **{**data, "query": query})
+    return render_template(
+        "home.html",
+        active=active,
+        dataset_sections=sections(data["datasets"]),
+        model_sections=sections(data["models"]),
+        shown=shown,
+        **{**data, "query": query},
+    )
 
 
 @bp.get("/index.json")
@@ -192,8 +213,9 @@ def bulk_delete(job_ids: list[str], *, abort_running: bool) -> dict:
                 continue
             report["aborted"].append({**entry, "status": status})
         elif job.owner is not None:
-            report["refused"].append({**entry, "reason": "running in another process (see `digits model list`); "
-                                                         "stop it there first"})
+            report["refused"].append(
+                {**entry, "reason": "running in another process (see `digits model list`); stop it there first"}
+            )
             continue
         todo.append(job)
     deadline = time.monotonic() + ABORT_WAIT_S
@@ -219,11 +241,15 @@ def describe_bulk_delete(report: dict) -> tuple[str, str]:
     """The flash message (and its category) that tells the user what a bulk delete did."""
     parts = [f"Deleted {len(report['deleted'])} job{'s' if len(report['deleted']) != 1 else ''}."]
     if report["aborted"]:
-        parts.append("Aborted first: " + ", ".join(f"{e['name'] or e['id']} (was {e['status']})"
-                                                   for e in report["aborted"]) + ".")
+        parts.append(
+            "Aborted first: "
+            + ", ".join(f"{e['name'] or e['id']} (was {e['status']})" for e in report["aborted"])
+            + "."
+        )
     if report["refused"]:
-        parts.append("Not deleted: " + "; ".join(f"{e['name'] or e['id']}: {e['reason']}"
-                                                 for e in report["refused"]) + ".")
+        parts.append(
+            "Not deleted: " + "; ".join(f"{e['name'] or e['id']}: {e['reason']}" for e in report["refused"]) + "."
+        )
     return " ".join(parts), ("warn" if report["refused"] else "ok")
 
 

@@ -90,8 +90,11 @@ def store_result(job, record: dict, files: list | None = None, keep: int | None 
         shutil.rmtree(staging, ignore_errors=True)
         raise
     if keep is None:
-        keep = current_app.config.get("DIGITS_KEEP_RESULTS", DEFAULT_KEEP_RESULTS) if has_app_context() \
+        keep = (
+            current_app.config.get("DIGITS_KEEP_RESULTS", DEFAULT_KEEP_RESULTS)
+            if has_app_context()
             else DEFAULT_KEEP_RESULTS
+        )
     prune_results(job, keep)
     return result_id
 
@@ -129,11 +132,13 @@ def prune_results(job, keep: int) -> list[str]:
 def _newest_first(root: Path) -> list[Path]:
     """The result folders under ``root``, newest first: an id names its second, the folder's time orders
     results stored within one second."""
+
     def age(folder: Path):
         try:
             return folder.name[:15], folder.stat().st_mtime_ns
         except OSError:
             return folder.name[:15], 0
+
     return sorted((p for p in root.iterdir() if RESULT_ID.match(p.name)), key=age, reverse=True)
 
 
@@ -165,10 +170,18 @@ def list_results(job) -> list[dict]:
                 record = json.load(handle)
         except (OSError, ValueError):
             continue
-        listed.append({"id": folder.name, "created": record.get("created"), "view_id": record.get("view_id"),
-                       "view_title": record.get("view_title"), "inputs": record.get("inputs") or "",
-                       "samples": record.get("samples", 0), "epoch": (record.get("info") or {}).get("epoch"),
-                       "url": url_for("inference_results.show", job_id=job.id, result_id=folder.name)})
+        listed.append(
+            {
+                "id": folder.name,
+                "created": record.get("created"),
+                "view_id": record.get("view_id"),
+                "view_title": record.get("view_title"),
+                "inputs": record.get("inputs") or "",
+                "samples": record.get("samples", 0),
+                "epoch": (record.get("info") or {}).get("epoch"),
+                "url": url_for("inference_results.show", job_id=job.id, result_id=folder.name),
+            }
+        )
     return listed
 
 
@@ -180,10 +193,20 @@ def show(job_id: str, result_id: str):
     job = _ext()["store"].get(job_id, kind="model")
     record = load_result(job, result_id)
     if wants_json():
-        return jsonify({"model": job.id, "id": result_id, "results": record.get("json"), "info": record.get("info"),
-                        "html": record.get("fragments"), "visualizations": record.get("visualizations"),
-                        "files": {name: url_for("inference_results.download", job_id=job.id, result_id=result_id,
-                                                name=name) for name in record.get("files") or []}})
+        return jsonify(
+            {
+                "model": job.id,
+                "id": result_id,
+                "results": record.get("json"),
+                "info": record.get("info"),
+                "html": record.get("fragments"),
+                "visualizations": record.get("visualizations"),
+                "files": {
+                    name: url_for("inference_results.download", job_id=job.id, result_id=result_id, name=name)
+                    for name in record.get("files") or []
+                },
+            }
+        )
     view_id = record.get("view_id") or ""
     try:
         view_cls = registry.get_view(view_id)
@@ -194,11 +217,21 @@ def show(job_id: str, result_id: str):
     frags = {k: give_csp_nonce(v, csp_nonce()) for k, v in (record.get("fragments") or {}).items()}
     result_json = record.get("json") or {}
     return render_template(
-        "inference_results.html", job=job, view_id=view_id, view_title=record.get("view_title") or view_id,
-        header=Markup(frags.get("header") or ""), samples=[Markup(s) for s in frags.get("samples", [])],
-        summary=Markup(frags.get("summary") or ""), stylesheets=stylesheets, scripts=scripts,
-        info=record.get("info") or {}, notes=result_json.get("notes") or [], skipped=result_json.get("errors") or [],
-        vis=record.get("visualizations"), result=record)
+        "inference_results.html",
+        job=job,
+        view_id=view_id,
+        view_title=record.get("view_title") or view_id,
+        header=Markup(frags.get("header") or ""),
+        samples=[Markup(s) for s in frags.get("samples", [])],
+        summary=Markup(frags.get("summary") or ""),
+        stylesheets=stylesheets,
+        scripts=scripts,
+        info=record.get("info") or {},
+        notes=result_json.get("notes") or [],
+        skipped=result_json.get("errors") or [],
+        vis=record.get("visualizations"),
+        result=record,
+    )
 
 
 @bp.get("/<job_id>/inference/<result_id>/files/<name>")
@@ -231,8 +264,15 @@ def store_and_redirect(job, view_id: str, view_title: str, result: dict, inputs:
     one header fragment, gives the images it ranked).
     """
     fragments = result.get("fragments") or {}
-    record = {"view_id": view_id, "view_title": view_title, "fragments": fragments, "info": result.get("info") or {},
-              "json": result.get("json") or {}, "visualizations": result.get("visualizations"), "inputs": inputs,
-              "samples": len(fragments.get("samples") or []) if samples is None else samples}
+    record = {
+        "view_id": view_id,
+        "view_title": view_title,
+        "fragments": fragments,
+        "info": result.get("info") or {},
+        "json": result.get("json") or {},
+        "visualizations": result.get("visualizations"),
+        "inputs": inputs,
+        "samples": len(fragments.get("samples") or []) if samples is None else samples,
+    }
     result_id = store_result(job, record, result.get("files"))
     return redirect(url_for("inference_results.show", job_id=job.id, result_id=result_id), code=303)

@@ -72,8 +72,10 @@ def _save_uploads(job, files) -> list[list[str]]:
     root = job.path / "inference"
     root.mkdir(exist_ok=True)
     # Only the uploads' folders, oldest first (``results/`` holds the stored result pages).
-    runs = sorted((p for p in root.iterdir() if p.is_dir() and p.name.startswith(("upload-", "form-upload-"))),
-                  key=lambda p: p.stat().st_mtime)
+    runs = sorted(
+        (p for p in root.iterdir() if p.is_dir() and p.name.startswith(("upload-", "form-upload-"))),
+        key=lambda p: p.stat().st_mtime,
+    )
     for old in runs[:-KEEP_UPLOAD_RUNS]:
         shutil.rmtree(old, ignore_errors=True)
     folder = root / f"upload-{secrets.token_hex(4)}"
@@ -176,8 +178,10 @@ def infer(job_id: str):
         from .models_views import render_model_page
 
         errors = exc.errors if isinstance(exc, FormValidationError) else {"": [str(exc)]}
-        values = {k: request.form.get(k, "") for k in ("view_id", "input_mode", "server_path", "snapshot",
-                                                         "visualize", "label_path")}
+        values = {
+            k: request.form.get(k, "")
+            for k in ("view_id", "input_mode", "server_path", "snapshot", "visualize", "label_path")
+        }
         return render_model_page(job, infer_errors=errors, infer_values=values)
 
 
@@ -201,16 +205,26 @@ def _infer(job):
             bound = bind_form(form_class, {}, meta={"csrf": False})
         view_config = jsonable(validate_form(bound, f'config of view "{view_id}"'))
     mode = request.form.get("input_mode", "upload")
-    request_body = {"model": str(job.path), "jobs_dir": str(_ext()["jobs_dir"]), "view": view_id,
-                    "view_config": view_config, "epoch": request.form.get("snapshot") or None,
-                    "data_roots": current_app.config["DIGITS_DATA_ROOTS"],
-                    "max_errors": request.form.get("max_errors") or None}
+    request_body = {
+        "model": str(job.path),
+        "jobs_dir": str(_ext()["jobs_dir"]),
+        "view": view_id,
+        "view_config": view_config,
+        "epoch": request.form.get("snapshot") or None,
+        "data_roots": current_app.config["DIGITS_DATA_ROOTS"],
+        "max_errors": request.form.get("max_errors") or None,
+    }
     if volume:  # unet3d / unet2.5d: a whole volume in, its label volume out
         from .volume_inference import infer_volume_from_form  # volume models only
 
-        return infer_volume_from_form(job, view_cls.get_title(), view_config,
-                                      _plugin_form_values(job) if mode == "plugin" else None,
-                                      check_path=check_inference_path, save_uploads=_save_form_uploads)
+        return infer_volume_from_form(
+            job,
+            view_cls.get_title(),
+            view_config,
+            _plugin_form_values(job) if mode == "plugin" else None,
+            check_path=check_inference_path,
+            save_uploads=_save_form_uploads,
+        )
     if mode == "plugin":
         request_body["inference_form"] = _plugin_form_values(job)
     elif mode == "path":
@@ -219,9 +233,15 @@ def _infer(job):
         request_body["inputs"] = _save_uploads(job, request.files.getlist("images"))
     visualize = bool(request.form.get("visualize"))
     if visualize and len(request_body.get("inputs") or ()) > 1:
-        raise FormValidationError({"visualize": [
-            f"Layer visualizations are for one image (DIGITS's Classify One); {len(request_body['inputs'])} "
-            "were chosen. Choose one image, or untick this box."]}, "inference")
+        raise FormValidationError(
+            {
+                "visualize": [
+                    f"Layer visualizations are for one image (DIGITS's Classify One); {len(request_body['inputs'])} "
+                    "were chosen. Choose one image, or untick this box."
+                ]
+            },
+            "inference",
+        )
     request_body["visualize"] = visualize
     result = run_in_worker("infer", request_body)
     if wants_json():  # the results page's JSON twin: what /api/models/ID/infer answers
@@ -259,6 +279,13 @@ def results_json(job, result: dict):
     """The JSON answer of an inference request (the web form's twin and ``/api/models/ID/infer``)."""
     from flask import jsonify
 
-    return jsonify({"model": job.id, "results": result.get("json"), "info": result.get("info"),
-                    "html": result.get("fragments"), "visualizations": result.get("visualizations"),
-                    "worker": result.get("worker")})
+    return jsonify(
+        {
+            "model": job.id,
+            "results": result.get("json"),
+            "info": result.get("info"),
+            "html": result.get("fragments"),
+            "visualizations": result.get("visualizations"),
+            "worker": result.get("worker"),
+        }
+    )

@@ -90,8 +90,9 @@ class InferenceWorker:
         """
         timeout = self.timeout if timeout is None else float(timeout)
         if not self._lock.acquire(timeout=timeout):
-            raise InferenceError(f"The inference worker stayed busy with other requests for {timeout:.0f} s; "
-                                 "try again later.")
+            raise InferenceError(
+                f"The inference worker stayed busy with other requests for {timeout:.0f} s; try again later."
+            )
         try:
             self._ensure_running()
             self._next_id += 1
@@ -105,12 +106,14 @@ class InferenceWorker:
                 self._stop(kill=True)
                 raise InferenceError(
                     f"The {kind} request did not finish within {timeout:g} s; the inference worker was stopped "
-                    "and a fresh one will serve the next request.") from None
+                    "and a fresh one will serve the next request."
+                ) from None
             except (OSError, EOFError, ValueError):
                 code = self._stop(kill=True)
                 raise InferenceError(
                     f"The inference worker stopped while running this {kind} request ({_describe_exit(code)}); "
-                    f"a fresh one will serve the next request. {self._log_tail()}".strip()) from None
+                    f"a fresh one will serve the next request. {self._log_tail()}".strip()
+                ) from None
             if reply.get("id") != message["id"]:
                 self._stop(kill=True)
                 raise InferenceError("The inference worker answered out of turn; it was restarted.")
@@ -159,8 +162,13 @@ class InferenceWorker:
             with open(self._log_path, "wb") as log:  # truncated at each start: the log of this process only
                 self._proc = subprocess.Popen(
                     [sys.executable, "-m", "digits_core.web.inference_worker", str(write_fd)],
-                    stdin=subprocess.PIPE, stdout=log, stderr=log, pass_fds=(write_fd,), env=self.env,
-                    start_new_session=True)
+                    stdin=subprocess.PIPE,
+                    stdout=log,
+                    stderr=log,
+                    pass_fds=(write_fd,),
+                    env=self.env,
+                    start_new_session=True,
+                )
         except BaseException:
             os.close(read_fd)
             raise
@@ -239,8 +247,9 @@ def get_worker(app) -> InferenceWorker:
     ext = app.extensions["digits"]
     worker = ext.get("inference_worker")
     if worker is None:
-        worker = ext.setdefault("inference_worker",
-                                InferenceWorker(app.config.get("DIGITS_INFERENCE_TIMEOUT", DEFAULT_TIMEOUT)))
+        worker = ext.setdefault(
+            "inference_worker", InferenceWorker(app.config.get("DIGITS_INFERENCE_TIMEOUT", DEFAULT_TIMEOUT))
+        )
     return worker
 
 
@@ -271,8 +280,13 @@ def serve(reply_fd: int) -> int:
         result = handle(message["kind"], message.get("request") or {})
         served += 1
         loads = model_module.model_load_count()
-        result["worker"] = {"pid": os.getpid(), "requests": served, "model_loads": loads,
-                            "loaded_model": loads > before, "seconds": round(time.perf_counter() - start, 4)}
+        result["worker"] = {
+            "pid": os.getpid(),
+            "requests": served,
+            "model_loads": loads,
+            "loaded_model": loads > before,
+            "seconds": round(time.perf_counter() - start, 4),
+        }
         replies.write(json.dumps({"id": message.get("id"), "result": result}, default=str).encode("utf-8") + b"\n")
     return 0
 

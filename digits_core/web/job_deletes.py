@@ -33,8 +33,10 @@ class DatasetInUseError(JobStateError):
         self.dependents = dependents
         names = ", ".join(f"{j.name} ({j.id}, {j.status.value})" for j in dependents)
         count = f"{len(dependents)} model{'s' if len(dependents) != 1 else ''}"
-        super().__init__(f"Cannot delete dataset {dataset.name} ({dataset.id}): {count} depend on it: {names}. "
-                         "Delete them too (API: ?cascade=1), or delete those models first.")
+        super().__init__(
+            f"Cannot delete dataset {dataset.name} ({dataset.id}): {count} depend on it: {names}. "
+            "Delete them too (API: ?cascade=1), or delete those models first."
+        )
 
 
 def _ext():
@@ -89,8 +91,10 @@ def delete_job(job_id: str, kind: str, *, cascade: bool = False) -> list[Job]:
         time.sleep(0.1)  # the scheduler's thread reaps the aborted workers
     running = [each for each in todo if scheduler.is_active(each.id)]
     if running:
-        raise JobStateError(f"{', '.join(j.name or j.id for j in running)} did not stop within "
-                            f"{ABORT_WAIT_S:.0f} s of the abort; nothing running was deleted: try again.")
+        raise JobStateError(
+            f"{', '.join(j.name or j.id for j in running)} did not stop within "
+            f"{ABORT_WAIT_S:.0f} s of the abort; nothing running was deleted: try again."
+        )
     for each in todo:
         store.delete(each.id)
     return todo

@@ -41,8 +41,16 @@ from .search_panel import PANEL_KEYS, SearchPanel
 CUSTOM = "__custom__"
 
 #: Fields of the form that are not engine options.
-NON_OPTION_FIELDS = ("model_name", "group", "dataset", "network", "custom_network", "network_params", "search",
-                     *PANEL_KEYS)
+NON_OPTION_FIELDS = (
+    "model_name",
+    "group",
+    "dataset",
+    "network",
+    "custom_network",
+    "network_params",
+    "search",
+    *PANEL_KEYS,
+)
 
 CUSTOM_NETWORK_EXAMPLE = '''import keras
 from keras import layers
@@ -74,14 +82,16 @@ def _sweep_validator(spec: OptionSpec):
                 parse_values(spec.name, field.data)
             except FormValidationError as exc:
                 raise ValidationError("; ".join(exc.errors[spec.name])) from None
+
     return check
 
 
 def _field(spec: OptionSpec):
     """A WTForms field for one declared option (empty = not set): the specs' generator, sweeps as text."""
     if spec.sweep:  # text: several comma-separated values make a sweep
-        return StringField(spec.label, validators=[Optional(), _sweep_validator(spec)],
-                           description=spec.help + SWEEP_HELP)
+        return StringField(
+            spec.label, validators=[Optional(), _sweep_validator(spec)], description=spec.help + SWEEP_HELP
+        )
     if spec.kind == "bool":
         return wtforms_field(spec, choices=_BOOL_CHOICES, validators=[_is_bool])
     return wtforms_field(spec)
@@ -90,20 +100,39 @@ def _field(spec: OptionSpec):
 class ModelForm(SearchPanel):
     """New model: dataset, network, (generated) training options and the Search panel."""
 
-    model_name = StringField("Model name", validators=[DataRequired(message="Give the model a name."), Length(max=200)],
-                             description="Of a sweep: the start of every job's name, and the group when none is given.")
-    group = StringField("Group", validators=[Optional(), Length(max=MAX_GROUP_LENGTH), valid_group],
-                        description=GROUP_HELP)
-    dataset = SelectField("Dataset", validators=[DataRequired(message="Choose a dataset (build one first).")],
-                          description="Only datasets that are Done are listed.")
-    network = SelectField("Network", validators=[DataRequired()],
-                          description="A built-in network, one a plugin registered, or your own code.")
-    custom_network = TextAreaField("Custom network (Python)", validators=[Optional()],
-                                   description="Used when the network is 'Custom code'.")
-    pretrained = SelectField(BY_NAME["pretrained"].label, validators=[Optional()], default="",
-                             description="Start from the last snapshot of a previous model job.")
-    network_params = StringField(BY_NAME["network_params"].label, default="{}", validators=[Optional()],
-                                 description='Keyword arguments for build_model, e.g. {"dropout": 0.5}.')
+    model_name = StringField(
+        "Model name",
+        validators=[DataRequired(message="Give the model a name."), Length(max=200)],
+        description="Of a sweep: the start of every job's name, and the group when none is given.",
+    )
+    group = StringField(
+        "Group", validators=[Optional(), Length(max=MAX_GROUP_LENGTH), valid_group], description=GROUP_HELP
+    )
+    dataset = SelectField(
+        "Dataset",
+        validators=[DataRequired(message="Choose a dataset (build one first).")],
+        description="Only datasets that are Done are listed.",
+    )
+    network = SelectField(
+        "Network",
+        validators=[DataRequired()],
+        description="A built-in network, one a plugin registered, or your own code.",
+    )
+    custom_network = TextAreaField(
+        "Custom network (Python)", validators=[Optional()], description="Used when the network is 'Custom code'."
+    )
+    pretrained = SelectField(
+        BY_NAME["pretrained"].label,
+        validators=[Optional()],
+        default="",
+        description="Start from the last snapshot of a previous model job.",
+    )
+    network_params = StringField(
+        BY_NAME["network_params"].label,
+        default="{}",
+        validators=[Optional()],
+        description='Keyword arguments for build_model, e.g. {"dropout": 0.5}.',
+    )
 
     def validate_custom_network(self, field):
         if self.network.data == CUSTOM:
@@ -127,7 +156,8 @@ del _spec
 
 #: Generated option fields by form section, in declaration order (the template lays them out).
 FIELD_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
-    (group, tuple(s.name for s in TRAINING_OPTIONS if s.group == group and s.web == "auto")) for group in GROUPS)
+    (group, tuple(s.name for s in TRAINING_OPTIONS if s.group == group and s.web == "auto")) for group in GROUPS
+)
 
 
 def _value(spec: OptionSpec, data):
@@ -212,11 +242,19 @@ def form_script_data(form: ModelForm) -> dict:
     for net in networks:
         values = effective_defaults(network_defaults(net))
         # As the fields render them ("0.0", not 0): the page compares them with the fields' values.
-        defaults[net] = {s.name: (None if values[s.name] is None else str(_form_value(s, values[s.name])))
-                         for s in TRAINING_OPTIONS if s.web == "auto"}
-    applies = {s.name: {"solvers": list(s.solvers) if s.solvers else None,
-                        "policies": list(s.policies) if s.policies else None}
-               for s in TRAINING_OPTIONS if s.web == "auto" and (s.solvers or s.policies)}
+        defaults[net] = {
+            s.name: (None if values[s.name] is None else str(_form_value(s, values[s.name])))
+            for s in TRAINING_OPTIONS
+            if s.web == "auto"
+        }
+    applies = {
+        s.name: {
+            "solvers": list(s.solvers) if s.solvers else None,
+            "policies": list(s.policies) if s.policies else None,
+        }
+        for s in TRAINING_OPTIONS
+        if s.web == "auto" and (s.solvers or s.policies)
+    }
     return {"defaults": defaults, "applies": applies, "lr_preview": list(LR_PREVIEW_OPTIONS)}
 
 

@@ -26,9 +26,11 @@ def network_menu_data(store) -> dict:
     from ..engine.networks import list_networks
 
     models = [j for j in store.list("model") if (j.path / "snapshots").is_dir()]
-    return {"network_tasks": {spec.name: list(spec.tasks or ()) for spec in list_networks()},
-            "dataset_tasks": {j.id: dataset_task(j) for j in store.list("dataset") if j.status is JobStatus.DONE},
-            "model_tasks": {j.id: (read_json(j.path / "model.json") or {}).get("task") for j in models}}
+    return {
+        "network_tasks": {spec.name: list(spec.tasks or ()) for spec in list_networks()},
+        "dataset_tasks": {j.id: dataset_task(j) for j in store.list("dataset") if j.status is JobStatus.DONE},
+        "model_tasks": {j.id: (read_json(j.path / "model.json") or {}).get("task") for j in models},
+    }
 
 
 def fill_from_job(form: ModelForm, job: Job) -> None:

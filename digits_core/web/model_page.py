@@ -11,11 +11,21 @@ from .forms_render import blank_form, dataset_userdata, render_plugin_form
 from .helpers import read_json
 
 #: The view a model page preselects for each task (the dataset's task picks what the user sees first).
-DEFAULT_VIEWS = {"classification": "image-classification", "segmentation": "image-segmentation",
-                 "detection": "bounding-boxes", "regression": "regression", "image-to-image": "image-output"}
+DEFAULT_VIEWS = {
+    "classification": "image-classification",
+    "segmentation": "image-segmentation",
+    "detection": "bounding-boxes",
+    "regression": "regression",
+    "image-to-image": "image-output",
+}
 #: The metric panels a model page shows first, per task (the rest follow by name, the learning rate last).
-FIRST_METRICS = {"classification": "loss,accuracy,top5", "segmentation": "loss,dice,iou",
-                 "detection": "loss,map50,recall50,precision50,map,centre_recall", "regression": "loss,mae", "image-to-image": "loss,mae"}
+FIRST_METRICS = {
+    "classification": "loss,accuracy,top5",
+    "segmentation": "loss,dice,iou",
+    "detection": "loss,map50,recall50,precision50,map,centre_recall",
+    "regression": "loss,mae",
+    "image-to-image": "loss,mae",
+}
 
 
 #: At most this many other runs are offered for the chart overlay (newest first).
@@ -47,7 +57,8 @@ def inference_context(store, job) -> dict:
             form_class = inference_form(cls, dataset_userdata(ds_job))
             if form_class is not None:
                 ctx["plugin_form"] = render_plugin_form(
-                    blank_form(form_class), template_method(cls, "get_inference_template", dataset_userdata(ds_job)))
+                    blank_form(form_class), template_method(cls, "get_inference_template", dataset_userdata(ds_job))
+                )
                 ctx["plugin_id"] = cls.get_id()
         except DigitsError:
             pass

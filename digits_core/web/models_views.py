@@ -32,6 +32,7 @@ from .sweeps import create_model_jobs
 
 bp = Blueprint("models", __name__, url_prefix="/models")
 
+
 def _ext():
     return current_app.extensions["digits"]
 
@@ -49,8 +50,16 @@ def check_options(options: dict) -> None:
         TrainingOptions.from_kwargs(**point.options)
 
 
-def create_model_job(name: str, dataset: str, network: str | None, options: dict, custom_code: str | None = None, *,
-                     group: str | None = None, sweep: dict | None = None) -> Job:
+def create_model_job(
+    name: str,
+    dataset: str,
+    network: str | None,
+    options: dict,
+    custom_code: str | None = None,
+    *,
+    group: str | None = None,
+    sweep: dict | None = None,
+) -> Job:
     """Validate, save and queue a training job (shared by the page and the API).
 
     A request with several values of an option (a sweep) goes through
@@ -108,14 +117,22 @@ def create_model_job(name: str, dataset: str, network: str | None, options: dict
     if errors:
         raise FormValidationError(errors, "new model")
     extra = {k: v for k, v in (("group", group), ("sweep", sweep)) if v}
-    job = Job.create("model", name.strip(), jobs_dir=_ext()["jobs_dir"], dataset_id=ds.id,
-                     network=network if custom_code is None else CUSTOM_NETWORK_FILE, **extra)
+    job = Job.create(
+        "model",
+        name.strip(),
+        jobs_dir=_ext()["jobs_dir"],
+        dataset_id=ds.id,
+        network=network if custom_code is None else CUSTOM_NETWORK_FILE,
+        **extra,
+    )
     with job.removed_if_disk_full():  # a full disk: no job left Initialized, a 507 that says where
         if custom_code is not None:
             (job.path / CUSTOM_NETWORK_FILE).write_text(custom_code, encoding="utf-8")
             network = str(job.path / CUSTOM_NETWORK_FILE)
-        job.update(train_options={"dataset": ds.id, "network": network, **options},
-                   **({"custom_network": True} if custom_code is not None else {}))
+        job.update(
+            train_options={"dataset": ds.id, "network": network, **options},
+            **({"custom_network": True} if custom_code is not None else {}),
+        )
         _ext()["scheduler"].submit(job)
     return job
 
@@ -130,8 +147,7 @@ def new():
         if form.validate():
             options = training_options(form)
             custom = form.custom_network.data if form.network.data == CUSTOM else None
-            answer = (_start_search(form, options, custom) if search_lines(form)
-                      else _queue_jobs(form, options, custom))
+            answer = _start_search(form, options, custom) if search_lines(form) else _queue_jobs(form, options, custom)
             if answer is not None:
                 return answer
         else:
@@ -153,15 +169,27 @@ def new():
         if not form.custom_network.data:
             form.custom_network.data = CUSTOM_NETWORK_EXAMPLE
     errors = {k: v for k, v in form.errors.items()} if request.method == "POST" else {}
-    return render_template("model_new.html", form=form, errors=errors, custom=CUSTOM, field_groups=FIELD_GROUPS,
-                           script_data={**form_script_data(form), **network_menu_data(store)})
+    return render_template(
+        "model_new.html",
+        form=form,
+        errors=errors,
+        custom=CUSTOM,
+        field_groups=FIELD_GROUPS,
+        script_data={**form_script_data(form), **network_menu_data(store)},
+    )
 
 
 def _queue_jobs(form: ModelForm, options: dict, custom: str | None):
     """Queue the form's job (or its grid sweep's jobs): the redirect, or ``None`` with the errors on the form."""
     try:
-        jobs = create_model_jobs(form.model_name.data, form.dataset.data,
-                                 None if custom is not None else form.network.data, options, custom, form.group.data)
+        jobs = create_model_jobs(
+            form.model_name.data,
+            form.dataset.data,
+            None if custom is not None else form.network.data,
+            options,
+            custom,
+            form.group.data,
+        )
     except FormValidationError as exc:
         for name, messages in exc.errors.items():
             field = form._fields.get(name)
@@ -183,14 +211,16 @@ def _start_search(form: ModelForm, options: dict, custom: str | None):
 
     if custom is not None:
         form.search.errors = list(form.search.errors) + [
-            "A search runs built-in or plugin networks: choose one (or search network=choice(...))."]
+            "A search runs built-in or plugin networks: choose one (or search network=choice(...))."
+        ]
         return None
     searched = {line.split("=", 1)[0].strip() for line in search_lines(form)}
     options = {name: value for name, value in options.items() if name not in searched}  # the search line wins
     listed = [name for name, value in options.items() if isinstance(value, list)]
     if listed:
         form[listed[0]].errors = list(form[listed[0]].errors) + [
-            "With a search, give one value here or put the list in the search lines."]
+            "With a search, give one value here or put the list in the search lines."
+        ]
         return None
     try:
         handle = start_sweep(sweep_body(form, options))
@@ -233,20 +263,34 @@ def snapshots(job: Job) -> list[dict]:
     """
     from ..inference.snapshots import list_snapshots
 
-    return [{"epoch": epoch, "file": path.name, "size": path.stat().st_size,
-             "download": url_for("models.download", job_id=job.id, epoch=epoch)}
-            for epoch, path in list_snapshots(job, read_json(job.path / "model.json")).items() if path.is_file()]
+    return [
+        {
+            "epoch": epoch,
+            "file": path.name,
+            "size": path.stat().st_size,
+            "download": url_for("models.download", job_id=job.id, epoch=epoch),
+        }
+        for epoch, path in list_snapshots(job, read_json(job.path / "model.json")).items()
+        if path.is_file()
+    ]
 
 
 def model_details(job: Job) -> dict:
     """Everything the model page shows, JSON-friendly."""
     info = read_json(job.path / "model.json")
-    return {"job": job_summary(job), "status_history": job.data.get("status_history", []),
-            "dataset_id": job.data.get("dataset_id") or (job.data.get("train_options") or {}).get("dataset"),
-            "train_options": job.data.get("train_options", {}), "model": info, "snapshots": snapshots(job),
-            "error": job.error, "epoch": last_metric_epoch(job),
-            "log_tail": worker_log_tail(job) if job.status.value in ("Error", "Aborted") else None, "exported": _export_file(job) is not None,
-            "inference_results": list_results(job)}
+    return {
+        "job": job_summary(job),
+        "status_history": job.data.get("status_history", []),
+        "dataset_id": job.data.get("dataset_id") or (job.data.get("train_options") or {}).get("dataset"),
+        "train_options": job.data.get("train_options", {}),
+        "model": info,
+        "snapshots": snapshots(job),
+        "error": job.error,
+        "epoch": last_metric_epoch(job),
+        "log_tail": worker_log_tail(job) if job.status.value in ("Error", "Aborted") else None,
+        "exported": _export_file(job) is not None,
+        "inference_results": list_results(job),
+    }
 
 
 @bp.get("/<job_id>")
@@ -258,8 +302,14 @@ def show(job_id: str):
     return render_model_page(_ext()["store"].get(job_id, kind="model"))
 
 
-def render_model_page(job: Job, *, infer_errors: dict | None = None, infer_values: dict | None = None,
-                      top_n_errors: dict | None = None, top_n_values: dict | None = None) -> str:
+def render_model_page(
+    job: Job,
+    *,
+    infer_errors: dict | None = None,
+    infer_values: dict | None = None,
+    top_n_errors: dict | None = None,
+    top_n_values: dict | None = None,
+) -> str:
     """The model page's HTML; ``*_errors``/``*_values`` show a failed request on its form.
 
     Args:
@@ -270,12 +320,19 @@ def render_model_page(job: Job, *, infer_errors: dict | None = None, infer_value
         top_n_errors: The same for the *Top N predictions per category* form.
         top_n_values: Its values to keep (``server_path``, ``top_n``, ``snapshot``).
     """
-    return render_template("model_show.html", job=job, d=model_details(job), views=_views(),
-                           active=job.status in (JobStatus.WAITING, JobStatus.RUNNING, JobStatus.INITIALIZED),
-                           inference=inference_context(_ext()["store"], job), overlay_runs=overlay_runs(_ext()["store"], job),
-                           infer_errors=infer_errors or {},
-                           infer_values=infer_values or {}, top_n_errors=top_n_errors or {},
-                           top_n_values=top_n_values or {})
+    return render_template(
+        "model_show.html",
+        job=job,
+        d=model_details(job),
+        views=_views(),
+        active=job.status in (JobStatus.WAITING, JobStatus.RUNNING, JobStatus.INITIALIZED),
+        inference=inference_context(_ext()["store"], job),
+        overlay_runs=overlay_runs(_ext()["store"], job),
+        infer_errors=infer_errors or {},
+        infer_values=infer_values or {},
+        top_n_errors=top_n_errors or {},
+        top_n_values=top_n_values or {},
+    )
 
 
 def _views():
@@ -309,10 +366,19 @@ def metrics(job_id: str):
                 except ValueError:
                     continue
             new_offset = offset + end + 1
-    return jsonify({"offset": new_offset, "points": points, "status": job.status.value,
-                    "done": job.status.is_finished, "error": job.error, "snapshots": snapshots(job),
-                    "status_history": job.data.get("status_history", []), "epoch": last_metric_epoch(job),
-                    "epochs": (job.data.get("train_options") or {}).get("epochs")})
+    return jsonify(
+        {
+            "offset": new_offset,
+            "points": points,
+            "status": job.status.value,
+            "done": job.status.is_finished,
+            "error": job.error,
+            "snapshots": snapshots(job),
+            "status_history": job.data.get("status_history", []),
+            "epoch": last_metric_epoch(job),
+            "epochs": (job.data.get("train_options") or {}).get("epochs"),
+        }
+    )
 
 
 @bp.post("/<job_id>/abort")
@@ -375,8 +441,9 @@ def _snapshot_for(job: Job, epoch=None) -> dict | None:
     for snap in snaps:
         if wanted is not None and abs(float(snap["epoch"]) - wanted) < 1e-6:
             return snap
-    raise JobStateError(f"Model {job.id} has no snapshot at epoch {epoch} "
-                        f"(snapshots: {', '.join(str(s['epoch']) for s in snaps)}).")
+    raise JobStateError(
+        f"Model {job.id} has no snapshot at epoch {epoch} (snapshots: {', '.join(str(s['epoch']) for s in snaps)})."
+    )
 
 
 @bp.route("/<job_id>/download", methods=["GET", "POST"])

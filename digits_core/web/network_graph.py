@@ -19,9 +19,20 @@ NODE_W, NODE_H, H_GAP, V_GAP, MARGIN = 210, 42, 26, 26, 12
 SKIP_OUT, SKIP_STEP = 24, 14
 
 #: Fill colour per kind of layer (SVG presentation attributes: not subject to the page's style CSP).
-FILLS = (("Input", "#e5e7eb"), ("Conv", "#dbeafe"), ("Dense", "#dcfce7"), ("Pool", "#fef3c7"),
-         ("Norm", "#f3e8ff"), ("Activation", "#f3e8ff"), ("ReLU", "#f3e8ff"), ("Softmax", "#f3e8ff"),
-         ("Concatenate", "#fee2e2"), ("Add", "#fee2e2"), ("Multiply", "#fee2e2"), ("Dropout", "#f1f5f9"))
+FILLS = (
+    ("Input", "#e5e7eb"),
+    ("Conv", "#dbeafe"),
+    ("Dense", "#dcfce7"),
+    ("Pool", "#fef3c7"),
+    ("Norm", "#f3e8ff"),
+    ("Activation", "#f3e8ff"),
+    ("ReLU", "#f3e8ff"),
+    ("Softmax", "#f3e8ff"),
+    ("Concatenate", "#fee2e2"),
+    ("Add", "#fee2e2"),
+    ("Multiply", "#fee2e2"),
+    ("Dropout", "#f1f5f9"),
+)
 
 
 def format_shape(shape: Any) -> str:
@@ -72,8 +83,15 @@ def render_svg(layers: list[dict]) -> Markup:
     most = max(widths.values())
     rows = max(widths) + 1
     # Longer skips bulge further out, so nested ones (a U-Net's) stay apart: one lane per distinct length.
-    spans = sorted({place[layer["name"]][0] - place[source][0] for layer in layers
-                    for source in layer.get("inbound") or () if source in place} - {0, 1})
+    spans = sorted(
+        {
+            place[layer["name"]][0] - place[source][0]
+            for layer in layers
+            for source in layer.get("inbound") or ()
+            if source in place
+        }
+        - {0, 1}
+    )
     lanes = {span: lane for lane, span in enumerate(spans)}
     width = most * NODE_W + (most - 1) * H_GAP + 2 * MARGIN + SKIP_OUT + SKIP_STEP * len(spans) + 4
     height = rows * NODE_H + (rows - 1) * V_GAP + 2 * MARGIN
@@ -84,10 +102,12 @@ def render_svg(layers: list[dict]) -> Markup:
         x0 = MARGIN + ((most * NODE_W + (most - 1) * H_GAP) - row_width) / 2
         return x0 + col * (NODE_W + H_GAP), MARGIN + row * (NODE_H + V_GAP)
 
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="network-graph" id="network-graph" width="{width}" '
-             f'height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="Layer graph">',
-             '<defs><marker id="arrow" viewBox="0 0 8 8" refX="8" refY="4" markerWidth="7" markerHeight="7" '
-             'orient="auto-start-reverse"><path d="M0,0 L8,4 L0,8 z" fill="#64748b"/></marker></defs>']
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="network-graph" id="network-graph" width="{width}" '
+        f'height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="Layer graph">',
+        '<defs><marker id="arrow" viewBox="0 0 8 8" refX="8" refY="4" markerWidth="7" markerHeight="7" '
+        'orient="auto-start-reverse"><path d="M0,0 L8,4 L0,8 z" fill="#64748b"/></marker></defs>',
+    ]
     for layer in layers:
         x2, y2 = corner(layer["name"])
         for source in layer.get("inbound") or ():
@@ -103,13 +123,17 @@ def render_svg(layers: list[dict]) -> Markup:
             else:
                 mid = (ay + by) / 2
                 d = f"M{ax:.1f},{ay:.1f} C{ax:.1f},{mid:.1f} {bx:.1f},{mid:.1f} {bx:.1f},{by:.1f}"
-            parts.append(f'<path class="edge" data-from="{escape(source)}" data-to="{escape(layer["name"])}" '
-                         f'd="{d}" fill="none" stroke="#64748b" stroke-width="1.3" marker-end="url(#arrow)"/>')
+            parts.append(
+                f'<path class="edge" data-from="{escape(source)}" data-to="{escape(layer["name"])}" '
+                f'd="{d}" fill="none" stroke="#64748b" stroke-width="1.3" marker-end="url(#arrow)"/>'
+            )
     for layer in layers:
         x, y = corner(layer["name"])
         name, kind = str(layer["name"]), str(layer.get("type") or "")
         detail = f"{kind} · {format_shape(layer.get('output_shape'))}"
-        tip = f"{name} ({kind}): output {format_shape(layer.get('output_shape'))}, {layer.get('params', 0):,} parameters"
+        tip = (
+            f"{name} ({kind}): output {format_shape(layer.get('output_shape'))}, {layer.get('params', 0):,} parameters"
+        )
         parts.append(
             f'<g class="layer" data-name="{escape(name)}"><title>{escape(tip)}</title>'
             f'<rect x="{x:.1f}" y="{y:.1f}" width="{NODE_W}" height="{NODE_H}" rx="6" fill="{_fill(kind)}" '
@@ -117,6 +141,7 @@ def render_svg(layers: list[dict]) -> Markup:
             f'<text x="{x + NODE_W / 2:.1f}" y="{y + 17:.1f}" text-anchor="middle" font-size="12" '
             f'font-weight="600" fill="#0f172a">{escape(_clip(name, 30))}</text>'
             f'<text x="{x + NODE_W / 2:.1f}" y="{y + 33:.1f}" text-anchor="middle" font-size="11" '
-            f'fill="#334155">{escape(_clip(detail, 34))}</text></g>')
+            f'fill="#334155">{escape(_clip(detail, 34))}</text></g>'
+        )
     parts.append("</svg>")
     return Markup("".join(parts))

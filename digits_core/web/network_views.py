@@ -41,15 +41,23 @@ def _summary(request_body: dict) -> dict:
     return run_in_worker("network", request_body)["summary"]
 
 
-def _page(summary: dict | None, *, title: str, back: tuple[str, str] | None, error: str | None = None,
-          status: int = 200, json_url: str | None = None) -> ResponseReturnValue:
+def _page(
+    summary: dict | None,
+    *,
+    title: str,
+    back: tuple[str, str] | None,
+    error: str | None = None,
+    status: int = 200,
+    json_url: str | None = None,
+) -> ResponseReturnValue:
     if wants_json():
         if error:
             raise DigitsError(error)
         return jsonify(summary)
     svg = render_svg(summary["layers"]) if summary else ""
-    return render_template("network.html", s=summary, svg=svg, title=title, back=back, error=error,
-                           shape=format_shape, json_url=json_url), status
+    return render_template(
+        "network.html", s=summary, svg=svg, title=title, back=back, error=error, shape=format_shape, json_url=json_url
+    ), status
 
 
 @bp.get("/<job_id>/network.json")
@@ -62,7 +70,9 @@ def job_network(job_id: str) -> ResponseReturnValue:
         summary = _summary({"job": str(job.path), "jobs_dir": str(_ext()["jobs_dir"])})
     except DigitsError as exc:
         return _page(None, title=job.name or job.id, back=back, error=str(exc), status=400)
-    return _page(summary, title=job.name or job.id, back=back, json_url=url_for("network.job_network", job_id=job.id) + ".json")
+    return _page(
+        summary, title=job.name or job.id, back=back, json_url=url_for("network.job_network", job_id=job.id) + ".json"
+    )
 
 
 def form_request(values: Mapping[str, str]) -> dict:

@@ -66,7 +66,7 @@ def split_host(value: str) -> tuple[str, str]:
         end = value.find("]")
         if end < 0:
             return "", ""
-        name, rest = value[:end + 1], value[end + 1:]
+        name, rest = value[: end + 1], value[end + 1 :]
         port = rest[1:] if rest.startswith(":") else ""
     else:
         name, _, port = value.partition(":")
@@ -97,18 +97,20 @@ def csp_nonce() -> str:
 
 def content_security_policy(nonce: str) -> str:
     """The CSP header value: scripts and styles from this server only (plus nonce'd inline scripts)."""
-    return "; ".join([
-        "default-src 'self'",
-        f"script-src 'self' 'nonce-{nonce}'",
-        # Inline style="" attributes (progress bars, palette swatches) are harmless; scripts are not.
-        "style-src 'self' 'unsafe-inline'",
-        "img-src 'self' data: blob:",
-        "connect-src 'self'",
-        "object-src 'none'",
-        "base-uri 'none'",
-        "form-action 'self'",
-        "frame-ancestors 'none'",
-    ])
+    return "; ".join(
+        [
+            "default-src 'self'",
+            f"script-src 'self' 'nonce-{nonce}'",
+            # Inline style="" attributes (progress bars, palette swatches) are harmless; scripts are not.
+            "style-src 'self' 'unsafe-inline'",
+            "img-src 'self' data: blob:",
+            "connect-src 'self'",
+            "object-src 'none'",
+            "base-uri 'none'",
+            "form-action 'self'",
+            "frame-ancestors 'none'",
+        ]
+    )
 
 
 def _origin_of_request() -> tuple[str, str] | None:
@@ -176,14 +178,21 @@ def init_app(app: Flask, hosts: Iterable[str] | None = None) -> None:
         allowed = current_app.config["DIGITS_ALLOWED_HOSTS"]
         name, port = split_host(request.host or "")
         if name not in allowed:
-            abort(400, description=(
-                f"This server does not answer to the host name in the request ({name or 'none'}); it answers to "
-                f"{', '.join(allowed)}. If that name is yours, restart it with --allowed-host NAME."))
+            abort(
+                400,
+                description=(
+                    f"This server does not answer to the host name in the request ({name or 'none'}); it answers to "
+                    f"{', '.join(allowed)}. If that name is yours, restart it with --allowed-host NAME."
+                ),
+            )
         if request.method in UNSAFE_METHODS:
             origin = _origin_of_request()
             if origin is not None and origin != (name, _request_port(port)):
-                abort(403, description="Cross-site request refused: this server only accepts changes from its "
-                                       "own pages (the request's Origin/Referer is another site).")
+                abort(
+                    403,
+                    description="Cross-site request refused: this server only accepts changes from its "
+                    "own pages (the request's Origin/Referer is another site).",
+                )
 
     @app.before_request
     def _bound_the_body():
@@ -192,8 +201,11 @@ def init_app(app: Flask, hosts: Iterable[str] | None = None) -> None:
         if request.mimetype == "multipart/form-data":
             request.max_form_parts = MAX_UPLOAD_PARTS
         if request.content_length is not None and request.content_length > limit:
-            abort(413, description=f"The request body ({request.content_length:,} bytes) is larger than "
-                                   f"{limit // 1024:,} KiB, the limit of {what}.")
+            abort(
+                413,
+                description=f"The request body ({request.content_length:,} bytes) is larger than "
+                f"{limit // 1024:,} KiB, the limit of {what}.",
+            )
 
     @app.after_request
     def _security_headers(response):

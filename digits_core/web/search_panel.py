@@ -17,29 +17,54 @@ from ..option_spec import select_choices
 from ..tuning import SCHEDULERS
 
 #: The panel's fields and the ``POST /api/sweeps`` key each one fills.
-PANEL_KEYS = {"search_scheduler": "scheduler", "search_trials": "trials", "search_max_epochs": "max_epochs",
-              "search_metric": "metric", "search_max_concurrent": "max_concurrent"}
+PANEL_KEYS = {
+    "search_scheduler": "scheduler",
+    "search_trials": "trials",
+    "search_max_epochs": "max_epochs",
+    "search_metric": "metric",
+    "search_max_concurrent": "max_concurrent",
+}
 
 
 class SearchPanel(Form):
     """The Search panel's fields (empty search lines: no search, the form queues jobs as before)."""
 
-    search = TextAreaField("Search spaces", validators=[Optional()],
-                           description="One OPTION=SPACE per line, e.g. learning_rate=loguniform(1e-4,1e-1), "
-                                       "batch_size=choice(32,64,128), solver=choice(sgd,adam), or a grid list "
-                                       "learning_rate=0.1,0.01. Leave empty to train one model.")
-    search_scheduler = SelectField("Scheduler", choices=select_choices(SCHEDULERS), default="asha",
-                                   description="grid: every combination; random: N points; asha: N points, "
-                                               "hopeless ones stopped early.")
-    search_trials = IntegerField("Trials", default=16, validators=[Optional(), NumberRange(min=1, max=10000)],
-                                 description="Points drawn (random, asha); a grid runs every combination.")
-    search_max_epochs = IntegerField("Max epochs", default=10, validators=[Optional(), NumberRange(min=1)],
-                                     description="Epochs of a trial that is not stopped.")
-    search_metric = StringField("Metric", default="val_accuracy", validators=[Optional()],
-                                description="The logged validation metric trials are ranked by (val_accuracy, "
-                                            "val_loss ...).")
-    search_max_concurrent = IntegerField("Max concurrent", validators=[Optional(), NumberRange(min=1)],
-                                         description="Trials at the same time (empty: as many as Ray has CPUs).")
+    search = TextAreaField(
+        "Search spaces",
+        validators=[Optional()],
+        description="One OPTION=SPACE per line, e.g. learning_rate=loguniform(1e-4,1e-1), "
+        "batch_size=choice(32,64,128), solver=choice(sgd,adam), or a grid list "
+        "learning_rate=0.1,0.01. Leave empty to train one model.",
+    )
+    search_scheduler = SelectField(
+        "Scheduler",
+        choices=select_choices(SCHEDULERS),
+        default="asha",
+        description="grid: every combination; random: N points; asha: N points, hopeless ones stopped early.",
+    )
+    search_trials = IntegerField(
+        "Trials",
+        default=16,
+        validators=[Optional(), NumberRange(min=1, max=10000)],
+        description="Points drawn (random, asha); a grid runs every combination.",
+    )
+    search_max_epochs = IntegerField(
+        "Max epochs",
+        default=10,
+        validators=[Optional(), NumberRange(min=1)],
+        description="Epochs of a trial that is not stopped.",
+    )
+    search_metric = StringField(
+        "Metric",
+        default="val_accuracy",
+        validators=[Optional()],
+        description="The logged validation metric trials are ranked by (val_accuracy, val_loss ...).",
+    )
+    search_max_concurrent = IntegerField(
+        "Max concurrent",
+        validators=[Optional(), NumberRange(min=1)],
+        description="Trials at the same time (empty: as many as Ray has CPUs).",
+    )
 
 
 def search_lines(form: SearchPanel) -> list[str]:
@@ -49,8 +74,13 @@ def search_lines(form: SearchPanel) -> list[str]:
 
 def sweep_body(form, options: dict) -> dict:
     """The ``POST /api/sweeps`` body of a filled-in New Model form."""
-    body = {"dataset": form.dataset.data, "network": form.network.data, "name": form.model_name.data,
-            "search": search_lines(form), "options": options}
+    body = {
+        "dataset": form.dataset.data,
+        "network": form.network.data,
+        "name": form.model_name.data,
+        "search": search_lines(form),
+        "options": options,
+    }
     if form.group.data:
         body["group"] = form.group.data
     for field, key in PANEL_KEYS.items():

@@ -105,8 +105,11 @@ def init_app(app, csrf) -> None:
             if wants_json() or request.method != "GET":
                 abort(401, description="This server needs an auth token: send 'Authorization: Bearer TOKEN'.")
             return redirect(url_for("home.login", next=request.full_path if request.query_string else request.path))
-        if (request.method in ("POST", "PUT", "PATCH", "DELETE") and not header_authenticated()
-                and not (request.endpoint in TOKEN_ONLY_ENDPOINTS and request.is_json)):
+        if (
+            request.method in ("POST", "PUT", "PATCH", "DELETE")
+            and not header_authenticated()
+            and not (request.endpoint in TOKEN_ONLY_ENDPOINTS and request.is_json)
+        ):
             csrf.protect()
         return None
 

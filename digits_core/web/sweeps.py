@@ -15,8 +15,14 @@ from ..jobs import Job
 from ..sweep import expand_sweep, sweep_group
 
 
-def create_model_jobs(name: str, dataset: str, network: str | None, options: dict, custom_code: str | None = None,
-                      group: str | None = None) -> list[Job]:
+def create_model_jobs(
+    name: str,
+    dataset: str,
+    network: str | None,
+    options: dict,
+    custom_code: str | None = None,
+    group: str | None = None,
+) -> list[Job]:
     """Validate and queue one training job, or every job of a sweep.
 
     All points are checked before the first job is created, so a bad value
@@ -47,5 +53,9 @@ def create_model_jobs(name: str, dataset: str, network: str | None, options: dic
         return [create_model_job(name, dataset, network, dict(points[0].options), custom_code, group=group_name)]
     check_options(dict(options))  # every point, before any job exists
     group_name = sweep_group(name, group_name)
-    return [create_model_job(point.name, dataset, network, dict(point.options), custom_code, group=group_name,
-                             sweep=point.values) for point in points]
+    return [
+        create_model_job(
+            point.name, dataset, network, dict(point.options), custom_code, group=group_name, sweep=point.values
+        )
+        for point in points
+    ]

@@ -58,16 +58,25 @@ def _epoch_of(job, version: str):
     for epoch in _epochs(job):
         if str(serving_version(epoch)) == version:
             return epoch
-    raise JobNotFoundError(f"Model {job.id} has no version {version}; versions: "
-                           f"{', '.join(str(serving_version(e)) for e in _epochs(job)) or 'none yet'}.")
+    raise JobNotFoundError(
+        f"Model {job.id} has no version {version}; versions: "
+        f"{', '.join(str(serving_version(e)) for e in _epochs(job)) or 'none yet'}."
+    )
 
 
 def _status(job, versions: list) -> dict:
     from ..inference.export_formats import serving_version
 
-    return {"model_version_status": [
-        {"version": str(serving_version(epoch)), "state": "AVAILABLE", "status": {"error_code": "OK", "error_message": ""}}
-        for epoch in versions]}
+    return {
+        "model_version_status": [
+            {
+                "version": str(serving_version(epoch)),
+                "state": "AVAILABLE",
+                "status": {"error_code": "OK", "error_message": ""},
+            }
+            for epoch in versions
+        ]
+    }
 
 
 @bp.get("/<name>")
@@ -93,8 +102,15 @@ def _predict(name: str, epoch=None):
     if body is None:
         return _error(400, "The request body is not valid JSON.")
     job = _model_job(name)
-    result = run_in_worker("predict", {"model": str(job.path), "jobs_dir": str(current_app.extensions["digits"]["jobs_dir"]),
-                                       "epoch": epoch, "body": body})
+    result = run_in_worker(
+        "predict",
+        {
+            "model": str(job.path),
+            "jobs_dir": str(current_app.extensions["digits"]["jobs_dir"]),
+            "epoch": epoch,
+            "body": body,
+        },
+    )
     return jsonify(result["answer"])
 
 

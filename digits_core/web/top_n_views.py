@@ -65,10 +65,18 @@ def top_n(job_id: str) -> ResponseReturnValue:
     try:
         n = _count(request.form.get("top_n", ""))
         path = check_inference_path(request.form.get("server_path", ""))
-        result = run_in_worker("top_n", {
-            "model": str(job.path), "jobs_dir": str(_ext()["jobs_dir"]), "inputs": [path], "n": n,
-            "epoch": request.form.get("snapshot") or None, "data_roots": current_app.config["DIGITS_DATA_ROOTS"],
-            "max_errors": request.form.get("max_errors") or None})
+        result = run_in_worker(
+            "top_n",
+            {
+                "model": str(job.path),
+                "jobs_dir": str(_ext()["jobs_dir"]),
+                "inputs": [path],
+                "n": n,
+                "epoch": request.form.get("snapshot") or None,
+                "data_roots": current_app.config["DIGITS_DATA_ROOTS"],
+                "max_errors": request.form.get("max_errors") or None,
+            },
+        )
     except DigitsError as exc:
         if wants_json():
             raise
@@ -84,9 +92,13 @@ def top_n(job_id: str) -> ResponseReturnValue:
 
 def _without_thumbnails(result: dict) -> dict:
     """The ranking as JSON clients get it: each image without its thumbnail."""
-    return {**result, "classes": [{**group, "images": [{k: v for k, v in image.items() if k != "image"}
-                                                        for image in group["images"]]}
-                                  for group in result["classes"]]}
+    return {
+        **result,
+        "classes": [
+            {**group, "images": [{k: v for k, v in image.items() if k != "image"} for image in group["images"]]}
+            for group in result["classes"]
+        ],
+    }
 
 
 def store_top_n(job, result: dict, path: str) -> ResponseReturnValue:
@@ -101,6 +113,11 @@ def store_top_n(job, result: dict, path: str) -> ResponseReturnValue:
             image["shown"] = _shown_name(image["input_id"], base)
     header = render_template("_top_n_result.html", r=result, path=path)
     info = {"epoch": (result.get("model") or {}).get("epoch"), "N": result["n"], "images": result["inputs"]}
-    return store_and_redirect(job, VIEW_ID, VIEW_TITLE, {"fragments": {"header": header}, "info": info,
-                                                         "json": _without_thumbnails(result)},
-                              path, samples=result["inputs"])
+    return store_and_redirect(
+        job,
+        VIEW_ID,
+        VIEW_TITLE,
+        {"fragments": {"header": header}, "info": info, "json": _without_thumbnails(result)},
+        path,
+        samples=result["inputs"],
+    )

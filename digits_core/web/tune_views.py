@@ -24,8 +24,22 @@ bp = Blueprint("sweeps", __name__)
 bp.register_error_handler(FormValidationError, invalid_json)
 
 #: ``POST /api/sweeps`` keys besides the training ``options`` (the arguments of :func:`digits_core.tuning.tune`).
-SWEEP_KEYS = ("dataset", "network", "name", "group", "search", "scheduler", "trials", "max_epochs", "metric", "mode",
-              "grace_period", "reduction_factor", "max_concurrent", "search_seed")
+SWEEP_KEYS = (
+    "dataset",
+    "network",
+    "name",
+    "group",
+    "search",
+    "scheduler",
+    "trials",
+    "max_epochs",
+    "metric",
+    "mode",
+    "grace_period",
+    "reduction_factor",
+    "max_concurrent",
+    "search_seed",
+)
 
 
 def _jobs_dir():
@@ -38,9 +52,15 @@ def create_sweep() -> ResponseReturnValue:
     from .api import _body
 
     handle = start_sweep(_body())
-    return jsonify({"id": handle.sweep_id, "group": handle.group, "status": "Running",
-                    "url": url_for("sweeps.show", sweep_id=handle.sweep_id),
-                    "json": url_for("sweeps.show", sweep_id=handle.sweep_id + ".json")}), 202
+    return jsonify(
+        {
+            "id": handle.sweep_id,
+            "group": handle.group,
+            "status": "Running",
+            "url": url_for("sweeps.show", sweep_id=handle.sweep_id),
+            "json": url_for("sweeps.show", sweep_id=handle.sweep_id + ".json"),
+        }
+    ), 202
 
 
 def start_sweep(body: dict):
@@ -64,8 +84,13 @@ def start_sweep(body: dict):
         raise FormValidationError({"dataset": ["give the dataset job id"]}, "new sweep")
     _refuse_network_files(body)
     kwargs = {key: body[key] for key in SWEEP_KEYS if key in body and key not in ("dataset", "network", "name")}
-    handle = tune(str(body["dataset"]), body.get("network") or None, body.get("name") or None,
-                  jobs_dir=_jobs_dir(), **{**options, **kwargs})
+    handle = tune(
+        str(body["dataset"]),
+        body.get("network") or None,
+        body.get("name") or None,
+        jobs_dir=_jobs_dir(),
+        **{**options, **kwargs},
+    )
     current_app.extensions["digits"].setdefault("sweeps", {})[handle.sweep_id] = handle
     return handle
 
@@ -80,8 +105,10 @@ def _refuse_network_files(body: dict) -> None:
         space = parse_spaces(search).get("network")
         names += list(space.values) if space else []
     if any(isinstance(n, str) and (n.endswith(".py") or "/" in n or "\\" in n) for n in names):
-        raise FormValidationError({"network": ["name a built-in or plugin network; a file on the server is "
-                                               "not accepted over the web"]}, "new sweep")
+        raise FormValidationError(
+            {"network": ["name a built-in or plugin network; a file on the server is not accepted over the web"]},
+            "new sweep",
+        )
 
 
 @bp.post("/api/sweeps/<sweep_id>/abort")
@@ -112,8 +139,14 @@ def promote(sweep_id: str) -> ResponseReturnValue:
     name = request.form.get("name") or body.get("name") or None
     row = promote_trial(sweep_id, job_id, _jobs_dir(), name=name)
     if request.is_json:
-        return jsonify({"id": sweep_id, "promoted": row["job_id"], "name": row["name"],
-                        "url": url_for("models.show", job_id=row["job_id"])})
+        return jsonify(
+            {
+                "id": sweep_id,
+                "promoted": row["job_id"],
+                "name": row["name"],
+                "url": url_for("models.show", job_id=row["job_id"]),
+            }
+        )
     return redirect(url_for("sweeps.show", sweep_id=sweep_id))
 
 
@@ -142,8 +175,18 @@ def compare() -> ResponseReturnValue:
     summary = compare_models(ids, metric, request.args.get("mode") or "auto", _jobs_dir())
     if request.path.endswith(".json"):
         return jsonify(summary)
-    return render_template("sweep_compare.html", s={**summary, "search": [], "budget": None, "pending": [],
-                                                    "best": next((r for r in summary["trials"]
-                                                                  if r["best"] is not None), None),
-                                                    "id": None, "name": f"{len(ids)} models", "promoted": None,
-                                                    "status": None}, title="Compare models")
+    return render_template(
+        "sweep_compare.html",
+        s={
+            **summary,
+            "search": [],
+            "budget": None,
+            "pending": [],
+            "best": next((r for r in summary["trials"] if r["best"] is not None), None),
+            "id": None,
+            "name": f"{len(ids)} models",
+            "promoted": None,
+            "status": None,
+        },
+        title="Compare models",
+    )

@@ -77,5 +77,13 @@ def volume_explore(job: Job, stage: str, page: int) -> str:
             fragments.append(render_plugin_template(*view.get_view_template(data)))
     finally:
         reader.close()
-    return render_template_string(_PAGE, job=job, stage=stage, stages=stages, page=page, pages=pages, count=count,
-                                  fragments=give_csp_nonce(fragments, csp_nonce()))
+    return render_template_string(
+        _PAGE,
+        job=job,
+        stage=stage,
+        stages=stages,
+        page=page,
+        pages=pages,
+        count=count,
+        fragments=give_csp_nonce(fragments, csp_nonce()),
+    )

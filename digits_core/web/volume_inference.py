@@ -27,8 +27,15 @@ from .inference_results import store_and_redirect
 from .inference_worker import run_in_worker
 
 
-def infer_volume_from_form(job, view_title: str, view_config: dict, inference_form: dict | None, *,
-                           check_path: Callable[..., str], save_uploads: Callable[[Any, dict], dict]):
+def infer_volume_from_form(
+    job,
+    view_title: str,
+    view_config: dict,
+    inference_form: dict | None,
+    *,
+    check_path: Callable[..., str],
+    save_uploads: Callable[[Any, dict], dict],
+):
     """Run the posted volume form of ``job`` and redirect to the stored result (303).
 
     Args:
@@ -45,24 +52,29 @@ def infer_volume_from_form(job, view_title: str, view_config: dict, inference_fo
             that is not a volume, a label that does not fit it.
     """
     ext = current_app.extensions["digits"]
-    body: dict = {"model": str(job.path), "jobs_dir": str(ext["jobs_dir"]), "view_config": view_config,
-                  "data_roots": current_app.config["DIGITS_DATA_ROOTS"]}
+    body: dict = {
+        "model": str(job.path),
+        "jobs_dir": str(ext["jobs_dir"]),
+        "view_config": view_config,
+        "data_roots": current_app.config["DIGITS_DATA_ROOTS"],
+    }
     mode = request.form.get("input_mode", "upload")
     uploads: list[Path] = []
     if mode == "plugin":
         body.update(inputs=[], inference_form=inference_form, fields={"input": "dicomweb_series"})
         described = "a DICOMweb series (the data plugin's inference form)"
     elif mode == "path":
-        body.update(inputs=[check_path(request.form.get("server_path", ""))],
-                    fields={"input": "server_path", "label": "label_path"})
+        body.update(
+            inputs=[check_path(request.form.get("server_path", ""))],
+            fields={"input": "server_path", "label": "label_path"},
+        )
         if request.form.get("label_path", "").strip():
             body["label"] = check_path(request.form["label_path"], "label_path")
         described = body["inputs"][0]
     else:
         chosen = request.files.get("volume_file")
         if chosen is None or not chosen.filename:
-            raise FormValidationError({"volume_file": ["Choose a NIfTI file (.nii, .nii.gz) to upload."]},
-                                      "inference")
+            raise FormValidationError({"volume_file": ["Choose a NIfTI file (.nii, .nii.gz) to upload."]}, "inference")
         # One folder each: an image and its label often share a file name (imagesTr/ and labelsTr/).
         image = save_uploads(job, {"volume_file": chosen})["volume_file"]
         label = save_uploads(job, {"label_file": request.files.get("label_file")})["label_file"]

@@ -32,8 +32,13 @@ def run_worker(kind: str, request: dict, *, timeout: float = 300) -> dict:
         req, res = Path(tmp) / "request.json", Path(tmp) / "result.json"
         req.write_text(json.dumps(request), encoding="utf-8")
         try:
-            proc = subprocess.run([sys.executable, "-m", "digits_core.web.worker_calls", kind, str(req), str(res)],
-                                  capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+            proc = subprocess.run(
+                [sys.executable, "-m", "digits_core.web.worker_calls", kind, str(req), str(res)],
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                stdin=subprocess.DEVNULL,
+            )
         except subprocess.TimeoutExpired as exc:
             raise InferenceError(f"The {kind} worker did not finish within {timeout:.0f} s.") from exc
         if res.is_file():
@@ -53,10 +58,16 @@ def _do_infer(request: dict) -> dict:
     epoch = float(epoch) if epoch not in (None, "") else None
     # JSON turns the web's (shown name, saved upload path) pairs into lists; the engine takes tuples.
     inputs = [tuple(i) if isinstance(i, list) else i for i in request.get("inputs") or ()]
-    result = infer(request["model"], inputs, epoch=epoch,
-                   view_id=request.get("view") or None, view_config=request.get("view_config") or None,
-                   form_data=request.get("inference_form") or None, jobs_dir=request.get("jobs_dir"),
-                   max_errors=request.get("max_errors"))
+    result = infer(
+        request["model"],
+        inputs,
+        epoch=epoch,
+        view_id=request.get("view") or None,
+        view_config=request.get("view_config") or None,
+        form_data=request.get("inference_form") or None,
+        jobs_dir=request.get("jobs_dir"),
+        max_errors=request.get("max_errors"),
+    )
     visualizations = None
     if request.get("visualize"):  # DIGITS's "Show visualizations and statistics" (one image)
         from ..inference.visualize import visualize_result
@@ -66,9 +77,11 @@ def _do_infer(request: dict) -> dict:
     fragments = render_fragments(view, processed)
     return {
         "visualizations": visualizations,
-        "fragments": {"header": None if fragments["header"] is None else str(fragments["header"]),
-                      "samples": [str(s) for s in fragments["samples"]],
-                      "summary": None if fragments["summary"] is None else str(fragments["summary"])},
+        "fragments": {
+            "header": None if fragments["header"] is None else str(fragments["header"]),
+            "samples": [str(s) for s in fragments["samples"]],
+            "summary": None if fragments["summary"] is None else str(fragments["summary"]),
+        },
         "info": {str(k): str(v) for k, v in result.page_info().items()},
         "json": result.to_json(include_images=False, include_view=False),
     }
@@ -87,29 +100,50 @@ def _do_infer_volume(request: dict) -> dict:
     sources = list(request.get("inputs") or ())
     labels = {sources[0]: request["label"]} if sources and request.get("label") else None
     try:
-        results = infer_volume(request["model"], sources, jobs_dir=request.get("jobs_dir"),
-                               out_dir=request["out_dir"], form_data=request.get("inference_form") or None,
-                               labels=labels)
+        results = infer_volume(
+            request["model"],
+            sources,
+            jobs_dir=request.get("jobs_dir"),
+            out_dir=request["out_dir"],
+            form_data=request.get("inference_form") or None,
+            labels=labels,
+        )
     except VolumeSourceError as exc:
         return {"error": str(exc), "errors": {fields.get("input", "input"): [str(exc)]}}
     except FormValidationError as exc:
         return {"error": str(exc), "errors": {fields.get(k, k): v for k, v in exc.errors.items()}}
     cases = volume_cases(results, request["model"], request.get("jobs_dir"), request.get("view_config"))
-    return {"fragments": {"header": None, "samples": [html for html, _ in cases], "summary": None},
-            "files": [path for r in results for path in r.files],
-            "json": {"volumes": [{"input": r.source, "shape": list(r.label.shape), "volumes_ml": r.volumes_ml,
-                                  "scores": data["scores"], "note": r.note}
-                                 for r, (_, data) in zip(results, cases)],
-                     "notes": [r.note for r in results if r.note]}}
+    return {
+        "fragments": {"header": None, "samples": [html for html, _ in cases], "summary": None},
+        "files": [path for r in results for path in r.files],
+        "json": {
+            "volumes": [
+                {
+                    "input": r.source,
+                    "shape": list(r.label.shape),
+                    "volumes_ml": r.volumes_ml,
+                    "scores": data["scores"],
+                    "note": r.note,
+                }
+                for r, (_, data) in zip(results, cases)
+            ],
+            "notes": [r.note for r in results if r.note],
+        },
+    }
 
 
 def _do_export(request: dict) -> dict:
     from ..inference.export import export_model, read_parity
 
     epoch = request.get("epoch")  # a number (the web's per-epoch download); None: the last snapshot
-    path = export_model(request["job"], request["out"], epoch=float(epoch) if epoch not in (None, "") else None,
-                        format=request.get("format") or "savedmodel", quantize=request.get("quantize") or None,
-                        allow_mismatch=bool(request.get("allow_mismatch")))
+    path = export_model(
+        request["job"],
+        request["out"],
+        epoch=float(epoch) if epoch not in (None, "") else None,
+        format=request.get("format") or "savedmodel",
+        quantize=request.get("quantize") or None,
+        allow_mismatch=bool(request.get("allow_mismatch")),
+    )
     folder = request.get("folder")  # the export's folder in the job (export_name): its parity report
     return {"path": str(path), "parity": read_parity(Path(folder)) if folder else None}
 
@@ -119,8 +153,14 @@ def _do_predict(request: dict) -> dict:
     from ..inference.predict_api import predict
 
     epoch = request.get("epoch")
-    return {"answer": predict(request["model"], request.get("body"), jobs_dir=request.get("jobs_dir"),
-                              epoch=float(epoch) if epoch not in (None, "") else None)}
+    return {
+        "answer": predict(
+            request["model"],
+            request.get("body"),
+            jobs_dir=request.get("jobs_dir"),
+            epoch=float(epoch) if epoch not in (None, "") else None,
+        )
+    }
 
 
 def _do_network(request: dict) -> dict:
@@ -129,9 +169,17 @@ def _do_network(request: dict) -> dict:
 
     if request.get("job"):
         return {"summary": summarize_model_job(request["job"], request.get("jobs_dir"))}
-    return {"summary": summarize_network(
-        request.get("network"), request["dataset"], request.get("jobs_dir"), custom_code=request.get("custom_code"),
-        crop_size=request.get("crop_size"), network_params=request.get("network_params"), task=request.get("task"))}
+    return {
+        "summary": summarize_network(
+            request.get("network"),
+            request["dataset"],
+            request.get("jobs_dir"),
+            custom_code=request.get("custom_code"),
+            crop_size=request.get("crop_size"),
+            network_params=request.get("network_params"),
+            task=request.get("task"),
+        )
+    }
 
 
 def _do_top_n(request: dict) -> dict:
@@ -139,9 +187,14 @@ def _do_top_n(request: dict) -> dict:
     from ..inference.top_per_class import top_images_per_class
 
     epoch = request.get("epoch")
-    return top_images_per_class(request["model"], request.get("inputs") or (), int(request.get("n") or 9),
-                                epoch=float(epoch) if epoch not in (None, "") else None,
-                                jobs_dir=request.get("jobs_dir"), max_errors=request.get("max_errors"))
+    return top_images_per_class(
+        request["model"],
+        request.get("inputs") or (),
+        int(request.get("n") or 9),
+        epoch=float(epoch) if epoch not in (None, "") else None,
+        jobs_dir=request.get("jobs_dir"),
+        max_errors=request.get("max_errors"),
+    )
 
 
 def main(argv=None) -> int:
@@ -168,8 +221,14 @@ def handle(kind: str, request: dict) -> dict:
     try:
         # A request from the web server names its data roots: inputs (and paths inside list files) stay under them.
         with confined_to(request.get("data_roots")):
-            return {"infer": _do_infer, "infer_volume": _do_infer_volume, "export": _do_export,
-                    "network": _do_network, "top_n": _do_top_n, "predict": _do_predict}[kind](request)
+            return {
+                "infer": _do_infer,
+                "infer_volume": _do_infer_volume,
+                "export": _do_export,
+                "network": _do_network,
+                "top_n": _do_top_n,
+                "predict": _do_predict,
+            }[kind](request)
     except DigitsError as exc:
         return {"error": str(exc)}
     except Exception as exc:  # noqa: BLE001

@@ -31,7 +31,7 @@ class TakeChannel(keras.layers.Layer):
         self.index = index
 
     def call(self, x):
-        return x[..., self.index:self.index + 1]
+        return x[..., self.index : self.index + 1]
 
     def get_config(self):
         return {**super().get_config(), "index": self.index}

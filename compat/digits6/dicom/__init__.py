@@ -13,8 +13,9 @@ from typing import Any
 try:
     import pydicom as _pydicom
 except ImportError as exc:  # pydicom is optional for digits6-compat
-    raise ImportError("`import dicom` (a DIGITS 6 plugin's) is pydicom under another name: "
-                      "pip install 'pydicom>=2.4'") from exc
+    raise ImportError(
+        "`import dicom` (a DIGITS 6 plugin's) is pydicom under another name: pip install 'pydicom>=2.4'"
+    ) from exc
 
 #: DIGITS 6's name for :func:`pydicom.dcmread` (removed from pydicom 3.0).
 read_file = _pydicom.dcmread

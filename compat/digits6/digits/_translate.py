@@ -100,9 +100,13 @@ def palette_to_core(palette: Any) -> Any:
     """
     if isinstance(palette, np.ndarray):
         palette = palette.tolist()
-    if (isinstance(palette, (list, tuple)) and palette and len(palette) % 3 == 0
-            and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in palette)):
-        return [[int(v) for v in palette[i:i + 3]] for i in range(0, len(palette), 3)]
+    if (
+        isinstance(palette, (list, tuple))
+        and palette
+        and len(palette) % 3 == 0
+        and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in palette)
+    ):
+        return [[int(v) for v in palette[i : i + 3]] for i in range(0, len(palette), 3)]
     return palette
 
 
@@ -172,14 +176,21 @@ def form_class(form: Any, factory: Callable[[], Any] | None = None) -> Any:
         fresh.process(formdata, obj, data=data, **kwargs)
         return fresh
 
-    return type(base)(base.__name__, (base,), {
-        "__new__": __new__, "__module__": base.__module__, "__qualname__": base.__qualname__,
-        "__doc__": base.__doc__,
-    })
+    return type(base)(
+        base.__name__,
+        (base,),
+        {
+            "__new__": __new__,
+            "__module__": base.__module__,
+            "__qualname__": base.__qualname__,
+            "__doc__": base.__doc__,
+        },
+    )
 
 
 def static_form_method(function: Callable[..., Any]) -> staticmethod:
     """Wrap a DIGITS 6 static ``get_*_form`` so it returns a form class (see :func:`form_class`)."""
+
     @functools.wraps(function)
     def get_form(*args, **kwargs):
         return form_class(function(*args, **kwargs), lambda: function(*args, **kwargs))

@@ -127,8 +127,11 @@ def restore_userdata(values: dict) -> dict:
         ValueError: The marker names another file, or the file or its key is
             gone (the message names the key and the file).
     """
-    markers = {key: value for key, value in values.items()
-               if isinstance(value, dict) and set(value) - {"job_file"} == {PICKLED, "key"}}
+    markers = {
+        key: value
+        for key, value in values.items()
+        if isinstance(value, dict) and set(value) - {"job_file"} == {PICKLED, "key"}
+    }
     if not markers:
         return values
     restored, files = dict(values), {}
@@ -142,6 +145,8 @@ def restore_userdata(values: dict) -> dict:
                     files[path] = pickle.load(handle)  # written by store_userdata in the dataset's job folder
             restored[key] = files[path][marker["key"]]
         except (OSError, KeyError, pickle.UnpicklingError) as exc:
-            raise ValueError(f'userdata key "{key}" was pickled into {path}, which cannot be read back '
-                             f"({type(exc).__name__}: {exc}); build the dataset again") from exc
+            raise ValueError(
+                f'userdata key "{key}" was pickled into {path}, which cannot be read back '
+                f"({type(exc).__name__}: {exc}); build the dataset again"
+            ) from exc
     return restored

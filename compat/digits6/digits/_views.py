@@ -92,7 +92,9 @@ def digits6_template(source: Any) -> Any:
         attrs = match.group("attrs")
         if "nonce=" in attrs or re.search(r'type=["\'](?!text/javascript)', attrs):
             return match.group(0)  # already nonce'd, or not JavaScript (a template, JSON)
-        return (f'<script nonce="{CSP_NONCE_PLACEHOLDER}"{attrs}>document.addEventListener("DOMContentLoaded", '
-                f'function () {{\n{match.group("body")}\n}});</script>')
+        return (
+            f'<script nonce="{CSP_NONCE_PLACEHOLDER}"{attrs}>document.addEventListener("DOMContentLoaded", '
+            f"function () {{\n{match.group('body')}\n}});</script>"
+        )
 
     return _INLINE_SCRIPT.sub(nonce, _ANGULAR.sub("", source))

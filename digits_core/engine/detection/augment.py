@@ -41,6 +41,14 @@ def move_boxes(boxes, transforms, out_hw):
     y1, y2 = tf.reduce_min(oy, axis=-1), tf.reduce_max(oy, axis=-1)
     cx, cy = (x1 + x2) / 2.0, (y1 + y2) / 2.0
     inside = (cx >= 0) & (cx < ow) & (cy >= 0) & (cy < oh) & (cls >= 0)
-    moved = tf.stack([cls, tf.clip_by_value(x1, 0.0, ow), tf.clip_by_value(y1, 0.0, oh),
-                      tf.clip_by_value(x2, 0.0, ow), tf.clip_by_value(y2, 0.0, oh)], axis=-1)
+    moved = tf.stack(
+        [
+            cls,
+            tf.clip_by_value(x1, 0.0, ow),
+            tf.clip_by_value(y1, 0.0, oh),
+            tf.clip_by_value(x2, 0.0, ow),
+            tf.clip_by_value(y2, 0.0, oh),
+        ],
+        axis=-1,
+    )
     return tf.where(inside[..., None], moved, tf.fill(tf.shape(moved), -1.0))

@@ -41,16 +41,21 @@ def decode_detections(pred, input_hw, num_classes: int, k: int = TOP_K):
     classes = flat % real + 1
     cell = flat // real
     row, col = cell // w, cell % w
-    regression = tf.reshape(pred[..., num_classes:num_classes + 4], [batch, h * w, 4])
+    regression = tf.reshape(pred[..., num_classes : num_classes + 4], [batch, h * w, 4])
     reg = tf.gather(regression, cell, batch_dims=1)  # [B, k, 4]
     cx = (tf.cast(col, tf.float32) + tf.sigmoid(reg[..., 0])) * sx
     cy = (tf.cast(row, tf.float32) + tf.sigmoid(reg[..., 1])) * sy
     bw = tf.exp(tf.clip_by_value(reg[..., 2], -10.0, 10.0)) * sx
     bh = tf.exp(tf.clip_by_value(reg[..., 3], -10.0, 10.0)) * sy
-    boxes = tf.stack([tf.clip_by_value(cx - bw / 2, 0.0, float(input_hw[1])),
-                      tf.clip_by_value(cy - bh / 2, 0.0, float(input_hw[0])),
-                      tf.clip_by_value(cx + bw / 2, 0.0, float(input_hw[1])),
-                      tf.clip_by_value(cy + bh / 2, 0.0, float(input_hw[0]))], axis=-1)
+    boxes = tf.stack(
+        [
+            tf.clip_by_value(cx - bw / 2, 0.0, float(input_hw[1])),
+            tf.clip_by_value(cy - bh / 2, 0.0, float(input_hw[0])),
+            tf.clip_by_value(cx + bw / 2, 0.0, float(input_hw[1])),
+            tf.clip_by_value(cy + bh / 2, 0.0, float(input_hw[0])),
+        ],
+        axis=-1,
+    )
     return boxes, scores, tf.cast(classes, tf.int32)
 
 

@@ -175,8 +175,9 @@ def coco_ap(preds: Sequence, gts: Sequence, cls: int) -> tuple[float, np.ndarray
     return float(per_t.mean()), per_t
 
 
-def evaluate(preds: Sequence, gts: Sequence, num_classes: int, class_names: Sequence[str] | None = None,
-             curve_points: int = 50) -> dict:
+def evaluate(
+    preds: Sequence, gts: Sequence, num_classes: int, class_names: Sequence[str] | None = None, curve_points: int = 50
+) -> dict:
     """mAP of a set of images.
 
     Args:
@@ -207,11 +208,13 @@ def evaluate(preds: Sequence, gts: Sequence, num_classes: int, class_names: Sequ
         counts[name] = int(sum(int((_as_gt(g)[:, 0] == cls).sum()) for g in gts))
         if len(recall):
             pick = np.unique(np.linspace(0, len(recall) - 1, min(curve_points, len(recall))).astype(int))
-            curves[name] = {"recall": [round(float(v), 4) for v in recall[pick]],
-                            "precision": [round(float(v), 4) for v in precision[pick]]}
+            curves[name] = {
+                "recall": [round(float(v), 4) for v in recall[pick]],
+                "precision": [round(float(v), 4) for v in precision[pick]],
+            }
         else:
             curves[name] = {"recall": [], "precision": []}
-    mean = (lambda d: float(np.mean(list(d.values()))) if d else float("nan"))
+    mean = lambda d: float(np.mean(list(d.values()))) if d else float("nan")
     return {"map50": mean(ap50), "map": mean(ap), "ap50": ap50, "ap": ap, "pr_curves": curves, "num_gt": counts}
 
 
@@ -244,8 +247,13 @@ def match_image(pred, gt, iou: float = 0.5) -> dict:
         if cls == DONTCARE or _in_dontcare(p[k, 2:][None], care)[0]:
             status[k] = "ignored"
     real = g[:, 0] != DONTCARE
-    return {"tp": status.count("tp"), "fp": status.count("fp"), "fn": int((real & ~taken).sum()),
-            "pred_status": status, "gt_matched": [bool(t) for t in taken]}
+    return {
+        "tp": status.count("tp"),
+        "fp": status.count("fp"),
+        "fn": int((real & ~taken).sum()),
+        "pred_status": status,
+        "gt_matched": [bool(t) for t in taken],
+    }
 
 
 #: Public names (``digits_core.evaluate_detections`` / ``digits_core.match_detections``).

@@ -49,8 +49,14 @@ def resize_geometry(src_h: int, src_w: int, height: int, width: int, mode: str =
     if min(src_h, src_w) < 1:
         raise ValueError(f"cannot resize a {src_w}x{src_h} image")
     plan = resize_plan(src_h, src_w, height, width, mode)
-    return Geometry(plan.resize_w / src_w, plan.resize_h / src_h, float(plan.pad_x - plan.crop_x),
-                    float(plan.pad_y - plan.crop_y), width, height)
+    return Geometry(
+        plan.resize_w / src_w,
+        plan.resize_h / src_h,
+        float(plan.pad_x - plan.crop_x),
+        float(plan.pad_y - plan.crop_y),
+        width,
+        height,
+    )
 
 
 def transform_boxes(boxes: np.ndarray, geometry: Geometry, min_size: float = 0.0) -> np.ndarray:

@@ -54,7 +54,8 @@ def _parse_lines(path: str, lines, lookup: dict[str, int]) -> np.ndarray:
         if not all(np.isfinite(v) for v in (left, top, right, bottom)):
             raise ValueError(f"{path} line {number}: bbox is not finite")
         if right < left or bottom < top:
-            raise ValueError(f"{path} line {number}: bbox right/bottom ({right}, {bottom}) is before "
-                             f"left/top ({left}, {top})")
+            raise ValueError(
+                f"{path} line {number}: bbox right/bottom ({right}, {bottom}) is before left/top ({left}, {top})"
+            )
         boxes.append((lookup.get(fields[0].lower(), 0), left, top, right, bottom))
     return np.asarray(boxes, np.float32).reshape(-1, 5)

@@ -51,18 +51,30 @@ def encode_targets(boxes, map_hw, stride_yx, num_classes: int):
     sigy = tf.maximum(0.54 * bh / 6.0, 0.5)
     gx = tf.range(w, dtype=tf.float32)[None, None, None, :]
     gy = tf.range(h, dtype=tf.float32)[None, None, :, None]
-    gauss = tf.exp(-((gx - ix[..., None, None]) ** 2) / (2 * sigx[..., None, None] ** 2)
-                   - ((gy - iy[..., None, None]) ** 2) / (2 * sigy[..., None, None] ** 2))  # [B, M, h, w]
+    gauss = tf.exp(
+        -((gx - ix[..., None, None]) ** 2) / (2 * sigx[..., None, None] ** 2)
+        - ((gy - iy[..., None, None]) ** 2) / (2 * sigy[..., None, None] ** 2)
+    )  # [B, M, h, w]
     # per class, the maximum over its boxes (a loop over classes rather than a segment reduction:
     # deterministic on every device, and only [B, M, h, w] at a time)
-    heat = tf.stack([tf.reduce_max(gauss * tf.cast(tf.equal(cls, float(c)), tf.float32)[..., None, None], axis=1)
-                     for c in range(num_classes)], axis=-1)
+    heat = tf.stack(
+        [
+            tf.reduce_max(gauss * tf.cast(tf.equal(cls, float(c)), tf.float32)[..., None, None], axis=1)
+            for c in range(num_classes)
+        ],
+        axis=-1,
+    )
     heat = tf.where(tf.range(num_classes) >= 1, tf.maximum(heat, 0.0), 0.0)  # dontcare is never a target
     # dontcare: cells whose centre lies inside a class-0 box
     cgx = gx + 0.5
     cgy = gy + 0.5
-    inside = ((cgx >= x1[..., None, None]) & (cgx <= x2[..., None, None]) & (cgy >= y1[..., None, None])
-              & (cgy <= y2[..., None, None]) & (tf.equal(cls, 0.0)[..., None, None]))
+    inside = (
+        (cgx >= x1[..., None, None])
+        & (cgx <= x2[..., None, None])
+        & (cgy >= y1[..., None, None])
+        & (cgy <= y2[..., None, None])
+        & (tf.equal(cls, 0.0)[..., None, None])
+    )
     care = 1.0 - tf.cast(tf.reduce_any(inside, axis=1), tf.float32)
     bidx = tf.tile(tf.range(batch)[:, None], [1, m])
     index = tf.stack([bidx, tf.cast(iy, tf.int32), tf.cast(ix, tf.int32)], axis=-1)
@@ -78,7 +90,8 @@ def detection_loss_terms(boxes, pred, input_hw, num_classes: int):
     pred = tf.cast(pred, tf.float32)
     map_hw = (pred.shape[1], pred.shape[2])
     heat_t, care, index, offset_t, size_t, positive = encode_targets(
-        boxes, map_hw, stride_of(input_hw, map_hw), num_classes)
+        boxes, map_hw, stride_of(input_hw, map_hw), num_classes
+    )
     logits = pred[..., :num_classes]
     log_p = tf.math.log_sigmoid(logits)
     log_not_p = tf.math.log_sigmoid(-logits)
@@ -88,7 +101,7 @@ def detection_loss_terms(boxes, pred, input_hw, num_classes: int):
     neg_loss = -(1.0 - is_center) * tf.pow(1.0 - heat_t, 4.0) * tf.square(p) * log_not_p
     num_pos = tf.maximum(tf.reduce_sum(positive), 1.0)
     heat_loss = tf.reduce_sum((pos_loss + neg_loss) * care[..., None]) / num_pos
-    at_centres = tf.gather_nd(pred[..., num_classes:num_classes + 4], index)  # [B, M, 4]
+    at_centres = tf.gather_nd(pred[..., num_classes : num_classes + 4], index)  # [B, M, 4]
     offset_l1 = tf.reduce_sum(tf.abs(tf.sigmoid(at_centres[..., :2]) - offset_t), axis=-1)
     size_l1 = tf.reduce_sum(tf.abs(at_centres[..., 2:] - size_t), axis=-1)
     offset_loss = tf.reduce_sum(offset_l1 * positive) / num_pos

@@ -52,8 +52,10 @@ def build_detectnet(input_shape, num_outputs: int, width: int = 32, head_width: 
     if h % 16 or w % 16:
         from ...errors import TrainingError
 
-        raise TrainingError(f"detectnet needs image sides divisible by 16, not {w}x{h}; rebuild the dataset "
-                            f"with e.g. {max(16, round(w / 16) * 16)}x{max(16, round(h / 16) * 16)}")
+        raise TrainingError(
+            f"detectnet needs image sides divisible by 16, not {w}x{h}; rebuild the dataset "
+            f"with e.g. {max(16, round(w / 16) * 16)}x{max(16, round(h / 16) * 16)}"
+        )
 
     def conv(x, filters, stride=1, kernel=3, name=None):
         x = layers.Conv2D(filters, kernel, strides=stride, padding="same", use_bias=False, name=name)(x)
@@ -61,23 +63,32 @@ def build_detectnet(input_shape, num_outputs: int, width: int = 32, head_width: 
         return layers.ReLU()(x)
 
     inputs = keras.Input(shape=tuple(input_shape), name="image")
-    x = conv(inputs, width // 2, 2, name="stem")                  # /2
+    x = conv(inputs, width // 2, 2, name="stem")  # /2
     x = conv(x, width, 1, name="s2_conv")
-    c4 = conv(x, width, 2, name="s4_down")                        # /4
+    c4 = conv(x, width, 2, name="s4_down")  # /4
     c4 = conv(c4, width, 1, name="s4_conv")
-    c8 = conv(c4, width * 2, 2, name="s8_down")                   # /8
+    c8 = conv(c4, width * 2, 2, name="s8_down")  # /8
     c8 = conv(c8, width * 2, 1, name="s8_conv")
-    c16 = conv(c8, width * 4, 2, name="s16_down")                 # /16
+    c16 = conv(c8, width * 4, 2, name="s16_down")  # /16
     c16 = conv(c16, width * 4, 1, name="s16_conv")
-    p8 = layers.Add()([layers.UpSampling2D(2)(conv(c16, width * 2, kernel=1, name="lat16")),
-                       conv(c8, width * 2, kernel=1, name="lat8")])
+    p8 = layers.Add()(
+        [
+            layers.UpSampling2D(2)(conv(c16, width * 2, kernel=1, name="lat16")),
+            conv(c8, width * 2, kernel=1, name="lat8"),
+        ]
+    )
     p8 = conv(p8, width * 2, name="p8_conv")
-    p4 = layers.Add()([layers.UpSampling2D(2)(conv(p8, width * 2, kernel=1, name="lat8_up")),
-                       conv(c4, width * 2, kernel=1, name="lat4")])
+    p4 = layers.Add()(
+        [
+            layers.UpSampling2D(2)(conv(p8, width * 2, kernel=1, name="lat8_up")),
+            conv(c4, width * 2, kernel=1, name="lat4"),
+        ]
+    )
     p4 = conv(p4, width * 2, name="p4_conv")
     heat = layers.Conv2D(head_width, 3, padding="same", activation="relu", name="heat_hidden")(p4)
-    heat = layers.Conv2D(num_outputs, 1, name="heat_logits",
-                         bias_initializer=keras.initializers.Constant(-math.log((1 - PRIOR) / PRIOR)))(heat)
+    heat = layers.Conv2D(
+        num_outputs, 1, name="heat_logits", bias_initializer=keras.initializers.Constant(-math.log((1 - PRIOR) / PRIOR))
+    )(heat)
     box = layers.Conv2D(head_width, 3, padding="same", activation="relu", name="box_hidden")(p4)
     box = layers.Conv2D(4, 1, name="box_regression")(box)
     outputs = layers.Concatenate(name="detections_map")([heat, box])

@@ -43,7 +43,7 @@ def fix_labels(labels: np.ndarray) -> np.ndarray:
     rank = np.where(labels[..., 0] >= 1, 0, np.where(labels[..., 0] == 0, 1, 2))
     order = np.argsort(rank, axis=1, kind="stable")[:, :MAX_BOXES]
     picked = np.take_along_axis(labels, order[..., None], axis=1)
-    out[:, :picked.shape[1]] = picked
+    out[:, : picked.shape[1]] = picked
     return out
 
 
@@ -104,8 +104,9 @@ def bind(task, input_shape: tuple):
             detectors[id(model)] = detector(model, input_hw, n)
         return validation_map(model, batches, input_hw, n, class_names, detect=detectors[id(model)])
 
-    return dataclasses.replace(task, make_loss=make_loss, train_metric=train_metric, evaluate=evaluate_batches,
-                               bind=None)
+    return dataclasses.replace(
+        task, make_loss=make_loss, train_metric=train_metric, evaluate=evaluate_batches, bind=None
+    )
 
 
 def centre_recall(boxes, pred, input_hw):
@@ -187,7 +188,20 @@ def recall_precision(preds: list, gts: list, min_score: float = REPORT_SCORE) ->
 def make_task(task_class: type):
     """The ``detection`` task as a ``task_class`` (:class:`~digits_core.engine.tasks.Task`, which passes itself
     in: the task registry imports this module, not the other way round), unbound."""
-    return task_class(name="detection", label_kind="boxes", default_loss="centernet", losses=("centernet",),
-                make_loss=_unbound, train_metric=_unbound, train_metric_name="centre_recall",
-                val_stats=_val_stats, summarize_val=_summarize, output_shape=output_shape, num_outputs=num_classes,
-                best=("val_map50", "max"), uses_class_weights=False, fix_labels=fix_labels, bind=bind)
+    return task_class(
+        name="detection",
+        label_kind="boxes",
+        default_loss="centernet",
+        losses=("centernet",),
+        make_loss=_unbound,
+        train_metric=_unbound,
+        train_metric_name="centre_recall",
+        val_stats=_val_stats,
+        summarize_val=_summarize,
+        output_shape=output_shape,
+        num_outputs=num_classes,
+        best=("val_map50", "max"),
+        uses_class_weights=False,
+        fix_labels=fix_labels,
+        bind=bind,
+    )

@@ -51,37 +51,100 @@ def _detectnet(input_shape, num_outputs, **params):
     from ..detection.network import build_detectnet  # Keras layers: TensorFlow loads when the model is built
 
     return build_detectnet(input_shape, num_outputs, **params)
+
+
 BUILTIN: dict[str, NetworkSpec] = {
-    "lenet": NetworkSpec("lenet", builtin.lenet, "builtin", ("classification",), 64,
-                         "LeNet (conv20-pool-conv50-pool-fc500-fc), DIGITS's small-image default",
-                         defaults=_ADAM),
-    "alexnet": NetworkSpec("alexnet", builtin.alexnet, "builtin", ("classification",), 32,
-                           "AlexNet, stem and poolings adapted to the input size", defaults=_ADAM),
-    "googlenet": NetworkSpec("googlenet", builtin.googlenet, "builtin", ("classification",), 32,
-                             "GoogLeNet-style: inception modules and global average pooling", defaults=_ADAM),
-    "unet": NetworkSpec("unet", builtin.unet, "builtin", ("segmentation",), 16,
-                        "small U-Net (~0.47 M parameters), the default for segmentation",
-                        defaults={**_ADAM, "lr_policy": "fixed"}),
-    "fcn": NetworkSpec("fcn", builtin.fcn, "builtin", ("segmentation",), 16,
-                       "small FCN-8s-style fully convolutional network",
-                       defaults={**_ADAM, "lr_policy": "fixed"}),
-    "regression": NetworkSpec("regression", builtin.regression, "builtin", ("regression",), 32,
-                              "small CNN regressor with a linear output", defaults=_ADAM),
-    "image2image": NetworkSpec("image2image", builtin.image2image, "builtin", ("image-to-image",), 16,
-                               "small encoder-decoder with a skip and a linear same-size output (image-to-image)",
-                               defaults={**_ADAM, "lr_policy": "fixed", "mean_subtraction": "none"}),
+    "lenet": NetworkSpec(
+        "lenet",
+        builtin.lenet,
+        "builtin",
+        ("classification",),
+        64,
+        "LeNet (conv20-pool-conv50-pool-fc500-fc), DIGITS's small-image default",
+        defaults=_ADAM,
+    ),
+    "alexnet": NetworkSpec(
+        "alexnet",
+        builtin.alexnet,
+        "builtin",
+        ("classification",),
+        32,
+        "AlexNet, stem and poolings adapted to the input size",
+        defaults=_ADAM,
+    ),
+    "googlenet": NetworkSpec(
+        "googlenet",
+        builtin.googlenet,
+        "builtin",
+        ("classification",),
+        32,
+        "GoogLeNet-style: inception modules and global average pooling",
+        defaults=_ADAM,
+    ),
+    "unet": NetworkSpec(
+        "unet",
+        builtin.unet,
+        "builtin",
+        ("segmentation",),
+        16,
+        "small U-Net (~0.47 M parameters), the default for segmentation",
+        defaults={**_ADAM, "lr_policy": "fixed"},
+    ),
+    "fcn": NetworkSpec(
+        "fcn",
+        builtin.fcn,
+        "builtin",
+        ("segmentation",),
+        16,
+        "small FCN-8s-style fully convolutional network",
+        defaults={**_ADAM, "lr_policy": "fixed"},
+    ),
+    "regression": NetworkSpec(
+        "regression",
+        builtin.regression,
+        "builtin",
+        ("regression",),
+        32,
+        "small CNN regressor with a linear output",
+        defaults=_ADAM,
+    ),
+    "image2image": NetworkSpec(
+        "image2image",
+        builtin.image2image,
+        "builtin",
+        ("image-to-image",),
+        16,
+        "small encoder-decoder with a skip and a linear same-size output (image-to-image)",
+        defaults={**_ADAM, "lr_policy": "fixed", "mean_subtraction": "none"},
+    ),
     # batch 8 and Adam 0.004 (was 32 and 0.002): 4x the steps per epoch, so small sets learn in the first epochs
-    "detectnet": NetworkSpec("detectnet", _detectnet, "builtin", ("detection",), 8,
-                             "anchor-free multi-class detector (CenterNet-style heat map + box head, "
-                             "stride 4, ~0.45 M parameters)",
-                             defaults={"solver": "adam", "learning_rate": 0.004, "lr_policy": "multistep",
-                                       "lr_step_values": "75,92", "lr_gamma": 0.1, "epochs": 24,
-                                       "aug_scale": 0.25}),
+    "detectnet": NetworkSpec(
+        "detectnet",
+        _detectnet,
+        "builtin",
+        ("detection",),
+        8,
+        "anchor-free multi-class detector (CenterNet-style heat map + box head, stride 4, ~0.45 M parameters)",
+        defaults={
+            "solver": "adam",
+            "learning_rate": 0.004,
+            "lr_policy": "multistep",
+            "lr_step_values": "75,92",
+            "lr_gamma": 0.1,
+            "epochs": 24,
+            "aug_scale": 0.25,
+        },
+    ),
 }
 
 #: The network used when none is given, per task.
-DEFAULT_NETWORK = {"classification": "lenet", "segmentation": "unet", "regression": "regression",
-                   "image-to-image": "image2image", "detection": "detectnet"}
+DEFAULT_NETWORK = {
+    "classification": "lenet",
+    "segmentation": "unet",
+    "regression": "regression",
+    "image-to-image": "image2image",
+    "detection": "detectnet",
+}
 
 
 def plugin_networks() -> dict[str, NetworkSpec]:
@@ -90,8 +153,9 @@ def plugin_networks() -> dict[str, NetworkSpec]:
     for name, build in registry.networks().items():
         if callable(build):
             doc = (getattr(build, "__doc__", None) or "").strip().splitlines()
-            found[str(name).lower()] = NetworkSpec(str(name), build, "plugin",
-                                                   description=doc[0] if doc else "plugin network")
+            found[str(name).lower()] = NetworkSpec(
+                str(name), build, "plugin", description=doc[0] if doc else "plugin network"
+            )
     return found
 
 
@@ -115,10 +179,15 @@ def resolve_network(network: str | Callable) -> NetworkSpec:
     if text.endswith(".py") or Path(text).expanduser().is_file():
         path = str(Path(text).expanduser().resolve())
         module = load_network_module(path)
-        return NetworkSpec(path, module.build_model, "file",
-                           batch_size=int(getattr(module, "BATCH_SIZE", 32)), path=path,
-                           tasks=tuple(getattr(module, "TASKS", ())),
-                           defaults=dict(getattr(module, "DEFAULTS", {}) or {}))
+        return NetworkSpec(
+            path,
+            module.build_model,
+            "file",
+            batch_size=int(getattr(module, "BATCH_SIZE", 32)),
+            path=path,
+            tasks=tuple(getattr(module, "TASKS", ())),
+            defaults=dict(getattr(module, "DEFAULTS", {}) or {}),
+        )
     key = text.lower()
     if key in BUILTIN:
         return BUILTIN[key]
@@ -126,8 +195,10 @@ def resolve_network(network: str | Callable) -> NetworkSpec:
     if key in plugins:
         return plugins[key]
     names = ", ".join(sorted(set(BUILTIN) | set(plugins)))
-    raise TrainingError(f'Unknown network "{text}": use one of {names}, or the path of a .py file '
-                        "defining build_model(input_shape, num_outputs, **params).")
+    raise TrainingError(
+        f'Unknown network "{text}": use one of {names}, or the path of a .py file '
+        "defining build_model(input_shape, num_outputs, **params)."
+    )
 
 
 # -- the rules every door checks (CLI, Python API, web form, REST API) -------------------
@@ -151,8 +222,10 @@ def network_task_problem(spec: NetworkSpec, task: str | None, dataset_id: str) -
     if not task or not tasks or task in tasks:
         return None
     fits = sorted(s.name.lower() for s in list_networks() if task in (s.tasks or ()))
-    return (f'Network "{spec.name}" is for {" / ".join(tasks)}; dataset {dataset_id} is a {task} '
-            f'dataset: choose {", ".join(fits) or "custom code"}.')
+    return (
+        f'Network "{spec.name}" is for {" / ".join(tasks)}; dataset {dataset_id} is a {task} '
+        f"dataset: choose {', '.join(fits) or 'custom code'}."
+    )
 
 
 def check_network_task(spec: NetworkSpec, task: str | None, dataset_id: str) -> None:

@@ -169,8 +169,9 @@ def _conv_bn_relu(x, filters, name, norm, L):
     return L.Activation("relu", name=f"{name}_relu")(x)
 
 
-def unet(input_shape, num_outputs, filters: int = 8, depth: int = 4, norm: str = "batch",
-         batchnorm: bool | None = None, **_):
+def unet(
+    input_shape, num_outputs, filters: int = 8, depth: int = 4, norm: str = "batch", batchnorm: bool | None = None, **_
+):
     """A small U-Net (default segmentation network): ``depth`` levels of two 3x3 conv-norm-ReLU,
     doubling ``filters`` per level, transposed-conv upsampling with skip connections.
 
@@ -182,22 +183,22 @@ def unet(input_shape, num_outputs, filters: int = 8, depth: int = 4, norm: str =
     keras, L = _layers()
     depth = max(1, min(int(depth), _pools_for(min(input_shape[:2]), int(depth), minimum=2)))
     inputs = keras.Input(shape=tuple(input_shape), name="image")
-    x, pads = _pad_to_multiple(inputs, input_shape, 2 ** depth, L)
+    x, pads = _pad_to_multiple(inputs, input_shape, 2**depth, L)
     skips = []
     f = int(filters)
     bn = _norm_kind(norm, batchnorm)
     for level in range(depth):
-        x = _conv_bn_relu(x, f * 2 ** level, f"down{level}_conv1", bn, L)
-        x = _conv_bn_relu(x, f * 2 ** level, f"down{level}_conv2", bn, L)
+        x = _conv_bn_relu(x, f * 2**level, f"down{level}_conv1", bn, L)
+        x = _conv_bn_relu(x, f * 2**level, f"down{level}_conv2", bn, L)
         skips.append(x)
         x = L.MaxPooling2D(2, name=f"down{level}_pool")(x)
-    x = _conv_bn_relu(x, f * 2 ** depth, "bottom_conv1", bn, L)
-    x = _conv_bn_relu(x, f * 2 ** depth, "bottom_conv2", bn, L)
+    x = _conv_bn_relu(x, f * 2**depth, "bottom_conv1", bn, L)
+    x = _conv_bn_relu(x, f * 2**depth, "bottom_conv2", bn, L)
     for level in reversed(range(depth)):
-        x = L.Conv2DTranspose(f * 2 ** level, 2, strides=2, padding="same", name=f"up{level}_upconv")(x)
+        x = L.Conv2DTranspose(f * 2**level, 2, strides=2, padding="same", name=f"up{level}_upconv")(x)
         x = L.Concatenate(name=f"up{level}_concat")([x, skips[level]])
-        x = _conv_bn_relu(x, f * 2 ** level, f"up{level}_conv1", bn, L)
-        x = _conv_bn_relu(x, f * 2 ** level, f"up{level}_conv2", bn, L)
+        x = _conv_bn_relu(x, f * 2**level, f"up{level}_conv1", bn, L)
+        x = _conv_bn_relu(x, f * 2**level, f"up{level}_conv2", bn, L)
     x = L.Conv2D(num_outputs, 1, name="score")(x)
     x = _crop_back(x, pads, L)
     outputs = L.Softmax(axis=-1, name="probabilities")(x)

@@ -46,10 +46,7 @@ def describe_user_error(exc: BaseException, path: str, what: str) -> TrainingErr
     if frames:
         frame = frames[-1]
         code = (frame.line or linecache.getline(path, frame.lineno or 0) or "").strip()
-        return TrainingError(
-            f"{path}:{frame.lineno}: {what}: {type(exc).__name__}: {exc}\n"
-            f"    in {frame.name}: {code}"
-        )
+        return TrainingError(f"{path}:{frame.lineno}: {what}: {type(exc).__name__}: {exc}\n    in {frame.name}: {code}")
     return TrainingError(f"{path}: {what}: {type(exc).__name__}: {exc}")
 
 
@@ -79,14 +76,14 @@ def load_network_module(path: str | Path) -> types.ModuleType:
     build = getattr(module, "build_model", None)
     if not callable(build):
         raise TrainingError(
-            f"{path}: defines no function build_model(input_shape, num_outputs, **params); "
-            "see docs/custom-networks.md."
+            f"{path}: defines no function build_model(input_shape, num_outputs, **params); see docs/custom-networks.md."
         )
     return module
 
 
-def call_builder(build: Callable, input_shape, num_outputs: int, params: dict, *, origin: str,
-                 path: str | None = None) -> tuple[Any, Any, Any]:
+def call_builder(
+    build: Callable, input_shape, num_outputs: int, params: dict, *, origin: str, path: str | None = None
+) -> tuple[Any, Any, Any]:
     """Call ``build_model`` and check what it returns.
 
     Returns:
@@ -109,8 +106,10 @@ def call_builder(build: Callable, input_shape, num_outputs: int, params: dict, *
     loss = metrics = None
     if isinstance(result, tuple):
         if not 1 <= len(result) <= 3:
-            raise TrainingError(f"{path or origin}: build_model returned a tuple of {len(result)} items; "
-                                "return a keras.Model or (model, loss, metrics).")
+            raise TrainingError(
+                f"{path or origin}: build_model returned a tuple of {len(result)} items; "
+                "return a keras.Model or (model, loss, metrics)."
+            )
         model, loss, metrics = (list(result) + [None, None])[:3]
     else:
         model = result

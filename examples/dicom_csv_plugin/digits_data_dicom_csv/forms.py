@@ -14,15 +14,19 @@ class DatasetForm(Form):
     """One form for the web page, ``digits dataset create dicom-csv --<field>`` and the API."""
 
     dicom_folder = StringField(
-        "DICOM folder", validators=[DataRequired()],
+        "DICOM folder",
+        validators=[DataRequired()],
         description="Folder holding the DICOM files (the CSV's paths are relative to it)",
     )
     labels_csv = StringField(
-        "Labels CSV", validators=[DataRequired()],
+        "Labels CSV",
+        validators=[DataRequired()],
         description="CSV file with a header row 'file,label' and one row per DICOM file",
     )
     percent_val = IntegerField(
-        "% for validation", default=25, validators=[InputRequired(), NumberRange(min=0, max=90)],
+        "% for validation",
+        default=25,
+        validators=[InputRequired(), NumberRange(min=0, max=90)],
         description="Share of the images used for validation (whole patients go to one side)",
     )
     seed = IntegerField("Seed", default=0, validators=[InputRequired()], description="Seed of the random split")
@@ -53,7 +57,8 @@ class InferenceForm(Form):
     """What to classify with a model trained on a ``dicom-csv`` dataset."""
 
     dicom_path = StringField(
-        "DICOM file or folder", validators=[DataRequired()],
+        "DICOM file or folder",
+        validators=[DataRequired()],
         description="A DICOM file, or a folder: every .dcm file in it and its sub-folders",
     )
 

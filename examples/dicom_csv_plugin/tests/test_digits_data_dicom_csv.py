@@ -31,16 +31,19 @@ def make_plugin(folder, **extra):
 def test_form_rejects_a_csv_without_the_label_column(toy):
     (toy / "bad.csv").write_text("file,class\nP001/IM-0001.dcm,normal\n")
     with pytest.raises(FormValidationError, match="labels_csv.*'label'"):
-        validate_values(DicomCsvIngestion.get_dataset_form(),
-                        {"dicom_folder": str(toy), "labels_csv": str(toy / "bad.csv")})
+        validate_values(
+            DicomCsvIngestion.get_dataset_form(), {"dicom_folder": str(toy), "labels_csv": str(toy / "bad.csv")}
+        )
 
 
 def test_split_keeps_each_patient_on_one_side(toy):
     plugin = make_plugin(toy, percent_val=25)
     train, val = plugin.itemize_entries("train"), plugin.itemize_entries("val")
     assert (len(train), len(val), plugin.itemize_entries("test")) == (9, 3, [])
-    patients = {stage: {pydicom.dcmread(path).PatientID for path, _ in entries}
-                for stage, entries in (("train", train), ("val", val))}
+    patients = {
+        stage: {pydicom.dcmread(path).PatientID for path, _ in entries}
+        for stage, entries in (("train", train), ("val", val))
+    }
     assert len(patients["val"]) == 1 and not patients["train"] & patients["val"]
     assert plugin.userdata["class_labels"] == ["lesion", "normal"]
     assert plugin.userdata["split"]["val"] == {"patients": 1, "images": 3}

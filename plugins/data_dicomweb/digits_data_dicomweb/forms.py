@@ -71,13 +71,17 @@ def check_server_url(field, named_server: str | None = "", *, required: bool = T
 
 
 class _ServerFields(Form):
-    named_server = SelectField("Server", choices=lambda: select_choices(server_choices()), default="",
-                         description="A server the operator named (digits serve --dicomweb-server NAME=URL), "
-                                     "or the URL typed below.")
+    named_server = SelectField(
+        "Server",
+        choices=lambda: select_choices(server_choices()),
+        default="",
+        description="A server the operator named (digits serve --dicomweb-server NAME=URL), or the URL typed below.",
+    )
     server_url = StringField(
-        "DICOMweb URL", default="",
+        "DICOMweb URL",
+        default="",
         description="The server's DICOMweb root, e.g. http://127.0.0.1:8042/dicom-web (Orthanc). On the web "
-                    "server, loopback and private addresses need the operator's digits serve --allow-url.",
+        "server, loopback and private addresses need the operator's digits serve --allow-url.",
     )
     username = StringField("User name", default="", description="For HTTP basic authentication (empty: none).")
     password = PasswordField("Password", description="Never written to disk; give it again to run the job again.")
@@ -91,25 +95,45 @@ class DicomWebDatasetForm(_ServerFields):
     """Options of a segmentation dataset fetched from a PACS over DICOMweb."""
 
     modality = StringField("Modality", default="", description="Only studies holding this modality (e.g. MR, CT).")
-    study_description = StringField("Study description", default="",
-                                    description="Only studies whose description matches (wildcards * and ? allowed).")
-    series_description = StringField("Series description", default="",
-                                     description="Only image series whose description matches (wildcards allowed).")
+    study_description = StringField(
+        "Study description",
+        default="",
+        description="Only studies whose description matches (wildcards * and ? allowed).",
+    )
+    series_description = StringField(
+        "Series description", default="", description="Only image series whose description matches (wildcards allowed)."
+    )
     date_from = StringField("Studies from", default="", description="First study date, YYYYMMDD.")
     date_to = StringField("Studies until", default="", description="Last study date, YYYYMMDD.")
     patient_ids = StringField("Patients", default="", description="Only these Patient IDs (comma separated).")
-    study_uids = StringField("Studies", default="",
-                             description="Only these StudyInstanceUIDs (comma or space separated).")
-    channel_conversion = SelectField("Channel conversion",
-                                     choices=select_choices([("L", "Grayscale"), ("RGB", "RGB (gray repeated)")]),
-                                     default="L", description="Grayscale keeps one channel; RGB repeats it.")
-    pct_val = IntegerField("% for validation", default=10, validators=[InputRequired(), NumberRange(min=0, max=90)],
-                           description="Share of the patients (not images) held out for validation.")
+    study_uids = StringField(
+        "Studies", default="", description="Only these StudyInstanceUIDs (comma or space separated)."
+    )
+    channel_conversion = SelectField(
+        "Channel conversion",
+        choices=select_choices([("L", "Grayscale"), ("RGB", "RGB (gray repeated)")]),
+        default="L",
+        description="Grayscale keeps one channel; RGB repeats it.",
+    )
+    pct_val = IntegerField(
+        "% for validation",
+        default=10,
+        validators=[InputRequired(), NumberRange(min=0, max=90)],
+        description="Share of the patients (not images) held out for validation.",
+    )
     seed = IntegerField("Seed", default=0, validators=[InputRequired()], description="Seed of the patient split.")
-    max_parallel = IntegerField("Parallel requests", default=4, validators=[InputRequired(), NumberRange(min=1, max=32)],
-                                description="Most WADO-RS requests in flight at once.")
-    cache_folder = StringField("Cache folder", default="", validators=[Optional()],
-                               description="Where fetched instances are kept (default: ~/.cache/digits/dicomweb).")
+    max_parallel = IntegerField(
+        "Parallel requests",
+        default=4,
+        validators=[InputRequired(), NumberRange(min=1, max=32)],
+        description="Most WADO-RS requests in flight at once.",
+    )
+    cache_folder = StringField(
+        "Cache folder",
+        default="",
+        validators=[Optional()],
+        description="Where fetched instances are kept (default: ~/.cache/digits/dicomweb).",
+    )
 
     def validate_date_from(self, field):
         if field.data and not _DATE.match(field.data.strip()):
@@ -124,14 +148,28 @@ class DicomWebDatasetForm(_ServerFields):
 class DicomWebInferenceForm(Form):
     """Inference input: a series on the DICOMweb server the dataset came from."""
 
-    dicomweb_series = StringField("Series UID", default="", validators=[InputRequired()],
-                                  description="SeriesInstanceUID of the image series to segment.")
-    dicomweb_study = StringField("Study UID", default="", validators=[Optional()],
-                                 description="Its StudyInstanceUID (found by a search when empty).")
-    store = BooleanField("Store the result in the PACS", default=False,
-                         description="Write the predicted masks back as a DICOM-SEG series (STOW-RS).")
-    dicomweb_password = PasswordField("Password", description="The server's password, needed again since it is never "
-                                      "stored (or set $DIGITS_DICOMWEB_PASSWORD instead of typing it on a command line).")
+    dicomweb_series = StringField(
+        "Series UID",
+        default="",
+        validators=[InputRequired()],
+        description="SeriesInstanceUID of the image series to segment.",
+    )
+    dicomweb_study = StringField(
+        "Study UID",
+        default="",
+        validators=[Optional()],
+        description="Its StudyInstanceUID (found by a search when empty).",
+    )
+    store = BooleanField(
+        "Store the result in the PACS",
+        default=False,
+        description="Write the predicted masks back as a DICOM-SEG series (STOW-RS).",
+    )
+    dicomweb_password = PasswordField(
+        "Password",
+        description="The server's password, needed again since it is never "
+        "stored (or set $DIGITS_DICOMWEB_PASSWORD instead of typing it on a command line).",
+    )
     dicomweb_token = PasswordField("Bearer token", description="Or a bearer token (or $DIGITS_DICOMWEB_TOKEN).")
 
     def validate_dicomweb_series(self, field):

@@ -88,8 +88,10 @@ def open_source(userdata: Mapping[str, Any]) -> DicomWebSource:
     other = bool(userdata.get("dicomweb_server") or userdata.get("dicomweb_url"))
     prefix = "dicomweb_" if other else ""
     try:
-        url, operators = pick_server(str(userdata.get(f"{prefix}server" if other else "named_server") or ""),
-                                     str(userdata.get(f"{prefix}url" if other else "server_url") or ""))
+        url, operators = pick_server(
+            str(userdata.get(f"{prefix}server" if other else "named_server") or ""),
+            str(userdata.get(f"{prefix}url" if other else "server_url") or ""),
+        )
     except ValueError as exc:
         raise DicomWebError(str(exc)) from None
     return DicomWebSource(
@@ -105,8 +107,10 @@ def open_source(userdata: Mapping[str, Any]) -> DicomWebSource:
 
 def _palette(count: int) -> list[list[int]]:
     colors = [[0, 0, 0], [255, 64, 64], [64, 160, 255], [64, 200, 64], [255, 200, 0], [200, 64, 255]]
-    return [colors[k % len(colors)] if k < len(colors) else [(53 * k) % 256, (97 * k) % 256, (191 * k) % 256]
-            for k in range(count)]
+    return [
+        colors[k % len(colors)] if k < len(colors) else [(53 * k) % 256, (97 * k) % 256, (191 * k) % 256]
+        for k in range(count)
+    ]
 
 
 class DicomWebSegmentationIngestion(DataIngestion):
@@ -246,12 +250,17 @@ class DicomWebSegmentationIngestion(DataIngestion):
             raise DatasetError(f"No labelled image on {public_url(source.url)}: {detail}")
         for message in skipped:
             logger.warning("dicomweb-segmentation: skipped %s", message)
-        train, val = split_cases(list(by_patient), int(self.userdata.get("pct_val") or 0),
-                                 int(self.userdata.get("seed") or 0))
+        train, val = split_cases(
+            list(by_patient), int(self.userdata.get("pct_val") or 0), int(self.userdata.get("seed") or 0)
+        )
         fetch_errors = source.fetch_all([e.image for entries in by_patient.values() for e in entries])
-        ordered = {p: sorted((self._numbered(e, fetch_errors) for e in entries),
-                             key=lambda e: (e.image.series, e.image.number, e.image.sop))
-                   for p, entries in by_patient.items()}
+        ordered = {
+            p: sorted(
+                (self._numbered(e, fetch_errors) for e in entries),
+                key=lambda e: (e.image.series, e.image.number, e.image.sop),
+            )
+            for p, entries in by_patient.items()
+        }
         class_labels = class_labels or ["background", "foreground"]
         self.userdata.update(
             class_labels=list(class_labels),
@@ -270,7 +279,9 @@ class DicomWebSegmentationIngestion(DataIngestion):
         import pydicom
 
         header = pydicom.dcmread(self.source().cache_path(entry.image.sop), stop_before_pixels=True)
-        return entry._replace(image=dataclasses.replace(entry.image, number=int(getattr(header, "InstanceNumber", 0) or 0)))
+        return entry._replace(
+            image=dataclasses.replace(entry.image, number=int(getattr(header, "InstanceNumber", 0) or 0))
+        )
 
     def _inference_entries(self) -> list[Entry]:
         source = self.source()
@@ -278,14 +289,21 @@ class DicomWebSegmentationIngestion(DataIngestion):
         study_uid = str(self.userdata.get("dicomweb_study") or "").strip()
         try:
             if not study_uid:
-                found = source._call(f"find series {series_uid}", source.client.search_for_series,
-                                     search_filters={"SeriesInstanceUID": series_uid})
+                found = source._call(
+                    f"find series {series_uid}",
+                    source.client.search_for_series,
+                    search_filters={"SeriesInstanceUID": series_uid},
+                )
                 if not found:
                     raise DatasetError(f"dicomweb_series: no series {series_uid} on {public_url(source.url)}")
                 study_uid = str((found[0].get("0020000D") or {}).get("Value", [""])[0])
-            instances = source._call(f"list the instances of series {series_uid}", source.client.search_for_instances,
-                                     study_instance_uid=study_uid, series_instance_uid=series_uid,
-                                     fields=["InstanceNumber", "NumberOfFrames"])
+            instances = source._call(
+                f"list the instances of series {series_uid}",
+                source.client.search_for_instances,
+                study_instance_uid=study_uid,
+                series_instance_uid=series_uid,
+                fields=["InstanceNumber", "NumberOfFrames"],
+            )
         except DicomWebError as exc:
             raise DatasetError(str(exc)) from None
         refs = []
@@ -298,7 +316,7 @@ class DicomWebSegmentationIngestion(DataIngestion):
         errors = source.fetch_all([ref for ref, _ in refs])
         entries = []
         for ref, frames in refs:
-            for frame in (range(frames) if frames > 1 else [None]):
+            for frame in range(frames) if frames > 1 else [None]:
                 entries.append(Entry(ref, frame, None, errors.get(ref.sop, "")))
         self._inference = {str(e): e for e in entries}
         return entries
@@ -318,8 +336,10 @@ class DicomWebSegmentationIngestion(DataIngestion):
         entry = Entry(*entry)
         if entry.error:
             raise DicomWebError(entry.error)
-        image = convert_channels(dataset_to_image(self.source().retrieve(entry.image), frame=entry.frame,
-                                                  name=str(entry)), self.channel_conversion)
+        image = convert_channels(
+            dataset_to_image(self.source().retrieve(entry.image), frame=entry.frame, name=str(entry)),
+            self.channel_conversion,
+        )
         if entry.seg is None:
             return image, None
         return image, self._seg_labels(entry.seg).label_map(entry.image.sop)
@@ -352,8 +372,10 @@ class DicomWebSegmentationIngestion(DataIngestion):
         class_labels = list(self.userdata.get("class_labels") or ["background", "foreground"])
         segs = build_segmentations(sources, masks, class_labels, manual=False)
         source.store(segs)
-        return (f"Stored {len(segs)} DICOM-SEG instance(s) of {len(pairs)} image(s) in series "
-                f"{segs[0].SeriesInstanceUID} on {public_url(source.url)}")
+        return (
+            f"Stored {len(segs)} DICOM-SEG instance(s) of {len(pairs)} image(s) in series "
+            f"{segs[0].SeriesInstanceUID} on {public_url(source.url)}"
+        )
 
 
 def _mask_for(output, rows: int, columns: int) -> np.ndarray:

@@ -131,8 +131,11 @@ class OrthancServer:
             raise OrthancError("A C compiler (cc) is needed to keep Orthanc on 127.0.0.1: apt-get install gcc")
         source, library = self.workdir / "bind_loopback.c", self.workdir / "bind_loopback.so"
         source.write_text(_LOOPBACK_SHIM, encoding="utf-8")
-        subprocess.run([compiler, "-shared", "-fPIC", "-O2", "-o", str(library), str(source), "-ldl"], check=True,
-                       capture_output=True)
+        subprocess.run(
+            [compiler, "-shared", "-fPIC", "-O2", "-o", str(library), str(source), "-ldl"],
+            check=True,
+            capture_output=True,
+        )
         return library
 
     def start(self, deadline_s: float = 60.0) -> OrthancServer:
@@ -150,8 +153,14 @@ class OrthancServer:
         config.write_text(json.dumps(self._config(), indent=2), encoding="utf-8")
         env = dict(os.environ, LD_PRELOAD=str(self._shim()))
         with open(self.log_path, "wb") as log:
-            self.process = subprocess.Popen([ORTHANC_EXECUTABLE, str(config)], stdout=log, stderr=subprocess.STDOUT,
-                                            env=env, start_new_session=True, preexec_fn=_die_with_parent)
+            self.process = subprocess.Popen(
+                [ORTHANC_EXECUTABLE, str(config)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
+            )
         end = time.monotonic() + deadline_s
         while time.monotonic() < end:
             if self.process.poll() is not None:
@@ -201,15 +210,21 @@ class OrthancServer:
 
 def main(argv=None) -> int:
     """Command-line entry point (``python -m digits_data_dicomweb.orthanc``)."""
-    parser = argparse.ArgumentParser(prog="python -m digits_data_dicomweb.orthanc",
-                                     description="Run a local Orthanc PACS (DICOMweb, basic auth, 127.0.0.1 only).")
+    parser = argparse.ArgumentParser(
+        prog="python -m digits_data_dicomweb.orthanc",
+        description="Run a local Orthanc PACS (DICOMweb, basic auth, 127.0.0.1 only).",
+    )
     parser.add_argument("workdir", help="folder for Orthanc's configuration and storage")
     parser.add_argument("--port", type=int, default=8042, help="HTTP port (default 8042)")
     parser.add_argument("--user", default="digits", help="user name (default digits)")
-    parser.add_argument("--password", default=os.environ.get("DIGITS_ORTHANC_PASSWORD", ""),
-                        help="password (default: $DIGITS_ORTHANC_PASSWORD, else a random one, printed)")
-    parser.add_argument("--load", action="append", default=[], metavar="FOLDER",
-                        help="upload every *.dcm under FOLDER (repeatable)")
+    parser.add_argument(
+        "--password",
+        default=os.environ.get("DIGITS_ORTHANC_PASSWORD", ""),
+        help="password (default: $DIGITS_ORTHANC_PASSWORD, else a random one, printed)",
+    )
+    parser.add_argument(
+        "--load", action="append", default=[], metavar="FOLDER", help="upload every *.dcm under FOLDER (repeatable)"
+    )
     args = parser.parse_args(argv)
     server = OrthancServer(args.workdir, port=args.port, username=args.user, password=args.password or None)
     try:
@@ -220,8 +235,11 @@ def main(argv=None) -> int:
     try:
         loaded = server.upload(*args.load) if args.load else 0
         password = "as given" if args.password else repr(server.password)
-        print(f"Orthanc serves DICOMweb at {server.dicomweb_url} (user {server.username!r}, password {password}); "
-              f"{loaded} file(s) uploaded. Ctrl-C stops it.", flush=True)
+        print(
+            f"Orthanc serves DICOMweb at {server.dicomweb_url} (user {server.username!r}, password {password}); "
+            f"{loaded} file(s) uploaded. Ctrl-C stops it.",
+            flush=True,
+        )
         signal.signal(signal.SIGTERM, signal.default_int_handler)
         while server.process and server.process.poll() is None:
             time.sleep(1)

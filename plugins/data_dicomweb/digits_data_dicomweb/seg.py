@@ -55,8 +55,9 @@ class SegmentationLabels:
             self.name = name or str(dataset.get("SOPInstanceUID", "<segmentation>"))
             modality = str(dataset.get("Modality", ""))
         except Exception as exc:  # noqa: BLE001 - any parse error of a hostile file is "unreadable"
-            raise SegmentationError(f"DICOM-SEG {name or '<segmentation>'}: unreadable header "
-                                    f"({type(exc).__name__})") from None
+            raise SegmentationError(
+                f"DICOM-SEG {name or '<segmentation>'}: unreadable header ({type(exc).__name__})"
+            ) from None
         if modality != "SEG":
             raise SegmentationError(f"DICOM-SEG {self.name}: its Modality is not SEG")
         self._dataset = dataset
@@ -65,14 +66,18 @@ class SegmentationLabels:
             segments = {int(item.SegmentNumber): str(item.SegmentLabel) for item in dataset.SegmentSequence}
             self.segment_numbers = sorted(segments)
             self.segment_labels = [segments[n] for n in self.segment_numbers]
-            series_of = {str(inst.ReferencedSOPInstanceUID): str(series.SeriesInstanceUID)
-                         for series in dataset.get("ReferencedSeriesSequence", [])
-                         for inst in series.ReferencedInstanceSequence}
+            series_of = {
+                str(inst.ReferencedSOPInstanceUID): str(series.SeriesInstanceUID)
+                for series in dataset.get("ReferencedSeriesSequence", [])
+                for inst in series.ReferencedInstanceSequence
+            }
             self._frames: dict[str, list[tuple[int, int]]] = {}
             shared = (dataset.get("SharedFunctionalGroupsSequence") or [{}])[0]
             for index, frame in enumerate(dataset.PerFrameFunctionalGroupsSequence):
                 # a functional group sits per frame, or once for all frames in the shared groups
-                identification = frame.get("SegmentIdentificationSequence") or shared.get("SegmentIdentificationSequence")
+                identification = frame.get("SegmentIdentificationSequence") or shared.get(
+                    "SegmentIdentificationSequence"
+                )
                 segment = int(identification[0].ReferencedSegmentNumber)
                 derivations = frame.get("DerivationImageSequence") or shared.get("DerivationImageSequence") or []
                 for derivation in derivations:
@@ -143,8 +148,9 @@ def _segment_descriptions(class_labels: Sequence[str], manual: bool):
                 segment_number=number,
                 segment_label=str(label)[:64],
                 segmented_property_category=codes.SCT.Tissue,
-                segmented_property_type=hd.sr.CodedConcept(value=f"class-{number}", scheme_designator=CODING_SCHEME,
-                                                           meaning=str(label)[:64]),
+                segmented_property_type=hd.sr.CodedConcept(
+                    value=f"class-{number}", scheme_designator=CODING_SCHEME, meaning=str(label)[:64]
+                ),
                 algorithm_type=algorithm_type,
                 algorithm_identification=algorithm,
             )
@@ -153,8 +159,17 @@ def _segment_descriptions(class_labels: Sequence[str], manual: bool):
 
 
 #: Patient/study attributes a SEG copies from its sources; DICOM lets them be empty (type 2) but they must be present.
-_TYPE2_COPIED = ("PatientName", "PatientID", "PatientBirthDate", "PatientSex", "StudyDate", "StudyTime",
-                 "StudyID", "AccessionNumber", "ReferringPhysicianName")
+_TYPE2_COPIED = (
+    "PatientName",
+    "PatientID",
+    "PatientBirthDate",
+    "PatientSex",
+    "StudyDate",
+    "StudyTime",
+    "StudyID",
+    "AccessionNumber",
+    "ReferringPhysicianName",
+)
 
 
 def _header_for_seg(source):
@@ -182,7 +197,10 @@ def _position_groups(source_images: Sequence) -> list[list[int]]:
     groups: list[list[int]] = []
     seen: list[set] = []
     for index, source in enumerate(source_images):
-        position = tuple(round(float(v), 4) for v in getattr(source, "ImagePositionPatient", ()) or ()) or ("index", index)
+        position = tuple(round(float(v), 4) for v in getattr(source, "ImagePositionPatient", ()) or ()) or (
+            "index",
+            index,
+        )
         for group, positions in zip(groups, seen):
             if position not in positions:
                 group.append(index)
@@ -194,8 +212,15 @@ def _position_groups(source_images: Sequence) -> list[list[int]]:
     return groups
 
 
-def build_segmentations(source_images: Sequence, masks: np.ndarray, class_labels: Sequence[str], *,
-                        manual: bool = False, series_number: int = 9000, series_description: str | None = None) -> list:
+def build_segmentations(
+    source_images: Sequence,
+    masks: np.ndarray,
+    class_labels: Sequence[str],
+    *,
+    manual: bool = False,
+    series_number: int = 9000,
+    series_description: str | None = None,
+) -> list:
     """Return DICOM-SEG objects (``pydicom.Dataset``, one new series) of label masks drawn on source images.
 
     The sources must be single-frame images of one series. Images that share a
@@ -218,14 +243,21 @@ def build_segmentations(source_images: Sequence, masks: np.ndarray, class_labels
 
     masks = np.asarray(masks)
     if masks.ndim != 3 or len(masks) != len(source_images) or not len(masks):
-        raise SegmentationError(f"need one H x W mask per source image: {len(source_images)} images, masks {masks.shape}")
+        raise SegmentationError(
+            f"need one H x W mask per source image: {len(source_images)} images, masks {masks.shape}"
+        )
     if len(class_labels) < 2:
         raise SegmentationError("need at least two classes (background and one segment)")
     if masks.min() < 0 or masks.max() >= len(class_labels):
         raise SegmentationError(f"mask values must lie in 0..{len(class_labels) - 1} (one per class)")
-    description = (series_description or (
-        "Ground truth" if manual else f"DIGITS Core prediction of {getattr(source_images[0], 'SeriesDescription', 'series')}"
-    ))[:64]
+    description = (
+        series_description
+        or (
+            "Ground truth"
+            if manual
+            else f"DIGITS Core prediction of {getattr(source_images[0], 'SeriesDescription', 'series')}"
+        )
+    )[:64]
     series_uid = generate_uid()
     segments = _segment_descriptions(class_labels, manual)
     objects = []

@@ -46,8 +46,10 @@ def pick_server(name: str, typed_url: str) -> tuple[str, bool]:
     if name:
         servers = named_servers()
         if name not in servers:
-            raise ValueError(f'named_server: "{name[:40]}" is not a server this DIGITS was started with '
-                             "(digits serve --dicomweb-server NAME=URL)")
+            raise ValueError(
+                f'named_server: "{name[:40]}" is not a server this DIGITS was started with '
+                "(digits serve --dicomweb-server NAME=URL)"
+            )
         return servers[name], True
     return typed_url, not in_server_context()
 

@@ -170,13 +170,24 @@ class DicomWebSource:
         DicomWebError: Not an http(s) URL, or (guarded) one the operator did not allow.
     """
 
-    def __init__(self, url: str, *, username: str = "", password: str = "", token: str = "",
-                 cache_dir: str | os.PathLike | None = None, max_parallel: int = 4, timeout: float = 30.0,
-                 guarded: bool | None = None):
+    def __init__(
+        self,
+        url: str,
+        *,
+        username: str = "",
+        password: str = "",
+        token: str = "",
+        cache_dir: str | os.PathLike | None = None,
+        max_parallel: int = 4,
+        timeout: float = 30.0,
+        guarded: bool | None = None,
+    ):
         url = str(url or "").strip().rstrip("/")
         if not url.startswith(("http://", "https://")):
-            raise DicomWebError(f"server_url: {public_url(url) or 'nothing'} is not an http(s) URL of a DICOMweb root "
-                                "(e.g. http://127.0.0.1:8042/dicom-web)")
+            raise DicomWebError(
+                f"server_url: {public_url(url) or 'nothing'} is not an http(s) URL of a DICOMweb root "
+                "(e.g. http://127.0.0.1:8042/dicom-web)"
+            )
         self.guarded = in_server_context() if guarded is None else bool(guarded)
         if self.guarded:
             try:
@@ -186,7 +197,9 @@ class DicomWebSource:
         self.url = url
         self._auth = (username, password) if username else None
         self._token = token or ""
-        root = Path(cache_dir or os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "digits" / "dicomweb").expanduser()
+        root = Path(
+            cache_dir or os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "digits" / "dicomweb"
+        ).expanduser()
         self.cache_dir = root / hashlib.sha1(public_url(url).encode()).hexdigest()[:12]
         self.max_parallel = max(1, int(max_parallel))
         self.timeout = float(timeout)
@@ -234,14 +247,18 @@ class DicomWebSource:
         if isinstance(exc, requests.exceptions.HTTPError) and exc.response is not None:
             status = exc.response.status_code
             if status in (401, 403):
-                return DicomWebError(f"The DICOMweb server {where} refused the credentials (HTTP {status}) to {action}: "
-                                     "check the username and password, or the token.")
+                return DicomWebError(
+                    f"The DICOMweb server {where} refused the credentials (HTTP {status}) to {action}: "
+                    "check the username and password, or the token."
+                )
             if status == 404:
                 return DicomWebError(f"The DICOMweb server {where} has no such object ({action}: HTTP 404).")
             return DicomWebError(f"The DICOMweb server {where} answered HTTP {status} to {action}.")
         if isinstance(exc, requests.exceptions.ConnectionError):
-            return DicomWebError(f"Cannot reach the DICOMweb server {where} to {action}: is it running, and is the "
-                                 "URL right (e.g. http://127.0.0.1:8042/dicom-web)?")
+            return DicomWebError(
+                f"Cannot reach the DICOMweb server {where} to {action}: is it running, and is the "
+                "URL right (e.g. http://127.0.0.1:8042/dicom-web)?"
+            )
         if isinstance(exc, requests.exceptions.Timeout):
             return DicomWebError(f"The DICOMweb server {where} did not answer within {self.timeout:g} s to {action}.")
         return DicomWebError(f"DICOMweb request to {where} failed to {action} ({type(exc).__name__}).")
@@ -273,8 +290,12 @@ class DicomWebSource:
         """Search studies (QIDO-RS); return their DICOM JSON, de-duplicated by StudyInstanceUID."""
         studies: dict[str, dict] = {}
         for search_filters in query.study_filters():
-            found = self._call("search studies", self.client.search_for_studies, search_filters=search_filters,
-                               fields=["PatientID", "StudyDescription", "StudyDate"])
+            found = self._call(
+                "search studies",
+                self.client.search_for_studies,
+                search_filters=search_filters,
+                fields=["PatientID", "StudyDescription", "StudyDate"],
+            )
             for item in found:
                 if self._uids_ok(_first(item, _STUDY_UID)):
                     studies.setdefault(_first(item, _STUDY_UID), item)
@@ -291,15 +312,22 @@ class DicomWebSource:
 
         def one(study: dict) -> list[InstanceRef]:
             study_uid, patient = _first(study, _STUDY_UID), self._patient(_first(study, _PATIENT_ID))
-            found = self._call(f"list the series of study {study_uid}", self.client.search_for_series,
-                               study_instance_uid=study_uid, fields=["Modality", "SeriesDescription"])
+            found = self._call(
+                f"list the series of study {study_uid}",
+                self.client.search_for_series,
+                study_instance_uid=study_uid,
+                fields=["Modality", "SeriesDescription"],
+            )
             refs = []
             for item in found:
                 modality, description = str(_first(item, _MODALITY)), str(_first(item, _SERIES_DESCRIPTION))
                 if not self._uids_ok(_first(item, _SERIES_UID)):
                     continue
-                if (modality != "SEG" and query.series_description
-                        and not fnmatch.fnmatchcase(description.lower(), query.series_description.lower())):
+                if (
+                    modality != "SEG"
+                    and query.series_description
+                    and not fnmatch.fnmatchcase(description.lower(), query.series_description.lower())
+                ):
                     continue
                 refs.append(InstanceRef(patient, study_uid, _first(item, _SERIES_UID), "", modality, 0, description))
             return refs
@@ -309,13 +337,26 @@ class DicomWebSource:
 
     def series_instances(self, series: InstanceRef) -> list[InstanceRef]:
         """The instances of one series (a :meth:`find_series` result), sorted (QIDO-RS instance search)."""
-        found = self._call(f"list the instances of series {series.series}", self.client.search_for_instances,
-                           study_instance_uid=series.study, series_instance_uid=series.series,
-                           fields=["InstanceNumber"])
-        return sorted(InstanceRef(series.patient, series.study, series.series, _first(item, _SOP_UID),
-                                  series.modality, _number(_first(item, _INSTANCE_NUMBER, 0)),
-                                  series.series_description)
-                      for item in found if self._uids_ok(_first(item, _SOP_UID)))
+        found = self._call(
+            f"list the instances of series {series.series}",
+            self.client.search_for_instances,
+            study_instance_uid=series.study,
+            series_instance_uid=series.series,
+            fields=["InstanceNumber"],
+        )
+        return sorted(
+            InstanceRef(
+                series.patient,
+                series.study,
+                series.series,
+                _first(item, _SOP_UID),
+                series.modality,
+                _number(_first(item, _INSTANCE_NUMBER, 0)),
+                series.series_description,
+            )
+            for item in found
+            if self._uids_ok(_first(item, _SOP_UID))
+        )
 
     def locate_series(self, series_uid: str, study_uid: str = "") -> InstanceRef:
         """The series ``series_uid`` (its study found by a QIDO-RS search when ``study_uid`` is empty).
@@ -324,14 +365,25 @@ class DicomWebSource:
             DicomWebError: The server has no such series.
         """
         filters = {"SeriesInstanceUID": series_uid, **({"StudyInstanceUID": study_uid} if study_uid else {})}
-        found = self._call(f"find series {series_uid}", self.client.search_for_series, search_filters=filters,
-                           fields=["PatientID", "Modality", "SeriesDescription"])
+        found = self._call(
+            f"find series {series_uid}",
+            self.client.search_for_series,
+            search_filters=filters,
+            fields=["PatientID", "Modality", "SeriesDescription"],
+        )
         found = [item for item in found if self._uids_ok(_first(item, _STUDY_UID))]
         if not found:
             raise DicomWebError(f"The DICOMweb server {public_url(self.url)} has no series {series_uid}.")
         item = found[0]
-        return InstanceRef(self._patient(_first(item, _PATIENT_ID)), str(_first(item, _STUDY_UID)), series_uid, "",
-                           str(_first(item, _MODALITY)), 0, str(_first(item, _SERIES_DESCRIPTION)))
+        return InstanceRef(
+            self._patient(_first(item, _PATIENT_ID)),
+            str(_first(item, _STUDY_UID)),
+            series_uid,
+            "",
+            str(_first(item, _MODALITY)),
+            0,
+            str(_first(item, _SERIES_DESCRIPTION)),
+        )
 
     def find_instances(self, query: StudyQuery, *, modality: str | None = None) -> list[InstanceRef]:
         """Every instance of the series :meth:`find_series` finds (only series of ``modality`` when given)."""
@@ -348,8 +400,10 @@ class DicomWebSource:
             DicomWebError: ``sop`` is not a DICOM UID (a hostile server's ``../../x``).
         """
         if not is_uid(sop):
-            raise DicomWebError(f"The DICOMweb server {public_url(self.url)} gave an instance whose SOPInstanceUID "
-                                "is not a DICOM UID (digits and dots); it is skipped.")
+            raise DicomWebError(
+                f"The DICOMweb server {public_url(self.url)} gave an instance whose SOPInstanceUID "
+                "is not a DICOM UID (digits and dots); it is skipped."
+            )
         return self.cache_dir / f"{sop}.dcm"
 
     def is_cached(self, ref: InstanceRef) -> bool:
@@ -384,11 +438,14 @@ class DicomWebSource:
             return pydicom.dcmread(path)
         except Exception as exc:  # noqa: BLE001 - a damaged cache file: drop it so the next build fetches it again
             path.unlink(missing_ok=True)
-            raise DicomWebError(f"The cached copy of {ref} was unreadable ({type(exc).__name__}) and was removed; "
-                                "run the job again to fetch it anew.") from None
+            raise DicomWebError(
+                f"The cached copy of {ref} was unreadable ({type(exc).__name__}) and was removed; "
+                "run the job again to fetch it anew."
+            ) from None
 
-    def fetch_all(self, refs: Iterable[InstanceRef], *,
-                  progress: Callable[[int, int], None] | None = None) -> dict[str, str]:
+    def fetch_all(
+        self, refs: Iterable[InstanceRef], *, progress: Callable[[int, int], None] | None = None
+    ) -> dict[str, str]:
         """Fetch every uncached instance, at most ``max_parallel`` requests at a time.
 
         Returns:

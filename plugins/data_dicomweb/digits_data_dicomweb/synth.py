@@ -51,8 +51,14 @@ def write_ground_truth_segs(image_folder, contour_folder, out_dir) -> list[Path]
     for case, entries in sorted(by_case.items()):
         sources = [pydicom.dcmread(e.image) for e in entries]
         masks = np.stack([contour_mask(e.contour, (int(s.Rows), int(s.Columns))) for e, s in zip(entries, sources)])
-        segs = build_segmentations(sources, masks, CLASS_LABELS, manual=True, series_number=9001,
-                                   series_description="Expert contours (synthetic)")
+        segs = build_segmentations(
+            sources,
+            masks,
+            CLASS_LABELS,
+            manual=True,
+            series_number=9001,
+            series_description="Expert contours (synthetic)",
+        )
         for k, seg in enumerate(segs, start=1):
             path = out / f"{case}-{k}.dcm"
             seg.save_as(path, enforce_file_format=True)
@@ -75,8 +81,10 @@ def generate(out_dir, cases: int = 4, size: int = 64, seed: int = 0, slices: int
 
 def main(argv=None) -> int:
     """Command-line entry point (``python -m digits_data_dicomweb.synth``)."""
-    parser = argparse.ArgumentParser(prog="python -m digits_data_dicomweb.synth",
-                                     description="Write synthetic cardiac MR studies with DICOM-SEG ground truth.")
+    parser = argparse.ArgumentParser(
+        prog="python -m digits_data_dicomweb.synth",
+        description="Write synthetic cardiac MR studies with DICOM-SEG ground truth.",
+    )
     parser.add_argument("out_dir", help="output folder")
     parser.add_argument("--cases", type=int, default=4, help="number of patients (default 4)")
     parser.add_argument("--size", type=int, default=64, help="image width and height (default 64)")

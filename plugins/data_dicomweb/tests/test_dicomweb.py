@@ -22,8 +22,10 @@ from digits_data_dicomweb.synth import generate
 # Without Orthanc the module skips locally; under CI=true (where `make test` installs it) it fails instead.
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(not orthanc_available() and not os.environ.get("CI"),
-                       reason="Orthanc is not installed (apt-get install orthanc orthanc-dicomweb)"),
+    pytest.mark.skipif(
+        not orthanc_available() and not os.environ.get("CI"),
+        reason="Orthanc is not installed (apt-get install orthanc orthanc-dicomweb)",
+    ),
 ]
 
 CASES = 4
@@ -48,8 +50,15 @@ def pacs(data, tmp_path_factory):
 
 
 def _form(pacs, cache, **extra):
-    return {"server_url": pacs.dicomweb_url, "username": pacs.username, "password": pacs.password,
-            "cache_folder": str(cache), "pct_val": 25, "seed": 0, **extra}
+    return {
+        "server_url": pacs.dicomweb_url,
+        "username": pacs.username,
+        "password": pacs.password,
+        "cache_folder": str(cache),
+        "pct_val": 25,
+        "seed": 0,
+        **extra,
+    }
 
 
 def _listening_addresses(port: int) -> set[str]:
@@ -103,18 +112,22 @@ def test_wrong_password_is_a_clear_error_without_secrets(pacs, tmp_path):
 def test_form_rejects_credentials_in_url_and_bad_dates(pacs, tmp_path):
     url = pacs.dicomweb_url.replace("http://", f"http://{pacs.username}:{pacs.password}@")
     with pytest.raises(FormValidationError, match="server_url"):
-        create_dataset("dicomweb-segmentation", {**_form(pacs, tmp_path), "server_url": url}, jobs_dir=tmp_path / "jobs")
+        create_dataset(
+            "dicomweb-segmentation", {**_form(pacs, tmp_path), "server_url": url}, jobs_dir=tmp_path / "jobs"
+        )
     with pytest.raises(FormValidationError, match="date_from"):
-        create_dataset("dicomweb-segmentation", {**_form(pacs, tmp_path), "date_from": "2009-01-01"},
-                       jobs_dir=tmp_path / "jobs")
+        create_dataset(
+            "dicomweb-segmentation", {**_form(pacs, tmp_path), "date_from": "2009-01-01"}, jobs_dir=tmp_path / "jobs"
+        )
 
 
 def test_dataset_over_dicomweb_equals_the_one_from_files(pacs, data, tmp_path):
     root, result, _ = data
     jobs = tmp_path / "jobs"
     patients = ",".join(sorted(result.cases)[:CASES])
-    remote = create_dataset("dicomweb-segmentation", _form(pacs, tmp_path / "cache", patient_ids=patients),
-                            jobs_dir=jobs, workers=1)
+    remote = create_dataset(
+        "dicomweb-segmentation", _form(pacs, tmp_path / "cache", patient_ids=patients), jobs_dir=jobs, workers=1
+    )
     # the same patients from the files on disk
     contours = root / "Sunnybrook Cardiac MR Database ContoursPart3" / "TrainingDataContours"
     for case_dir in contours.iterdir():
@@ -122,8 +135,17 @@ def test_dataset_over_dicomweb_equals_the_one_from_files(pacs, data, tmp_path):
             import shutil
 
             shutil.rmtree(case_dir)
-    local = create_dataset("image-sunnybrook", {"image_folder": str(result.image_folder), "contour_folder": str(root / "Sunnybrook Cardiac MR Database ContoursPart3"),
-                                                "pct_val": 25, "seed": 0}, jobs_dir=jobs, workers=1)
+    local = create_dataset(
+        "image-sunnybrook",
+        {
+            "image_folder": str(result.image_folder),
+            "contour_folder": str(root / "Sunnybrook Cardiac MR Database ContoursPart3"),
+            "pct_val": 25,
+            "seed": 0,
+        },
+        jobs_dir=jobs,
+        workers=1,
+    )
     a, b = open_dataset(remote.id, jobs), open_dataset(local.id, jobs)
     assert a.userdata["split"] == b.userdata["split"]
     assert a.class_labels == b.class_labels == ["background", "left ventricle"]
@@ -144,8 +166,9 @@ def test_dataset_over_dicomweb_equals_the_one_from_files(pacs, data, tmp_path):
 
 
 def test_study_without_seg_is_skipped_with_a_reason(pacs, tmp_path):
-    job = create_dataset("dicomweb-segmentation", _form(pacs, tmp_path / "cache", pct_val=0),
-                         jobs_dir=tmp_path / "jobs", workers=1)
+    job = create_dataset(
+        "dicomweb-segmentation", _form(pacs, tmp_path / "cache", pct_val=0), jobs_dir=tmp_path / "jobs", workers=1
+    )
     ds = open_dataset(job.id, tmp_path / "jobs")
     assert any(pacs.no_seg_case in s and "has no DICOM-SEG" in s for s in ds.userdata["skipped_studies"])
     assert pacs.no_seg_case not in ds.userdata["split"]["train"]
@@ -162,13 +185,24 @@ def test_an_instance_the_server_refuses_goes_to_the_errors_report(pacs, data, tm
     seg = SegmentationLabels(source.retrieve(next(r for r in refs if r.modality == "SEG")))
     victim = seg.source_sop_uids[0]
     # delete that image from the server (its SEG still references it)
-    found = requests.post(f"{pacs.url}/tools/find", json={"Level": "Instance", "Query": {"SOPInstanceUID": victim}},
-                          auth=(pacs.username, pacs.password), timeout=10).json()
+    found = requests.post(
+        f"{pacs.url}/tools/find",
+        json={"Level": "Instance", "Query": {"SOPInstanceUID": victim}},
+        auth=(pacs.username, pacs.password),
+        timeout=10,
+    ).json()
     assert len(found) == 1
-    requests.delete(f"{pacs.url}/instances/{found[0]}", auth=(pacs.username, pacs.password), timeout=10).raise_for_status()
+    requests.delete(
+        f"{pacs.url}/instances/{found[0]}", auth=(pacs.username, pacs.password), timeout=10
+    ).raise_for_status()
     try:
-        job = create_dataset("dicomweb-segmentation", _form(pacs, tmp_path / "cache", pct_val=0, patient_ids=patient),
-                             jobs_dir=tmp_path / "jobs", workers=1, max_errors=5)
+        job = create_dataset(
+            "dicomweb-segmentation",
+            _form(pacs, tmp_path / "cache", pct_val=0, patient_ids=patient),
+            jobs_dir=tmp_path / "jobs",
+            workers=1,
+            max_errors=5,
+        )
         ds = open_dataset(job.id, tmp_path / "jobs")
         errors = ds.errors()
         assert len(errors) == 1
@@ -194,7 +228,9 @@ def test_seg_round_trip_through_stow(pacs, data, tmp_path):
     series = segs[0].SeriesInstanceUID
     stored = [r for r in source.find_instances(StudyQuery(patient_ids=(patient,))) if r.series == series]
     assert len(stored) == len(segs)
-    fresh = DicomWebSource(pacs.dicomweb_url, username=pacs.username, password=pacs.password, cache_dir=tmp_path / "fresh")
+    fresh = DicomWebSource(
+        pacs.dicomweb_url, username=pacs.username, password=pacs.password, cache_dir=tmp_path / "fresh"
+    )
     back = [SegmentationLabels(fresh.retrieve(r)) for r in stored]
     assert back[0].class_labels == ["background", "blood", "muscle"]
     for image, mask in zip(images, masks):
@@ -214,34 +250,60 @@ def test_train_from_the_pacs_and_store_predictions_as_seg(pacs, data, tmp_path):
     _, result, _ = data
     jobs = tmp_path / "jobs"
     patients = ",".join(sorted(result.cases)[:CASES])
-    dataset = create_dataset("dicomweb-segmentation", _form(pacs, tmp_path / "cache", patient_ids=patients),
-                             jobs_dir=jobs, workers=1)
+    dataset = create_dataset(
+        "dicomweb-segmentation", _form(pacs, tmp_path / "cache", patient_ids=patients), jobs_dir=jobs, workers=1
+    )
     model = train(dataset.id, jobs_dir=jobs, epochs=2, batch_size=4)
     assert model.status == "Done"
     # a validation patient's image series
     ds = open_dataset(dataset.id, jobs)
     val_patient = ds.userdata["split"]["val"][0]
     source = DicomWebSource(pacs.dicomweb_url, username=pacs.username, password=pacs.password, cache_dir=tmp_path / "q")
-    series = next(s for s in source.find_series(StudyQuery(patient_ids=(val_patient,)))
-                  if s.series_description == "FIESTA CINE SAX")
+    series = next(
+        s
+        for s in source.find_series(StudyQuery(patient_ids=(val_patient,)))
+        if s.series_description == "FIESTA CINE SAX"
+    )
     # the reference prediction through the Python API (nothing stored)
-    reference = infer(model.id, form_data={"dicomweb_series": series.series, "dicomweb_password": pacs.password},
-                      jobs_dir=jobs)
+    reference = infer(
+        model.id, form_data={"dicomweb_series": series.series, "dicomweb_password": pacs.password}, jobs_dir=jobs
+    )
     assert reference.notes == [] and len(reference.samples) == 20  # 1 slice x 20 phases
     expected = {s.input_id: np.argmax(s.output, axis=-1).astype(np.uint8) for s in reference.samples}
     assert any(m.any() for m in expected.values()), "the model predicts some left ventricle"
     # the CLI stores the prediction; the password comes from the environment, never from the command line
     env = {**os.environ, "DIGITS_DICOMWEB_PASSWORD": pacs.password, "DIGITS_JOBS_DIR": str(jobs)}
-    done = subprocess.run([sys.executable, "-m", "digits_core", "infer", "--model", model.id,
-                           "--dicomweb-series", series.series, "--store", "--json"],
-                          capture_output=True, text=True, env=env, timeout=600)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "digits_core",
+            "infer",
+            "--model",
+            model.id,
+            "--dicomweb-series",
+            series.series,
+            "--store",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "Stored" in done.stderr and "DICOM-SEG" in done.stderr
-    seg_series = [s for s in source.find_series(StudyQuery(patient_ids=(val_patient,)))
-                  if s.modality == "SEG" and s.series_description.startswith("DIGITS Core prediction")]
+    seg_series = [
+        s
+        for s in source.find_series(StudyQuery(patient_ids=(val_patient,)))
+        if s.modality == "SEG" and s.series_description.startswith("DIGITS Core prediction")
+    ]
     assert len(seg_series) == 1
-    stored = [r for r in source.find_instances(StudyQuery(patient_ids=(val_patient,)), modality="SEG")
-              if r.series == seg_series[0].series]
+    stored = [
+        r
+        for r in source.find_instances(StudyQuery(patient_ids=(val_patient,)), modality="SEG")
+        if r.series == seg_series[0].series
+    ]
     back = [SegmentationLabels(source.retrieve(r)) for r in stored]
     assert back[0].class_labels == ["background", "left ventricle"]
     sops = {sop for b in back for sop in b.source_sop_uids}
@@ -264,8 +326,11 @@ def test_other_transfer_syntaxes_decode_like_the_local_file(pacs, tmp_path, name
     local = pydicom.dcmread(path)
     pacs.upload(path)
     source = DicomWebSource(pacs.dicomweb_url, username=pacs.username, password=pacs.password, cache_dir=tmp_path)
-    refs = [r for r in source.find_instances(StudyQuery(study_uids=(str(local.StudyInstanceUID),)))
-            if r.sop == str(local.SOPInstanceUID)]
+    refs = [
+        r
+        for r in source.find_instances(StudyQuery(study_uids=(str(local.StudyInstanceUID),)))
+        if r.sop == str(local.SOPInstanceUID)
+    ]
     assert len(refs) == 1
     fetched = source.retrieve(refs[0])
     np.testing.assert_array_equal(dataset_to_image(fetched, name=str(refs[0])), read_dicom_image(path))

@@ -46,13 +46,24 @@ class Listener:
                     return
                 body = b"[]"
                 if self.path.startswith("/dicom-web/studies?") or self.path == "/dicom-web/studies":
-                    body = json.dumps([{"0020000D": {"vr": "UI", "Value": ["1.2.3"]},
-                                        "00100020": {"vr": "LO", "Value": [HOSTILE_PATIENT]}}]).encode()
+                    body = json.dumps(
+                        [
+                            {
+                                "0020000D": {"vr": "UI", "Value": ["1.2.3"]},
+                                "00100020": {"vr": "LO", "Value": [HOSTILE_PATIENT]},
+                            }
+                        ]
+                    ).encode()
                 elif "/series" in self.path and "/instances" not in self.path:
-                    body = json.dumps([{"0020000E": {"vr": "UI", "Value": ["1.2.3.4"]},
-                                        "00080060": {"vr": "CS", "Value": ["MR"]}},
-                                       {"0020000E": {"vr": "UI", "Value": ["../../etc"]},
-                                        "00080060": {"vr": "CS", "Value": ["MR"]}}]).encode()
+                    body = json.dumps(
+                        [
+                            {"0020000E": {"vr": "UI", "Value": ["1.2.3.4"]}, "00080060": {"vr": "CS", "Value": ["MR"]}},
+                            {
+                                "0020000E": {"vr": "UI", "Value": ["../../etc"]},
+                                "00080060": {"vr": "CS", "Value": ["MR"]},
+                            },
+                        ]
+                    ).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/dicom+json")
                 self.send_header("Content-Length", str(len(body)))
@@ -101,9 +112,14 @@ def server_context(tmp_path):
 
 
 def loopback_spellings(port: int) -> list[str]:
-    return [f"http://127.0.0.1:{port}/dicom-web", f"http://localhost:{port}/dicom-web",
-            f"http://2130706433:{port}/dicom-web", f"http://0x7f000001:{port}/dicom-web",
-            f"http://127.1:{port}/dicom-web", f"http://[::ffff:127.0.0.1]:{port}/dicom-web"]
+    return [
+        f"http://127.0.0.1:{port}/dicom-web",
+        f"http://localhost:{port}/dicom-web",
+        f"http://2130706433:{port}/dicom-web",
+        f"http://0x7f000001:{port}/dicom-web",
+        f"http://127.1:{port}/dicom-web",
+        f"http://[::ffff:127.0.0.1]:{port}/dicom-web",
+    ]
 
 
 def test_loopback_urls_are_refused_on_the_field_before_any_request(listeners, tmp_path):
@@ -154,8 +170,18 @@ def test_allow_url_none_refuses_every_typed_url(tmp_path, monkeypatch):
 
 
 def _plugin(**userdata) -> DicomWebSegmentationIngestion:
-    plugin = DicomWebSegmentationIngestion(**{"named_server": "", "server_url": "", "username": "", "password": "",
-                                              "token": "", "cache_folder": "", "max_parallel": 1, **userdata})
+    plugin = DicomWebSegmentationIngestion(
+        **{
+            "named_server": "",
+            "server_url": "",
+            "username": "",
+            "password": "",
+            "token": "",
+            "cache_folder": "",
+            "max_parallel": 1,
+            **userdata,
+        }
+    )
     return plugin
 
 
@@ -165,8 +191,9 @@ def test_operator_credentials_never_go_to_a_typed_url(listeners, tmp_path, monke
     with server_context(tmp_path):
         source = _plugin(server_url=pacs.url, username="digits").source()
     source.find_studies(StudyQuery())
-    assert pacs.requests and all(OPERATOR_PASSWORD not in (auth or "") and "operator-token" not in (auth or "")
-                                 for _, auth in pacs.requests)
+    assert pacs.requests and all(
+        OPERATOR_PASSWORD not in (auth or "") and "operator-token" not in (auth or "") for _, auth in pacs.requests
+    )
     import base64
 
     assert {auth for _, auth in pacs.requests} == {"Basic " + base64.b64encode(b"digits:").decode()}
@@ -212,8 +239,14 @@ def test_the_web_form_offers_the_named_servers_and_refuses_a_typed_loopback_url(
     page = client.get("/datasets/new/dicomweb-segmentation").get_data(as_text=True)
     assert '<option value="hospital-pacs"' in page and pacs.url not in page  # the name, not the URL
     token = client.get("/api/csrf-token").get_json()["csrf_token"]
-    resp = client.post("/api/datasets", headers={"X-CSRFToken": token},
-                       json={"plugin_id": "dicomweb-segmentation", "name": "d",
-                             "form_data": {"server_url": f"http://2130706433:{pacs.port}/dicom-web"}})
+    resp = client.post(
+        "/api/datasets",
+        headers={"X-CSRFToken": token},
+        json={
+            "plugin_id": "dicomweb-segmentation",
+            "name": "d",
+            "form_data": {"server_url": f"http://2130706433:{pacs.port}/dicom-web"},
+        },
+    )
     assert resp.status_code == 400 and "server_url" in resp.get_data(as_text=True)
     assert pacs.requests == []

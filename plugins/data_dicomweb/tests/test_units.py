@@ -46,8 +46,12 @@ def test_dataset_form_checks_fields():
     good = {"server_url": "http://127.0.0.1:8042/dicom-web", "study_uids": "1.2.3, 1.2.4", "date_to": "20100101"}
     values = validate_values(DicomWebDatasetForm, good, "dataset form")
     assert values["pct_val"] == 10 and values["max_parallel"] == 4
-    for field, value in (("study_uids", "1.2.x"), ("date_to", "2010"), ("server_url", "http://u:p@h/dicom-web"),
-                         ("max_parallel", "0")):
+    for field, value in (
+        ("study_uids", "1.2.x"),
+        ("date_to", "2010"),
+        ("server_url", "http://u:p@h/dicom-web"),
+        ("max_parallel", "0"),
+    ):
         with pytest.raises(FormValidationError, match=field):
             validate_values(DicomWebDatasetForm, {**good, field: value}, "dataset form")
     with pytest.raises(FormValidationError, match="dicomweb_series"):

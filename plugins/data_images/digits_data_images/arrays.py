@@ -32,8 +32,10 @@ def _npz_member(path: str, key: str) -> np.ndarray:
             raise ArrayFileError(f'{path} has no array "{key}" (it has: {", ".join(names) or "none"})')
         info = archive.getinfo(key + ".npy")
     if info.compress_type != zipfile.ZIP_STORED:
-        raise ArrayFileError(f'array "{key}" of {path} is compressed (numpy.savez_compressed) and cannot be '
-                             "memory-mapped; save it with numpy.save or numpy.savez instead")
+        raise ArrayFileError(
+            f'array "{key}" of {path} is compressed (numpy.savez_compressed) and cannot be '
+            "memory-mapped; save it with numpy.save or numpy.savez instead"
+        )
     try:
         return _map_member(path, key, info)
     except (OSError, EOFError, OverflowError, NotImplementedError, zipfile.BadZipFile) as exc:
@@ -77,8 +79,10 @@ def _check_declared_size(shape: tuple, dtype: np.dtype, available: int, what: st
     """Refuse a header whose shape needs more bytes than the file holds (before anything is mapped)."""
     needed = math.prod(int(n) for n in shape) * dtype.itemsize  # Python ints: no overflow
     if needed > available:
-        raise ArrayFileError(f"{what}: its header declares shape {tuple(shape)} of {dtype} ({needed:,} bytes) but "
-                             f"only {max(available, 0):,} bytes follow it; the file is cut short or damaged")
+        raise ArrayFileError(
+            f"{what}: its header declares shape {tuple(shape)} of {dtype} ({needed:,} bytes) but "
+            f"only {max(available, 0):,} bytes follow it; the file is cut short or damaged"
+        )
 
 
 def open_array(path: str, key: str | None = None) -> np.ndarray:

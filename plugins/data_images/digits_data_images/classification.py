@@ -50,37 +50,73 @@ logger = logging.getLogger("digits_data_images")
 class ClassificationForm(S3SourceFields):
     """Dataset options of ``image-classification`` (DIGITS defaults)."""
 
-    folder = StringField("Training images", description="Folder with one sub-folder of images per class",
-                         validators=[existing_folder("training folder"), class_folder_tree("training folder")])
-    train_list = StringField("Training list", description='Instead of a folder: a file with "<path> <class id>" per line',
-                             validators=[existing_file("training list")])
-    list_root = StringField("List root folder", description="Folder that relative paths in the list files start from "
-                            "(default: each list file's folder)", validators=[existing_folder("list root folder")])
-    labels_file = StringField("Labels file", description="Class names for list files, one per line (index = class id)",
-                              validators=[existing_file("labels file")])
-    val_percent = FloatField("Validation %", default=25.0, validators=[validators.NumberRange(0, 100)],
-                             description="Share of each class used for validation when no validation folder/list is given")
-    test_percent = FloatField("Test %", default=0.0, validators=[validators.NumberRange(0, 100)],
-                              description="Share of each class used for testing when no test folder/list is given")
-    val_folder = StringField("Validation images", description="Separate validation folder (class sub-folders)",
-                             validators=[existing_folder("validation folder"), class_folder_tree("validation folder")])
-    val_list = StringField("Validation list", description="Separate validation list file",
-                           validators=[existing_file("validation list")])
-    test_folder = StringField("Test images", description="Separate test folder (class sub-folders)",
-                              validators=[existing_folder("test folder"), class_folder_tree("test folder")])
+    folder = StringField(
+        "Training images",
+        description="Folder with one sub-folder of images per class",
+        validators=[existing_folder("training folder"), class_folder_tree("training folder")],
+    )
+    train_list = StringField(
+        "Training list",
+        description='Instead of a folder: a file with "<path> <class id>" per line',
+        validators=[existing_file("training list")],
+    )
+    list_root = StringField(
+        "List root folder",
+        description="Folder that relative paths in the list files start from (default: each list file's folder)",
+        validators=[existing_folder("list root folder")],
+    )
+    labels_file = StringField(
+        "Labels file",
+        description="Class names for list files, one per line (index = class id)",
+        validators=[existing_file("labels file")],
+    )
+    val_percent = FloatField(
+        "Validation %",
+        default=25.0,
+        validators=[validators.NumberRange(0, 100)],
+        description="Share of each class used for validation when no validation folder/list is given",
+    )
+    test_percent = FloatField(
+        "Test %",
+        default=0.0,
+        validators=[validators.NumberRange(0, 100)],
+        description="Share of each class used for testing when no test folder/list is given",
+    )
+    val_folder = StringField(
+        "Validation images",
+        description="Separate validation folder (class sub-folders)",
+        validators=[existing_folder("validation folder"), class_folder_tree("validation folder")],
+    )
+    val_list = StringField(
+        "Validation list", description="Separate validation list file", validators=[existing_file("validation list")]
+    )
+    test_folder = StringField(
+        "Test images",
+        description="Separate test folder (class sub-folders)",
+        validators=[existing_folder("test folder"), class_folder_tree("test folder")],
+    )
     test_list = StringField("Test list", description="Separate test list file", validators=[existing_file("test list")])
-    min_per_class = IntegerField("Minimum images per class", default=2,
-                                 validators=[validators.InputRequired(), validators.NumberRange(min=1)],
-                                 description="Classes with fewer training images are left out")
-    max_per_class = IntegerField("Maximum images per class", validators=[validators.Optional(), validators.NumberRange(min=1)],
-                                 description="Cap on training images per class (default: no cap)")
-    shuffle = BooleanField("Shuffle", default=True, description="Write the records of each stage in a seeded random order")
+    min_per_class = IntegerField(
+        "Minimum images per class",
+        default=2,
+        validators=[validators.InputRequired(), validators.NumberRange(min=1)],
+        description="Classes with fewer training images are left out",
+    )
+    max_per_class = IntegerField(
+        "Maximum images per class",
+        validators=[validators.Optional(), validators.NumberRange(min=1)],
+        description="Cap on training images per class (default: no cap)",
+    )
+    shuffle = BooleanField(
+        "Shuffle", default=True, description="Write the records of each stage in a seeded random order"
+    )
     image_type, width, height, resize_mode, encoding, jpg_quality, seed = image_option_fields()
 
     def validate_folder(form, field):
         if not field.data and not form.train_list.data and not form.s3_path.data:
-            raise ValidationError("give a training folder (with one sub-folder per class) or a training list "
-                                  "(or an S3 training path)")
+            raise ValidationError(
+                "give a training folder (with one sub-folder per class) or a training list (or an S3 training path)"
+            )
         if field.data and form.train_list.data:
             raise ValidationError("give a training folder or a training list, not both")
 
@@ -127,8 +163,7 @@ class ImageClassificationIngestion(ImageIngestionBase):
     def _source(self, folder, list_file) -> dict[int, list[str]] | None:
         """Return class id -> files of a folder or list source, or None when neither is given."""
         if folder:
-            by_name = {n: f for n, f in self._scan(folder).items()
-                       if n not in self._dropped_names}
+            by_name = {n: f for n, f in self._scan(folder).items() if n not in self._dropped_names}
             unknown = [n for n in by_name if n not in self._class_ids]
             if unknown:
                 raise ValueError(f"{folder} has class folders that are not training classes: {', '.join(unknown)}")
@@ -138,8 +173,10 @@ class ImageClassificationIngestion(ImageIngestionBase):
             out: dict[int, list[str]] = {}
             for path, label in items:
                 if label >= len(self._labels):
-                    raise ValueError(f"{list_file}: class id {label} has no label (the training data has "
-                                     f"{len(self._labels)} classes)")
+                    raise ValueError(
+                        f"{list_file}: class id {label} has no label (the training data has "
+                        f"{len(self._labels)} classes)"
+                    )
                 out.setdefault(label, []).append(path)
             return out
         return None
@@ -174,8 +211,10 @@ class ImageClassificationIngestion(ImageIngestionBase):
             files_by_index = [[] for _ in names]
             for path, label in items:
                 if label >= len(names):
-                    raise ValueError(f"training list {self.train_list}: class id {label} but the labels file "
-                                     f"has only {len(names)} labels")
+                    raise ValueError(
+                        f"training list {self.train_list}: class id {label} but the labels file "
+                        f"has only {len(names)} labels"
+                    )
                 files_by_index[label].append(path)
         # Class folders with too few images are dropped (DIGITS's minimum per category) and the
         # rest renumbered. Classes of a list file keep the ids the list gives: small ones are only
@@ -186,14 +225,19 @@ class ImageClassificationIngestion(ImageIngestionBase):
             if len(files) < self.min_per_class:
                 note = f"{name} ({len(files)} images < {self.min_per_class})"
                 (small if from_list else dropped).append(note)
-                logger.warning("image-classification: class %s %s: %d images < minimum %d", name,
-                               "kept (list ids are fixed)" if from_list else "dropped", len(files),
-                               self.min_per_class)
+                logger.warning(
+                    "image-classification: class %s %s: %d images < minimum %d",
+                    name,
+                    "kept (list ids are fixed)" if from_list else "dropped",
+                    len(files),
+                    self.min_per_class,
+                )
             if from_list or len(files) >= self.min_per_class:
                 kept.append((name, files))
         if not any(len(files) >= self.min_per_class for _, files in kept):
-            raise ValueError(f"no class has at least {self.min_per_class} images "
-                             f"({', '.join(dropped + small) or 'no classes'})")
+            raise ValueError(
+                f"no class has at least {self.min_per_class} images ({', '.join(dropped + small) or 'no classes'})"
+            )
         self.userdata["small_classes"] = small
         self._labels = [name for name, _ in kept]
         self._dropped_names = {name for name in names if name not in {k for k, _ in kept}}
@@ -202,8 +246,10 @@ class ImageClassificationIngestion(ImageIngestionBase):
         stages: dict[str, list] = {"train": [], "val": [], "test": []}
         counts: dict[str, list[int]] = {s: [0] * len(kept) for s in stages}
         explicit = {}
-        for stage, folder, list_file in (("val", self.val_folder or self._s3_url("val"), self.val_list),
-                                         ("test", self.test_folder or self._s3_url("test"), self.test_list)):
+        for stage, folder, list_file in (
+            ("val", self.val_folder or self._s3_url("val"), self.val_list),
+            ("test", self.test_folder or self._s3_url("test"), self.test_list),
+        ):
             if folder or list_file:
                 if list_file and not folder:
                     # list ids refer to the original numbering
@@ -218,7 +264,7 @@ class ImageClassificationIngestion(ImageIngestionBase):
             if self.max_per_class:
                 files = files[: self.max_per_class]
             n_train, n_val, n_test = listing.split_counts(len(files), val_pct, test_pct)
-            parts = {"val": files[:n_val], "test": files[n_val:n_val + n_test], "train": files[n_val + n_test:]}
+            parts = {"val": files[:n_val], "test": files[n_val : n_val + n_test], "train": files[n_val + n_test :]}
             for stage, part in parts.items():
                 stages[stage].extend((path, class_id) for path in part)
                 counts[stage][class_id] += len(part)
@@ -251,10 +297,17 @@ class ImageClassificationIngestion(ImageIngestionBase):
         if self.is_inference_db:
             return encode_inference_entry(self, entry)
         path, label = entry
-        feature = encode_image_file(path, channels=self.channels, width=int(self.width), height=int(self.height),
-                                    resize_mode=self.resize_mode, encoding=self.encoding, seed=int(self.seed),
-                                    jpg_quality=int(self.jpg_quality or 90),
-                                    data=s3_source(self).read(path) if is_s3_url(path) else None)
+        feature = encode_image_file(
+            path,
+            channels=self.channels,
+            width=int(self.width),
+            height=int(self.height),
+            resize_mode=self.resize_mode,
+            encoding=self.encoding,
+            seed=int(self.seed),
+            jpg_quality=int(self.jpg_quality or 90),
+            data=s3_source(self).read(path) if is_s3_url(path) else None,
+        )
         return feature, int(label)
 
     def __getstate__(self):

@@ -46,29 +46,60 @@ LABEL_FORMATS = [("kitti", "KITTI (a label folder of .txt files)"), ("coco", "CO
 class DetectionForm(Form):
     """Dataset options of ``object-detection`` (DIGITS's objectDetection form plus COCO)."""
 
-    label_format = SelectField("Label format", choices=select_choices(LABEL_FORMATS), default="kitti",
-                               description="KITTI label folders, or COCO JSON annotation files")
-    train_image_folder = StringField("Training image folder", description="Folder of training images",
-                                     validators=[validators.InputRequired(), existing_folder("training image folder")])
-    train_label_folder = StringField("Training label folder", description="KITTI: IDENTIFIER.txt per training image",
-                                     validators=[existing_folder("training label folder")])
-    train_annotations = StringField("Training annotations (COCO JSON)", description="COCO: the training JSON file",
-                                    validators=[existing_file("training annotations file")])
-    val_image_folder = StringField("Validation image folder", description="Separate validation images (optional)",
-                                   validators=[existing_folder("validation image folder")])
-    val_label_folder = StringField("Validation label folder", description="KITTI labels of the validation images",
-                                   validators=[existing_folder("validation label folder")])
-    val_annotations = StringField("Validation annotations (COCO JSON)", description="COCO: the validation JSON file",
-                                  validators=[existing_file("validation annotations file")])
-    val_percent = FloatField("Validation %", default=10.0, validators=[validators.NumberRange(0, 99)],
-                             description="Share of the training images used for validation when no validation "
-                                         "folder is given")
-    custom_classes = StringField("Custom classes", description="Comma-separated class names, index = class id "
-                                 '(e.g. "dontcare,pedestrian"); empty: DIGITS\'s KITTI classes. Unknown types '
-                                 "map to class 0 (dontcare)")
-    min_box_size = IntegerField("Minimum box size", default=0, validators=[validators.NumberRange(0, 10000)],
-                                description="Boxes narrower or lower than this (pixels, after resizing) become "
-                                            "dontcare regions")
+    label_format = SelectField(
+        "Label format",
+        choices=select_choices(LABEL_FORMATS),
+        default="kitti",
+        description="KITTI label folders, or COCO JSON annotation files",
+    )
+    train_image_folder = StringField(
+        "Training image folder",
+        description="Folder of training images",
+        validators=[validators.InputRequired(), existing_folder("training image folder")],
+    )
+    train_label_folder = StringField(
+        "Training label folder",
+        description="KITTI: IDENTIFIER.txt per training image",
+        validators=[existing_folder("training label folder")],
+    )
+    train_annotations = StringField(
+        "Training annotations (COCO JSON)",
+        description="COCO: the training JSON file",
+        validators=[existing_file("training annotations file")],
+    )
+    val_image_folder = StringField(
+        "Validation image folder",
+        description="Separate validation images (optional)",
+        validators=[existing_folder("validation image folder")],
+    )
+    val_label_folder = StringField(
+        "Validation label folder",
+        description="KITTI labels of the validation images",
+        validators=[existing_folder("validation label folder")],
+    )
+    val_annotations = StringField(
+        "Validation annotations (COCO JSON)",
+        description="COCO: the validation JSON file",
+        validators=[existing_file("validation annotations file")],
+    )
+    val_percent = FloatField(
+        "Validation %",
+        default=10.0,
+        validators=[validators.NumberRange(0, 99)],
+        description="Share of the training images used for validation when no validation folder is given",
+    )
+    custom_classes = StringField(
+        "Custom classes",
+        description="Comma-separated class names, index = class id "
+        '(e.g. "dontcare,pedestrian"); empty: DIGITS\'s KITTI classes. Unknown types '
+        "map to class 0 (dontcare)",
+    )
+    min_box_size = IntegerField(
+        "Minimum box size",
+        default=0,
+        validators=[validators.NumberRange(0, 10000)],
+        description="Boxes narrower or lower than this (pixels, after resizing) become dontcare regions",
+    )
     shuffle = BooleanField("Shuffle", default=True, description="Write the records in a seeded random order")
     image_type, width, height, resize_mode, encoding, jpg_quality, seed = image_option_fields(keep_source_size=True)
 
@@ -125,8 +156,11 @@ class ObjectDetectionIngestion(ImageIngestionBase):
             entries, missing = [], []
             for path in images:
                 rows = by_name.get(os.path.normpath(os.path.relpath(path, image_folder)))
-                (missing.append(path) if rows is None else
-                 entries.append(("coco", path, tuple(tuple(r) for r in rows), labels)))
+                (
+                    missing.append(path)
+                    if rows is None
+                    else entries.append(("coco", path, tuple(tuple(r) for r in rows), labels))
+                )
             return entries, missing
         pairs, missing = pair_kitti(image_folder, labels, images)
         return [("kitti", image, label, None) for image, label in pairs], missing
@@ -143,8 +177,10 @@ class ObjectDetectionIngestion(ImageIngestionBase):
         train_labels = expand(self.train_annotations if coco else self.train_label_folder)
         entries, missing = self._stage_entries(expand(self.train_image_folder), train_labels, "training")
         if not entries:
-            raise ValueError(f"no image in {self.train_image_folder} has labels in "
-                             f"{self.train_annotations if coco else self.train_label_folder}")
+            raise ValueError(
+                f"no image in {self.train_image_folder} has labels in "
+                f"{self.train_annotations if coco else self.train_label_folder}"
+            )
         stages: dict[str, list] = {"train": [], "val": [], "test": []}
         if self.val_image_folder:
             val_labels = expand(self.val_annotations if coco else self.val_label_folder)
@@ -156,15 +192,16 @@ class ObjectDetectionIngestion(ImageIngestionBase):
             _, n_val, _ = listing.split_counts(len(shuffled), float(self.val_percent or 0), 0)
             stages["val"], stages["train"] = sorted(shuffled[:n_val]), sorted(shuffled[n_val:])
         if missing:
-            logger.warning("object-detection: %d images have no labels and are left out (e.g. %s)",
-                           len(missing), missing[0])
+            logger.warning(
+                "object-detection: %d images have no labels and are left out (e.g. %s)", len(missing), missing[0]
+            )
         self._resolve_size(stages["train"] + stages["val"])
         if self.shuffle:
             stages = {s: listing.seeded_shuffle(e, self.seed, f"stage:{s}") for s, e in stages.items()}
         names = self.userdata["class_labels"]
         palette = default_palette(max(len(names), 2))
         palette[0] = [128, 128, 128]  # dontcare
-        self.userdata["color_palette"] = palette[:len(names)]
+        self.userdata["color_palette"] = palette[: len(names)]
         self.userdata["unmatched_images"] = {"count": len(missing), "examples": missing[:5]}
         return stages
 
@@ -180,13 +217,21 @@ class ObjectDetectionIngestion(ImageIngestionBase):
         if shared is not None:
             width, height = shared
             source = "source"
-            logger.info("object-detection: all %d images are %dx%d: kept at that size (no resizing)",
-                        len(entries), width, height)
+            logger.info(
+                "object-detection: all %d images are %dx%d: kept at that size (no resizing)",
+                len(entries),
+                width,
+                height,
+            )
         else:
             width = height = DEFAULT_IMAGE_SIZE
             source = "default"
-            logger.warning("object-detection: the images differ in size: resized to the default %dx%d "
-                           "(set width and height to choose)", width, height)
+            logger.warning(
+                "object-detection: the images differ in size: resized to the default %dx%d "
+                "(set width and height to choose)",
+                width,
+                height,
+            )
         self.width, self.height = int(self.width or width), int(self.height or height)
         self.userdata.update(width=self.width, height=self.height, image_size=source)
 
@@ -209,9 +254,16 @@ class ObjectDetectionIngestion(ImageIngestionBase):
         except OSError as exc:
             raise ValueError(f"{image_path}: cannot read image ({exc})") from None
         width, height = int(self.width), int(self.height)
-        feature = encode_image_file(image_path, channels=self.channels, width=width, height=height,
-                                    resize_mode=self.resize_mode, encoding=self.encoding, seed=int(self.seed),
-                                    jpg_quality=int(self.jpg_quality or 90))
+        feature = encode_image_file(
+            image_path,
+            channels=self.channels,
+            width=width,
+            height=height,
+            resize_mode=self.resize_mode,
+            encoding=self.encoding,
+            seed=int(self.seed),
+            jpg_quality=int(self.jpg_quality or 90),
+        )
         geometry = resize_geometry(src_h, src_w, height, width, self.resize_mode)
         return feature, transform_boxes(boxes, geometry, float(self.min_box_size or 0))
 
@@ -232,8 +284,9 @@ class ObjectDetectionIngestion(ImageIngestionBase):
             raise ValueError(f"{path}: {exc}") from None
         if isinstance(label, str):
             boxes = parse_kitti(label, class_lookup(parse_class_mapping(self.custom_classes)))
-            geometry = resize_geometry(image.shape[0], image.shape[1], int(self.height), int(self.width),
-                                       self.resize_mode)
+            geometry = resize_geometry(
+                image.shape[0], image.shape[1], int(self.height), int(self.width), self.resize_mode
+            )
             label = transform_boxes(boxes, geometry, 0.0)
         return image, label
 

@@ -25,8 +25,23 @@ from digits_core import read_kitti_labels as parse_kitti  # noqa: F401 - re-expo
 from digits_core.paths import resolve_in_roots
 
 #: DIGITS's default KITTI class mapping (index = class id).
-KITTI_CLASSES = ("dontcare", "car", "van", "truck", "bus", "pickup", "vehicle-with-trailer", "special-vehicle",
-                 "person", "person-fa", "person?", "people", "cyclist", "tram", "person_sitting")
+KITTI_CLASSES = (
+    "dontcare",
+    "car",
+    "van",
+    "truck",
+    "bus",
+    "pickup",
+    "vehicle-with-trailer",
+    "special-vehicle",
+    "person",
+    "person-fa",
+    "person?",
+    "people",
+    "cyclist",
+    "tram",
+    "person_sitting",
+)
 
 
 def parse_class_mapping(text: str | None) -> list[str]:
@@ -72,8 +87,11 @@ def read_coco(path: str, names: list[str] | None) -> tuple[list[str], dict[str, 
             data = json.load(handle)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ValueError(f"{path}: not a readable JSON file ({type(exc).__name__})") from None
-    if not isinstance(data, dict) or not isinstance(data.get("images"), list) \
-            or not isinstance(data.get("annotations", []), list):
+    if (
+        not isinstance(data, dict)
+        or not isinstance(data.get("images"), list)
+        or not isinstance(data.get("annotations", []), list)
+    ):
         raise ValueError(f'{path}: not COCO annotations (need "images" and "annotations" lists)')
     categories = data.get("categories") or []
     try:
@@ -97,8 +115,10 @@ def read_coco(path: str, names: list[str] | None) -> tuple[list[str], dict[str, 
             x, y, w, h = (float(v) for v in ann["bbox"])
             category = int(ann["category_id"])
         except (KeyError, TypeError, ValueError):
-            raise ValueError(f'{path} annotation {ident}: needs "image_id", "category_id" and a 4-number '
-                             '"bbox" [x, y, width, height]') from None
+            raise ValueError(
+                f'{path} annotation {ident}: needs "image_id", "category_id" and a 4-number '
+                '"bbox" [x, y, width, height]'
+            ) from None
         if image_id not in files:
             raise ValueError(f"{path} annotation {ident}: image_id {image_id} is not in images")
         if not all(np.isfinite(v) for v in (x, y, w, h)) or w < 0 or h < 0:

@@ -142,8 +142,9 @@ def passthrough(data: bytes, channels: int, width: int, height: int) -> EncodedI
     return EncodedImage(data, _PASSTHROUGH_FORMATS[fmt], (height, width, channels), dtype)
 
 
-def load_resized(source, path: str, *, channels: int, width: int, height: int, resize_mode: str,
-                 seed: int) -> np.ndarray:
+def load_resized(
+    source, path: str, *, channels: int, width: int, height: int, resize_mode: str, seed: int
+) -> np.ndarray:
     """Decode, convert and resize one image to ``height × width × channels``.
 
     Raises:
@@ -168,8 +169,18 @@ def _decode_plain(data: bytes, path: str, channels: int) -> np.ndarray | None:
         raise ValueError(f"{path}: cannot decode image ({exc})") from None
 
 
-def encode_image_file(path: str, *, channels: int, width: int, height: int, resize_mode: str = "squash",
-                      encoding: str = "png", seed: int = 0, jpg_quality: int = 90, data: bytes | None = None):
+def encode_image_file(
+    path: str,
+    *,
+    channels: int,
+    width: int,
+    height: int,
+    resize_mode: str = "squash",
+    encoding: str = "png",
+    seed: int = 0,
+    jpg_quality: int = 90,
+    data: bytes | None = None,
+):
     """Return the stored feature of image ``path``: an ``H×W×C`` array or an :class:`EncodedImage`.
 
     ``data``, when given, is the file's content already fetched (e.g. from S3); ``path`` then only names it.
@@ -187,8 +198,9 @@ def encode_image_file(path: str, *, channels: int, width: int, height: int, resi
             kept = None
     arr = _decode_plain(data, path, channels)
     if arr is None:
-        arr = load_resized(io.BytesIO(data), path, channels=channels, width=width, height=height,
-                           resize_mode=resize_mode, seed=seed)
+        arr = load_resized(
+            io.BytesIO(data), path, channels=channels, width=width, height=height, resize_mode=resize_mode, seed=seed
+        )
     elif arr.shape[:2] != (height, width) or resize_mode not in RESIZE_MODES:  # else resizing is a no-op
         arr = resize_image(arr, height, width, resize_mode, rng=lambda: seeded_rng(seed, path))
     if encoding == "none":

@@ -70,20 +70,25 @@ def class_folder_tree(message: str = "folder"):
         if not classes:
             flat = sum(1 for entry in os.scandir(folder) if entry.is_file() and listing.is_image_name(entry.name))
             found = f"it holds {flat} image{'s' if flat != 1 else ''} directly" if flat else "it has no sub-folders"
-            raise ValidationError(f"{message} {field.data} has no class sub-folders ({found}): put each class's "
-                                  f"images in a sub-folder named after the class, e.g. {field.data}/cat/*.png")
+            raise ValidationError(
+                f"{message} {field.data} has no class sub-folders ({found}): put each class's "
+                f"images in a sub-folder named after the class, e.g. {field.data}/cat/*.png"
+            )
         from digits_core.paths import server_path_allowed
 
         for name in classes:
             real = os.path.realpath(os.path.join(folder, name))
             if not server_path_allowed(real):
-                raise ValidationError(f"{message} {field.data}: class folder {name} leads to {real}, outside the "
-                                      "server's data roots")
+                raise ValidationError(
+                    f"{message} {field.data}: class folder {name} leads to {real}, outside the server's data roots"
+                )
         if not any(_holds_an_image(os.path.join(folder, name)) for name in classes):
-            raise ValidationError(f"{message} {field.data} has {len(classes)} sub-folder"
-                                  f"{'s' if len(classes) != 1 else ''} ({', '.join(classes[:5])}"
-                                  f"{', ...' if len(classes) > 5 else ''}) but no image in any of them "
-                                  f"(image files end in {', '.join(_IMAGE_HINT)}, ...)")
+            raise ValidationError(
+                f"{message} {field.data} has {len(classes)} sub-folder"
+                f"{'s' if len(classes) != 1 else ''} ({', '.join(classes[:5])}"
+                f"{', ...' if len(classes) > 5 else ''}) but no image in any of them "
+                f"(image files end in {', '.join(_IMAGE_HINT)}, ...)"
+            )
 
     return check
 
@@ -128,8 +133,11 @@ def existing_file(message: str = "file"):
 
 def form_defaults(form_class) -> dict:
     """Return each field's default value (what the form gives when a value is left out)."""
-    return {field.name: field.default for field in form_class(meta={"csrf": False})
-            if field.type not in ("SubmitField", "CSRFTokenField")}
+    return {
+        field.name: field.default
+        for field in form_class(meta={"csrf": False})
+        if field.type not in ("SubmitField", "CSRFTokenField")
+    }
 
 
 def fill_defaults(plugin) -> None:
@@ -155,12 +163,19 @@ DEFAULT_IMAGE_SIZE = 256
 def _size_field(label: str, keep_source_size: bool) -> IntegerField:
     what = label.lower()
     if not keep_source_size:
-        return IntegerField(label, default=DEFAULT_IMAGE_SIZE,
-                            validators=[validators.InputRequired(), validators.NumberRange(1, 16384)],
-                            description=f"Image {what} in pixels after resizing")
-    return IntegerField(label, default=None, validators=[validators.Optional(), validators.NumberRange(1, 16384)],
-                        description=f"Image {what} in pixels after resizing. Empty: the source {what} when all "
-                                    f"images share one size (no resizing), else {DEFAULT_IMAGE_SIZE}")
+        return IntegerField(
+            label,
+            default=DEFAULT_IMAGE_SIZE,
+            validators=[validators.InputRequired(), validators.NumberRange(1, 16384)],
+            description=f"Image {what} in pixels after resizing",
+        )
+    return IntegerField(
+        label,
+        default=None,
+        validators=[validators.Optional(), validators.NumberRange(1, 16384)],
+        description=f"Image {what} in pixels after resizing. Empty: the source {what} when all "
+        f"images share one size (no resizing), else {DEFAULT_IMAGE_SIZE}",
+    )
 
 
 def image_option_fields(keep_source_size: bool = False) -> tuple:
@@ -176,19 +191,38 @@ def image_option_fields(keep_source_size: bool = False) -> tuple:
             :func:`shared_image_size`), else :data:`DEFAULT_IMAGE_SIZE`.
     """
     return (
-        SelectField("Image type", choices=select_choices(IMAGE_TYPES), default="color",
-                    description="Color images have 3 channels (RGB), grayscale 1. "
-                                "16-bit grayscale PNGs are kept as 16-bit"),
+        SelectField(
+            "Image type",
+            choices=select_choices(IMAGE_TYPES),
+            default="color",
+            description="Color images have 3 channels (RGB), grayscale 1. 16-bit grayscale PNGs are kept as 16-bit",
+        ),
         _size_field("Width", keep_source_size),
         _size_field("Height", keep_source_size),
-        SelectField("Resize mode", choices=select_choices(RESIZE_CHOICES), default="squash",
-                    description="How images of another size or aspect ratio are resized (DIGITS modes)"),
-        SelectField("Image encoding", choices=select_choices(ENCODING_CHOICES), default="png",
-                    description="How images are stored in the database"),
-        IntegerField("JPEG quality", default=90, validators=[validators.NumberRange(1, 100)],
-                     description="Quality of JPEG encoding (1-100)"),
-        IntegerField("Random seed", default=0, validators=[validators.InputRequired()],
-                     description="Seeds the split, the shuffle and fill noise, so a rebuild gives the same dataset"),
+        SelectField(
+            "Resize mode",
+            choices=select_choices(RESIZE_CHOICES),
+            default="squash",
+            description="How images of another size or aspect ratio are resized (DIGITS modes)",
+        ),
+        SelectField(
+            "Image encoding",
+            choices=select_choices(ENCODING_CHOICES),
+            default="png",
+            description="How images are stored in the database",
+        ),
+        IntegerField(
+            "JPEG quality",
+            default=90,
+            validators=[validators.NumberRange(1, 100)],
+            description="Quality of JPEG encoding (1-100)",
+        ),
+        IntegerField(
+            "Random seed",
+            default=0,
+            validators=[validators.InputRequired()],
+            description="Seeds the split, the shuffle and fill noise, so a rebuild gives the same dataset",
+        ),
     )
 
 
@@ -221,18 +255,25 @@ class ImageSizeForm(Form):
 class InferenceForm(Form):
     """Inputs for inference: one image (path or upload), or many (folder or list)."""
 
-    image_path = StringField("Image path", description="Path of one image file",
-                             validators=[existing_file("image")])
+    image_path = StringField("Image path", description="Path of one image file", validators=[existing_file("image")])
     image_file = FileField("Upload image", description="An image file to upload")
-    image_folder = StringField("Image folder", description="Classify every image in this folder",
-                               validators=[existing_folder("image folder")])
-    image_list = StringField("Image list", description="A file with one image path per line",
-                             validators=[existing_file("image list")])
-    list_root = StringField("List root folder", description="Folder relative paths in the image list start from",
-                            validators=[existing_folder("list root folder")])
-    show_labels = BooleanField("Labels in list", default=False,
-                               description="The image list also has a label per line, the ground truth: a class id, "
-                                           "or a mask image (segmentation) or KITTI label file (detection)")
+    image_folder = StringField(
+        "Image folder", description="Classify every image in this folder", validators=[existing_folder("image folder")]
+    )
+    image_list = StringField(
+        "Image list", description="A file with one image path per line", validators=[existing_file("image list")]
+    )
+    list_root = StringField(
+        "List root folder",
+        description="Folder relative paths in the image list start from",
+        validators=[existing_folder("list root folder")],
+    )
+    show_labels = BooleanField(
+        "Labels in list",
+        default=False,
+        description="The image list also has a label per line, the ground truth: a class id, "
+        "or a mask image (segmentation) or KITTI label file (detection)",
+    )
 
     def validate_image_path(form, field):
         given = [f for f in (form.image_path, form.image_folder, form.image_list) if f.data]

@@ -90,7 +90,13 @@ def read_entry_bytes(plugin, path: str) -> bytes:
 def encode_inference_entry(plugin, entry):
     """Return ``(H×W×C array, label or None)`` for an inference entry, resized like the dataset."""
     path, label = entry if isinstance(entry, tuple) else (entry, None)
-    arr = load_resized(io.BytesIO(read_entry_bytes(plugin, path)), path, channels=plugin.channels,
-                       width=int(plugin.width), height=int(plugin.height), resize_mode=plugin.resize_mode,
-                       seed=int(plugin.seed or 0))
+    arr = load_resized(
+        io.BytesIO(read_entry_bytes(plugin, path)),
+        path,
+        channels=plugin.channels,
+        width=int(plugin.width),
+        height=int(plugin.height),
+        resize_mode=plugin.resize_mode,
+        seed=int(plugin.seed or 0),
+    )
     return arr, label

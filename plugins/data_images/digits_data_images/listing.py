@@ -104,8 +104,11 @@ def list_lines(path: str) -> list[tuple[int, str]]:
             lines = handle.read().splitlines()
     except OSError as exc:
         raise ValueError(f"cannot read list file {path}: {exc.strerror or exc}") from None
-    return [(number, text) for number, text in enumerate((line.strip() for line in lines), 1)
-            if text and not text.startswith("#")]
+    return [
+        (number, text)
+        for number, text in enumerate((line.strip() for line in lines), 1)
+        if text and not text.startswith("#")
+    ]
 
 
 def read_list_file(path: str, root: str | None = None) -> list[tuple[str, int]]:
@@ -143,8 +146,9 @@ def read_label_file_list(path: str, root: str | None, label_file: str) -> list[t
     base = root or os.path.dirname(os.path.abspath(path))
     items = []
     for where, first, last in _two_field_lines(path, f"<image path> <{label_file}>"):
-        items.append((str(resolve_in_roots(first, base=base, where=where)),
-                      str(resolve_in_roots(last, base=base, where=where))))
+        items.append(
+            (str(resolve_in_roots(first, base=base, where=where)), str(resolve_in_roots(last, base=base, where=where)))
+        )
     return items
 
 

@@ -44,32 +44,65 @@ CAST = {"float64": "float32", "float16": "float32", "bool": "uint8", "int8": Non
 class NumpyArraysForm(Form):
     """Dataset options of ``numpy-arrays``."""
 
-    features_file = StringField("Features file", description="A .npy file (N×H×W×C or N×H×W) or a .npz archive",
-                                validators=[validators.InputRequired(), existing_file("features file")])
-    labels_file = StringField("Labels file", description="A .npy/.npz file with one label per feature row "
-                              "(default: the labels member of the features .npz)",
-                              validators=[existing_file("labels file")])
+    features_file = StringField(
+        "Features file",
+        description="A .npy file (N×H×W×C or N×H×W) or a .npz archive",
+        validators=[validators.InputRequired(), existing_file("features file")],
+    )
+    labels_file = StringField(
+        "Labels file",
+        description="A .npy/.npz file with one label per feature row (default: the labels member of the features .npz)",
+        validators=[existing_file("labels file")],
+    )
     features_key = StringField("Features key", default="features", description="Member name in .npz archives")
     labels_key = StringField("Labels key", default="labels", description="Member name in .npz archives")
-    val_features_file = StringField("Validation features", description="Separate validation features (.npy/.npz)",
-                                    validators=[existing_file("validation features file")])
-    val_labels_file = StringField("Validation labels", description="Labels of the separate validation features",
-                                  validators=[existing_file("validation labels file")])
-    test_features_file = StringField("Test features", description="Separate test features (.npy/.npz)",
-                                     validators=[existing_file("test features file")])
-    test_labels_file = StringField("Test labels", description="Labels of the separate test features",
-                                   validators=[existing_file("test labels file")])
-    class_labels_file = StringField("Class labels file", description="Class names, one per line (index = class id)",
-                                    validators=[existing_file("class labels file")])
-    val_percent = FloatField("Validation %", default=10.0, validators=[validators.NumberRange(0, 99)],
-                             description="Share of the rows used for validation when no validation file is given")
-    test_percent = FloatField("Test %", default=0.0, validators=[validators.NumberRange(0, 99)],
-                              description="Share of the rows used for testing when no test file is given")
-    encoding = SelectField("Feature encoding", choices=select_choices([("none", "None (raw values)"), ("png", "PNG (lossless)")]),
-                           default="none", description="How features are stored in the database")
+    val_features_file = StringField(
+        "Validation features",
+        description="Separate validation features (.npy/.npz)",
+        validators=[existing_file("validation features file")],
+    )
+    val_labels_file = StringField(
+        "Validation labels",
+        description="Labels of the separate validation features",
+        validators=[existing_file("validation labels file")],
+    )
+    test_features_file = StringField(
+        "Test features",
+        description="Separate test features (.npy/.npz)",
+        validators=[existing_file("test features file")],
+    )
+    test_labels_file = StringField(
+        "Test labels",
+        description="Labels of the separate test features",
+        validators=[existing_file("test labels file")],
+    )
+    class_labels_file = StringField(
+        "Class labels file",
+        description="Class names, one per line (index = class id)",
+        validators=[existing_file("class labels file")],
+    )
+    val_percent = FloatField(
+        "Validation %",
+        default=10.0,
+        validators=[validators.NumberRange(0, 99)],
+        description="Share of the rows used for validation when no validation file is given",
+    )
+    test_percent = FloatField(
+        "Test %",
+        default=0.0,
+        validators=[validators.NumberRange(0, 99)],
+        description="Share of the rows used for testing when no test file is given",
+    )
+    encoding = SelectField(
+        "Feature encoding",
+        choices=select_choices([("none", "None (raw values)"), ("png", "PNG (lossless)")]),
+        default="none",
+        description="How features are stored in the database",
+    )
     shuffle = BooleanField("Shuffle", default=True, description="Write the records in a seeded random order")
-    seed = IntegerField("Random seed", default=0, validators=[validators.InputRequired()],
-                        description="Seeds the split and the shuffle")
+    seed = IntegerField(
+        "Random seed", default=0, validators=[validators.InputRequired()], description="Seeds the split and the shuffle"
+    )
 
     def validate_val_percent(form, field):
         val = 0 if form.val_features_file.data else (field.data or 0)
@@ -151,8 +184,7 @@ class NumpyArraysIngestion(DataIngestion):
             else:
                 raise ValueError(f"features file {features_file} is a .npy file: give its labels file too")
             if features.ndim not in (3, 4):
-                raise ValueError(f"features in {features_file} have shape {features.shape}; "
-                                 "expected N×H×W×C or N×H×W")
+                raise ValueError(f"features in {features_file} have shape {features.shape}; expected N×H×W×C or N×H×W")
             if len(labels) != len(features):
                 raise ValueError(f"{len(features)} feature rows in {features_file} but {len(labels)} labels")
             self._arrays[stage] = (features, labels)
@@ -176,8 +208,11 @@ class NumpyArraysIngestion(DataIngestion):
         test_pct = 0.0 if "test" in explicit else float(self.test_percent or 0)
         shuffled = listing.seeded_shuffle(rows, self.seed, "split")
         _, n_val, n_test = listing.split_counts(len(shuffled), val_pct, test_pct)
-        stages.update(val=sorted(shuffled[:n_val]), test=sorted(shuffled[n_val:n_val + n_test]),
-                      train=sorted(shuffled[n_val + n_test:]))
+        stages.update(
+            val=sorted(shuffled[:n_val]),
+            test=sorted(shuffled[n_val : n_val + n_test]),
+            train=sorted(shuffled[n_val + n_test :]),
+        )
         stages.update(explicit)
         if self.shuffle:
             stages = {s: listing.seeded_shuffle(e, self.seed, f"stage:{s}") for s, e in stages.items()}
@@ -193,8 +228,12 @@ class NumpyArraysIngestion(DataIngestion):
         features, labels = self._open(stage)
         where = f"row {index} of {self._files(stage)[0]}"
         feature = _feature_row(features[index], where)
-        if self.encoding == "png" and (feature.dtype == np.uint8 and feature.shape[2] in (1, 3)
-                                       or feature.dtype == np.uint16 and feature.shape[2] == 1):
+        if self.encoding == "png" and (
+            feature.dtype == np.uint8
+            and feature.shape[2] in (1, 3)
+            or feature.dtype == np.uint16
+            and feature.shape[2] == 1
+        ):
             feature = EncodedImage.from_array(feature, "png", keep_array=True)
         return feature, _label_row(labels[index])
 
@@ -205,9 +244,16 @@ class NumpyArraysIngestion(DataIngestion):
         return state
 
 
-def create_dataset_from_arrays(features: np.ndarray, labels: np.ndarray, *, folder: str | os.PathLike,
-                               val_features: np.ndarray | None = None, val_labels: np.ndarray | None = None,
-                               options: dict | None = None, **create_kwargs):
+def create_dataset_from_arrays(
+    features: np.ndarray,
+    labels: np.ndarray,
+    *,
+    folder: str | os.PathLike,
+    val_features: np.ndarray | None = None,
+    val_labels: np.ndarray | None = None,
+    options: dict | None = None,
+    **create_kwargs,
+):
     """Build a ``numpy-arrays`` dataset from arrays in memory (embedding).
 
     The arrays are saved as ``.npy`` files in ``folder`` (kept: the job's
@@ -230,8 +276,12 @@ def create_dataset_from_arrays(features: np.ndarray, labels: np.ndarray, *, fold
     folder = os.path.abspath(os.fspath(folder))
     os.makedirs(folder, exist_ok=True)
     values = dict(options or {})
-    arrays = {"features_file": features, "labels_file": labels,
-              "val_features_file": val_features, "val_labels_file": val_labels}
+    arrays = {
+        "features_file": features,
+        "labels_file": labels,
+        "val_features_file": val_features,
+        "val_labels_file": val_labels,
+    }
     for field, array in arrays.items():
         if array is not None:
             path = os.path.join(folder, field.replace("_file", "") + ".npy")

@@ -33,19 +33,41 @@ from .forms import IMAGE_OPTION_FIELDS, existing_folder, expand, fill_defaults, 
 class PairsForm(Form):
     """Dataset options of ``image-pairs``."""
 
-    folder = StringField("Training images", description="Folder with one sub-folder of images per class",
-                         validators=[validators.InputRequired(), existing_folder("training folder")])
-    train_pairs = IntegerField("Training pairs", default=1000, validators=[validators.InputRequired(),
-                               validators.NumberRange(1, 10_000_000)], description="How many training pairs to draw")
-    val_pairs = IntegerField("Validation pairs", default=200, validators=[validators.InputRequired(),
-                             validators.NumberRange(0, 10_000_000)], description="How many validation pairs to draw")
-    val_percent = FloatField("Validation images %", default=25.0, validators=[validators.NumberRange(0, 90)],
-                             description="Share of each class's images held out to draw validation pairs from")
-    same_percent = FloatField("Same-class pairs %", default=50.0, validators=[validators.NumberRange(0, 100)],
-                              description="Share of pairs whose two images show the same class")
+    folder = StringField(
+        "Training images",
+        description="Folder with one sub-folder of images per class",
+        validators=[validators.InputRequired(), existing_folder("training folder")],
+    )
+    train_pairs = IntegerField(
+        "Training pairs",
+        default=1000,
+        validators=[validators.InputRequired(), validators.NumberRange(1, 10_000_000)],
+        description="How many training pairs to draw",
+    )
+    val_pairs = IntegerField(
+        "Validation pairs",
+        default=200,
+        validators=[validators.InputRequired(), validators.NumberRange(0, 10_000_000)],
+        description="How many validation pairs to draw",
+    )
+    val_percent = FloatField(
+        "Validation images %",
+        default=25.0,
+        validators=[validators.NumberRange(0, 90)],
+        description="Share of each class's images held out to draw validation pairs from",
+    )
+    same_percent = FloatField(
+        "Same-class pairs %",
+        default=50.0,
+        validators=[validators.NumberRange(0, 100)],
+        description="Share of pairs whose two images show the same class",
+    )
     shuffle = BooleanField("Shuffle", default=True, description="Write the records in a seeded random order")
-    width, height, resize_mode, seed = (field for name, field in zip(IMAGE_OPTION_FIELDS, image_option_fields())
-                                        if name in ("width", "height", "resize_mode", "seed"))
+    width, height, resize_mode, seed = (
+        field
+        for name, field in zip(IMAGE_OPTION_FIELDS, image_option_fields())
+        if name in ("width", "height", "resize_mode", "seed")
+    )
 
 
 def draw_pairs(by_class: list[list[str]], count: int, same_percent: float, rng: random.Random) -> list[tuple]:
@@ -123,8 +145,10 @@ class ImagePairsIngestion(DataIngestion):
                     stages[stage] = draw_pairs(by_class, count, float(self.same_percent), rng)
                 except ValueError as exc:
                     held = "held out for validation" if stage == "val" else "left for training"
-                    raise ValueError(f"{stage} pairs: {exc} ({self.val_percent}% of each class's images are {held}; "
-                                     "change the validation % or add images)") from None
+                    raise ValueError(
+                        f"{stage} pairs: {exc} ({self.val_percent}% of each class's images are {held}; "
+                        "change the validation % or add images)"
+                    ) from None
         if not self.shuffle:
             stages = {s: sorted(p) for s, p in stages.items()}
         self.userdata["class_labels"] = ["different", "same"]
@@ -132,8 +156,15 @@ class ImagePairsIngestion(DataIngestion):
         return stages
 
     def _load(self, path: str) -> np.ndarray:
-        return load_resized(io.BytesIO(read_file(path)), path, channels=1, width=int(self.width),
-                            height=int(self.height), resize_mode=self.resize_mode, seed=int(self.seed))
+        return load_resized(
+            io.BytesIO(read_file(path)),
+            path,
+            channels=1,
+            width=int(self.width),
+            height=int(self.height),
+            resize_mode=self.resize_mode,
+            seed=int(self.seed),
+        )
 
     def encode_entry(self, entry):
         """Stack the two images of a pair; returns ``(H×W×2 array, 0 or 1)``."""

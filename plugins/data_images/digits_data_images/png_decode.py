@@ -69,8 +69,8 @@ def decode_plain_png(data: bytes, channels: int) -> np.ndarray | None:
         if body_end + 4 > end or kind in _REFUSED:
             return None
         if kind == b"IDAT":
-            idat.append(data[pos + 8:body_end])
-        elif zlib.crc32(memoryview(data)[pos + 4:body_end]) != _CRC.unpack_from(data, body_end)[0]:
+            idat.append(data[pos + 8 : body_end])
+        elif zlib.crc32(memoryview(data)[pos + 4 : body_end]) != _CRC.unpack_from(data, body_end)[0]:
             return None  # a damaged chunk: Pillow names the problem
         pos = body_end + 4
         if kind == b"IEND":

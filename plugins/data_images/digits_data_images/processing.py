@@ -39,16 +39,32 @@ logger = logging.getLogger("digits_data_images")
 class ProcessingForm(Form):
     """Dataset options of ``image-processing``."""
 
-    feature_folder = StringField("Feature image folder", description="Input images (e.g. noisy)",
-                                 validators=[validators.InputRequired(), existing_folder("feature folder")])
-    label_folder = StringField("Label image folder", description="Target images with the same file names (e.g. clean)",
-                               validators=[validators.InputRequired(), existing_folder("label folder")])
-    val_feature_folder = StringField("Validation feature folder", description="Separate validation inputs",
-                                     validators=[existing_folder("validation feature folder")])
-    val_label_folder = StringField("Validation label folder", description="Targets of the separate validation inputs",
-                                   validators=[existing_folder("validation label folder")])
-    val_percent = FloatField("Validation %", default=10.0, validators=[validators.NumberRange(0, 99)],
-                             description="Share of the pairs used for validation when no validation folders are given")
+    feature_folder = StringField(
+        "Feature image folder",
+        description="Input images (e.g. noisy)",
+        validators=[validators.InputRequired(), existing_folder("feature folder")],
+    )
+    label_folder = StringField(
+        "Label image folder",
+        description="Target images with the same file names (e.g. clean)",
+        validators=[validators.InputRequired(), existing_folder("label folder")],
+    )
+    val_feature_folder = StringField(
+        "Validation feature folder",
+        description="Separate validation inputs",
+        validators=[existing_folder("validation feature folder")],
+    )
+    val_label_folder = StringField(
+        "Validation label folder",
+        description="Targets of the separate validation inputs",
+        validators=[existing_folder("validation label folder")],
+    )
+    val_percent = FloatField(
+        "Validation %",
+        default=10.0,
+        validators=[validators.NumberRange(0, 99)],
+        description="Share of the pairs used for validation when no validation folders are given",
+    )
     shuffle = BooleanField("Shuffle", default=True, description="Write the records in a seeded random order")
     image_type, width, height, resize_mode, encoding, jpg_quality, seed = image_option_fields()
 
@@ -60,12 +76,16 @@ class ProcessingForm(Form):
 class ProcessingInferenceForm(InferenceForm):
     """The image inference inputs plus a folder of target images (ground truth)."""
 
-    target_folder = StringField("Target image folder", description="Targets named like the images of the image "
-                                "folder (ground truth for PSNR/SSIM)", validators=[existing_folder("target folder")])
+    target_folder = StringField(
+        "Target image folder",
+        description="Targets named like the images of the image folder (ground truth for PSNR/SSIM)",
+        validators=[existing_folder("target folder")],
+    )
 
 
-def target_array(source, path: str, *, channels: int, width: int, height: int, resize_mode: str,
-                 seed: int) -> np.ndarray:
+def target_array(
+    source, path: str, *, channels: int, width: int, height: int, resize_mode: str, seed: int
+) -> np.ndarray:
     """Load a target image like its feature and scale it to float32 ``[0, 1]`` (``H×W×C``)."""
     arr = load_resized(source, path, channels=channels, width=width, height=height, resize_mode=resize_mode, seed=seed)
     top = 65535.0 if arr.dtype == np.uint16 else 255.0
@@ -109,7 +129,9 @@ class ImageProcessingIngestion(ImageIngestionBase):
     def _build_split(self) -> dict[str, list]:
         pairs, unmatched = match_by_name(expand(self.feature_folder), expand(self.label_folder))
         if not pairs:
-            raise ValueError(f"no image in {self.feature_folder} has a target with the same name in {self.label_folder}")
+            raise ValueError(
+                f"no image in {self.feature_folder} has a target with the same name in {self.label_folder}"
+            )
         stages: dict[str, list] = {"train": [], "val": []}
         if self.val_feature_folder:
             val_pairs, val_unmatched = match_by_name(expand(self.val_feature_folder), expand(self.val_label_folder))
@@ -120,8 +142,9 @@ class ImageProcessingIngestion(ImageIngestionBase):
             _, n_val, _ = listing.split_counts(len(shuffled), float(self.val_percent or 0), 0)
             stages.update(val=sorted(shuffled[:n_val]), train=sorted(shuffled[n_val:]))
         if unmatched:
-            logger.warning("image-processing: %d images have no target and are left out (e.g. %s)",
-                           len(unmatched), unmatched[0])
+            logger.warning(
+                "image-processing: %d images have no target and are left out (e.g. %s)", len(unmatched), unmatched[0]
+            )
         if self.shuffle:
             stages = {s: listing.seeded_shuffle(p, self.seed, f"stage:{s}") for s, p in stages.items()}
         self.userdata["unmatched_images"] = {"count": len(unmatched), "examples": unmatched[:5]}
@@ -129,9 +152,15 @@ class ImageProcessingIngestion(ImageIngestionBase):
         return stages
 
     def _target(self, path: str, source=None) -> np.ndarray:
-        return target_array(source if source is not None else io.BytesIO(read_file(path)), path,
-                            channels=self.channels, width=int(self.width), height=int(self.height),
-                            resize_mode=self.resize_mode, seed=int(self.seed))
+        return target_array(
+            source if source is not None else io.BytesIO(read_file(path)),
+            path,
+            channels=self.channels,
+            width=int(self.width),
+            height=int(self.height),
+            resize_mode=self.resize_mode,
+            seed=int(self.seed),
+        )
 
     def encode_entry(self, entry):
         """Encode a feature image and its target; returns ``(feature, H×W×C float32 target)``."""
@@ -139,7 +168,14 @@ class ImageProcessingIngestion(ImageIngestionBase):
             feature, target = encode_inference_entry(self, entry)
             return feature, None if target is None else self._target(str(target))
         feature_path, label_path = entry
-        feature = encode_image_file(feature_path, channels=self.channels, width=int(self.width),
-                                    height=int(self.height), resize_mode=self.resize_mode, encoding=self.encoding,
-                                    seed=int(self.seed), jpg_quality=int(self.jpg_quality or 90))
+        feature = encode_image_file(
+            feature_path,
+            channels=self.channels,
+            width=int(self.width),
+            height=int(self.height),
+            resize_mode=self.resize_mode,
+            encoding=self.encoding,
+            seed=int(self.seed),
+            jpg_quality=int(self.jpg_quality or 90),
+        )
         return feature, self._target(label_path)

@@ -36,19 +36,39 @@ from .targets import read_targets
 class RegressionForm(Form):
     """Dataset options of ``image-regression``."""
 
-    image_folder = StringField("Image folder", description="Folder the image paths of the targets files start from",
-                               validators=[validators.InputRequired(), existing_folder("image folder")])
-    targets_file = StringField("Targets file", description='CSV with a header "path,<target 1>,...,<target N>" '
-                               "(or JSON lines) giving each training image's numbers",
-                               validators=[validators.InputRequired(), existing_file("targets file")])
-    val_targets_file = StringField("Validation targets file", description="Separate validation images and targets "
-                                   "(same format and target names)", validators=[existing_file("validation targets file")])
-    test_targets_file = StringField("Test targets file", description="Separate test images and targets",
-                                    validators=[existing_file("test targets file")])
-    val_percent = FloatField("Validation %", default=10.0, validators=[validators.NumberRange(0, 99)],
-                             description="Share of the rows used for validation when no validation file is given")
-    test_percent = FloatField("Test %", default=0.0, validators=[validators.NumberRange(0, 99)],
-                              description="Share of the rows used for testing when no test file is given")
+    image_folder = StringField(
+        "Image folder",
+        description="Folder the image paths of the targets files start from",
+        validators=[validators.InputRequired(), existing_folder("image folder")],
+    )
+    targets_file = StringField(
+        "Targets file",
+        description='CSV with a header "path,<target 1>,...,<target N>" '
+        "(or JSON lines) giving each training image's numbers",
+        validators=[validators.InputRequired(), existing_file("targets file")],
+    )
+    val_targets_file = StringField(
+        "Validation targets file",
+        description="Separate validation images and targets (same format and target names)",
+        validators=[existing_file("validation targets file")],
+    )
+    test_targets_file = StringField(
+        "Test targets file",
+        description="Separate test images and targets",
+        validators=[existing_file("test targets file")],
+    )
+    val_percent = FloatField(
+        "Validation %",
+        default=10.0,
+        validators=[validators.NumberRange(0, 99)],
+        description="Share of the rows used for validation when no validation file is given",
+    )
+    test_percent = FloatField(
+        "Test %",
+        default=0.0,
+        validators=[validators.NumberRange(0, 99)],
+        description="Share of the rows used for testing when no test file is given",
+    )
     shuffle = BooleanField("Shuffle", default=True, description="Write the records in a seeded random order")
     image_type, width, height, resize_mode, encoding, jpg_quality, seed = image_option_fields()
 
@@ -62,9 +82,12 @@ class RegressionForm(Form):
 class RegressionInferenceForm(InferenceForm):
     """The image inference inputs plus a targets file (labelled inputs)."""
 
-    targets_file = StringField("Targets file", description="CSV/JSON lines of images and their true targets "
-                               "(paths relative to the list root folder, else to the file's folder)",
-                               validators=[existing_file("targets file")])
+    targets_file = StringField(
+        "Targets file",
+        description="CSV/JSON lines of images and their true targets "
+        "(paths relative to the list root folder, else to the file's folder)",
+        validators=[existing_file("targets file")],
+    )
 
     def validate_image_path(form, field):
         if not form.targets_file.data:
@@ -103,10 +126,13 @@ class ImageRegressionIngestion(ImageIngestionBase):
                 # An image of the folder that the targets file names too is one input, with its values.
                 known = {os.path.realpath(path): values for path, values in rows}
                 named = {os.path.realpath(str(e)) for e in entries}
-                entries = [InferenceEntry(str(e), known[os.path.realpath(str(e))])
-                           if os.path.realpath(str(e)) in known else e for e in entries]
-                entries.extend(InferenceEntry(path, values) for path, values in rows
-                               if os.path.realpath(path) not in named)
+                entries = [
+                    InferenceEntry(str(e), known[os.path.realpath(str(e))]) if os.path.realpath(str(e)) in known else e
+                    for e in entries
+                ]
+                entries.extend(
+                    InferenceEntry(path, values) for path, values in rows if os.path.realpath(path) not in named
+                )
             return entries
         return super().itemize_entries(stage)
 
@@ -122,19 +148,23 @@ class ImageRegressionIngestion(ImageIngestionBase):
         self.userdata["target_names"] = None
         rows = self._read(self.targets_file, "targets file")
         stages: dict[str, list] = {"train": [], "val": [], "test": []}
-        explicit = {stage: self._read(path, f"{stage} targets file")
-                    for stage, path in (("val", self.val_targets_file), ("test", self.test_targets_file)) if path}
+        explicit = {
+            stage: self._read(path, f"{stage} targets file")
+            for stage, path in (("val", self.val_targets_file), ("test", self.test_targets_file))
+            if path
+        }
         val_pct = 0.0 if "val" in explicit else float(self.val_percent or 0)
         test_pct = 0.0 if "test" in explicit else float(self.test_percent or 0)
         shuffled = listing.seeded_shuffle(rows, self.seed, "split")
         _, n_val, n_test = listing.split_counts(len(shuffled), val_pct, test_pct)
         stages["val"] = shuffled[:n_val]
-        stages["test"] = shuffled[n_val:n_val + n_test]
-        stages["train"] = shuffled[n_val + n_test:]
+        stages["test"] = shuffled[n_val : n_val + n_test]
+        stages["train"] = shuffled[n_val + n_test :]
         stages.update(explicit)
         for stage, entries in stages.items():
-            stages[stage] = (listing.seeded_shuffle(entries, self.seed, f"stage:{stage}") if self.shuffle
-                             else sorted(entries))
+            stages[stage] = (
+                listing.seeded_shuffle(entries, self.seed, f"stage:{stage}") if self.shuffle else sorted(entries)
+            )
         self.userdata["num_targets"] = len(self.userdata["target_names"])
         return stages
 
@@ -144,9 +174,16 @@ class ImageRegressionIngestion(ImageIngestionBase):
             feature, label = encode_inference_entry(self, entry)
             return feature, None if label is None else np.asarray(label, np.float32)
         path, values = entry
-        feature = encode_image_file(path, channels=self.channels, width=int(self.width), height=int(self.height),
-                                    resize_mode=self.resize_mode, encoding=self.encoding, seed=int(self.seed),
-                                    jpg_quality=int(self.jpg_quality or 90))
+        feature = encode_image_file(
+            path,
+            channels=self.channels,
+            width=int(self.width),
+            height=int(self.height),
+            resize_mode=self.resize_mode,
+            encoding=self.encoding,
+            seed=int(self.seed),
+            jpg_quality=int(self.jpg_quality or 90),
+        )
         return feature, np.asarray(values, np.float32)
 
     def __getstate__(self):

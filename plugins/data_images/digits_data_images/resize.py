@@ -25,5 +25,16 @@ from digits_core.resize import (  # noqa: F401 - re-exports
     seeded_rng,
 )
 
-__all__ = ["MODES_16BIT", "RESIZE_MODES", "ResizePlan", "cast_to", "convert_channels", "image_to_array",
-           "open_image", "prepare_array", "resize_image", "resize_plan", "seeded_rng"]
+__all__ = [
+    "MODES_16BIT",
+    "RESIZE_MODES",
+    "ResizePlan",
+    "cast_to",
+    "convert_channels",
+    "image_to_array",
+    "open_image",
+    "prepare_array",
+    "resize_image",
+    "resize_plan",
+    "seeded_rng",
+]

@@ -56,19 +56,37 @@ def default_palette(n: int = 256) -> list[list[int]]:
 class SegmentationForm(Form):
     """Dataset options of ``image-segmentation``."""
 
-    image_folder = StringField("Image folder", description="Folder of input images",
-                               validators=[validators.InputRequired(), existing_folder("image folder")])
-    label_folder = StringField("Label folder", description="Folder of label images with the same file names "
-                               "(palette PNGs or grayscale class indexes)",
-                               validators=[validators.InputRequired(), existing_folder("label folder")])
-    val_image_folder = StringField("Validation image folder", description="Separate validation images",
-                                   validators=[existing_folder("validation image folder")])
-    val_label_folder = StringField("Validation label folder", description="Labels of the separate validation images",
-                                   validators=[existing_folder("validation label folder")])
-    val_percent = FloatField("Validation %", default=10.0, validators=[validators.NumberRange(0, 99)],
-                             description="Share of the images used for validation when no validation folders are given")
-    class_labels_file = StringField("Class labels file", description="Class names, one per line (index = class id)",
-                                    validators=[existing_file("class labels file")])
+    image_folder = StringField(
+        "Image folder",
+        description="Folder of input images",
+        validators=[validators.InputRequired(), existing_folder("image folder")],
+    )
+    label_folder = StringField(
+        "Label folder",
+        description="Folder of label images with the same file names (palette PNGs or grayscale class indexes)",
+        validators=[validators.InputRequired(), existing_folder("label folder")],
+    )
+    val_image_folder = StringField(
+        "Validation image folder",
+        description="Separate validation images",
+        validators=[existing_folder("validation image folder")],
+    )
+    val_label_folder = StringField(
+        "Validation label folder",
+        description="Labels of the separate validation images",
+        validators=[existing_folder("validation label folder")],
+    )
+    val_percent = FloatField(
+        "Validation %",
+        default=10.0,
+        validators=[validators.NumberRange(0, 99)],
+        description="Share of the images used for validation when no validation folders are given",
+    )
+    class_labels_file = StringField(
+        "Class labels file",
+        description="Class names, one per line (index = class id)",
+        validators=[existing_file("class labels file")],
+    )
     shuffle = BooleanField("Shuffle", default=True, description="Write the records in a seeded random order")
     image_type, width, height, resize_mode, encoding, jpg_quality, seed = image_option_fields()
 
@@ -142,8 +160,9 @@ class ImageSegmentationIngestion(ImageIngestionBase):
         if not pairs:
             raise ValueError(f"no image in {self.image_folder} has a label with the same name in {self.label_folder}")
         if unmatched:
-            logger.warning("image-segmentation: %d images have no label and are left out (e.g. %s)",
-                           len(unmatched), unmatched[0])
+            logger.warning(
+                "image-segmentation: %d images have no label and are left out (e.g. %s)", len(unmatched), unmatched[0]
+            )
         stages = {"train": [], "val": [], "test": []}
         if self.val_image_folder:
             val_pairs, val_unmatched = match_by_name(expand(self.val_image_folder), expand(self.val_label_folder))
@@ -174,13 +193,13 @@ class ImageSegmentationIngestion(ImageIngestionBase):
             with Image.open(label_path) as image:
                 if image.mode == "P":
                     flat = image.getpalette() or []
-                    palette = [list(flat[i:i + 3]) for i in range(0, len(flat) - 2, 3)]
+                    palette = [list(flat[i : i + 3]) for i in range(0, len(flat) - 2, 3)]
         except OSError:
             palette = None
         if not palette:
             palette = default_palette(256)
         if num_classes:
-            palette = (palette + default_palette(max(num_classes, 256))[len(palette):])[:num_classes]
+            palette = (palette + default_palette(max(num_classes, 256))[len(palette) :])[:num_classes]
         return palette
 
     def encode_entry(self, entry):
@@ -192,9 +211,16 @@ class ImageSegmentationIngestion(ImageIngestionBase):
             return feature, self._mask(label_path, entry[0])  # ground truth from the list, as training reads it
         image_path, label_path = entry
         width, height = int(self.width), int(self.height)
-        feature = encode_image_file(image_path, channels=self.channels, width=width, height=height,
-                                    resize_mode=self.resize_mode, encoding=self.encoding, seed=int(self.seed),
-                                    jpg_quality=int(self.jpg_quality or 90))
+        feature = encode_image_file(
+            image_path,
+            channels=self.channels,
+            width=width,
+            height=height,
+            resize_mode=self.resize_mode,
+            encoding=self.encoding,
+            seed=int(self.seed),
+            jpg_quality=int(self.jpg_quality or 90),
+        )
         return feature, self._mask(label_path, image_path)
 
     def _mask(self, label_path: str, image_path: str) -> np.ndarray:
@@ -206,8 +232,9 @@ class ImageSegmentationIngestion(ImageIngestionBase):
         with Image.open(image_path) as image:
             src_w, src_h = image.size
         if mask.shape != (src_h, src_w):
-            raise ValueError(f"label {label_path} is {mask.shape[1]}x{mask.shape[0]} but image {image_path} "
-                             f"is {src_w}x{src_h}")
+            raise ValueError(
+                f"label {label_path} is {mask.shape[1]}x{mask.shape[0]} but image {image_path} is {src_w}x{src_h}"
+            )
         mask = resize_image(mask[:, :, None], int(self.height), int(self.width), self.resize_mode, is_label=True)
         return np.ascontiguousarray(mask[:, :, 0])
 

@@ -80,8 +80,15 @@ def _iou(a, b) -> float:
     return inter / union if union > 0 else 0.0
 
 
-def make_image(rng: np.random.Generator, scans: np.ndarray, targets: np.ndarray, size: int,
-               min_px: int = 12, max_px: int = 40, max_objects: int = 6) -> tuple[np.ndarray, list]:
+def make_image(
+    rng: np.random.Generator,
+    scans: np.ndarray,
+    targets: np.ndarray,
+    size: int,
+    min_px: int = 12,
+    max_px: int = 40,
+    max_objects: int = 6,
+) -> tuple[np.ndarray, list]:
     """Compose one image; returns ``(H×W×3 uint8, [(digit, x1, y1, x2, y2), ...])`` (pixel edges, x2/y2 exclusive)."""
     img = _background(rng, size)
     boxes: list = []
@@ -102,13 +109,13 @@ def make_image(rng: np.random.Generator, scans: np.ndarray, targets: np.ndarray,
         if any(_iou(box, (b[1], b[2], b[3], b[4])) > 0.1 for b in boxes):
             continue
         colour = rng.uniform(0, 1, 3)
-        region = img[y0:y0 + px, x0:x0 + px]
+        region = img[y0 : y0 + px, x0 : x0 + px]
         # ink must stand out from what lies under it: push it away from the local mean colour
         under = region.reshape(-1, 3).mean(axis=0)
         if np.abs(colour - under).max() < 0.45:
             colour = np.where(under > 0.5, rng.uniform(0.0, 0.2, 3), rng.uniform(0.8, 1.0, 3))
         a = np.clip(alpha * 1.4, 0, 1)[..., None]
-        img[y0:y0 + px, x0:x0 + px] = region * (1 - a) + colour[None, None, :] * a
+        img[y0 : y0 + px, x0 : x0 + px] = region * (1 - a) + colour[None, None, :] * a
         boxes.append((int(targets[index]), *(float(v) for v in box)))
     return (img * 255 + 0.5).astype(np.uint8), boxes
 
@@ -119,8 +126,9 @@ def kitti_line(name: str, box) -> str:
     return f"{name} 0.00 0 0.00 {x1:.2f} {y1:.2f} {x2:.2f} {y2:.2f} 0.00 0.00 0.00 0.00 0.00 0.00 0.00"
 
 
-def write_split(out: str, stage: str, count: int, rng: np.random.Generator, scans, targets, size: int,
-                progress=None) -> dict:
+def write_split(
+    out: str, stage: str, count: int, rng: np.random.Generator, scans, targets, size: int, progress=None
+) -> dict:
     """Write ``count`` images of one stage in KITTI folders; return its COCO annotation dict."""
     from PIL import Image
 
@@ -128,8 +136,11 @@ def write_split(out: str, stage: str, count: int, rng: np.random.Generator, scan
     lbl_dir = os.path.join(out, stage, "labels")
     os.makedirs(img_dir, exist_ok=True)
     os.makedirs(lbl_dir, exist_ok=True)
-    coco = {"images": [], "annotations": [],
-            "categories": [{"id": i + 1, "name": n} for i, n in enumerate(DIGIT_NAMES)]}
+    coco = {
+        "images": [],
+        "annotations": [],
+        "categories": [{"id": i + 1, "name": n} for i, n in enumerate(DIGIT_NAMES)],
+    }
     for i in range(count):
         image, boxes = make_image(rng, scans, targets, size)
         ident = f"{i:06d}"
@@ -138,16 +149,24 @@ def write_split(out: str, stage: str, count: int, rng: np.random.Generator, scan
             handle.write("".join(kitti_line(DIGIT_NAMES[b[0]], b[1:]) + "\n" for b in boxes))
         coco["images"].append({"id": i + 1, "file_name": ident + ".png", "width": size, "height": size})
         for d, x1, y1, x2, y2 in boxes:
-            coco["annotations"].append({"id": len(coco["annotations"]) + 1, "image_id": i + 1, "category_id": d + 1,
-                                        "bbox": [x1, y1, x2 - x1, y2 - y1], "area": (x2 - x1) * (y2 - y1),
-                                        "iscrowd": 0})
+            coco["annotations"].append(
+                {
+                    "id": len(coco["annotations"]) + 1,
+                    "image_id": i + 1,
+                    "category_id": d + 1,
+                    "bbox": [x1, y1, x2 - x1, y2 - y1],
+                    "area": (x2 - x1) * (y2 - y1),
+                    "iscrowd": 0,
+                }
+            )
         if progress:
             progress(stage, i + 1, count)
     return coco
 
 
-def generate(out: str, images: int, val_images: int | None = None, size: int = 128, seed: int = 0,
-             progress=None) -> dict:
+def generate(
+    out: str, images: int, val_images: int | None = None, size: int = 128, seed: int = 0, progress=None
+) -> dict:
     """Write the synthetic detection set under ``out``; return ``{stage: image count}``.
 
     Args:
@@ -185,9 +204,10 @@ def generate(out: str, images: int, val_images: int | None = None, size: int = 1
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point (see the module docstring)."""
-    parser = argparse.ArgumentParser(prog="python -m digits_data_images.synth_detection",
-                                     description="Write a synthetic detection set of handwritten digits "
-                                                 "(KITTI folders + COCO JSON).")
+    parser = argparse.ArgumentParser(
+        prog="python -m digits_data_images.synth_detection",
+        description="Write a synthetic detection set of handwritten digits (KITTI folders + COCO JSON).",
+    )
     parser.add_argument("out", help="output folder")
     parser.add_argument("--images", type=int, default=200, help="training images (default 200)")
     parser.add_argument("--val-images", type=int, default=None, help="validation images (default images/5)")
@@ -199,8 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(f"wrote {', '.join(f'{n} {s}' for s, n in counts.items())} images to {args.out} "
-          f"(classes: {CLASS_MAPPING})")
+    print(f"wrote {', '.join(f'{n} {s}' for s, n in counts.items())} images to {args.out} (classes: {CLASS_MAPPING})")
     return 0
 
 

@@ -50,15 +50,19 @@ def _resolve(path, root: str | None, where: str) -> str:
 
 def _read_csv(path: str, root: str | None) -> tuple[list[str], list[tuple[str, tuple[float, ...]]]]:
     with open(path, newline="", encoding="utf-8-sig") as handle:
-        rows = [(n, row) for n, row in enumerate(csv.reader(handle), 1)
-                if row and any(c.strip() for c in row) and not row[0].lstrip().startswith("#")]
+        rows = [
+            (n, row)
+            for n, row in enumerate(csv.reader(handle), 1)
+            if row and any(c.strip() for c in row) and not row[0].lstrip().startswith("#")
+        ]
     if not rows:
         raise ValueError(f"targets file {path} is empty; it needs a header row path,<target names...>")
     line, header = rows[0]
     header = [c.strip() for c in header]
     if len(header) < 2 or header[0].lower() != "path":
-        raise ValueError(f"{path}:{line}: the header row must be path,<target 1>,...,<target N> "
-                         f"(got {','.join(header)[:80]!r})")
+        raise ValueError(
+            f"{path}:{line}: the header row must be path,<target 1>,...,<target N> (got {','.join(header)[:80]!r})"
+        )
     names = header[1:]
     _check_count(len(names), f"{path}:{line}")
     entries = []

@@ -26,17 +26,24 @@ def test_class_mapping_defaults_custom_and_unknown(tmp_path):
     with pytest.raises(ValueError, match="twice"):
         parse_class_mapping("a,b,A")
     label = tmp_path / "x.txt"
-    label.write_text(LINE.format("Pedestrian", 1, 2, 30, 40) + LINE.format("Car", 5, 5, 9, 9) + "\n"
-                     + "DontCare -1 -1 -10 0 0 10 10 -1 -1 -1 -1000 -1000 -1000 -10 0.5\n")
+    label.write_text(
+        LINE.format("Pedestrian", 1, 2, 30, 40)
+        + LINE.format("Car", 5, 5, 9, 9)
+        + "\n"
+        + "DontCare -1 -1 -10 0 0 10 10 -1 -1 -1 -1000 -1000 -1000 -10 0.5\n"
+    )
     boxes = parse_kitti(str(label), class_lookup(names))
     assert boxes.dtype == np.float32 and boxes.tolist() == [[1, 1, 2, 30, 40], [0, 5, 5, 9, 9], [0, 0, 0, 10, 10]]
 
 
-@pytest.mark.parametrize("text, message", [
-    ("car 0 0 0 1 2 3\n", "line 1: expected 15 columns"),
-    (LINE.format("car", 1, 2, 3, 4) + LINE.format("car", "a", 2, 3, 4), "line 2: bbox columns 5-8 must be numbers"),
-    (LINE.format("car", 10, 2, 3, 4), "line 1: bbox right/bottom"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("car 0 0 0 1 2 3\n", "line 1: expected 15 columns"),
+        (LINE.format("car", 1, 2, 3, 4) + LINE.format("car", "a", 2, 3, 4), "line 2: bbox columns 5-8 must be numbers"),
+        (LINE.format("car", 10, 2, 3, 4), "line 1: bbox right/bottom"),
+    ],
+)
 def test_bad_kitti_lines_are_named_by_file_and_line(tmp_path, text, message):
     label = tmp_path / "007.txt"
     label.write_text(text)
@@ -46,10 +53,14 @@ def test_bad_kitti_lines_are_named_by_file_and_line(tmp_path, text, message):
 
 
 def test_coco_categories_crowd_and_bad_annotation(tmp_path):
-    data = {"images": [{"id": 1, "file_name": "a.png"}, {"id": 2, "file_name": "b.png"}],
-            "categories": [{"id": 7, "name": "cat"}, {"id": 3, "name": "dog"}],
-            "annotations": [{"id": 1, "image_id": 1, "category_id": 7, "bbox": [1, 2, 10, 20]},
-                            {"id": 2, "image_id": 1, "category_id": 3, "bbox": [0, 0, 5, 5], "iscrowd": 1}]}
+    data = {
+        "images": [{"id": 1, "file_name": "a.png"}, {"id": 2, "file_name": "b.png"}],
+        "categories": [{"id": 7, "name": "cat"}, {"id": 3, "name": "dog"}],
+        "annotations": [
+            {"id": 1, "image_id": 1, "category_id": 7, "bbox": [1, 2, 10, 20]},
+            {"id": 2, "image_id": 1, "category_id": 3, "bbox": [0, 0, 5, 5], "iscrowd": 1},
+        ],
+    }
     path = tmp_path / "ann.json"
     path.write_text(json.dumps(data))
     names, boxes = read_coco(str(path), None)
@@ -83,8 +94,9 @@ def test_boxes_follow_their_pixels_through_every_resize_mode(mode):
 
 def test_min_box_size_makes_dontcare_and_cropped_boxes_drop():
     geometry = resize_geometry(100, 200, 50, 50, "crop")  # scale 0.5, crop 25 px each side
-    boxes = transform_boxes(np.array([[1, 0, 0, 20, 20], [1, 60, 10, 100, 90], [2, 90, 50, 96, 56]], np.float32),
-                            geometry, min_size=4)
+    boxes = transform_boxes(
+        np.array([[1, 0, 0, 20, 20], [1, 60, 10, 100, 90], [2, 90, 50, 96, 56]], np.float32), geometry, min_size=4
+    )
     assert boxes.tolist() == [[1, 5, 5, 25, 45], [0, 20, 25, 23, 28]]
 
 
@@ -101,10 +113,21 @@ def _kitti_set(root, count=6, size=(40, 60)):
 def test_kitti_dataset_with_empty_images_bad_line_and_resize(tmp_path):
     _kitti_set(tmp_path / "train")
     (tmp_path / "train" / "labels" / "005.txt").write_text("pedestrian 1 2\n")
-    job = create_dataset("object-detection", {
-        "train_image_folder": str(tmp_path / "train" / "images"), "train_label_folder": str(tmp_path / "train" / "labels"),
-        "custom_classes": "dontcare,pedestrian", "width": 30, "height": 20, "val_percent": 0, "shuffle": False},
-        workers=1, jobs_dir=tmp_path / "jobs", max_errors=1)
+    job = create_dataset(
+        "object-detection",
+        {
+            "train_image_folder": str(tmp_path / "train" / "images"),
+            "train_label_folder": str(tmp_path / "train" / "labels"),
+            "custom_classes": "dontcare,pedestrian",
+            "width": 30,
+            "height": 20,
+            "val_percent": 0,
+            "shuffle": False,
+        },
+        workers=1,
+        jobs_dir=tmp_path / "jobs",
+        max_errors=1,
+    )
     ds = open_dataset(job.path)
     assert ds.label_kind == "boxes" and ds.label_shape == (None, 5) and ds.class_labels == ["dontcare", "pedestrian"]
     (error,) = ds.errors()
@@ -120,11 +143,20 @@ def test_kitti_dataset_with_empty_images_bad_line_and_resize(tmp_path):
 def test_coco_dataset_with_validation_file(tmp_path):
     synth_detection.generate(str(tmp_path / "synth"), images=6, val_images=3, size=48, seed=4)
     s = tmp_path / "synth"
-    job = create_dataset("object-detection", {
-        "label_format": "coco", "train_image_folder": str(s / "train" / "images"),
-        "train_annotations": str(s / "annotations" / "train.json"), "val_image_folder": str(s / "val" / "images"),
-        "val_annotations": str(s / "annotations" / "val.json"), "width": 48, "height": 48},
-        workers=1, jobs_dir=tmp_path / "jobs")
+    job = create_dataset(
+        "object-detection",
+        {
+            "label_format": "coco",
+            "train_image_folder": str(s / "train" / "images"),
+            "train_annotations": str(s / "annotations" / "train.json"),
+            "val_image_folder": str(s / "val" / "images"),
+            "val_annotations": str(s / "annotations" / "val.json"),
+            "width": 48,
+            "height": 48,
+        },
+        workers=1,
+        jobs_dir=tmp_path / "jobs",
+    )
     ds = open_dataset(job.path)
     assert ds.class_labels == ["dontcare", *synth_detection.DIGIT_NAMES]
     assert ds.count("train") == 6 and ds.count("val") == 3
@@ -135,8 +167,11 @@ def test_coco_dataset_with_validation_file(tmp_path):
 
 def test_form_needs_labels_of_the_chosen_format(tmp_path):
     with pytest.raises(FormValidationError, match="training annotations"):
-        create_dataset("object-detection", {"label_format": "coco", "train_image_folder": str(tmp_path)},
-                       jobs_dir=tmp_path / "jobs")
+        create_dataset(
+            "object-detection",
+            {"label_format": "coco", "train_image_folder": str(tmp_path)},
+            jobs_dir=tmp_path / "jobs",
+        )
 
 
 def test_synthetic_set_is_seeded_with_boxes_on_the_ink(tmp_path):
@@ -162,8 +197,15 @@ def test_inference_list_with_kitti_label_files_gives_ground_truth_boxes(tmp_path
     Image.fromarray(np.zeros((40, 80, 3), np.uint8)).save(tmp_path / "000001.png")
     (tmp_path / "000001.txt").write_text("Car 0.0 0 0.0 8 4 40 20 0 0 0 0 0 0 0\n")
     (tmp_path / "val.txt").write_text("000001.png 000001.txt\n")
-    plugin = ObjectDetectionIngestion(is_inference_db=True, image_list=str(tmp_path / "val.txt"), show_labels=True,
-                                      width=40, height=20, resize_mode="squash", custom_classes="")
+    plugin = ObjectDetectionIngestion(
+        is_inference_db=True,
+        image_list=str(tmp_path / "val.txt"),
+        show_labels=True,
+        width=40,
+        height=20,
+        resize_mode="squash",
+        custom_classes="",
+    )
     (entry,) = plugin.itemize_entries("test")
     assert str(entry) == str(tmp_path / "000001.png")
     image, boxes = plugin.encode_entry(entry)
@@ -179,9 +221,13 @@ def test_empty_size_keeps_the_source_size_when_all_images_share_one(tmp_path, ca
 
     assert "the source width when all images share one size" in DetectionForm.width.kwargs["description"]
     _kitti_set(tmp_path / "train", size=(40, 60))
-    form = {"train_image_folder": str(tmp_path / "train" / "images"),
-            "train_label_folder": str(tmp_path / "train" / "labels"), "custom_classes": "dontcare,pedestrian",
-            "val_percent": 0, "shuffle": False}
+    form = {
+        "train_image_folder": str(tmp_path / "train" / "images"),
+        "train_label_folder": str(tmp_path / "train" / "labels"),
+        "custom_classes": "dontcare,pedestrian",
+        "val_percent": 0,
+        "shuffle": False,
+    }
     with caplog.at_level(logging.INFO, logger="digits_data_images"):
         job = create_dataset("object-detection", form, workers=1, jobs_dir=tmp_path / "jobs")
     assert "all 6 images are 60x40: kept at that size" in caplog.text

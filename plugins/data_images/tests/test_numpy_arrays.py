@@ -35,9 +35,17 @@ def test_classification_from_npz_with_class_names(tmp_path):
     labels = np.arange(20) % 3
     np.savez(tmp_path / "d.npz", features=features, labels=labels)
     (tmp_path / "names.txt").write_text("a\nb\nc\n")
-    job = create_dataset("numpy-arrays", {"features_file": str(tmp_path / "d.npz"), "val_percent": 25,
-                                          "class_labels_file": str(tmp_path / "names.txt"), "encoding": "png"},
-                         workers=2, jobs_dir=tmp_path / "jobs")
+    job = create_dataset(
+        "numpy-arrays",
+        {
+            "features_file": str(tmp_path / "d.npz"),
+            "val_percent": 25,
+            "class_labels_file": str(tmp_path / "names.txt"),
+            "encoding": "png",
+        },
+        workers=2,
+        jobs_dir=tmp_path / "jobs",
+    )
     with open_dataset(job.path) as ds:
         assert ds.label_kind == "class" and ds.class_labels == ["a", "b", "c"]
         assert ds.count("train") == 15 and ds.count("val") == 5
@@ -52,16 +60,34 @@ def test_masks_regression_and_dtype_casts_from_npy(tmp_path):
     masks = (np.arange(8 * 16).reshape(8, 4, 4) % 2).astype(np.uint8)
     np.save(tmp_path / "f.npy", features)
     np.save(tmp_path / "m.npy", masks)
-    job = create_dataset("numpy-arrays", {"features_file": str(tmp_path / "f.npy"), "labels_file": str(tmp_path / "m.npy"),
-                                          "val_percent": 0, "shuffle": False}, workers=1, jobs_dir=tmp_path / "jobs")
+    job = create_dataset(
+        "numpy-arrays",
+        {
+            "features_file": str(tmp_path / "f.npy"),
+            "labels_file": str(tmp_path / "m.npy"),
+            "val_percent": 0,
+            "shuffle": False,
+        },
+        workers=1,
+        jobs_dir=tmp_path / "jobs",
+    )
     with open_dataset(job.path) as ds:
         assert ds.label_kind == "mask" and ds.feature_dtype("train") == "float32"
         got, got_masks = ds.read_all("train")
         np.testing.assert_array_equal(got[:, :, :, 0], features.astype(np.float32))
         np.testing.assert_array_equal(got_masks, masks)
     np.save(tmp_path / "r.npy", np.stack([np.arange(8.0), -np.arange(8.0)], axis=1))
-    job = create_dataset("numpy-arrays", {"features_file": str(tmp_path / "f.npy"), "labels_file": str(tmp_path / "r.npy"),
-                                          "val_percent": 0, "shuffle": False}, workers=1, jobs_dir=tmp_path / "jobs")
+    job = create_dataset(
+        "numpy-arrays",
+        {
+            "features_file": str(tmp_path / "f.npy"),
+            "labels_file": str(tmp_path / "r.npy"),
+            "val_percent": 0,
+            "shuffle": False,
+        },
+        workers=1,
+        jobs_dir=tmp_path / "jobs",
+    )
     with open_dataset(job.path) as ds:
         assert ds.label_kind == "regression" and ds.label_shape == (2,)
         np.testing.assert_array_equal(ds.read_all("train")[1][:, 1], -np.arange(8.0, dtype=np.float32))
@@ -71,17 +97,30 @@ def test_bad_arrays_give_clear_errors(tmp_path):
     np.save(tmp_path / "f.npy", np.zeros((4, 3, 3), np.uint8))
     np.save(tmp_path / "l.npy", np.zeros(3, np.int64))
     with pytest.raises(DigitsError, match="4 feature rows.*but 3 labels"):
-        create_dataset("numpy-arrays", {"features_file": str(tmp_path / "f.npy"), "labels_file": str(tmp_path / "l.npy")},
-                       workers=1, jobs_dir=tmp_path / "jobs")
+        create_dataset(
+            "numpy-arrays",
+            {"features_file": str(tmp_path / "f.npy"), "labels_file": str(tmp_path / "l.npy")},
+            workers=1,
+            jobs_dir=tmp_path / "jobs",
+        )
     with pytest.raises(DigitsError, match="give its labels file"):
-        create_dataset("numpy-arrays", {"features_file": str(tmp_path / "f.npy")}, workers=1, jobs_dir=tmp_path / "jobs")
+        create_dataset(
+            "numpy-arrays", {"features_file": str(tmp_path / "f.npy")}, workers=1, jobs_dir=tmp_path / "jobs"
+        )
 
 
 def test_in_memory_arrays_with_separate_validation(tmp_path):
     features = np.random.default_rng(1).random((10, 4, 4, 2)).astype(np.float32)
-    job = create_dataset_from_arrays(features, np.arange(10) % 2, folder=tmp_path / "arrays",
-                                     val_features=features[:3], val_labels=np.array([0, 1, 1]),
-                                     jobs_dir=tmp_path / "jobs", workers=1, name="mem")
+    job = create_dataset_from_arrays(
+        features,
+        np.arange(10) % 2,
+        folder=tmp_path / "arrays",
+        val_features=features[:3],
+        val_labels=np.array([0, 1, 1]),
+        jobs_dir=tmp_path / "jobs",
+        workers=1,
+        name="mem",
+    )
     with open_dataset(job.path) as ds:
         assert ds.count("train") == 10 and ds.count("val") == 3
         assert ds.feature_shape("train") == (4, 4, 2)

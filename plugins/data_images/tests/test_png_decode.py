@@ -47,24 +47,34 @@ def test_image_data_split_over_several_idat_chunks_and_ancillary_chunks():
     data = _png(Image.fromarray(arr, "L"))
     (length,) = struct.unpack(">I", data[33:37])
     assert data[37:41] == b"IDAT"
-    idat = data[41:41 + length]
-    rebuilt = (data[:33] + _chunk(b"tEXt", b"Comment\x00hello") + _chunk(b"IDAT", idat[:10])
-               + _chunk(b"IDAT", idat[10:]) + _chunk(b"IEND", b""))
+    idat = data[41 : 41 + length]
+    rebuilt = (
+        data[:33]
+        + _chunk(b"tEXt", b"Comment\x00hello")
+        + _chunk(b"IDAT", idat[:10])
+        + _chunk(b"IDAT", idat[10:])
+        + _chunk(b"IEND", b"")
+    )
     np.testing.assert_array_equal(decode_plain_png(rebuilt, 1), _pillow(rebuilt))
 
 
-@pytest.mark.parametrize("make, channels", [
-    (lambda: _png(Image.new("P", (8, 8))), 1),                                        # palette
-    (lambda: _png(Image.new("RGBA", (8, 8))), 3),                                     # alpha
-    (lambda: _png(Image.new("LA", (8, 8))), 1),
-    (lambda: _png(Image.fromarray(np.zeros((8, 8), np.uint16))), 1),                  # 16-bit
-    (lambda: _png(Image.new("1", (8, 8))), 1),                                        # 1-bit
-    (lambda: _png(Image.new("L", (8, 8))), 3),                                        # needs a conversion
-    (lambda: _png(Image.new("RGB", (8, 8))), 1),
-    (lambda: _png(Image.new("RGB", (8, 8)), save_all=True,
-                  append_images=[Image.new("RGB", (8, 8), "red")]), 3),               # animated (APNG)
-    (lambda: b"\xff\xd8\xff\xe0 a JPEG", 3),
-])
+@pytest.mark.parametrize(
+    "make, channels",
+    [
+        (lambda: _png(Image.new("P", (8, 8))), 1),  # palette
+        (lambda: _png(Image.new("RGBA", (8, 8))), 3),  # alpha
+        (lambda: _png(Image.new("LA", (8, 8))), 1),
+        (lambda: _png(Image.fromarray(np.zeros((8, 8), np.uint16))), 1),  # 16-bit
+        (lambda: _png(Image.new("1", (8, 8))), 1),  # 1-bit
+        (lambda: _png(Image.new("L", (8, 8))), 3),  # needs a conversion
+        (lambda: _png(Image.new("RGB", (8, 8))), 1),
+        (
+            lambda: _png(Image.new("RGB", (8, 8)), save_all=True, append_images=[Image.new("RGB", (8, 8), "red")]),
+            3,
+        ),  # animated (APNG)
+        (lambda: b"\xff\xd8\xff\xe0 a JPEG", 3),
+    ],
+)
 def test_other_files_are_left_to_pillow(make, channels):
     assert decode_plain_png(make(), channels) is None
 

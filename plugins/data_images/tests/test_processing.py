@@ -29,10 +29,20 @@ def test_pairs_matched_converted_and_resized_alike(tmp_path, images):
         images.save(tmp_path / "clean" / f"{i}.png", clean)
         images.save(tmp_path / "noisy" / f"{i}.jpg", 255 - clean, "JPEG")
     images.save(tmp_path / "noisy" / "orphan.png", images.rgb(10, 8, 9))
-    job = create_dataset("image-processing", {"feature_folder": str(tmp_path / "noisy"),
-                                              "label_folder": str(tmp_path / "clean"), "image_type": "grayscale",
-                                              "width": 4, "height": 5, "val_percent": 0, "shuffle": False},
-                         workers=1, jobs_dir=tmp_path / "jobs")
+    job = create_dataset(
+        "image-processing",
+        {
+            "feature_folder": str(tmp_path / "noisy"),
+            "label_folder": str(tmp_path / "clean"),
+            "image_type": "grayscale",
+            "width": 4,
+            "height": 5,
+            "val_percent": 0,
+            "shuffle": False,
+        },
+        workers=1,
+        jobs_dir=tmp_path / "jobs",
+    )
     with open_dataset(job.path) as ds:
         assert ds.label_kind == "image" and ds.feature_shape("train") == (5, 4, 1) and ds.label_shape == (5, 4, 1)
         assert ds.count("train") == 6 and ds.userdata["unmatched_images"]["count"] == 1
@@ -49,12 +59,29 @@ def test_sixteen_bit_targets_scale_by_65535_and_val_folders_come_in_pairs(tmp_pa
         for i in range(2):
             images.save(tmp_path / folder / f"{i}.png", np.full((4, 4), 65535 // (i + 1), np.uint16))
     with pytest.raises(FormValidationError, match="val_label_folder"):
-        create_dataset("image-processing", {"feature_folder": str(tmp_path / "f"), "label_folder": str(tmp_path / "t"),
-                                            "val_feature_folder": str(tmp_path / "vf")}, jobs_dir=tmp_path / "jobs")
-    job = create_dataset("image-processing", {"feature_folder": str(tmp_path / "f"), "label_folder": str(tmp_path / "t"),
-                                              "val_feature_folder": str(tmp_path / "vf"),
-                                              "val_label_folder": str(tmp_path / "vt"), "image_type": "grayscale",
-                                              "width": 4, "height": 4}, workers=1, jobs_dir=tmp_path / "jobs")
+        create_dataset(
+            "image-processing",
+            {
+                "feature_folder": str(tmp_path / "f"),
+                "label_folder": str(tmp_path / "t"),
+                "val_feature_folder": str(tmp_path / "vf"),
+            },
+            jobs_dir=tmp_path / "jobs",
+        )
+    job = create_dataset(
+        "image-processing",
+        {
+            "feature_folder": str(tmp_path / "f"),
+            "label_folder": str(tmp_path / "t"),
+            "val_feature_folder": str(tmp_path / "vf"),
+            "val_label_folder": str(tmp_path / "vt"),
+            "image_type": "grayscale",
+            "width": 4,
+            "height": 4,
+        },
+        workers=1,
+        jobs_dir=tmp_path / "jobs",
+    )
     with open_dataset(job.path) as ds:
         assert ds.count("val") == 2 and ds.feature_dtype("train") == "uint16"
         assert sorted(np.unique(ds.read_all("val")[1]).round(4).tolist()) == [0.5, 1.0]
@@ -67,12 +94,21 @@ def test_explore_shows_targets_beside_inputs_in_the_cli_sheet_and_the_web(tmp_pa
     for i in range(3):
         images.save(tmp_path / "f" / f"{i}.png", images.rgb(6, 6, i))
         images.save(tmp_path / "t" / f"{i}.png", np.full((6, 6, 3), 255, np.uint8))
-    job = create_dataset("image-processing", {"feature_folder": str(tmp_path / "f"), "label_folder": str(tmp_path / "t"),
-                                              "width": 6, "height": 6, "val_percent": 0}, workers=1,
-                         jobs_dir=tmp_path / "jobs")
+    job = create_dataset(
+        "image-processing",
+        {
+            "feature_folder": str(tmp_path / "f"),
+            "label_folder": str(tmp_path / "t"),
+            "width": 6,
+            "height": 6,
+            "val_percent": 0,
+        },
+        workers=1,
+        jobs_dir=tmp_path / "jobs",
+    )
     with open_dataset(job.path) as ds:
         sheet = np.asarray(contact_sheet(ds, "train", n=3, thumb=12, columns=3))
-    assert (sheet[4:16, 16:28] == 255).all()                           # the white target, right of the input
+    assert (sheet[4:16, 16:28] == 255).all()  # the white target, right of the input
     client = create_app(tmp_path / "jobs", start_scheduler=False, testing=True).test_client()
     page = client.get(f"/datasets/{job.id}/explore?format=json").get_json()
     assert len(page["items"]) == 3 and all(item["mask"].startswith("data:image/png") for item in page["items"])

@@ -84,8 +84,12 @@ def test_channel_conversion_uses_digits_weights():
     rgb = Image.fromarray(np.array([[[255, 0, 0], [0, 255, 0], [0, 0, 255], [10, 20, 30]]], np.uint8))
     gray = image_to_array(rgb, 1)
     assert gray.shape == (1, 4, 1)
-    assert gray[0, :, 0].tolist() == [round(0.299 * 255), round(0.587 * 255), round(0.114 * 255),
-                                      round(0.299 * 10 + 0.587 * 20 + 0.114 * 30)]
+    assert gray[0, :, 0].tolist() == [
+        round(0.299 * 255),
+        round(0.587 * 255),
+        round(0.114 * 255),
+        round(0.299 * 10 + 0.587 * 20 + 0.114 * 30),
+    ]
     back = image_to_array(Image.fromarray(gray[:, :, 0]), 3)
     assert back.shape == (1, 4, 3) and (back == gray).all()
     rgba = Image.fromarray(np.array([[[0, 0, 0, 0], [0, 0, 0, 255]]], np.uint8), mode="RGBA")

@@ -23,7 +23,7 @@ def make_mask(h: int, w: int, seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
     mask = np.zeros((h, w), np.uint8)
     y, x = rng.integers(0, h - 3), rng.integers(0, w - 3)
-    mask[y:y + 3, x:x + 3] = 1 + seed % 2
+    mask[y : y + 3, x : x + 3] = 1 + seed % 2
     return mask
 
 
@@ -38,10 +38,21 @@ def test_palette_labels_resized_nearest_with_palette_and_errors(tmp_path, images
     images.save(img_dir / "rgblabel.png", images.rgb(8, 10, 51))
     images.save(lbl_dir / "rgblabel.png", images.rgb(8, 10, 52))  # RGB labels are refused
     (tmp_path / "classes.txt").write_text("background\nleft\nright\n")
-    job = create_dataset("image-segmentation", {"image_folder": str(img_dir), "label_folder": str(lbl_dir),
-                                                "class_labels_file": str(tmp_path / "classes.txt"),
-                                                "width": 5, "height": 4, "val_percent": 25, "shuffle": False},
-                         workers=2, jobs_dir=tmp_path / "jobs", max_errors=1)
+    job = create_dataset(
+        "image-segmentation",
+        {
+            "image_folder": str(img_dir),
+            "label_folder": str(lbl_dir),
+            "class_labels_file": str(tmp_path / "classes.txt"),
+            "width": 5,
+            "height": 4,
+            "val_percent": 25,
+            "shuffle": False,
+        },
+        workers=2,
+        jobs_dir=tmp_path / "jobs",
+        max_errors=1,
+    )
     ds = open_dataset(job.path)
     assert ds.label_kind == "mask" and ds.label_dtype == "uint8" and ds.label_shape == (4, 5)
     assert ds.class_labels == ["background", "left", "right"] and ds.color_palette == PALETTE
@@ -62,11 +73,21 @@ def test_grayscale_labels_with_separate_validation_folders(tmp_path, images):
         for i in range(n):
             images.save(tmp_path / split / "img" / f"{i}.png", images.gray(6, 6, i))
             images.save(tmp_path / split / "lbl" / f"{i}.png", make_mask(6, 6, i))
-    job = create_dataset("image-segmentation", {
-        "image_folder": str(tmp_path / "train" / "img"), "label_folder": str(tmp_path / "train" / "lbl"),
-        "val_image_folder": str(tmp_path / "val" / "img"), "val_label_folder": str(tmp_path / "val" / "lbl"),
-        "image_type": "grayscale", "width": 6, "height": 6, "encoding": "none"}, workers=1,
-        jobs_dir=tmp_path / "jobs")
+    job = create_dataset(
+        "image-segmentation",
+        {
+            "image_folder": str(tmp_path / "train" / "img"),
+            "label_folder": str(tmp_path / "train" / "lbl"),
+            "val_image_folder": str(tmp_path / "val" / "img"),
+            "val_label_folder": str(tmp_path / "val" / "lbl"),
+            "image_type": "grayscale",
+            "width": 6,
+            "height": 6,
+            "encoding": "none",
+        },
+        workers=1,
+        jobs_dir=tmp_path / "jobs",
+    )
     ds = open_dataset(job.path)
     assert ds.count("train") == 4 and ds.count("val") == 2
     assert ds.feature_shape() == (6, 6, 1)
@@ -79,8 +100,11 @@ def test_grayscale_labels_with_separate_validation_folders(tmp_path, images):
 
 def test_form_errors_name_the_fields(tmp_path):
     with pytest.raises(FormValidationError) as info:
-        create_dataset("image-segmentation", {"image_folder": str(tmp_path), "val_image_folder": str(tmp_path)},
-                       jobs_dir=tmp_path / "jobs")
+        create_dataset(
+            "image-segmentation",
+            {"image_folder": str(tmp_path), "val_image_folder": str(tmp_path)},
+            jobs_dir=tmp_path / "jobs",
+        )
     assert set(info.value.errors) == {"label_folder", "val_label_folder"}
 
 
@@ -93,15 +117,28 @@ def test_inference_list_with_mask_images_gives_ground_truth_masks(tmp_path):
     Image.fromarray(np.full((10, 20), 90, np.uint8)).save(tmp_path / "a.png")
     palette_png(tmp_path / "masks" / "a.png", mask)
     (tmp_path / "val.txt").write_text("a.png masks/a.png\n")
-    plugin = ImageSegmentationIngestion(is_inference_db=True, image_list=str(tmp_path / "val.txt"), show_labels=True,
-                                        image_type="grayscale", width=10, height=5, resize_mode="squash")
+    plugin = ImageSegmentationIngestion(
+        is_inference_db=True,
+        image_list=str(tmp_path / "val.txt"),
+        show_labels=True,
+        image_type="grayscale",
+        width=10,
+        height=5,
+        resize_mode="squash",
+    )
     (entry,) = plugin.itemize_entries("test")
     assert str(entry) == str(tmp_path / "a.png")
     image, truth = plugin.encode_entry(entry)
     assert image.shape == (5, 10, 1)
     np.testing.assert_array_equal(truth, mask[::2, ::2])  # resized by nearest neighbour, as training masks are
     (tmp_path / "bad.txt").write_text("a.png\n")
-    bad = ImageSegmentationIngestion(is_inference_db=True, image_list=str(tmp_path / "bad.txt"), show_labels=True,
-                                     image_type="grayscale", width=10, height=5)
+    bad = ImageSegmentationIngestion(
+        is_inference_db=True,
+        image_list=str(tmp_path / "bad.txt"),
+        show_labels=True,
+        image_type="grayscale",
+        width=10,
+        height=5,
+    )
     with pytest.raises(ValueError, match=r'line 1: expected "<image path> <mask image>"'):
         bad.itemize_entries("test")

@@ -128,7 +128,9 @@ def contour_mask(path: str | os.PathLike, shape: tuple[int, int]) -> np.ndarray:
     """
     points = read_contour(path)
     height, width = shape
-    inside = (points[:, 0] > -0.5) & (points[:, 0] < width - 0.5) & (points[:, 1] > -0.5) & (points[:, 1] < height - 0.5)
+    inside = (
+        (points[:, 0] > -0.5) & (points[:, 0] < width - 0.5) & (points[:, 1] > -0.5) & (points[:, 1] < height - 0.5)
+    )
     if not inside.any():
         raise ContourError(path, f"no vertex lies inside the {height}x{width} image: wrong image or image size?")
     return rasterize_polygon(points, shape)

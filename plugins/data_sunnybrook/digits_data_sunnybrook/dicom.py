@@ -243,13 +243,19 @@ def check_pixel_data_length(src: str | os.PathLike, ds=None) -> None:
     size = os.path.getsize(src)
     start = _pixel_data_start(name)
     if start is None or start >= size:
-        raise DicomReadError(name, "pixel data missing: the file ends where the pixel data should start "
-                                   f"(header intact: {ds.Rows}x{ds.Columns})")
+        raise DicomReadError(
+            name,
+            "pixel data missing: the file ends where the pixel data should start "
+            f"(header intact: {ds.Rows}x{ds.Columns})",
+        )
     if tsyntax.is_compressed:
         if not _fragments_complete(name, start, size):
-            raise DicomReadError(name, f"pixel data truncated: the compressed ({tsyntax.name}) pixel data has no "
-                                       "end marker, the file was cut short (header intact: "
-                                       f"{ds.Rows}x{ds.Columns}); copy the file again")
+            raise DicomReadError(
+                name,
+                f"pixel data truncated: the compressed ({tsyntax.name}) pixel data has no "
+                "end marker, the file was cut short (header intact: "
+                f"{ds.Rows}x{ds.Columns}); copy the file again",
+            )
         return
     explicit = not tsyntax.is_implicit_VR
     element_header = 12 if explicit else 8
@@ -260,9 +266,12 @@ def check_pixel_data_length(src: str | os.PathLike, ds=None) -> None:
     expected = (int(ds.Rows) * int(ds.Columns) * samples * int(ds.BitsAllocated) * frames + 7) // 8
     available = size - start - element_header
     if available < expected:
-        raise DicomReadError(name, f"pixel data truncated: {max(available, 0)} of {expected} bytes "
-                                   f"({ds.Rows}x{ds.Columns}, {frames} frame(s), {ds.BitsAllocated} bits); "
-                                   "the file was cut short, copy it again")
+        raise DicomReadError(
+            name,
+            f"pixel data truncated: {max(available, 0)} of {expected} bytes "
+            f"({ds.Rows}x{ds.Columns}, {frames} frame(s), {ds.BitsAllocated} bits); "
+            "the file was cut short, copy it again",
+        )
 
 
 def _ensure_transfer_syntax(ds) -> None:
@@ -349,8 +358,10 @@ def _raise_if_truncated(src: PathOrFile, name: str, notes: list[str]) -> None:
         check_pixel_data_length(src, header)
     except DicomReadError as exc:
         raise DicomReadError(name, _with_notes(exc.reason, notes)) from None
-    raise DicomReadError(name, _with_notes(
-        f"pixel data unreadable although the header is intact ({header.Rows}x{header.Columns})", notes))
+    raise DicomReadError(
+        name,
+        _with_notes(f"pixel data unreadable although the header is intact ({header.Rows}x{header.Columns})", notes),
+    )
 
 
 def read_dicom_header(src: PathOrFile):
@@ -373,7 +384,11 @@ def count_frames(ds_or_src) -> int:
     Raises:
         DicomReadError: The file cannot be read.
     """
-    ds = ds_or_src if hasattr(ds_or_src, "get") and not isinstance(ds_or_src, (str, os.PathLike)) else read_dicom_header(ds_or_src)
+    ds = (
+        ds_or_src
+        if hasattr(ds_or_src, "get") and not isinstance(ds_or_src, (str, os.PathLike))
+        else read_dicom_header(ds_or_src)
+    )
     try:
         return max(1, int(ds.get("NumberOfFrames") or 1))
     except (TypeError, ValueError):
@@ -556,11 +571,14 @@ def _decode(ds, name: str, frame: int | None):
             text = " ".join(line.strip() for line in str(exc).splitlines() if line.strip()) or "no details"
             if len(text) > 400:
                 text = text[:400] + "..."
-            raise DicomReadError(name, _with_notes(f"cannot decode the pixel data ({type(exc).__name__}: {text})",
-                                                   notes)) from exc
+            raise DicomReadError(
+                name, _with_notes(f"cannot decode the pixel data ({type(exc).__name__}: {text})", notes)
+            ) from exc
 
 
-def dataset_to_image(ds, *, apply_rescale: bool = True, window=None, frame: int | None = None, name: str = "<dataset>") -> np.ndarray:
+def dataset_to_image(
+    ds, *, apply_rescale: bool = True, window=None, frame: int | None = None, name: str = "<dataset>"
+) -> np.ndarray:
     """Convert an already read ``pydicom.Dataset`` to an image, as :func:`read_dicom_image` does.
 
     Args:

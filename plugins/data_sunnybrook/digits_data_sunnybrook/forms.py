@@ -43,7 +43,11 @@ def _existing_folder(value: str | None, what: str) -> Path:
         raise ValidationError(f"{folder} is outside the server's data roots")
     if not folder.exists():
         parent = folder.parent
-        hint = f" ({parent} exists; {_describe_folder(parent)})" if parent.is_dir() and str(parent) not in ("", ".") else ""
+        hint = (
+            f" ({parent} exists; {_describe_folder(parent)})"
+            if parent.is_dir() and str(parent) not in ("", ".")
+            else ""
+        )
         raise ValidationError(f"{folder} does not exist{hint}")
     if not folder.is_dir():
         raise ValidationError(f"{folder} is a file, not a folder")
@@ -146,7 +150,9 @@ class SunnybrookDatasetForm(Form):
         check_image_folder(field.data)
 
     def validate_contour_folder(self, field):
-        kind = self.contour_type.data if self.contour_type.data in ("i", "o") else "i"  # a bad kind is reported on its own field
+        kind = (
+            self.contour_type.data if self.contour_type.data in ("i", "o") else "i"
+        )  # a bad kind is reported on its own field
         contour_cases = check_contour_folder(field.data, kind)
         try:
             images = check_image_folder(self.image_folder.data)

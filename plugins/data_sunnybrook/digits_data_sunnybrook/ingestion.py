@@ -219,7 +219,9 @@ class SunnybrookIngestion(DataIngestion):
         if not by_case:
             detail = "; ".join(warnings[:3]) if warnings else "no contour files"
             raise DatasetError(f"No usable case in {contour_folder} and {image_folder}: {detail}")
-        train, val = split_cases(list(by_case), int(self.userdata.get("pct_val") or 0), int(self.userdata.get("seed") or 0))
+        train, val = split_cases(
+            list(by_case), int(self.userdata.get("pct_val") or 0), int(self.userdata.get("seed") or 0)
+        )
         entries = {TRAIN: [e for c in train for e in by_case[c]], VAL: [e for c in val for e in by_case[c]], TEST: []}
         check_decoders(e.image for stage in (TRAIN, VAL) for e in entries[stage] if Path(e.image).is_file())
         self.userdata.update(
@@ -295,15 +297,21 @@ class SunnybrookIngestion(DataIngestion):
         if re.fullmatch(r"\d+", record):
             index = int(record)
             if index >= len(records):
-                raise DatasetError(f"validation_record {index} is out of range: the validation set has {len(records)} records")
+                raise DatasetError(
+                    f"validation_record {index} is out of range: the validation set has {len(records)} records"
+                )
             return records[index]
         match = re.fullmatch(r"\s*([A-Za-z0-9-]+)\s*[/\\:]\s*(?:IM-\d{4}-)?(\d{1,4})(?:\.dcm)?\s*", record)
         if not match:
-            raise DatasetError(f"validation_record {record!r}: expected an index (0, 1, ...) or CASE/NUMBER (e.g. SC-HF-I-1/0021)")
+            raise DatasetError(
+                f"validation_record {record!r}: expected an index (0, 1, ...) or CASE/NUMBER (e.g. SC-HF-I-1/0021)"
+            )
         try:
             case = unpad_case(match.group(1))
         except ValueError:
-            raise DatasetError(f"validation_record {record!r}: {match.group(1)!r} is not a Sunnybrook case id") from None
+            raise DatasetError(
+                f"validation_record {record!r}: {match.group(1)!r} is not a Sunnybrook case id"
+            ) from None
         number = int(match.group(2))
         for entry in records:
             if entry.case == case and entry.number == number:

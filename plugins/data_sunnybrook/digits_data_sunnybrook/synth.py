@@ -150,7 +150,10 @@ class _Case:
         self.es_ratio = rng.uniform(0.62, 0.75)
         self.es_phase = int(rng.integers(6, 10))
         self.wall = rng.uniform(0.035, 0.05) * s
-        self.harmonics = [(rng.uniform(0.0, 0.06), rng.uniform(0, 2 * math.pi)), (rng.uniform(0.0, 0.08), rng.uniform(0, 2 * math.pi))]
+        self.harmonics = [
+            (rng.uniform(0.0, 0.06), rng.uniform(0, 2 * math.pi)),
+            (rng.uniform(0.0, 0.08), rng.uniform(0, 2 * math.pi)),
+        ]
         self.rv_angle = rng.uniform(math.pi * 0.85, math.pi * 1.15)  # RV on the image left of the LV
         self.gain = rng.uniform(0.7, 1.35)
         self.bias = rng.uniform(-0.25, 0.25, size=3)
@@ -314,8 +317,18 @@ class _FastWriter:
         path.write_bytes(b"\x00" * 128 + b"DICM" + group_length + meta_bytes + body)
 
 
-def _write_series(ds, folder: Path, series: str, description: str, series_uid: str, orientation, origin,
-                  slice_gap: float, images, seed) -> int:
+def _write_series(
+    ds,
+    folder: Path,
+    series: str,
+    description: str,
+    series_uid: str,
+    orientation,
+    origin,
+    slice_gap: float,
+    images,
+    seed,
+) -> int:
     """Write one series; ``images`` yields (slice_index, phase, number, uint16 array)."""
     row, col = orientation
     normal = np.cross(row, col)
@@ -392,8 +405,18 @@ def generate(out_dir, cases: int = 15, size: int = 256, seed: int = 0, slices: i
                         numbers.append(number)
                     yield s, phase, number, anatomy.image(rng, s, phase, i_pts, o_pts)
 
-        result.files += _write_series(ds, case_dir, series, "FIESTA CINE SAX", _uid(seed, case, series), orientation,
-                                      origin, 10.0, main_images(), seed)
+        result.files += _write_series(
+            ds,
+            case_dir,
+            series,
+            "FIESTA CINE SAX",
+            _uid(seed, case, series),
+            orientation,
+            origin,
+            10.0,
+            main_images(),
+            seed,
+        )
 
         # decoy 1: long-axis cine, same image numbers 1..20, other series UID and orientation
         decoy = f"{int(series) + 1:04d}"
@@ -405,8 +428,18 @@ def generate(out_dir, cases: int = 15, size: int = 256, seed: int = 0, slices: i
                 pixels = anatomy.image(rng, 0, phase, i_pts, o_pts)
                 yield 0, phase, image_number(0, phase), np.ascontiguousarray(pixels.T)
 
-        result.files += _write_series(ds, case_dir, decoy, "FIESTA CINE 2CH", _uid(seed, case, decoy), la_orientation,
-                                      origin, 0.0, long_axis(), seed)
+        result.files += _write_series(
+            ds,
+            case_dir,
+            decoy,
+            "FIESTA CINE 2CH",
+            _uid(seed, case, decoy),
+            la_orientation,
+            origin,
+            0.0,
+            long_axis(),
+            seed,
+        )
 
         # decoy 2: a 3-image localizer
         loc = f"{int(series) + 2:04d}"
@@ -416,8 +449,18 @@ def generate(out_dir, cases: int = 15, size: int = 256, seed: int = 0, slices: i
                 noise = rng.normal(300, 40, (size, size)).clip(0, MAX_VALUE).astype(np.uint16)
                 yield k, 0, k + 1, noise
 
-        result.files += _write_series(ds, case_dir, loc, "3-PLANE LOC", _uid(seed, case, loc),
-                                      (np.array([1.0, 0, 0]), np.array([0, 1.0, 0])), origin, 20.0, localizer(), seed)
+        result.files += _write_series(
+            ds,
+            case_dir,
+            loc,
+            "3-PLANE LOC",
+            _uid(seed, case, loc),
+            (np.array([1.0, 0, 0]), np.array([0, 1.0, 0])),
+            origin,
+            20.0,
+            localizer(),
+            seed,
+        )
         result.cases[case] = series
         result.contoured[case] = sorted(numbers)
     result.seconds = time.perf_counter() - start
@@ -441,7 +484,9 @@ def main(argv=None) -> int:
             parser.error(f"--{name} must be at least {minimum}")
     result = generate(args.out_dir, cases=args.cases, size=args.size, seed=args.seed, slices=args.slices)
     contours = sum(len(v) for v in result.contoured.values())
-    print(f"Wrote {result.files} DICOM files for {len(result.cases)} cases and {contours} i-contours in {result.seconds:.1f} s")
+    print(
+        f"Wrote {result.files} DICOM files for {len(result.cases)} cases and {contours} i-contours in {result.seconds:.1f} s"
+    )
     print(f"  image folder:   {result.image_folder}")
     print(f"  contour folder: {result.contour_folder}")
     return 0

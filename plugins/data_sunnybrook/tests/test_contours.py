@@ -52,8 +52,13 @@ def test_parse_real_format():
 
 @pytest.mark.parametrize(
     "text, message",
-    [("1 2\n3\n4 5\n", "line 2: expected 'x y'"), ("1 2\n3 a\n4 5\n", "line 2: expected two numbers"),
-     ("1 2\n3 4\n", "at least 3 vertices"), ("", "at least 3 vertices"), ("1 2\nnan 3\n4 5\n", "finite")],
+    [
+        ("1 2\n3\n4 5\n", "line 2: expected 'x y'"),
+        ("1 2\n3 a\n4 5\n", "line 2: expected two numbers"),
+        ("1 2\n3 4\n", "at least 3 vertices"),
+        ("", "at least 3 vertices"),
+        ("1 2\nnan 3\n4 5\n", "finite"),
+    ],
 )
 def test_malformed_contours_name_the_file_and_line(text, message, tmp_path):
     path = tmp_path / "IM-0001-0001-icontour-manual.txt"

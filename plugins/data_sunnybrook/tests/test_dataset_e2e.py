@@ -19,8 +19,12 @@ pytestmark = pytest.mark.slow
 def test_dataset_job_with_bad_files_in_the_errors_report(synth_copy, tmp_path):
     from digits_core.datasets import create_dataset, open_dataset
 
-    values = {"image_folder": str(synth_copy / IMAGES_DIR), "contour_folder": str(synth_copy / CONTOURS_DIR),
-              "pct_val": 34, "seed": 0}
+    values = {
+        "image_folder": str(synth_copy / IMAGES_DIR),
+        "contour_folder": str(synth_copy / CONTOURS_DIR),
+        "pct_val": 34,
+        "seed": 0,
+    }
     # damage two contoured images of one case: a text file and an RT structure set
     probe = SunnybrookIngestion(**values)
     entries = probe.itemize_entries("train") + probe.itemize_entries("val")
@@ -28,8 +32,9 @@ def test_dataset_job_with_bad_files_in_the_errors_report(synth_copy, tmp_path):
     Path(text_entry.image).write_text("not a DICOM file\n")
     shutil.copy(get_testdata_file("rtstruct.dcm"), rt_entry.image)
 
-    job = create_dataset("image-sunnybrook", values, name="sunnybrook", workers=2, jobs_dir=tmp_path / "jobs",
-                         max_errors=5)
+    job = create_dataset(
+        "image-sunnybrook", values, name="sunnybrook", workers=2, jobs_dir=tmp_path / "jobs", max_errors=5
+    )
     ds = open_dataset(job.id, jobs_dir=tmp_path / "jobs")
     assert ds.plugin_id == "image-sunnybrook"
     assert ds.feature_dtype() == "uint16" and ds.feature_shape() == (64, 64, 1)

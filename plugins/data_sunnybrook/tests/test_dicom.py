@@ -40,7 +40,9 @@ def raw_pixels(path):
     return ds, arr.astype(arr.dtype.newbyteorder("="))
 
 
-@pytest.mark.parametrize("name", ["MR_small.dcm", "MR_small_bigendian.dcm", "MR_small_implicit.dcm", "MR_small_RLE.dcm"])
+@pytest.mark.parametrize(
+    "name", ["MR_small.dcm", "MR_small_bigendian.dcm", "MR_small_implicit.dcm", "MR_small_RLE.dcm"]
+)
 def test_mr_small_variants_give_the_same_native_int16(name):
     _, expected = raw_pixels(data_file("MR_small.dcm"))
     image = read_dicom_image(data_file(name))
@@ -164,7 +166,7 @@ def test_missing_decoder_is_reported_before_reading():
         check_decoders([data_file("MR_small.dcm"), path, path])
     message = str(info.value)
     assert path in message and "JPEG-LS" in message
-    assert 'digits-data-sunnybrook[codecs]' in message and "pylibjpeg" in message
+    assert "digits-data-sunnybrook[codecs]" in message and "pylibjpeg" in message
     assert info.value.count == 2 and info.value.transfer_syntax == JPEGLSLossless
     with pytest.raises(MissingDecoderError, match="digits-data-sunnybrook"):
         read_dicom_image(path)

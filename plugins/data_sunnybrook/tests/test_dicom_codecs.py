@@ -31,7 +31,7 @@ def mr_slice(bits: int, signed: bool, rows: int = 40, cols: int = 56, seed: int 
     from pydicom.uid import ExplicitVRLittleEndian, MRImageStorage, generate_uid
 
     rng = np.random.default_rng(seed)
-    lo, hi = (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) if signed else (0, 2 ** bits - 1)
+    lo, hi = (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) if signed else (0, 2**bits - 1)
     yy, xx = np.mgrid[0:rows, 0:cols]
     blob = np.exp(-(((yy - rows / 2) / (rows / 4)) ** 2 + ((xx - cols / 2) / (cols / 4)) ** 2))
     values = lo + (hi - lo) * (0.1 + 0.8 * blob) + rng.normal(0, (hi - lo) * 0.02, (rows, cols))
@@ -110,7 +110,8 @@ def test_without_the_codecs_the_same_file_names_the_extra(tmp_path):
         "        call()\n"
         "        print('NO ERROR')\n"
         "    except MissingDecoderError as exc:\n"
-        "        print('ERROR', exc.count, str(exc).replace(chr(10), ' '))\n")
+        "        print('ERROR', exc.count, str(exc).replace(chr(10), ' '))\n"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()

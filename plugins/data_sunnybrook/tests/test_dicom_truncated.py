@@ -31,17 +31,29 @@ def test_truncated_jpeg2000_is_reported_as_truncated_not_as_missing_tags(tmp_pat
     assert message.count("End of file reached before delimiter") == 1
 
 
-@pytest.mark.parametrize("name, fraction, expected", [
-    ("MR_small.dcm", 0.9, r"pixel data truncated: \d+ of 8192 bytes \(64x64, 1 frame\(s\), 16 bits\)"),
-    ("MR_small_jp2klossless.dcm", 0.6, "pixel data truncated: the compressed"),
-    ("JPEG2000.dcm", 0.9, r"pixel data missing: the file ends where the pixel data should start"),
-])
+@pytest.mark.parametrize(
+    "name, fraction, expected",
+    [
+        ("MR_small.dcm", 0.9, r"pixel data truncated: \d+ of 8192 bytes \(64x64, 1 frame\(s\), 16 bits\)"),
+        ("MR_small_jp2klossless.dcm", 0.6, "pixel data truncated: the compressed"),
+        ("JPEG2000.dcm", 0.9, r"pixel data missing: the file ends where the pixel data should start"),
+    ],
+)
 def test_cheap_pixel_data_length_check(tmp_path, name, fraction, expected):
     with pytest.raises(DicomReadError, match=expected):
         check_pixel_data_length(_cut(tmp_path, name, fraction))
 
 
-@pytest.mark.parametrize("name", ["MR_small.dcm", "MR_small_jp2klossless.dcm", "JPEG2000.dcm", "SC_rgb_jpeg.dcm",
-                                  "SC_ybr_full_422_uncompressed.dcm", "image_dfl.dcm"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "MR_small.dcm",
+        "MR_small_jp2klossless.dcm",
+        "JPEG2000.dcm",
+        "SC_rgb_jpeg.dcm",
+        "SC_ybr_full_422_uncompressed.dcm",
+        "image_dfl.dcm",
+    ],
+)
 def test_intact_files_pass_the_length_check(name):
     check_pixel_data_length(get_testdata_file(name))

@@ -36,8 +36,10 @@ def plugin_for(root, **extra):
 
 
 def test_import_is_light():
-    code = ("import sys, digits_data_sunnybrook.ingestion as m; m.SunnybrookIngestion.get_dataset_form(); "
-            "print('pydicom' in sys.modules, 'PIL' in sys.modules, 'tensorflow' in sys.modules)")
+    code = (
+        "import sys, digits_data_sunnybrook.ingestion as m; m.SunnybrookIngestion.get_dataset_form(); "
+        "print('pydicom' in sys.modules, 'PIL' in sys.modules, 'tensorflow' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.split() == ["False", "False", "False"], out.stderr
 
@@ -185,10 +187,12 @@ def test_bad_files_fail_their_entry_with_the_file_named(synth_copy, tmp_path):
     Path(cut.image).write_bytes(data[: len(data) // 2])
     shutil.copy(get_testdata_file("rtstruct.dcm"), rt.image)
     Path(contour.contour).write_text("12.5 13.5\nnot numbers\n")
-    for entry, error, words in [(text, DicomReadError, "not a usable DICOM image|no DICOM image data"),
-                                (cut, DicomReadError, r"pixel data truncated: \d+ of 8192 bytes"),
-                                (rt, DicomReadError, "RT Structure Set Storage"),
-                                (contour, ContourError, "line 2")]:
+    for entry, error, words in [
+        (text, DicomReadError, "not a usable DICOM image|no DICOM image data"),
+        (cut, DicomReadError, r"pixel data truncated: \d+ of 8192 bytes"),
+        (rt, DicomReadError, "RT Structure Set Storage"),
+        (contour, ContourError, "line 2"),
+    ]:
         path = entry.contour if error is ContourError else entry.image
         with pytest.raises(error, match=words) as info:
             plugin.encode_entry(entry)
@@ -203,7 +207,7 @@ def test_missing_decoder_fails_before_encoding(synth_copy):
     plugin = plugin_for(synth_copy, pct_val=0)
     entry = SunnybrookIngestion(**form_values(synth_copy, pct_val=0)).itemize_entries("train")[0]
     shutil.copy(get_testdata_file("MR_small_jpeg_ls_lossless.dcm"), entry.image)
-    with pytest.raises(MissingDecoderError, match=r'digits-data-sunnybrook\[codecs\]') as info:
+    with pytest.raises(MissingDecoderError, match=r"digits-data-sunnybrook\[codecs\]") as info:
         plugin.itemize_entries("train")
     assert entry.image in str(info.value)
 
@@ -225,12 +229,16 @@ def test_inference_from_a_file_and_from_a_validation_record(synth_root):
     (entry,) = SunnybrookIngestion(is_inference_db=True, **merged).itemize_entries("test")
     assert entry == val[1]
     name = f"{val[2].case}/{val[2].number:04d}"
-    (entry,) = SunnybrookIngestion(is_inference_db=True, **{**merged, "validation_record": name}).itemize_entries("test")
+    (entry,) = SunnybrookIngestion(is_inference_db=True, **{**merged, "validation_record": name}).itemize_entries(
+        "test"
+    )
     feature, label = plugin.encode_entry(entry)
     np.testing.assert_array_equal(label, rasterize_polygon(read_contour(val[2].contour), (64, 64)))
     train_case = plugin.userdata["split"]["train"][0]
     with pytest.raises(DatasetError, match="not .*in the validation set|no i-contoured image"):
-        SunnybrookIngestion(is_inference_db=True, **{**merged, "validation_record": f"{train_case}/1"}).itemize_entries("test")
+        SunnybrookIngestion(is_inference_db=True, **{**merged, "validation_record": f"{train_case}/1"}).itemize_entries(
+            "test"
+        )
     with pytest.raises(DatasetError, match="out of range"):
         SunnybrookIngestion(is_inference_db=True, **{**merged, "validation_record": "999"}).itemize_entries("test")
     with pytest.raises(DatasetError, match="needs the dataset's userdata"):
@@ -242,7 +250,9 @@ def test_templates_render_every_field(synth_root):
 
     import digits_core
 
-    env = Environment(loader=FileSystemLoader(str(Path(digits_core.__file__).parent / "web" / "templates")), autoescape=True)
+    env = Environment(
+        loader=FileSystemLoader(str(Path(digits_core.__file__).parent / "web" / "templates")), autoescape=True
+    )
     form = FORM(meta={"csrf": False})
     source, context = SunnybrookIngestion.get_dataset_template(form)
     html = env.from_string(source).render(form=form, **context)

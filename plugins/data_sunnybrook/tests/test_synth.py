@@ -80,8 +80,17 @@ def test_left_ventricle_is_exactly_the_icontour_polygon(synth_root):
     for case, series in EXPECTED_SERIES.items():
         for number in synth_root.contoured[case]:
             pixels = pydicom.dcmread(synth_root.image_folder / case / f"IM-{series}-{number:04d}.dcm").pixel_array
-            mask = rasterize_polygon(read_contour(expert_dir(synth_root.root, case) / f"IM-0001-{number:04d}-icontour-manual.txt"), pixels.shape).astype(bool)
-            ring = rasterize_polygon(read_contour(expert_dir(synth_root.root, case) / f"IM-0001-{number:04d}-ocontour-manual.txt"), pixels.shape).astype(bool) & ~mask
+            mask = rasterize_polygon(
+                read_contour(expert_dir(synth_root.root, case) / f"IM-0001-{number:04d}-icontour-manual.txt"),
+                pixels.shape,
+            ).astype(bool)
+            ring = (
+                rasterize_polygon(
+                    read_contour(expert_dir(synth_root.root, case) / f"IM-0001-{number:04d}-ocontour-manual.txt"),
+                    pixels.shape,
+                ).astype(bool)
+                & ~mask
+            )
             assert 0.005 < mask.mean() < 0.08
             # the blood pool is bright, the myocardial ring around it dark
             assert pixels[mask].mean() > 2.5 * pixels[ring].mean()
@@ -105,10 +114,29 @@ def test_extra_cases_get_ids_outside_the_table():
 
 @pytest.mark.slow  # a subprocess writing 549 DICOM files
 def test_command_line_three_cases_64(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "digits_data_sunnybrook.synth", str(tmp_path / "out"), "--cases", "3",
-                           "--size", "64", "--seed", "1"], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "digits_data_sunnybrook.synth",
+            str(tmp_path / "out"),
+            "--cases",
+            "3",
+            "--size",
+            "64",
+            "--seed",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "Wrote 549 DICOM files for 3 cases and 48 i-contours" in proc.stdout
-    bad = subprocess.run([sys.executable, "-m", "digits_data_sunnybrook.synth", str(tmp_path / "o2"), "--size", "8"],
-                         capture_output=True, text=True, timeout=60)
+    bad = subprocess.run(
+        [sys.executable, "-m", "digits_data_sunnybrook.synth", str(tmp_path / "o2"), "--size", "8"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert bad.returncode == 2 and "--size must be at least 32" in bad.stderr

@@ -47,16 +47,26 @@ class VolumePreprocessingForm(Form):
     """Fields every volume plugin shares: resampling, normalisation, the case split."""
 
     target_spacing = StringField(
-        "Target spacing (mm, D,H,W)", default="median", validators=[_check_spacing],
+        "Target spacing (mm, D,H,W)",
+        default="median",
+        validators=[_check_spacing],
         description='Resample every case to this voxel spacing: "median" (the median of the cases, '
-                    'as nnU-Net does) or D,H,W in mm such as 2.5,1.25,1.25. Labels use nearest neighbour.')
+        "as nnU-Net does) or D,H,W in mm such as 2.5,1.25,1.25. Labels use nearest neighbour.",
+    )
     normalization = SelectField(
-        "Intensity normalisation", choices=select_choices(NORMALIZATIONS), default="auto",
-        description="auto: CT window for CT, z-score per case otherwise; none keeps the stored voxels.")
+        "Intensity normalisation",
+        choices=select_choices(NORMALIZATIONS),
+        default="auto",
+        description="auto: CT window for CT, z-score per case otherwise; none keeps the stored voxels.",
+    )
     window_low = FloatField("CT window low (HU)", default=CT_WINDOW[0], validators=[Optional()])
     window_high = FloatField("CT window high (HU)", default=CT_WINDOW[1], validators=[Optional()])
-    pct_val = IntegerField("Validation cases (%)", default=20, validators=[InputRequired(), NumberRange(0, 90)],
-                           description="Share of the cases held out for validation (split by case).")
+    pct_val = IntegerField(
+        "Validation cases (%)",
+        default=20,
+        validators=[InputRequired(), NumberRange(0, 90)],
+        description="Share of the cases held out for validation (split by case).",
+    )
     seed = IntegerField("Seed", default=0, validators=[InputRequired()], description="Seed of the case split.")
 
     def validate_window_high(self, field) -> None:
@@ -68,8 +78,10 @@ class MsdDatasetForm(VolumePreprocessingForm):
     """``msd-volumes``: a Medical Segmentation Decathlon task folder."""
 
     data_folder = StringField(
-        "Task folder", validators=[InputRequired()],
-        description="A Decathlon task folder holding dataset.json, imagesTr/ and labelsTr/ (e.g. Task02_Heart).")
+        "Task folder",
+        validators=[InputRequired()],
+        description="A Decathlon task folder holding dataset.json, imagesTr/ and labelsTr/ (e.g. Task02_Heart).",
+    )
 
     def validate_data_folder(self, field) -> None:
         folder = existing_folder(field.data, "Decathlon task folder", "data_folder")
@@ -80,24 +92,34 @@ class MsdDatasetForm(VolumePreprocessingForm):
 class NiftiDatasetForm(VolumePreprocessingForm):
     """``nifti-volumes``: a folder of images and a folder of labels matched by file name, or a CSV of pairs."""
 
-    image_folder = StringField("Image folder",
-                               description="NIfTI images (.nii or .nii.gz), one case per file (or give a CSV "
-                                           "of pairs instead of the two folders).")
-    label_folder = StringField("Label folder",
-                               description="NIfTI label volumes with the same file names as the images.")
+    image_folder = StringField(
+        "Image folder",
+        description="NIfTI images (.nii or .nii.gz), one case per file (or give a CSV "
+        "of pairs instead of the two folders).",
+    )
+    label_folder = StringField(
+        "Label folder", description="NIfTI label volumes with the same file names as the images."
+    )
     pairs_file = StringField(
-        "CSV of pairs", validators=[Optional()],
+        "CSV of pairs",
+        validators=[Optional()],
         description="Instead of the folders: a CSV file with one case per line, image,label (NIfTI paths, "
-                    "absolute or relative to the CSV's folder; a first line image,label is a header). The case "
-                    "is named after the image file.")
-    modality = SelectField("Modality", choices=select_choices(["MR", "CT", "other"]), default="MR",
-                           description="Picks the normalisation when it is auto.")
+        "absolute or relative to the CSV's folder; a first line image,label is a header). The case "
+        "is named after the image file.",
+    )
+    modality = SelectField(
+        "Modality",
+        choices=select_choices(["MR", "CT", "other"]),
+        default="MR",
+        description="Picks the normalisation when it is auto.",
+    )
 
     def _folder(self, field, what: str) -> None:
         if self.pairs_file.data and str(self.pairs_file.data).strip():
             if field.data and str(field.data).strip():
-                raise ValidationError(f"give either the two folders or the CSV of pairs (pairs_file), not both; "
-                                      f"leave the {what} empty")
+                raise ValidationError(
+                    f"give either the two folders or the CSV of pairs (pairs_file), not both; leave the {what} empty"
+                )
             return
         if not field.data or not str(field.data).strip():
             raise ValidationError(f"give the {what} (or a CSV of image,label pairs in pairs_file)")
@@ -122,15 +144,19 @@ class DicomSeriesDatasetForm(VolumePreprocessingForm):
     """``dicom-series``: one folder per DICOM series (at any depth), labels named after the series folders."""
 
     series_folder = StringField(
-        "Series folder", validators=[InputRequired()],
+        "Series folder",
+        validators=[InputRequired()],
         description="A folder of series folders (one DICOM series each, any file names), one level deep or a "
-                    "tree such as PATIENT/STUDY/SERIES as a PACS exports it (every folder holding files is a "
-                    "series; a DICOMDIR is skipped). A case is named after its path, e.g. PATIENT_STUDY_SERIES.")
+        "tree such as PATIENT/STUDY/SERIES as a PACS exports it (every folder holding files is a "
+        "series; a DICOMDIR is skipped). A case is named after its path, e.g. PATIENT_STUDY_SERIES.",
+    )
     label_folder = StringField(
-        "Label folder", validators=[InputRequired()],
+        "Label folder",
+        validators=[InputRequired()],
         description="Label volumes named after the series: CASE.nii.gz on the series' voxel grid, or CASE.dcm, a "
-                    "DICOM-SEG drawn on the series; for a tree, PATIENT/STUDY/SERIES.nii.gz (the same path) or "
-                    "PATIENT_STUDY_SERIES.nii.gz.")
+        "DICOM-SEG drawn on the series; for a tree, PATIENT/STUDY/SERIES.nii.gz (the same path) or "
+        "PATIENT_STUDY_SERIES.nii.gz.",
+    )
 
     def validate_series_folder(self, field) -> None:
         existing_folder(field.data, "series folder", "series_folder")

@@ -81,8 +81,9 @@ def to_source_array(canonical: np.ndarray, source_affine: np.ndarray) -> np.ndar
     import nibabel as nib
 
     ijk = np.swapaxes(canonical, 0, 2)
-    back = nib.orientations.ornt_transform(nib.orientations.axcodes2ornt(("R", "A", "S")),
-                                           source_orientation(source_affine))
+    back = nib.orientations.ornt_transform(
+        nib.orientations.axcodes2ornt(("R", "A", "S")), source_orientation(source_affine)
+    )
     return np.ascontiguousarray(nib.orientations.apply_orientation(ijk, back))
 
 
@@ -151,11 +152,15 @@ def read_label_nifti(path: str | Path, image: Volume, image_path: str | Path, *,
         raise VolumeFormatError(f"{path}: a label volume has one channel, not {label.array.shape[3]}")
     data = label.array[..., 0]
     if data.shape != image.array.shape[:3]:
-        raise VolumeFormatError(f"{path}: label shape {data.shape[::-1]} differs from the shape "
-                                f"{image.array.shape[:3][::-1]} of its image {image_path}")
+        raise VolumeFormatError(
+            f"{path}: label shape {data.shape[::-1]} differs from the shape "
+            f"{image.array.shape[:3][::-1]} of its image {image_path}"
+        )
     if not np.allclose(label.affine, image.affine, atol=1e-3):
-        raise VolumeFormatError(f"{path}: label affine differs from the affine of its image {image_path} "
-                                "(they do not cover the same voxels)")
+        raise VolumeFormatError(
+            f"{path}: label affine differs from the affine of its image {image_path} "
+            "(they do not cover the same voxels)"
+        )
     if data.dtype.kind == "f" and not np.array_equal(data, np.round(data)):
         raise VolumeFormatError(f"{path}: label voxels must be whole class ids")
     if data.size and data.min() < 0:
@@ -164,6 +169,7 @@ def read_label_nifti(path: str | Path, image: Volume, image_path: str | Path, *,
 
 
 # -- DICOM series ------------------------------------------------------------------
+
 
 class SliceInfo(NamedTuple):
     """One DICOM slice's geometry (picklable)."""
@@ -204,9 +210,15 @@ def read_slice_info(path: str | Path) -> SliceInfo:
     for keyword in ("Rows", "Columns", "SeriesInstanceUID"):
         if keyword not in ds:
             raise VolumeFormatError(f"{path}: {keyword} is missing; a volume slice needs it")
-    return SliceInfo(str(path), str(ds.SeriesInstanceUID), _floats(ds, "ImageOrientationPatient", 6, path),
-                     _floats(ds, "ImagePositionPatient", 3, path), _floats(ds, "PixelSpacing", 2, path),
-                     (int(ds.Rows), int(ds.Columns)), str(ds.get("Modality", "")))
+    return SliceInfo(
+        str(path),
+        str(ds.SeriesInstanceUID),
+        _floats(ds, "ImageOrientationPatient", 6, path),
+        _floats(ds, "ImagePositionPatient", 3, path),
+        _floats(ds, "PixelSpacing", 2, path),
+        (int(ds.Rows), int(ds.Columns)),
+        str(ds.get("Modality", "")),
+    )
 
 
 def dicom_files(folder: Path) -> list[Path]:
@@ -214,8 +226,7 @@ def dicom_files(folder: Path) -> list[Path]:
 
     A symlink leading outside the data roots (on the web server) is left out before anything looks at its target.
     """
-    return sorted(p for p in folder.iterdir()
-                  if not p.name.startswith(".") and server_path_allowed(p) and p.is_file())
+    return sorted(p for p in folder.iterdir() if not p.name.startswith(".") and server_path_allowed(p) and p.is_file())
 
 
 def order_series(slices: Sequence[SliceInfo], folder: str | Path) -> tuple[list[SliceInfo], float]:
@@ -228,16 +239,20 @@ def order_series(slices: Sequence[SliceInfo], folder: str | Path) -> tuple[list[
     if not slices:
         raise VolumeFormatError(f"{folder}: no DICOM slices")
     if len({s.series_uid for s in slices}) > 1:
-        raise VolumeFormatError(f"{folder}: holds slices of {len({s.series_uid for s in slices})} series; "
-                                "put one series per folder")
+        raise VolumeFormatError(
+            f"{folder}: holds slices of {len({s.series_uid for s in slices})} series; put one series per folder"
+        )
     first = slices[0]
     for s in slices:
         if not np.allclose(s.orientation, first.orientation, atol=1e-4):
-            raise VolumeFormatError(f"{folder}: mixed orientations ({Path(s.path).name} differs from "
-                                    f"{Path(first.path).name} in ImageOrientationPatient)")
+            raise VolumeFormatError(
+                f"{folder}: mixed orientations ({Path(s.path).name} differs from "
+                f"{Path(first.path).name} in ImageOrientationPatient)"
+            )
         if s.shape != first.shape or not np.allclose(s.pixel_spacing, first.pixel_spacing, atol=1e-4):
-            raise VolumeFormatError(f"{folder}: {Path(s.path).name} has another size or pixel spacing "
-                                    f"than {Path(first.path).name}")
+            raise VolumeFormatError(
+                f"{folder}: {Path(s.path).name} has another size or pixel spacing than {Path(first.path).name}"
+            )
     normal = np.cross(first.orientation[:3], first.orientation[3:])
     ordered = sorted(slices, key=lambda s: float(np.dot(s.position, normal)))
     if len(ordered) < 2:
@@ -249,11 +264,15 @@ def order_series(slices: Sequence[SliceInfo], folder: str | Path) -> tuple[list[
     for index, step in enumerate(steps):
         if abs(step - spacing) > SPACING_TOLERANCE * spacing:
             gap = round(step / spacing)
-            what = f"{gap - 1} missing slice(s)" if gap >= 2 and abs(step - gap * spacing) < 0.05 * spacing \
+            what = (
+                f"{gap - 1} missing slice(s)"
+                if gap >= 2 and abs(step - gap * spacing) < 0.05 * spacing
                 else "irregular slice spacing"
+            )
             raise VolumeFormatError(
                 f"{folder}: {what} between {Path(ordered[index].path).name} and "
-                f"{Path(ordered[index + 1].path).name} ({step:.3f} mm, the series' spacing is {spacing:.3f} mm)")
+                f"{Path(ordered[index + 1].path).name} ({step:.3f} mm, the series' spacing is {spacing:.3f} mm)"
+            )
     return ordered, spacing
 
 
@@ -315,7 +334,9 @@ def read_series(folder: str | Path, *, field: str = "folder", name: str = "") ->
     return read_series_files(dicom_files(Path(folder)), folder, name=name or Path(folder).name)
 
 
-def read_series_files(files: Sequence[str | Path], where: str | Path, *, name: str = "") -> tuple[Volume, list[SliceInfo]]:
+def read_series_files(
+    files: Sequence[str | Path], where: str | Path, *, name: str = ""
+) -> tuple[Volume, list[SliceInfo]]:
     """Read the DICOM files of one series (any order; a folder's, or fetched instances) as a canonical volume.
 
     Args:
@@ -363,12 +384,10 @@ def seg_label_volume(path: str | Path, files: Sequence[str | Path], where: str |
     ordered, spacing = order_series([read_slice_info(p) for p in files], where)
     try:
         seg = SegmentationLabels(pydicom.dcmread(str(path)), name=str(path))
-        maps = [seg.label_map(str(pydicom.dcmread(s.path, stop_before_pixels=True).SOPInstanceUID))
-                for s in ordered]
+        maps = [seg.label_map(str(pydicom.dcmread(s.path, stop_before_pixels=True).SOPInstanceUID)) for s in ordered]
     except SegmentationError as exc:
         raise VolumeFormatError(f"{path}: {exc}") from None
     except Exception as exc:  # noqa: BLE001 - not DICOM, truncated
         raise VolumeFormatError(f"{path}: not a readable DICOM-SEG ({type(exc).__name__})") from None
     data = np.ascontiguousarray(np.transpose(np.stack(maps), (2, 1, 0)))  # slice, row, column -> i, j, k
     return _canonical(data, series_affine(ordered, spacing), Path(where).name).array[..., 0]
-

@@ -121,9 +121,11 @@ class VolumeIngestion(DataIngestion):
             DatasetError: At inference: a volume is inferred whole, not as entries of the 2-D runner.
         """
         if self.is_inference_db:
-            raise DatasetError(f"{self.get_id()}: a volume model segments whole volumes: use its page's Test a "
-                               "volume, `digits infer --model ID FILE.nii.gz|SERIES_FOLDER` or `--dicomweb-series "
-                               "UID` (Python: digits_core.engine.volume_infer.infer_volume)")
+            raise DatasetError(
+                f"{self.get_id()}: a volume model segments whole volumes: use its page's Test a "
+                "volume, `digits infer --model ID FILE.nii.gz|SERIES_FOLDER` or `--dicomweb-series "
+                "UID` (Python: digits_core.engine.volume_infer.infer_volume)"
+            )
         if self._entries is None:
             self._entries = self._plan()
         return list(self._entries.get(stage, []))
@@ -131,7 +133,7 @@ class VolumeIngestion(DataIngestion):
     def _plan(self) -> dict[str, list[Case]]:
         cases, extra = self.list_cases()
         if not cases:
-            raise DatasetError(f'{self.get_id()}: no cases found; check the folders in the form')
+            raise DatasetError(f"{self.get_id()}: no cases found; check the folders in the form")
         names = [c.name for c in cases]
         if len(set(names)) != len(names):
             raise DatasetError(f"{self.get_id()}: two cases share a name; case names must be unique")
@@ -145,9 +147,13 @@ class VolumeIngestion(DataIngestion):
         by_name = {c.name: c for c in cases}
         labels = extra.pop("class_labels", None) or ["background", "foreground"]
         self.userdata.update(
-            class_labels=labels, color_palette=[PALETTE[i % len(PALETTE)] for i in range(len(labels))],
-            split={TRAIN: train, VAL: val}, target_spacing_mm=[round(t, 5) for t in target],
-            normalization_used=self._normalization(extra.get("modality", "")), **extra)
+            class_labels=labels,
+            color_palette=[PALETTE[i % len(PALETTE)] for i in range(len(labels))],
+            split={TRAIN: train, VAL: val},
+            target_spacing_mm=[round(t, 5) for t in target],
+            normalization_used=self._normalization(extra.get("modality", "")),
+            **extra,
+        )
         return {TRAIN: [by_name[n] for n in train], VAL: [by_name[n] for n in val], TEST: []}
 
     def case_spacing(self, case: Any) -> tuple:
@@ -180,8 +186,11 @@ class VolumeIngestion(DataIngestion):
         target = self.userdata.get("target_spacing_mm")
         volume, label = resample(volume, label, tuple(target) if target else None)
         window = (self.userdata.get("window_low", CT_WINDOW[0]), self.userdata.get("window_high", CT_WINDOW[1]))
-        volume = normalize(volume, str(self.userdata.get("normalization_used") or "none"),
-                           window=tuple(CT_WINDOW[i] if w is None else float(w) for i, w in enumerate(window)))
+        volume = normalize(
+            volume,
+            str(self.userdata.get("normalization_used") or "none"),
+            window=tuple(CT_WINDOW[i] if w is None else float(w) for i, w in enumerate(window)),
+        )
         return volume, label
 
     def load_inference_volume(self, path: str, label: str | None = None) -> tuple[Any, dict]:
@@ -202,7 +211,7 @@ class VolumeIngestion(DataIngestion):
         from .results import load_source
 
         if str(path).startswith(SERIES_PREFIX):  # a series on the DICOMweb server (see inference_inputs)
-            volume, context = self._load_server_series(str(path)[len(SERIES_PREFIX):])
+            volume, context = self._load_server_series(str(path)[len(SERIES_PREFIX) :])
         else:
             volume, context = load_source(path)
         truth = self._ground_truth(label, volume, context) if label else None
@@ -241,8 +250,9 @@ class VolumeIngestion(DataIngestion):
         context["dicomweb_source"] = source
         return volume, context
 
-    def write_volume_result(self, label: np.ndarray, spacing: Any, context: dict, out_dir: str | None
-                            ) -> tuple[np.ndarray, list[str]]:
+    def write_volume_result(
+        self, label: np.ndarray, spacing: Any, context: dict, out_dir: str | None
+    ) -> tuple[np.ndarray, list[str]]:
         """Map a predicted label back to the source's voxels; write NIfTI (and DICOM-SEG for a series) to ``out_dir``.
 
         Returns:
@@ -254,8 +264,9 @@ class VolumeIngestion(DataIngestion):
         class_labels = list(self.userdata.get("class_labels") or [])
         files = write_results(ijk, context, out_dir, class_labels) if out_dir else []
         if self.userdata.get("store"):
-            context["note"] = self._store(volume_seg(ijk, context, class_labels) if context["kind"] == "dicom"
-                                          else None, context)
+            context["note"] = self._store(
+                volume_seg(ijk, context, class_labels) if context["kind"] == "dicom" else None, context
+            )
         return ijk, files
 
     def _store(self, seg: Any, context: dict) -> str:
@@ -267,8 +278,10 @@ class VolumeIngestion(DataIngestion):
         try:
             source = context.get("dicomweb_source") or open_server(self.userdata)
             if source is None:
-                return (f"Nothing stored for {context['path']}: name the server to store to "
-                        "(--dicomweb-url or --dicomweb-server).")
+                return (
+                    f"Nothing stored for {context['path']}: name the server to store to "
+                    "(--dicomweb-url or --dicomweb-server)."
+                )
             return store_seg(source, seg)
         except DigitsError as exc:
             raise VolumeFormatError(f"{context['path']}: {exc}") from None
@@ -326,8 +339,11 @@ class MsdVolumesIngestion(VolumeIngestion):
             raise DatasetError(f'{manifest}: no "training" list of {{"image": ..., "label": ...}}')
         cases = []
         for number, item in enumerate(training):
-            if not isinstance(item, dict) or not isinstance(item.get("image"), str) \
-                    or not isinstance(item.get("label"), str):
+            if (
+                not isinstance(item, dict)
+                or not isinstance(item.get("image"), str)
+                or not isinstance(item.get("label"), str)
+            ):
                 raise DatasetError(f'{manifest}: training item {number} needs "image" and "label" paths')
             # The gate first: nothing is looked at outside the data roots (no "is not a file" oracle).
             image = check_server_path(folder / item["image"], "data_folder")
@@ -337,9 +353,12 @@ class MsdVolumesIngestion(VolumeIngestion):
                     raise DatasetError(f"{manifest}: training item {number}: {path} is not a NIfTI file")
             cases.append(Case(nifti_stem(image), str(image), str(label), "nifti"))
         modality = info.get("modality") if isinstance(info.get("modality"), dict) else {}
-        extra = {"class_labels": _class_labels(info.get("labels")),
-                 "modality": str(modality.get("0", "")), "modalities": [str(v) for v in modality.values()],
-                 "task_name": str(info.get("name", ""))}
+        extra = {
+            "class_labels": _class_labels(info.get("labels")),
+            "modality": str(modality.get("0", "")),
+            "modalities": [str(v) for v in modality.values()],
+            "task_name": str(info.get("name", "")),
+        }
         return cases, extra
 
 
@@ -385,8 +404,10 @@ def _csv_pairs(csv_path: Path) -> list[tuple[str, Path, Path]]:
             continue
         where = f"{csv_path} line {number}"
         if len(cells) != 2 or not all(cells):
-            raise DatasetError(f"{where}: give two columns, the image and the label NIfTI path "
-                               f"(found {len([c for c in cells if c])} non-empty of {len(cells)})")
+            raise DatasetError(
+                f"{where}: give two columns, the image and the label NIfTI path "
+                f"(found {len([c for c in cells if c])} non-empty of {len(cells)})"
+            )
         image = resolve_in_roots(cells[0], base=csv_path.parent, where=where)  # the gate before any look
         label = resolve_in_roots(cells[1], base=csv_path.parent, where=where)
         for what, path in (("image", image), ("label", label)):
@@ -394,8 +415,10 @@ def _csv_pairs(csv_path: Path) -> list[tuple[str, Path, Path]]:
                 raise DatasetError(f"{where}: the {what} {path} is not a NIfTI file (.nii, .nii.gz)")
         name = nifti_stem(image)
         if name in seen:
-            raise DatasetError(f"{where}: the case {name} is already on line {seen[name]} (cases are named after "
-                               "their image files; the names must be unique)")
+            raise DatasetError(
+                f"{where}: the case {name} is already on line {seen[name]} (cases are named after "
+                "their image files; the names must be unique)"
+            )
         seen[name] = number
         pairs.append((name, image, label))
     if not pairs:
@@ -463,8 +486,9 @@ def series_folders(root: Path) -> list[tuple[Path, list[Path]]]:
         files = [f for f in dicom_files(folder) if f.name.upper() not in NOT_SLICES]
         if files:
             found.append((folder, files))
-        stack.extend(reversed([e for e in entries if not e.name.startswith(".") and server_path_allowed(e)
-                               and e.is_dir()]))
+        stack.extend(
+            reversed([e for e in entries if not e.name.startswith(".") and server_path_allowed(e) and e.is_dir()])
+        )
     if len(found) > 1:  # files beside series folders at the top (a README, an index) are not a series of their own
         found = [item for item in found if item[0] != root]
     return sorted(found, key=lambda item: item[0].relative_to(root).parts)

@@ -74,17 +74,28 @@ class DicomWebVolumesForm(VolumePreprocessingForm, DicomWebDatasetForm):
 class VolumeInferenceForm(DicomWebInferenceForm):
     """A DICOMweb series to segment with a volume model (every field optional: files need none of them)."""
 
-    dicomweb_series = StringField("Series UID", default="", validators=[Optional()],
-                                  description="SeriesInstanceUID of an image series on the DICOMweb server to "
-                                              "segment as one volume.")
-    dicomweb_server = StringField("Server", default="", validators=[Optional()],
-                                  description="A server the operator named (digits serve --dicomweb-server "
-                                              "NAME=URL); default: the dataset's server.")
-    dicomweb_url = StringField("DICOMweb URL", default="", validators=[Optional()],
-                               description="The DICOMweb root holding the series (default: the server of a "
-                                           "dicomweb-volumes dataset).")
-    dicomweb_username = StringField("User name", default="", validators=[Optional()],
-                                    description="For HTTP basic authentication on --dicomweb-url.")
+    dicomweb_series = StringField(
+        "Series UID",
+        default="",
+        validators=[Optional()],
+        description="SeriesInstanceUID of an image series on the DICOMweb server to segment as one volume.",
+    )
+    dicomweb_server = StringField(
+        "Server",
+        default="",
+        validators=[Optional()],
+        description="A server the operator named (digits serve --dicomweb-server "
+        "NAME=URL); default: the dataset's server.",
+    )
+    dicomweb_url = StringField(
+        "DICOMweb URL",
+        default="",
+        validators=[Optional()],
+        description="The DICOMweb root holding the series (default: the server of a dicomweb-volumes dataset).",
+    )
+    dicomweb_username = StringField(
+        "User name", default="", validators=[Optional()], description="For HTTP basic authentication on --dicomweb-url."
+    )
 
     def validate_dicomweb_series(self, field):
         if str(field.data or "").strip():
@@ -93,8 +104,9 @@ class VolumeInferenceForm(DicomWebInferenceForm):
     def validate_dicomweb_server(self, field):
         name = str(field.data or "").strip()
         if name and name not in named_servers():
-            raise ValidationError(f'"{name[:40]}" is not a server this DIGITS was started with '
-                                  "(digits serve --dicomweb-server NAME=URL)")
+            raise ValidationError(
+                f'"{name[:40]}" is not a server this DIGITS was started with (digits serve --dicomweb-server NAME=URL)'
+            )
 
     def validate_dicomweb_url(self, field):
         # As the dataset form's server_url: refused on its field before any request leaves (empty: the dataset's).
@@ -111,10 +123,13 @@ def _source(userdata: dict):
 
 
 def _query(userdata: dict) -> StudyQuery:
-    text = {k: str(userdata.get(k) or "").strip()
-            for k in ("modality", "study_description", "series_description", "date_from", "date_to")}
-    return StudyQuery(**text, patient_ids=split_list(userdata.get("patient_ids")),
-                      study_uids=split_list(userdata.get("study_uids")))
+    text = {
+        k: str(userdata.get(k) or "").strip()
+        for k in ("modality", "study_description", "series_description", "date_from", "date_to")
+    }
+    return StudyQuery(
+        **text, patient_ids=split_list(userdata.get("patient_ids")), study_uids=split_list(userdata.get("study_uids"))
+    )
 
 
 def plan_series_cases(source, query: StudyQuery) -> tuple[list[SeriesCase], dict]:
@@ -156,16 +171,20 @@ def plan_series_cases(source, query: StudyQuery) -> tuple[list[SeriesCase], dict
         per_patient[series.patient] += 1
         count = per_patient[series.patient]
         name = series.patient if count == 1 else f"{series.patient}-{count}"
-        cases.append(SeriesCase(name, series, instances, labelled[series.series],
-                                next(iter(errors.values()), "")))
+        cases.append(SeriesCase(name, series, instances, labelled[series.series], next(iter(errors.values()), "")))
     if not cases:
         detail = "; ".join(skipped[:3]) if skipped else "no DICOM-SEG objects"
         raise DatasetError(f"No labelled series on {public_url(source.url)}: {detail}")
     for message in skipped:
         logger.warning("dicomweb-volumes: skipped %s", message)
-    return cases, {"class_labels": class_labels, "skipped_series": skipped, "server": public_url(source.url),
-                   "modality": sorted({c.series.modality for c in cases})[0] if len({c.series.modality
-                                                                                    for c in cases}) == 1 else ""}
+    return cases, {
+        "class_labels": class_labels,
+        "skipped_series": skipped,
+        "server": public_url(source.url),
+        "modality": sorted({c.series.modality for c in cases})[0]
+        if len({c.series.modality for c in cases}) == 1
+        else "",
+    }
 
 
 def _case_files(source, case: SeriesCase) -> list:
@@ -257,9 +276,20 @@ def store_seg(source, seg) -> str:
         DicomWebError: The server refused it.
     """
     source.store([seg])
-    return (f"Stored the DICOM-SEG ({int(seg.NumberOfFrames)} frames) as series {seg.SeriesInstanceUID} "
-            f"on {public_url(source.url)}")
+    return (
+        f"Stored the DICOM-SEG ({int(seg.NumberOfFrames)} frames) as series {seg.SeriesInstanceUID} "
+        f"on {public_url(source.url)}"
+    )
 
 
-__all__ = ["DicomWebVolumesIngestion", "DicomWebVolumesForm", "VolumeInferenceForm", "SeriesCase", "SERIES_PREFIX",
-           "fetch_inference_series", "open_server", "plan_series_cases", "store_seg"]
+__all__ = [
+    "DicomWebVolumesIngestion",
+    "DicomWebVolumesForm",
+    "VolumeInferenceForm",
+    "SeriesCase",
+    "SERIES_PREFIX",
+    "fetch_inference_series",
+    "open_server",
+    "plan_series_cases",
+    "store_seg",
+]

@@ -52,8 +52,9 @@ def resampled_shape(shape: Sequence[int], spacing: Sequence[float], target: Sequ
     return tuple(max(1, int(round(n * s / t))) for n, s, t in zip(shape[:3], spacing, target))
 
 
-def resample(volume: Volume, label: np.ndarray | None, target: Sequence[float] | None
-             ) -> tuple[Volume, np.ndarray | None]:
+def resample(
+    volume: Volume, label: np.ndarray | None, target: Sequence[float] | None
+) -> tuple[Volume, np.ndarray | None]:
     """Resample a canonical volume (and its label) to ``target`` ``(D, H, W)`` mm; unchanged when already there."""
     if target is None or np.allclose(volume.spacing, target, rtol=1e-4):
         return volume, label
@@ -65,11 +66,15 @@ def resample(volume: Volume, label: np.ndarray | None, target: Sequence[float] |
     for c in range(volume.array.shape[3]):
         source = volume.array[..., c].astype(np.float32)
         out = ndimage.affine_transform(source, scale, output_shape=shape, order=1, mode="nearest")
-        channels.append(out.astype(volume.array.dtype) if volume.array.dtype.kind == "f"
-                        else np.rint(out).astype(volume.array.dtype))
+        channels.append(
+            out.astype(volume.array.dtype)
+            if volume.array.dtype.kind == "f"
+            else np.rint(out).astype(volume.array.dtype)
+        )
     affine = volume.affine @ np.diag(list(scale[::-1]) + [1.0])  # affine columns are i, j, k = W, H, D
-    resampled = Volume(np.stack(channels, axis=-1), tuple(float(t) for t in target), np.round(affine, 5) + 0.0,
-                       volume.name)
+    resampled = Volume(
+        np.stack(channels, axis=-1), tuple(float(t) for t in target), np.round(affine, 5) + 0.0, volume.name
+    )
     if label is not None:
         label = ndimage.affine_transform(label, scale, output_shape=shape, order=0, mode="nearest")
     return resampled, label
@@ -108,9 +113,9 @@ def _channel_moments(data: np.ndarray, step: int = 8) -> tuple[np.ndarray, np.nd
     count = data.shape[0] * data.shape[1] * data.shape[2]
     total = np.zeros(data.shape[3], np.float64)
     for start in range(0, data.shape[0], step):
-        total += data[start:start + step].sum(axis=(0, 1, 2), dtype=np.float64)
+        total += data[start : start + step].sum(axis=(0, 1, 2), dtype=np.float64)
     mean = total / count
     squares = np.zeros(data.shape[3], np.float64)
     for start in range(0, data.shape[0], step):
-        squares += ((data[start:start + step] - mean) ** 2).sum(axis=(0, 1, 2))
+        squares += ((data[start : start + step] - mean) ** 2).sum(axis=(0, 1, 2))
     return mean, np.sqrt(squares / count)

@@ -39,8 +39,10 @@ def load_source(path: str | Path) -> tuple[Any, dict]:
         volume = read_nifti(source, field="input")
         context = {"kind": "nifti", "path": str(source), "source_affine": np.asarray(load_nifti(source).affine)}
     elif source.suffix.lower() in PICTURE_SUFFIXES or not source.exists():
-        raise VolumeFormatError(f"{source}: {'is a 2-D image' if source.exists() else 'does not exist'}; a volume "
-                                "network needs a 3-D volume: a NIfTI file (.nii, .nii.gz) or a DICOM series folder")
+        raise VolumeFormatError(
+            f"{source}: {'is a 2-D image' if source.exists() else 'does not exist'}; a volume "
+            "network needs a 3-D volume: a NIfTI file (.nii, .nii.gz) or a DICOM series folder"
+        )
     else:
         raise VolumeFormatError(f"{source}: not a NIfTI file (.nii, .nii.gz) or a DICOM series folder")
     return _checked(volume, context, source)
@@ -54,17 +56,24 @@ def series_source(volume: Any, ordered: list, where: str) -> tuple[Any, dict]:
         ordered: Its slices in normal order.
         where: The series named in errors and results (its folder, or ``dicomweb:UID``).
     """
-    context = {"kind": "dicom", "path": where, "slices": [s.path for s in ordered],
-               "source_affine": _series_source_affine(ordered)}
+    context = {
+        "kind": "dicom",
+        "path": where,
+        "slices": [s.path for s in ordered],
+        "source_affine": _series_source_affine(ordered),
+    }
     return _checked(volume, context, where)
 
 
 def _checked(volume: Any, context: dict, source: Any) -> tuple[Any, dict]:
     if min(volume.array.shape[:3]) < 2:
-        raise VolumeFormatError(f"{source}: is a 2-D image (shape {volume.array.shape[:3]}); a volume network "
-                                "needs a 3-D volume of several slices")
-    context.update(canonical_shape=list(volume.array.shape[:3]), canonical_spacing=list(volume.spacing),
-                   name=volume.name)
+        raise VolumeFormatError(
+            f"{source}: is a 2-D image (shape {volume.array.shape[:3]}); a volume network "
+            "needs a 3-D volume of several slices"
+        )
+    context.update(
+        canonical_shape=list(volume.array.shape[:3]), canonical_spacing=list(volume.spacing), name=volume.name
+    )
     return volume, context
 
 

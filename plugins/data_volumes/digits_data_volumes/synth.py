@@ -42,8 +42,9 @@ class SynthSet(NamedTuple):
     cases: list[str]
 
 
-def case_volume(rng: np.random.Generator, shape: Sequence[int], spacing: Sequence[float]
-                ) -> tuple[np.ndarray, np.ndarray]:
+def case_volume(
+    rng: np.random.Generator, shape: Sequence[int], spacing: Sequence[float]
+) -> tuple[np.ndarray, np.ndarray]:
     """One synthetic case in canonical ``D×H×W`` order: ``(int16 image, uint8 label)``.
 
     The blob's size is in mm, so cases of different spacing show the same anatomy. An unlabelled vessel
@@ -52,12 +53,19 @@ def case_volume(rng: np.random.Generator, shape: Sequence[int], spacing: Sequenc
     zz, yy, xx = np.meshgrid(*(np.arange(n) * s for n, s in zip(shape, spacing)), indexing="ij")
     extent = [n * s for n, s in zip(shape, spacing)]
     side = rng.integers(2)  # the atrium on one side, an unlabelled vessel as bright as it on the other
-    centre = [extent[0] * rng.uniform(0.4, 0.6), extent[1] * rng.uniform(0.38, 0.62),
-              extent[2] * (rng.uniform(0.28, 0.36) if side else rng.uniform(0.64, 0.72))]
-    radii = [extent[0] * rng.uniform(0.18, 0.26), extent[1] * rng.uniform(0.14, 0.2),
-             extent[2] * rng.uniform(0.14, 0.2)]
-    r = np.sqrt(((zz - centre[0]) / radii[0]) ** 2 + ((yy - centre[1]) / radii[1]) ** 2
-                + ((xx - centre[2]) / radii[2]) ** 2)
+    centre = [
+        extent[0] * rng.uniform(0.4, 0.6),
+        extent[1] * rng.uniform(0.38, 0.62),
+        extent[2] * (rng.uniform(0.28, 0.36) if side else rng.uniform(0.64, 0.72)),
+    ]
+    radii = [
+        extent[0] * rng.uniform(0.18, 0.26),
+        extent[1] * rng.uniform(0.14, 0.2),
+        extent[2] * rng.uniform(0.14, 0.2),
+    ]
+    r = np.sqrt(
+        ((zz - centre[0]) / radii[0]) ** 2 + ((yy - centre[1]) / radii[1]) ** 2 + ((xx - centre[2]) / radii[2]) ** 2
+    )
     label = (r <= 1.0).astype(np.uint8)
     vessel_x = extent[2] * (rng.uniform(0.68, 0.76) if side else rng.uniform(0.24, 0.32))
     vessel = np.hypot(yy - extent[1] * rng.uniform(0.4, 0.6), xx - vessel_x) <= min(extent[1:]) * 0.11
@@ -92,8 +100,9 @@ def write_nifti(path: Path, data: np.ndarray, affine: np.ndarray) -> None:
     nib.save(img, str(path))
 
 
-def write_series(folder: Path, data: np.ndarray, affine: np.ndarray, rng: np.random.Generator, *,
-                 patient: str, modality: str = "MR") -> list[Path]:
+def write_series(
+    folder: Path, data: np.ndarray, affine: np.ndarray, rng: np.random.Generator, *, patient: str, modality: str = "MR"
+) -> list[Path]:
     """Write ``i, j, k`` int16 voxels with RAS ``affine`` as one DICOM series (one file per ``k`` slice).
 
     File names are random and InstanceNumbers shuffled, so only ImagePositionPatient orders the slices.
@@ -151,8 +160,15 @@ def _remove_earlier(task: Path, dicom: Path) -> None:
             shutil.rmtree(folder)
 
 
-def generate(out: str | Path, *, cases: int = 12, shape: Sequence[int] = (16, 32, 32), seed: int = 0,
-             spacing: Sequence[float] = (2.5, 1.25, 1.25), dicom: bool = True) -> SynthSet:
+def generate(
+    out: str | Path,
+    *,
+    cases: int = 12,
+    shape: Sequence[int] = (16, 32, 32),
+    seed: int = 0,
+    spacing: Sequence[float] = (2.5, 1.25, 1.25),
+    dicom: bool = True,
+) -> SynthSet:
     """Write a synthetic Decathlon task (and, with ``dicom``, the same cases as DICOM series) under ``out``."""
     root = Path(out)
     task = root / TASK
@@ -175,9 +191,17 @@ def generate(out: str | Path, *, cases: int = 12, shape: Sequence[int] = (16, 32
             write_series(root / "dicom" / name, data, affine, rng, patient=name)
         names.append(name)
         training.append({"image": f"./imagesTr/{name}.nii.gz", "label": f"./labelsTr/{name}.nii.gz"})
-    manifest = {"name": "SynthHeart", "description": "Synthetic cardiac-like MR volumes (DIGITS generator)",
-                "tensorImageSize": "3D", "modality": {"0": "MRI"}, "labels": LABELS,
-                "numTraining": len(training), "numTest": 0, "training": training, "test": []}
+    manifest = {
+        "name": "SynthHeart",
+        "description": "Synthetic cardiac-like MR volumes (DIGITS generator)",
+        "tensorImageSize": "3D",
+        "modality": {"0": "MRI"},
+        "labels": LABELS,
+        "numTraining": len(training),
+        "numTest": 0,
+        "training": training,
+        "test": [],
+    }
     (task / "dataset.json").write_text(json.dumps(manifest, indent=2), encoding="utf-8")
     return SynthSet(root, task, root / "dicom", names)
 
@@ -203,11 +227,16 @@ def write_seg_labels(synth: SynthSet, out: str | Path) -> list[Path]:
         image = nib.load(str(synth.task / "imagesTr" / f"{name}.nii.gz"))
         truth = nib.load(str(synth.task / "labelsTr" / f"{name}.nii.gz"))
         affine = series_affine(ordered, order_series(ordered, name)[1])
-        ornt = nib.orientations.ornt_transform(nib.orientations.io_orientation(image.affine),
-                                               nib.orientations.io_orientation(affine))
+        ornt = nib.orientations.ornt_transform(
+            nib.orientations.io_orientation(image.affine), nib.orientations.io_orientation(affine)
+        )
         ijk = nib.orientations.apply_orientation(np.asanyarray(truth.dataobj), ornt)
-        (seg,) = build_segmentations([pydicom.dcmread(s.path) for s in ordered], np.transpose(ijk, (2, 1, 0)),
-                                     ["background", LABELS["1"]], manual=True)
+        (seg,) = build_segmentations(
+            [pydicom.dcmread(s.path) for s in ordered],
+            np.transpose(ijk, (2, 1, 0)),
+            ["background", LABELS["1"]],
+            manual=True,
+        )
         seg.save_as(str(folder / f"{name}.dcm"))
         written.append(folder / f"{name}.dcm")
     return written
@@ -220,8 +249,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shape", default="16,32,32", help="D,H,W voxels of a case")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-dicom", action="store_true", help="write the NIfTI task only")
-    parser.add_argument("--seg", action="store_true",
-                        help="also write each label as a DICOM-SEG on its series (OUT/seg/CASE.dcm)")
+    parser.add_argument(
+        "--seg", action="store_true", help="also write each label as a DICOM-SEG on its series (OUT/seg/CASE.dcm)"
+    )
     args = parser.parse_args(argv)
     shape = tuple(int(v) for v in args.shape.split(","))
     result = generate(args.out, cases=args.cases, shape=shape, seed=args.seed, dicom=not args.no_dicom)

@@ -30,8 +30,12 @@ DEFAULT_PALETTE = [[0, 0, 0], [255, 64, 64], [64, 200, 64], [64, 96, 255], [255,
 class VolumeConfigForm(Form):
     """Options of the volume view."""
 
-    opacity = FloatField("Overlay opacity", default=0.45, validators=[InputRequired(), NumberRange(0, 1)],
-                         description="How much of the label colour covers the image (0 to 1).")
+    opacity = FloatField(
+        "Overlay opacity",
+        default=0.45,
+        validators=[InputRequired(), NumberRange(0, 1)],
+        description="How much of the label colour covers the image (0 to 1).",
+    )
 
 
 def window_uint8(image: np.ndarray) -> np.ndarray:
@@ -74,21 +78,31 @@ class VolumeView(View):
         label = np.asarray(output_data).astype(np.uint8)
         voxel_ml = float(np.prod(spacing)) / 1000.0
         counts = np.bincount(label.ravel(), minlength=len(self.class_labels))
-        data = {"id": str(input_id), "shape": list(label.shape), "spacing": spacing,
-                "image": base64.b64encode(window_uint8(image).tobytes()).decode(),
-                "label": base64.b64encode(label.tobytes()).decode(),
-                "classes": [self._name(c) for c in range(len(counts))],
-                "palette": [self.palette[c % len(self.palette)] for c in range(len(counts))],
-                "volumes_ml": {self._name(c): round(float(counts[c]) * voxel_ml, 3) for c in range(1, len(counts))},
-                "opacity": self.opacity, "scores": None}
+        data = {
+            "id": str(input_id),
+            "shape": list(label.shape),
+            "spacing": spacing,
+            "image": base64.b64encode(window_uint8(image).tobytes()).decode(),
+            "label": base64.b64encode(label.tobytes()).decode(),
+            "classes": [self._name(c) for c in range(len(counts))],
+            "palette": [self.palette[c % len(self.palette)] for c in range(len(counts))],
+            "volumes_ml": {self._name(c): round(float(counts[c]) * voxel_ml, 3) for c in range(1, len(counts))},
+            "opacity": self.opacity,
+            "scores": None,
+        }
         if ground_truth is not None:
             from digits_core.volumes.metrics import case_metrics
 
-            scores = case_metrics(label, np.asarray(ground_truth), max(len(counts), int(np.max(ground_truth)) + 1),
-                                  spacing)
-            data["scores"] = {"dice": scores["dice"], "per_class": [
-                {"class": self._name(c + 1), "dice": d, "hd95_mm": h}
-                for c, (d, h) in enumerate(zip(scores["dice_per_class"], scores["hd95_per_class"]))]}
+            scores = case_metrics(
+                label, np.asarray(ground_truth), max(len(counts), int(np.max(ground_truth)) + 1), spacing
+            )
+            data["scores"] = {
+                "dice": scores["dice"],
+                "per_class": [
+                    {"class": self._name(c + 1), "dice": d, "hd95_mm": h}
+                    for c, (d, h) in enumerate(zip(scores["dice_per_class"], scores["hd95_per_class"]))
+                ],
+            }
         return data
 
     def _name(self, index: int) -> str:

@@ -33,11 +33,44 @@ def trained(synth, tmp_path_factory):
     from digits_core.cli import main
 
     jobs = tmp_path_factory.mktemp("jobs")
-    assert main(["--jobs-dir", str(jobs), "dataset", "create", "msd-volumes",
-                 "--data-folder", str(synth.task), "--pct-val", "34"]) == 0
+    assert (
+        main(
+            [
+                "--jobs-dir",
+                str(jobs),
+                "dataset",
+                "create",
+                "msd-volumes",
+                "--data-folder",
+                str(synth.task),
+                "--pct-val",
+                "34",
+            ]
+        )
+        == 0
+    )
     (dataset,) = [p for p in jobs.iterdir() if (p / "dataset" / "dataset.json").is_file()]
-    assert main(["--jobs-dir", str(jobs), "train", "--dataset", dataset.name, "--network", "unet3d", "--quiet",
-                 "--epochs", "6", "--validation-interval", "3", "--volume-steps-per-epoch", "15"]) == 0
+    assert (
+        main(
+            [
+                "--jobs-dir",
+                str(jobs),
+                "train",
+                "--dataset",
+                dataset.name,
+                "--network",
+                "unet3d",
+                "--quiet",
+                "--epochs",
+                "6",
+                "--validation-interval",
+                "3",
+                "--volume-steps-per-epoch",
+                "15",
+            ]
+        )
+        == 0
+    )
     (model,) = [p for p in jobs.iterdir() if (p / "model.keras").is_file()]
     return jobs, dataset, model
 

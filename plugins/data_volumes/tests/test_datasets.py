@@ -30,8 +30,12 @@ def _cases(folder, info, stage):
 def built(synth, tmp_path_factory):
     jobs = tmp_path_factory.mktemp("jobs")
     msd = _build("msd-volumes", {"data_folder": str(synth.task)}, jobs)
-    dicom = _build("dicom-series", {"series_folder": str(synth.dicom),
-                                    "label_folder": str(synth.task / "labelsTr")}, jobs, workers=2)
+    dicom = _build(
+        "dicom-series",
+        {"series_folder": str(synth.dicom), "label_folder": str(synth.task / "labelsTr")},
+        jobs,
+        workers=2,
+    )
     return msd, dicom
 
 
@@ -88,8 +92,11 @@ def test_patch_reads_touch_only_their_slabs_and_match_the_case(synth, tmp_path, 
     from digits_core.datasets import volumes
 
     monkeypatch.setattr(volumes, "SLAB_BYTES", 24 * 24 * 4 * 3)  # 3 slices per slab: 4 slabs per case
-    folder, info = _build("nifti-volumes", {"image_folder": str(synth.task / "imagesTr"),
-                                            "label_folder": str(synth.task / "labelsTr")}, tmp_path)
+    folder, info = _build(
+        "nifti-volumes",
+        {"image_folder": str(synth.task / "imagesTr"), "label_folder": str(synth.task / "labelsTr")},
+        tmp_path,
+    )
     assert info["stages"]["train"]["count"] + info["stages"]["val"]["count"] == 6
     reader = VolumeStageReader(folder / "train")
     volume, label = reader.case(0)

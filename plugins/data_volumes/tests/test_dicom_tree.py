@@ -25,13 +25,21 @@ def pacs_export(synth, tmp_path):
     return export, labels
 
 
-def test_series_in_a_patient_study_series_tree_build_the_records_of_the_flat_folders(synth, pacs_export, tmp_path,
-                                                                                      case_records):
+def test_series_in_a_patient_study_series_tree_build_the_records_of_the_flat_folders(
+    synth, pacs_export, tmp_path, case_records
+):
     export, labels = pacs_export
-    tree = case_records(create_dataset("dicom-series", {"series_folder": str(export), "label_folder": str(labels)},
-                                   jobs_dir=tmp_path / "jobs", workers=1))
-    flat = case_records(create_dataset("msd-volumes", {"data_folder": str(synth.task)}, jobs_dir=tmp_path / "jobs",
-                                   workers=1))
+    tree = case_records(
+        create_dataset(
+            "dicom-series",
+            {"series_folder": str(export), "label_folder": str(labels)},
+            jobs_dir=tmp_path / "jobs",
+            workers=1,
+        )
+    )
+    flat = case_records(
+        create_dataset("msd-volumes", {"data_folder": str(synth.task)}, jobs_dir=tmp_path / "jobs", workers=1)
+    )
     assert sorted(tree) == [f"{name}_ST1_SE1" for name in sorted(synth.cases)]  # unique names from the path
     for name in synth.cases:
         (_, vol_t, lab_t), (_, vol_f, lab_f) = tree[f"{name}_ST1_SE1"], flat[name]
@@ -39,8 +47,7 @@ def test_series_in_a_patient_study_series_tree_build_the_records_of_the_flat_fol
         assert np.array_equal(vol_t.affine, vol_f.affine) and vol_t.spacing == vol_f.spacing
 
 
-def test_tree_labels_may_also_sit_flat_under_the_case_name_and_a_missing_one_names_both_places(pacs_export,
-                                                                                                tmp_path):
+def test_tree_labels_may_also_sit_flat_under_the_case_name_and_a_missing_one_names_both_places(pacs_export, tmp_path):
     from digits_core import registry
 
     export, labels = pacs_export
@@ -53,8 +60,11 @@ def test_tree_labels_may_also_sit_flat_under_the_case_name_and_a_missing_one_nam
     assert [c.label for c in cases] == [str(p) for p in sorted(flat.iterdir())]
     assert [c.image for c in cases] == [str(p) for p in sorted(export.glob("*/ST1/SE1"))]
     (flat / "heart_002_ST1_SE1.nii.gz").unlink()
-    with pytest.raises(DatasetError, match=r"heart_002/ST1/SE1: no label heart_002/ST1/SE1\.nii\.gz or "
-                                           r"heart_002_ST1_SE1\.nii\.gz"):
+    with pytest.raises(
+        DatasetError,
+        match=r"heart_002/ST1/SE1: no label heart_002/ST1/SE1\.nii\.gz or "
+        r"heart_002_ST1_SE1\.nii\.gz",
+    ):
         plugin(series_folder=str(export), label_folder=str(flat)).list_cases()
 
 
@@ -62,7 +72,8 @@ def test_one_level_of_series_folders_keeps_its_names(synth):
     from digits_core import registry
 
     cases, _ = registry.get_data_ingestion("dicom-series")(
-        series_folder=str(synth.dicom), label_folder=str(synth.task / "labelsTr")).list_cases()
+        series_folder=str(synth.dicom), label_folder=str(synth.task / "labelsTr")
+    ).list_cases()
     assert [c.name for c in cases] == sorted(synth.cases)
 
 

@@ -16,8 +16,7 @@ from digits_data_volumes.synth import write_nifti
 
 def _by_position(folder):
     files = dicom_files(folder)
-    return sorted(files, key=lambda p: float(pydicom.dcmread(str(p), stop_before_pixels=True)
-                                             .ImagePositionPatient[2]))
+    return sorted(files, key=lambda p: float(pydicom.dcmread(str(p), stop_before_pixels=True).ImagePositionPatient[2]))
 
 
 def test_series_with_a_missing_slice_names_the_gap(synth_copy):
@@ -64,10 +63,13 @@ def _shifted_label(task, name, shift=None, shape=None):
     write_nifti(task / "labelsTr" / f"{name}.nii.gz", np.ascontiguousarray(data), affine)
 
 
-@pytest.mark.parametrize("damage, message", [
-    ({"shift": [5.0, 0, 0]}, "label affine differs from the affine of its image"),
-    ({"shape": (10,)}, "label shape .* differs from the shape"),
-])
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        ({"shift": [5.0, 0, 0]}, "label affine differs from the affine of its image"),
+        ({"shape": (10,)}, "label shape .* differs from the shape"),
+    ],
+)
 def test_label_on_another_grid_fails_its_case_naming_both_files(synth_copy, tmp_path, damage, message):
     task = synth_copy / "Task99_SynthHeart"
     _shifted_label(task, "heart_002", **damage)
@@ -103,5 +105,6 @@ def test_plugin_check_names_a_broken_volume_pair():
     volume = Volume(np.zeros((4, 8, 8, 1), np.float32), (1.0, 1.0, 1.0), np.eye(4), "x")
     assert _volume_problem((volume, np.zeros((4, 8, 8), np.uint8))) is None
     assert "differs from the volume's D×H×W" in _volume_problem((volume, np.zeros((4, 8, 9), np.uint8)))
-    assert "spacing must be three positive numbers" in _volume_problem((volume._replace(spacing=(1, 0, 1)),
-                                                                        np.zeros((4, 8, 8), np.uint8)))
+    assert "spacing must be three positive numbers" in _volume_problem(
+        (volume._replace(spacing=(1, 0, 1)), np.zeros((4, 8, 8), np.uint8))
+    )

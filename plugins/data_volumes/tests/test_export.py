@@ -46,18 +46,37 @@ def test_volume_savedmodel_runs_the_sliding_window_and_matches_digits_infer(trai
     big = np.concatenate([big, big[:, ::-1]], axis=1)[:, :37]
     big = np.concatenate([big, big[:, :, ::-1]], axis=2)[:, :, :41]
     np.save(tmp_path / "big.npy", big)
-    script = ("import sys, numpy as np, tensorflow as tf\n"
-              "serve = tf.saved_model.load(sys.argv[1]).signatures['serving_default']\n"
-              "out = serve(images=tf.constant(np.load(sys.argv[2])[None]))\n"
-              "np.save(sys.argv[3], out['probabilities'].numpy()[0]); assert out['classes'].dtype == tf.uint8\n")
-    done = subprocess.run([sys.executable, "-c", script, str(top / "saved_model"), str(tmp_path / "big.npy"),
-                           str(tmp_path / "probs.npy")], capture_output=True, text=True, timeout=300)
+    script = (
+        "import sys, numpy as np, tensorflow as tf\n"
+        "serve = tf.saved_model.load(sys.argv[1]).signatures['serving_default']\n"
+        "out = serve(images=tf.constant(np.load(sys.argv[2])[None]))\n"
+        "np.save(sys.argv[3], out['probabilities'].numpy()[0]); assert out['classes'].dtype == tf.uint8\n"
+    )
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            script,
+            str(top / "saved_model"),
+            str(tmp_path / "big.npy"),
+            str(tmp_path / "probs.npy"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     import keras
 
     config = info["volume"]
-    reference = predict_volume(keras.models.load_model(model / "model.keras", compile=False), big, "unet3d",
-                               config["patch"], info["num_outputs"], overlap=config["overlap"])
+    reference = predict_volume(
+        keras.models.load_model(model / "model.keras", compile=False),
+        big,
+        "unet3d",
+        config["patch"],
+        info["num_outputs"],
+        overlap=config["overlap"],
+    )
     got = np.load(tmp_path / "probs.npy")
     assert got.shape == reference.shape == big.shape[:3] + (info["num_outputs"],)
     assert np.abs(got - reference).max() < 1e-3

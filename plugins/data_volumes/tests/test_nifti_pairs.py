@@ -30,11 +30,15 @@ def scattered(synth, tmp_path):
 def test_a_csv_of_pairs_builds_the_records_the_folders_build(synth, scattered, tmp_path, case_records):
     root, rows = scattered
     (root / "pairs.csv").write_text("\n".join(rows) + "\n")
-    by_csv = create_dataset("nifti-volumes", {"pairs_file": str(root / "pairs.csv")}, jobs_dir=tmp_path / "jobs",
-                            workers=1)
-    by_folders = create_dataset("nifti-volumes", {"image_folder": str(synth.task / "imagesTr"),
-                                                  "label_folder": str(synth.task / "labelsTr")},
-                                jobs_dir=tmp_path / "jobs", workers=1)
+    by_csv = create_dataset(
+        "nifti-volumes", {"pairs_file": str(root / "pairs.csv")}, jobs_dir=tmp_path / "jobs", workers=1
+    )
+    by_folders = create_dataset(
+        "nifti-volumes",
+        {"image_folder": str(synth.task / "imagesTr"), "label_folder": str(synth.task / "labelsTr")},
+        jobs_dir=tmp_path / "jobs",
+        workers=1,
+    )
     a, b = case_records(by_csv), case_records(by_folders)
     assert sorted(a) == sorted(b) == sorted(synth.cases)
     for name in synth.cases:
@@ -44,20 +48,28 @@ def test_a_csv_of_pairs_builds_the_records_the_folders_build(synth, scattered, t
         assert np.array_equal(vol_a.affine, vol_b.affine) and lab_a.any()
 
 
-@pytest.mark.parametrize("line, message", [
-    ("scans/heart_001.nii.gz", r"pairs\.csv line 3: give two columns"),
-    ("scans/heart_001.nii.gz,", r"pairs\.csv line 3: give two columns"),
-    ("scans/heart_001.nii.gz,elsewhere/masks/missing.nii.gz", r"pairs\.csv line 3: the label .*missing\.nii\.gz "
-                                                              r"is not a NIfTI file"),
-    ("scans/heart_000.nii.gz,elsewhere/masks/seg-1.nii.gz", r"pairs\.csv line 3: the case heart_000 is already "
-                                                            r"on line 2"),
-])
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ("scans/heart_001.nii.gz", r"pairs\.csv line 3: give two columns"),
+        ("scans/heart_001.nii.gz,", r"pairs\.csv line 3: give two columns"),
+        (
+            "scans/heart_001.nii.gz,elsewhere/masks/missing.nii.gz",
+            r"pairs\.csv line 3: the label .*missing\.nii\.gz "
+            r"is not a NIfTI file",
+        ),
+        (
+            "scans/heart_000.nii.gz,elsewhere/masks/seg-1.nii.gz",
+            r"pairs\.csv line 3: the case heart_000 is already "
+            r"on line 2",
+        ),
+    ],
+)
 def test_a_bad_row_is_an_error_naming_the_csv_line(scattered, tmp_path, line, message):
     root, rows = scattered
     (root / "pairs.csv").write_text("\n".join([rows[0], rows[1], line, *rows[3:]]) + "\n")
     with pytest.raises(DatasetError, match=message):
-        create_dataset("nifti-volumes", {"pairs_file": str(root / "pairs.csv")}, jobs_dir=tmp_path / "jobs",
-                       workers=1)
+        create_dataset("nifti-volumes", {"pairs_file": str(root / "pairs.csv")}, jobs_dir=tmp_path / "jobs", workers=1)
     assert not list((tmp_path / "jobs").glob("*/dataset/dataset.json"))  # nothing published
 
 

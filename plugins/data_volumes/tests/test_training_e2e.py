@@ -31,8 +31,13 @@ def test_unet3d_trains_from_the_cli_and_logs_per_case_dice_and_hd95(trained):
     assert len(info["val_cases"]) == 2  # per case, as the Decathlon reports
     assert metrics["val_dice"] == pytest.approx(np.mean([c["dice"] for c in info["val_cases"]]))
     assert np.isfinite(metrics["val_hd95"]) and metrics["val_hd95"] >= 0
-    epochs = sorted({json.loads(line)["epoch"] for line in (model / "metrics.jsonl").read_text().splitlines()
-                     if '"val_dice"' in line})
+    epochs = sorted(
+        {
+            json.loads(line)["epoch"]
+            for line in (model / "metrics.jsonl").read_text().splitlines()
+            if '"val_dice"' in line
+        }
+    )
     assert epochs == [3.0, 6.0]  # validation every 3 epochs
 
 
@@ -43,8 +48,23 @@ def test_infer_writes_nifti_with_the_source_affine_and_a_seg_for_a_series(traine
     jobs, _, model = trained
     flipped = synth.task / "imagesTr" / "heart_001.nii.gz"  # stored with a mirrored i axis
     series = synth.dicom / "heart_001"
-    assert main(["--jobs-dir", str(jobs), "infer", "--model", model.name, str(flipped), str(series),
-                 "--out", str(tmp_path), "--json"]) == 0
+    assert (
+        main(
+            [
+                "--jobs-dir",
+                str(jobs),
+                "infer",
+                "--model",
+                model.name,
+                str(flipped),
+                str(series),
+                "--out",
+                str(tmp_path),
+                "--json",
+            ]
+        )
+        == 0
+    )
     report = json.loads(capsys.readouterr().out)
     source = nib.load(str(flipped))
     result = nib.load(report[0]["files"][0])
@@ -68,6 +88,7 @@ def test_infer_writes_nifti_with_the_source_affine_and_a_seg_for_a_series(traine
     assert np.allclose(from_series.affine, from_nifti.affine)
     assert np.array_equal(np.asanyarray(from_series.dataobj), np.asanyarray(from_nifti.dataobj))
 
+
 def test_a_2d_image_given_to_a_3d_network_is_a_clear_error(trained, tmp_path, capsys):
     from PIL import Image
 
@@ -80,10 +101,32 @@ def test_a_2d_image_given_to_a_3d_network_is_a_clear_error(trained, tmp_path, ca
 
 def test_unet25d_trains_on_the_same_dataset(trained):
     jobs, dataset, _ = trained
-    assert main(["--jobs-dir", str(jobs), "train", "--dataset", dataset.name, "--network", "unet2.5d", "--quiet",
-                 "--epochs", "3", "--validation-interval", "3", "--network-param", "steps_per_epoch=10"]) == 0
-    (model,) = [p for p in jobs.iterdir() if (p / "model.json").is_file()
-                and json.loads((p / "model.json").read_text()).get("network") == "unet2.5d"]
+    assert (
+        main(
+            [
+                "--jobs-dir",
+                str(jobs),
+                "train",
+                "--dataset",
+                dataset.name,
+                "--network",
+                "unet2.5d",
+                "--quiet",
+                "--epochs",
+                "3",
+                "--validation-interval",
+                "3",
+                "--network-param",
+                "steps_per_epoch=10",
+            ]
+        )
+        == 0
+    )
+    (model,) = [
+        p
+        for p in jobs.iterdir()
+        if (p / "model.json").is_file() and json.loads((p / "model.json").read_text()).get("network") == "unet2.5d"
+    ]
     assert json.loads((model / "model.json").read_text())["volume"]["patch"][0] == 1
     assert 0.0 <= _metrics(model)["val_dice"] <= 1.0
 
@@ -100,10 +143,40 @@ def test_volume_settings_are_declared_options_checked_before_training(trained, c
     jobs, dataset, _ = trained
     assert BY_NAME["volume_patch"].group == BY_NAME["volume_overlap"].group == "Volumes (unet3d, unet2.5d)"
     before = set(jobs.iterdir())
-    assert main(["--jobs-dir", str(jobs), "train", "--dataset", dataset.name, "--network", "unet3d", "--quiet",
-                 "--volume-patch", "6,16,16"]) != 0
+    assert (
+        main(
+            [
+                "--jobs-dir",
+                str(jobs),
+                "train",
+                "--dataset",
+                dataset.name,
+                "--network",
+                "unet3d",
+                "--quiet",
+                "--volume-patch",
+                "6,16,16",
+            ]
+        )
+        != 0
+    )
     assert "volume_patch: patch must be D,H,W voxels divisible by 4, not [6, 16, 16]" in capsys.readouterr().err
-    assert main(["--jobs-dir", str(jobs), "train", "--dataset", dataset.name, "--network", "unet3d", "--quiet",
-                 "--volume-overlap", "0.95"]) != 0
+    assert (
+        main(
+            [
+                "--jobs-dir",
+                str(jobs),
+                "train",
+                "--dataset",
+                dataset.name,
+                "--network",
+                "unet3d",
+                "--quiet",
+                "--volume-overlap",
+                "0.95",
+            ]
+        )
+        != 0
+    )
     assert "volume_overlap" in capsys.readouterr().err
     assert set(jobs.iterdir()) == before  # refused before any job folder exists

@@ -33,12 +33,12 @@ def _submit(page, server_path: str, label_path: str = "") -> None:
 
 
 def _state(page) -> tuple[int, int]:
-    return tuple(page.eval_on_selector(".volume-view", "e => [Number(e.dataset.slice), "
-                                                       "Number(e.dataset.overlayVoxels)]"))
+    return tuple(
+        page.eval_on_selector(".volume-view", "e => [Number(e.dataset.slice), Number(e.dataset.overlayVoxels)]")
+    )
 
 
-def test_test_a_volume_shows_the_view_and_downloads_nifti_with_the_source_affine(chromium, trained, synth,
-                                                                                 tmp_path):
+def test_test_a_volume_shows_the_view_and_downloads_nifti_with_the_source_affine(chromium, trained, synth, tmp_path):
     import nibabel as nib
     from live_server import running_server
     from PIL import Image
@@ -62,7 +62,8 @@ def test_test_a_volume_shows_the_view_and_downloads_nifti_with_the_source_affine
             assert "is outside the server's data roots" in page.inner_text("#infer-path + .field-error")
             _submit(page, str(picture))  # a 2-D picture: refused on the path field, the value kept
             assert "is a 2-D image; a volume network needs a 3-D volume" in page.inner_text(
-                "#infer-path + .field-error")
+                "#infer-path + .field-error"
+            )
             assert page.input_value("#infer-path") == str(picture)
             _submit(page, str(source), str(wrong))  # a label of another shape: refused on the label field
             assert "differs from the shape" in page.inner_text("#infer-label-path + .field-error")

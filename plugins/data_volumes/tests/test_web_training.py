@@ -18,15 +18,24 @@ def test_new_model_form_queues_unet3d_and_the_worker_trains_it(tmp_path):
 
     app = create_app(tmp_path / "jobs", start_scheduler=False, testing=True)
     synth = generate(tmp_path / "synth", cases=5, shape=(8, 16, 16), dicom=False)
-    ds = create_dataset("msd-volumes", {"data_folder": str(synth.task), "pct_val": 40}, jobs_dir=tmp_path / "jobs",
-                        workers=1)
+    ds = create_dataset(
+        "msd-volumes", {"data_folder": str(synth.task), "pct_val": 40}, jobs_dir=tmp_path / "jobs", workers=1
+    )
     client = app.test_client()
     token = client.get("/api/csrf-token").get_json()["csrf_token"]
     page = client.get(f"/models/new?dataset={ds.id}").get_data(as_text=True)
     assert 'value="unet3d"' in page and 'value="unet2.5d"' in page
-    resp = client.post("/models/new", data={"csrf_token": token, "model_name": "vol", "dataset": ds.id,
-                                            "network": "unet3d", "epochs": "2",
-                                            "network_params": json.dumps({"steps_per_epoch": 3})})
+    resp = client.post(
+        "/models/new",
+        data={
+            "csrf_token": token,
+            "model_name": "vol",
+            "dataset": ds.id,
+            "network": "unet3d",
+            "epochs": "2",
+            "network_params": json.dumps({"steps_per_epoch": 3}),
+        },
+    )
     assert resp.status_code == 302, resp.get_data(as_text=True)[:2000]
     job = app.extensions["digits"]["store"].get(resp.headers["Location"].rsplit("/", 1)[1])
     train_into_job(job, job.train_options)

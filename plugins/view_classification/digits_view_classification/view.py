@@ -31,13 +31,15 @@ class ClassificationConfigForm(Form):
     """Options of the classification view."""
 
     top_n = IntegerField(
-        "Number of top classes", default=5,
+        "Number of top classes",
+        default=5,
         validators=[InputRequired(), NumberRange(min=1, max=1000)],
         description="How many of the most probable classes to list per input",
     )
     show_input = BooleanField("Show input image", default=True, description="Show a thumbnail of each input")
     thumbnail_size = IntegerField(
-        "Thumbnail size", default=128,
+        "Thumbnail size",
+        default=128,
         validators=[InputRequired(), NumberRange(min=16, max=1024)],
         description="Longest side of the input thumbnail, in pixels",
     )
@@ -166,8 +168,12 @@ class ClassificationView(View):
     def get_header_template(self):
         """Return the page header: how many inputs and classes."""
         return View.template_from_package(
-            PACKAGE, "templates/header.html",
-            count=self._count, num_classes=self._num_classes, labelled=self._labelled, top_n=self.top_n,
+            PACKAGE,
+            "templates/header.html",
+            count=self._count,
+            num_classes=self._num_classes,
+            labelled=self._labelled,
+            top_n=self.top_n,
         )
 
     def summary(self) -> dict:
@@ -196,8 +202,9 @@ class ClassificationView(View):
             total = int(matrix[position[c]].sum())
             if total:
                 hits = int(matrix[position[c], position[c]])
-                per_class.append({"index": c, "label": self.label_of(c), "total": total,
-                                  "correct": hits, "accuracy": hits / total})
+                per_class.append(
+                    {"index": c, "label": self.label_of(c), "total": total, "correct": hits, "accuracy": hits / total}
+                )
         result.update(
             top1_accuracy=self._top1 / self._labelled,
             top_k_accuracy=self._topk / self._labelled,
@@ -220,12 +227,20 @@ class ClassificationView(View):
             for j, count in enumerate(counts):
                 fraction = count / total if total else 0.0
                 hue = "40, 150, 70" if i == j else "200, 50, 40"
-                cells.append({"count": count, "fraction": fraction,
-                              "style": f"background-color: rgba({hue}, {fraction:.3f})" if count else ""})
+                cells.append(
+                    {
+                        "count": count,
+                        "fraction": fraction,
+                        "style": f"background-color: rgba({hue}, {fraction:.3f})" if count else "",
+                    }
+                )
             rows.append({"label": self.label_of(c), "cells": cells, "total": total})
         return View.template_from_package(
-            PACKAGE, "templates/summary.html",
-            summary=summary, column_labels=[self.label_of(c) for c in summary["classes"]], rows=rows,
+            PACKAGE,
+            "templates/summary.html",
+            summary=summary,
+            column_labels=[self.label_of(c) for c in summary["classes"]],
+            rows=rows,
         )
 
 

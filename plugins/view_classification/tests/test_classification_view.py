@@ -88,8 +88,10 @@ def test_ground_truth_given_as_class_name():
 def test_html_page_parses_and_contains_each_sample_and_summary():
     view = _view(top_n=3)
     rng = np.random.default_rng(0)
-    samples = [(f"img<{i}>.png", rng.integers(0, 255, (8, 8, 3), dtype=np.uint8),
-                rng.dirichlet(np.ones(3)), i % 3) for i in range(5)]
+    samples = [
+        (f"img<{i}>.png", rng.integers(0, 255, (8, 8, 3), dtype=np.uint8), rng.dirichlet(np.ones(3)), i % 3)
+        for i in range(5)
+    ]
     processed = run_view(view, samples)
     page = render_html(view, processed, info={"model": "m1"})
     parser = _Collector()
@@ -109,7 +111,7 @@ def test_html_page_parses_and_contains_each_sample_and_summary():
 
 def test_uint16_input_thumbnail_is_windowed():
     view = _view()
-    image = (np.arange(64, dtype=np.uint16).reshape(8, 8) * 1000)
+    image = np.arange(64, dtype=np.uint16).reshape(8, 8) * 1000
     data = view.process_data("ct", image[:, :, None], np.array([1.0, 0.0, 0.0]))
     assert data["image"].startswith("data:image/png;base64,")
 

@@ -38,12 +38,21 @@ DISPLAY_SIZE = 320
 class BoundingBoxesConfigForm(Form):
     """Options of the bounding-boxes view."""
 
-    score_threshold = FloatField("Score threshold", default=0.3, validators=[InputRequired(), NumberRange(0.0, 1.0)],
-                                 description="Draw and count detections with at least this score")
-    iou_threshold = FloatField("IoU threshold", default=0.5, validators=[InputRequired(), NumberRange(0.05, 1.0)],
-                               description="Overlap a detection needs with a ground-truth box to be a true positive")
-    show_ground_truth = BooleanField("Show ground truth", default=True,
-                                     description="Draw ground-truth boxes (dashed) and count TP/FP/FN when known")
+    score_threshold = FloatField(
+        "Score threshold",
+        default=0.3,
+        validators=[InputRequired(), NumberRange(0.0, 1.0)],
+        description="Draw and count detections with at least this score",
+    )
+    iou_threshold = FloatField(
+        "IoU threshold",
+        default=0.5,
+        validators=[InputRequired(), NumberRange(0.05, 1.0)],
+        description="Overlap a detection needs with a ground-truth box to be a true positive",
+    )
+    show_ground_truth = BooleanField(
+        "Show ground truth", default=True, description="Draw ground-truth boxes (dashed) and count TP/FP/FN when known"
+    )
 
 
 def _dataset_attr(dataset: Any, name: str) -> Any:
@@ -166,11 +175,23 @@ class BoundingBoxesView(View):
             scaled = [v * scale for v in box]
             draw.rectangle(scaled, outline=color, width=line)
             draw.text((scaled[0] + 2, max(0, scaled[1] - 11)), f"{self.label_of(c)} {score:.2f}", fill=color)
-            detections.append({"class": c, "label": self.label_of(c), "score": float(score),
-                               "box": [float(v) for v in box], "color": self._hex(c), "status": status})
+            detections.append(
+                {
+                    "class": c,
+                    "label": self.label_of(c),
+                    "score": float(score),
+                    "box": [float(v) for v in box],
+                    "color": self._hex(c),
+                    "status": status,
+                }
+            )
         self._count += 1
-        return {"input_id": str(input_id), "image": png_data_uri(np.asarray(canvas)), "detections": detections,
-                "counts": counts}
+        return {
+            "input_id": str(input_id),
+            "image": png_data_uri(np.asarray(canvas)),
+            "detections": detections,
+            "counts": counts,
+        }
 
     def get_view_template(self, data):
         """Return the template of one sample."""
@@ -182,8 +203,9 @@ class BoundingBoxesView(View):
 
     def get_header_template(self):
         """Return the header: threshold and a legend of the classes drawn."""
-        return View.template_from_package(PACKAGE, "templates/header.html", legend=self.legend(), count=self._count,
-                                          threshold=self.threshold)
+        return View.template_from_package(
+            PACKAGE, "templates/header.html", legend=self.legend(), count=self._count, threshold=self.threshold
+        )
 
     def summary(self) -> dict | None:
         """mAP figures over the samples with ground truth (``None`` when there were none).
@@ -194,21 +216,41 @@ class BoundingBoxesView(View):
         """
         if not self._gts:
             return None
-        n = max(len(self.class_labels), int(max((g[:, 0].max() for g in self._gts if len(g)), default=0)) + 1,
-                int(max((p[:, 0].max() for p in self._preds if len(p)), default=0)) + 1, 2)
+        n = max(
+            len(self.class_labels),
+            int(max((g[:, 0].max() for g in self._gts if len(g)), default=0)) + 1,
+            int(max((p[:, 0].max() for p in self._preds if len(p)), default=0)) + 1,
+            2,
+        )
         names = [self.label_of(i) for i in range(n)]
         result = evaluate_detections(self._preds, self._gts, n, names)
-        per_class = [{"label": name, "color": self._hex(names.index(name)), "objects": result["num_gt"][name],
-                      "ap50": ap, "ap": result["ap"][name]} for name, ap in result["ap50"].items()]
-        return {"images": len(self._gts), "map50": result["map50"], "map": result["map"], **self._counts,
-                "per_class": per_class, "pr_curves": result["pr_curves"]}
+        per_class = [
+            {
+                "label": name,
+                "color": self._hex(names.index(name)),
+                "objects": result["num_gt"][name],
+                "ap50": ap,
+                "ap": result["ap"][name],
+            }
+            for name, ap in result["ap50"].items()
+        ]
+        return {
+            "images": len(self._gts),
+            "map50": result["map50"],
+            "map": result["map"],
+            **self._counts,
+            "per_class": per_class,
+            "pr_curves": result["pr_curves"],
+        }
 
     def pr_svg(self, summary: dict) -> str:
         """The precision–recall curves as an inline SVG (one polyline per class, in its colour)."""
         width, height, left, bottom, top, right = 420, 300, 44, 36, 12, 12
         pw, ph = width - left - right, height - top - bottom
-        parts = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" role="img" '
-                 'aria-label="precision-recall curves">']
+        parts = [
+            f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" role="img" '
+            'aria-label="precision-recall curves">'
+        ]
         for k in range(6):
             t = k / 5
             x, y = left + t * pw, top + (1 - t) * ph
@@ -217,9 +259,13 @@ class BoundingBoxesView(View):
             parts.append(f'<text x="{left - 6}" y="{y + 4:.1f}" font-size="10" text-anchor="end">{t:.1f}</text>')
             parts.append(f'<text x="{x:.1f}" y="{top + ph + 14}" font-size="10" text-anchor="middle">{t:.1f}</text>')
         parts.append(f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#888"/>')
-        parts.append(f'<text x="{left + pw / 2:.1f}" y="{height - 4}" font-size="11" text-anchor="middle">recall</text>')
-        parts.append(f'<text x="12" y="{top + ph / 2:.1f}" font-size="11" text-anchor="middle" '
-                     f'transform="rotate(-90 12 {top + ph / 2:.1f})">precision</text>')
+        parts.append(
+            f'<text x="{left + pw / 2:.1f}" y="{height - 4}" font-size="11" text-anchor="middle">recall</text>'
+        )
+        parts.append(
+            f'<text x="12" y="{top + ph / 2:.1f}" font-size="11" text-anchor="middle" '
+            f'transform="rotate(-90 12 {top + ph / 2:.1f})">precision</text>'
+        )
         for entry in summary["per_class"]:
             curve = summary["pr_curves"].get(entry["label"]) or {}
             points = [(0.0, curve["precision"][0])] if curve.get("recall") else []
@@ -228,8 +274,10 @@ class BoundingBoxesView(View):
                 continue
             coords = " ".join(f"{left + r * pw:.1f},{top + (1 - p) * ph:.1f}" for r, p in points)
             label = markupsafe.escape(entry["label"])
-            parts.append(f'<polyline class="dbb-curve" data-class="{label}" points="{coords}" fill="none" '
-                         f'stroke="{entry["color"]}" stroke-width="1.5"><title>{label}</title></polyline>')
+            parts.append(
+                f'<polyline class="dbb-curve" data-class="{label}" points="{coords}" fill="none" '
+                f'stroke="{entry["color"]}" stroke-width="1.5"><title>{label}</title></polyline>'
+            )
         parts.append("</svg>")
         return "".join(parts)
 
@@ -238,5 +286,10 @@ class BoundingBoxesView(View):
         summary = self.summary()
         if summary is None:
             return None, None
-        return View.template_from_package(PACKAGE, "templates/summary.html", summary=summary,
-                                          threshold=self.threshold, pr_svg=markupsafe.Markup(self.pr_svg(summary)))
+        return View.template_from_package(
+            PACKAGE,
+            "templates/summary.html",
+            summary=summary,
+            threshold=self.threshold,
+            pr_svg=markupsafe.Markup(self.pr_svg(summary)),
+        )

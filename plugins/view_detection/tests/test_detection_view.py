@@ -41,10 +41,10 @@ def test_boxes_drawn_in_palette_threshold_and_counts():
     drawn = _decode(data["image"])
     scale = DISPLAY_SIZE // 32
     assert drawn.shape == (32 * scale, 32 * scale, 3)
-    assert tuple(drawn[4 * scale, 8 * scale]) == (255, 0, 0)     # top edge of the cat box, in the palette colour
-    assert tuple(drawn[20 * scale, 25 * scale]) == (0, 0, 255)   # the dog box
+    assert tuple(drawn[4 * scale, 8 * scale]) == (255, 0, 0)  # top edge of the cat box, in the palette colour
+    assert tuple(drawn[20 * scale, 25 * scale]) == (0, 0, 255)  # the dog box
     # the missed dog is dashed: its top edge is partly drawn, partly not
-    edge = drawn[18 * scale, 2 * scale:10 * scale]
+    edge = drawn[18 * scale, 2 * scale : 10 * scale]
     blue = (edge == (0, 0, 255)).all(axis=1)
     assert blue.any() and not blue.all()
 

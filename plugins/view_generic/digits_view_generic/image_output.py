@@ -28,8 +28,9 @@ class ImageOutputConfigForm(Form):
     """Options of the image-output view."""
 
     show_input = BooleanField("Show input image", default=True, description="Show the network's input")
-    show_difference = BooleanField("Show difference", default=True,
-                                   description="Show |output - target| when the target is known")
+    show_difference = BooleanField(
+        "Show difference", default=True, description="Show |output - target| when the target is known"
+    )
 
 
 def to_uint8(image: Any) -> np.ndarray:
@@ -77,8 +78,15 @@ class ImageOutputView(View):
             output = output[:, :, None]
         clipped = np.clip(output, 0.0, 1.0)
         self._count += 1
-        data: dict[str, Any] = {"input_id": str(input_id), "output": png_data_uri(to_uint8(clipped)),
-                                "input": None, "target": None, "difference": None, "psnr": None, "ssim": None}
+        data: dict[str, Any] = {
+            "input_id": str(input_id),
+            "output": png_data_uri(to_uint8(clipped)),
+            "input": None,
+            "target": None,
+            "difference": None,
+            "psnr": None,
+            "ssim": None,
+        }
         if self.show_input and input_data is not None:
             data["input"] = png_data_uri(np.asarray(input_data))
         if ground_truth is not None:
@@ -101,8 +109,9 @@ class ImageOutputView(View):
 
     def get_header_template(self):
         """Return the page header."""
-        return View.template_from_package(PACKAGE, "templates/image_output_header.html", count=self._count,
-                                          labelled=len(self._scores))
+        return View.template_from_package(
+            PACKAGE, "templates/image_output_header.html", count=self._count, labelled=len(self._scores)
+        )
 
     def summary(self) -> dict:
         """Return ``{"count", "labelled", "mean_psnr", "mean_ssim"}``.
@@ -110,8 +119,12 @@ class ImageOutputView(View):
         The mean PSNR leaves out exact outputs (infinite PSNR); it is ``"inf"``
         when every output is exact, ``None`` when no input has a target.
         """
-        result: dict[str, Any] = {"count": self._count, "labelled": len(self._scores), "mean_psnr": None,
-                                  "mean_ssim": None}
+        result: dict[str, Any] = {
+            "count": self._count,
+            "labelled": len(self._scores),
+            "mean_psnr": None,
+            "mean_ssim": None,
+        }
         if self._scores:
             finite = [p for p, _ in self._scores if math.isfinite(p)]
             result["mean_psnr"] = float(np.mean(finite)) if finite else "inf"

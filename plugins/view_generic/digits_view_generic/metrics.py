@@ -20,13 +20,13 @@ def mae_rmse(predicted, true) -> tuple[np.ndarray, np.ndarray]:
     if p.shape != t.shape:
         raise ValueError(f"predictions {p.shape} and targets {t.shape} differ in shape")
     error = p - t
-    return np.abs(error).mean(axis=0), np.sqrt((error ** 2).mean(axis=0))
+    return np.abs(error).mean(axis=0), np.sqrt((error**2).mean(axis=0))
 
 
 def psnr(output, target, data_range: float = 1.0) -> float:
     """Peak signal-to-noise ratio in dB: ``10·log10(range² / MSE)`` (``inf`` for identical images)."""
     mse = float(np.mean((np.asarray(output, np.float64) - np.asarray(target, np.float64)) ** 2))
-    return float("inf") if mse == 0 else float(10.0 * np.log10(data_range ** 2 / mse))
+    return float("inf") if mse == 0 else float(10.0 * np.log10(data_range**2 / mse))
 
 
 def _gaussian_kernel(sigma: float, radius: int) -> np.ndarray:
@@ -39,8 +39,8 @@ def _filter(image: np.ndarray, kernel: np.ndarray) -> np.ndarray:
     """Separable Gaussian filter of a 2-D array, edges mirrored (``numpy.pad`` "symmetric")."""
     radius = len(kernel) // 2
     padded = np.pad(image, radius, mode="symmetric")
-    rows = sum(kernel[i] * padded[:, i:i + image.shape[1]] for i in range(len(kernel)))
-    return sum(kernel[i] * rows[i:i + image.shape[0], :] for i in range(len(kernel)))
+    rows = sum(kernel[i] * padded[:, i : i + image.shape[1]] for i in range(len(kernel)))
+    return sum(kernel[i] * rows[i : i + image.shape[0], :] for i in range(len(kernel)))
 
 
 def ssim(output, target, data_range: float = 1.0, sigma: float = 1.5) -> float:
@@ -69,7 +69,7 @@ def ssim(output, target, data_range: float = 1.0, sigma: float = 1.5) -> float:
         va = _filter(a * a, kernel) - ua * ua
         vb = _filter(b * b, kernel) - ub * ub
         cov = _filter(a * b, kernel) - ua * ub
-        s = ((2 * ua * ub + c1) * (2 * cov + c2)) / ((ua ** 2 + ub ** 2 + c1) * (va + vb + c2))
-        inner = s[radius:s.shape[0] - radius, radius:s.shape[1] - radius] if radius else s
+        s = ((2 * ua * ub + c1) * (2 * cov + c2)) / ((ua**2 + ub**2 + c1) * (va + vb + c2))
+        inner = s[radius : s.shape[0] - radius, radius : s.shape[1] - radius] if radius else s
         values.append(inner.mean())
     return float(np.mean(values))

@@ -32,10 +32,18 @@ class RegressionConfigForm(Form):
     """Options of the regression view."""
 
     show_input = BooleanField("Show input image", default=True, description="Show a thumbnail of each input")
-    thumbnail_size = IntegerField("Thumbnail size", default=128, validators=[InputRequired(), NumberRange(16, 1024)],
-                                  description="Longest side of the input thumbnail, in pixels")
-    precision = IntegerField("Significant digits", default=4, validators=[InputRequired(), NumberRange(1, 12)],
-                             description="Significant digits of the values shown")
+    thumbnail_size = IntegerField(
+        "Thumbnail size",
+        default=128,
+        validators=[InputRequired(), NumberRange(16, 1024)],
+        description="Longest side of the input thumbnail, in pixels",
+    )
+    precision = IntegerField(
+        "Significant digits",
+        default=4,
+        validators=[InputRequired(), NumberRange(1, 12)],
+        description="Significant digits of the values shown",
+    )
 
 
 def target_names(dataset: Any, count: int) -> list[str]:
@@ -98,11 +106,17 @@ class RegressionView(View):
             self._true.append(truth)
         self._count += 1
         targets = []
-        for i, name in enumerate(self.names if len(self.names) == predicted.size else
-                                 [f"t{k + 1}" for k in range(predicted.size)]):
-            targets.append({"name": name, "predicted": float(predicted[i]),
-                            "true": None if truth is None else float(truth[i]),
-                            "error": None if truth is None else float(predicted[i] - truth[i])})
+        for i, name in enumerate(
+            self.names if len(self.names) == predicted.size else [f"t{k + 1}" for k in range(predicted.size)]
+        ):
+            targets.append(
+                {
+                    "name": name,
+                    "predicted": float(predicted[i]),
+                    "true": None if truth is None else float(truth[i]),
+                    "error": None if truth is None else float(predicted[i] - truth[i]),
+                }
+            )
         image = None
         if self.show_input and input_data is not None:
             image = png_data_uri(np.asarray(input_data), max_size=self.thumbnail_size)
@@ -114,8 +128,13 @@ class RegressionView(View):
 
     def get_header_template(self):
         """Return the page header: inputs, targets and how many are labelled."""
-        return View.template_from_package(PACKAGE, "templates/regression_header.html", count=self._count,
-                                          names=self.names or [], labelled=len(self._true))
+        return View.template_from_package(
+            PACKAGE,
+            "templates/regression_header.html",
+            count=self._count,
+            names=self.names or [],
+            labelled=len(self._true),
+        )
 
     def summary(self) -> dict:
         """Return error figures over the labelled inputs.
@@ -125,14 +144,20 @@ class RegressionView(View):
             "mae", "rmse"}`` (overall figures over every target value;
             ``None`` when nothing is labelled).
         """
-        result: dict[str, Any] = {"count": self._count, "labelled": len(self._true), "per_target": [],
-                                  "mae": None, "rmse": None}
+        result: dict[str, Any] = {
+            "count": self._count,
+            "labelled": len(self._true),
+            "per_target": [],
+            "mae": None,
+            "rmse": None,
+        }
         if not self._true:
             return result
         predicted, true = np.stack(self._predicted), np.stack(self._true)
         mae, rmse = mae_rmse(predicted, true)
-        result["per_target"] = [{"name": n, "mae": float(a), "rmse": float(r)}
-                                for n, a, r in zip(self.names or [], mae, rmse)]
+        result["per_target"] = [
+            {"name": n, "mae": float(a), "rmse": float(r)} for n, a, r in zip(self.names or [], mae, rmse)
+        ]
         all_mae, all_rmse = mae_rmse(predicted.reshape(-1, 1), true.reshape(-1, 1))
         result["mae"], result["rmse"] = float(all_mae[0]), float(all_rmse[0])
         return result
@@ -143,7 +168,10 @@ class RegressionView(View):
         if not summary["labelled"]:
             return None, None
         predicted, true = np.stack(self._predicted), np.stack(self._true)
-        plots = [{"name": name, "plot": scatter_svg_data(true[:, i], predicted[:, i])}
-                 for i, name in enumerate(self.names or [])]
-        return View.template_from_package(PACKAGE, "templates/regression_summary.html", summary=summary,
-                                          plots=plots, fmt=self._fmt)
+        plots = [
+            {"name": name, "plot": scatter_svg_data(true[:, i], predicted[:, i])}
+            for i, name in enumerate(self.names or [])
+        ]
+        return View.template_from_package(
+            PACKAGE, "templates/regression_summary.html", summary=summary, plots=plots, fmt=self._fmt
+        )

@@ -55,8 +55,17 @@ def scatter_svg_data(true, predicted, size: int = 260, margin: int = 36) -> dict
         return size - margin - (v - low) / (high - low) * inner
 
     points = [{"x": round(float(x_of(a)), 2), "y": round(float(y_of(b)), 2)} for a, b in zip(t, p)]
-    ticks = [{"value": f"{v:.4g}", "x": round(float(x_of(v)), 2), "y": round(float(y_of(v)), 2)}
-             for v in _ticks(low, high)]
-    return {"size": size, "margin": margin, "points": points, "ticks": ticks, "low": low, "high": high,
-            "diagonal": (round(x_of(low), 2), round(y_of(low), 2), round(x_of(high), 2), round(y_of(high), 2)),
-            "drawn": len(points), "total": total}
+    ticks = [
+        {"value": f"{v:.4g}", "x": round(float(x_of(v)), 2), "y": round(float(y_of(v)), 2)} for v in _ticks(low, high)
+    ]
+    return {
+        "size": size,
+        "margin": margin,
+        "points": points,
+        "ticks": ticks,
+        "low": low,
+        "high": high,
+        "diagonal": (round(x_of(low), 2), round(y_of(low), 2), round(x_of(high), 2), round(y_of(high), 2)),
+        "drawn": len(points),
+        "total": total,
+    }

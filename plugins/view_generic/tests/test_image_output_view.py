@@ -28,8 +28,9 @@ def test_psnr_ssim_match_scikit_image(shape):
     output = np.clip(target + rng.normal(0, 0.08, shape), 0, 1)
     assert psnr(output, target) == pytest.approx(peak_signal_noise_ratio(target, output, data_range=1.0))
     axis = 2 if len(shape) == 3 else None
-    expected = structural_similarity(target, output, gaussian_weights=True, sigma=1.5, use_sample_covariance=False,
-                                     data_range=1.0, channel_axis=axis)
+    expected = structural_similarity(
+        target, output, gaussian_weights=True, sigma=1.5, use_sample_covariance=False, data_range=1.0, channel_axis=axis
+    )
     assert ssim(output, target) == pytest.approx(expected, rel=1e-9)
     assert ssim(target, target) == pytest.approx(1.0) and psnr(target, target) == float("inf")
 
@@ -38,11 +39,12 @@ def test_side_by_side_images_scores_and_summary():
     assert registry.get_view("image-output") is ImageOutputView
     rng = np.random.default_rng(0)
     target = rng.random((12, 12, 1)).astype(np.float32)
-    output = target + 0.05                                         # slightly off, some values above 1
+    output = target + 0.05  # slightly off, some values above 1
     feature = (target * 255).astype(np.uint8)
     view = ImageOutputView({})
-    processed = run_view(view, [("a.png", feature, output, target), ("b.png", feature, target, target),
-                                ("c.png", feature, output, None)])
+    processed = run_view(
+        view, [("a.png", feature, output, target), ("b.png", feature, target, target), ("c.png", feature, output, None)]
+    )
     a, b, c = (p.data for p in processed)
     clipped = np.clip(output, 0, 1)
     assert a["psnr"] == pytest.approx(psnr(clipped, target)) and a["ssim"] == pytest.approx(ssim(clipped, target))
@@ -54,4 +56,4 @@ def test_side_by_side_images_scores_and_summary():
     html = render_html(view, processed, title="t")
     assert html.count('class="dvg-sample"') == 3 and html.count('class="dvg-target"') == 2
     assert "dvg-mean-ssim" in html and ">inf<" in html
-    json.dumps(report_json(view, processed), allow_nan=False)      # valid JSON: no Infinity
+    json.dumps(report_json(view, processed), allow_nan=False)  # valid JSON: no Infinity

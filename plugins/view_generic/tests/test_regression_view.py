@@ -46,8 +46,11 @@ def test_per_sample_values_and_summary_figures():
     assert first["targets"][1]["error"] == float(np.float64(predicted[0, 1]) - np.float64(true[0, 1]))
     summary = view.summary()
     assert summary["labelled"] == 6
-    np.testing.assert_allclose([t["mae"] for t in summary["per_target"]],
-                               mean_absolute_error(true, predicted, multioutput="raw_values"), rtol=1e-6)
+    np.testing.assert_allclose(
+        [t["mae"] for t in summary["per_target"]],
+        mean_absolute_error(true, predicted, multioutput="raw_values"),
+        rtol=1e-6,
+    )
     np.testing.assert_allclose(summary["rmse"], np.sqrt(mean_squared_error(true.ravel(), predicted.ravel())), rtol=1e-6)
 
 

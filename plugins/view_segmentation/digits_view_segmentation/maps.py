@@ -15,10 +15,26 @@ import numpy as np
 #: 20 colours of the "tab20" scheme. Classes beyond 21 get evenly spread hues.
 BUILTIN_PALETTE: tuple[tuple[int, int, int], ...] = (
     (0, 0, 0),
-    (31, 119, 180), (255, 127, 14), (44, 160, 44), (214, 39, 40), (148, 103, 189),
-    (140, 86, 75), (227, 119, 194), (127, 127, 127), (188, 189, 34), (23, 190, 207),
-    (174, 199, 232), (255, 187, 120), (152, 223, 138), (255, 152, 150), (197, 176, 213),
-    (196, 156, 148), (247, 182, 210), (199, 199, 199), (219, 219, 141), (158, 218, 229),
+    (31, 119, 180),
+    (255, 127, 14),
+    (44, 160, 44),
+    (214, 39, 40),
+    (148, 103, 189),
+    (140, 86, 75),
+    (227, 119, 194),
+    (127, 127, 127),
+    (188, 189, 34),
+    (23, 190, 207),
+    (174, 199, 232),
+    (255, 187, 120),
+    (152, 223, 138),
+    (255, 152, 150),
+    (197, 176, 213),
+    (196, 156, 148),
+    (247, 182, 210),
+    (199, 199, 199),
+    (219, 219, 141),
+    (158, 218, 229),
 )
 #: Colour of the ground-truth outline drawn on the overlay.
 OUTLINE_COLOR = (255, 255, 255)
@@ -109,8 +125,10 @@ def outline(mask: np.ndarray) -> np.ndarray:
     padded = np.pad(mask, 1, mode="constant", constant_values=0)
     centre = padded[1:-1, 1:-1]
     differs = (
-        (padded[:-2, 1:-1] != centre) | (padded[2:, 1:-1] != centre)
-        | (padded[1:-1, :-2] != centre) | (padded[1:-1, 2:] != centre)
+        (padded[:-2, 1:-1] != centre)
+        | (padded[2:, 1:-1] != centre)
+        | (padded[1:-1, :-2] != centre)
+        | (padded[1:-1, 2:] != centre)
     )
     return differs & (centre != 0)
 

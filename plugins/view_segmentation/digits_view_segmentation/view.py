@@ -34,20 +34,31 @@ class SegmentationConfigForm(Form):
     """Options of the segmentation view."""
 
     color_map = SelectField(
-        "Colour map", default=DATASET,
-        choices=select_choices([(DATASET, "Dataset palette (built-in map when the dataset has none)"),
-                                (BUILTIN, "Built-in categorical map")]),
+        "Colour map",
+        default=DATASET,
+        choices=select_choices(
+            [
+                (DATASET, "Dataset palette (built-in map when the dataset has none)"),
+                (BUILTIN, "Built-in categorical map"),
+            ]
+        ),
         description="Colours of the classes",
     )
     opacity = FloatField(
-        "Overlay opacity", default=0.5, validators=[InputRequired(), NumberRange(min=0.0, max=1.0)],
+        "Overlay opacity",
+        default=0.5,
+        validators=[InputRequired(), NumberRange(min=0.0, max=1.0)],
         description="Weight of the class colour over the input, 0 to 1",
     )
     show_ground_truth = BooleanField(
-        "Show ground truth", default=True, description="Outline the ground truth and compute Dice/IoU when it is known",
+        "Show ground truth",
+        default=True,
+        description="Outline the ground truth and compute Dice/IoU when it is known",
     )
     ignore_background = BooleanField(
-        "Ignore background in means", default=True, description="Leave class 0 out of the mean Dice/IoU",
+        "Ignore background in means",
+        default=True,
+        description="Leave class 0 out of the mean Dice/IoU",
     )
 
 
@@ -120,8 +131,10 @@ class SegmentationView(View):
             classes = []
         if not classes:
             return None, None
-        return (float(np.mean([scores[c]["dice"] for c in classes])),
-                float(np.mean([scores[c]["iou"] for c in classes])))
+        return (
+            float(np.mean([scores[c]["dice"] for c in classes])),
+            float(np.mean([scores[c]["iou"] for c in classes])),
+        )
 
     def process_data(self, input_id, input_data, output_data, ground_truth=None) -> dict:
         """Colour the predicted classes of one sample and score it against the ground truth.
@@ -153,8 +166,16 @@ class SegmentationView(View):
             for c, s in sorted(per_class.items()):
                 self.color_of(c)
                 self._scores.setdefault(c, []).append((s["dice"], s["iou"]))
-                scores.append({"class": c, "label": self.label_of(c), "dice": s["dice"], "iou": s["iou"],
-                               "predicted_pixels": s["predicted"], "truth_pixels": s["truth"]})
+                scores.append(
+                    {
+                        "class": c,
+                        "label": self.label_of(c),
+                        "dice": s["dice"],
+                        "iou": s["iou"],
+                        "predicted_pixels": s["predicted"],
+                        "truth_pixels": s["truth"],
+                    }
+                )
             mean_dice, mean_iou = self._mean(per_class)
             if mean_dice is not None:
                 self._sample_means.append((mean_dice, mean_iou))
@@ -176,8 +197,10 @@ class SegmentationView(View):
 
     def legend(self) -> list[dict]:
         """Return ``[{class, label, color}]`` for every class found so far (``color`` as ``#rrggbb``)."""
-        return [{"class": c, "label": self.label_of(c), "color": "#%02x%02x%02x" % self.color_of(c)}
-                for c in sorted(self._found)]
+        return [
+            {"class": c, "label": self.label_of(c), "color": "#%02x%02x%02x" % self.color_of(c)}
+            for c in sorted(self._found)
+        ]
 
     def get_header_template(self):
         """Return the header: a legend of the classes found."""
@@ -191,8 +214,13 @@ class SegmentationView(View):
             "mean_dice", "mean_iou"}``; the overall means average the samples' means.
         """
         per_class = [
-            {"class": c, "label": self.label_of(c), "samples": len(v),
-             "mean_dice": float(np.mean([d for d, _ in v])), "mean_iou": float(np.mean([i for _, i in v]))}
+            {
+                "class": c,
+                "label": self.label_of(c),
+                "samples": len(v),
+                "mean_dice": float(np.mean([d for d, _ in v])),
+                "mean_iou": float(np.mean([i for _, i in v])),
+            }
             for c, v in sorted(self._scores.items())
         ]
         scored = len(self._sample_means)
@@ -210,5 +238,8 @@ class SegmentationView(View):
         if not summary["per_class"]:
             return None, None
         return View.template_from_package(
-            PACKAGE, "templates/summary.html", summary=summary, ignore_background=self.ignore_background,
+            PACKAGE,
+            "templates/summary.html",
+            summary=summary,
+            ignore_background=self.ignore_background,
         )

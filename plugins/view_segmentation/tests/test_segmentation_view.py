@@ -46,8 +46,12 @@ def test_registered_through_entry_point():
 
 def test_config_form():
     form = SegmentationView.get_config_form()
-    assert validate_values(form, {}) == {"color_map": "dataset", "opacity": 0.5, "show_ground_truth": True,
-                                         "ignore_background": True}
+    assert validate_values(form, {}) == {
+        "color_map": "dataset",
+        "opacity": 0.5,
+        "show_ground_truth": True,
+        "ignore_background": True,
+    }
     with pytest.raises(Exception, match="opacity"):
         validate_values(form, {"opacity": "1.5"})
 

@@ -22,11 +22,27 @@ import wtforms
 from wtforms import validators
 
 __all__ = [
-    "Form", "Tooltip", "Explanation",
-    "IntegerField", "FloatField", "SelectField", "SelectMultipleField", "TextField", "StringField",
-    "FileField", "TextAreaField", "BooleanField", "MultiIntegerField", "MultiFloatField",
-    "validate_required_iff", "validate_required_if_set", "validate_greater_than",
-    "validate_folder_path", "validate_file_path", "MultiNumberRange", "MultiOptional",
+    "Form",
+    "Tooltip",
+    "Explanation",
+    "IntegerField",
+    "FloatField",
+    "SelectField",
+    "SelectMultipleField",
+    "TextField",
+    "StringField",
+    "FileField",
+    "TextAreaField",
+    "BooleanField",
+    "MultiIntegerField",
+    "MultiFloatField",
+    "validate_required_iff",
+    "validate_required_if_set",
+    "validate_greater_than",
+    "validate_folder_path",
+    "validate_file_path",
+    "MultiNumberRange",
+    "MultiOptional",
 ]
 
 
@@ -172,8 +188,13 @@ class _MultiNumberField(_HelpMixin, wtforms.Field):
     _kind = "float"
 
     def __init__(self, label="", validators=None, tooltip="", explanation_file="", **kwargs):
-        super().__init__(label, validators, tooltip + " (accepts comma separated list)" if tooltip else "",
-                         explanation_file, **kwargs)
+        super().__init__(
+            label,
+            validators,
+            tooltip + " (accepts comma separated list)" if tooltip else "",
+            explanation_file,
+            **kwargs,
+        )
         self.small_text = "multiples allowed"
 
     def process_data(self, value):
@@ -226,6 +247,7 @@ def validate_required_iff(**conditions):
     When a condition does not hold, the field is optional: its other errors
     are cleared and validation stops.
     """
+
     def _validator(form, field):
         if all(getattr(form, name).data == value for name, value in conditions.items()):
             if _is_empty(field.data):
@@ -239,6 +261,7 @@ def validate_required_iff(**conditions):
 
 def validate_required_if_set(other_field, **_kwargs):
     """Validator: the field is required when the field named ``other_field`` has a value."""
+
     def _validator(form, field):
         if getattr(form, other_field).data:
             if _is_empty(field.data):
@@ -252,6 +275,7 @@ def validate_required_if_set(other_field, **_kwargs):
 
 def validate_greater_than(fieldname):
     """Validator: the field's value must not be less than the field named ``fieldname``."""
+
     def _validator(form, field):
         try:
             other = form[fieldname]
@@ -287,11 +311,17 @@ class MultiNumberRange:
         if value is None:
             return "No data."
         if self.min is not None and (value < self.min if self.min_inclusive else value <= self.min):
-            return "Number %(data)s must be at least %(min)s." if self.min_inclusive else \
-                "Number %(data)s must be greater than %(min)s."
+            return (
+                "Number %(data)s must be at least %(min)s."
+                if self.min_inclusive
+                else "Number %(data)s must be greater than %(min)s."
+            )
         if self.max is not None and (value > self.max if self.max_inclusive else value >= self.max):
-            return "Number %(data)s must be at most %(max)s." if self.max_inclusive else \
-                "Number %(data)s must be less than %(max)s."
+            return (
+                "Number %(data)s must be at most %(max)s."
+                if self.max_inclusive
+                else "Number %(data)s must be less than %(max)s."
+            )
         return None
 
     def __call__(self, form, field):

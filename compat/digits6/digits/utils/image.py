@@ -86,7 +86,9 @@ def image_to_array(image, channels: int | None = None) -> np.ndarray:
     if channels is None or channels == have:
         return array
     if channels == 1:
-        return np.clip(np.floor(array[:, :, :3].astype(np.float64) @ [0.299, 0.587, 0.114] + 0.5), 0, 255).astype(np.uint8)
+        return np.clip(np.floor(array[:, :, :3].astype(np.float64) @ [0.299, 0.587, 0.114] + 0.5), 0, 255).astype(
+            np.uint8
+        )
     if have == 1:
         array = np.repeat(array[:, :, None], channels, axis=2)
         if channels == 4:
@@ -97,7 +99,9 @@ def image_to_array(image, channels: int | None = None) -> np.ndarray:
     return np.concatenate([array, np.full(array.shape[:2] + (1,), 255, np.uint8)], axis=2)
 
 
-def resize_image(image, height: int, width: int, channels: int | None = None, resize_mode: str | None = None) -> np.ndarray:
+def resize_image(
+    image, height: int, width: int, channels: int | None = None, resize_mode: str | None = None
+) -> np.ndarray:
     """Resize an image as DIGITS 6 did and return it as a ``uint8`` array.
 
     Args:

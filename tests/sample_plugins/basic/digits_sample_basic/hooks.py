@@ -67,8 +67,13 @@ def build_sample_net(input_shape, num_outputs, **params):
     """Sample plugin network: flatten then one softmax layer."""
     import keras
 
-    return keras.Sequential([keras.Input(shape=tuple(input_shape)), keras.layers.Flatten(),
-                             keras.layers.Dense(num_outputs, activation="softmax")])
+    return keras.Sequential(
+        [
+            keras.Input(shape=tuple(input_shape)),
+            keras.layers.Flatten(),
+            keras.layers.Dense(num_outputs, activation="softmax"),
+        ]
+    )
 
 
 @hookimpl

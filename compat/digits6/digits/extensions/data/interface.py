@@ -43,6 +43,7 @@ def _outermost(method):
     A plugin subclassing another DIGITS 6 plugin calls ``super().encode_entry``;
     only the call the core made translates.
     """
+
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
         level = getattr(_depth, "level", 0)
@@ -122,8 +123,16 @@ class DataIngestionInterface(DataIngestion):
 
     def __init_subclass__(cls, **kwargs: Any):
         super().__init_subclass__(**kwargs)
-        wrap_own_methods(cls, {"__init__": _wrap_init, "encode_entry": _outermost, "itemize_entries": _wrap_itemize,
-                               "get_inference_form": _wrap_inference_form}, static_forms=("get_dataset_form",))
+        wrap_own_methods(
+            cls,
+            {
+                "__init__": _wrap_init,
+                "encode_entry": _outermost,
+                "itemize_entries": _wrap_itemize,
+                "get_inference_form": _wrap_inference_form,
+            },
+            static_forms=("get_dataset_form",),
+        )
 
     # -- userdata and the inference flag --------------------------------------
 
@@ -138,7 +147,9 @@ class DataIngestionInterface(DataIngestion):
     @userdata.setter
     def userdata(self, value) -> None:
         flag = self.__dict__["_digits6_userdata"].is_inference_db if "_digits6_userdata" in self.__dict__ else False
-        self.__dict__["_digits6_userdata"] = value if isinstance(value, Userdata) else Userdata(value, is_inference_db=flag)
+        self.__dict__["_digits6_userdata"] = (
+            value if isinstance(value, Userdata) else Userdata(value, is_inference_db=flag)
+        )
 
     @property
     def is_inference_db(self) -> bool:  # type: ignore[override]

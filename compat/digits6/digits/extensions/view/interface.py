@@ -155,10 +155,15 @@ class VisualizationInterface(View):
 
     def __init_subclass__(cls, **kwargs: Any):
         super().__init_subclass__(**kwargs)
-        templates = {name: _wrap_template for name in ("get_view_template", "get_header_template",
-                                                       "get_summary_template", "get_config_template")}
-        wrap_own_methods(cls, {"__init__": _wrap_init, "process_data": _wrap_process_data, **templates},
-                         static_forms=("get_config_form",))
+        templates = {
+            name: _wrap_template
+            for name in ("get_view_template", "get_header_template", "get_summary_template", "get_config_template")
+        }
+        wrap_own_methods(
+            cls,
+            {"__init__": _wrap_init, "process_data": _wrap_process_data, **templates},
+            static_forms=("get_config_form",),
+        )
         # a view listing files of its own still gets the compat's stylesheet and jQuery (first)
         cls.stylesheets = tuple(dict.fromkeys((*COMPAT_STYLESHEETS, *cls.stylesheets)))
         cls.scripts = tuple(dict.fromkeys((*COMPAT_SCRIPTS, *cls.scripts)))
