@@ -465,3 +465,130 @@ def test_two_writers_a_server_never_takes_over_a_live_job(live_server, tmp_path)
         if owner.poll() is None:
             owner.kill()
             owner.wait()
+
+
+# -- SIGTERM to a real digits serve while its worker trains or exports ----------------------------
+
+SERVED_EPOCHS = 300  # far more than can run between the first snapshot and the signal: the stop must cut it short
+
+
+def _served_copy_of(shapes, tmp_path: Path) -> tuple[Path, str]:
+    """A jobs folder of this test's own holding a copy of the module's dataset (its server owns no other job)."""
+    import shutil
+
+    source, dataset = shapes
+    jobs = tmp_path / "jobs"
+    shutil.copytree(source / dataset, jobs / dataset, ignore=shutil.ignore_patterns("job.lock"))
+    return jobs, dataset
+
+
+def _snapshot_digest(folder: Path) -> dict:
+    """The snapshots ``model.json`` lists -> their files' SHA-256 (what a resume would start from)."""
+    import hashlib
+
+    snaps = json.loads((folder / "model.json").read_text())["snapshots"]
+    files = [folder / "snapshots" / s[key] for s in snaps for key in ("file", "state")]
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
+
+
+def test_sigterm_to_serve_while_its_worker_trains_stops_both_and_aborts_the_job(live_server, shapes, tmp_path):
+    """The server stops with its training worker; the job ends Aborted "SIGTERM" long before its last epoch."""
+    from digits_core.engine import read_metrics
+    from digits_core.jobs.lock import job_lock_owner
+
+    jobs, dataset = _served_copy_of(shapes, tmp_path)
+    server = live_server(jobs, auth_token=TOKEN)
+    resp = server.request(
+        "/api/models",
+        method="POST",
+        data={
+            "name": "served then sigterm",
+            "dataset": dataset,
+            "network": "lenet",
+            "options": {"epochs": SERVED_EPOCHS, "batch_size": 8, "seed": 5, "snapshot_interval": 1},
+        },
+    )
+    assert resp.status in (200, 201, 202), resp.text
+    folder = jobs / resp.json()["id"]
+    wait_until(lambda: snapshot_count(folder) >= 1, "the served training's first snapshot", proc=server.process)
+    assert served_row(server, folder.name)["status"] == "Running"
+    worker = int(job_lock_owner(folder)["pid"])
+    assert worker != server.process.pid and not process_gone(worker)
+    snapshots, metrics = _snapshot_digest(folder), (folder / "metrics.jsonl").read_text().splitlines()
+    assert metrics, "no metric point before the signal"
+
+    assert server.stop(signal.SIGTERM, timeout=120) == 0, server.describe()
+    wait_until(lambda: process_gone(worker), "the training worker to exit", timeout=120)
+    assert not is_job_alive(folder)
+    job = Job.load(folder)
+    assert job.status is JobStatus.ABORTED and "SIGTERM" in (job.error or ""), (job.status, job.error)
+    # What was written before the signal is intact; the run ended far below its last epoch.
+    assert {k: v for k, v in _snapshot_digest(folder).items() if k in snapshots} == snapshots
+    assert (folder / "metrics.jsonl").read_text().splitlines()[: len(metrics)] == metrics
+    assert max(p["epoch"] for p in read_metrics(job)) < SERVED_EPOCHS / 2
+    assert not list((folder / "snapshots").glob(".tmp-*"))  # no half-written snapshot
+
+
+def _export_workers(server_pid: int) -> list[int]:
+    """The pids of ``digits_core.web.worker_calls export`` processes the server ``server_pid`` started."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            stat = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+            args = (proc / "cmdline").read_bytes().split(b"\0")
+        except (OSError, IndexError):
+            continue
+        if int(stat[1]) == server_pid and b"digits_core.web.worker_calls" in args and b"export" in args:
+            found.append(int(proc.name))
+    return found
+
+
+def test_sigterm_to_serve_while_its_worker_exports_stops_both_leaving_nothing_half_written(
+    live_server, shapes, tmp_path
+):
+    """The model page's Export caught mid-build: server and export worker exit; no staging folder, no archive."""
+    import threading
+
+    from digits_core.engine import train
+
+    jobs, dataset = _served_copy_of(shapes, tmp_path)
+    model = train(dataset, "lenet", name="served export", jobs_dir=jobs, epochs=1, batch_size=8, validation_interval=0)
+    before = json.loads((model.path / "job.json").read_text())
+    server = live_server(jobs, auth_token=TOKEN)
+    answers: list = []
+
+    def post_export():  # blocks until the export ends; here the server goes away first
+        try:
+            answers.append(
+                server.request(
+                    f"/models/{model.id}/export",
+                    method="POST",
+                    data=b"format=savedmodel",
+                    headers={"Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json"},
+                    timeout=600,
+                )
+            )
+        except OSError as exc:  # the connection closed with the server
+            answers.append(exc)
+
+    poster = threading.Thread(target=post_export, daemon=True)
+    poster.start()
+    export_dir = model.path / "export"
+    wait_until(
+        lambda: (
+            export_dir.is_dir()
+            and any(p.name.startswith(".export-") and any(p.iterdir()) for p in export_dir.iterdir())
+        ),
+        "the served export to start building",
+        proc=server.process,
+    )
+    workers = _export_workers(server.process.pid)
+    assert len(workers) == 1, workers
+
+    assert server.stop(signal.SIGTERM, timeout=120) == 0, server.describe()
+    wait_until(lambda: process_gone(workers[0]), "the export worker to exit", timeout=120)
+    poster.join(120)
+    assert answers and (isinstance(answers[0], OSError) or answers[0].status != 200), answers  # no export came back
+    assert sorted(p.name for p in export_dir.iterdir()) == []  # no staging folder, no archive, nothing published
+    assert json.loads((model.path / "job.json").read_text()) == before  # the model job is untouched (still Done)
+    assert Job.load(model.path).status is JobStatus.DONE and not is_job_alive(model.path)

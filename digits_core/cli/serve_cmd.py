@@ -203,13 +203,16 @@ def run(args) -> int:
         flush=True,
     )
     print(f"  data roots: {', '.join(app.config['DIGITS_DATA_ROOTS'])}", flush=True)
-    # SIGTERM/SIGHUP stop the server like Ctrl-C (see digits_core.cli.main): running jobs are stopped
-    # and marked Aborted, the inference worker is closed.
+    # SIGTERM/SIGHUP stop the server like Ctrl-C (see digits_core.cli.main): one-off workers (an export) and
+    # running jobs are stopped, the jobs marked Aborted, the inference worker is closed.
     try:
         app.run(host=args.host, port=args.port, debug=args.debug, use_reloader=False, threaded=True)
     except KeyboardInterrupt:
         pass
     finally:
+        from ..web.worker_calls import stop_workers  # a front door beside this one: loaded with the app, not the CLI
+
+        stop_workers()  # an export (or other one-off worker) the stop caught mid-way: it cleans up and exits
         scheduler.shutdown(abort_running=True)
         app.extensions["digits"]["inference_worker"].close()
     return 0

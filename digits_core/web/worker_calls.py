@@ -8,18 +8,34 @@ the worker comes back as a :class:`DigitsError` with the same message.
 The web app runs inference in a long-lived worker instead
 (:mod:`digits_core.web.inference_worker`, same requests, same :func:`handle`),
 so the model cache stays warm; export still uses a one-off process.
+
+A one-off worker runs in its own session and stops with its server: the
+stopping server sends it SIGTERM (:func:`stop_workers`), which stops it as
+Ctrl-C stops ``digits export`` (what it was building is removed, no result
+is written), and it signals itself so when the server that started it is
+gone (even killed by ``kill -9``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 import traceback
 from pathlib import Path
 
 from ..errors import DigitsError, FormValidationError, InferenceError
+from ..executors.worker import PARENT_PID_ENV, watch_parent
+
+#: The one-off workers running now (their server stops them when it stops: :func:`stop_workers`).
+_running: set[subprocess.Popen] = set()
+_running_lock = threading.Lock()
 
 
 def run_worker(kind: str, request: dict, *, timeout: float = 300) -> dict:
@@ -31,23 +47,49 @@ def run_worker(kind: str, request: dict, *, timeout: float = 300) -> dict:
     with tempfile.TemporaryDirectory(prefix="digits-web-") as tmp:
         req, res = Path(tmp) / "request.json", Path(tmp) / "result.json"
         req.write_text(json.dumps(request), encoding="utf-8")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "digits_core.web.worker_calls", kind, str(req), str(res)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, PARENT_PID_ENV: str(os.getpid())},
+            start_new_session=True,  # its parent watch may kill its own process group, never the server's
+        )
+        with _running_lock:
+            _running.add(proc)
         try:
-            proc = subprocess.run(
-                [sys.executable, "-m", "digits_core.web.worker_calls", kind, str(req), str(res)],
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-                stdin=subprocess.DEVNULL,
-            )
+            _out, err = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired as exc:
+            proc.kill()
+            proc.communicate()
             raise InferenceError(f"The {kind} worker did not finish within {timeout:.0f} s.") from exc
+        finally:
+            with _running_lock:
+                _running.discard(proc)
         if res.is_file():
             result = json.loads(res.read_text(encoding="utf-8"))
             if "error" in result:
                 raise DigitsError(result["error"])
             return result
-        tail = (proc.stderr or "").strip().splitlines()[-5:]
+        tail = (err or "").strip().splitlines()[-5:]
         raise InferenceError(f"The {kind} worker failed (exit code {proc.returncode}): " + " | ".join(tail))
+
+
+def stop_workers(timeout: float = 30.0) -> None:
+    """SIGTERM every one-off worker still running (its server is stopping); SIGKILL any left after ``timeout`` s."""
+    with _running_lock:
+        procs = list(_running)
+    for proc in procs:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    for proc in procs:
+        try:
+            proc.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
 
 
 def _do_infer(request: dict) -> dict:
@@ -201,9 +243,22 @@ def main(argv=None) -> int:
     """Worker entry point: ``KIND REQUEST.json RESULT.json``."""
     argv = sys.argv[1:] if argv is None else argv
     kind, req_path, res_path = argv
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, _interrupt)
+    parent = os.environ.get(PARENT_PID_ENV)
+    if parent and parent.isdigit():
+        watch_parent(int(parent))  # the server stopped or died: SIGTERM to this process
     request = json.loads(Path(req_path).read_text(encoding="utf-8"))
-    Path(res_path).write_text(json.dumps(handle(kind, request), default=str), encoding="utf-8")
+    try:
+        result = handle(kind, request)
+    except KeyboardInterrupt:
+        return 130  # stopped: the export's staging folder and temporary archive are gone, no result
+    Path(res_path).write_text(json.dumps(result, default=str), encoding="utf-8")
     return 0
+
+
+def _interrupt(_signum, _frame):
+    raise KeyboardInterrupt
 
 
 def handle(kind: str, request: dict) -> dict:
