@@ -40,11 +40,10 @@ from typing import TYPE_CHECKING, Any
 from ..config import resolve_jobs_dir
 from ..errors import JobNotFoundError
 from ..faults import disk_error, raise_if_disk_full
-from .lock import (  # noqa: F401  (re-exported by the package digits_core.jobs)
+from .lock import (
     LOCK_FILE,
     JobLock,
     JobLockedError,
-    describe_owner,
     hold_while_running,
     holds_job_lock,
     is_job_alive,
@@ -54,7 +53,7 @@ from .lock import (  # noqa: F401  (re-exported by the package digits_core.jobs)
     release_running_hold,
 )
 from .model import ModelJobFiles
-from .record import (  # noqa: F401  (write_json_atomic, new_job_id: re-exported)
+from .record import (
     SCHEMA_VERSION,
     JobFields,
     JobRecord,
@@ -63,12 +62,9 @@ from .record import (  # noqa: F401  (write_json_atomic, new_job_id: re-exported
     new_job_id,
     write_json_atomic,
 )
-from .status import (  # noqa: F401  (re-exported by the package digits_core.jobs)
-    FINISHED,
-    TRANSITIONS,
+from .status import (
     IllegalTransitionError,
     JobStatus,
-    add_status_listener,
     append_status,
     check_transition,
     notify_status_changed,
