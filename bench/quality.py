@@ -17,10 +17,15 @@ In one run, on this machine, every figure trained through
   ``regression``, 15 epochs: val MAE beside the mean predictor's (goal < 0.05);
 * **image-to-image**: 400 noisy → clean 16×16 digit pairs (noise std 0.1),
   ``image2image``, 10 epochs: val PSNR beside the identity's (goal: + 3 dB);
+* **siamese**: 1,000 / 200 pairs of 600 digit scans (``image-pairs``), the
+  Siamese example network, 10 epochs: val pair accuracy beside a constant
+  answer's;
+* **numpy-arrays**: the 1,797 digit scans as float32 arrays of their raw 0–16
+  values (``numpy-arrays``, 25 % held out), LeNet at its defaults: val top-1;
 * **detection**: ``--detection`` adds the synthetic digits-on-clutter set
   (``digits_data_images.synth_detection``, 800 / 200 at 128×128 by
   default), ``detectnet`` at its default options and epochs: val mAP@0.5
-  (anchor: the issue 24 goal 0.85 within 10 epochs); long on 2 cores.
+  (anchor: the issue 24 goal 0.85 within 10 epochs); about 3 minutes on 2 cores.
 
 Usage::
 
@@ -28,7 +33,7 @@ Usage::
     .venv/bin/python bench/quality.py --only segmentation   # one task
     .venv/bin/python bench/quality.py --detection --det-train 320 --det-val 80 --det-size 64
     .venv/bin/python bench/quality.py --only regression --detection                # the README's detection row
-    .venv/bin/python bench/quality.py --only regression --detection --det-epochs 12  # detectnet with epochs=12
+    .venv/bin/python bench/quality.py --only regression --detection --det-epochs 24  # detectnet with epochs=24
 """
 
 from __future__ import annotations
@@ -39,6 +44,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "networks"
 
 
 def _values(job, name: str) -> list[float]:
@@ -181,6 +188,68 @@ def image_to_image(work: Path, jobs: Path) -> list[dict]:
     ]
 
 
+def siamese(work: Path, jobs: Path) -> list[dict]:
+    from PIL import Image
+    from sklearn.datasets import load_digits
+
+    from digits_core.datasets import create_dataset, open_dataset
+    from digits_core.engine import train
+
+    digits = load_digits()
+    for i, (image, label) in enumerate(zip(digits.images[:600], digits.target[:600])):
+        (work / "classes" / str(label)).mkdir(parents=True, exist_ok=True)
+        Image.fromarray((image * 255 / 16).astype(np.uint8)).save(work / "classes" / str(label) / f"{i:04d}.png")
+    ds = create_dataset(
+        "image-pairs",
+        {"folder": str(work / "classes"), "train_pairs": 1000, "val_pairs": 200, "width": 8, "height": 8},
+        workers=1,
+        jobs_dir=jobs,
+    )
+    _, same = open_dataset(ds.id, jobs_dir=jobs).read_all("val")
+    constant = max(float(np.mean(same)), 1 - float(np.mean(same)))
+    start = time.perf_counter()
+    job = train(ds.id, str(EXAMPLES / "siamese.py"), jobs_dir=jobs, epochs=10, seed=0)
+    accuracy = _values(job, "val_accuracy")
+    return [
+        _row(
+            "siamese (1,000 / 200 digit pairs 8×8, 10 epochs)",
+            "examples/networks/siamese.py",
+            f"val pair accuracy {accuracy[-1]:.3f} (constant answer {constant:.3f})",
+            "chance 0.5",
+            time.perf_counter() - start,
+        )
+    ]
+
+
+def numpy_arrays(work: Path, jobs: Path) -> list[dict]:
+    from sklearn.datasets import load_digits
+
+    from digits_core.engine import train
+    from digits_data_images.numpy_arrays import create_dataset_from_arrays
+
+    digits = load_digits()
+    ds = create_dataset_from_arrays(
+        digits.images.astype(np.float32)[..., None],  # the raw 0-16 values, not pixels
+        digits.target,
+        folder=work / "arrays",
+        jobs_dir=jobs,
+        workers=1,
+        options={"val_percent": 25},
+    )
+    start = time.perf_counter()
+    job = train(ds.id, None, jobs_dir=jobs, seed=0)
+    accuracy = _values(job, "val_accuracy")
+    return [
+        _row(
+            "numpy-arrays (digit scans as float32 0–16 values, 8×8)",
+            "lenet",
+            f"val top-1 {accuracy[-1]:.1%}",
+            "the same scans as PNGs: the classification row",
+            time.perf_counter() - start,
+        )
+    ]
+
+
 def detection(work: Path, jobs: Path, images: int, val_images: int, size: int, epochs: int | None = None) -> list[dict]:
     from digits_core.datasets import create_dataset
     from digits_core.engine import train
@@ -224,17 +293,19 @@ TASKS = {
     "sunnybrook": sunnybrook,
     "regression": regression,
     "image-to-image": image_to_image,
+    "siamese": siamese,
+    "numpy-arrays": numpy_arrays,
 }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", choices=sorted(TASKS), action="append", help="run only this task (repeatable)")
-    parser.add_argument("--detection", action="store_true", help="add the detection figure (long on 2 cores)")
+    parser.add_argument("--detection", action="store_true", help="add the detection figure (~3 min on 2 cores)")
     parser.add_argument("--det-train", type=int, default=800, help="detection training images (default 800)")
     parser.add_argument("--det-val", type=int, default=200, help="detection validation images (default 200)")
     parser.add_argument("--det-size", type=int, default=128, help="detection image size (default 128)")
-    parser.add_argument("--det-epochs", type=int, help="detection epochs (default: detectnet's, 24)")
+    parser.add_argument("--det-epochs", type=int, help="detection epochs (default: detectnet's, 10)")
     args = parser.parse_args()
     rows: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="digits-quality-") as tmp:
