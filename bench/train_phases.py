@@ -6,12 +6,12 @@ to exit:
 
 * **ours**: ``digits dataset create image-classification`` (encoding
   ``none``, 25 % validation) then ``digits train --network lenet --epochs E``
-  (every default: SGD 0.01, batch 64, validation and a snapshot every epoch,
+  (every default: Adam 0.001, batch 64, validation and a snapshot every epoch,
   metrics and TensorBoard events);
 * **Keras**: one script — ``keras.utils.image_dataset_from_directory`` (same
   25 % validation split, grayscale, 28×28, batch 64) with ``cache()`` and
   ``prefetch``, the same LeNet (conv20-pool-conv50-pool-fc500-fc, a
-  ``Rescaling(1/255)`` layer), ``SGD(0.01)``, ``fit(..., validation_data=...)``
+  ``Rescaling(1/255)`` layer), ``Adam(0.001)`` (LeNet's default here), ``fit(..., validation_data=...)``
   for E epochs and ``model.save`` at the end.
 
 Both sides report their phases. Ours come from the engine's phase marks
@@ -72,7 +72,7 @@ import tensorflow as tf
 import keras
 mark("tensorflow import")
 
-folder, out, epochs = sys.argv[1], sys.argv[2], int(sys.argv[3])
+folder, out, epochs, solver = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 train, val = keras.utils.image_dataset_from_directory(
     folder, validation_split=0.25, subset="both", seed=1, color_mode="grayscale", image_size=(28, 28),
     batch_size=64, label_mode="int", verbose=False)
@@ -90,7 +90,8 @@ model = keras.Sequential([
     keras.layers.Dense(500, activation="relu"),
     keras.layers.Dense(num_classes, activation="softmax"),
 ])
-model.compile(optimizer=keras.optimizers.SGD(0.01), loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+optimizer = keras.optimizers.SGD(0.01) if solver == "sgd" else keras.optimizers.Adam(0.001)
+model.compile(optimizer=optimizer, loss="sparse_categorical_crossentropy", metrics=["accuracy"])
 mark("model build")
 
 
@@ -168,7 +169,7 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
-def run_ours(folder: Path, work: Path, epochs: int, env: dict, src: str | None = None) -> dict:
+def run_ours(folder: Path, work: Path, epochs: int, env: dict, src: str | None = None, solver: str = "adam") -> dict:
     jobs, log = work / "jobs", work / "ours.phases"
     digits = [sys.executable, "-m", "digits_core", "--jobs-dir", str(jobs)]
     if src:
@@ -195,7 +196,9 @@ def run_ours(folder: Path, work: Path, epochs: int, env: dict, src: str | None =
     )
     (dataset,) = [p.name for p in jobs.iterdir()]
     launched, ended, train_wall, train_cpu = timed(
-        digits + ["train", "--dataset", dataset, "--network", "lenet", "--epochs", str(epochs), "--quiet"],
+        digits
+        + ["train", "--dataset", dataset, "--network", "lenet", "--epochs", str(epochs), "--quiet"]
+        + (["--solver", "sgd", "--learning-rate", "0.01"] if solver == "sgd" else []),
         {**env, PHASE_LOG_ENV: str(log)},
     )
     phases = summed(read_marks(log, launched, ended))
@@ -205,12 +208,12 @@ def run_ours(folder: Path, work: Path, epochs: int, env: dict, src: str | None =
     return {"phases": phases, "wall": create_wall + train_wall, "cpu": create_cpu + train_cpu}
 
 
-def run_keras(folder: Path, work: Path, epochs: int, env: dict) -> dict:
+def run_keras(folder: Path, work: Path, epochs: int, env: dict, solver: str = "adam") -> dict:
     script, log, out = work / "keras_folder.py", work / "keras.phases", work / "keras-out"
     script.write_text(KERAS_SCRIPT)
     out.mkdir(exist_ok=True)
     launched, ended, wall, cpu = timed(
-        [sys.executable, str(script), str(folder), str(out), str(epochs)], {**env, PHASE_LOG_ENV: str(log)}
+        [sys.executable, str(script), str(folder), str(out), str(epochs), solver], {**env, PHASE_LOG_ENV: str(log)}
     )
     phases = summed(read_marks(log, launched, ended))
     shutil.rmtree(out, ignore_errors=True)
@@ -239,6 +242,12 @@ def main(argv=None) -> int:
         metavar="DIR",
         help="also run ours from this source tree (its digits_core/ first on sys.path), as a third column",
     )
+    parser.add_argument(
+        "--solver",
+        choices=("adam", "sgd"),
+        default="adam",
+        help="both sides' optimizer: adam = LeNet's default here (Adam 0.001, the default), sgd = SGD 0.01",
+    )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
     args = parser.parse_args(argv)
 
@@ -255,11 +264,11 @@ def main(argv=None) -> int:
         ours, keras, base = [], [], []
         for i in range(args.repeat):
             sides = [
-                (keras, lambda: run_keras(folder, work, args.epochs, env)),
-                (ours, lambda: run_ours(folder, work, args.epochs, env)),
+                (keras, lambda: run_keras(folder, work, args.epochs, env, args.solver)),
+                (ours, lambda: run_ours(folder, work, args.epochs, env, solver=args.solver)),
             ]
             if args.baseline_src:
-                sides.append((base, lambda: run_ours(folder, work, args.epochs, env, args.baseline_src)))
+                sides.append((base, lambda: run_ours(folder, work, args.epochs, env, args.baseline_src, args.solver)))
             for into, run in sides if i % 2 == 0 else sides[::-1]:
                 into.append(run())
             print(
@@ -272,7 +281,7 @@ def main(argv=None) -> int:
         shutil.rmtree(work, ignore_errors=True)
     ratio = k["wall"] / o["wall"]
     print(
-        f"\nFOLDER -> LeNet, {args.n} 28x28 PNGs, {args.epochs} epochs (median of {args.repeat}; seconds; load "
+        f"\nFOLDER -> LeNet ({args.solver}), {args.n} 28x28 PNGs, {args.epochs} epochs (median of {args.repeat}; seconds; load "
         f"average {load_before:.2f} before, {os.getloadavg()[0]:.2f} after)"
     )
     sides = [o, k] + ([b] if b else [])

@@ -135,6 +135,8 @@ def test_pipeline_decodes_like_reader(encoded, name, monkeypatch):
         batches = train_dataset(
             src, layout=Layout(4), prep=prep, aug=Augmentation(), seed=0, shuffle=False, start_epoch=0, epochs=1
         )
+        # no autotuning model thread: destroying an iterator joined it through its whole sleep (pipeline_options)
+        assert batches.options().autotune.enabled is False and batches.options().deterministic is True
         xs, ys = zip(*[(x.numpy(), y.numpy()) for x, y in batches])
         _assert_pixels(np.concatenate(xs), want_x, name)
         np.testing.assert_array_equal(np.concatenate(ys), want_y)
@@ -158,6 +160,7 @@ def test_pipeline_decodes_like_reader(encoded, name, monkeypatch):
         # Streamed validation: bytes -> decode/normalize/pad inside tf.data.
         vsrc = StageSource(ds, "val", preload=preload)
         vbatches, steps = val_dataset(vsrc, layout=Layout(3), prep=prep)
+        assert vbatches.options().autotune.enabled is False
         got = [(x.numpy(), y.numpy(), v.numpy()) for x, y, v in vbatches]
         assert len(got) == steps
         gx = np.concatenate([g[0] for g in got])
