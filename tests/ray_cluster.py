@@ -115,13 +115,26 @@ class LocalRayCluster:
 
     def __init__(self, head_cpus: int = 1, node_cpus: int = 1):
         self.temp = Path(tempfile.mkdtemp(prefix="ray", dir="/tmp"))  # short: Ray's unix sockets live here
-        self.port = free_port()
+        self.ports: set[int] = set()
+        self.port = self.new_port()
         self.address = f"127.0.0.1:{self.port}"
         self.head_cpus, self.node_cpus = head_cpus, node_cpus
         self.head: subprocess.Popen | None = None
         self.node: subprocess.Popen | None = None
         self.killed: set[str] = set()  # node ids of killed nodes (Ray may list them alive for a while)
         self.env = {**os.environ, **CLUSTER_ENV, "LD_PRELOAD": str(compile_bind_shim(self.temp))}
+
+    def new_port(self) -> int:
+        """A free port this cluster has not handed out yet.
+
+        :func:`free_port` closes its socket, so two calls can return the same number; Ray then refuses to start
+        ("dashboard_agent_http is trying to use a port number ... that is used by other components").
+        """
+        while True:
+            port = free_port()
+            if port not in self.ports:
+                self.ports.add(port)
+                return port
 
     def _start(self, args: list[str], log: str, env: dict | None = None) -> subprocess.Popen:
         out = open(self.temp / log, "ab")
@@ -135,9 +148,9 @@ class LocalRayCluster:
                     str(100 * 1024 * 1024),
                     "--disable-usage-stats",
                     "--ray-client-server-port",
-                    str(free_port()),
+                    str(self.new_port()),
                     "--dashboard-agent-listen-port",
-                    str(free_port()),
+                    str(self.new_port()),
                     *args,
                 ],
                 stdout=out,

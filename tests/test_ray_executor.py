@@ -346,8 +346,6 @@ def test_ray_train_two_workers_match_the_local_two_worker_run(dataset, jobs_dir,
     import subprocess
     import sys
 
-    from ray_cluster import free_port
-
     common = [
         "--dataset",
         dataset.id,
@@ -401,7 +399,7 @@ def test_ray_train_two_workers_match_the_local_two_worker_run(dataset, jobs_dir,
     ray_job = Job.load(jobs_dir / json.loads(run.stdout)["job_id"])
     assert ray_job.status is JobStatus.DONE, ray_job.error
     # The same run by hand: two local processes with a TF_CONFIG of two loopback workers (bind shim: loopback only).
-    workers = {"worker": [f"127.0.0.1:{free_port()}" for _ in range(2)]}
+    workers = {"worker": [f"127.0.0.1:{cluster.new_port()}" for _ in range(2)]}  # two distinct ports
     procs = []
     for index in range(2):
         env = {**cluster.env, "TF_CONFIG": json.dumps({"cluster": workers, "task": {"type": "worker", "index": index}})}
