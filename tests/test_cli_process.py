@@ -38,3 +38,27 @@ def test_sigterm_and_sighup_stop_a_command_like_ctrl_c(tmp_path):
         assert proc.stdout.readline().strip() == "ready"
         os.kill(proc.pid, sig)
         assert proc.stdout.read().strip() == "cleaned up" and proc.wait() == 130
+
+
+def test_a_signal_whose_interrupt_comes_out_as_another_error_still_reads_interrupted():
+    """A SIGTERM landing while compiled code calls back into Python comes out as that code's error (CI saw
+    TensorFlow's tracing turn it into ``AttributeError``): the command still ends as interrupted, exit 130."""
+    code = (
+        "import os, signal, sys, time\n"
+        "from digits_core import cli\n"
+        "def handler(args):\n"
+        "    try:\n"
+        "        os.kill(os.getpid(), signal.SIGTERM)\n"
+        "        time.sleep(30)\n"
+        "    except KeyboardInterrupt:\n"
+        "        raise AttributeError(\"'dict' object has no attribute '_type_spec'\") from None\n"
+        "cli.build_parser = lambda command: type('P', (), {'parse_args': lambda self, argv: type('A', (), "
+        "{'handler': staticmethod(handler), 'command': 'demo-stub', 'verbose': False})()})()\n"
+        "sys.exit(cli.main(['demo-stub']))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 130 and result.stderr.strip() == "interrupted", result.stderr
+    # Without a signal, the same error is a bug and keeps its traceback.
+    unsignalled = code.replace("os.kill(os.getpid(), signal.SIGTERM)", "raise KeyboardInterrupt")
+    result = subprocess.run([sys.executable, "-c", unsignalled], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1 and "AttributeError" in result.stderr, result.stderr

@@ -122,8 +122,25 @@ def _start_tensorflow(verbose: bool) -> None:
     quiet_tensorflow_startup()
 
 
-def _raise_interrupt(_signum, _frame):
+#: The stop signals this process has received (see :func:`_stop_on_signals`).
+_stop_signals: list[int] = []
+
+
+def _raise_interrupt(signum, _frame):
+    _stop_signals.append(signum)
     raise KeyboardInterrupt
+
+
+def stopped_by_signal() -> bool:
+    """Whether a stop signal (Ctrl-C, SIGTERM, SIGHUP) has reached this command.
+
+    The ``KeyboardInterrupt`` the signal raises can be replaced by another error
+    on its way out: a signal that lands while a compiled extension (TensorFlow
+    tracing a function, for one) is calling back into Python comes out as that
+    extension's ``SystemError`` or ``AttributeError``. The command was still
+    stopped by the user, and says so.
+    """
+    return bool(_stop_signals)
 
 
 def _stop_on_signals() -> None:
@@ -137,6 +154,7 @@ def _stop_on_signals() -> None:
     """
     import signal
 
+    _stop_signals.clear()  # a new command (main() may run several in one process)
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         try:
             signal.signal(sig, _raise_interrupt)
@@ -223,8 +241,18 @@ def main(argv: list[str] | None = None) -> int:
             import traceback
 
             traceback.print_exception(exc.__cause__, file=sys.stderr)
+        if stopped_by_signal():
+            return _interrupted()
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+        return _interrupted()
+    except Exception:
+        if stopped_by_signal():  # the KeyboardInterrupt, replaced on its way out of compiled code
+            return _interrupted()
+        raise
+
+
+def _interrupted() -> int:
+    print("interrupted", file=sys.stderr)
+    return 130
