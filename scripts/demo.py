@@ -220,8 +220,8 @@ def build_all(jobs_dir: Path, epochs_lenet: int, epochs_unet: int, epochs_detect
     ids["lenet"] = job.id
     job = _find(store, "model", UNET_MODEL)
     if job is None:
-        # The left ventricle is a few % of the pixels: class-weighted cross-entropy learns it quickly
-        # (validation Dice ~0.9 after 20 epochs on this set).
+        # The U-Net's defaults (Adam 0.001, cross-entropy) at batch 8: on this set of 64 training slices, batch 8
+        # reaches validation Dice 0.977-0.998 in 30 epochs (4 seeds) where batch 16 ends at 0.86-0.97.
         job = train(
             ids["sunnybrook"],
             "unet",
@@ -229,13 +229,7 @@ def build_all(jobs_dir: Path, epochs_lenet: int, epochs_unet: int, epochs_detect
             jobs_dir=jobs_dir,
             epochs=epochs_unet,
             batch_size=8,
-            solver="adam",
-            learning_rate=0.001,
-            lr_policy="fixed",
             seed=1,
-            loss="ce",
-            class_weights="auto",
-            network_params={"filters": 8, "depth": 3},
             progress=_bar("unet"),
         )
         print()
@@ -320,7 +314,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="web UI port (default: $DIGITS_DEMO_PORT, else 5000)",
     )
     parser.add_argument("--epochs-lenet", type=int, default=10)
-    parser.add_argument("--epochs-unet", type=int, default=20)
+    parser.add_argument("--epochs-unet", type=int, default=30)
     parser.add_argument("--epochs-detectnet", type=int, default=None, help="default: detectnet's own (10)")
     parser.add_argument("--no-serve", action="store_true", help="stop after building and training")
     return parser.parse_args(argv)
