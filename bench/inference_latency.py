@@ -9,8 +9,9 @@ load hits both alike:
   bare `tf.function(lambda x: model(x, training=False))` fed an already
   preprocessed image as a tensor: target ratio <= 1.1x (issue 31);
 * batch throughput (images/s) of `infer(model_id, images)` (raw images in,
-  one network call per batch) versus the bare function on preprocessed
-  tensors of the same size, each batch timed alternately: target >= 0.97x;
+  one network call per batch), given as a list of images and as one
+  ``[N, H, W, C]`` array, versus the bare function on preprocessed tensors
+  of the same size, each batch timed alternately: target >= 0.97x for both;
 * `model.predict` on one image, for reference.
 
 Usage (TensorFlow: run under the shared lock on the team machine)::
@@ -113,18 +114,23 @@ def main(argv=None) -> int:
     images_in = list(batch)
     infer(model_job.id, images_in, jobs_dir=jobs_dir, batch_size=args.batch)
     bare(xb).numpy()
-    api_batch, bare_batch = [], []
-    for _ in range(3 * args.batches):  # alternate batch by batch: both sides see the same load
+    api_batch, array_batch, bare_batch = [], [], []
+    for _ in range(3 * args.batches):  # alternate batch by batch: every side sees the same load
         t = time.perf_counter()
         infer(model_job.id, images_in, jobs_dir=jobs_dir, batch_size=args.batch)
         api_batch.append(time.perf_counter() - t)
         t = time.perf_counter()
+        infer(model_job.id, batch, jobs_dir=jobs_dir, batch_size=args.batch)
+        array_batch.append(time.perf_counter() - t)
+        t = time.perf_counter()
         bare(xb).numpy()
         bare_batch.append(time.perf_counter() - t)
     api_rate, bare_rate = args.batch / statistics.median(api_batch), args.batch / statistics.median(bare_batch)
+    array_rate = args.batch / statistics.median(array_batch)
 
     ratio50, ratio90 = api_p50 / bare_p50, api_p90 / bare_p90
     throughput_ratio = api_rate / bare_rate
+    array_ratio = array_rate / bare_rate
     figures = {
         "single_image_ms": {
             "api_p50": api_p50,
@@ -139,12 +145,14 @@ def main(argv=None) -> int:
         "batch_throughput_img_s": {
             "batch": args.batch,
             "api": api_rate,
+            "api_one_array": array_rate,
             "bare_tf_function": bare_rate,
             "ratio": throughput_ratio,
+            "ratio_one_array": array_ratio,
         },
         "target_ratio_max": 1.1,
         "target_throughput_ratio_min": 0.97,
-        "target_met": ratio50 <= 1.1 and throughput_ratio >= 0.97,
+        "target_met": ratio50 <= 1.1 and min(throughput_ratio, array_ratio) >= 0.97,
     }
     print(f"single image ({len(api_times)} calls each, interleaved):")
     print(f"  digits_core.inference.infer     p50 {api_p50:7.3f} ms   p90 {api_p90:7.3f} ms")
@@ -155,11 +163,15 @@ def main(argv=None) -> int:
     )
     print(f"  model.predict         p50 {figures['single_image_ms']['model_predict_p50']:7.3f} ms (reference)")
     print(f"batch throughput (batch {args.batch}, median of {len(api_batch)} alternating batches):")
-    print(f"  digits_core.inference.infer     {api_rate:9.0f} img/s")
-    print(
-        f"  bare tf.function      {bare_rate:9.0f} img/s   (api / bare = {throughput_ratio:.2f}x, target >= 0.97x: "
-        f"{'met' if throughput_ratio >= 0.97 else 'NOT met'})"
-    )
+    for label, rate, ratio in (
+        ("a list of images", api_rate, throughput_ratio),
+        ("one array", array_rate, array_ratio),
+    ):
+        print(
+            f"  infer, {label:16s}  {rate:9.0f} img/s   (api / bare = {ratio:.2f}x, target >= 0.97x: "
+            f"{'met' if ratio >= 0.97 else 'NOT met'})"
+        )
+    print(f"  bare tf.function          {bare_rate:9.0f} img/s")
     if args.json:
         print(json.dumps(figures, indent=2))
     return 0

@@ -321,6 +321,36 @@ def test_resized_rgb_and_array_inputs_go_through_dataset_preparation(cls_model, 
     assert [s.input_id for s in result.samples] == [str(tmp_path / "big.png"), "raw"]
 
 
+def test_a_ready_batch_takes_the_fast_path_with_the_same_results(cls_model, jobs_dir):
+    """A ``[N, H, W, C]`` array (or a list of such images) of the dataset's shape and dtype goes to the network as
+    it is; the results match the per-image path and plain Keras, and samples are built only when read."""
+    from digits_core.inference import SampleList, infer
+    from digits_core.inference.model import load_inference_model
+    from digits_core.inference.reading import ready_batch
+
+    images = np.stack([toy_image(i % 3, 300 + i) for i in range(6)])
+    model = load_inference_model(cls_model.id, jobs_dir=jobs_dir)
+    assert ready_batch(model, images) is images and ready_batch(model, list(images)).shape == images.shape
+    assert ready_batch(model, [images[0], images[1, :4]]) is None  # another size: read and prepared one by one
+    assert ready_batch(model, images.astype(np.float32)) is None and ready_batch(model, [("a", images[0])]) is None
+
+    expected = _tf_reference(cls_model, 2, images)
+    slow = infer(cls_model.id, [("x", image) for image in images], jobs_dir=jobs_dir, top_n_classes=3)
+    for given in (images, list(images)):
+        result = infer(cls_model.id, given, jobs_dir=jobs_dir, top_n_classes=3)
+        assert isinstance(result.samples, SampleList) and len(result.samples) == 6
+        assert result.samples._built == [None] * 6  # nothing built until read
+        assert np.allclose(result.outputs, expected, atol=1e-5) and np.array_equal(result.outputs, slow.outputs)
+        assert [s.input_id for s in result.samples] == [f"array-{i}" for i in range(6)]
+        assert [s.top for s in result.samples] == [s.top for s in slow.samples]
+        assert [t["index"] for t in result.samples[-1].top] == list(np.argsort(-expected[-1]))[:3]
+        assert result.samples[2] is result.samples[2] and result.samples[1:3] == [result.samples[1], result.samples[2]]
+        assert np.array_equal(result.samples[0].input_data, images[0]) and result.samples[0].ground_truth is None
+        assert result.to_json(include_view=False)["samples"][4]["top"] == slow.samples[4].top
+    with pytest.raises(IndexError):
+        result.samples[6]
+
+
 def test_model_is_cached_and_compiled_once(cls_model, jobs_dir):
     from digits_core.inference import infer
     from digits_core.inference.model import load_inference_model

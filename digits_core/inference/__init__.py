@@ -27,6 +27,7 @@ _EXPORTS = {
     "infer": "digits_core.inference.runner",
     "InferenceResult": "digits_core.inference.runner",
     "InferenceSample": "digits_core.inference.runner",
+    "SampleList": "digits_core.inference.runner",
     "clear_model_cache": "digits_core.inference.model",
     "load_inference_model": "digits_core.inference.model",
     "export_model": "digits_core.inference.export",

@@ -75,12 +75,36 @@ def top_n(probabilities: np.ndarray, n: int, class_labels=None) -> list[dict]:
 
 def top_n_batch(probabilities: np.ndarray, n: int, class_labels=None) -> list[list[dict]]:
     """:func:`top_n` for every row of ``[N, K]`` outputs, with one vectorised sort."""
-    probabilities = np.asarray(probabilities, dtype=np.float64).reshape(len(probabilities), -1)
-    order = np.argsort(-probabilities, axis=1, kind="stable")[:, :n]
-    values = np.take_along_axis(probabilities, order, axis=1).tolist()
-    names = [str(c) for c in class_labels] if class_labels else []
-    count = len(names)
-    return [
-        [{"index": i, "label": names[i] if i < count else str(i), "probability": p} for i, p in zip(row, probs)]
-        for row, probs in zip(order.tolist(), values)
-    ]
+    rows = BatchTopN(probabilities, n, class_labels)
+    return [rows(i) for i in range(len(rows))]
+
+
+class BatchTopN:
+    """:func:`top_n` of any row of ``[N, K]`` outputs, all rows sorted at once the first time one is asked for.
+
+    Args:
+        probabilities: The outputs ``[N, K]`` (or ``[N, ...]``, flattened per row).
+        n: How many classes each list holds.
+        class_labels: Class names by index (missing ones read as the index).
+    """
+
+    def __init__(self, probabilities: np.ndarray, n: int, class_labels=None) -> None:
+        self._probabilities = probabilities
+        self._n = n
+        self._names = [str(c) for c in class_labels] if class_labels else []
+        self._sorted: tuple[list, list] | None = None
+
+    def __len__(self) -> int:
+        return len(self._probabilities)
+
+    def __call__(self, row: int) -> list[dict]:
+        """The top-``n`` list of row ``row``: ``[{index, label, probability}]``, best first."""
+        if self._sorted is None:
+            probabilities = np.asarray(self._probabilities, dtype=np.float64).reshape(len(self._probabilities), -1)
+            order = np.argsort(-probabilities, axis=1, kind="stable")[:, : self._n]
+            self._sorted = order.tolist(), np.take_along_axis(probabilities, order, axis=1).tolist()
+        order, values = self._sorted[0][row], self._sorted[1][row]
+        names, count = self._names, len(self._names)
+        return [
+            {"index": i, "label": names[i] if i < count else str(i), "probability": p} for i, p in zip(order, values)
+        ]

@@ -118,6 +118,31 @@ def _target_image(model: InferenceModel, item: InputItem, label: Any, where: str
     return image.astype(np.float32) / top
 
 
+def ready_batch(model: InferenceModel, inputs: Any) -> np.ndarray | None:
+    """The inputs as one network-ready array, when they already are the model's raw images; else ``None``.
+
+    A ``[N, H, W, C]`` array, or a list of ``[H, W, C]`` arrays, of the
+    dataset's image shape and dtype needs no reading, preparing or checking
+    image by image: it goes to the network as it is (the warm path of a
+    caller that batches its own images). Anything else (files, other sizes
+    or dtypes, labelled tuples) returns ``None`` and takes :func:`read_items`.
+    """
+    shape, dtype = model.feature_shape, model.feature_dtype
+    if isinstance(inputs, np.ndarray):
+        return inputs if inputs.ndim == len(shape) + 1 and inputs.shape[1:] == shape and inputs.dtype == dtype else None
+    if not isinstance(inputs, (list, tuple)) or not inputs:
+        return None
+    if not all(type(given) is np.ndarray and given.dtype == dtype for given in inputs):
+        return None
+    if len(inputs) == 1:
+        return inputs[0][None] if inputs[0].shape == shape else None  # a view, no copy
+    try:
+        batch = np.stack(inputs)
+    except ValueError:  # images of different sizes
+        return None
+    return batch if batch.shape[1:] == shape else None
+
+
 def read_items(model: InferenceModel, items: list[InputItem], budget: Budget) -> tuple[list[str], np.ndarray, list]:
     shape, dtype = model.feature_shape, model.feature_dtype
     ids, features, labels = [], [], []

@@ -7,9 +7,10 @@ that only needs predictions pays for the network alone.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
@@ -60,13 +61,83 @@ class InferenceSample:
         return data
 
 
+class SampleList(Sequence[InferenceSample]):
+    """The samples of a result, each built the first time it is read.
+
+    A list-like sequence (``len``, indexing, slicing, iteration) over the
+    arrays :func:`~digits_core.inference.infer` produced: a caller that only
+    wants the outputs (:attr:`InferenceResult.outputs`) or one sample does
+    not pay for building a Python object, a cropped input view and a top-N
+    list for every input of a batch. A sample, once built, is kept: changes
+    to it (a view's or plugin's annotations) stay.
+
+    Args:
+        ids: The input names, in order.
+        features: The raw inputs ``[N, ...]`` as the network got them.
+        outputs: The network outputs ``[N, ...]``.
+        labels: The ground truths, one per input, or ``None`` when no input has one.
+        network_input: Makes a raw feature into what the network saw (its centre crop).
+        crop_label: Crops a label like the input.
+        top: ``top(i)``, the top-N list of sample ``i`` (classification), or ``None``.
+    """
+
+    def __init__(
+        self,
+        ids: Sequence[str],
+        features: np.ndarray,
+        outputs: np.ndarray,
+        labels: Sequence[Any] | None = None,
+        *,
+        network_input: Callable[[np.ndarray], np.ndarray] = lambda feature: feature,
+        crop_label: Callable[[Any], Any] = lambda label: label,
+        top: Callable[[int], list | None] | None = None,
+    ) -> None:
+        self.ids = ids
+        self.features = features
+        self.outputs = outputs
+        self._labels = labels
+        self._network_input = network_input
+        self._crop_label = crop_label
+        self._top = top
+        self._built: list[InferenceSample | None] = [None] * len(ids)
+
+    def __len__(self) -> int:
+        return len(self._built)
+
+    @overload
+    def __getitem__(self, index: int) -> InferenceSample: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[InferenceSample]: ...
+
+    def __getitem__(self, index: int | slice) -> InferenceSample | list[InferenceSample]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        index = range(len(self))[index]  # negative indices; IndexError past the end
+        sample = self._built[index]
+        if sample is None:
+            label = None if self._labels is None else self._crop_label(self._labels[index])
+            sample = self._built[index] = InferenceSample(
+                self.ids[index],
+                self._network_input(self.features[index]),
+                self.outputs[index],
+                label,
+                self._top(index) if self._top else None,
+            )
+        return sample
+
+    def __repr__(self) -> str:
+        return f"SampleList({len(self)} samples)"
+
+
 @dataclass
 class InferenceResult:
     """What :func:`~digits_core.inference.infer` returns.
 
     Attributes:
         model: The :class:`~digits_core.inference.model.InferenceModel` used.
-        samples: One :class:`InferenceSample` per input, in input order.
+        samples: One :class:`InferenceSample` per input, in input order: a
+            list, or a :class:`SampleList` that builds each sample when it is read.
         metrics: Classification figures over the labelled inputs (see
             :func:`~digits_core.inference.metrics.classification_metrics`), or ``None``.
         view_id: The view that renders the results (``None``: no view for this task).
@@ -78,7 +149,7 @@ class InferenceResult:
     """
 
     model: InferenceModel
-    samples: list[InferenceSample]
+    samples: Sequence[InferenceSample]
     metrics: dict | None = None
     view_id: str | None = None
     view_config: dict = field(default_factory=dict)
@@ -89,6 +160,8 @@ class InferenceResult:
     @property
     def outputs(self) -> np.ndarray:
         """All outputs stacked ``[N, ...]``."""
+        if isinstance(self.samples, SampleList):
+            return self.samples.outputs
         return np.stack([s.output for s in self.samples]) if self.samples else np.zeros((0,))
 
     def run_view(self) -> tuple[Any, Any]:

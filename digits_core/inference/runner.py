@@ -43,14 +43,27 @@ import numpy as np
 from ..errors import FormValidationError, InferenceError
 from ..interfaces import DataIngestion
 from .inputs import collect_inputs
-from .metrics import classification_metrics, top_n_batch
+from .metrics import BatchTopN, classification_metrics
 from .model import load_inference_model
-from .reading import Budget, encode_with_plugin, read_items
-from .result import InferenceResult, InferenceSample
+from .reading import Budget, encode_with_plugin, read_items, ready_batch
+from .result import InferenceResult, InferenceSample, SampleList
 
-__all__ = ["DEFAULT_TOP_N", "InferenceResult", "InferenceSample", "infer"]
+__all__ = ["DEFAULT_TOP_N", "InferenceResult", "InferenceSample", "SampleList", "infer"]
 
 DEFAULT_TOP_N = 5
+
+
+def _run_network(
+    model: Any, features: np.ndarray, batch_size: int, progress: Callable[[int, int], None] | None
+) -> np.ndarray:
+    """The network's outputs for ``features``, ``batch_size`` at a time (one call when there is no progress to report)."""
+    if not progress or not len(features):
+        return model.predict(features, batch_size)
+    batches = []
+    for start in range(0, len(features), batch_size):
+        batches.append(model.predict(features[start : start + batch_size], batch_size))
+        progress(min(start + batch_size, len(features)), len(features))
+    return np.concatenate(batches) if len(batches) > 1 else batches[0]
 
 
 def _finish_inference(instance: DataIngestion | None, plugin_id: str | None, samples: list) -> list[str]:
@@ -151,38 +164,44 @@ def infer(
     model = load_inference_model(model_id, epoch=epoch, jobs_dir=jobs_dir)
     view_id = view_id or model.default_view()
     config = _view_config(view_id, view_config)
-    inputs = list(inputs)
+    batch = None if form_data else ready_batch(model, inputs)
+    inputs = list(inputs) if batch is None else []
+    instance = None
+    errors: list[dict] = []
+    sizes: dict = {}
+    labels: list | None
     if form_data:
         if inputs:
             raise InferenceError("Give either input files or the data plugin's inference form fields, not both.")
         ids, features, labels, errors, instance, sizes = encode_with_plugin(model, form_data, max_errors)
+    elif batch is not None:  # the caller's own batch of ready images: nothing to read or check per image
+        ids, features, labels = [f"array-{i}" for i in range(len(batch))], batch, None
+        if model.task == "detection":
+            sizes = dict.fromkeys(ids, batch.shape[1:3])
     else:
-        instance = None
         if not inputs:
             raise InferenceError("No inputs: give image files, folders or list files.")
         items = collect_inputs(inputs)
         budget = Budget(max_errors, len(items))
         ids, features, labels = read_items(model, items, budget)
         errors = budget.errors
-        sizes = {}
         if model.task == "detection":
             from .detection import source_size
 
             sizes = {item.input_id: source_size(item) for item in items}
-    batches: list[np.ndarray] = []
-    for start in range(0, len(features), batch_size):
-        batches.append(model.predict(features[start : start + batch_size], batch_size))
-        if progress:
-            progress(min(start + batch_size, len(features)), len(features))
-    outputs = np.concatenate(batches) if len(batches) > 1 else batches[0]
-    samples = []
+    outputs = _run_network(model, features, batch_size, progress)
     classification = model.task == "classification"
     if top_n_classes is None:
         top_n_classes = int(config.get("top_n") or DEFAULT_TOP_N)
-    tops = top_n_batch(outputs, top_n_classes, model.class_labels) if classification else [None] * len(ids)
-    for i, input_id in enumerate(ids):
-        truth = model.crop_label(labels[i])
-        samples.append(InferenceSample(input_id, model.network_input(features[i]), outputs[i], truth, tops[i]))
+    samples = SampleList(
+        ids,
+        features,
+        outputs,
+        labels,
+        network_input=model.network_input,
+        crop_label=model.crop_label,
+        top=BatchTopN(outputs, top_n_classes, model.class_labels) if classification else None,
+    )
     if model.task == "detection":
         from .detection import DEFAULT_SCORE_THRESHOLD, to_detections
 
@@ -198,12 +217,12 @@ def infer(
                 threshold,
             )
     metrics = None
-    labelled = [i for i, s in enumerate(samples) if s.ground_truth is not None]
+    labelled = [i for i, label in enumerate(labels) if label is not None] if labels is not None else []
     if classification and labelled:
         metrics = classification_metrics(
             outputs[labelled],
             [int(np.asarray(samples[i].ground_truth).reshape(-1)[0]) for i in labelled],
             model.class_labels,
         )
-    notes = _finish_inference(instance, model.dataset.plugin_id, samples)
+    notes = _finish_inference(instance, model.dataset.plugin_id, list(samples) if instance else [])
     return InferenceResult(model, samples, metrics, view_id, config, errors, notes)
