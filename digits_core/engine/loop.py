@@ -26,7 +26,7 @@ from .distribute import distribute_input
 from .early_stopping import EarlyStopping
 from .pipeline import train_dataset, val_dataset
 from .setup import RunState
-from .snapshots import save_snapshot
+from .snapshot_writer import SnapshotWriter
 from .steps import StepSpec, engine_code_only, make_steps
 
 ABORT_FLAGS: set[str] = set()  # job folders asked to abort from this process (see ``request_abort``)
@@ -129,6 +129,8 @@ class TrainingLoop:
         self.cb = CallbackDriver(
             callbacks, state.model, epochs=state.opts.epochs, steps_per_epoch=state.steps_per_epoch
         )
+        single = state.strat.replicas == 1 and state.strat.num_workers == 1
+        self.snapshots = SnapshotWriter(state.folder, state.model, state.optimizer, background=single)
 
     # -- datasets and steps -------------------------------------------------------------------
 
@@ -159,7 +161,18 @@ class TrainingLoop:
     # -- the loop ---------------------------------------------------------------------------------
 
     def run(self) -> None:
-        """Train to ``total_steps`` (or an abort / early stop); raises :class:`TrainingError` on divergence."""
+        """Train to ``total_steps`` (or an abort / early stop); raises :class:`TrainingError` on divergence.
+
+        No snapshot write is left in flight when it returns or raises.
+        """
+        try:
+            self._run()
+        except BaseException:
+            self.snapshots.close(quiet=True)
+            raise
+        self.snapshots.close()
+
+    def _run(self) -> None:
         import tensorflow as tf
 
         s = self.s
@@ -233,7 +246,7 @@ class TrainingLoop:
                 mark("validation" if self.validations > 1 else "first validation (tracing)")
             if step == s.total_steps or (s.snap_every and step % s.snap_every == 0):
                 mark("steps")
-                self._snapshot(epoch, step)
+                self._snapshot(epoch, step, last=step == s.total_steps)
                 mark("snapshot")
             self._report(
                 {
@@ -254,9 +267,15 @@ class TrainingLoop:
             if s.model.stop_training:
                 self.stopped_early = True
                 if not (s.snap_every and step % s.snap_every == 0) and step != s.total_steps:
-                    self._snapshot(epoch, step)
+                    self._snapshot(epoch, step, last=True)
                 break
         mark("steps")
+        self._train_end(step)
+
+    def _train_end(self, step: int) -> None:
+        s = self.s
+        if self.snapshots.wait():  # train_end callbacks see every snapshot listed
+            mark("snapshot")
         self.cb.train_end(dict(self.last_logs))
         s.job.update(
             worker_report={
@@ -297,6 +316,7 @@ class TrainingLoop:
         self.last_logs.update(ordered)
         window.reset()
         self.heartbeat()
+        self.snapshots.poll()
 
     def _lr_at(self, step: int) -> float:
         optimizer = getattr(self.s.optimizer, "inner_optimizer", self.s.optimizer)
@@ -305,9 +325,9 @@ class TrainingLoop:
             return float(schedule(step))
         return float(optimizer.learning_rate)
 
-    def _snapshot(self, epoch: float, step: int) -> None:
+    def _snapshot(self, epoch: float, step: int, *, last: bool = False) -> None:
         if self.s.strat.is_chief:
-            save_snapshot(self.s.folder, self.s.model, self.s.optimizer, epoch, step)
+            self.snapshots.save(epoch, step, last=last)
 
     # -- validation ---------------------------------------------------------------------------------
 

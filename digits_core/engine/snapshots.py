@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -31,9 +33,21 @@ def save_snapshot(folder: Path, model, optimizer, epoch: float, step: int) -> No
         TrainingError: The disk is full (or quota exceeded, or an I/O error): the half-written
             files are removed first, so the job's end can still be recorded.
     """
+    with disk_errors(folder):
+        files = write_snapshot_files(folder, model, optimizer_arrays(optimizer), epoch, step)
+    add_snapshot(folder, epoch, step, *files)
+
+
+@contextmanager
+def disk_errors(folder: Path) -> Iterator[None]:
+    """Turn a full disk (or an I/O error) while writing a snapshot into :class:`TrainingError`.
+
+    The snapshot's half-written ``.tmp-*`` files are removed first; any other
+    error passes through unchanged.
+    """
     try:
-        _write_snapshot(folder, model, optimizer, epoch, step)
-    except OSError as exc:
+        yield
+    except Exception as exc:
         from ..faults import disk_error_message
 
         message = disk_error_message(exc, folder.parent)
@@ -44,7 +58,17 @@ def save_snapshot(folder: Path, model, optimizer, epoch: float, step: int) -> No
         raise TrainingError(message) from exc
 
 
-def _write_snapshot(folder: Path, model, optimizer, epoch: float, step: int) -> None:
+def optimizer_arrays(optimizer) -> list[np.ndarray]:
+    """Copies of the optimizer's variables (its state), in order, as saved in ``.state.npz``."""
+    return [np.array(v.numpy(), copy=True) for v in optimizer.variables]
+
+
+def write_snapshot_files(folder: Path, model, opt_arrays: list[np.ndarray], epoch: float, step: int) -> tuple[str, str]:
+    """Write ``epoch-<tag>.keras`` and ``epoch-<tag>.state.npz`` (each via a temporary name).
+
+    Returns:
+        The two file names, for :func:`~digits_core.jobs.model.add_snapshot`.
+    """
     snap_dir = folder / jobio.SNAPSHOT_DIR
     snap_dir.mkdir(exist_ok=True)
     tag = jobio.epoch_tag(epoch)
@@ -52,12 +76,12 @@ def _write_snapshot(folder: Path, model, optimizer, epoch: float, step: int) -> 
     tmp = snap_dir / f".tmp-{model_file}"
     model.save(tmp)
     os.replace(tmp, snap_dir / model_file)
-    arrays = {f"opt_{i}": np.asarray(v.numpy()) for i, v in enumerate(optimizer.variables)}
+    arrays = {f"opt_{i}": value for i, value in enumerate(opt_arrays)}
     with open(snap_dir / f".tmp-{state_file}", "wb") as handle:
         payload: dict[str, Any] = {"count": len(arrays), "step": step, **arrays}
         np.savez(handle, **payload)
     os.replace(snap_dir / f".tmp-{state_file}", snap_dir / state_file)
-    add_snapshot(folder, epoch, step, model_file, state_file)
+    return model_file, state_file
 
 
 def restore_optimizer_state(folder: Path, optimizer: Any, snap: SnapshotEntry) -> int:
