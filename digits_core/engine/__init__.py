@@ -17,7 +17,8 @@ called. Modules: :mod:`.options` (hyper-parameters), :mod:`.lr_policies`,
 metrics, labels), :mod:`.trainer` (public API and a run's life cycle), :mod:`.setup`
 (everything before the first step), :mod:`.loop` (the steps), :mod:`.steps`
 (compiled train/val steps), :mod:`.callbacks` (the Keras callback protocol),
-:mod:`.snapshots`.
+:mod:`.snapshots` (save, resume, load, fine-tune), :mod:`.snapshot_writer` (snapshots written off the
+training thread).
 """
 
 from __future__ import annotations
