@@ -330,8 +330,10 @@ def test_a_ready_batch_takes_the_fast_path_with_the_same_results(cls_model, jobs
 
     images = np.stack([toy_image(i % 3, 300 + i) for i in range(6)])
     model = load_inference_model(cls_model.id, jobs_dir=jobs_dir)
-    assert ready_batch(model, images) is images and ready_batch(model, list(images)).shape == images.shape
+    assert ready_batch(model, images) is images and np.array_equal(ready_batch(model, list(images)), images)
     assert ready_batch(model, [images[0], images[1, :4]]) is None  # another size: read and prepared one by one
+    # Sizes that differ although their rows add up to two images: still read one by one, never regrouped.
+    assert ready_batch(model, [images[0, :-1], np.concatenate([images[1], images[1, :1]])]) is None
     assert ready_batch(model, images.astype(np.float32)) is None and ready_batch(model, [("a", images[0])]) is None
 
     expected = _tf_reference(cls_model, 2, images)
