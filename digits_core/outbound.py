@@ -157,15 +157,21 @@ def check_destination(url: str, field: str = "url") -> None:
         raise OutboundURLError(refused, field)
 
 
-def guard_session(session) -> None:
+def guard_session(session, max_retries: Any = 0) -> None:
     """Make a ``requests.Session`` check every connection it opens against :func:`address_allowed`.
 
     The address checked is the one the socket connected to (after DNS
     resolution), for the first request and every redirect; a refused one
     raises :class:`OutboundURLError` before anything is sent on it. Proxies
     from the environment are not used (they would hide the real destination).
+
+    Args:
+        session: The ``requests.Session`` to guard.
+        max_retries: The adapters' retry policy (a ``urllib3`` ``Retry`` or a
+            count, as ``requests.adapters.HTTPAdapter`` takes it); a refused
+            address is never retried.
     """
-    adapter = _adapter_class()()
+    adapter = _adapter_class()(max_retries=max_retries)
     session.trust_env = False
     session.mount("http://", adapter)
     session.mount("https://", adapter)

@@ -50,6 +50,33 @@ def is_uid(value) -> bool:
     return isinstance(value, str) and len(value) <= 64 and bool(_UID.match(value))
 
 
+#: HTTP answers that mean "busy, ask again" (too many requests, request timeout, unavailable, gateway timeout).
+BUSY_STATUSES = (429, 408, 503, 504)
+
+
+def busy_retries():
+    """The source's retry policy: a busy answer (:data:`BUSY_STATUSES`) is asked again twice (at once, then
+    after 1 s); a connection that fails, times out or is refused is not retried, so its error comes at once.
+
+    Returns:
+        A ``urllib3.util.retry.Retry`` for ``requests.adapters.HTTPAdapter(max_retries=...)``.
+    """
+    from urllib3.util.retry import Retry
+
+    return Retry(
+        total=2,
+        connect=0,
+        read=0,
+        other=0,
+        status=2,
+        status_forcelist=BUSY_STATUSES,
+        allowed_methods=None,  # any verb: QIDO/WADO GETs and STOW POSTs alike
+        backoff_factor=0.5,
+        raise_on_status=False,  # the last busy answer goes back to the caller, who names its status
+        respect_retry_after_header=False,  # "briefly": a Retry-After of minutes would hang the job
+    )
+
+
 class DicomWebError(DigitsError):
     """A DICOMweb request failed; the message names the server and the object, never the credentials."""
 
@@ -226,17 +253,23 @@ class DicomWebSource:
         if client is None:
             import requests
             from dicomweb_client.api import DICOMwebClient
+            from requests.adapters import HTTPAdapter
 
             session = requests.Session()
             if self.guarded:
-                guard_session(session)
+                guard_session(session, max_retries=busy_retries())
+            else:
+                adapter = HTTPAdapter(max_retries=busy_retries())
+                session.mount("http://", adapter)
+                session.mount("https://", adapter)
             if self._auth:
                 session.auth = self._auth
             if self._token:
                 session.headers["Authorization"] = f"Bearer {self._token}"
             client = DICOMwebClient(self.url, session=session, timeout=self.timeout)
-            # retry briefly on "busy" answers (429/408/503/504); the default backs off for about 30 s
-            client.set_http_retry_params(retry=True, max_attempts=3, wait_exponential_multiplier=200)
+            # dicomweb-client's own retry repeats *every* failed request (a refused connection, a refused
+            # address) three times with back-off; the session's adapter retries only busy answers.
+            client.set_http_retry_params(retry=False)
             self._local.client = client
         return client
 

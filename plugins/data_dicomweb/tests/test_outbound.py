@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import socket
 import threading
 
 import pytest
@@ -30,15 +31,23 @@ HOSTILE_PATIENT = "EVIL<patient from the response>"
 
 
 class Listener:
-    """A tiny DICOMweb-ish HTTP server on 127.0.0.1 that records what reached it."""
+    """A tiny DICOMweb-ish HTTP server on 127.0.0.1 that records what reached it.
 
-    def __init__(self, redirect_to: str | None = None):
+    ``busy`` makes it answer its first ``busy`` requests "503 Service Unavailable".
+    """
+
+    def __init__(self, redirect_to: str | None = None, busy: int = 0):
         self.requests: list[tuple[str, str | None]] = []
         listener = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_GET(self):  # noqa: N802 - http.server's name
                 listener.requests.append((self.path, self.headers.get("Authorization")))
+                if len(listener.requests) <= busy:
+                    self.send_response(503)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 if redirect_to:
                     self.send_response(302)
                     self.send_header("Location", redirect_to + self.path)
@@ -76,7 +85,7 @@ class Listener:
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.port = self.server.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}/dicom-web"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
         self.thread.start()
 
     def close(self):
@@ -250,3 +259,37 @@ def test_the_web_form_offers_the_named_servers_and_refuses_a_typed_loopback_url(
     )
     assert resp.status_code == 400 and "server_url" in resp.get_data(as_text=True)
     assert pacs.requests == []
+
+
+def test_a_busy_answer_is_asked_again_and_a_failed_connection_is_not(listeners, tmp_path):
+    """503/429/408/504 are retried twice; a connection that fails is not, so its error comes at once."""
+    pacs = listeners(busy=1)
+    assert len(DicomWebSource(pacs.url, cache_dir=tmp_path).find_studies(StudyQuery())) == 1
+    assert len(pacs.requests) == 2  # a busy answer, then the result
+
+    still_busy = listeners(busy=10)
+    with pytest.raises(DicomWebError, match="answered HTTP 503"):
+        DicomWebSource(still_busy.url, cache_dir=tmp_path).find_studies(StudyQuery())
+    assert len(still_busy.requests) == 3
+
+    # A server that accepts each connection and closes it without an answer: asked once, not three times.
+    hangs_up = socket.create_server(("127.0.0.1", 0))
+    accepted = []
+
+    def accept_and_close():
+        while True:
+            try:
+                conn, _ = hangs_up.accept()
+            except OSError:
+                return
+            accepted.append(conn)
+            conn.close()
+
+    threading.Thread(target=accept_and_close, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{hangs_up.getsockname()[1]}/dicom-web"
+        with pytest.raises(DicomWebError, match="Cannot reach the DICOMweb server"):
+            DicomWebSource(url, cache_dir=tmp_path).find_studies(StudyQuery())
+    finally:
+        hangs_up.close()
+    assert len(accepted) == 1
