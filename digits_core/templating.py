@@ -50,10 +50,14 @@ def give_csp_nonce(html: Any, nonce: str) -> Any:
     return type(html)(str.replace(html, f'nonce="{CSP_NONCE_PLACEHOLDER}"', f'nonce="{nonce}"'))
 
 
+@functools.lru_cache(maxsize=256)
 def template_problem(source: str) -> str | None:
     """Return why a plugin template cannot render, or ``None``: a syntax error or an imported template that is missing.
 
-    Cheap: the source is compiled, not rendered.
+    Cheap: the source is compiled, not rendered, and the answer is kept per
+    source (it depends on nothing else: ``helper.html`` is the core's own),
+    so the checks of each plugin discovery and each web app compile a
+    template once per process.
     """
     import jinja2
     from jinja2 import meta

@@ -7,6 +7,7 @@ Our own code (core, bundled plugins, the DIGITS-6 compat layer) imports the new 
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import importlib.util
 import sys
@@ -50,10 +51,17 @@ def test_the_module_moves_are_a_declared_deprecation():
         assert not (ROOT / Path(*old.split("."))).with_suffix(".py").exists(), f"{old} is still a file"
 
 
+@functools.cache
+def _import_nodes(path: Path) -> tuple[ast.AST, ...]:
+    """The imports and attribute reads of one source file, parsed once for both source scans below."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return tuple(node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom, ast.Attribute)))
+
+
 def _imported_names(path: Path, module: str) -> list[tuple[int, str]]:
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in _import_nodes(path):
         if isinstance(node, ast.Import):
             found += [(node.lineno, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -112,7 +120,7 @@ def test_our_own_code_uses_the_application_api_from_its_submodules():
         for path in sorted((ROOT / top).rglob("*.py")):
             if "skeletons" in path.parts or "build" in path.parts:
                 continue
-            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            for node in _import_nodes(path):
                 if isinstance(node, ast.ImportFrom) and node.module == "digits_core" and not node.level:
                     found += [
                         f"{path.relative_to(ROOT)}:{node.lineno}: from digits_core import {a.name}"

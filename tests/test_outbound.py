@@ -33,7 +33,7 @@ def listener():
             pass
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
     server.hits = hits  # type: ignore[attr-defined]
     server.url = f"http://127.0.0.1:{server.server_address[1]}"  # type: ignore[attr-defined]
     yield server

@@ -41,7 +41,7 @@ def server(tmp_path_factory):
     app = create_app(jobs, max_dataset_jobs=2, max_training_jobs=1, data_roots=[tmp_path_factory.getbasetemp()])
     app.extensions["digits"]["scheduler"].poll_interval = 0.2
     httpd = make_server("127.0.0.1", 0, app, threaded=True)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()
     yield {"url": f"http://127.0.0.1:{httpd.server_port}", "app": app, "jobs": jobs}
     httpd.shutdown()

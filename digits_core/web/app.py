@@ -21,6 +21,7 @@ from . import request_guard, security
 from .helpers import wants_json  # noqa: F401 - also importable from here, as before
 from .inference_results import DEFAULT_KEEP_RESULTS
 from .login import DEFAULT_IDLE_MINUTES, LoginState
+from .template_cache import SHARED_BYTECODE_CACHE
 
 logger = logging.getLogger(__name__)
 
@@ -92,6 +93,7 @@ def create_app(
 
     root = resolve_jobs_dir(jobs_dir)
     app = Flask(__name__, static_folder="static", template_folder="templates")
+    app.jinja_options = {**app.jinja_options, "bytecode_cache": SHARED_BYTECODE_CACHE}  # before jinja_env is made
     app.config.update(
         SECRET_KEY=secret_key or secrets.token_hex(32),
         MAX_CONTENT_LENGTH=max_upload_bytes,
