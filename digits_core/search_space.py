@@ -70,7 +70,8 @@ class Space:
             value = rng.uniform(self.low, self.high)
         if _kind(self.option) == "int":
             return min(max(int(round(value)), int(math.ceil(self.low))), int(math.floor(self.high)))
-        return float(f"{value:.6g}")
+        # Rounding to 6 digits (and exp(log(high))) can step past a bound written with more digits.
+        return min(max(float(f"{value:.6g}"), self.low), self.high)
 
     def describe(self) -> str:
         """The space as written on a command line: ``loguniform(0.0001,0.1)``."""

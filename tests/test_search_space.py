@@ -48,6 +48,18 @@ def test_samples_stay_inside_their_ranges_and_log_ranges_cover_the_decades():
     assert values <= {8, 9, 10, 11, 12} and all(type(v) is int for v in values) and len(values) == 5
 
 
+@pytest.mark.parametrize("kind", ["uniform", "loguniform"])
+def test_float_samples_never_step_past_bounds_written_with_more_digits_than_a_sample_keeps(kind):
+    # Samples keep 6 significant digits: 0.12345678 draws near HIGH round up to 0.123457 unless clamped.
+    low, high = 0.10000004, 0.12345678
+    space = parse_search(f"learning_rate={kind}({low!r},{high!r})")
+    rng = random.Random(7)
+    drawn = [space.sample(rng) for _ in range(20000)]
+    assert min(drawn) >= low and max(drawn) <= high
+    assert max(drawn) > high - 1e-4 and min(drawn) < low + 1e-4  # the whole range is reached, not a shrunk one
+    assert all(type(v) is float for v in drawn)
+
+
 def test_random_trials_are_seeded_and_grid_trials_are_every_combination():
     spaces = parse_spaces(["learning_rate=0.1,0.01", "solver=choice(sgd,adam,rmsprop)"])
     assert grid_size(spaces) == 6
