@@ -46,7 +46,17 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 #: Documents whose blocks this module checks.
-DOCUMENTS = ["README.md", "docs/api.md", "docs/custom-networks.md", "docs/formats.md", "docs/architecture.md"]
+#: The manual's pages that run in one sandbox, in this reading order (a later page uses the jobs an earlier
+#: one made, as the single README they were split from did).
+MANUAL = ["README.md", "docs/export.md"]
+DOCUMENTS = [
+    *MANUAL,
+    "docs/security.md",
+    "docs/api.md",
+    "docs/custom-networks.md",
+    "docs/formats.md",
+    "docs/architecture.md",
+]
 #: Guides whose code blocks a walkthrough test of their own runs (with its own tags).
 OWN_TESTS = {
     "docs/writing-plugins.md": "tests/test_plugin_guide.py",
@@ -59,7 +69,7 @@ BIN = Path(sys.executable).parent
 
 #: placeholder -> (job kind, job name), per document; resolved to the newest such job when a line runs.
 PLACEHOLDERS = {
-    "README.md": {
+    "manual": {
         "LV_DATASET_ID": ("dataset", "sunnybrook64"),
         "DATASET_ID": ("dataset", "digits"),
         "SUNNYBROOK_MODEL": ("model", "lv"),
@@ -109,7 +119,7 @@ labels = _np.arange(20) % 2
 """
 #: Extra prelude per document, after the placeholders are known (``_ids``: placeholder -> id).
 PRELUDE_EXTRA = {
-    "README.md": "import keras\nmy_keras_callback = keras.callbacks.Callback()\n"
+    "manual": "import keras\nmy_keras_callback = keras.callbacks.Callback()\n"
     "images = _np.zeros((2, 28, 28, 1), _np.uint8)\n",
     "docs/custom-networks.md": "from digits_core.jobs import JobStore as _JobStore\n"
     "job = _JobStore().get(_ids['MODEL_ID'])\n"
@@ -314,14 +324,15 @@ def _run_python(block: Block, sandbox: dict, placeholders: dict) -> subprocess.C
     root = sandbox["root"]
     text = rewrite(block.text, root)
     ids = {}
+    prelude_extra = PRELUDE_EXTRA.get(_group(block.document), "")
     for name, (kind, job_name) in placeholders.items():
-        if name in text or name in PRELUDE_EXTRA.get(block.document, ""):
+        if name in text or name in prelude_extra:
             ids[name] = job_id(root / "jobs", kind, job_name)
             text = text.replace(name, ids[name] if name[0] != "<" else str(root / "jobs" / ids[name]))
     dicoms = sorted(root.glob("tmp/sunnybrook/challenge_training/*/IM-*-0048.dcm"))
     if dicoms:
         text = text.replace("IM-0001-0048.dcm", str(dicoms[0]))
-    code = PRELUDE + f"_ids = {ids!r}\n" + PRELUDE_EXTRA.get(block.document, "") + text
+    code = PRELUDE + f"_ids = {ids!r}\n" + prelude_extra + text
     return subprocess.run(
         [sys.executable, "-c", code],
         cwd=sandbox["work"],
@@ -332,18 +343,24 @@ def _run_python(block: Block, sandbox: dict, placeholders: dict) -> subprocess.C
     )
 
 
-def run_document(document: str, tmp_path: Path, before=None) -> None:
+def _group(document: str) -> str:
+    """The key of a document's placeholders and prelude: "manual" for the pages of :data:`MANUAL`."""
+    return "manual" if document in MANUAL else document
+
+
+def run_document(document: str | list[str], tmp_path: Path, before=None) -> None:
+    """Run the ``run`` blocks of one document, or of several in order in one sandbox."""
+    documents = [document] if isinstance(document, str) else document
     sandbox = make_sandbox(tmp_path)
     if before:
         before(sandbox)
-    placeholders = PLACEHOLDERS.get(document, {})
-    for block in parse(document):
+    for block in [block for name in documents for block in parse(name)]:
         if block.kind != "run":
             continue
         runner = _run_bash if block.lang == "bash" else _run_python
-        result = runner(block, sandbox, placeholders)
+        result = runner(block, sandbox, PLACEHOLDERS.get(_group(block.document), {}))
         assert result.returncode == 0, (
-            f"{document}:{block.line} failed ({result.returncode}):\n{block.text}\n"
+            f"{block.document}:{block.line} failed ({result.returncode}):\n{block.text}\n"
             f"--- stdout\n{result.stdout[-3000:]}\n--- stderr\n{result.stderr[-3000:]}"
         )
 
@@ -382,5 +399,5 @@ def test_formats_reader_decodes_png_records(tmp_path):
 
 
 @pytest.mark.slow
-def test_readme_runs(tmp_path):
-    run_document("README.md", tmp_path)
+def test_manual_runs(tmp_path):
+    run_document(MANUAL, tmp_path)
