@@ -408,8 +408,9 @@ def _csv_pairs(csv_path: Path) -> list[tuple[str, Path, Path]]:
                 f"{where}: give two columns, the image and the label NIfTI path "
                 f"(found {len([c for c in cells if c])} non-empty of {len(cells)})"
             )
-        image = resolve_in_roots(cells[0], base=csv_path.parent, where=where)  # the gate before any look
-        label = resolve_in_roots(cells[1], base=csv_path.parent, where=where)
+        # Each column through the gate on its own, before any look at either file.
+        image = resolve_in_roots(cells[0], base=csv_path.parent, where=f"{where}, image column")
+        label = resolve_in_roots(cells[1], base=csv_path.parent, where=f"{where}, label column")
         for what, path in (("image", image), ("label", label)):
             if not is_nifti(path) or not path.is_file():
                 raise DatasetError(f"{where}: the {what} {path} is not a NIfTI file (.nii, .nii.gz)")

@@ -73,24 +73,32 @@ def test_a_bad_row_is_an_error_naming_the_csv_line(scattered, tmp_path, line, me
     assert not list((tmp_path / "jobs").glob("*/dataset/dataset.json"))  # nothing published
 
 
-def test_csv_paths_outside_the_data_roots_are_refused_by_the_gate_with_no_existence_oracle(scattered, tmp_path):
+@pytest.mark.parametrize("column", ["image", "label"])
+def test_each_csv_column_outside_the_data_roots_is_refused_on_its_own_with_no_existence_oracle(
+    scattered, tmp_path, column
+):
     from digits_core import registry
 
     root, rows = scattered
     outside = tmp_path / "outside"
     outside.mkdir()
     shutil.copy(root / "scans" / "heart_000.nii.gz", outside / "real.nii.gz")
+    image_in, label_in = rows[3].split(",")  # a row whose files are inside the roots
     messages = []
     for name in ("real.nii.gz", "missing.nii.gz"):
-        (root / "pairs.csv").write_text("\n".join([*rows[:3], f"../outside/{name},../outside/{name}"]) + "\n")
+        # only one column leaves the roots: the other one is a real pair's file inside them
+        row = f"../outside/{name},{label_in}" if column == "image" else f"{image_in},../outside/{name}"
+        (root / "pairs.csv").write_text("\n".join([*rows[:3], row]) + "\n")
         plugin = registry.get_data_ingestion("nifti-volumes")(pairs_file=str(root / "pairs.csv"))
         with confined_to([root]), pytest.raises(OutsideDataRootsError) as exc:
             plugin.list_cases()
         messages.append(str(exc.value))
-    assert messages[0] == messages[1] and "pairs.csv line 4" in messages[0] and "real.nii.gz" not in messages[0]
+    assert messages[0] == messages[1]  # the same answer whether the file outside exists or not
+    assert messages[0].startswith(f"{root / 'pairs.csv'} line 4, {column} column: the path is outside")
+    assert "real.nii.gz" not in messages[0] and "outside/" not in messages[0]
+    (root / "pairs.csv").write_text("\n".join(rows) + "\n")
     with confined_to([root]):  # the rows inside the roots pass the same gate
         plugin = registry.get_data_ingestion("nifti-volumes")(pairs_file=str(root / "pairs.csv"))
-        (root / "pairs.csv").write_text("\n".join(rows) + "\n")
         assert len(plugin.list_cases()[0]) == len(rows) - 1
 
 
