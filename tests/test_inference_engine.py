@@ -87,11 +87,54 @@ def test_engine_unet_with_crop_infer_and_export(engine_jobs, tmp_path):
     result = infer(unet.id, inputs, jobs_dir=jobs_dir)
     assert result.samples[0].output.shape == (16, 16, 2)
     assert result.samples[0].ground_truth.shape == (16, 16)
+    from keras_reference import reference_predict
+
+    # The network's own outputs (plain Keras, numpy preprocessing with the centre crop), and the view's scores
+    # computed from them against the centre of the mask: a crop off by a pixel or a transposed mask changes them.
+    expected = reference_predict(unet.path, np.stack([x for _, x, _ in inputs]))
+    assert np.allclose(result.outputs, expected, atol=1e-5)
     data = result.to_json()
-    assert data["view"] == "image-segmentation" and data["samples"][0]["view"]["scores"]
+    assert data["view"] == "image-segmentation"
+    for (_, _, mask), sample, shown in zip(inputs, result.samples, data["samples"]):
+        truth, predicted = mask[4:20, 4:20], np.argmax(sample.output, axis=-1)
+        assert np.array_equal(sample.ground_truth, truth)
+        scores = {s["class"]: s for s in shown["view"]["scores"]}
+        assert sorted(scores) == sorted(int(c) for c in np.union1d(truth, predicted))
+        for c, s in scores.items():
+            t, p = truth == c, predicted == c
+            assert (s["truth_pixels"], s["predicted_pixels"]) == (int(t.sum()), int(p.sum()))
+            assert s["dice"] == pytest.approx(2 * (t & p).sum() / (t.sum() + p.sum()))
     archive = export_model(unet.id, tmp_path / "unet.tar.gz", jobs_dir=jobs_dir)
     with tarfile.open(archive) as tar:
         assert any(name.endswith(f"serving/{unet.id}/1/saved_model.pb") for name in tar.getnames())
+
+
+def test_a_list_of_images_with_the_right_pixel_count_but_another_shape_is_prepared_image_by_image(engine_jobs):
+    """The fast path joins a list of ready images into one batch: only images of exactly the model's shape.
+
+    An image with the element count of a 16x16 one but another shape (8x32, a flattened row) is resized like any
+    other odd-sized input, never reinterpreted as 16x16 by a reshape.
+    """
+    from digits_core.inference import infer
+    from digits_core.inference.model import load_inference_model
+    from digits_core.inference.reading import ready_batch
+
+    jobs_dir, lenet, _, shapes, _ = engine_jobs
+    pairs = _entries(shapes, {"count": 96, "val_count": 16, "size": 16, "classes": 3, "seed": 0}, "val", 2)
+    right = np.asarray(pairs[0][0]).reshape(16, 16, 1)
+    model = load_inference_model(lenet.id, jobs_dir=jobs_dir)
+    assert model.feature_shape == (16, 16, 1) and right.dtype == model.feature_dtype
+    wide = np.ascontiguousarray(np.asarray(pairs[1][0]).reshape(16, 16, 1)[::2].repeat(2, axis=1))  # 8x32
+    flat = np.asarray(pairs[1][0]).reshape(256, 1, 1)
+    for odd in (wide, flat):
+        assert odd.size == right.size and odd.dtype == right.dtype
+        assert ready_batch(model, [right, odd]) is None
+        batch = infer(lenet.id, [right, odd], jobs_dir=jobs_dir)
+        one_by_one = [infer(lenet.id, [("x", image)], jobs_dir=jobs_dir).outputs[0] for image in (right, odd)]
+        assert np.allclose(batch.outputs, np.stack(one_by_one), atol=1e-6)
+        assert not np.allclose(
+            batch.outputs[1], infer(lenet.id, [odd.reshape(16, 16, 1)], jobs_dir=jobs_dir).outputs[0]
+        )
 
 
 CUSTOM_NET = """
