@@ -26,11 +26,12 @@ DEMO_ARGS ?=
 demo: setup
 	$(BIN)/python scripts/demo.py $(DEMO_ARGS)
 
-# Lint (ruff) and type checks (mypy); settings and the backlog of ignores are in pyproject.toml.
+# Lint (ruff), type checks (mypy) and the manual (docs/ built with MkDocs; a broken link or anchor fails); settings and the backlog of ignores are in pyproject.toml.
 lint: setup
 	$(BIN)/python -m ruff check .
 	$(BIN)/python -m ruff format --check .
 	$(BIN)/python -m mypy
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet -d build/site
 
 # Set up, lint, then run the whole test suite (slow end-to-end tests included), the container
 # built and run among them where podman can run (tests/test_container_run.py, about 4 minutes).

@@ -1,4 +1,4 @@
-"""Every flag of every ``digits`` command is documented: README's reference is generated from the parsers."""
+"""Every flag of every ``digits`` command is documented: docs/cli.md's reference is generated from the parsers."""
 
 from __future__ import annotations
 
@@ -7,10 +7,11 @@ import argparse
 from digits_core.cli import reference
 
 
-def test_readme_block_matches_the_parsers():
-    text = reference.README.read_text(encoding="utf-8")
+def test_page_block_matches_the_parsers():
+    assert reference.PAGE.name == "cli.md" and reference.PAGE.parent.name == "docs"
+    text = reference.PAGE.read_text(encoding="utf-8")
     assert reference.replace_block(text, reference.markdown()) == text, (
-        "README.md's command-line reference is out of date: run python -m digits_core.cli.reference --write"
+        "docs/cli.md's command-line reference is out of date: run python -m digits_core.cli.reference --write"
     )
 
 
@@ -28,7 +29,7 @@ def test_every_flag_is_listed_with_help_text():
 
 
 def test_a_new_undocumented_flag_fails_the_check(tmp_path, monkeypatch):
-    readme = tmp_path / "README.md"
+    readme = tmp_path / "cli.md"
     readme.write_text("x\n" + reference.markdown() + "\ny\n", encoding="utf-8")
     assert reference.main(["--check", "--readme", str(readme)]) == 0
     original = reference.commands

@@ -2,7 +2,7 @@
 
 The module's fixture runs ``scripts/build-container.sh``, which builds the image of the working tree
 from the Dockerfile with podman on a Debian base made by mmdebstrap (no image registry; about 3
-minutes from nothing on a quiet 2-core machine); the test runs it as the README says
+minutes from nothing on a quiet 2-core machine); the test runs it as docs/web-ui.md says
 (``/data`` and ``/jobs`` mounted from the host, ``DIGITS_AUTH_TOKEN`` set, port 5000 published on
 127.0.0.1) and checks, against the running container: the image's health check passes, the token
 login works (and nothing is served without it), a dataset is built from the mounted ``/data``, a
@@ -129,7 +129,7 @@ def container(image, tmp_path_factory):
     data, jobs = root / "data", root / "jobs"
     _class_folders(data / "digits")
     jobs.mkdir()
-    os.chown(jobs, 1000, 1000)  # the image's user owns the jobs volume, as the README's run says
+    os.chown(jobs, 1000, 1000)  # the image's user owns the jobs volume, as the run in docs/web-ui.md says
     for path in (root, data, *data.rglob("*")):
         path.chmod(path.stat().st_mode | 0o755 if path.is_dir() else 0o644)
     name, port = f"digits-test-{uuid.uuid4().hex[:8]}", _free_port()

@@ -17,15 +17,15 @@ from digits_core.datasets.options import (
 )
 from digits_core.errors import DatasetError
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+PAGE = Path(__file__).resolve().parents[1] / "docs" / "datasets.md"
 
 
-def test_readme_table_is_generated_from_the_declaration():
-    text = README.read_text(encoding="utf-8")
+def test_docs_table_is_generated_from_the_declaration():
+    text = PAGE.read_text(encoding="utf-8")
     begin, end = "<!-- dataset-options:begin -->\n", "<!-- dataset-options:end -->"
     assert begin in text and end in text
     assert text.split(begin, 1)[1].split(end, 1)[0] == markdown_table(), (
-        "README's dataset options table is stale: paste `python -m digits_core.datasets.options` between the markers"
+        "docs/datasets.md's dataset options table is stale: paste `python -m digits_core.datasets.options` between the markers"
     )
 
 

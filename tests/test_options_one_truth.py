@@ -14,19 +14,19 @@ from digits_core.engine.options import Augmentation, TrainingOptions
 from digits_core.jobs import Job, JobStatus
 from digits_core.web import create_app
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+TRAINING_PAGE = Path(__file__).resolve().parents[1] / "docs" / "training.md"
 
 
 def test_every_option_is_declared_once_and_docs_match():
     fields = {f.name for f in dataclasses.fields(TrainingOptions) if f.name != "augmentation"}
     fields |= {f"aug_{f.name}" for f in dataclasses.fields(Augmentation)}
     assert fields == set(BY_NAME), "TrainingOptions fields and option_specs differ"
-    text = README.read_text(encoding="utf-8")
+    text = TRAINING_PAGE.read_text(encoding="utf-8")
     begin, end = "<!-- training-options:begin -->\n", "<!-- training-options:end -->"
     assert begin in text and end in text
     documented = text.split(begin, 1)[1].split(end, 1)[0]
     assert documented == markdown_table(), (
-        "README's options table is stale: paste `python -m digits_core.engine.option_specs` between the markers"
+        "docs/training.md's options table is stale: paste `python -m digits_core.engine.option_specs` between the markers"
     )
 
 
@@ -171,7 +171,7 @@ def volume_web(tmp_path_factory):
 @pytest.mark.parametrize(
     "changes",
     [
-        {},  # every door with its defaults: the README's unet3d / unet2.5d figures
+        {},  # every door with its defaults: the unet3d / unet2.5d figures of docs/medical-imaging.md
         {"epochs": 30, "learning_rate": 0.01, "validation_interval": 1},  # the 2-D engine defaults, typed on purpose
         {"volume_patch": "8,8,8", "volume_overlap": 0.25, "volume_base_filters": 4, "volume_steps_per_epoch": 7},
     ],
@@ -227,7 +227,7 @@ def test_volume_networks_cli_web_and_api_resolve_the_same_run(volume_web, networ
             assert run["patch"] == [int(v) for v in value.split(",")]
         else:
             assert run[_VOLUME_FIELDS[name]] == value, name
-    if not changes:  # the defaults the README's figures were measured with
+    if not changes:  # the defaults the figures of docs/medical-imaging.md were measured with
         assert (run["epochs"], run["steps_per_epoch"], run["val_every"], run["batch_size"]) == (40, 25, 5, 2)
         assert (run["learning_rate"], run["base_filters"], run["levels"], run["overlap"]) == (1e-3, 8, 3, 0.5)
         assert run["patch"] == ([4, 12, 12] if network == "unet3d" else [1, 12, 12])  # ¾ of 8×16×16, ÷4

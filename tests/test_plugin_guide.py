@@ -221,9 +221,11 @@ def test_example_forms_render_in_the_web_ui(tmp_path, monkeypatch):
         assert f'name="{field}"' in html, field
 
 
-def test_readme_links_the_guide():
+def test_readme_and_plugins_page_link_the_guide():
     readme = (REPO / "README.md").read_text(encoding="utf-8")
-    assert "## Writing plugins" in readme and "docs/writing-plugins.md" in readme
+    page = (REPO / "docs" / "plugins.md").read_text(encoding="utf-8")
+    assert "](docs/writing-plugins.md)" in readme
+    assert "## Writing plugins" in page and "](writing-plugins.md)" in page
 
 
 # -- the walkthrough --------------------------------------------------------------

@@ -181,14 +181,16 @@ def test_every_hookspec_is_implemented_and_tested(name):
 
 @pytest.mark.parametrize("name", hookspec_names())
 def test_every_hookspec_is_documented_with_its_exact_signature(name):
-    """The README's hook table gives each hook as ``name(arguments)``, exactly as hookspecs.py declares it."""
+    """The hook table of docs/plugins.md gives each hook as ``name(arguments)``, exactly as hookspecs.py declares it."""
     signature = f"{name}({', '.join(inspect.signature(getattr(hookspecs, name)).parameters)})"
     table = [
-        line for line in (REPO / "README.md").read_text(encoding="utf-8").splitlines() if line.startswith(f"| `{name}(")
+        line
+        for line in (REPO / "docs" / "plugins.md").read_text(encoding="utf-8").splitlines()
+        if line.startswith(f"| `{name}(")
     ]
-    assert table, f"hook {name} has no row in the README's hook table"
+    assert table, f"hook {name} has no row in the hook table of docs/plugins.md"
     assert table == [f"| `{signature}` | {table[0].split('` | ', 1)[1]}"], (
-        f"the README's row for {name} must show its signature as declared: {signature}"
+        f"the row of docs/plugins.md for {name} must show its signature as declared: {signature}"
     )
     docstring = inspect.getdoc(getattr(hookspecs, name)) or ""
     assert docstring.strip(), f"hook {name} has no docstring in hookspecs.py"

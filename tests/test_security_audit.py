@@ -6,7 +6,7 @@ One server runs as an operator would run it (``--auth-token``, a data root,
 Host, Origin, CSRF, token, path fields, paths inside files, SSRF,
 credential forwarding, sizes, login, a second server and resume. Every
 probe is counted; the counts are printed (``-s``) and quoted in the
-README's security section. Nothing but 127.0.0.1 is ever contacted.
+docs/security.md (Audit). Nothing but 127.0.0.1 is ever contacted.
 """
 
 from __future__ import annotations

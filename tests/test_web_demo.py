@@ -1,4 +1,4 @@
-"""The README demo's data export and command line (the demo end to end: tests/test_demo_end_to_end.py)."""
+"""The demo's (README.md, docs/getting-started.md) data export and command line (the demo end to end: tests/test_demo_end_to_end.py)."""
 
 from __future__ import annotations
 

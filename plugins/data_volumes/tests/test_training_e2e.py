@@ -1,7 +1,7 @@
 """From the command line: a synthetic Decathlon task → msd-volumes → unet3d / unet2.5d → digits infer → NIfTI / DICOM-SEG.
 
 Real TensorFlow training on tiny volumes (12×24×24), short runs: these check that the pieces work and
-learn, not the default-options figure (README "3-D volumes" has that, with its command).
+learn, not the default-options figure (docs/medical-imaging.md, "3-D volumes", has that, with its command).
 """
 
 from __future__ import annotations
