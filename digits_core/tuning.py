@@ -39,10 +39,16 @@ from typing import Any
 
 from .errors import FormValidationError
 from .groups import normalize_group
+from .jobs.lock import LOCK_FILE, JobLock, is_job_alive, record_lock
+from .jobs.record import SweepRecord, write_json_atomic
 from .jobs.sweep import SWEEP_FILE, read_sweep_record, update_sweep_record, write_sweep_record
-from .search_space import check_networks, grid_size, grid_trials, parse_spaces, random_trials
+from .search_space import MAX_TRIALS, check_networks, grid_size, grid_trials, parse_spaces, random_trials
 
 SCHEDULERS = ("grid", "random", "asha")
+#: Most trials one sweep runs at the same time (``max_concurrent``); Ray still runs no more than it has CPUs for.
+MAX_CONCURRENT = 64
+#: Most epochs of a trial (``max_epochs``): the ``epochs`` training option's own bound.
+MAX_EPOCHS = 100000
 SWEEPS_DIR = ".sweeps"
 #: Written in a sweep's folder by an abort: trials not started yet do not start.
 SWEEP_ABORT_FILE = "abort"
@@ -61,7 +67,8 @@ class TuneSettings:
         mode: ``min``, ``max`` or ``auto`` (from the metric's name).
         grace_period: ASHA: epochs before a trial may be cut.
         reduction_factor: ASHA: a rung keeps the best 1/reduction_factor of the trials.
-        max_concurrent: Trials running at the same time (``None``: as many as Ray has CPUs).
+        max_concurrent: Trials running at the same time, at most :data:`MAX_CONCURRENT` (``None``: as many as
+            Ray has CPUs).
         seed: Seed of the random points (``None``: random).
     """
 
@@ -82,18 +89,25 @@ class TuneSettings:
         errors: dict[str, list[str]] = {}
         if self.scheduler not in SCHEDULERS:
             errors["scheduler"] = [f"choose one of {', '.join(SCHEDULERS)}"]
-        for name, low in (("max_epochs", 1), ("grace_period", 1)):
+        bounds = {
+            "trials": MAX_TRIALS,
+            "max_epochs": MAX_EPOCHS,
+            "grace_period": MAX_EPOCHS,
+            "max_concurrent": MAX_CONCURRENT,
+        }
+        for name, high in bounds.items():
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                errors[name] = [f"a whole number of at least {low}"]
+            if name == "max_concurrent" and value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
+                errors[name] = [f"a whole number from 1 to {high}, not {str(value)[:40]}"]
         if not errors and self.grace_period > self.max_epochs:
             errors["grace_period"] = [f"at most max_epochs ({self.max_epochs})"]
-        if not isinstance(self.reduction_factor, (int, float)) or not self.reduction_factor > 1:
+        factor = self.reduction_factor
+        if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 1 < factor < float("inf"):
             errors["reduction_factor"] = ["a number above 1 (3 keeps the best third at each rung)"]
-        if self.max_concurrent is not None and (not isinstance(self.max_concurrent, int) or self.max_concurrent < 1):
-            errors["max_concurrent"] = ["a whole number of at least 1"]
         if not str(self.metric).startswith("val_"):
-            errors["metric"] = [f'"{self.metric}" is not a validation metric: use a logged val_* name']
+            errors["metric"] = [f'"{str(self.metric)[:80]}" is not a validation metric: use a logged val_* name']
         if self.mode not in ("auto", "min", "max"):
             errors["mode"] = ["choose one of auto, min, max"]
         if errors:
@@ -119,7 +133,7 @@ def read_sweep(sweep_id: str, jobs_dir: Any = None) -> dict:
     folder = sweeps_root(jobs_dir) / str(sweep_id)
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", str(sweep_id)) or not (folder / SWEEP_FILE).is_file():
         raise JobNotFoundError(f'No sweep "{sweep_id}" in {sweeps_root(jobs_dir)}')
-    record: dict[str, Any] = dict(read_sweep_record(folder))
+    record: dict[str, Any] = dict(reap_sweep_record(folder))  # Running with no live process: Aborted
     started = {}
     for path in folder.glob("trial-*.json"):
         try:
@@ -129,6 +143,39 @@ def read_sweep(sweep_id: str, jobs_dir: Any = None) -> dict:
             continue
     record["trials_started"] = dict(sorted(started.items()))
     return record
+
+
+def reap_sweep_record(folder: Path) -> SweepRecord:
+    """``sweep.json``, first marked Aborted when it says Running and no live process runs the sweep.
+
+    The process that runs a sweep holds the sweep folder's owner lock
+    (:class:`~digits_core.jobs.lock.JobLock`, as a job's runner does) from before
+    its record says Running until it has written how the sweep ended. Running
+    with no live holder is a sweep whose process died (a server killed with
+    ``kill -9``, a reboot): it is marked Aborted here, naming that process, and
+    resumes like a job (:func:`resume_sweep`).
+
+    Raises:
+        JobNotFoundError: The file is missing or unreadable (the message names it).
+    """
+    record = read_sweep_record(folder)
+    if record.get("status") != "Running" or is_job_alive(folder):
+        return record
+    with record_lock(folder):
+        record = read_sweep_record(folder)
+        if record.get("status") == "Running" and not is_job_alive(folder):
+            record.update({"status": "Aborted", "finished": time.time(), "error": _died_note(folder)})
+            write_json_atomic(folder / SWEEP_FILE, record)
+    return record
+
+
+def _died_note(folder: Path) -> str:
+    try:
+        owner = json.loads((folder / LOCK_FILE).read_text(encoding="utf-8"))
+        who = f"pid {int(owner['pid'])} on {str(owner['host'])[:100]}"
+    except (OSError, ValueError, KeyError, TypeError):
+        who = "its process"
+    return f"The process that ran this sweep ({who}) ended without finishing it; resume the sweep to run the rest."
 
 
 def list_sweeps(jobs_dir: Any = None) -> list[dict]:
@@ -157,8 +204,9 @@ class TuneHandle:
         self.error: BaseException | None = None
         self._thread: threading.Thread | None = None
 
-    def start(self, plan: dict) -> TuneHandle:
-        """Run the sweep on Ray Tune in a background thread."""
+    def start(self, plan: dict, owner: JobLock) -> TuneHandle:
+        """Run the sweep on Ray Tune in a background thread, which releases ``owner`` (the sweep folder's
+        lock, taken before its record said Running) once it has recorded how the sweep ended."""
 
         def run() -> None:
             from .executors.tune_trials import run_sweep
@@ -172,6 +220,8 @@ class TuneHandle:
                 update_sweep_record(
                     self.folder, status="Error", error=f"{type(exc).__name__}: {exc}", finished=time.time()
                 )
+            finally:
+                owner.release()
 
         self._thread = threading.Thread(target=run, name=f"tune-{self.sweep_id}", daemon=True)
         self._thread.start()
@@ -254,11 +304,15 @@ def resume_sweep(sweep_id: str, jobs_dir: Any = None) -> TuneHandle:
     if not run:
         raise JobStateError(f"Sweep {sweep_id}: every trial finished; nothing to resume.")
     folder = sweeps_root(jobs_dir) / sweep_id
+    owner = JobLock(folder).acquire()  # JobLockedError: another live process runs this sweep
+    if record.get("status") == "Running":
+        owner.release()
+        raise JobStateError(f"Sweep {sweep_id} still runs: abort it first.")
     (folder / SWEEP_ABORT_FILE).unlink(missing_ok=True)
     plan = {key: value for key, value in record.items() if key not in ("trials_started", "status", "error")}
     plan.update(run_trials=run, tune_name=f"tune-resume-{int(time.time())}")
     update_sweep_record(folder, status="Running", resumed=time.time())
-    return TuneHandle(sweep_id, record["group"], folder, jobs_dir).start(plan)
+    return TuneHandle(sweep_id, record["group"], folder, jobs_dir).start(plan, owner)
 
 
 def _new_sweep_id(name: str) -> str:
@@ -370,11 +424,16 @@ def tune(
     sweep_id = _new_sweep_id(plan["name"])
     folder = root / SWEEPS_DIR / sweep_id
     folder.mkdir(parents=True)
+    owner = JobLock(folder).acquire()  # held while the record says Running: a dead process's sweep reads Aborted
     plan.update(
         id=sweep_id,
         folder=str(folder),
         jobs_dir=str(root),
         ray_address=ray_address or os.environ.get("DIGITS_RAY_ADDRESS") or None,
     )
-    write_sweep_record(folder, {**plan, "status": "Running", "created": time.time()})  # type: ignore[typeddict-item]
-    return TuneHandle(sweep_id, plan["group"], folder, jobs_dir).start(plan)
+    try:
+        write_sweep_record(folder, {**plan, "status": "Running", "created": time.time()})  # type: ignore[typeddict-item]
+        return TuneHandle(sweep_id, plan["group"], folder, jobs_dir).start(plan, owner)
+    except BaseException:
+        owner.release()
+        raise

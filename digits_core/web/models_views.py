@@ -28,7 +28,7 @@ from .model_form import (
 from .model_form_data import CUSTOM_NETWORK_FILE, dataset_task, fill_from_job, network_menu_data
 from .model_page import inference_context, overlay_runs
 from .search_panel import place_errors, search_lines, sweep_body
-from .sweeps import create_model_jobs
+from .sweeps import check_request_options, create_model_jobs
 
 bp = Blueprint("models", __name__, url_prefix="/models")
 
@@ -104,14 +104,10 @@ def create_model_job(
                 errors["network"] = [problem]
     elif custom_code is not None and custom_code_problem(custom_code):
         errors["custom_network"] = [custom_code_problem(custom_code) or ""]
-    pretrained = options.get("pretrained")
-    if pretrained:
-        try:
-            options["pretrained"] = store.get(pretrained, kind="model").id
-        except DigitsError as exc:
-            errors["pretrained"] = [str(exc)]
     try:
-        check_options(options)
+        check_request_options(  # the gate every web door shares (POST /api/sweeps too)
+            options, store, network=network if custom_code is None else None
+        )
     except FormValidationError as exc:
         errors.update(exc.errors)
     if errors:

@@ -14,7 +14,8 @@ from wtforms import Form, IntegerField, SelectField, StringField, TextAreaField
 from wtforms.validators import NumberRange, Optional
 
 from ..option_spec import select_choices
-from ..tuning import SCHEDULERS
+from ..search_space import MAX_TRIALS
+from ..tuning import MAX_CONCURRENT, MAX_EPOCHS, SCHEDULERS
 
 #: The panel's fields and the ``POST /api/sweeps`` key each one fills.
 PANEL_KEYS = {
@@ -45,13 +46,13 @@ class SearchPanel(Form):
     search_trials = IntegerField(
         "Trials",
         default=16,
-        validators=[Optional(), NumberRange(min=1, max=10000)],
+        validators=[Optional(), NumberRange(min=1, max=MAX_TRIALS)],
         description="Points drawn (random, asha); a grid runs every combination.",
     )
     search_max_epochs = IntegerField(
         "Max epochs",
         default=10,
-        validators=[Optional(), NumberRange(min=1)],
+        validators=[Optional(), NumberRange(min=1, max=MAX_EPOCHS)],
         description="Epochs of a trial that is not stopped.",
     )
     search_metric = StringField(
@@ -62,8 +63,8 @@ class SearchPanel(Form):
     )
     search_max_concurrent = IntegerField(
         "Max concurrent",
-        validators=[Optional(), NumberRange(min=1)],
-        description="Trials at the same time (empty: as many as Ray has CPUs).",
+        validators=[Optional(), NumberRange(min=1, max=MAX_CONCURRENT)],
+        description=f"Trials at the same time, at most {MAX_CONCURRENT} (empty: as many as Ray has CPUs).",
     )
 
 

@@ -3,6 +3,9 @@
 * ``POST /api/sweeps`` starts :func:`digits_core.tuning.tune` in the server
   process (Ray Tune on this machine, or ``$DIGITS_RAY_ADDRESS``): the trials run
   as model jobs of one group in Ray workers, not in the server's own queue.
+  Its ``options`` pass the gate of ``POST /api/models``
+  (:func:`digits_core.web.sweeps.check_request_options`); the Ray cluster and the
+  jobs folder are the server's, never a request's.
 * ``/sweeps/ID`` compares a sweep's trials: a table sorted by the metric with
   their options, status and pruning rung, the validation curves overlaid, a
   chart of each searched option against the metric, the epochs spent against
@@ -19,6 +22,7 @@ from flask.typing import ResponseReturnValue
 
 from ..errors import FormValidationError
 from .api import invalid_json
+from .sweeps import check_request_options, server_setting_errors
 
 bp = Blueprint("sweeps", __name__)
 bp.register_error_handler(FormValidationError, invalid_json)
@@ -74,22 +78,35 @@ def start_sweep(body: dict):
     """
     from ..tuning import tune
 
+    refused = server_setting_errors(body)
+    if refused:
+        raise FormValidationError(refused, "new sweep")
     unknown = sorted(set(body) - set(SWEEP_KEYS) - {"options"})
     if unknown:
         raise FormValidationError({key: ["unknown key of a sweep request"] for key in unknown}, "new sweep")
     options = body.get("options") or {}
     if not isinstance(options, dict):
         raise FormValidationError({"options": ["must be a JSON object of training options"]}, "new sweep")
+    misplaced = sorted(set(options) & set(SWEEP_KEYS))
+    if misplaced:
+        raise FormValidationError(
+            {key: ["a setting of the sweep, not a training option: give it beside options"] for key in misplaced},
+            "new sweep",
+        )
     if not body.get("dataset"):
         raise FormValidationError({"dataset": ["give the dataset job id"]}, "new sweep")
     _refuse_network_files(body)
+    options = dict(options)
+    network = body.get("network") if isinstance(body.get("network"), str) else None
+    check_request_options(options, current_app.extensions["digits"]["store"], "new sweep", network)  # as /api/models
     kwargs = {key: body[key] for key in SWEEP_KEYS if key in body and key not in ("dataset", "network", "name")}
     handle = tune(
         str(body["dataset"]),
         body.get("network") or None,
         body.get("name") or None,
         jobs_dir=_jobs_dir(),
-        **{**options, **kwargs},
+        **options,
+        **kwargs,
     )
     current_app.extensions["digits"].setdefault("sweeps", {})[handle.sweep_id] = handle
     return handle
