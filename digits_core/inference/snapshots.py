@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -83,6 +84,32 @@ def list_snapshots(job: Any, info: Mapping[str, Any] | None = None) -> dict[int 
             if match:
                 found[_epoch_number(match.group(1))] = child
     return dict(sorted(found.items()))
+
+
+def snapshot_problem(path: str | os.PathLike) -> str | None:
+    """Why a snapshot file cannot serve, in a sentence naming its file (``None`` when it looks whole).
+
+    A ``.keras`` snapshot is a zip archive: one cut short (a copy interrupted,
+    a full disk outside the engine's atomic writes) has no central directory
+    or lacks the model's config or weights. Reads the archive's directory
+    only, never the weights.
+    """
+    path = Path(path)
+    if path.suffix != ".keras":
+        return None
+    try:
+        with zipfile.ZipFile(path) as archive:
+            names = set(archive.namelist())
+            size = path.stat().st_size
+            ends = [info.header_offset + info.compress_size for info in archive.infolist()]
+    except (OSError, zipfile.BadZipFile, ValueError):
+        names, size, ends = set(), 0, [1]
+    if "config.json" not in names or not any(n.endswith(".weights.h5") for n in names) or max(ends) > size:
+        return (
+            f"the snapshot file {path.name} is incomplete or damaged (a truncated Keras archive); "
+            "train or resume the model to write it again, or delete the model"
+        )
+    return None
 
 
 def resolve_epoch(

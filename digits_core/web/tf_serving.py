@@ -4,7 +4,10 @@
   Serving body (:mod:`digits_core.inference.predict_api`) → ``{"predictions": ...}``
   or ``{"outputs": ...}``, run by the app's inference worker (warm model cache).
 * ``GET /v1/models/<id or name>[/versions/<epoch>]`` → ``{"model_version_status": [...]}``
-  (one entry per snapshot, ``AVAILABLE``).
+  (one entry per snapshot: ``AVAILABLE``, or ``END`` with error code
+  ``DATA_LOSS`` when its file is truncated or damaged; such a version
+  answers predict with 404, and predict without a version uses the last
+  available one, as TF Serving serves its latest loaded version).
 
 A model is named by its job id (or unique prefix) or by its job name when
 one model has it. The version is the snapshot epoch (fractional epochs × 1000,
@@ -20,6 +23,8 @@ from __future__ import annotations
 from flask import Blueprint, current_app, jsonify, request
 
 from ..errors import DigitsError, JobNotFoundError
+from ..inference.export_formats import serving_version
+from ..inference.snapshots import list_snapshots, read_model_info, snapshot_problem
 
 bp = Blueprint("tf_serving", __name__, url_prefix="/v1/models")  # security.TOKEN_ONLY_ENDPOINTS names its predict
 
@@ -46,44 +51,43 @@ def _model_job(name: str):
         raise
 
 
-def _epochs(job) -> list:
-    from ..inference.snapshots import list_snapshots, read_model_info
-
-    return sorted(list_snapshots(job, read_model_info(job)))
+def _snapshots(job) -> dict:
+    return list_snapshots(job, read_model_info(job))
 
 
 def _epoch_of(job, version: str):
-    from ..inference.export_formats import serving_version
-
-    for epoch in _epochs(job):
+    snapshots = _snapshots(job)
+    for epoch in snapshots:
         if str(serving_version(epoch)) == version:
             return epoch
     raise JobNotFoundError(
         f"Model {job.id} has no version {version}; versions: "
-        f"{', '.join(str(serving_version(e)) for e in _epochs(job)) or 'none yet'}."
+        f"{', '.join(str(serving_version(e)) for e in snapshots) or 'none yet'}."
     )
 
 
 def _status(job, versions: list) -> dict:
-    from ..inference.export_formats import serving_version
-
-    return {
-        "model_version_status": [
+    snapshots = _snapshots(job)
+    entries = []
+    for epoch in versions:
+        problem = snapshot_problem(snapshots[epoch])
+        entries.append(
             {
                 "version": str(serving_version(epoch)),
-                "state": "AVAILABLE",
-                "status": {"error_code": "OK", "error_message": ""},
+                "state": "END" if problem else "AVAILABLE",
+                "status": {"error_code": "DATA_LOSS", "error_message": problem}
+                if problem
+                else {"error_code": "OK", "error_message": ""},
             }
-            for epoch in versions
-        ]
-    }
+        )
+    return {"model_version_status": entries}
 
 
 @bp.get("/<name>")
 def status(name: str):
     """TF Serving's model status: every snapshot of the model."""
     job = _model_job(name)
-    return jsonify(_status(job, _epochs(job)))
+    return jsonify(_status(job, list(_snapshots(job))))
 
 
 @bp.get("/<name>/versions/<version>")
@@ -93,7 +97,25 @@ def status_version(name: str, version: str):
     return jsonify(_status(job, [_epoch_of(job, version)]))
 
 
-def _predict(name: str, epoch=None):
+def _serving_epoch(job, version: str | None):
+    """The epoch a predict runs on, or the 404 answer naming why that version is not available."""
+    snapshots = _snapshots(job)
+    if version is not None:
+        epoch = _epoch_of(job, version)
+        problem = snapshot_problem(snapshots[epoch])
+        return (
+            (epoch, None)
+            if problem is None
+            else (None, f"Model {job.id} version {version} is not available: {problem}.")
+        )
+    for epoch in sorted(snapshots, reverse=True):  # TF Serving serves the latest version that loaded
+        if snapshot_problem(snapshots[epoch]) is None:
+            return epoch, None
+    versions = ", ".join(str(serving_version(e)) for e in snapshots) or "none yet"
+    return None, f"Model {job.id} has no available version (versions: {versions})."
+
+
+def _predict(name: str, version: str | None = None):
     from .inference_worker import run_in_worker
 
     if not request.is_json:
@@ -102,6 +124,9 @@ def _predict(name: str, epoch=None):
     if body is None:
         return _error(400, "The request body is not valid JSON.")
     job = _model_job(name)
+    epoch, unavailable = _serving_epoch(job, version)
+    if unavailable:
+        return _error(404, unavailable)
     result = run_in_worker(
         "predict",
         {
@@ -116,11 +141,11 @@ def _predict(name: str, epoch=None):
 
 @bp.post("/<name>:predict")
 def predict(name: str):
-    """TF Serving's predict on the model's last snapshot."""
+    """TF Serving's predict on the model's last available snapshot."""
     return _predict(name)
 
 
 @bp.post("/<name>/versions/<version>:predict")
 def predict_version(name: str, version: str):
     """TF Serving's predict on one snapshot (version = epoch)."""
-    return _predict(name, _epoch_of(_model_job(name), version))
+    return _predict(name, version)
