@@ -6,6 +6,15 @@ DIGITS's objectDetection layout: a training image folder and a label folder
 validation % of the training images (seeded). With ``label_format="coco"``
 each stage is an image folder plus one COCO JSON file.
 
+Other formats (:mod:`.annotations`): ``voc`` and ``yolo`` read a label folder
+(``ID.xml`` / ``ID.txt`` per image), ``coco``, ``cvat`` and ``labelstudio``
+one annotation file per stage; ``auto`` (the default) tells the format from
+the files and logs why. For these formats the class names come from the
+files (class 0 stays ``dontcare``; ``custom_classes`` still replaces them),
+and every annotation left out (unknown class, degenerate box, out of image,
+missing image, malformed line or record) is one line of the dataset's errors
+report naming file, line or record and reason.
+
 Classes: DIGITS's KITTI mapping by default, or ``custom_classes``
 (``dontcare,pedestrian`` → ids 0, 1); unknown types become 0, ``dontcare``,
 whose boxes are kept as regions the engine ignores in training and
@@ -22,7 +31,6 @@ and line) in the dataset's errors report.
 from __future__ import annotations
 
 import logging
-import os
 
 import numpy as np
 from wtforms import BooleanField, FloatField, Form, IntegerField, SelectField, StringField, validators
@@ -31,8 +39,9 @@ from wtforms.validators import ValidationError
 from digits_core import DataIngestion, resize_geometry, select_choices, transform_boxes
 
 from . import listing
+from .annotations import detect, items
 from .base import ImageIngestionBase
-from .detection_labels import class_lookup, pair_kitti, parse_class_mapping, parse_kitti, read_coco
+from .detection_labels import class_lookup, pair_kitti, parse_class_mapping, parse_kitti
 from .encoding import encode_image_file
 from .forms import DEFAULT_IMAGE_SIZE, existing_file, existing_folder, expand, image_option_fields, shared_image_size
 from .inference import read_entry_bytes
@@ -40,7 +49,17 @@ from .segmentation import default_palette
 
 logger = logging.getLogger("digits_data_images")
 
-LABEL_FORMATS = [("kitti", "KITTI (a label folder of .txt files)"), ("coco", "COCO (one JSON file per stage)")]
+LABEL_FORMATS = [
+    ("auto", "Detect from the files (the reason is logged)"),
+    ("kitti", "KITTI (a label folder of .txt files)"),
+    ("coco", "COCO (one JSON file per stage)"),
+    ("voc", "Pascal VOC (a label folder of .xml files)"),
+    ("yolo", "YOLO / Ultralytics (a label folder of .txt files, names in data.yaml)"),
+    ("cvat", "CVAT for images 1.1 (one XML file per stage)"),
+    ("labelstudio", "Label Studio (one JSON export per stage)"),
+]
+#: Formats that read a label folder (the others: one annotation file per stage).
+FOLDER_FORMATS = ("kitti", "voc", "yolo")
 
 
 class DetectionForm(Form):
@@ -49,8 +68,9 @@ class DetectionForm(Form):
     label_format = SelectField(
         "Label format",
         choices=select_choices(LABEL_FORMATS),
-        default="kitti",
-        description="KITTI label folders, or COCO JSON annotation files",
+        default="auto",
+        description="KITTI, Pascal VOC or YOLO label folders; COCO, CVAT or Label Studio annotation files; "
+        "auto: told from the files",
     )
     train_image_folder = StringField(
         "Training image folder",
@@ -59,12 +79,12 @@ class DetectionForm(Form):
     )
     train_label_folder = StringField(
         "Training label folder",
-        description="KITTI: IDENTIFIER.txt per training image",
+        description="KITTI, YOLO: IDENTIFIER.txt, VOC: IDENTIFIER.xml per training image",
         validators=[existing_folder("training label folder")],
     )
     train_annotations = StringField(
-        "Training annotations (COCO JSON)",
-        description="COCO: the training JSON file",
+        "Training annotations (COCO, CVAT, Label Studio)",
+        description="COCO or Label Studio JSON, or CVAT XML, of the training images",
         validators=[existing_file("training annotations file")],
     )
     val_image_folder = StringField(
@@ -74,12 +94,12 @@ class DetectionForm(Form):
     )
     val_label_folder = StringField(
         "Validation label folder",
-        description="KITTI labels of the validation images",
+        description="Label files of the validation images",
         validators=[existing_folder("validation label folder")],
     )
     val_annotations = StringField(
-        "Validation annotations (COCO JSON)",
-        description="COCO: the validation JSON file",
+        "Validation annotations (COCO, CVAT, Label Studio)",
+        description="The validation images' annotation file",
         validators=[existing_file("validation annotations file")],
     )
     val_percent = FloatField(
@@ -104,17 +124,23 @@ class DetectionForm(Form):
     image_type, width, height, resize_mode, encoding, jpg_quality, seed = image_option_fields(keep_source_size=True)
 
     def validate_train_label_folder(form, field):
-        if form.label_format.data == "kitti" and not field.data:
-            raise ValidationError("KITTI labels need a training label folder")
+        fmt = form.label_format.data
+        if fmt in FOLDER_FORMATS and not field.data:
+            raise ValidationError(f"{fmt.upper()} labels need a training label folder")
+        if fmt == "auto" and not field.data and not form.train_annotations.data:
+            raise ValidationError("give a training label folder or a training annotations file")
 
     def validate_train_annotations(form, field):
-        if form.label_format.data == "coco" and not field.data:
-            raise ValidationError("COCO labels need a training annotations file")
+        fmt = form.label_format.data
+        if fmt not in FOLDER_FORMATS and fmt != "auto" and not field.data:
+            raise ValidationError(f"{fmt.upper()} labels need a training annotations file")
 
     def validate_val_image_folder(form, field):
-        other = form.val_label_folder.data if form.label_format.data == "kitti" else form.val_annotations.data
+        fmt = form.label_format.data
+        folder = fmt in FOLDER_FORMATS or (fmt == "auto" and not form.train_annotations.data)
+        other = form.val_label_folder.data if folder else form.val_annotations.data
         if bool(field.data) != bool(other):
-            what = "validation label folder" if form.label_format.data == "kitti" else "validation annotations file"
+            what = "validation label folder" if folder else "validation annotations file"
             raise ValidationError(f"give both a validation image folder and a {what}, or neither")
 
     def validate_custom_classes(form, field):
@@ -146,56 +172,78 @@ class ObjectDetectionIngestion(ImageIngestionBase):
 
     # -- itemizing (parent process) -------------------------------------------------
 
-    def _stage_entries(self, image_folder: str, labels: str, what: str) -> tuple[list, list]:
-        """Entries of one stage and the images left out (no label)."""
-        images = listing.list_images(image_folder)
-        if self.label_format == "coco":
-            names, boxes = read_coco(labels, self.userdata.get("class_labels") or self._mapping())
-            self.userdata["class_labels"] = names
-            by_name = {os.path.normpath(name): rows for name, rows in boxes.items()}
-            entries, missing = [], []
-            for path in images:
-                rows = by_name.get(os.path.normpath(os.path.relpath(path, image_folder)))
-                (
-                    missing.append(path)
-                    if rows is None
-                    else entries.append(("coco", path, tuple(tuple(r) for r in rows), labels))
-                )
-            return entries, missing
-        pairs, missing = pair_kitti(image_folder, labels, images)
-        return [("kitti", image, label, None) for image, label in pairs], missing
+    def _format(self) -> str:
+        """The label format; ``auto`` is told from the training labels (logged, kept in userdata)."""
+        fmt = self.label_format or "auto"
+        if fmt != "auto":
+            return fmt
+        if self.train_annotations:
+            fmt, reason = detect.detect_file(expand(self.train_annotations))
+        else:
+            fmt, reason = detect.detect_folder(expand(self.train_label_folder), want="boxes")
+        logger.info("object-detection: label format %s: %s", fmt, reason)
+        self.userdata["label_format_detected"] = {"format": fmt, "reason": reason}
+        return fmt
 
-    def _mapping(self) -> list[str] | None:
-        """The class names the form gives (COCO without custom classes: ``None``, from the file)."""
-        if self.label_format == "coco" and not (self.custom_classes or "").strip():
-            return None
-        return parse_class_mapping(self.custom_classes)
+    def _kitti_sources(self) -> tuple[dict[str, list], list]:
+        """KITTI entries of the training and (optional) validation folders, and the images without labels."""
+        self.userdata["class_labels"] = parse_class_mapping(self.custom_classes)
+        found, missing = {}, []
+        folders = [("train", self.train_image_folder, self.train_label_folder)]
+        if self.val_image_folder:
+            folders.append(("val", self.val_image_folder, self.val_label_folder))
+        for stage, images, labels in folders:
+            image_folder = expand(images)
+            pairs, unmatched = pair_kitti(image_folder, expand(labels), listing.list_images(image_folder))
+            found[stage] = [("kitti", image, label, None) for image, label in pairs]
+            missing += unmatched
+        return found, missing
+
+    def _annotation_sources(self, fmt: str) -> tuple[dict[str, list], list]:
+        """Entries of the other formats (:mod:`.annotations`), problems included as ``skip`` entries."""
+        folder = fmt in FOLDER_FORMATS
+        sources = [("train", self.train_image_folder, self.train_label_folder if folder else self.train_annotations)]
+        if self.val_image_folder:
+            sources.append(("val", self.val_image_folder, self.val_label_folder if folder else self.val_annotations))
+        parsed, missing = {}, []
+        for stage, images, labels in sources:
+            parsed[stage], unmatched = items.read_source(fmt, expand(images), expand(labels), "boxes")
+            missing += unmatched
+        fixed = parse_class_mapping(self.custom_classes) if (self.custom_classes or "").strip() else None
+        names = items.class_names("boxes", list(parsed.values()), fixed)
+        self.userdata["class_labels"] = names
+        return {stage: items.stage_entries(p, names, "boxes") for stage, p in parsed.items()}, missing
 
     def _build_split(self) -> dict[str, list]:
-        coco = self.label_format == "coco"
-        self.userdata["class_labels"] = self._mapping()
-        train_labels = expand(self.train_annotations if coco else self.train_label_folder)
-        entries, missing = self._stage_entries(expand(self.train_image_folder), train_labels, "training")
-        if not entries:
-            raise ValueError(
-                f"no image in {self.train_image_folder} has labels in "
-                f"{self.train_annotations if coco else self.train_label_folder}"
-            )
+        fmt = self._format()
+        found, missing = self._kitti_sources() if fmt == "kitti" else self._annotation_sources(fmt)
+        train = [e for e in found["train"] if e[0] != "skip"]
+        skipped = [e for entries in found.values() for e in entries if e[0] == "skip"]
+        if not train:
+            labels = self.train_label_folder if fmt in FOLDER_FORMATS else self.train_annotations
+            first = f" (first problem: {skipped[0][1]}: {skipped[0][2]})" if skipped else ""
+            raise ValueError(f"no image in {self.train_image_folder} has labels in {labels}{first}")
         stages: dict[str, list] = {"train": [], "val": [], "test": []}
         if self.val_image_folder:
-            val_labels = expand(self.val_annotations if coco else self.val_label_folder)
-            stages["val"], val_missing = self._stage_entries(expand(self.val_image_folder), val_labels, "validation")
-            missing += val_missing
-            stages["train"] = sorted(entries)
+            stages["val"] = sorted(found["val"])
+            stages["train"] = sorted(found["train"])
         else:
-            shuffled = listing.seeded_shuffle(entries, self.seed, "split")
+            shuffled = listing.seeded_shuffle(train, self.seed, "split")
             _, n_val, _ = listing.split_counts(len(shuffled), float(self.val_percent or 0), 0)
-            stages["val"], stages["train"] = sorted(shuffled[:n_val]), sorted(shuffled[n_val:])
+            stages["val"] = sorted(shuffled[:n_val])
+            stages["train"] = sorted(shuffled[n_val:]) + [e for e in found["train"] if e[0] == "skip"]
         if missing:
             logger.warning(
                 "object-detection: %d images have no labels and are left out (e.g. %s)", len(missing), missing[0]
             )
-        self._resolve_size(stages["train"] + stages["val"])
+        if skipped:
+            logger.warning(
+                "object-detection: %d annotations or label files are left out (see the errors report; e.g. %s: %s)",
+                len(skipped),
+                skipped[0][1],
+                skipped[0][2],
+            )
+        self._resolve_size([e for e in stages["train"] + stages["val"] if e[0] != "skip"])
         if self.shuffle:
             stages = {s: listing.seeded_shuffle(e, self.seed, f"stage:{s}") for s, e in stages.items()}
         names = self.userdata["class_labels"]
@@ -241,11 +289,13 @@ class ObjectDetectionIngestion(ImageIngestionBase):
         """Read one image and its boxes, resize both; returns ``(feature, float32 N×5 boxes)``."""
         if self.is_inference_db:
             return self._inference_image(entry)
-        kind, image_path, labels, _ = entry
+        kind, image_path, labels, extra = entry
+        if kind == "skip":
+            raise ValueError(f"{image_path}: {labels}")
         if kind == "kitti":
             boxes = parse_kitti(labels, class_lookup(parse_class_mapping(self.custom_classes)))
         else:
-            boxes = np.asarray(labels, np.float32).reshape(-1, 5)
+            boxes = np.asarray(labels, np.float64).reshape(-1, 5)
         from PIL import Image
 
         try:
@@ -253,6 +303,8 @@ class ObjectDetectionIngestion(ImageIngestionBase):
                 src_w, src_h = image.size
         except OSError as exc:
             raise ValueError(f"{image_path}: cannot read image ({exc})") from None
+        if kind == "ann":
+            boxes = _to_source_pixels(boxes, extra, image_path, src_w, src_h)
         width, height = int(self.width), int(self.height)
         feature = encode_image_file(
             image_path,
@@ -294,3 +346,19 @@ class ObjectDetectionIngestion(ImageIngestionBase):
         state = dict(self.__dict__)
         state["_split"] = None
         return state
+
+
+def _to_source_pixels(boxes: np.ndarray, extra, image_path: str, src_w: int, src_h: int) -> np.ndarray:
+    """Boxes of an ``ann`` entry in the image's pixels (YOLO fractions scaled), float32.
+
+    Raises:
+        ValueError: The annotation file declares another image size than the image's.
+    """
+    declared, normalised = extra
+    if declared is not None and tuple(declared) != (src_w, src_h):
+        raise ValueError(
+            f"{image_path}: the annotations are for a {declared[0]}x{declared[1]} image, the image is {src_w}x{src_h}"
+        )
+    if normalised:
+        boxes = boxes * np.array([1, src_w, src_h, src_w, src_h], np.float64)
+    return boxes.astype(np.float32)

@@ -15,6 +15,16 @@ label images).
 
 Validation images come from ``val_image_folder``/``val_label_folder`` or
 else ``val_percent`` of the images (seeded shuffle).
+
+``label_format`` (default ``auto``, told from the files and logged) also
+reads masks from annotation tools (:mod:`.annotations`): COCO polygons and
+RLE, YOLO segmentation polygons (a label folder of ``.txt`` files), CVAT
+for images 1.1 polygons and masks, Label Studio brush RLE and polygons
+(``coco``, ``cvat`` and ``labelstudio`` take an ``annotations`` file per
+stage). Their class names come from the files (class 0 is ``background``;
+a ``class_labels_file`` replaces them); shapes are painted in file order,
+later over earlier; every shape left out is a line of the errors report.
+``voc`` is the label-image folder described above (VOC's ``SegmentationClass``).
 """
 
 from __future__ import annotations
@@ -23,12 +33,14 @@ import logging
 import os
 
 import numpy as np
-from wtforms import BooleanField, FloatField, Form, StringField, validators
+from wtforms import BooleanField, FloatField, Form, SelectField, StringField, validators
 from wtforms.validators import ValidationError
 
-from digits_core import DataIngestion
+from digits_core import DataIngestion, select_choices
 
 from . import listing
+from .annotations import detect, items
+from .annotations.raster import paint
 from .base import ImageIngestionBase
 from .encoding import encode_image_file, read_file
 from .forms import existing_file, existing_folder, expand, image_option_fields
@@ -36,6 +48,17 @@ from .inference import encode_inference_entry
 from .resize import open_image, resize_image
 
 logger = logging.getLogger("digits_data_images")
+
+LABEL_FORMATS = [
+    ("auto", "Detect from the files (the reason is logged)"),
+    ("voc", "Label images (palette or grayscale PNGs, as VOC's SegmentationClass)"),
+    ("coco", "COCO polygons or RLE (one JSON file per stage)"),
+    ("yolo", "YOLO segmentation polygons (a label folder of .txt files, names in data.yaml)"),
+    ("cvat", "CVAT for images 1.1 polygons and masks (one XML file per stage)"),
+    ("labelstudio", "Label Studio brushes and polygons (one JSON export per stage)"),
+]
+#: Formats that read a label folder (the others: one annotation file per stage).
+FOLDER_FORMATS = ("voc", "yolo")
 
 
 def default_palette(n: int = 256) -> list[list[int]]:
@@ -61,10 +84,27 @@ class SegmentationForm(Form):
         description="Folder of input images",
         validators=[validators.InputRequired(), existing_folder("image folder")],
     )
+    label_format = SelectField(
+        "Label format",
+        choices=select_choices(LABEL_FORMATS),
+        default="auto",
+        description="Label images, YOLO polygon files, or a COCO, CVAT or Label Studio file; auto: told from the files",
+    )
     label_folder = StringField(
         "Label folder",
-        description="Folder of label images with the same file names (palette PNGs or grayscale class indexes)",
-        validators=[validators.InputRequired(), existing_folder("label folder")],
+        description="Folder of label images with the same file names (palette PNGs or grayscale class indexes), "
+        "or of YOLO segmentation .txt files",
+        validators=[existing_folder("label folder")],
+    )
+    annotations = StringField(
+        "Annotations file (COCO, CVAT, Label Studio)",
+        description="COCO or Label Studio JSON, or CVAT XML, of the images",
+        validators=[existing_file("annotations file")],
+    )
+    val_annotations = StringField(
+        "Validation annotations file",
+        description="The validation images' annotation file",
+        validators=[existing_file("validation annotations file")],
     )
     val_image_folder = StringField(
         "Validation image folder",
@@ -90,8 +130,26 @@ class SegmentationForm(Form):
     shuffle = BooleanField("Shuffle", default=True, description="Write the records in a seeded random order")
     image_type, width, height, resize_mode, encoding, jpg_quality, seed = image_option_fields()
 
+    def validate_label_folder(form, field):
+        fmt = form.label_format.data
+        if fmt in FOLDER_FORMATS and not field.data:
+            raise ValidationError(f"{fmt.upper()} labels need a label folder")
+        if fmt == "auto" and not field.data and not form.annotations.data:
+            raise ValidationError("give a label folder or an annotations file")
+
+    def validate_annotations(form, field):
+        fmt = form.label_format.data
+        if fmt not in FOLDER_FORMATS and fmt != "auto" and not field.data:
+            raise ValidationError(f"{fmt.upper()} labels need an annotations file")
+
     def validate_val_label_folder(form, field):
-        if bool(field.data) != bool(form.val_image_folder.data):
+        fmt = form.label_format.data
+        if fmt not in FOLDER_FORMATS and (fmt != "auto" or form.annotations.data):
+            if bool(form.val_annotations.data) != bool(form.val_image_folder.data):
+                raise ValidationError(
+                    "give both a validation image folder and a validation annotations file, or neither"
+                )
+        elif bool(field.data) != bool(form.val_image_folder.data):
             raise ValidationError("give both a validation image folder and a validation label folder, or neither")
 
 
@@ -155,7 +213,23 @@ class ImageSegmentationIngestion(ImageIngestionBase):
         """Return the dataset form's Jinja2 layout."""
         return DataIngestion.template_from_package("digits_data_images", "templates/segmentation.html", form=form)
 
+    def _format(self) -> str:
+        """The label format; ``auto`` is told from the labels (logged, kept in userdata)."""
+        fmt = self.label_format or "auto"
+        if fmt != "auto":
+            return fmt
+        if self.annotations:
+            fmt, reason = detect.detect_file(expand(self.annotations))
+        else:
+            fmt, reason = detect.detect_folder(expand(self.label_folder), want="masks")
+        logger.info("image-segmentation: label format %s: %s", fmt, reason)
+        self.userdata["label_format_detected"] = {"format": fmt, "reason": reason}
+        return fmt
+
     def _build_split(self) -> dict[str, list]:
+        fmt = self._format()
+        if fmt != "voc":
+            return self._annotation_split(fmt)
         pairs, unmatched = match_by_name(expand(self.image_folder), expand(self.label_folder))
         if not pairs:
             raise ValueError(f"no image in {self.image_folder} has a label with the same name in {self.label_folder}")
@@ -180,6 +254,46 @@ class ImageSegmentationIngestion(ImageIngestionBase):
         palette = self._palette(pairs[0][1], len(labels) if labels else None)
         self.userdata["class_labels"] = labels
         self.userdata["color_palette"] = palette
+        self.userdata["unmatched_images"] = {"count": len(unmatched), "examples": unmatched[:5]}
+        return stages
+
+    def _annotation_split(self, fmt: str) -> dict[str, list]:
+        """Stages from annotation files (:mod:`.annotations`); problems become ``skip`` entries."""
+        folder = fmt in FOLDER_FORMATS
+        sources = [("train", self.image_folder, self.label_folder if folder else self.annotations)]
+        if self.val_image_folder:
+            sources.append(("val", self.val_image_folder, self.val_label_folder if folder else self.val_annotations))
+        parsed, unmatched = {}, []
+        for stage, images, labels in sources:
+            parsed[stage], missing = items.read_source(fmt, expand(images), expand(labels), "masks")
+            unmatched += missing
+        fixed = listing.read_labels_file(expand(self.class_labels_file)) if self.class_labels_file else None
+        names = items.class_names("masks", list(parsed.values()), fixed)
+        found = {stage: items.stage_entries(p, names, "masks") for stage, p in parsed.items()}
+        images = [e for e in found["train"] if e[0] == "ann"]
+        skipped = [e for entries in found.values() for e in entries if e[0] == "skip"]
+        if not images:
+            first = f" (first problem: {skipped[0][1]}: {skipped[0][2]})" if skipped else ""
+            raise ValueError(f"no image in {self.image_folder} has annotations{first}")
+        stages: dict[str, list] = {"train": [], "val": [], "test": []}
+        if self.val_image_folder:
+            stages["train"], stages["val"] = sorted(found["train"]), sorted(found["val"])
+        else:
+            shuffled = listing.seeded_shuffle(images, self.seed, "split")
+            _, n_val, _ = listing.split_counts(len(shuffled), float(self.val_percent or 0), 0)
+            stages["val"] = sorted(shuffled[:n_val])
+            stages["train"] = sorted(shuffled[n_val:]) + [e for e in found["train"] if e[0] == "skip"]
+        if unmatched or skipped:
+            logger.warning(
+                "image-segmentation: %d images without annotations left out, %d shapes or files left out "
+                "(see the errors report)",
+                len(unmatched),
+                len(skipped),
+            )
+        if self.shuffle:
+            stages = {s: listing.seeded_shuffle(p, self.seed, f"stage:{s}") for s, p in stages.items()}
+        self.userdata["class_labels"] = names
+        self.userdata["color_palette"] = default_palette(max(len(names), 256))[: len(names)]
         self.userdata["unmatched_images"] = {"count": len(unmatched), "examples": unmatched[:5]}
         return stages
 
@@ -209,7 +323,9 @@ class ImageSegmentationIngestion(ImageIngestionBase):
             if not isinstance(label_path, str):
                 return feature, label_path
             return feature, self._mask(label_path, entry[0])  # ground truth from the list, as training reads it
-        image_path, label_path = entry
+        if len(entry) == 4 and entry[0] == "skip":
+            raise ValueError(f"{entry[1]}: {entry[2]}")
+        image_path, label_path = entry if len(entry) == 2 else (entry[1], entry)
         width, height = int(self.width), int(self.height)
         feature = encode_image_file(
             image_path,
@@ -223,14 +339,28 @@ class ImageSegmentationIngestion(ImageIngestionBase):
         )
         return feature, self._mask(label_path, image_path)
 
-    def _mask(self, label_path: str, image_path: str) -> np.ndarray:
-        """The label image of ``image_path`` as the stored ``H×W`` mask (resized by nearest neighbour)."""
-        mask, _ = read_label(label_path)
-        # The label must cover the image before resizing: compare the source sizes.
+    def _mask(self, label_path, image_path: str) -> np.ndarray:
+        """The label image (or the ``ann`` entry's shapes) of ``image_path`` as the stored ``H×W`` mask
+        (resized by nearest neighbour)."""
         from PIL import Image
 
         with Image.open(image_path) as image:
             src_w, src_h = image.size
+        if isinstance(label_path, tuple):
+            _, _, shapes, (declared, _) = label_path
+            if declared is not None and tuple(declared) != (src_w, src_h):
+                raise ValueError(
+                    f"{image_path}: the annotations are for a {declared[0]}x{declared[1]} image, "
+                    f"the image is {src_w}x{src_h}"
+                )
+            dtype = np.uint8 if len(self.userdata.get("class_labels") or ()) <= 256 else np.uint16
+            try:
+                mask = paint(shapes, src_w, src_h, dtype)
+            except ValueError as exc:
+                raise ValueError(f"{image_path}: {exc}") from None
+        else:
+            mask, _ = read_label(label_path)
+        # The label must cover the image before resizing: compare the source sizes.
         if mask.shape != (src_h, src_w):
             raise ValueError(
                 f"label {label_path} is {mask.shape[1]}x{mask.shape[0]} but image {image_path} is {src_w}x{src_h}"
