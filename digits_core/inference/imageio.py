@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InferenceError
+from ..limits import check_image_size, image_header
 from ..resize import RESIZE_MODES, convert_channels, image_to_array, open_image, prepare_array, resize_image  # noqa: F401
 
 #: File name suffixes read as images (``.npy`` is read as an array).
@@ -39,31 +40,45 @@ def is_image_file(path: str | os.PathLike) -> bool:
     return Path(path).suffix.lower() in IMAGE_SUFFIXES
 
 
-def read_image(path: str | os.PathLike) -> np.ndarray:
+def read_image(path: str | os.PathLike, name: str | None = None) -> np.ndarray:
     """Read an image file (or ``.npy`` array) into an ``H×W×C`` array, keeping its bit depth.
 
     Decoding is :func:`digits_core.resize.image_to_array` (the dataset plugins' own), with the
-    channels as stored; float (``F``) images are read as float32.
+    channels as stored; float (``F``) images are read as float32. The size its header declares is
+    checked first (:func:`digits_core.limits.check_image_size`: the per-image limit, and the
+    request's pixel budget in the web server's worker), so a small file declaring a huge image
+    allocates nothing.
+
+    Args:
+        path: The file to read (for a list file's line, the path it resolved to).
+        name: How errors name it (default ``path``): the path as the user gave it, so a message never
+            tells where a symlink leads.
 
     Raises:
         InferenceError: The file is missing or not a readable image; the message names it.
+        InputTooLargeError: Its header declares more pixels than a limit allows.
     """
     path = Path(path)
+    what = f"Input {name or path}"
     if not path.is_file():
-        raise InferenceError(f"Input {path} does not exist or is not a file.")
+        raise InferenceError(f"{what} does not exist or is not a file.")
     if path.suffix.lower() == ".npy":
-        array = read_npy(path, f"Input {path}")
+        array = read_npy(path, what)
+        if array.ndim in (2, 3):
+            check_image_size(array.shape[1], array.shape[0], what)
     else:
         try:
             with open(path, "rb") as handle:
+                _format, width, height = image_header(handle)
+                check_image_size(width, height, what)
                 image = open_image(handle)
             array = np.asarray(image, dtype=np.float32) if image.mode == "F" else image_to_array(image, None)
         except (OSError, ValueError) as exc:
-            raise InferenceError(f"Input {path} is not a readable image: {exc}") from exc
+            raise InferenceError(f"{what} is not a readable image: {exc}") from exc
     if array.ndim == 2:
         array = array[:, :, None]
     if array.ndim != 3:
-        raise InferenceError(f"Input {path} has shape {array.shape}; expected H×W or H×W×C.")
+        raise InferenceError(f"{what} has shape {array.shape}; expected H×W or H×W×C.")
     return array
 
 
@@ -144,6 +159,7 @@ def read_mask(path: str | os.PathLike, height: int, width: int, palette=None) ->
     else:
         try:
             with Image.open(path) as image:
+                check_image_size(image.size[0], image.size[1], f"Ground-truth mask {path}")
                 image.load()
                 if image.mode in ("P", "L", "I", "I;16"):
                     classes = np.asarray(image).astype(np.int64)

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..errors import DigitsError, InferenceError
 from ..interfaces import DataIngestion
+from ..limits import REQUEST_PIXELS, InputTooLargeError
 from .imageio import prepare_image, read_image, read_mask
 from .inputs import InputItem
 from .model import InferenceModel
@@ -148,7 +149,7 @@ def read_items(model: InferenceModel, items: list[InputItem], budget: Budget) ->
             if item.array is not None:
                 image = item.array
             elif item.path is not None:
-                image = read_image(item.path)
+                image = read_image(item.path, item.input_id)
             else:
                 raise InferenceError(f"input {item.input_id} has neither a file nor an array.")
             if image.ndim == 2:
@@ -156,6 +157,11 @@ def read_items(model: InferenceModel, items: list[InputItem], budget: Budget) ->
             if image.shape != shape or image.dtype != dtype:
                 image = prepare_image(image, shape, dtype.name, model.dataset.resize_mode)
             label = resolve_label(model, item, shape[0], shape[1])
+        except InputTooLargeError as exc:
+            if exc.limit is REQUEST_PIXELS:  # the request as a whole is too big: no later input can fit either
+                raise
+            budget.skip(item.input_id, exc)
+            continue
         except Exception as exc:  # noqa: BLE001 - one bad input is skipped and reported
             budget.skip(item.input_id, exc)
             continue

@@ -18,10 +18,12 @@ from pathlib import Path
 
 from flask import Blueprint, current_app, request
 from markupsafe import Markup
+from werkzeug.exceptions import RequestEntityTooLarge
 from werkzeug.utils import secure_filename
 
 from ..errors import DigitsError, FormValidationError
 from ..forms import validate_form
+from ..limits import InputTooLargeError, PixelBudget, check_image_size, image_header
 from .forms_render import (
     blank_form,
     form_from_request,
@@ -99,7 +101,34 @@ def _save_uploads(job, files) -> list[list[str]]:
     if not saved:
         shutil.rmtree(folder, ignore_errors=True)
         raise FormValidationError({"images": ["Choose at least one image to upload."]}, "inference")
+    try:
+        check_upload_sizes(saved)
+    except InputTooLargeError as exc:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise RequestEntityTooLarge(str(exc)) from None
     return saved
+
+
+def check_upload_sizes(saved: list[list[str]]) -> None:
+    """Refuse uploads whose headers declare too many pixels, each or together, before the worker sees them.
+
+    Reads only each image's header (:func:`digits_core.limits.image_header`): the per-image limit and
+    one pixel budget over all the request's images (``DIGITS_MAX_IMAGE_PIXELS``,
+    ``DIGITS_MAX_REQUEST_PIXELS``). A file that is not an image is left to the worker, which reports it.
+
+    Args:
+        saved: ``[[shown name, saved path], ...]`` as :func:`_save_uploads` returns.
+
+    Raises:
+        InputTooLargeError: Naming the upload (as the user named it) and the limit.
+    """
+    budget = PixelBudget()
+    for shown, path in saved:
+        try:
+            _format, width, height = image_header(path)
+        except (OSError, ValueError):
+            continue
+        check_image_size(width, height, f"Upload {shown}", budget)
 
 
 def _is_upload(value) -> bool:
@@ -151,11 +180,12 @@ def check_inference_path(raw: str, field: str = "server_path") -> str:
     path = Path(text).expanduser()
     if not path.is_absolute():
         raise FormValidationError({field: ["Give an absolute path."]}, "inference")
-    path = check_server_path(path, field, form_name="inference").resolve()
+    # The path as given (made absolute, never resolved): messages and results must not tell where a symlink leads.
+    path = Path(os.path.abspath(check_server_path(path, field, form_name="inference")))
     if not path.exists():
-        raise FormValidationError({field: [f"{path} does not exist on the server."]}, "inference")
+        raise FormValidationError({field: [f"{text} does not exist on the server."]}, "inference")
     if not os.access(path, os.R_OK):
-        raise FormValidationError({field: [f"{path} is not readable."]}, "inference")
+        raise FormValidationError({field: [f"{text} is not readable."]}, "inference")
     return str(path)
 
 
@@ -243,7 +273,11 @@ def _infer(job):
             "inference",
         )
     request_body["visualize"] = visualize
-    result = run_in_worker("infer", request_body)
+    request_body["pixel_budget"] = mode == "upload"  # the worker counts the uploads' pixels again, together
+    try:
+        result = run_in_worker("infer", request_body)
+    except InputTooLargeError as exc:
+        raise RequestEntityTooLarge(str(exc)) from None
     if wants_json():  # the results page's JSON twin: what /api/models/ID/infer answers
         return results_json(job, result)
     return store_and_redirect(job, view_id, view_cls.get_title(), result, _described_inputs(mode, request_body))

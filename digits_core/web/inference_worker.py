@@ -41,6 +41,7 @@ import time
 from pathlib import Path
 
 from ..errors import DigitsError, FormValidationError, InferenceError
+from ..limits import LIMITS, InputTooLargeError
 
 #: Default per-request timeout (seconds) of the web app's inference worker.
 DEFAULT_TIMEOUT = 600.0
@@ -123,7 +124,7 @@ class InferenceWorker:
                 error.args = (result.get("error") or str(error),)  # the worker's own message
                 raise error
             if "error" in result:
-                raise DigitsError(result["error"])
+                raise _error_of(result)
             return result
         finally:
             self._lock.release()
@@ -229,6 +230,12 @@ class InferenceWorker:
             return ""
         tail = [line for line in text.strip().splitlines() if line.strip()][-lines:]
         return ("Last worker log lines: " + " | ".join(tail)) if tail else ""
+
+
+def _error_of(result: dict) -> DigitsError:
+    """The worker's error as raised here: an input over a size limit stays an ``InputTooLargeError`` (HTTP 413)."""
+    limit = next((x for x in LIMITS if x.env == result.get("limit")), None)
+    return DigitsError(result["error"]) if limit is None else InputTooLargeError(result["error"], limit)
 
 
 def _describe_exit(code: int | None) -> str:

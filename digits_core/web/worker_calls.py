@@ -32,6 +32,7 @@ from pathlib import Path
 
 from ..errors import DigitsError, FormValidationError, InferenceError
 from ..executors.worker import PARENT_PID_ENV, watch_parent
+from ..limits import request_pixel_budget
 
 #: The one-off workers running now (their server stops them when it stops: :func:`stop_workers`).
 _running: set[subprocess.Popen] = set()
@@ -100,16 +101,19 @@ def _do_infer(request: dict) -> dict:
     epoch = float(epoch) if epoch not in (None, "") else None
     # JSON turns the web's (shown name, saved upload path) pairs into lists; the engine takes tuples.
     inputs = [tuple(i) if isinstance(i, list) else i for i in request.get("inputs") or ()]
-    result = infer(
-        request["model"],
-        inputs,
-        epoch=epoch,
-        view_id=request.get("view") or None,
-        view_config=request.get("view_config") or None,
-        form_data=request.get("inference_form") or None,
-        jobs_dir=request.get("jobs_dir"),
-        max_errors=request.get("max_errors"),
-    )
+    # Uploads share one pixel budget (checked again here: the server checked their headers before queueing).
+    budget = request_pixel_budget() if request.get("pixel_budget") else contextlib.nullcontext()
+    with budget:
+        result = infer(
+            request["model"],
+            inputs,
+            epoch=epoch,
+            view_id=request.get("view") or None,
+            view_config=request.get("view_config") or None,
+            form_data=request.get("inference_form") or None,
+            jobs_dir=request.get("jobs_dir"),
+            max_errors=request.get("max_errors"),
+        )
     visualizations = None
     if request.get("visualize"):  # DIGITS's "Show visualizations and statistics" (one image)
         from ..inference.visualize import visualize_result
@@ -269,7 +273,8 @@ def handle(kind: str, request: dict) -> dict:
 
     Returns:
         The result dict, or ``{"error": message}`` when it failed (``infer_volume`` adds ``"errors"``,
-        ``{field: [messages]}``, so the page shows each message on its field).
+        ``{field: [messages]}``, so the page shows each message on its field; an input over a size
+        limit adds ``"limit"``, the limit's environment variable).
     """
     from ..paths import confined_to
 
@@ -285,7 +290,8 @@ def handle(kind: str, request: dict) -> dict:
                 "predict": _do_predict,
             }[kind](request)
     except DigitsError as exc:
-        return {"error": str(exc)}
+        limit = getattr(exc, "limit", None)  # InputTooLargeError: the web answers 413, naming this setting
+        return {"error": str(exc), **({"limit": limit.env} if limit is not None else {})}
     except Exception as exc:  # noqa: BLE001
         traceback.print_exc()
         return {"error": f"Internal error in the {kind} worker: {type(exc).__name__}: {exc}"}

@@ -25,8 +25,10 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from digits_core import DatasetError, Volume
-from digits_core.limits import dicom_pixels_problem
+from digits_core.limits import dicom_pixels_problem, dicom_values, series_voxels_problem, volume_voxels_problem
 from digits_core.paths import check_server_path, server_path_allowed
+
+from .dicom_read import DicomTooLargeError, read_dicom
 
 #: Affines are rounded to this many decimals (mm), so float noise of a source never tells two volumes apart.
 AFFINE_DECIMALS = 5
@@ -124,6 +126,9 @@ def read_nifti(path: str | Path, *, field: str = "path", name: str = "") -> Volu
     img = load_nifti(path, field)
     if len(img.shape) not in (3, 4):
         raise VolumeFormatError(f"{path}: a volume must be 3-D or 4-D (modalities last), not shape {img.shape}")
+    too_big = volume_voxels_problem(img.shape)  # from the header: a small .nii.gz may declare gigabytes
+    if too_big:
+        raise VolumeFormatError(f"{path}: {too_big}")
     try:
         data = np.asanyarray(img.dataobj)
     except Exception as exc:  # noqa: BLE001 - truncated or corrupt voxel data
@@ -181,6 +186,8 @@ class SliceInfo(NamedTuple):
     pixel_spacing: tuple
     shape: tuple
     modality: str
+    values: int = 0  # pixel values its header declares (rows x columns x samples x frames)
+    nbytes: int = 0  # bytes they decode to
 
 
 def _floats(ds: Any, keyword: str, count: int, path: Path) -> tuple:
@@ -200,16 +207,21 @@ def read_slice_info(path: str | Path) -> SliceInfo:
     Raises:
         VolumeFormatError: Not DICOM, or a geometry tag is missing.
     """
-    import pydicom
-
     path = Path(path)
     try:
-        ds = pydicom.dcmread(str(path), stop_before_pixels=True)
+        ds = read_dicom(str(path), header_only=True)
+    except DicomTooLargeError as exc:
+        raise VolumeFormatError(f"{path}: {exc}") from None
     except Exception as exc:  # noqa: BLE001 - InvalidDicomError, OSError, truncated data
         raise VolumeFormatError(f"{path}: not a readable DICOM file ({type(exc).__name__})") from None
     for keyword in ("Rows", "Columns", "SeriesInstanceUID"):
         if keyword not in ds:
             raise VolumeFormatError(f"{path}: {keyword} is missing; a volume slice needs it")
+    too_big = dicom_pixels_problem(ds)
+    if too_big:
+        raise VolumeFormatError(f"{path}: {too_big}")
+    values = dicom_values(ds)
+    bits = ds.get("BitsAllocated") or 8
     return SliceInfo(
         str(path),
         str(ds.SeriesInstanceUID),
@@ -218,6 +230,8 @@ def read_slice_info(path: str | Path) -> SliceInfo:
         _floats(ds, "PixelSpacing", 2, path),
         (int(ds.Rows), int(ds.Columns)),
         str(ds.get("Modality", "")),
+        values,
+        values * max(int(bits), 8) // 8,
     )
 
 
@@ -302,11 +316,9 @@ def series_spacing(folder: str | Path, files: Sequence[str | Path] | None = None
     return tuple(round(s, AFFINE_DECIMALS) for s in canonical[::-1])
 
 
-def _slice_pixels(path: str) -> np.ndarray:
-    import pydicom
-
+def _slice_pixels(path: str, nbytes: int = 0) -> np.ndarray:
     try:
-        ds = pydicom.dcmread(path)
+        ds = read_dicom(path, header_only=False, pixel_bytes=nbytes)
         too_big = dicom_pixels_problem(ds)
         pixels = None if too_big else ds.pixel_array  # refused before pydicom allocates from the header
     except Exception as exc:  # noqa: BLE001 - truncated data, missing codec, no pixels
@@ -347,8 +359,12 @@ def read_series_files(
     Raises:
         VolumeFormatError: See :func:`order_series`; or a slice cannot be read.
     """
-    ordered, spacing = order_series([read_slice_info(p) for p in files], where)
-    stack = [_slice_pixels(s.path) for s in ordered]
+    slices = [read_slice_info(p) for p in files]
+    too_big = series_voxels_problem([s.values for s in slices])  # the series as a whole, from the headers alone
+    if too_big:
+        raise VolumeFormatError(f"{where}: {too_big}")
+    ordered, spacing = order_series(slices, where)
+    stack = [_slice_pixels(s.path, s.nbytes) for s in ordered]
     dtype = np.result_type(*stack)
     data = np.stack([p.astype(dtype) for p in stack], axis=-1)  # rows (j), columns (i), slices (k)
     data = np.ascontiguousarray(np.swapaxes(data, 0, 1))  # -> i, j, k
@@ -377,14 +393,17 @@ def seg_label_volume(path: str | Path, files: Sequence[str | Path], where: str |
     Raises:
         VolumeFormatError: Unreadable, not a SEG, or a slice of the series has no frame in it.
     """
-    import pydicom
-
     from digits_data_dicomweb.seg import SegmentationError, SegmentationLabels
 
     ordered, spacing = order_series([read_slice_info(p) for p in files], where)
     try:
-        seg = SegmentationLabels(pydicom.dcmread(str(path)), name=str(path))
-        maps = [seg.label_map(str(pydicom.dcmread(s.path, stop_before_pixels=True).SOPInstanceUID)) for s in ordered]
+        header = read_dicom(str(path), header_only=True)
+        seg = SegmentationLabels(
+            read_dicom(str(path), header_only=False, pixel_bytes=dicom_values(header)), name=str(path)
+        )  # SEG frames are 1 bit or 8 bits a value: its values bound its bytes
+        maps = [seg.label_map(str(read_dicom(s.path, header_only=True).SOPInstanceUID)) for s in ordered]
+    except DicomTooLargeError as exc:
+        raise VolumeFormatError(f"{path}: {exc}") from None
     except SegmentationError as exc:
         raise VolumeFormatError(f"{path}: {exc}") from None
     except Exception as exc:  # noqa: BLE001 - not DICOM, truncated
