@@ -15,6 +15,7 @@ import sys
 from typing import Any
 
 from ..errors import DatasetError, JobStateError
+from .dataset_export_cmd import add_export
 from .output import plugin_output_to_stderr, print_json, print_table
 
 
@@ -66,6 +67,8 @@ def register(subparsers) -> None:
     explore.add_argument("--start", type=int, default=None, help="first record (default: spread over the stage)")
     explore.add_argument("--out", default=None, help="output PNG (default: explore-<id>-<stage>.png)")
     explore.set_defaults(handler=_cleaning(run_explore))
+
+    add_export(sub)
 
     delete = sub.add_parser("delete", help="delete a dataset job", description="Delete a dataset job folder.")
     delete.add_argument("id", help="dataset job id (or a unique prefix)")

@@ -18,6 +18,21 @@ from digits_core.paths import resolve_in_roots
 
 from .model import ImageAnnotations, Parsed, Shape, number
 from .xmlsafe import XMLRefused, parse_xml
+from .yolo import read_names
+
+#: Class-name files (one name per line, index = class id) looked for next to the label folder.
+NAME_FILES = ("labels.txt", "classes.txt")
+
+
+def find_names_file(label_folder: str) -> str | None:
+    """``labels.txt`` or ``classes.txt`` in ``label_folder`` or up to two folders above it, or ``None``."""
+    folder = os.path.abspath(label_folder)
+    for _ in range(3):
+        for name in NAME_FILES:
+            if os.path.isfile(os.path.join(folder, name)):
+                return os.path.join(folder, name)
+        folder = os.path.dirname(folder)
+    return None
 
 
 def read_voc_folder(image_folder: str, label_folder: str, images: list[str]) -> Parsed:
@@ -25,9 +40,14 @@ def read_voc_folder(image_folder: str, label_folder: str, images: list[str]) -> 
 
     Images without an XML file are left out (not in ``images`` of the
     result); a file that cannot be parsed is a problem that leaves its image
-    out. Class names are the object names in order of first appearance.
+    out. Class names are those of a ``labels.txt`` / ``classes.txt`` file found in the label
+    folder or up to two folders above it (what ``digits dataset export --format voc`` writes),
+    then object names in order of first appearance.
     """
     parsed = Parsed()
+    names_file = find_names_file(label_folder)
+    if names_file:
+        parsed.classes = read_names(names_file)
     for path in images:
         ident = os.path.splitext(os.path.relpath(path, image_folder))[0]
         label = os.path.join(label_folder, ident + ".xml")
