@@ -181,7 +181,8 @@ class ObjectDetectionIngestion(ImageIngestionBase):
             fmt, reason = detect.detect_file(expand(self.train_annotations))
         else:
             fmt, reason = detect.detect_folder(expand(self.train_label_folder), want="boxes")
-        logger.info("object-detection: label format %s: %s", fmt, reason)
+        # a warning, so the command line shows it without -v: a choice made for the user
+        logger.warning("object-detection: label format auto -> %s: %s (set label_format to choose)", fmt, reason)
         self.userdata["label_format_detected"] = {"format": fmt, "reason": reason}
         return fmt
 

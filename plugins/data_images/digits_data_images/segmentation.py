@@ -222,7 +222,8 @@ class ImageSegmentationIngestion(ImageIngestionBase):
             fmt, reason = detect.detect_file(expand(self.annotations))
         else:
             fmt, reason = detect.detect_folder(expand(self.label_folder), want="masks")
-        logger.info("image-segmentation: label format %s: %s", fmt, reason)
+        # a warning, so the command line shows it without -v: a choice made for the user
+        logger.warning("image-segmentation: label format auto -> %s: %s (set label_format to choose)", fmt, reason)
         self.userdata["label_format_detected"] = {"format": fmt, "reason": reason}
         return fmt
 
