@@ -169,3 +169,15 @@ def test_a_server_path_error_names_the_path_given_not_where_its_symlink_leads(tm
             check_inference_path(str(tmp_path / "dangling.png"))
     message = str(refused.value)
     assert "dangling.png" in message and "private-target-name" not in message and "missing.png" not in message
+
+
+def test_the_security_page_lists_every_limit_with_its_default_and_setting():
+    """docs/security.md, "Input size limits": one table row per configurable limit, as the code has it."""
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "security.md").read_text(encoding="utf-8")
+    section = page.split("## Input size limits", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("|")]
+    for limit in LIMITS:
+        (row,) = [r for r in rows if f"`{limit.env}`" in r]
+        assert f"{limit.default:,}" in row, row
