@@ -16,7 +16,7 @@ from typing import Any
 
 from ..errors import DatasetError, JobStateError
 from .dataset_export_cmd import add_export
-from .output import plugin_output_to_stderr, print_json, print_table
+from .output import plugin_output_to_stderr, print_json, print_table, print_unreadable
 
 
 def register(subparsers) -> None:
@@ -234,14 +234,22 @@ def job_status_text(job) -> str:
 
 
 def run_list(args) -> int:
-    """Print the dataset jobs."""
+    """Print the dataset jobs, and the job folders whose records cannot be read (marked Unreadable)."""
     from ..jobs import JobStore
+    from ..jobs.health import dataset_record_problem  # as JobStore above: `digits dataset create --help` stays light
 
-    jobs = JobStore(args.jobs_dir).list(kind="dataset")
+    jobs, unreadable = JobStore(args.jobs_dir).scan(kind="dataset")
+    problems = {job.id: dataset_record_problem(job.path) for job in jobs}
     if args.json:
-        print_json([{**j.to_dict(), "status": job_status_text(j)} for j in jobs])
+        rows_json = []
+        for job in jobs:
+            problem = problems[job.id]
+            status = "Unreadable" if problem else job_status_text(job)
+            extra = {"unreadable": {"file": str(problem.file), "reason": problem.reason}} if problem else {}
+            rows_json.append({**job.to_dict(), "status": status, **extra})
+        print_json(rows_json + [entry.to_dict() for entry in unreadable])
         return 0
-    if not jobs:
+    if not jobs and not unreadable:
         print("No datasets yet. Create one with `digits dataset create PLUGIN-ID --help`.")
         return 0
     rows = []
@@ -249,8 +257,11 @@ def run_list(args) -> int:
         summary = job.data.get("dataset") or {}
         stages = summary.get("stages") or {}
         counts = " ".join(f"{s}={n}" for s, n in stages.items() if n)
-        rows.append([job.id, job.name, job.plugin_id or "", job_status_text(job), counts, summary.get("skipped", "")])
+        status = "Unreadable" if problems[job.id] else job_status_text(job)
+        rows.append([job.id, job.name, job.plugin_id or "", status, counts, summary.get("skipped", "")])
+    rows += [[entry.id, "", "", "Unreadable", "", ""] for entry in unreadable]
     print_table(["id", "name", "plugin", "status", "records", "skipped"], rows)
+    print_unreadable([*unreadable, *(p for p in problems.values() if p)])
     return 0
 
 
@@ -339,9 +350,15 @@ def run_explore(args) -> int:
 def run_delete(args) -> int:
     """Delete a dataset job folder."""
     from ..jobs import JobStore
+    from ..jobs.record import JobRecordError  # as JobStore above: `digits dataset create --help` stays light
 
     store = JobStore(args.jobs_dir)
-    job = store.get(args.id, kind="dataset")
+    try:
+        job = store.get(args.id, kind="dataset")
+    except JobRecordError as exc:  # its job.json cannot be read: remove the folder as it is (unless a process owns it)
+        store.delete(args.id)
+        print(f"Deleted job {exc.file.parent.name} (its {exc.file.name} could not be read: {exc.reason})")
+        return 0
     if job_status_text(job) == "Running" and not args.force:
         raise JobStateError(
             f"Dataset job {job.id} is still running (pid {job.data.get('pid')}); wait for it, or use --force."

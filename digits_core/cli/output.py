@@ -38,3 +38,13 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
     print(line.rstrip())
     for row in cells:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+
+
+def print_unreadable(problems: Sequence[Any]) -> None:
+    """After a jobs table: each record that cannot be read (``file`` and ``reason``) and what to do about it."""
+    if not problems:
+        return
+    print(f"\n{len(problems)} job record(s) cannot be read (nothing was changed on disk):")
+    for problem in problems:
+        print(f"  {problem.file}: {problem.reason}")
+    print("Fix or restore each file, or delete its job (`digits model delete ID` / `digits dataset delete ID`).")

@@ -18,8 +18,11 @@ from ..engine.options import lr_preview_schedule
 from ..engine.trainer import request_abort, resume_training, train
 from ..errors import FormValidationError, JobStateError
 from ..jobs import JobStore
+from ..jobs.checks import check_job_name
 from ..jobs.model import MODEL_FILE
+from ..jobs.record import JobRecordError
 from ..sweep import expand_sweep, is_sweep, sweep_group, train_sweep
+from .model_list import run_list
 from .output import print_json, print_table
 
 
@@ -179,6 +182,7 @@ def run_train(args) -> int:
                 raise FormValidationError(
                     {"dataset": ["give --dataset ID (see `digits dataset list`) or --resume JOB"]}, "digits train"
                 )
+            check_job_name(args.name, "--name", what="digits train")
             options = _options_from_args(args)
             if args.workers is not None:
                 bar.close()
@@ -339,48 +343,11 @@ def _store(args):
     return JobStore(args.jobs_dir)
 
 
-def run_list(args) -> int:
-    rows, data = [], []
-    for job in _store(args).list(kind="model"):
-        if args.group and job.group != " ".join(args.group.split()):
-            continue
-        info = {}
-        path = job.path / MODEL_FILE
-        if path.is_file():
-            try:
-                info = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, json.JSONDecodeError):
-                info = {}
-        best = info.get("best_metric")
-        rows.append(
-            [
-                job.id,
-                job.name,
-                job.status.value,
-                job.group or "",
-                info.get("network", job.network),
-                info.get("dataset_id", job.dataset_id),
-                info.get("last_epoch"),
-                f"{info.get('best_metric_name', '')} {best:.4f}" if isinstance(best, float) else "",
-            ]
-        )
-        data.append({**job.to_dict(), "model": info})
-    if args.json:
-        print_json(data)
-    elif rows:
-        print_table(["id", "name", "status", "group", "network", "dataset", "epoch", "best"], rows)
-    elif args.group:
-        print(f'No model job in group "{args.group}".')
-    else:
-        print("No model jobs yet. Train one with `digits train --dataset ID --network lenet`.")
-    return 0
-
-
 def run_show(args) -> int:
     job = load_model_job(_store(args).get(args.job, kind="model"))
-    info = {}
-    if (job.path / "model.json").is_file():
-        info = json.loads((job.path / "model.json").read_text(encoding="utf-8"))
+    info: dict[str, Any] = {}
+    if (job.path / MODEL_FILE).is_file():
+        info = dict(read_model_info(job.path))  # a damaged one is an error naming the file and why
     last: dict = {}
     for point in read_metrics(job):
         last[point["name"]] = point["value"]
@@ -434,7 +401,12 @@ def run_abort(args) -> int:
 
 def run_delete(args) -> int:
     store = _store(args)
-    job = store.get(args.job, kind="model")
+    try:
+        job = store.get(args.job, kind="model")
+    except JobRecordError as exc:  # its job.json cannot be read: remove the folder as it is (unless a process owns it)
+        store.delete(args.job)
+        print(f"deleted {exc.file.parent.name} (its {exc.file.name} could not be read: {exc.reason})")
+        return 0
     if job.status.value == "Running" and not args.force:
         raise JobStateError(f'Model job "{job.id}" is running; abort it first or pass --force.')
     store.delete(job.id)

@@ -30,6 +30,7 @@ from typing import Any
 
 from ..errors import DatasetError, DigitsError, FormValidationError
 from ..groups import MAX_GROUP_LENGTH, normalize_group
+from ..jobs.checks import MAX_JOB_NAME_LENGTH
 from ..option_spec import OptionSpec, add_arguments, check_message, wtforms_field
 
 #: Default ``max_errors``: the fraction of entries that may be skipped.
@@ -106,7 +107,7 @@ def chunk_size(total: int, workers: int) -> int:
 # -- the declaration ---------------------------------------------------------------------------------
 
 #: Longest dataset name.
-MAX_NAME_LENGTH = 200
+MAX_NAME_LENGTH = MAX_JOB_NAME_LENGTH  # one limit for every job name (digits_core.jobs.record)
 
 
 def _parse_name(value: Any) -> str | None:

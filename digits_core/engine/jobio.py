@@ -26,7 +26,7 @@ from typing import Any
 
 from ..errors import JobNotFoundError
 from ..jobs import Job, JobStore
-from ..jobs.model import METRICS_FILE, MODEL_FILE, metric_lines, read_model_record
+from ..jobs.model import METRICS_FILE, MODEL_FILE, metric_lines, read_metric_points, read_model_record
 from ..jobs.record import ModelRecord
 
 SNAPSHOT_DIR = "snapshots"
@@ -72,17 +72,8 @@ def read_model_info(folder: str | os.PathLike) -> ModelRecord:
 
 
 def read_metrics(job: Any, jobs_dir=None) -> list[dict]:
-    """All points of ``metrics.jsonl`` (a partly written last line is ignored)."""
-    path = model_folder(job, jobs_dir) / METRICS_FILE
-    if not path.is_file():
-        return []
-    points = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            points.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return points
+    """All points of ``metrics.jsonl``; a bad or partly written line is skipped (:func:`read_metric_points`)."""
+    return read_metric_points(model_folder(job, jobs_dir)).points
 
 
 def epoch_tag(epoch: float) -> str:

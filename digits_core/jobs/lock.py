@@ -27,6 +27,7 @@ from datetime import datetime
 from pathlib import Path
 
 from ..errors import JobStateError
+from .readers import UnreadableRecordError, read_json_record
 
 #: The file in a job folder whose ``flock`` marks the job's one live owner.
 LOCK_FILE = "job.lock"
@@ -55,8 +56,9 @@ def describe_owner(owner: dict) -> str:
     if not owner:
         return "owner unknown"
     since = ""
-    if owner.get("started"):
-        since = " since " + datetime.fromtimestamp(float(owner["started"])).strftime("%Y-%m-%d %H:%M:%S")
+    started = owner.get("started")
+    if isinstance(started, (int, float)) and 0 < started < 253402300799:  # the lock file is read, not trusted
+        since = " since " + datetime.fromtimestamp(float(started)).strftime("%Y-%m-%d %H:%M:%S")
     return f"pid {owner.get('pid', '?')} on {owner.get('host', '?')}{since}"
 
 
@@ -73,8 +75,8 @@ def _key(job_dir: str | os.PathLike) -> str:
 
 def _read_owner(path: Path) -> dict:
     try:
-        data = json.loads(path.read_text(encoding="utf-8") or "{}")
-    except (OSError, ValueError):
+        data = read_json_record(path, max_bytes=64 * 1024)
+    except (OSError, UnreadableRecordError):
         return {}
     return data if isinstance(data, dict) else {}
 

@@ -26,11 +26,14 @@ import math
 import os
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import TrainingError
+from .checks import check_record_types
 from .lock import record_lock
+from .readers import UnreadableRecordError, max_metric_line_bytes, parse_json_line, read_json_object
 from .record import ModelRecord, SnapshotEntry, write_json_atomic
 
 if TYPE_CHECKING:
@@ -40,20 +43,93 @@ MODEL_FILE = "model.json"
 METRICS_FILE = "metrics.jsonl"
 
 
+class UnreadableModelRecordError(UnreadableRecordError, TrainingError):
+    """``model.json`` cannot be read as a model record (the message names the file and why).
+
+    Both an :class:`~digits_core.jobs.readers.UnreadableRecordError` (pages
+    show what is wrong) and a :class:`~digits_core.errors.TrainingError`
+    (what callers of :func:`read_model_record` already handle).
+    """
+
+
 def read_model_record(folder: str | os.PathLike) -> ModelRecord:
-    """Parse ``model.json`` of a model job folder.
+    """Parse ``model.json`` of a model job folder, as possibly hostile input (:mod:`digits_core.jobs.readers`).
 
     Raises:
-        TrainingError: The file does not exist (the job has not started training) or cannot be read.
+        TrainingError: The file does not exist (the job has not started training).
+        UnreadableModelRecordError: The file cannot be read, or a declared key has the wrong type
+            (a :class:`~digits_core.errors.TrainingError` too).
     """
     path = Path(folder) / MODEL_FILE
     try:
-        record: ModelRecord = json.loads(path.read_text(encoding="utf-8"))
+        data = read_json_object(path)
     except FileNotFoundError:
         raise TrainingError(f"{path} does not exist: the model job has not started training.") from None
-    except (OSError, json.JSONDecodeError) as exc:
-        raise TrainingError(f"Cannot read {path}: {exc}") from exc
+    except UnreadableRecordError as exc:
+        raise UnreadableModelRecordError(exc.file, exc.reason) from None
+    check_record_types(data, ModelRecord, path, UnreadableModelRecordError)
+    record: ModelRecord = data  # type: ignore[assignment]  # checked above
     return record
+
+
+def model_record_problem(folder: str | os.PathLike) -> UnreadableRecordError | None:
+    """What is wrong with the folder's ``model.json``, or ``None`` (also when there is none yet)."""
+    try:
+        read_model_record(folder)
+    except UnreadableRecordError as exc:
+        return exc
+    except TrainingError:
+        return None
+    return None
+
+
+@dataclass
+class MetricPoints:
+    """The points of a ``metrics.jsonl`` (:func:`read_metric_points`).
+
+    Attributes:
+        points: One object per readable line, in file order.
+        skipped: Lines that were not a JSON object (undecodable, malformed, oversized, non-finite, nested).
+    """
+
+    points: list[dict[str, Any]] = field(default_factory=list)
+    skipped: int = 0
+
+
+def read_metric_points(folder: str | os.PathLike) -> MetricPoints:
+    """Every point of the folder's ``metrics.jsonl``; a bad line is skipped and counted, never fatal.
+
+    A missing file gives no points. A partly written last line (a run being
+    written or killed) counts as skipped too. Lines are read one at a time
+    (each at most :func:`~digits_core.jobs.readers.max_metric_line_bytes`).
+    """
+    result = MetricPoints()
+    limit = max_metric_line_bytes()
+    try:
+        handle = open(Path(folder) / METRICS_FILE, "rb")
+    except FileNotFoundError:
+        return result
+    except OSError:
+        result.skipped = 1
+        return result
+    with handle:
+        while True:
+            line = handle.readline(limit + 1)
+            if not line:
+                break
+            if len(line) > limit and not line.endswith(b"\n"):
+                result.skipped += 1
+                while line and not line.endswith(b"\n"):  # the rest of the oversized line
+                    line = handle.readline(limit + 1)
+                continue
+            if not line.strip():
+                continue
+            point = parse_json_line(line)
+            if point is None:
+                result.skipped += 1
+            else:
+                result.points.append(point)
+    return result
 
 
 def write_model_record(folder: str | os.PathLike, record: ModelRecord) -> None:

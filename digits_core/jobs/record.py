@@ -30,7 +30,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TypedDict
 
-from ..errors import JobNotFoundError
+from .checks import check_record_types, is_unix_time
+from .readers import UnreadableRecordError
 from .status import JobStatus
 
 #: The ``job.json`` layout this code writes and understands.
@@ -230,19 +231,23 @@ class SweepRecord(TypedDict, total=False):
     promoted: str  # the trial job promoted as the sweep's result
 
 
-class JobRecordError(JobNotFoundError):
-    """``job.json`` is not a job record this version understands (the message names the file).
+class JobRecordError(UnreadableRecordError):
+    """``job.json`` is not a job record this version understands (the message names the file and why).
 
-    A :class:`~digits_core.errors.JobNotFoundError`: job lists skip such a
-    folder as they skip one without a readable ``job.json``.
+    A :class:`~digits_core.jobs.readers.UnreadableRecordError` (so a
+    :class:`~digits_core.errors.JobNotFoundError`): :meth:`JobStore.list
+    <digits_core.jobs.JobStore.list>` leaves such a folder out and
+    :meth:`JobStore.scan <digits_core.jobs.JobStore.scan>` reports it as unreadable.
     """
 
 
 def check_job_record(data: Any, path: str | Path) -> JobRecord:
     """Check the shape of a parsed ``job.json`` and bring it to :data:`SCHEMA_VERSION`.
 
-    Only what every reader relies on is checked (``id``, ``kind``, a
-    non-empty ``status_history``, the schema version); unknown keys are kept.
+    What every reader relies on is checked (``id``, ``kind``, a non-empty
+    ``status_history`` of known statuses and times, the schema version) and
+    every declared key's type (:class:`JobRecord`; ``null`` passes for an
+    optional key); unknown keys are kept.
 
     Args:
         data: The parsed JSON.
@@ -255,27 +260,38 @@ def check_job_record(data: Any, path: str | Path) -> JobRecord:
         JobRecordError: The record is malformed or from a newer schema.
     """
     if not isinstance(data, dict):
-        raise JobRecordError(f"{path} is not a job record (a JSON object was expected).")
+        raise JobRecordError(path, "it is not a job record (a JSON object was expected)")
     version = data.get("schema_version", 1)
-    if not isinstance(version, int) or version < 1:
-        raise JobRecordError(f'{path}: "schema_version" must be a positive integer.')
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise JobRecordError(path, '"schema_version" must be a positive integer')
     if version > SCHEMA_VERSION:
         raise JobRecordError(
-            f"{path} was written by a newer DIGITS Core (job schema {version}, this version "
-            f"reads up to {SCHEMA_VERSION}); upgrade digits-core to open this job."
+            path,
+            f"it was written by a newer DIGITS Core (job schema {version}, this version "
+            f"reads up to {SCHEMA_VERSION}); upgrade digits-core to open this job",
+            hint="Nothing was changed on disk.",
         )
     for key in ("id", "kind"):
         if not isinstance(data.get(key), str) or not data[key]:
-            raise JobRecordError(f'{path}: "{key}" is missing or not a string.')
+            raise JobRecordError(path, f'"{key}" is missing or not a string')
     if data["kind"] not in JOB_KINDS:
-        raise JobRecordError(f'{path}: kind "{data["kind"]}" is not one of {", ".join(JOB_KINDS)}.')
+        raise JobRecordError(path, f'kind "{data["kind"][:40]}" is not one of {", ".join(JOB_KINDS)}')
     history = data.get("status_history")
+    statuses = {status.value for status in JobStatus}
     if (
         not isinstance(history, list)
         or not history
         or not all(isinstance(e, list) and len(e) == 2 and isinstance(e[0], str) for e in history)
     ):
-        raise JobRecordError(f'{path}: "status_history" must be a non-empty list of [status, time] pairs.')
+        raise JobRecordError(path, '"status_history" must be a non-empty list of [status, time] pairs')
+    for status, when in history:
+        if status not in statuses:
+            raise JobRecordError(path, f'"status_history" holds an unknown status (one of {", ".join(statuses)})')
+        if not is_unix_time(when):
+            raise JobRecordError(path, '"status_history" holds a time that is not a Unix time in seconds')
+    if data.get("created") is not None and not is_unix_time(data["created"]):
+        raise JobRecordError(path, '"created" is not a Unix time in seconds')
+    check_record_types(data, JobRecord, path, JobRecordError)
     data["schema_version"] = SCHEMA_VERSION
     record: JobRecord = data  # type: ignore[assignment]  # checked above
     return record

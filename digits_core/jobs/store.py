@@ -23,23 +23,28 @@ record lock (:func:`~digits_core.jobs.lock.record_lock`), so two processes
 updating one job at once lose nothing; a status change is checked against
 the transition table of :mod:`digits_core.jobs.status` (an illegal one
 raises :class:`~digits_core.jobs.status.IllegalTransitionError`).
+
+Why one module: :class:`Job` and :class:`JobStore` are the two halves of one
+read path (a folder's ``job.json``, the folders of a jobs folder, and what is
+reported when one cannot be read); split, each would import the other.
 """
 
 from __future__ import annotations
 
 import copy
-import json
 import os
 import shutil
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..config import resolve_jobs_dir
 from ..errors import JobNotFoundError
 from ..faults import disk_error, raise_if_disk_full
+from .checks import check_job_name
 from .lock import (
     LOCK_FILE,
     JobLock,
@@ -53,10 +58,12 @@ from .lock import (
     release_running_hold,
 )
 from .model import ModelJobFiles
+from .readers import UnreadableRecordError, read_json_record
 from .record import (
     SCHEMA_VERSION,
     JobFields,
     JobRecord,
+    JobRecordError,
     JobRecordView,
     check_job_record,
     new_job_id,
@@ -75,6 +82,8 @@ if TYPE_CHECKING:
 
 JOB_FILE = "job.json"
 _UNSET = object()
+_Jobs = list["Job"]  # (JobStore.list shadows the builtin in its class body)
+_Unreadables = list["UnreadableJob"]
 
 
 class Job(JobRecordView, ModelJobFiles):
@@ -109,7 +118,8 @@ class Job(JobRecordView, ModelJobFiles):
 
         Args:
             kind: ``"dataset"`` or ``"model"``.
-            name: The user's name for the job.
+            name: The user's name for the job (at most
+                :data:`~digits_core.jobs.record.MAX_JOB_NAME_LENGTH` characters).
             jobs_dir: The jobs folder (see :func:`~digits_core.config.resolve_jobs_dir`).
             hold: This process will run the job itself: it owns the job from
                 this moment (as :meth:`set_status` Running does), so a kill
@@ -117,7 +127,11 @@ class Job(JobRecordView, ModelJobFiles):
                 not one Initialized forever. Jobs queued for another process
                 (the web UI's) are created without it.
             **fields: Extra keys stored in ``job.json`` (plugin ids, form data...).
+
+        Raises:
+            FormValidationError: The name is too long or not text (nothing is created).
         """
+        check_job_name(name)  # before anything exists on disk
         root = resolve_jobs_dir(jobs_dir)
         while True:
             job_id = new_job_id()
@@ -173,18 +187,21 @@ class Job(JobRecordView, ModelJobFiles):
     def load(cls, path: str | os.PathLike) -> Job:
         """Load the job in folder ``path``.
 
+        ``job.json`` is read as possibly hostile input (bounded size and nesting,
+        strict UTF-8 and numbers; see :mod:`digits_core.jobs.readers`).
+
         Raises:
-            JobNotFoundError: The folder has no readable ``job.json``.
-            JobRecordError: ``job.json`` is malformed or from a newer schema
-                (a :class:`~digits_core.errors.JobNotFoundError`).
+            JobNotFoundError: The folder has no ``job.json``.
+            JobRecordError: ``job.json`` cannot be read, is malformed or is from a newer schema
+                (a :class:`~digits_core.errors.JobNotFoundError`; ``file`` and ``reason`` say what is wrong).
         """
         path = Path(path)
         try:
-            data = json.loads((path / JOB_FILE).read_text(encoding="utf-8"))
+            data = read_json_record(path / JOB_FILE)
         except FileNotFoundError as exc:
             raise JobNotFoundError(f"No job in {path} (no {JOB_FILE}).") from exc
-        except (OSError, json.JSONDecodeError) as exc:
-            raise JobNotFoundError(f"Cannot read {path / JOB_FILE}: {exc}") from exc
+        except UnreadableRecordError as exc:
+            raise JobRecordError(exc.file, exc.reason) from None
         return cls(path, check_job_record(data, path / JOB_FILE))
 
     def save(self) -> None:
@@ -239,6 +256,7 @@ class Job(JobRecordView, ModelJobFiles):
         def set_name(record: JobRecord) -> None:
             record["name"] = name
 
+        check_job_name(name, what="job name")
         self._change(set_name)
         return self
 
@@ -412,37 +430,49 @@ class JobStore:
         return iter(self.list())
 
     def list(self, kind: str | None = None, *, reap: bool = True) -> list[Job]:
-        """Return the jobs (newest first), optionally only those of ``kind``.
+        """Return the readable jobs (newest first), optionally only those of ``kind``.
 
         With ``reap`` (the default), a Running job whose owner died is marked
         Aborted on the way (see :meth:`Job.reap`).
 
-        Folders without a readable ``job.json`` (e.g. a dataset still being
-        built in a temporary folder) are skipped.
+        Folders without ``job.json`` (e.g. a dataset still being built in a
+        temporary folder) and folders whose ``job.json`` cannot be read are
+        left out; :meth:`scan` reports the latter.
         """
-        jobs = []
-        for child in sorted(self.root.iterdir(), reverse=True):
+        return self.scan(kind, reap=reap)[0]
+
+    def scan(self, kind: str | None = None, *, reap: bool = True) -> tuple[_Jobs, _Unreadables]:
+        """The jobs (as :meth:`list`) and the job folders whose ``job.json`` cannot be read.
+
+        Never raises for one bad folder: an undecodable, malformed, out-of-range
+        or oversized ``job.json`` comes back as an :class:`UnreadableJob` naming
+        the file and the reason (listed whatever ``kind`` asks for: its kind is
+        unknown). Nothing is written to such a folder.
+        """
+        jobs: list[Job] = []
+        unreadable: list[UnreadableJob] = []
+        try:
+            children = sorted(self.root.iterdir(), reverse=True)
+        except FileNotFoundError:
+            return jobs, unreadable
+        for child in children:
             if child.name.startswith(".") or not (child / JOB_FILE).is_file():
                 continue
             try:
                 job = Job.load(child)
-            except JobNotFoundError:
+                if reap:
+                    job.reap()
+            except JobRecordError as exc:
+                unreadable.append(UnreadableJob(child, exc.file, exc.reason))
                 continue
-            if reap:
-                job.reap()
+            except JobNotFoundError:
+                continue  # removed while we looked
             if kind is None or job.kind == kind:
                 jobs.append(job)
-        return jobs
+        return jobs, unreadable
 
-    def get(self, job_id: str, kind: str | None = None) -> Job:
-        """Return the job with this id (a unique prefix of it also works).
-
-        A Running job whose owner died comes back Aborted (see :meth:`Job.reap`).
-
-        Raises:
-            JobNotFoundError: No such job, or the prefix is ambiguous, or the
-                job is of another kind.
-        """
+    def _folder(self, job_id: str) -> Path:
+        """The folder of job ``job_id`` (a unique prefix works), found without reading any file."""
         if not job_id or "/" in job_id or "\\" in job_id or job_id.startswith("."):
             raise JobNotFoundError(f'"{job_id}" is not a job id; run `digits dataset list` or `digits model list`.')
         path = self.root / job_id
@@ -452,17 +482,81 @@ class JobStore:
                 detail = "matches several jobs" if matches else "does not exist"
                 raise JobNotFoundError(f'Job "{job_id}" {detail} in {self.root}.')
             path = matches[0]
-        job = Job.load(path)
+        return path
+
+    def get(self, job_id: str, kind: str | None = None) -> Job:
+        """Return the job with this id (a unique prefix of it also works).
+
+        A Running job whose owner died comes back Aborted (see :meth:`Job.reap`).
+
+        Raises:
+            JobNotFoundError: No such job, or the prefix is ambiguous, or the
+                job is of another kind.
+            JobRecordError: The job's ``job.json`` cannot be read (its ``file`` and ``reason`` say why).
+        """
+        job = Job.load(self._folder(job_id))
         job.reap()
         if kind is not None and job.kind != kind:
             raise JobNotFoundError(f'Job "{job_id}" is a {job.kind} job, not a {kind} job.')
         return job
 
-    def delete(self, job_id: str) -> None:
-        """Delete a job folder and everything in it.
+    def unreadable(self, job_id: str) -> UnreadableJob | None:
+        """The problem with job ``job_id``'s ``job.json``, or ``None`` when it reads.
 
         Raises:
             JobNotFoundError: No such job.
         """
-        job = self.get(job_id)
-        shutil.rmtree(job.path)
+        path = self._folder(job_id)
+        try:
+            Job.load(path)
+        except JobRecordError as exc:
+            return UnreadableJob(path, exc.file, exc.reason)
+        return None
+
+    def delete(self, job_id: str) -> None:
+        """Delete a job folder and everything in it, also one whose ``job.json`` cannot be read.
+
+        Raises:
+            JobNotFoundError: No such job.
+            JobLockedError: The job's ``job.json`` is unreadable and a live process still owns the job.
+        """
+        path = self._folder(job_id)
+        try:
+            Job.load(path)
+        except JobRecordError:
+            if is_job_alive(path):  # the lock alone says whether someone runs it
+                raise JobLockedError(path, job_lock_owner(path) or {}) from None
+        shutil.rmtree(path)
+
+
+@dataclass(frozen=True)
+class UnreadableJob:
+    """A job folder whose ``job.json`` cannot be read: what listings show instead of the job.
+
+    Attributes:
+        path: The job folder (its name is the job id).
+        file: The file that cannot be read.
+        reason: Why, in words (never the file's content).
+    """
+
+    path: Path
+    file: Path
+    reason: str
+
+    @property
+    def id(self) -> str:
+        """The folder name, which is the job id."""
+        return self.path.name
+
+    def to_dict(self) -> dict[str, Any]:
+        """A listing row: ``id``, ``status`` ``"Unreadable"``, ``path``, ``file``, ``reason``, ``kind`` ``None``."""
+        return {
+            "id": self.id,
+            "kind": None,
+            "name": "",
+            "status": "Unreadable",
+            "path": str(self.path),
+            "unreadable": True,
+            "file": str(self.file),
+            "reason": self.reason,
+        }

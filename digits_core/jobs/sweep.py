@@ -11,13 +11,14 @@ atomically under the folder's record lock
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import JobNotFoundError
+from .checks import check_record_types
 from .lock import record_lock
+from .readers import UnreadableRecordError, read_json_object
 from .record import SweepRecord, write_json_atomic
 
 if TYPE_CHECKING:
@@ -29,14 +30,18 @@ SWEEP_FILE = "sweep.json"
 def read_sweep_record(folder: str | os.PathLike) -> SweepRecord:
     """Parse ``sweep.json`` of a sweep folder.
 
+    The file is read as possibly hostile input (:mod:`digits_core.jobs.readers`).
+
     Raises:
-        JobNotFoundError: The file is missing or unreadable (the message names it).
+        JobNotFoundError: The file is missing or unreadable (the message names it; unreadable:
+            an :class:`~digits_core.jobs.readers.UnreadableRecordError` saying why).
     """
     path = Path(folder) / SWEEP_FILE
     try:
-        record: SweepRecord = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise JobNotFoundError(f"Cannot read {path}: {exc}") from exc
+        record: SweepRecord = read_json_object(path)  # type: ignore[assignment]  # types checked below
+    except OSError as exc:
+        raise JobNotFoundError(f"Cannot read {path}: {exc.strerror or exc}") from exc
+    check_record_types(record, SweepRecord, path, UnreadableRecordError)
     return record
 
 

@@ -14,6 +14,9 @@ from ..engine.lr_policies import lr_schedule_preview
 from ..engine.option_specs import LR_PREVIEW_OPTIONS
 from ..engine.options import lr_preview_schedule
 from ..errors import DigitsError, FormValidationError
+from ..jobs.checks import check_job_name
+from ..jobs.readers import max_record_depth, nested_deeper_than
+from ..jobs.record import JobRecordError
 from .helpers import job_summary
 
 bp = Blueprint("api", __name__, url_prefix="/api")
@@ -28,6 +31,30 @@ def _body() -> dict:
     if not isinstance(data, dict):
         raise FormValidationError({"body": ["send a JSON object (Content-Type: application/json)"]}, "request")
     return data
+
+
+_TOO_DEEP = object()
+
+
+@bp.before_app_request
+def _bounded_json_body():
+    """Every JSON request body, on any route: nested at most as deep as a job record may be, else 400 naming it.
+
+    Python's JSON parser recurses per level, so a body nested 100,000 deep would otherwise end in a
+    ``RecursionError`` (a 500) wherever a handler parses it. The parsed body is cached for the handler.
+    """
+    if request.method in ("GET", "HEAD", "OPTIONS") or not request.is_json:
+        return None
+    try:
+        data = request.get_json(silent=True)
+    except RecursionError:
+        data = _TOO_DEEP
+    limit = max_record_depth()
+    if data is _TOO_DEEP or nested_deeper_than(data, limit):
+        message = f"the JSON body nests objects or lists deeper than {limit} levels"
+        error = {"code": 400, "title": "Invalid value", "message": f"Invalid value in request:\n  body: {message}"}
+        return jsonify({"error": {**error, "fields": {"body": [message]}}}), 400
+    return None
 
 
 @bp.errorhandler(FormValidationError)
@@ -52,9 +79,14 @@ def plugins():
 
 @bp.get("/jobs")
 def jobs():
-    """Every job (``?kind=dataset|model``), newest first."""
+    """Every job (``?kind=dataset|model``), newest first, then the job folders whose ``job.json`` cannot be read.
+
+    Those come whatever ``kind`` asks for (their kind is unknown) as ``{"id", "kind": null, "status":
+    "Unreadable", "unreadable": true, "file", "reason", "path", "name": ""}``.
+    """
     kind = request.args.get("kind") or None
-    return jsonify([job_summary(j) for j in _ext()["store"].list(kind)])
+    found, broken = _ext()["store"].scan(kind)
+    return jsonify([job_summary(j) for j in found] + [entry.to_dict() for entry in broken])
 
 
 @bp.get("/scheduler")
@@ -117,6 +149,7 @@ def create_model():
     from .sweeps import create_model_jobs
 
     body = _body()
+    check_job_name(body.get("name"), "name", what="new model")
     options = body.get("options") or {}
     if not isinstance(options, dict):
         raise FormValidationError({"options": ["must be a JSON object of training options"]}, "new model")
@@ -174,7 +207,11 @@ def delete(job_id: str):
     """
     from .job_deletes import DatasetInUseError, delete_job, describe
 
-    job = _ext()["store"].get(job_id)
+    try:
+        job = _ext()["store"].get(job_id)
+    except JobRecordError:  # its job.json cannot be read: the folder goes as it is (refused while a process owns it)
+        _ext()["store"].delete(job_id)
+        return jsonify({"id": job_id, "deleted": True, "also_deleted": []})
     try:
         deleted = delete_job(job.id, job.kind, cascade=request.args.get("cascade") in ("1", "true"))
     except DatasetInUseError as exc:

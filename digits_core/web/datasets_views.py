@@ -7,6 +7,8 @@ from flask import Blueprint, current_app, flash, jsonify, redirect, render_templ
 from ..datasets.options import DatasetOptionsError, options_from_web, web_values
 from ..errors import DigitsError, DiskFullError, FormValidationError
 from ..jobs import Job, JobStatus
+from ..jobs.health import DATASET_FILES, dataset_record_problem
+from ..jobs.readers import UnreadableRecordError
 from .common_fields import DatasetJobForm
 from .forms_render import blank_form, form_from_request, jsonable, render_plugin_form, validated
 from .helpers import job_summary, read_json, read_progress, worker_log_tail
@@ -119,6 +121,9 @@ def new(plugin_id: str):
 
 def dataset_details(job: Job) -> dict:
     """Everything the dataset page shows, JSON-friendly."""
+    problem = dataset_record_problem(job.path)
+    if problem is not None:
+        raise problem  # the page that says which file and why (digits_core.web.home)
     info = read_json(job.path / "dataset" / "dataset.json") or read_json(job.path / "dataset.json")
     report = None
     for name in ERROR_REPORTS:
@@ -132,8 +137,13 @@ def dataset_details(job: Job) -> dict:
         from ..datasets import open_dataset
         from ..datasets.explore import label_histograms
 
-        with open_dataset(job.path) as ds:
-            histograms = label_histograms(ds)
+        try:
+            with open_dataset(job.path) as ds:
+                histograms = label_histograms(ds)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:  # a dataset.json edited by hand
+            raise UnreadableRecordError(
+                job.path / DATASET_FILES[0], f"it does not describe a dataset ({type(exc).__name__})"
+            ) from None
         if (info.get("mean") or {}).get("file"):
             mean_url = url_for("datasets.mean_image", job_id=job.id)
     return {

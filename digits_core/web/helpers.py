@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections import Counter
@@ -12,6 +11,7 @@ from pathlib import Path
 from flask import request
 
 from ..jobs import Job, JobStatus
+from ..jobs.readers import UnreadableRecordError, parse_json_line, read_json_record
 
 STATUS_CLASSES = {
     "Initialized": "muted",
@@ -81,10 +81,14 @@ def folder_size(path: Path) -> int:
 
 
 def read_json(path: Path, default=None):
-    """Parse a JSON file, or return ``default`` if it is missing or half-written."""
+    """Parse a JSON file, or return ``default`` if it is missing, half-written or unreadable.
+
+    Read as the job store reads its records (:func:`digits_core.jobs.readers.read_json_record`:
+    bounded size and nesting, strict UTF-8, finite numbers).
+    """
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        return read_json_record(path)
+    except (OSError, UnreadableRecordError):
         return default
 
 
@@ -94,9 +98,16 @@ def read_progress(job: Job) -> dict | None:
 
 
 def overall_progress(job: Job) -> float | None:
-    """A 0..1 progress figure for the jobs tables, or ``None`` when unknown."""
+    """A 0..1 progress figure for the jobs tables, or ``None`` when unknown (or its files make no sense)."""
     if job.status is JobStatus.DONE:
         return 1.0
+    try:
+        return _progress_from_files(job)
+    except (TypeError, ValueError, AttributeError, ZeroDivisionError, OverflowError):
+        return None  # progress.json / model.json are read, not trusted: a damaged one only hides the bar
+
+
+def _progress_from_files(job: Job) -> float | None:
     progress = read_progress(job)
     if isinstance(progress, dict):
         for key in ("fraction", "progress", "overall"):
@@ -125,21 +136,21 @@ def overall_progress(job: Job) -> float | None:
 
 
 def last_metric_epoch(job: Job) -> float | None:
-    """The highest epoch in ``metrics.jsonl`` (read from the end)."""
+    """The highest epoch in ``metrics.jsonl`` (read from the end; lines that are not points are passed over)."""
     path = job.path / "metrics.jsonl"
     try:
         with open(path, "rb") as handle:
             handle.seek(0, os.SEEK_END)
             size = handle.tell()
             handle.seek(max(0, size - 4096))
-            lines = handle.read().decode("utf-8", "replace").splitlines()
+            lines = handle.read().splitlines()
     except OSError:
         return None
     for line in reversed(lines):
-        try:
-            return float(json.loads(line)["epoch"])
-        except (ValueError, KeyError, TypeError):
-            continue
+        point = parse_json_line(line)
+        epoch = point.get("epoch") if point else None
+        if isinstance(epoch, (int, float)) and not isinstance(epoch, bool):
+            return float(epoch)
     return None
 
 

@@ -13,8 +13,11 @@ from werkzeug.wrappers import Response
 
 from ..errors import DigitsError, JobNotFoundError
 from ..jobs import Job, JobStore
+from ..jobs.health import record_problem
+from ..jobs.readers import FIX_HINT, UnreadableRecordError
+from ..jobs.record import JobRecordError
 from . import security
-from .helpers import job_summary
+from .helpers import job_summary, wants_json
 from .job_deletes import dependents
 from .login import safe_next
 
@@ -96,20 +99,37 @@ def home_data(query: str = "") -> dict:
     """The datasets and models tables (JSON-friendly), filtered by a search ``query``.
 
     Returns:
-        ``{"query", "datasets": [rows], "models": [rows], "groups": [{"name", "datasets", "models",
-        "statuses"}], "total": jobs before the search}``; each row has ``group``, ``search``
-        (what the search looks in) and ``sweep`` (a sweep point's values) besides :func:`job_summary`'s keys.
+        ``{"query", "datasets": [rows], "models": [rows], "unreadable": [rows], "groups": [{"name", "datasets",
+        "models", "statuses"}], "total": jobs before the search}``; each row has ``group``, ``search``
+        (what the search looks in), ``sweep`` (a sweep point's values) and ``unreadable`` (``None``, or
+        ``{"file", "reason"}`` when the job's ``model.json``/``dataset.json`` cannot be read) besides
+        :func:`job_summary`'s keys. ``unreadable`` lists the job folders whose ``job.json`` cannot be read
+        (:meth:`UnreadableJob.to_dict <digits_core.jobs.store.UnreadableJob.to_dict>` plus ``url``, the page
+        that says what is wrong).
     """
     query = " ".join((query or "").split())
+    found, broken = store().scan()
     # Newest first by creation time (folder names only order jobs to the second).
-    jobs = sorted(store().list(), key=lambda j: float(j.created or 0), reverse=True)
+    jobs = sorted(found, key=lambda j: float(j.created or 0), reverse=True)
     rows: dict[str, list[dict]] = {"dataset": [], "model": []}
     for job in jobs:
         text = search_text(job)
         if query and not matches(text, query):
             continue
-        row = {**job_summary(job), "group": job.group, "sweep": job.data.get("sweep"), "search": text}
+        problem = record_problem(job.path, job.kind)
+        row = {
+            **job_summary(job),
+            "group": job.group,
+            "sweep": job.data.get("sweep"),
+            "search": text,
+            "unreadable": {"file": str(problem.file), "reason": problem.reason} if problem else None,
+        }
         rows.setdefault(job.kind, []).append(row)
+    unreadable = [
+        {**entry.to_dict(), "url": url_for("home.job_page", job_id=entry.id), "search": f"{entry.id} unreadable"}
+        for entry in broken
+        if not query or matches(f"{entry.id} unreadable", query)
+    ]
     groups: dict[str, dict] = {}
     for kind in ("dataset", "model"):
         for row in rows[kind]:
@@ -123,8 +143,9 @@ def home_data(query: str = "") -> dict:
         "query": query,
         "datasets": rows["dataset"],
         "models": rows["model"],
+        "unreadable": unreadable,
         "groups": list(groups.values()),
-        "total": len(jobs),
+        "total": len(jobs) + len(broken),
     }
 
 
@@ -151,10 +172,10 @@ def index() -> str:
     """The home page: datasets and models, grouped, searchable (``?q=`` hides what does not match), bulk delete."""
     query = " ".join(request.args.get("q", "").split())
     data = home_data()  # every job: the search hides rows, so the page can search again without a reload
-    for row in data["datasets"] + data["models"]:
+    for row in data["datasets"] + data["models"] + data["unreadable"]:
         row["match"] = matches(row["search"], query)
     active = any(r["status"] in ("Waiting", "Running") for r in data["datasets"] + data["models"])
-    shown = sum(r["match"] for r in data["datasets"] + data["models"])
+    shown = sum(r["match"] for r in data["datasets"] + data["models"] + data["unreadable"])
     return render_template(
         "home.html",
         active=active,
@@ -163,6 +184,36 @@ def index() -> str:
         shown=shown,
         **{**data, "query": query},
     )
+
+
+@bp.get("/jobs/<job_id>")
+def job_page(job_id: str) -> ResponseReturnValue:
+    """Any job by id: a readable job's own page, or the page of a job whose ``job.json`` cannot be read."""
+    problem = store().unreadable(job_id)
+    if problem is None:
+        job = store().get(job_id)
+        return redirect(url_for(f"{job.kind}s.show", job_id=job.id))
+    return _unreadable_answer(problem.id, problem.file, problem.reason, 200)
+
+
+def _unreadable_answer(job_id: str | None, file, reason: str, code: int) -> ResponseReturnValue:
+    """What a page or API call answers about a job record that cannot be read (file, reason, what to do)."""
+    if wants_json():
+        message = f"{file} cannot be read: {reason}. {FIX_HINT}"
+        error = {"code": code, "title": "Unreadable job record", "message": message, "file": str(file)}
+        return jsonify({"error": {**error, "reason": reason, "job_id": job_id}}), code
+    return render_template("unreadable_job.html", job_id=job_id, file=str(file), reason=reason, hint=FIX_HINT), code
+
+
+@bp.app_errorhandler(UnreadableRecordError)
+def _unreadable(exc: UnreadableRecordError) -> ResponseReturnValue:
+    """Any page that meets a damaged job record says which file and why (409), never a 500."""
+    try:
+        parts = exc.file.relative_to(store().root).parts
+    except ValueError:
+        parts = ()
+    job_id = parts[0] if len(parts) > 1 and not parts[0].startswith(".") else None  # the job folder, if any
+    return _unreadable_answer(job_id, exc.file, exc.reason, 409)
 
 
 @bp.get("/index.json")
@@ -192,6 +243,14 @@ def bulk_delete(job_ids: list[str], *, abort_running: bool) -> dict:
     for job_id in dict.fromkeys(job_ids):
         try:
             job = store().get(job_id)
+        except JobRecordError:  # its job.json cannot be read: delete the folder as it is, unless someone runs it
+            try:
+                store().delete(job_id)
+            except (DigitsError, OSError) as exc:
+                report["refused"].append({"id": job_id, "name": "", "reason": f"could not delete: {exc}"})
+            else:
+                report["deleted"].append({"id": job_id, "name": ""})
+            continue
         except JobNotFoundError:
             report["refused"].append({"id": job_id, "name": "", "reason": "no such job (deleted already?)"})
             continue
@@ -281,27 +340,30 @@ def login() -> ResponseReturnValue:
     error = None
     next_url = request.values.get("next", "")
     if request.method == "POST":
-        state, client = security.login_state(), security.client_address()
-        wait = state.retry_after(client)
+        right, wait = security.attempt_login(request.form.get("token"))
         if wait:
-            error = f"Too many wrong tokens from this address; try again in {wait} s."
+            error = f"Too many wrong tokens from your network; try again in {wait} s."
             page = render_template("login.html", error=error, next=next_url)
             return page, 429, {"Retry-After": str(wait)}
-        if security.token_matches(request.form.get("token")):
-            state.succeeded(client)
+        if right:
+            state = security.login_state()
             state.close_session(session.get("digits_sid"))
             session.clear()
             session["digits_sid"] = state.open_session()
             session.permanent = True
-            return redirect(safe_next(next_url, url_for("home.index")))
-        state.failed(client)
+            return security.remember_client(redirect(safe_next(next_url, url_for("home.index"))))
         error = "Wrong token."
     return render_template("login.html", error=error, next=next_url), (401 if error else 200)
 
 
-@bp.get("/logout")
-def logout() -> Response:
-    """End the login session (server-side: the old cookie no longer works)."""
+@bp.route("/logout", methods=["GET", "POST"])
+def logout() -> ResponseReturnValue:
+    """End the login session (server-side: the old cookie no longer works); POST only, CSRF-checked.
+
+    ``GET /logout`` shows the button (a link on another site cannot log anyone out).
+    """
+    if request.method != "POST":
+        return render_template("logout.html")
     security.login_state().close_session(session.get("digits_sid"))
     session.clear()
     return redirect(url_for("home.login"))

@@ -34,6 +34,7 @@ from ..engine.option_specs import (
 )
 from ..errors import FormValidationError
 from ..groups import MAX_GROUP_LENGTH
+from ..jobs.checks import MAX_JOB_NAME_LENGTH
 from ..option_spec import OptionSpec, wtforms_field
 from .common_fields import GROUP_HELP, valid_group
 from .search_panel import PANEL_KEYS, SearchPanel
@@ -102,7 +103,7 @@ class ModelForm(SearchPanel):
 
     model_name = StringField(
         "Model name",
-        validators=[DataRequired(message="Give the model a name."), Length(max=200)],
+        validators=[DataRequired(message="Give the model a name."), Length(max=MAX_JOB_NAME_LENGTH)],
         description="Of a sweep: the start of every job's name, and the group when none is given.",
     )
     group = StringField(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from flask import Blueprint, abort, current_app, flash, jsonify, redirect, render_template, request, send_file, url_for
@@ -10,6 +9,9 @@ from flask import Blueprint, abort, current_app, flash, jsonify, redirect, rende
 from ..engine.option_specs import TRAINING_OPTIONS
 from ..errors import DigitsError, FormValidationError, JobStateError
 from ..jobs import Job, JobStatus
+from ..jobs.checks import MAX_JOB_NAME_LENGTH
+from ..jobs.health import record_problem
+from ..jobs.readers import parse_json_line
 from .helpers import job_summary, last_metric_epoch, read_json, worker_log_tail
 from .inference_results import list_results
 from .job_deletes import delete_job
@@ -82,6 +84,8 @@ def create_model_job(
     errors = {}
     if not (name or "").strip():
         errors["model_name"] = ["Give the model a name."]
+    elif len(name) > MAX_JOB_NAME_LENGTH:
+        errors["model_name"] = [f"at most {MAX_JOB_NAME_LENGTH} characters, not {len(name)}"]
     try:
         ds = store.get(dataset, kind="dataset")
         if ds.status is not JobStatus.DONE:
@@ -266,14 +270,31 @@ def snapshots(job: Job) -> list[dict]:
             "size": path.stat().st_size,
             "download": url_for("models.download", job_id=job.id, epoch=epoch),
         }
-        for epoch, path in list_snapshots(job, read_json(job.path / "model.json")).items()
+        for epoch, path in list_snapshots(job, _model_info(job)).items()
         if path.is_file()
     ]
 
 
+def _model_info(job: Job) -> dict | None:
+    """The job's ``model.json`` when it reads as a model record, else ``None`` (not written yet, or damaged)."""
+    if record_problem(job.path, "model") is not None:
+        return None
+    info = read_json(job.path / "model.json")
+    return info if isinstance(info, dict) else None
+
+
+def _model_job(job_id: str) -> Job:
+    """The model job whose page is asked for; a damaged ``model.json`` is raised (the page says which and why)."""
+    job = _ext()["store"].get(job_id, kind="model")
+    problem = record_problem(job.path, "model")
+    if problem is not None:
+        raise problem
+    return job
+
+
 def model_details(job: Job) -> dict:
     """Everything the model page shows, JSON-friendly."""
-    info = read_json(job.path / "model.json")
+    info = _model_info(job)
     return {
         "job": job_summary(job),
         "status_history": job.data.get("status_history", []),
@@ -293,9 +314,8 @@ def model_details(job: Job) -> dict:
 def show(job_id: str):
     """The model job page: status, live charts, snapshots, inference."""
     if job_id.endswith(".json"):
-        job = _ext()["store"].get(job_id[:-5], kind="model")
-        return jsonify(model_details(job))
-    return render_model_page(_ext()["store"].get(job_id, kind="model"))
+        return jsonify(model_details(_model_job(job_id[:-5])))
+    return render_model_page(_model_job(job_id))
 
 
 def render_model_page(
@@ -345,7 +365,7 @@ def metrics(job_id: str):
         ``{"offset": next offset, "points": [{"epoch","step","name","value"}...], "status", "done",
         "error", "snapshots", "status_history", "epoch" (latest), "epochs" (planned)}``.
     """
-    job = _ext()["store"].get(job_id, kind="model")
+    job = _ext()["store"].get(job_id, kind="model")  # (the points come even when model.json is damaged)
     offset = max(0, request.args.get("offset", 0, type=int))
     points = []
     path = job.path / "metrics.jsonl"
@@ -357,10 +377,9 @@ def metrics(job_id: str):
         end = chunk.rfind(b"\n")
         if end >= 0:
             for line in chunk[: end + 1].splitlines():
-                try:
-                    points.append(json.loads(line))
-                except ValueError:
-                    continue
+                point = parse_json_line(line)  # a bad line is passed over (jobs.model.read_metric_points)
+                if point is not None:
+                    points.append(point)
             new_offset = offset + end + 1
     return jsonify(
         {
