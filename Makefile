@@ -3,7 +3,7 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-PLUGINS := plugins/data_images plugins/data_sunnybrook plugins/view_classification plugins/view_segmentation plugins/view_generic plugins/data_dicomweb plugins/view_detection plugins/data_volumes compat/digits6
+PLUGINS := plugins/data_images plugins/data_sunnybrook plugins/view_classification plugins/view_segmentation plugins/view_generic plugins/data_dicomweb plugins/view_detection plugins/data_volumes plugins/networks_backbones compat/digits6
 PYTEST_ARGS ?=
 
 .PHONY: setup demo lint test test-fast test-container clean
