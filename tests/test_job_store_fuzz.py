@@ -302,3 +302,43 @@ def test_a_damaged_dataset_json_is_reported_never_fatal(folder, damage, capsys):
     assert digits_main(["--jobs-dir", str(root), "dataset", "list"]) == 0
     out = capsys.readouterr().out
     assert jobs["dataset"].id in out and (problem is None or "Unreadable" in out)
+
+
+def test_compare_reads_a_non_utf8_metrics_file(folder):
+    root, jobs = folder
+    with open(jobs["victim"].path / "metrics.jsonl", "ab") as handle:
+        handle.write(METRIC_LINES[0] + METRIC_LINES[3])
+    app = create_app(root, testing=True, start_scheduler=False)
+    answer = app.test_client().get(f"/compare.json?jobs={jobs['model'].id},{jobs['victim'].id}&metric=val_loss")
+    assert answer.status_code == 200
+    assert {row["job_id"] for row in answer.get_json()["trials"]} == {jobs["model"].id, jobs["victim"].id}
+
+
+SWEEP_CASES = {
+    **{name: BYTE_CASES[name] for name in ("non-utf8", "empty", "truncated", "oversize", "deep", "a list", "1e999")},
+    "settings text": _set("settings", "fast"),
+    "created string": _set("created", "noon"),
+}
+
+
+@pytest.mark.parametrize("damage", [pytest.param(d, id=name) for name, d in SWEEP_CASES.items()])
+def test_a_damaged_sweep_json_is_reported_never_fatal(folder, damage):
+    from digits_core.jobs.readers import UnreadableRecordError
+    from digits_core.jobs.sweep import read_sweep_record, write_sweep_record
+
+    root, jobs = folder
+    sweep = root / ".sweeps" / "20261206-000000-beef"
+    sweep.mkdir(parents=True)
+    write_sweep_record(sweep, {"id": sweep.name, "name": "s", "status": "Done", "settings": {}, "created": 1.0})
+    path = sweep / "sweep.json"
+    before = _damage(path, damage)
+    with pytest.raises(UnreadableRecordError) as info:
+        read_sweep_record(sweep)
+    assert info.value.file == path and info.value.reason
+    app = create_app(root, testing=True, start_scheduler=False)
+    client = app.test_client()
+    for url in (f"/sweeps/{sweep.name}", f"/sweeps/{sweep.name}.json"):
+        answer = client.get(url)
+        assert answer.status_code == 409 and "sweep.json" in answer.get_data(as_text=True)
+    assert client.get("/").status_code == 200
+    assert path.read_bytes() == before
