@@ -25,9 +25,9 @@ MASK_DTYPES = ("uint8", "uint16", "int16", "int32", "int64")
 #: Float dtypes allowed for regression targets.
 REGRESSION_DTYPES = ("float32", "float64")
 
-CLASS, REGRESSION, MASK, BOXES, IMAGE, RAW_ARRAY = 0, 1, 2, 3, 4, 5
+CLASS, REGRESSION, MASK, BOXES, IMAGE, RAW_ARRAY, MULTILABEL = 0, 1, 2, 3, 4, 5, 6
 #: Label kind code -> name (``Dataset.label_kind``).
-LABEL_KINDS = ("class", "regression", "mask", "boxes", "image", "raw")
+LABEL_KINDS = ("class", "regression", "mask", "boxes", "image", "raw", "multilabel")
 #: The names a plugin may declare as its label kind ("vector" is regression's other name).
 DECLARED_KINDS = {**{name: code for code, name in enumerate(LABEL_KINDS)}, "vector": REGRESSION}
 #: Columns of a boxes label: class id, x_min, y_min, x_max, y_max.
@@ -189,6 +189,18 @@ def _as_boxes(label: Any, feature_shape: tuple) -> tuple[int, str, tuple, bytes]
     return BOXES, "float32", (int(arr.shape[0]), BOX_COLUMNS), arr.tobytes()
 
 
+def _as_multilabel(label: Any, feature_shape: tuple) -> tuple[int, str, tuple, bytes]:
+    """A multi-hot ``K``-vector (one 0/1 per class; any number of them 1), stored as ``uint8``."""
+    if not isinstance(label, np.ndarray) or label.ndim != 1 or label.dtype.kind not in "biuf":
+        raise _contradicts("multilabel", label, "a 1-D 0/1 array (one entry per class)")
+    if label.size == 0:
+        raise RecordError("multilabel label has no classes (a 1-D array of one 0/1 per class is needed)")
+    if not np.isin(label, (0, 1)).all():
+        raise RecordError("multilabel label must hold only 0 and 1 (one entry per class)")
+    arr = np.ascontiguousarray(label, dtype=np.uint8)
+    return MULTILABEL, "uint8", (int(arr.shape[0]),), arr.tobytes()
+
+
 _ENCODERS = {
     CLASS: _as_class,
     REGRESSION: _as_regression,
@@ -196,4 +208,5 @@ _ENCODERS = {
     BOXES: _as_boxes,
     IMAGE: _as_image,
     RAW_ARRAY: _as_raw,
+    MULTILABEL: _as_multilabel,
 }

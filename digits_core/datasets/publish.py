@@ -59,6 +59,9 @@ def dataset_info(
         num_classes = max(seen, len(class_labels or []))
         if not class_labels and num_classes:
             class_labels = [str(i) for i in range(num_classes)]
+    elif LABEL_KINDS[kind] == "multilabel":  # one 0/1 entry per class
+        num_classes = int(lshape[0])
+        class_labels = class_labels or [str(i) for i in range(num_classes)]
     return {
         "format": FORMAT_NAME,
         "format_version": FORMAT_VERSION,

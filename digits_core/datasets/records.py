@@ -50,6 +50,7 @@ from .labels import (  # noqa: F401  (re-exported)
     LABEL_KINDS,
     MASK,
     MASK_DTYPES,
+    MULTILABEL,
     RAW_ARRAY,
     REGRESSION,
     REGRESSION_DTYPES,
@@ -219,7 +220,9 @@ def parse_header(record: bytes) -> tuple:
     if magic != MAGIC:
         raise RecordError(f"not a DIGITS record (magic {magic!r})")
     lshape: tuple[int, ...] = (
-        () if kind == CLASS or (kind == REGRESSION and d0 == 0) else ((d0,) if kind == REGRESSION else (d0, d1))
+        ()
+        if kind == CLASS or (kind == REGRESSION and d0 == 0)
+        else ((d0,) if kind in (REGRESSION, MULTILABEL) else (d0, d1))
     )
     if kind == IMAGE:
         lshape = (d0, d1, (len(record) - HEADER_SIZE - flen) // max(d0 * d1 * np.dtype(DTYPES[lcode]).itemsize, 1))
@@ -264,7 +267,8 @@ MAX_HISTOGRAM_CLASSES = 65536
 
 
 def label_histogram(label: Any, kind: int) -> np.ndarray | None:
-    """Count class ids in a class label (one), a mask (pixels) or boxes (boxes); ``None`` for regression or huge ids."""
+    """Count class ids in a class label (one), a multilabel (each class it carries), a mask (pixels) or boxes
+    (boxes); ``None`` for regression or huge ids."""
     if kind == CLASS:
         index = int(label)
         if index >= MAX_HISTOGRAM_CLASSES:
@@ -272,6 +276,8 @@ def label_histogram(label: Any, kind: int) -> np.ndarray | None:
         counts = np.zeros(index + 1, np.int64)
         counts[index] = 1
         return counts
+    if kind == MULTILABEL:  # images carrying each class
+        return np.asarray(label).astype(np.int64)
     if kind in (MASK, BOXES):
         flat = np.asarray(label).ravel() if kind == MASK else np.asarray(label)[:, 0]
         if flat.size and int(flat.max()) >= MAX_HISTOGRAM_CLASSES:
