@@ -322,13 +322,16 @@ SWEEP_CASES = {
 
 
 @pytest.mark.parametrize("damage", [pytest.param(d, id=name) for name, d in SWEEP_CASES.items()])
-def test_a_damaged_sweep_json_is_reported_never_fatal(folder, damage):
+def test_a_damaged_sweep_json_is_reported_never_fatal(folder, damage, capsys):
     from digits_core.jobs.readers import UnreadableRecordError
     from digits_core.jobs.sweep import read_sweep_record, write_sweep_record
 
     root, jobs = folder
     sweep = root / ".sweeps" / "20261206-000000-beef"
     sweep.mkdir(parents=True)
+    good = {"id": "20261206-000000-cafe", "name": "g", "status": "Done", "settings": {"scheduler": "asha"}, "trials": 4}
+    (root / ".sweeps" / good["id"]).mkdir()
+    write_sweep_record(root / ".sweeps" / good["id"], good)
     write_sweep_record(sweep, {"id": sweep.name, "name": "s", "status": "Done", "settings": {}, "created": 1.0})
     path = sweep / "sweep.json"
     before = _damage(path, damage)
@@ -341,4 +344,9 @@ def test_a_damaged_sweep_json_is_reported_never_fatal(folder, damage):
         answer = client.get(url)
         assert answer.status_code == 409 and "sweep.json" in answer.get_data(as_text=True)
     assert client.get("/").status_code == 200
+    capsys.readouterr()
+    assert digits_main(["--jobs-dir", str(root), "sweep", "list"]) == 0
+    out = capsys.readouterr().out
+    assert sweep.name in out and "Unreadable" in out and str(path) in out
+    assert good["id"] in out and "asha" in out  # the other sweep is listed as before
     assert path.read_bytes() == before

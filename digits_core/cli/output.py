@@ -47,4 +47,4 @@ def print_unreadable(problems: Sequence[Any]) -> None:
     print(f"\n{len(problems)} job record(s) cannot be read (nothing was changed on disk):")
     for problem in problems:
         print(f"  {problem.file}: {problem.reason}")
-    print("Fix or restore each file, or delete its job (`digits model delete ID` / `digits dataset delete ID`).")
+    print("Fix or restore each file, or delete its job or sweep folder (`digits model delete ID`, ...).")

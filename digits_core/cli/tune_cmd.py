@@ -11,7 +11,7 @@ import time
 
 from ..engine.option_specs import add_cli_arguments, options_from_cli
 from ..errors import FormValidationError
-from .output import print_json, print_table
+from .output import print_json, print_table, print_unreadable
 
 
 def register(subparsers) -> None:
@@ -195,26 +195,42 @@ def run_sweep_resume(args) -> int:
 
 
 def run_sweep_list(args) -> int:
-    from ..tuning import list_sweeps
+    """Print the sweeps; a sweep whose ``sweep.json`` cannot be read is listed Unreadable, with the file and why."""
+    from ..jobs.readers import UnreadableRecordError  # as tuning below: `digits tune --help` stays light
+    from ..jobs.sweep import SWEEP_FILE
+    from ..tuning import read_sweep, sweeps_root
 
-    records = list_sweeps(args.jobs_dir)
+    root = sweeps_root(args.jobs_dir)
+    records, unreadable = [], []
+    for path in sorted(root.iterdir(), reverse=True) if root.is_dir() else []:
+        if (path / SWEEP_FILE).is_file():
+            try:
+                records.append(read_sweep(path.name, args.jobs_dir))
+            except UnreadableRecordError as exc:
+                unreadable.append(exc)
     if args.json:
-        print_json(records)
+        gone = [
+            {"id": e.file.parent.name, "status": "Unreadable", "file": str(e.file), "reason": e.reason}
+            for e in unreadable
+        ]
+        print_json(records + gone)
         return 0
     print_table(
         ["id", "name", "status", "scheduler", "trials", "started"],
         [
             [
-                r["id"],
-                r["name"],
+                r.get("id"),
+                r.get("name"),
                 r.get("status"),
-                r["settings"]["scheduler"],
-                len(r["trials"]),
-                len(r["trials_started"]),
+                (r.get("settings") or {}).get("scheduler"),
+                r.get("trials"),  # the planned number of trials (an int in sweep.json)
+                len(r.get("trials_started") or []),
             ]
             for r in records
-        ],
+        ]
+        + [[e.file.parent.name, "", "Unreadable", "", "", ""] for e in unreadable],
     )
+    print_unreadable(unreadable)
     return 0
 
 
