@@ -392,8 +392,10 @@ def test_every_probe_is_refused(world):
             assert exc.code == 302 and exc.headers["Location"] == "/", (target, exc.headers["Location"])
         counts["open-redirect next values refused"] += 1
     old_cookie_jar = opener  # the CSRF probe's logged-in session
+    button = old_cookie_jar.open(server.url + "/logout", timeout=60).read().decode()  # GET: only the button
+    logout = urllib.parse.urlencode({"csrf_token": button.split('name="csrf_token" value="')[1].split('"')[0]})
     try:
-        old_cookie_jar.open(server.url + "/logout", timeout=60)
+        old_cookie_jar.open(urllib.request.Request(server.url + "/logout", data=logout.encode()), timeout=60)
     except urllib.error.HTTPError:
         pass
     try:

@@ -125,7 +125,8 @@ def test_auth_token(tmp_path):
     good = client.post("/login", data={"csrf_token": token, "token": "s3cret", "next": "//evil.example/"})
     assert good.status_code == 302 and good.headers["Location"] == "/"
     assert client.get("/").status_code == 200
-    client.get("/logout")
+    assert client.get("/logout").status_code == 200 and client.get("/").status_code == 200  # GET: only the button
+    client.post("/logout", data={"csrf_token": csrf_token_from(client.get("/logout").get_data(as_text=True))})
     assert client.get("/").status_code == 302
 
 
@@ -257,12 +258,21 @@ def test_new_dataset_unknown_plugin_and_menu(client):
 
 
 def test_serve_command_warns_without_auth(tmp_path, monkeypatch, capsys):
-    from flask import Flask
-
-    from digits_core.cli import main
+    from digits_core.cli import main, serve_cmd
 
     calls = []
-    monkeypatch.setattr(Flask, "run", lambda self, **kw: calls.append(kw))
+
+    class Server:  # the production server, bound and run: recorded instead
+        def __init__(self, app, args):
+            calls.append({"host": args.host, "port": args.port, "threads": args.threads})
+
+        def run(self):
+            pass
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(serve_cmd, "production_server", Server)
     assert main(["--jobs-dir", str(tmp_path / "jobs"), "serve", "--host", "0.0.0.0", "--port", "5999"]) == 1
     assert "--insecure-no-auth" in capsys.readouterr().err and not calls  # refused: no token, not explicit
     assert (
@@ -274,7 +284,7 @@ def test_serve_command_warns_without_auth(tmp_path, monkeypatch, capsys):
     out = capsys.readouterr()
     assert "without authentication" in out.err
     assert "http://localhost:5999/" in out.out
-    assert calls[0]["host"] == "0.0.0.0" and calls[0]["port"] == 5999 and calls[0]["use_reloader"] is False
+    assert calls[0] == {"host": "0.0.0.0", "port": 5999, "threads": serve_cmd.DEFAULT_THREADS}
     assert main(["--jobs-dir", str(tmp_path / "jobs"), "serve", "--host", "0.0.0.0", "--auth-token", "t"]) == 0
     assert "without authentication" not in capsys.readouterr().err
     assert main(["--jobs-dir", str(tmp_path / "jobs"), "serve", "--port", "70000"]) == 1

@@ -11,6 +11,12 @@ from ..errors import ConfigurationError
 logger = logging.getLogger(__name__)
 
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1"}
+#: Requests the production server answers at once (its thread pool).
+DEFAULT_THREADS = 8
+#: Connections the production server keeps open at once.
+DEFAULT_MAX_CONNECTIONS = 1000
+#: Seconds a connection may stay silent (a half-sent request included) before the server closes it.
+DEFAULT_IDLE_TIMEOUT = 60.0
 
 
 def register(subparsers) -> None:
@@ -117,7 +123,50 @@ def register(subparsers) -> None:
         help="stored inference results each model keeps; storing one more deletes the oldest "
         "(default: 50; 0 keeps all)",
     )
-    parser.add_argument("--debug", action="store_true", help="Flask debug mode (never on a shared network)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=DEFAULT_THREADS,
+        metavar="N",
+        help=f"requests answered at once (default: {DEFAULT_THREADS}); more wait their turn, "
+        "requests still being sent take no thread",
+    )
+    parser.add_argument(
+        "--max-connections",
+        type=int,
+        default=DEFAULT_MAX_CONNECTIONS,
+        metavar="N",
+        help=f"open connections at once (default: {DEFAULT_MAX_CONNECTIONS}); more wait until one closes",
+    )
+    parser.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=DEFAULT_IDLE_TIMEOUT,
+        metavar="SECONDS",
+        help=f"close a connection that sent nothing for this long, a half-sent request included "
+        f"(default: {DEFAULT_IDLE_TIMEOUT:g})",
+    )
+    parser.add_argument(
+        "--secure-cookies",
+        action="store_true",
+        help="mark the login cookies Secure (sent over HTTPS only): for a server reached through an "
+        "HTTPS proxy; automatic for requests that came over HTTPS",
+    )
+    parser.add_argument(
+        "--trusted-proxy",
+        action="append",
+        default=[],
+        metavar="ADDRESS",
+        help="a reverse proxy (address or network, repeatable) whose X-Forwarded-For and "
+        "X-Forwarded-Proto headers are believed: login throttling then counts the client it names, "
+        "and X-Forwarded-Proto: https marks cookies Secure. Without it these headers are ignored",
+    )
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help="Flask's development server with its debugger instead of the production server "
+        "(never on a shared network)",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -171,6 +220,11 @@ def run(args) -> int:
         )
     if args.port <= 0 or args.port > 65535:
         raise ConfigurationError(f"--port {args.port} is not a valid port number.")
+    for flag, value in (("--threads", args.threads), ("--max-connections", args.max_connections)):
+        if value < 1:
+            raise ConfigurationError(f"{flag} {value}: give a positive number.")
+    if not args.idle_timeout > 0:
+        raise ConfigurationError(f"--idle-timeout {args.idle_timeout}: give a positive number of seconds.")
     _outbound_settings(args)
     scheduler = None
     if args.executor != "local":
@@ -189,14 +243,19 @@ def run(args) -> int:
         auth_token=token,
         max_dataset_jobs=args.max_dataset_jobs,
         scheduler=scheduler,
+        start_scheduler=False,  # once the port is ours: a taken port fails before any job is touched
         max_training_jobs=args.max_training_jobs,
         max_upload_bytes=int(args.max_upload_mb * 1024 * 1024),
         allowed_hosts=allowed_hosts(args.host, args.allowed_host),
         data_roots=_data_roots(args.data_root),
         session_idle_minutes=args.session_idle_minutes,
         keep_results=args.keep_results,
+        secure_cookies=args.secure_cookies,
+        trusted_proxies=args.trusted_proxy,
     )
     scheduler = app.extensions["digits"]["scheduler"]
+    server = None if args.debug else production_server(app, args)
+    scheduler.start()
     url_host = "localhost" if args.host in ("127.0.0.1", "0.0.0.0", "::") else args.host
     print(
         f"DIGITS is serving {app.extensions['digits']['jobs_dir']} at http://{url_host}:{args.port}/ (Ctrl-C to stop)",
@@ -206,7 +265,10 @@ def run(args) -> int:
     # SIGTERM/SIGHUP stop the server like Ctrl-C (see digits_core.cli.main): one-off workers (an export) and
     # running jobs are stopped, the jobs marked Aborted, the inference worker is closed.
     try:
-        app.run(host=args.host, port=args.port, debug=args.debug, use_reloader=False, threaded=True)
+        if server is None:
+            app.run(host=args.host, port=args.port, debug=True, use_reloader=False, threaded=True)
+        else:
+            server.run()  # returns once the stop signal's KeyboardInterrupt reached its loop
     except KeyboardInterrupt:
         pass
     finally:
@@ -215,4 +277,58 @@ def run(args) -> int:
         stop_workers()  # an export (or other one-off worker) the stop caught mid-way: it cleans up and exits
         scheduler.shutdown(abort_running=True)
         app.extensions["digits"]["inference_worker"].close()
+        if server is not None:
+            server.close()
     return 0
+
+
+def production_server(app, args):
+    """A waitress server for ``app``, bound to ``--host``/``--port`` (not yet serving).
+
+    Requests are read by one event loop, so a slow or half-sent request
+    holds a connection (at most ``--max-connections``, closed after
+    ``--idle-timeout`` seconds of silence) but no thread; complete requests
+    are answered by ``--threads`` threads. Bodies beyond the upload limit
+    are refused before they are buffered.
+
+    Raises:
+        ConfigurationError: The address cannot be bound (port taken, no such address).
+    """
+    from waitress import create_server
+
+    _room_for_connections(args.max_connections)
+    try:
+        return create_server(
+            app,
+            host=args.host,
+            port=args.port,
+            threads=args.threads,
+            connection_limit=args.max_connections,
+            channel_timeout=args.idle_timeout,
+            cleanup_interval=max(1.0, min(30.0, args.idle_timeout / 2)),
+            max_request_body_size=app.config["MAX_CONTENT_LENGTH"] + 1024 * 1024,
+            asyncore_use_poll=True,  # select() stops at file descriptor 1024
+            ident="DIGITS",
+            clear_untrusted_proxy_headers=False,  # the app decides whom to believe (--trusted-proxy)
+        )
+    except OSError as exc:
+        raise ConfigurationError(
+            f"Cannot listen on {args.host} port {args.port}: {exc.strerror or exc}. Choose another --port "
+            "(or stop the program using it)."
+        ) from exc
+
+
+def _room_for_connections(connections: int) -> None:
+    """Raise this process's open-file limit so ``connections`` sockets fit beside the files it uses."""
+    try:
+        import resource
+    except ImportError:  # Windows: no such limit to raise
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = connections + 512
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        except (ValueError, OSError):
+            logger.warning("could not raise the open-file limit to %d; --max-connections may not be reached", target)

@@ -13,14 +13,14 @@ from werkzeug.exceptions import HTTPException
 
 from .. import __version__
 from ..config import resolve_jobs_dir
-from ..errors import DigitsError, DiskFullError, JobNotFoundError, PluginNotFoundError
+from ..errors import ConfigurationError, DigitsError, DiskFullError, JobNotFoundError, PluginNotFoundError
 from ..faults import disk_error_message
 from ..jobs import JobStore
 from ..paths import resolve_roots
 from . import request_guard, security
 from .helpers import wants_json  # noqa: F401 - also importable from here, as before
 from .inference_results import DEFAULT_KEEP_RESULTS
-from .login import DEFAULT_IDLE_MINUTES, LoginState
+from .login import DEFAULT_IDLE_MINUTES, LoginState, parse_networks
 from .template_cache import SHARED_BYTECODE_CACHE
 
 logger = logging.getLogger(__name__)
@@ -47,6 +47,8 @@ def create_app(
     data_roots: Iterable[str] | None = None,
     session_idle_minutes: float = DEFAULT_IDLE_MINUTES,
     keep_results: int = DEFAULT_KEEP_RESULTS,
+    secure_cookies: bool = False,
+    trusted_proxies: Iterable[str] = (),
 ) -> Flask:
     """Build the web UI.
 
@@ -82,6 +84,11 @@ def create_app(
         keep_results: Stored inference results each model keeps (config
             ``DIGITS_KEEP_RESULTS``): storing one more deletes the oldest
             beyond it; 0 keeps them all.
+        secure_cookies: Mark the login cookies ``Secure`` on every response
+            (they are anyway on requests that came over HTTPS).
+        trusted_proxies: Addresses or networks of reverse proxies whose
+            ``X-Forwarded-For`` / ``X-Forwarded-Proto`` are believed (login
+            throttling, ``Secure`` cookies); see :mod:`digits_core.web.security`.
 
     Returns:
         The Flask app; ``app.extensions["digits"]`` holds ``jobs_dir``,
@@ -92,6 +99,10 @@ def create_app(
     from ..scheduler import Scheduler
 
     root = resolve_jobs_dir(jobs_dir)
+    try:
+        proxies = parse_networks(trusted_proxies)
+    except ValueError as exc:
+        raise ConfigurationError(str(exc)) from None
     app = Flask(__name__, static_folder="static", template_folder="templates")
     app.jinja_options = {**app.jinja_options, "bytecode_cache": SHARED_BYTECODE_CACHE}  # before jinja_env is made
     app.config.update(
@@ -107,7 +118,10 @@ def create_app(
         DIGITS_INFERENCE_TIMEOUT=float(inference_timeout),
         DIGITS_DATA_ROOTS=[str(r) for r in resolve_roots(data_roots, root)],
         DIGITS_KEEP_RESULTS=int(keep_results),
+        DIGITS_SECURE_COOKIES=bool(secure_cookies),
+        DIGITS_TRUSTED_PROXIES=proxies,
     )
+    app.session_interface = security.SessionInterface()
     app.jinja_env.autoescape = True
     csrf.init_app(app)
     if scheduler is None:

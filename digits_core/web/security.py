@@ -5,7 +5,13 @@
   ``Authorization: Bearer TOKEN`` (or ``X-Auth-Token: TOKEN``); browsers log
   in once at ``/login`` and keep a signed session cookie holding a
   server-side session id (:mod:`digits_core.web.login`: logout ends it,
-  idle sessions expire, wrong tokens are throttled per client with 429).
+  idle sessions expire, wrong tokens are throttled per network and per
+  known browser with 429, never locking out a browser that logged in before).
+* **Cookies** are ``HttpOnly`` and ``SameSite=Lax``, and ``Secure`` with
+  ``digits serve --secure-cookies``, for a request that came over HTTPS,
+  or one a trusted proxy (``--trusted-proxy``) says came over HTTPS
+  (``X-Forwarded-Proto: https``). Logout is a POST (CSRF-checked); ``GET
+  /logout`` only shows its button.
 * **CSRF**: every state-changing request (POST, PUT, PATCH, DELETE) needs a
   CSRF token (form field ``csrf_token`` or header ``X-CSRFToken``; get one at
   ``GET /api/csrf-token``), except requests that carry a valid auth token in
@@ -21,14 +27,22 @@ from __future__ import annotations
 
 import hmac
 import os
+import secrets
 from pathlib import Path
 
-from flask import abort, current_app, jsonify, redirect, request, session, url_for
+from flask import abort, current_app, has_request_context, jsonify, redirect, request, session, url_for
+from flask.sessions import SecureCookieSessionInterface
+from itsdangerous import BadSignature, URLSafeTimedSerializer
 
 from .helpers import wants_json
+from .login import client_network, forwarded_client, in_networks
 
 #: Endpoints reachable without logging in.
 PUBLIC_ENDPOINTS = {"home.login", "static"}
+#: The cookie naming a browser that has logged in before (its own throttling source).
+CLIENT_COOKIE = "digits_client"
+#: Days a browser stays known after its last login.
+CLIENT_COOKIE_DAYS = 30
 #: JSON endpoints for clients that send no CSRF token (TF Serving's predict): the auth token and Origin check apply.
 TOKEN_ONLY_ENDPOINTS = {"tf_serving.predict", "tf_serving.predict_version"}
 
@@ -57,8 +71,83 @@ def login_state():
 
 
 def client_address() -> str:
-    """Who failed logins are counted against (the peer address)."""
-    return request.remote_addr or "unknown"
+    """The client's address: the peer, or what a trusted proxy (``--trusted-proxy``) forwarded for."""
+    peer = request.remote_addr or "unknown"
+    return forwarded_client(
+        peer, request.headers.get("X-Forwarded-For"), current_app.config.get("DIGITS_TRUSTED_PROXIES", ())
+    )
+
+
+def _client_signer() -> URLSafeTimedSerializer:
+    return URLSafeTimedSerializer(current_app.secret_key or "", salt="digits-known-client")
+
+
+def throttle_source() -> str:
+    """Who failed logins are counted against: this known browser (``client:ID``), else its network."""
+    cookie = request.cookies.get(CLIENT_COOKIE)
+    if cookie:
+        try:
+            return f"client:{_client_signer().loads(cookie, max_age=CLIENT_COOKIE_DAYS * 86400)}"
+        except BadSignature:  # forged or expired (SignatureExpired is one): counted by network
+            pass
+    return client_network(client_address())
+
+
+def attempt_login(candidate: str | None) -> tuple[bool, int]:
+    """One try of a token: ``(right, 0)``, or ``(False, seconds)`` when refused uncompared (429).
+
+    A right token clears only a known browser's own count; a wrong one
+    counts against this request's source and the server's token.
+    """
+    state, source = login_state(), throttle_source()
+    wait = state.retry_after(source)
+    if wait:
+        return False, wait
+    if token_matches(candidate):
+        state.succeeded(source)
+        return True, 0
+    state.failed(source)
+    return False, 0
+
+
+def remember_client(response):
+    """Mark this browser known (its own throttling source) on ``response`` after a right login; returns it."""
+    source = throttle_source()
+    ident = source[len("client:") :] if source.startswith("client:") else secrets.token_urlsafe(16)
+    response.set_cookie(
+        CLIENT_COOKIE,
+        _client_signer().dumps(ident),
+        max_age=CLIENT_COOKIE_DAYS * 86400,
+        httponly=True,
+        samesite="Lax",
+        secure=cookies_secure(),
+    )
+    return response
+
+
+def request_is_https() -> bool:
+    """True when this request came over HTTPS (to this server, or to a trusted proxy that says so)."""
+    if request.scheme == "https":
+        return True
+    trusted = current_app.config.get("DIGITS_TRUSTED_PROXIES", ())
+    if not trusted or not in_networks(request.remote_addr or "", trusted):
+        return False
+    proto = request.headers.get("X-Forwarded-Proto", "").split(",")[-1].strip().lower()
+    return proto == "https"
+
+
+def cookies_secure() -> bool:
+    """Whether cookies set now get ``Secure`` (``--secure-cookies``, or this request came over HTTPS)."""
+    if current_app.config.get("DIGITS_SECURE_COOKIES"):
+        return True
+    return has_request_context() and request_is_https()
+
+
+class SessionInterface(SecureCookieSessionInterface):
+    """Flask's signed-cookie sessions, ``Secure`` when :func:`cookies_secure` says so."""
+
+    def get_cookie_secure(self, app) -> bool:
+        return cookies_secure()
 
 
 def is_authenticated() -> bool:
@@ -68,29 +157,20 @@ def is_authenticated() -> bool:
     return header_authenticated() or login_state().touch(session.get("digits_sid"))
 
 
-def too_many_tries():
-    """A 429 answer with ``Retry-After`` if this client must wait before trying a token again, else ``None``."""
-    wait = login_state().retry_after(client_address())
-    if not wait:
-        return None
-    response = jsonify(error=f"Too many wrong auth tokens from this address; try again in {wait} s.")
+def too_many_tries(wait: int):
+    """The 429 answer with ``Retry-After`` for a try refused ``wait`` seconds too early."""
+    response = jsonify(error=f"Too many wrong auth tokens from your network; try again in {wait} s.")
     response.status_code = 429
     response.headers["Retry-After"] = str(wait)
     return response
 
 
 def _throttle_header_token():
-    """Count a wrong header token as a failed login; refuse tries that come too soon (429)."""
+    """Check a header token as one login try; refuse tries that come too soon (429)."""
     if not current_app.config.get("DIGITS_AUTH_TOKEN") or _header_token() is None:
         return None
-    refused = too_many_tries()
-    if refused is not None:
-        return refused
-    if header_authenticated():
-        login_state().succeeded(client_address())
-    else:
-        login_state().failed(client_address())
-    return None
+    _, wait = attempt_login(_header_token())
+    return too_many_tries(wait) if wait else None
 
 
 def init_app(app, csrf) -> None:
