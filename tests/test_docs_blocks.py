@@ -12,7 +12,8 @@ their own (tests/test_plugin_guide.py, tests/test_compat_digits6*.py) and
 their own tags.
 
 How ``run`` blocks run (the slow tests): one sandbox per document, blocks in
-document order, like a reader going down the page. ``HOME`` and
+document order, like a reader going down the page; the pages of the manual
+split from the README (:data:`MANUAL`) share one sandbox, in reading order. ``HOME`` and
 ``DIGITS_JOBS_DIR`` point into the sandbox; the working folder holds small
 data the blocks name (``~/data/train`` class folders, ``~/data/blobs`` with
 ``targets.csv``, ``noisy/``/``clean/``, ``cat.png``, ``val.txt``...), built by
