@@ -34,6 +34,7 @@ COMMAND_MODULES = [
     "plugin_cmd",
     "train_cmd",
     "tune_cmd",
+    "zoo_cmd",
 ]
 
 
@@ -229,6 +230,10 @@ def main(argv: list[str] | None = None) -> int:
     mark("imports")  # the command modules, argument parsing
     try:
         if args.command in TENSORFLOW_COMMANDS:
+            if args.command == "train":
+                from .zoo_cmd import check_train_weights  # a missing weights file fails before TensorFlow starts
+
+                check_train_weights(args)
             _start_tensorflow(args.verbose)
             mark("tensorflow import")
         code = int(args.handler(args) or 0)

@@ -126,6 +126,9 @@ class TrainingLoop:
         self.stopped_early = False
         self.early = EarlyStopping.from_options(state.opts)
         self.metric_name = state.task.train_metric_name if state.standard_output else None
+        schedule = state.extra.get("backbone_schedule")
+        if schedule is not None:
+            callbacks = [schedule.callback(), *callbacks]
         self.cb = CallbackDriver(
             callbacks, state.model, epochs=state.opts.epochs, steps_per_epoch=state.steps_per_epoch
         )
@@ -189,6 +192,7 @@ class TrainingLoop:
                 custom_metrics=s.custom_metrics,
                 jit=s.opts.jit,
                 autograph=not engine_code_only(s.task, s.custom_loss, s.custom_metrics),
+                backbone=s.extra.get("backbone_schedule"),
             )
         )
         if self.early is not None and not (s.val_src and s.val_every):

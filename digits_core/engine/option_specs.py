@@ -334,6 +334,32 @@ TRAINING_OPTIONS: tuple[OptionSpec, ...] = (
         web="custom",
     ),
     _spec(
+        "weights",
+        "text",
+        "Backbone weights",
+        "a backbone network's starting weights: none, imagenet, zoo:NAME or a weights file "
+        "(empty: the network's default; see docs/backbones.md)",
+        "Network",
+        max_length=4096,
+    ),
+    _spec(
+        "freeze_epochs",
+        "float",
+        "Frozen backbone (epochs)",
+        "pretrained backbones: only the head trains for this many epochs (BatchNorm in inference mode)",
+        "Network",
+        minimum=0,
+    ),
+    _spec(
+        "backbone_lr_mult",
+        "float",
+        "Backbone learning-rate multiplier",
+        "pretrained backbones: after the freeze the backbone learns at this fraction of the rate",
+        "Network",
+        minimum=0,
+        maximum=100,
+    ),
+    _spec(
         "gpus",
         "text",
         "GPUs",

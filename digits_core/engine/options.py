@@ -133,6 +133,12 @@ class TrainingOptions:
         task: Override the task inferred from the dataset.
         network_params: Extra keyword arguments for the network's ``build_model``.
         pretrained: Fine-tune: a model job id (its last snapshot) or a Keras ``.keras``/``.weights.h5`` file.
+        weights: A backbone network's starting weights: ``none``, ``imagenet`` (a name the network
+            declares), ``zoo:NAME`` (the model zoo) or a file (see :mod:`digits_core.engine.weights`);
+            ``None``: the network's default.
+        freeze_epochs: Pretrained backbone weights stay fixed (BatchNorm in inference mode) for this many
+            epochs while the head trains.
+        backbone_lr_mult: After the freeze, the backbone learns at this fraction of the learning rate.
         gpus: ``None``/0 for the default device, an int or ``"all"`` for ``MirroredStrategy``.
         preload: ``"auto"`` (preload when the training set fits in ``preload_limit_mb``), ``True`` or ``False``.
         preload_limit_mb: Size limit for ``preload="auto"``.
@@ -175,6 +181,9 @@ class TrainingOptions:
     task: str | None = None
     network_params: dict = field(default_factory=dict)
     pretrained: str | None = None
+    weights: str | None = None
+    freeze_epochs: float = 0.0
+    backbone_lr_mult: float = 1.0
     gpus: Any = None
     preload: Any = "auto"
     preload_limit_mb: float = 2048.0

@@ -26,6 +26,7 @@ from . import jobio
 from .augmentation import check_augmentation
 from .batchnorm import fit_batchnorm_momentum
 from .distribute import cluster_from_env
+from .finetune import make_schedule
 from .losses import auto_class_weights
 from .networks import NetworkSpec
 from .networks.custom import call_builder
@@ -35,6 +36,7 @@ from .preprocessing import Preprocessing, resolve_scale
 from .snapshots import fine_tune, restore_optimizer_state
 from .solvers import optimizer_for
 from .tasks import Task
+from .weights import resolve_weights
 
 _FORM = "training options"
 
@@ -167,6 +169,9 @@ def prepare_run(state: RunState) -> RunState:
             state.optimizer = optimizer
             if state.resume_from:
                 state.start_step = restore_optimizer_state(state.folder, optimizer, state.resume_from)
+            schedule = make_schedule(state.model, opts, state.start_step // max(1, state.steps_per_epoch))
+            if schedule is not None:
+                state.extra["backbone_schedule"] = schedule
     finally:
         if opts.mixed_precision:
             keras.mixed_precision.set_global_policy("float32")
@@ -315,12 +320,21 @@ def _build_model(state: RunState) -> None:
 
     spec, opts = state.spec, state.opts
 
+    params = dict(opts.network_params)
+    if spec.source == "plugin" and len(spec.tasks) > 1:  # one builder, several heads: it needs the task
+        params.setdefault("task", state.task.name)
+    if spec.weights and not state.resume_from:
+        resolved = resolve_weights(opts.weights, spec.name, spec.weights)
+        if resolved is not None:
+            params.update(weights_file=resolved.path, weights_channels=resolved.channels)
+            state.extra["weights"] = resolved.record()
+
     def build():
         return call_builder(
             spec.build,
             state.prep.input_shape,
             state.num_outputs,
-            dict(opts.network_params),
+            params,
             origin=spec.name,
             path=spec.path,
         )
@@ -398,6 +412,8 @@ def write_initial_info(state: RunState) -> None:
         "val_count": state.val_src.n if state.val_src else 0,
         "input_pipeline": "preload" if state.train_src.preload else "stream",
         "fine_tune": state.fine_tune_report,
+        # a backbone's starting weights (name, sha256, source); ModelRecord gains the key with jobs/record.py's next edit
+        "weights": state.extra.get("weights"),  # type: ignore[typeddict-unknown-key]
         "snapshots": [],
         "best_epoch": None,
         "best_metric": None,

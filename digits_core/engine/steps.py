@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import TrainingError
+from .finetune import scaled_apply
 from .tasks import Task
 
 
@@ -35,6 +36,7 @@ class StepSpec:
             turns it off when every loss and metric is the engine's own (graph code already: tracing
             without the AST conversion is faster), keeps it for a custom network's loss or metrics
             and for plugin tasks.
+        backbone: A :class:`~.finetune.BackboneSchedule` (a pretrained backbone frozen, then slowed), or ``None``.
     """
 
     strategy: Any
@@ -48,6 +50,7 @@ class StepSpec:
     custom_metrics: Any = None
     jit: bool = False
     autograph: bool = True
+    backbone: Any = None
 
 
 def make_steps(spec: StepSpec):
@@ -69,7 +72,7 @@ def make_steps(spec: StepSpec):
             if loss_scaled:
                 scaled = optimizer.scale_loss(scaled)
         grads = tape.gradient(scaled, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        scaled_apply(optimizer, grads, model.trainable_variables, spec.backbone)
         return loss, task.train_metric(task.name, y, pred, standard), stop
 
     @tf.function(reduce_retracing=True, jit_compile=spec.jit or None, autograph=spec.autograph)

@@ -24,6 +24,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from ..errors import DigitsError, FormValidationError, JobStateError, TrainingError
@@ -36,11 +37,12 @@ from ..plugins.registry import registry
 from . import jobio
 from .distribute import make_strategy
 from .loop import ABORT_FLAGS, AbortSignal, TrainingLoop
-from .networks import DEFAULT_NETWORK, NetworkSpec, check_network_task, resolve_network
+from .networks import DEFAULT_NETWORK, NetworkSpec, check_network_input, check_network_task, resolve_network
 from .options import TrainingOptions
 from .setup import RunPlan, RunState, prepare_run
 from .snapshots import load_snapshot
 from .tasks import Task, task_for_label_kind, task_named
+from .weights import resolve_weights
 
 __all__ = ["train", "train_existing_job", "resume_training", "request_abort", "load_snapshot"]
 
@@ -245,6 +247,7 @@ def request_abort(job: Any, jobs_dir=None) -> None:
 def _plan(dataset: Any, network, options: dict, jobs_dir):
     """Validate options, open the dataset, infer the task and resolve the network (no job yet)."""
     opts = TrainingOptions.from_kwargs(**options)  # reject bad options before any work
+    checked = check_weights(network, options)  # a missing weights file fails before TensorFlow loads
     strat = make_strategy(opts.gpus)
     if opts.mixed_precision:
         _require_gpu()
@@ -262,8 +265,27 @@ def _plan(dataset: Any, network, options: dict, jobs_dir):
         )
     spec = resolve_network(network or DEFAULT_NETWORK[task.name])
     check_network_task(spec, task.name, reader.id)  # before any job folder exists
+    if not checked:
+        check_weights(spec, options)
     opts = TrainingOptions.resolve(spec.defaults, options)
+    check_network_input(spec, reader.feature_shape(), opts.crop_size, dict(opts.network_params))
     return strat, reader, spec, opts, task
+
+
+def check_weights(network: Any, options: dict) -> bool:
+    """Resolve the ``weights`` option of a named network (see :mod:`.weights`); False when the network is not known yet.
+
+    Raises:
+        WeightsError: Unknown, missing or tampered weights, or weights given to a network that takes none.
+    """
+    if isinstance(network, NetworkSpec):
+        spec = network
+    elif isinstance(network, str) and network and not network.endswith(".py") and not Path(network).exists():
+        spec = resolve_network(network)  # a name: plugin metadata only, nothing built
+    else:
+        return False
+    resolve_weights(options.get("weights") or spec.defaults.get("weights"), spec.name, spec.weights)
+    return True
 
 
 def _require_gpu() -> None:

@@ -31,6 +31,11 @@ class NetworkSpec:
         path: The file, for custom networks.
         defaults: Recommended training options (e.g. ``{"solver": "adam"}``) used
             when the user does not set them; DIGITS's global defaults apply otherwise.
+        min_size: Smallest input height and width it accepts (0: any).
+        weights: Pretrained weight files it can load, by name (``{"imagenet": {"file": ..., "hash": ...,
+            "origin": ..., "license": ...}}``; see :mod:`digits_core.engine.weights`); empty: it takes no
+            ``weights`` option.
+        layouts: Input layouts it accepts (``"image"``: H×W×C; ``"volume"``: D×H×W×C).
     """
 
     name: str
@@ -41,6 +46,9 @@ class NetworkSpec:
     description: str = ""
     path: str | None = None
     defaults: dict = field(default_factory=dict)
+    min_size: int = 0
+    weights: dict = field(default_factory=dict)
+    layouts: tuple = ("image",)
 
 
 _ADAM = {"solver": "adam", "learning_rate": 0.001}
@@ -151,13 +159,28 @@ DEFAULT_NETWORK = {
 
 
 def plugin_networks() -> dict[str, NetworkSpec]:
-    """Networks added by plugins through the ``digits_register_networks`` hook."""
+    """Networks added by plugins through the ``digits_register_networks`` hook.
+
+    A plugin declares a network's metadata as attributes of its ``build_model`` callable, read here
+    without building anything (no TensorFlow): ``tasks``, ``batch_size``, ``defaults``, ``min_size``,
+    ``weights``, ``layouts`` and ``description`` (else the first line of its docstring); see
+    :class:`NetworkSpec`.
+    """
     found = {}
     for name, build in registry.networks().items():
         if callable(build):
             doc = (getattr(build, "__doc__", None) or "").strip().splitlines()
             found[str(name).lower()] = NetworkSpec(
-                str(name), build, "plugin", description=doc[0] if doc else "plugin network"
+                str(name),
+                build,
+                "plugin",
+                tasks=tuple(getattr(build, "tasks", ()) or ()),
+                batch_size=int(getattr(build, "batch_size", 32) or 32),
+                description=str(getattr(build, "description", "") or (doc[0] if doc else "plugin network")),
+                defaults=dict(getattr(build, "defaults", {}) or {}),
+                min_size=int(getattr(build, "min_size", 0) or 0),
+                weights=dict(getattr(build, "weights", {}) or {}),
+                layouts=tuple(getattr(build, "layouts", ("image",)) or ("image",)),
             )
     return found
 
@@ -240,3 +263,30 @@ def check_network_task(spec: NetworkSpec, task: str | None, dataset_id: str) -> 
     problem = network_task_problem(spec, task, dataset_id)
     if problem:
         raise FormValidationError({"network": [problem]}, "training options")
+
+
+def check_network_input(spec: NetworkSpec, feature_shape, crop_size: int | None, params: dict) -> None:
+    """Refuse images smaller than a network's declared ``min_size`` (before any job folder exists).
+
+    A network with a minimum resizes in its graph when given the network parameter ``input_size``
+    (the convention of the backbones plugin); then that size is checked instead.
+
+    Raises:
+        FormValidationError: On field ``network``, naming the minimum and both ways out.
+    """
+    if not spec.min_size:
+        return
+    wanted = params.get("input_size")
+    height, width = (int(crop_size), int(crop_size)) if crop_size else (int(feature_shape[0]), int(feature_shape[1]))
+    size = int(wanted) if wanted else min(height, width)
+    if size < spec.min_size:
+        given = f"input_size {size}" if wanted else f"the images are {height}x{width}"
+        raise FormValidationError(
+            {
+                "network": [
+                    f"{spec.name} needs inputs of at least {spec.min_size}x{spec.min_size} pixels; {given}: resize "
+                    f"the dataset, or let the network resize them with --network-param input_size={spec.min_size}"
+                ]
+            },
+            "training options",
+        )

@@ -1,0 +1,64 @@
+"""Backbone networks as ``build_model`` callables with their metadata declared (no TensorFlow).
+
+DIGITS Core reads ``tasks``, ``batch_size``, ``defaults``, ``min_size``,
+``weights`` and ``description`` from the callable without building a model
+(see ``digits_core.engine.networks.plugin_networks``); the model is built only
+when a run calls it (:func:`digits_networks_backbones.build.build_backbone_model`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from .catalog import Backbone
+
+#: Tasks every backbone serves with its pooled head.
+TASKS = ("classification", "regression")
+
+#: What a user who only picks a backbone gets: ImageNet weights, the head alone for the first epoch,
+#: then the backbone at a tenth of the rate (Keras's transfer-learning recipe), Adam, and the pixels
+#: as stored (the backbone's own preprocessing is in the graph).
+DEFAULTS = {
+    "solver": "adam",
+    "learning_rate": 0.001,
+    "mean_subtraction": "none",
+    "scale": "none",
+    "weights": "imagenet",
+    "freeze_epochs": 1.0,
+    "backbone_lr_mult": 0.1,
+}
+
+
+def make_network(backbone: Backbone, *, defaults: dict | None = None, batch_size: int = 16) -> Callable[..., Any]:
+    """The ``build_model(input_shape, num_outputs, **params)`` callable of ``backbone``, metadata attached.
+
+    Args:
+        backbone: The encoder (a :class:`~.catalog.Backbone`; tests may declare their own weights table).
+        defaults: Recommended training options (default :data:`DEFAULTS`).
+        batch_size: Default batch size.
+
+    Network parameters (``--network-param``): ``input_size`` (resize in the graph to N×N, e.g. for images
+    smaller than the minimum), ``dropout`` (before the head, default 0.2).
+    """
+
+    def build_model(input_shape, num_outputs, **params):
+        from .build import build_backbone_model  # TensorFlow loads only when a model is built
+
+        return build_backbone_model(backbone, input_shape, num_outputs, **params)
+
+    build_model.__name__ = backbone.name
+    build_model.__doc__ = backbone.title
+    meta: dict[str, Any] = {
+        "tasks": TASKS,
+        "batch_size": batch_size,
+        "defaults": dict(DEFAULTS if defaults is None else defaults),
+        "min_size": backbone.min_size,
+        "weights": backbone.weights_table(),
+        "description": backbone.title,
+        "layouts": ("image",),
+        "backbone": backbone,
+    }
+    for key, value in meta.items():
+        setattr(build_model, key, value)
+    return build_model

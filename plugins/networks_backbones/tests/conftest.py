@@ -1,0 +1,74 @@
+"""Fixtures of the backbones plugin's tests: tiny real datasets built in process."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from wtforms import Form, IntegerField
+
+from digits_core.interfaces import DataIngestion
+from digits_core.plugins.testing import build_dataset
+
+
+class _Form(Form):
+    count = IntegerField("Training images", default=16)
+    size = IntegerField("Size", default=32)
+    channels = IntegerField("Channels", default=3)
+    regression = IntegerField("Regression", default=0)
+
+
+class TinyImages(DataIngestion):
+    """Two classes told apart by brightness (or, for regression, the brightness as the label)."""
+
+    plugin_id = "backbones-tiny-images"
+    title = "Tiny images (backbones tests)"
+    category = "Tests"
+
+    @staticmethod
+    def get_dataset_form():
+        return _Form
+
+    @staticmethod
+    def get_dataset_template(form):
+        return "{{ form.count }}", {}
+
+    @property
+    def label_kind(self):
+        return "regression" if int(self.regression) else "class"
+
+    def itemize_entries(self, stage):
+        if stage == "train":
+            self.userdata["class_labels"] = ["dark", "bright"]
+        n = {"train": int(self.count), "val": max(4, int(self.count) // 4)}.get(stage, 0)
+        return [(stage, i) for i in range(n)]
+
+    def encode_entry(self, entry):
+        stage, index = entry
+        rng = np.random.default_rng([0 if stage == "train" else 1, index])
+        label = index % 2
+        base = 60 + 120 * label
+        size, channels = int(self.size), int(self.channels)
+        image = np.clip(base + rng.normal(0, 20, (size, size, channels)), 0, 255).astype(np.uint8)
+        if int(self.regression):
+            return image, np.array([base / 255.0], np.float32)
+        return image, label
+
+
+@pytest.fixture
+def digits_jobs_dir(tmp_path, monkeypatch):
+    """A temporary, empty jobs folder, also ``$DIGITS_JOBS_DIR``."""
+    path = tmp_path / "digits-jobs"
+    path.mkdir()
+    monkeypatch.setenv("DIGITS_JOBS_DIR", str(path))
+    return path
+
+
+@pytest.fixture
+def tiny_dataset(digits_jobs_dir):
+    """``tiny_dataset(size=32, channels=3, count=16, regression=False)``: a built, opened dataset."""
+
+    def make(size=32, channels=3, count=16, regression=False):
+        values = {"count": count, "size": size, "channels": channels, "regression": int(regression)}
+        return build_dataset(TinyImages, values, jobs_dir=digits_jobs_dir)
+
+    return make
