@@ -262,6 +262,9 @@ METRIC_LINES = [
     b'{"epoch": 3, "name": "' + b"x" * (200 * 1024) + b'"}\n',
     b"[1, 2]\n",
     b"\x00\x00\x00\n",
+    b'{"epoch": 3, "step": 30}\n',  # no name
+    b'{"epoch": "three", "step": 30, "name": "loss", "value": 1.0}\n',
+    b'{"epoch": 3, "step": 30, "name": "loss", "value": {"a": 1}}\n',
     b'{"epoch": 4, "step": 40, "na',  # a run killed mid-write
 ]
 
@@ -278,6 +281,8 @@ def test_bad_metrics_lines_are_skipped_and_counted(folder, capsys):
     assert read.skipped == len(METRIC_LINES) and len(read.points) == 4
     assert read_metrics(jobs["victim"]) == read.points  # the reader /compare and `digits model show` use
     _check_everything(root, jobs, capsys, damaged=path, unreadable=False)
+    assert digits_main(["--jobs-dir", str(root), "model", "show", jobs["victim"].id]) == 0
+    assert "val_loss" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("damage", _cases(BYTE_CASES, 4))

@@ -124,12 +124,33 @@ def read_metric_points(folder: str | os.PathLike) -> MetricPoints:
                 continue
             if not line.strip():
                 continue
-            point = parse_json_line(line)
+            point = parse_metric_point(line)
             if point is None:
                 result.skipped += 1
             else:
                 result.points.append(point)
     return result
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def parse_metric_point(line: bytes | str) -> dict[str, Any] | None:
+    """One ``metrics.jsonl`` line as a point, or ``None`` when it is not one (readers skip and count it).
+
+    A point is a JSON object with a text ``name``, a number or ``null`` ``value`` and, when present,
+    numbers for ``epoch``, ``step`` and ``time`` (see :func:`~digits_core.jobs.readers.parse_json_line`
+    for what a line may not be).
+    """
+    point = parse_json_line(line)
+    if point is None or not isinstance(point.get("name"), str):
+        return None
+    if not (point.get("value") is None or _number(point["value"])):
+        return None
+    if any(key in point and not _number(point[key]) for key in ("epoch", "step", "time")):
+        return None
+    return point
 
 
 def write_model_record(folder: str | os.PathLike, record: ModelRecord) -> None:

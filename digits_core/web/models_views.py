@@ -11,7 +11,7 @@ from ..errors import DigitsError, FormValidationError, JobStateError
 from ..jobs import Job, JobStatus
 from ..jobs.checks import MAX_JOB_NAME_LENGTH
 from ..jobs.health import record_problem
-from ..jobs.readers import parse_json_line
+from ..jobs.model import parse_metric_point
 from .helpers import job_summary, last_metric_epoch, read_json, worker_log_tail
 from .inference_results import list_results
 from .job_deletes import delete_job
@@ -377,7 +377,7 @@ def metrics(job_id: str):
         end = chunk.rfind(b"\n")
         if end >= 0:
             for line in chunk[: end + 1].splitlines():
-                point = parse_json_line(line)  # a bad line is passed over (jobs.model.read_metric_points)
+                point = parse_metric_point(line)  # a bad line is passed over (jobs.model.read_metric_points)
                 if point is not None:
                     points.append(point)
             new_offset = offset + end + 1
