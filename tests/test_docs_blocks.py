@@ -72,6 +72,7 @@ DOCUMENTS = [
     "docs/custom-networks.md",
     "docs/formats.md",
     "docs/architecture.md",
+    "docs/backbones.md",
 ]
 #: Guides whose code blocks a walkthrough test of their own runs (with its own tags).
 OWN_TESTS = {
