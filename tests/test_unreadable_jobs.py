@@ -7,6 +7,7 @@ a 5,000-character job name are refused with 400 naming the field, at every door 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -96,10 +97,16 @@ def test_an_unreadable_job_a_live_process_owns_is_not_deleted(tmp_path):
 def test_scan_reports_every_unreadable_folder_and_list_keeps_working(tmp_path):
     good = Job.create("dataset", "fine", jobs_dir=tmp_path)
     bad = _broken_job(tmp_path, b'{"id": "x", "kind": "model", "status_history": [["Done", "noon"]]}')
+    fifo = Job.create("model", "a pipe", jobs_dir=tmp_path)
+    (fifo.path / "job.json").unlink()
+    os.mkfifo(fifo.path / "job.json")  # opening it would block the listing for good
     jobs, unreadable = JobStore(tmp_path).scan()
     assert [j.id for j in jobs] == [good.id]
-    assert [(u.id, u.file.name) for u in unreadable] == [(bad.id, "job.json")]
-    assert "not a Unix time" in unreadable[0].reason
+    assert sorted((u.id, u.file.name) for u in unreadable) == sorted([(bad.id, "job.json"), (fifo.id, "job.json")])
+    reasons = {u.id: u.reason for u in unreadable}
+    assert "not a Unix time" in reasons[bad.id] and "not a regular file" in reasons[fifo.id]
+    JobStore(tmp_path).delete(fifo.id)  # without opening the pipe
+    assert not fifo.path.exists()
     assert [j.id for j in JobStore(tmp_path).list()] == [good.id]
     with pytest.raises(JobRecordError) as info:
         JobStore(tmp_path).get(bad.id)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -171,15 +172,19 @@ def read_json_record(path: str | os.PathLike, *, max_bytes: int | None = None) -
     """
     path = Path(path)
     limit = max_record_bytes() if max_bytes is None else max_bytes
-    try:
-        with open(path, "rb") as handle:
-            raw = handle.read(limit + 1)
+    try:  # non-blocking: a FIFO put there must not hang the reader
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
         raise
-    except IsADirectoryError:
-        raise UnreadableRecordError(path, "it is a folder, not a file") from None
     except OSError as exc:
         raise UnreadableRecordError(path, f"it cannot be opened ({exc.strerror or type(exc).__name__})") from None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise UnreadableRecordError(path, "it is not a regular file")
+        try:
+            raw = handle.read(limit + 1)
+        except OSError as exc:
+            raise UnreadableRecordError(path, f"it cannot be read ({exc.strerror or type(exc).__name__})") from None
     if len(raw) > limit:
         raise UnreadableRecordError(
             path, f"it is larger than {limit:,} bytes, the limit for a job record (DIGITS_MAX_RECORD_BYTES)"

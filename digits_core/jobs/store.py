@@ -456,7 +456,7 @@ class JobStore:
         except FileNotFoundError:
             return jobs, unreadable
         for child in children:
-            if child.name.startswith(".") or not (child / JOB_FILE).is_file():
+            if child.name.startswith(".") or not (child / JOB_FILE).exists():
                 continue
             try:
                 job = Job.load(child)
@@ -476,8 +476,8 @@ class JobStore:
         if not job_id or "/" in job_id or "\\" in job_id or job_id.startswith("."):
             raise JobNotFoundError(f'"{job_id}" is not a job id; run `digits dataset list` or `digits model list`.')
         path = self.root / job_id
-        if not (path / JOB_FILE).is_file():
-            matches = [c for c in self.root.iterdir() if c.name.startswith(job_id) and (c / JOB_FILE).is_file()]
+        if not (path / JOB_FILE).exists():
+            matches = [c for c in self.root.iterdir() if c.name.startswith(job_id) and (c / JOB_FILE).exists()]
             if len(matches) != 1:
                 detail = "matches several jobs" if matches else "does not exist"
                 raise JobNotFoundError(f'Job "{job_id}" {detail} in {self.root}.')
