@@ -68,6 +68,8 @@ MANUAL = [
 DOCUMENTS = [
     *MANUAL,
     "docs/security.md",
+    "docs/annotation-formats.md",
+    "docs/backbones.md",
     "docs/api.md",
     "docs/custom-networks.md",
     "docs/formats.md",
