@@ -46,7 +46,6 @@ import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-#: Documents whose blocks this module checks.
 #: The manual's pages that run in one sandbox, in this reading order (a later page uses the jobs an earlier
 #: one made, as the single README they were split from did).
 MANUAL = [
@@ -65,6 +64,7 @@ MANUAL = [
     "docs/export.md",
     "docs/cli.md",
 ]
+#: Documents whose blocks this module checks.
 DOCUMENTS = [
     *MANUAL,
     "docs/security.md",
