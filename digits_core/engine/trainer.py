@@ -272,7 +272,7 @@ def _plan(dataset: Any, network, options: dict, jobs_dir):
     return strat, reader, spec, opts, task
 
 
-def check_weights(network: Any, options: dict) -> bool:
+def check_weights(network: Any, options: dict, *, download: bool = True) -> bool:
     """Resolve the ``weights`` option of a named network (see :mod:`.weights`); False when the network is not known yet.
 
     Raises:
@@ -284,7 +284,7 @@ def check_weights(network: Any, options: dict) -> bool:
         spec = resolve_network(network)  # a name: plugin metadata only, nothing built
     else:
         return False
-    resolve_weights(options.get("weights") or spec.defaults.get("weights"), spec.name, spec.weights)
+    resolve_weights(options.get("weights") or spec.defaults.get("weights"), spec.name, spec.weights, download=download)
     return True
 
 

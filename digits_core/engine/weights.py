@@ -179,7 +179,9 @@ def check_hash(path: Path, expected: str, what: str) -> None:
         )
 
 
-def resolve_weights(value: str | None, network: str, declared: dict) -> ResolvedWeights | None:
+def resolve_weights(
+    value: str | None, network: str, declared: dict, *, download: bool = True
+) -> ResolvedWeights | None:
     """Find the file that ``weights=value`` names for ``network`` (see the module docstring).
 
     Args:
@@ -187,6 +189,8 @@ def resolve_weights(value: str | None, network: str, declared: dict) -> Resolved
         network: The network's name (zoo entries say which network they fit).
         declared: The network's weights table (``NetworkSpec.weights``): name to ``{"file", "hash",
             "origin", "license"}``.
+        download: Fetch a missing declared file now; False (a web request): only check that it may be
+            fetched, and return it with an empty ``path`` and ``sha256`` (the job downloads it).
 
     Returns:
         The file, or ``None`` for random initial weights.
@@ -206,7 +210,7 @@ def resolve_weights(value: str | None, network: str, declared: dict) -> Resolved
         return resolve_zoo_entry(text[4:].strip(), network)
     if text.lower() in {k.lower() for k in declared}:
         name = next(k for k in declared if k.lower() == text.lower())
-        return _declared(name, dict(declared[name]))
+        return _declared(name, dict(declared[name]), download)
     path = check_server_path(text, "weights", form_name=_FORM)
     if path.is_file():
         return ResolvedWeights(text, str(path.resolve()), file_digest(path), "file")
@@ -216,7 +220,7 @@ def resolve_weights(value: str | None, network: str, declared: dict) -> Resolved
     )
 
 
-def _declared(name: str, entry: dict) -> ResolvedWeights:
+def _declared(name: str, entry: dict, download: bool) -> ResolvedWeights:
     file_name, expected = str(entry["file"]), str(entry["hash"])
     origin, license_ = str(entry.get("origin") or ""), str(entry.get("license") or "")
     folders = [zoo_dir(), keras_cache_dir()]
@@ -236,6 +240,8 @@ def _declared(name: str, entry: dict) -> ResolvedWeights:
         check_url(origin, "weights")
     except OutboundURLError as exc:
         raise WeightsError(f"{missing}; this server may not download it: {exc}") from None
+    if not download:
+        return ResolvedWeights(name, "", "", origin, license_, 3)
     target = folders[1] / file_name
     _download(origin, target, expected, missing)
     return ResolvedWeights(name, str(target), file_digest(target), origin, license_, 3)

@@ -106,6 +106,13 @@ def create_model_job(
             problem = network_task_problem(specs[network.lower()], options.get("task") or dataset_task(ds), ds.id)
             if problem:
                 errors["network"] = [problem]
+        if network.lower() in specs:
+            from ..engine.trainer import check_weights  # the engine's rule, as for the network above
+
+            try:  # weights that are missing, tampered or outside the data roots: refused before any job exists
+                check_weights(specs[network.lower()], options, download=False)
+            except FormValidationError as exc:
+                errors.update(exc.errors)
     elif custom_code is not None and custom_code_problem(custom_code):
         errors["custom_network"] = [custom_code_problem(custom_code) or ""]
     try:
