@@ -186,3 +186,14 @@ def test_the_json_list_of_digits_model_list_has_the_unreadable_job(tmp_path, cap
     assert digits_main(["--jobs-dir", str(tmp_path), "dataset", "list"]) == 0
     out = capsys.readouterr().out
     assert bad.id in out and "Unreadable" in out and "not UTF-8" in out
+
+
+@pytest.mark.parametrize("raw", [b'{"stages": "\xff"}', b'{"stages": ' + b"[" * 50_000 + b"]" * 50_000 + b"}"])
+def test_the_dataset_reader_names_a_damaged_dataset_json(tmp_path, raw):
+    from digits_core.datasets import open_dataset
+    from digits_core.errors import DatasetError
+
+    (tmp_path / "dataset").mkdir()
+    (tmp_path / "dataset" / "dataset.json").write_bytes(raw)
+    with pytest.raises(DatasetError, match="dataset.json cannot be read: it (is not UTF-8|nests)"):
+        open_dataset(tmp_path)

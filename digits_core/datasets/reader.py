@@ -18,6 +18,7 @@ import numpy as np
 
 from ..errors import DatasetError, JobNotFoundError
 from ..interfaces import STAGES
+from ..jobs.readers import UnreadableRecordError, read_json_object
 from ..jobs.record import DatasetRecord
 from .batches import PAD_CLASS, RecordLayout, pad_boxes, unpack_records  # noqa: F401  (pad_boxes re-exported)
 from .storage import open_reader, read_keys, read_range, release_reader
@@ -122,10 +123,12 @@ class Dataset:
     def __init__(self, path: str | os.PathLike, *, job_path: str | os.PathLike | None = None):
         self.path = Path(path)
         self.job_path = Path(job_path) if job_path is not None else self.path.parent
-        try:
-            self.info: DatasetRecord = json.loads((self.path / INFO_FILE).read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
-            raise DatasetError(f"Cannot read {self.path / INFO_FILE}: {exc}") from exc
+        try:  # read as the job store reads its records: bounded, strict, never a crash (jobs.readers)
+            self.info: DatasetRecord = read_json_object(self.path / INFO_FILE)  # type: ignore[assignment]
+        except OSError as exc:
+            raise DatasetError(f"Cannot read {self.path / INFO_FILE}: {exc.strerror or exc}") from exc
+        except UnreadableRecordError as exc:
+            raise DatasetError(str(exc)) from None
         self._envs: dict[str, Any] = {}
         self._lock = threading.Lock()
         self._pid = os.getpid()

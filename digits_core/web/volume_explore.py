@@ -8,13 +8,12 @@ slabbed LMDB stage; a page holds :data:`CASES_PER_PAGE` of them.
 
 from __future__ import annotations
 
-import json
-
 from flask import render_template_string
 
 from ..datasets.volumes import VolumeStageReader
 from ..errors import DigitsError, FormValidationError
 from ..jobs import Job
+from ..jobs.readers import UnreadableRecordError, read_json_object
 from ..plugins.registry import registry
 from ..templating import give_csp_nonce, render_plugin_template
 from .request_guard import csp_nonce
@@ -45,8 +44,8 @@ _PAGE = """{% extends "base.html" %}
 def is_volume_job(job: Job) -> bool:
     """True for a dataset job whose published ``dataset.json`` says ``"layout": "DHWC"``."""
     try:
-        return json.loads((job.path / "dataset" / "dataset.json").read_text(encoding="utf-8")).get("layout") == "DHWC"
-    except (OSError, ValueError):
+        return read_json_object(job.path / "dataset" / "dataset.json").get("layout") == "DHWC"
+    except (OSError, UnreadableRecordError):
         return False
 
 
@@ -57,7 +56,7 @@ def volume_explore(job: Job, stage: str, page: int) -> str:
         FormValidationError: An unknown stage.
         DigitsError: The ``volume`` view plugin is not installed.
     """
-    info = json.loads((job.path / "dataset" / "dataset.json").read_text(encoding="utf-8"))
+    info = read_json_object(job.path / "dataset" / "dataset.json")  # checked by is_volume_job just before
     stages = list(info["stages"])
     if stage not in stages:
         raise FormValidationError({"stage": [f"choose one of {', '.join(stages)}"]}, "explore")
