@@ -18,7 +18,11 @@ Schedulers:
   ``status_note`` naming the rung and the reason, snapshots and metrics kept.
 
 Ray runs on this machine, on 127.0.0.1 only, when no cluster address is
-given. The sweep's record (``sweep.json``), one ``trial-N.json`` per started
+given: a cluster of its own, started once per process for all its sweeps
+(never one an earlier ``ray start`` recorded in Ray's temp folder). Sweeps
+of one process run side by side. The process running a sweep holds the
+sweep folder's lock; a sweep left Running by a dead process reads Aborted
+(:func:`reap_sweep_record`). The sweep's record (``sweep.json``), one ``trial-N.json`` per started
 trial and Tune's experiment folder live in ``JOBS_DIR/.sweeps/SWEEP_ID/``.
 :meth:`TuneHandle.abort` (Ctrl-C in ``digits tune``) asks every running
 trial to stop at its next step (status Aborted, snapshots kept), starts no

@@ -189,15 +189,12 @@ def world(tmp_path_factory):
         )
     finally:
         registry.unregister(SyntheticShapes)
-    from digits_core.executors.tune_trials import _start_ray
+    from digits_core.executors.tune_trials import _release_ray, _start_ray
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    started = _start_ray(None)
+    _start_ray(None)  # one Ray for the module's sweeps (each sweep is one more user of it)
     yield {"root": root, "jobs": jobs, "dataset": dataset.id}
-    if started:
-        import ray
-
-        ray.shutdown()
+    _release_ray()
 
 
 def _seed_for(spaces, trials, wanted):

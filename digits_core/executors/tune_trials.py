@@ -10,6 +10,12 @@ reporter sees the file as soon as its report returns and stops the run
 cooperatively, so the job ends ``Stopped early`` with its last snapshot and
 its metrics, like any job its own process ends.
 
+Ray starts once per process (:func:`_start_ray`, :func:`_release_ray`):
+sweeps started at the same moment share it, each registered with Tune under
+its own name, and Ray stops after the last of them. Without a cluster address
+it is always a cluster of this process's own (``address="local"``), never one
+a stale ``ray_current_cluster`` record or ``$RAY_ADDRESS`` points at.
+
 Ray and TensorFlow are imported here only, when a sweep runs.
 """
 
@@ -17,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -181,39 +188,74 @@ def _rung_and_cutoff(bracket: Any, trial_id: str, epoch: float) -> tuple[int | N
     return None, float("nan")
 
 
+#: Guards Ray's start and stop in this process: sweeps run side by side in threads of one driver.
+_RAY_LOCK = threading.Lock()
+#: Sweeps of this process using Ray now, and whether this process started the Ray it uses.
+_ray_users = {"count": 0, "owned": False}
+
+
 def _start_ray(address: str | None) -> bool:
-    """Connect to the cluster at ``address``, or start Ray here; True when this call started it."""
-    if address:
-        connect(address)
-        return False
+    """Join the cluster at ``address``, or start Ray on this machine; once per process, however many sweeps.
+
+    Every call is one more user of this process's Ray (:func:`_release_ray` ends it): two sweeps started at
+    the same moment share one ``ray.init``, and the first to finish does not shut Ray down under the other.
+    Without ``address`` Ray starts its own cluster (``address="local"``): a cluster record left in Ray's
+    temp folder by an earlier ``ray start`` (``ray_current_cluster``, still there after that cluster died)
+    or ``$RAY_ADDRESS`` is never joined unless asked for.
+
+    Returns:
+        True when this call started Ray.
+
+    Raises:
+        ConfigurationError: No Ray cluster answers at ``address`` (named, within seconds).
+    """
+    with _RAY_LOCK:
+        started = False
+        if address:
+            connect(address)
+        elif not (ray := _local_ray()).is_initialized():
+            ray.init(
+                address="local",
+                namespace=RAY_NAMESPACE,
+                include_dashboard=False,
+                _node_ip_address="127.0.0.1",
+                log_to_driver=False,
+                logging_level=logging.WARNING,
+                configure_logging=False,
+            )
+            started = True
+        _ray_users["count"] += 1
+        _ray_users["owned"] = _ray_users["owned"] or started
+        return started
+
+
+def _release_ray() -> None:
+    """One user of this process's Ray is done; the last one shuts down a Ray this process started."""
+    with _RAY_LOCK:
+        _ray_users["count"] = max(0, _ray_users["count"] - 1)
+        if _ray_users["count"] == 0 and _ray_users["owned"]:
+            _ray_users["owned"] = False
+            import_ray().shutdown()
+
+
+def _local_ray() -> Any:
+    """The ``ray`` module, with the environment of a one-machine cluster set before its first import."""
     os.environ.setdefault(LOCAL_CLUSTER_ENV, "0")  # a one-machine cluster: every Ray server on 127.0.0.1
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # no progress tables on the console: digits tune prints its own
     # A new local cluster would otherwise turn on Ray's token auth and write ~/.ray/auth_token, which every later
     # `ray start` on this machine then picks up; this one is reachable on 127.0.0.1 only (RAY_AUTH_MODE=token opts in).
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    ray = import_ray()
-    if ray.is_initialized():
-        return False
-    ray.init(
-        namespace=RAY_NAMESPACE,
-        include_dashboard=False,
-        _node_ip_address="127.0.0.1",
-        log_to_driver=False,
-        logging_level=logging.WARNING,
-        configure_logging=False,
-    )
-    return True
+    return import_ray()
 
 
 def run_sweep(plan: dict) -> None:
     """Run every trial of ``plan`` (from :func:`digits_core.tuning.plan_sweep`) on Ray Tune; blocks until done."""
-    started = _start_ray(plan.get("ray_address"))
+    _start_ray(plan.get("ray_address"))
     try:
         _fit(plan)
     finally:
-        if started:
-            import_ray().shutdown()
+        _release_ray()
 
 
 def _fit(plan: dict) -> None:
@@ -222,9 +264,14 @@ def _fit(plan: dict) -> None:
 
     settings = plan["settings"]
     scheduler = pruning_asha(settings) if settings["scheduler"] == "asha" else FIFOScheduler()
-    trainable = tune.with_resources(tune.with_parameters(run_trial, plan=plan), {"cpu": 1})
+    trainable_name = f"digits-sweep-{plan['id']}"
+    # Tune's registries are process globals, not thread-safe: sweeps side by side register one at a time, and each
+    # under its own name (under the function's name, the second sweep's plan would replace the first's).
+    with _RAY_LOCK:
+        trainable = tune.with_resources(tune.with_parameters(run_trial, plan=plan), {"cpu": 1})
+        tune.register_trainable(trainable_name, trainable)
     tuner = tune.Tuner(
-        trainable,
+        trainable_name,
         param_space={"trial": tune.grid_search(list(plan.get("run_trials") or range(len(plan["trials"]))))},
         tune_config=tune.TuneConfig(
             metric=settings["metric"],
