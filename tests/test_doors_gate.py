@@ -266,3 +266,34 @@ def test_a_sweep_s_settings_are_bounded_with_the_limit_named(world, key, value, 
     fields = api_sweeps(world, {}, **{key: value})
     assert limit in fields[key][0]
     _nothing_created(world)
+
+
+@pytest.mark.slow
+def test_a_real_server_refuses_a_sweep_that_names_a_ray_cluster_a_jobs_folder_or_a_file(tmp_path, live_server):
+    """As found against ``digits serve``: the listener got 27 connections, a file was loaded, a 500."""
+    jobs = tmp_path / "jobs"
+    dataset = Job.create("dataset", "ds", jobs_dir=jobs, plugin_id="image-classification")
+    dataset.set_status(JobStatus.DONE)
+    outside = tmp_path.parent / f"{tmp_path.name}-outside.keras"
+    outside.write_bytes(b"x")
+    server = live_server(jobs, auth_token="s3cret")
+    listener = Listener()
+    try:
+        base = {"dataset": dataset.id, "network": "lenet", "search": ["learning_rate=0.01,0.1"], "scheduler": "grid"}
+        tries = [
+            ("ray_address", {**base, "options": {"ray_address": f"127.0.0.1:{listener.port}"}}),
+            ("ray_address", {**base, "ray_address": f"127.0.0.1:{listener.port}"}),
+            ("jobs_dir", {**base, "options": {"jobs_dir": str(tmp_path / "elsewhere")}}),
+            ("pretrained", {**base, "options": {"pretrained": str(outside)}}),
+            ("pretrained", {**base, "options": {"pretrained": str(outside) + ".missing"}}),
+        ]
+        for field, body in tries:
+            answer = server.request("/api/sweeps", method="POST", data=body)
+            assert answer.status == 400, (field, answer.status, answer.text[:300])
+            assert field in answer.json()["error"]["fields"]
+        assert listener.connections == 0
+        assert not (jobs / ".sweeps").exists() and not (tmp_path / "elsewhere").exists()
+        assert sorted(p.name for p in jobs.iterdir() if not p.name.startswith(".")) == [dataset.id]
+    finally:
+        listener.close()
+        outside.unlink()
