@@ -13,6 +13,10 @@ this package is the only code that writes it.
   every write a re-read-modify-write nothing can lose.
 - :mod:`~digits_core.jobs.model` and :mod:`~digits_core.jobs.sweep`: a model job's ``model.json`` and
   ``metrics.jsonl``, a sweep group's ``sweep.json``, through the same lock.
+- :mod:`~digits_core.jobs.readers`, :mod:`~digits_core.jobs.checks` and :mod:`~digits_core.jobs.health`:
+  every record read as possibly hostile input (bounded size and nesting, strict UTF-8 and numbers, declared
+  types); a record that fails is reported (:class:`UnreadableRecordError`, :meth:`JobStore.scan`'s
+  :class:`UnreadableJob`), never fatal.
 
 The old flat module names (``digits_core.job_lock``, ``digits_core.job_record``, ...) still import, with a
 warning, until plugin API 2.0 (:data:`digits_core.deprecated.MOVED_MODULES`).
@@ -32,6 +36,7 @@ from .lock import (
     record_lock,
     release_running_hold,
 )
+from .readers import UnreadableRecordError
 from .record import (
     SCHEMA_VERSION,
     JobFields,
@@ -51,7 +56,7 @@ from .status import (
     check_transition,
     notify_status_changed,
 )
-from .store import JOB_FILE, Job, JobStore
+from .store import JOB_FILE, Job, JobStore, UnreadableJob
 
 __all__ = [
     "FINISHED",
@@ -68,6 +73,8 @@ __all__ = [
     "JobRecordView",
     "JobStatus",
     "JobStore",
+    "UnreadableJob",
+    "UnreadableRecordError",
     "add_status_listener",
     "append_status",
     "check_job_record",
