@@ -201,3 +201,7 @@ register_task(
 from .detection.task import make_task as _detection_task  # noqa: E402 - registered after the built-in tasks
 
 register_task(_detection_task(Task))
+
+from .multilabel_task import make_task as _multilabel_task  # noqa: E402 - registered after the built-in tasks
+
+register_task(_multilabel_task(Task))

@@ -71,6 +71,15 @@ BUILTIN: dict[str, NetworkSpec] = {
         "LeNet (conv20-pool-conv50-pool-fc500-fc), DIGITS's small-image default",
         defaults=_ADAM,
     ),
+    "lenet_multilabel": NetworkSpec(
+        "lenet_multilabel",
+        builtin.lenet_multilabel,
+        "builtin",
+        ("multilabel",),
+        64,
+        "LeNet with a sigmoid output: one probability per label (multi-label classification)",
+        defaults=_ADAM,
+    ),
     "alexnet": NetworkSpec(
         "alexnet",
         builtin.alexnet,
@@ -155,6 +164,7 @@ DEFAULT_NETWORK = {
     "regression": "regression",
     "image-to-image": "image2image",
     "detection": "detectnet",
+    "multilabel": "lenet_multilabel",
 }
 
 

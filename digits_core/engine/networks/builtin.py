@@ -32,7 +32,7 @@ def _pools_for(size: int, wanted: int, minimum: int = 2) -> int:
     return count
 
 
-def lenet(input_shape, num_outputs, dropout: float = 0.0, **_):
+def lenet(input_shape, num_outputs, dropout: float = 0.0, head: str = "softmax", **_):
     """LeNet as in DIGITS's Caffe/TF LeNet: conv20-pool-conv50-pool-fc500-relu-fc.
 
     From 28x28 up the convolutions are 'valid' as in DIGITS (28 -> 24 -> 12 -> 8 -> 4);
@@ -54,8 +54,16 @@ def lenet(input_shape, num_outputs, dropout: float = 0.0, **_):
     if dropout:
         x = L.Dropout(dropout, name="drop1")(x)
     x = L.Dense(num_outputs, name="fc2")(x)
-    outputs = L.Softmax(name="probabilities")(x)
-    return keras.Model(inputs, outputs, name="lenet")
+    if head == "sigmoid":  # multi-label: one independent probability per class
+        outputs = L.Activation("sigmoid", name="probabilities")(x)
+    else:
+        outputs = L.Softmax(name="probabilities")(x)
+    return keras.Model(inputs, outputs, name="lenet" if head != "sigmoid" else "lenet_multilabel")
+
+
+def lenet_multilabel(input_shape, num_outputs, dropout: float = 0.0, **params):
+    """LeNet with a sigmoid output (``[N, num_outputs]`` independent probabilities) for multi-label data."""
+    return lenet(input_shape, num_outputs, dropout=dropout, head="sigmoid")
 
 
 def alexnet(input_shape, num_outputs, dropout: float = 0.5, **_):
