@@ -186,3 +186,39 @@ def test_a_deflated_series_within_the_limits_still_reads(tmp_path, monkeypatch):
     monkeypatch.setattr(dicom_read, "HEADER_BYTES", 64)
     with pytest.raises(DicomTooLargeError, match="inflates to more than"):
         read_dicom(str(tmp_path / "deflated" / "slice0.dcm"), header_only=False, pixel_bytes=16)
+
+
+def _peak(pid: int) -> int:
+    with open(f"/proc/{pid}/status", encoding="ascii") as status:
+        return next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmHWM:"))
+
+
+@pytest.mark.slow
+def test_a_nifti_bomb_sent_to_the_inference_worker_is_refused_on_its_field(trained, tmp_path):
+    """The bomb once held the web app's one inference worker at 2.9 GB for its whole 600 s timeout.
+
+    The real worker process with the session's ``unet3d``: a first (good) request loads TensorFlow and the
+    model, then the bomb, as the *Test a volume* upload sends it; the worker's peak memory must not grow.
+    """
+    from digits_core.web.inference_worker import InferenceWorker
+
+    jobs, _, model = trained
+    bomb = tmp_path / "upload" / "bomb.nii.gz"
+    bomb.parent.mkdir()
+    nifti_bomb(bomb)
+    env = {k: v for k, v in os.environ.items() if k != VOLUME_VOXELS.env}
+    worker = InferenceWorker(timeout=120, env=env)
+    request = {"model": str(model), "jobs_dir": str(jobs), "fields": {"input": "volume_file"}}
+    try:
+        with pytest.raises(Exception, match="not a readable DICOM file"):  # a folder: TensorFlow loaded, refused
+            worker.call("infer_volume", {**request, "inputs": [str(bomb.parent)], "out_dir": str(tmp_path / "a")})
+        pid, before = worker.pid, _peak(worker.pid)
+        with pytest.raises(Exception) as refused:
+            worker.call("infer_volume", {**request, "inputs": [str(bomb)], "out_dir": str(tmp_path / "b")})
+        assert getattr(refused.value, "errors", {}).keys() == {"volume_file"}  # shown on the upload's field
+        message = str(refused.value)
+        assert "bomb.nii.gz" in message and "768x768x384 voxels" in message and "DIGITS_MAX_VOLUME_VOXELS" in message
+        assert worker.pid == pid  # refused at once, not killed at the timeout
+        assert _peak(pid) - before < PEAK_BOUND, f"the worker's peak grew by {(_peak(pid) - before) >> 20} MiB"
+    finally:
+        worker.close()
