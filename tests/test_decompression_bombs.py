@@ -6,8 +6,7 @@ sent them (nine in one TF Serving predict body, three in one upload). The
 inference worker is the real long-lived process the web app uses; its peak
 memory is read from ``/proc/PID/status`` (``VmHWM``) around the request. The
 worker imports TensorFlow when it starts (about 0.7 GB before any request), so
-what is bounded is the growth of its peak during the bomb: decoding the nine
-images would add 1.5 GB.
+what is bounded is the growth of its peak during the bombs (:data:`GROWTH_BOUND`).
 """
 
 from __future__ import annotations
@@ -24,8 +23,9 @@ from PIL import Image
 from digits_core.errors import ConfigurationError, InferenceError
 from digits_core.limits import IMAGE_PIXELS, LIMITS, REQUEST_PIXELS, InputTooLargeError
 
-#: What the worker's peak memory may grow by while it refuses a bomb (decoding one 7,500² image alone is 169 MB).
-GROWTH_BOUND = 500 * 1024**2
+#: What the worker's peak memory may grow by while it refuses the bombs: it grows by about 6 MB (the request);
+#: decoding even one 7,500² image would add 169 MB, all nine 1.5 GB. (The issue asks for under 500 MB.)
+GROWTH_BOUND = 100 * 1024**2
 
 
 def png_bomb(width: int, height: int) -> bytes:
@@ -41,9 +41,17 @@ def png_bomb(width: int, height: int) -> bytes:
     return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", idat) + chunk(b"IEND", b"")
 
 
+class _Bombs(dict):
+    """PNG bombs by side ("7500", "6000"), each written when first asked for (about 1 s each)."""
+
+    def __missing__(self, side: str) -> bytes:
+        self[side] = png_bomb(int(side), int(side))
+        return self[side]
+
+
 @pytest.fixture(scope="module")
 def bombs():
-    return {"7500": png_bomb(7500, 7500), "6000": png_bomb(6000, 6000)}
+    return _Bombs()
 
 
 def _peak(pid: int) -> int:
