@@ -123,24 +123,59 @@ def test_infer_boxes_in_input_pixels_and_savedmodel_agrees(trained, tmp_path):
     with tarfile.open(archive) as tar:
         tar.extractall(tmp_path / "export")
     (folder,) = (tmp_path / "export").iterdir()
+    parity = json.loads((folder / "parity.json").read_text())
+    assert parity["passed"] is True and parity["failed_checks"] == [], parity
+    assert parity["reference_boxes"] > 0 and parity["boxes_matched"] >= 0.99  # boxes were compared, not none
+    info = json.loads((folder / "info.json").read_text())
+    # tensorflow_model_server's layout: <name>/<version = epoch>/saved_model.pb
+    assert (folder / info["tf_serving"]["base_path"] / "10" / "saved_model.pb").is_file()
+    odd = tmp_path / "odd.png"
+    src.resize((71, 53), Image.BILINEAR).save(odd)  # another size and aspect: boxes come back in its pixels
     code = (
         "import sys, json, tensorflow as tf\n"
         f"serve = tf.saved_model.load({str(folder / 'saved_model')!r}).signatures['serving_default']\n"
         "import numpy as np; from PIL import Image\n"
-        f"out = serve(images=tf.constant(np.asarray(Image.open({str(small)!r}).convert('RGB'))[None]))\n"
-        "print(json.dumps({k: v.numpy().tolist() for k, v in out.items()}))\n"
+        f"for name in ({str(small)!r}, {str(odd)!r}):\n"
+        "    out = serve(images=tf.constant(np.asarray(Image.open(name).convert('RGB'))[None]))\n"
+        "    print(json.dumps({k: v.numpy().tolist() for k, v in out.items()}))\n"
+        "print(any(m.startswith('digits') for m in sys.modules))\n"
     )
     plain = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert plain.returncode == 0, plain.stderr[-2000:]
-    out = json.loads(plain.stdout.strip().splitlines()[-1])
-    assert np.asarray(out["boxes"]).shape == (1, 100, 4)
+    lines = plain.stdout.strip().splitlines()
+    assert lines[-1] == "False"  # plain TensorFlow, no DIGITS Core
     labels = (folder / "labels.txt").read_text().split()
-    above = [det for det in same if det["score"] >= 0.3]  # the export reports digits infer's default threshold up
-    assert sum(score > 0 for score in out["scores"][0]) == len(above)
-    for k, det in enumerate(above[:20]):
-        assert labels[out["classes"][0][k]] == det["class"]
-        assert out["scores"][0][k] == pytest.approx(det["score"], abs=1e-3)
-        assert np.allclose(out["boxes"][0][k], det["box"], atol=0.05)
+    odd_detections = infer(job.id, [str(odd)], jobs_dir=root / "jobs").samples[0].detections
+    for out, expected, (width, height) in (
+        (json.loads(lines[-3]), same, (64, 64)),
+        (json.loads(lines[-2]), odd_detections, (71, 53)),
+    ):
+        assert np.asarray(out["boxes"]).shape == (1, 100, 4)
+        above = [det for det in expected if det["score"] >= 0.3]  # the export reports digits infer's threshold up
+        assert above, "the trained detector finds digits: the comparison below compares boxes"
+        assert sum(score > 0 for score in out["scores"][0]) == len(above)
+        for k, det in enumerate(above[:20]):
+            assert labels[out["classes"][0][k]] == det["class"]
+            assert out["scores"][0][k] == pytest.approx(det["score"], abs=1e-3)
+            assert np.allclose(out["boxes"][0][k], det["box"], atol=0.05)
+            assert max(out["boxes"][0][k][0::2]) <= width and max(out["boxes"][0][k][1::2]) <= height
+
+
+@pytest.mark.parametrize("fmt", ["onnx", "tflite"])
+def test_onnx_and_tflite_exports_find_digits_infers_boxes(trained, tmp_path, fmt):
+    """Each format's parity report on a detector that finds boxes: every box matched, scores within tolerance."""
+    from digits_core.inference import export_model
+
+    root, job = trained
+    archive = export_model(job.id, tmp_path / f"{fmt}.tar.gz", format=fmt, parity_sample=4, jobs_dir=root / "jobs")
+    with tarfile.open(archive) as tar:
+        tar.extractall(tmp_path / fmt, filter="tar")
+    (folder,) = (tmp_path / fmt).iterdir()
+    report = json.loads((folder / "parity.json").read_text())
+    assert report["passed"] is True and report["failed_checks"] == [], report
+    assert report["inputs"] == 8 and report["reference_boxes"] >= 8, report  # digits on every validation image
+    assert report["boxes_matched"] >= 0.99 and report["extra_boxes"] <= 0.01 * report["reference_boxes"]
+    assert report["max_score_diff"] <= report["tolerance"]
 
 
 def test_cli_infer_json_and_bounding_boxes_report(trained, tmp_path):

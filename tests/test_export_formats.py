@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 import tarfile
 from pathlib import Path
 
@@ -168,7 +166,9 @@ def _export(jobs, job, tmp_path, fmt, **kwargs):
 # Format x task: every format on LeNet; each other task in at least three formats, chosen so each distinct
 # path runs: the float64 graph in TensorFlow (savedmodel) and in onnxruntime (onnx), the float32 graph (tflite),
 # and the bare network (keras: the same path for every task but detection, whose raw output maps are compared
-# with the network's own). detectnet's SavedModel is test_savedmodel_has_the_tf_serving_layout_... below.
+# with the network's own). detectnet's boxes in savedmodel, onnx and tflite are compared on a detector that finds
+# boxes (tests/test_detection_e2e.py): this module's one-epoch detectnet finds none, so its box parity would
+# compare nothing (a report that says so fails: test_a_parity_report_that_compared_nothing_fails below).
 # Not run, as they repeat a path above: unet/regression/image-to-image keras, regression/image-to-image savedmodel.
 # Resize modes: LeNet half_crop, image-to-image fill, detectnet crop, U-Net and regression squash; every parity
 # input is also fed stretched to an odd size, so each mode runs in the export's graph (every mode x dtype x odd
@@ -185,10 +185,10 @@ CASES = [
     ("regression", "tflite"),
     ("image2image", "onnx"),
     ("image2image", "tflite"),
-    ("detectnet", "onnx"),
-    ("detectnet", "tflite"),
     ("detectnet", "keras"),
 ]
+# The bound on max |output difference| each format's report states: F x (1 + max |digits infer output|).
+FACTOR = {"savedmodel": 1e-3, "onnx": 1e-3, "keras": 1e-3, "tflite": 1e-2}
 
 
 @pytest.mark.parametrize("network,fmt", CASES)
@@ -196,55 +196,64 @@ def test_export_runs_in_its_runtime_and_matches_digits_infer(models, tmp_path, n
     jobs, trained = models
     job = trained[network]
     folder, report = _export(jobs, job, tmp_path, fmt)
-    assert report["passed"] is True, report
+    assert report["passed"] is True and report["failed_checks"] == [], report
     assert report["inputs"] == 2 * SAMPLE and report["reference"] == "digits infer"
+    # Every report bounds the outputs themselves, not only the decision taken from them (a top class, a mask).
+    assert 0 <= report["max_abs_diff"] <= report["tolerance"]
     task = json.loads((folder / "info.json").read_text())["task"]
+    if task == "detection":  # keras: the bare network, its output maps compared with the network's own
+        assert report["compared"] == "raw network output maps" and report["tolerance"] == 1e-4
+        return
+    assert f"{FACTOR[fmt]:g} x (1 + max |digits infer output|)" == report["tolerance_rule"]
     if task == "classification":
         assert report["top1_agreement"] == 1.0 and report["max_abs_diff"] < 1e-4
     elif task == "segmentation":
-        assert report["mask_iou"] >= 0.99
-    elif task == "detection" and fmt == "keras":  # the bare network: its output maps, not boxes
-        assert report["compared"] == "raw network output maps" and report["max_abs_diff"] <= 1e-4
-    elif task == "detection":
-        assert report["boxes_matched"] >= 0.99 and report["reference_boxes"] >= 0
+        assert report["mask_iou"] == 1.0 and report["max_abs_diff"] < 1e-5  # probabilities of the same graph
+    if task in ("classification", "segmentation"):  # probabilities: 1 + max |output| lies in (1, 2]
+        assert FACTOR[fmt] < report["tolerance"] <= 2 * FACTOR[fmt]
+
+
+def _parity_of(task: str, references: list, outputs: list, fmt: str = "onnx") -> dict:
+    """The report of :func:`~digits_core.inference.export_parity.compare` on given outputs (no model, no runtime)."""
+    from types import SimpleNamespace
+
+    from digits_core.inference.export_parity import compare
+
+    if task == "detection":
+        samples = [SimpleNamespace(detections=r) for r in references]
     else:
-        assert report["max_abs_diff"] <= report["tolerance"]
+        samples = [SimpleNamespace(output=np.asarray(r, np.float32)) for r in references]
+    names = [f"val[{i}]" for i in range(len(samples))]
+    return compare(SimpleNamespace(task=task), names, SimpleNamespace(samples=samples), outputs, fmt=fmt)
 
 
-def test_savedmodel_has_the_tf_serving_layout_and_detection_boxes_in_input_pixels(models, tmp_path):
-    """tensorflow_model_server's layout (<name>/<version>/saved_model.pb), loaded by plain TensorFlow."""
-    from digits_core.inference import infer
+def test_a_parity_report_that_compared_nothing_or_drifted_fails():
+    # The mutation that survived: an ONNX graph that skips its resize agreed on every top class, 0.022 apart.
+    reference = [[0.70, 0.20, 0.10], [0.10, 0.60, 0.30]]
+    drifted = [{"outputs": np.asarray(r, np.float32) + np.asarray([0.022, -0.011, -0.011])} for r in reference]
+    report = _parity_of("classification", reference, drifted)
+    assert report["top1_agreement"] == 1.0 and report["max_abs_diff"] == pytest.approx(0.022)
+    assert report["passed"] is False and report["failed_checks"] == ["max_abs_diff"]
+    assert report["tolerance"] == pytest.approx(1e-3 * 1.7) and report["worst_input"] == "val[0]"
+    same = [{"outputs": np.asarray(r, np.float32) + 1e-6} for r in reference]
+    assert _parity_of("classification", reference, same)["passed"] is True
+    assert _parity_of("classification", reference, drifted, fmt="tflite")["passed"] is False  # 0.022 > 0.017
 
-    jobs, trained = models
-    job = trained["detectnet"]
-    folder, report = _export(jobs, job, tmp_path, "savedmodel")
-    assert report["passed"] is True
-    info = json.loads((folder / "info.json").read_text())
-    assert (folder / info["tf_serving"]["base_path"] / "1" / "saved_model.pb").is_file()
-    rng = np.random.default_rng(5)
-    image = rng.integers(0, 256, (53, 71, 3)).astype(np.uint8)
-    image[10:30, 20:50] = 250
-    np.save(tmp_path / "image.npy", image)
-    code = (
-        "import json, sys, numpy as np, tensorflow as tf\n"
-        f"serve = tf.saved_model.load({str(folder / info['tf_serving']['base_path'] / '1')!r})"
-        ".signatures['serving_default']\n"
-        f"out = serve(images=tf.constant(np.load({str(tmp_path / 'image.npy')!r})[None]))\n"
-        "print(json.dumps({k: v.numpy().tolist() for k, v in out.items()}))\n"
-        "print(any(m.startswith('digits') for m in sys.modules))\n"
-    )
-    plain = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    assert plain.returncode == 0, plain.stderr[-2000:]
-    lines = plain.stdout.strip().splitlines()
-    out, imported = json.loads(lines[-2]), lines[-1]
-    assert imported == "False"
-    expected = infer(job.id, [("x", image)], jobs_dir=jobs).samples[0].detections
-    kept = [k for k, score in enumerate(out["scores"][0]) if score > 0]
-    assert len(kept) == len(expected)
-    for k, det in zip(kept, expected):
-        assert out["classes"][0][k] == det["class_id"]
-        assert np.allclose(out["boxes"][0][k], det["box"], atol=0.05)
-        assert max(out["boxes"][0][k][0::2]) <= 71 and max(out["boxes"][0][k][1::2]) <= 53
+    # Detection: a detector that finds no box compares nothing, so its report cannot pass.
+    nothing = {"boxes": np.zeros((100, 4), np.float32), "classes": np.zeros(100), "scores": np.zeros(100)}
+    empty = _parity_of("detection", [[], []], [nothing, nothing])
+    assert empty["reference_boxes"] == 0 and empty["passed"] is False and "reference_boxes" in empty["failed_checks"]
+    assert "found no box on the 2 parity inputs" in empty["reason"]
+    box = {"class_id": 1, "box": [2.0, 3.0, 20.0, 30.0], "score": 0.9}
+    found = {
+        "boxes": np.asarray([[2.0, 3.0, 20.0, 30.0]] + [[0, 0, 0, 0]] * 99, np.float32),
+        "classes": np.asarray([1] + [0] * 99),
+        "scores": np.asarray([0.9] + [0.0] * 99, np.float32),
+    }
+    one = _parity_of("detection", [[box], []], [found, nothing])
+    assert one["passed"] is True and one["reference_boxes"] == 1 and one["boxes_matched"] == 1.0
+    found["scores"] = found["scores"] * np.float32(0.9)  # the same box, its score 0.09 off
+    assert _parity_of("detection", [[box], []], [found, nothing])["failed_checks"] == ["max_score_diff"]
 
 
 def test_tflite_quantized_exports_and_errors(models, tmp_path):
@@ -254,7 +263,8 @@ def test_tflite_quantized_exports_and_errors(models, tmp_path):
     jobs, trained = models
     folder, report = _export(jobs, trained["lenet"], tmp_path, "tflite", quantize="dynamic")
     assert json.loads((folder / "info.json").read_text())["quantize"] == "dynamic"
-    assert report["top1_agreement"] >= 0.99
+    assert report["passed"] is True and report["top1_agreement"] >= 0.99
+    assert report["max_abs_diff"] <= report["tolerance"] and report["tolerance_rule"].startswith("0.05 x")
     with pytest.raises(InferenceError, match="applies to the tflite format"):
         export_model(trained["lenet"].id, tmp_path / "x.tar.gz", format="onnx", quantize="dynamic", jobs_dir=jobs)
 
@@ -276,7 +286,7 @@ def test_a_failed_parity_report_fails_the_export_unless_allowed(models, tmp_path
     # An earlier test exported this model to onnx: without its cached export, this one converts and compares anew.
     shutil.rmtree(Path(job.path) / EXPORT_DIR, ignore_errors=True)
     # input 3 of 2 x SAMPLE (3): the first validation image stretched to 19x21 (synthetic 16x16 images)
-    with pytest.raises(InferenceError, match=r"worst input: val\[0\] at 19x21"):
+    with pytest.raises(InferenceError, match=r"; failed: max_abs_diff\); worst input: val\[0\] at 19x21"):
         export_model(job.id, tmp_path / "bad.tar.gz", format="onnx", parity_sample=SAMPLE, jobs_dir=jobs)
     assert not (tmp_path / "bad.tar.gz").exists()
     archive = export_model(

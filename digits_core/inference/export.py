@@ -157,12 +157,15 @@ def _check_parity(report: dict | None, allow_mismatch: bool) -> None:
         return
     figures = ", ".join(
         f"{k} {report[k]:.4g}"
-        for k in ("top1_agreement", "mask_iou", "boxes_matched", "max_abs_diff")
+        for k in ("top1_agreement", "mask_iou", "boxes_matched", "max_abs_diff", "max_score_diff", "tolerance")
         if isinstance(report.get(k), (int, float))
     )
+    failed = ", ".join(report.get("failed_checks") or [])
+    reason = f" {report['reason'][0].upper()}{report['reason'][1:]}." if report.get("reason") else ""
     raise InferenceError(
-        f"The {report.get('format')} export does not match digits infer ({figures}); worst input: "
-        f"{report.get('worst_input')}. Export with --allow-mismatch to keep it anyway."
+        f"The {report.get('format')} export does not match digits infer ({figures}"
+        f"{'; failed: ' + failed if failed else ''}); worst input: {report.get('worst_input')}.{reason} "
+        "Export with --allow-mismatch to keep it anyway."
     )
 
 
