@@ -263,6 +263,8 @@ METRIC_LINES = [
     b"[1, 2]\n",
     b"\x00\x00\x00\n",
     b'{"epoch": 3, "step": 30}\n',  # no name
+    b'{"epoch": 3, "step": 30, "name": "loss"}\n',  # no value
+    b'{"step": 30, "name": "loss", "value": 1.0}\n',  # no epoch
     b'{"epoch": "three", "step": 30, "name": "loss", "value": 1.0}\n',
     b'{"epoch": 3, "step": 30, "name": "loss", "value": {"a": 1}}\n',
     b'{"epoch": 4, "step": 40, "na',  # a run killed mid-write

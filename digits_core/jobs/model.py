@@ -139,14 +139,14 @@ def _number(value: Any) -> bool:
 def parse_metric_point(line: bytes | str) -> dict[str, Any] | None:
     """One ``metrics.jsonl`` line as a point, or ``None`` when it is not one (readers skip and count it).
 
-    A point is a JSON object with a text ``name``, a number or ``null`` ``value`` and, when present,
-    numbers for ``epoch``, ``step`` and ``time`` (see :func:`~digits_core.jobs.readers.parse_json_line`
-    for what a line may not be).
+    A point is a JSON object with a text ``name``, a number or ``null`` ``value``, a number ``epoch``
+    and, when present, numbers for ``step`` and ``time`` (as :func:`metric_lines` writes them; see
+    :func:`~digits_core.jobs.readers.parse_json_line` for what a line may not be).
     """
     point = parse_json_line(line)
-    if point is None or not isinstance(point.get("name"), str):
+    if point is None or not isinstance(point.get("name"), str) or "value" not in point:
         return None
-    if not (point.get("value") is None or _number(point["value"])):
+    if not (point["value"] is None or _number(point["value"])) or not _number(point.get("epoch")):
         return None
     if any(key in point and not _number(point[key]) for key in ("epoch", "step", "time")):
         return None
