@@ -20,12 +20,30 @@ from .errors import DiskFullError
 DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG})
 
 
+#: Libraries whose errors report a failed write as text, not as an ``OSError`` (TensorFlow's SaveV2 raises
+#: ``ResourceExhaustedError: ... No space left on device``); their messages are read for the C library's words.
+_TEXT_ERROR_LIBRARIES = frozenset({"tensorflow", "keras", "tf_keras", "h5py", "onnx", "tf2onnx", "ai_edge_litert"})
+#: The C library's words for a full disk or quota, which such libraries put in their messages.
+_DISK_FULL_WORDS = {errno.ENOSPC: os.strerror(errno.ENOSPC), errno.EDQUOT: os.strerror(errno.EDQUOT)}
+
+
 def disk_error(exc: BaseException | None) -> OSError | None:
-    """The ``OSError`` in ``exc`` or its causes that is a full disk or an I/O error, else ``None``."""
+    """The ``OSError`` in ``exc`` or its causes that is a full disk or an I/O error, else ``None``.
+
+    An error of TensorFlow (or Keras, h5py, the ONNX converters) whose message
+    says "No space left on device" or "Disk quota exceeded" counts too: an
+    ``OSError`` with that errno is returned for it. TensorFlow is never imported
+    here; its errors are recognised by their module and message.
+    """
     seen = 0
     while exc is not None and seen < 10:
         if isinstance(exc, OSError) and exc.errno in DISK_ERRNOS:
             return exc
+        if type(exc).__module__.split(".")[0] in _TEXT_ERROR_LIBRARIES:
+            text = str(exc)
+            for number, words in _DISK_FULL_WORDS.items():
+                if words in text:
+                    return OSError(number, words)
         exc, seen = exc.__cause__ or exc.__context__, seen + 1
     return None
 

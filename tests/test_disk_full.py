@@ -8,6 +8,7 @@ earlier job changes.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -26,16 +27,14 @@ def _can_mount() -> str | None:
     return None
 
 
-@pytest.fixture
-def small_disk(tmp_path):
-    """A 3 MB tmpfs mounted at tmp_path/fs (unmounted afterwards)."""
+def _mounted(tmp_path, size: str, name: str = "fs"):
     reason = _can_mount()
     if reason:
         pytest.skip(reason)
-    mount = tmp_path / "fs"
+    mount = tmp_path / name
     mount.mkdir()
     result = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mount)], capture_output=True, text=True
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount)], capture_output=True, text=True
     )
     if result.returncode != 0:
         pytest.skip(f"mount -t tmpfs does not work here: {result.stderr.strip()[:200]}")
@@ -43,6 +42,18 @@ def small_disk(tmp_path):
         yield mount
     finally:
         subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 3 MB tmpfs mounted at tmp_path/fs (unmounted afterwards)."""
+    yield from _mounted(tmp_path, "3m")
+
+
+@pytest.fixture
+def model_disk(tmp_path):
+    """A 24 MB tmpfs (room for a tiny dataset, a LeNet and its snapshots) mounted at tmp_path/fs."""
+    yield from _mounted(tmp_path, "24m")
 
 
 @pytest.fixture
@@ -236,3 +247,91 @@ def test_a_job_submitted_on_a_full_disk_is_refused_with_507_and_leaves_nothing(s
     )
     assert resp.status_code == 202, resp.get_json()
     assert Job.load(jobs / resp.get_json()["id"]).status is JobStatus.WAITING
+
+
+def _gray_dataset(tmp_path, jobs):
+    from digits_core.datasets import create_dataset
+
+    gray = tmp_path / "gray"
+    for c in ("a", "b"):
+        (gray / c).mkdir(parents=True)
+        for i in range(6):
+            Image.fromarray(np.full((16, 16), i * 30 + (c == "b") * 100, np.uint8)).save(gray / c / f"{i}.png")
+    return create_dataset(
+        "image-classification",
+        {"folder": str(gray), "width": 16, "height": 16, "image_type": "grayscale"},
+        name="d",
+        jobs_dir=jobs,
+        workers=1,
+    )
+
+
+@pytest.mark.slow
+def test_a_tensorflow_save_on_a_full_disk_is_named_a_full_disk(small_disk):
+    """TensorFlow's SaveV2 says ResourceExhaustedError, not OSError: still "the disk is full ... under FOLDER"."""
+    import tensorflow as tf
+
+    from digits_core.faults import disk_error_message
+
+    _fill(small_disk / "filler")
+    checkpoint = tf.train.Checkpoint(v=tf.Variable(tf.zeros([100_000])))
+    with pytest.raises(tf.errors.ResourceExhaustedError) as exc:
+        checkpoint.write(str(small_disk / "ckpt"))
+    message = disk_error_message(exc.value, small_disk)
+    assert message is not None and "the disk is full" in message and str(small_disk) in message, exc.value
+    assert disk_error_message(tf.errors.ResourceExhaustedError(None, None, "OOM when allocating tensor"), "x") is None
+
+
+@pytest.mark.slow
+def test_a_training_whose_model_json_write_hits_a_full_disk_ends_error_disk_full(model_disk, tmp_path, monkeypatch):
+    """The disk fills right after a snapshot's files are written: listing it in model.json fails (ENOSPC)."""
+    from digits_core.engine import snapshots, train
+
+    jobs = model_disk / "jobs"
+    dataset = _gray_dataset(tmp_path, jobs)
+    before = _checksums(dataset.path)
+    write_files = snapshots.write_snapshot_files
+
+    def write_then_fill(*args, **kwargs):
+        files = write_files(*args, **kwargs)
+        _fill(model_disk / "filler")  # the real disk, full to its last block: model.json cannot be rewritten
+        return files
+
+    monkeypatch.setattr(snapshots, "write_snapshot_files", write_then_fill)
+    with pytest.raises(Exception, match="the disk is full"):
+        train(dataset.id, "lenet", jobs_dir=jobs, epochs=1, batch_size=4)
+    model = next(Job.load(p) for p in jobs.iterdir() if p.is_dir() and p != dataset.path)
+    assert model.status is JobStatus.ERROR, (model.status, model.error)
+    assert "the disk is full" in (model.error or "") and str(jobs) in (model.error or ""), model.error
+    assert "Errno" not in (model.error or "")
+    listed = {s["file"] for s in json.loads((model.path / "model.json").read_text()).get("snapshots", [])}
+    assert {p.name for p in (model.path / "snapshots").glob("*.keras")} <= listed  # no snapshot left unlisted
+    assert not list((model.path / "snapshots").glob(".tmp-*"))
+    assert _checksums(dataset.path) == before
+
+
+@pytest.mark.slow
+def test_an_export_on_a_full_disk_answers_507_and_leaves_nothing_half_written(model_disk, tmp_path):
+    """Found: 400 "Internal error in the export worker: ResourceExhaustedError ... SaveV2"; now 507 "the disk is full"."""
+    from digits_core.engine import train
+    from digits_core.web import create_app
+
+    jobs = model_disk / "jobs"
+    model = train(_gray_dataset(tmp_path, jobs).id, "lenet", jobs_dir=jobs, epochs=1, batch_size=4)
+    assert model.status is JobStatus.DONE
+    _fill(model_disk / "filler")
+    app = create_app(jobs, start_scheduler=False, testing=True, data_roots=[tmp_path])
+    client = app.test_client()
+    token = client.get("/api/csrf-token").get_json()["csrf_token"]
+    resp = client.post(
+        f"/models/{model.id}/export",
+        data={"format": "savedmodel", "csrf_token": token},
+        headers={"Accept": "application/json"},
+    )
+    message = resp.get_json()["error"]["message"]
+    assert resp.status_code == 507, message
+    assert "the disk is full" in message and str(model.path / "export") in message, message
+    page = client.post(f"/models/{model.id}/export", data={"format": "keras", "csrf_token": token})
+    assert page.status_code == 507 and "the disk is full" in page.get_data(as_text=True)
+    assert [p.name for p in (model.path / "export").iterdir()] == []  # no staging folder, no partial archive
+    assert client.get(f"/models/{model.id}").status_code == 200

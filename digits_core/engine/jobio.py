@@ -24,7 +24,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..errors import JobNotFoundError
+from ..errors import JobNotFoundError, TrainingError
+from ..faults import disk_error_message
 from ..jobs import Job, JobStore
 from ..jobs.model import METRICS_FILE, MODEL_FILE, metric_lines, read_metric_points, read_model_record
 from ..jobs.record import ModelRecord
@@ -146,8 +147,14 @@ class MetricsWriter:
         file = self._file
         if not self.enabled or file is None:
             return
-        file.write(metric_lines(epoch, step, values))
-        file.flush()
+        try:
+            file.write(metric_lines(epoch, step, values))
+            file.flush()
+        except OSError as exc:
+            message = disk_error_message(exc, Path(file.name).parent.parent)
+            if message is None:
+                raise
+            raise TrainingError(message) from exc
         if self._tb is not None:
             import tensorflow as tf
 

@@ -108,7 +108,8 @@ class SnapshotWriter:
             with disk_errors(self.folder):
                 raise write.error
         assert write.files is not None
-        add_snapshot(self.folder, write.epoch, write.step, *write.files)
+        with disk_errors(self.folder, unlisted=write.files):
+            add_snapshot(self.folder, write.epoch, write.step, *write.files)
         return True
 
     def close(self, *, quiet: bool = False) -> None:

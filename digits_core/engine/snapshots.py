@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -35,15 +35,18 @@ def save_snapshot(folder: Path, model, optimizer, epoch: float, step: int) -> No
     """
     with disk_errors(folder):
         files = write_snapshot_files(folder, model, optimizer_arrays(optimizer), epoch, step)
-    add_snapshot(folder, epoch, step, *files)
+    with disk_errors(folder, unlisted=files):
+        add_snapshot(folder, epoch, step, *files)
 
 
 @contextmanager
-def disk_errors(folder: Path) -> Iterator[None]:
-    """Turn a full disk (or an I/O error) while writing a snapshot into :class:`TrainingError`.
+def disk_errors(folder: Path, unlisted: Iterable[str] = ()) -> Iterator[None]:
+    """Turn a full disk (or an I/O error) while writing a snapshot or ``model.json`` into :class:`TrainingError`.
 
-    The snapshot's half-written ``.tmp-*`` files are removed first; any other
-    error passes through unchanged.
+    The snapshot's half-written ``.tmp-*`` files are removed first, and the
+    ``unlisted`` snapshot files (written, but ``model.json`` could not list
+    them), so the job's end can still be recorded; any other error passes
+    through unchanged.
     """
     try:
         yield
@@ -53,9 +56,23 @@ def disk_errors(folder: Path) -> Iterator[None]:
         message = disk_error_message(exc, folder.parent)
         if message is None:
             raise
-        for tmp in (folder / jobio.SNAPSHOT_DIR).glob(".tmp-*"):
+        snapshots = folder / jobio.SNAPSHOT_DIR
+        for tmp in [*snapshots.glob(".tmp-*"), *(snapshots / name for name in _not_listed(folder, unlisted))]:
             tmp.unlink(missing_ok=True)
         raise TrainingError(message) from exc
+
+
+def _not_listed(folder: Path, names: Iterable[str]) -> list[str]:
+    """The ``names`` that ``model.json`` lists for no snapshot (all of them kept when it cannot be read)."""
+    names = list(names)
+    if not names:
+        return []
+    try:
+        listed = jobio.read_model_info(folder).get("snapshots") or []
+    except Exception:  # noqa: BLE001 - unreadable: delete nothing it might list
+        return []
+    taken = {entry.get(key) for entry in listed if isinstance(entry, dict) for key in ("file", "state")}
+    return [name for name in names if name not in taken]
 
 
 def optimizer_arrays(optimizer) -> list[np.ndarray]:

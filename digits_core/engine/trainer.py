@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import DigitsError, FormValidationError, JobStateError, TrainingError
-from ..faults import signal_reason
+from ..faults import disk_error_message, signal_reason
 from ..jobs import Job, JobStatus
 from ..jobs.model import MODEL_FILE, update_model_record
 from ..jobs.record import ModelRecord
@@ -359,7 +359,8 @@ def _execute(state: RunState, callbacks: list | None, progress: Progress | None)
         abort.reason = abort.reason or "interrupted"
     except Exception as exc:  # noqa: BLE001 - any failure ends the job in Error
         logger.exception("training failed")
-        status, error = JobStatus.ERROR, TrainingError(f"Training failed: {type(exc).__name__}: {exc}")
+        full = disk_error_message(exc, state.folder.parent)  # a record write (model.json, metrics) on a full disk
+        status, error = JobStatus.ERROR, TrainingError(full or f"Training failed: {type(exc).__name__}: {exc}")
     finally:
         _restore_signals(old_handlers)
         if writer:

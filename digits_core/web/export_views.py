@@ -12,7 +12,8 @@ parity verdict and figures and a download link
 (``GET /models/<id>/export/<export name>.tar.gz``). A bad field, a converter
 that cannot convert the network or a failed parity report come back on the
 panel, values kept; JSON clients get ``{"name", "download", "parity"}``
-or the error as JSON.
+or the error as JSON. A full disk answers 507 ("the disk is full ... under
+<the job's export folder>"), nothing half-written left.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from pathlib import Path
 from flask import Blueprint, abort, current_app, g, jsonify, redirect, request, send_file, url_for
 from flask.typing import ResponseReturnValue
 
-from ..errors import DigitsError, FormValidationError, JobStateError
+from ..errors import DigitsError, DiskFullError, FormValidationError, JobStateError
 from ..inference.export import EXPORT_DIR, FORMATS, export_name
 from ..inference.export_formats import QUANTIZE
 from ..jobs import Job, JobStatus
@@ -152,12 +153,13 @@ def export(job_id: str) -> ResponseReturnValue:
         )
     except DigitsError as exc:
         if wants_json():
-            raise
+            raise  # the app's handlers: 400, or 507 for a full disk (DiskFullError)
         from .models_views import render_model_page
 
         g.export_errors = exc.errors if isinstance(exc, FormValidationError) else {"": [str(exc)]}
         g.export_values = {k: request.form.get(k, "") for k in FIELDS}
-        return render_model_page(job)  # 200, as the inference form's errors (see inference_views.infer)
+        # 200, as the inference form's errors (see inference_views.infer); a full disk is the server's: 507
+        return render_model_page(job), (507 if isinstance(exc, DiskFullError) else 200)
     download = url_for("exports.download", job_id=job.id, name=name)
     if wants_json():
         return jsonify(

@@ -30,7 +30,7 @@ import time
 import traceback
 from pathlib import Path
 
-from ..errors import DigitsError, FormValidationError, InferenceError
+from ..errors import DigitsError, DiskFullError, FormValidationError, InferenceError
 from ..executors.worker import PARENT_PID_ENV, watch_parent
 from ..limits import request_pixel_budget
 
@@ -71,7 +71,7 @@ def run_worker(kind: str, request: dict, *, timeout: float = 300) -> dict:
         if res.is_file():
             result = json.loads(res.read_text(encoding="utf-8"))
             if "error" in result:
-                raise DigitsError(result["error"])
+                raise (DiskFullError if result.get("disk_full") else DigitsError)(result["error"])
             return result
         tail = (err or "").strip().splitlines()[-5:]
         raise InferenceError(f"The {kind} worker failed (exit code {proc.returncode}): " + " | ".join(tail))
@@ -291,7 +291,8 @@ def handle(kind: str, request: dict) -> dict:
             }[kind](request)
     except DigitsError as exc:
         limit = getattr(exc, "limit", None)  # InputTooLargeError: the web answers 413, naming this setting
-        return {"error": str(exc), **({"limit": limit.env} if limit is not None else {})}
+        extra = {"limit": limit.env} if limit is not None else {}
+        return {"error": str(exc), **extra, **({"disk_full": True} if isinstance(exc, DiskFullError) else {})}
     except Exception as exc:  # noqa: BLE001
         traceback.print_exc()
         return {"error": f"Internal error in the {kind} worker: {type(exc).__name__}: {exc}"}
