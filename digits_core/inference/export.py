@@ -51,6 +51,7 @@ from .. import __version__
 from ..engine.jobio import model_folder, read_model_info
 from ..engine.volume_infer import is_volume_model
 from ..errors import InferenceError
+from ..faults import raise_if_disk_full
 from .export_formats import serving_version, write_onnx, write_savedmodel, write_tflite
 from .export_parity import DEFAULT_SAMPLE, parity_report
 from .export_volume import build_volume_export, check_volume_format
@@ -200,6 +201,7 @@ def export_model(
 
     Raises:
         InferenceError: Unknown format, a converter that cannot convert an op, a failed parity report, unwritable output.
+        DiskFullError: The disk (or quota) under ``out``'s folder is full; nothing half-written is left.
         JobNotFoundError: No such model.
     """
     if format not in FORMATS:
@@ -209,8 +211,30 @@ def export_model(
     out = Path(out).expanduser()
     if not out.parent.is_dir():
         raise InferenceError(f"Cannot write {out}: folder {out.parent} does not exist.")
-    if is_volume_model(model_id, jobs_dir):
-        return _export_volume(model_id, out, format, channels_in, parity_sample, allow_mismatch, jobs_dir)
+    try:
+        if is_volume_model(model_id, jobs_dir):
+            return _export_volume(model_id, out, format, channels_in, parity_sample, allow_mismatch, jobs_dir)
+        return _export_epoch(
+            model_id, out, epoch, format, quantize, channels_in, parity_sample, allow_mismatch, jobs_dir
+        )
+    except Exception as exc:
+        # TensorFlow's SaveV2 says ResourceExhaustedError, the archive an OSError: both are a full disk, said so
+        raise_if_disk_full(exc, out.parent, action="The export could not finish", again="export again")
+        raise
+
+
+def _export_epoch(
+    model_id,
+    out: Path,
+    epoch: int | float | None,
+    format: str,
+    quantize: str | None,
+    channels_in: int | None,
+    parity_sample: int | None,
+    allow_mismatch: bool,
+    jobs_dir,
+) -> Path:
+    """``export_model`` of a 2-D model's snapshot (half-built folders are removed by :func:`_build_cached`)."""
     loaded = load_inference_model(model_id, epoch=epoch, jobs_dir=jobs_dir)
     name = f"{loaded.id}-epoch-{_epoch_tag(loaded.epoch)}"
     cached = Path(loaded.job.path) / EXPORT_DIR / export_name(loaded.id, loaded.epoch, format, quantize, channels_in)
