@@ -1,4 +1,14 @@
-"""``image-multilabel``: images with any number of labels each, from a CSV → label kind ``multilabel``.
+"""``image-multilabel``: images with any number of labels each → label kind ``multilabel``.
+
+Three sources, one per dataset:
+
+* ``labels_csv``: see below;
+* ``tag_folder``: one sub-folder per label; an image linked (symlink or hard
+  link: the same real file) into several sub-folders carries each of their
+  labels. Copies are different images;
+* ``coco_annotations`` with ``image_folder``: each image carries the
+  categories of its annotations (crowd regions included); class names are
+  the categories by id; an image listed without annotations carries none.
 
 The CSV has one image per row: ``path,labels`` with the labels separated by
 ``;`` (``photos/001.jpg,cat;dog``); a header row ``path,labels`` is
@@ -26,6 +36,7 @@ import os
 
 import numpy as np
 from wtforms import BooleanField, FloatField, Form, StringField, validators
+from wtforms.validators import ValidationError
 
 from digits_core import DataIngestion
 from digits_core.paths import resolve_in_roots
@@ -46,11 +57,21 @@ class MultilabelForm(Form):
     labels_csv = StringField(
         "Labels CSV",
         description='One image per row: path,labels with labels separated by ";" (e.g. a.jpg,cat;dog)',
-        validators=[validators.InputRequired(), existing_file("labels CSV")],
+        validators=[existing_file("labels CSV")],
+    )
+    tag_folder = StringField(
+        "Tag folder",
+        description="Or: one sub-folder per label; an image linked into several sub-folders carries each label",
+        validators=[existing_folder("tag folder")],
+    )
+    coco_annotations = StringField(
+        "COCO annotations",
+        description="Or: a COCO JSON file; each image of the image folder carries its annotations' categories",
+        validators=[existing_file("COCO annotations file")],
     )
     image_folder = StringField(
         "Image folder",
-        description="Relative paths in the CSVs start here (default: the CSV's folder)",
+        description="Relative paths in the CSVs start here (default: the CSV's folder); COCO: the images",
         validators=[existing_folder("image folder")],
     )
     val_labels_csv = StringField(
@@ -71,6 +92,39 @@ class MultilabelForm(Form):
     )
     shuffle = BooleanField("Shuffle", default=True, description="Write the records in a seeded random order")
     image_type, width, height, resize_mode, encoding, jpg_quality, seed = image_option_fields()
+
+    def validate_labels_csv(form, field):
+        given = [f for f in (field, form.tag_folder, form.coco_annotations) if f.data]
+        if len(given) != 1:
+            raise ValidationError("give exactly one of a labels CSV, a tag folder or COCO annotations")
+        if form.coco_annotations.data and not form.image_folder.data:
+            raise ValidationError("COCO annotations need the image folder their file names start in")
+
+
+def read_tag_folder(folder: str) -> tuple[list[tuple[str, tuple[str, ...], str]], list[str]]:
+    """``(rows, label names)`` of a tag folder: images grouped by the file they are (device and inode, so
+    symlinks and hard links to one file are one image), labels by sub-folder."""
+    by_file: dict[tuple[int, int], tuple[str, list[str]]] = {}
+    names = listing.class_folders(folder)
+    for name in names:
+        for path in listing.list_images(os.path.join(folder, name)):
+            stat = os.stat(path)  # follows symlinks; a hard link has the same inode
+            first, labels = by_file.setdefault((stat.st_dev, stat.st_ino), (path, []))
+            labels.append(name)
+    rows = [(first, tuple(labels), first) for first, labels in by_file.values()]
+    return sorted(rows), names
+
+
+def read_coco_categories(path: str, image_folder: str) -> tuple[list, list[tuple], list[str]]:
+    """``(rows, problems, category names)`` of a COCO file: each image's categories, matched in ``image_folder``."""
+    from .annotations.items import read_source
+
+    parsed, _ = read_source("coco", image_folder, path, "boxes")
+    rows = [
+        (image, tuple(dict.fromkeys(shape.label for shape in ann.shapes)), ann.where)
+        for image, ann in sorted(parsed.images.items())
+    ]
+    return rows, [("skip", where, reason, None) for where, reason in parsed.problems], parsed.classes
 
 
 def read_labels_csv(path: str, root: str | None) -> tuple[list[tuple[str, tuple[str, ...], str]], list[tuple]]:
@@ -127,14 +181,20 @@ class ImageMultilabelIngestion(ImageIngestionBase):
 
     def _build_split(self) -> dict[str, list]:
         root = expand(self.image_folder)
-        train, problems = read_labels_csv(expand(self.labels_csv), root)
+        order: list[str] | None = None
+        if self.tag_folder:
+            (train, order), problems = read_tag_folder(expand(self.tag_folder)), []
+        elif self.coco_annotations:
+            train, problems, order = read_coco_categories(expand(self.coco_annotations), root)
+        else:
+            train, problems = read_labels_csv(expand(self.labels_csv), root)
         val: list = []
         if self.val_labels_csv:
             val, val_problems = read_labels_csv(expand(self.val_labels_csv), root)
         fixed = listing.read_labels_file(expand(self.class_labels_file)) if self.class_labels_file else None
-        names = fixed or sorted({n for _, labels, _ in train + val for n in labels})
+        names = fixed or order or sorted({n for _, labels, _ in train + val for n in labels})
         if not names:
-            raise ValueError(f"labels CSV {self.labels_csv} names no label")
+            raise ValueError(f"{self.labels_csv or self.tag_folder or self.coco_annotations} names no label")
         lookup = {n: i for i, n in enumerate(names)}
 
         def entries(rows):

@@ -75,3 +75,55 @@ def test_a_multilabel_record_holds_only_zeros_and_ones():
     for bad in (np.array([0, 2, 1]), np.array([]), np.zeros((2, 2), np.uint8), 3):
         with pytest.raises(RecordError, match="multilabel"):
             pack_record(image, bad, "multilabel")
+
+
+def _build(tmp_path, form, tag):
+    job = create_dataset(
+        "image-multilabel",
+        {"width": 10, "height": 8, "shuffle": False, "val_percent": 0, **form},
+        workers=1,
+        jobs_dir=tmp_path / f"jobs-{tag}",
+    )
+    return open_dataset(job.path)
+
+
+def test_tag_folders_give_an_image_linked_into_several_folders_each_label(tmp_path):
+    import os
+
+    _images(tmp_path / "pool", 3)
+    tags = tmp_path / "tags"
+    for name in ("cat", "dog", "sky"):
+        (tags / name).mkdir(parents=True)
+    os.symlink(tmp_path / "pool" / "0.png", tags / "cat" / "0.png")
+    os.link(tmp_path / "pool" / "0.png", tags / "dog" / "zero.png")  # a hard link: the same image
+    os.symlink(tmp_path / "pool" / "1.png", tags / "dog" / "1.png")
+    (tags / "sky" / "copy.png").write_bytes((tmp_path / "pool" / "1.png").read_bytes())  # a copy: another image
+    ds = _build(tmp_path, {"tag_folder": str(tags)}, "tags")
+    assert ds.class_labels == ["cat", "dog", "sky"]
+    features, labels = ds.read_all("train")
+    assert sorted(map(tuple, labels.tolist())) == [(0, 0, 1), (0, 1, 0), (1, 1, 0)]
+
+
+def test_coco_categories_become_the_labels_of_each_image(tmp_path):
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(
+        "annotation_fixtures", Path(__file__).with_name("annotation_fixtures.py")
+    )
+    fx = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(fx)  # type: ignore[union-attr]
+    fx.write_images(tmp_path / "images")
+    path = fx.coco(tmp_path / "coco.json")
+    ds = _build(tmp_path, {"coco_annotations": str(path), "image_folder": str(tmp_path / "images")}, "coco")
+    assert ds.class_labels == ["cat", "dog"]
+    _, labels = ds.read_all("train")
+    assert labels.tolist() == [[1, 1], [0, 1], [0, 0]]  # a.png, b.png, c.png (no annotations)
+
+
+def test_exactly_one_source(tmp_path):
+    from digits_core.errors import FormValidationError
+
+    (tmp_path / "l.csv").write_text("a.png,x\n")
+    with pytest.raises(FormValidationError, match="exactly one of"):
+        _build(tmp_path, {"labels_csv": str(tmp_path / "l.csv"), "tag_folder": str(tmp_path)}, "two")
