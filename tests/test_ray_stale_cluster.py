@@ -121,3 +121,36 @@ def test_a_cluster_that_does_not_answer_is_named_at_once(shapes, stale_ray_tmp):
     )
     assert result.returncode != 0
     assert f"No Ray cluster answers at 127.0.0.1:{port}" in result.stderr
+
+
+@pytest.mark.parametrize("answer", [None, b"HTTP/1.1 400 Bad Request\r\n\r\n"], ids=["silent", "not-ray"])
+def test_a_listener_that_is_not_a_ray_cluster_is_named_instead_of_joined_for_good(monkeypatch, answer):
+    """ray.init retried such a listener forever (the issue's listener saw 27 connections); the probe names it."""
+    import threading
+
+    from digits_core.errors import ConfigurationError
+    from digits_core.executors import ray_executor
+
+    monkeypatch.setattr(ray_executor, "GCS_PROBE_TIMEOUT_S", 1.0)
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    held = []
+
+    def serve():
+        conn, _ = server.accept()
+        held.append(conn)
+        if answer:
+            conn.recv(64)
+            conn.sendall(answer)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        with pytest.raises(ConfigurationError, match=f"No Ray cluster answers at 127.0.0.1:{port}"):
+            ray_executor.connect(f"127.0.0.1:{port}")
+        assert "ray" not in sys.modules or not sys.modules["ray"].is_initialized()
+    finally:
+        thread.join(5)
+        for conn in held:
+            conn.close()
+        server.close()

@@ -83,12 +83,14 @@ def connect(address: str) -> Any:
     host, _, port = address.rpartition(":")
     host = host.strip("[]")
     try:
-        socket.create_connection((host, int(port)), timeout=10).close()
+        problem = _gcs_problem(host, int(port))
     except (OSError, ValueError) as exc:
+        problem = str(exc)
+    if problem:
         raise ConfigurationError(
-            f"No Ray cluster answers at {address} ({exc}). Start one with `ray start --head` "
+            f"No Ray cluster answers at {address} ({problem}). Start one with `ray start --head` "
             "(see README, Scaling out) or correct --ray-address (HOST:PORT)."
-        ) from exc
+        )
     if host in LOOPBACK_HOSTS and "ray" not in sys.modules:
         # A loopback address is a one-machine cluster: without this, Ray swaps 127.0.0.1 for the machine's
         # network address (and would not find a cluster that listens on loopback only).
@@ -109,6 +111,32 @@ def connect(address: str) -> Any:
                 "--head` (see README, Scaling out) or correct --ray-address."
             ) from exc
     return ray
+
+
+#: What an HTTP/2 client sends first; a gRPC server (Ray's GCS is one) answers with its SETTINGS frame.
+_HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+#: Seconds the cluster's GCS has to answer the probe.
+GCS_PROBE_TIMEOUT_S = 10.0
+
+
+def _gcs_problem(host: str, port: int) -> str | None:
+    """Why no Ray GCS answers at ``host:port`` (``None``: a gRPC server answered there).
+
+    ``ray.init`` retries a silent or foreign listener for good ("Failed to connect to GCS"): this
+    probe fails within :data:`GCS_PROBE_TIMEOUT_S` instead.
+    """
+    with socket.create_connection((host, port), timeout=GCS_PROBE_TIMEOUT_S) as sock:
+        sock.sendall(_HTTP2_PREFACE)
+        header = b""
+        while len(header) < 9:  # the first frame's header: length (3), type (1), flags (1), stream (4)
+            try:
+                chunk = sock.recv(9 - len(header))
+            except TimeoutError:
+                return f"nothing answered within {GCS_PROBE_TIMEOUT_S:g} s"
+            if not chunk:
+                return "the connection was closed without an answer"
+            header += chunk
+    return None if header[3] == 4 else "something listens there, but not a Ray cluster's GCS (gRPC)"
 
 
 def _run_job_task(job_path: str, secrets: dict[str, str]) -> int:
