@@ -126,6 +126,8 @@ def _gcs_problem(host: str, port: int) -> str | None:
     probe fails within :data:`GCS_PROBE_TIMEOUT_S` instead.
     """
     with socket.create_connection((host, port), timeout=GCS_PROBE_TIMEOUT_S) as sock:
+        if os.environ.get("RAY_USE_TLS", "").lower() in ("1", "true"):
+            return None  # a TLS cluster answers a handshake, not a plain preface: the connection is all we check
         sock.sendall(_HTTP2_PREFACE)
         header = b""
         while len(header) < 9:  # the first frame's header: length (3), type (1), flags (1), stream (4)
