@@ -20,6 +20,7 @@ the backbone is unfrozen.
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 
@@ -61,7 +62,9 @@ def _preprocess(keras, kind: str, channels: int):
 
 def _encoder(keras, backbone: Backbone, size: tuple[int, int], channels: int):
     make = getattr(keras.applications, backbone.app)
-    return make(include_top=False, weights=None, input_shape=(*size, channels), **backbone.app_kwargs)
+    with warnings.catch_warnings():  # "usually expects 1 or 3 input channels": any count is the point here
+        warnings.filterwarnings("ignore", message=".*input channels", category=UserWarning)
+        return make(include_top=False, weights=None, input_shape=(*size, channels), **backbone.app_kwargs)
 
 
 def load_encoder_weights(keras, backbone: Backbone, encoder, path: str, channels_in_file: int | None) -> None:
@@ -110,6 +113,48 @@ def freeze_batchnorm(keras, model) -> int:
     return frozen
 
 
+def stage_features(encoder, levels: int = 5) -> list:
+    """The encoder's stage outputs at strides 2, 4, ... 2**levels, finest first (a stride it skips is left out).
+
+    Read from the graph, not from per-backbone layer names, so any ``keras.applications`` encoder works: for
+    each stride, the last layer whose output has the input's size divided by it (rounded either way, as
+    "same" and "valid" convolutions round); padding layers and squeeze-and-excitation 1×1 maps do not match.
+    """
+    height, width = (int(d) for d in encoder.inputs[0].shape[1:3])
+    outputs = []
+    for k in range(1, levels + 1):
+        stride = 2**k
+        rows = {height // stride, -(-height // stride)}
+        cols = {width // stride, -(-width // stride)}
+        found = None
+        for layer in encoder.layers[1:]:
+            shape = tuple(getattr(getattr(layer, "output", None), "shape", ()) or ())
+            if len(shape) == 4 and shape[1] in rows and shape[2] in cols:
+                found = layer.output
+        if found is not None and (not outputs or tuple(found.shape[1:3]) != tuple(outputs[-1].shape[1:3])):
+            outputs.append(found)
+    return outputs
+
+
+def unet_decoder(keras, features: list, size: tuple[int, int], classes: int, filters: int):
+    """A U-Net decoder: from the coarsest stage up, resize to the next finer stage, concatenate it, two 3×3
+    convolutions (BatchNorm, ReLU); then up to the input's size and a per-pixel softmax over ``classes``."""
+    layers = keras.layers
+    x = features[-1]
+    for level, skip in reversed(list(enumerate(features[:-1]))):
+        width = filters * 2**level
+        x = layers.Resizing(*skip.shape[1:3], interpolation="bilinear", name=f"decoder{level}_up")(x)
+        x = layers.Concatenate(name=f"decoder{level}_concat")([x, skip])
+        for i in (1, 2):
+            x = layers.Conv2D(width, 3, padding="same", use_bias=False, name=f"decoder{level}_conv{i}")(x)
+            x = layers.BatchNormalization(name=f"decoder{level}_bn{i}")(x)
+            x = layers.Activation("relu", name=f"decoder{level}_relu{i}")(x)
+    x = layers.Resizing(*size, interpolation="bilinear", name="decoder_full_size")(x)
+    x = layers.Conv2D(filters, 3, padding="same", activation="relu", name="decoder_head_conv")(x)
+    x = layers.Conv2D(classes, 1, name="score")(x)
+    return layers.Softmax(axis=-1, name="probabilities")(x)
+
+
 def build_backbone_model(
     backbone: Backbone,
     input_shape,
@@ -120,6 +165,7 @@ def build_backbone_model(
     weights_channels: int | None = None,
     input_size: int | None = None,
     dropout: float = 0.2,
+    decoder_filters: int = 16,
     **_: object,
 ):
     """The network (see the module docstring).
@@ -128,11 +174,13 @@ def build_backbone_model(
         backbone: The encoder.
         input_shape: ``(H, W, C)``.
         num_outputs: Classes, or regression outputs.
-        task: ``classification`` (softmax head) or ``regression`` (linear head).
+        task: ``classification`` (softmax head), ``regression`` (linear head) or ``segmentation`` (a U-Net
+            decoder on the encoder's stages, per-pixel softmax at the input's size).
         weights_file: A checked weights file to start from (``None``: random weights).
         weights_channels: Input channels the file was trained with (``None``: 3).
         input_size: Resize to ``input_size`` × ``input_size`` in the graph.
         dropout: Dropout rate before the head.
+        decoder_filters: Segmentation: filters of the decoder's finest level (doubled per level up).
 
     Raises:
         TrainingError: An input smaller than the backbone's minimum (naming it), or weights that do not fit.
@@ -157,6 +205,11 @@ def build_backbone_model(
         load_encoder_weights(keras, backbone, app, weights_file, weights_channels)
     if weights_file:
         freeze_batchnorm(keras, app)
+    if task == "segmentation":
+        skips = stage_features(app)
+        encoder = keras.Model(app.inputs[0], skips, name=BACKBONE_LAYER)
+        x = unet_decoder(keras, encoder(x), (height, width), int(num_outputs), decoder_filters)
+        return keras.Model(inputs, x, name=f"{backbone.name}_unet")
     encoder = keras.Model(app.inputs[0], app.output, name=BACKBONE_LAYER)
     x = encoder(x)
     x = keras.layers.GlobalAveragePooling2D(name="pool")(x)

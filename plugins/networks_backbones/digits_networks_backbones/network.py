@@ -13,8 +13,8 @@ from typing import Any
 
 from .catalog import Backbone
 
-#: Tasks every backbone serves with its pooled head.
-TASKS = ("classification", "regression")
+#: Tasks every backbone serves: a pooled head (classification, regression) or a U-Net decoder (segmentation).
+TASKS = ("classification", "regression", "segmentation")
 
 #: What a user who only picks a backbone gets: ImageNet weights, the head alone for the first epoch,
 #: then the backbone at a tenth of the rate (Keras's transfer-learning recipe), Adam, and the pixels
@@ -39,7 +39,8 @@ def make_network(backbone: Backbone, *, defaults: dict | None = None, batch_size
         batch_size: Default batch size.
 
     Network parameters (``--network-param``): ``input_size`` (resize in the graph to N×N, e.g. for images
-    smaller than the minimum), ``dropout`` (before the head, default 0.2).
+    smaller than the minimum), ``dropout`` (before the pooled head, default 0.2), ``decoder_filters``
+    (segmentation: the finest decoder level's filters, default 16).
     """
 
     def build_model(input_shape, num_outputs, **params):

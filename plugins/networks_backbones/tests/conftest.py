@@ -15,6 +15,7 @@ class _Form(Form):
     size = IntegerField("Size", default=32)
     channels = IntegerField("Channels", default=3)
     regression = IntegerField("Regression", default=0)
+    segmentation = IntegerField("Segmentation", default=0)
 
 
 class TinyImages(DataIngestion):
@@ -34,11 +35,13 @@ class TinyImages(DataIngestion):
 
     @property
     def label_kind(self):
+        if int(self.segmentation):
+            return "mask"
         return "regression" if int(self.regression) else "class"
 
     def itemize_entries(self, stage):
         if stage == "train":
-            self.userdata["class_labels"] = ["dark", "bright"]
+            self.userdata["class_labels"] = ["background", "square"] if int(self.segmentation) else ["dark", "bright"]
         n = {"train": int(self.count), "val": max(4, int(self.count) // 4)}.get(stage, 0)
         return [(stage, i) for i in range(n)]
 
@@ -51,6 +54,13 @@ class TinyImages(DataIngestion):
         image = np.clip(base + rng.normal(0, 20, (size, size, channels)), 0, 255).astype(np.uint8)
         if int(self.regression):
             return image, np.array([base / 255.0], np.float32)
+        if int(self.segmentation):  # a bright square on the dark background: class 1
+            image = np.clip(60 + rng.normal(0, 20, (size, size, channels)), 0, 255).astype(np.uint8)
+            top, left = rng.integers(0, size // 2, size=2)
+            mask = np.zeros((size, size), np.uint8)
+            mask[top : top + size // 2, left : left + size // 2] = 1
+            image[mask == 1] = 200
+            return image, mask
         return image, label
 
 
@@ -65,10 +75,11 @@ def digits_jobs_dir(tmp_path, monkeypatch):
 
 @pytest.fixture
 def tiny_dataset(digits_jobs_dir):
-    """``tiny_dataset(size=32, channels=3, count=16, regression=False)``: a built, opened dataset."""
+    """``tiny_dataset(size=32, channels=3, count=16, regression=False, segmentation=False)``: a built dataset."""
 
-    def make(size=32, channels=3, count=16, regression=False):
+    def make(size=32, channels=3, count=16, regression=False, segmentation=False):
         values = {"count": count, "size": size, "channels": channels, "regression": int(regression)}
+        values["segmentation"] = int(segmentation)
         return build_dataset(TinyImages, values, jobs_dir=digits_jobs_dir)
 
     return make

@@ -25,7 +25,7 @@ def test_listing_networks_declares_metadata_without_tensorflow():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True).stdout
     for name in NAMES:
-        assert f"{name} plugin classification,regression 32 imagenet imagenet" in out
+        assert f"{name} plugin classification,regression,segmentation 32 imagenet imagenet" in out
     assert out.strip().endswith("NO-TF")
 
 
@@ -76,3 +76,10 @@ def test_every_backbone_builds_for_both_tasks_and_any_channels(name):
     regression = build((32, 32, 1), 2, task="regression", input_size=48)
     assert regression.get_layer("backbone").inputs[0].shape[1:] == (48, 48, 1)
     assert np.asarray(regression(x[..., :1], training=False)).shape == (2, 2)
+    segmentation = build((64, 48, 5), 4, task="segmentation")
+    masks = np.asarray(
+        segmentation(np.random.default_rng(2).uniform(0, 255, size=(2, 64, 48, 5)).astype(np.float32), training=False)
+    )
+    assert masks.shape == (2, 64, 48, 4)
+    np.testing.assert_allclose(masks.sum(axis=-1), 1.0, rtol=1e-5)
+    assert len(segmentation.get_layer("backbone").outputs) >= 4  # stages at strides 2 (or 4) to 32

@@ -158,3 +158,16 @@ def test_small_regression_images_resized_in_the_graph(tiny_dataset, digits_jobs_
     assert info["options"]["mean_subtraction"] == "none" and info["options"]["scale"] == "none"
     model = load_snapshot(job, jobs_dir=digits_jobs_dir)
     assert model.get_layer("backbone").inputs[0].shape[1:] == (32, 32, 3)
+
+
+@pytest.mark.slow
+def test_segmentation_unet_on_the_encoder_stages(tiny_dataset, digits_jobs_dir):
+    dataset = tiny_dataset(size=32, count=8, channels=1, segmentation=True)
+    job = train(dataset, "mobilenet_v3_small", jobs_dir=digits_jobs_dir, weights="none", epochs=1, batch_size=4)
+    info = json.loads((Path(job.path) / "model.json").read_text())
+    assert job.status.value == "Done" and info["task"] == "segmentation"
+    model = load_snapshot(job, jobs_dir=digits_jobs_dir)
+    assert model.output_shape == (None, 32, 32, 2)
+    stages = model.get_layer("backbone").outputs
+    assert [tuple(s.shape[1:3]) for s in stages] == [(16, 16), (8, 8), (4, 4), (2, 2), (1, 1)]
+    assert sum(layer.name.endswith("_concat") for layer in model.layers) == len(stages) - 1  # the skips
