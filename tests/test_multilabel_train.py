@@ -50,6 +50,7 @@ def test_multilabel_training_reaches_map_and_its_metrics_equal_scikit_learn(tmp_
 
     from digits_core.datasets import create_dataset, open_dataset
     from digits_core.engine import Preprocessing, load_snapshot, read_metrics, train
+    from digits_core.inference import infer
 
     jobs = tmp_path / "jobs"
     form = {"labels_csv": write_shapes(tmp_path / "shapes", 400, seed=0), "image_type": "grayscale"}
@@ -69,3 +70,13 @@ def test_multilabel_training_reaches_map_and_its_metrics_equal_scikit_learn(tmp_
     scores = np.asarray(model(Preprocessing.load(job).apply(features), training=False))
     assert last["val_map"] == pytest.approx(sk.average_precision_score(labels, scores, average="macro"), abs=1e-5)
     assert last["val_hamming_loss"] == pytest.approx(sk.hamming_loss(labels, scores >= 0.5), abs=1e-6)
+
+    # inference applies the thresholds tuned on validation, logged with the epoch
+    thresholds = np.array([last[f"val_threshold_{name}"] for name in ds.class_labels])
+    assert sorted(ds.class_labels) == sorted(SHAPES) and not np.all(thresholds == 0.5)
+    result = infer(job.id, [(f"val{i}", feature) for i, feature in enumerate(features)], jobs_dir=jobs)
+    for sample in result.samples:  # (a threshold is a validation score: compare with inference's own scores)
+        expected = {ds.class_labels[k] for k in np.flatnonzero(np.asarray(sample.output) >= thresholds)}
+        assert {item["label"] for item in sample.labels} == expected
+        assert all(item["threshold"] == thresholds[item["index"]] for item in sample.labels)
+        assert sample.to_dict()["labels"] == sample.labels

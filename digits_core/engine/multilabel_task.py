@@ -8,7 +8,11 @@ validation reports ``val_loss`` and ``val_label_accuracy`` (labels right at
 to scikit-learn): ``val_map`` (the best epoch's key), ``val_auroc``,
 ``val_f1_micro``, ``val_f1_macro``, ``val_exact_match`` and
 ``val_hamming_loss`` at 0.5, and ``val_f1_macro_tuned`` at per-label
-thresholds tuned for best F1 on that validation set.
+thresholds tuned for best F1 on that validation set. Those thresholds are
+logged too, one ``val_threshold_<label>`` per label (the label as a metric
+name, as detection's ``val_ap50_<class>``): the model job keeps them with the
+epoch they belong to, and :func:`digits_core.inference.infer` applies the
+thresholds of the snapshot's epoch (:mod:`digits_core.inference.multilabel`).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import losses as _losses
+from .detection.task import metric_key  # the same label-to-metric-name rule as detection's per-class figures
 from .multilabel_metrics import best_thresholds, multilabel_metrics
 
 EPS = 1e-7
@@ -68,11 +73,20 @@ def _summarize(task: str, sums: dict) -> dict:
     return out
 
 
-def validation_metrics(y: np.ndarray, scores: np.ndarray) -> dict:
+def threshold_key(name: str) -> str:
+    """The metric name of a label's tuned threshold."""
+    return f"val_threshold_{metric_key(name)}"
+
+
+def validation_metrics(y: np.ndarray, scores: np.ndarray, class_names=None) -> dict:
     """The whole-validation-set figures of the module docstring from ``N×K`` labels and scores."""
     at_half = multilabel_metrics(y, scores, 0.5)
-    tuned = multilabel_metrics(y, scores, best_thresholds(y, scores))
+    thresholds = best_thresholds(y, scores)
+    tuned = multilabel_metrics(y, scores, thresholds)
+    names = list(class_names or [])
+    names += [str(k) for k in range(len(names), y.shape[1])]
     return {
+        **{threshold_key(name): t for name, t in zip(names, thresholds)},
         "val_map": at_half["map"] or 0.0,
         "val_auroc": at_half["auroc_macro"] if at_half["auroc_macro"] is not None else 0.5,
         "val_f1_micro": at_half["f1_micro"],
@@ -93,7 +107,7 @@ def _evaluate(model, batches, num_outputs: int, class_names=None) -> dict:
             labels.append(np.asarray(y).reshape(len(keep), -1)[keep])
     if not labels:
         return {}
-    return validation_metrics(np.concatenate(labels), np.concatenate(scores))
+    return validation_metrics(np.concatenate(labels), np.concatenate(scores), class_names)
 
 
 def _float_vectors(labels: np.ndarray) -> np.ndarray:

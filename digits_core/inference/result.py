@@ -31,6 +31,8 @@ class InferenceSample:
         top: For classification, the top-N ``[{index, label, probability}]``.
         detections: For detection, ``[{class, class_id, score, box}]`` in the *input image's*
             pixels, best first (see :mod:`digits_core.inference.detection`).
+        labels: For multi-label classification, the labels at or above their tuned threshold,
+            ``[{index, label, probability, threshold}]``, best first (see :mod:`digits_core.inference.multilabel`).
     """
 
     input_id: str
@@ -39,10 +41,13 @@ class InferenceSample:
     ground_truth: Any = None
     top: list | None = None
     detections: list | None = None
+    labels: list | None = None
 
     def to_dict(self) -> dict:
         """JSON-friendly summary (no arrays except small outputs)."""
         data: dict[str, Any] = {"input_id": self.input_id}
+        if self.labels is not None:
+            data["labels"] = self.labels
         if self.top is not None:
             data["top"] = self.top
         elif self.detections is not None:

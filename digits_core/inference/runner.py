@@ -216,6 +216,12 @@ def infer(
                 model.class_labels,
                 threshold,
             )
+    if model.task == "multilabel":
+        from .multilabel import label_thresholds, labels_above  # only multi-label models read their thresholds
+
+        thresholds = label_thresholds(model)
+        for sample in samples:
+            sample.labels = labels_above(sample.output, thresholds, model.class_labels)
     metrics = None
     labelled = [i for i, label in enumerate(labels) if label is not None] if labels is not None else []
     if classification and labelled:
