@@ -287,12 +287,21 @@ def test_bad_metrics_lines_are_skipped_and_counted(folder, capsys):
     assert "val_loss" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("damage", _cases(BYTE_CASES, 4))
+LABEL = {"kind": "class", "dtype": "int64", "shape": []}
+DATASET_CASES = {
+    **BYTE_CASES,
+    "no feature shape": _set("feature", {"dtype": "uint8"}),
+    "stages list": _set("stages", []),
+}
+
+
+@pytest.mark.parametrize("damage", _cases(DATASET_CASES, 4))
 def test_a_damaged_dataset_json_is_reported_never_fatal(folder, damage, capsys):
     root, jobs = folder
     path = jobs["dataset"].path / "dataset" / "dataset.json"
     path.parent.mkdir()
-    path.write_text(json.dumps({"id": jobs["dataset"].id, "stages": {"train": {"count": 4}}, "workers": 1}))
+    record = {"id": jobs["dataset"].id, "stages": {"train": {"count": 4}}, "workers": 1, "label": LABEL}
+    path.write_text(json.dumps({**record, "feature": {"shape": [4, 4, 1], "dtype": "uint8"}}, indent=2))
     _damage(path, damage)
     from digits_core.jobs.health import dataset_record_problem
 

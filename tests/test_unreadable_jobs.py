@@ -197,3 +197,22 @@ def test_the_dataset_reader_names_a_damaged_dataset_json(tmp_path, raw):
     (tmp_path / "dataset" / "dataset.json").write_bytes(raw)
     with pytest.raises(DatasetError, match="dataset.json cannot be read: it (is not UTF-8|nests)"):
         open_dataset(tmp_path)
+
+
+def test_a_dataset_json_without_what_readers_need_is_named_on_every_page(app, capsys):
+    root = app.extensions["digits"]["jobs_dir"]
+    job = Job.create("dataset", "half a record", jobs_dir=root, plugin_id="image-classification")
+    (job.path / "dataset").mkdir()
+    path = job.path / "dataset" / "dataset.json"
+    path.write_text(json.dumps({"id": job.id, "stages": {"train": {"count": 4}}, "label": {"kind": "class"}}))
+    client = app.test_client()
+    (row,) = client.get("/index.json").get_json()["datasets"]
+    assert row["unreadable"] == {
+        "file": str(path),
+        "reason": "it lacks feature.shape, feature.dtype, label.dtype, label.shape",
+    }
+    for url in (f"/datasets/{job.id}", f"/datasets/{job.id}.json", f"/datasets/{job.id}/explore?stage=train"):
+        answer = client.get(url)
+        assert answer.status_code == 409 and "lacks feature.shape" in answer.get_data(as_text=True), url
+    assert digits_main(["--jobs-dir", str(root), "dataset", "show", job.id]) == 1
+    assert "lacks feature.shape" in capsys.readouterr().err

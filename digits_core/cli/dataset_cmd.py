@@ -265,6 +265,15 @@ def run_list(args) -> int:
     return 0
 
 
+def _raise_record_problem(job_path) -> None:
+    """Say which file and why when the dataset's ``dataset.json`` cannot be read as a dataset record."""
+    from ..jobs.health import dataset_record_problem  # as JobStore in the commands: `--help` stays light
+
+    problem = dataset_record_problem(job_path)
+    if problem is not None:
+        raise problem
+
+
 def run_show(args) -> int:
     """Print one dataset's metadata, labels and skipped entries."""
     from ..datasets import open_dataset
@@ -272,6 +281,7 @@ def run_show(args) -> int:
     from ..jobs import JobStore
 
     job = JobStore(args.jobs_dir).get(args.id, kind="dataset")
+    _raise_record_problem(job.path)
     published = (job.path / DATASET_DIRNAME / "dataset.json").is_file()
     ds = open_dataset(job.path) if published else None
     errors = read_errors_report(job.path)
@@ -335,6 +345,7 @@ def run_explore(args) -> int:
     from ..datasets.explore import contact_sheet
 
     ds = open_dataset(args.id, jobs_dir=args.jobs_dir)
+    _raise_record_problem(ds.job_path)
     if args.n < 1:
         raise DatasetError(f"-n must be at least 1, not {args.n}")
     sheet = contact_sheet(ds, args.stage, args.n, start=args.start)

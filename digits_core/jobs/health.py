@@ -37,8 +37,22 @@ def dataset_record_problem(folder: str | os.PathLike) -> UnreadableRecordError |
             continue
         except UnreadableRecordError as exc:
             return exc
-        return None
+        missing = [key for key, ok in _dataset_essentials(data).items() if not ok]
+        return UnreadableRecordError(path, f"it lacks {', '.join(missing)}") if missing else None
     return None
+
+
+def _dataset_essentials(data: dict) -> dict[str, bool]:
+    """What every reader of a published dataset relies on (both writers, 2-D and volume, write them)."""
+    feature, label = data.get("feature"), data.get("label")
+    return {
+        "feature.shape": isinstance(feature, dict) and isinstance(feature.get("shape"), list),
+        "feature.dtype": isinstance(feature, dict) and isinstance(feature.get("dtype"), str),
+        "label.kind": isinstance(label, dict) and isinstance(label.get("kind"), str),
+        "label.dtype": isinstance(label, dict) and isinstance(label.get("dtype"), str),
+        "label.shape": isinstance(label, dict) and isinstance(label.get("shape"), list),
+        "stages": isinstance(data.get("stages"), dict),
+    }
 
 
 def record_problem(folder: str | os.PathLike, kind: str) -> UnreadableRecordError | None:

@@ -119,6 +119,15 @@ def new(plugin_id: str):
     )
 
 
+def _dataset_job(job_id: str) -> Job:
+    """The dataset job a page shows; a damaged ``dataset.json`` is raised (the page says which and why)."""
+    job = _ext()["store"].get(job_id, kind="dataset")
+    problem = dataset_record_problem(job.path)
+    if problem is not None:
+        raise problem
+    return job
+
+
 def dataset_details(job: Job) -> dict:
     """Everything the dataset page shows, JSON-friendly."""
     problem = dataset_record_problem(job.path)
@@ -171,7 +180,7 @@ def mean_image(job_id: str):
     from ..datasets.explore import mean_image_uint8
     from ..inference.images import png_bytes
 
-    job = _ext()["store"].get(job_id, kind="dataset")
+    job = _dataset_job(job_id)
     if job.status is not JobStatus.DONE:
         raise NotFound(f"Dataset {job.id} is {job.status.value}: its mean image exists once Done.")
     with open_dataset(job.path) as ds:
@@ -190,7 +199,7 @@ def show(job_id: str):
         return show_json(job_id[:-5])
     from .job_deletes import dependents
 
-    job = _ext()["store"].get(job_id, kind="dataset")
+    job = _dataset_job(job_id)
     details = dataset_details(job)
     from ..datasets.explore import MAX_LISTED_CLASSES  # the datasets package: imported on first use
 
@@ -206,7 +215,7 @@ def show(job_id: str):
 
 def show_json(job_id: str):
     """The dataset job page as JSON."""
-    job = _ext()["store"].get(job_id, kind="dataset")
+    job = _dataset_job(job_id)
     return jsonify(dataset_details(job))
 
 
@@ -347,7 +356,7 @@ def explore(job_id: str):
     Query: ``stage``, ``page``, ``per_page``, ``label`` (a class id: only that
     class's records, classification datasets), ``format=json``.
     """
-    job = _ext()["store"].get(job_id, kind="dataset")
+    job = _dataset_job(job_id)
     if job.status is not JobStatus.DONE:
         raise DigitsError(f"Dataset {job.id} is {job.status.value}; it can be explored once Done.")
     stage = request.args.get("stage", "train")
