@@ -45,9 +45,10 @@ def write_shapes(folder, count: int, seed: int) -> str:
     return str(folder / "labels.csv")
 
 
-def test_multilabel_training_reaches_map_and_its_metrics_equal_scikit_learn(tmp_path):
+def test_multilabel_training_reaches_map_and_its_metrics_equal_scikit_learn(tmp_path, capsys):
     from sklearn import metrics as sk
 
+    from digits_core.cli import main
     from digits_core.datasets import create_dataset, open_dataset
     from digits_core.engine import Preprocessing, load_snapshot, read_metrics, train
     from digits_core.inference import infer
@@ -80,3 +81,10 @@ def test_multilabel_training_reaches_map_and_its_metrics_equal_scikit_learn(tmp_
         assert {item["label"] for item in sample.labels} == expected
         assert all(item["threshold"] == thresholds[item["index"]] for item in sample.labels)
         assert sample.to_dict()["labels"] == sample.labels
+
+    # the command line prints them
+    image = tmp_path / "shapes" / "0000.png"
+    (sample,) = infer(job.id, [str(image)], jobs_dir=jobs).samples
+    assert main(["--jobs-dir", str(jobs), "infer", "--model", job.id, str(image)]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith(str(image)))
+    assert ", ".join(item["label"] for item in sample.labels) in row and sample.labels

@@ -237,6 +237,18 @@ def _print_summary(result) -> None:
                     truth,
                 ]
             )
+        elif sample.labels is not None:  # multi-label: the labels at or above their thresholds, best first
+            found = ", ".join(item["label"] for item in sample.labels[:6]) + (" ..." if len(sample.labels) > 6 else "")
+            names = result.model.class_labels or []
+            truth = (
+                ""
+                if sample.ground_truth is None
+                else ", ".join(
+                    names[k] if k < len(names) else str(k) for k, v in enumerate(sample.ground_truth.reshape(-1)) if v
+                )
+            )
+            best = f"{sample.labels[0]['probability'] * 100:.1f}%" if sample.labels else ""
+            rows.append([sample.input_id, found or "(no label)", best, truth])
         elif result.model.task == "image-to-image":
             import numpy as np
 
