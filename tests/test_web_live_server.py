@@ -103,7 +103,14 @@ def test_serve_answers_then_signal_stops_it_and_its_workers(live_server, sample_
     home = server.get("/")
     assert home.status == 200 and home.headers["content-type"].startswith("text/html")
     assert "Sample numbers" in home.text  # the New dataset menu lists the installed plugin
-    assert server.get_json("/index.json") == {"datasets": [], "models": [], "groups": [], "query": "", "total": 0}
+    assert server.get_json("/index.json") == {
+        "datasets": [],
+        "models": [],
+        "unreadable": [],
+        "groups": [],
+        "query": "",
+        "total": 0,
+    }
     assert "sample-numbers" in {r.get("id") for r in server.get_json("/api/plugins")}
 
     job_id, pid, job_dir = start_blocked_job(server, gate)
