@@ -192,11 +192,12 @@ def test_two_processes_updating_one_sweep_record_lose_nothing(tmp_path):
 
     folder = tmp_path / ".sweeps" / "s1"
     folder.mkdir(parents=True)
-    write_sweep_record(folder, {"id": "s1", "status": "Running", "trials": 4})
+    points = [{"learning_rate": 0.1}, {"learning_rate": 0.01}]  # the sampled trials, as tune() writes them
+    write_sweep_record(folder, {"id": "s1", "status": "Running", "trials": points})
     count = 60
     _race(SWEEP_RACER, str(folder), ("a", "b"), count)
     update_sweep_record(folder, promoted="job-1")
     record = read_sweep_record(folder)
     lost = [f"{p}{i}" for p in "ab" for i in range(count) if record.get(f"{p}{i}") != i]  # type: ignore[misc]
     assert not lost, f"{len(lost)} updates lost"
-    assert (record["id"], record["status"], record["trials"], record["promoted"]) == ("s1", "Running", 4, "job-1")
+    assert (record["id"], record["status"], record["trials"], record["promoted"]) == ("s1", "Running", points, "job-1")

@@ -345,7 +345,8 @@ def test_a_damaged_sweep_json_is_reported_never_fatal(folder, damage, capsys):
     root, jobs = folder
     sweep = root / ".sweeps" / "20261206-000000-beef"
     sweep.mkdir(parents=True)
-    good = {"id": "20261206-000000-cafe", "name": "g", "status": "Done", "settings": {"scheduler": "asha"}, "trials": 4}
+    good = {"id": "20261206-000000-cafe", "name": "g", "status": "Done", "settings": {"scheduler": "asha"}}
+    good["trials"] = [{"learning_rate": 0.1}, {"learning_rate": 0.01}]  # the sampled points, as tune() writes them
     (root / ".sweeps" / good["id"]).mkdir()
     write_sweep_record(root / ".sweeps" / good["id"], good)
     write_sweep_record(sweep, {"id": sweep.name, "name": "s", "status": "Done", "settings": {}, "created": 1.0})

@@ -23,8 +23,11 @@ from digits_core.jobs import JobStatus
 def test_a_sweep_whose_process_was_killed_reads_aborted_and_names_that_process(app, client):
     from test_tune import fake_sweep
 
+    from digits_core.jobs.lock import JobLockedError
+    from digits_core.tuning import resume_sweep
+
     jobs = app.extensions["digits"]["jobs_dir"]
-    fake_sweep(jobs, {0.1: [0.5], 0.01: [0.4]}, {})
+    fake_sweep(jobs, {0.1: [0.5], 0.01: [0.4]}, {0.01: JobStatus.ABORTED})
     folder = jobs / ".sweeps" / "s1"
     # A real driver process: it takes the sweep's lock and marks it Running, as digits_core.tuning.tune does.
     driver = subprocess.Popen(
@@ -45,6 +48,8 @@ def test_a_sweep_whose_process_was_killed_reads_aborted_and_names_that_process(a
     try:
         assert driver.stdout.readline().strip() == "ready"
         assert client.get("/sweeps/s1.json").get_json()["status"] == "Running"  # alive: left alone
+        with pytest.raises(JobLockedError, match=f"pid {driver.pid}"):
+            resume_sweep("s1", jobs)  # its trial is Aborted, but the sweep still has its live driver
         os.kill(driver.pid, signal.SIGKILL)
         driver.wait(timeout=30)
     finally:

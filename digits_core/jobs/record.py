@@ -220,7 +220,7 @@ class SweepRecord(TypedDict, total=False):
     spaces: dict[str, Any]  # option -> search space (search_space.Space.to_dict())
     search: list[str]  # the spaces as OPTION=EXPR lines
     grid_size: int | None
-    trials: int
+    trials: list[dict[str, Any]]  # the sampled points: one {option: value} per trial, in order
     ray_address: str | None
     status: str  # Running, Done, Error, Aborted
     created: float
