@@ -27,7 +27,14 @@ from typing import Any
 from ..errors import JobNotFoundError, TrainingError
 from ..faults import disk_error_message
 from ..jobs import Job, JobStore
-from ..jobs.model import METRICS_FILE, MODEL_FILE, metric_lines, read_metric_points, read_model_record
+from ..jobs.model import (
+    METRICS_FILE,
+    MODEL_FILE,
+    metric_lines,
+    parse_metric_point,
+    read_metric_points,
+    read_model_record,
+)
 from ..jobs.record import ModelRecord
 
 SNAPSHOT_DIR = "snapshots"
@@ -92,15 +99,12 @@ def _drop_points_after(path: Path, step: int) -> None:
     if not path.is_file():
         return
     kept = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            point = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # the half-written last line of a killed run
-        if int(point.get("step", 0)) <= step:
-            kept.append(line + "\n")
+    for line in path.read_bytes().splitlines():
+        point = parse_metric_point(line)  # None: the half-written last line of a killed run, or a damaged one
+        if point is not None and int(point.get("step", 0)) <= step:
+            kept.append(line + b"\n")
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text("".join(kept), encoding="utf-8")
+    tmp.write_bytes(b"".join(kept))
     os.replace(tmp, path)
 
 
