@@ -58,6 +58,7 @@ LAYERS: dict[str, int] = {
     "digits_core.download": 5,
     "digits_core.handles": 5,
     "digits_core.sweep_report": 5,
+    "digits_core.evaluation": 5,
     # 6 running jobs: executors and the scheduler
     "digits_core.executors": 6,
     "digits_core.scheduler": 6,
