@@ -223,7 +223,7 @@ def run_sweep_list(args) -> int:
                 r.get("name"),
                 r.get("status"),
                 (r.get("settings") or {}).get("scheduler"),
-                r.get("trials"),  # the planned number of trials (an int in sweep.json)
+                len(r.get("trials") or []),  # the sampled points
                 len(r.get("trials_started") or []),
             ]
             for r in records
