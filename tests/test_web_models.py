@@ -192,10 +192,22 @@ def test_download_needs_a_snapshot(app, client, dataset):
 
 
 def test_view_config_fragments(app, client, dataset):
+    from digits_core.plugins.contract import config_form
+
     job = model_job(app, dataset, snapshots=1)
-    for view_id in registry.views():
+    for view_id, cls in registry.views().items():
         resp = client.get(f"/models/{job.id}/view-config?view_id={view_id}")
         assert resp.status_code == 200
+        html = resp.get_data(as_text=True)
+        form_class = config_form(cls)
+        if form_class is None:
+            assert "This view has no options." in html
+            continue
+        # The fragment is this view's form: each of its fields is there by name, with its default filled in.
+        for field in form_class():
+            assert f'name="{field.name}"' in html, (view_id, field.name)
+            if field.type in ("IntegerField", "FloatField", "DecimalField") and field.default is not None:
+                assert f'value="{field.default}"' in html, (view_id, field.name, field.default)
     assert client.get(f"/models/{job.id}/view-config?view_id=nope").status_code == 404
 
 
