@@ -43,9 +43,27 @@ def test_validation_record_has_ground_truth_and_16bit_input(sunnybrook_model):
     sample = result.samples[0]
     assert sample.input_data.dtype == np.uint16 and sample.input_data.shape == (48, 48, 1)
     assert sample.ground_truth.shape == (48, 48) and sample.ground_truth.max() == 1
+    import json
+
+    from digits_core.datasets import open_dataset
+
+    # Record 0 of the validation stage, as stored: its 16-bit image went in and its contour mask is the truth.
+    dataset_id = json.loads((model.path / "model.json").read_text())["dataset_id"]
+    with open_dataset(dataset_id, jobs_dir=jobs_dir) as ds:
+        features, labels = ds.read_batch("val", 0, 1)
+    assert np.array_equal(sample.input_data, np.asarray(features[0]).reshape(48, 48, 1))
+    assert np.array_equal(sample.ground_truth, np.asarray(labels[0]).reshape(48, 48))
     data = result.to_json()
     assert data["view"] == "image-segmentation"
-    assert data["samples"][0]["view"]["scores"], "ground truth must reach the view"
+    # The view scores this output against that truth (a missing or misaligned truth gives other counts).
+    predicted = np.argmax(sample.output, axis=-1)
+    scores = {s["class"]: s for s in data["samples"][0]["view"]["scores"]}
+    assert sorted(scores) == sorted(int(c) for c in np.union1d(predicted, sample.ground_truth))
+    for c, s in scores.items():
+        t, p = sample.ground_truth == c, predicted == c
+        assert (s["truth_pixels"], s["predicted_pixels"]) == (int(t.sum()), int(p.sum()))
+        assert s["dice"] == pytest.approx(2 * (t & p).sum() / (t.sum() + p.sum()))
+    assert scores[1]["truth_pixels"] > 0  # the ventricle is in this record's truth
     assert [item["label"] for item in data["view_header"]["legend"]][:1] == ["background"]
 
 
