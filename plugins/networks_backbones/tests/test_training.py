@@ -12,6 +12,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import tarfile
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +24,7 @@ from digits_core.cli import main
 from digits_core.engine import train
 from digits_core.engine.snapshots import load_snapshot
 from digits_core.engine.weights import file_digest, resolve_weights
+from digits_core.inference.export import export_model
 
 MNV3 = BACKBONES["mobilenet_v3_small"]
 
@@ -146,7 +148,7 @@ def test_small_regression_images_resized_in_the_graph(tiny_dataset, digits_jobs_
     dataset = tiny_dataset(size=16, count=8, channels=3, regression=True)
     job = train(
         dataset,
-        "efficientnet_v2_b0",
+        "mobilenet_v3_small",
         jobs_dir=digits_jobs_dir,
         weights="none",
         epochs=1,
@@ -158,6 +160,18 @@ def test_small_regression_images_resized_in_the_graph(tiny_dataset, digits_jobs_
     assert info["options"]["mean_subtraction"] == "none" and info["options"]["scale"] == "none"
     model = load_snapshot(job, jobs_dir=digits_jobs_dir)
     assert model.get_layer("backbone").inputs[0].shape[1:] == (32, 32, 3)
+    assert_export_parity(job, "tflite", digits_jobs_dir)
+
+
+def assert_export_parity(job, fmt, jobs_dir):
+    """Export ``job`` (preprocessing in the graph) and check its parity report against digits infer passed."""
+    archive = export_model(
+        job.id, Path(jobs_dir) / f"export.{fmt}.tar.gz", format=fmt, parity_sample=4, jobs_dir=jobs_dir
+    )
+    with tarfile.open(archive) as tar:
+        name = next(n for n in tar.getnames() if n.endswith("parity.json"))
+        report = json.load(tar.extractfile(name))
+    assert report["passed"] and report["format"] == fmt and report["inputs"] > 0, report
 
 
 @pytest.mark.slow
@@ -171,3 +185,4 @@ def test_segmentation_unet_on_the_encoder_stages(tiny_dataset, digits_jobs_dir):
     stages = model.get_layer("backbone").outputs
     assert [tuple(s.shape[1:3]) for s in stages] == [(16, 16), (8, 8), (4, 4), (2, 2), (1, 1)]
     assert sum(layer.name.endswith("_concat") for layer in model.layers) == len(stages) - 1  # the skips
+    assert_export_parity(job, "onnx", digits_jobs_dir)
