@@ -51,7 +51,8 @@ def test_multilabel_training_reaches_map_and_its_metrics_equal_scikit_learn(tmp_
     from digits_core.cli import main
     from digits_core.datasets import create_dataset, open_dataset
     from digits_core.engine import Preprocessing, load_snapshot, read_metrics, train
-    from digits_core.inference import infer
+    from digits_core.inference import export_model, infer
+    from digits_core.inference.predict_api import predict
 
     jobs = tmp_path / "jobs"
     form = {"labels_csv": write_shapes(tmp_path / "shapes", 400, seed=0), "image_type": "grayscale"}
@@ -81,6 +82,23 @@ def test_multilabel_training_reaches_map_and_its_metrics_equal_scikit_learn(tmp_
         assert {item["label"] for item in sample.labels} == expected
         assert all(item["threshold"] == thresholds[item["index"]] for item in sample.labels)
         assert sample.to_dict()["labels"] == sample.labels
+
+    # an ONNX export applies the same thresholds: its parity report compares its labels with digits infer's
+    import tarfile
+
+    archive = export_model(job.id, tmp_path / "model.tar.gz", format="onnx", jobs_dir=jobs)
+    with tarfile.open(archive) as tar:
+        members = {m.name.split("/", 1)[1]: m for m in tar.getmembers() if "/" in m.name}
+        parity = json.load(tar.extractfile(members["parity.json"]))  # type: ignore[arg-type]
+        info = json.load(tar.extractfile(members["info.json"]))  # type: ignore[arg-type]
+    assert parity["passed"] and parity["label_agreement"] == 1.0, parity
+    assert info["thresholds"] == pytest.approx(thresholds.tolist()) and "labels" in info["signature"]["outputs"]
+
+    # the TF Serving API answers with the same labels
+    answer = predict(job.id, {"instances": [features[0].tolist()]}, jobs_dir=jobs)
+    (prediction,) = answer["predictions"]
+    served = {ds.class_labels[k] for k, v in enumerate(prediction["labels"]) if v}
+    assert served == {item["label"] for item in result.samples[0].labels}
 
     # the command line prints them
     image = tmp_path / "shapes" / "0000.png"

@@ -15,8 +15,11 @@ ratio (:func:`sklearn.metrics.accuracy_score` on multi-label input) and the
 Hamming loss use predictions ``scores >= thresholds``.
 
 :func:`best_thresholds` tunes one threshold per label on validation data:
-the score that maximises that label's F1 (the highest such score on a tie;
-0.5 for a label without positives).
+the threshold that maximises that label's F1, set halfway between the
+lowest score it keeps and the next lower score (half that score when it
+keeps every image), so a score a hair away from a validation score is
+decided as that one was; the highest such threshold on a tie; 0.5 for a
+label without positives.
 """
 
 from __future__ import annotations
@@ -79,7 +82,9 @@ def best_thresholds(y, scores) -> list[float]:
             continue
         tps, fps, thresholds = _binary_curve(y[:, k], s[:, k])
         f1 = _f1(tps, fps, y[:, k].sum() - tps)
-        result.append(float(thresholds[int(np.argmax(f1))]))  # argmax: the first (highest) best score
+        best = int(np.argmax(f1))  # argmax: the first (highest) best score
+        below = thresholds[best + 1] if best + 1 < len(thresholds) else thresholds[best] / 2
+        result.append(float((thresholds[best] + below) / 2))
     return result
 
 

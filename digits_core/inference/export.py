@@ -108,7 +108,17 @@ def _info(loaded: InferenceModel, fmt: str, channels_in: int | None, quantize: s
         if fmt == "savedmodel"
         else None,
         "options": loaded.info.get("options"),
+        "thresholds": _thresholds(loaded),
     }
+
+
+def _thresholds(loaded: InferenceModel) -> list[float] | None:
+    """A multi-label model's per-label thresholds (what its ``labels`` output applies), else ``None``."""
+    if loaded.task != "multilabel":
+        return None
+    from .multilabel import label_thresholds  # only multi-label models read their thresholds
+
+    return label_thresholds(loaded)
 
 
 def build_export_folder(

@@ -10,7 +10,9 @@ in a subprocess that imports only its runtime
 The report (``parity.json`` in the archive) has ``max_abs_diff`` and
 ``mean_abs_diff`` of the outputs, and by task ``top1_agreement``
 (classification), ``mask_iou`` (segmentation: mean over inputs of the mean
-IoU over the classes present), ``boxes_matched`` (detection: the share of
+IoU over the classes present), ``label_agreement`` (multi-label: the share of
+input × label decisions where the export's ``labels`` output, thresholds
+applied, equals ``digits infer``'s labels), ``boxes_matched`` (detection: the share of
 ``digits infer``'s boxes that the export finds with the same class at IoU
 ≥ 0.9, with ``max_score_diff`` over those pairs) and ``worst_input``.
 
@@ -24,7 +26,7 @@ It passes when every bound holds, and names the ones that failed in
   float32) or ``5e-2`` (quantized tflite); the report states ``tolerance``
   and its ``tolerance_rule``. Agreeing on the top class is not enough: an
   export whose probabilities drift by 0.02 is a different model;
-* top-1 agreement ≥ 0.99, mask IoU ≥ 0.99, boxes matched ≥ 0.99 with
+* top-1 agreement ≥ 0.99, mask IoU ≥ 0.99, label agreement ≥ 0.99, boxes matched ≥ 0.99 with
   extra boxes ≤ 1 % of them;
 * detection compared something: when ``digits infer`` finds no box on the
   parity inputs (``reference_boxes: 0``) the report fails with a
@@ -46,7 +48,7 @@ from ..errors import InferenceError
 from .model import InferenceModel
 
 DEFAULT_SAMPLE = 64
-THRESHOLDS = {"top1_agreement": 0.99, "mask_iou": 0.99, "boxes_matched": 0.99}
+THRESHOLDS = {"top1_agreement": 0.99, "mask_iou": 0.99, "boxes_matched": 0.99, "label_agreement": 0.99}
 TOLERANCE_FACTOR = {"savedmodel": 1e-3, "onnx": 1e-3, "keras": 1e-3, "tflite": 1e-2, "quantized": 5e-2}
 MATCH_IOU = 0.9
 
@@ -190,6 +192,17 @@ def compare(
         worst = agree.index(False) if not all(agree) else worst
         if report["top1_agreement"] < THRESHOLDS["top1_agreement"]:
             failed.append("top1_agreement")
+    elif loaded.task == "multilabel":
+        shares = []
+        for sample, out in zip(result.samples, got):
+            expected = np.zeros(np.asarray(sample.output).size, bool)
+            expected[[item["index"] for item in sample.labels or []]] = True
+            labels = np.asarray(out.get("labels", np.zeros_like(expected)), bool).reshape(-1)
+            shares.append(float(np.mean(labels == expected)) if labels.size == expected.size else 0.0)
+        report["label_agreement"] = float(np.mean(shares))
+        if report["label_agreement"] < THRESHOLDS["label_agreement"]:
+            failed.append("label_agreement")
+            worst = int(np.argmin(shares))
     elif loaded.task == "segmentation":
         ious = [mean_iou(np.argmax(o["outputs"], axis=-1), np.argmax(r, axis=-1)) for o, r in zip(got, reference)]
         report["mask_iou"] = float(np.mean(ious))

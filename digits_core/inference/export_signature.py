@@ -14,6 +14,8 @@ any ``h × w``, one size per batch) and runs, in one graph:
    * segmentation: ``outputs`` (``[N, H', W', K]``) and ``classes`` (argmax ``[N, H', W']``);
    * regression: ``outputs`` (the target vector ``[N, T]``);
    * image-to-image: ``outputs`` (the image ``[N, H', W', C]``);
+   * multilabel: ``outputs`` (probabilities ``[N, K]``) and ``labels`` (``[N, K]`` int32, 1 where
+     the probability reaches the label's tuned threshold, :mod:`~digits_core.inference.multilabel`);
    * detection: ``boxes`` ``[N, 100, 4]`` (``x1, y1, x2, y2`` in each input
      image's pixels, the resize mode undone), ``scores`` and ``classes``
      (int32), best first; rows below the score threshold have score 0 and class -1.
@@ -69,6 +71,11 @@ def task_outputs(loaded: InferenceModel, out: Any, src_hw: Any, *, threshold: fl
         return {"outputs": out, "classes": classes, "scores": scores}
     if loaded.task == "segmentation":
         return {"outputs": out, "classes": tf.argmax(out, axis=-1, output_type=tf.int32)}
+    if loaded.task == "multilabel":
+        from .multilabel import label_thresholds  # only multi-label models read their thresholds
+
+        thresholds = tf.constant(np.asarray(label_thresholds(loaded), np.float32))
+        return {"outputs": out, "labels": tf.cast(out >= thresholds, tf.int32)}
     return {"outputs": out}
 
 
@@ -118,6 +125,8 @@ def describe_signature(loaded: InferenceModel, channels_in: int | None = None) -
             outputs.update(classes="[N, n] int32 top-n class ids", scores="[N, n] their probabilities")
         elif loaded.task == "segmentation":
             outputs.update(classes="[N, H, W] int32 argmax")
+        elif loaded.task == "multilabel":
+            outputs.update(labels="[N, K] int32: 1 where the probability reaches the label's tuned threshold")
     return {
         "name": "serving_default",
         "input": {

@@ -160,6 +160,10 @@ def _prediction(sample: Any, task: str) -> dict:
         return {"outputs": output.tolist(), "classes": top.tolist(), "scores": output[top].tolist()}
     if task == "segmentation":
         return {"outputs": output.tolist(), "classes": np.argmax(output, axis=-1).tolist()}
+    if task == "multilabel":  # 1 where a label reaches its tuned threshold, as the exports' "labels" output
+        chosen = np.zeros(output.size, np.int32)
+        chosen[[item["index"] for item in sample.labels or []]] = 1
+        return {"outputs": output.tolist(), "labels": chosen.tolist()}
     return {"outputs": output.tolist()}
 
 
