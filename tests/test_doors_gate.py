@@ -297,3 +297,14 @@ def test_a_real_server_refuses_a_sweep_that_names_a_ray_cluster_a_jobs_folder_or
     finally:
         listener.close()
         outside.unlink()
+
+
+def test_a_path_inside_a_json_option_is_refused_alike(world):
+    """network_params reaches build_model as keyword arguments: a server path there passes the same gate."""
+    value = {"weights_file": str(world["tmp"] / "outside.keras")}
+    by_models = api_models(world, {"network_params": value})
+    by_sweeps = api_sweeps(world, {"network_params": value})
+    assert by_models["network_params"] == by_sweeps["network_params"]
+    assert "outside" in by_models["network_params"][0] and "data root" in by_models["network_params"][0]
+    assert "network_params" in new_model_form(world, "network_params", value)
+    _nothing_created(world)
