@@ -200,6 +200,7 @@ def test_malformed_files_are_named_with_their_line(root):
             r"cvat.xml line 2: declares a DTD",
         ),
         ("ls.json", '[{"data": {"image": "a.png"},\n "annotations": [', r"ls.json line 2: not valid JSON"),
+        ("deep.json", "[" * 100000 + "]" * 100000, r"deep.json: not a readable JSON file \(RecursionError\)"),
     ],
 )
 def test_a_broken_annotation_file_fails_the_job_and_publishes_nothing(root, name, text, message):

@@ -11,23 +11,29 @@ annotation id; the rest of the file is read.
 from __future__ import annotations
 
 import json
+import os
 
 from .model import ImageAnnotations, Parsed, Shape, number, polygon_problem
 from .rle import coco_counts
+
+#: Largest annotation JSON read (bytes): a bound on what a hostile file can make us hold.
+MAX_JSON_BYTES = 1024 * 2**20
 
 
 def load_json(path: str):
     """Read a JSON file.
 
     Raises:
-        ValueError: Unreadable or not JSON (names the file and line).
+        ValueError: Unreadable, larger than :data:`MAX_JSON_BYTES`, or not JSON (names the file and line).
     """
     try:
+        if os.path.getsize(path) > MAX_JSON_BYTES:
+            raise ValueError(f"{path}: larger than {MAX_JSON_BYTES // 2**20} MiB")
         with open(path, encoding="utf-8") as handle:
             return json.load(handle)
     except json.JSONDecodeError as exc:
         raise ValueError(f"{path} line {exc.lineno}: not valid JSON ({exc.msg})") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, RecursionError) as exc:
         raise ValueError(f"{path}: not a readable JSON file ({type(exc).__name__})") from None
 
 
