@@ -155,6 +155,39 @@ def unet_decoder(keras, features: list, size: tuple[int, int], classes: int, fil
     return layers.Softmax(axis=-1, name="probabilities")(x)
 
 
+#: Initial heat-map probability of the detection head (the focal-loss prior DIGITS Core's detectnet uses).
+HEAT_PRIOR = 0.01
+
+
+def detection_head(keras, features: list, size: tuple[int, int], classes: int, width: int):
+    """``detectnet``'s output on a backbone: a top-down path (FPN-like) over the stages at strides 4 to 32
+    back to stride 4, then a heat-map head (class logits, bias at :data:`HEAT_PRIOR`) and a box head
+    (2 centre-offset logits, log width and height): ``[H/4, W/4, classes + 4]``, the engine's detection
+    contract (``digits_core.engine.detection.network``)."""
+    layers = keras.layers
+    target = (size[0] // 4, size[1] // 4)
+    levels = [f for f in features if f.shape[1] <= -(-size[0] // 4)]  # strides 4 and up
+
+    def conv(x, filters, kernel, name):
+        x = layers.Conv2D(filters, kernel, padding="same", use_bias=False, name=name)(x)
+        x = layers.BatchNormalization(name=f"{name}_bn")(x)
+        return layers.ReLU(name=f"{name}_relu")(x)
+
+    x = conv(levels[-1], width, 1, f"fpn{len(levels) - 1}_lateral")
+    for level, feature in reversed(list(enumerate(levels[:-1]))):
+        x = layers.Resizing(*feature.shape[1:3], interpolation="bilinear", name=f"fpn{level}_up")(x)
+        x = layers.Add(name=f"fpn{level}_add")([x, conv(feature, width, 1, f"fpn{level}_lateral")])
+        x = conv(x, width, 3, f"fpn{level}_conv")
+    if tuple(x.shape[1:3]) != target:
+        x = layers.Resizing(*target, interpolation="bilinear", name="fpn_stride4")(x)
+    prior = keras.initializers.Constant(-math.log((1 - HEAT_PRIOR) / HEAT_PRIOR))
+    heat = layers.Conv2D(width, 3, padding="same", activation="relu", name="heat_hidden")(x)
+    heat = layers.Conv2D(classes, 1, name="heat_logits", bias_initializer=prior)(heat)
+    box = layers.Conv2D(width, 3, padding="same", activation="relu", name="box_hidden")(x)
+    box = layers.Conv2D(4, 1, name="box_regression")(box)
+    return layers.Concatenate(name="detections_map")([heat, box])
+
+
 def build_backbone_model(
     backbone: Backbone,
     input_shape,
@@ -174,13 +207,15 @@ def build_backbone_model(
         backbone: The encoder.
         input_shape: ``(H, W, C)``.
         num_outputs: Classes, or regression outputs.
-        task: ``classification`` (softmax head), ``regression`` (linear head) or ``segmentation`` (a U-Net
-            decoder on the encoder's stages, per-pixel softmax at the input's size).
+        task: ``classification`` (softmax head), ``regression`` (linear head), ``segmentation`` (a U-Net
+            decoder on the encoder's stages, per-pixel softmax at the input's size) or ``detection``
+            (``detectnet``'s heads on a top-down path over the stages, stride 4).
         weights_file: A checked weights file to start from (``None``: random weights).
         weights_channels: Input channels the file was trained with (``None``: 3).
         input_size: Resize to ``input_size`` × ``input_size`` in the graph.
         dropout: Dropout rate before the head.
-        decoder_filters: Segmentation: filters of the decoder's finest level (doubled per level up).
+        decoder_filters: Segmentation: filters of the decoder's finest level (doubled per level up);
+            detection: a quarter of the top-down path's and heads' width.
 
     Raises:
         TrainingError: An input smaller than the backbone's minimum (naming it), or weights that do not fit.
@@ -205,9 +240,12 @@ def build_backbone_model(
         load_encoder_weights(keras, backbone, app, weights_file, weights_channels)
     if weights_file:
         freeze_batchnorm(keras, app)
-    if task == "segmentation":
+    if task in ("segmentation", "detection"):
         skips = stage_features(app)
         encoder = keras.Model(app.inputs[0], skips, name=BACKBONE_LAYER)
+        if task == "detection":
+            x = detection_head(keras, encoder(x), (height, width), int(num_outputs), decoder_filters * 4)
+            return keras.Model(inputs, x, name=f"{backbone.name}_detectnet")
         x = unet_decoder(keras, encoder(x), (height, width), int(num_outputs), decoder_filters)
         return keras.Model(inputs, x, name=f"{backbone.name}_unet")
     encoder = keras.Model(app.inputs[0], app.output, name=BACKBONE_LAYER)

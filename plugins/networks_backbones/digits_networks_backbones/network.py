@@ -13,8 +13,9 @@ from typing import Any
 
 from .catalog import Backbone
 
-#: Tasks every backbone serves: a pooled head (classification, regression) or a U-Net decoder (segmentation).
-TASKS = ("classification", "regression", "segmentation")
+#: Tasks every backbone serves: a pooled head (classification, regression), a U-Net decoder (segmentation)
+#: or detectnet's heads on a top-down path (detection).
+TASKS = ("classification", "regression", "segmentation", "detection")
 
 #: What a user who only picks a backbone gets: ImageNet weights, the head alone for the first epoch,
 #: then the backbone at a tenth of the rate (Keras's transfer-learning recipe), Adam, and the pixels

@@ -16,6 +16,7 @@ class _Form(Form):
     channels = IntegerField("Channels", default=3)
     regression = IntegerField("Regression", default=0)
     segmentation = IntegerField("Segmentation", default=0)
+    detection = IntegerField("Detection", default=0)
 
 
 class TinyImages(DataIngestion):
@@ -37,11 +38,15 @@ class TinyImages(DataIngestion):
     def label_kind(self):
         if int(self.segmentation):
             return "mask"
+        if int(self.detection):
+            return "boxes"
         return "regression" if int(self.regression) else "class"
 
     def itemize_entries(self, stage):
         if stage == "train":
-            self.userdata["class_labels"] = ["background", "square"] if int(self.segmentation) else ["dark", "bright"]
+            self.userdata["class_labels"] = (
+                ["background", "square"] if int(self.segmentation) or int(self.detection) else ["dark", "bright"]
+            )
         n = {"train": int(self.count), "val": max(4, int(self.count) // 4)}.get(stage, 0)
         return [(stage, i) for i in range(n)]
 
@@ -61,6 +66,12 @@ class TinyImages(DataIngestion):
             mask[top : top + size // 2, left : left + size // 2] = 1
             image[mask == 1] = 200
             return image, mask
+        if int(self.detection):  # one bright square, its box (class 1)
+            image = np.clip(60 + rng.normal(0, 20, (size, size, channels)), 0, 255).astype(np.uint8)
+            side = size // 4
+            top, left = (int(v) for v in rng.integers(0, size - side, size=2))
+            image[top : top + side, left : left + side] = 220
+            return image, np.array([[1, left, top, left + side, top + side]], np.float32)
         return image, label
 
 
@@ -75,11 +86,11 @@ def digits_jobs_dir(tmp_path, monkeypatch):
 
 @pytest.fixture
 def tiny_dataset(digits_jobs_dir):
-    """``tiny_dataset(size=32, channels=3, count=16, regression=False, segmentation=False)``: a built dataset."""
+    """``tiny_dataset(size=32, channels=3, count=16, regression=False, segmentation=False, detection=False)``."""
 
-    def make(size=32, channels=3, count=16, regression=False, segmentation=False):
+    def make(size=32, channels=3, count=16, regression=False, segmentation=False, detection=False):
         values = {"count": count, "size": size, "channels": channels, "regression": int(regression)}
-        values["segmentation"] = int(segmentation)
+        values.update(segmentation=int(segmentation), detection=int(detection))
         return build_dataset(TinyImages, values, jobs_dir=digits_jobs_dir)
 
     return make

@@ -25,7 +25,7 @@ def test_listing_networks_declares_metadata_without_tensorflow():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True).stdout
     for name in NAMES:
-        assert f"{name} plugin classification,regression,segmentation 32 imagenet imagenet" in out
+        assert f"{name} plugin classification,regression,segmentation,detection 32 imagenet imagenet" in out
     assert out.strip().endswith("NO-TF")
 
 

@@ -163,6 +163,17 @@ def test_small_regression_images_resized_in_the_graph(tiny_dataset, digits_jobs_
     assert_export_parity(job, "tflite", digits_jobs_dir)
 
 
+@pytest.mark.slow
+def test_detection_heads_on_a_backbone(tiny_dataset, digits_jobs_dir):
+    dataset = tiny_dataset(size=32, count=8, channels=3, detection=True)
+    job = train(dataset, "mobilenet_v3_small", jobs_dir=digits_jobs_dir, weights="none", epochs=1, batch_size=4)
+    info = json.loads((Path(job.path) / "model.json").read_text())
+    assert job.status.value == "Done" and info["task"] == "detection"
+    assert load_snapshot(job, jobs_dir=digits_jobs_dir).output_shape == (None, 8, 8, 2 + 4)  # stride 4
+    names = {json.loads(line)["name"] for line in (Path(job.path) / "metrics.jsonl").read_text().splitlines()}
+    assert "val_map50" in names
+
+
 def assert_export_parity(job, fmt, jobs_dir):
     """Export ``job`` (preprocessing in the graph) and check its parity report against digits infer passed."""
     archive = export_model(
