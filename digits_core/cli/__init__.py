@@ -25,6 +25,7 @@ from ..phase_marks import mark
 #: Modules (relative to this package) that each add sub-commands.
 COMMAND_MODULES = [
     "infer_cmd",
+    "evaluate_cmd",
     "export_cmd",
     "plugins_cmd",
     "dataset_cmd",

@@ -11,4 +11,30 @@
   and scikit-image compute them).
 
 The metric modules need numpy (and scipy for distances and SSIM) only.
+:func:`evaluate` runs a model over a test set as an ``evaluation`` job (:mod:`~digits_core.evaluation.run`);
+:func:`load_evaluation` reads one back; :func:`render_report` is its standalone HTML page.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "evaluate": "digits_core.evaluation.run",
+    "load_evaluation": "digits_core.evaluation.run",
+    "EvaluationError": "digits_core.evaluation.run",
+    "EvaluationResult": "digits_core.evaluation.run",
+    "render_report": "digits_core.evaluation.report",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module_name = _EXPORTS.get(name)
+    if module_name is None:
+        raise AttributeError(f"module 'digits_core.evaluation' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module_name), name)
+    globals()[name] = value
+    return value

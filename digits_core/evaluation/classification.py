@@ -108,18 +108,19 @@ def average_precision(positive: np.ndarray, scores: np.ndarray) -> float | None:
     return float(np.sum(np.diff(np.r_[0.0, recall]) * precision))
 
 
-def roc_points(positive: np.ndarray, scores: np.ndarray) -> dict[str, list[float]]:
-    """The ROC curve (false and true positive rates from (0, 0)) and the PR curve of one class, for the report."""
+def roc_points(positive: np.ndarray, scores: np.ndarray, max_points: int = 501) -> dict[str, list[float]]:
+    """The ROC curve (false and true positive rates from (0, 0)) and the PR curve of one class, for the report.
+
+    A curve longer than ``max_points`` is thinned to that many points, evenly spaced, both ends kept.
+    """
     tps, fps, thresholds = _curve(positive, scores)
     fpr = np.r_[0.0, fps / fps[-1]] if fps[-1] else np.r_[0.0, np.zeros_like(fps)]
     tpr = np.r_[0.0, tps / tps[-1]] if tps[-1] else np.r_[0.0, np.zeros_like(tps)]
-    precision = tps / (tps + fps)
-    return {
-        "fpr": fpr.tolist(),
-        "tpr": tpr.tolist(),
-        "precision": np.r_[1.0, precision].tolist(),
-        "recall": tpr.tolist(),
-    }
+    precision = np.r_[1.0, tps / (tps + fps)]
+    if len(fpr) > max_points:  # the report draws these: thin long curves, keeping both ends
+        keep = np.unique(np.linspace(0, len(fpr) - 1, max_points).round().astype(np.int64))
+        fpr, tpr, precision = fpr[keep], tpr[keep], precision[keep]
+    return {"fpr": fpr.tolist(), "tpr": tpr.tolist(), "precision": precision.tolist(), "recall": tpr.tolist()}
 
 
 def calibration(probabilities: np.ndarray, truth: np.ndarray, bins: int = CALIBRATION_BINS) -> dict[str, Any]:
@@ -167,7 +168,7 @@ def bootstrap_intervals(
 
 def classification_report(
     probabilities: np.ndarray,
-    truth: Sequence[int],
+    truth: Sequence[int] | np.ndarray,
     class_labels: Sequence[str] | None = None,
     *,
     top_k: int = 5,

@@ -37,8 +37,8 @@ from .status import JobStatus
 #: The ``job.json`` layout this code writes and understands.
 SCHEMA_VERSION = 1
 
-#: The job kinds.
-JOB_KINDS = ("dataset", "model")
+#: The job kinds (``evaluation``: a model on a held-out test set, :mod:`digits_core.evaluation`).
+JOB_KINDS = ("dataset", "model", "evaluation")
 
 
 class DatasetSummary(TypedDict, total=False):
@@ -103,6 +103,9 @@ class JobFields(TypedDict, total=False):
     gpus_assigned: list[str]  # scheduler: the GPU ids (CUDA_VISIBLE_DEVICES entries) the job runs on
     placement: dict[str, Any]  # Ray executor: executor, node_id, node_address, gpus of the node that ran it;
     # a dataset encoded on Ray adds "encoding": {"executor": "ray", "tasks": N, "nodes": {node id: chunks}}
+    # evaluation jobs (digits_core.evaluation; also dataset_id: the test set's dataset, when one was read)
+    model_id: str  # the model evaluated
+    evaluation: dict[str, Any]  # task, epoch, dataset_id/stage or inputs, and the headline "metrics"
 
 
 class JobRecord(_JobRecordRequired, _JobRecordWritten, JobFields):

@@ -1,0 +1,281 @@
+"""The evaluation job end to end: tiny models trained here by the engine, evaluated on held-out test stages.
+
+Two throwaway data plugins give a 3-class toy classification set (a bright square in one of three places)
+and a toy segmentation set (a bright rectangle and its mask), each with a test stage; a third adds a
+class the model never saw. The figures of the job equal scikit-learn's (classification) and the
+written-out Dice (segmentation) on the same model's predictions.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+from PIL import Image
+from wtforms import Form, IntegerField
+
+from digits_core import DataIngestion, registry
+from digits_core.evaluation import EvaluationError, evaluate, load_evaluation
+from digits_core.jobs import JobStatus, JobStore
+
+# The module fixtures train real Keras models with the engine.
+pytestmark = pytest.mark.slow
+
+LABELS = ["top-left", "centre", "bottom-right", "nowhere"]
+SPOTS = {0: (0, 0), 1: (3, 3), 2: (5, 5)}
+
+
+def toy_image(cls: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    image = rng.integers(0, 40, (8, 8, 1)).astype(np.uint8)
+    if cls in SPOTS:
+        r, c = SPOTS[cls]
+        image[r : r + 3, c : c + 3] = 220
+    return image
+
+
+class _CountForm(Form):
+    count = IntegerField("Count", default=12)
+
+
+class ToyClasses(DataIngestion):
+    plugin_id = "toy-eval-classes"
+    title = "Toy classes (evaluation tests)"
+    classes = 3
+
+    @staticmethod
+    def get_dataset_form():
+        return _CountForm
+
+    @staticmethod
+    def get_dataset_template(form):
+        return "{{ form.count }}", {}
+
+    def itemize_entries(self, stage):
+        self.userdata["class_labels"] = LABELS[: self.classes]
+        first = {"train": 0, "val": 1000, "test": 2000}[stage]
+        n = self.count if stage == "train" else 4
+        return [(c, first + i) for i in range(n) for c in range(self.classes)]
+
+    def encode_entry(self, entry):
+        cls, seed = entry
+        return toy_image(cls, seed), cls
+
+
+class ToyClassesPlusOne(ToyClasses):
+    """The same images and a fourth class, "nowhere" (no square), that a 3-class model never saw."""
+
+    plugin_id = "toy-eval-classes-plus"
+    classes = 4
+
+
+class ToyMasks(DataIngestion):
+    plugin_id = "toy-eval-masks"
+    title = "Toy masks (evaluation tests)"
+
+    @staticmethod
+    def get_dataset_form():
+        return _CountForm
+
+    @staticmethod
+    def get_dataset_template(form):
+        return "{{ form.count }}", {}
+
+    def itemize_entries(self, stage):
+        self.userdata["class_labels"] = ["background", "rectangle"]
+        self.userdata["color_palette"] = [[0, 0, 0], [0, 255, 0]]
+        return {"train": list(range(self.count)), "val": list(range(500, 504)), "test": list(range(900, 906))}[stage]
+
+    def encode_entry(self, entry):
+        rng = np.random.default_rng(entry)
+        image = rng.integers(0, 60, (16, 16, 1)).astype(np.uint8)
+        mask = np.zeros((16, 16), np.int64)
+        top, left = rng.integers(2, 8, 2)
+        h, w = rng.integers(4, 7, 2)
+        image[top : top + h, left : left + w] = 200
+        mask[top : top + h, left : left + w] = 1
+        return image, mask
+
+
+PLUGINS = (ToyClasses, ToyClassesPlusOne, ToyMasks)
+
+
+def classifier(input_shape, num_outputs, **params):
+    import keras
+
+    inputs = keras.Input(input_shape)
+    x = keras.layers.Conv2D(6, 3, padding="same", activation="relu")(inputs)
+    x = keras.layers.Flatten()(x)
+    return keras.Model(inputs, keras.layers.Dense(num_outputs, activation="softmax")(x))
+
+
+def segmenter(input_shape, num_outputs, **params):
+    import keras
+
+    inputs = keras.Input(input_shape)
+    x = keras.layers.Conv2D(8, 3, padding="same", activation="relu")(inputs)
+    return keras.Model(inputs, keras.layers.Conv2D(num_outputs, 1, activation="softmax")(x))
+
+
+@pytest.fixture(scope="module")
+def jobs(tmp_path_factory):
+    return tmp_path_factory.mktemp("eval-jobs")
+
+
+@pytest.fixture(scope="module")
+def made(jobs):
+    from digits_core.datasets import create_dataset
+    from digits_core.engine import train
+
+    for plugin in PLUGINS:
+        registry.register(plugin)
+    try:
+        cls_ds = create_dataset("toy-eval-classes", {"count": 12}, name="classes", workers=1, jobs_dir=jobs)
+        plus_ds = create_dataset("toy-eval-classes-plus", {"count": 2}, name="plus", workers=1, jobs_dir=jobs)
+        seg_ds = create_dataset("toy-eval-masks", {"count": 24}, name="masks", workers=1, jobs_dir=jobs)
+        common = {"jobs_dir": jobs, "epochs": 3, "batch_size": 12, "seed": 1, "solver": "adam", "learning_rate": 0.01}
+        cls_model = train(cls_ds.id, classifier, name="toy-classifier", **common)
+        seg_model = train(seg_ds.id, segmenter, name="toy-segmenter", **common)
+        yield {"cls_ds": cls_ds, "plus_ds": plus_ds, "seg_ds": seg_ds, "cls": cls_model, "seg": seg_model}
+    finally:
+        for plugin in PLUGINS:
+            registry.unregister(plugin)
+
+
+def _folders(jobs):
+    return sorted(p.name for p in jobs.iterdir() if p.is_dir())
+
+
+def _predictions(model_job, stage_features, jobs):
+    """The model's outputs on features, through the plain inference API (the independent path)."""
+    from digits_core.inference import infer
+
+    return np.stack(
+        [
+            s.output
+            for s in infer(model_job.id, [(f"x{i}", f) for i, f in enumerate(stage_features)], jobs_dir=jobs).samples
+        ]
+    )
+
+
+def test_classification_evaluation_equals_scikit_learn(made, jobs):
+    from sklearn import metrics
+
+    from digits_core.datasets import open_dataset
+
+    model = made["cls"]
+    assert model.status is JobStatus.DONE
+    result = evaluate(model.id, jobs_dir=jobs, bootstrap=200)
+    job = result.job
+    assert job.kind == "evaluation" and job.status is JobStatus.DONE
+    assert job.data["model_id"] == model.id and job.data["dataset_id"] == made["cls_ds"].id
+    assert [j.id for j in JobStore(jobs).list("evaluation")] == [job.id]
+    with open_dataset(made["cls_ds"].id, jobs) as ds:
+        features, truth = ds.read_all("test")
+    p = _predictions(model, features, jobs)
+    got = load_evaluation(job.id, jobs).metrics
+    assert got["count"] == len(truth) == 12 and got["stage"] == "test"
+    predicted = p.argmax(axis=1)
+    assert got["accuracy"] == pytest.approx(metrics.accuracy_score(truth, predicted), abs=1e-6)
+    assert got["macro"]["f1"] == pytest.approx(
+        metrics.f1_score(truth, predicted, average="macro", zero_division=0), abs=1e-6
+    )
+    assert got["confusion_matrix"] == metrics.confusion_matrix(truth, predicted, labels=range(3)).tolist()
+    for c, row in enumerate(got["per_class"]):
+        assert row["roc_auc"] == pytest.approx(metrics.roc_auc_score(truth == c, p[:, c]), abs=1e-6)
+    low, high = got["intervals"]["accuracy"]
+    assert low <= got["accuracy"] <= high
+    folder = result.folder
+    assert sorted(f.name for f in folder.iterdir()) == [
+        "metrics.json",
+        "per_class.csv",
+        "predictions.csv",
+        "report.html",
+    ]
+    rows = list(csv.DictReader(open(folder / "predictions.csv")))
+    assert len(rows) == 12 and sum(int(r["correct"]) for r in rows) == round(got["accuracy"] * 12)
+    html = (folder / "report.html").read_text()
+    assert "Confusion matrix" in html and "Reliability diagram" in html and "<svg" in html
+    assert job.data["evaluation"]["metrics"]["accuracy"] == got["accuracy"]
+
+
+def test_labelled_list_gives_the_same_figures_and_a_missing_label_is_refused(made, jobs, tmp_path):
+    from digits_core.datasets import open_dataset
+
+    with open_dataset(made["cls_ds"].id, jobs) as ds:
+        features, truth = ds.read_all("test")
+    lines = []
+    for i, (f, t) in enumerate(zip(features, truth)):
+        Image.fromarray(f[:, :, 0]).save(tmp_path / f"t{i}.png")
+        lines.append(f"t{i}.png {LABELS[t]}")
+    (tmp_path / "list.txt").write_text("\n".join(lines) + "\n")
+    from_list = evaluate(made["cls"].id, inputs=[tmp_path / "list.txt"], jobs_dir=jobs, bootstrap=0).metrics
+    from_stage = evaluate(made["cls"].id, jobs_dir=jobs, bootstrap=0).metrics
+    assert from_list["confusion_matrix"] == from_stage["confusion_matrix"]
+    assert from_list["macro"] == pytest.approx(from_stage["macro"], abs=1e-6)
+    before = _folders(jobs)
+    (tmp_path / "list.txt").write_text("\n".join([*lines, "t0.png"]) + "\n")
+    with pytest.raises(EvaluationError, match=r"no label, e.g. .*t0\.png"):
+        evaluate(made["cls"].id, inputs=[tmp_path / "list.txt"], jobs_dir=jobs)
+    assert _folders(jobs) == before
+
+
+def test_a_class_the_model_never_saw_and_another_task_are_refused(made, jobs):
+    before = _folders(jobs)
+    with pytest.raises(EvaluationError, match=r'Class "nowhere" \(id 3\).*not one model'):
+        evaluate(made["cls"].id, dataset_id=made["plus_ds"].id, jobs_dir=jobs)
+    with pytest.raises(EvaluationError, match=r"holds mask labels .* is a classification model"):
+        evaluate(made["cls"].id, dataset_id=made["seg_ds"].id, jobs_dir=jobs)
+    assert _folders(jobs) == before
+
+
+def test_segmentation_evaluation_writes_nnunet_summary(made, jobs):
+    from digits_core.datasets import open_dataset
+
+    model = made["seg"]
+    result = evaluate(model.id, jobs_dir=jobs)
+    summary = json.loads((result.folder / "summary.json").read_text())
+    assert set(summary) == {"metric_per_case", "mean", "foreground_mean"}
+    assert set(summary["mean"]) == {"1"}  # the background is not a class that is scored
+    with open_dataset(made["seg_ds"].id, jobs) as ds:
+        features, masks = ds.read_all("test")
+    pred = _predictions(model, features, jobs).argmax(axis=-1)
+    dice = []
+    for p, t in zip(pred, masks):
+        tp, fp, fn = np.sum((p == 1) & (t == 1)), np.sum((p == 1) & (t != 1)), np.sum((p != 1) & (t == 1))
+        dice.append(2 * tp / (2 * tp + fp + fn))
+    cases = summary["metric_per_case"]
+    assert [c["metrics"]["1"]["Dice"] for c in cases] == pytest.approx(dice, abs=1e-6)
+    assert summary["foreground_mean"]["Dice"] == pytest.approx(np.mean(dice), abs=1e-6)
+    assert result.metrics["dice"] == pytest.approx(np.mean(dice), abs=1e-6)
+    assert "Per case" in (result.folder / "report.html").read_text()
+
+
+def test_a_failure_while_writing_leaves_no_job(made, jobs, monkeypatch):
+    from digits_core.evaluation import report
+
+    def broken(*args, **kwargs):
+        raise OSError("disk went away")
+
+    monkeypatch.setattr(report, "render_report", broken)
+    before = _folders(jobs)
+    with pytest.raises(OSError, match="disk went away"):
+        evaluate(made["cls"].id, jobs_dir=jobs, bootstrap=0)
+    assert _folders(jobs) == before
+
+
+def test_cli_prints_the_summary_and_writes_the_report(made, jobs, tmp_path):
+    from conftest import run_digits
+
+    out = tmp_path / "report.html"
+    args = ["--jobs-dir", str(jobs), "evaluate", "--model", made["cls"].id, "--bootstrap", "50"]
+    done = run_digits(*args, "--json", "--report", str(out), timeout=300)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["task"] == "classification" and summary["stage"] == "test"
+    assert summary["metrics"]["accuracy"] == load_evaluation(summary["job_id"], jobs).metrics["accuracy"]
+    assert out.read_text().startswith("<!DOCTYPE html>")
+    bad = run_digits(*args, "--stage", "val", "--dataset", made["seg_ds"].id, timeout=300)
+    assert bad.returncode != 0 and "holds mask labels" in bad.stderr and "Traceback" not in bad.stderr
