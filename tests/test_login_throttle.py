@@ -164,3 +164,13 @@ def test_logout_is_a_post_with_csrf_and_a_cross_site_get_logs_nobody_out(app):
     assert 'href="/logout"' not in home and 'action="/logout"' in home  # the menu's logout is a form
     assert client.post("/logout", data={"csrf_token": csrf_of(client.get("/logout"))}).status_code == 302
     assert client.get("/index.json").status_code == 401
+
+
+def test_a_script_that_keeps_cookies_is_not_locked_out_by_a_guesser_on_its_address(app):
+    script, guesser = app.test_client(), app.test_client()  # the test client keeps cookies, as requests.Session does
+    assert header_try(script, TOKEN, "127.0.0.1") == 200
+    assert script.get_cookie("digits_client") is not None
+    answers = [header_try(guesser, "wrong", "127.0.0.1") for _ in range(12)]
+    assert answers.count(429) == 12 - FREE_FAILURES
+    assert header_try(script, TOKEN, "127.0.0.1") == 200
+    assert header_try(app.test_client(), TOKEN, "127.0.0.1") == 429  # a first-time client shares the network's wait

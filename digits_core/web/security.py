@@ -6,7 +6,9 @@
   in once at ``/login`` and keep a signed session cookie holding a
   server-side session id (:mod:`digits_core.web.login`: logout ends it,
   idle sessions expire, wrong tokens are throttled per network and per
-  known browser with 429, never locking out a browser that logged in before).
+  known client with 429, never locking out a client that used the right
+  token before: the answer to a right token carries a signed
+  ``digits_client`` cookie naming it).
 * **Cookies** are ``HttpOnly`` and ``SameSite=Lax``, and ``Secure`` with
   ``digits serve --secure-cookies``, for a request that came over HTTPS,
   or one a trusted proxy (``--trusted-proxy``) says came over HTTPS
@@ -30,7 +32,7 @@ import os
 import secrets
 from pathlib import Path
 
-from flask import abort, current_app, has_request_context, jsonify, redirect, request, session, url_for
+from flask import abort, current_app, g, has_request_context, jsonify, redirect, request, session, url_for
 from flask.sessions import SecureCookieSessionInterface
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 
@@ -105,13 +107,21 @@ def attempt_login(candidate: str | None) -> tuple[bool, int]:
         return False, wait
     if token_matches(candidate):
         state.succeeded(source)
+        g.digits_remember_client = True  # its own source from now on: the cookie goes out with this answer
         return True, 0
     state.failed(source)
     return False, 0
 
 
 def remember_client(response):
-    """Mark this browser known (its own throttling source) on ``response`` after a right login; returns it."""
+    """Mark this client known (its own throttling source) on ``response`` after a right token; returns it.
+
+    Set once per request (by the login page, or after any request with a right
+    header token): a browser, or a script that keeps cookies, then counts on its own.
+    """
+    if g.get("digits_client_set"):
+        return response
+    g.digits_client_set = True
     source = throttle_source()
     ident = source[len("client:") :] if source.startswith("client:") else secrets.token_urlsafe(16)
     response.set_cookie(
@@ -175,6 +185,10 @@ def _throttle_header_token():
 
 def init_app(app, csrf) -> None:
     """Install the auth and CSRF checks on ``app``."""
+
+    @app.after_request
+    def _remember_client(response):
+        return remember_client(response) if g.get("digits_remember_client") else response
 
     @app.before_request
     def _check():
