@@ -50,3 +50,26 @@ def test_thresholds_maximise_each_labels_f1():
         )
         assert sk.f1_score(y[:, label], scores[:, label] >= threshold, zero_division=0) == pytest.approx(best)
     assert best_thresholds(np.zeros((4, 1)), np.ones((4, 1))) == [0.5]
+
+
+def test_auto_class_weights_of_multi_hot_labels_weigh_rare_positives():
+    from digits_core.engine.losses import auto_class_weights
+
+    y = np.array([[1, 0, 0], [1, 1, 0], [0, 0, 0], [1, 0, 0]], np.float32)
+    assert auto_class_weights(y, 3) == [1 / 3, 3.0, 1.0]  # negatives / positives; 1 for a label never present
+    assert auto_class_weights(np.array([0, 0, 1]), 2) == pytest.approx([0.75, 1.5])  # class ids: unchanged
+
+
+@pytest.mark.slow  # imports TensorFlow
+def test_weighted_binary_cross_entropy_by_hand():
+    from digits_core.engine.multilabel_task import make_task
+    from digits_core.engine.tasks import Task
+
+    y = np.array([[1, 0], [0, 1], [1, 1]], np.float32)
+    p = np.array([[0.8, 0.3], [0.4, 0.6], [0.9, 0.2]], np.float32)
+    weights = [2.0, 0.5]
+    loss = make_task(Task).loss(None, 2, weights)
+    terms = -(np.array(weights) * y * np.log(p) + (1 - y) * np.log(1 - p))
+    assert float(loss(y, p)) == pytest.approx(terms.mean(axis=1).mean(), rel=1e-5)
+    valid = np.array([1, 0, 1], np.float32)  # padding rows do not count
+    assert float(loss(y, p, valid)) == pytest.approx(terms.mean(axis=1)[[0, 2]].mean(), rel=1e-5)

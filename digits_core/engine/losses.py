@@ -174,10 +174,25 @@ def summarize_val(task: str, sums: dict) -> dict:
 
 
 def auto_class_weights(labels: np.ndarray, num_classes: int) -> list[float]:
-    """Inverse-frequency class weights normalized to mean 1 (absent classes get weight 1)."""
+    """Inverse-frequency class weights normalized to mean 1 (absent classes get weight 1).
+
+    Multi-hot ``N×num_classes`` labels (task ``multilabel``) get :func:`positive_weights` instead.
+    """
+    labels = np.asarray(labels)
+    if labels.ndim == 2 and labels.shape[1] == num_classes and labels.dtype.kind == "f":
+        return positive_weights(labels)
     counts = np.bincount(np.asarray(labels).reshape(-1).astype(np.int64), minlength=num_classes)[:num_classes]
     counts = counts.astype(np.float64)
     present = counts > 0
     weights = np.ones(num_classes)
     weights[present] = counts[present].sum() / (present.sum() * counts[present])
     return [float(w) for w in weights]
+
+
+def positive_weights(labels: np.ndarray) -> list[float]:
+    """``auto`` class weights of ``N×K`` 0/1 labels (task ``multilabel``): each label's negatives / positives,
+    the weight of its positive term in binary cross-entropy (1 for a label never present)."""
+    y = np.asarray(labels, np.float64).reshape(len(labels), -1)
+    positives = y.sum(axis=0)
+    negatives = len(y) - positives
+    return [float(n / p) if p > 0 else 1.0 for p, n in zip(positives, negatives)]

@@ -2,7 +2,11 @@
 
 The network's output is ``[N, num_outputs]`` sigmoid probabilities (the
 built-in ``lenet_multilabel``, or a custom network ending in a sigmoid); the
-default loss is binary cross-entropy averaged over the labels. Each
+default loss is binary cross-entropy averaged over the labels. Class weights
+weigh each label's positive term (``-w_k · y log p - (1 - y) log(1 - p)``, the
+``pos_weight`` of TensorFlow's and PyTorch's weighted BCE): ``auto`` gives a
+rare label ``w_k = negatives / positives`` in the training set
+(:func:`digits_core.engine.losses.positive_weights`). Each
 validation reports ``val_loss`` and ``val_label_accuracy`` (labels right at
 0.5), then over the whole validation set (:mod:`.multilabel_metrics`, equal
 to scikit-learn): ``val_map`` (the best epoch's key), ``val_auroc``,
@@ -31,10 +35,12 @@ def _make_loss(task: str, name: str, num_outputs: int, class_weights=None, custo
         return _losses.make_loss(task, name, num_outputs, None, custom)
     import tensorflow as tf
 
+    weights = tf.constant(np.ones(num_outputs, np.float32) if class_weights is None else np.float32(class_weights))
+
     def bce(y_true, y_pred, valid=None):
         y = tf.cast(tf.reshape(y_true, tf.shape(y_pred)), tf.float32)
         p = tf.clip_by_value(tf.cast(y_pred, tf.float32), EPS, 1.0 - EPS)
-        per_label = -(y * tf.math.log(p) + (1.0 - y) * tf.math.log(1.0 - p))
+        per_label = -(weights * y * tf.math.log(p) + (1.0 - y) * tf.math.log(1.0 - p))
         return _losses._weighted_mean(tf.reduce_mean(per_label, axis=1), valid)
 
     return bce
@@ -129,7 +135,6 @@ def make_task(task_class: type):
         val_stats=_val_stats,
         summarize_val=_summarize,
         best=("val_map", "max"),
-        uses_class_weights=False,
         fix_labels=_float_vectors,
         evaluate=_evaluate,
     )
