@@ -1,0 +1,242 @@
+"""Benchmark: what a pretrained backbone buys on a small target set, all figures from one run.
+
+In one run, on this machine, everything through :func:`digits_core.engine.train` and the model zoo:
+
+1. **classification transfer**: ``mobilenet_v3_small`` trained from scratch on a *source* set of generated
+   pattern images (classes 0-5), its encoder published with
+   :func:`digits_core.engine.zoo.add_from_model` (``digits zoo add --from-model``), then fine-tuned with
+   ``weights zoo:bench-source`` on a *target* set of *other* classes (6-9) with ``--per-class`` training
+   images each; beside it the same network from scratch (``weights none``) and ``lenet``, same epochs.
+   Printed per epoch: val top-1 of each; then the points gained and the epochs the pretrained network
+   needed to reach the from-scratch run's final accuracy (the issue 41 goals: +15 points, a third of the
+   epochs);
+2. **segmentation transfer**: the ``mobilenet_v3_small`` U-Net pretrained on generated ellipse masks, then
+   fine-tuned on ``--seg-train`` (16) images of another shape, against the same U-Net from scratch: val
+   Dice (goal: +0.1);
+3. **throughput**: CPU training img/s of every backbone at ``--size-speed`` (64×64) through ``digits
+   train`` beside Keras ``fit`` of the same network on the same arrays (same batch, same run).
+
+No download: the zoo, the jobs and Keras's cache live in a temporary folder. Absolute figures swing with
+the machine's load; compare within a run.
+
+Usage::
+
+    .venv/bin/python bench/transfer.py                          # every part (long on 2 cores)
+    .venv/bin/python bench/transfer.py --only classification --source 4000 --epochs 10
+    .venv/bin/python bench/transfer.py --quick                  # a smoke run (tiny sets, 1-2 epochs)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from wtforms import Form, IntegerField
+
+from digits_core.interfaces import DataIngestion
+
+BACKBONES = ("mobilenet_v3_small", "mobilenet_v3_large", "efficientnet_v2_b0", "resnet50_v2", "convnext_tiny")
+
+
+def pattern(kind: int, size: int, rng) -> np.ndarray:
+    """One of 10 pattern kinds (stripes, rings, crosses...) at a random place and scale, on noise; 0-255."""
+    yy, xx = np.mgrid[0:size, 0:size].astype(np.float32)
+    cy, cx = rng.uniform(0.3, 0.7, size=2) * size
+    r = rng.uniform(0.15, 0.3) * size
+    dy, dx, d = yy - cy, xx - cx, np.hypot(yy - cy, xx - cx)
+    inside = d < r
+    shapes = [
+        inside & (((xx // 3) % 2) == 0),  # vertical stripes
+        inside & (((yy // 3) % 2) == 0),  # horizontal stripes
+        (d < r) & (d > 0.6 * r),  # ring
+        (np.abs(dx) < r * 0.25) | (np.abs(dy) < r * 0.25) & inside,  # cross
+        (np.abs(dx) < r) & (np.abs(dy) < r),  # square
+        inside & (((xx + yy) // 3) % 2 == 0),  # diagonal stripes
+        inside & ((xx // 4 + yy // 4) % 2 == 0),  # checker
+        (dy > -r) & (dy < r) & (np.abs(dx) < (dy + r) / 2),  # triangle
+        inside & (((d // 3) % 2) == 0),  # target
+        inside & (np.abs(dx - dy) < r * 0.3),  # diagonal bar
+    ]
+    image = rng.normal(60, 25, (size, size)) + 150 * shapes[kind]
+    return np.clip(image, 0, 255).astype(np.uint8)[..., None]
+
+
+class _Form(Form):
+    count = IntegerField("Images per class (train)", default=10)
+    val = IntegerField("Images per class (val)", default=20)
+    first = IntegerField("First class", default=0)
+    classes = IntegerField("Classes", default=4)
+    size = IntegerField("Size", default=32)
+    seg = IntegerField("Segmentation (shape kind of the mask)", default=-1)
+    seed = IntegerField("Seed", default=0)
+
+
+class Patterns(DataIngestion):
+    """Generated pattern images: classes ``first .. first+classes-1``, or masks of one shape kind (``seg``)."""
+
+    plugin_id = "bench-transfer-patterns"
+    title = "Transfer bench patterns"
+
+    @staticmethod
+    def get_dataset_form():
+        return _Form
+
+    @staticmethod
+    def get_dataset_template(form):
+        return "{{ form.count }}", {}
+
+    @property
+    def label_kind(self):
+        return "mask" if int(self.seg) >= 0 else "class"
+
+    def itemize_entries(self, stage):
+        per = {"train": int(self.count), "val": int(self.val)}.get(stage, 0)
+        if stage == "train":
+            names = [f"pattern {k}" for k in range(int(self.first), int(self.first) + int(self.classes))]
+            self.userdata["class_labels"] = ["background", "shape"] if int(self.seg) >= 0 else names
+        n = per if int(self.seg) >= 0 else per * int(self.classes)
+        return [(stage, i) for i in range(n)]
+
+    def encode_entry(self, entry):
+        stage, index = entry
+        rng = np.random.default_rng([int(self.seed), 0 if stage == "train" else 1, index])
+        size = int(self.size)
+        if int(self.seg) >= 0:
+            image = pattern(int(rng.integers(0, 10)), size, rng)  # a distractor
+            mask_image = pattern(int(self.seg), size, rng)
+            mask = (mask_image[..., 0] > 150).astype(np.uint8)
+            image[mask == 1] = mask_image[mask == 1]
+            return image, mask
+        label = index % int(self.classes)
+        return pattern(int(self.first) + label, size, rng), label
+
+
+def build(values: dict, jobs_dir: Path):
+    from digits_core.plugins.testing import build_dataset
+
+    return build_dataset(Patterns, values, jobs_dir=jobs_dir)
+
+
+def curve(job, jobs_dir, name: str) -> list[float]:
+    from digits_core.engine.jobio import read_metrics
+
+    points = [p for p in read_metrics(job, jobs_dir) if p["name"] == name]
+    return [p["value"] for p in sorted(points, key=lambda p: p["epoch"])]
+
+
+def classification(args, jobs: Path) -> None:
+    from digits_core.engine import train, zoo
+
+    source = build({"count": args.source // 6, "val": 10, "first": 0, "classes": 6, "size": args.size}, jobs)
+    target = build({"count": args.per_class, "val": 50, "first": 6, "classes": 4, "size": args.size, "seed": 1}, jobs)
+    t0 = time.perf_counter()
+    src = train(source, "mobilenet_v3_small", jobs_dir=jobs, weights="none", epochs=args.source_epochs, seed=0)
+    print(
+        f"source: {source.count('train')} images, {args.source_epochs} epochs, val top-1 "
+        f"{curve(src, jobs, 'val_accuracy')[-1]:.3f} ({time.perf_counter() - t0:.0f} s)"
+    )
+    zoo.add_from_model(src, "bench-source", jobs_dir=jobs)
+    runs = {
+        "pretrained (zoo)": dict(network="mobilenet_v3_small", weights="zoo:bench-source"),
+        "from scratch": dict(network="mobilenet_v3_small", weights="none"),
+        "lenet": dict(network="lenet"),
+    }
+    curves = {}
+    for label, spec in runs.items():
+        network = spec.pop("network")
+        job = train(target, network, jobs_dir=jobs, epochs=args.epochs, seed=0, **spec)
+        curves[label] = curve(job, jobs, "val_accuracy")
+    print(f"target: {args.per_class} training images per class (4 other classes), val 50 per class")
+    print("epoch  " + "  ".join(f"{k:>16}" for k in curves))
+    for epoch in range(args.epochs):
+        print(f"{epoch + 1:>5}  " + "  ".join(f"{c[epoch]:>16.3f}" for c in curves.values()))
+    pre, scratch = curves["pretrained (zoo)"], curves["from scratch"]
+    reach = next((i + 1 for i, v in enumerate(pre) if v >= scratch[-1]), None)
+    print(
+        f"pretrained - scratch at the last epoch: {100 * (pre[-1] - scratch[-1]):+.1f} points (goal +15); "
+        f"pretrained - lenet: {100 * (pre[-1] - curves['lenet'][-1]):+.1f}; epochs to scratch's final "
+        f"accuracy: {reach} of {args.epochs} (goal <= {args.epochs / 3:.1f})"
+    )
+
+
+def segmentation(args, jobs: Path) -> None:
+    from digits_core.engine import train, zoo
+
+    source = build({"count": args.seg_source, "val": 16, "seg": 2, "size": args.size}, jobs)  # rings
+    target = build({"count": args.seg_train, "val": 32, "seg": 4, "size": args.size, "seed": 1}, jobs)  # squares
+    src = train(source, "mobilenet_v3_small", jobs_dir=jobs, weights="none", epochs=args.source_epochs, seed=0)
+    zoo.add_from_model(src, "bench-seg-source", jobs_dir=jobs)
+    dice = {}
+    for label, weights in (("pretrained (zoo)", "zoo:bench-seg-source"), ("from scratch", "none")):
+        job = train(target, "mobilenet_v3_small", jobs_dir=jobs, weights=weights, epochs=args.epochs, seed=0)
+        dice[label] = curve(job, jobs, "val_dice")
+    print(f"segmentation: {args.seg_train} training images, U-Net on mobilenet_v3_small, val Dice by epoch")
+    for epoch in range(args.epochs):
+        print(f"{epoch + 1:>5}  " + "  ".join(f"{k} {v[epoch]:.3f}" for k, v in dice.items()))
+    gain = dice["pretrained (zoo)"][-1] - dice["from scratch"][-1]
+    print(f"pretrained - scratch Dice at the last epoch: {gain:+.3f} (goal +0.1)")
+
+
+def throughput(args, jobs: Path) -> None:
+    import keras
+    from digits_networks_backbones import BACKBONES as CATALOG
+    from digits_networks_backbones import make_network
+
+    from digits_core.engine import train
+
+    data = build({"count": args.speed_images // 4, "val": 1, "classes": 4, "size": args.size_speed}, jobs)
+    x = np.stack([pattern(i % 4, args.size_speed, np.random.default_rng(i)) for i in range(args.speed_images)])
+    y = np.arange(args.speed_images) % 4
+    print(
+        f"training img/s at {args.size_speed}x{args.size_speed}, batch {args.batch}, 1 channel "
+        "(digits train: the last epoch's mean; Keras fit: the second epoch)"
+    )
+    for name in args.backbones:
+        job = train(data, name, jobs_dir=jobs, weights="none", epochs=2, batch_size=args.batch, seed=0)
+        ours = curve(job, jobs, "images_per_sec")[-1]
+        model = make_network(CATALOG[name])(x.shape[1:], 4, task="classification")
+        model.compile(optimizer=keras.optimizers.Adam(1e-3), loss="sparse_categorical_crossentropy")
+        model.fit(x, y, batch_size=args.batch, epochs=1, verbose=0)
+        start = time.perf_counter()
+        model.fit(x, y, batch_size=args.batch, epochs=1, verbose=0)
+        theirs = len(x) / (time.perf_counter() - start)
+        print(f"{name:>20}: digits train {ours:7.1f} img/s, Keras fit {theirs:7.1f} img/s ({ours / theirs:.2f}x)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", choices=("classification", "segmentation", "throughput"))
+    parser.add_argument("--size", type=int, default=32, help="image size of the transfer sets")
+    parser.add_argument("--source", type=int, default=6000, help="source images (6 classes)")
+    parser.add_argument("--source-epochs", type=int, default=8)
+    parser.add_argument("--per-class", type=int, default=10, help="target training images per class")
+    parser.add_argument("--epochs", type=int, default=15, help="target epochs")
+    parser.add_argument("--seg-source", type=int, default=2000)
+    parser.add_argument("--seg-train", type=int, default=16)
+    parser.add_argument("--size-speed", type=int, default=64)
+    parser.add_argument("--speed-images", type=int, default=512)
+    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--backbones", nargs="+", default=list(BACKBONES))
+    parser.add_argument("--quick", action="store_true", help="tiny sets and 2 epochs: checks the script runs")
+    args = parser.parse_args()
+    if args.quick:
+        args.source, args.source_epochs, args.epochs, args.seg_source = 60, 1, 2, 16
+        args.speed_images, args.backbones = 32, ["mobilenet_v3_small"]
+    with tempfile.TemporaryDirectory(prefix="digits-transfer-") as tmp:
+        os.environ["DIGITS_ZOO"] = str(Path(tmp) / "zoo")
+        os.environ["KERAS_HOME"] = str(Path(tmp) / "keras")
+        os.environ["DIGITS_OFFLINE"] = "1"
+        jobs = Path(tmp) / "jobs"
+        jobs.mkdir()
+        parts = {"classification": classification, "segmentation": segmentation, "throughput": throughput}
+        for name, run in parts.items():
+            if args.only in (None, name):
+                run(args, jobs)
+
+
+if __name__ == "__main__":
+    main()
