@@ -94,6 +94,17 @@ def test_multilabel_training_reaches_map_and_its_metrics_equal_scikit_learn(tmp_
     assert parity["passed"] and parity["label_agreement"] == 1.0, parity
     assert info["thresholds"] == pytest.approx(thresholds.tolist()) and "labels" in info["signature"]["outputs"]
 
+    # the multilabel view shows each label against the model's thresholds; its summary equals scikit-learn's
+    labelled = infer(job.id, [(f"val{i}", f, y) for i, (f, y) in enumerate(zip(features, labels))], jobs_dir=jobs)
+    view, _ = labelled.run_view()
+    assert labelled.view_id == "multilabel" and view.thresholds == pytest.approx(thresholds.tolist())
+    decided = np.stack([np.asarray(s.output) >= thresholds for s in labelled.samples])
+    summary = view.summary()
+    assert summary["exact_match"] == pytest.approx(sk.accuracy_score(labels, decided))
+    assert summary["hamming_loss"] == pytest.approx(sk.hamming_loss(labels, decided))
+    html = labelled.to_html()
+    assert "Exact match" in html and f"{thresholds[0]:.3f}" in html
+
     # the TF Serving API answers with the same labels
     answer = predict(job.id, {"instances": [features[0].tolist()]}, jobs_dir=jobs)
     (prediction,) = answer["predictions"]

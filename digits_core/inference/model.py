@@ -50,6 +50,7 @@ DEFAULT_VIEWS = {
     "regression": "regression",
     "image-to-image": "image-output",
     "detection": "bounding-boxes",
+    "multilabel": "multilabel",
 }
 
 

@@ -222,6 +222,8 @@ def infer(
         thresholds = label_thresholds(model)
         for sample in samples:
             sample.labels = labels_above(sample.output, thresholds, model.class_labels)
+        if "thresholds" in config and not config["thresholds"]:  # the view decides at the model's thresholds
+            config["thresholds"] = ",".join(repr(float(t)) for t in thresholds)
     metrics = None
     labelled = [i for i, label in enumerate(labels) if label is not None] if labels is not None else []
     if classification and labelled:
