@@ -72,6 +72,8 @@ def test_multilabel_training_reaches_map_and_its_metrics_equal_scikit_learn(tmp_
     scores = np.asarray(model(Preprocessing.load(job).apply(features), training=False))
     assert last["val_map"] == pytest.approx(sk.average_precision_score(labels, scores, average="macro"), abs=1e-5)
     assert last["val_hamming_loss"] == pytest.approx(sk.hamming_loss(labels, scores >= 0.5), abs=1e-6)
+    for k, name in enumerate(ds.class_labels):
+        assert last[f"val_ap_{name}"] == pytest.approx(sk.average_precision_score(labels[:, k], scores[:, k]), abs=1e-5)
 
     # inference applies the thresholds tuned on validation, logged with the epoch
     thresholds = np.array([last[f"val_threshold_{name}"] for name in ds.class_labels])

@@ -11,8 +11,9 @@ validation reports ``val_loss`` and ``val_label_accuracy`` (labels right at
 0.5), then over the whole validation set (:mod:`.multilabel_metrics`, equal
 to scikit-learn): ``val_map`` (the best epoch's key), ``val_auroc``,
 ``val_f1_micro``, ``val_f1_macro``, ``val_exact_match`` and
-``val_hamming_loss`` at 0.5, and ``val_f1_macro_tuned`` at per-label
-thresholds tuned for best F1 on that validation set. Those thresholds are
+``val_hamming_loss`` at 0.5, ``val_f1_macro_tuned`` at per-label
+thresholds tuned for best F1 on that validation set, and per label
+``val_ap_<label>`` (labels with positive and negative validation images). Those thresholds are
 logged too, one ``val_threshold_<label>`` per label (the label as a metric
 name, as detection's ``val_ap50_<class>``): the model job keeps them with the
 epoch they belong to, and :func:`digits_core.inference.infer` applies the
@@ -93,6 +94,7 @@ def validation_metrics(y: np.ndarray, scores: np.ndarray, class_names=None) -> d
     names += [str(k) for k in range(len(names), y.shape[1])]
     return {
         **{threshold_key(name): t for name, t in zip(names, thresholds)},
+        **{f"val_ap_{metric_key(name)}": ap for name, ap in zip(names, at_half["ap"]) if ap is not None},
         "val_map": at_half["map"] or 0.0,
         "val_auroc": at_half["auroc_macro"] if at_half["auroc_macro"] is not None else 0.5,
         "val_f1_micro": at_half["f1_micro"],
