@@ -138,7 +138,19 @@ def made(jobs):
         common = {"jobs_dir": jobs, "epochs": 3, "batch_size": 12, "seed": 1, "solver": "adam", "learning_rate": 0.01}
         cls_model = train(cls_ds.id, classifier, name="toy-classifier", **common)
         seg_model = train(seg_ds.id, segmenter, name="toy-segmenter", **common)
-        yield {"cls_ds": cls_ds, "plus_ds": plus_ds, "seg_ds": seg_ds, "cls": cls_model, "seg": seg_model}
+        # two more classifiers for the leaderboard: a shorter run and another seed
+        others = [
+            train(cls_ds.id, classifier, name="short", **{**common, "epochs": 1, "learning_rate": 0.001}),
+            train(cls_ds.id, classifier, name="seed-2", **{**common, "seed": 2}),
+        ]
+        yield {
+            "cls_ds": cls_ds,
+            "plus_ds": plus_ds,
+            "seg_ds": seg_ds,
+            "cls": cls_model,
+            "seg": seg_model,
+            "others": others,
+        }
     finally:
         for plugin in PLUGINS:
             registry.unregister(plugin)
@@ -279,3 +291,65 @@ def test_cli_prints_the_summary_and_writes_the_report(made, jobs, tmp_path):
     assert out.read_text().startswith("<!DOCTYPE html>")
     bad = run_digits(*args, "--stage", "val", "--dataset", made["seg_ds"].id, timeout=300)
     assert bad.returncode != 0 and "holds mask labels" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_leaderboard_ranks_three_models_with_paired_intervals(made, jobs):
+    from digits_core.evaluation import leaderboard
+    from digits_core.evaluation.leaderboard import paired_interval
+
+    models = [made["cls"], *made["others"]]
+    results = {m.id: evaluate(m.id, jobs_dir=jobs, bootstrap=0) for m in models}
+    board = leaderboard(made["cls_ds"].id, "test", jobs_dir=jobs)
+    assert board["task"] == "classification" and board["primary"] == "accuracy"
+    rows = board["rows"]
+    assert sorted(r["model_id"] for r in rows) == sorted(m.id for m in models)  # latest evaluation per model
+    accuracies = [r["metrics"]["accuracy"] for r in rows]
+    assert accuracies == sorted(accuracies, reverse=True)
+    assert "accuracy" in rows[0]["best"] and rows[0]["difference"] is None
+    assert {r["evaluation_id"] for r in rows} == {r.job.id for r in results.values()}
+
+    def correct(evaluation_id):
+        path = JobStore(jobs).get(evaluation_id).path / "evaluation" / "predictions.csv"
+        return np.array([float(r["correct"]) for r in csv.DictReader(open(path))])
+
+    leader = correct(rows[0]["evaluation_id"])
+    for row in rows[1:]:
+        mine = correct(row["evaluation_id"])
+        assert row["difference"]["value"] == pytest.approx(mine.mean() - leader.mean(), abs=1e-9)
+        low, high = row["difference"]["interval"]
+        assert low <= row["difference"]["value"] <= high
+        rng = np.random.default_rng(0)  # the paired resamples, written out
+        index = rng.integers(0, len(mine), size=(1000, len(mine)))
+        want = np.percentile(mine[index].mean(axis=1) - leader[index].mean(axis=1), [2.5, 97.5])
+        assert [low, high] == pytest.approx(want, abs=1e-9)
+    assert paired_interval(np.ones(5), np.ones(5)) == [0.0, 0.0]
+
+
+def test_web_api_panel_report_and_leaderboard(made, jobs, live_server):
+    server = live_server(jobs_dir=jobs, auth_token="eval-token")
+    before = _folders(jobs)
+    bad = server.request(
+        "/api/evaluations", method="POST", data={"model": made["cls"].id, "dataset": made["seg_ds"].id}
+    )
+    assert bad.status == 400 and "holds mask labels" in bad.text
+    assert server.request("/api/evaluations", method="POST", data={"model": made["cls"].id, "stage": "x"}).status == 400
+    assert _folders(jobs) == before
+    made_ = server.request(
+        "/api/evaluations", method="POST", data={"model": made["cls"].id, "bootstrap": 20}, timeout=300
+    )
+    assert made_.status == 201, made_.text
+    created = made_.json()
+    assert created["summary"]["metrics"]["accuracy"] == load_evaluation(created["id"], jobs).metrics["accuracy"]
+    page = server.get(created["url"])
+    assert page.status == 200 and "Confusion matrix" in page.text and '<script nonce="' in page.text
+    assert server.get_json(created["json"])["task"] == "classification"
+    csv_file = server.get(f"/evaluations/{created['id']}/files/predictions.csv")
+    assert csv_file.status == 200 and csv_file.text.startswith("input,truth,predicted")
+    assert server.get(f"/evaluations/{created['id']}/files/job.json").status == 404
+    model_page = server.get(f"/models/{made['cls'].id}")
+    assert 'id="evaluate-form"' in model_page.text and created["url"] in model_page.text
+    board = server.get_json(f"/api/leaderboard?dataset={made['cls_ds'].id}")
+    assert created["id"] in [r["evaluation_id"] for r in board["rows"]]
+    assert server.get("/").status == 200 and server.get_json("/api/jobs")  # evaluation jobs beside the others
+    html = server.get(f"/leaderboard?dataset={made['cls_ds'].id}&stage=test")
+    assert html.status == 200 and 'id="leaderboard"' in html.text

@@ -12,7 +12,8 @@
 
 The metric modules need numpy (and scipy for distances and SSIM) only.
 :func:`evaluate` runs a model over a test set as an ``evaluation`` job (:mod:`~digits_core.evaluation.run`);
-:func:`load_evaluation` reads one back; :func:`render_report` is its standalone HTML page.
+:func:`load_evaluation` reads one back; :func:`render_report` is its standalone HTML page;
+:func:`leaderboard` ranks every model evaluated on one test set (:mod:`~digits_core.evaluation.leaderboard`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ _EXPORTS = {
     "EvaluationError": "digits_core.evaluation.run",
     "EvaluationResult": "digits_core.evaluation.run",
     "render_report": "digits_core.evaluation.report",
+    "leaderboard": "digits_core.evaluation.leaderboard",
 }
 
 __all__ = sorted(_EXPORTS)

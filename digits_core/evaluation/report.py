@@ -209,8 +209,15 @@ def headline_rows(report: dict) -> list[dict]:
     return rows
 
 
-def render_report(report: dict, title: str) -> str:
-    """The standalone HTML page of an evaluation's ``metrics.json``."""
+def render_report(report: dict, title: str, *, nonce: str | None = None, back: str | None = None) -> str:
+    """The standalone HTML page of an evaluation's ``metrics.json``.
+
+    Args:
+        report: The evaluation's ``metrics.json``.
+        title: The page title.
+        nonce: The Content-Security-Policy nonce of the inline script (the web UI's pages).
+        back: A link shown at the top (the web UI: the model page).
+    """
     task = report["task"]
     body = {"classification": _classification, "detection": _detection, "segmentation": _segmentation}.get(
         task, _regression
@@ -220,10 +227,13 @@ def render_report(report: dict, title: str) -> str:
     )
     return (
         f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
-        f"<style>{_STYLE}</style></head><body><h1>{escape(title)}</h1>"
+        f"<style>{_STYLE}</style></head><body>"
+        + (f'<p><a href="{escape(back)}">back</a></p>' if back else "")
+        + f"<h1>{escape(title)}</h1>"
         f"<p>{escape(task)} model {escape(str(report['model_id']))}, epoch {fmt(report.get('epoch'))}, on {escape(source)}: "
         f"{report.get('count')} inputs.</p>"
         + table(headline_rows(report), "Figures", sortable=False)
         + body
-        + f"<script>{_SORT_JS}</script></body></html>"
+        + (f'<script nonce="{escape(nonce)}">' if nonce else "<script>")
+        + f"{_SORT_JS}</script></body></html>"
     )

@@ -1,0 +1,145 @@
+"""The leaderboard: every model evaluated on one test set (a dataset's stage) in one table.
+
+One row per model and epoch (its latest finished evaluation on that test set) with the task's headline
+figures; the best value of each figure is marked (the lowest for errors and distances, the highest
+otherwise). Each model's primary figure (accuracy, per-case mean Dice) is compared with the leader's by
+a paired, seeded bootstrap over the test set's inputs: the 95 % interval of the difference tells
+whether the leader is really better (an interval that holds 0 says the test set cannot tell them apart).
+Detection and regression rows have no interval (no per-input figure is stored for them yet).
+"""
+
+from __future__ import annotations
+
+import csv
+from typing import Any
+
+import numpy as np
+
+from ..jobs import JobStatus, JobStore
+from ..jobs.readers import read_json_object
+from .classification import BOOTSTRAP_SAMPLES, BOOTSTRAP_SEED
+
+#: Figures where lower is better.
+LOWER_IS_BETTER = frozenset({"mae", "rmse", "ece"})
+#: The figure each task's models are ranked by.
+PRIMARY = {
+    "classification": "accuracy",
+    "segmentation": "dice",
+    "detection": "ap",
+    "regression": "rmse",
+    "image-to-image": "psnr",
+}
+
+
+def _per_input(job: Any, task: str) -> tuple[list[str], np.ndarray] | None:
+    """Input ids and the per-input primary figure of one evaluation (``None`` when none is stored)."""
+    folder = job.path / "evaluation"
+    try:
+        if task == "classification":
+            with open(folder / "predictions.csv", newline="", encoding="utf-8") as handle:
+                rows = list(csv.DictReader(handle))
+            return [r["input"] for r in rows], np.array([float(r["correct"]) for r in rows])
+        if task == "segmentation":
+            summary = read_json_object(folder / "summary.json", max_bytes=64 * 1024 * 1024)
+            ids, values = [], []
+            for case in summary["metric_per_case"]:
+                dice = [m["Dice"] for m in case["metrics"].values() if m.get("Dice") is not None]
+                ids.append(str(case["case"]))
+                values.append(float(np.mean(dice)) if dice else np.nan)
+            return ids, np.array(values)
+    except (OSError, KeyError, ValueError, TypeError):
+        return None
+    return None
+
+
+def paired_interval(
+    a: np.ndarray, b: np.ndarray, samples: int = BOOTSTRAP_SAMPLES, seed: int = BOOTSTRAP_SEED
+) -> list[float]:
+    """95 % percentile interval of ``mean(a) − mean(b)`` over paired resamples of the inputs (NaNs left out)."""
+    keep = ~(np.isnan(a) | np.isnan(b))
+    a, b = a[keep], b[keep]
+    if not len(a):
+        return []
+    rng = np.random.default_rng(seed)
+    index = rng.integers(0, len(a), size=(samples, len(a)))
+    diffs = a[index].mean(axis=1) - b[index].mean(axis=1)
+    low, high = np.percentile(diffs, [2.5, 97.5])
+    return [float(low), float(high)]
+
+
+def leaderboard(dataset_id: str, stage: str = "test", *, jobs_dir: Any = None) -> dict[str, Any]:
+    """The models evaluated on ``dataset_id``'s ``stage``, best first by the task's primary figure.
+
+    Returns:
+        ``{"dataset_id", "stage", "task", "primary", "figures", "best": {figure: value},
+        "rows": [{"evaluation_id", "model_id", "model_name", "epoch", "metrics", "best": [figures],
+        "difference": {"figure", "value", "interval"} (against the leader)}]}``.
+    """
+    store = JobStore(jobs_dir)
+    latest: dict[tuple, Any] = {}
+    for job in store.list("evaluation"):  # newest first: the first seen per model and epoch is the latest
+        info = job.data.get("evaluation") or {}
+        if job.status is not JobStatus.DONE or info.get("dataset_id") != dataset_id or info.get("stage") != stage:
+            continue
+        latest.setdefault((job.data.get("model_id"), info.get("epoch")), job)
+    jobs = list(latest.values())
+    tasks = {(j.data.get("evaluation") or {}).get("task") for j in jobs}
+    task = next(iter(tasks)) if len(tasks) == 1 else None
+    primary = PRIMARY.get(task or "", "")
+    figures: list[str] = []
+    for job in jobs:
+        for key, value in (job.data["evaluation"].get("metrics") or {}).items():
+            if isinstance(value, (int, float)) and key not in figures:
+                figures.append(key)
+    best: dict[str, float] = {}
+    for key in figures:
+        values = [j.data["evaluation"]["metrics"].get(key) for j in jobs]
+        values = [v for v in values if isinstance(v, (int, float))]
+        if values:
+            best[key] = min(values) if key in LOWER_IS_BETTER else max(values)
+
+    def rank(job: Any) -> float:
+        value = job.data["evaluation"]["metrics"].get(primary)
+        if not isinstance(value, (int, float)):
+            return float("inf")
+        return value if primary in LOWER_IS_BETTER else -value
+
+    jobs.sort(key=rank)
+    names: dict[Any, str | None] = {}
+    for job in jobs:
+        try:
+            names[job.data.get("model_id")] = store.get(str(job.data.get("model_id")), kind="model").name
+        except Exception:  # noqa: BLE001 - a deleted or unreadable model still has its row
+            names[job.data.get("model_id")] = None
+    leader = _per_input(jobs[0], task) if jobs and task else None
+    rows = []
+    for job in jobs:
+        metrics = job.data["evaluation"].get("metrics") or {}
+        difference = None
+        mine = _per_input(job, task) if task else None
+        if leader and mine and mine[0] == leader[0] and job is not jobs[0]:
+            difference = {
+                "figure": primary,
+                "value": float(np.nanmean(mine[1]) - np.nanmean(leader[1])),
+                "interval": paired_interval(mine[1], leader[1]),
+            }
+        rows.append(
+            {
+                "evaluation_id": job.id,
+                "model_id": job.data.get("model_id"),
+                "model_name": names[job.data.get("model_id")],
+                "epoch": job.data["evaluation"].get("epoch"),
+                "metrics": {k: metrics.get(k) for k in figures},
+                "best": [k for k in figures if k in best and metrics.get(k) == best[k]],
+                "difference": difference,
+            }
+        )
+    return {
+        "dataset_id": dataset_id,
+        "stage": stage,
+        "task": task,
+        "primary": primary,
+        "figures": figures,
+        "best": best,
+        "rows": rows,
+    }

@@ -1,0 +1,236 @@
+"""Evaluations in the web UI and the JSON API: the model page's Evaluate panel, the report, the leaderboard.
+
+* ``POST /api/evaluations`` (JSON ``{"model", "epoch", "dataset", "stage", "name", "bootstrap"}``; only
+  ``model`` is required: the model's own dataset, stage ``test``) runs ``digits evaluate`` in a one-off
+  process (TensorFlow never loads in the web server) and answers 201 ``{"id", "url", "json", "summary"}``;
+  a bad request (a class the model never saw, a dataset of another task, an empty stage) is a 400 naming it
+  and creates nothing. ``POST /models/<id>/evaluate`` is the panel's form: it sends the browser to the report.
+* ``GET /evaluations/<id>``: the report page (the same page ``digits evaluate --report`` writes);
+  ``GET /evaluations/<id>.json`` (or ``Accept: application/json``): its ``metrics.json``;
+  ``GET /evaluations/<id>/files/<name>``: ``metrics.json``, ``predictions.csv``, ``per_class.csv``,
+  ``summary.json``, ``report.html``.
+* ``GET /leaderboard?dataset=<id>&stage=test`` and ``GET /api/leaderboard?...``: every model evaluated on
+  that test set (:func:`digits_core.evaluation.leaderboard`), the best per figure marked.
+
+Labelled files (``--folder``/``--list``) are a CLI and Python API input only: the web takes stored datasets.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from flask import (
+    Blueprint,
+    Response,
+    abort,
+    current_app,
+    jsonify,
+    redirect,
+    render_template,
+    request,
+    send_file,
+    url_for,
+)
+from markupsafe import Markup
+
+from ..errors import FormValidationError
+from ..evaluation.leaderboard import leaderboard
+from ..evaluation.report import fmt, render_report
+from ..evaluation.run import RESULTS, STAGES, EvaluationError, load_evaluation
+from ..jobs import Job, JobStore
+from .helpers import wants_json
+from .request_guard import csp_nonce
+
+bp = Blueprint("evaluations", __name__)
+
+#: Files of an evaluation a client may download.
+FILES = {
+    "metrics.json": "application/json",
+    "summary.json": "application/json",
+    "predictions.csv": "text/csv",
+    "per_class.csv": "text/csv",
+    "report.html": "text/html",
+}
+#: Seconds an evaluation may run before the request gives up on it.
+DEFAULT_TIMEOUT_S = 900
+
+
+def _store() -> JobStore:
+    return current_app.extensions["digits"]["store"]
+
+
+def model_evaluations(model_id: str) -> list[Job]:
+    """The finished evaluations of a model, newest first (for its page's panel)."""
+    return [j for j in _store().list("evaluation") if j.data.get("model_id") == model_id]
+
+
+@bp.app_context_processor
+def _panel_helpers() -> dict:
+    return {"model_evaluations": model_evaluations, "evaluation_stages": STAGES, "evaluation_fmt": fmt}
+
+
+def _options(values: dict) -> dict:
+    """The request's options, checked (a 400 naming the field otherwise)."""
+    errors: dict[str, list[str]] = {}
+    model = str(values.get("model") or "").strip()
+    if not model:
+        errors["model"] = ["give the model job id"]
+    stage = str(values.get("stage") or "test")
+    if stage not in STAGES:
+        errors["stage"] = [f"one of {', '.join(STAGES)}"]
+    epoch = values.get("epoch")
+    if epoch in ("", None):
+        epoch = None
+    else:
+        try:
+            epoch = float(epoch)
+        except (TypeError, ValueError):
+            errors["epoch"] = ["a number (a snapshot's epoch), or empty for the last"]
+    bootstrap = values.get("bootstrap", 1000)
+    if (
+        isinstance(bootstrap, bool)
+        or not isinstance(bootstrap, (int, str))
+        or not str(bootstrap).isdigit()
+        or int(bootstrap) > 10000
+    ):
+        errors["bootstrap"] = ["a whole number from 0 to 10000"]
+    name = values.get("name")
+    if name is not None and not isinstance(name, str):
+        errors["name"] = ["text"]
+    dataset = str(values.get("dataset") or "").strip() or None
+    if errors:
+        raise FormValidationError(errors, "evaluation")
+    store = _store()
+    model_job = store.get(model, kind="model")
+    dataset_job = store.get(dataset, kind="dataset") if dataset else None
+    return {
+        "model": model_job.id,
+        "dataset": dataset_job.id if dataset_job else None,
+        "stage": stage,
+        "epoch": epoch,
+        "bootstrap": int(bootstrap),
+        "name": name or None,
+    }
+
+
+def run_evaluation(options: dict) -> dict:
+    """``digits evaluate ... --json`` in a one-off process; its summary, or its error as :class:`EvaluationError`."""
+    args = [
+        sys.executable,
+        "-m",
+        "digits_core",
+        "--jobs-dir",
+        str(_store().root),
+        "evaluate",
+        "--model",
+        options["model"],
+    ]
+    args += ["--stage", options["stage"], "--bootstrap", str(options["bootstrap"]), "--json"]
+    if options["dataset"]:
+        args += ["--dataset", options["dataset"]]
+    if options["epoch"] is not None:
+        args += ["--epoch", repr(options["epoch"])]
+    if options["name"]:
+        args += ["--name", options["name"]]
+    timeout = float(current_app.config.get("DIGITS_EVALUATION_TIMEOUT", DEFAULT_TIMEOUT_S))
+    try:
+        done = subprocess.run(
+            args, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL, env=dict(os.environ)
+        )
+    except subprocess.TimeoutExpired:
+        raise EvaluationError(
+            f"The evaluation did not finish within {timeout:g} s; run digits evaluate instead."
+        ) from None
+    if done.returncode != 0:
+        lines = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
+        raise EvaluationError(lines[-1][len("error: ") :] if lines else "The evaluation failed; see the server log.")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _created(summary: dict) -> dict:
+    job_id = summary["job_id"]
+    return {
+        "id": job_id,
+        "url": url_for("evaluations.show", job_id=job_id),
+        "json": url_for("evaluations.show_json", job_id=job_id),
+        "summary": summary,
+    }
+
+
+@bp.post("/api/evaluations")
+def create():
+    """Evaluate a model on a test set (see the module docstring); 201 with the new job."""
+    body = request.get_json(silent=True)
+    if not isinstance(body, dict):
+        raise FormValidationError({"body": ["send a JSON object (Content-Type: application/json)"]}, "request")
+    return jsonify(_created(run_evaluation(_options(body)))), 201
+
+
+@bp.post("/models/<job_id>/evaluate")
+def create_from_panel(job_id: str):
+    """The model page's Evaluate panel: evaluate, then show the report."""
+    options = _options({**request.form.to_dict(), "model": job_id})
+    created = _created(run_evaluation(options))
+    if wants_json():
+        return jsonify(created), 201
+    return redirect(created["url"])
+
+
+def _evaluation(job_id: str):
+    return load_evaluation(job_id, _store().root)
+
+
+@bp.get("/evaluations/<job_id>")
+def show(job_id: str):
+    """The report page (JSON: its ``metrics.json``)."""
+    result = _evaluation(job_id)
+    if wants_json():
+        return jsonify(result.metrics)
+    back = url_for("models.show", job_id=result.metrics["model_id"]) if result.metrics.get("model_id") else None
+    return Response(render_report(result.metrics, result.job.name, nonce=csp_nonce(), back=back), mimetype="text/html")
+
+
+@bp.get("/evaluations/<job_id>.json")
+def show_json(job_id: str):
+    """The evaluation's ``metrics.json``."""
+    return jsonify(_evaluation(job_id).metrics)
+
+
+@bp.get("/evaluations/<job_id>/files/<name>")
+def download(job_id: str, name: str):
+    """One of the evaluation's files (:data:`FILES`)."""
+    if name not in FILES:
+        abort(404)
+    result = _evaluation(job_id)
+    path = result.job.path / RESULTS / name
+    if not path.is_file():
+        abort(404)
+    return send_file(path, mimetype=FILES[name], as_attachment=name != "report.html", download_name=name)
+
+
+def _board() -> dict:
+    dataset = request.args.get("dataset", "").strip()
+    if not dataset:
+        raise FormValidationError({"dataset": ["give the dataset job id of the test set"]}, "leaderboard")
+    stage = request.args.get("stage", "test")
+    if stage not in STAGES:
+        raise FormValidationError({"stage": [f"one of {', '.join(STAGES)}"]}, "leaderboard")
+    return leaderboard(_store().get(dataset, kind="dataset").id, stage, jobs_dir=_store().root)
+
+
+@bp.get("/api/leaderboard")
+def leaderboard_json():
+    """Every model evaluated on one test set, as JSON."""
+    return jsonify(_board())
+
+
+@bp.get("/leaderboard")
+def leaderboard_page():
+    """Every model evaluated on one test set, as a sortable table."""
+    board = _board()
+    if wants_json():
+        return jsonify(board)
+    return render_template("evaluation_leaderboard.html", board=board, fmt=lambda v: Markup(fmt(v)))
