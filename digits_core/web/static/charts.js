@@ -21,6 +21,15 @@
   function isRatio(name) { return /acc|top_?\d|dice|iou|precision|recall|f1|map|(^|_)ap/i.test(name); }
   DIGITS.isRatio = isRatio;
   function isSpeed(name) { return /per_sec|_time|seconds|throughput/.test(name); }
+  /* The engine's early-stopping records (early_stopped, early_stopping_best_epoch, ...): bookkeeping the
+     page states in words, not metrics to chart. */
+  function isBookkeeping(name) { return /^early_stop/.test(name); }
+  /* An epoch as a person reads it: 7 for 7.0 (or 6.9999999), else two decimals. */
+  function formatEpoch(e) {
+    if (typeof e !== "number" || !isFinite(e)) { return ""; }
+    return Math.abs(e - Math.round(e)) < 1e-6 ? String(Math.round(e)) : String(Math.round(e * 100) / 100);
+  }
+  DIGITS.formatEpoch = formatEpoch;
   function baseName(name) { return name.replace(/^val_/, ""); }
 
   /* The panel of a series: its base name (val_ stripped), or the family of per-class series
@@ -61,6 +70,8 @@
     var a = Math.abs(v);
     return a !== 0 && (a < 1e-3 || a >= 1e5) ? v.toExponential(3) : String(Math.round(v * 10000) / 10000);
   }
+  /* A tick label: as few digits as the value needs (a log axis's 1.00000000000000000000 reads 1). */
+  function tick(v) { return format(Number(Number(v).toPrecision(6))); }
 
   DIGITS.metricPanels = function (box, config) {
     config = config || {};
@@ -99,6 +110,8 @@
       panel.appendChild(el("figcaption", { "class": "small" }, key.replace(/_/g, " ")));
       var wrap = el("div", { "class": "chart-canvas chart-canvas-small" }), canvas = el("canvas");
       wrap.appendChild(canvas); panel.appendChild(wrap);
+      /* The legend is HTML under the canvas: however many series, the plot keeps its height. */
+      panel.appendChild(el("ul", { "class": "chart-legend small" }));
       var order = Object.keys(charts).concat([key]).sort(rank);
       var next = order.indexOf(key) + 1 < order.length ? grid.querySelector('[data-panel="' + CSS.escape(order[order.indexOf(key) + 1]) + '"]') : null;
       grid.insertBefore(panel, next);
@@ -108,7 +121,7 @@
           animation: false, maintainAspectRatio: false, parsing: false, normalized: true,
           interaction: { mode: "nearest", intersect: false },
           scales: { x: { type: "linear", title: { display: true, text: "epoch" } }, y: { type: "linear" } },
-          plugins: { legend: { position: "bottom", labels: { boxWidth: 12 } } },
+          plugins: { legend: { display: false } },
           elements: { point: { radius: 0 }, line: { borderWidth: 2 } }
         }
       });
@@ -140,15 +153,26 @@
 
     function redraw() {
       var keys = panelKeys(Object.keys(series).map(function (l) { return series[l].name; }));
-      var used = {};
+      var used = {}, runs = [];
+      Object.keys(series).forEach(function (label) {
+        var run = series[label].run || "";
+        if (runs.indexOf(run) < 0) { runs.push(run); }
+      });
+      runs.sort(function (a, b) { return a === "" ? -1 : b === "" ? 1 : 0; });  /* this page's run first, in blue */
       Object.keys(series).forEach(function (label, i) {
         var s = series[label], key = keys[s.name], chart = charts[key] || makeChart(key);
         var ratio = isRatio(s.name) && key !== "learning_rate";
         used[key] = used[key] || [];
-        var color = COLORS[used[key].length % COLORS.length];
+        /* One colour per run in every panel once runs are overlaid; one run alone: one per series of a panel
+           (the per-class panels). Validation is the dashed line of its training series' colour. */
+        var twin = used[key].filter(function (d) { return baseName(series[d.label].name) === baseName(s.name); })[0];
+        var color = runs.length > 1 ? COLORS[runs.indexOf(s.run || "") % COLORS.length]
+          : twin ? twin.borderColor : COLORS[used[key].filter(function (d) { return !d.twin; }).length % COLORS.length];
         var data = s.points.map(function (p) { return { x: xOf(p), y: p.value }; })
           .filter(function (p) { return p.x !== null && (!state.log || p.y > 0); });
-        used[key].push({ label: label, data: smooth(data, state.smoothing), borderColor: color, backgroundColor: color,
+        /* the learning rate is a schedule, never smoothed: smoothing would bend its steps */
+        used[key].push({ label: label, data: key === "learning_rate" ? data : smooth(data, state.smoothing),
+                         borderColor: color, backgroundColor: color, twin: !!twin,
                          borderDash: /^val_/.test(s.name) ? [6, 3] : [], ratio: ratio });
       });
       Object.keys(charts).forEach(function (key) {  /* a panel whose series were all removed goes */
@@ -160,20 +184,41 @@
         var chart = charts[key], sets = used[key] || [];
         chart.data.datasets = sets;
         var allRatio = sets.length && sets.every(function (d) { return d.ratio; });
-        var y = { type: state.log ? "logarithmic" : "linear" };
+        var y = { type: state.log ? "logarithmic" : "linear", ticks: { callback: tick } };
+        var ys = [];
+        sets.forEach(function (d) { d.data.forEach(function (p) { ys.push(p.y); }); });
+        var lo = Math.min.apply(null, ys), hi = Math.max.apply(null, ys);
+        /* A constant series (or one that moves in its last digits) gets a range around it: drawn flat, not as
+           a zig-zag of rounding noise. */
+        if (ys.length && isFinite(lo) && hi - lo <= 1e-6 * Math.max(Math.abs(hi), 1e-12)) {
+          if (state.log) { y.min = lo / 2; y.max = hi * 2; } else { var pad = Math.abs(hi) * 0.1 || 1; y.min = lo - pad; y.max = hi + pad; }
+        }
         if (allRatio && !state.log) {  /* 0..1, with room above 1.0 so a perfect score does not sit on the border */
-          y.min = 0; y.max = 1.04; y.ticks = { callback: function (v) { return v > 1 ? "" : v; } };
+          y.min = 0; y.max = 1.04; y.ticks = { callback: function (v) { return v > 1 ? "" : tick(v); } };
         }
         chart.options.scales.y = y;
         chart.options.scales.x = { type: "linear", title: { display: true, text: state.axis === "wall" ? "wall time (min)" : "epoch" },
                                    min: state.zoom ? state.zoom.min : undefined, max: state.zoom ? state.zoom.max : undefined };
-        chart.options.plugins.legend.display = sets.length > 1;
         chart.update();
+        legend(key, sets);
       });
       control("reset-zoom").disabled = !state.zoom;
       box.dataset.panels = Object.keys(charts).length;
       box.dataset.zoomed = state.zoom ? "true" : "false";
       renderSummary();
+    }
+
+    function legend(key, sets) {
+      var panel = grid.querySelector('[data-panel="' + CSS.escape(key) + '"]'), list = panel && panel.querySelector(".chart-legend");
+      if (!list) { return; }
+      list.textContent = "";
+      if (sets.length < 2) { return; }
+      sets.forEach(function (d) {
+        var item = el("li", { "data-color": d.borderColor }), swatch = el("span", { "class": "chart-swatch" + (d.borderDash.length ? " dashed" : "") });
+        swatch.style.borderColor = d.borderColor;
+        item.appendChild(swatch); item.appendChild(document.createTextNode(d.label));
+        list.appendChild(item);
+      });
     }
 
     function renderSummary() {
@@ -185,7 +230,7 @@
       var body = el("tbody");
       labels.forEach(function (label) {
         var r = rows[label], tr = el("tr", { "data-metric": label });
-        [label, format(r.final), format(r.best), r.bestEpoch === null ? "" : String(r.bestEpoch)].forEach(function (text, i) {
+        [label, format(r.final), format(r.best), r.bestEpoch === null ? "" : formatEpoch(r.bestEpoch)].forEach(function (text, i) {
           tr.appendChild(el("td", i ? { "class": "num" } : {}, text));
         });
         body.appendChild(tr);
@@ -210,7 +255,7 @@
     return {
       add: function (points, run) {
         (points || []).forEach(function (p) {
-          if (typeof p.value !== "number" || !isFinite(p.value) || isSpeed(p.name)) { return; }
+          if (typeof p.value !== "number" || !isFinite(p.value) || isSpeed(p.name) || isBookkeeping(p.name)) { return; }
           if (typeof p.time === "number" && (start === null || p.time < start)) { start = p.time; }
           var label = run ? run + " · " + p.name : p.name;
           (series[label] = series[label] || { name: p.name, run: run || null, points: [] }).points.push(p);

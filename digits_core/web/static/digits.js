@@ -204,7 +204,8 @@
     }
     var progress = document.getElementById("train-progress");
     if (progress && typeof d.epoch === "number") {
-      var text = "Epoch " + (Math.round(d.epoch * 100) / 100) + (d.epochs ? " of " + d.epochs : "");
+      /* the epochs completed, a whole number ("Epoch 5 of 80", never "Epoch 5.21 of 80") */
+      var text = "Epoch " + Math.floor(d.epoch + 1e-6) + (d.epochs ? " of " + d.epochs : "");
       var now = Date.now() / 1000;
       if (!clock.start && d.status === "Running") { clock.start = { t: now, epoch: d.epoch }; }
       if (d.status === "Running" && d.epochs && clock.start && d.epoch > clock.start.epoch) {
