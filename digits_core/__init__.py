@@ -5,7 +5,10 @@ This module is the **plugin API**: what plugins import, and all they import::
     from digits_core import DataIngestion, View, hookimpl, registry
 
 the interfaces, hooks, registry, errors, form helpers, the volume and image types plugins return, and
-the image, detection and S3 helpers views and data plugins use. Embedding code (build, train, serve)
+the image, detection and S3 helpers views and data plugins use. The plugin API is exactly the names in
+:data:`__all__` plus the names in the ``__all__`` of the submodules in :data:`PUBLIC_MODULES` (data-root
+checks, outbound URL checks, input limits, image reading, template helpers, the testing kit);
+``tests/test_plugin_api_imports.py`` holds the bundled plugins, the DIGITS 6 adapter and the examples to it. Embedding code (build, train, serve)
 uses the application API in named submodules (``docs/python-api.md``): :mod:`digits_core.datasets`
 (``create_dataset``, ``open_dataset``), :mod:`digits_core.engine` (``train``, ``resume_training``, ...),
 :mod:`digits_core.inference` (``infer``, ``export_model``, ...), :mod:`digits_core.web` (``create_app``),
@@ -50,7 +53,7 @@ from .errors import (  # noqa: E402
 )
 from .interfaces import STAGES, TEST, TRAIN, VAL, DataIngestion, View  # noqa: E402
 from .jobs import Job, JobStatus  # noqa: E402  (hooks hand plugins a Job and its JobStatus)
-from .plugins.discovery import PluginRecord  # noqa: E402
+from .plugins.discovery import ENTRY_POINT_GROUPS, PluginRecord  # noqa: E402
 from .plugins.hookspecs import hookimpl  # noqa: E402
 from .plugins.registry import PluginRegistry, registry  # noqa: E402
 
@@ -60,27 +63,48 @@ _LAZY_EXPORTS: dict[str, str] = {
     "bind_form": "digits_core.forms",
     "select_choices": "digits_core.forms",
     "validate_values": "digits_core.forms",
+    "user_fields": "digits_core.forms",
     "quiet_tensorflow": "digits_core.tf_quiet",
     # what data plugins return (issues 3, 29)
     "Volume": "digits_core.datasets.volumes",
     "EncodedImage": "digits_core.datasets",
+    "DeclaredLabel": "digits_core.datasets.labels",
+    # per-case 3-D segmentation metrics for volume views
+    "case_metrics": "digits_core.volumes.metrics",
     # image helpers for views (issue 6)
     "to_display_uint8": "digits_core.inference.images",
     "to_display_rgb": "digits_core.inference.images",
     "png_data_uri": "digits_core.inference.images",
     "resize_nearest": "digits_core.inference.images",
     # detection helpers for detection data plugins and views
-    "resize_geometry": "digits_core.engine.detection.geometry",
-    "transform_boxes": "digits_core.engine.detection.geometry",
-    "invert_boxes": "digits_core.engine.detection.geometry",
-    "read_kitti_labels": "digits_core.engine.detection.kitti",
-    "evaluate_detections": "digits_core.engine.detection.evaluate",
-    "match_detections": "digits_core.engine.detection.evaluate",
+    "resize_geometry": "digits_core.boxes.geometry",
+    "transform_boxes": "digits_core.boxes.geometry",
+    "invert_boxes": "digits_core.boxes.geometry",
+    "read_kitti_labels": "digits_core.boxes.kitti",
+    "evaluate_detections": "digits_core.boxes.evaluate",
+    "match_detections": "digits_core.boxes.evaluate",
     # S3 sources for data plugins (issue 8)
     "S3Location": "digits_core.sources",
     "S3SourceFields": "digits_core.sources.s3_form",
     "s3_source": "digits_core.sources.s3_form",
     "is_s3_url": "digits_core.sources.s3_form",
+}
+
+#: The plugin API's submodules -> what a plugin takes from them. A plugin imports ``digits_core`` (the names in
+#: :data:`__all__`) and these modules (the names in each one's own ``__all__``), nothing else. They are light
+#: (no TensorFlow), typed and documented in docs/writing-plugins.md, and change only with a deprecation period.
+PUBLIC_MODULES: dict[str, str] = {
+    "digits_core.errors": "the errors plugins raise and catch (DigitsError and its subclasses)",
+    "digits_core.paths": "data-root checks for every server-side path a plugin reads (check_server_path, "
+    "server_path_allowed, resolve_in_roots, open_in_roots)",
+    "digits_core.outbound": "outbound URL checks (check_url, guard_session, in_server_context)",
+    "digits_core.limits": "input size limits checked from headers before decoding (dicom_pixels_problem, "
+    "volume_voxels_problem, series_voxels_problem, check_image_size)",
+    "digits_core.resize": "image reading, channel conversion and DIGITS's four resize modes (open_image, "
+    "image_to_array, resize_image, RESIZE_MODES)",
+    "digits_core.templating": "the sandboxed Jinja2 environment plugin templates render in (plugin_environment, "
+    "render_plugin_template, CSP_NONCE_PLACEHOLDER)",
+    "digits_core.plugins.testing": "the testing kit for plugin test suites (registered, build_dataset, ...)",
 }
 
 #: The application API's former top-level names -> the submodule that exports them now. ``digits_core.NAME``
@@ -128,15 +152,17 @@ APPLICATION_API: dict[str, str] = {
 }
 
 if TYPE_CHECKING:  # the lazy names, typed for type checkers and editors
+    from .boxes.evaluate import evaluate_detections as evaluate_detections
+    from .boxes.evaluate import match_detections as match_detections
+    from .boxes.geometry import invert_boxes as invert_boxes
+    from .boxes.geometry import resize_geometry as resize_geometry
+    from .boxes.geometry import transform_boxes as transform_boxes
+    from .boxes.kitti import read_kitti_labels as read_kitti_labels
     from .datasets import EncodedImage as EncodedImage
+    from .datasets.labels import DeclaredLabel as DeclaredLabel
     from .datasets.volumes import Volume as Volume
-    from .engine.detection.evaluate import evaluate_detections as evaluate_detections
-    from .engine.detection.evaluate import match_detections as match_detections
-    from .engine.detection.geometry import invert_boxes as invert_boxes
-    from .engine.detection.geometry import resize_geometry as resize_geometry
-    from .engine.detection.geometry import transform_boxes as transform_boxes
-    from .engine.detection.kitti import read_kitti_labels as read_kitti_labels
     from .forms import bind_form as bind_form
+    from .forms import user_fields as user_fields
     from .forms import validate_values as validate_values
     from .inference.images import png_data_uri as png_data_uri
     from .inference.images import resize_nearest as resize_nearest
@@ -148,6 +174,7 @@ if TYPE_CHECKING:  # the lazy names, typed for type checkers and editors
     from .sources.s3_form import is_s3_url as is_s3_url
     from .sources.s3_form import s3_source as s3_source
     from .tf_quiet import quiet_tensorflow as quiet_tensorflow
+    from .volumes.metrics import case_metrics as case_metrics
 
 __all__ = [
     "__version__",
@@ -162,6 +189,7 @@ __all__ = [
     "registry",
     "PluginRegistry",
     "PluginRecord",
+    "ENTRY_POINT_GROUPS",
     "Job",
     "JobStatus",
     "DigitsError",

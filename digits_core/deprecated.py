@@ -72,7 +72,7 @@ MOVED_MODULE = Deprecation(
     since=(1, 1),
     removal=(2, 0),
     message=(
-        "{old} moved to {new} (the plugin system and the job store are packages now); the old name stops "
+        '{old} moved to {new} (docs/architecture.md, "Moved modules"); the old name stops '
         "working in plugin API 2.0. Import {new} instead."
     ),
 )
@@ -104,6 +104,10 @@ MOVED_MODULES: dict[str, str] = {
     "digits_core.job_status": "digits_core.jobs.status",
     "digits_core.job_model": "digits_core.jobs.model",
     "digits_core.job_sweep": "digits_core.jobs.sweep",
+    # the box helpers moved below the plugin layer (issue 40)
+    "digits_core.engine.detection.geometry": "digits_core.boxes.geometry",
+    "digits_core.engine.detection.kitti": "digits_core.boxes.kitti",
+    "digits_core.engine.detection.evaluate": "digits_core.boxes.evaluate",
 }
 
 

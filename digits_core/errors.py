@@ -125,3 +125,20 @@ class TrainingError(DigitsError):
 
 class InferenceError(DigitsError):
     """Inference could not run on the given inputs."""
+
+
+__all__ = [
+    "DigitsError",
+    "ConfigurationError",
+    "PluginError",
+    "PluginCodeError",
+    "PluginNotFoundError",
+    "PluginLoadError",
+    "FormValidationError",
+    "JobNotFoundError",
+    "JobStateError",
+    "DiskFullError",
+    "DatasetError",
+    "TrainingError",
+    "InferenceError",
+]

@@ -33,7 +33,7 @@ _lock = threading.Lock()
 
 def secret_field_names(form_class) -> list[str]:
     """Return the names of the secret (``PasswordField``) fields of a form class (or instance)."""
-    from .forms import form_class as _form_class
+    from .forms import form_class as _form_class  # forms loads WTForms: only when a form is redacted
 
     try:
         form = _form_class(form_class)(meta={"csrf": False})

@@ -259,21 +259,21 @@ def series_voxels_problem(slice_values: Sequence[int]) -> str | None:
 # -- DICOM -------------------------------------------------------------------------------------------------------
 
 
-def _header_int(ds, keyword: str, default: int) -> int:
+def _header_int(ds: Any, keyword: str, default: int) -> int:
     try:
         return int(ds.get(keyword) or default)
     except (TypeError, ValueError, OverflowError):
         return default
 
 
-def dicom_values(ds) -> int:
+def dicom_values(ds: Any) -> int:
     """Pixel values one DICOM dataset's header declares: Rows × Columns × SamplesPerPixel × NumberOfFrames."""
     rows, columns = _header_int(ds, "Rows", 0), _header_int(ds, "Columns", 0)
     samples, frames = _header_int(ds, "SamplesPerPixel", 1), _header_int(ds, "NumberOfFrames", 1)
     return max(rows, 0) * max(columns, 0) * max(samples, 1) * max(frames, 1)
 
 
-def dicom_pixels_problem(ds, *, frames_read: int | None = None) -> str | None:
+def dicom_pixels_problem(ds: Any, *, frames_read: int | None = None) -> str | None:
     """Why decoding this DICOM dataset's pixels is refused (its header declares too much), else ``None``.
 
     Args:

@@ -157,7 +157,7 @@ def check_destination(url: str, field: str = "url") -> None:
         raise OutboundURLError(refused, field)
 
 
-def guard_session(session, max_retries: Any = 0) -> None:
+def guard_session(session: Any, max_retries: Any = 0) -> None:
     """Make a ``requests.Session`` check every connection it opens against :func:`address_allowed`.
 
     The address checked is the one the socket connected to (after DNS
@@ -177,11 +177,11 @@ def guard_session(session, max_retries: Any = 0) -> None:
     session.mount("https://", adapter)
 
 
-def _checked(connection_class):
+def _checked(connection_class: Any) -> type:
     """``connection_class`` whose new sockets are refused unless their peer address is allowed."""
 
     class Guarded(connection_class):
-        def _new_conn(self):
+        def _new_conn(self) -> Any:
             sock = super()._new_conn()
             try:
                 address = ipaddress.ip_address(str(sock.getpeername()[0]).split("%")[0])
@@ -223,7 +223,7 @@ def _adapter_class() -> type:
         pools = {"http": guarded_pool(HTTPConnectionPool), "https": guarded_pool(HTTPSConnectionPool)}
 
         class GuardedAdapter(HTTPAdapter):
-            def init_poolmanager(self, *args, **kwargs):
+            def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
                 super().init_poolmanager(*args, **kwargs)
                 self.poolmanager.pool_classes_by_scheme = dict(pools)
 

@@ -41,6 +41,7 @@ import contextvars
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
+from typing import IO, Any
 
 from .errors import DigitsError, FormValidationError
 
@@ -228,8 +229,8 @@ def open_in_roots(
     *,
     base: str | os.PathLike | None = None,
     where: str = "a path read from a file",
-    **open_kwargs,
-):
+    **open_kwargs: Any,
+) -> IO[Any]:
     """Open a path that came out of a file, through :func:`resolve_in_roots`, by its resolved path.
 
     In a server context the open file is checked again (Linux: its
@@ -274,3 +275,15 @@ def _opened_inside(fd: int, real: Path, roots: tuple[Path, ...]) -> bool:
     except OSError:
         return False
     return (now.st_dev, now.st_ino) == (then.st_dev, then.st_ino)
+
+
+#: What plugins use (the plugin API, ``digits_core.PUBLIC_MODULES``); the rest serves the web server.
+__all__ = [
+    "OutsideDataRootsError",
+    "PathOutsideRootsError",
+    "check_server_path",
+    "current_roots",
+    "open_in_roots",
+    "resolve_in_roots",
+    "server_path_allowed",
+]

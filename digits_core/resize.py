@@ -52,7 +52,7 @@ import io
 import math
 import zlib
 from collections.abc import Callable
-from typing import BinaryIO, NamedTuple
+from typing import Any, BinaryIO, NamedTuple
 
 import numpy as np
 
@@ -63,7 +63,7 @@ MODES_16BIT = ("I;16", "I;16B", "I;16L", "I;16N", "I")
 _PIL_IMAGE = None
 
 
-def _pil():
+def _pil() -> Any:
     """Pillow's Image module, imported on first use (kept out of module import time)."""
     global _PIL_IMAGE
     if _PIL_IMAGE is None:
@@ -76,7 +76,7 @@ def _pil():
 # -- decoding and channels ---------------------------------------------------------------------
 
 
-def open_image(source: str | bytes | BinaryIO):
+def open_image(source: str | bytes | BinaryIO) -> Any:
     """Open an image file (path, bytes or file object) with Pillow and load its pixels.
 
     Raises:
@@ -94,14 +94,14 @@ def open_image(source: str | bytes | BinaryIO):
     return image
 
 
-def _flatten_alpha(image):
+def _flatten_alpha(image: Any) -> Any:
     Image = _pil()
     rgba = image.convert("RGBA")
     background = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
     return Image.alpha_composite(background, rgba).convert("RGB")
 
 
-def image_to_array(image, channels: int | None) -> np.ndarray:
+def image_to_array(image: Any, channels: int | None) -> np.ndarray:
     """Convert a Pillow image to an ``H×W×C`` array with ``channels`` (1 or 3; ``None``: as stored).
 
     8-bit images give uint8. 16-bit grayscale images give uint16 (asked for 3
@@ -163,7 +163,7 @@ def convert_channels(arr: np.ndarray, channels: int) -> np.ndarray:
     raise ValueError(f"cannot convert an image with {have} channels to {channels} channels")
 
 
-def cast_to(values: np.ndarray, dtype) -> np.ndarray:
+def cast_to(values: np.ndarray, dtype: Any) -> np.ndarray:
     """Cast to ``dtype``; integers are rounded half to even and clipped to the dtype's range."""
     dtype = np.dtype(dtype)
     values = np.asarray(values)
@@ -248,7 +248,7 @@ def _resize_array(arr: np.ndarray, height: int, width: int, nearest: bool = Fals
         return arr
     resample = Image.NEAREST if nearest else Image.BILINEAR
 
-    def resize(image):
+    def resize(image: Any) -> Any:
         if nearest:
             return image.resize((width, height), resample)
         # Two explicit passes, horizontal first: Pillow picks its own pass order for a 2-D resize, which
@@ -271,7 +271,7 @@ def _resize_array(arr: np.ndarray, height: int, width: int, nearest: bool = Fals
     return np.stack(channels, axis=2)
 
 
-def _noise(rng: np.random.Generator, shape: tuple, dtype) -> np.ndarray:
+def _noise(rng: np.random.Generator, shape: tuple, dtype: Any) -> np.ndarray:
     dtype = np.dtype(dtype)
     if dtype == np.uint8:
         return rng.integers(0, 256, shape, dtype=np.uint16).astype(np.uint8)
@@ -330,7 +330,7 @@ def resize_image(
         rng = rng()  # a factory: seeding costs more than most resizes, so only when noise is needed
     channels = arr.shape[2]
 
-    def fill(shape):
+    def fill(shape: tuple) -> np.ndarray:
         if is_label:
             return np.zeros(shape, out.dtype)
         if rng is None:
@@ -346,7 +346,7 @@ def resize_image(
     return np.ascontiguousarray(out)
 
 
-def pad_value(dtype) -> int | float:
+def pad_value(dtype: Any) -> int | float:
     """The constant ``fill``/``half_crop`` padding of inference and exports: mid-grey (128, 32768), 0 for floats."""
     dtype = np.dtype(dtype)
     if np.issubdtype(dtype, np.unsignedinteger):
@@ -362,7 +362,7 @@ def seeded_rng(seed: int, key: str) -> np.random.Generator:
 def prepare_array(
     arr: np.ndarray,
     shape: tuple,
-    dtype,
+    dtype: Any,
     resize_mode: str = "squash",
     *,
     rng: np.random.Generator | Callable[[], np.random.Generator] | None = None,
@@ -377,3 +377,19 @@ def prepare_array(
     arr = convert_channels(arr, channels)
     arr = resize_image(arr, height, width, resize_mode or "squash", rng=rng, constant_pad=constant_pad)
     return cast_to(arr, dtype)
+
+
+__all__ = [
+    "MODES_16BIT",
+    "RESIZE_MODES",
+    "ResizePlan",
+    "cast_to",
+    "convert_channels",
+    "image_to_array",
+    "open_image",
+    "pad_value",
+    "prepare_array",
+    "resize_image",
+    "resize_plan",
+    "seeded_rng",
+]

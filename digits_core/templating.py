@@ -28,7 +28,7 @@ HELPER_TEMPLATES = Path(__file__).resolve().parent / "web" / "templates"
 
 
 @functools.lru_cache(maxsize=1)
-def plugin_environment():
+def plugin_environment() -> Any:
     """Return the shared Jinja2 environment for plugin templates (autoescape on)."""
     import jinja2
 
@@ -88,3 +88,6 @@ def render_plugin_template(source: str, context: dict[str, Any] | None = None) -
         context: Its context (``form`` included for form templates).
     """
     return plugin_environment().from_string(source).render(**(context or {}))
+
+
+__all__ = ["CSP_NONCE_PLACEHOLDER", "plugin_environment", "render_plugin_template", "template_problem"]

@@ -32,18 +32,36 @@ class FunctionImport:
 
 def module_files(root: Path = ROOT) -> dict[str, Path]:
     """``digits_core`` module name -> file (the scaffold's skeleton templates are not modules)."""
+    return package_modules(root / "digits_core")
+
+
+def package_modules(folder: Path) -> dict[str, Path]:
+    """Module name -> file for the package in ``folder`` (its name is the folder's); skeletons and tests left out."""
     found = {}
-    for path in sorted((root / "digits_core").rglob("*.py")):
-        if "skeletons" in path.parts:
+    for path in sorted(folder.rglob("*.py")):
+        if "skeletons" in path.parts or "tests" in path.relative_to(folder).parts:
             continue
-        parts = list(path.relative_to(root).with_suffix("").parts)
+        parts = list(path.relative_to(folder.parent).with_suffix("").parts)
         if parts[-1] == "__init__":
             parts = parts[:-1]
         found[".".join(parts)] = path
     return found
 
 
-def _targets(node: ast.Import | ast.ImportFrom, module: str, is_package: bool, known: dict) -> list[str]:
+def plugin_packages(root: Path = ROOT) -> dict[str, Path]:
+    """The import packages of the bundled plugins, the DIGITS 6 adapter and the examples: name -> folder."""
+    folders = [*(root / "plugins").glob("*/*/__init__.py"), *(root / "compat").glob("*/*/__init__.py")]
+    folders += (root / "examples").glob("*/*/__init__.py")
+    return {init.parent.name: init.parent for init in sorted(folders) if "tests" not in init.parts}
+
+
+def read_package_graph(folder: Path) -> list[ImportEdge]:
+    """Every import between the modules of the package in ``folder`` (as :func:`read_graph` for ``digits_core``)."""
+    edges, _ = _read(package_modules(folder), folder.name)
+    return edges
+
+
+def _targets(node: ast.Import | ast.ImportFrom, module: str, is_package: bool, known: dict, top: str) -> list[str]:
     if isinstance(node, ast.Import):
         names = [alias.name for alias in node.names]
     else:
@@ -57,7 +75,7 @@ def _targets(node: ast.Import | ast.ImportFrom, module: str, is_package: bool, k
         names = [f"{target}.{alias.name}" if f"{target}.{alias.name}" in known else target for alias in node.names]
     out = []
     for name in names:
-        if name != "digits_core" and not name.startswith("digits_core."):
+        if name != top and not name.startswith(top + "."):
             continue
         while name not in known and "." in name:
             name = name.rpartition(".")[0]
@@ -74,7 +92,10 @@ def read_graph(root: Path = ROOT) -> tuple[list[ImportEdge], list[FunctionImport
 
     Imports under ``if TYPE_CHECKING:`` are left out (they never run).
     """
-    known = module_files(root)
+    return _read(module_files(root), "digits_core")
+
+
+def _read(known: dict[str, Path], top: str) -> tuple[list[ImportEdge], list[FunctionImport]]:
     edges: list[ImportEdge] = []
     function_imports: list[FunctionImport] = []
     for module, path in known.items():
@@ -87,7 +108,7 @@ def read_graph(root: Path = ROOT) -> tuple[list[ImportEdge], list[FunctionImport
                 if isinstance(child, ast.If) and _is_type_checking(child):
                     continue
                 if isinstance(child, (ast.Import, ast.ImportFrom)):
-                    targets = _targets(child, module, is_package, known)
+                    targets = _targets(child, module, is_package, known, top)
                     for target in targets:
                         if target != module:
                             edges.append(ImportEdge(module, target, child.lineno, in_function))

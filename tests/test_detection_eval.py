@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from digits_core.engine.detection.evaluate import box_iou, coco_ap, evaluate, match_image, voc_ap
+from digits_core.boxes.evaluate import box_iou, coco_ap, evaluate, match_image, voc_ap
 
 GT = np.array([[1, 0, 0, 10, 10]], np.float32)
 

@@ -26,7 +26,7 @@ def test_an_old_module_name_imports_the_moved_module_and_warns(old, monkeypatch)
     new = MOVED_MODULES[old]
     monkeypatch.delitem(sys.modules, old, raising=False)
     parent, _, child = old.rpartition(".")
-    monkeypatch.delattr(sys.modules[parent], child, raising=False)
+    monkeypatch.delattr(importlib.import_module(parent), child, raising=False)
     namespace: dict = {}
     with pytest.warns(DigitsDeprecationWarning, match=rf"{old} moved to {new}.*plugin API 2\.0") as caught:
         exec(compile(f"import {old} as module", __file__, "exec"), namespace)

@@ -144,7 +144,7 @@ def test_the_kitti_reader_refuses_a_label_file_outside_the_roots(world):
 
 def test_a_kitti_file_with_too_many_objects_is_refused_as_it_is_read(world):
     from digits_core import read_kitti_labels
-    from digits_core.engine.detection.kitti import MAX_OBJECTS_PER_IMAGE
+    from digits_core.boxes.kitti import MAX_OBJECTS_PER_IMAGE
 
     big = world.root / "big.txt"
     big.write_text(KITTI_LINE * (MAX_OBJECTS_PER_IMAGE + 1))

@@ -5,7 +5,7 @@ dataset's size with the dataset's resize mode; its decoded output (``[K,
 6]`` rows ``(class, score, x1, y1, x2, y2)``, see
 :func:`digits_core.inference.model.detection_rows`) is in those pixels.
 :func:`to_detections` undoes the resize with the exact coordinate map the
-dataset used for its labels (:func:`digits_core.engine.detection.geometry.resize_geometry`)
+dataset used for its labels (:func:`digits_core.boxes.geometry.resize_geometry`)
 and returns ``[{"class", "class_id", "score", "box": [x1, y1, x2, y2]}]``,
 best first, above a score threshold.
 """
@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ..engine.detection.geometry import invert_boxes, resize_geometry
+from ..boxes.geometry import invert_boxes, resize_geometry
 
 #: Detections below this score are not reported (the view's ``score_threshold`` overrides it).
 DEFAULT_SCORE_THRESHOLD = 0.3
@@ -92,8 +92,8 @@ def ground_truth_boxes(model: Any, item: Any, label: Any, where: str) -> np.ndar
     Raises:
         InferenceError: Missing or malformed label file.
     """
-    from ..engine.detection.geometry import transform_boxes
-    from ..engine.detection.kitti import read_kitti_labels
+    from ..boxes.geometry import transform_boxes
+    from ..boxes.kitti import read_kitti_labels
     from ..errors import InferenceError
     from ..paths import resolve_in_roots
 

@@ -140,7 +140,7 @@ def _render(report: CheckReport, name: str, pair: Any, **extra: Any) -> None:
 
 def _volume_problem(pair: tuple) -> str | None:
     """What is wrong with a volume plugin's ``(Volume, label)`` pair (see :mod:`digits_core.datasets.volumes`)."""
-    from ..datasets.images import RecordError
+    from ..datasets.images import RecordError  # the datasets package loads the job machinery
     from ..datasets.volumes import check_volume_pair  # volume plugins only (issue 29)
 
     try:
@@ -162,7 +162,7 @@ def check_feature(feature: Any, label: Any, plugin_id: str, kind: str | None = N
     from ..datasets.images import RecordError  # the datasets package loads the job machinery
     from ..datasets.labels import declared  # the datasets package loads the job machinery
     from ..datasets.layout import channels_first_problem  # the datasets package loads the job machinery
-    from ..datasets.records import pack_record
+    from ..datasets.records import pack_record  # the datasets package loads the job machinery
 
     label, kind = declared(label, kind)
     array = np.asarray(feature) if not hasattr(feature, "fmt") else None
@@ -346,7 +346,7 @@ def _encode_one(
 
 def _falls_back_to_raw(plugin: Any, label: Any) -> bool:
     """True when ``label`` is stored raw only because nothing declared its kind (the plugin, or its adapter)."""
-    from ..datasets.labels import DeclaredLabel, undeclared_kind
+    from ..datasets.labels import DeclaredLabel, undeclared_kind  # the datasets package loads the job machinery
 
     if isinstance(label, DeclaredLabel):
         return label.kind == "raw" and label.fallback

@@ -82,7 +82,7 @@ def build_dataset(
     Returns:
         The opened :class:`~digits_core.datasets.Dataset`.
     """
-    from ..datasets import create_dataset, open_dataset
+    from ..datasets import create_dataset, open_dataset  # the build loads the job machinery: only when called
 
     with registered(cls):
         job = create_dataset(
@@ -103,3 +103,18 @@ try:  # the fixture exists only where pytest is installed (plugin test suites)
         return path
 except ImportError:  # pragma: no cover
     pass
+
+__all__ = [
+    "DEFAULT_ENTRIES",
+    "FAILED",
+    "OK",
+    "SKIPPED",
+    "Check",
+    "CheckReport",
+    "build_dataset",
+    "check_feature",
+    "check_plugin",
+    "digits_jobs_dir",
+    "registered",
+    "synthetic_output",
+]

@@ -67,7 +67,7 @@ def label_to_core(label: Any, feature_hw: tuple | None = None) -> Any:
         label: What the plugin's ``encode_entry`` returned as the label.
         feature_hw: The feature's ``(H, W)``; ``None`` when unknown.
     """
-    from digits_core.datasets.records import DeclaredLabel
+    from digits_core import DeclaredLabel
 
     if not isinstance(label, np.ndarray):
         return label

@@ -1,5 +1,3 @@
-"""Object detection on the shared engine: box geometry, target encoding, the ``detectnet`` network,
-its loss, in-graph decoding and mAP.
-
-Light modules (no TensorFlow at import): :mod:`.geometry`, :mod:`.evaluate`.
+"""Object detection on the shared engine: target encoding, the ``detectnet`` network, its loss and
+in-graph decoding. Box geometry, KITTI labels and mAP live below the plugin layer, in :mod:`digits_core.boxes`.
 """

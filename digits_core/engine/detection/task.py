@@ -148,8 +148,8 @@ def validation_map(model, batches, input_hw, n: int, class_names=None, detect=No
     Returns:
         ``{"val_map50", "val_map", "val_ap50_<class>": ...}`` (classes with ground truth only).
     """
+    from ...boxes.evaluate import evaluate
     from .decode import as_rows
-    from .evaluate import evaluate
 
     detect = detect or detector(model, input_hw, n)
     preds, gts = [], []
@@ -176,7 +176,7 @@ def recall_precision(preds: list, gts: list, min_score: float = REPORT_SCORE) ->
     Unlike mAP, which stays near 0 until the ranking is good, these move from
     the first epochs, so a live chart shows a detector starting to find objects.
     """
-    from .evaluate import match_image
+    from ...boxes.evaluate import match_image
 
     tp = fp = fn = 0
     for pred, gt in zip(preds, gts):

@@ -18,6 +18,9 @@ from digits_core.paths import check_server_path
 
 from .preprocess import CT_WINDOW, NORMALIZATIONS, parse_spacing
 
+#: How an inference input names a series on the DICOMweb server (``dicomweb:<SeriesInstanceUID>``).
+SERIES_PREFIX = "dicomweb:"
+
 
 def existing_folder(value: str | None, what: str, field: str = "folder") -> Path:
     """Check a folder field: given, allowed by the path gate, an existing folder.

@@ -28,6 +28,7 @@ from digits_core.errors import FormValidationError
 from digits_core.paths import check_server_path
 from digits_data_sunnybrook.ingestion import split_cases  # the same seeded split by case (patient)
 
+from .forms import SERIES_PREFIX
 from .geometry import (
     VolumeFormatError,
     dicom_files,
@@ -45,7 +46,6 @@ from .geometry import (
 from .preprocess import CT_WINDOW, normalize, parse_spacing, resample
 
 #: Prefix of an inference input naming a series on the DICOMweb server (``dicomweb:<SeriesInstanceUID>``).
-SERIES_PREFIX = "dicomweb:"
 #: Colours of class ids 1.. (class 0, background, is black).
 PALETTE = [[0, 0, 0], [255, 64, 64], [64, 200, 64], [64, 96, 255], [255, 200, 0], [200, 64, 255], [0, 200, 200]]
 
@@ -98,8 +98,8 @@ class VolumeIngestion(DataIngestion):
 
     @staticmethod
     def get_inference_form():
-        """Return the inference form: a DICOMweb series (:class:`~.pacs.VolumeInferenceForm`; files need none)."""
-        from .pacs import VolumeInferenceForm
+        """Return the inference form: a DICOMweb series (:class:`~.series_server.VolumeInferenceForm`; files need none)."""
+        from .series_server import VolumeInferenceForm
 
         return VolumeInferenceForm
 
@@ -241,8 +241,8 @@ class VolumeIngestion(DataIngestion):
         return [SERIES_PREFIX + series] if series else []
 
     def _load_server_series(self, series_uid: str) -> tuple[Any, dict]:
-        from .pacs import fetch_inference_series
         from .results import series_source
+        from .series_server import fetch_inference_series
 
         source, files = fetch_inference_series(self.userdata, series_uid)
         volume, ordered = read_series_files(files, SERIES_PREFIX + series_uid, name=series_uid)
@@ -271,7 +271,7 @@ class VolumeIngestion(DataIngestion):
 
     def _store(self, seg: Any, context: dict) -> str:
         """Store a result's SEG on the server its series came from; the note for the user."""
-        from .pacs import open_server, store_seg
+        from .series_server import open_server, store_seg
 
         if seg is None:
             return f"Nothing stored for {context['path']}: only a DICOM series has a DICOM-SEG to store."

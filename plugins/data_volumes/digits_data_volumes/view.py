@@ -91,7 +91,7 @@ class VolumeView(View):
             "scores": None,
         }
         if ground_truth is not None:
-            from digits_core.volumes.metrics import case_metrics
+            from digits_core import case_metrics
 
             scores = case_metrics(
                 label, np.asarray(ground_truth), max(len(counts), int(np.max(ground_truth)) + 1), spacing

@@ -117,8 +117,8 @@ def resize_image(
     Raises:
         ValueError: Unknown resize mode or unsupported image.
     """
-    from digits_core.inference.imageio import RESIZE_MODES
-    from digits_core.inference.imageio import resize_image as core_resize
+    from digits_core.resize import RESIZE_MODES
+    from digits_core.resize import resize_image as core_resize
 
     mode = resize_mode or "squash"
     if mode not in RESIZE_MODES:

@@ -6,9 +6,9 @@ DIGITS Core's own data plugin group, so such a plugin is discovered like
 any other.
 """
 
-from digits_core.plugins.registry import DATA, ENTRY_POINT_GROUPS
+from digits_core import ENTRY_POINT_GROUPS
 
 #: Entry-point group of data plugins (``digits.plugins.data``, as in DIGITS 6).
-GROUP = ENTRY_POINT_GROUPS[DATA]
+GROUP = ENTRY_POINT_GROUPS["data"]
 
 __all__ = ["GROUP"]

@@ -91,7 +91,7 @@ def _wrap_inference_form(method):
 
 def _form_defaults(plugin_cls) -> dict:
     """The dataset form's default values (``{}`` when the form cannot be built; the load-time check reports that)."""
-    from digits_core.forms import user_fields
+    from digits_core import user_fields
 
     try:
         form = plugin_cls.get_dataset_form()(meta={"csrf": False})

@@ -4,9 +4,9 @@
 class in: DIGITS Core's own view plugin group.
 """
 
-from digits_core.plugins.registry import ENTRY_POINT_GROUPS, VIEW
+from digits_core import ENTRY_POINT_GROUPS
 
 #: Entry-point group of view plugins (``digits.plugins.view``, as in DIGITS 6).
-GROUP = ENTRY_POINT_GROUPS[VIEW]
+GROUP = ENTRY_POINT_GROUPS["view"]
 
 __all__ = ["GROUP"]

@@ -28,6 +28,7 @@ Boxes are ``(x1, y1, x2, y2)`` in continuous pixel coordinates (area
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -68,11 +69,11 @@ def _in_dontcare(dets: np.ndarray, regions: np.ndarray) -> np.ndarray:
     return (inter / np.maximum(_area(dets), 1e-12)[:, None] >= 0.5).any(axis=1)
 
 
-def _as_gt(gt) -> np.ndarray:
+def _as_gt(gt: Any) -> np.ndarray:
     return np.asarray(gt, np.float64).reshape(-1, 5)
 
 
-def _as_pred(pred) -> np.ndarray:
+def _as_pred(pred: Any) -> np.ndarray:
     return np.asarray(pred, np.float64).reshape(-1, 6)
 
 
@@ -218,7 +219,7 @@ def evaluate(
     return {"map50": mean(ap50), "map": mean(ap), "ap50": ap50, "ap": ap, "pr_curves": curves, "num_gt": counts}
 
 
-def match_image(pred, gt, iou: float = 0.5) -> dict:
+def match_image(pred: Any, gt: Any, iou: float = 0.5) -> dict:
     """True/false positives and misses of one image at IoU ``iou`` (for a view).
 
     Predictions are taken best first; each takes the free ground-truth box of

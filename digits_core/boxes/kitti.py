@@ -6,9 +6,11 @@ and inference ground truth. No TensorFlow here.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 
-from ...paths import open_in_roots
+from ..paths import open_in_roots
 
 #: Most objects one label file may hold (a bigger file is refused as it is read; training keeps 64 per image).
 MAX_OBJECTS_PER_IMAGE = 2000
@@ -37,7 +39,7 @@ def read_kitti_labels(path: str, lookup: dict[str, int]) -> np.ndarray:
         raise ValueError(f"{path}: cannot read label file ({getattr(exc, 'strerror', None) or exc})") from None
 
 
-def _parse_lines(path: str, lines, lookup: dict[str, int]) -> np.ndarray:
+def _parse_lines(path: str, lines: Iterable[str], lookup: dict[str, int]) -> np.ndarray:
     boxes: list[tuple] = []
     for number, line in enumerate(lines, 1):
         fields = line.split()

@@ -18,6 +18,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..resize import resize_plan
+
 
 class Geometry(NamedTuple):
     """``x_out = x_in * sx + ox``, ``y_out = y_in * sy + oy``; ``width``/``height`` is the output size."""
@@ -44,8 +46,6 @@ def resize_geometry(src_h: int, src_w: int, height: int, width: int, mode: str =
     Raises:
         ValueError: Unknown mode or non-positive size.
     """
-    from ...resize import resize_plan
-
     if min(src_h, src_w) < 1:
         raise ValueError(f"cannot resize a {src_w}x{src_h} image")
     plan = resize_plan(src_h, src_w, height, width, mode)
