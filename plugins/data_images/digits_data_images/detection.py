@@ -213,7 +213,16 @@ class ObjectDetectionIngestion(ImageIngestionBase):
         fixed = parse_class_mapping(self.custom_classes) if (self.custom_classes or "").strip() else None
         names = items.class_names("boxes", list(parsed.values()), fixed)
         self.userdata["class_labels"] = names
-        return {stage: items.stage_entries(p, names, "boxes") for stage, p in parsed.items()}, missing
+        others: list[str] | None = [] if fixed else None
+        found = {stage: items.stage_entries(p, names, "boxes", others) for stage, p in parsed.items()}
+        if others:
+            logger.warning(
+                "object-detection: %d boxes of classes not in custom classes became dontcare (e.g. %s)",
+                len(others),
+                ", ".join(sorted(set(others))[:5]),
+            )
+        self.userdata["other_classes"] = {"count": len(others or []), "examples": sorted(set(others or []))[:5]}
+        return found, missing
 
     def _build_split(self) -> dict[str, list]:
         fmt = self._format()

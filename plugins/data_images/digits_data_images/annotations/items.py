@@ -98,8 +98,15 @@ def class_names(want: str, sources: list[Parsed], fixed: list[str] | None) -> li
     return names
 
 
-def stage_entries(parsed: Parsed, names: list[str], want: str) -> list[tuple]:
-    """The entries of one stage (images in path order, then the problems as ``skip`` entries)."""
+def stage_entries(parsed: Parsed, names: list[str], want: str, others: list[str] | None = None) -> list[tuple]:
+    """The entries of one stage (images in path order, then the problems as ``skip`` entries).
+
+    Args:
+        others: When the user chose the classes (a list to collect into): a shape of another class is
+            no error but a deliberate choice, collected here by name; detection keeps it as a
+            ``dontcare`` region (as DIGITS maps unknown KITTI types), segmentation leaves it unpainted.
+            ``None``: such a shape is an unknown class, a ``skip`` entry.
+    """
     lookup = {n.lower(): i for i, n in enumerate(names)}
     for alias in BACKGROUND[want]:
         lookup.setdefault(alias, 0)
@@ -110,6 +117,11 @@ def stage_entries(parsed: Parsed, names: list[str], want: str) -> list[tuple]:
         rows = []
         for shape in image.shapes:
             cls = 0 if want == "boxes" and shape.crowd else lookup.get(shape.label.lower())
+            if cls is None and others is not None:
+                others.append(shape.label)
+                if want != "boxes":
+                    continue
+                cls = 0
             if cls is None:
                 skips.append(("skip", shape.where, f'unknown class: "{shape.label}" is not one of {names}', None))
                 continue
