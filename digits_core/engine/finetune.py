@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..errors import FormValidationError
 from .weights import is_none
 
 #: The nested layer whose variables are the backbone's.
@@ -73,10 +74,14 @@ class BackboneSchedule:
         return _Schedule()
 
 
-def make_schedule(model: Any, opts: Any, start_epoch: float = 0.0) -> BackboneSchedule | None:
+def make_schedule(model: Any, opts: Any, start_epoch: float = 0.0, replicas: int = 1) -> BackboneSchedule | None:
     """The run's schedule, or ``None`` (no backbone, random weights, or nothing to change: no freeze, mult 1).
 
     Build it under the strategy's scope.
+
+    Raises:
+        FormValidationError: A schedule over several replicas (its variable updates run per replica:
+            not supported yet), naming the two options that turn it off.
     """
     if is_none(getattr(opts, "weights", None)):
         return None
@@ -85,6 +90,16 @@ def make_schedule(model: Any, opts: Any, start_epoch: float = 0.0) -> BackboneSc
     variables = backbone_variables(model)
     if not variables:
         return None
+    if replicas > 1:
+        raise FormValidationError(
+            {
+                "freeze_epochs": [
+                    f"a frozen or slowed backbone trains on one replica, not {replicas}: set freeze_epochs 0 and "
+                    "backbone_lr_mult 1, or train on one device"
+                ]
+            },
+            "training options",
+        )
     schedule = BackboneSchedule(variables, opts.freeze_epochs, opts.backbone_lr_mult)
     schedule.at_epoch(start_epoch)
     return schedule

@@ -169,7 +169,9 @@ def prepare_run(state: RunState) -> RunState:
             state.optimizer = optimizer
             if state.resume_from:
                 state.start_step = restore_optimizer_state(state.folder, optimizer, state.resume_from)
-            schedule = make_schedule(state.model, opts, state.start_step // max(1, state.steps_per_epoch))
+            schedule = make_schedule(
+                state.model, opts, state.start_step // max(1, state.steps_per_epoch), state.strat.replicas
+            )
             if schedule is not None:
                 state.extra["backbone_schedule"] = schedule
     finally:

@@ -83,3 +83,26 @@ def test_every_backbone_builds_for_both_tasks_and_any_channels(name):
     assert masks.shape == (2, 64, 48, 4)
     np.testing.assert_allclose(masks.sum(axis=-1), 1.0, rtol=1e-5)
     assert len(segmentation.get_layer("backbone").outputs) >= 4  # stages at strides 2 (or 4) to 32
+
+
+def test_backbone_schedule_freezes_then_slows_and_refuses_several_replicas():
+    import keras
+
+    from digits_core import FormValidationError
+    from digits_core.engine.finetune import make_schedule
+    from digits_core.engine.options import TrainingOptions
+
+    inputs = keras.Input((4,))
+    encoder = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)], name="backbone")
+    model = keras.Model(inputs, keras.layers.Dense(2, name="head")(encoder(inputs)))
+    opts = TrainingOptions.from_kwargs(weights="imagenet", freeze_epochs=2, backbone_lr_mult=0.25)
+    schedule = make_schedule(model, opts)
+    assert [v.path for v in schedule.variables] == [v.path for v in encoder.trainable_variables]
+    assert [schedule.factor(e) for e in (0, 1, 2, 5)] == [0.0, 0.0, 0.25, 0.25]
+    schedule.callback().on_epoch_begin(2)
+    assert float(schedule.scale.numpy()) == 0.25
+    assert make_schedule(model, opts, start_epoch=3).scale.numpy() == np.float32(0.25)  # a resumed run
+    assert make_schedule(model, TrainingOptions.from_kwargs(weights="none", freeze_epochs=2)) is None
+    assert make_schedule(model, TrainingOptions.from_kwargs(weights="imagenet")) is None  # nothing to change
+    with pytest.raises(FormValidationError, match="freeze_epochs 0 and backbone_lr_mult 1"):
+        make_schedule(model, opts, replicas=2)
