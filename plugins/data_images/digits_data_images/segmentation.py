@@ -270,7 +270,15 @@ class ImageSegmentationIngestion(ImageIngestionBase):
             unmatched += missing
         fixed = listing.read_labels_file(expand(self.class_labels_file)) if self.class_labels_file else None
         names = items.class_names("masks", list(parsed.values()), fixed)
-        found = {stage: items.stage_entries(p, names, "masks") for stage, p in parsed.items()}
+        others: list[str] | None = [] if fixed else None
+        found = {stage: items.stage_entries(p, names, "masks", others) for stage, p in parsed.items()}
+        if others:
+            logger.warning(
+                "image-segmentation: %d shapes of classes not in the class labels file are left unpainted (e.g. %s)",
+                len(others),
+                ", ".join(sorted(set(others))[:5]),
+            )
+        self.userdata["other_classes"] = {"count": len(others or []), "examples": sorted(set(others or []))[:5]}
         images = [e for e in found["train"] if e[0] == "ann"]
         skipped = [e for entries in found.values() for e in entries if e[0] == "skip"]
         if not images:

@@ -219,3 +219,17 @@ def test_auto_detection_and_a_chosen_format(root):
     assert detect.detect_file(str(fx.labelstudio(root / "ls.json")))[0] == "labelstudio"
     ds = detection(root, {"train_label_folder": str(root / "voc"), "label_format": "voc"}, "chosen")
     assert "label_format_detected" not in ds.userdata and ds.count("train") == 3
+
+
+def test_chosen_classes_make_the_others_dontcare_not_errors(root):
+    path = fx.coco(root / "coco.json")
+    ds = detection(root, {"train_annotations": str(path), "custom_classes": "dontcare,cat"}, "subset")
+    assert ds.class_labels == ["dontcare", "cat"] and ds.errors() == []
+    assert ds.userdata["other_classes"] == {"count": 2, "examples": ["dog"]}
+    _, labels = ds.read_all("train")
+    assert labels[0, :, 0].tolist() == [1, 0] and labels[1, 0, 0] == 0  # a.png: cat, dog; b.png: dog
+    (root / "names.txt").write_text("background\ncat\n")
+    polygons = fx.coco(root / "poly.json", boxes=False, polygons=True)
+    seg = segmentation(root, {"annotations": str(polygons), "class_labels_file": str(root / "names.txt")}, "s")
+    assert seg.errors() == [] and seg.userdata["other_classes"]["count"] == 2
+    assert set(np.unique(_masks(seg))) == {0, 1}
