@@ -14,7 +14,9 @@ is class 0) and stored raw as ``H×W`` uint8 masks (uint16 for 16-bit
 label images).
 
 Validation images come from ``val_image_folder``/``val_label_folder`` or
-else ``val_percent`` of the images (seeded shuffle).
+else ``val_percent`` of the images (seeded shuffle); in that case
+``test_percent`` (default 0) more are held out as the ``test`` stage, the
+test set of ``digits evaluate``.
 
 ``label_format`` (default ``auto``, told from the files and logged) also
 reads masks from annotation tools (:mod:`.annotations`): COCO polygons and
@@ -122,6 +124,12 @@ class SegmentationForm(Form):
         validators=[validators.NumberRange(0, 99)],
         description="Share of the images used for validation when no validation folders are given",
     )
+    test_percent = FloatField(
+        "Test %",
+        default=0.0,
+        validators=[validators.NumberRange(0, 99)],
+        description="Share of the images held out for testing (digits evaluate) when no validation folders are given",
+    )
     class_labels_file = StringField(
         "Class labels file",
         description="Class names, one per line (index = class id)",
@@ -129,6 +137,11 @@ class SegmentationForm(Form):
     )
     shuffle = BooleanField("Shuffle", default=True, description="Write the records in a seeded random order")
     image_type, width, height, resize_mode, encoding, jpg_quality, seed = image_option_fields()
+
+    def validate_test_percent(form, field):
+        val = form.val_percent.data or 0
+        if field.data and val + field.data >= 100:
+            raise ValidationError(f"validation % ({val}) plus test % ({field.data}) must be under 100")
 
     def validate_label_folder(form, field):
         fmt = form.label_format.data
@@ -227,6 +240,10 @@ class ImageSegmentationIngestion(ImageIngestionBase):
         self.userdata["label_format_detected"] = {"format": fmt, "reason": reason}
         return fmt
 
+    def _test_percent(self) -> float:
+        """The held-out test share (0 for datasets made before the option existed)."""
+        return float(getattr(self, "test_percent", 0) or 0)
+
     def _build_split(self) -> dict[str, list]:
         fmt = self._format()
         if fmt != "voc":
@@ -246,9 +263,10 @@ class ImageSegmentationIngestion(ImageIngestionBase):
             stages["val"] = sorted(val_pairs)
         else:
             shuffled = listing.seeded_shuffle(pairs, self.seed, "split")
-            _, n_val, _ = listing.split_counts(len(shuffled), float(self.val_percent or 0), 0)
+            _, n_val, n_test = listing.split_counts(len(shuffled), float(self.val_percent or 0), self._test_percent())
             stages["val"] = sorted(shuffled[:n_val])
-            stages["train"] = sorted(shuffled[n_val:])
+            stages["test"] = sorted(shuffled[n_val : n_val + n_test])
+            stages["train"] = sorted(shuffled[n_val + n_test :])
         if self.shuffle:
             stages = {s: listing.seeded_shuffle(p, self.seed, f"stage:{s}") for s, p in stages.items()}
         labels = listing.read_labels_file(expand(self.class_labels_file)) if self.class_labels_file else None
@@ -289,9 +307,10 @@ class ImageSegmentationIngestion(ImageIngestionBase):
             stages["train"], stages["val"] = sorted(found["train"]), sorted(found["val"])
         else:
             shuffled = listing.seeded_shuffle(images, self.seed, "split")
-            _, n_val, _ = listing.split_counts(len(shuffled), float(self.val_percent or 0), 0)
+            _, n_val, n_test = listing.split_counts(len(shuffled), float(self.val_percent or 0), self._test_percent())
             stages["val"] = sorted(shuffled[:n_val])
-            stages["train"] = sorted(shuffled[n_val:]) + [e for e in found["train"] if e[0] == "skip"]
+            stages["test"] = sorted(shuffled[n_val : n_val + n_test])
+            stages["train"] = sorted(shuffled[n_val + n_test :]) + [e for e in found["train"] if e[0] == "skip"]
         if unmatched or skipped:
             logger.warning(
                 "image-segmentation: %d images without annotations left out, %d shapes or files left out "
