@@ -3,7 +3,7 @@
 The options are generated from the option specs: every free-text option whose help says it names a
 file, path, folder, URL, address or host, each given an existing file outside the data roots, a
 missing file, a URL and a bare ``host:port`` of a live listener on 127.0.0.1; plus every server
-setting (:data:`digits_core.web.sweeps.SERVER_SETTINGS`) and the request's own keys smuggled among
+setting (:data:`digits_core.submit.options.SERVER_SETTINGS`) and the request's own keys smuggled among
 its options. Each goes through every web door -- the New Model form, ``POST /api/models``,
 ``POST /api/sweeps`` (its ``options``, and a server setting also at the top level) and the form's
 Search panel -- and must come back refused naming the field, with nothing created in the jobs folder
@@ -25,8 +25,8 @@ import pytest
 from digits_core.engine.option_specs import TRAINING_OPTIONS
 from digits_core.errors import FormValidationError
 from digits_core.jobs import Job, JobStatus
+from digits_core.submit.options import REQUEST_KEYS, SERVER_SETTINGS
 from digits_core.web import create_app
-from digits_core.web.sweeps import REQUEST_KEYS, SERVER_SETTINGS
 
 #: Free-text options that may carry a path, URL or address, from their declared help.
 PATH_OPTIONS = tuple(

@@ -30,6 +30,7 @@ from typing import Any
 from ..errors import DatasetError, DigitsError
 from ..interfaces import STAGES
 from ..jobs import Job, JobStatus, release_running_hold
+from ..submit.records import create_dataset_record
 from .encoder import describe_exception
 from .options import (  # noqa: F401
     DEFAULT_MAX_ERRORS,
@@ -86,7 +87,7 @@ def create_dataset_job(
     The web UI uses this to queue a job; :func:`run_dataset_job` builds it.
     ``group`` is the job group (see :func:`create_dataset`). ``hold``: this
     process runs the job next and owns it from now on (see
-    :meth:`~digits_core.jobs.Job.create`).
+    :func:`~digits_core.submit.records.create_dataset_record`).
 
     Raises:
         PluginNotFoundError: No data plugin ``plugin_id``.
@@ -109,8 +110,7 @@ def create_dataset_job(
     from ..form_secrets import redact, secret_field_names, stash
 
     secret = secret_field_names(plugin_cls.get_dataset_form())  # PasswordField values never reach disk
-    job = Job.create(
-        "dataset",
+    job = create_dataset_record(
         options["name"] or plugin_id,
         jobs_dir=jobs_dir,
         plugin_id=plugin_id,

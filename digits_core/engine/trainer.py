@@ -34,6 +34,7 @@ from ..jobs.model import MODEL_FILE, update_model_record
 from ..jobs.record import ModelRecord
 from ..phase_marks import mark
 from ..plugins.registry import registry
+from ..submit.records import create_model_record
 from . import jobio
 from .distribute import make_strategy
 from .loop import ABORT_FLAGS, AbortSignal, TrainingLoop
@@ -318,9 +319,9 @@ def _open_reader(dataset: Any, jobs_dir):
 def _create_job(strat, reader, spec: NetworkSpec, name, opts, task: Task, jobs_dir, extra: dict) -> Job:
     fields = dict(dataset_id=reader.id, network=spec.name, task=task.name, form_data=opts.to_dict(), **extra)
     if strat.is_chief:  # owned from creation: a kill before Running leaves an Aborted job, not an Initialized one
-        return Job.create("model", name or f"{spec.name}-{reader.id}", jobs_dir=jobs_dir, hold=True, **fields)
+        return create_model_record(name or f"{spec.name}-{reader.id}", jobs_dir=jobs_dir, hold=True, **fields)
     scratch = tempfile.mkdtemp(prefix=f"digits-worker{strat.worker_index}-")
-    job = Job.create("model", name or spec.name, jobs_dir=scratch, **fields)
+    job = create_model_record(name or spec.name, jobs_dir=scratch, **fields)
     job.update(scratch=scratch)
     return job
 

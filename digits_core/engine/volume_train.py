@@ -41,6 +41,7 @@ import numpy as np
 
 from ..errors import FormValidationError, TrainingError
 from ..jobs import Job, JobStatus
+from ..submit.records import create_model_record
 from .volume_nets import VOLUME_DEFAULTS, VOLUME_NETWORKS
 
 #: The volume settings: each is the declared training option ``volume_<name>`` (or ``--network-param NAME=...``).
@@ -211,7 +212,7 @@ def train_volume(
     )
     if group:
         fields["group"] = group
-    job = Job.create("model", name or f"{network}-{info['id']}", jobs_dir=jobs_dir, hold=True, **fields)
+    job = create_model_record(name or f"{network}-{info['id']}", jobs_dir=jobs_dir, hold=True, **fields)
     if on_job is not None:
         on_job(job)
     return _run(job, folder, info, config, progress)

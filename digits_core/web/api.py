@@ -17,27 +17,19 @@ from ..errors import DigitsError, FormValidationError
 from ..jobs.checks import check_job_name
 from ..jobs.readers import max_record_depth, nested_deeper_than
 from ..jobs.record import JobRecordError
-from .helpers import job_summary
+from ..submit.datasets import queue_dataset_job
+from ..submit.models import create_model_jobs
+from .context import web_context
+from .helpers import invalid_json, job_summary, json_body
 
 bp = Blueprint("api", __name__, url_prefix="/api")
-
-
-def _ext():
-    return current_app.extensions["digits"]
-
-
-def _body() -> dict:
-    data = request.get_json(silent=True)
-    if not isinstance(data, dict):
-        raise FormValidationError({"body": ["send a JSON object (Content-Type: application/json)"]}, "request")
-    return data
 
 
 _TOO_DEEP = object()
 
 
 @bp.before_app_request
-def _bounded_json_body():
+def _bounded_jsonjson_body():
     """Every JSON request body, on any route: nested at most as deep as a job record may be, else 400 naming it.
 
     Python's JSON parser recurses per level, so a body nested 100,000 deep would otherwise end in a
@@ -57,10 +49,7 @@ def _bounded_json_body():
     return None
 
 
-@bp.errorhandler(FormValidationError)
-def invalid_json(exc: FormValidationError):
-    """The JSON answer to a bad form or request value: 400 with the message and the failing fields."""
-    return jsonify({"error": {"code": 400, "title": "Invalid value", "message": str(exc), "fields": exc.errors}}), 400
+bp.register_error_handler(FormValidationError, invalid_json)
 
 
 @bp.get("/csrf-token")
@@ -85,14 +74,14 @@ def jobs():
     "Unreadable", "unreadable": true, "file", "reason", "path", "name": ""}``.
     """
     kind = request.args.get("kind") or None
-    found, broken = _ext()["store"].scan(kind)
+    found, broken = web_context().store.scan(kind)
     return jsonify([job_summary(j) for j in found] + [entry.to_dict() for entry in broken])
 
 
 @bp.get("/scheduler")
 def scheduler_status():
     """The queue, the running jobs and the limits."""
-    return jsonify(_ext()["scheduler"].status())
+    return jsonify(web_context().scheduler.status())
 
 
 @bp.get("/networks")
@@ -122,12 +111,19 @@ def create_dataset():
     :mod:`digits_core.datasets.options`; an unknown key is refused (400, naming it).
     """
     from ..datasets.options import check_dataset_options
-    from .datasets_views import create_dataset_job
 
-    body = _body()
+    body = json_body()
     options = {key: value for key, value in body.items() if key not in ("plugin_id", "form_data")}
     check_dataset_options(options, "new dataset")  # unknown keys refused before anything is created
-    job = create_dataset_job(str(body.get("plugin_id", "")), body.get("form_data") or {}, **options)
+    ctx = web_context()
+    job = queue_dataset_job(
+        str(body.get("plugin_id", "")),
+        body.get("form_data") or {},
+        **options,
+        queue=ctx.scheduler,
+        jobs_dir=ctx.jobs_dir,
+        data_roots=current_app.config["DIGITS_DATA_ROOTS"],
+    )
     return jsonify(
         {
             "id": job.id,
@@ -146,9 +142,7 @@ def create_model():
     sweep: one job per combination, all in one group; the answer is then
     ``{"group", "jobs": [{"id", "name", "status", "values", "url", "json"}...]}``.
     """
-    from .sweeps import create_model_jobs
-
-    body = _body()
+    body = json_body()
     check_job_name(body.get("name"), "name", what="new model")
     options = body.get("options") or {}
     if not isinstance(options, dict):
@@ -157,8 +151,17 @@ def create_model():
     network = body.get("network") or (None if custom else "")
     if not network and not custom:
         raise FormValidationError({"network": ["give a network name or custom_network code"]}, "new model")
+    ctx = web_context()
     jobs = create_model_jobs(
-        str(body.get("name", "")), str(body.get("dataset", "")), network, dict(options), custom, body.get("group")
+        str(body.get("name", "")),
+        str(body.get("dataset", "")),
+        network,
+        dict(options),
+        custom,
+        body.get("group"),
+        store=ctx.store,
+        queue=ctx.scheduler,
+        jobs_dir=ctx.jobs_dir,
     )
     rows = [
         {
@@ -180,20 +183,20 @@ def create_model():
 @bp.post("/jobs/<job_id>/abort")
 def abort(job_id: str):
     """Abort a waiting or running job."""
-    job = _ext()["store"].get(job_id)
-    _ext()["scheduler"].abort(job.id)
+    job = web_context().store.get(job_id)
+    web_context().scheduler.abort(job.id)
     return jsonify({"id": job.id, "status": job.reload().status.value})
 
 
 @bp.post("/jobs/<job_id>/resume")
 def resume(job_id: str):
     """Resume an Aborted/Error model job from its last snapshot."""
-    from .models_views import snapshots
+    from .model_page import snapshots  # the model page's listing, as the page shows it
 
-    job = _ext()["store"].get(job_id, kind="model")
+    job = web_context().store.get(job_id, kind="model")
     if not snapshots(job):
         raise DigitsError(f"Model {job.id} has no snapshot to resume from.")
-    _ext()["scheduler"].resume(job)
+    web_context().scheduler.resume(job)
     return jsonify({"id": job.id, "status": job.reload().status.value}), 202
 
 
@@ -208,9 +211,9 @@ def delete(job_id: str):
     from .job_deletes import DatasetInUseError, delete_job, describe
 
     try:
-        job = _ext()["store"].get(job_id)
+        job = web_context().store.get(job_id)
     except JobRecordError:  # its job.json cannot be read: the folder goes as it is (refused while a process owns it)
-        _ext()["store"].delete(job_id)
+        web_context().store.delete(job_id)
         return jsonify({"id": job_id, "deleted": True, "also_deleted": []})
     try:
         deleted = delete_job(job.id, job.kind, cascade=request.args.get("cascade") in ("1", "true"))
@@ -237,7 +240,7 @@ def delete_many():
     """
     from .home import bulk_delete
 
-    body = _body()
+    body = json_body()
     ids = body.get("ids")
     if not isinstance(ids, list) or not ids or not all(isinstance(i, str) for i in ids):
         raise FormValidationError({"ids": ["give a non-empty list of job ids"]}, "bulk delete")
@@ -281,11 +284,11 @@ def infer(job_id: str):
     "form_data"?, "max_errors"?, "visualize"?}`` -> the samples (top-N or maps), metrics, skipped inputs
     (``results.errors``), the view's HTML fragments and, with ``"visualize": true`` (one image), every
     layer's activations and weights with statistics (``visualizations``)."""
-    from .inference_views import check_inference_path, results_json
+    from .inference_inputs import check_inference_path, results_json  # the page's rules, as the page applies them
     from .inference_worker import run_in_worker
 
-    job = _ext()["store"].get(job_id, kind="model")
-    body = _body()
+    job = web_context().store.get(job_id, kind="model")
+    body = json_body()
     inputs = body.get("inputs") or []
     if not isinstance(inputs, list):
         raise FormValidationError({"inputs": ["must be a list of paths on the server"]}, "inference")
@@ -297,7 +300,7 @@ def infer(job_id: str):
         check_form_paths(inference_form, "inference form")
     request_body = {
         "model": str(job.path),
-        "jobs_dir": str(_ext()["jobs_dir"]),
+        "jobs_dir": str(web_context().jobs_dir),
         "inputs": checked,
         "data_roots": current_app.config["DIGITS_DATA_ROOTS"],
         "view": body.get("view_id") or None,

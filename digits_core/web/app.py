@@ -18,6 +18,7 @@ from ..faults import disk_error_message
 from ..jobs import JobStore
 from ..paths import resolve_roots
 from . import request_guard, security
+from .context import WebContext
 from .helpers import wants_json  # noqa: F401 - also importable from here, as before
 from .inference_results import DEFAULT_KEEP_RESULTS
 from .login import DEFAULT_IDLE_MINUTES, LoginState, parse_networks
@@ -91,7 +92,9 @@ def create_app(
             throttling, ``Secure`` cookies); see :mod:`digits_core.web.security`.
 
     Returns:
-        The Flask app; ``app.extensions["digits"]`` holds ``jobs_dir``,
+        The Flask app; ``app.extensions["digits"]`` is its
+        :class:`~digits_core.web.context.WebContext` (read it with
+        :func:`~digits_core.web.context.web_context`): ``jobs_dir``,
         ``store``, ``scheduler`` and ``inference_worker`` (an
         :class:`~digits_core.web.inference_worker.InferenceWorker` whose
         process starts on the first inference request).
@@ -128,13 +131,13 @@ def create_app(
         scheduler = Scheduler(root, max_dataset_jobs=max_dataset_jobs, max_training_jobs=max_training_jobs)
     from .inference_worker import InferenceWorker
 
-    app.extensions["digits"] = {
-        "jobs_dir": root,
-        "store": JobStore(root),
-        "scheduler": scheduler,
-        "inference_worker": InferenceWorker(inference_timeout),
-        "login": LoginState(float(session_idle_minutes) * 60),
-    }
+    app.extensions["digits"] = WebContext(
+        jobs_dir=root,
+        store=JobStore(root),
+        scheduler=scheduler,
+        inference_worker=InferenceWorker(inference_timeout),
+        login=LoginState(float(session_idle_minutes) * 60),
+    )
     if start_scheduler:
         scheduler.start()
 
@@ -173,9 +176,6 @@ def create_app(
     from .export_views import bp as export_bp  # the model page's Export panel
 
     app.register_blueprint(export_bp)
-    from .evaluation_views import bp as evaluation_bp  # evaluations: the Evaluate panel, reports, leaderboard
-
-    app.register_blueprint(evaluation_bp)
 
     _register_errors(app)
     _register_template_helpers(app)
@@ -262,7 +262,7 @@ def _register_errors(app: Flask) -> None:
     @app.errorhandler(Exception)
     def _internal(exc):
         full = disk_error_message(
-            exc, app.extensions["digits"]["jobs_dir"], action="The server could not save this", again="try again"
+            exc, app.extensions["digits"].jobs_dir, action="The server could not save this", again="try again"
         )
         if full is not None:  # a write path without its own handling: still a 507 that says the disk is full, and where
             logger.warning("%s %s: %s", request.method, request.path, full)

@@ -9,7 +9,9 @@ from ..errors import DigitsError, DiskFullError, FormValidationError
 from ..jobs import Job, JobStatus
 from ..jobs.health import DATASET_FILES, dataset_record_problem
 from ..jobs.readers import UnreadableRecordError
+from ..submit.datasets import queue_dataset_job
 from .common_fields import DatasetJobForm
+from .context import web_context
 from .forms_render import blank_form, form_from_request, jsonable, render_plugin_form, validated
 from .helpers import job_summary, read_json, read_progress, worker_log_tail
 from .job_notes import save_notes
@@ -18,10 +20,6 @@ bp = Blueprint("datasets", __name__, url_prefix="/datasets")
 
 #: Names the errors report may have in a dataset job folder.
 ERROR_REPORTS = ("errors.jsonl", "errors.json", "errors.csv", "errors.txt", "errors.log")
-
-
-def _ext():
-    return current_app.extensions["digits"]
 
 
 def _ingestion(plugin_id: str):
@@ -38,38 +36,19 @@ def create_dataset_job(
     max_errors=None,
     group: str | None = None,
 ) -> Job:
-    """Validate, save and queue a dataset job (shared by the page and the API).
-
-    Validation and the job folder come from
-    :func:`digits_core.datasets.create_dataset_job` (the job options are checked
-    as :mod:`digits_core.datasets.options` declares them: an empty name means
-    the plugin id, as on the command line); the scheduler's worker runs
-    :func:`digits_core.datasets.run_dataset_job` on it.
-
-    Raises:
-        FormValidationError: The plugin form rejected ``form_data``.
-        PluginNotFoundError: No such data plugin.
-        DatasetOptionsError: A bad job option (name, group, workers, max_errors).
-        DiskFullError: The jobs folder's disk is full; nothing of the job is left.
-    """
-    from ..datasets import create_dataset_job as api_create
-    from ..paths import check_form_paths
-
-    check_form_paths(form_data, f'dataset form of plugin "{plugin_id}"')
-    job = api_create(
+    """Queue a dataset job in this server (:func:`digits_core.submit.datasets.queue_dataset_job`)."""
+    ctx = web_context()
+    return queue_dataset_job(
         plugin_id,
         form_data,
-        name=name,
-        jobs_dir=_ext()["jobs_dir"],
-        workers=workers,
-        max_errors=max_errors,
-        group=group,
+        name,
+        workers,
+        max_errors,
+        group,
+        queue=ctx.scheduler,
+        jobs_dir=ctx.jobs_dir,
+        data_roots=current_app.config["DIGITS_DATA_ROOTS"],
     )
-    with job.removed_if_disk_full():  # a full disk: no job left Initialized, a 507 that says where
-        # The worker reads the data under the same roots (paths inside list files, symlinks in folders).
-        job.update(data_roots=list(current_app.config["DIGITS_DATA_ROOTS"]))
-        _ext()["scheduler"].submit(job)
-    return job
 
 
 @bp.route("/new/<plugin_id>", methods=["GET", "POST"])
@@ -101,7 +80,7 @@ def new(plugin_id: str):
         clone_id = request.args.get("clone")
         values = None
         if clone_id:
-            source = _ext()["store"].get(clone_id, kind="dataset")
+            source = web_context().store.get(clone_id, kind="dataset")
             values = source.form_data
             for field_name, value in web_values(source.data).items():
                 common[field_name].data = value
@@ -121,7 +100,7 @@ def new(plugin_id: str):
 
 def _dataset_job(job_id: str) -> Job:
     """The dataset job a page shows; a damaged ``dataset.json`` is raised (the page says which and why)."""
-    job = _ext()["store"].get(job_id, kind="dataset")
+    job = web_context().store.get(job_id, kind="dataset")
     problem = dataset_record_problem(job.path)
     if problem is not None:
         raise problem
@@ -207,7 +186,7 @@ def show(job_id: str):
         "dataset_show.html",
         job=job,
         d=details,
-        dependents=dependents(_ext()["store"], job.id),
+        dependents=dependents(web_context().store, job.id),
         active=job.status in (JobStatus.WAITING, JobStatus.RUNNING, JobStatus.INITIALIZED),
         max_listed_classes=MAX_LISTED_CLASSES,
     )
@@ -399,6 +378,6 @@ def delete(job_id: str):
 @bp.post("/<job_id>/abort")
 def abort_job(job_id: str):
     """Abort a waiting or running dataset job."""
-    job = _ext()["store"].get(job_id, kind="dataset")
-    _ext()["scheduler"].abort(job.id)
+    job = web_context().store.get(job_id, kind="dataset")
+    web_context().scheduler.abort(job.id)
     return redirect(url_for("datasets.show", job_id=job.id))

@@ -22,15 +22,15 @@ import json
 import re
 from pathlib import Path
 
-from flask import Blueprint, abort, current_app, g, jsonify, redirect, request, send_file, url_for
+from flask import Blueprint, abort, g, jsonify, redirect, request, send_file, url_for
 from flask.typing import ResponseReturnValue
 
 from ..errors import DigitsError, DiskFullError, FormValidationError, JobStateError
 from ..inference.export import EXPORT_DIR, FORMATS, export_name
 from ..inference.export_formats import QUANTIZE
 from ..jobs import Job, JobStatus
-from .api import invalid_json
-from .helpers import wants_json
+from .context import web_context
+from .helpers import invalid_json, wants_json
 
 bp = Blueprint("exports", __name__, url_prefix="/models")
 bp.register_error_handler(FormValidationError, invalid_json)
@@ -44,10 +44,6 @@ FORMAT_TITLES = (
 )
 FIELDS = ("format", "quantize", "snapshot", "allow_mismatch")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-
-
-def _ext() -> dict:
-    return current_app.extensions["digits"]
 
 
 def _read(path: Path) -> dict | None:
@@ -127,7 +123,7 @@ def export(job_id: str) -> ResponseReturnValue:
     from .models_views import _snapshot_for
     from .worker_calls import run_worker
 
-    job = _ext()["store"].get(job_id, kind="model")
+    job = web_context().store.get(job_id, kind="model")
     try:
         if job.status in (JobStatus.WAITING, JobStatus.RUNNING, JobStatus.INITIALIZED):
             raise JobStateError(f"Model {job.id} is still training: export it once it has finished.")
@@ -178,7 +174,7 @@ def export(job_id: str) -> ResponseReturnValue:
 @bp.get("/<job_id>/export/<name>.tar.gz")
 def download(job_id: str, name: str):
     """Download one export the panel lists."""
-    job = _ext()["store"].get(job_id, kind="model")
+    job = web_context().store.get(job_id, kind="model")
     archive = Path(job.path) / EXPORT_DIR / f"{name}.tar.gz"
     if not _NAME.fullmatch(name) or not name.startswith(f"{job.id}-epoch-") or not archive.is_file():
         abort(404, description=f"Model {job.id} has no export named {name}.")

@@ -18,14 +18,15 @@ from werkzeug.datastructures import CombinedMultiDict, MultiDict
 from ..datasets.reader import resolve_job_files
 from ..errors import FormValidationError
 from ..forms import bind_form, user_fields, validate_form
+from .context import web_context
 
 
 def plugin_env():
     """The Jinja2 environment for plugin templates (autoescape always on)."""
-    env = current_app.extensions["digits"].get("plugin_env")
+    env = web_context().plugin_env
     if env is None:
         env = current_app.jinja_env.overlay(autoescape=True)
-        current_app.extensions["digits"]["plugin_env"] = env
+        web_context().plugin_env = env
     return env
 
 

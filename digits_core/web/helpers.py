@@ -8,8 +8,9 @@ from collections import Counter
 from datetime import datetime
 from pathlib import Path
 
-from flask import request
+from flask import jsonify, request
 
+from ..errors import FormValidationError
 from ..jobs import Job, JobStatus
 from ..jobs.readers import UnreadableRecordError, parse_json_line, read_json_record
 
@@ -31,6 +32,23 @@ def wants_json() -> bool:
         return True
     best = request.accept_mimetypes.best_match(["application/json", "text/html"])
     return best == "application/json" and request.accept_mimetypes[best] > request.accept_mimetypes["text/html"]
+
+
+def json_body() -> dict:
+    """The request's JSON object body.
+
+    Raises:
+        FormValidationError: The body is not a JSON object.
+    """
+    data = request.get_json(silent=True)
+    if not isinstance(data, dict):
+        raise FormValidationError({"body": ["send a JSON object (Content-Type: application/json)"]}, "request")
+    return data
+
+
+def invalid_json(exc: FormValidationError):
+    """The JSON answer to a bad form or request value: 400 with the message and the failing fields."""
+    return jsonify({"error": {"code": 400, "title": "Invalid value", "message": str(exc), "fields": exc.errors}}), 400
 
 
 def status_class(status) -> str:

@@ -17,6 +17,7 @@ from ..jobs.health import record_problem
 from ..jobs.readers import FIX_HINT, UnreadableRecordError
 from ..jobs.record import JobRecordError
 from . import security
+from .context import web_context
 from .helpers import job_summary, wants_json
 from .job_deletes import dependents
 from .login import safe_next
@@ -32,12 +33,12 @@ ABORT_WAIT_S = 60.0
 
 def store() -> JobStore:
     """The app's :class:`~digits_core.jobs.JobStore`."""
-    return current_app.extensions["digits"]["store"]
+    return web_context().store
 
 
 def scheduler() -> Scheduler:
     """The app's :class:`~digits_core.scheduler.Scheduler`."""
-    return current_app.extensions["digits"]["scheduler"]
+    return web_context().scheduler
 
 
 # -- search and groups ---------------------------------------------------------------------------

@@ -36,6 +36,7 @@ from flask import (
 from markupsafe import Markup
 
 from ..templating import give_csp_nonce
+from .context import web_context
 from .helpers import wants_json
 from .request_guard import csp_nonce
 
@@ -48,10 +49,6 @@ RESULT_FILE = "result.json"
 DEFAULT_KEEP_RESULTS = 50
 #: A hidden write folder older than this was left by a server that died mid-write.
 _STALE_WRITE_S = 24 * 3600
-
-
-def _ext():
-    return current_app.extensions["digits"]
 
 
 def results_dir(job) -> Path:
@@ -190,7 +187,7 @@ def show(job_id: str, result_id: str):
     """A stored results page (``Accept: application/json``: the record, as the form's JSON twin answers)."""
     from ..plugins.registry import registry  # as in the other views: the registry is loaded on first use
 
-    job = _ext()["store"].get(job_id, kind="model")
+    job = web_context().store.get(job_id, kind="model")
     record = load_result(job, result_id)
     if wants_json():
         return jsonify(
@@ -237,7 +234,7 @@ def show(job_id: str, result_id: str):
 @bp.get("/<job_id>/inference/<result_id>/files/<name>")
 def download(job_id: str, result_id: str, name: str):
     """One file a stored result lists (e.g. ``CASE_seg.nii.gz``), as an attachment; 404 for any other name."""
-    job = _ext()["store"].get(job_id, kind="model")
+    job = web_context().store.get(job_id, kind="model")
     record = load_result(job, result_id)
     if name not in (record.get("files") or []):
         abort(404)
@@ -247,7 +244,7 @@ def download(job_id: str, result_id: str, name: str):
 @bp.post("/<job_id>/inference/<result_id>/delete")
 def delete(job_id: str, result_id: str):
     """Delete one stored result and go back to the model page's list."""
-    job = _ext()["store"].get(job_id, kind="model")
+    job = web_context().store.get(job_id, kind="model")
     folder = _folder(job, result_id)
     shutil.rmtree(folder)
     if wants_json():

@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
-from pathlib import Path
 
 from flask import Blueprint, current_app, request
 from markupsafe import Markup
@@ -24,6 +23,7 @@ from werkzeug.utils import secure_filename
 from ..errors import DigitsError, FormValidationError
 from ..forms import validate_form
 from ..limits import InputTooLargeError, PixelBudget, check_image_size, image_header
+from .context import web_context
 from .forms_render import (
     blank_form,
     form_from_request,
@@ -32,16 +32,13 @@ from .forms_render import (
     validated,
 )
 from .helpers import read_json, wants_json
+from .inference_inputs import check_inference_path, results_json
 from .inference_results import store_and_redirect
 
 bp = Blueprint("inference", __name__, url_prefix="/models")
 
 #: Uploaded inference inputs older than this many runs are removed.
 KEEP_UPLOAD_RUNS = 5
-
-
-def _ext():
-    return current_app.extensions["digits"]
 
 
 def _view_class(view_id: str):
@@ -53,7 +50,7 @@ def _view_class(view_id: str):
 @bp.get("/<job_id>/view-config")
 def view_config(job_id: str):
     """The chosen view's config form, as an HTML fragment (``?view_id=``)."""
-    _ext()["store"].get(job_id, kind="model")
+    web_context().store.get(job_id, kind="model")
     from ..plugins.contract import config_form
 
     cls = _view_class(request.args.get("view_id", ""))
@@ -161,34 +158,6 @@ def _save_form_uploads(job, values: dict) -> dict:
     return saved
 
 
-def check_inference_path(raw: str, field: str = "server_path") -> str:
-    """An absolute, existing, readable path under the data roots (checked first, so nothing leaks about others).
-
-    Used by every web and API route that reads inputs from the server's disk (inference, Top N).
-
-    Raises:
-        FormValidationError: Naming ``field``: empty, not absolute, outside the data roots,
-            missing or unreadable.
-    """
-    from ..paths import check_server_path
-
-    text = (raw or "").strip()
-    if not text:
-        raise FormValidationError({field: ["Enter a path on the server."]}, "inference")
-    if "\x00" in text:
-        raise FormValidationError({field: ["Invalid path."]}, "inference")
-    path = Path(text).expanduser()
-    if not path.is_absolute():
-        raise FormValidationError({field: ["Give an absolute path."]}, "inference")
-    # The path as given (made absolute, never resolved): messages and results must not tell where a symlink leads.
-    path = Path(os.path.abspath(check_server_path(path, field, form_name="inference")))
-    if not path.exists():
-        raise FormValidationError({field: [f"{text} does not exist on the server."]}, "inference")
-    if not os.access(path, os.R_OK):
-        raise FormValidationError({field: [f"{text} is not readable."]}, "inference")
-    return str(path)
-
-
 @bp.post("/<job_id>/infer")
 def infer(job_id: str):
     """Run the model on the given inputs, store the results and redirect to their page.
@@ -199,7 +168,7 @@ def infer(job_id: str):
     error) with the message on the inference form and the choices kept; JSON clients get the results
     object, or the usual error object with 400.
     """
-    job = _ext()["store"].get(job_id, kind="model")
+    job = web_context().store.get(job_id, kind="model")
     try:
         return _infer(job)
     except DigitsError as exc:
@@ -237,7 +206,7 @@ def _infer(job):
     mode = request.form.get("input_mode", "upload")
     request_body = {
         "model": str(job.path),
-        "jobs_dir": str(_ext()["jobs_dir"]),
+        "jobs_dir": str(web_context().jobs_dir),
         "view": view_id,
         "view_config": view_config,
         "epoch": request.form.get("snapshot") or None,
@@ -289,7 +258,7 @@ def _plugin_form_values(job) -> dict:
     from ..plugins.registry import registry
     from .forms_render import dataset_userdata
 
-    ds_job = _ext()["store"].get(job.data.get("dataset_id"), kind="dataset")
+    ds_job = web_context().store.get(job.data.get("dataset_id"), kind="dataset")
     cls = registry.get_data_ingestion(ds_job.plugin_id or "")
     inf_class = inference_form(cls, dataset_userdata(ds_job))
     if inf_class is None:
@@ -307,19 +276,3 @@ def _described_inputs(mode: str, request_body: dict) -> str:
     names = [shown for shown, _ in request_body["inputs"]]
     more = f" and {len(names) - 3} more" if len(names) > 3 else ""
     return ", ".join(names[:3]) + more
-
-
-def results_json(job, result: dict):
-    """The JSON answer of an inference request (the web form's twin and ``/api/models/ID/infer``)."""
-    from flask import jsonify
-
-    return jsonify(
-        {
-            "model": job.id,
-            "results": result.get("json"),
-            "info": result.get("info"),
-            "html": result.get("fragments"),
-            "visualizations": result.get("visualizations"),
-            "worker": result.get("worker"),
-        }
-    )

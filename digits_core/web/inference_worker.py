@@ -254,9 +254,8 @@ def get_worker(app) -> InferenceWorker:
     ext = app.extensions["digits"]
     worker = ext.get("inference_worker")
     if worker is None:
-        worker = ext.setdefault(
-            "inference_worker", InferenceWorker(app.config.get("DIGITS_INFERENCE_TIMEOUT", DEFAULT_TIMEOUT))
-        )
+        worker = InferenceWorker(app.config.get("DIGITS_INFERENCE_TIMEOUT", DEFAULT_TIMEOUT))
+        ext["inference_worker"] = worker
     return worker
 
 

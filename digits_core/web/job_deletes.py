@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import time
 
-from flask import current_app
-
 from ..errors import JobStateError
 from ..jobs import Job, JobLockedError
+from .context import web_context
 
 #: Seconds a delete waits for the jobs it aborted to stop.
 ABORT_WAIT_S = 30.0
@@ -37,10 +36,6 @@ class DatasetInUseError(JobStateError):
             f"Cannot delete dataset {dataset.name} ({dataset.id}): {count} depend on it: {names}. "
             "Delete them too (API: ?cascade=1), or delete those models first."
         )
-
-
-def _ext():
-    return current_app.extensions["digits"]
 
 
 def dataset_of(model: Job) -> str | None:
@@ -74,7 +69,7 @@ def delete_job(job_id: str, kind: str, *, cascade: bool = False) -> list[Job]:
         JobLockedError: The job (or a dependent) is run by another process.
         JobStateError: A job did not stop within :data:`ABORT_WAIT_S` seconds after its abort.
     """
-    store, scheduler = _ext()["store"], _ext()["scheduler"]
+    store, scheduler = web_context().store, web_context().scheduler
     job = store.get(job_id, kind=kind)
     todo = dependents(store, job.id) if kind == "dataset" else []
     if todo and not cascade:

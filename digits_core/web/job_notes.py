@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from flask import current_app, flash, redirect, request, url_for
+from flask import flash, redirect, request, url_for
 from werkzeug.wrappers import Response
+
+from .context import web_context
 
 #: Longest notes kept (characters).
 MAX_NOTES = 10_000
@@ -16,7 +18,7 @@ def save_notes(job_id: str, kind: str) -> Response:
         job_id: The job.
         kind: ``"dataset"`` or ``"model"`` (the page to go back to).
     """
-    job = current_app.extensions["digits"]["store"].get(job_id, kind=kind)
+    job = web_context().store.get(job_id, kind=kind)
     notes = (request.form.get("notes") or "").replace("\r\n", "\n").strip()
     page = url_for("datasets.show" if kind == "dataset" else "models.show", job_id=job.id) + "#notes"
     if len(notes) > MAX_NOTES:

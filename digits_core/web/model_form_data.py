@@ -6,19 +6,9 @@ import json
 
 from ..engine.option_specs import BY_NAME
 from ..jobs import Job, JobStatus
+from ..submit.models import CUSTOM_NETWORK_FILE, dataset_task  # noqa: F401 - read from here by the pages
 from .helpers import read_json
 from .model_form import CUSTOM, ModelForm, show_defaults
-
-#: File a custom network's code is saved to in its model job folder.
-CUSTOM_NETWORK_FILE = "custom_network.py"
-
-
-def dataset_task(ds: Job) -> str | None:
-    """The training task a Done dataset calls for (from its label kind), or ``None`` when unknown."""
-    from ..engine.tasks import TASKS
-
-    kind = (((ds.data.get("dataset") or {}).get("label")) or {}).get("kind")
-    return next((name for name, task in TASKS.items() if task.label_kind == kind), None) if kind else None
 
 
 def network_menu_data(store) -> dict:

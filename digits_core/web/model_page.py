@@ -5,7 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from flask import url_for
+
 from ..errors import DigitsError
+from ..jobs import Job
+from ..jobs.health import record_problem
 from ..plugins.contract import inference_form, template_method
 from .forms_render import blank_form, dataset_userdata, render_plugin_form
 from .helpers import read_json
@@ -100,3 +104,31 @@ def overlay_runs(store, job) -> list[dict]:
     for run in runs:  # the label of a run's series in the charts: its name, with the id when names clash
         run["label"] = run["name"] if names.count(run["name"]) == 1 else f"{run['name']} ({run['id']})"
     return runs
+
+
+def snapshots(job: Job) -> list[dict]:
+    """The snapshots on disk, oldest first: ``[{"epoch", "file", "size", "download"}]``.
+
+    ``epoch`` is a number (``2``, or ``1.5`` for a mid-epoch snapshot), the same the CLI's and the
+    API's ``--epoch``/``epoch`` take; ``download`` is the URL of that epoch's exported model.
+    """
+    from ..inference.snapshots import list_snapshots
+
+    return [
+        {
+            "epoch": epoch,
+            "file": path.name,
+            "size": path.stat().st_size,
+            "download": url_for("models.download", job_id=job.id, epoch=epoch),
+        }
+        for epoch, path in list_snapshots(job, model_info(job)).items()
+        if path.is_file()
+    ]
+
+
+def model_info(job: Job) -> dict | None:
+    """The job's ``model.json`` when it reads as a model record, else ``None`` (not written yet, or damaged)."""
+    if record_problem(job.path, "model") is not None:
+        return None
+    info = read_json(job.path / "model.json")
+    return info if isinstance(info, dict) else None

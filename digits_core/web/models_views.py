@@ -4,15 +4,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from flask import Blueprint, abort, current_app, flash, jsonify, redirect, render_template, request, send_file, url_for
+from flask import Blueprint, abort, flash, jsonify, redirect, render_template, request, send_file, url_for
 
 from ..engine.option_specs import TRAINING_OPTIONS
 from ..errors import DigitsError, FormValidationError, JobStateError
 from ..jobs import Job, JobStatus
-from ..jobs.checks import MAX_JOB_NAME_LENGTH
 from ..jobs.health import record_problem
 from ..jobs.model import parse_metric_point
-from .helpers import job_summary, last_metric_epoch, read_json, worker_log_tail
+from ..submit.models import create_model_jobs
+from ..submit.options import check_options
+from ..submit.sweeps import start_sweep
+from .context import web_context
+from .helpers import job_summary, last_metric_epoch, worker_log_tail
 from .inference_results import list_results
 from .job_deletes import delete_job
 from .job_notes import save_notes
@@ -27,127 +30,17 @@ from .model_form import (
     show_defaults,
     training_options,
 )
-from .model_form_data import CUSTOM_NETWORK_FILE, dataset_task, fill_from_job, network_menu_data
-from .model_page import inference_context, overlay_runs
+from .model_form_data import fill_from_job, network_menu_data
+from .model_page import inference_context, model_info, overlay_runs, snapshots
 from .search_panel import place_errors, search_lines, sweep_body
-from .sweeps import check_request_options, create_model_jobs
 
 bp = Blueprint("models", __name__, url_prefix="/models")
-
-
-def _ext():
-    return current_app.extensions["digits"]
-
-
-def check_options(options: dict) -> None:
-    """Validate training options with the engine's own rules (no TensorFlow); every point of a sweep.
-
-    Raises:
-        FormValidationError: Naming the bad fields.
-    """
-    from ..engine.options import TrainingOptions
-    from ..sweep import expand_sweep
-
-    for point in expand_sweep({k: v for k, v in options.items() if k not in ("dataset", "network")}):
-        TrainingOptions.from_kwargs(**point.options)
-
-
-def create_model_job(
-    name: str,
-    dataset: str,
-    network: str | None,
-    options: dict,
-    custom_code: str | None = None,
-    *,
-    group: str | None = None,
-    sweep: dict | None = None,
-) -> Job:
-    """Validate, save and queue a training job (shared by the page and the API).
-
-    A request with several values of an option (a sweep) goes through
-    :func:`digits_core.web.sweeps.create_model_jobs`, which calls this once per point.
-
-    Args:
-        name: The model's name.
-        dataset: A Done dataset job id.
-        network: A network name, or ``None``/"" with ``custom_code``.
-        options: Engine training options (see ``TrainingOptions``).
-        custom_code: Python source defining ``build_model``; saved as
-            ``network.py`` in the job folder and run only by the job's worker.
-        group: The job group (``job.json`` key ``group``).
-        sweep: For a point of a sweep, its swept values (``job.json`` key ``sweep``).
-
-    Raises:
-        FormValidationError: A bad option, name, dataset or network.
-    """
-    store = _ext()["store"]
-    errors = {}
-    if not (name or "").strip():
-        errors["model_name"] = ["Give the model a name."]
-    elif len(name) > MAX_JOB_NAME_LENGTH:
-        errors["model_name"] = [f"at most {MAX_JOB_NAME_LENGTH} characters, not {len(name)}"]
-    try:
-        ds = store.get(dataset, kind="dataset")
-        if ds.status is not JobStatus.DONE:
-            errors["dataset"] = [f"Dataset {ds.id} is {ds.status.value}; choose a dataset that is Done."]
-    except DigitsError as exc:
-        errors["dataset"] = [str(exc)]
-        ds = None
-    from ..engine.networks import custom_code_problem, list_networks, network_task_problem
-
-    if custom_code is None and network:
-        from ..engine.volume_nets import VOLUME_NETWORKS  # names only, as list_networks above
-
-        specs = {spec.name.lower(): spec for spec in list_networks()}
-        names = set(specs) | set(VOLUME_NETWORKS)  # volume networks: the engine checks the dataset is DHWC
-        if network.lower() not in names:
-            errors["network"] = [f'Unknown network "{network}"; choose one of {", ".join(sorted(names))}.']
-        elif ds is not None and network.lower() in specs:
-            problem = network_task_problem(specs[network.lower()], options.get("task") or dataset_task(ds), ds.id)
-            if problem:
-                errors["network"] = [problem]
-        if network.lower() in specs:
-            from ..engine.trainer import check_weights  # the engine's rule, as for the network above
-
-            try:  # weights that are missing, tampered or outside the data roots: refused before any job exists
-                check_weights(specs[network.lower()], options, download=False)
-            except FormValidationError as exc:
-                errors.update(exc.errors)
-    elif custom_code is not None and custom_code_problem(custom_code):
-        errors["custom_network"] = [custom_code_problem(custom_code) or ""]
-    try:
-        check_request_options(  # the gate every web door shares (POST /api/sweeps too)
-            options, store, network=network if custom_code is None else None
-        )
-    except FormValidationError as exc:
-        errors.update(exc.errors)
-    if errors:
-        raise FormValidationError(errors, "new model")
-    extra = {k: v for k, v in (("group", group), ("sweep", sweep)) if v}
-    job = Job.create(
-        "model",
-        name.strip(),
-        jobs_dir=_ext()["jobs_dir"],
-        dataset_id=ds.id,
-        network=network if custom_code is None else CUSTOM_NETWORK_FILE,
-        **extra,
-    )
-    with job.removed_if_disk_full():  # a full disk: no job left Initialized, a 507 that says where
-        if custom_code is not None:
-            (job.path / CUSTOM_NETWORK_FILE).write_text(custom_code, encoding="utf-8")
-            network = str(job.path / CUSTOM_NETWORK_FILE)
-        job.update(
-            train_options={"dataset": ds.id, "network": network, **options},
-            **({"custom_network": True} if custom_code is not None else {}),
-        )
-        _ext()["scheduler"].submit(job)
-    return job
 
 
 @bp.route("/new", methods=["GET", "POST"])
 def new():
     """The New Model page; POST validates, saves and queues the training job."""
-    store = _ext()["store"]
+    store = web_context().store
     if request.method == "POST":
         form = ModelForm(request.form)
         set_choices(form, store)
@@ -196,6 +89,9 @@ def _queue_jobs(form: ModelForm, options: dict, custom: str | None):
             options,
             custom,
             form.group.data,
+            store=web_context().store,
+            queue=web_context().scheduler,
+            jobs_dir=web_context().jobs_dir,
         )
     except FormValidationError as exc:
         for name, messages in exc.errors.items():
@@ -214,8 +110,6 @@ def _queue_jobs(form: ModelForm, options: dict, custom: str | None):
 
 def _start_search(form: ModelForm, options: dict, custom: str | None):
     """Start the Search panel's sweep as ``POST /api/sweeps`` does: its comparison page, or ``None`` with errors."""
-    from .tune_views import start_sweep
-
     if custom is not None:
         form.search.errors = list(form.search.errors) + [
             "A search runs built-in or plugin networks: choose one (or search network=choice(...))."
@@ -230,7 +124,8 @@ def _start_search(form: ModelForm, options: dict, custom: str | None):
         ]
         return None
     try:
-        handle = start_sweep(sweep_body(form, options))
+        handle = start_sweep(sweep_body(form, options), store=web_context().store, jobs_dir=web_context().jobs_dir)
+        web_context().sweeps[handle.sweep_id] = handle
     except FormValidationError as exc:
         place_errors(form, exc.errors, search_lines(form))
         return None
@@ -262,37 +157,9 @@ def _engine_errors_too(form: ModelForm) -> None:
 # -- job page -----------------------------------------------------------------------
 
 
-def snapshots(job: Job) -> list[dict]:
-    """The snapshots on disk, oldest first: ``[{"epoch", "file", "size", "download"}]``.
-
-    ``epoch`` is a number (``2``, or ``1.5`` for a mid-epoch snapshot), the same the CLI's and the
-    API's ``--epoch``/``epoch`` take; ``download`` is the URL of that epoch's exported model.
-    """
-    from ..inference.snapshots import list_snapshots
-
-    return [
-        {
-            "epoch": epoch,
-            "file": path.name,
-            "size": path.stat().st_size,
-            "download": url_for("models.download", job_id=job.id, epoch=epoch),
-        }
-        for epoch, path in list_snapshots(job, _model_info(job)).items()
-        if path.is_file()
-    ]
-
-
-def _model_info(job: Job) -> dict | None:
-    """The job's ``model.json`` when it reads as a model record, else ``None`` (not written yet, or damaged)."""
-    if record_problem(job.path, "model") is not None:
-        return None
-    info = read_json(job.path / "model.json")
-    return info if isinstance(info, dict) else None
-
-
 def _model_job(job_id: str) -> Job:
     """The model job whose page is asked for; a damaged ``model.json`` is raised (the page says which and why)."""
-    job = _ext()["store"].get(job_id, kind="model")
+    job = web_context().store.get(job_id, kind="model")
     problem = record_problem(job.path, "model")
     if problem is not None:
         raise problem
@@ -301,7 +168,7 @@ def _model_job(job_id: str) -> Job:
 
 def model_details(job: Job) -> dict:
     """Everything the model page shows, JSON-friendly."""
-    info = _model_info(job)
+    info = model_info(job)
     return {
         "job": job_summary(job),
         "status_history": job.data.get("status_history", []),
@@ -349,8 +216,8 @@ def render_model_page(
         d=model_details(job),
         views=_views(),
         active=job.status in (JobStatus.WAITING, JobStatus.RUNNING, JobStatus.INITIALIZED),
-        inference=inference_context(_ext()["store"], job),
-        overlay_runs=overlay_runs(_ext()["store"], job),
+        inference=inference_context(web_context().store, job),
+        overlay_runs=overlay_runs(web_context().store, job),
         infer_errors=infer_errors or {},
         infer_values=infer_values or {},
         top_n_errors=top_n_errors or {},
@@ -372,7 +239,7 @@ def metrics(job_id: str):
         ``{"offset": next offset, "points": [{"epoch","step","name","value"}...], "status", "done",
         "error", "snapshots", "status_history", "epoch" (latest), "epochs" (planned)}``.
     """
-    job = _ext()["store"].get(job_id, kind="model")  # (the points come even when model.json is damaged)
+    job = web_context().store.get(job_id, kind="model")  # (the points come even when model.json is damaged)
     offset = max(0, request.args.get("offset", 0, type=int))
     points = []
     path = job.path / "metrics.jsonl"
@@ -406,8 +273,8 @@ def metrics(job_id: str):
 @bp.post("/<job_id>/abort")
 def abort_job(job_id: str):
     """Abort a waiting or running training job (it stops after the current step)."""
-    job = _ext()["store"].get(job_id, kind="model")
-    _ext()["scheduler"].abort(job.id)
+    job = web_context().store.get(job_id, kind="model")
+    web_context().scheduler.abort(job.id)
     flash("Abort requested.", "warn")
     return redirect(url_for("models.show", job_id=job.id))
 
@@ -415,10 +282,10 @@ def abort_job(job_id: str):
 @bp.post("/<job_id>/resume")
 def resume(job_id: str):
     """Resume an Aborted/Error training job from its last snapshot."""
-    job = _ext()["store"].get(job_id, kind="model")
+    job = web_context().store.get(job_id, kind="model")
     if not snapshots(job):
         raise JobStateError(f"Model {job.id} has no snapshot to resume from; clone it to train again.")
-    _ext()["scheduler"].resume(job)
+    web_context().scheduler.resume(job)
     return redirect(url_for("models.show", job_id=job.id))
 
 
@@ -475,7 +342,7 @@ def download(job_id: str):
     Each epoch's export is made on its first request, in a separate worker process
     (TensorFlow never loads in the web server), and kept in the job's ``export/`` folder.
     """
-    job = _ext()["store"].get(job_id, kind="model")
+    job = web_context().store.get(job_id, kind="model")
     epoch = request.values.get("epoch")
     snap = _snapshot_for(job, epoch)
     if snap is None:

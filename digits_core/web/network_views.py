@@ -17,22 +17,18 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
-from flask import Blueprint, current_app, jsonify, render_template, request, url_for
+from flask import Blueprint, jsonify, render_template, request, url_for
 from flask.typing import ResponseReturnValue
 
 from ..engine.networks import custom_code_problem
 from ..errors import DigitsError, FormValidationError
-from .api import invalid_json
-from .helpers import wants_json
+from .context import web_context
+from .helpers import invalid_json, wants_json
 from .model_form import CUSTOM
 from .network_graph import format_shape, render_svg
 
 bp = Blueprint("network", __name__, url_prefix="/models")
 bp.register_error_handler(FormValidationError, invalid_json)  # JSON clients get the fields, as from /api
-
-
-def _ext() -> dict:
-    return current_app.extensions["digits"]
 
 
 def _summary(request_body: dict) -> dict:
@@ -64,10 +60,10 @@ def _page(
 @bp.get("/<job_id>/network")  # innermost: registered first, so url_for gives the HTML page
 def job_network(job_id: str) -> ResponseReturnValue:
     """The network of a model job: its last snapshot, or what its options build before the first one."""
-    job = _ext()["store"].get(job_id, kind="model")
+    job = web_context().store.get(job_id, kind="model")
     back = (url_for("models.show", job_id=job.id), job.name or job.id)
     try:
-        summary = _summary({"job": str(job.path), "jobs_dir": str(_ext()["jobs_dir"])})
+        summary = _summary({"job": str(job.path), "jobs_dir": str(web_context().jobs_dir)})
     except DigitsError as exc:
         return _page(None, title=job.name or job.id, back=back, error=str(exc), status=400)
     return _page(
@@ -90,7 +86,7 @@ def form_request(values: Mapping[str, str]) -> dict:
         errors["dataset"] = ["Choose a dataset: the network is built for its image size and classes."]
     if not network:
         errors["network"] = ["Choose a network."]
-    body: dict = {"dataset": dataset, "jobs_dir": str(_ext()["jobs_dir"]), "task": values.get("task") or None}
+    body: dict = {"dataset": dataset, "jobs_dir": str(web_context().jobs_dir), "task": values.get("task") or None}
     if network == CUSTOM:
         body["custom_code"] = values.get("custom_network") or ""
         if request.method != "POST":  # code runs only from a CSRF-checked POST, never from a link or an <img>
@@ -118,7 +114,7 @@ def form_request(values: Mapping[str, str]) -> dict:
     if errors:
         raise FormValidationError(errors, "network")
     if dataset:
-        _ext()["store"].get(dataset, kind="dataset")  # unknown id: 404 naming it
+        web_context().store.get(dataset, kind="dataset")  # unknown id: 404 naming it
     return body
 
 

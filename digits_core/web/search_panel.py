@@ -3,7 +3,7 @@
 The panel's fields are a mixin of :class:`~digits_core.web.model_form.ModelForm`.
 With search lines filled in, *Create* does not queue one job: it builds the
 body ``POST /api/sweeps`` takes and calls the same function
-(:func:`digits_core.web.tune_views.start_sweep`, i.e. :func:`digits_core.tuning.tune`),
+(:func:`digits_core.submit.sweeps.start_sweep`, i.e. :func:`digits_core.tuning.tune`),
 then the page lands on the sweep's comparison page. A refusal of the core
 (a bad space, setting or option) comes back on the panel's field that holds it.
 """

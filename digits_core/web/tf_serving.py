@@ -20,11 +20,12 @@ grants), and the Origin check still refuses a browser's cross-site request.
 
 from __future__ import annotations
 
-from flask import Blueprint, current_app, jsonify, request
+from flask import Blueprint, jsonify, request
 
 from ..errors import DigitsError, JobNotFoundError
 from ..inference.export_formats import serving_version
 from ..inference.snapshots import list_snapshots, read_model_info, snapshot_problem
+from .context import web_context
 
 bp = Blueprint("tf_serving", __name__, url_prefix="/v1/models")  # security.TOKEN_ONLY_ENDPOINTS names its predict
 
@@ -39,7 +40,7 @@ def _digits_error(exc):
 
 
 def _model_job(name: str):
-    store = current_app.extensions["digits"]["store"]
+    store = web_context().store
     try:
         return store.get(name, kind="model")
     except JobNotFoundError:
@@ -131,7 +132,7 @@ def _predict(name: str, version: str | None = None):
         "predict",
         {
             "model": str(job.path),
-            "jobs_dir": str(current_app.extensions["digits"]["jobs_dir"]),
+            "jobs_dir": str(web_context().jobs_dir),
             "epoch": epoch,
             "body": body,
         },

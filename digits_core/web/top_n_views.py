@@ -20,8 +20,8 @@ from flask import Blueprint, current_app, jsonify, render_template, request
 from flask.typing import ResponseReturnValue
 
 from ..errors import DigitsError, FormValidationError
-from .api import invalid_json
-from .helpers import wants_json
+from .context import web_context
+from .helpers import invalid_json, wants_json
 from .inference_results import store_and_redirect
 
 bp = Blueprint("top_n", __name__, url_prefix="/models")
@@ -32,10 +32,6 @@ MAX_N = 100
 FIELDS = ("server_path", "top_n", "snapshot")
 #: The ``view_id`` and title a stored Top N result is listed under on the model page.
 VIEW_ID, VIEW_TITLE = "top-n", "Top N per category"
-
-
-def _ext() -> dict:
-    return current_app.extensions["digits"]
 
 
 def _count(raw: str) -> int:
@@ -58,10 +54,10 @@ def _shown_name(input_id: str, base: str) -> str:
 @bp.post("/<job_id>/top-n")
 def top_n(job_id: str) -> ResponseReturnValue:
     """Run Top N per category and show each class's N best-scored images."""
-    from .inference_views import check_inference_path
+    from .inference_inputs import check_inference_path  # the inference pages' path rule
     from .inference_worker import run_in_worker
 
-    job = _ext()["store"].get(job_id, kind="model")
+    job = web_context().store.get(job_id, kind="model")
     try:
         n = _count(request.form.get("top_n", ""))
         path = check_inference_path(request.form.get("server_path", ""))
@@ -69,7 +65,7 @@ def top_n(job_id: str) -> ResponseReturnValue:
             "top_n",
             {
                 "model": str(job.path),
-                "jobs_dir": str(_ext()["jobs_dir"]),
+                "jobs_dir": str(web_context().jobs_dir),
                 "inputs": [path],
                 "n": n,
                 "epoch": request.form.get("snapshot") or None,

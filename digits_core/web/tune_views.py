@@ -4,7 +4,7 @@
   process (Ray Tune on this machine, or ``$DIGITS_RAY_ADDRESS``): the trials run
   as model jobs of one group in Ray workers, not in the server's own queue.
   Its ``options`` pass the gate of ``POST /api/models``
-  (:func:`digits_core.web.sweeps.check_request_options`); the Ray cluster and the
+  (:func:`digits_core.submit.options.check_request_options`); the Ray cluster and the
   jobs folder are the server's, never a request's.
 * ``/sweeps/ID`` compares a sweep's trials: a table sorted by the metric with
   their options, status and pruning rung, the validation curves overlaid, a
@@ -17,45 +17,26 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, current_app, jsonify, redirect, render_template, request, url_for
+from flask import Blueprint, jsonify, redirect, render_template, request, url_for
 from flask.typing import ResponseReturnValue
 
 from ..errors import FormValidationError
-from .api import invalid_json
-from .sweeps import check_request_options, server_setting_errors
+from ..submit.sweeps import start_sweep as submit_sweep
+from .context import web_context
+from .helpers import invalid_json, json_body
 
 bp = Blueprint("sweeps", __name__)
 bp.register_error_handler(FormValidationError, invalid_json)
 
-#: ``POST /api/sweeps`` keys besides the training ``options`` (the arguments of :func:`digits_core.tuning.tune`).
-SWEEP_KEYS = (
-    "dataset",
-    "network",
-    "name",
-    "group",
-    "search",
-    "scheduler",
-    "trials",
-    "max_epochs",
-    "metric",
-    "mode",
-    "grace_period",
-    "reduction_factor",
-    "max_concurrent",
-    "search_seed",
-)
-
 
 def _jobs_dir():
-    return current_app.extensions["digits"]["jobs_dir"]
+    return web_context().jobs_dir
 
 
 @bp.post("/api/sweeps")
 def create_sweep() -> ResponseReturnValue:
     """Start a search: ``{"dataset", "search": {option: expr} | ["OPTION=EXPR"], "scheduler", ..., "options"}`` -> 202."""
-    from .api import _body
-
-    handle = start_sweep(_body())
+    handle = start_sweep(json_body())
     return jsonify(
         {
             "id": handle.sweep_id,
@@ -68,64 +49,11 @@ def create_sweep() -> ResponseReturnValue:
 
 
 def start_sweep(body: dict):
-    """Check a sweep request (the ``POST /api/sweeps`` body) and start it; the New Model form's Search panel too.
-
-    Returns:
-        The sweep's :class:`~digits_core.tuning.TuneHandle` (kept by the app).
-
-    Raises:
-        FormValidationError: An unknown key, a bad space, setting or option (nothing is created).
-    """
-    from ..tuning import tune
-
-    refused = server_setting_errors(body)
-    if refused:
-        raise FormValidationError(refused, "new sweep")
-    unknown = sorted(set(body) - set(SWEEP_KEYS) - {"options"})
-    if unknown:
-        raise FormValidationError({key: ["unknown key of a sweep request"] for key in unknown}, "new sweep")
-    options = body.get("options") or {}
-    if not isinstance(options, dict):
-        raise FormValidationError({"options": ["must be a JSON object of training options"]}, "new sweep")
-    misplaced = sorted(set(options) & set(SWEEP_KEYS))
-    if misplaced:
-        raise FormValidationError(
-            {key: ["a setting of the sweep, not a training option: give it beside options"] for key in misplaced},
-            "new sweep",
-        )
-    if not body.get("dataset"):
-        raise FormValidationError({"dataset": ["give the dataset job id"]}, "new sweep")
-    _refuse_network_files(body)
-    options = dict(options)
-    network = body.get("network") if isinstance(body.get("network"), str) else None
-    check_request_options(options, current_app.extensions["digits"]["store"], "new sweep", network)  # as /api/models
-    kwargs = {key: body[key] for key in SWEEP_KEYS if key in body and key not in ("dataset", "network", "name")}
-    handle = tune(
-        str(body["dataset"]),
-        body.get("network") or None,
-        body.get("name") or None,
-        jobs_dir=_jobs_dir(),
-        **options,
-        **kwargs,
-    )
-    current_app.extensions["digits"].setdefault("sweeps", {})[handle.sweep_id] = handle
+    """Start the sweep of a request body (:func:`digits_core.submit.sweeps.start_sweep`); the server keeps its handle."""
+    ctx = web_context()
+    handle = submit_sweep(body, store=ctx.store, jobs_dir=ctx.jobs_dir)
+    ctx.sweeps[handle.sweep_id] = handle
     return handle
-
-
-def _refuse_network_files(body: dict) -> None:
-    """A network named by a server-side file is not for web requests (the web form pastes code instead)."""
-    from ..search_space import parse_spaces
-
-    names = [body.get("network")]
-    search = body.get("search")
-    if search:
-        space = parse_spaces(search).get("network")
-        names += list(space.values) if space else []
-    if any(isinstance(n, str) and (n.endswith(".py") or "/" in n or "\\" in n) for n in names):
-        raise FormValidationError(
-            {"network": ["name a built-in or plugin network; a file on the server is not accepted over the web"]},
-            "new sweep",
-        )
 
 
 @bp.post("/api/sweeps/<sweep_id>/abort")
@@ -142,7 +70,7 @@ def resume(sweep_id: str) -> ResponseReturnValue:
     from ..tuning import resume_sweep
 
     handle = resume_sweep(sweep_id, _jobs_dir())
-    current_app.extensions["digits"].setdefault("sweeps", {})[handle.sweep_id] = handle
+    web_context().sweeps[handle.sweep_id] = handle
     return jsonify({"id": sweep_id, "status": "Running", "url": url_for("sweeps.show", sweep_id=sweep_id)}), 202
 
 

@@ -23,6 +23,7 @@ from typing import Any
 from flask import current_app, request
 
 from ..errors import FormValidationError
+from .context import web_context
 from .inference_results import store_and_redirect
 from .inference_worker import run_in_worker
 
@@ -51,10 +52,9 @@ def infer_volume_from_form(
         FormValidationError: On the field at fault: no source, a path outside the data roots, a source
             that is not a volume, a label that does not fit it.
     """
-    ext = current_app.extensions["digits"]
     body: dict = {
         "model": str(job.path),
-        "jobs_dir": str(ext["jobs_dir"]),
+        "jobs_dir": str(web_context().jobs_dir),
         "view_config": view_config,
         "data_roots": current_app.config["DIGITS_DATA_ROOTS"],
     }

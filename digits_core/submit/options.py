@@ -1,16 +1,10 @@
-"""Queue the training jobs of a New Model request: one job, or one per sweep combination, in one group.
+"""The one gate of the training options a request carries, whatever its door.
 
-The web form and ``POST /api/models`` both call :func:`create_model_jobs`;
-it expands the options with :func:`digits_core.sweep.expand_sweep` (the
-expansion the CLI and other executors use) and queues each point through
-:func:`digits_core.web.models_views.create_model_job`, so every job of a
-sweep is validated, saved and scheduled exactly as a single job is.
-
-:func:`check_request_options` is the one check of the training options a web
-request carries, whatever its door: the New Model form and ``POST /api/models``
-(through :func:`~digits_core.web.models_views.create_model_job`), the Search
-panel and ``POST /api/sweeps`` (through
-:func:`~digits_core.web.tune_views.start_sweep`). Server settings
+:func:`check_request_options` checks the options of the New Model form and
+``POST /api/models`` (through :func:`digits_core.submit.models.create_model_job`),
+the Search panel and ``POST /api/sweeps`` (through
+:func:`digits_core.submit.sweeps.start_sweep`); :func:`check_options` is the
+engine's own validation of every point of a sweep. Server settings
 (:data:`SERVER_SETTINGS`) are refused there by name: a request never picks the
 server's Ray cluster, jobs folder or data roots.
 """
@@ -20,11 +14,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..errors import DigitsError, FormValidationError
-from ..groups import normalize_group
-from ..jobs import Job
 from ..outbound import OutboundURLError, check_url
 from ..paths import check_form_paths
-from ..sweep import expand_sweep, sweep_group
+from ..sweep import expand_sweep
 
 if TYPE_CHECKING:
     from ..jobs import JobStore
@@ -43,6 +35,18 @@ SERVER_SETTINGS = {
 
 #: Keys of the request itself: never accepted among its training options (where they would replace the checked ones).
 REQUEST_KEYS = ("dataset", "network", "custom_network", "name", "group")
+
+
+def check_options(options: dict) -> None:
+    """Validate training options with the engine's own rules (no TensorFlow); every point of a sweep.
+
+    Raises:
+        FormValidationError: Naming the bad fields.
+    """
+    from ..engine.options import TrainingOptions  # the engine's option rules, only when a request is checked
+
+    for point in expand_sweep({k: v for k, v in options.items() if k not in ("dataset", "network")}):
+        TrainingOptions.from_kwargs(**point.options)
 
 
 def server_setting_errors(keys) -> dict[str, list[str]]:
@@ -78,8 +82,6 @@ def check_request_options(options: dict, store: JobStore, form: str = "new model
     Raises:
         FormValidationError: Naming every bad option; nothing has been created.
     """
-    from .models_views import check_options  # models_views imports this module
-
     errors = server_setting_errors(options)
     errors.update(
         {
@@ -158,49 +160,3 @@ def _outside_errors(options: dict, form: str) -> dict[str, list[str]]:
                 except OutboundURLError as exc:
                     errors[key] = [str(exc)]
     return errors
-
-
-def create_model_jobs(
-    name: str,
-    dataset: str,
-    network: str | None,
-    options: dict,
-    custom_code: str | None = None,
-    group: str | None = None,
-) -> list[Job]:
-    """Validate and queue one training job, or every job of a sweep.
-
-    All points are checked before the first job is created, so a bad value
-    queues nothing. The jobs of a sweep are named ``"NAME lr=… batch=…"``
-    and all join ``group`` (default: ``name``); ``job.json`` key ``sweep``
-    holds each job's swept values.
-
-    Args:
-        name: The model's name (of a sweep: the start of every job name).
-        dataset, network, custom_code: As for :func:`~digits_core.web.models_views.create_model_job`.
-        options: Training options; ``learning_rate`` / ``batch_size`` may hold several values
-            (lists or comma-separated text).
-        group: The job group (optional for a single job).
-
-    Returns:
-        The queued jobs, in sweep order.
-
-    Raises:
-        FormValidationError: A bad name, group, option, dataset or network (nothing is queued).
-    """
-    from .models_views import check_options, create_model_job
-
-    if not (name or "").strip():
-        raise FormValidationError({"model_name": ["Give the model a name."]}, "new model")
-    group_name = normalize_group(group)
-    points = expand_sweep(options, name.strip())
-    if len(points) == 1:
-        return [create_model_job(name, dataset, network, dict(points[0].options), custom_code, group=group_name)]
-    check_options(dict(options))  # every point, before any job exists
-    group_name = sweep_group(name, group_name)
-    return [
-        create_model_job(
-            point.name, dataset, network, dict(point.options), custom_code, group=group_name, sweep=point.values
-        )
-        for point in points
-    ]

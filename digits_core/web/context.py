@@ -1,0 +1,61 @@
+"""The web app's state, typed: built once by :func:`digits_core.web.app.create_app`, read through :func:`web_context`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from flask import current_app
+
+if TYPE_CHECKING:
+    from jinja2 import Environment
+
+    from ..jobs import JobStore
+    from ..scheduler import Scheduler
+    from .inference_worker import InferenceWorker
+    from .login import LoginState
+
+
+@dataclass
+class WebContext:
+    """What every web handler reads of the server: kept as ``app.extensions["digits"]``.
+
+    Attributes:
+        jobs_dir: The server's jobs folder.
+        store: The job store over it.
+        scheduler: The queue of dataset and training jobs.
+        inference_worker: The process that runs inference requests (started on the first one).
+        login: Login sessions and throttling.
+        plugin_env: The Jinja environment plugin templates render in (made on first use).
+        sweeps: The searches started by this server, by sweep id.
+    """
+
+    jobs_dir: Path
+    store: JobStore
+    scheduler: Scheduler
+    inference_worker: InferenceWorker
+    login: LoginState
+    plugin_env: Environment | None = None
+    sweeps: dict[str, Any] = field(default_factory=dict)
+
+    # Read as a mapping too (``ext["store"]``): embedding code and tests written before the dataclass.
+    def __getitem__(self, key: str) -> Any:
+        if key not in self.__dataclass_fields__:
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        if key not in self.__dataclass_fields__:
+            raise KeyError(key)
+        setattr(self, key, value)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """The field ``key``, or ``default`` when it is unset (``None``) or not a field."""
+        value = getattr(self, key, None) if key in self.__dataclass_fields__ else None
+        return default if value is None else value
+
+
+def web_context() -> WebContext:
+    """The running app's :class:`WebContext` (inside a request or an app context)."""
+    return current_app.extensions["digits"]
