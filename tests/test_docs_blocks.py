@@ -75,6 +75,7 @@ DOCUMENTS = [
     "docs/formats.md",
     "docs/architecture.md",
     "docs/backbones.md",
+    "docs/evaluation.md",
 ]
 #: Guides whose code blocks a walkthrough test of their own runs (with its own tags).
 OWN_TESTS = {
