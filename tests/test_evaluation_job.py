@@ -353,3 +353,11 @@ def test_web_api_panel_report_and_leaderboard(made, jobs, live_server):
     assert server.get("/").status == 200 and server.get_json("/api/jobs")  # evaluation jobs beside the others
     html = server.get(f"/leaderboard?dataset={made['cls_ds'].id}&stage=test")
     assert html.status == 200 and 'id="leaderboard"' in html.text
+    # a dataset with evaluations is protected like one with models; an evaluation itself is deleted as any job
+    unused = server.request(f"/api/jobs/{made['plus_ds'].id}", method="DELETE")
+    assert unused.status == 200  # no model and no evaluation depends on it
+    used = server.request(f"/api/jobs/{made['cls_ds'].id}", method="DELETE")
+    assert used.status == 409 and "evaluation" in used.json()["error"]["message"]
+    assert created["id"] in [d["id"] for d in used.json()["error"]["dependents"]]
+    assert server.request(f"/api/jobs/{created['id']}", method="DELETE").status == 200
+    assert not (jobs / created["id"]).exists()
