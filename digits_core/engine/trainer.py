@@ -268,9 +268,17 @@ def _plan(dataset: Any, network, options: dict, jobs_dir):
     check_network_task(spec, task.name, reader.id)  # before any job folder exists
     if not checked:
         check_weights(spec, options)
-    opts = TrainingOptions.resolve(spec.defaults, options)
+    opts = TrainingOptions.resolve(defaults_for(spec, task.name), options)
     check_network_input(spec, reader.feature_shape(), opts.crop_size, dict(opts.network_params))
     return strat, reader, spec, opts, task
+
+
+def defaults_for(spec: NetworkSpec, task: str | None) -> dict:
+    """A network's recommended options for ``task``: its ``defaults``, with the entries of its optional
+    ``by_task`` table (task name to options, e.g. a backbone's segmentation schedule) for ``task`` laid over them."""
+    defaults = {k: v for k, v in (spec.defaults or {}).items() if k != "by_task"}
+    defaults.update(((spec.defaults or {}).get("by_task") or {}).get(task, {}))
+    return defaults
 
 
 def check_weights(network: Any, options: dict, *, download: bool = True) -> bool:

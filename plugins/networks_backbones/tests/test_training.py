@@ -166,9 +166,14 @@ def test_small_regression_images_resized_in_the_graph(tiny_dataset, digits_jobs_
 @pytest.mark.slow
 def test_detection_heads_on_a_backbone(tiny_dataset, digits_jobs_dir):
     dataset = tiny_dataset(size=32, count=8, channels=3, detection=True)
-    job = train(dataset, "mobilenet_v3_small", jobs_dir=digits_jobs_dir, weights="none", epochs=1, batch_size=4)
+    job = train(dataset, "mobilenet_v3_small", jobs_dir=digits_jobs_dir, weights="none", epochs=1)
     info = json.loads((Path(job.path) / "model.json").read_text())
     assert job.status.value == "Done" and info["task"] == "detection"
+    assert (info["batch_size"], info["options"]["lr_policy"], info["options"]["augmentation"]["scale"]) == (
+        4,
+        "multistep",
+        0.25,
+    )
     assert load_snapshot(job, jobs_dir=digits_jobs_dir).output_shape == (None, 8, 8, 2 + 4)  # stride 4
     names = {json.loads(line)["name"] for line in (Path(job.path) / "metrics.jsonl").read_text().splitlines()}
     assert "val_map50" in names
@@ -188,9 +193,10 @@ def assert_export_parity(job, fmt, jobs_dir):
 @pytest.mark.slow
 def test_segmentation_unet_on_the_encoder_stages(tiny_dataset, digits_jobs_dir):
     dataset = tiny_dataset(size=32, count=8, channels=1, segmentation=True)
-    job = train(dataset, "mobilenet_v3_small", jobs_dir=digits_jobs_dir, weights="none", epochs=1, batch_size=4)
+    job = train(dataset, "mobilenet_v3_small", jobs_dir=digits_jobs_dir, weights="none", epochs=1)
     info = json.loads((Path(job.path) / "model.json").read_text())
     assert job.status.value == "Done" and info["task"] == "segmentation"
+    assert (info["batch_size"], info["options"]["lr_policy"]) == (8, "fixed")  # the segmentation defaults
     model = load_snapshot(job, jobs_dir=digits_jobs_dir)
     assert model.output_shape == (None, 32, 32, 2)
     stages = model.get_layer("backbone").outputs
