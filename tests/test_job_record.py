@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from pathlib import Path
@@ -153,3 +154,93 @@ def test_only_the_job_store_touches_a_jobs_data():
         if mutating.search(line)
     ]
     assert not found, "use the job store's typed properties and intent methods instead:\n" + "\n".join(found)
+
+
+_WRITES = ("open", "write_bytes", "write_text", "replace", "rename", "unlink", "truncate", "copy", "copyfile", "move")
+
+
+def _writes_a_file(node: ast.AST) -> bool:
+    """A call that may write, replace or remove a file (``open`` counts unless its mode is read-only)."""
+    if not isinstance(node, ast.Call):
+        return False
+    name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+    if name not in _WRITES:
+        return False
+    if name == "open" and isinstance(node.func, ast.Name):  # builtins.open: its mode says
+        mode = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "mode"), None)
+        return not (mode is None or (isinstance(mode, ast.Constant) and set(str(mode.value)) <= set("rbt")))
+    return True
+
+
+def metrics_writers(sources) -> list[str]:
+    """``file:line`` of each function outside ``digits_core/jobs/`` that names ``metrics.jsonl`` and writes a file."""
+    found = []
+    for path, text in sources:
+        if "digits_core/jobs/" in path.as_posix():
+            continue
+        for func in ast.walk(ast.parse(text)):
+            if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            nodes = list(ast.walk(func))
+            names_it = any(
+                (isinstance(n, ast.Name) and n.id == "METRICS_FILE")
+                or (isinstance(n, ast.Attribute) and n.attr == "METRICS_FILE")
+                or (isinstance(n, ast.Constant) and n.value == "metrics.jsonl")
+                for n in nodes
+            )
+            if names_it and any(_writes_a_file(n) for n in nodes):
+                found.append(f"{path.relative_to(ROOT)}:{func.lineno} {func.name}")
+    return found
+
+
+def test_only_the_job_store_writes_metrics_jsonl():
+    """One writer for metrics.jsonl too: appends and rewrites go through digits_core.jobs.model, under the lock."""
+    found = metrics_writers(_sources())
+    assert not found, "write metrics.jsonl with digits_core.jobs.model (record_metrics, start_metrics, ...):\n" + (
+        "\n".join(found)
+    )
+    probe = [
+        (ROOT / "digits_core" / "engine" / "probe.py", 'def a(f):\n    open(Path(f) / METRICS_FILE, "a").write("x")\n'),
+        (ROOT / "digits_core" / "engine" / "probe.py", "def b(p):\n    p.joinpath('metrics.jsonl').write_bytes(b'')\n"),
+        (ROOT / "digits_core" / "engine" / "probe.py", 'def c(f):\n    return open(Path(f) / METRICS_FILE, "rb")\n'),
+        (ROOT / "digits_core" / "jobs" / "probe.py", 'def d(f):\n    open(Path(f) / METRICS_FILE, "a")\n'),
+    ]
+    assert metrics_writers(probe) == ["digits_core/engine/probe.py:1 a", "digits_core/engine/probe.py:1 b"]
+
+
+def test_the_training_metrics_writer_appends_and_rewrites_under_the_record_lock(tmp_path, monkeypatch):
+    import contextlib
+
+    from digits_core.engine import jobio
+    from digits_core.jobs import model
+
+    held: list[bool] = []
+    real_lock, real_open = model.record_lock, model.os.open
+    inside = [False]
+
+    @contextlib.contextmanager
+    def lock(folder):
+        with real_lock(folder):
+            inside[0] = True
+            try:
+                yield
+            finally:
+                inside[0] = False
+
+    def spy_open(path, *args, **kwargs):
+        if str(path).endswith("metrics.jsonl"):
+            held.append(inside[0])
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(model, "record_lock", lock)
+    monkeypatch.setattr(model.os, "open", spy_open)
+    first = jobio.MetricsWriter(tmp_path, tensorboard=False)
+    first.write(1.0, 10, {"loss": 0.5})
+    first.write(2.0, 20, {"loss": 0.25})
+    first.close()
+    resumed = jobio.MetricsWriter(tmp_path, tensorboard=False, resume_step=10)
+    resumed.write(2.0, 20, {"loss": 0.125})
+    resumed.close()
+    assert held and all(held), "every open of metrics.jsonl for writing happens under the record lock"
+    points = model.read_metric_points(tmp_path).points
+    assert [(p["step"], p["value"]) for p in points] == [(10, 0.5), (20, 0.125)]

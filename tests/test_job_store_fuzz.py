@@ -370,13 +370,12 @@ def test_a_damaged_sweep_json_is_reported_never_fatal(folder, damage, capsys):
 
 
 def test_a_resume_drops_later_and_damaged_metric_lines_without_crashing(tmp_path):
-    from digits_core.engine.jobio import _drop_points_after
-    from digits_core.jobs.model import read_metric_points
+    from digits_core.jobs.model import drop_metric_points_after, read_metric_points
 
     record_metrics(tmp_path, 1.0, 10, {"loss": 0.9})
     record_metrics(tmp_path, 2.0, 20, {"loss": 0.8})
     with open(tmp_path / "metrics.jsonl", "ab") as handle:
         handle.write(b"".join(METRIC_LINES))
-    _drop_points_after(tmp_path / "metrics.jsonl", 10)
+    drop_metric_points_after(tmp_path, 10)
     read = read_metric_points(tmp_path)
     assert [(p["step"], p["value"]) for p in read.points] == [(10, 0.9)] and read.skipped == 0

@@ -28,12 +28,11 @@ from ..errors import JobNotFoundError, TrainingError
 from ..faults import disk_error_message
 from ..jobs import Job, JobStore
 from ..jobs.model import (
-    METRICS_FILE,
     MODEL_FILE,
-    metric_lines,
-    parse_metric_point,
     read_metric_points,
     read_model_record,
+    record_metrics,
+    start_metrics,
 )
 from ..jobs.record import ModelRecord
 
@@ -94,22 +93,11 @@ def epoch_tag(epoch: float) -> str:
     return f"{whole:03d}" + f"{frac:.4f}".rstrip("0")[1:]
 
 
-def _drop_points_after(path: Path, step: int) -> None:
-    """Rewrite ``metrics.jsonl`` atomically without the points (and partial lines) after ``step``."""
-    if not path.is_file():
-        return
-    kept = []
-    for line in path.read_bytes().splitlines():
-        point = parse_metric_point(line)  # None: the half-written last line of a killed run, or a damaged one
-        if point is not None and int(point.get("step", 0)) <= step:
-            kept.append(line + b"\n")
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(b"".join(kept))
-    os.replace(tmp, path)
-
-
 class MetricsWriter:
-    """Streams metric points to ``metrics.jsonl`` (line-buffered, flushed each point) and TensorBoard.
+    """Streams metric points to ``metrics.jsonl`` through the job store and to TensorBoard.
+
+    The file is written only by :mod:`digits_core.jobs.model` (:func:`~digits_core.jobs.model.record_metrics`
+    appends each point, :func:`~digits_core.jobs.model.start_metrics` starts the file), under the record lock.
 
     Args:
         folder: The model job folder.
@@ -129,13 +117,12 @@ class MetricsWriter:
         resume_step: int | None = None,
     ):
         self.enabled = enabled
-        self._file = None
+        self._folder: Path | None = None
         self._tb = None
         if not enabled:
             return
-        if resume_step is not None:
-            _drop_points_after(Path(folder) / METRICS_FILE, int(resume_step))
-        self._file = open(Path(folder) / METRICS_FILE, "a", encoding="utf-8")
+        start_metrics(folder, resume_step)
+        self._folder = Path(folder)
         if tensorboard:
             import tensorflow as tf
             from tensorflow.core.framework import summary_pb2
@@ -148,14 +135,13 @@ class MetricsWriter:
 
     def write(self, epoch: float, step: int, values: dict[str, float]) -> None:
         """Write one point per name."""
-        file = self._file
-        if not self.enabled or file is None:
+        folder = self._folder
+        if not self.enabled or folder is None:
             return
         try:
-            file.write(metric_lines(epoch, step, values))
-            file.flush()
+            record_metrics(folder, epoch, step, values)
         except OSError as exc:
-            message = disk_error_message(exc, Path(file.name).parent.parent)
+            message = disk_error_message(exc, folder.parent)
             if message is None:
                 raise
             raise TrainingError(message) from exc
@@ -170,9 +156,7 @@ class MetricsWriter:
                         )
 
     def close(self) -> None:
-        if self._file:
-            self._file.close()
-            self._file = None
+        self._folder = None
         if self._tb is not None:
             self._tb.flush()
             self._tb.close()

@@ -10,7 +10,11 @@ take), so a trainer recording a snapshot and another process updating the
 record at the same moment lose nothing. Metric points are appended to
 ``metrics.jsonl`` one line per point (:func:`metric_lines` is the one
 format; :func:`record_metrics` appends them with a single ``O_APPEND``
-write, so concurrent writers interleave whole lines).
+write under the record lock, so concurrent writers interleave whole lines),
+and only this module writes that file: :func:`start_metrics` creates it when
+a run starts and, on a resume, rewrites it without the points logged after
+the snapshot resumed from (:func:`drop_metric_points_after`), under the same
+lock.
 
 :class:`ModelJobFiles` gives :class:`~digits_core.jobs.Job` the same intents
 as methods (``job.add_snapshot(...)``, ``job.record_metric(...)``).
@@ -234,16 +238,51 @@ def metric_lines(epoch: float, step: int, values: dict[str, float], now: float |
     return "".join(lines)
 
 
+_APPEND_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+
+
 def record_metrics(folder: str | os.PathLike, epoch: float, step: int, values: dict[str, float]) -> None:
-    """Append one point per name to ``metrics.jsonl`` in one ``O_APPEND`` write (whole lines, any writer)."""
+    """Append one point per name to ``metrics.jsonl`` in one ``O_APPEND`` write, under the record lock.
+
+    Raises:
+        OSError: The write failed (a full disk: the caller names it, :func:`digits_core.faults.disk_error_message`).
+    """
     data = metric_lines(epoch, step, values).encode("utf-8")
-    fd = os.open(
-        Path(folder) / METRICS_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644
-    )
-    try:
-        os.write(fd, data)
-    finally:
-        os.close(fd)
+    with record_lock(folder):
+        fd = os.open(Path(folder) / METRICS_FILE, _APPEND_FLAGS, 0o644)
+        try:
+            os.write(fd, data)
+        finally:
+            os.close(fd)
+
+
+def drop_metric_points_after(folder: str | os.PathLike, step: int) -> None:
+    """Rewrite ``metrics.jsonl`` atomically, under the record lock, without the points after ``step``.
+
+    Partly written and damaged lines go too (:func:`parse_metric_point`: the half-written last line of a killed
+    run, or a line that is not a metric point). Nothing happens when the file does not exist.
+    """
+    path = Path(folder) / METRICS_FILE
+    with record_lock(folder):
+        if not path.is_file():
+            return
+        kept = []
+        for line in path.read_bytes().splitlines():
+            point = parse_metric_point(line)
+            if point is not None and int(point.get("step", 0)) <= step:
+                kept.append(line + b"\n")
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_bytes(b"".join(kept))
+        os.replace(tmp, path)
+
+
+def start_metrics(folder: str | os.PathLike, resume_step: int | None = None) -> None:
+    """Start a run's ``metrics.jsonl``: create it (empty) if missing; on a resume, drop the points after the step
+    of the snapshot resumed from (:func:`drop_metric_points_after`), so the curves go on without duplicates."""
+    if resume_step is not None:
+        drop_metric_points_after(folder, int(resume_step))
+    with record_lock(folder):
+        os.close(os.open(Path(folder) / METRICS_FILE, _APPEND_FLAGS, 0o644))
 
 
 class ModelJobFiles:
