@@ -42,6 +42,7 @@ from ..errors import DigitsError
 from ..jobs import Job, JobStatus, JobStore
 from ..jobs.readers import read_json_object
 from ..jobs.record import write_json_atomic
+from ..submit.records import create_job_record
 from . import classification, detection, regression, segmentation
 
 #: Stages of a stored dataset an evaluation may read.
@@ -374,7 +375,9 @@ def _publish(model, report, rows, per_class, source, name, jobs_dir) -> Evaluati
     }
     if "dataset_id" in source:
         fields["dataset_id"] = source["dataset_id"]
-    job = Job.create("evaluation", name or f"{model.job.name} on {test_set}", jobs_dir=jobs_dir, hold=True, **fields)
+    job = create_job_record(
+        "evaluation", name or f"{model.job.name} on {test_set}", jobs_dir=jobs_dir, hold=True, **fields
+    )
     try:
         job.set_status(JobStatus.RUNNING)
         partial = job.path / f".{RESULTS}.partial"
