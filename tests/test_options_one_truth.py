@@ -231,3 +231,21 @@ def test_volume_networks_cli_web_and_api_resolve_the_same_run(volume_web, networ
         assert (run["epochs"], run["steps_per_epoch"], run["val_every"], run["batch_size"]) == (40, 25, 5, 2)
         assert (run["learning_rate"], run["base_filters"], run["levels"], run["overlap"]) == (1e-3, 8, 3, 0.5)
         assert run["patch"] == ([4, 12, 12] if network == "unet3d" else [1, 12, 12])  # ¾ of 8×16×16, ÷4
+
+
+def test_the_volume_run_has_no_defaults_of_its_own():
+    """One table: a volume run's settings come from the option specs under VOLUME_DEFAULTS, never from VolumeConfig."""
+    import dataclasses
+
+    from digits_core.engine.options import TrainingOptions
+    from digits_core.engine.volume_nets import VOLUME_DEFAULTS
+    from digits_core.engine.volume_train import VolumeConfig, _config
+
+    own = [f.name for f in dataclasses.fields(VolumeConfig) if f.default is not dataclasses.MISSING]
+    assert not own, f"VolumeConfig declares defaults of its own: {own}"
+    info = {"stages": {"train": {"shapes": [[8, 16, 16, 1]]}}}
+    run = dataclasses.asdict(_config("unet3d", info, {}))
+    resolved = TrainingOptions.resolve(VOLUME_DEFAULTS, {})
+    for name, attr in _VOLUME_FIELDS.items():  # the volume networks' own table, else the option spec's default
+        expected = VOLUME_DEFAULTS.get(name, BY_NAME[name].default)
+        assert run[attr] == getattr(resolved, name) == expected, (name, run[attr], expected)

@@ -16,17 +16,18 @@ run of a model job:
   and keeps what inference needs (patch, classes, spacing, normalisation,
   per-case validation scores).
 
-``epochs`` (40), ``batch_size`` (2), ``learning_rate`` (1e-3), ``validation_interval``
-(5) and ``seed`` apply; those defaults are the volume networks' own
+``epochs``, ``batch_size``, ``learning_rate``, ``validation_interval`` and
+``seed`` apply; their defaults are the volume networks' own
 (:data:`~digits_core.engine.volume_nets.VOLUME_DEFAULTS`, shown by the New
 Model form too), so every door runs the same defaults (:func:`volume_config`
 resolves them without training). The volume settings are declared training
 options (CLI flags, the New Model form's "Volumes" fields, API keywords; :data:`VOLUME_PARAMS`):
-``volume_patch`` ("D,H,W"), ``volume_steps_per_epoch`` (25),
-``volume_foreground`` (0.5), ``volume_base_filters`` (8), ``volume_levels`` (3),
-``volume_adjacent_slices`` (2, for ``unet2.5d``), ``volume_overlap`` (0.5). The
-older network parameters (``--network-param patch=16,32,32``) still work and
-win over the options.
+``volume_patch`` ("D,H,W"), ``volume_steps_per_epoch``, ``volume_foreground``,
+``volume_base_filters``, ``volume_levels``, ``volume_adjacent_slices`` (for
+``unet2.5d``) and ``volume_overlap``, with their defaults declared once, in the
+option specs (``digits train --help`` shows them). :class:`VolumeConfig` has
+no defaults of its own. The older network parameters
+(``--network-param patch=16,32,32``) still work and win over the options.
 """
 
 from __future__ import annotations
@@ -50,21 +51,25 @@ VOLUME_PARAMS = ("patch", "steps_per_epoch", "foreground", "base_filters", "leve
 
 @dataclass
 class VolumeConfig:
-    """The settings of one volume training run (saved in ``model.json``)."""
+    """The settings of one volume training run (saved in ``model.json``), resolved by :func:`volume_config`.
+
+    No field has a default here: they come from the option specs (``engine.option_specs``) under the volume
+    networks' :data:`~digits_core.engine.volume_nets.VOLUME_DEFAULTS`, the one table every door shows.
+    """
 
     network: str
     patch: list
-    epochs: int = 40
-    batch_size: int = 2
-    steps_per_epoch: int = 25
-    learning_rate: float = 1e-3
-    val_every: int = 5
-    foreground: float = 0.5
-    base_filters: int = 8
-    levels: int = 3
-    adjacent_slices: int = 2
-    overlap: float = 0.5
-    seed: int = 0
+    epochs: int
+    batch_size: int
+    steps_per_epoch: int
+    learning_rate: float
+    val_every: int
+    foreground: float
+    base_filters: int
+    levels: int
+    adjacent_slices: int
+    overlap: float
+    seed: int
 
 
 def volume_dataset_folder(dataset: Any, jobs_dir=None) -> Path | None:
@@ -135,7 +140,7 @@ def _config(network: str, info: dict, options: dict) -> VolumeConfig:
         network=network,
         patch=patch,
         epochs=int(opts.epochs),
-        batch_size=int(opts.batch_size or 2),
+        batch_size=int(opts.batch_size or VOLUME_DEFAULTS["batch_size"]),
         steps_per_epoch=int(values["steps_per_epoch"]),
         learning_rate=float(opts.learning_rate),
         val_every=max(1, int(opts.validation_interval)),
