@@ -348,3 +348,19 @@ def test_psnr_and_ssim_equal_scikit_image(shape):
     assert regression.ssim(truth, pred, 255.0) == pytest.approx(
         structural_similarity(truth, pred, data_range=255.0, channel_axis=channel), abs=TOL
     )
+
+
+def test_surface_distances_of_masks_on_the_border_and_far_apart():
+    ref = np.zeros((12, 10, 9), dtype=bool)
+    ref[:4, :5, :3] = True  # touches three faces of the volume: those faces are surface
+    pred = np.zeros_like(ref)
+    pred[7:12, 6:10, 5:9] = True  # the opposite corner: the bounding box of both is the whole volume
+    spacing = (2.0, 0.5, 1.5)
+    got = segmentation.binary_metrics(pred, ref, spacing, tolerance=9.0)
+    want = _brute_reference(pred, ref, spacing, 9.0)
+    for name in ("HD95", "ASSD", "NSD"):
+        assert got[name] == pytest.approx(want[name], abs=TOL), name
+    small = np.zeros_like(ref)
+    small[5:7, 4:6, 4:6] = True
+    got = segmentation.binary_metrics(small, ref, spacing)
+    assert got["HD95"] == pytest.approx(_brute_reference(small, ref, spacing, 1.0)["HD95"], abs=TOL)

@@ -50,19 +50,32 @@ MEAN_METRICS = (
 )
 
 
+def _crop(pred: np.ndarray, ref: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Both masks cut to the bounding box of their union plus one voxel (surfaces and distances unchanged)."""
+    both = pred | ref
+    box = []
+    for axis in range(both.ndim):
+        hit = np.flatnonzero(both.any(axis=tuple(a for a in range(both.ndim) if a != axis)))
+        box.append(slice(max(0, int(hit[0]) - 1), int(hit[-1]) + 2))
+    return pred[tuple(box)], ref[tuple(box)]
+
+
 def surface_distances(
     pred: np.ndarray, ref: np.ndarray, spacing: Sequence[float]
 ) -> tuple[np.ndarray, np.ndarray] | None:
-    """Distances (mm) from each surface voxel of ``pred`` to ``ref``'s surface and back; ``None`` if either is empty."""
-    from scipy import ndimage
+    """Distances (mm) from each surface voxel of ``pred`` to ``ref``'s surface and back; ``None`` if either is empty.
 
-    a, b = surface(pred), surface(ref)
-    if not a.any() or not b.any():
+    Exact nearest neighbours (a k-d tree over the surface voxels' coordinates times the spacing), on the
+    masks cut to the bounding box of their union: a 256³ pair takes seconds, not a distance transform's minute.
+    """
+    from scipy.spatial import cKDTree
+
+    if not pred.any() or not ref.any():
         return None
-    sampling = np.asarray(spacing, dtype=np.float64)
-    to_b = ndimage.distance_transform_edt(~b, sampling=sampling)
-    to_a = ndimage.distance_transform_edt(~a, sampling=sampling)
-    return np.asarray(to_b[a], dtype=np.float64), np.asarray(to_a[b], dtype=np.float64)
+    pred, ref = _crop(pred, ref)
+    scale = np.asarray(spacing, dtype=np.float64)
+    a, b = np.argwhere(surface(pred)) * scale, np.argwhere(surface(ref)) * scale
+    return cKDTree(b).query(a)[0], cKDTree(a).query(b)[0]
 
 
 def binary_metrics(
