@@ -19,7 +19,7 @@ from .dataset_export_cmd import add_export
 from .output import plugin_output_to_stderr, print_json, print_table, print_unreadable
 
 
-def register(subparsers) -> None:
+def register(subparsers: Any) -> None:
     """Add the ``dataset`` command and its sub-commands."""
     parser = subparsers.add_parser(
         "dataset",
@@ -76,10 +76,10 @@ def register(subparsers) -> None:
     delete.set_defaults(handler=_cleaning(run_delete))
 
 
-def _cleaning(handler):
+def _cleaning(handler: Any) -> Any:
     """Run ``handler`` after removing the build folders killed dataset jobs left behind."""
 
-    def run(args) -> int:
+    def run(args: argparse.Namespace) -> int:
         from ..datasets.publish import remove_stale_builds
 
         remove_stale_builds(args.jobs_dir)
@@ -92,7 +92,7 @@ def _cleaning(handler):
 # -- create ----------------------------------------------------------------------
 
 
-def plugin_create_parser(plugin_id: str, plugin_cls) -> tuple[argparse.ArgumentParser, list[str]]:
+def plugin_create_parser(plugin_id: str, plugin_cls: Any) -> tuple[argparse.ArgumentParser, list[str]]:
     """Return the ``digits dataset create <plugin-id>`` parser and the form field names it has."""
     from ..datasets.options import add_cli_arguments
     from ..forms import add_form_arguments
@@ -132,7 +132,7 @@ def plugin_create_parser(plugin_id: str, plugin_cls) -> tuple[argparse.ArgumentP
 class _ProgressBars:
     """A tqdm bar per stage, fed by create_dataset's progress callback."""
 
-    def __init__(self, enabled: bool):
+    def __init__(self, enabled: bool) -> None:
         self.enabled = enabled
         self.bar: Any = None  # a tqdm bar while a stage is shown
         self.stage = None
@@ -164,7 +164,7 @@ class _ProgressBars:
             self.bar = None
 
 
-def run_create(args) -> int:
+def run_create(args: argparse.Namespace) -> int:
     """Validate the plugin's form values, build the dataset, print a summary."""
     from ..forms import form_values_from_namespace
     from ..plugins.registry import registry
@@ -206,7 +206,7 @@ def run_create(args) -> int:
     return 0
 
 
-def _print_summary(ds, job) -> None:
+def _print_summary(ds: Any, job: Any) -> None:
     counts = ", ".join(f"{s} {ds.count(s)}" for s in ds.stages)
     print(f"Dataset {ds.id} ({ds.name}) created in {job.path}")
     print(f"  records: {counts}")
@@ -225,7 +225,7 @@ def _print_summary(ds, job) -> None:
 # -- list / show / explore / delete -------------------------------------------------
 
 
-def job_status_text(job) -> str:
+def job_status_text(job: Any) -> str:
     """Return the status; a Running job whose owner process is gone (killed) shows as Aborted."""
     status = job.status.value
     if status == "Running" and not job.is_alive:
@@ -233,7 +233,7 @@ def job_status_text(job) -> str:
     return status
 
 
-def run_list(args) -> int:
+def run_list(args: argparse.Namespace) -> int:
     """Print the dataset jobs, and the job folders whose records cannot be read (marked Unreadable)."""
     from ..jobs import JobStore
     from ..jobs.health import dataset_record_problem  # as JobStore above: `digits dataset create --help` stays light
@@ -265,7 +265,7 @@ def run_list(args) -> int:
     return 0
 
 
-def _raise_record_problem(job_path) -> None:
+def _raise_record_problem(job_path: Any) -> None:
     """Say which file and why when the dataset's ``dataset.json`` cannot be read as a dataset record."""
     from ..jobs.health import dataset_record_problem  # as JobStore in the commands: `--help` stays light
 
@@ -274,7 +274,7 @@ def _raise_record_problem(job_path) -> None:
         raise problem
 
 
-def run_show(args) -> int:
+def run_show(args: argparse.Namespace) -> int:
     """Print one dataset's metadata, labels and skipped entries."""
     from ..datasets import open_dataset
     from ..datasets.reader import DATASET_DIRNAME, read_errors_report
@@ -339,7 +339,7 @@ def run_show(args) -> int:
     return 0
 
 
-def run_explore(args) -> int:
+def run_explore(args: argparse.Namespace) -> int:
     """Write a contact sheet PNG of a stage."""
     from ..datasets import open_dataset
     from ..datasets.explore import contact_sheet
@@ -358,7 +358,7 @@ def run_explore(args) -> int:
     return 0
 
 
-def run_delete(args) -> int:
+def run_delete(args: argparse.Namespace) -> int:
     """Delete a dataset job folder."""
     from ..jobs import JobStore
     from ..jobs.record import JobRecordError  # as JobStore above: `digits dataset create --help` stays light

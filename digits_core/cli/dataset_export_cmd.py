@@ -3,12 +3,15 @@ back to the files a labelling tool reads (:mod:`digits_core.datasets.annotation_
 
 from __future__ import annotations
 
+import argparse
+from typing import Any
+
 from .output import print_json
 
 FORMATS = ("coco", "yolo", "voc")
 
 
-def add_export(sub) -> None:
+def add_export(sub: Any) -> None:
     """Add ``dataset export`` to the ``dataset`` sub-commands."""
     export = sub.add_parser(
         "export",
@@ -23,7 +26,7 @@ def add_export(sub) -> None:
     export.set_defaults(handler=run_export)
 
 
-def run_export(args) -> int:
+def run_export(args: argparse.Namespace) -> int:
     """Export one dataset; print what was written."""
     from ..datasets import open_dataset  # startup stays light: `digits --help` never opens LMDB
     from ..datasets.annotation_export import export_dataset  # startup stays light, as open_dataset

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
+from typing import Any
 
 
-def register(subparsers) -> None:
+def register(subparsers: Any) -> None:
     """Add the ``download`` command."""
     from ..download.specs import DATASETS
 
@@ -49,7 +51,7 @@ def register(subparsers) -> None:
 class TqdmProgress:
     """A ``progress(task, done, total)`` callback drawing one tqdm bar per task."""
 
-    def __init__(self, enabled: bool = True):
+    def __init__(self, enabled: bool = True) -> None:
         self.enabled = enabled
         self.bars: dict = {}
 
@@ -86,7 +88,7 @@ class TqdmProgress:
                 bar.close()
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     """Download, unpack and print what to do next."""
     from ..download import download_dataset
 

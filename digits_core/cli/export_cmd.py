@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
 import json
+from typing import Any
 
 
-def register(subparsers) -> None:
+def register(subparsers: Any) -> None:
     """Add the ``export`` command."""
     parser = subparsers.add_parser(
         "export",
@@ -52,7 +54,7 @@ def register(subparsers) -> None:
     parser.set_defaults(handler=run)
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     """Export the model, print its parity report and the archive's path."""
     import tarfile
 

@@ -17,11 +17,13 @@ reads from the dataset (Sunnybrook's validation records) are accepted.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import logging
 import sys
 import warnings
 from collections.abc import Iterator
+from typing import Any
 
 from ..errors import FormValidationError
 from .output import plugin_output_to_stderr
@@ -76,7 +78,7 @@ def _model_dataset(argv: list[str]) -> tuple[str | None, dict]:
         return None, {}
 
 
-def _add_plugin_form_options(parser, argv: list[str] | None = None) -> dict[str, list[str]]:
+def _add_plugin_form_options(parser: Any, argv: list[str] | None = None) -> dict[str, list[str]]:
     """Add the inference form fields of every data plugin; return ``{plugin_id: field names}``.
 
     A field several plugins share (e.g. ``image_path`` of every image plugin)
@@ -131,7 +133,7 @@ def _add_plugin_form_options(parser, argv: list[str] | None = None) -> dict[str,
     return fields
 
 
-def register(subparsers) -> None:
+def register(subparsers: Any) -> None:
     """Add the ``infer`` command."""
     parser = subparsers.add_parser(
         "infer",
@@ -202,14 +204,14 @@ def parse_view_options(items: list[str]) -> dict[str, str]:
     return options
 
 
-def _form_values(args, plugin_fields: dict[str, list[str]]) -> dict:
+def _form_values(args: argparse.Namespace, plugin_fields: dict[str, list[str]]) -> dict:
     from ..forms import form_values_from_namespace
 
     names = sorted({n for names in plugin_fields.values() for n in names} - _OWN)
     return form_values_from_namespace(args, names)
 
 
-def _print_summary(result) -> None:
+def _print_summary(result: Any) -> None:
     from .output import print_table
 
     rows = []
@@ -325,7 +327,7 @@ def library_messages() -> Iterator[list[str]]:
             collected[:] = list(dict.fromkeys(collected))
 
 
-def _plugin_options_hint(args) -> str:
+def _plugin_options_hint(args: argparse.Namespace) -> str:
     """Where a model whose data plugin reads its own inputs takes them (``""`` when it has no such options)."""
     argv = ["--model", args.model] + (["--jobs-dir", str(args.jobs_dir)] if args.jobs_dir else [])
     plugin_id, _ = _model_dataset(argv)
@@ -339,7 +341,7 @@ def _plugin_options_hint(args) -> str:
     )
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     """Run inference and write or print the results."""
     from ..engine.volume_infer import is_volume_model  # reads model.json only; keeps `digits infer --help` light
 
@@ -354,7 +356,7 @@ def run(args) -> int:
     progress = None
     if sys.stderr.isatty():
 
-        def progress(done, total):
+        def progress(done: Any, total: Any) -> None:
             print(f"\rinference: {done}/{total}", end="" if done < total else "\n", file=sys.stderr)
 
     from ..inference.inputs import UnsupportedInputError
@@ -411,7 +413,7 @@ def run(args) -> int:
     return 0
 
 
-def _write_visualizations(result, path: str) -> None:
+def _write_visualizations(result: Any, path: str) -> None:
     """Write the layer visualizations of the one input to ``path`` (JSON, written whole or not at all)."""
     import json
     import os

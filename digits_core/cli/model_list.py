@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 from typing import Any
 
 from ..engine.jobio import read_model_info
@@ -11,7 +12,7 @@ from ..jobs.store import UnreadableJob
 from .output import print_json, print_table, print_unreadable
 
 
-def run_list(args) -> int:
+def run_list(args: argparse.Namespace) -> int:
     """Print the model jobs; a job whose ``job.json`` or ``model.json`` cannot be read is listed Unreadable."""
     jobs, unreadable = JobStore(args.jobs_dir).scan(kind="model")
     group = " ".join(args.group.split()) if args.group else None

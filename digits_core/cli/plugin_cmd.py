@@ -9,8 +9,11 @@ listed by ``digits plugins`` without edits; the guide
 
 from __future__ import annotations
 
+import argparse
+from typing import Any
 
-def register(subparsers) -> None:
+
+def register(subparsers: Any) -> None:
     """Add the ``plugin`` command and its ``new`` sub-command."""
     parser = subparsers.add_parser(
         "plugin",
@@ -76,7 +79,7 @@ def register(subparsers) -> None:
     parser.set_defaults(handler=lambda args: parser.print_help() or 0)
 
 
-def run_wrap_digits6(args) -> int:
+def run_wrap_digits6(args: argparse.Namespace) -> int:
     """Write the distribution folder and print how to install it (and any id clash)."""
     from ..scaffold.digits6 import wrap_digits6  # commands import their code when they run (light --help)
 
@@ -90,7 +93,7 @@ def run_wrap_digits6(args) -> int:
     return 0
 
 
-def run_new(args) -> int:
+def run_new(args: argparse.Namespace) -> int:
     """Create the package and print what to do next."""
     import os
 
@@ -116,7 +119,7 @@ def run_new(args) -> int:
     return 0
 
 
-def run_check(args) -> int:
+def run_check(args: argparse.Namespace) -> int:
     """Run :func:`digits_core.plugins.testing.check_plugin` on an installed plugin and print the report."""
     import sys
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
+from typing import Any
+
 from .output import print_json, print_table
 
 
-def register(subparsers) -> None:
+def register(subparsers: Any) -> None:
     """Add the ``plugins`` command."""
     parser = subparsers.add_parser(
         "plugins",
@@ -18,7 +21,7 @@ def register(subparsers) -> None:
     parser.set_defaults(handler=run)
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     """Print the plugin records."""
     import logging
 

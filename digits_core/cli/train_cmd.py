@@ -6,6 +6,7 @@ when a command trains or loads a model.
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from typing import Any
@@ -26,7 +27,7 @@ from .model_list import run_list
 from .output import print_json, print_table
 
 
-def register(subparsers) -> None:
+def register(subparsers: Any) -> None:
     """Add ``train``, ``model``, ``lr-preview`` and ``networks``."""
     p = subparsers.add_parser(
         "train",
@@ -112,7 +113,7 @@ def register(subparsers) -> None:
     n.set_defaults(handler=run_networks)
 
 
-def _parse_network_params(items) -> dict:
+def _parse_network_params(items: Any) -> dict:
     params = {}
     for item in items or []:
         if "=" not in item:
@@ -125,7 +126,7 @@ def _parse_network_params(items) -> dict:
     return params
 
 
-def _options_from_args(args) -> dict:
+def _options_from_args(args: argparse.Namespace) -> dict:
     options = options_from_cli(args)
     params = _parse_network_params(args.network_param)
     if params:
@@ -136,7 +137,7 @@ def _options_from_args(args) -> dict:
 class _ProgressBar:
     """tqdm bar: epoch, step, loss, ETA; validation results printed above it."""
 
-    def __init__(self, quiet: bool):
+    def __init__(self, quiet: bool) -> None:
         self.quiet = quiet
         self.bar: Any = None
 
@@ -162,12 +163,12 @@ class _ProgressBar:
             shown = ", ".join(f"{k} {v:.4f}" for k, v in event.items() if k.startswith("val_"))
             self.bar.write(f"epoch {event['epoch']:.2f}: {shown}")
 
-    def close(self):
+    def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
 
 
-def run_train(args) -> int:
+def run_train(args: argparse.Namespace) -> int:
     """Train (or resume) and print a summary."""
     bar = _ProgressBar(args.quiet)
     try:
@@ -205,7 +206,7 @@ def run_train(args) -> int:
     return _report(args, job)
 
 
-def _train_on_ray(args, options: dict):
+def _train_on_ray(args: argparse.Namespace, options: dict) -> Any:
     """``digits train --workers N``: one model trained by N Ray Train workers on the cluster."""
     import os
 
@@ -243,7 +244,7 @@ def _train_on_ray(args, options: dict):
     )
 
 
-def _report(args, job) -> int:
+def _report(args: argparse.Namespace, job: Any) -> int:
     """Print the summary (or model.json) of a finished training; return the exit status."""
     if not (job.path / "model.json").is_file():  # a non-chief worker: outputs belong to the chief
         report = job.data.get("worker_report") or {}
@@ -271,7 +272,7 @@ def _report(args, job) -> int:
     return 0 if job.status.value == "Done" else 3
 
 
-def _run_sweep(args, options: dict) -> int:
+def _run_sweep(args: argparse.Namespace, options: dict) -> int:
     """Train every combination of a sweep in turn; print one line per job (or JSON) at the end."""
     name = args.name or f"{args.network or 'model'}-sweep"
     points = expand_sweep(options, name)
@@ -339,11 +340,11 @@ def _run_sweep(args, options: dict) -> int:
     return 0 if len(jobs) == len(points) and all(j.status.value == "Done" for j in jobs) else 3
 
 
-def _store(args):
+def _store(args: argparse.Namespace) -> Any:
     return JobStore(args.jobs_dir)
 
 
-def run_show(args) -> int:
+def run_show(args: argparse.Namespace) -> int:
     job = load_model_job(_store(args).get(args.job, kind="model"))
     info: dict[str, Any] = {}
     if (job.path / MODEL_FILE).is_file():
@@ -390,7 +391,7 @@ def run_show(args) -> int:
     return 0
 
 
-def run_abort(args) -> int:
+def run_abort(args: argparse.Namespace) -> int:
     job = _store(args).get(args.job, kind="model")
     if job.status.is_finished:
         raise JobStateError(f'Model job "{job.id}" is not running (status {job.status.value}).')
@@ -399,7 +400,7 @@ def run_abort(args) -> int:
     return 0
 
 
-def run_delete(args) -> int:
+def run_delete(args: argparse.Namespace) -> int:
     store = _store(args)
     try:
         job = store.get(args.job, kind="model")
@@ -414,7 +415,7 @@ def run_delete(args) -> int:
     return 0
 
 
-def run_lr_preview(args) -> int:
+def run_lr_preview(args: argparse.Namespace) -> int:
     total = args.epochs * args.steps_per_epoch
     learning_rate, policy = lr_preview_schedule(options_from_cli(args, LR_PREVIEW_OPTIONS))
     rows = lr_schedule_preview(
@@ -440,7 +441,7 @@ def run_lr_preview(args) -> int:
     return 0
 
 
-def run_networks(args) -> int:
+def run_networks(args: argparse.Namespace) -> int:
     specs = list_networks()
     if args.json:
         print_json(

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
+from typing import Any
 
 
-def register(subparsers) -> None:
+def register(subparsers: Any) -> None:
     """Add the ``upload-s3`` command."""
     parser = subparsers.add_parser(
         "upload-s3",
@@ -43,14 +45,14 @@ def register(subparsers) -> None:
     parser.set_defaults(handler=run)
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     """Upload and print a summary (no secrets)."""
     from ..errors import ConfigurationError
     from ..sources import IMAGE_EXTENSIONS, S3Location, read_upload_config, upload_tree
 
     config = read_upload_config(args.config) if args.config else {}
 
-    def pick(option, key):
+    def pick(option: Any, key: Any) -> Any:
         value = option if option not in (None, "") else config.get(key)
         return value or None
 

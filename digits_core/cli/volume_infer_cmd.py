@@ -9,8 +9,10 @@ case with the ``volume`` view (slice scrolling with the label overlay);
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from ..engine.volume_infer import infer_volume
 from ..errors import FormValidationError
@@ -18,7 +20,7 @@ from ..inference.volume_report import volume_cases
 from .output import plugin_output_to_stderr, print_json
 
 
-def write_page(results, path: Path, model: str, jobs_dir) -> None:
+def write_page(results: Any, path: Path, model: str, jobs_dir: Any) -> None:
     """One self-contained HTML page: every result through the ``volume`` view plugin."""
     parts = [html for html, _ in volume_cases(results, model, jobs_dir)]
     path.write_text(
@@ -30,7 +32,7 @@ def write_page(results, path: Path, model: str, jobs_dir) -> None:
     )
 
 
-def run_volume(args, form_data: dict | None = None) -> int:
+def run_volume(args: argparse.Namespace, form_data: dict | None = None) -> int:
     """Infer every input with the volume model ``args.model``; print what was written.
 
     Args:
