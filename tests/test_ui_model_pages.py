@@ -545,3 +545,46 @@ def test_export_panel_onnx_with_its_parity_report(trained, page, tmp_path):
         assert json.load(tar.extractfile(f"{top}/info.json"))["model"]["epoch"] == 1
     assert parity["passed"] is True and parity["top1_agreement"] == 1.0 and parity["runtime"] == "onnxruntime"
     assert f"· {parity['inputs']} inputs" in figures and parity["inputs"] == 40  # 20 validation images, each twice
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+def test_main_pages_have_no_serious_accessibility_violations_and_fit_a_phone(trained, page):
+    """axe-core (npm) on the eight main pages of the real server: 0 serious or critical violations (issue 43)."""
+    from axe_support import axe_violations
+    from browser_support import assert_fits_a_phone
+
+    server, model = trained["server"], trained["model"]
+    found: list[str] = []
+
+    def check(what: str, path: str | None = None) -> None:
+        if path is not None:
+            page.goto(server.url + path)
+        page.wait_for_load_state("networkidle")
+        found.extend(axe_violations(page, what))
+        assert_fits_a_phone(page, what, screenshot=f"model-pages-375-{what.replace(' ', '-')}")
+
+    check("home", "/")
+    assert page.locator("h1").count() == 1  # axe-core's page-has-heading-one (moderate): home had none
+    check("new dataset", "/datasets/new/image-classification")
+    check("dataset", f"/datasets/{trained['dataset']}")
+    check("new model", f"/models/new?dataset={trained['dataset']}")
+    page.goto(server.url + f"/models/{model}")
+    page.wait_for_selector("#metric-summary")
+    check("model")
+    check("sweep", f"/compare?jobs={model}")  # the sweep page's template (sweep_compare.html), runs picked by hand
+    # Classify one, then many: the classification view's pages of real inference results.
+    image = sorted((trained["data"] / "3").glob("*.png"))[0]
+    page.goto(server.url + f"/models/{model}")
+    page.check("input[name=input_mode][value=path]")
+    page.fill("#infer-path", str(image))
+    page.click("#infer-button")
+    page.wait_for_selector("#results")
+    check("classify one")
+    page.goto(server.url + f"/models/{model}")
+    page.check("input[name=input_mode][value=path]")
+    page.fill("#infer-path", str(trained["data"] / "7"))
+    page.click("#infer-button")
+    page.wait_for_selector("#results")
+    check("classify many")
+    assert not found, "\n".join(found)
