@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from wtforms import Form, ValidationError
 
 from ..datasets.options import web_form_fields
@@ -9,7 +11,7 @@ from ..errors import FormValidationError
 from ..groups import normalize_group
 
 
-def valid_group(form, field) -> None:
+def valid_group(form: Any, field: Any) -> None:
     """WTForms validator: a job group name :func:`~digits_core.groups.normalize_group` accepts."""
     try:
         field.data = normalize_group(field.data or None, field.name)

@@ -18,6 +18,7 @@ comma-separated values: one job per combination (:mod:`digits_core.sweep`).
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from wtforms import SelectField, StringField, TextAreaField, ValidationError
 from wtforms.validators import DataRequired, Length, Optional
@@ -69,13 +70,13 @@ _BOOL_CHOICES = [("true", "yes"), ("false", "no")]
 _TRUE, _FALSE = ("true", "1", "yes", "on", "y"), ("false", "0", "no", "off", "n")
 
 
-def _is_bool(form, field) -> None:
+def _is_bool(form: Any, field: Any) -> None:
     if field.data not in (None, "") and str(field.data).lower() not in _TRUE + _FALSE:
         raise ValidationError("Choose yes or no.")
 
 
-def _sweep_validator(spec: OptionSpec):
-    def check(form, field) -> None:
+def _sweep_validator(spec: OptionSpec) -> Any:
+    def check(form: Any, field: Any) -> None:
         from ..sweep import parse_values
 
         if field.data not in (None, ""):
@@ -87,7 +88,7 @@ def _sweep_validator(spec: OptionSpec):
     return check
 
 
-def _field(spec: OptionSpec):
+def _field(spec: OptionSpec) -> Any:
     """A WTForms field for one declared option (empty = not set): the specs' generator, sweeps as text."""
     if spec.sweep:  # text: several comma-separated values make a sweep
         return StringField(
@@ -135,13 +136,13 @@ class ModelForm(SearchPanel):
         description='Keyword arguments for build_model, e.g. {"dropout": 0.5}.',
     )
 
-    def validate_custom_network(self, field):
+    def validate_custom_network(self, field: Any) -> None:
         if self.network.data == CUSTOM:
             problem = custom_code_problem(field.data or "")
             if problem:
                 raise ValidationError(problem)
 
-    def validate_network_params(self, field):
+    def validate_network_params(self, field: Any) -> None:
         try:
             value = json.loads(field.data or "{}")
         except ValueError as exc:
@@ -161,7 +162,7 @@ FIELD_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
 )
 
 
-def _value(spec: OptionSpec, data):
+def _value(spec: OptionSpec, data: Any) -> Any:
     if spec.kind == "bool":
         return None if data in (None, "") else str(data).lower() in _TRUE
     if spec.sweep and data not in (None, ""):
@@ -172,12 +173,12 @@ def _value(spec: OptionSpec, data):
     return None if data in (None, "") else data
 
 
-def option_value(spec: OptionSpec, data):
+def option_value(spec: OptionSpec, data: Any) -> Any:
     """A submitted field's value as the engine option (``None``: not set)."""
     return _value(spec, data)
 
 
-def _form_value(spec: OptionSpec, value):
+def _form_value(spec: OptionSpec, value: Any) -> Any:
     if spec.kind == "bool":
         return "true" if value else "false"
     return value
@@ -259,7 +260,7 @@ def form_script_data(form: ModelForm) -> dict:
     return {"defaults": defaults, "applies": applies, "lr_preview": list(LR_PREVIEW_OPTIONS)}
 
 
-def set_choices(form: ModelForm, store) -> None:
+def set_choices(form: ModelForm, store: Any) -> None:
     """Fill the dataset, network and pretrained pickers from the jobs folder and the engine."""
     datasets = [j for j in store.list("dataset") if j.status.value == "Done"]
     form.dataset.choices = [(j.id, f"{j.name} ({j.id})") for j in datasets] or [("", "no dataset is Done yet")]

@@ -9,6 +9,8 @@ plugin's ``static`` folder) are served; anything that resolves outside it
 
 from __future__ import annotations
 
+from typing import Any
+
 from flask import Blueprint, abort, send_file
 
 from ..errors import PluginNotFoundError
@@ -18,7 +20,7 @@ bp = Blueprint("plugin_static", __name__)
 
 
 @bp.get("/plugins/view/<plugin_id>/static/<path:filename>")
-def view_static(plugin_id: str, filename: str):
+def view_static(plugin_id: str, filename: str) -> Any:
     """One static file of a view plugin."""
     from ..plugins.registry import registry
 
@@ -34,7 +36,7 @@ def view_static(plugin_id: str, filename: str):
 
 @bp.get("/extension-static/<kind>/<plugin_id>/<path:filename>")
 @bp.get("/digits/extension-static/<kind>/<plugin_id>/<path:filename>")  # DIGITS 6.1 templates hard-code /digits
-def extension_static(kind: str, plugin_id: str, filename: str):
+def extension_static(kind: str, plugin_id: str, filename: str) -> Any:
     """DIGITS 6's address of a plugin's static file (``kind`` is ``view`` or ``data``)."""
     if kind == "view":
         return view_static(plugin_id, filename)
@@ -44,7 +46,7 @@ def extension_static(kind: str, plugin_id: str, filename: str):
 
 
 @bp.get("/plugins/data/<plugin_id>/static/<path:filename>")
-def data_static(plugin_id: str, filename: str):
+def data_static(plugin_id: str, filename: str) -> Any:
     """One static file of a data plugin (a ``static`` folder next to its module)."""
     import inspect
     from pathlib import Path

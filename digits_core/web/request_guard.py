@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Iterable
+from typing import Any
 from urllib.parse import urlsplit
 
 from flask import Flask, abort, current_app, g, request
@@ -174,7 +175,7 @@ def init_app(app: Flask, hosts: Iterable[str] | None = None) -> None:
     app.jinja_env.globals["csp_nonce"] = csp_nonce
 
     @app.before_request
-    def _check_host_and_origin():
+    def _check_host_and_origin() -> None:
         allowed = current_app.config["DIGITS_ALLOWED_HOSTS"]
         name, port = split_host(request.host or "")
         if name not in allowed:
@@ -195,7 +196,7 @@ def init_app(app: Flask, hosts: Iterable[str] | None = None) -> None:
                 )
 
     @app.before_request
-    def _bound_the_body():
+    def _bound_the_body() -> None:
         limit, what = body_limit()
         request.max_content_length = limit
         if request.mimetype == "multipart/form-data":
@@ -208,7 +209,7 @@ def init_app(app: Flask, hosts: Iterable[str] | None = None) -> None:
             )
 
     @app.after_request
-    def _security_headers(response):
+    def _security_headers(response: Any) -> Any:
         headers = response.headers
         headers.setdefault("Content-Security-Policy", content_security_policy(csp_nonce()))
         headers.setdefault("X-Frame-Options", "DENY")
