@@ -30,6 +30,7 @@ def test_volume_savedmodel_runs_the_sliding_window_and_matches_digits_infer(trai
     info = json.loads((model / "model.json").read_text())
     assert parity["passed"] is True and parity["inputs"] == info["val_count"] >= 1
     assert parity["mask_iou"] >= 0.99 and parity["voxel_agreement"] >= 0.99 and parity["max_abs_diff"] < 1e-3
+    assert parity["tolerance"] == pytest.approx(2e-3) and parity["failed_checks"] == []  # probabilities bounded
     exported = json.loads((top / "info.json").read_text())
     assert exported["kind"] == "volume" and exported["volume"]["patch"] == info["volume"]["patch"]
     assert (top / "serving" / model.name / str(info["volume"]["epochs"]) / "saved_model.pb").is_file()
