@@ -21,6 +21,7 @@ from ..submit.datasets import queue_dataset_job
 from ..submit.models import create_model_jobs
 from .context import web_context
 from .helpers import invalid_json, job_summary, json_body
+from .job_deletes import DatasetInUseError, bulk_delete, delete_job, describe
 
 bp = Blueprint("api", __name__, url_prefix="/api")
 
@@ -208,8 +209,6 @@ def delete(job_id: str):
         ``{"id", "deleted": true, "also_deleted": [{"id", "name", "status"}]}`` (the dependents a cascade
         deleted); 409 ``{"error": {..., "dependents": [...]}}`` when models depend on the dataset.
     """
-    from .job_deletes import DatasetInUseError, delete_job, describe
-
     try:
         job = web_context().store.get(job_id)
     except JobRecordError:  # its job.json cannot be read: the folder goes as it is (refused while a process owns it)
@@ -236,10 +235,8 @@ def delete_many():
     """Delete several jobs: ``{"ids": [...], "abort_running"?: false}`` -> ``{"deleted", "aborted", "refused"}``.
 
     Jobs this server runs or queues are refused unless ``abort_running`` is true (then they are
-    aborted first); a job another process runs is always refused. See ``home.bulk_delete``.
+    aborted first); a job another process runs is always refused. See :func:`~digits_core.web.job_deletes.bulk_delete`.
     """
-    from .home import bulk_delete
-
     body = json_body()
     ids = body.get("ids")
     if not isinstance(ids, list) or not ids or not all(isinstance(i, str) for i in ids):

@@ -31,6 +31,7 @@ from ..inference.export_formats import QUANTIZE
 from ..jobs import Job, JobStatus
 from .context import web_context
 from .helpers import invalid_json, wants_json
+from .model_page import render_model_page, snapshot_for
 
 bp = Blueprint("exports", __name__, url_prefix="/models")
 bp.register_error_handler(FormValidationError, invalid_json)
@@ -120,7 +121,6 @@ def _form_choice() -> tuple[str, str | None]:
 @bp.post("/<job_id>/export")
 def export(job_id: str) -> ResponseReturnValue:
     """Export one snapshot in the chosen format; back to the panel with its parity report."""
-    from .models_views import _snapshot_for
     from .worker_calls import run_worker
 
     job = web_context().store.get(job_id, kind="model")
@@ -128,7 +128,7 @@ def export(job_id: str) -> ResponseReturnValue:
         if job.status in (JobStatus.WAITING, JobStatus.RUNNING, JobStatus.INITIALIZED):
             raise JobStateError(f"Model {job.id} is still training: export it once it has finished.")
         fmt, quantize = _form_choice()
-        snap = _snapshot_for(job, request.form.get("snapshot") or None)
+        snap = snapshot_for(job, request.form.get("snapshot") or None)
         if snap is None:
             raise JobStateError(f"Model {job.id} has no snapshot yet; export once an epoch has finished.")
         name = export_name(job.id, snap["epoch"], fmt, quantize)
@@ -150,7 +150,6 @@ def export(job_id: str) -> ResponseReturnValue:
     except DigitsError as exc:
         if wants_json():
             raise  # the app's handlers: 400, or 507 for a full disk (DiskFullError)
-        from .models_views import render_model_page
 
         g.export_errors = exc.errors if isinstance(exc, FormValidationError) else {"": [str(exc)]}
         g.export_values = {k: request.form.get(k, "") for k in FIELDS}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -11,24 +10,19 @@ from flask.typing import ResponseReturnValue
 from markupsafe import Markup, escape
 from werkzeug.wrappers import Response
 
-from ..errors import DigitsError, JobNotFoundError
 from ..jobs import Job, JobStore
 from ..jobs.health import record_problem
 from ..jobs.readers import FIX_HINT, UnreadableRecordError
-from ..jobs.record import JobRecordError
 from . import security
 from .context import web_context
 from .helpers import job_summary, wants_json
-from .job_deletes import dependents
+from .job_deletes import bulk_delete
 from .login import safe_next
 
 if TYPE_CHECKING:
     from ..scheduler import Scheduler
 
 bp = Blueprint("home", __name__)
-
-#: Seconds a bulk delete waits for the jobs it aborted to stop.
-ABORT_WAIT_S = 60.0
 
 
 def store() -> JobStore:
@@ -221,80 +215,6 @@ def _unreadable(exc: UnreadableRecordError) -> ResponseReturnValue:
 def index_json() -> Response:
     """The home page as JSON (``?q=`` searches as the page does)."""
     return jsonify(home_data(request.args.get("q", "")))
-
-
-def bulk_delete(job_ids: list[str], *, abort_running: bool) -> dict:
-    """Delete several jobs; waiting or running ones are aborted first only when ``abort_running``.
-
-    A job run by another process (a ``digits train`` in a shell holds its lock) is
-    never deleted here: its folder would be pulled from under it.
-
-    Args:
-        job_ids: The jobs to delete.
-        abort_running: Abort the jobs this server's scheduler runs or queues, then delete
-            them; when false they are refused.
-
-    Returns:
-        ``{"deleted": [{"id", "name"}], "aborted": [{"id", "name", "status"}] (aborted, then
-        deleted), "refused": [{"id", "name", "reason"}]}``.
-    """
-    report: dict[str, list[dict]] = {"deleted": [], "aborted": [], "refused": []}
-    sched = scheduler()
-    todo: list[Job] = []
-    for job_id in dict.fromkeys(job_ids):
-        try:
-            job = store().get(job_id)
-        except JobRecordError:  # its job.json cannot be read: delete the folder as it is, unless someone runs it
-            try:
-                store().delete(job_id)
-            except (DigitsError, OSError) as exc:
-                report["refused"].append({"id": job_id, "name": "", "reason": f"could not delete: {exc}"})
-            else:
-                report["deleted"].append({"id": job_id, "name": ""})
-            continue
-        except JobNotFoundError:
-            report["refused"].append({"id": job_id, "name": "", "reason": "no such job (deleted already?)"})
-            continue
-        entry = {"id": job.id, "name": job.name}
-        kept = [m for m in dependents(store(), job.id) if m.id not in job_ids] if job.kind == "dataset" else []
-        if kept:  # its models would point at a missing dataset: tick them too, or delete them first
-            names = ", ".join(m.name or m.id for m in kept)
-            report["refused"].append({**entry, "reason": f"{len(kept)} model(s) not selected depend on it ({names})"})
-            continue
-        if sched.is_active(job.id):
-            if not abort_running:
-                report["refused"].append({**entry, "reason": f"{job.status.value}: abort it first"})
-                continue
-            status = job.status.value
-            try:
-                sched.abort(job.id)
-            except DigitsError as exc:
-                report["refused"].append({**entry, "reason": str(exc)})
-                continue
-            report["aborted"].append({**entry, "status": status})
-        elif job.owner is not None:
-            report["refused"].append(
-                {**entry, "reason": "running in another process (see `digits model list`); stop it there first"}
-            )
-            continue
-        todo.append(job)
-    deadline = time.monotonic() + ABORT_WAIT_S
-    while any(sched.is_active(j.id) for j in todo) and time.monotonic() < deadline:
-        time.sleep(0.1)  # the scheduler's thread reaps the aborted workers
-    for job in todo:
-        entry = {"id": job.id, "name": job.name}
-        if sched.is_active(job.id):
-            report["refused"].append({**entry, "reason": f"did not stop within {ABORT_WAIT_S:.0f} s; try again"})
-            continue
-        try:
-            store().delete(job.id)
-        except (DigitsError, OSError) as exc:
-            report["refused"].append({**entry, "reason": f"could not delete: {exc}"})
-            continue
-        report["deleted"].append(entry)
-    stopped = {e["id"] for e in report["deleted"]}
-    report["aborted"] = [e for e in report["aborted"] if e["id"] in stopped]
-    return report
 
 
 def describe_bulk_delete(report: dict) -> tuple[str, str]:

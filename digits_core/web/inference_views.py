@@ -33,7 +33,8 @@ from .forms_render import (
 )
 from .helpers import read_json, wants_json
 from .inference_inputs import check_inference_path, results_json
-from .inference_results import store_and_redirect
+from .model_page import render_model_page
+from .results_store import store_and_redirect
 
 bp = Blueprint("inference", __name__, url_prefix="/models")
 
@@ -174,7 +175,6 @@ def infer(job_id: str):
     except DigitsError as exc:
         if wants_json():
             raise
-        from .models_views import render_model_page
 
         errors = exc.errors if isinstance(exc, FormValidationError) else {"": [str(exc)]}
         values = {

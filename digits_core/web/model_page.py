@@ -3,16 +3,19 @@ and the other runs whose curves can be overlaid on its charts."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from flask import url_for
+from flask import render_template, url_for
 
-from ..errors import DigitsError
-from ..jobs import Job
+from ..errors import DigitsError, JobStateError
+from ..jobs import Job, JobStatus
 from ..jobs.health import record_problem
 from ..plugins.contract import inference_form, template_method
+from .context import web_context
 from .forms_render import blank_form, dataset_userdata, render_plugin_form
-from .helpers import read_json
+from .helpers import job_summary, last_metric_epoch, read_json, worker_log_tail
+from .results_store import list_results
 
 #: The view a model page preselects for each task (the dataset's task picks what the user sees first).
 DEFAULT_VIEWS = {
@@ -132,3 +135,92 @@ def model_info(job: Job) -> dict | None:
         return None
     info = read_json(job.path / "model.json")
     return info if isinstance(info, dict) else None
+
+
+def model_details(job: Job) -> dict:
+    """Everything the model page shows, JSON-friendly."""
+    info = model_info(job)
+    return {
+        "job": job_summary(job),
+        "status_history": job.data.get("status_history", []),
+        "dataset_id": job.data.get("dataset_id") or (job.data.get("train_options") or {}).get("dataset"),
+        "train_options": job.data.get("train_options", {}),
+        "model": info,
+        "snapshots": snapshots(job),
+        "error": job.error,
+        "epoch": last_metric_epoch(job),
+        "log_tail": worker_log_tail(job) if job.status.value in ("Error", "Aborted") else None,
+        "exported": export_file(job) is not None,
+        "inference_results": list_results(job),
+    }
+
+
+def render_model_page(
+    job: Job,
+    *,
+    infer_errors: dict | None = None,
+    infer_values: dict | None = None,
+    top_n_errors: dict | None = None,
+    top_n_values: dict | None = None,
+) -> str:
+    """The model page's HTML; ``*_errors``/``*_values`` show a failed request on its form.
+
+    Args:
+        job: The model job.
+        infer_errors: ``{field: [messages]}`` (``""``: not about one field) of the inference form.
+        infer_values: The inference form's values to keep (``view_id``, ``input_mode``, ``server_path``,
+            ``snapshot``).
+        top_n_errors: The same for the *Top N predictions per category* form.
+        top_n_values: Its values to keep (``server_path``, ``top_n``, ``snapshot``).
+    """
+    return render_template(
+        "model_show.html",
+        job=job,
+        d=model_details(job),
+        views=_views(),
+        active=job.status in (JobStatus.WAITING, JobStatus.RUNNING, JobStatus.INITIALIZED),
+        inference=inference_context(web_context().store, job),
+        overlay_runs=overlay_runs(web_context().store, job),
+        infer_errors=infer_errors or {},
+        infer_values=infer_values or {},
+        top_n_errors=top_n_errors or {},
+        top_n_values=top_n_values or {},
+    )
+
+
+def _views():
+    from ..plugins.registry import registry  # the plugin registry loads on first use
+
+    return sorted((vid, cls.get_title()) for vid, cls in registry.views().items())
+
+
+def export_file(job: Job, epoch=None) -> Path | None:
+    """The archive of one epoch's snapshot (default: the last), if it was exported already."""
+    snap = snapshot_for(job, epoch)
+    if snap is None:
+        return None
+    path = job.path / "export" / f"{job.id}-{Path(snap['file']).stem}.tar.gz"
+    return path if path.is_file() else None
+
+
+def snapshot_for(job: Job, epoch=None) -> dict | None:
+    """The snapshot at ``epoch`` (a number; ``None``: the last), ``None`` when there is none at all.
+
+    Raises:
+        JobStateError: No snapshot at that epoch (the message lists those there are).
+    """
+    snaps = snapshots(job)
+    if not snaps:
+        return None
+    if epoch in (None, ""):
+        return snaps[-1]
+    try:
+        wanted = float(epoch)
+    except (TypeError, ValueError):
+        wanted = None
+    for snap in snaps:
+        if wanted is not None and abs(float(snap["epoch"]) - wanted) < 1e-6:
+            return snap
+    raise JobStateError(
+        f"Model {job.id} has no snapshot at epoch {epoch} (snapshots: {', '.join(str(s['epoch']) for s in snaps)})."
+    )

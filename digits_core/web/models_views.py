@@ -8,15 +8,14 @@ from flask import Blueprint, abort, flash, jsonify, redirect, render_template, r
 
 from ..engine.option_specs import TRAINING_OPTIONS
 from ..errors import DigitsError, FormValidationError, JobStateError
-from ..jobs import Job, JobStatus
+from ..jobs import Job
 from ..jobs.health import record_problem
 from ..jobs.model import parse_metric_point
 from ..submit.models import create_model_jobs
 from ..submit.options import check_options
 from ..submit.sweeps import start_sweep
 from .context import web_context
-from .helpers import job_summary, last_metric_epoch, worker_log_tail
-from .inference_results import list_results
+from .helpers import last_metric_epoch
 from .job_deletes import delete_job
 from .job_notes import save_notes
 from .model_form import (
@@ -31,7 +30,7 @@ from .model_form import (
     training_options,
 )
 from .model_form_data import fill_from_job, network_menu_data
-from .model_page import inference_context, model_info, overlay_runs, snapshots
+from .model_page import export_file, model_details, render_model_page, snapshot_for, snapshots
 from .search_panel import place_errors, search_lines, sweep_body
 
 bp = Blueprint("models", __name__, url_prefix="/models")
@@ -166,69 +165,12 @@ def _model_job(job_id: str) -> Job:
     return job
 
 
-def model_details(job: Job) -> dict:
-    """Everything the model page shows, JSON-friendly."""
-    info = model_info(job)
-    return {
-        "job": job_summary(job),
-        "status_history": job.data.get("status_history", []),
-        "dataset_id": job.data.get("dataset_id") or (job.data.get("train_options") or {}).get("dataset"),
-        "train_options": job.data.get("train_options", {}),
-        "model": info,
-        "snapshots": snapshots(job),
-        "error": job.error,
-        "epoch": last_metric_epoch(job),
-        "log_tail": worker_log_tail(job) if job.status.value in ("Error", "Aborted") else None,
-        "exported": _export_file(job) is not None,
-        "inference_results": list_results(job),
-    }
-
-
 @bp.get("/<job_id>")
 def show(job_id: str):
     """The model job page: status, live charts, snapshots, inference."""
     if job_id.endswith(".json"):
         return jsonify(model_details(_model_job(job_id[:-5])))
     return render_model_page(_model_job(job_id))
-
-
-def render_model_page(
-    job: Job,
-    *,
-    infer_errors: dict | None = None,
-    infer_values: dict | None = None,
-    top_n_errors: dict | None = None,
-    top_n_values: dict | None = None,
-) -> str:
-    """The model page's HTML; ``*_errors``/``*_values`` show a failed request on its form.
-
-    Args:
-        job: The model job.
-        infer_errors: ``{field: [messages]}`` (``""``: not about one field) of the inference form.
-        infer_values: The inference form's values to keep (``view_id``, ``input_mode``, ``server_path``,
-            ``snapshot``).
-        top_n_errors: The same for the *Top N predictions per category* form.
-        top_n_values: Its values to keep (``server_path``, ``top_n``, ``snapshot``).
-    """
-    return render_template(
-        "model_show.html",
-        job=job,
-        d=model_details(job),
-        views=_views(),
-        active=job.status in (JobStatus.WAITING, JobStatus.RUNNING, JobStatus.INITIALIZED),
-        inference=inference_context(web_context().store, job),
-        overlay_runs=overlay_runs(web_context().store, job),
-        infer_errors=infer_errors or {},
-        infer_values=infer_values or {},
-        top_n_errors=top_n_errors or {},
-        top_n_values=top_n_values or {},
-    )
-
-
-def _views():
-    from ..plugins.registry import registry
-
-    return sorted((vid, cls.get_title()) for vid, cls in registry.views().items())
 
 
 @bp.get("/<job_id>/metrics.json")
@@ -303,38 +245,6 @@ def delete(job_id: str):
     return redirect(url_for("home.index"))
 
 
-def _export_file(job: Job, epoch=None) -> Path | None:
-    """The archive of one epoch's snapshot (default: the last), if it was exported already."""
-    snap = _snapshot_for(job, epoch)
-    if snap is None:
-        return None
-    path = job.path / "export" / f"{job.id}-{Path(snap['file']).stem}.tar.gz"
-    return path if path.is_file() else None
-
-
-def _snapshot_for(job: Job, epoch=None) -> dict | None:
-    """The snapshot at ``epoch`` (a number; ``None``: the last), ``None`` when there is none at all.
-
-    Raises:
-        JobStateError: No snapshot at that epoch (the message lists those there are).
-    """
-    snaps = snapshots(job)
-    if not snaps:
-        return None
-    if epoch in (None, ""):
-        return snaps[-1]
-    try:
-        wanted = float(epoch)
-    except (TypeError, ValueError):
-        wanted = None
-    for snap in snaps:
-        if wanted is not None and abs(float(snap["epoch"]) - wanted) < 1e-6:
-            return snap
-    raise JobStateError(
-        f"Model {job.id} has no snapshot at epoch {epoch} (snapshots: {', '.join(str(s['epoch']) for s in snaps)})."
-    )
-
-
 @bp.route("/<job_id>/download", methods=["GET", "POST"])
 def download(job_id: str):
     """Download an exported model (``.tar.gz``: SavedModel, labels, mean, info); ``?epoch=`` picks the snapshot.
@@ -344,10 +254,10 @@ def download(job_id: str):
     """
     job = web_context().store.get(job_id, kind="model")
     epoch = request.values.get("epoch")
-    snap = _snapshot_for(job, epoch)
+    snap = snapshot_for(job, epoch)
     if snap is None:
         raise JobStateError(f"Model {job.id} has no snapshot yet; download once an epoch has finished.")
-    existing = _export_file(job, snap["epoch"])
+    existing = export_file(job, snap["epoch"])
     if existing is None:
         from .request_guard import cross_site_request
         from .worker_calls import run_worker
@@ -358,7 +268,7 @@ def download(job_id: str):
         (job.path / "export").mkdir(exist_ok=True)
         out = job.path / "export" / f"{job.id}-{Path(snap['file']).stem}.tar.gz"
         run_worker("export", {"job": str(job.path), "out": str(out), "epoch": snap["epoch"]}, timeout=600)
-        existing = _export_file(job, snap["epoch"])
+        existing = export_file(job, snap["epoch"])
         if existing is None:
             raise JobStateError(f"Export of model {job.id} produced no file.")
     tag = "" if epoch in (None, "") else f"-epoch-{snap['epoch']}"

@@ -22,7 +22,9 @@ from flask.typing import ResponseReturnValue
 from ..errors import DigitsError, FormValidationError
 from .context import web_context
 from .helpers import invalid_json, wants_json
-from .inference_results import store_and_redirect
+from .inference_inputs import check_inference_path
+from .model_page import render_model_page
+from .results_store import store_and_redirect
 
 bp = Blueprint("top_n", __name__, url_prefix="/models")
 bp.register_error_handler(FormValidationError, invalid_json)  # JSON clients get the fields, as from /api
@@ -54,7 +56,6 @@ def _shown_name(input_id: str, base: str) -> str:
 @bp.post("/<job_id>/top-n")
 def top_n(job_id: str) -> ResponseReturnValue:
     """Run Top N per category and show each class's N best-scored images."""
-    from .inference_inputs import check_inference_path  # the inference pages' path rule
     from .inference_worker import run_in_worker
 
     job = web_context().store.get(job_id, kind="model")
@@ -76,7 +77,6 @@ def top_n(job_id: str) -> ResponseReturnValue:
     except DigitsError as exc:
         if wants_json():
             raise
-        from .models_views import render_model_page
 
         errors = exc.errors if isinstance(exc, FormValidationError) else {"": [str(exc)]}
         values = {k: request.form.get(k, "") for k in FIELDS}

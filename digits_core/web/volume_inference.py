@@ -24,8 +24,8 @@ from flask import current_app, request
 
 from ..errors import FormValidationError
 from .context import web_context
-from .inference_results import store_and_redirect
 from .inference_worker import run_in_worker
+from .results_store import store_and_redirect
 
 
 def infer_volume_from_form(
