@@ -43,6 +43,7 @@ from .options import TrainingOptions
 from .setup import RunPlan, RunState, prepare_run
 from .snapshots import load_snapshot
 from .tasks import Task, task_for_label_kind, task_named
+from .volume_nets import VOLUME_NETWORKS
 from .weights import resolve_weights
 
 __all__ = ["train", "train_existing_job", "resume_training", "request_abort", "load_snapshot"]
@@ -289,6 +290,9 @@ def check_weights(network: Any, options: dict, *, download: bool = True) -> bool
     """
     if isinstance(network, NetworkSpec):
         spec = network
+    elif network in VOLUME_NETWORKS:  # built by the volume trainer, no pretrained weights of their own
+        resolve_weights(options.get("weights"), network, {}, download=download)
+        return True
     elif isinstance(network, str) and network and not network.endswith(".py") and not Path(network).exists():
         spec = resolve_network(network)  # a name: plugin metadata only, nothing built
     else:
