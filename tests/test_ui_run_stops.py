@@ -169,6 +169,7 @@ def test_charts_of_an_early_stopped_run_with_an_overlay(chromium, live_server, t
     ds = make_dataset(jobs)
     other = make_run(jobs, ds.id, "other run", last_epoch=8.0, wobble=0.05)
     job = make_run(jobs, ds.id, "early run", early=EARLY, note=EARLY["note"], last_epoch=8.0)
+    trials = [make_run(jobs, ds.id, f"trial {i}", last_epoch=4.0, wobble=i / 100) for i in range(14)]
     server = live_server(jobs)
     page = chromium.new_context(viewport={"width": 1280, "height": 900}).new_page()
     errors: list[str] = []
@@ -209,4 +210,23 @@ def test_charts_of_an_early_stopped_run_with_an_overlay(chromium, live_server, t
         assert state[key]["area"] >= 0.6 * state[key]["canvas"], state[key]  # the legend squeezes nothing
     assert all(len(c) == 1 for c in colours.values()), colours
     assert len(set().union(*colours.values())) == 2, colours
+
+    # The comparison (sweep) page: 16 runs; its curves keep their height under the legend and follow the
+    # window when it narrows to a phone and widens again.
+    ids = ",".join([job.id, other.id] + [t.id for t in trials])
+    page.goto(server.url + f"/compare?jobs={ids}")
+    page.wait_for_selector("body[data-sweep-charts=ready]")
+    size = "() => { const c = Chart.getChart(document.getElementById('chart-curves')); return [c.width, c.chartArea.bottom - c.chartArea.top]; }"
+    wide, area = page.evaluate(size)
+    assert area >= 150, f"the curves are {area} px tall under their legend"
+    assert page.locator("#curves-legend li").count() == 16
+    from browser_support import assert_fits_a_phone
+
+    assert_fits_a_phone(page, "compare page")
+    page.set_viewport_size({"width": 375, "height": 800})
+    page.wait_for_function(f"() => Chart.getChart(document.getElementById('chart-curves')).width < {wide}")
+    narrow = page.evaluate(size)
+    assert narrow[0] <= 375 and narrow[1] >= 150, narrow
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.wait_for_function("() => Chart.getChart(document.getElementById('chart-curves')).width > 480")
     assert not errors, errors

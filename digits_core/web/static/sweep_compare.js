@@ -9,15 +9,27 @@
                  "#bcbd22", "#17becf"];
   var rows = s.trials;
 
+  /* The legend is HTML under the chart: with many trials or on a phone the plot keeps its height. */
+  var legend = document.createElement("ul");
+  legend.className = "chart-legend small"; legend.id = "curves-legend";
+  rows.forEach(function (row, i) {
+    var item = document.createElement("li"), swatch = document.createElement("span");
+    swatch.className = "chart-swatch" + (row.status === "Stopped early" ? " dashed" : "");
+    swatch.style.borderColor = colours[i % colours.length];
+    item.appendChild(swatch); item.appendChild(document.createTextNode(row.name));
+    legend.appendChild(item);
+  });
+  document.getElementById("chart-curves").parentNode.insertAdjacentElement("afterend", legend);
+
   new Chart(document.getElementById("chart-curves"), {
     type: "line",
     data: { datasets: rows.map(function (row, i) {
       return { label: row.name, data: row.curve.map(function (p) { return { x: p[0], y: p[1] }; }),
                borderColor: colours[i % colours.length], pointRadius: 2, borderDash: row.status === "Stopped early" ? [4, 3] : [] };
     }) },
-    options: { animation: false, parsing: false,
+    options: { animation: false, parsing: false, maintainAspectRatio: false,
       plugins: { title: { display: true, text: "Validation " + s.metric + " (dashed: stopped early)" },
-                 legend: { display: rows.length <= 12 } },
+                 legend: { display: false } },
       scales: { x: { type: "linear", title: { display: true, text: "epoch" } },
                 y: { title: { display: true, text: s.metric } } } }
   });
@@ -44,7 +56,7 @@
       return { label: row.name, data: axes.map(function (axis, a) { var v = raw(row, axis); return v === undefined ? null : scalers[a](v); }),
                borderColor: colours[i % colours.length], pointRadius: 3, tension: 0 };
     }) },
-    options: { animation: false,
+    options: { animation: false, maintainAspectRatio: false,
       plugins: { title: { display: true, text: "Options against " + s.metric + " (each axis scaled to its range)" },
                  legend: { display: false },
                  tooltip: { callbacks: { label: function (ctx) {
