@@ -119,6 +119,20 @@ def test_uploads_over_the_request_budget_are_413_before_the_worker_is_asked(bomb
     assert not list((job.path / "inference").glob("upload-*"))  # the refused uploads are not kept
 
 
+def test_tf_serving_predict_over_the_request_budget_is_413_before_the_worker_is_asked(bombs, tmp_path):
+    """TF Serving's predict reads the images' headers in the web server: a PNG bomb batch is 413, naming the limit."""
+    from digits_core.jobs import Job
+    from digits_core.web import create_app
+
+    app = create_app(tmp_path / "jobs", start_scheduler=False, testing=True)
+    job = Job.create("model", "m", jobs_dir=tmp_path / "jobs")
+    resp = app.test_client().post(f"/v1/models/{job.id}:predict", json=_body(bombs["7500"], 9))
+    assert resp.status_code == 413, resp.get_data(as_text=True)[:500]
+    assert "DIGITS_MAX_IMAGE_PIXELS" in resp.get_json()["error"]
+    worker = app.extensions["digits"].get("inference_worker")
+    assert worker is None or worker.pid is None  # never started: nothing was queued
+
+
 def _encoded(image_format: str) -> dict:
     buffer = io.BytesIO()
     Image.new("RGB", (4, 4), (10, 20, 30)).save(buffer, format=image_format)

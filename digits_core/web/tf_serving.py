@@ -24,7 +24,9 @@ from flask import Blueprint, jsonify, request
 
 from ..errors import DigitsError, JobNotFoundError
 from ..inference.export_formats import serving_version
+from ..inference.predict_api import check_predict_body
 from ..inference.snapshots import list_snapshots, read_model_info, snapshot_problem
+from ..limits import InputTooLargeError
 from .context import web_context
 
 bp = Blueprint("tf_serving", __name__, url_prefix="/v1/models")  # security.TOKEN_ONLY_ENDPOINTS names its predict
@@ -36,6 +38,8 @@ def _error(code: int, message: str):
 
 @bp.errorhandler(DigitsError)
 def _digits_error(exc):
+    if isinstance(exc, InputTooLargeError):
+        return _error(413, str(exc))  # refused from the headers, before the worker was asked
     return _error(404 if isinstance(exc, JobNotFoundError) else 400, str(exc))
 
 
@@ -125,6 +129,7 @@ def _predict(name: str, version: str | None = None):
     if body is None:
         return _error(400, "The request body is not valid JSON.")
     job = _model_job(name)
+    check_predict_body(body)  # declared sizes against the limits: an oversized request never occupies the worker
     epoch, unavailable = _serving_epoch(job, version)
     if unavailable:
         return _error(404, unavailable)
