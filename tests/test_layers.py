@@ -107,8 +107,9 @@ KNOWN_CYCLES: dict[tuple[str, ...], str] = {
 }
 
 #: Imports inside functions that go up the layers (each a module, line and target; 33 on 2026-12-06 before
-#: issue 40, then 20 with the plugin API's out). It may only go down: lower it to the count the test prints.
-UPHILL_BUDGET = 20
+#: issue 40, 20 with the plugin API's out, 19 with inference_plugin in plugins.registry). It may only go down:
+#: lower it to the count the test prints.
+UPHILL_BUDGET = 19
 #: The plugin API's layer: no import goes up into it or out of it, not even inside a function.
 PLUGIN_API_LAYER = 2
 
@@ -148,9 +149,9 @@ HEAVY = frozenset(
     }
 )
 
-#: Function-level imports without a stated reason (the backlog: 305 on 2026-12-03 16:26 UTC, this wave's work in
+#: Function-level imports without a stated reason (the backlog: 291 on 2026-12-06 07:05 UTC, this wave's work in
 #: flight, so a little headroom); lower it to the count the failure message prints as reasons are added.
-UNEXPLAINED_BUDGET = 310
+UNEXPLAINED_BUDGET = 295
 
 
 def layer_of(module: str) -> int | None:

@@ -60,7 +60,7 @@ def is_volume_model(model: Any, jobs_dir=None) -> bool:
 
 def _plugin(info: dict, form_data: dict | None = None):
     """The dataset's data plugin for inference, with the values of its inference form (validated) when given."""
-    from ..inference.reading import inference_plugin
+    from ..plugins.registry import inference_plugin  # the plugin registry loads pluggy: only when a volume model infers
 
     plugin_id = info["dataset_plugin"]
     dataset_json = Path(info["dataset_path"]) / "dataset.json"

@@ -20,6 +20,7 @@ import numpy as np
 from ..errors import DigitsError, InferenceError
 from ..interfaces import DataIngestion
 from ..limits import REQUEST_PIXELS, InputTooLargeError
+from ..plugins.registry import inference_plugin
 from .imageio import prepare_image, read_image, read_mask
 from .inputs import InputItem
 from .model import InferenceModel
@@ -191,43 +192,6 @@ def entry_name(entry: Any) -> str:
         return ", ".join(str(value) for _, value in parts)
     rest = [f"{field} {value}" if field else str(value) for i, (field, value) in enumerate(parts) if i != head]
     return str(parts[head][1]) + (f" ({', '.join(rest)})" if rest else "")
-
-
-def inference_plugin(
-    plugin_id: str,
-    userdata: dict,
-    form_data: dict | None,
-    no_form: str = "give image files, a folder or a list file instead",
-) -> tuple[Any, dict]:
-    """The data plugin ``plugin_id`` for inference (the dataset's userdata plus its inference form's values).
-
-    Args:
-        plugin_id: The dataset's data plugin.
-        userdata: The dataset's userdata.
-        form_data: Values of the plugin's inference form, validated by it (``None`` or empty: none).
-        no_form: What to do instead, said when values are given and the plugin has no inference form.
-
-    Returns:
-        ``(plugin instance, the validated form values)``.
-
-    Raises:
-        InferenceError: Values given to a plugin without an inference form.
-        FormValidationError: A value the form refuses (on its field).
-    """
-    from ..forms import validate_values
-    from ..plugins.contract import inference_form, plugin_code, strip_reserved
-    from ..plugins.registry import registry
-
-    plugin = registry.get_data_ingestion(plugin_id)
-    userdata = strip_reserved("data", userdata, plugin_id)
-    values: dict = {}
-    if form_data:
-        form = inference_form(plugin, userdata)
-        if form is None:
-            raise InferenceError(f'Data plugin "{plugin_id}" has no inference form; {no_form}.')
-        values = validate_values(form, form_data, f'inference form of plugin "{plugin_id}"')
-    with plugin_code(plugin_id, "__init__"):
-        return plugin(is_inference_db=True, **{**userdata, **values}), values
 
 
 def encode_with_plugin(

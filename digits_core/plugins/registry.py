@@ -59,12 +59,12 @@ from typing import Any
 
 import pluggy
 
-from ..errors import PluginLoadError, PluginNotFoundError
+from ..errors import InferenceError, PluginLoadError, PluginNotFoundError
 from ..interfaces import DataIngestion, View
 from ..jobs.status import add_status_listener
 from . import hookspecs
 from .clashes import resolve_clashes
-from .contract import check_at_load
+from .contract import check_at_load, inference_form, plugin_code, strip_reserved
 from .discovery import (  # noqa: F401  (re-exported: the registry's public names)
     BUNDLED_DISTRIBUTIONS,
     DATA,
@@ -445,3 +445,38 @@ def _status_changed(job: Any, old_status: str, new_status: str) -> None:
 
 # The job store tells listeners; the plugin layer owns the hook (storage never calls up into it).
 add_status_listener(_status_changed)
+
+
+def inference_plugin(
+    plugin_id: str,
+    userdata: dict,
+    form_data: dict | None,
+    no_form: str = "give image files, a folder or a list file instead",
+) -> tuple[Any, dict]:
+    """The data plugin ``plugin_id`` for inference (the dataset's userdata plus its inference form's values).
+
+    Args:
+        plugin_id: The dataset's data plugin.
+        userdata: The dataset's userdata.
+        form_data: Values of the plugin's inference form, validated by it (``None`` or empty: none).
+        no_form: What to do instead, said when values are given and the plugin has no inference form.
+
+    Returns:
+        ``(plugin instance, the validated form values)``.
+
+    Raises:
+        InferenceError: Values given to a plugin without an inference form.
+        FormValidationError: A value the form refuses (on its field).
+    """
+    from ..forms import validate_values  # forms loads WTForms: only when a plugin is instantiated for inference
+
+    plugin = registry.get_data_ingestion(plugin_id)
+    userdata = strip_reserved("data", userdata, plugin_id)
+    values: dict = {}
+    if form_data:
+        form = inference_form(plugin, userdata)
+        if form is None:
+            raise InferenceError(f'Data plugin "{plugin_id}" has no inference form; {no_form}.')
+        values = validate_values(form, form_data, f'inference form of plugin "{plugin_id}"')
+    with plugin_code(plugin_id, "__init__"):
+        return plugin(is_inference_db=True, **{**userdata, **values}), values
