@@ -36,6 +36,7 @@ COMMAND_MODULES = [
     "train_cmd",
     "tune_cmd",
     "zoo_cmd",
+    "users_cmd",
 ]
 
 

@@ -82,6 +82,8 @@ class JobFields(TypedDict, total=False):
     data_roots: list[str]  # web jobs: the server-side folders the job may read
     group: str  # job group shown on the home page (digits_core.groups.normalize_group); absent: none
     notes: str  # the user's notes, edited on the job's page (digits_core.web.job_notes)
+    owned_by: str  # the user account that created it (digits_core.accounts); absent: no owner (CLI, before accounts)
+    visibility: str  # "public": every account may read it; absent: its owner and admins only
     # dataset jobs
     plugin_id: str  # the data-ingestion plugin
     max_errors: int | float  # entries (int) or fraction of entries (float < 1) that may be skipped

@@ -10,6 +10,7 @@ as the web UI, the JSON API and the CLI's queued path do through the rest of
 from __future__ import annotations
 
 import os
+from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
 from ..jobs import Job
@@ -18,6 +19,10 @@ if TYPE_CHECKING:
     from typing import Unpack  # Python 3.11; annotations are not evaluated at run time
 
     from ..jobs.record import JobFields
+
+#: The user account that owns the jobs created in this context (``owned_by`` in ``job.json``): set for the
+#: length of one allowed web request by :mod:`digits_core.web.accounts_views`; unset, jobs have no owner.
+job_owner: ContextVar[str | None] = ContextVar("digits_job_owner", default=None)
 
 
 def create_job_record(
@@ -28,6 +33,9 @@ def create_job_record(
     Raises:
         FormValidationError: The name is too long or not text (nothing is created).
     """
+    owner = job_owner.get()
+    if owner and "owned_by" not in fields:
+        fields["owned_by"] = owner
     return Job.create(kind, name, jobs_dir=jobs_dir, hold=hold, **fields)
 
 

@@ -142,6 +142,9 @@ def create_app(
         scheduler.start()
 
     request_guard.init_app(app, allowed_hosts)  # first: a forged Host is refused before anything else
+    from . import accounts_views  # user accounts: sign-in and the one authorisation gate, before the token checks
+
+    accounts_views.init_app(app)
     security.init_app(app, csrf)
     _confine_requests(app)
 

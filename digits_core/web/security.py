@@ -40,7 +40,7 @@ from .helpers import wants_json
 from .login import client_network, forwarded_client, in_networks
 
 #: Endpoints reachable without logging in.
-PUBLIC_ENDPOINTS = {"home.login", "static"}
+PUBLIC_ENDPOINTS = {"home.login", "accounts.login", "static"}
 #: The cookie naming a browser that has logged in before (its own throttling source).
 CLIENT_COOKIE = "digits_client"
 #: Days a browser stays known after its last login.
@@ -63,8 +63,8 @@ def token_matches(candidate: str | None) -> bool:
 
 
 def header_authenticated() -> bool:
-    """True when the request carries the right auth token in a header."""
-    return token_matches(_header_token())
+    """True when the request carries the right auth token, or a user's live API token, in a header."""
+    return bool(g.get("digits_bearer")) or token_matches(_header_token())
 
 
 def login_state():
@@ -162,7 +162,7 @@ class SessionInterface(SecureCookieSessionInterface):
 
 def is_authenticated() -> bool:
     """True when no token is configured, or the request (header) or a live login session proves it."""
-    if not current_app.config.get("DIGITS_AUTH_TOKEN"):
+    if not current_app.config.get("DIGITS_AUTH_TOKEN") or g.get("digits_user") is not None:  # accounts_views
         return True
     return header_authenticated() or login_state().touch(session.get("digits_sid"))
 
@@ -177,8 +177,8 @@ def too_many_tries(wait: int):
 
 def _throttle_header_token():
     """Check a header token as one login try; refuse tries that come too soon (429)."""
-    if not current_app.config.get("DIGITS_AUTH_TOKEN") or _header_token() is None:
-        return None
+    if not current_app.config.get("DIGITS_AUTH_TOKEN") or _header_token() is None or "digits_bearer" in g:
+        return None  # none to check, or accounts_views checked it already
     _, wait = attempt_login(_header_token())
     return too_many_tries(wait) if wait else None
 

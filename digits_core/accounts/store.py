@@ -1,0 +1,298 @@
+"""Users and API tokens in the jobs folder's own SQLite file (``accounts.sqlite3``).
+
+* **Passwords** are hashed with argon2id (``argon2-cffi``) at OWASP's
+  minimum or above (:data:`ARGON2_MEMORY_KIB` = 19 MiB, :data:`ARGON2_TIME`
+  = 2, :data:`ARGON2_PARALLELISM` = 1); a hash made with weaker parameters is
+  upgraded at the next right login. There is no default user or password:
+  the first admin is made with ``digits users add NAME --role admin``.
+* **API tokens** are 32 random bytes shown once; the file keeps only their
+  SHA-256 (a fast hash is right for a random secret: there is nothing to
+  guess), their name, expiry and whether they were revoked. A revoked or
+  expired token, or one of a disabled user, is refused on its next use.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import re
+import secrets
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from argon2 import PasswordHasher
+from argon2.exceptions import InvalidHashError, VerificationError
+
+from ..errors import DigitsError
+from .authz import ROLES
+
+#: The file in the jobs folder.
+FILENAME = "accounts.sqlite3"
+#: argon2id memory in KiB (OWASP: at least 19 MiB with t=2, p=1).
+ARGON2_MEMORY_KIB = 19 * 1024
+#: argon2id passes.
+ARGON2_TIME = 2
+#: argon2id lanes.
+ARGON2_PARALLELISM = 1
+#: Shortest password accepted.
+MIN_PASSWORD_LENGTH = 8
+#: Prefix of every API token (so a leaked one is recognisable in logs and scanners).
+TOKEN_PREFIX = "dgt_"
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS users (
+    name TEXT PRIMARY KEY, role TEXT NOT NULL, password_hash TEXT NOT NULL,
+    disabled INTEGER NOT NULL DEFAULT 0, created REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS tokens (
+    digest TEXT PRIMARY KEY, user TEXT NOT NULL REFERENCES users(name) ON DELETE CASCADE, name TEXT NOT NULL,
+    created REAL NOT NULL, expires REAL, revoked INTEGER NOT NULL DEFAULT 0, UNIQUE (user, name));
+"""
+
+
+class AccountError(DigitsError):
+    """A users or tokens command that cannot be done (unknown user, bad role, short password, ...)."""
+
+
+@dataclass(frozen=True)
+class User:
+    """One account.
+
+    Attributes:
+        name: The login name.
+        role: One of :data:`~digits_core.accounts.authz.ROLES`.
+        disabled: A disabled account cannot log in, and its tokens are refused.
+        created: Unix time.
+    """
+
+    name: str
+    role: str
+    disabled: bool = False
+    created: float = 0.0
+
+
+@dataclass(frozen=True)
+class TokenInfo:
+    """An API token as listed (never its secret)."""
+
+    user: str
+    name: str
+    created: float
+    expires: float | None
+    revoked: bool
+
+
+def _hasher() -> PasswordHasher:
+    return PasswordHasher(time_cost=ARGON2_TIME, memory_cost=ARGON2_MEMORY_KIB, parallelism=ARGON2_PARALLELISM)
+
+
+def _digest(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class AccountStore:
+    """The accounts of one jobs folder.
+
+    Args:
+        jobs_dir: The jobs folder; the database is ``jobs_dir/accounts.sqlite3`` (made on the first write).
+    """
+
+    def __init__(self, jobs_dir: str | os.PathLike):
+        self.path = Path(jobs_dir) / FILENAME
+        self._dummy_hash: str | None = None
+
+    @contextmanager
+    def _db(self) -> Iterator[sqlite3.Connection]:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(self.path, timeout=30)
+        try:
+            conn.execute("PRAGMA foreign_keys = ON")
+            conn.executescript(_SCHEMA)
+            with conn:  # one transaction: committed, or rolled back on error
+                yield conn
+        finally:
+            conn.close()
+        if os.name == "posix":
+            os.chmod(self.path, 0o600)  # password hashes: the owner only
+
+    def enabled(self) -> bool:
+        """True when this jobs folder has at least one user (the server then asks everyone to sign in)."""
+        if not self.path.exists():
+            return False
+        with self._db() as db:
+            return db.execute("SELECT 1 FROM users LIMIT 1").fetchone() is not None
+
+    # -- users ------------------------------------------------------------------------------
+
+    def add_user(self, name: str, role: str, password: str) -> User:
+        """Add a user.
+
+        Raises:
+            AccountError: The name is taken or malformed, the role unknown or the password too short.
+        """
+        _check_name(name)
+        _check_role(role)
+        _check_password(password)
+        user = User(name, role, False, time.time())
+        with self._db() as db:
+            if db.execute("SELECT 1 FROM users WHERE name = ?", (name,)).fetchone():
+                raise AccountError(f'user "{name}" exists already: pick another name, or use "digits users passwd".')
+            db.execute(
+                "INSERT INTO users (name, role, password_hash, disabled, created) VALUES (?, ?, ?, 0, ?)",
+                (name, role, _hasher().hash(password), user.created),
+            )
+        return user
+
+    def get_user(self, name: str) -> User | None:
+        """The user ``name``, or ``None``."""
+        if not self.path.exists():
+            return None
+        with self._db() as db:
+            row = db.execute("SELECT name, role, disabled, created FROM users WHERE name = ?", (name,)).fetchone()
+        return User(row[0], row[1], bool(row[2]), row[3]) if row else None
+
+    def list_users(self) -> list[User]:
+        """Every user, by name."""
+        if not self.path.exists():
+            return []
+        with self._db() as db:
+            rows = db.execute("SELECT name, role, disabled, created FROM users ORDER BY name").fetchall()
+        return [User(r[0], r[1], bool(r[2]), r[3]) for r in rows]
+
+    def _require(self, db: sqlite3.Connection, name: str) -> None:
+        if not db.execute("SELECT 1 FROM users WHERE name = ?", (name,)).fetchone():
+            raise AccountError(f'no user "{name}": see "digits users list".')
+
+    def set_password(self, name: str, password: str) -> None:
+        """Give ``name`` a new password."""
+        _check_password(password)
+        with self._db() as db:
+            self._require(db, name)
+            db.execute("UPDATE users SET password_hash = ? WHERE name = ?", (_hasher().hash(password), name))
+
+    def set_role(self, name: str, role: str) -> None:
+        """Give ``name`` another role."""
+        _check_role(role)
+        with self._db() as db:
+            self._require(db, name)
+            db.execute("UPDATE users SET role = ? WHERE name = ?", (role, name))
+
+    def set_disabled(self, name: str, disabled: bool = True) -> None:
+        """Disable (or enable again) ``name``: a disabled user cannot log in and its tokens are refused."""
+        with self._db() as db:
+            self._require(db, name)
+            db.execute("UPDATE users SET disabled = ? WHERE name = ?", (int(disabled), name))
+
+    def remove_user(self, name: str) -> None:
+        """Remove ``name`` and its tokens (its jobs keep its name as owner: admins manage them)."""
+        with self._db() as db:
+            self._require(db, name)
+            db.execute("DELETE FROM users WHERE name = ?", (name,))
+
+    def verify_password(self, name: str, password: str) -> User | None:
+        """The user when ``password`` is right and the account enabled, else ``None``.
+
+        An unknown name costs one hash too, so timing does not tell which names exist.
+        """
+        hasher = _hasher()
+        with self._db() as db:
+            row = db.execute(
+                "SELECT name, role, disabled, created, password_hash FROM users WHERE name = ?", (name,)
+            ).fetchone()
+            if row is None:
+                if self._dummy_hash is None:
+                    self._dummy_hash = hasher.hash(secrets.token_hex(16))
+                _verify(hasher, self._dummy_hash, password)
+                return None
+            if not _verify(hasher, row[4], password) or row[2]:
+                return None
+            if hasher.check_needs_rehash(row[4]):
+                db.execute("UPDATE users SET password_hash = ? WHERE name = ?", (hasher.hash(password), name))
+        return User(row[0], row[1], bool(row[2]), row[3])
+
+    # -- API tokens -----------------------------------------------------------------------------
+
+    def create_token(self, user: str, name: str, *, days: float | None = 90) -> str:
+        """A new API token of ``user`` named ``name``, valid ``days`` (``None``: no expiry); returned once.
+
+        Raises:
+            AccountError: No such user, a bad name, or ``user`` has a token of that name already.
+        """
+        _check_name(name, what="token name")
+        if days is not None and days <= 0:
+            raise AccountError(f"--days {days}: give a positive number of days.")
+        token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+        now = time.time()
+        with self._db() as db:
+            self._require(db, user)
+            if db.execute("SELECT 1 FROM tokens WHERE user = ? AND name = ?", (user, name)).fetchone():
+                raise AccountError(f'user "{user}" has a token named "{name}" already: revoke it or pick another name.')
+            db.execute(
+                "INSERT INTO tokens (digest, user, name, created, expires, revoked) VALUES (?, ?, ?, ?, ?, 0)",
+                (_digest(token), user, name, now, None if days is None else now + days * 86400),
+            )
+        return token
+
+    def token_user(self, token: str | None) -> User | None:
+        """The user an API token belongs to, if it is live (not revoked or expired, its user enabled)."""
+        if not token or not token.startswith(TOKEN_PREFIX) or not self.path.exists():
+            return None
+        digest = _digest(token)
+        with self._db() as db:
+            row = db.execute(
+                "SELECT u.name, u.role, u.disabled, u.created, t.expires, t.revoked, t.digest FROM tokens t "
+                "JOIN users u ON u.name = t.user WHERE t.digest = ?",
+                (digest,),
+            ).fetchone()
+        if row is None or not hmac.compare_digest(row[6], digest) or row[5] or row[2]:
+            return None
+        if row[4] is not None and row[4] <= time.time():
+            return None
+        return User(row[0], row[1], False, row[3])
+
+    def list_tokens(self, user: str | None = None) -> list[TokenInfo]:
+        """The tokens of ``user`` (``None``: everyone's), never their secrets."""
+        if not self.path.exists():
+            return []
+        query = "SELECT user, name, created, expires, revoked FROM tokens"
+        with self._db() as db:
+            rows = db.execute(
+                query + (" WHERE user = ?" if user else "") + " ORDER BY user, name", (user,) if user else ()
+            ).fetchall()
+        return [TokenInfo(r[0], r[1], r[2], r[3], bool(r[4])) for r in rows]
+
+    def revoke_token(self, user: str, name: str) -> None:
+        """Revoke the token ``name`` of ``user``: refused from its next use on."""
+        with self._db() as db:
+            done = db.execute("UPDATE tokens SET revoked = 1 WHERE user = ? AND name = ?", (user, name)).rowcount
+        if not done:
+            raise AccountError(f'user "{user}" has no token named "{name}": see "digits users tokens {user}".')
+
+
+def _verify(hasher: PasswordHasher, stored: str, password: str) -> bool:
+    try:
+        return hasher.verify(stored, password)
+    except (VerificationError, InvalidHashError):
+        return False
+
+
+def _check_name(name: str, what: str = "user name") -> None:
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise AccountError(
+            f'{what} "{name}": use 1-64 letters, digits, ".", "_", "-" or "@", starting with a letter or digit.'
+        )
+
+
+def _check_role(role: str) -> None:
+    if role not in ROLES:
+        raise AccountError(f'role "{role}": choose one of {", ".join(ROLES)}.')
+
+
+def _check_password(password: str) -> None:
+    if not isinstance(password, str) or len(password) < MIN_PASSWORD_LENGTH:
+        raise AccountError(f"the password is too short: give at least {MIN_PASSWORD_LENGTH} characters.")

@@ -1,0 +1,346 @@
+"""User accounts on the web: sign-in with a name and password, per-user API tokens, and one authorisation gate.
+
+Active only when the jobs folder has users (``digits users add``); without
+them nothing here runs and the server behaves as before. With them:
+
+* every request is signed in (a login session from ``/account/login``, an
+  ``Authorization: Bearer dgt_...`` token of a user, or the server's own
+  ``--auth-token``, which acts as an admin), or it is refused;
+* a ``before_request`` hook looks the request's endpoint up in
+  :data:`RULES` (action, and where the targeted job's id is), loads that
+  job's owner, and asks :func:`digits_core.accounts.authorize`; an endpoint
+  without a rule is refused, so a new route must be given one
+  (``tests/test_accounts_matrix.py`` walks the whole URL map);
+* jobs created in an allowed request belong to its user
+  (:data:`digits_core.submit.records.job_owner`);
+* decisions that change something, every refusal and every sign-in go to the audit log.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from flask import Blueprint, abort, current_app, g, jsonify, redirect, render_template, request, session, url_for
+
+from ..accounts import AccountStore, JobAccess, User, authorize
+from ..accounts.audit import AuditLog
+from ..errors import DigitsError, JobNotFoundError
+from ..submit.records import job_owner
+from . import security
+from .context import web_context
+from .helpers import wants_json
+from .login import safe_next
+
+logger = logging.getLogger(__name__)
+
+bp = Blueprint("accounts", __name__)
+
+_R, _C, _M, _A = "read", "create", "manage", "admin"
+#: endpoint -> (action, where the job is): ``"job_id"``/``"name"`` a URL part, ``"param:KEY"`` a form or JSON field,
+#: ``None`` no job. ``"public"`` needs no sign-in. Every endpoint of the app must be here.
+RULES: dict[str, tuple[str, str | None]] = {
+    "static": ("public", None),
+    "home.login": ("public", None),
+    "accounts.login": ("public", None),
+    **dict.fromkeys(
+        (
+            "accounts.logout",
+            "accounts.tokens",
+            "api.csrf_token",
+            "api.jobs",
+            "api.lr_preview",
+            "api.networks",
+            "api.plugins",
+            "api.scheduler_status",
+            "evaluations.leaderboard_json",
+            "evaluations.leaderboard_page",
+            "home.index",
+            "home.index_json",
+            "home.logout",
+            "home.plugins",
+            "network.form_network",
+            "plugin_static.data_static",
+            "plugin_static.extension_static",
+            "plugin_static.view_static",
+            "sweeps.compare",
+            "sweeps.show",
+        ),
+        (_R, None),
+    ),
+    **dict.fromkeys(
+        (
+            "api.infer",
+            "datasets.explore",
+            "datasets.mean_image",
+            "datasets.show",
+            "evaluations.download",
+            "evaluations.show",
+            "evaluations.show_json",
+            "exports.download",
+            "home.job_page",
+            "inference.infer",
+            "inference.view_config",
+            "inference_results.download",
+            "inference_results.show",
+            "models.download",
+            "models.metrics",
+            "models.show",
+            "network.job_network",
+            "top_n.top_n",
+        ),
+        (_R, "job_id"),
+    ),
+    **dict.fromkeys(
+        ("tf_serving.predict", "tf_serving.predict_version", "tf_serving.status", "tf_serving.status_version"),
+        (_R, "name"),
+    ),
+    "api.create_dataset": (_C, None),
+    "datasets.new": (_C, None),
+    "api.create_model": (_C, "param:dataset"),
+    "models.new": (_C, "param:dataset"),
+    "sweeps.create_sweep": (_C, "param:dataset"),
+    "evaluations.create": (_C, "param:model"),
+    "evaluations.create_from_panel": (_C, "job_id"),
+    "exports.export": (_C, "job_id"),
+    **dict.fromkeys(
+        (
+            "api.abort",
+            "api.delete",
+            "api.resume",
+            "datasets.abort_job",
+            "datasets.delete",
+            "datasets.notes",
+            "inference_results.delete",
+            "models.abort_job",
+            "models.delete",
+            "models.notes",
+            "models.resume",
+        ),
+        (_M, "job_id"),
+    ),
+    # job ids in the body, or sweeps (no job record of their own): admins only while accounts are on
+    **dict.fromkeys(
+        (
+            "api.delete_many",
+            "home.delete_selected",
+            "sweeps.abort",
+            "sweeps.resume",
+            "sweeps.promote",
+            "accounts.audit",
+        ),
+        (_A, None),
+    ),
+}
+
+
+class Accounts:
+    """An app's accounts: the store, the audit log and which login session is whose."""
+
+    def __init__(self, jobs_dir):
+        self.store = AccountStore(jobs_dir)
+        self.audit = AuditLog(jobs_dir)
+        self.session_users: dict[str, str] = {}
+
+
+def accounts() -> Accounts:
+    """The running app's :class:`Accounts`."""
+    return current_app.extensions["digits_accounts"]
+
+
+def current_user() -> User | None:
+    """The signed-in user of this request (``None`` without accounts or before the gate ran)."""
+    return g.get("digits_user")
+
+
+def _audit(action: str, obj: str | None, allowed: bool, user: User | None = None) -> None:
+    who = user or current_user()
+    accounts().audit.record(
+        who.name if who else None,
+        action,
+        obj,
+        allowed=allowed,
+        address=security.client_address(),
+        endpoint=request.endpoint,
+    )
+
+
+def _bearer() -> str | None:
+    auth = request.headers.get("Authorization", "")
+    return auth[7:].strip() if auth.lower().startswith("bearer ") else None
+
+
+def _signed_in() -> User | None:
+    acc, state = accounts(), security.login_state()
+    token = _bearer()
+    if token and token.startswith("dgt_"):
+        source = security.throttle_source()
+        if state.retry_after(source):
+            return None
+        user = acc.store.token_user(token)
+        if user is None:
+            state.failed(source)
+        g.digits_bearer = user is not None
+        return user
+    if current_app.config.get("DIGITS_AUTH_TOKEN") and (token or request.headers.get("X-Auth-Token")):
+        right, _ = security.attempt_login(token or request.headers.get("X-Auth-Token"))  # counted as before
+        g.digits_bearer = right
+        return User("operator", "admin") if right else None  # the server's own --auth-token: who runs the server
+    if current_app.config.get("DIGITS_AUTH_TOKEN") and state.touch(session.get("digits_sid")):
+        return User("operator", "admin")
+    sid = session.get("digits_account_sid")
+    name = acc.session_users.get(sid) if isinstance(sid, str) else None
+    if name is None or not state.touch(sid):
+        return None
+    user = acc.store.get_user(name)
+    return None if user is None or user.disabled else user
+
+
+def _target(where: str | None) -> tuple[str | None, JobAccess | None]:
+    """The id and access facts of the job a request names (``(None, None)``: none, or none found)."""
+    if where is None:
+        return None, None
+    if where.startswith("param:"):
+        key = where[len("param:") :]
+        body = request.get_json(silent=True) if request.is_json else None
+        value = body.get(key) if isinstance(body, dict) else request.values.get(key)
+    else:
+        value = (request.view_args or {}).get(where)
+    if not isinstance(value, str) or not value:
+        return None, None
+    store = web_context().store
+    try:
+        job = store.get(value)
+    except (JobNotFoundError, ValueError, OSError):
+        if where != "name":
+            return value, None
+        # TF Serving names a model by its job name too: the strictest of the models of that name decides
+        named = [j for j in store.list(kind="model") if j.name == value]
+        private = [JobAccess.of(dict(j.data)) for j in named]
+        return value, (min(private, key=lambda a: (a.public, a.owner is None)) if private else None)
+    return job.id, JobAccess.of(dict(job.data))
+
+
+def _gate():
+    acc = accounts()
+    if not acc.store.enabled():
+        return None  # no accounts: today's behaviour (security.py's token or loopback)
+    rule = RULES.get(request.endpoint or "")
+    user = _signed_in()
+    g.digits_user = user
+    if rule is not None and rule[0] == "public":
+        return None
+    if user is None:
+        if _bearer():
+            _audit("sign-in", None, False)
+        if wants_json() or request.method != "GET":
+            abort(401, description="Sign in first: send 'Authorization: Bearer TOKEN' with a user's API token.")
+        return redirect(url_for("accounts.login", next=request.full_path if request.query_string else request.path))
+    if rule is None:
+        logger.error("no access rule for endpoint %s: refused (add it to accounts_views.RULES)", request.endpoint)
+        _audit("unknown", None, False)
+        abort(403, description="This page has no access rule yet; an admin must add one.")
+    action, where = rule
+    obj_id, obj = _target(where)
+    allowed = authorize(user, action, obj)
+    if not allowed or request.method not in ("GET", "HEAD"):
+        _audit(action, obj_id, allowed)
+    if not allowed:
+        if obj is not None and not authorize(user, "read", obj):
+            abort(404, description=f"No job {obj_id}.")  # someone else's private job: not even its existence
+        abort(403, description=f"Your role ({user.role}) may not {action} here.")
+    if action == _C:
+        g.digits_owner_token = job_owner.set(user.name)
+    return None
+
+
+def init_app(app) -> None:
+    """Install the accounts gate (before :func:`digits_core.web.security.init_app`) and pages on ``app``."""
+    app.extensions["digits_accounts"] = Accounts(app.extensions["digits"].jobs_dir)
+    app.before_request(_gate)
+
+    @app.teardown_request
+    def _forget_owner(_exc=None):
+        token = g.pop("digits_owner_token", None)
+        if token is not None:
+            job_owner.reset(token)
+
+    @app.context_processor
+    def _user():
+        return {"current_user": g.get("digits_user")}
+
+    app.register_blueprint(bp)
+
+
+@bp.route("/account/login", methods=["GET", "POST"])
+def login():
+    """Sign in with a user name and password (throttled per account and per client, as the token login is)."""
+    acc, state = accounts(), security.login_state()
+    target = safe_next(request.values.get("next"), url_for("home.index"))
+    error, status = None, 200
+    if request.method == "POST":
+        name = request.form.get("name", "").strip()
+        source, account = security.throttle_source(), f"user:{name}"
+        wait = max(state.retry_after(source, account), state.retry_after(f"account:{name}", account))
+        if wait:
+            _audit("sign-in", name, False, User(name, "unknown"))
+            return security.too_many_tries(wait)
+        user = acc.store.verify_password(name, request.form.get("password", ""))
+        if user is None:
+            state.failed(source, account)
+            state.failed(f"account:{name}", account)  # one account's own count, whatever the address
+            _audit("sign-in", name, False, User(name, "unknown"))
+            error, status = "Wrong name or password.", 401
+        else:
+            state.succeeded(source)
+            sid = state.open_session()
+            acc.session_users[sid] = user.name
+            session["digits_account_sid"] = sid
+            g.digits_remember_client = True
+            _audit("sign-in", name, True, user)
+            return redirect(target)
+    return render_template("account_login.html", next=target, error=error), status
+
+
+@bp.route("/account/logout", methods=["GET", "POST"])
+def logout():
+    """``GET`` shows the button; ``POST`` (CSRF-checked) ends the session for good."""
+    if request.method == "POST":
+        sid = session.pop("digits_account_sid", None)
+        security.login_state().close_session(sid)
+        accounts().session_users.pop(sid, None) if isinstance(sid, str) else None
+        _audit("sign-out", None, True)
+        return redirect(url_for("accounts.login"))
+    return render_template("account_logout.html")
+
+
+@bp.route("/account/tokens", methods=["GET", "POST"])
+def tokens():
+    """The signed-in user's API tokens: list, create (shown once) and revoke."""
+    user, store = current_user(), accounts().store
+    if user is None or user.name == "operator":
+        abort(404)
+    new_token: str | None = None
+    error = None
+    if request.method == "POST":
+        try:
+            if request.form.get("revoke"):
+                store.revoke_token(user.name, request.form["revoke"])
+            else:
+                days = float(request.form.get("days") or 90)
+                new_token = store.create_token(user.name, request.form.get("token_name", "").strip(), days=days)
+        except (ValueError, DigitsError) as exc:  # a user's mistake: said on the page
+            error = str(exc)
+    listed: list[Any] = store.list_tokens(user.name)
+    if wants_json():
+        return jsonify(token=new_token, tokens=[t.__dict__ for t in listed], error=error)
+    return render_template("account_tokens.html", tokens=listed, new_token=new_token, error=error)
+
+
+@bp.get("/admin/audit")
+def audit():
+    """The last entries of the audit log (admins)."""
+    entries = accounts().audit.tail(500)
+    if wants_json():
+        return jsonify(entries=entries)
+    return render_template("account_audit.html", entries=entries)

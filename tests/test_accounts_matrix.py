@@ -1,0 +1,127 @@
+"""Every route × every role × own/other's job through the accounts gate (issue 47), generated from ``app.url_map``.
+
+A new route without an entry in ``accounts_views.RULES`` fails
+:func:`test_every_route_has_an_access_rule`; the matrix then checks the gate's
+answer for each route, role and ownership against the rules of the roles written
+out here, independently of :func:`digits_core.accounts.authorize`.
+"""
+
+from __future__ import annotations
+
+import pytest
+from werkzeug.exceptions import HTTPException
+
+from digits_core.accounts import AccountStore
+from digits_core.jobs import Job
+from digits_core.web import accounts_views
+from digits_core.web.app import create_app
+
+ROLES = {"root": "admin", "ada": "trainer", "ann": "annotator", "vic": "viewer"}
+#: Endpoints that take POST but only read (run a model, preview a network, download): anyone who may read the job.
+READING_POSTS = {
+    "api.infer",
+    "inference.infer",
+    "top_n.top_n",
+    "tf_serving.predict",
+    "tf_serving.predict_version",
+    "network.form_network",
+    "models.download",
+}
+
+
+def _may(role: str, action: str, own: bool) -> bool:
+    """The rules of docs/accounts.md, written out."""
+    if action == "public" or role == "admin":
+        return True
+    if action == "admin":
+        return False
+    if action == "read":
+        return own
+    return role == "trainer" and own  # create (from a job one may read) and manage (one's own job)
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    root = tmp_path_factory.mktemp("lab")
+    store = AccountStore(root)
+    tokens = {}
+    for name, role in ROLES.items():
+        store.add_user(name, role, "password-" + name)
+        tokens[name] = store.create_token(name, "t")
+    store.add_user("bob", "trainer", "password-bob")
+    jobs = {n: Job.create("model", f"{n}'s", jobs_dir=root, owned_by=n).id for n in (*ROLES, "bob")}
+    return create_app(root, start_scheduler=False, testing=True, secret_key="k"), tokens, jobs
+
+
+def _routes(app):
+    for rule in app.url_map.iter_rules():
+        methods = sorted(rule.methods - {"HEAD", "OPTIONS"})
+        yield rule, methods
+
+
+def test_every_route_has_an_access_rule(world):
+    app, _, _ = world
+    missing = sorted({r.endpoint for r, _ in _routes(app)} - set(accounts_views.RULES))
+    assert not missing, f"add an access rule to digits_core.web.accounts_views.RULES for: {missing}"
+    stale = sorted(set(accounts_views.RULES) - {r.endpoint for r, _ in _routes(app)})
+    assert not stale, f"rules for endpoints that are gone: {stale}"
+
+
+def test_state_changing_routes_are_not_read_rules(world):
+    app, _, _ = world
+    for rule, methods in _routes(app):
+        action = accounts_views.RULES[rule.endpoint][0]
+        if action == "read" and "GET" not in methods and rule.endpoint not in READING_POSTS:
+            pytest.fail(f"{rule.endpoint} only changes state ({methods}) but its rule only asks to read")
+
+
+def _decision(app, url, method, token, data):
+    with app.test_request_context(url, method=method, headers={"Authorization": f"Bearer {token}"}, **data):
+        try:
+            return accounts_views._gate() is None
+        except HTTPException as exc:
+            assert exc.code in (403, 404), (url, exc)
+            return False
+
+
+def test_every_route_every_role_own_and_others_job(world):
+    app, tokens, jobs = world
+    checked = 0
+    for rule, methods in _routes(app):
+        action, where = accounts_views.RULES[rule.endpoint]
+        for user, role in ROLES.items():
+            for own in (True, False):
+                job = jobs[user if own else "bob"]
+                values = {a: "x" for a in rule.arguments}
+                data: dict = {}
+                if where in ("job_id", "name"):
+                    values[where] = job
+                elif where and where.startswith("param:"):
+                    data = {"json": {where[len("param:") :]: job}}
+                elif not own:
+                    continue  # no job in this route: one answer per role
+                url = rule.build(values)[1]
+                for method in methods:
+                    expected = _may(role, action, own or where is None)
+                    assert _decision(app, url, method, tokens[user], data) is expected, (
+                        rule.endpoint,
+                        method,
+                        role,
+                        "own" if own else "other's",
+                    )
+                    checked += 1
+    assert checked > 300
+
+
+def test_a_job_without_owner_is_readable_by_all_and_managed_by_admins_only(world):
+    app, tokens, _ = world
+    legacy = Job.create("model", "from the CLI", jobs_dir=app.extensions["digits"].jobs_dir).id
+    assert _decision(app, f"/models/{legacy}", "GET", tokens["vic"], {})
+    assert not _decision(app, f"/api/jobs/{legacy}", "DELETE", tokens["ada"], {})
+    assert _decision(app, f"/api/jobs/{legacy}", "DELETE", tokens["root"], {})
+
+
+def test_tf_serving_by_name_cannot_reach_another_trainers_private_model(world):
+    app, tokens, jobs = world
+    assert not _decision(app, "/v1/models/bob's:predict", "POST", tokens["ada"], {"json": {}})
+    assert _decision(app, "/v1/models/ada's:predict", "POST", tokens["ada"], {"json": {}})
