@@ -11,7 +11,8 @@
   }
   DIGITS.getJSON = getJSON;
 
-  var STATUS_CLASSES = { Initialized: "muted", Waiting: "muted", Running: "info", Done: "ok", Error: "bad", Aborted: "warn" };
+  var STATUS_CLASSES = { Initialized: "muted", Waiting: "muted", Running: "info", Done: "ok", Error: "bad", Aborted: "warn",
+                         "Stopped early": "warn" };
   function setStatus(status) {
     var badge = document.getElementById("job-status");
     if (!badge || !status) { return; }
