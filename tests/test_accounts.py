@@ -237,3 +237,14 @@ def test_guessing_one_accounts_password_is_throttled_whatever_the_client_address
     refused = _login(client, "bob", PASSWORD + "bob", addr="192.168.7.7")
     assert refused.status_code == 429 and int(refused.headers["Retry-After"]) >= 1
     assert _login(client, "ada", PASSWORD + "ada", addr="192.168.7.8").status_code == 302  # other accounts unaffected
+
+
+def test_lists_show_a_trainer_only_the_jobs_it_may_read(lab):
+    app, tokens, jobs, _ = lab
+    client = app.test_client()
+    listed = json.dumps(client.get("/api/jobs", headers=_bearer(tokens["ada"])).get_json())
+    assert jobs["ada"] in listed and jobs["bob"] not in listed
+    page = client.get("/", headers=_bearer(tokens["ada"])).get_data(as_text=True)
+    assert jobs["ada"] in page and jobs["bob"] not in page and "bob&#39;s data" not in page
+    everything = json.dumps(client.get("/api/jobs", headers=_bearer(tokens["root"])).get_json())
+    assert jobs["ada"] in everything and jobs["bob"] in everything

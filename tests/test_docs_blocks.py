@@ -76,6 +76,7 @@ DOCUMENTS = [
     "docs/architecture.md",
     "docs/backbones.md",
     "docs/evaluation.md",
+    "docs/accounts.md",
 ]
 #: Guides whose code blocks a walkthrough test of their own runs (with its own tags).
 OWN_TESTS = {

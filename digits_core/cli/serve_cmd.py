@@ -37,7 +37,7 @@ def register(subparsers) -> None:
         default=None,
         metavar="TOKEN",
         help="require this token for every page and API call (default: $DIGITS_AUTH_TOKEN; none). "
-        "Required when --host is not a loopback address",
+        "Required when --host is not a loopback address, unless the jobs folder has user accounts (digits users)",
     )
     parser.add_argument(
         "--allowed-host",
@@ -194,13 +194,21 @@ def _outbound_settings(args) -> None:
         os.environ["DIGITS_DICOMWEB_SERVERS"] = "\n".join(v.strip() for v in args.dicomweb_server)
 
 
+def _has_accounts(jobs_dir) -> bool:
+    """True when the jobs folder has user accounts (``digits users add``): every request then signs in."""
+    from ..accounts import AccountStore
+    from ..config import resolve_jobs_dir
+
+    return AccountStore(resolve_jobs_dir(jobs_dir)).enabled()
+
+
 def run(args) -> int:
     """Build the app and serve it until interrupted."""
     from ..web import create_app
     from ..web.request_guard import allowed_hosts
 
     token = args.auth_token or os.environ.get("DIGITS_AUTH_TOKEN") or None
-    if args.host not in LOCAL_HOSTS and not token:
+    if args.host not in LOCAL_HOSTS and not token and not _has_accounts(args.jobs_dir):
         if not args.insecure_no_auth:
             raise ConfigurationError(
                 f"--host {args.host} makes the server reachable from other machines, and it runs code (custom "

@@ -21,11 +21,24 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from flask import Blueprint, abort, current_app, g, jsonify, redirect, render_template, request, session, url_for
+from flask import (
+    Blueprint,
+    abort,
+    current_app,
+    g,
+    has_request_context,
+    jsonify,
+    redirect,
+    render_template,
+    request,
+    session,
+    url_for,
+)
 
 from ..accounts import AccountStore, JobAccess, User, authorize
 from ..accounts.audit import AuditLog
 from ..errors import DigitsError, JobNotFoundError
+from ..jobs import Job, JobStore
 from ..submit.records import job_owner
 from . import security
 from .context import web_context
@@ -210,12 +223,12 @@ def _target(where: str | None) -> tuple[str | None, JobAccess | None]:
         return None, None
     store = web_context().store
     try:
-        job = store.get(value)
+        job = JobStore.get(store, value)  # unfiltered: the gate itself decides
     except (JobNotFoundError, ValueError, OSError):
         if where != "name":
             return value, None
         # TF Serving names a model by its job name too: the strictest of the models of that name decides
-        named = [j for j in store.list(kind="model") if j.name == value]
+        named = [j for j in JobStore.scan(store, "model")[0] if j.name == value]
         private = [JobAccess.of(dict(j.data)) for j in named]
         return value, (min(private, key=lambda a: (a.public, a.owner is None)) if private else None)
     return job.id, JobAccess.of(dict(job.data))
@@ -254,9 +267,37 @@ def _gate():
     return None
 
 
+class AccountJobStore(JobStore):
+    """The app's job store: inside a signed-in request, lists and lookups show only the jobs its user may read.
+
+    Pages and the JSON API list jobs through it, so another trainer's private
+    jobs are neither listed nor found by id (``JobNotFoundError``: 404).
+    """
+
+    def _reader(self) -> User | None:
+        return g.get("digits_user") if has_request_context() else None
+
+    def scan(self, kind: str | None = None, *, reap: bool = True):
+        jobs, unreadable = super().scan(kind, reap=reap)
+        user = self._reader()
+        if user is None:
+            return jobs, unreadable
+        visible = [j for j in jobs if authorize(user, "read", JobAccess.of(dict(j.data)))]
+        return visible, (unreadable if user.role == "admin" else [])
+
+    def get(self, job_id: str, kind: str | None = None) -> Job:
+        job = super().get(job_id, kind)
+        user = self._reader()
+        if user is not None and not authorize(user, "read", JobAccess.of(dict(job.data))):
+            raise JobNotFoundError(f'Job "{job_id}" does not exist in {self.root}.')
+        return job
+
+
 def init_app(app) -> None:
     """Install the accounts gate (before :func:`digits_core.web.security.init_app`) and pages on ``app``."""
-    app.extensions["digits_accounts"] = Accounts(app.extensions["digits"].jobs_dir)
+    context = app.extensions["digits"]
+    app.extensions["digits_accounts"] = Accounts(context.jobs_dir)
+    context.store = AccountJobStore(context.jobs_dir)
     app.before_request(_gate)
 
     @app.teardown_request
