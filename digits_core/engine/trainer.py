@@ -429,7 +429,9 @@ def _finish_info(
 ) -> None:
     if not state.strat.is_chief or not (state.folder / MODEL_FILE).is_file():
         return
-    result: ModelRecord = {"status": status.value, "error": message, "final_metrics": logs}
+    # a metric that is not a number yet (a detector's mAP before it finds a box) is null: JSON has no NaN
+    final = {k: (v if not isinstance(v, float) or math.isfinite(v) else None) for k, v in logs.items()}
+    result: ModelRecord = {"status": status.value, "error": message, "final_metrics": final}
     if stopped_early:
         result["stopped_early"] = True
     if early is not None:

@@ -45,6 +45,8 @@ from ..jobs.record import write_json_atomic
 from ..submit.records import create_job_record
 from . import classification, detection, regression, segmentation
 
+#: Detections below this score are left out of detection figures (COCO evaluations keep nearly all of them).
+SCORE_FLOOR = 0.001
 #: Stages of a stored dataset an evaluation may read.
 STAGES = ("test", "val", "train")
 #: The largest ``metrics.json`` read back (curves are thinned to keep it far below).
@@ -210,15 +212,21 @@ def _segmentation(model, samples, tolerance) -> tuple[dict, list[dict], list[dic
 
 
 def _detection(model, samples, truth) -> tuple[dict, list[dict], list[dict]]:
-    num = len(model.class_labels or []) or None
-    dets = [
-        np.array([[d["class_id"], *d["box"], d["score"]] for d in (s.detections or [])], dtype=np.float64).reshape(
-            -1, 6
+    # the decoder digits infer uses, with COCO's low score floor instead of the view's drawing threshold
+    from ..inference.detection import to_detections
+
+    height, width = model.feature_shape[0], model.feature_shape[1]
+    dets = []
+    for s in samples:
+        found = to_detections(
+            s.output, (height, width), None, model.dataset.resize_mode, model.class_labels, SCORE_FLOOR
         )
-        for s in samples
-    ]
+        boxes = [[d["class_id"], *d["box"], d["score"]] for d in found]
+        dets.append(np.array(boxes, dtype=np.float64).reshape(-1, 6))
     gt = truth if truth is not None else [np.asarray(s.ground_truth, dtype=np.float64).reshape(-1, 5) for s in samples]
+    num = len(model.class_labels or []) or None
     report = detection.detection_report(gt, dets, model.class_labels, num)
+    report["score_floor"] = SCORE_FLOOR
     rows = [{"input": s.input_id, "truth_boxes": len(g), "detections": len(d)} for s, g, d in zip(samples, gt, dets)]
     return report, rows, report["per_class"]
 

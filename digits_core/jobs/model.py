@@ -200,8 +200,14 @@ def record_best(
 ) -> bool:
     """Make ``value`` of validation metric ``name`` at ``epoch`` the best one if it beats the recorded best.
 
-    Returns True when it did.
+    Returns True when it did. A value that is not a finite number (a detector's mAP before it finds
+    any box is NaN) is never the best: it would beat nothing afterwards, and JSON has no NaN.
     """
+    try:
+        if not math.isfinite(float(value)):
+            return False
+    except (TypeError, ValueError):
+        return False
     improved = False
 
     def compare(record: ModelRecord) -> bool:
