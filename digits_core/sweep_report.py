@@ -16,7 +16,7 @@ from .engine.early_stopping import direction
 from .engine.jobio import read_metrics, read_prune
 from .errors import DigitsError, FormValidationError
 from .jobs import Job, JobStore
-from .jobs.sweep import update_sweep_record
+from .jobs.sweep import read_sweep, sweeps_root, update_sweep_record
 
 
 def trial_row(job: Job, metric: str, mode: str, values: dict | None = None, index: int | None = None) -> dict:
@@ -64,8 +64,6 @@ def sweep_summary(sweep_id: str, jobs_dir: Any = None) -> dict:
         "promoted": job id | None, "budget": {"epochs_spent", "trial_epochs", "grid_epochs", "grid_size",
         "fraction_of_grid"}}``; a row is :func:`trial_row`.
     """
-    from .tuning import read_sweep
-
     record = read_sweep(sweep_id, jobs_dir)
     settings = record["settings"]
     metric, mode = settings["metric"], settings["mode"]
@@ -160,8 +158,6 @@ def promote(sweep_id: str, job_id: str | None = None, jobs_dir: Any = None, name
         FormValidationError: ``name`` is blank or longer than :data:`MAX_PROMOTED_NAME` (nothing changes).
         DigitsError: The sweep has no trial with a metric, or ``job_id`` is not one of its trials.
     """
-    from .tuning import sweeps_root
-
     if name is not None and not (name.strip() and len(name.strip()) <= MAX_PROMOTED_NAME):
         raise FormValidationError(
             {

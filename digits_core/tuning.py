@@ -32,7 +32,6 @@ imported until a sweep runs.
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 import time
@@ -43,9 +42,13 @@ from typing import Any
 
 from .errors import FormValidationError
 from .groups import normalize_group
-from .jobs.lock import LOCK_FILE, JobLock, is_job_alive, record_lock
-from .jobs.record import SweepRecord, write_json_atomic
-from .jobs.sweep import SWEEP_FILE, read_sweep_record, update_sweep_record, write_sweep_record
+from .jobs.lock import JobLock
+from .jobs.sweep import SWEEP_FILE, SWEEPS_DIR, update_sweep_record, write_sweep_record
+
+# The sweep files' reader lives below both this module and the reports; its names stay importable from here.
+from .jobs.sweep import read_sweep as read_sweep
+from .jobs.sweep import reap_sweep_record as reap_sweep_record
+from .jobs.sweep import sweeps_root as sweeps_root
 from .search_space import MAX_TRIALS, check_networks, grid_size, grid_trials, parse_spaces, random_trials
 
 SCHEDULERS = ("grid", "random", "asha")
@@ -53,7 +56,6 @@ SCHEDULERS = ("grid", "random", "asha")
 MAX_CONCURRENT = 64
 #: Most epochs of a trial (``max_epochs``): the ``epochs`` training option's own bound.
 MAX_EPOCHS = 100000
-SWEEPS_DIR = ".sweeps"
 #: Written in a sweep's folder by an abort: trials not started yet do not start.
 SWEEP_ABORT_FILE = "abort"
 _FORM = "tuning"
@@ -117,69 +119,6 @@ class TuneSettings:
         if errors:
             raise FormValidationError(errors, _FORM)
         return TuneSettings(**{**self.__dict__, "mode": direction(self.metric, self.mode)})
-
-
-def sweeps_root(jobs_dir: Any = None) -> Path:
-    """``JOBS_DIR/.sweeps``: one folder per sweep (skipped by job listings: it starts with a dot)."""
-    from .config import resolve_jobs_dir
-
-    return resolve_jobs_dir(jobs_dir) / SWEEPS_DIR
-
-
-def read_sweep(sweep_id: str, jobs_dir: Any = None) -> dict:
-    """A sweep's record with its started trials (``trials_started``: index -> job id).
-
-    Raises:
-        JobNotFoundError: No such sweep (the id must be a plain folder name).
-    """
-    from .errors import JobNotFoundError
-
-    folder = sweeps_root(jobs_dir) / str(sweep_id)
-    if not re.fullmatch(r"[A-Za-z0-9_.-]+", str(sweep_id)) or not (folder / SWEEP_FILE).is_file():
-        raise JobNotFoundError(f'No sweep "{sweep_id}" in {sweeps_root(jobs_dir)}')
-    record: dict[str, Any] = dict(reap_sweep_record(folder))  # Running with no live process: Aborted
-    started = {}
-    for path in folder.glob("trial-*.json"):
-        try:
-            trial = json.loads(path.read_text(encoding="utf-8"))
-            started[int(trial["index"])] = trial["job_id"]
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
-    record["trials_started"] = dict(sorted(started.items()))
-    return record
-
-
-def reap_sweep_record(folder: Path) -> SweepRecord:
-    """``sweep.json``, first marked Aborted when it says Running and no live process runs the sweep.
-
-    The process that runs a sweep holds the sweep folder's owner lock
-    (:class:`~digits_core.jobs.lock.JobLock`, as a job's runner does) from before
-    its record says Running until it has written how the sweep ended. Running
-    with no live holder is a sweep whose process died (a server killed with
-    ``kill -9``, a reboot): it is marked Aborted here, naming that process, and
-    resumes like a job (:func:`resume_sweep`).
-
-    Raises:
-        JobNotFoundError: The file is missing or unreadable (the message names it).
-    """
-    record = read_sweep_record(folder)
-    if record.get("status") != "Running" or is_job_alive(folder):
-        return record
-    with record_lock(folder):
-        record = read_sweep_record(folder)
-        if record.get("status") == "Running" and not is_job_alive(folder):
-            record.update({"status": "Aborted", "finished": time.time(), "error": _died_note(folder)})
-            write_json_atomic(folder / SWEEP_FILE, record)
-    return record
-
-
-def _died_note(folder: Path) -> str:
-    try:
-        owner = json.loads((folder / LOCK_FILE).read_text(encoding="utf-8"))
-        who = f"pid {int(owner['pid'])} on {str(owner['host'])[:100]}"
-    except (OSError, ValueError, KeyError, TypeError):
-        who = "its process"
-    return f"The process that ran this sweep ({who}) ended without finishing it; resume the sweep to run the rest."
 
 
 def list_sweeps(jobs_dir: Any = None) -> list[dict]:

@@ -102,8 +102,6 @@ KNOWN_CYCLES: dict[tuple[str, ...], str] = {
         "digits_core.sweep",
     ): "sweep.py (layer 3) expands sweeps for the engine and calls train(); the sweep plan and the sweep runner "
     "should be split",
-    ("digits_core.sweep_report", "digits_core.tuning"): "tuning asks sweep_report for a sweep's summary and "
-    "sweep_report reads the sweep files tuning writes: the sweep-file reader belongs in one module below both",
 }
 
 #: Imports inside functions that go up the layers (each a module, line and target; 33 on 2026-12-06 before

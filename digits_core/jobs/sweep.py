@@ -7,17 +7,25 @@ web page or ``digits sweep promote`` names its result, possibly at the same
 moment from another process: every change re-reads the file and rewrites it
 atomically under the folder's record lock
 (:func:`~digits_core.jobs.lock.record_lock`), so neither loses the other's keys.
+
+The sweep files are read here, below both the tuning driver and the sweep
+reports (:func:`read_sweep`: the record and its started trials;
+:func:`reap_sweep_record`: a Running sweep whose process died reads Aborted).
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
+import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from ..config import resolve_jobs_dir
 from ..errors import JobNotFoundError
 from .checks import check_record_types
-from .lock import record_lock
+from .lock import LOCK_FILE, is_job_alive, record_lock
 from .readers import UnreadableRecordError, read_json_object
 from .record import SweepRecord, write_json_atomic
 
@@ -25,6 +33,8 @@ if TYPE_CHECKING:
     from typing import Unpack  # Python 3.11; annotations are not evaluated at run time
 
 SWEEP_FILE = "sweep.json"
+#: The folder of the sweeps under a jobs folder (skipped by job listings: it starts with a dot).
+SWEEPS_DIR = ".sweeps"
 
 
 def read_sweep_record(folder: str | os.PathLike) -> SweepRecord:
@@ -61,3 +71,62 @@ def update_sweep_record(folder: str | os.PathLike, /, **fields: Unpack[SweepReco
         record.update(fields)
         write_json_atomic(Path(folder) / SWEEP_FILE, record)
     return record
+
+
+def sweeps_root(jobs_dir: Any = None) -> Path:
+    """``JOBS_DIR/.sweeps``: one folder per sweep (skipped by job listings: it starts with a dot)."""
+    return resolve_jobs_dir(jobs_dir) / SWEEPS_DIR
+
+
+def read_sweep(sweep_id: str, jobs_dir: Any = None) -> dict:
+    """A sweep's record with its started trials (``trials_started``: index -> job id).
+
+    Raises:
+        JobNotFoundError: No such sweep (the id must be a plain folder name).
+    """
+    folder = sweeps_root(jobs_dir) / str(sweep_id)
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", str(sweep_id)) or not (folder / SWEEP_FILE).is_file():
+        raise JobNotFoundError(f'No sweep "{sweep_id}" in {sweeps_root(jobs_dir)}')
+    record: dict[str, Any] = dict(reap_sweep_record(folder))  # Running with no live process: Aborted
+    started = {}
+    for path in folder.glob("trial-*.json"):
+        try:
+            trial = json.loads(path.read_text(encoding="utf-8"))
+            started[int(trial["index"])] = trial["job_id"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    record["trials_started"] = dict(sorted(started.items()))
+    return record
+
+
+def reap_sweep_record(folder: Path) -> SweepRecord:
+    """``sweep.json``, first marked Aborted when it says Running and no live process runs the sweep.
+
+    The process that runs a sweep holds the sweep folder's owner lock
+    (:class:`~digits_core.jobs.lock.JobLock`, as a job's runner does) from before
+    its record says Running until it has written how the sweep ended. Running
+    with no live holder is a sweep whose process died (a server killed with
+    ``kill -9``, a reboot): it is marked Aborted here, naming that process, and
+    resumes like a job (:func:`digits_core.tuning.resume_sweep`).
+
+    Raises:
+        JobNotFoundError: The file is missing or unreadable (the message names it).
+    """
+    record = read_sweep_record(folder)
+    if record.get("status") != "Running" or is_job_alive(folder):
+        return record
+    with record_lock(folder):
+        record = read_sweep_record(folder)
+        if record.get("status") == "Running" and not is_job_alive(folder):
+            record.update({"status": "Aborted", "finished": time.time(), "error": _died_note(folder)})
+            write_json_atomic(folder / SWEEP_FILE, record)
+    return record
+
+
+def _died_note(folder: Path) -> str:
+    try:
+        owner = json.loads((folder / LOCK_FILE).read_text(encoding="utf-8"))
+        who = f"pid {int(owner['pid'])} on {str(owner['host'])[:100]}"
+    except (OSError, ValueError, KeyError, TypeError):
+        who = "its process"
+    return f"The process that ran this sweep ({who}) ended without finishing it; resume the sweep to run the rest."
