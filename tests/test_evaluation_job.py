@@ -361,3 +361,33 @@ def test_web_api_panel_report_and_leaderboard(made, jobs, live_server):
     assert created["id"] in [d["id"] for d in used.json()["error"]["dependents"]]
     assert server.request(f"/api/jobs/{created['id']}", method="DELETE").status == 200
     assert not (jobs / created["id"]).exists()
+
+
+@pytest.mark.browser
+def test_report_renders_in_a_browser_without_console_errors(made, jobs, live_server, chromium):
+    result = evaluate(made["cls"].id, jobs_dir=jobs, bootstrap=20)
+    server = live_server(jobs_dir=jobs, auth_token="eval-browser")
+    pages = {
+        "file": (result.folder / "report.html").as_uri(),
+        "web": f"{server.url}/evaluations/{result.job.id}",
+    }
+    context = chromium.new_context(extra_http_headers={"Authorization": "Bearer eval-browser"})
+    for where, url in pages.items():
+        page = context.new_page()
+        problems: list[str] = []
+        page.on("console", lambda msg: problems.append(msg.text) if msg.type == "error" else None)
+        page.on("pageerror", lambda exc: problems.append(str(exc)))
+        page.goto(url)
+        assert page.locator("table.confusion tbody tr").count() == 3, where
+        assert page.locator("svg polyline").count() >= 3, where  # ROC and PR per class, the reliability diagram
+        # the per-class table sorts on a click (the inline script ran, under the web page's CSP too)
+        table = page.locator("table.sortable").first
+        column = table.locator("tbody tr td:first-child")
+        assert column.all_inner_texts() == LABELS[:3]  # class order
+        table.locator("th").first.click()
+        assert column.all_inner_texts() == sorted(LABELS[:3]), where
+        table.locator("th").first.click()
+        assert column.all_inner_texts() == sorted(LABELS[:3], reverse=True), where
+        assert not problems, f"{where}: {problems}"
+        page.close()
+    context.close()

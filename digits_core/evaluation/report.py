@@ -226,7 +226,7 @@ def render_report(report: dict, title: str, *, nonce: str | None = None, back: s
         f"dataset {report['dataset_id']}, stage {report['stage']}" if report.get("dataset_id") else "labelled inputs"
     )
     return (
-        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
+        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><link rel="icon" href="data:,"><title>{escape(title)}</title>'
         f"<style>{_STYLE}</style></head><body>"
         + (f'<p><a href="{escape(back)}">back</a></p>' if back else "")
         + f"<h1>{escape(title)}</h1>"
