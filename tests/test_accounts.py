@@ -248,3 +248,46 @@ def test_lists_show_a_trainer_only_the_jobs_it_may_read(lab):
     assert jobs["ada"] in page and jobs["bob"] not in page and "bob&#39;s data" not in page
     everything = json.dumps(client.get("/api/jobs", headers=_bearer(tokens["root"])).get_json())
     assert jobs["ada"] in everything and jobs["bob"] in everything
+
+
+def test_tokens_from_the_web_are_shown_once_and_revoked_at_once(lab):
+    app, tokens, _, tmp_path = lab
+    client = app.test_client()
+    _login(client, "ada", PASSWORD + "ada")
+    page = client.get("/account/tokens").get_data(as_text=True)
+    csrf = page.split('name="csrf_token" value="')[1].split('"')[0]
+    made = client.post("/account/tokens", data={"csrf_token": csrf, "token_name": "script", "days": "7"})
+    token = made.get_data(as_text=True).split('<code id="new-token">')[1].split("<")[0]
+    assert client.get("/api/jobs", headers=_bearer(token)).status_code == 200
+    assert token not in client.get("/account/tokens").get_data(as_text=True)  # shown once
+    client.post("/account/tokens", data={"csrf_token": csrf, "revoke": "script"})
+    assert client.get("/api/jobs", headers=_bearer(token)).status_code == 401
+
+
+def test_only_admins_read_the_audit_log(lab):
+    app, tokens, jobs, _ = lab
+    client = app.test_client()
+    assert client.get(f"/datasets/{jobs['bob']}", headers=_bearer(tokens["ada"])).status_code == 404
+    assert client.get("/admin/audit", headers=_bearer(tokens["ada"])).status_code == 403
+    entries = client.get("/admin/audit", headers={**_bearer(tokens["root"]), "Accept": "application/json"}).get_json()
+    assert any(e["user"] == "ada" and e["object"] == jobs["bob"] and not e["allowed"] for e in entries["entries"])
+
+
+def test_the_servers_auth_token_still_works_beside_accounts_and_wrong_ones_are_counted(tmp_path):
+    AccountStore(tmp_path).add_user("root", "admin", PASSWORD)
+    app = create_app(tmp_path, auth_token="s3cret-token", start_scheduler=False, testing=True)
+    client = app.test_client()
+    assert client.get("/api/jobs", headers=_bearer("s3cret-token")).status_code == 200
+    with app.app_context():
+        web_context().login.clock = lambda: 1000.0  # frozen: no wall clock in the test
+    answers = [client.get("/api/jobs", headers=_bearer(f"wrong-{i}")).status_code for i in range(7)]
+    assert answers[:5] == [401] * 5 and 429 in answers[5:]
+
+
+def test_guessed_user_tokens_are_throttled(lab):
+    app, tokens, _, _ = lab
+    client = app.test_client()
+    with app.app_context():
+        web_context().login.clock = lambda: 1000.0  # frozen: no wall clock in the test
+    answers = [client.get("/api/jobs", headers=_bearer(f"dgt_guess-{i}")).status_code for i in range(7)]
+    assert answers[:5] == [401] * 5 and answers[6] == 429

@@ -188,7 +188,8 @@ def _signed_in() -> User | None:
     token = _bearer()
     if token and token.startswith("dgt_"):
         source = security.throttle_source()
-        if state.retry_after(source):
+        g.digits_retry_after = state.retry_after(source)
+        if g.digits_retry_after:
             return None
         user = acc.store.token_user(token)
         if user is None:
@@ -196,7 +197,7 @@ def _signed_in() -> User | None:
         g.digits_bearer = user is not None
         return user
     if current_app.config.get("DIGITS_AUTH_TOKEN") and (token or request.headers.get("X-Auth-Token")):
-        right, _ = security.attempt_login(token or request.headers.get("X-Auth-Token"))  # counted as before
+        right, g.digits_retry_after = security.attempt_login(token or request.headers.get("X-Auth-Token"))
         g.digits_bearer = right
         return User("operator", "admin") if right else None  # the server's own --auth-token: who runs the server
     if current_app.config.get("DIGITS_AUTH_TOKEN") and state.touch(session.get("digits_sid")):
@@ -244,6 +245,8 @@ def _gate():
     if rule is not None and rule[0] == "public":
         return None
     if user is None:
+        if g.get("digits_retry_after"):  # too many wrong tokens from this client: refused uncompared
+            return security.too_many_tries(g.digits_retry_after)
         if _bearer():
             _audit("sign-in", None, False)
         if wants_json() or request.method != "GET":
