@@ -99,7 +99,32 @@ class ToyMasks(DataIngestion):
         return image, mask
 
 
-PLUGINS = (ToyClasses, ToyClassesPlusOne, ToyMasks)
+class ToyBrightness(DataIngestion):
+    """Regression: two targets per image, its mean brightness and the bright square's row, both in [0, 1]."""
+
+    plugin_id = "toy-eval-brightness"
+    title = "Toy brightness (evaluation tests)"
+
+    @staticmethod
+    def get_dataset_form():
+        return _CountForm
+
+    @staticmethod
+    def get_dataset_template(form):
+        return "{{ form.count }}", {}
+
+    def itemize_entries(self, stage):
+        return {"train": list(range(self.count)), "val": list(range(500, 508)), "test": list(range(900, 912))}[stage]
+
+    def encode_entry(self, entry):
+        rng = np.random.default_rng(entry)
+        level, row = rng.uniform(0.1, 0.9), int(rng.integers(0, 6))
+        image = np.full((8, 8, 1), level * 255, np.uint8)
+        image[row : row + 2, 2:5] = 255
+        return image, np.array([level, row / 5], np.float32)
+
+
+PLUGINS = (ToyClasses, ToyClassesPlusOne, ToyMasks, ToyBrightness)
 
 
 def classifier(input_shape, num_outputs, **params):
@@ -119,6 +144,14 @@ def segmenter(input_shape, num_outputs, **params):
     return keras.Model(inputs, keras.layers.Conv2D(num_outputs, 1, activation="softmax")(x))
 
 
+def regressor(input_shape, num_outputs, **params):
+    import keras
+
+    inputs = keras.Input(input_shape)
+    x = keras.layers.Flatten()(inputs)
+    return keras.Model(inputs, keras.layers.Dense(num_outputs)(x))
+
+
 @pytest.fixture(scope="module")
 def jobs(tmp_path_factory):
     return tmp_path_factory.mktemp("eval-jobs")
@@ -135,9 +168,11 @@ def made(jobs):
         cls_ds = create_dataset("toy-eval-classes", {"count": 12}, name="classes", workers=1, jobs_dir=jobs)
         plus_ds = create_dataset("toy-eval-classes-plus", {"count": 2}, name="plus", workers=1, jobs_dir=jobs)
         seg_ds = create_dataset("toy-eval-masks", {"count": 24}, name="masks", workers=1, jobs_dir=jobs)
+        reg_ds = create_dataset("toy-eval-brightness", {"count": 48}, name="brightness", workers=1, jobs_dir=jobs)
         common = {"jobs_dir": jobs, "epochs": 3, "batch_size": 12, "seed": 1, "solver": "adam", "learning_rate": 0.01}
         cls_model = train(cls_ds.id, classifier, name="toy-classifier", **common)
         seg_model = train(seg_ds.id, segmenter, name="toy-segmenter", **common)
+        reg_model = train(reg_ds.id, regressor, name="toy-regressor", **common)
         # two more classifiers for the leaderboard: a shorter run and another seed
         others = [
             train(cls_ds.id, classifier, name="short", **{**common, "epochs": 1, "learning_rate": 0.001}),
@@ -149,6 +184,8 @@ def made(jobs):
             "seg_ds": seg_ds,
             "cls": cls_model,
             "seg": seg_model,
+            "reg_ds": reg_ds,
+            "reg": reg_model,
             "others": others,
         }
     finally:
@@ -263,6 +300,28 @@ def test_segmentation_evaluation_writes_nnunet_summary(made, jobs):
     assert summary["foreground_mean"]["Dice"] == pytest.approx(np.mean(dice), abs=1e-6)
     assert result.metrics["dice"] == pytest.approx(np.mean(dice), abs=1e-6)
     assert "Per case" in (result.folder / "report.html").read_text()
+
+
+def test_regression_evaluation_equals_scikit_learn(made, jobs):
+    from sklearn import metrics
+
+    from digits_core.datasets import open_dataset
+
+    result = evaluate(made["reg"].id, jobs_dir=jobs)
+    with open_dataset(made["reg_ds"].id, jobs) as ds:
+        features, truth = ds.read_all("test")
+    predicted = _predictions(made["reg"], features, jobs).reshape(len(truth), -1)
+    got = result.metrics
+    assert got["task"] == "regression" and got["count"] == 12 and len(got["per_target"]) == 2
+    r2 = metrics.r2_score(truth, predicted, multioutput="raw_values")
+    mae = metrics.mean_absolute_error(truth, predicted, multioutput="raw_values")
+    for i, row in enumerate(got["per_target"]):
+        assert (row["r2"], row["mae"]) == pytest.approx((r2[i], mae[i]), abs=1e-6)
+    assert got["rmse"] == pytest.approx(
+        np.sqrt(metrics.mean_squared_error(truth, predicted, multioutput="raw_values")).mean(), abs=1e-6
+    )
+    rows = list(csv.DictReader(open(result.folder / "predictions.csv")))
+    assert len(rows) == 12 and float(rows[0]["truth_1"]) == pytest.approx(truth[0][1], abs=1e-6)
 
 
 def test_a_failure_while_writing_leaves_no_job(made, jobs, monkeypatch):
