@@ -185,12 +185,11 @@
         chart.data.datasets = sets;
         var allRatio = sets.length && sets.every(function (d) { return d.ratio; });
         var y = { type: state.log ? "logarithmic" : "linear", ticks: { callback: tick } };
-        var ys = [];
-        sets.forEach(function (d) { d.data.forEach(function (p) { ys.push(p.y); }); });
-        var lo = Math.min.apply(null, ys), hi = Math.max.apply(null, ys);
+        var n = 0, lo = Infinity, hi = -Infinity;  /* (a loop: long runs have more points than apply() takes) */
+        sets.forEach(function (d) { d.data.forEach(function (p) { n += 1; lo = Math.min(lo, p.y); hi = Math.max(hi, p.y); }); });
         /* A constant series (or one that moves in its last digits) gets a range around it: drawn flat, not as
            a zig-zag of rounding noise. */
-        if (ys.length && isFinite(lo) && hi - lo <= 1e-6 * Math.max(Math.abs(hi), 1e-12)) {
+        if (n > 1 && isFinite(lo) && hi - lo <= 1e-6 * Math.max(Math.abs(hi), 1e-12)) {
           if (state.log) { y.min = lo / 2; y.max = hi * 2; } else { var pad = Math.abs(hi) * 0.1 || 1; y.min = lo - pad; y.max = hi + pad; }
         }
         if (allRatio && !state.log) {  /* 0..1, with room above 1.0 so a perfect score does not sit on the border */
