@@ -48,7 +48,7 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS users (
     name TEXT PRIMARY KEY, role TEXT NOT NULL, password_hash TEXT NOT NULL,
-    disabled INTEGER NOT NULL DEFAULT 0, created REAL NOT NULL);
+    disabled INTEGER NOT NULL DEFAULT 0, created REAL NOT NULL, source TEXT NOT NULL DEFAULT 'local');
 CREATE TABLE IF NOT EXISTS tokens (
     digest TEXT PRIMARY KEY, user TEXT NOT NULL REFERENCES users(name) ON DELETE CASCADE, name TEXT NOT NULL,
     created REAL NOT NULL, expires REAL, revoked INTEGER NOT NULL DEFAULT 0, UNIQUE (user, name));
@@ -214,6 +214,28 @@ class AccountStore:
             if hasher.check_needs_rehash(row[4]):
                 db.execute("UPDATE users SET password_hash = ? WHERE name = ?", (hasher.hash(password), name))
         return User(row[0], row[1], bool(row[2]), row[3])
+
+    def sign_in_external(self, name: str, role: str, source: str = "oidc") -> User | None:
+        """The user ``name`` signed in by an identity provider, made or given ``role`` now; ``None`` when refused.
+
+        Refused when a local (password) user has that name, so a provider can never
+        take over a local account, or when the user is disabled.
+        """
+        _check_name(name)
+        _check_role(role)
+        with self._db() as db:
+            row = db.execute("SELECT disabled, created, source FROM users WHERE name = ?", (name,)).fetchone()
+            if row is None:
+                created = time.time()
+                db.execute(
+                    "INSERT INTO users (name, role, password_hash, disabled, created, source) VALUES (?, ?, '!', 0, ?, ?)",
+                    (name, role, created, source),
+                )
+                return User(name, role, False, created)
+            if row[2] != source or row[0]:
+                return None
+            db.execute("UPDATE users SET role = ? WHERE name = ?", (role, name))
+        return User(name, role, False, row[1])
 
     # -- API tokens -----------------------------------------------------------------------------
 

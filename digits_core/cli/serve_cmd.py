@@ -199,7 +199,8 @@ def _has_accounts(jobs_dir) -> bool:
     from ..accounts import AccountStore
     from ..config import resolve_jobs_dir
 
-    return AccountStore(resolve_jobs_dir(jobs_dir)).enabled()
+    root = resolve_jobs_dir(jobs_dir)
+    return AccountStore(root).enabled() or (root / "oidc.json").exists()
 
 
 def run(args) -> int:

@@ -40,7 +40,7 @@ from ..accounts.audit import AuditLog
 from ..errors import DigitsError, JobNotFoundError
 from ..jobs import Job, JobStore
 from ..submit.records import job_owner
-from . import security
+from . import accounts_oidc, security
 from .context import web_context
 from .helpers import wants_json
 from .login import safe_next
@@ -56,6 +56,8 @@ RULES: dict[str, tuple[str, str | None]] = {
     "static": ("public", None),
     "home.login": ("public", None),
     "accounts.login": ("public", None),
+    "accounts_oidc.start": ("public", None),
+    "accounts_oidc.callback": ("public", None),
     **dict.fromkeys(
         (
             "accounts.logout",
@@ -155,6 +157,13 @@ class Accounts:
         self.audit = AuditLog(jobs_dir)
         self.session_users: dict[str, str] = {}
 
+    def start_session(self, user: User) -> None:
+        """Sign ``user`` in on this browser: a new server-side session (password and single sign-on alike)."""
+        sid = security.login_state().open_session()
+        self.session_users[sid] = user.name
+        session["digits_account_sid"] = sid
+        g.digits_remember_client = True
+
 
 def accounts() -> Accounts:
     """The running app's :class:`Accounts`."""
@@ -237,7 +246,7 @@ def _target(where: str | None) -> tuple[str | None, JobAccess | None]:
 
 def _gate():
     acc = accounts()
-    if not acc.store.enabled():
+    if not acc.store.enabled() and not current_app.extensions.get("digits_oidc"):
         return None  # no accounts: today's behaviour (security.py's token or loopback)
     rule = RULES.get(request.endpoint or "")
     user = _signed_in()
@@ -314,6 +323,7 @@ def init_app(app) -> None:
         return {"current_user": g.get("digits_user")}
 
     app.register_blueprint(bp)
+    accounts_oidc.init_app(app)
 
 
 @bp.route("/account/login", methods=["GET", "POST"])
@@ -337,13 +347,11 @@ def login():
             error, status = "Wrong name or password.", 401
         else:
             state.succeeded(source)
-            sid = state.open_session()
-            acc.session_users[sid] = user.name
-            session["digits_account_sid"] = sid
-            g.digits_remember_client = True
+            acc.start_session(user)
             _audit("sign-in", name, True, user)
             return redirect(target)
-    return render_template("account_login.html", next=target, error=error), status
+    oidc = bool(current_app.extensions.get("digits_oidc"))
+    return render_template("account_login.html", next=target, error=error, oidc=oidc), status
 
 
 @bp.route("/account/logout", methods=["GET", "POST"])

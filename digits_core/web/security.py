@@ -40,7 +40,7 @@ from .helpers import wants_json
 from .login import client_network, forwarded_client, in_networks
 
 #: Endpoints reachable without logging in.
-PUBLIC_ENDPOINTS = {"home.login", "accounts.login", "static"}
+PUBLIC_ENDPOINTS = {"home.login", "accounts.login", "accounts_oidc.start", "accounts_oidc.callback", "static"}
 #: The cookie naming a browser that has logged in before (its own throttling source).
 CLIENT_COOKIE = "digits_client"
 #: Days a browser stays known after its last login.
