@@ -453,14 +453,19 @@ def run_networks(args: argparse.Namespace) -> int:
                     "batch_size": s.batch_size,
                     "description": s.description,
                     "defaults": s.defaults,
+                    "min_size": s.min_size,
+                    "weights": sorted(s.weights),
                 }
                 for s in specs
             ]
         )
         return 0
     print_table(
-        ["name", "source", "task", "batch", "description"],
-        [[s.name, s.source, ",".join(s.tasks), s.batch_size, s.description] for s in specs],
+        ["name", "source", "task", "batch", "min size", "weights", "description"],
+        [
+            [s.name, s.source, ",".join(s.tasks), s.batch_size, s.min_size or "", ",".join(s.weights), s.description]
+            for s in specs
+        ],
     )
     print(
         "\nOr pass --network path/to/net.py with build_model(input_shape, num_outputs, **params); "

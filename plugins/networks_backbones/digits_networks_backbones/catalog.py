@@ -75,7 +75,7 @@ BACKBONES: dict[str, Backbone] = {
         Backbone(
             "mobilenet_v3_small",
             "MobileNetV3Small",
-            "MobileNetV3-Small (ImageNet), pooled head",
+            "MobileNetV3-Small (ImageNet)",
             "tf",
             "weights_mobilenet_v3_small_224_1.0_float_no_top_v2.h5",
             "d3e8ec802a04aa4fc771ee12a9a9b836",
@@ -86,7 +86,7 @@ BACKBONES: dict[str, Backbone] = {
         Backbone(
             "mobilenet_v3_large",
             "MobileNetV3Large",
-            "MobileNetV3-Large (ImageNet), pooled head",
+            "MobileNetV3-Large (ImageNet)",
             "tf",
             "weights_mobilenet_v3_large_224_1.0_float_no_top_v2.h5",
             "07fb09a5933dd0c8eaafa16978110389",
@@ -97,7 +97,7 @@ BACKBONES: dict[str, Backbone] = {
         Backbone(
             "efficientnet_v2_b0",
             "EfficientNetV2B0",
-            "EfficientNetV2-B0 (ImageNet), pooled head",
+            "EfficientNetV2-B0 (ImageNet)",
             "torch",
             "efficientnetv2-b0_notop.h5",
             "893217f2bb855e2983157299931e43ff",
@@ -108,7 +108,7 @@ BACKBONES: dict[str, Backbone] = {
         Backbone(
             "resnet50_v2",
             "ResNet50V2",
-            "ResNet50V2 (ImageNet), pooled head",
+            "ResNet50V2 (ImageNet)",
             "tf",
             "resnet50v2_weights_tf_dim_ordering_tf_kernels_notop.h5",
             "fac2f116257151a9d068a22e544a4917",
@@ -118,7 +118,7 @@ BACKBONES: dict[str, Backbone] = {
         Backbone(
             "convnext_tiny",
             "ConvNeXtTiny",
-            "ConvNeXt-Tiny (ImageNet-1k), pooled head",
+            "ConvNeXt-Tiny (ImageNet-1k)",
             "torch",
             "convnext_tiny_notop.h5",
             "d547c096cabd03329d7be5562c5e14798aa39ed24b474157cef5e85ab9e49ef1",

@@ -106,3 +106,16 @@ def test_backbone_schedule_freezes_then_slows_and_refuses_several_replicas():
     assert make_schedule(model, TrainingOptions.from_kwargs(weights="imagenet")) is None  # nothing to change
     with pytest.raises(FormValidationError, match="freeze_epochs 0 and backbone_lr_mult 1"):
         make_schedule(model, opts, replicas=2)
+
+
+def test_digits_networks_lists_tasks_input_limit_and_weights(capsys):
+    import json
+
+    from digits_core.cli import main
+
+    assert main(["networks", "--json"]) == 0
+    listed = {n["name"]: n for n in json.loads(capsys.readouterr().out)}
+    for name in NAMES:
+        assert listed[name]["tasks"] == ["classification", "regression", "segmentation", "detection"]
+        assert (listed[name]["min_size"], listed[name]["weights"]) == (32, ["imagenet"])
+    assert (listed["lenet"]["min_size"], listed["lenet"]["weights"]) == (0, [])
