@@ -291,3 +291,19 @@ def test_guessed_user_tokens_are_throttled(lab):
         web_context().login.clock = lambda: 1000.0  # frozen: no wall clock in the test
     answers = [client.get("/api/jobs", headers=_bearer(f"dgt_guess-{i}")).status_code for i in range(7)]
     assert answers[:5] == [401] * 5 and answers[6] == 429
+
+
+def test_a_file_from_before_single_sign_on_gains_its_column_and_keeps_its_users(tmp_path):
+    import sqlite3
+
+    db = sqlite3.connect(tmp_path / "accounts.sqlite3")
+    db.executescript(
+        "CREATE TABLE users (name TEXT PRIMARY KEY, role TEXT NOT NULL, password_hash TEXT NOT NULL,"
+        " disabled INTEGER NOT NULL DEFAULT 0, created REAL NOT NULL);"
+        "INSERT INTO users VALUES ('old', 'admin', '!', 0, 1.0);"
+    )
+    db.commit()
+    db.close()
+    store = AccountStore(tmp_path)
+    assert store.sign_in_external("old", "viewer") is None  # a local user: never taken over
+    assert store.sign_in_external("new", "viewer").role == "viewer"

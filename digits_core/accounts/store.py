@@ -113,6 +113,9 @@ class AccountStore:
         try:
             conn.execute("PRAGMA foreign_keys = ON")
             conn.executescript(_SCHEMA)
+            columns = {row[1] for row in conn.execute("PRAGMA table_info(users)")}
+            if "source" not in columns:  # a file made before single sign-on: its users are all local
+                conn.execute("ALTER TABLE users ADD COLUMN source TEXT NOT NULL DEFAULT 'local'")
             with conn:  # one transaction: committed, or rolled back on error
                 yield conn
         finally:
