@@ -213,7 +213,10 @@ def _signed_in() -> User | None:
         return User("operator", "admin")
     sid = session.get("digits_account_sid")
     name = acc.session_users.get(sid) if isinstance(sid, str) else None
-    if name is None or not state.touch(sid):
+    if name is None:
+        return None
+    if not state.touch(sid):
+        acc.session_users.pop(str(sid), None)  # expired: forget whose it was
         return None
     user = acc.store.get_user(name)
     return None if user is None or user.disabled else user
