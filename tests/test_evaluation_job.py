@@ -237,12 +237,10 @@ def test_classification_evaluation_equals_scikit_learn(made, jobs):
     low, high = got["intervals"]["accuracy"]
     assert low <= got["accuracy"] <= high
     folder = result.folder
-    assert sorted(f.name for f in folder.iterdir()) == [
-        "metrics.json",
-        "per_class.csv",
-        "predictions.csv",
-        "report.html",
-    ]
+    files = ["metrics.json", "per_class.csv", "predictions.csv", "report.html"]
+    if got["accuracy"] < 1:  # the confidently wrong inputs, with their pictures
+        files.append("worst_cases.json")
+    assert sorted(f.name for f in folder.iterdir()) == sorted(files)
     rows = list(csv.DictReader(open(folder / "predictions.csv")))
     assert len(rows) == 12 and sum(int(r["correct"]) for r in rows) == round(got["accuracy"] * 12)
     html = (folder / "report.html").read_text()
@@ -299,7 +297,11 @@ def test_segmentation_evaluation_writes_nnunet_summary(made, jobs):
     assert [c["metrics"]["1"]["Dice"] for c in cases] == pytest.approx(dice, abs=1e-6)
     assert summary["foreground_mean"]["Dice"] == pytest.approx(np.mean(dice), abs=1e-6)
     assert result.metrics["dice"] == pytest.approx(np.mean(dice), abs=1e-6)
-    assert "Per case" in (result.folder / "report.html").read_text()
+    html = (result.folder / "report.html").read_text()
+    assert "Per case" in html and "Worst cases" in html and 'src="data:image/png;base64,' in html
+    worst = json.loads((result.folder / "worst_cases.json").read_text())
+    assert [w["note"] for w in worst] == [f"Dice {d:.3f}" for d in sorted(dice)[: len(worst)]]
+    assert len(worst) == min(8, len(dice)) and all(w["overlay"].startswith("data:image/png") for w in worst)
 
 
 def test_regression_evaluation_equals_scikit_learn(made, jobs):

@@ -209,7 +209,27 @@ def headline_rows(report: dict) -> list[dict]:
     return rows
 
 
-def render_report(report: dict, title: str, *, nonce: str | None = None, back: str | None = None) -> str:
+def worst_table(worst: list[dict]) -> str:
+    """The worst cases with their pictures (image, and overlay for segmentation)."""
+    if not worst:
+        return ""
+    rows = []
+    for case in worst:
+        pictures = "".join(
+            f'<img src="{escape(case[key])}" alt="{escape(key)} of {escape(str(case["input"]))}">'
+            for key in ("image", "overlay")
+            if case.get(key)
+        )
+        rows.append(f"<tr><td>{escape(str(case['input']))}</td><td>{escape(case['note'])}</td><td>{pictures}</td></tr>")
+    return (
+        '<table class="worst"><caption>Worst cases (overlay: green both, red predicted only, blue missed)</caption>'
+        f"<thead><tr><th>input</th><th>why</th><th>picture</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    )
+
+
+def render_report(
+    report: dict, title: str, *, nonce: str | None = None, back: str | None = None, worst: list[dict] | None = None
+) -> str:
     """The standalone HTML page of an evaluation's ``metrics.json``.
 
     Args:
@@ -217,6 +237,7 @@ def render_report(report: dict, title: str, *, nonce: str | None = None, back: s
         title: The page title.
         nonce: The Content-Security-Policy nonce of the inline script (the web UI's pages).
         back: A link shown at the top (the web UI: the model page).
+        worst: The worst cases with their pictures (``worst_cases.json``).
     """
     task = report["task"]
     body = {"classification": _classification, "detection": _detection, "segmentation": _segmentation}.get(
@@ -234,6 +255,7 @@ def render_report(report: dict, title: str, *, nonce: str | None = None, back: s
         f"{report.get('count')} inputs.</p>"
         + table(headline_rows(report), "Figures", sortable=False)
         + body
+        + worst_table(worst or [])
         + (f'<script nonce="{escape(nonce)}">' if nonce else "<script>")
         + f"{_SORT_JS}</script></body></html>"
     )

@@ -44,11 +44,14 @@ from ..jobs.readers import read_json_object
 from ..jobs.record import write_json_atomic
 from ..submit.records import create_job_record
 from . import classification, detection, regression, segmentation
+from .cases import worst_cases
 
 #: Detections below this score are left out of detection figures (COCO evaluations keep nearly all of them).
 SCORE_FLOOR = 0.001
 #: Stages of a stored dataset an evaluation may read.
 STAGES = ("test", "val", "train")
+#: The worst cases with their pictures (:mod:`~digits_core.evaluation.cases`).
+WORST_FILE = "worst_cases.json"
 #: The largest ``metrics.json`` read back (curves are thinned to keep it far below).
 MAX_METRICS_BYTES = 64 * 1024 * 1024
 #: The folder of a job that holds its published results.
@@ -367,10 +370,11 @@ def evaluate(
     report = segmentation.json_ready(
         {"task": model.task, "model_id": model.id, "epoch": model.epoch, **source, **report}
     )
-    return _publish(model, report, rows, per_class, source, name, jobs_dir)
+    worst = worst_cases(model.task, samples, report)
+    return _publish(model, report, rows, per_class, source, name, jobs_dir, worst)
 
 
-def _publish(model, report, rows, per_class, source, name, jobs_dir) -> EvaluationResult:
+def _publish(model, report, rows, per_class, source, name, jobs_dir, worst) -> EvaluationResult:
     """Create the job and publish its results folder by one rename; on any failure remove the job."""
     # the HTML report renders with Jinja2, loaded only when an evaluation is written
     from .report import render_report
@@ -396,7 +400,9 @@ def _publish(model, report, rows, per_class, source, name, jobs_dir) -> Evaluati
         _write_csv(partial / "predictions.csv", rows)
         if per_class:
             _write_csv(partial / "per_class.csv", per_class)
-        (partial / "report.html").write_text(render_report(report, job.name), encoding="utf-8")
+        if worst:
+            write_json_atomic(partial / WORST_FILE, worst)
+        (partial / "report.html").write_text(render_report(report, job.name, worst=worst), encoding="utf-8")
         os.replace(partial, job.path / RESULTS)
         job.finish(JobStatus.DONE)
     except BaseException:

@@ -36,11 +36,12 @@ from flask import (
 )
 from markupsafe import Markup
 
-from ..errors import FormValidationError
+from ..errors import DigitsError, FormValidationError
 from ..evaluation.leaderboard import leaderboard
 from ..evaluation.report import fmt, render_report
-from ..evaluation.run import RESULTS, STAGES, EvaluationError, load_evaluation
+from ..evaluation.run import MAX_METRICS_BYTES, RESULTS, STAGES, WORST_FILE, EvaluationError, load_evaluation
 from ..jobs import Job, JobStore
+from ..jobs.readers import read_json_record
 from .helpers import wants_json
 from .request_guard import csp_nonce
 
@@ -50,6 +51,7 @@ bp = Blueprint("evaluations", __name__)
 FILES = {
     "metrics.json": "application/json",
     "summary.json": "application/json",
+    "worst_cases.json": "application/json",
     "predictions.csv": "text/csv",
     "per_class.csv": "text/csv",
     "report.html": "text/html",
@@ -190,7 +192,14 @@ def show(job_id: str):
     if wants_json():
         return jsonify(result.metrics)
     back = url_for("models.show", job_id=result.metrics["model_id"]) if result.metrics.get("model_id") else None
-    return Response(render_report(result.metrics, result.job.name, nonce=csp_nonce(), back=back), mimetype="text/html")
+    worst = result.job.path / RESULTS / WORST_FILE
+    try:
+        cases = read_json_record(worst, max_bytes=MAX_METRICS_BYTES) if worst.is_file() else []
+    except (OSError, DigitsError):  # a damaged file costs the pictures, never the page
+        cases = []
+    cases = cases if isinstance(cases, list) and all(isinstance(c, dict) for c in cases) else []
+    page = render_report(result.metrics, result.job.name, nonce=csp_nonce(), back=back, worst=cases)
+    return Response(page, mimetype="text/html")
 
 
 @bp.get("/evaluations/<job_id>.json")
