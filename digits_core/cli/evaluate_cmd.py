@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 
 
 def register(subparsers) -> None:
@@ -62,6 +63,12 @@ def run(args) -> int:
     """Evaluate, then print the summary (or its JSON) and where the results are."""
     from ..evaluation import EvaluationError, evaluate  # TensorFlow loads with it: only when the command runs
 
+    progress = None
+    if sys.stderr.isatty():  # as digits infer shows it
+
+        def progress(done: int, total: int) -> None:
+            print(f"\revaluation: {done}/{total} inputs", end="" if done < total else "\n", file=sys.stderr)
+
     inputs = [*args.folder, *args.lists]
     if inputs and args.dataset:
         raise EvaluationError("Give either --dataset (with --stage) or --folder/--list, not both.")
@@ -75,6 +82,7 @@ def run(args) -> int:
         jobs_dir=args.jobs_dir,
         bootstrap=args.bootstrap,
         nsd_tolerance_mm=args.nsd_tolerance,
+        progress=progress,
     )
     if args.report:
         shutil.copyfile(result.folder / "report.html", args.report)
