@@ -307,3 +307,14 @@ def test_a_file_from_before_single_sign_on_gains_its_column_and_keeps_its_users(
     store = AccountStore(tmp_path)
     assert store.sign_in_external("old", "viewer") is None  # a local user: never taken over
     assert store.sign_in_external("new", "viewer").role == "viewer"
+
+
+def test_another_users_private_job_is_answered_word_for_word_as_a_missing_one(lab):
+    app, tokens, jobs, _ = lab
+    client = app.test_client()
+    missing = jobs["bob"][:-4] + "zzzz"
+    for path in ("/datasets/{}", "/models/{}/metrics.json", "/v1/models/{}"):
+        private = client.get(path.format(jobs["bob"]), headers={**_bearer(tokens["ada"]), "Accept": "application/json"})
+        absent = client.get(path.format(missing), headers={**_bearer(tokens["ada"]), "Accept": "application/json"})
+        assert private.status_code == absent.status_code == 404
+        assert private.get_data(as_text=True).replace(jobs["bob"], missing) == absent.get_data(as_text=True), path

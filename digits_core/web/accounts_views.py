@@ -234,10 +234,11 @@ def _target(where: str | None) -> tuple[str | None, JobAccess | None]:
         value = (request.view_args or {}).get(where)
     if not isinstance(value, str) or not value:
         return None, None
+    g.digits_target_text = value
     store = web_context().store
     try:
         job = JobStore.get(store, value)  # unfiltered: the gate itself decides
-    except (JobNotFoundError, ValueError, OSError):
+    except (DigitsError, ValueError, OSError):  # none, ambiguous or unreadable: the view answers as without accounts
         if where != "name":
             return value, None
         # TF Serving names a model by its job name too: the strictest of the models of that name decides
@@ -275,7 +276,8 @@ def _gate():
         _audit(action, obj_id, allowed)
     if not allowed:
         if obj is not None and not authorize(user, "read", obj):
-            abort(404, description=f"No job {obj_id}.")  # someone else's private job: not even its existence
+            # someone else's private job: answered as a job that does not exist, word for word
+            raise JobNotFoundError(f'Job "{g.digits_target_text}" does not exist in {web_context().store.root}.')
         abort(403, description=f"Your role ({user.role}) may not {action} here.")
     if action == _C:
         g.digits_owner_token = job_owner.set(user.name)
