@@ -125,6 +125,16 @@ def test_an_early_stop_is_stated_in_the_status_line_and_history(client, tmp_path
     assert "Done Stopped early at epoch 5 of 40" in history and "at epoch 3" in history
 
 
+def test_a_run_started_from_the_cli_takes_its_planned_epochs_from_model_json(client, tmp_path):
+    jobs = tmp_path / "jobs"
+    job = make_run(jobs, make_dataset(jobs).id, "cli", early=EARLY, note=EARLY["note"])
+    job.update(train_options={})
+    record = json.loads((job.path / "model.json").read_text())
+    (job.path / "model.json").write_text(json.dumps({**record, "options": {"epochs": 30}}))
+    line = _text(client.get(f"/models/{job.id}").get_data(as_text=True), "stop-note")
+    assert line.startswith("Stopped early at epoch 5 of 30:"), line
+
+
 def test_an_asha_cut_names_its_rung_and_cutoff(client, tmp_path):
     jobs = tmp_path / "jobs"
     job = make_run(jobs, make_dataset(jobs).id, "trial", last_epoch=3.0, note=ASHA_NOTE, status=JobStatus.STOPPED_EARLY)
