@@ -318,3 +318,17 @@ def test_another_users_private_job_is_answered_word_for_word_as_a_missing_one(la
         absent = client.get(path.format(missing), headers={**_bearer(tokens["ada"]), "Accept": "application/json"})
         assert private.status_code == absent.status_code == 404
         assert private.get_data(as_text=True).replace(jobs["bob"], missing) == absent.get_data(as_text=True), path
+
+
+def test_an_owner_makes_its_job_public_and_private_again(lab):
+    app, tokens, jobs, _ = lab
+    client = app.test_client()
+    ada, bob = _bearer(tokens["ada"]), _bearer(tokens["bob"])
+    url = f"/api/jobs/{jobs['bob']}/visibility"
+    assert client.post(url, json={"visibility": "public"}, headers=ada).status_code == 404  # not ada's
+    assert client.post(url, json={"visibility": "public"}, headers=bob).status_code == 200
+    assert client.get(f"/datasets/{jobs['bob']}", headers=ada).status_code == 200
+    assert client.delete(f"/api/jobs/{jobs['bob']}", headers=ada).status_code == 403  # readable, not hers
+    assert client.post(url, json={"visibility": "private"}, headers=bob).status_code == 200
+    assert client.get(f"/datasets/{jobs['bob']}", headers=ada).status_code == 404
+    assert client.post(url, json={"visibility": "everyone"}, headers=bob).status_code == 400

@@ -131,6 +131,7 @@ RULES: dict[str, tuple[str, str | None]] = {
             "models.delete",
             "models.notes",
             "models.resume",
+            "accounts.visibility",
         ),
         (_M, "job_id"),
     ),
@@ -392,6 +393,21 @@ def tokens():
     if wants_json():
         return jsonify(token=new_token, tokens=[t.__dict__ for t in listed], error=error)
     return render_template("account_tokens.html", tokens=listed, new_token=new_token, error=error)
+
+
+@bp.post("/api/jobs/<job_id>/visibility")
+def visibility(job_id: str):
+    """Make a job public (every account may read it) or private again: ``{"visibility": "public" | "private"}``."""
+    body = request.get_json(silent=True)
+    wanted = body.get("visibility") if isinstance(body, dict) else request.form.get("visibility")
+    if wanted not in ("public", "private"):
+        abort(400, description='Give "visibility": "public" or "private".')
+    job = web_context().store.get(job_id)
+    if wanted == "public":
+        job.update(visibility="public")
+    else:
+        job.forget("visibility")
+    return jsonify(id=job.id, visibility=wanted)
 
 
 @bp.get("/admin/audit")
