@@ -38,7 +38,14 @@ from ..submit.records import create_model_record
 from . import jobio
 from .distribute import make_strategy
 from .loop import ABORT_FLAGS, AbortSignal, TrainingLoop
-from .networks import DEFAULT_NETWORK, NetworkSpec, check_network_input, check_network_task, resolve_network
+from .networks import (
+    DEFAULT_NETWORK,
+    NetworkSpec,
+    check_network_input,
+    check_network_kind,
+    check_network_task,
+    resolve_network,
+)
 from .options import TrainingOptions
 from .setup import RunPlan, RunState, prepare_run
 from .snapshots import load_snapshot
@@ -250,11 +257,12 @@ def _plan(dataset: Any, network, options: dict, jobs_dir):
     """Validate options, open the dataset, infer the task and resolve the network (no job yet)."""
     opts = TrainingOptions.from_kwargs(**options)  # reject bad options before any work
     checked = check_weights(network, options)  # a missing weights file fails before TensorFlow loads
+    reader = _open_reader(dataset, jobs_dir)
+    task = _task_of(opts, reader)
+    check_network_kind(network, task.name, reader.id)  # a volume network on 2-D data: refused before TensorFlow loads
     strat = make_strategy(opts.gpus)
     if opts.mixed_precision:
         _require_gpu()
-    reader = _open_reader(dataset, jobs_dir)
-    task = _task_of(opts, reader)
     if not network and task.name not in DEFAULT_NETWORK:  # raw arrays: only the user's network knows their meaning
         raise FormValidationError(
             {

@@ -43,6 +43,7 @@ import numpy as np
 from ..errors import FormValidationError, TrainingError
 from ..jobs import Job, JobStatus
 from ..submit.records import create_model_record
+from .networks import VOLUME_KIND, check_network_kind
 from .volume_nets import VOLUME_DEFAULTS, VOLUME_NETWORKS
 
 #: The volume settings: each is the declared training option ``volume_<name>`` (or ``--network-param NAME=...``).
@@ -161,13 +162,18 @@ def _volume_folder(dataset: Any, jobs_dir) -> Path:
 
 
 def _volume_network(network: Any, folder: Path) -> str:
-    network = network or "unet3d"
-    if not isinstance(network, str) or network not in VOLUME_NETWORKS:
-        raise TrainingError(
-            f'Dataset "{folder.parent.name}" holds volumes; network "{network}" is not a volume '
-            f"network: use {' or '.join(VOLUME_NETWORKS)}"
+    network = network or VOLUME_NETWORKS[0]
+    if not isinstance(network, str):
+        raise FormValidationError(
+            {
+                "network": [
+                    f'dataset "{folder.parent.name}" is a volume (3-D) dataset: use {" or ".join(VOLUME_NETWORKS)}'
+                ]
+            },
+            "training options",
         )
-    return network
+    check_network_kind(network, VOLUME_KIND, folder.parent.name)  # the rule every door shares
+    return network.lower()
 
 
 def _plan(dataset: Any, network: Any, jobs_dir, options: dict) -> tuple[Path, dict, VolumeConfig]:

@@ -43,16 +43,35 @@ def dataset_task(ds: Job) -> str | None:
     return next((name for name, task in TASKS.items() if task.label_kind == kind), None) if kind else None
 
 
+def dataset_kind(ds: Job) -> str | None:
+    """What networks a Done dataset takes: ``"volume"`` for a 3-D one (``"layout": "DHWC"``), else its task.
+
+    The kind :func:`digits_core.engine.networks.networks_for_kind` offers networks for (files only, no TensorFlow).
+    """
+    from ..engine.networks import VOLUME_KIND  # the network registry's metadata
+    from ..jobs.readers import read_json_object
+
+    try:
+        if read_json_object(ds.path / "dataset" / "dataset.json").get("layout") == "DHWC":
+            return VOLUME_KIND
+    except (OSError, DigitsError):
+        pass  # not published as a folder dataset: its label kind says the task
+    return dataset_task(ds)
+
+
 def _network_errors(network: str, options: dict, ds: Job | None) -> dict[str, list[str]]:
-    """A network name checked with the engine's rules: known, fit for the dataset's task, its weights usable."""
-    from ..engine.networks import list_networks, network_task_problem  # the network registry, per request
+    """A network name checked with the engine's rules: known, fit for the dataset's kind and task, its weights usable."""
+    from ..engine.networks import list_networks, network_kind_problem, network_task_problem  # per request
     from ..engine.volume_nets import VOLUME_NETWORKS  # names only, as list_networks
 
     errors: dict[str, list[str]] = {}
     specs = {spec.name.lower(): spec for spec in list_networks()}
-    names = set(specs) | set(VOLUME_NETWORKS)  # volume networks: the engine checks the dataset is DHWC
-    if network.lower() not in names:
+    names = set(specs) | set(VOLUME_NETWORKS)
+    kind_problem = network_kind_problem(network, dataset_kind(ds), ds.id) if ds is not None else None
+    if network.lower() not in names and not (ds is not None and dataset_kind(ds) == "volume"):
         errors["network"] = [f'Unknown network "{network}"; choose one of {", ".join(sorted(names))}.']
+    elif kind_problem:  # a volume network on 2-D data or the reverse: refused here, not 16 s into the job
+        errors["network"] = [kind_problem]
     elif ds is not None and network.lower() in specs:
         problem = network_task_problem(specs[network.lower()], options.get("task") or dataset_task(ds), ds.id)
         if problem:
@@ -117,11 +136,14 @@ def create_model_job(
     if custom_code is None and network:
         errors.update(_network_errors(network, options, ds))
     elif custom_code is not None:
-        from ..engine.networks import custom_code_problem  # the engine's rule for pasted code
+        from ..engine.networks import custom_code_problem, network_kind_problem  # the engine's rules
 
         problem = custom_code_problem(custom_code)
         if problem:
             errors["custom_network"] = [problem]
+        kind_problem = network_kind_problem("custom code", dataset_kind(ds), ds.id) if ds is not None else None
+        if kind_problem:  # a volume dataset trains only the volume networks
+            errors["network"] = [kind_problem]
     try:
         check_request_options(  # the gate every door shares (POST /api/sweeps too)
             options, store, network=network if custom_code is None else None

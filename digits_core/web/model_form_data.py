@@ -5,22 +5,55 @@ from __future__ import annotations
 import json
 
 from ..engine.option_specs import BY_NAME
+from ..errors import DigitsError
 from ..jobs import Job, JobStatus
-from ..submit.models import CUSTOM_NETWORK_FILE, dataset_task  # noqa: F401 - read from here by the pages
+from ..submit.models import CUSTOM_NETWORK_FILE, dataset_kind, dataset_task  # noqa: F401 - read from here by the pages
 from .helpers import read_json
 from .model_form import CUSTOM, ModelForm, show_defaults
 
 
 def network_menu_data(store) -> dict:
-    """For the New Model page's script: each network's tasks, each Done dataset's and each trained model's task."""
-    from ..engine.networks import list_networks
+    """For the New Model page's script: each network's dataset kinds, each Done dataset's kind and each trained
+    model's task.
 
+    A dataset's kind is its task, or ``"volume"`` for a 3-D one (:func:`digits_core.submit.models.dataset_kind`);
+    the kinds of a network come from :func:`digits_core.engine.networks.networks_for_kind`, the rule the
+    submission layer refuses by, so the menu offers what a Create accepts.
+    """
+    from ..engine.networks import VOLUME_KIND, networks_for_kind
+    from ..engine.tasks import TASKS
+
+    kinds = [*TASKS, VOLUME_KIND]
+    network_kinds: dict[str, list[str]] = {CUSTOM: [k for k in kinds if k != VOLUME_KIND]}
+    for kind in kinds:
+        for name in networks_for_kind(kind):
+            network_kinds.setdefault(name, []).append(kind)
     models = [j for j in store.list("model") if (j.path / "snapshots").is_dir()]
     return {
-        "network_tasks": {spec.name: list(spec.tasks or ()) for spec in list_networks()},
-        "dataset_tasks": {j.id: dataset_task(j) for j in store.list("dataset") if j.status is JobStatus.DONE},
+        "network_tasks": network_kinds,
+        "dataset_tasks": {j.id: dataset_kind(j) for j in store.list("dataset") if j.status is JobStatus.DONE},
         "model_tasks": {j.id: (read_json(j.path / "model.json") or {}).get("task") for j in models},
     }
+
+
+def preselect_network(form: ModelForm, store) -> None:
+    """Choose the default network of the form's dataset's kind, and say so when no named network fits it."""
+    from ..engine.networks import default_network_for, networks_for_kind
+
+    dataset_id = form.dataset.data or next((value for value, _ in form.dataset.choices or [] if value), None)
+    if not dataset_id:
+        return
+    try:
+        kind = dataset_kind(store.get(dataset_id, kind="dataset"))
+    except DigitsError:
+        return  # a dataset that is gone: the dataset field says so
+    fits = networks_for_kind(kind)
+    form.network.data = default_network_for(kind) or (fits[0] if fits else CUSTOM)
+    if not fits:
+        form.network.description = (
+            f"No built-in or plugin network is made for a {kind or 'dataset of this'} kind of data: give your "
+            "own network as Custom code (build_model returning the model and its loss), or install a plugin network."
+        )
 
 
 def fill_from_job(form: ModelForm, job: Job) -> None:

@@ -29,7 +29,7 @@ from .model_form import (
     show_defaults,
     training_options,
 )
-from .model_form_data import fill_from_job, network_menu_data
+from .model_form_data import fill_from_job, network_menu_data, preselect_network
 from .model_page import export_file, model_details, render_model_page, snapshot_for, snapshots
 from .search_panel import place_errors, search_lines, sweep_body
 
@@ -57,8 +57,12 @@ def new():
     else:
         form = ModelForm()
         set_choices(form, store)
+        if request.args.get("dataset"):
+            form.dataset.data = request.args["dataset"]
         if request.args.get("network"):
             form.network.data = request.args["network"]
+        else:  # the default of the dataset's kind: unet3d on volumes, lenet on classes, ...
+            preselect_network(form, store)
         show_defaults(form, form.network.data or (form.network.choices[0][0] if form.network.choices else None))
         clone = request.args.get("clone")
         if clone:

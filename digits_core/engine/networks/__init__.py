@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ...errors import FormValidationError, TrainingError
 from ...plugins.registry import registry
@@ -300,3 +301,57 @@ def check_network_input(spec: NetworkSpec, feature_shape, crop_size: int | None,
             },
             "training options",
         )
+
+
+# -- which networks a dataset's kind takes: one rule for the form, the APIs and the CLI (metadata only) ----------
+
+#: The kind of a 3-D dataset (``dataset.json`` ``"layout": "DHWC"``); a 2-D dataset's kind is its task's name.
+VOLUME_KIND = "volume"
+
+
+def _volume_names() -> tuple[str, ...]:
+    from ..volume_nets import VOLUME_NETWORKS  # names only: Keras loads when a volume network is built
+
+    return VOLUME_NETWORKS
+
+
+def networks_for_kind(kind: str | None) -> list[str]:
+    """The networks a dataset of ``kind`` takes, by name: the volume networks for ``"volume"``, else the
+    2-D networks declared for that task (or declaring none); ``None``: every 2-D network."""
+    if kind == VOLUME_KIND:
+        return list(_volume_names())
+    return [s.name for s in list_networks() if not kind or not s.tasks or kind in s.tasks]
+
+
+def default_network_for(kind: str | None) -> str | None:
+    """The network preselected for a dataset of ``kind`` (``unet3d`` for volumes), or ``None``."""
+    return _volume_names()[0] if kind == VOLUME_KIND else DEFAULT_NETWORK.get(kind or "")
+
+
+def network_kind_problem(network: str, kind: str | None, dataset_id: str) -> str | None:
+    """The message when ``network`` cannot train on a dataset of ``kind``, else ``None``.
+
+    Volume networks take only volume datasets and volume datasets only volume networks;
+    a 2-D network's tasks are checked by :func:`network_task_problem`.
+    """
+    volume_net = str(network).lower() in _volume_names()
+    if volume_net == (kind == VOLUME_KIND):
+        return None
+    fits = networks_for_kind(kind)
+    what = "a volume (3-D)" if kind == VOLUME_KIND else (f"a {kind}" if kind else "a 2-D image")
+    net = "a volume network" if volume_net else "not a volume network"
+    return (
+        f'network "{network}" is {net} and dataset {dataset_id} is {what} dataset: '
+        f"choose {' or '.join(fits) if fits else 'custom code'}."
+    )
+
+
+def check_network_kind(network: Any, kind: str | None, dataset_id: str) -> None:
+    """Refuse a network that cannot train on a dataset of ``kind`` (before any job exists).
+
+    Raises:
+        FormValidationError: On field ``network``, naming the dataset's kind and the networks that fit.
+    """
+    problem = network_kind_problem(network, kind, dataset_id) if isinstance(network, str) and network else None
+    if problem:
+        raise FormValidationError({"network": [problem]}, "training options")
