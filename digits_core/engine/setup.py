@@ -415,7 +415,7 @@ def write_initial_info(state: RunState) -> None:
         "input_pipeline": "preload" if state.train_src.preload else "stream",
         "fine_tune": state.fine_tune_report,
         # a backbone's starting weights (name, sha256, source); ModelRecord gains the key with jobs/record.py's next edit
-        "weights": state.extra.get("weights"),  # type: ignore[typeddict-unknown-key]
+        "weights": state.extra.get("weights"),
         "snapshots": [],
         "best_epoch": None,
         "best_metric": None,

@@ -162,6 +162,7 @@ class ModelRecord(TypedDict, total=False):
     val_count: int
     input_pipeline: str  # "preload" or "stream"
     fine_tune: dict[str, Any] | None
+    weights: dict[str, Any] | None  # pretrained weights' provenance: name, sha256, source, license
     snapshots: list[SnapshotEntry]
     best_epoch: float | None
     best_metric: float | None
