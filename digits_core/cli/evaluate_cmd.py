@@ -37,7 +37,7 @@ def register(subparsers) -> None:
         default=[],
         dest="lists",
         metavar="FILE",
-        help="a list file, 'path label' per line (repeatable)",
+        help="a list file, 'path label' per line (volume models: 'image label-file') (repeatable)",
     )
     parser.add_argument("--name", default=None, help="the evaluation job's name")
     parser.add_argument(

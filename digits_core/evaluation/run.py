@@ -330,6 +330,9 @@ def evaluate(
     # inference is this package's own layer; imported on use so the metric modules stay light
     from ..inference import infer, load_inference_model
 
+    volume = _volume_model(model_id, jobs_dir)
+    if volume is not None:
+        return _evaluate_volumes(*volume, inputs, dataset_id, name, jobs_dir, nsd_tolerance_mm)
     model = load_inference_model(model_id, epoch=epoch, jobs_dir=jobs_dir)
     if model.task not in ("classification", "segmentation", "detection", "regression", "image-to-image"):
         raise EvaluationError(f"Model {model.id} is a {model.task} model; evaluate takes 2-D image models for now.")
@@ -372,6 +375,39 @@ def evaluate(
     )
     worst = worst_cases(model.task, samples, report)
     return _publish(model, report, rows, per_class, source, name, jobs_dir, worst)
+
+
+def _volume_model(model_id: Any, jobs_dir: Any) -> tuple[Path, dict] | None:
+    """``(folder, model.json)`` of a 3-D volume model, else ``None`` (an image model, or no such job yet)."""
+    # the engine's model-job readers (a lower layer; no TensorFlow)
+    from ..engine import jobio
+
+    try:
+        folder = jobio.model_folder(model_id, jobs_dir)
+        info = dict(jobio.read_model_info(folder))
+    except (DigitsError, OSError):
+        return None  # load_inference_model says what is wrong
+    return (folder, info) if info.get("kind") == "volume" else None
+
+
+def _evaluate_volumes(folder, info, inputs, dataset_id, name, jobs_dir, tolerance) -> EvaluationResult:
+    from types import SimpleNamespace
+
+    from .volumes import evaluate_volumes
+
+    if dataset_id or not inputs:
+        raise EvaluationError(
+            f"Model {folder.name} is a 3-D volume model: give its test volumes as a list of 'image label' pairs "
+            "(--list FILE), not a dataset stage."
+        )
+    report, rows, per_class, _results = evaluate_volumes(folder, info, inputs, jobs_dir, tolerance)
+    job = JobStore(jobs_dir).get(folder.name, kind="model")
+    model = SimpleNamespace(id=job.id, job=job, epoch=info.get("last_epoch"), task="segmentation")
+    source: dict[str, Any] = {"inputs": [str(i) for i in inputs]}
+    report = segmentation.json_ready(
+        {"task": "segmentation", "model_id": job.id, "epoch": model.epoch, **source, **report}
+    )
+    return _publish(model, report, rows, per_class, source, name, jobs_dir, [])
 
 
 def _publish(model, report, rows, per_class, source, name, jobs_dir, worst) -> EvaluationResult:
