@@ -182,3 +182,42 @@ def promote(sweep_id: str, job_id: str | None = None, jobs_dir: Any = None, name
         row = {**row, "name": name.strip()}
     update_sweep_record(sweeps_root(jobs_dir) / sweep_id, promoted=row["job_id"])
     return row
+
+
+#: Trial statuses that count as done in the sweeps index (finished, whichever way).
+_FINISHED = frozenset({"Done", "Error", "Aborted", "Stopped early"})
+
+
+def index_row(summary: dict) -> dict:
+    """One line of the sweeps index from a :func:`sweep_summary`: id, name, status, trials done/total, best."""
+    best = summary.get("best")
+    return {
+        "id": summary["id"],
+        "name": summary["name"],
+        "group": summary["group"],
+        "status": summary["status"],
+        "scheduler": summary["scheduler"],
+        "trials_done": sum(1 for row in summary["trials"] if row["status"] in _FINISHED),
+        "trials_total": len(summary["trials"]) + len(summary["pending"]),
+        "metric": summary["metric"],
+        "best": None if best is None else best["best"],
+        "best_job": None if best is None else best["job_id"],
+    }
+
+
+def sweep_index(jobs_dir: Any = None) -> tuple[list[dict], list[DigitsError]]:
+    """Every sweep of a jobs folder, newest first, as :func:`index_row` lines (``/sweeps``, ``digits sweep list``).
+
+    Returns:
+        The rows, and the errors of the sweeps whose ``sweep.json`` cannot be read (each names its file).
+    """
+    root = sweeps_root(jobs_dir)
+    rows: list[dict] = []
+    unreadable: list[DigitsError] = []
+    for path in sorted(root.iterdir(), reverse=True) if root.is_dir() else []:
+        if path.is_dir() and (path / "sweep.json").is_file():
+            try:
+                rows.append(index_row(sweep_summary(path.name, jobs_dir)))
+            except (DigitsError, KeyError, TypeError) as exc:  # a record missing keys reads as unreadable too
+                unreadable.append(exc if isinstance(exc, DigitsError) else DigitsError(f"{path / 'sweep.json'}: {exc}"))
+    return rows, unreadable

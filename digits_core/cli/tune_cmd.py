@@ -10,7 +10,7 @@ import sys
 import time
 
 from ..engine.option_specs import add_cli_arguments, options_from_cli
-from ..errors import FormValidationError
+from ..errors import DigitsError, FormValidationError
 from .output import print_json, print_table, print_unreadable
 
 
@@ -198,6 +198,7 @@ def run_sweep_list(args) -> int:
     """Print the sweeps; a sweep whose ``sweep.json`` cannot be read is listed Unreadable, with the file and why."""
     from ..jobs.readers import UnreadableRecordError  # as tuning below: `digits tune --help` stays light
     from ..jobs.sweep import SWEEP_FILE
+    from ..sweep_report import index_row, sweep_summary
     from ..tuning import read_sweep, sweeps_root
 
     root = sweeps_root(args.jobs_dir)
@@ -205,9 +206,15 @@ def run_sweep_list(args) -> int:
     for path in sorted(root.iterdir(), reverse=True) if root.is_dir() else []:
         if (path / SWEEP_FILE).is_file():
             try:
-                records.append(read_sweep(path.name, args.jobs_dir))
+                record = read_sweep(path.name, args.jobs_dir)
             except UnreadableRecordError as exc:
                 unreadable.append(exc)
+                continue
+            try:  # the web index's fields: trials done of all, the best metric and its trial
+                record.update(index_row(sweep_summary(path.name, args.jobs_dir)))
+            except (DigitsError, KeyError, TypeError):
+                pass  # a record without settings or trials: listed with what it has
+            records.append(record)
     if args.json:
         gone = [
             {"id": e.file.parent.name, "status": "Unreadable", "file": str(e.file), "reason": e.reason}
@@ -216,19 +223,20 @@ def run_sweep_list(args) -> int:
         print_json(records + gone)
         return 0
     print_table(
-        ["id", "name", "status", "scheduler", "trials", "started"],
+        ["id", "name", "status", "scheduler", "done", "best", "best trial"],
         [
             [
                 r.get("id"),
                 r.get("name"),
                 r.get("status"),
                 (r.get("settings") or {}).get("scheduler"),
-                len(r.get("trials") or []),  # the sampled points
-                len(r.get("trials_started") or []),
+                f"{r.get('trials_done', 0)}/{r.get('trials_total', len(r.get('trials') or []))}",
+                "" if r.get("best") is None else f"{r.get('metric')} {r['best']:.4g}",
+                r.get("best_job") or "",
             ]
             for r in records
         ]
-        + [[e.file.parent.name, "", "Unreadable", "", "", ""] for e in unreadable],
+        + [[e.file.parent.name, "", "Unreadable", "", "", "", ""] for e in unreadable],
     )
     print_unreadable(unreadable)
     return 0

@@ -130,3 +130,37 @@ def _died_note(folder: Path) -> str:
     except (OSError, ValueError, KeyError, TypeError):
         who = "its process"
     return f"The process that ran this sweep ({who}) ended without finishing it; resume the sweep to run the rest."
+
+
+def sweep_of_job(job_id: str, group: str | None, jobs_dir: Any = None) -> str | None:
+    """The id of the sweep whose trial ``job_id`` is (its group's sweeps are searched), else ``None``."""
+    root = sweeps_root(jobs_dir)
+    if not group or not root.is_dir():
+        return None
+    for folder in sorted(root.iterdir()):
+        try:
+            if read_json_object(folder / SWEEP_FILE).get("group") != group:
+                continue
+        except (OSError, UnreadableRecordError):
+            continue
+        for path in folder.glob("trial-*.json"):
+            try:
+                if json.loads(path.read_text(encoding="utf-8")).get("job_id") == job_id:
+                    return folder.name
+            except (OSError, ValueError, AttributeError):
+                continue
+    return None
+
+
+def sweep_groups(jobs_dir: Any = None) -> dict[str, str]:
+    """Each sweep's trial group and the sweep's id (the newest sweep of a group), for pages that list groups."""
+    root = sweeps_root(jobs_dir)
+    found: dict[str, str] = {}
+    for folder in sorted(root.iterdir()) if root.is_dir() else []:
+        try:
+            group = read_json_object(folder / SWEEP_FILE).get("group")
+        except (OSError, UnreadableRecordError):
+            continue
+        if isinstance(group, str):
+            found[group] = folder.name
+    return found

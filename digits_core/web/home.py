@@ -13,6 +13,7 @@ from werkzeug.wrappers import Response
 from ..jobs import Job, JobStore
 from ..jobs.health import record_problem
 from ..jobs.readers import FIX_HINT, UnreadableRecordError
+from ..jobs.sweep import sweep_groups
 from . import security
 from .context import web_context
 from .helpers import job_summary, wants_json
@@ -176,6 +177,7 @@ def index() -> str:
         active=active,
         dataset_sections=sections(data["datasets"]),
         model_sections=sections(data["models"]),
+        sweep_groups=sweep_groups(web_context().jobs_dir),  # a sweep's group links to its sweep page
         shown=shown,
         **{**data, "query": query},
     )

@@ -11,6 +11,7 @@ from flask import render_template, url_for
 from ..errors import DigitsError, JobStateError
 from ..jobs import Job, JobStatus
 from ..jobs.health import record_problem
+from ..jobs.sweep import sweep_of_job
 from ..plugins.contract import inference_form, template_method
 from .context import web_context
 from .forms_render import blank_form, dataset_userdata, render_plugin_form
@@ -181,6 +182,7 @@ def render_model_page(
         active=job.status in (JobStatus.WAITING, JobStatus.RUNNING, JobStatus.INITIALIZED),
         inference=inference_context(web_context().store, job),
         overlay_runs=overlay_runs(web_context().store, job),
+        sweep_id=sweep_of_job(job.id, job.group, web_context().jobs_dir),  # a trial links to its sweep
         infer_errors=infer_errors or {},
         infer_values=infer_values or {},
         top_n_errors=top_n_errors or {},

@@ -11,6 +11,7 @@
   chart of each searched option against the metric, the epochs spent against
   the full grid's, and a *Promote* button on the best trial.
   ``/sweeps/ID.json`` is :func:`digits_core.sweep_report.sweep_summary`.
+* ``/sweeps`` lists every sweep (``/sweeps.json``: :func:`digits_core.sweep_report.sweep_index`).
 * ``/compare?jobs=A,B,C&metric=val_loss`` does the same for any hand-picked
   model jobs (``/compare.json``).
 """
@@ -93,6 +94,20 @@ def promote(sweep_id: str) -> ResponseReturnValue:
             }
         )
     return redirect(url_for("sweeps.show", sweep_id=sweep_id))
+
+
+@bp.get("/sweeps.json")
+@bp.get("/sweeps")  # registered first: url_for("sweeps.index") is the page
+def index() -> ResponseReturnValue:
+    """Every sweep: name, status, trials done of all, best metric, a link (``/sweeps.json``: the same rows)."""
+    from ..sweep_report import sweep_index
+
+    rows, unreadable = sweep_index(_jobs_dir())
+    for row in rows:
+        row["url"] = url_for("sweeps.show", sweep_id=row["id"])
+    if request.path.endswith(".json"):
+        return jsonify({"sweeps": rows, "unreadable": [str(exc) for exc in unreadable]})
+    return render_template("sweeps_index.html", rows=rows, unreadable=unreadable, title="Sweeps")
 
 
 @bp.get("/sweeps/<sweep_id>")
