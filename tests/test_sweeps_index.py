@@ -99,3 +99,33 @@ def test_digits_sweep_list_prints_the_same_fields(jobs_dir, capsys):
     assert digits_main(["--jobs-dir", str(jobs_dir), "sweep", "list", "--json"]) == 0
     [row] = json.loads(capsys.readouterr().out)
     assert (row["trials_done"], row["trials_total"], row["best"]) == (3, 3, 0.9)
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+def test_the_sweep_page_follows_a_running_sweep_without_a_reload(tmp_path, chromium, live_server):
+    """A page opened while the sweep runs with 1 trial shows 3 trials and Done once the files say so, by itself."""
+    from digits_core.jobs.lock import JobLock
+
+    fake_sweep(tmp_path / "jobs", CURVES, {0.01: JobStatus.STOPPED_EARLY})
+    folder = tmp_path / "jobs" / ".sweeps" / "s1"
+    later = {p.name: p.read_bytes() for p in folder.glob("trial-*.json") if p.name != "trial-0.json"}
+    for name in later:
+        (folder / name).unlink()
+    server = live_server(tmp_path / "jobs")
+    with JobLock(folder):  # this process "runs" the sweep: the server reads it Running
+        update_sweep_record(folder, status="Running")
+        page = chromium.new_context(viewport={"width": 1280, "height": 900}).new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto(f"{server.url}/sweeps/s1")
+        assert page.locator("#trials tbody tr").count() == 1
+        assert page.locator("#sweep-status").inner_text() == "Running" and page.locator("#sweep-abort").count() == 1
+        for name, data in later.items():
+            (folder / name).write_bytes(data)
+        update_sweep_record(folder, status="Done")
+    page.locator("#trials tbody tr:nth-child(3)").wait_for(timeout=15000)  # no eval: the page's CSP forbids it
+    page.locator("#sweep-status", has_text="Done").wait_for(timeout=15000)
+    assert "3 of 3 trials done" in page.locator("#sweep-trials-count").inner_text()
+    assert page.locator("#sweep-abort").count() == 0
+    assert not errors, errors
