@@ -108,3 +108,16 @@ def test_the_cli_refuses_a_2d_network_on_a_volume_dataset(kinds):
     assert result.returncode == 2, result.stderr
     assert "network" in result.stderr and "volume" in result.stderr and "unet3d" in result.stderr
     assert JobStore(jobs_dir).list("model") == []
+
+
+def test_the_form_explains_a_kind_no_network_is_made_for(tmp_path):
+    from digits_core.jobs import Job, JobStatus
+
+    app = create_app(tmp_path, start_scheduler=False, testing=True)
+    raw = Job.create("dataset", "raw arrays", jobs_dir=tmp_path, plugin_id="numpy-arrays")
+    raw.update(dataset={"label": {"kind": "raw"}})
+    raw.set_status(JobStatus.DONE)
+    chosen, data = _form_page(app.test_client(), raw.id)
+    assert chosen == "__custom__" and data["dataset_tasks"][raw.id] == "raw"
+    page = app.test_client().get(f"/models/new?dataset={raw.id}").get_data(as_text=True)
+    assert "No built-in or plugin network is made for raw datasets" in page

@@ -51,7 +51,7 @@ def preselect_network(form: ModelForm, store) -> None:
     form.network.data = default_network_for(kind) or (fits[0] if fits else CUSTOM)
     if not fits:
         form.network.description = (
-            f"No built-in or plugin network is made for a {kind or 'dataset of this'} kind of data: give your "
+            f"No built-in or plugin network is made for {f'{kind} datasets' if kind else 'this dataset'}: give your "
             "own network as Custom code (build_model returning the model and its loss), or install a plugin network."
         )
 
