@@ -5,7 +5,7 @@ The bombs are real files written here without ever holding their voxels: a
 decoded) and deflated DICOM slices of zeros declaring 12,000² pixels each
 (280 KB each, 288 MB decoded; each under the 2 GiB per-file limit). Each is
 read in a fresh process (a dataset build, the series reader the inference
-worker uses) whose own peak memory (``ru_maxrss``, children included) must
+worker uses) whose own peak memory (``VmHWM``, children's ``ru_maxrss`` included) must
 stay under 250 MB (:data:`PEAK_BOUND`); before the fix the NIfTI build peaked near 3 GB and the
 two slices near 1.8 GB.
 """
@@ -105,7 +105,10 @@ def _in_a_fresh_process(code: str, tmp_path: Path) -> dict:
         {body}
         except Exception as exc:
             result = f"{{type(exc).__name__}}: {{exc}}"
-        peak = max(resource.getrusage(r).ru_maxrss for r in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+        # VmHWM, not RUSAGE_SELF: Linux keeps ru_maxrss across exec, so a child of a big pytest worker would report
+        # the worker's size; the children (forked from this small process) are measured by RUSAGE_CHILDREN.
+        own = next(int(line.split()[1]) for line in open('/proc/self/status') if line.startswith('VmHWM:'))
+        peak = max(own, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
         print(json.dumps({{"result": result, "peak": peak * 1024}}))
         """
     ).format(body=textwrap.indent(textwrap.dedent(code), "    "))
