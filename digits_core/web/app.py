@@ -179,6 +179,9 @@ def create_app(
     from .export_views import bp as export_bp  # the model page's Export panel
 
     app.register_blueprint(export_bp)
+    from .evaluation_views import bp as evaluation_bp  # evaluations: the Evaluate panel, reports, leaderboard
+
+    app.register_blueprint(evaluation_bp)
 
     _register_errors(app)
     _register_template_helpers(app)
