@@ -42,6 +42,7 @@ RUN pip install --upgrade pip setuptools wheel \
     && pip install "${TENSORFLOW}" . \
         ./plugins/data_images ./plugins/data_sunnybrook ./plugins/data_dicomweb ./plugins/data_volumes \
         ./plugins/view_classification ./plugins/view_segmentation ./plugins/view_detection ./plugins/view_generic \
+        ./plugins/networks_backbones \
         ./compat/digits6 \
     && digits plugins
 
