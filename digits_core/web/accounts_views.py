@@ -40,7 +40,7 @@ from ..accounts.audit import AuditLog
 from ..errors import DigitsError, JobNotFoundError
 from ..jobs import Job, JobStore
 from ..submit.records import job_owner
-from . import accounts_oidc, security
+from . import security
 from .context import web_context
 from .helpers import wants_json
 from .login import safe_next
@@ -79,6 +79,7 @@ RULES: dict[str, tuple[str, str | None]] = {
             "plugin_static.extension_static",
             "plugin_static.view_static",
             "sweeps.compare",
+            "sweeps.index",
             "sweeps.show",
         ),
         (_R, None),
@@ -329,7 +330,6 @@ def init_app(app) -> None:
         return {"current_user": g.get("digits_user")}
 
     app.register_blueprint(bp)
-    accounts_oidc.init_app(app)
 
 
 @bp.route("/account/login", methods=["GET", "POST"])

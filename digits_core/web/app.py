@@ -142,9 +142,10 @@ def create_app(
         scheduler.start()
 
     request_guard.init_app(app, allowed_hosts)  # first: a forged Host is refused before anything else
-    from . import accounts_views  # user accounts: sign-in and the one authorisation gate, before the token checks
+    from . import accounts_oidc, accounts_views  # user accounts: sign-in and the one gate, before the token checks
 
     accounts_views.init_app(app)
+    accounts_oidc.init_app(app)  # single sign-on's routes (and its client when oidc.json exists)
     security.init_app(app, csrf)
     _confine_requests(app)
 
