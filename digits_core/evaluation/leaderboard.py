@@ -31,6 +31,11 @@ PRIMARY = {
 }
 
 
+def _evaluation(job: Any) -> dict[str, Any]:
+    """An evaluation job's ``evaluation`` record (empty when missing): task, epoch, inputs and headline metrics."""
+    return job.data.get("evaluation") or {}
+
+
 def _per_input(job: Any, task: str) -> tuple[list[str], np.ndarray] | None:
     """Input ids and the per-input primary figure of one evaluation (``None`` when none is stored)."""
     folder = job.path / "evaluation"
@@ -78,28 +83,28 @@ def leaderboard(dataset_id: str, stage: str = "test", *, jobs_dir: Any = None) -
     store = JobStore(jobs_dir)
     latest: dict[tuple, Any] = {}
     for job in store.list("evaluation"):  # newest first: the first seen per model and epoch is the latest
-        info = job.data.get("evaluation") or {}
+        info = _evaluation(job)
         if job.status is not JobStatus.DONE or info.get("dataset_id") != dataset_id or info.get("stage") != stage:
             continue
         latest.setdefault((job.data.get("model_id"), info.get("epoch")), job)
     jobs = list(latest.values())
-    tasks = {(j.data.get("evaluation") or {}).get("task") for j in jobs}
+    tasks = {_evaluation(j).get("task") for j in jobs}
     task = next(iter(tasks)) if len(tasks) == 1 else None
     primary = PRIMARY.get(task or "", "")
     figures: list[str] = []
     for job in jobs:
-        for key, value in (job.data["evaluation"].get("metrics") or {}).items():
+        for key, value in (_evaluation(job).get("metrics") or {}).items():
             if isinstance(value, (int, float)) and key not in figures:
                 figures.append(key)
     best: dict[str, float] = {}
     for key in figures:
-        values = [j.data["evaluation"]["metrics"].get(key) for j in jobs]
+        values = [_evaluation(j).get("metrics", {}).get(key) for j in jobs]
         values = [v for v in values if isinstance(v, (int, float))]
         if values:
             best[key] = min(values) if key in LOWER_IS_BETTER else max(values)
 
     def rank(job: Any) -> float:
-        value = job.data["evaluation"]["metrics"].get(primary)
+        value = _evaluation(job).get("metrics", {}).get(primary)
         if not isinstance(value, (int, float)):
             return float("inf")
         return value if primary in LOWER_IS_BETTER else -value
@@ -114,7 +119,7 @@ def leaderboard(dataset_id: str, stage: str = "test", *, jobs_dir: Any = None) -
     leader = _per_input(jobs[0], task) if jobs and task else None
     rows = []
     for job in jobs:
-        metrics = job.data["evaluation"].get("metrics") or {}
+        metrics = _evaluation(job).get("metrics") or {}
         difference = None
         mine = _per_input(job, task) if task else None
         if leader and mine and mine[0] == leader[0] and job is not jobs[0]:
@@ -128,7 +133,7 @@ def leaderboard(dataset_id: str, stage: str = "test", *, jobs_dir: Any = None) -
                 "evaluation_id": job.id,
                 "model_id": job.data.get("model_id"),
                 "model_name": names[job.data.get("model_id")],
-                "epoch": job.data["evaluation"].get("epoch"),
+                "epoch": _evaluation(job).get("epoch"),
                 "metrics": {k: metrics.get(k) for k in figures},
                 "best": [k for k in figures if k in best and metrics.get(k) == best[k]],
                 "difference": difference,
