@@ -193,7 +193,9 @@ def test_two_processes_updating_one_sweep_record_lose_nothing(tmp_path):
     folder = tmp_path / ".sweeps" / "s1"
     folder.mkdir(parents=True)
     points = [{"learning_rate": 0.1}, {"learning_rate": 0.01}]  # the sampled trials, as tune() writes them
-    write_sweep_record(folder, {"id": "s1", "status": "Running", "trials": points})
+    settings = {"scheduler": "asha", "metric": "val_loss", "mode": "min", "max_epochs": 1}
+    whole = {"name": "s", "group": "s", "dataset": "d", "network": "lenet", "settings": settings, "search": []}
+    write_sweep_record(folder, {"id": "s1", "status": "Running", "trials": points, **whole})
     count = 60
     _race(SWEEP_RACER, str(folder), ("a", "b"), count)
     update_sweep_record(folder, promoted="job-1")

@@ -334,7 +334,25 @@ SWEEP_CASES = {
     **{name: BYTE_CASES[name] for name in ("non-utf8", "empty", "truncated", "oversize", "deep", "a list", "1e999")},
     "settings text": _set("settings", "fast"),
     "created string": _set("created", "noon"),
+    "no mode": _set("settings", {"metric": "val_loss", "max_epochs": 2, "scheduler": "asha"}),  # 500 before
+    "no group": _set("group", None),
 }
+
+
+def _sweep_record(sweep_id: str, name: str) -> dict:
+    """A whole ``sweep.json`` as tune() writes it (what the sweep pages read)."""
+    return {
+        "id": sweep_id,
+        "name": name,
+        "group": name,
+        "dataset": "20261206-000000-0001",
+        "network": "lenet",
+        "status": "Done",
+        "settings": {"scheduler": "asha", "metric": "val_loss", "mode": "min", "max_epochs": 2},
+        "search": ["learning_rate=choice(0.1,0.01)"],
+        "trials": [{"learning_rate": 0.1}, {"learning_rate": 0.01}],  # the sampled points, as tune() writes them
+        "created": 1.0,
+    }
 
 
 @pytest.mark.parametrize("damage", [pytest.param(d, id=name) for name, d in SWEEP_CASES.items()])
@@ -345,12 +363,12 @@ def test_a_damaged_sweep_json_is_reported_never_fatal(folder, damage, capsys):
     root, jobs = folder
     sweep = root / ".sweeps" / "20261206-000000-beef"
     sweep.mkdir(parents=True)
-    good = {"id": "20261206-000000-cafe", "name": "g", "status": "Done", "settings": {"scheduler": "asha"}}
-    good["trials"] = [{"learning_rate": 0.1}, {"learning_rate": 0.01}]  # the sampled points, as tune() writes them
+    good = _sweep_record("20261206-000000-cafe", "g")
     (root / ".sweeps" / good["id"]).mkdir()
     write_sweep_record(root / ".sweeps" / good["id"], good)
-    write_sweep_record(sweep, {"id": sweep.name, "name": "s", "status": "Done", "settings": {}, "created": 1.0})
+    write_sweep_record(sweep, _sweep_record(sweep.name, "s"))
     path = sweep / "sweep.json"
+    read_sweep_record(sweep)  # whole, it reads
     before = _damage(path, damage)
     with pytest.raises(UnreadableRecordError) as info:
         read_sweep_record(sweep)
@@ -366,6 +384,8 @@ def test_a_damaged_sweep_json_is_reported_never_fatal(folder, damage, capsys):
     out = capsys.readouterr().out
     assert sweep.name in out and "Unreadable" in out and str(path) in out
     assert good["id"] in out and "asha" in out  # the other sweep is listed as before
+    assert digits_main(["--jobs-dir", str(root), "sweep", "show", sweep.name]) != 0  # an error naming it, no traceback
+    assert "sweep.json" in capsys.readouterr().err
     assert path.read_bytes() == before
 
 

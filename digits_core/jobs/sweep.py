@@ -15,7 +15,6 @@ reports (:func:`read_sweep`: the record and its started trials;
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import time
@@ -36,6 +35,10 @@ SWEEP_FILE = "sweep.json"
 #: The folder of the sweeps under a jobs folder (skipped by job listings: it starts with a dot).
 SWEEPS_DIR = ".sweeps"
 
+#: What the sweep pages and a resume read from every ``sweep.json`` (a record without one is unreadable).
+REQUIRED_KEYS = ("id", "name", "group", "dataset", "network", "settings", "search", "trials")
+REQUIRED_SETTINGS = ("metric", "mode", "max_epochs", "scheduler")
+
 
 def read_sweep_record(folder: str | os.PathLike) -> SweepRecord:
     """Parse ``sweep.json`` of a sweep folder.
@@ -52,6 +55,11 @@ def read_sweep_record(folder: str | os.PathLike) -> SweepRecord:
     except OSError as exc:
         raise JobNotFoundError(f"Cannot read {path}: {exc.strerror or exc}") from exc
     check_record_types(record, SweepRecord, path, UnreadableRecordError)
+    missing = [key for key in REQUIRED_KEYS if record.get(key) is None]
+    settings = record.get("settings") or {}
+    missing += [f"settings.{key}" for key in REQUIRED_SETTINGS if settings.get(key) is None]
+    if missing:
+        raise UnreadableRecordError(path, f"it lacks {', '.join(missing)}")
     return record
 
 
@@ -91,10 +99,10 @@ def read_sweep(sweep_id: str, jobs_dir: Any = None) -> dict:
     started = {}
     for path in folder.glob("trial-*.json"):
         try:
-            trial = json.loads(path.read_text(encoding="utf-8"))
-            started[int(trial["index"])] = trial["job_id"]
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
+            trial = read_json_object(path)  # bounded in size and depth like every record
+            started[int(trial["index"])] = str(trial["job_id"])
+        except (OSError, ValueError, KeyError, TypeError, UnreadableRecordError):
+            continue  # a damaged trial file: that trial reads as not started
     record["trials_started"] = dict(sorted(started.items()))
     return record
 
@@ -125,9 +133,9 @@ def reap_sweep_record(folder: Path) -> SweepRecord:
 
 def _died_note(folder: Path) -> str:
     try:
-        owner = json.loads((folder / LOCK_FILE).read_text(encoding="utf-8"))
+        owner = read_json_object(folder / LOCK_FILE)
         who = f"pid {int(owner['pid'])} on {str(owner['host'])[:100]}"
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, UnreadableRecordError):
         who = "its process"
     return f"The process that ran this sweep ({who}) ended without finishing it; resume the sweep to run the rest."
 
@@ -145,9 +153,9 @@ def sweep_of_job(job_id: str, group: str | None, jobs_dir: Any = None) -> str | 
             continue
         for path in folder.glob("trial-*.json"):
             try:
-                if json.loads(path.read_text(encoding="utf-8")).get("job_id") == job_id:
+                if read_json_object(path).get("job_id") == job_id:
                     return folder.name
-            except (OSError, ValueError, AttributeError):
+            except (OSError, UnreadableRecordError):
                 continue
     return None
 
