@@ -12,7 +12,7 @@ functions here make
 
 Each list keeps its own docs-table layout (training options have ranges and
 applicability columns, dataset options a web field column); both tables are
-generated from the specs and checked against README.md by the tests. No
+generated from the specs and checked against the manual (docs/training.md) by the tests. No
 WTForms at import time (the field generator imports it when a form is built).
 """
 

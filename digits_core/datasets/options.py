@@ -13,7 +13,7 @@ same generators as the training options' flags and fields:
   web form, the JSON API and the page read them back with :func:`options_from_web`);
 * the validation of :func:`~digits_core.datasets.create_dataset` (:func:`check_dataset_options`,
   unknown names refused);
-* the table in README.md (:func:`markdown_table`; a test fails when they differ).
+* the table in docs/datasets.md (:func:`markdown_table`; a test fails when they differ).
 
 A plugin's own options (folders, resize mode, encoding, compression...) are
 declared once too, by its WTForms dataset form, which the same three front
@@ -300,7 +300,7 @@ def web_values(record: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def markdown_table() -> str:
-    """The README's table of dataset job options (checked by ``tests/test_dataset_options.py``)."""
+    """The manual's table of dataset job options (docs/datasets.md) (checked by ``tests/test_dataset_options.py``)."""
     rows = ["| option (API / `job.json`) | flag | web field | default | meaning |", "|---|---|---|---|---|"]
     for option in DATASET_OPTIONS:
         rows.append(

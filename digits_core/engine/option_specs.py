@@ -10,13 +10,13 @@ ranges declared here, and :meth:`OptionSpec.coerce` brings every value to its
 declared kind and bounds (``shuffle="false"`` is False, ``aug_scale=0.9995``
 is refused), the same for every door. Why one module: it is the one table of
 training options, read top to bottom as the reference the CLI, the form and
-the README are generated from; split by topic, an option's applicability
+the manual (docs/training.md) are generated from; split by topic, an option's applicability
 rules and its neighbours would live in different files. Generated from this list:
 
 * ``digits train`` flags (:func:`add_cli_arguments`, :func:`options_from_cli`);
 * the web "New model" form fields (``digits_core.web.model_form``);
 * the JSON API's validation (``TrainingOptions.from_kwargs``, unknown names rejected);
-* the options table in README.md (:func:`markdown_table`; a test fails when they differ).
+* the options table in docs/training.md (:func:`markdown_table`; a test fails when they differ).
 
 Network defaults (built-in ``NetworkSpec.defaults`` and a custom file's
 ``DEFAULTS``) are applied by :func:`effective_defaults`, the same for every
@@ -513,7 +513,7 @@ def options_from_cli(args, names: tuple[str, ...] | None = None) -> dict:
 
 
 def markdown_table() -> str:
-    """The README's training options table (regenerate: ``python -m digits_core.engine.option_specs``)."""
+    """The manual's training options table (docs/training.md) (regenerate: ``python -m digits_core.engine.option_specs``)."""
     rows = [
         "| option (API / form) | flag | default | range / choices | applies to | meaning |",
         "|---|---|---|---|---|---|",

@@ -89,7 +89,7 @@ def connect(address: str) -> Any:
     if problem:
         raise ConfigurationError(
             f"No Ray cluster answers at {address} ({problem}). Start one with `ray start --head` "
-            "(see README, Scaling out) or correct --ray-address (HOST:PORT)."
+            "(see docs/scaling-out.md) or correct --ray-address (HOST:PORT)."
         )
     if host in LOOPBACK_HOSTS and "ray" not in sys.modules:
         # A loopback address is a one-machine cluster: without this, Ray swaps 127.0.0.1 for the machine's
@@ -108,7 +108,7 @@ def connect(address: str) -> Any:
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise ConfigurationError(
                 f"No Ray cluster answers at {address}: {exc}. Start one with `ray start "
-                "--head` (see README, Scaling out) or correct --ray-address."
+                "--head` (see docs/scaling-out.md) or correct --ray-address."
             ) from exc
     return ray
 

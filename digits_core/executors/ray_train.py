@@ -5,7 +5,7 @@ worker processes on the cluster (one CPU each, or one GPU each with
 ``use_gpu``) and writes each one's ``TF_CONFIG``; every worker then runs the
 engine's ordinary :func:`digits_core.engine.train`, which sees ``TF_CONFIG``
 and trains with ``MultiWorkerMirroredStrategy`` exactly as the hand-written
-multi-machine setup does (README, "Several machines"): each worker reads its
+multi-machine setup does (docs/scaling-out.md): each worker reads its
 shard of every epoch, the batch size is global, only the chief (worker 0)
 writes the model job (metrics live, snapshots, ``model.json``), and
 ``digits model abort ID`` on the chief's job stops every worker after the

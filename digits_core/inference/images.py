@@ -1,6 +1,6 @@
 """Image helpers for views and reports: display windowing and PNG data URIs.
 
-Display rule (used by every bundled view, documented in the README):
+Display rule (used by every bundled view, documented in docs/export.md):
 
 * ``uint8`` images are shown as stored.
 * Any other dtype (``uint16``, ``int16``, ``float32``...) is *windowed* to
