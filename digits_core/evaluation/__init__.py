@@ -27,10 +27,13 @@ _EXPORTS = {
     "EvaluationError": "digits_core.evaluation.run",
     "EvaluationResult": "digits_core.evaluation.run",
     "render_report": "digits_core.evaluation.report",
-    "leaderboard": "digits_core.evaluation.leaderboard",
 }
 
-__all__ = sorted(_EXPORTS)
+# Eager, unlike the others: once the submodule of the same name is imported (the web views do), the import system
+# sets the package's ``leaderboard`` to the module, and a lazy name would never be looked up again.
+from .leaderboard import leaderboard as leaderboard  # noqa: E402  # numpy and the job store only
+
+__all__ = sorted([*_EXPORTS, "leaderboard"])
 
 
 def __getattr__(name: str) -> Any:

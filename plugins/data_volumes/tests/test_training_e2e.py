@@ -182,8 +182,12 @@ def test_unet25d_trains_on_the_same_dataset(trained):
 
 def test_a_2d_network_on_a_volume_dataset_is_refused(trained, capsys):
     jobs, dataset, _ = trained
+    before = sorted(path.name for path in jobs.iterdir())
     assert main(["--jobs-dir", str(jobs), "train", "--dataset", dataset.name, "--network", "lenet", "--quiet"]) != 0
-    assert 'network "lenet" is not a volume network: use unet3d or unet2.5d' in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert 'network "lenet" is not a volume network' in err and "choose unet3d or unet2.5d" in err, err
+    assert f"dataset {dataset.name} is a volume (3-D) dataset" in err
+    assert sorted(path.name for path in jobs.iterdir()) == before  # refused before any job exists
 
 
 def test_volume_settings_are_declared_options_checked_before_training(trained, capsys):
