@@ -588,7 +588,12 @@ def test_sigterm_to_serve_while_its_worker_exports_stops_both_leaving_nothing_ha
     assert server.stop(signal.SIGTERM, timeout=120) == 0, server.describe()
     wait_until(lambda: process_gone(workers[0]), "the export worker to exit", timeout=120)
     poster.join(120)
-    assert answers and (isinstance(answers[0], OSError) or answers[0].status != 200), answers  # no export came back
-    assert sorted(p.name for p in export_dir.iterdir()) == []  # no staging folder, no archive, nothing published
+    assert answers, "the export request never ended"
+    left = sorted(p.name for p in export_dir.iterdir())
+    if isinstance(answers[0], OSError) or answers[0].status != 200:  # stopped mid-way: no export came back
+        assert left == [], left  # no staging folder, no archive, nothing published (not even after the server)
+    else:  # on a busy machine the build can end between the staging check and the signal: then it is whole
+        assert left and not any(name.startswith(".export-") for name in left), left
+        assert answers[0].json()["parity"]["passed"] is True, answers[0].text
     assert json.loads((model.path / "job.json").read_text()) == before  # the model job is untouched (still Done)
     assert Job.load(model.path).status is JobStatus.DONE and not is_job_alive(model.path)
