@@ -67,6 +67,7 @@ LAYERS: dict[str, int] = {
     "digits_core.handles": 5,
     "digits_core.sweep_report": 5,
     "digits_core.evaluation": 5,
+    "digits_core.labeling": 5,
     # 6 running jobs: executors and the scheduler
     "digits_core.executors": 6,
     "digits_core.submit": 6,  # creating, validating and queuing jobs for every front door

@@ -37,8 +37,9 @@ from .status import JobStatus
 #: The ``job.json`` layout this code writes and understands.
 SCHEMA_VERSION = 1
 
-#: The job kinds (``evaluation``: a model on a held-out test set, :mod:`digits_core.evaluation`).
-JOB_KINDS = ("dataset", "model", "evaluation")
+#: The job kinds (``evaluation``: a model on a held-out test set, :mod:`digits_core.evaluation`;
+#: ``pool``: unlabelled candidates for active learning, :mod:`digits_core.labeling`).
+JOB_KINDS = ("dataset", "model", "evaluation", "pool")
 
 
 class DatasetSummary(TypedDict, total=False):
@@ -108,6 +109,8 @@ class JobFields(TypedDict, total=False):
     # evaluation jobs (digits_core.evaluation; also dataset_id: the test set's dataset, when one was read)
     model_id: str  # the model evaluated
     evaluation: dict[str, Any]  # task, epoch, dataset_id/stage or inputs, and the headline "metrics"
+    # pool jobs (digits_core.labeling.pool; the candidates are in pool.json beside job.json)
+    pool: dict[str, Any]  # source, task, dimensions, modality
 
 
 class JobRecord(_JobRecordRequired, _JobRecordWritten, JobFields):
