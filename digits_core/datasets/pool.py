@@ -19,6 +19,15 @@ the plugin instance once per worker. A plugin class defined in ``__main__``
 (a notebook, the REPL, a script) or inside a function cannot be imported by
 such a worker, so it is shipped by value with ``cloudpickle``; without
 cloudpickle, :func:`make_pool` encodes in the job's process and says why.
+A start method the program chose itself (``multiprocessing.set_start_method("spawn")``,
+the default on macOS and Windows) is kept.
+
+Spawn safety: a spawned or forkserver worker normally re-runs the program's
+main script (as ``__mp_main__``) before it does anything, so a script without
+an ``if __name__ == "__main__":`` guard would build the dataset again inside
+every worker, and the worker dies. Workers are started here with the main
+module hidden (:func:`main_module_hidden`), as a notebook's are: the script
+never runs in them, guard or not.
 """
 
 from __future__ import annotations
@@ -35,6 +44,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
 
 from ..errors import DatasetError
 from . import arena as arena_module
@@ -55,6 +65,10 @@ def mp_context(allow_fork: bool = True):
             (a forked child inherits them held); forkserver starts each worker from a clean process.
     """
     methods = multiprocessing.get_all_start_methods()
+    chosen = multiprocessing.get_start_method(allow_none=True)  # set by the program itself, else None
+    if chosen in ("spawn", "forkserver"):
+        _forget_phantom_main()
+        return multiprocessing.get_context(chosen)
     if allow_fork and "fork" in methods and "tensorflow" not in sys.modules:
         return multiprocessing.get_context("fork")
     _forget_phantom_main()
@@ -75,6 +89,40 @@ def _forget_phantom_main() -> None:
     path = getattr(main, "__file__", None)
     if main is not None and path is not None and getattr(main, "__spec__", None) is None and not os.path.isfile(path):
         del main.__file__
+
+
+_main_lock = threading.Lock()
+
+
+@contextmanager
+def main_module_hidden() -> Iterator[None]:
+    """Start processes in this block without the main script running again in them.
+
+    ``multiprocessing`` tells a spawned (or forkserver) child to import the
+    parent's ``__main__`` from its ``__file__`` (or, under ``python -m``, its
+    module name); a script without an ``if __name__ == "__main__":`` guard then
+    runs its top level again in the child. While the block runs, ``__main__``
+    has neither, as in a notebook, so the child starts from the libraries
+    alone. A plugin class defined in the script travels by value (cloudpickle),
+    so nothing the workers need is lost. Restored on leaving, exceptions included.
+    """
+    main = sys.modules.get("__main__")
+    if main is None or multiprocessing.parent_process() is not None:
+        yield
+        return
+    with _main_lock:
+        missing = object()
+        saved = {name: main.__dict__.get(name, missing) for name in ("__file__", "__spec__")}
+        main.__dict__.pop("__file__", None)
+        main.__dict__["__spec__"] = None
+        try:
+            yield
+        finally:
+            for name, value in saved.items():
+                if value is missing:
+                    main.__dict__.pop(name, None)
+                else:
+                    main.__dict__[name] = value
 
 
 def pid_alive(pid: int) -> bool:
@@ -286,7 +334,9 @@ class WorkerPool:
             if chunk is not None:
                 start, entries = chunk
                 slot = self._arena.take() if self._arena is not None else None
-                window.append((start, self._executor.submit(encode_chunk, start, entries, mean_every, slot)))
+                with main_module_hidden():  # a submit may start a worker process
+                    future = self._executor.submit(encode_chunk, start, entries, mean_every, slot)
+                window.append((start, future))
                 self._processes.update(getattr(self._executor, "_processes", None) or {})
 
         for _ in range(self.window):

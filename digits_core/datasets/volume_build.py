@@ -77,12 +77,14 @@ def _encoded(plugin: Any, entries: list, workers: int) -> Iterator[tuple]:
         for entry in entries:
             yield encode_case(entry, plugin)
         return
-    from .pool import mp_context  # worker processes only for a stage of several cases
+    from .pool import main_module_hidden, mp_context  # worker processes only for a stage of several cases
 
     workers = min(workers, len(entries))
     # Not forked: a pool per stage is started while the progress bars' monitor thread runs, and a forked
     # worker can inherit a lock that thread holds (builds hung with an idle pool under load).
-    with mp_context(allow_fork=False).Pool(workers, initializer=_set_plugin, initargs=(plugin,)) as pool:
+    with main_module_hidden():  # the Pool starts its workers here: the main script must not run in them
+        pool = mp_context(allow_fork=False).Pool(workers, initializer=_set_plugin, initargs=(plugin,))
+    with pool:
         # at most one case per worker ahead of the writer (``imap`` would queue every finished case here)
         pending: deque = deque()
         for entry in entries:
