@@ -1,9 +1,11 @@
-"""Every route × every role × own/other's job through the accounts gate (issue 47), generated from ``app.url_map``.
+"""Every route × every role × every kind of object through the accounts gate (issue 47), generated from ``app.url_map``.
 
 A new route without an entry in ``accounts_views.RULES`` fails
 :func:`test_every_route_has_an_access_rule`; the matrix then checks the gate's
-answer for each route, role and ownership against the rules of the roles written
-out here, independently of :func:`digits_core.accounts.authorize`.
+answer for each route, role and object (one's own job, another user's private
+job, another's job shared with one's group, another's job shared with a group
+one is not in, another's public job) against the rules of the roles written out
+here, independently of :func:`digits_core.accounts.authorize`.
 """
 
 from __future__ import annotations
@@ -30,15 +32,24 @@ READING_POSTS = {
 }
 
 
-def _may(role: str, action: str, own: bool) -> bool:
-    """The rules of docs/accounts.md, written out."""
+#: The objects a request may name, as seen by the requesting user: bob's jobs other than "own".
+OBJECTS = ("own", "private", "my group's", "another group's", "public")
+
+
+def _may(role: str, action: str, obj: str | None) -> bool:
+    """The rules of docs/accounts.md, written out (``obj`` None: the route names no job)."""
     if action == "public" or role == "admin":
         return True
     if action == "admin":
         return False
+    readable = obj in (None, "own", "my group's", "public")
     if action == "read":
-        return own
-    return role == "trainer" and own  # create (from a job one may read) and manage (one's own job)
+        return readable
+    if action == "review":
+        return role in ("annotator", "trainer") and readable
+    if action == "create":
+        return role == "trainer" and readable  # from a job one may read
+    return role == "trainer" and obj == "own"  # manage: one's own job only, shared or not
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +61,17 @@ def world(tmp_path_factory):
         store.add_user(name, role, "password-" + name)
         tokens[name] = store.create_token(name, "t")
     store.add_user("bob", "trainer", "password-bob")
-    jobs = {n: Job.create("model", f"{n}'s", jobs_dir=root, owned_by=n).id for n in (*ROLES, "bob")}
+    store.add_to_group("lab", list(ROLES))
+    store.add_to_group("other", ["bob"])
+    jobs = {("own", n): Job.create("model", f"{n}'s", jobs_dir=root, owned_by=n).id for n in ROLES}
+    sharing: dict[str, dict] = {
+        "private": {},
+        "my group's": {"shared_with": ["lab"]},
+        "another group's": {"shared_with": ["other"]},
+        "public": {"visibility": "public"},
+    }
+    for obj, fields in sharing.items():
+        jobs[obj] = Job.create("model", f"bob's {obj}", jobs_dir=root, owned_by="bob", **fields).id
     return create_app(root, start_scheduler=False, testing=True, secret_key="k"), tokens, jobs
 
 
@@ -87,33 +108,33 @@ def _decision(app, url, method, token, data):
             return False
 
 
-def test_every_route_every_role_own_and_others_job(world):
+def test_every_route_every_role_every_kind_of_object(world):
     app, tokens, jobs = world
     checked = 0
     for rule, methods in _routes(app):
         action, where = accounts_views.RULES[rule.endpoint]
         for user, role in ROLES.items():
-            for own in (True, False):
-                job = jobs[user if own else "bob"]
+            for obj in OBJECTS:
+                job = jobs[("own", user)] if obj == "own" else jobs[obj]
                 values = {a: "x" for a in rule.arguments}
                 data: dict = {}
-                if where in ("job_id", "name"):
-                    values[where] = job
-                elif where and where.startswith("param:"):
+                if where and where.startswith("param:"):
                     data = {"json": {where[len("param:") :]: job}}
-                elif not own:
+                elif where:
+                    values[where] = job  # the URL part that names the job (job_id, name, ...)
+                elif obj != "own":
                     continue  # no job in this route: one answer per role
                 url = rule.build(values)[1]
                 for method in methods:
-                    expected = _may(role, action, own or where is None)
+                    expected = _may(role, action, obj if where else None)
                     assert _decision(app, url, method, tokens[user], data) is expected, (
                         rule.endpoint,
                         method,
                         role,
-                        "own" if own else "other's",
+                        obj,
                     )
                     checked += 1
-    assert checked > 300
+    assert checked > 1000
 
 
 def test_a_job_without_owner_is_readable_by_all_and_managed_by_admins_only(world):
@@ -126,5 +147,6 @@ def test_a_job_without_owner_is_readable_by_all_and_managed_by_admins_only(world
 
 def test_tf_serving_by_name_cannot_reach_another_trainers_private_model(world):
     app, tokens, jobs = world
-    assert not _decision(app, "/v1/models/bob's:predict", "POST", tokens["ada"], {"json": {}})
+    assert not _decision(app, "/v1/models/bob's private:predict", "POST", tokens["ada"], {"json": {}})
+    assert _decision(app, "/v1/models/bob's my group's:predict", "POST", tokens["ada"], {"json": {}})
     assert _decision(app, "/v1/models/ada's:predict", "POST", tokens["ada"], {"json": {}})

@@ -8,7 +8,7 @@ only, or ``digits serve --auth-token``). See ``docs/accounts.md``.
 
 from __future__ import annotations
 
-from .authz import ACTIONS, ROLES, JobAccess, authorize
+from .authz import ACTIONS, ROLES, JobAccess, authorize, narrow_roots
 from .store import AccountStore, User
 
-__all__ = ["ACTIONS", "ROLES", "AccountStore", "JobAccess", "User", "authorize"]
+__all__ = ["ACTIONS", "ROLES", "AccountStore", "JobAccess", "User", "authorize", "narrow_roots"]

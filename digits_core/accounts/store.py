@@ -52,6 +52,11 @@ CREATE TABLE IF NOT EXISTS users (
 CREATE TABLE IF NOT EXISTS tokens (
     digest TEXT PRIMARY KEY, user TEXT NOT NULL REFERENCES users(name) ON DELETE CASCADE, name TEXT NOT NULL,
     created REAL NOT NULL, expires REAL, revoked INTEGER NOT NULL DEFAULT 0, UNIQUE (user, name));
+CREATE TABLE IF NOT EXISTS groups (name TEXT PRIMARY KEY, created REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS members (
+    grp TEXT NOT NULL REFERENCES groups(name) ON DELETE CASCADE,
+    user TEXT NOT NULL REFERENCES users(name) ON DELETE CASCADE, PRIMARY KEY (grp, user));
+CREATE TABLE IF NOT EXISTS roots (kind TEXT NOT NULL, name TEXT NOT NULL, path TEXT NOT NULL, PRIMARY KEY (kind, name, path));
 """
 
 
@@ -68,12 +73,14 @@ class User:
         role: One of :data:`~digits_core.accounts.authz.ROLES`.
         disabled: A disabled account cannot log in, and its tokens are refused.
         created: Unix time.
+        groups: The groups it is a member of (jobs shared with one of them are readable to it).
     """
 
     name: str
     role: str
     disabled: bool = False
     created: float = 0.0
+    groups: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -157,7 +164,8 @@ class AccountStore:
             return None
         with self._db() as db:
             row = db.execute("SELECT name, role, disabled, created FROM users WHERE name = ?", (name,)).fetchone()
-        return User(row[0], row[1], bool(row[2]), row[3]) if row else None
+            groups = _groups_of(db, name)
+        return User(row[0], row[1], bool(row[2]), row[3], groups) if row else None
 
     def list_users(self) -> list[User]:
         """Every user, by name."""
@@ -165,7 +173,7 @@ class AccountStore:
             return []
         with self._db() as db:
             rows = db.execute("SELECT name, role, disabled, created FROM users ORDER BY name").fetchall()
-        return [User(r[0], r[1], bool(r[2]), r[3]) for r in rows]
+            return [User(r[0], r[1], bool(r[2]), r[3], _groups_of(db, r[0])) for r in rows]
 
     def _require(self, db: sqlite3.Connection, name: str) -> None:
         if not db.execute("SELECT 1 FROM users WHERE name = ?", (name,)).fetchone():
@@ -196,6 +204,7 @@ class AccountStore:
         with self._db() as db:
             self._require(db, name)
             db.execute("DELETE FROM users WHERE name = ?", (name,))
+            db.execute("DELETE FROM roots WHERE kind = 'user' AND name = ?", (name,))
 
     def verify_password(self, name: str, password: str) -> User | None:
         """The user when ``password`` is right and the account enabled, else ``None``.
@@ -216,7 +225,8 @@ class AccountStore:
                 return None
             if hasher.check_needs_rehash(row[4]):
                 db.execute("UPDATE users SET password_hash = ? WHERE name = ?", (hasher.hash(password), name))
-        return User(row[0], row[1], bool(row[2]), row[3])
+            groups = _groups_of(db, name)
+        return User(row[0], row[1], bool(row[2]), row[3], groups)
 
     def sign_in_external(self, name: str, role: str, source: str = "oidc") -> User | None:
         """The user ``name`` signed in by an identity provider, made or given ``role`` now; ``None`` when refused.
@@ -238,7 +248,8 @@ class AccountStore:
             if row[2] != source or row[0]:
                 return None
             db.execute("UPDATE users SET role = ? WHERE name = ?", (role, name))
-        return User(name, role, False, row[1])
+            groups = _groups_of(db, name)
+        return User(name, role, False, row[1], groups)
 
     # -- API tokens -----------------------------------------------------------------------------
 
@@ -274,11 +285,12 @@ class AccountStore:
                 "JOIN users u ON u.name = t.user WHERE t.digest = ?",
                 (digest,),
             ).fetchone()
+            groups = _groups_of(db, row[0]) if row else ()
         if row is None or not hmac.compare_digest(row[6], digest) or row[5] or row[2]:
             return None
         if row[4] is not None and row[4] <= time.time():
             return None
-        return User(row[0], row[1], False, row[3])
+        return User(row[0], row[1], False, row[3], groups)
 
     def list_tokens(self, user: str | None = None) -> list[TokenInfo]:
         """The tokens of ``user`` (``None``: everyone's), never their secrets."""
@@ -297,6 +309,115 @@ class AccountStore:
             done = db.execute("UPDATE tokens SET revoked = 1 WHERE user = ? AND name = ?", (user, name)).rowcount
         if not done:
             raise AccountError(f'user "{user}" has no token named "{name}": see "digits users tokens {user}".')
+
+    # -- groups -------------------------------------------------------------------------------
+
+    def add_to_group(self, group: str, users: list[str] | tuple[str, ...] = ()) -> None:
+        """Make ``group`` (if new) and add ``users`` to it.
+
+        Raises:
+            AccountError: A malformed group name, or one of ``users`` does not exist (nothing is changed).
+        """
+        _check_name(group, what="group name")
+        with self._db() as db:
+            for name in users:
+                self._require(db, name)
+            db.execute("INSERT OR IGNORE INTO groups (name, created) VALUES (?, ?)", (group, time.time()))
+            db.executemany("INSERT OR IGNORE INTO members (grp, user) VALUES (?, ?)", [(group, u) for u in users])
+
+    def remove_from_group(self, group: str, users: list[str] | tuple[str, ...] = ()) -> None:
+        """Take ``users`` out of ``group``; without users, remove the group itself (and its data roots).
+
+        Jobs shared with a removed group keep its name: nobody reads them through it until a group of that name
+        is made again.
+        """
+        with self._db() as db:
+            if not db.execute("SELECT 1 FROM groups WHERE name = ?", (group,)).fetchone():
+                raise AccountError(f'no group "{group}": see "digits users group list".')
+            if users:
+                db.executemany("DELETE FROM members WHERE grp = ? AND user = ?", [(group, u) for u in users])
+            else:
+                db.execute("DELETE FROM groups WHERE name = ?", (group,))
+                db.execute("DELETE FROM roots WHERE kind = 'group' AND name = ?", (group,))
+
+    def list_groups(self) -> dict[str, list[str]]:
+        """Every group, by name, with its members."""
+        if not self.path.exists():
+            return {}
+        with self._db() as db:
+            groups: dict[str, list[str]] = {r[0]: [] for r in db.execute("SELECT name FROM groups ORDER BY name")}
+            for grp, user in db.execute("SELECT grp, user FROM members ORDER BY grp, user"):
+                groups.setdefault(grp, []).append(user)
+        return groups
+
+    def group_exists(self, group: str) -> bool:
+        """True when ``group`` was made (``digits users group add``)."""
+        return group in self.list_groups()
+
+    # -- data roots per user or group ----------------------------------------------------------
+
+    def add_roots(self, kind: str, name: str, paths: list[str] | tuple[str, ...]) -> list[str]:
+        """Give the user or group ``name`` (``kind``: ``"user"`` or ``"group"``) these data roots; returns them resolved.
+
+        Raises:
+            AccountError: No such user or group, or a path that is not an existing folder.
+        """
+        resolved = [_root_path(p) for p in paths]
+        with self._db() as db:
+            self._require_owner(db, kind, name)
+            db.executemany(
+                "INSERT OR IGNORE INTO roots (kind, name, path) VALUES (?, ?, ?)", [(kind, name, p) for p in resolved]
+            )
+        return resolved
+
+    def remove_roots(self, kind: str, name: str, paths: list[str] | tuple[str, ...] = ()) -> None:
+        """Take these data roots (none given: all of them) from the user or group ``name``."""
+        with self._db() as db:
+            self._require_owner(db, kind, name)
+            if not paths:
+                db.execute("DELETE FROM roots WHERE kind = ? AND name = ?", (kind, name))
+            for p in paths:
+                db.execute(
+                    "DELETE FROM roots WHERE kind = ? AND name = ? AND path IN (?, ?)",
+                    (kind, name, p, os.path.realpath(os.path.expanduser(p))),
+                )
+
+    def list_roots(self) -> list[tuple[str, str, str]]:
+        """Every data root given: ``(kind, name, path)``, by kind, name and path."""
+        if not self.path.exists():
+            return []
+        with self._db() as db:
+            return [tuple(r) for r in db.execute("SELECT kind, name, path FROM roots ORDER BY kind, name, path")]
+
+    def roots_of(self, user: User) -> list[str]:
+        """The data roots given to ``user`` and to its groups (empty: none given)."""
+        if not self.path.exists():
+            return []
+        names = [("user", user.name)] + [("group", g) for g in user.groups]
+        with self._db() as db:
+            found = [
+                r[0]
+                for kind, name in names
+                for r in db.execute("SELECT path FROM roots WHERE kind = ? AND name = ? ORDER BY path", (kind, name))
+            ]
+        return list(dict.fromkeys(found))
+
+    def _require_owner(self, db: sqlite3.Connection, kind: str, name: str) -> None:
+        if kind == "user":
+            self._require(db, name)
+        elif kind != "group" or not db.execute("SELECT 1 FROM groups WHERE name = ?", (name,)).fetchone():
+            raise AccountError(f'no group "{name}": make it with "digits users group add {name}".')
+
+
+def _groups_of(db: sqlite3.Connection, name: str) -> tuple[str, ...]:
+    return tuple(r[0] for r in db.execute("SELECT grp FROM members WHERE user = ? ORDER BY grp", (name,)))
+
+
+def _root_path(path: str) -> str:
+    real = os.path.realpath(os.path.expanduser(path))
+    if not os.path.isdir(real):
+        raise AccountError(f"data root {path}: not an existing folder; give the folder's path on the server.")
+    return real
 
 
 def _verify(hasher: PasswordHasher, stored: str, password: str) -> bool:

@@ -37,6 +37,7 @@ COMMAND_MODULES = [
     "tune_cmd",
     "zoo_cmd",
     "users_cmd",
+    "job_cmd",
 ]
 
 

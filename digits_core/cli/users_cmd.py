@@ -51,6 +51,34 @@ def register(subparsers) -> None:
     revoke = sub.add_parser("revoke", help="revoke an API token")
     revoke.add_argument("name", help="the user")
     revoke.add_argument("token_name", metavar="TOKEN_NAME")
+    group = sub.add_parser("group", help="groups of users (jobs shared with a group are readable to its members)")
+    gsub = group.add_subparsers(dest="group_command", metavar="ACTION", required=True)
+    gadd = gsub.add_parser("add", help="make a group (if new) and add users to it")
+    gadd.add_argument("group")
+    gadd.add_argument("users", nargs="*", metavar="USER")
+    grm = gsub.add_parser("remove", help="take users out of a group; without users, remove the group")
+    grm.add_argument("group")
+    grm.add_argument("users", nargs="*", metavar="USER")
+    glist = gsub.add_parser("list", help="list groups and their members")
+    glist.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    roots = sub.add_parser(
+        "roots",
+        help="data roots of a user or group (inside the server's --data-root folders)",
+        description="Give a user or a group data roots of its own: its requests may then name server paths only "
+        "under these (and its groups') roots, inside the server's own data roots, which stay the outer bound. "
+        "A user without any keeps the server's roots; admins always have the server's.",
+    )
+    rsub = roots.add_subparsers(dest="roots_command", metavar="ACTION", required=True)
+    radd = rsub.add_parser("add", help="give a user (or, with --group, a group) data roots")
+    radd.add_argument("name", help="the user, or the group with --group")
+    radd.add_argument("paths", nargs="+", metavar="FOLDER")
+    radd.add_argument("--group", action="store_true", help="NAME is a group")
+    rrm = rsub.add_parser("remove", help="take data roots from a user or group (no FOLDER: all of them)")
+    rrm.add_argument("name", help="the user, or the group with --group")
+    rrm.add_argument("paths", nargs="*", metavar="FOLDER")
+    rrm.add_argument("--group", action="store_true", help="NAME is a group")
+    rlist = rsub.add_parser("list", help="list the data roots given to users and groups")
+    rlist.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.set_defaults(handler=run)
 
 
@@ -76,6 +104,8 @@ def run(args) -> int:
     root = resolve_jobs_dir(args.jobs_dir)
     store, audit = AccountStore(root), AuditLog(root)
     action, name = args.users_command, str(getattr(args, "name", None) or "")
+    if action in ("group", "roots"):
+        return _groups_and_roots(args, store, audit)
     if action == "list":
         users = store.list_users()
         if args.json:
@@ -120,6 +150,48 @@ def run(args) -> int:
         store.revoke_token(name, args.token_name)
         print(f"Revoked token {args.token_name} of {name}.")
     audit.record("cli", f"users {action}", name, allowed=True, address="local")
+    return 0
+
+
+def _groups_and_roots(args, store, audit) -> int:
+    """``digits users group ...`` and ``digits users roots ...``."""
+    if args.users_command == "group":
+        action, name = args.group_command, args.group if args.group_command != "list" else ""
+        if action == "list":
+            groups = store.list_groups()
+            if args.json:
+                print_json(groups)
+            else:
+                rows = [[g, ", ".join(m)] for g, m in groups.items()]
+                print_table(["group", "members"], rows) if rows else print("No groups.")
+            return 0
+        if action == "add":
+            store.add_to_group(name, args.users)
+            print(f"Group {name}: " + (f"added {', '.join(args.users)}." if args.users else "made."))
+        else:
+            store.remove_from_group(name, args.users)
+            print(f"Group {name}: " + (f"took out {', '.join(args.users)}." if args.users else "removed."))
+        audit.record("cli", f"users group {action}", name, allowed=True, address="local")
+        return 0
+    action = args.roots_command
+    if action == "list":
+        given = store.list_roots()
+        if args.json:
+            print_json([{"kind": k, "name": n, "path": p} for k, n, p in given])
+        else:
+            rows = [[f"{k} {n}", p] for k, n, p in given]
+            print_table(["given to", "data root"], rows) if rows else print(
+                "No data roots given: all use the server's."
+            )
+        return 0
+    kind = "group" if args.group else "user"
+    if action == "add":
+        added = store.add_roots(kind, args.name, args.paths)
+        print(f"{kind} {args.name} may read under: {', '.join(added)} (inside the server's data roots).")
+    else:
+        store.remove_roots(kind, args.name, args.paths)
+        print(f"{kind} {args.name}: data roots removed.")
+    audit.record("cli", f"users roots {action}", args.name, allowed=True, address="local")
     return 0
 
 

@@ -85,6 +85,7 @@ class JobFields(TypedDict, total=False):
     notes: str  # the user's notes, edited on the job's page (digits_core.web.job_notes)
     owned_by: str  # the user account that created it (digits_core.accounts); absent: no owner (CLI, before accounts)
     visibility: str  # "public": every account may read it; absent: its owner and admins only
+    shared_with: list[str]  # groups whose members may read it (digits_core.accounts); absent: none
     # dataset jobs
     plugin_id: str  # the data-ingestion plugin
     max_errors: int | float  # entries (int) or fraction of entries (float < 1) that may be skipped

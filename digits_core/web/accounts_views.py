@@ -19,6 +19,7 @@ them nothing here runs and the server behaves as before. With them:
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any
 
 from flask import (
@@ -35,7 +36,7 @@ from flask import (
     url_for,
 )
 
-from ..accounts import AccountStore, JobAccess, User, authorize
+from ..accounts import AccountStore, JobAccess, User, authorize, narrow_roots
 from ..accounts.audit import AuditLog
 from ..errors import DigitsError, JobNotFoundError
 from ..jobs import Job, JobStore
@@ -49,7 +50,7 @@ logger = logging.getLogger(__name__)
 
 bp = Blueprint("accounts", __name__)
 
-_R, _C, _M, _A = "read", "create", "manage", "admin"
+_R, _V, _C, _M, _A = "read", "review", "create", "manage", "admin"
 #: endpoint -> (action, where the job is): ``"job_id"``/``"name"`` a URL part, ``"param:KEY"`` a form or JSON field,
 #: ``None`` no job. ``"public"`` needs no sign-in. Every endpoint of the app must be here.
 RULES: dict[str, tuple[str, str | None]] = {
@@ -145,6 +146,7 @@ RULES: dict[str, tuple[str, str | None]] = {
             "sweeps.resume",
             "sweeps.promote",
             "accounts.audit",
+            "accounts.admin",
         ),
         (_A, None),
     ),
@@ -246,7 +248,7 @@ def _target(where: str | None) -> tuple[str | None, JobAccess | None]:
         # TF Serving names a model by its job name too: the strictest of the models of that name decides
         named = [j for j in JobStore.scan(store, "model")[0] if j.name == value]
         private = [JobAccess.of(dict(j.data)) for j in named]
-        return value, (min(private, key=lambda a: (a.public, a.owner is None)) if private else None)
+        return value, (min(private, key=lambda a: (a.public, a.owner is None, bool(a.groups))) if private else None)
     return job.id, JobAccess.of(dict(job.data))
 
 
@@ -283,6 +285,11 @@ def _gate():
         abort(403, description=f"Your role ({user.role}) may not {action} here.")
     if action == _C:
         g.digits_owner_token = job_owner.set(user.name)
+    if user.role != "admin":
+        given = acc.store.roots_of(user)
+        if given:  # roots of its own (or its groups'): inside the server's, which stay the outer bound
+            jobs_dir = os.path.realpath(web_context().jobs_dir)
+            g.digits_data_roots = narrow_roots(current_app.config["DIGITS_DATA_ROOTS"], given, keep=[jobs_dir])
     return None
 
 
@@ -397,17 +404,46 @@ def tokens():
 
 @bp.post("/api/jobs/<job_id>/visibility")
 def visibility(job_id: str):
-    """Make a job public (every account may read it) or private again: ``{"visibility": "public" | "private"}``."""
+    """Share a job (its owner or an admin): ``{"visibility": "public" | "private", "share": GROUP, "unshare": GROUP}``.
+
+    ``public``: every account may read it; ``share``: the members of that group may; ``private``: neither
+    (public no more, shared with no group). Answers the job's sharing as JSON, or goes back to the job's page.
+    """
     body = request.get_json(silent=True)
-    wanted = body.get("visibility") if isinstance(body, dict) else request.form.get("visibility")
-    if wanted not in ("public", "private"):
-        abort(400, description='Give "visibility": "public" or "private".')
+    fields = body if isinstance(body, dict) else request.form
+    wanted, share, unshare = (fields.get(k) or None for k in ("visibility", "share", "unshare"))
+    if wanted not in (None, "public", "private") or not (wanted or share or unshare):
+        abort(400, description='Give "visibility": "public" or "private", or "share" / "unshare": a group name.')
+    if share and not (isinstance(share, str) and accounts().store.group_exists(share.strip())):
+        abort(400, description=f'share: no group "{share}"; an admin makes it with "digits users group add".')
     job = web_context().store.get(job_id)
+    groups = [gr for gr in JobAccess.of(dict(job.data)).groups if gr != unshare and wanted != "private"]
+    if share:
+        groups = list(dict.fromkeys([*groups, share.strip()]))
     if wanted == "public":
         job.update(visibility="public")
-    else:
+    elif wanted == "private":
         job.forget("visibility")
-    return jsonify(id=job.id, visibility=wanted)
+    job.update(shared_with=groups) if groups else job.forget("shared_with")
+    access = JobAccess.of(dict(job.data))
+    if request.form.get("csrf_token") and not request.is_json:  # the job page's form: back to the page
+        return redirect(url_for("home.job_page", job_id=job.id))
+    return jsonify(id=job.id, visibility="public" if access.public else "private", groups=list(access.groups))
+
+
+@bp.get("/admin/accounts")
+def admin():
+    """Users, groups and the data roots given to them (admins; changed with ``digits users``)."""
+    store = accounts().store
+    users, groups, roots = store.list_users(), store.list_groups(), store.list_roots()
+    if wants_json():
+        return jsonify(
+            users=[{"name": u.name, "role": u.role, "disabled": u.disabled, "groups": list(u.groups)} for u in users],
+            groups=groups,
+            roots=[{"kind": k, "name": n, "path": p} for k, n, p in roots],
+        )
+    server_roots = current_app.config["DIGITS_DATA_ROOTS"]
+    return render_template("account_admin.html", users=users, groups=groups, roots=roots, server_roots=server_roots)
 
 
 @bp.get("/admin/audit")

@@ -7,7 +7,7 @@ calls that create and control jobs without a browser.
 
 from __future__ import annotations
 
-from flask import Blueprint, current_app, jsonify, request, url_for
+from flask import Blueprint, jsonify, request, url_for
 from flask_wtf.csrf import generate_csrf
 
 from ..engine.lr_policies import lr_schedule_preview
@@ -19,7 +19,7 @@ from ..jobs.readers import max_record_depth, nested_deeper_than
 from ..jobs.record import JobRecordError
 from ..submit.datasets import queue_dataset_job
 from ..submit.models import create_model_jobs
-from .context import web_context
+from .context import request_data_roots, web_context
 from .helpers import invalid_json, job_summary, json_body
 from .job_deletes import DatasetInUseError, bulk_delete, delete_job, describe
 
@@ -123,7 +123,7 @@ def create_dataset():
         **options,
         queue=ctx.scheduler,
         jobs_dir=ctx.jobs_dir,
-        data_roots=current_app.config["DIGITS_DATA_ROOTS"],
+        data_roots=request_data_roots(),
     )
     return jsonify(
         {
@@ -299,7 +299,7 @@ def infer(job_id: str):
         "model": str(job.path),
         "jobs_dir": str(web_context().jobs_dir),
         "inputs": checked,
-        "data_roots": current_app.config["DIGITS_DATA_ROOTS"],
+        "data_roots": request_data_roots(),
         "view": body.get("view_id") or None,
         "view_config": body.get("view_config") or None,
         "epoch": body.get("epoch"),

@@ -18,7 +18,7 @@ from ..faults import disk_error_message
 from ..jobs import JobStore
 from ..paths import resolve_roots
 from . import request_guard, security
-from .context import WebContext
+from .context import WebContext, request_data_roots
 from .helpers import wants_json  # noqa: F401 - also importable from here, as before
 from .inference_results import DEFAULT_KEEP_RESULTS
 from .login import DEFAULT_IDLE_MINUTES, LoginState, parse_networks
@@ -203,7 +203,7 @@ def _confine_requests(app: Flask) -> None:
 
     @app.before_request
     def _enter():
-        g.data_roots = paths.confined_to(app.config["DIGITS_DATA_ROOTS"])
+        g.data_roots = paths.confined_to(request_data_roots())
         g.data_roots.__enter__()
 
     @app.teardown_request

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from flask import current_app
+from flask import current_app, g, has_request_context
 
 if TYPE_CHECKING:
     from jinja2 import Environment
@@ -59,3 +59,13 @@ class WebContext:
 def web_context() -> WebContext:
     """The running app's :class:`WebContext` (inside a request or an app context)."""
     return current_app.extensions["digits"]
+
+
+def request_data_roots() -> list[str]:
+    """The data roots of this request: the server's, or narrower for a user given roots of its own.
+
+    The accounts gate sets ``g.digits_data_roots`` for such a user (:func:`digits_core.accounts.narrow_roots`);
+    a job made in the request records these roots, so its worker reads under them too.
+    """
+    narrowed = g.get("digits_data_roots") if has_request_context() else None
+    return list(narrowed) if narrowed is not None else list(current_app.config["DIGITS_DATA_ROOTS"])

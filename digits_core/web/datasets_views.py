@@ -11,7 +11,7 @@ from ..jobs.health import DATASET_FILES, dataset_record_problem
 from ..jobs.readers import UnreadableRecordError
 from ..submit.datasets import queue_dataset_job
 from .common_fields import DatasetJobForm
-from .context import web_context
+from .context import request_data_roots, web_context
 from .forms_render import blank_form, form_from_request, jsonable, render_plugin_form, validated
 from .helpers import job_summary, read_json, read_progress, worker_log_tail
 from .job_notes import save_notes
@@ -47,7 +47,7 @@ def create_dataset_job(
         group,
         queue=ctx.scheduler,
         jobs_dir=ctx.jobs_dir,
-        data_roots=current_app.config["DIGITS_DATA_ROOTS"],
+        data_roots=request_data_roots(),
     )
 
 
