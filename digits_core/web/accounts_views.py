@@ -120,6 +120,8 @@ RULES: dict[str, tuple[str, str | None]] = {
     "evaluations.create": (_C, "param:model"),
     "evaluations.create_from_panel": (_C, "job_id"),
     "exports.export": (_C, "job_id"),
+    "review.image": (_R, "job_id"),  # active learning (issue 46): reviewing is the "review" action
+    **dict.fromkeys(("review.page", "review.next_candidate", "review.decide"), (_V, "job_id")),
     **dict.fromkeys(
         (
             "api.abort",

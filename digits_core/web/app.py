@@ -183,6 +183,9 @@ def create_app(
     from .evaluation_views import bp as evaluation_bp  # evaluations: the Evaluate panel, reports, leaderboard
 
     app.register_blueprint(evaluation_bp)
+    from .review_views import bp as review_bp  # active learning: the review page and its queue (issue 46)
+
+    app.register_blueprint(review_bp)
 
     _register_errors(app)
     _register_template_helpers(app)

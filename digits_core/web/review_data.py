@@ -23,6 +23,7 @@ from typing import Any
 
 from ..errors import DigitsError
 from ..labeling import Pool, PoolError
+from ..labeling.masks import read_mask
 from ..limits import (
     IMAGE_PIXELS,
     VOLUME_VOXELS,
@@ -136,8 +137,6 @@ def current_label(pool: Pool, cand: dict[str, Any], shape: tuple[int, ...]) -> A
         PoolError: The stored label's shape differs from the image's.
     """
     import numpy as np
-
-    from ..labeling.masks import read_mask
 
     path = None
     if cand.get("labels") and cand["labels"][-1].get("file"):
