@@ -202,3 +202,28 @@ def test_a_volume_candidate_is_reviewed_slice_by_slice_and_stored_whole(tmp_path
     mask = {"encoding": "rle", "shape": [4, H, W], "runs": encode_runs(edited)}
     assert client.post(item["save_url"], json={"action": "accept", "base_version": 0, "mask": mask}).status_code == 201
     assert (read_mask(pool.label_file(cand["id"], 1)) == edited).all()
+
+
+def test_with_accounts_the_annotator_reviews_under_its_name_and_a_viewer_may_not(pool, tmp_path):
+    from digits_core.accounts import AccountStore
+
+    pool, proposal = pool
+    store = AccountStore(tmp_path / "jobs")
+    store.add_user("ann", "annotator", "password-ann")
+    store.add_user("vic", "viewer", "password-vic")
+    tokens = {name: store.create_token(name, "t") for name in ("ann", "vic")}
+    app = create_app(
+        tmp_path / "jobs", start_scheduler=False, testing=True, secret_key="k", data_roots=[tmp_path / "unlabelled"]
+    )
+    client = app.test_client()
+
+    def call(name, path, **kw):
+        return client.post(path, headers={"Authorization": f"Bearer {tokens[name]}"}, **kw)
+
+    assert call("vic", f"/api/pools/{pool.id}/review/next", json={}).status_code == 403
+    item = call("ann", f"/api/pools/{pool.id}/review/next", json={}).get_json()
+    assert pool.candidate(item["candidate"])["claimed_by"] == "ann"
+    mask = {"encoding": "rle", "shape": [H, W], "runs": encode_runs(proposal)}
+    saved = call("ann", item["save_url"], json={"action": "accept", "base_version": 0, "mask": mask})
+    assert saved.status_code == 201 and saved.get_json()["by"] == "ann"
+    assert pool.candidate(item["candidate"])["labels"][-1]["by"] == "ann"
