@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from flask import Blueprint, Response, g, jsonify, render_template, request, url_for
+from werkzeug.routing import BuildError
 
 from ..errors import DigitsError
 from ..labeling import ClaimedError, Pool, PoolError, StaleLabelError
@@ -66,9 +67,14 @@ def _classes(record: dict[str, Any]) -> tuple[list[str], list[list[int]]]:
 def page(job_id: str):
     """The review page of a pool."""
     pool = _pool(job_id)
+    try:
+        pool_url = url_for("pools.show", job_id=pool.id)
+    except BuildError:  # no pool page in this build: the heading names the pool without a link
+        pool_url = None
     return render_template(
         "review.html",
         pool_id=pool.id,
+        pool_url=pool_url,
         pool_name=pool.job.name,
         reviewer=reviewer(),
         next_url=url_for("review.next_candidate", job_id=pool.id),
