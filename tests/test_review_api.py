@@ -227,3 +227,25 @@ def test_with_accounts_the_annotator_reviews_under_its_name_and_a_viewer_may_not
     saved = call("ann", item["save_url"], json={"action": "accept", "base_version": 0, "mask": mask})
     assert saved.status_code == 201 and saved.get_json()["by"] == "ann"
     assert pool.candidate(item["candidate"])["labels"][-1]["by"] == "ann"
+
+
+def test_a_2d_pool_of_16_bit_arrays_shows_them_scaled_to_8_bits(tmp_path):
+    from PIL import Image
+
+    data = tmp_path / "unlabelled"
+    data.mkdir()
+    np.save(data / "slice.npy", np.linspace(0, 4000, H * W).reshape(H, W).astype(np.uint16))
+    pool = create_pool(
+        "arrays", {"kind": "folder", "root": str(data)}, [{"path": "slice.npy"}], jobs_dir=tmp_path / "jobs"
+    )
+    (cand,) = pool.candidates()
+    (pool.path / "proposals" / f"{cand['id']}.png").write_bytes(encode_mask(np.zeros((H, W), np.uint8)))
+    pool.record_proposal(cand["id"], {"file": f"proposals/{cand['id']}.png", "model_id": "m1"})
+    app = create_app(tmp_path / "jobs", start_scheduler=False, testing=True, secret_key="k", data_roots=[data])
+    client = app.test_client()
+    client.environ_base["HTTP_X_CSRFTOKEN"] = client.get("/api/csrf-token").get_json()["csrf_token"]
+    item = _next(client, pool)
+    assert item["kind"] == "image" and item["shape"] == [H, W]
+    with Image.open(io.BytesIO(client.get(item["image_url"]).get_data())) as image:
+        pixels = np.asarray(image)
+    assert image.size == (W, H) and pixels[0, 0] == 0 and pixels[-1, -1] == 255

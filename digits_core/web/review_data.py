@@ -1,8 +1,9 @@
 """What the review page reads and writes for a pool candidate: its image, its current label, a posted mask.
 
 A folder pool's candidate is a file under the pool's folder root (``source.root`` + the candidate's
-``source.path``): a 2-D image Pillow reads (PNG, JPEG, ...) or a volume saved as ``.npy`` (D×H×W, or D×H×W×C
-whose first channel is shown). Every path is read through the data-root gate
+``source.path``): in a 2-D pool an image file :func:`digits_core.inference.imageio.read_image` reads (PNG,
+JPEG, ..., or an H×W(×C) ``.npy``); in a 3-D pool (``dimensions: 3``) a volume saved as ``.npy`` (D×H×W, or
+D×H×W×C whose first channel is shown). Every path is read through the data-root gate
 (:func:`digits_core.paths.check_server_path`) and every size is checked from the header before pixels are
 decoded (:mod:`digits_core.limits`).
 
@@ -75,8 +76,11 @@ def candidate_shape(pool: Pool, cand: dict[str, Any]) -> tuple[int, ...]:
         PoolError: The file cannot be read as an image or volume.
     """
     path = _source_path(pool, cand)
+    volume = int(pool.record().get("dimensions") or 2) == 3
     try:
-        if path.suffix.lower() in VOLUME_SUFFIXES:
+        if volume:
+            if path.suffix.lower() not in VOLUME_SUFFIXES:
+                raise PoolError(f"{path.name}: the review page reads a volume candidate from a .npy file (D×H×W).")
             shape, _ = _npy_shape(path)
             problem = volume_voxels_problem(shape)
             if problem:
@@ -84,7 +88,13 @@ def candidate_shape(pool: Pool, cand: dict[str, Any]) -> tuple[int, ...]:
             if len(shape) not in (3, 4):
                 raise PoolError(f"{path.name}: a volume must be D×H×W (or D×H×W×C), not {shape}")
             return shape[:3]
-        _, width, height = image_header(path)
+        if path.suffix.lower() == ".npy":  # a 2-D image stored as an H×W or H×W×C array
+            shape, _ = _npy_shape(path)
+            if len(shape) not in (2, 3):
+                raise PoolError(f"{path.name}: an image array must be H×W or H×W×C, not {shape}")
+            height, width = shape[0], shape[1]
+        else:
+            _, width, height = image_header(path)
     except (OSError, ValueError) as exc:
         raise PoolError(f"Pool {pool.id}: candidate {cand['id']} ({path.name}) cannot be read: {exc}") from None
     check_image_size(width, height, path.name)
@@ -118,13 +128,14 @@ def image_png(pool: Pool, cand: dict[str, Any], slice_index: int = 0) -> bytes:
         pixels = _to_uint8(first[slice_index], float(np.min(first)), float(np.max(first)))
         image = Image.fromarray(pixels, mode="L")
     else:
-        with Image.open(path) as opened:
-            if opened.mode in ("RGB", "RGBA", "P", "CMYK", "YCbCr"):
-                image = opened.convert("RGB")
-            else:
-                plane = np.asarray(opened)
-                plane = plane if plane.ndim == 2 else plane[..., 0]
-                image = Image.fromarray(_to_uint8(plane, float(plane.min()), float(plane.max())), mode="L")
+        from ..inference.imageio import read_image  # the dataset plugins' decoding (bit depth kept), size checked
+
+        pixels = read_image(path, name=f"{path.name} (candidate {cand['id']})")
+        if pixels.shape[-1] >= 3:
+            image = Image.fromarray(_to_uint8(pixels[..., :3], 0, 255) if pixels.dtype != np.uint8 else pixels[..., :3])
+        else:
+            plane = pixels[..., 0]
+            image = Image.fromarray(_to_uint8(plane, float(plane.min()), float(plane.max())), mode="L")
     buffer = io.BytesIO()
     image.save(buffer, format="PNG")
     return buffer.getvalue()
