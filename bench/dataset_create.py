@@ -55,6 +55,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _quiet import LoadGuard, add_guard_args  # bench/: the load guard every bench shares
+
 CLASSES = 10
 
 
@@ -363,8 +365,9 @@ TARGETS = {
 }
 
 
-def print_summary(results: dict, cores: tuple[float, float]) -> None:
-    """Every ratio next to its target, and the cores the machine gave at the start and the end."""
+def print_summary(results: dict, cores: tuple[float, float], guard: LoadGuard) -> None:
+    """Every ratio next to its target (marked when the run was loaded), and the cores available."""
+    guard.refuse_if_strict()
     print("\nSUMMARY (ratio = naive time / job time; cpu ratio = naive CPU s / job CPU s, all processes)")
     print(
         f"  cores available: {cores[0]:.2f} at the start, {cores[1]:.2f} at the end "
@@ -374,9 +377,12 @@ def print_summary(results: dict, cores: tuple[float, float]) -> None:
         target = TARGETS.get((kind, encoding))
         verdict = "" if target is None else f"target {target:.1f}x  {'met' if result['ratio'] >= target else 'MISSED'}"
         print(
-            f"  {kind:<13} {encoding:<11} ratio {result['ratio']:5.2f}x  cpu ratio {result['cpu_ratio']:5.2f}x  "
-            f"{verdict}"
+            guard.mark(
+                f"  {kind:<13} {encoding:<11} ratio {result['ratio']:5.2f}x  cpu ratio {result['cpu_ratio']:5.2f}x  "
+                f"{verdict}"
+            )
         )
+    print(f"  load during the run: {guard.note()}")
 
 
 def main() -> int:
@@ -387,10 +393,12 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=1, help="runs per measurement (median is reported)")
     parser.add_argument("--data-dir", default=None, help="keep generated images here (reused when present)")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    add_guard_args(parser)
     args = parser.parse_args()
     if args.child:
         child_main(json.loads(args.child))
         return 0
+    guard = LoadGuard.from_args(args).start()
 
     tmp = tempfile.mkdtemp(prefix="digits-bench-")
     data = Path(args.data_dir) if args.data_dir else Path(tmp) / "data"
@@ -440,8 +448,10 @@ def main() -> int:
                 )
             if kind == "png":
                 results[("whole process", "none")] = bench_whole_process(root, tmp, args.workers, args.repeat)
-        print_summary(results, (cores_start, cores_available()))
+        guard.stop()
+        print_summary(results, (cores_start, cores_available()), guard)
     finally:
+        guard.stop()
         shutil.rmtree(tmp, ignore_errors=True)
     return 0
 

@@ -42,6 +42,7 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
+from _quiet import LoadGuard, add_guard_args  # bench/: the load guard every bench shares
 
 
 @dataclass(frozen=True)
@@ -223,7 +224,9 @@ def main(argv=None) -> int:
         help="start no new measurement after this many seconds (default: 420 full, none --quick)",
     )
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    add_guard_args(parser)
     args = parser.parse_args(argv)
+    guard = LoadGuard.from_args(args).start()
     repeats = args.repeats or (2 if args.quick else 1)
     budget = args.budget_s if args.budget_s is not None else (None if args.quick else 420.0)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -284,19 +287,31 @@ def main(argv=None) -> int:
                     f"[{time.perf_counter() - t_start:.0f} s]",
                     flush=True,
                 )
+    guard.stop()
+    guard.refuse_if_strict()
     print(f"\n{'network':8s} {'variant':7s} {'engine img/s':>12s} {'keras img/s':>12s} {'ratio':>6s}   ({device})")
     for row in results:
         print(
-            f"{row['network']:8s} {row['variant']:7s} {row['engine_img_per_s']:12.0f} "
-            f"{row['keras_fit_img_per_s']:12.0f} {row['ratio']:6.2f}"
+            guard.mark(
+                f"{row['network']:8s} {row['variant']:7s} {row['engine_img_per_s']:12.0f} "
+                f"{row['keras_fit_img_per_s']:12.0f} {row['ratio']:6.2f}"
+            )
         )
+    print(f"load during the run: {guard.note()}")
     if skipped:
         print(f"not measured (past --budget-s {budget:.0f}): {', '.join(skipped)}")
     print(f"total {time.perf_counter() - t_start:.0f} s")
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(
-                {"device": device, "quick": args.quick, "load_average": load, "results": results, "skipped": skipped},
+                {
+                    "device": device,
+                    "quick": args.quick,
+                    "load_average": load,
+                    "load": guard.summary(),
+                    "results": results,
+                    "skipped": skipped,
+                },
                 fh,
                 indent=1,
             )

@@ -30,6 +30,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _quiet import LoadGuard, add_guard_args  # bench/: the load guard every bench shares
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 
@@ -48,7 +50,9 @@ def main(argv=None) -> int:
         "--batches", type=int, default=8, help="throughput: 3 x this many batches per side, alternating (default 8)"
     )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
+    add_guard_args(parser)
     args = parser.parse_args(argv)
+    guard = LoadGuard.from_args(args).start()
 
     import numpy as np
     import tensorflow as tf
@@ -128,6 +132,8 @@ def main(argv=None) -> int:
     api_rate, bare_rate = args.batch / statistics.median(api_batch), args.batch / statistics.median(bare_batch)
     array_rate = args.batch / statistics.median(array_batch)
 
+    guard.stop()
+    guard.refuse_if_strict()
     ratio50, ratio90 = api_p50 / bare_p50, api_p90 / bare_p90
     throughput_ratio = api_rate / bare_rate
     array_ratio = array_rate / bare_rate
@@ -153,13 +159,16 @@ def main(argv=None) -> int:
         "target_ratio_max": 1.1,
         "target_throughput_ratio_min": 0.97,
         "target_met": ratio50 <= 1.1 and min(throughput_ratio, array_ratio) >= 0.97,
+        "load": guard.summary(),
     }
     print(f"single image ({len(api_times)} calls each, interleaved):")
     print(f"  digits_core.inference.infer     p50 {api_p50:7.3f} ms   p90 {api_p90:7.3f} ms")
     print(f"  bare tf.function      p50 {bare_p50:7.3f} ms   p90 {bare_p90:7.3f} ms")
     print(
-        f"  ratio                 p50 {ratio50:7.2f} x    p90 {ratio90:7.2f} x   (target <= 1.1x: "
-        f"{'met' if ratio50 <= 1.1 else 'NOT met'})"
+        guard.mark(
+            f"  ratio                 p50 {ratio50:7.2f} x    p90 {ratio90:7.2f} x   (target <= 1.1x: "
+            f"{'met' if ratio50 <= 1.1 else 'NOT met'})"
+        )
     )
     print(f"  model.predict         p50 {figures['single_image_ms']['model_predict_p50']:7.3f} ms (reference)")
     print(f"batch throughput (batch {args.batch}, median of {len(api_batch)} alternating batches):")
@@ -168,10 +177,13 @@ def main(argv=None) -> int:
         ("one array", array_rate, array_ratio),
     ):
         print(
-            f"  infer, {label:16s}  {rate:9.0f} img/s   (api / bare = {ratio:.2f}x, target >= 0.97x: "
-            f"{'met' if ratio >= 0.97 else 'NOT met'})"
+            guard.mark(
+                f"  infer, {label:16s}  {rate:9.0f} img/s   (api / bare = {ratio:.2f}x, target >= 0.97x: "
+                f"{'met' if ratio >= 0.97 else 'NOT met'})"
+            )
         )
     print(f"  bare tf.function          {bare_rate:9.0f} img/s")
+    print(f"load during the run: {guard.note()}")
     if args.json:
         print(json.dumps(figures, indent=2))
     return 0

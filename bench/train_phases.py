@@ -74,6 +74,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from _quiet import LoadGuard, add_guard_args  # noqa: E402
 from dataset_create import generate  # noqa: E402
 
 from digits_core.phase_marks import PHASE_LOG_ENV, read_marks  # noqa: E402
@@ -392,7 +393,9 @@ def main(argv=None) -> int:
         help="lenet: both sides' optimizer: adam = LeNet's default here (Adam 0.001, the default), sgd = SGD 0.01",
     )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
+    add_guard_args(parser)
     args = parser.parse_args(argv)
+    guard = LoadGuard.from_args(args).start()
     if args.epochs is None:
         args.epochs = 30 if args.task == "unet" else 3
 
@@ -422,6 +425,8 @@ def main(argv=None) -> int:
         b = median_run(base) if base else None
     finally:
         shutil.rmtree(work, ignore_errors=True)
+        guard.stop()
+    guard.refuse_if_strict()
     ratio = k["wall"] / o["wall"]
     title = (
         f"SUNNYBROOK (demo set, 10 cases 64x64) -> U-Net, batch 8, {args.epochs} epochs"
@@ -447,9 +452,12 @@ def main(argv=None) -> int:
             f"(baseline: {args.baseline_src})"
         )
     print(
-        f"ratio Keras / ours: {ratio:.2f}x (target >= 1.2x: {'met' if ratio >= 1.2 else 'NOT met'}); "
-        f"CPU ratio {k['cpu'] / o['cpu']:.2f}x"
+        guard.mark(
+            f"ratio Keras / ours: {ratio:.2f}x (target >= 1.2x: {'met' if ratio >= 1.2 else 'NOT met'}); "
+            f"CPU ratio {k['cpu'] / o['cpu']:.2f}x"
+        )
     )
+    print(f"load during the run: {guard.note()}")
     if args.json:
         print(
             json.dumps(
@@ -464,6 +472,7 @@ def main(argv=None) -> int:
                     "ratio": ratio,
                     "cpu_ratio": k["cpu"] / o["cpu"],
                     "target": 1.2,
+                    "load": guard.summary(),
                 },
                 indent=2,
             )

@@ -30,6 +30,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _quiet import LoadGuard, add_guard_args  # bench/: the load guard every bench shares
+
 STARTUP_SNIPPET = r"""
 import time, sys, json
 t0 = time.time()
@@ -165,7 +167,9 @@ def main(argv=None) -> int:
     parser.add_argument("--jit", action="store_true", help="XLA-compile the train step on both sides")
     parser.add_argument("--mixed-precision", action="store_true", help="mixed_float16 on both sides (GPU only)")
     parser.add_argument("--json", action="store_true")
+    add_guard_args(parser)
     args = parser.parse_args(argv)
+    guard = LoadGuard.from_args(args).start()
     with tempfile.TemporaryDirectory(prefix="digits-bench-") as jobs_dir:
         job, ingest_s = make_dataset(jobs_dir, args.images)
         print(f"dataset: {args.images} images 28x28 in LMDB ({ingest_s:.1f} s to build)", flush=True)
@@ -185,6 +189,8 @@ def main(argv=None) -> int:
             print(out.stderr[-2000:], file=sys.stderr)
             return 1
         startup = json.loads(out.stdout.strip().splitlines()[-1])["startup_s"]
+    guard.stop()
+    guard.refuse_if_strict()
     result = {
         "images": args.images,
         "epochs": args.epochs,
@@ -195,16 +201,20 @@ def main(argv=None) -> int:
         "keras_fit_img_per_s": statistics.median(base),
         "ratio": statistics.median(engine) / statistics.median(base),
         "startup_s": startup,
+        "load": guard.summary(),
     }
     if args.json:
         print(json.dumps(result))
     setting = " (jit)" if args.jit else ""
     setting += " (mixed precision)" if args.mixed_precision else ""
     print(
-        f"engine{setting} {result['engine_img_per_s']:.0f} img/s vs keras fit {result['keras_fit_img_per_s']:.0f} img/s: "
-        f"ratio {result['ratio']:.3f} (target >= 0.95)"
+        guard.mark(
+            f"engine{setting} {result['engine_img_per_s']:.0f} img/s vs keras fit {result['keras_fit_img_per_s']:.0f} img/s: "
+            f"ratio {result['ratio']:.3f} (target >= 0.95)"
+        )
     )
-    print(f"startup overhead (process start, imports included, to first step): {startup:.1f} s")
+    print(guard.mark(f"startup overhead (process start, imports included, to first step): {startup:.1f} s"))
+    print(f"load during the run: {guard.note()}")
     return 0
 
 
