@@ -152,7 +152,8 @@ def register(subparsers: Any) -> None:
         "--view",
         default=None,
         metavar="VIEW_ID",
-        help="view plugin (default: the bundled view of the model's task); see `digits plugins`",
+        help="view plugin (default: the model task's default view: $DIGITS_DEFAULT_VIEWS, the settings file, "
+        "else the bundled one); see `digits plugins`",
     )
     parser.add_argument(
         "--view-option",

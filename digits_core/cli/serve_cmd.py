@@ -162,6 +162,15 @@ def register(subparsers) -> None:
         "and X-Forwarded-Proto: https marks cookies Secure. Without it these headers are ignored",
     )
     parser.add_argument(
+        "--default-view",
+        action="append",
+        default=[],
+        metavar="TASK=VIEW",
+        help="the view preselected for TASK's results (repeatable), e.g. classification=saliency; every "
+        "view stays available. Default: $DIGITS_DEFAULT_VIEWS, then the user's settings file, then the "
+        "bundled view (docs/web-ui.md, Default views)",
+    )
+    parser.add_argument(
         "--debug",
         action="store_true",
         help="Flask's development server with its debugger instead of the production server "
@@ -179,7 +188,8 @@ def _data_roots(values: list[str]) -> list[str]:
 
 
 def _outbound_settings(args) -> None:
-    """Pass ``--allow-url`` and ``--dicomweb-server`` to this process and its workers (environment)."""
+    """Pass ``--allow-url``, ``--dicomweb-server`` and ``--default-view`` to this process and its workers
+    (environment)."""
     from ..outbound import ALLOW_ENV
 
     for value in args.dicomweb_server:
@@ -188,6 +198,17 @@ def _outbound_settings(args) -> None:
             raise ConfigurationError(
                 f"--dicomweb-server {value}: write NAME=URL, e.g. pacs=https://pacs.example/dicom-web"
             )
+    if args.default_view:
+        from ..inference.view_choice import (  # only with the flag: it may load the plugins
+            DEFAULT_VIEWS_ENV,
+            default_view_for,
+            parse_default_views,
+        )
+
+        chosen = parse_default_views(",".join(args.default_view), "--default-view")
+        os.environ[DEFAULT_VIEWS_ENV] = ",".join(f"{task}={view}" for task, view in chosen.items())
+        for task in chosen:
+            default_view_for(task)  # an unknown view fails now, named with its flag, not at the first result
     if args.allow_url:
         os.environ[ALLOW_ENV] = "\n".join(p.strip() for p in args.allow_url if p.strip())
     if args.dicomweb_server:

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InferenceError
+from ..interfaces.view import ViewContext
 from ..jobs.record import DatasetRecord, ModelRecord
 from .snapshots import (  # noqa: F401  (re-exported: part of this module's public names)
     MODEL_FILE,
@@ -41,17 +42,11 @@ from .snapshots import (  # noqa: F401  (re-exported: part of this module's publ
     read_model_info,
     resolve_epoch,
 )
+from .view_choice import BUNDLED_DEFAULT_VIEWS, default_view_for
 
 CACHE_SIZE_ENV = "DIGITS_MODEL_CACHE_SIZE"
-#: Default view per model task.
-DEFAULT_VIEWS = {
-    "classification": "image-classification",
-    "segmentation": "image-segmentation",
-    "regression": "regression",
-    "image-to-image": "image-output",
-    "detection": "bounding-boxes",
-    "multilabel": "multilabel",
-}
+#: The bundled view per model task (the settings of :mod:`~digits_core.inference.view_choice` may name others).
+DEFAULT_VIEWS = BUNDLED_DEFAULT_VIEWS
 
 
 @dataclass
@@ -278,9 +273,42 @@ class InferenceModel:
             return label
         return self.preprocessing.crop_label(np.asarray(label))
 
+    def run_network_inputs(self, batch: Any) -> np.ndarray:
+        """The outputs for inputs shaped like a sample's ``input_data`` (the centre crop when the model crops).
+
+        A cropped input is set in the middle of a stored-size array, so the compiled function's own
+        centre crop takes exactly it back (mean subtraction is per pixel: the border never counts).
+        """
+        batch = np.asarray(batch)
+        if batch.ndim == 3:
+            batch = batch[None]
+        crop = self.preprocessing.crop_size
+        if crop and batch.shape[1:3] == (crop, crop) and batch.shape[1:] != self.feature_shape:
+            from ..engine.preprocessing import center_crop_offsets  # the engine's module: TF-free, but not for listing
+
+            height, width = self.feature_shape[0], self.feature_shape[1]
+            top, left = center_crop_offsets(height, width, crop)
+            full = np.zeros((len(batch), *self.feature_shape), self.feature_dtype)
+            full[:, top : top + crop, left : left + crop] = batch
+            batch = full
+        return self.predict(batch)
+
+    def view_context(self) -> Any:
+        """The :class:`~digits_core.interfaces.view.ViewContext` a view of this model's results gets."""
+        crop = self.preprocessing.crop_size
+        shape = (crop, crop, self.feature_shape[2]) if crop else self.feature_shape
+        return ViewContext(
+            model_id=self.id,
+            epoch=float(self.epoch),
+            task=self.task,
+            class_labels=list(self.class_labels) if self.class_labels else None,
+            input_shape=tuple(shape),
+            run=self.run_network_inputs,
+        )
+
     def default_view(self) -> str | None:
-        """The bundled view id for this model's task, or ``None``."""
-        return DEFAULT_VIEWS.get(self.task)
+        """The default view id for this model's task (:func:`~.view_choice.default_view_for`), or ``None``."""
+        return default_view_for(self.task)
 
     def describe(self) -> dict:
         """JSON-friendly description (id, name, epoch, task, network, dataset)."""

@@ -187,7 +187,7 @@ class InferenceResult:
             from .report import run_view
 
             view_class = registry.get_view(self.view_id)
-            view = create_view(view_class, self.model.dataset, self.view_config)
+            view = create_view(view_class, self.model.dataset, self.view_config, self.model.view_context())
             processed = run_view(view, ((s.input_id, s.input_data, s.output, s.ground_truth) for s in self.samples))
             self._rendered = (view, processed)
         return self._rendered

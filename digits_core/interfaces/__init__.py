@@ -2,6 +2,6 @@
 
 from .base import PLUGIN_ID_PATTERN, PluginBase
 from .data import STAGES, TEST, TRAIN, VAL, DataIngestion
-from .view import View
+from .view import View, ViewContext
 
-__all__ = ["PluginBase", "PLUGIN_ID_PATTERN", "DataIngestion", "View", "STAGES", "TRAIN", "VAL", "TEST"]
+__all__ = ["PluginBase", "PLUGIN_ID_PATTERN", "DataIngestion", "View", "ViewContext", "STAGES", "TRAIN", "VAL", "TEST"]

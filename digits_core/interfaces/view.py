@@ -4,10 +4,41 @@ from __future__ import annotations
 
 import abc
 import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .base import PluginBase
+
+
+@dataclass(frozen=True)
+class ViewContext:
+    """The model a view renders results for (plugin API 1.2), as :attr:`View.model_context`.
+
+    With it a view can run the model again on inputs of its own, e.g. an
+    occlusion or saliency map (the bundled ``saliency`` view), without asking
+    the user which model made the results.
+
+    Attributes:
+        model_id: The model job's id.
+        epoch: The epoch of the snapshot that made the results.
+        task: The model's task (``"classification"``, ``"segmentation"``, ...).
+        class_labels: Class names, index = class id, or ``None``.
+        input_shape: The shape ``(H, W, C)`` of the ``input_data`` that
+            :meth:`View.process_data` gets (the network's input, after its centre crop).
+        run: ``run(batch)`` runs the model on raw inputs shaped like
+            ``input_data`` (``[N, H, W, C]``, or one ``H×W×C`` input), with the
+            same preprocessing as the results, and returns the outputs ``[N, ...]``
+            as numpy (the form :meth:`View.process_data` gets them in).
+    """
+
+    model_id: str
+    epoch: float
+    task: str
+    class_labels: list | None
+    input_shape: tuple[int, ...]
+    run: Callable[[Any], Any]
 
 
 class View(PluginBase, abc.ABC):
@@ -39,6 +70,10 @@ class View(PluginBase, abc.ABC):
         dataset: Metadata of the dataset the model was trained on
             (``dataset.userdata``, ``dataset.class_labels``, ``dataset.color_palette``).
         config: The validated config form values.
+        model_context: The model the results come from, as a :class:`ViewContext`
+            (its id, epoch and a callable that runs it on arrays); set by the core
+            after ``__init__`` and before the first :meth:`process_data`. ``None``
+            where no model is at hand (a dataset explorer, a view of stored results).
         stylesheets: File names in the static folder to include as CSS.
         scripts: File names in the static folder to include as JavaScript.
         shared_static_folders: Folders searched after the static folder.
@@ -47,6 +82,7 @@ class View(PluginBase, abc.ABC):
     stylesheets: tuple[str, ...] = ()
     scripts: tuple[str, ...] = ()
     shared_static_folders: tuple[Path, ...] = ()
+    model_context: ViewContext | None = None
 
     def __init__(self, dataset: Any, **config: Any):
         self.dataset = dataset

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..errors import DigitsError, PluginCodeError
 from ..forms import bind_form, validate_form
-from ..interfaces import STAGES, DataIngestion, View
+from ..interfaces import STAGES, DataIngestion, View, ViewContext
 from ..paths import confined_to
 from ..templating import render_plugin_template
 from .contract import (
@@ -421,8 +421,11 @@ def _check_view(cls: type[View], report: CheckReport, config: Mapping[str, Any] 
             _call(report, "get_config_template", lambda: cls.get_config_template(form)),
             form=form,
         )
+    current: list[np.ndarray] = []  # the sample being processed: model_context.run answers its output
+    run = lambda batch: np.repeat(current[-1][None], len(batch) if np.ndim(batch) == 4 else 1, axis=0)  # noqa: E731
+    context = ViewContext("synthetic", 1.0, "classification", ["zero", "one", "two"], (8, 8, 1), run)
     try:
-        view = create_view(cls, dataset or _SyntheticDataset(), values)
+        view = create_view(cls, dataset or _SyntheticDataset(), values, context)
     except DigitsError as exc:
         report.add("View.__init__", FAILED, str(exc), _trace(exc))
         return
@@ -430,6 +433,7 @@ def _check_view(cls: type[View], report: CheckReport, config: Mapping[str, Any] 
     worked = 0
     for input_id, image, output, truth in synthetic_output(cls):
         shape = "x".join(map(str, output.shape))
+        current.append(output)  # what the view's model_context.run answers for this sample
         try:
             data = view.process_data(input_id, image, output, truth)
         except Exception as exc:  # noqa: BLE001 - a view may not handle every kind of output

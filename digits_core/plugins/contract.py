@@ -244,10 +244,21 @@ def config_form(view_cls: type):
     return plugin_form(view_cls, "get_config_form", kind="view")
 
 
-def create_view(view_cls: type, dataset: Any, config: Mapping[str, Any]):
-    """Create a view as the core does (``cls(dataset, **config)``), naming the plugin if its ``__init__`` raises."""
+def create_view(view_cls: type, dataset: Any, config: Mapping[str, Any], context: Any = None):
+    """Create a view as the core does (``cls(dataset, **config)``), naming the plugin if its ``__init__`` raises.
+
+    Args:
+        view_cls: The view class.
+        dataset: What the view gets as ``dataset``.
+        config: The validated config values.
+        context: The :class:`~digits_core.interfaces.view.ViewContext` of the model the results
+            come from, set as the view's ``model_context`` (``None``: no model at hand).
+    """
     with plugin_code(_plugin_id(view_cls), "View.__init__"):
-        return view_cls(dataset, **strip_reserved("view", dict(config), _plugin_id(view_cls)))
+        view = view_cls(dataset, **strip_reserved("view", dict(config), _plugin_id(view_cls)))
+    if context is not None:
+        view.model_context = context
+    return view
 
 
 def template_method(plugin_cls: type, method: str, userdata: Mapping[str, Any] | None = None):
