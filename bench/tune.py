@@ -57,7 +57,7 @@ def make_dataset(root: Path, jobs_dir: Path) -> str:
 def run(
     dataset: str, jobs_dir: Path, name: str, search: list[str], scheduler: str, trials: int, max_concurrent: int
 ) -> dict:
-    from digits_core.tuning import tune
+    from digits_core.sweeps.tune import tune
 
     started = time.perf_counter()
     handle = tune(
@@ -100,7 +100,7 @@ def main() -> int:
     root = Path(tempfile.mkdtemp(prefix="bench-tune-"))
     jobs_dir = root / "jobs"
     dataset = make_dataset(root, jobs_dir)
-    from digits_core.executors.tune_trials import _start_ray
+    from digits_core.sweeps.trials import _start_ray
 
     _start_ray(None)  # one Ray for both sweeps
     grid = run(dataset, jobs_dir, "grid", GRID, "grid", 24, args.max_concurrent)

@@ -12,8 +12,8 @@ checks, outbound URL checks, input limits, image reading, template helpers, the 
 uses the application API in named submodules (``docs/python-api.md``): :mod:`digits_core.datasets`
 (``create_dataset``, ``open_dataset``), :mod:`digits_core.engine` (``train``, ``resume_training``, ...),
 :mod:`digits_core.inference` (``infer``, ``export_model``, ...), :mod:`digits_core.web` (``create_app``),
-:mod:`digits_core.scheduler`, :mod:`digits_core.jobs` (``JobStore``), :mod:`digits_core.tuning`,
-:mod:`digits_core.sweep`, :mod:`digits_core.download`. Their former top-level names
+:mod:`digits_core.scheduler`, :mod:`digits_core.jobs` (``JobStore``), :mod:`digits_core.sweeps`
+(``train_sweep``; ``.tune``, ``.report``), :mod:`digits_core.download`. Their former top-level names
 (``digits_core.train``, ...) still work with a warning until plugin API 2.0
 (:data:`digits_core.deprecated.MOVED_NAME`).
 
@@ -143,10 +143,10 @@ APPLICATION_API: dict[str, str] = {
     "upload_tree": "digits_core.sources",
     "create_app": "digits_core.web",
     "Scheduler": "digits_core.scheduler",
-    **dict.fromkeys(["expand_sweep", "train_sweep", "SweepPoint"], "digits_core.sweep"),
+    **dict.fromkeys(["expand_sweep", "train_sweep", "SweepPoint"], "digits_core.sweeps"),
     "normalize_group": "digits_core.groups",
-    **dict.fromkeys(["tune", "resume_sweep", "abort_sweep", "TuneHandle"], "digits_core.tuning"),
-    **dict.fromkeys(["sweep_summary", "compare_models"], "digits_core.sweep_report"),
+    **dict.fromkeys(["tune", "resume_sweep", "abort_sweep", "TuneHandle"], "digits_core.sweeps.tune"),
+    **dict.fromkeys(["sweep_summary", "compare_models"], "digits_core.sweeps.report"),
     **dict.fromkeys(["JobStore", "JobLock", "JobLockedError", "is_job_alive"], "digits_core.jobs"),
     "resolve_jobs_dir": "digits_core.config",
 }

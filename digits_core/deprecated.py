@@ -103,11 +103,18 @@ MOVED_MODULES: dict[str, str] = {
     "digits_core.job_record": "digits_core.jobs.record",
     "digits_core.job_status": "digits_core.jobs.status",
     "digits_core.job_model": "digits_core.jobs.model",
-    "digits_core.job_sweep": "digits_core.jobs.sweep",
+    "digits_core.job_sweep": "digits_core.sweeps.record",
     # the box helpers moved below the plugin layer (issue 40)
     "digits_core.engine.detection.geometry": "digits_core.boxes.geometry",
     "digits_core.engine.detection.kitti": "digits_core.boxes.kitti",
     "digits_core.engine.detection.evaluate": "digits_core.boxes.evaluate",
+    # one sweeps package (issue 40)
+    "digits_core.sweep": "digits_core.sweeps",
+    "digits_core.search_space": "digits_core.sweeps.space",
+    "digits_core.tuning": "digits_core.sweeps.tune",
+    "digits_core.sweep_report": "digits_core.sweeps.report",
+    "digits_core.executors.tune_trials": "digits_core.sweeps.trials",
+    "digits_core.jobs.sweep": "digits_core.sweeps.record",
 }
 
 

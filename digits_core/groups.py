@@ -4,7 +4,7 @@ A job's group is stored in its ``job.json`` (key ``group``; absent for no
 group). The home page gathers each group's jobs under one collapsible row;
 ``digits dataset create --group``, ``digits train --group``, both web forms
 and the JSON/Python APIs set it, and every job of a sweep joins one group
-(:mod:`digits_core.sweep`).
+(:mod:`digits_core.sweeps`).
 """
 
 from __future__ import annotations

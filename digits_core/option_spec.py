@@ -47,7 +47,7 @@ class OptionSpec:
         cli: Expose as a command-line flag.
         web: How the web form shows it: ``"auto"`` (generated), ``"custom"`` (the form defines it) or ``""`` (not shown).
         sweep: Several comma-separated values are accepted and make a sweep: one job per
-            combination (:func:`digits_core.sweep.expand_sweep`).
+            combination (:func:`digits_core.sweeps.grid.expand_sweep`).
         search: A search space may range over it (with a numeric or choice kind; see :attr:`searchable`).
         defaults: Returns every option's default value by name (training options: the
             ``TrainingOptions`` dataclass); ``None``: the default is ``None``.
@@ -190,6 +190,87 @@ def _as_number(value: Any, *, integer: bool) -> int | float:
             raise ValueError(f"{value!r} is not {what}")
         return int(value) if isinstance(value, int) else int(number)
     return number
+
+
+#: Most values one sweepable option may list, and most jobs one sweep may create (a typo such as a stray comma
+#: list should not queue hundreds).
+MAX_SWEEP_JOBS = 64
+_SWEEP_FORM = "training options"
+
+
+def out_of_range(spec: OptionSpec, value: float) -> str | None:
+    """Why ``value`` is outside the option's declared range (``"must be above 0"``), or ``None`` when it is inside."""
+    if not math.isfinite(value):
+        return "must be a finite number"
+    low, high = spec.minimum, spec.maximum
+    if low is not None and (value <= low if spec.exclusive_min else value < low):
+        return f"must be {'above' if spec.exclusive_min else 'at least'} {low:g}"
+    if high is not None and value > high:
+        return f"must be at most {high:g}"
+    return None
+
+
+def parse_values(spec: OptionSpec, raw: Any) -> list[Any]:
+    """The values given for a number option that accepts several (a sweep), converted and checked.
+
+    Args:
+        spec: The option (``int`` or ``float``; errors are keyed by its name).
+        raw: A number, a comma-separated string (``"0.1, 0.01"``), or a list of numbers or
+            numeric strings. Repeated values count once; order is kept.
+
+    Returns:
+        The values (at least one), as ``int`` or ``float`` as the option declares.
+
+    Raises:
+        FormValidationError: Naming the option: an empty item, something that is not a number,
+            a value outside the option's declared range, or more than :data:`MAX_SWEEP_JOBS` values.
+    """
+    name = spec.name
+    if isinstance(raw, str):
+        items: list[Any] = raw.split(",")
+    elif isinstance(raw, (list, tuple)):
+        items = list(raw)
+    else:
+        items = [raw]
+    if not items:
+        raise FormValidationError({name: ["give at least one value"]}, _SWEEP_FORM)
+    if len(items) > MAX_SWEEP_JOBS:  # before any per-value work: a huge list costs one split, nothing more
+        raise FormValidationError(
+            {name: [f"{len(items)} values; a sweep may create at most {MAX_SWEEP_JOBS} jobs"]}, _SWEEP_FORM
+        )
+    values: list[Any] = []
+    seen: set[Any] = set()
+    for item in items:
+        text = str(item).strip()
+        if text == "" or isinstance(item, bool):
+            raise FormValidationError(
+                {name: [f'"{str(raw)[:80]}": every comma-separated item must be a number']}, _SWEEP_FORM
+            )
+        shown = text[:80]  # a number is short: anything longer is cut in messages, never echoed whole
+        try:
+            number = float(text)
+            value: Any = number
+            if spec.kind == "int":
+                if not number.is_integer():
+                    raise ValueError
+                value = int(number)
+        except (ValueError, OverflowError):
+            kind = "a whole number" if spec.kind == "int" else "a number"
+            raise FormValidationError({name: [f'"{shown}" is not {kind}']}, _SWEEP_FORM) from None
+        problem = out_of_range(spec, value)
+        if problem:
+            raise FormValidationError({name: [f"{shown}: {problem}"]}, _SWEEP_FORM)
+        if value not in seen:
+            seen.add(value)
+            values.append(value)
+    return values
+
+
+def holds_several(raw: Any) -> bool:
+    """True when an option's raw value gives several values (a list not of one item, or a string with a comma)."""
+    if isinstance(raw, (list, tuple)):
+        return len(raw) != 1
+    return isinstance(raw, str) and "," in raw
 
 
 def check_message(exc: Exception) -> str:

@@ -7,7 +7,7 @@ import io
 import pytest
 
 from digits_core.errors import FormValidationError
-from digits_core.sweep import MAX_SWEEP_JOBS, parse_values
+from digits_core.sweeps.grid import MAX_SWEEP_JOBS, parse_values
 from digits_core.web.request_guard import MAX_BODY_BYTES, MAX_FORM_BYTES, MAX_JSON_BYTES, MAX_UPLOAD_PARTS
 
 

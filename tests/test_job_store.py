@@ -177,7 +177,7 @@ def test_two_processes_writing_one_model_job_lose_nothing(tmp_path):
 
 SWEEP_RACER = textwrap.dedent("""
     import sys
-    from digits_core.jobs.sweep import update_sweep_record
+    from digits_core.sweeps.record import update_sweep_record
 
     folder, prefix, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
     sys.stdin.readline()  # start together
@@ -188,7 +188,7 @@ SWEEP_RACER = textwrap.dedent("""
 
 def test_two_processes_updating_one_sweep_record_lose_nothing(tmp_path):
     """The tuning driver's status updates and a promotion from the web page, at once: sweep.json keeps both."""
-    from digits_core.jobs.sweep import read_sweep_record, update_sweep_record, write_sweep_record
+    from digits_core.sweeps.record import read_sweep_record, update_sweep_record, write_sweep_record
 
     folder = tmp_path / ".sweeps" / "s1"
     folder.mkdir(parents=True)

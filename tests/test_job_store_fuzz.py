@@ -358,7 +358,7 @@ def _sweep_record(sweep_id: str, name: str) -> dict:
 @pytest.mark.parametrize("damage", [pytest.param(d, id=name) for name, d in SWEEP_CASES.items()])
 def test_a_damaged_sweep_json_is_reported_never_fatal(folder, damage, capsys):
     from digits_core.jobs.readers import UnreadableRecordError
-    from digits_core.jobs.sweep import read_sweep_record, write_sweep_record
+    from digits_core.sweeps.record import read_sweep_record, write_sweep_record
 
     root, jobs = folder
     sweep = root / ".sweeps" / "20261206-000000-beef"

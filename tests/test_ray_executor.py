@@ -271,8 +271,8 @@ def test_digits_serve_executor_ray_runs_a_2x2_sweep_in_parallel_across_the_clust
 
 
 def test_tune_trials_run_as_model_jobs_on_both_nodes(dataset, jobs_dir, cluster):
-    """``digits_core.tuning.tune`` on the cluster (issue 30): two trials of one CPU each on a 1 + 1 CPU cluster."""
-    from digits_core.tuning import tune
+    """``digits_core.sweeps.tune.tune`` on the cluster (issue 30): two trials of one CPU each on a 1 + 1 CPU cluster."""
+    from digits_core.sweeps.tune import tune
 
     handle = tune(
         dataset.id,

@@ -7,7 +7,7 @@ import random
 import pytest
 
 from digits_core import FormValidationError
-from digits_core.search_space import (
+from digits_core.sweeps.space import (
     MAX_TRIALS,
     check_networks,
     grid_size,
@@ -16,7 +16,7 @@ from digits_core.search_space import (
     parse_spaces,
     random_trials,
 )
-from digits_core.tuning import TuneSettings
+from digits_core.sweeps.tune import TuneSettings
 
 
 def test_the_issues_spaces_parse_into_ranges_and_choices_of_the_options_types():

@@ -7,7 +7,7 @@ import pytest
 from digits_core import FormValidationError
 from digits_core.cli import build_parser
 from digits_core.groups import MAX_GROUP_LENGTH, normalize_group
-from digits_core.sweep import (
+from digits_core.sweeps import (
     MAX_SWEEP_JOBS,
     expand_sweep,
     is_sweep,

@@ -24,19 +24,19 @@ def test_a_sweep_whose_process_was_killed_reads_aborted_and_names_that_process(a
     from test_tune import fake_sweep
 
     from digits_core.jobs.lock import JobLockedError
-    from digits_core.tuning import resume_sweep
+    from digits_core.sweeps.tune import resume_sweep
 
     jobs = app.extensions["digits"]["jobs_dir"]
     fake_sweep(jobs, {0.1: [0.5], 0.01: [0.4]}, {0.01: JobStatus.ABORTED})
     folder = jobs / ".sweeps" / "s1"
-    # A real driver process: it takes the sweep's lock and marks it Running, as digits_core.tuning.tune does.
+    # A real driver process: it takes the sweep's lock and marks it Running, as digits_core.sweeps.tune.tune does.
     driver = subprocess.Popen(
         [
             sys.executable,
             "-c",
             "import sys, time\n"
             "from digits_core.jobs.lock import JobLock\n"
-            "from digits_core.jobs.sweep import update_sweep_record\n"
+            "from digits_core.sweeps.record import update_sweep_record\n"
             f"JobLock({str(folder)!r}).acquire()\n"
             f"update_sweep_record({str(folder)!r}, status='Running')\n"
             "print('ready', flush=True)\n"
@@ -66,7 +66,7 @@ def test_a_running_sweep_of_this_process_is_not_reaped(app, client):
     from test_tune import fake_sweep
 
     from digits_core.jobs.lock import JobLock
-    from digits_core.jobs.sweep import update_sweep_record
+    from digits_core.sweeps.record import update_sweep_record
 
     jobs = app.extensions["digits"]["jobs_dir"]
     fake_sweep(jobs, {0.1: [0.5]}, {})

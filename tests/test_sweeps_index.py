@@ -12,7 +12,7 @@ from test_tune import fake_sweep
 
 from digits_core.cli import main as digits_main
 from digits_core.jobs import JobStatus, JobStore
-from digits_core.jobs.sweep import update_sweep_record
+from digits_core.sweeps.record import update_sweep_record
 from digits_core.web.app import create_app
 
 CURVES = {0.1: [0.5, 0.7, 0.9], 0.01: [0.4], 0.001: [0.6, 0.8, 0.85]}

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from digits_core.jobs import Job, JobStatus, write_json_atomic
-from digits_core.search_space import parse_spaces, random_trials
+from digits_core.sweeps.space import parse_spaces, random_trials
 
 
 def fake_sweep(jobs_dir, curves: dict, statuses: dict, grid_size=4, max_epochs=3):
@@ -189,7 +189,7 @@ def world(tmp_path_factory):
         )
     finally:
         registry.unregister(SyntheticShapes)
-    from digits_core.executors.tune_trials import _release_ray, _start_ray
+    from digits_core.sweeps.trials import _release_ray, _start_ray
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     _start_ray(None)  # one Ray for the module's sweeps (each sweep is one more user of it)
@@ -204,7 +204,7 @@ def _seed_for(spaces, trials, wanted):
 
 @pytest.fixture(scope="module")
 def asha_sweep(world):
-    from digits_core.tuning import tune
+    from digits_core.sweeps.tune import tune
 
     search = ["solver=choice(adam,sgd)", "learning_rate=choice(0.01,5.0)"]
     seed = _seed_for(parse_spaces(search), 3, [GOOD, DEAD, GOOD])
@@ -254,7 +254,7 @@ def test_asha_cuts_the_hopeless_trial_at_its_rung_as_stopped_early_and_keeps_its
 def test_aborting_a_sweep_stops_the_running_trial_keeps_the_finished_one_and_a_resume_completes_it(world):
     from digits_core.engine.jobio import read_metrics, read_model_info
     from digits_core.jobs import JobStore
-    from digits_core.tuning import read_sweep, resume_sweep, tune
+    from digits_core.sweeps.tune import read_sweep, resume_sweep, tune
 
     # grid order: patience 1 (ends Done at epoch 2: nothing counts as better), 24 (runs to 25), then 2
     handle = tune(
@@ -366,7 +366,7 @@ def test_the_new_model_form_starts_a_search_and_lands_on_its_comparison_page(wor
     assert answer.status_code == 302, answer.get_data(as_text=True)[:2000]
     sweep_id = answer.headers["Location"].rsplit("/", 1)[1]
     summary = app.extensions["digits"]["sweeps"][sweep_id].wait(timeout=300)
-    from digits_core.tuning import read_sweep
+    from digits_core.sweeps.tune import read_sweep
 
     (trial,) = summary["trials"]
     assert trial["status"] == "Done" and trial["values"] == {"learning_rate": 0.01} and trial["epochs"] == 1

@@ -516,7 +516,7 @@ def test_home_groups_search_bulk_delete_and_sweep_form(world, cli_sweep, browser
 @pytest.mark.slow
 def test_train_sweep_stops_after_an_aborted_point_and_creates_no_more_jobs(world, tmp_path):
     from digits_core.jobs import JobStore
-    from digits_core.sweep import train_sweep
+    from digits_core.sweeps import train_sweep
 
     def stop_at_first_step(event):
         raise RuntimeError("stopped by the test")  # raising in progress aborts the run

@@ -22,7 +22,7 @@ from ..jobs import JobStore
 from ..jobs.checks import check_job_name
 from ..jobs.model import MODEL_FILE
 from ..jobs.record import JobRecordError
-from ..sweep import expand_sweep, is_sweep, sweep_group, train_sweep
+from ..sweeps import expand_sweep, is_sweep, sweep_group, train_sweep
 from .model_list import run_list
 from .output import print_json, print_table
 

@@ -1,6 +1,6 @@
 """``digits tune`` (a hyper-parameter search on Ray Tune) and ``digits sweep list|show|abort|promote``.
 
-Thin wrappers over :mod:`digits_core.tuning` and :mod:`digits_core.sweep_report`;
+Thin wrappers over :mod:`digits_core.sweeps.tune` and :mod:`digits_core.sweeps.report`;
 Ray and TensorFlow are imported only when a search runs.
 """
 
@@ -107,7 +107,7 @@ def register(subparsers) -> None:
 
 
 def _print_summary(summary: dict) -> None:
-    from ..sweep_report import budget_line
+    from ..sweeps.report import budget_line  # the sweep code loads when a command runs
 
     print(
         f'sweep {summary["id"]} ({summary["name"]}, group "{summary["group"]}"): {summary["status"]}; '
@@ -139,7 +139,7 @@ def _print_summary(summary: dict) -> None:
 
 def run_tune(args) -> int:
     """Run a search to its end (Ctrl-C aborts it) and print the ranked trials and the budget."""
-    from ..tuning import tune
+    from ..sweeps.tune import tune  # the sweep code loads when a command runs
 
     options = options_from_cli(args)
     options.pop("epochs", None)  # the tuner's --max-epochs
@@ -189,7 +189,7 @@ def _follow(handle, as_json: bool) -> int:
 
 
 def run_sweep_resume(args) -> int:
-    from ..tuning import resume_sweep
+    from ..sweeps.tune import resume_sweep  # the sweep code loads when a command runs
 
     return _follow(resume_sweep(args.sweep, args.jobs_dir), args.json)
 
@@ -197,9 +197,9 @@ def run_sweep_resume(args) -> int:
 def run_sweep_list(args) -> int:
     """Print the sweeps; a sweep whose ``sweep.json`` cannot be read is listed Unreadable, with the file and why."""
     from ..jobs.readers import UnreadableRecordError  # as tuning below: `digits tune --help` stays light
-    from ..jobs.sweep import SWEEP_FILE
-    from ..sweep_report import index_row, sweep_summary
-    from ..tuning import read_sweep, sweeps_root
+    from ..sweeps.record import SWEEP_FILE  # the sweep code loads when a command runs
+    from ..sweeps.report import index_row, sweep_summary  # the sweep code loads when a command runs
+    from ..sweeps.tune import read_sweep, sweeps_root  # the sweep code loads when a command runs
 
     root = sweeps_root(args.jobs_dir)
     records, unreadable = [], []
@@ -243,7 +243,7 @@ def run_sweep_list(args) -> int:
 
 
 def run_sweep_show(args) -> int:
-    from ..sweep_report import sweep_summary
+    from ..sweeps.report import sweep_summary  # the sweep code loads when a command runs
 
     summary = sweep_summary(args.sweep, args.jobs_dir)
     if args.json:
@@ -254,7 +254,7 @@ def run_sweep_show(args) -> int:
 
 
 def run_sweep_abort(args) -> int:
-    from ..tuning import abort_sweep
+    from ..sweeps.tune import abort_sweep  # the sweep code loads when a command runs
 
     asked = abort_sweep(args.sweep, args.jobs_dir)
     print(f"sweep {args.sweep}: no new trial starts; asked {len(asked)} running trials to stop")
@@ -262,7 +262,7 @@ def run_sweep_abort(args) -> int:
 
 
 def run_sweep_promote(args) -> int:
-    from ..sweep_report import promote
+    from ..sweeps.report import promote  # the sweep code loads when a command runs
 
     row = promote(args.sweep, args.job, args.jobs_dir, name=args.name)
     if row["best"] is None:

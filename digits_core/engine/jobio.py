@@ -39,7 +39,7 @@ from ..jobs.record import ModelRecord
 SNAPSHOT_DIR = "snapshots"
 TB_DIR = "tb"
 ABORT_FILE = "abort"
-#: Written by a tuning scheduler that pruned the trial: JSON {"rung", "reason"} (digits_core.tuning).
+#: Written by a tuning scheduler that pruned the trial: JSON {"rung", "reason"} (digits_core.sweeps.tune).
 PRUNE_FILE = "prune"
 NETWORK_COPY = "network.py"
 

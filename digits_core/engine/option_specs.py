@@ -27,10 +27,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from collections.abc import Mapping
+from typing import Any
 
 from ..errors import FormValidationError
-from ..option_spec import OptionSpec, add_arguments, options_from_args
-from ..sweep import parse_values
+from ..option_spec import OptionSpec, add_arguments, holds_several, options_from_args, parse_values
 from .lr_policies import PARAMETERS, POLICIES, defaults_text, policies_using
 from .solvers import MOMENTUM_SOLVERS, SOLVERS
 from .tasks import TASKS
@@ -453,6 +454,40 @@ GROUPS: tuple[str, ...] = tuple(dict.fromkeys(spec.group for spec in TRAINING_OP
 LR_PREVIEW_OPTIONS: tuple[str, ...] = ("learning_rate", "lr_policy") + tuple(f"lr_{name}" for name in PARAMETERS)
 
 
+#: How a swept option appears in the job names of a sweep; also the order sweeps vary options in (outermost first).
+SHORT_NAMES = {"learning_rate": "lr", "batch_size": "batch"}
+
+
+def sweep_option_names() -> tuple[str, ...]:
+    """The options that accept several values, in the order they vary (outermost first)."""
+    rank = {name: i for i, name in enumerate(SHORT_NAMES)}  # learning rate, then batch size, then the rest
+    return tuple(sorted((spec.name for spec in TRAINING_OPTIONS if spec.sweep), key=lambda n: rank.get(n, len(rank))))
+
+
+def is_sweep(options: Mapping[str, Any]) -> bool:
+    """True when a sweepable option holds several values (a list, or a string with a comma)."""
+    return any(holds_several(options.get(name)) for name in sweep_option_names())
+
+
+def refuse_sweep(options: Mapping[str, Any]) -> None:
+    """Raise when ``options`` hold a sweep (for the calls that train exactly one job).
+
+    Raises:
+        FormValidationError: Naming the first option with several values.
+    """
+    several = [name for name in sweep_option_names() if holds_several(options.get(name))]
+    if several:
+        raise FormValidationError(
+            {
+                several[0]: [
+                    "several values make a sweep (one job per combination): use digits_core.sweeps.train_sweep(), "
+                    "`digits train` or the web form"
+                ]
+            },
+            "training options",
+        )
+
+
 def effective_defaults(network_defaults: dict | None = None) -> dict:
     """Every option's value when the user sets nothing: engine defaults overlaid with the network's."""
     values = _defaults()
@@ -477,7 +512,7 @@ def _sweep_values(spec: OptionSpec):
 
     def parse(text: str):
         try:
-            values = parse_values(spec.name, text)
+            values = parse_values(spec, text)
         except FormValidationError as exc:
             raise argparse.ArgumentTypeError("; ".join(exc.errors[spec.name])) from None
         return values[0] if len(values) == 1 else values

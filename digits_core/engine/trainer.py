@@ -46,6 +46,7 @@ from .networks import (
     check_network_task,
     resolve_network,
 )
+from .option_specs import refuse_sweep
 from .options import TrainingOptions
 from .setup import RunPlan, RunState, prepare_run
 from .snapshots import load_snapshot
@@ -97,8 +98,8 @@ def train(
             before training starts (e.g. to keep its id for :func:`request_abort`).
         group: The job group (``job.json`` key ``group``; see :mod:`digits_core.groups`).
         sweep: For one point of a sweep, its swept values (``job.json`` key ``sweep``;
-            :func:`digits_core.sweep.train_sweep` sets it). Several values of an option
-            are refused here: train them with :func:`digits_core.sweep.train_sweep`.
+            :func:`digits_core.sweeps.train_sweep` sets it). Several values of an option
+            are refused here: train them with :func:`digits_core.sweeps.train_sweep`.
         **options: :class:`~digits_core.engine.options.TrainingOptions` fields
             (``epochs``, ``batch_size``, ``solver``, ``learning_rate``, ``lr_policy``, ...,
             ``aug_flip`` ... for augmentation).
@@ -112,7 +113,6 @@ def train(
             (e.g. the loss became NaN); the job is left with status Error.
     """
     from ..groups import normalize_group
-    from ..sweep import refuse_sweep
 
     refuse_sweep(options)
     from .volume_train import train_volume, volume_dataset_folder  # volume runs have their own loop (issue 29)
@@ -372,7 +372,7 @@ def _execute(state: RunState, callbacks: list | None, progress: Progress | None)
         if abort.reason:
             status = JobStatus.ABORTED
         elif loop.stopped_early and (folder / jobio.PRUNE_FILE).is_file():
-            status = JobStatus.STOPPED_EARLY  # a tuning scheduler pruned the trial (digits_core.tuning)
+            status = JobStatus.STOPPED_EARLY  # a tuning scheduler pruned the trial (digits_core.sweeps.tune)
     except DigitsError as exc:
         status, error = JobStatus.ERROR, exc
     except KeyboardInterrupt:  # a second stop signal: Aborted now, the last snapshot kept

@@ -11,8 +11,8 @@ this package is the only code that writes it.
   raises :class:`IllegalTransitionError`); status listeners, so storage never calls up into plugins.
 - :mod:`~digits_core.jobs.lock`: one owner per job (:class:`JobLock`) and the record lock that makes
   every write a re-read-modify-write nothing can lose.
-- :mod:`~digits_core.jobs.model` and :mod:`~digits_core.jobs.sweep`: a model job's ``model.json`` and
-  ``metrics.jsonl``, a sweep group's ``sweep.json``, through the same lock.
+- :mod:`~digits_core.jobs.model`: a model job's ``model.json`` and ``metrics.jsonl``, through the same lock
+  (a sweep group's ``sweep.json`` is written under it too, by :mod:`digits_core.sweeps.record`).
 - :mod:`~digits_core.jobs.readers`, :mod:`~digits_core.jobs.checks` and :mod:`~digits_core.jobs.health`:
   every record read as possibly hostile input (bounded size and nesting, strict UTF-8 and numbers, declared
   types); a record that fails is reported (:class:`UnreadableRecordError`, :meth:`JobStore.scan`'s

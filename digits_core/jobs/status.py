@@ -36,7 +36,7 @@ class JobStatus(str, Enum):
     DONE = "Done"
     ERROR = "Error"
     ABORTED = "Aborted"
-    STOPPED_EARLY = "Stopped early"  # a tuning trial its scheduler pruned (digits_core.tuning); snapshots kept
+    STOPPED_EARLY = "Stopped early"  # a tuning trial its scheduler pruned (digits_core.sweeps.tune); snapshots kept
 
     @property
     def is_finished(self) -> bool:

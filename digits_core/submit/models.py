@@ -2,7 +2,7 @@
 
 The New Model form, ``POST /api/models`` and every other door that queues training
 call :func:`create_model_jobs`: it expands the options with
-:func:`digits_core.sweep.expand_sweep` (the expansion the CLI and the executors
+:func:`digits_core.sweeps.grid.expand_sweep` (the expansion the CLI and the executors
 use) and queues each point through :func:`create_model_job`, so every job of a
 sweep is validated, saved and scheduled exactly as a single job is.
 """
@@ -15,7 +15,7 @@ from ..errors import DigitsError, FormValidationError
 from ..groups import normalize_group
 from ..jobs import Job, JobStatus
 from ..jobs.checks import MAX_JOB_NAME_LENGTH
-from ..sweep import expand_sweep, sweep_group
+from ..sweeps import expand_sweep, sweep_group
 from .options import check_options, check_request_options
 from .records import create_model_record
 

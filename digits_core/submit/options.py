@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import DigitsError, FormValidationError
 from ..outbound import OutboundURLError, check_url
 from ..paths import check_form_paths
-from ..sweep import expand_sweep
+from ..sweeps import expand_sweep
 
 if TYPE_CHECKING:
     from ..jobs import JobStore

@@ -6,14 +6,14 @@ import os
 from typing import TYPE_CHECKING
 
 from ..errors import FormValidationError
-from ..search_space import parse_spaces
+from ..sweeps.space import parse_spaces
 from .options import check_request_options, server_setting_errors
 
 if TYPE_CHECKING:
     from ..jobs import JobStore
-    from ..tuning import TuneHandle
+    from ..sweeps.tune import TuneHandle
 
-#: ``POST /api/sweeps`` keys besides the training ``options`` (the arguments of :func:`digits_core.tuning.tune`).
+#: ``POST /api/sweeps`` keys besides the training ``options`` (the arguments of :func:`digits_core.sweeps.tune.tune`).
 SWEEP_KEYS = (
     "dataset",
     "network",
@@ -42,12 +42,12 @@ def start_sweep(body: dict, *, store: JobStore, jobs_dir: str | os.PathLike) -> 
         jobs_dir: The jobs folder of the sweep and its trials (the server's, never the request's).
 
     Returns:
-        The sweep's :class:`~digits_core.tuning.TuneHandle` (the caller keeps it).
+        The sweep's :class:`~digits_core.sweeps.tune.TuneHandle` (the caller keeps it).
 
     Raises:
         FormValidationError: An unknown key, a bad space, setting or option (nothing is created).
     """
-    from ..tuning import tune  # Ray Tune loads only when a sweep starts
+    from ..sweeps.tune import tune  # Ray Tune loads only when a sweep starts
 
     refused = server_setting_errors(body)
     if refused:

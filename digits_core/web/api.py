@@ -258,7 +258,7 @@ def lr_preview():
     values = {name: request.args.get(name, "").strip() for name in LR_PREVIEW_OPTIONS}
     rates: list = [values["learning_rate"]]
     if "," in values["learning_rate"]:
-        from ..sweep import parse_values
+        from ..sweeps.grid import parse_values
 
         rates = parse_values("learning_rate", values["learning_rate"])
     schedules = [lr_preview_schedule({**values, "learning_rate": rate}) for rate in rates]

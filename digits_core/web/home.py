@@ -13,7 +13,7 @@ from werkzeug.wrappers import Response
 from ..jobs import Job, JobStore
 from ..jobs.health import record_problem
 from ..jobs.readers import FIX_HINT, UnreadableRecordError
-from ..jobs.sweep import sweep_groups
+from ..sweeps.record import sweep_groups
 from . import security
 from .context import web_context
 from .helpers import job_summary, wants_json

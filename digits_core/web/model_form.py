@@ -12,7 +12,7 @@ the chosen solver / policy, so the engine fills the rest exactly as it does
 for ``digits train`` and the JSON API. Values are then checked by
 ``TrainingOptions.from_kwargs`` (the engine's rules). Options declared
 ``sweep=True`` (learning rate, batch size) are text fields taking several
-comma-separated values: one job per combination (:mod:`digits_core.sweep`).
+comma-separated values: one job per combination (:mod:`digits_core.sweeps`).
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from ..errors import FormValidationError
 from ..groups import MAX_GROUP_LENGTH
 from ..jobs.checks import MAX_JOB_NAME_LENGTH
 from ..option_spec import OptionSpec, wtforms_field
+from ..sweeps.grid import parse_values
 from .common_fields import GROUP_HELP, valid_group
 from .search_panel import PANEL_KEYS, SearchPanel
 
@@ -77,8 +78,6 @@ def _is_bool(form: Any, field: Any) -> None:
 
 def _sweep_validator(spec: OptionSpec) -> Any:
     def check(form: Any, field: Any) -> None:
-        from ..sweep import parse_values
-
         if field.data not in (None, ""):
             try:
                 parse_values(spec.name, field.data)
@@ -166,8 +165,6 @@ def _value(spec: OptionSpec, data: Any) -> Any:
     if spec.kind == "bool":
         return None if data in (None, "") else str(data).lower() in _TRUE
     if spec.sweep and data not in (None, ""):
-        from ..sweep import parse_values
-
         values = parse_values(spec.name, data)
         return values[0] if len(values) == 1 else values
     return None if data in (None, "") else data

@@ -11,8 +11,8 @@ from flask import render_template, url_for
 from ..errors import DigitsError, JobStateError
 from ..jobs import Job, JobStatus
 from ..jobs.health import record_problem
-from ..jobs.sweep import sweep_of_job
 from ..plugins.contract import inference_form, template_method
+from ..sweeps.record import sweep_of_job
 from .context import web_context
 from .forms_render import blank_form, dataset_userdata, render_plugin_form
 from .helpers import job_summary, last_metric_epoch, read_json, worker_log_tail

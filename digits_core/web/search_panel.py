@@ -3,7 +3,7 @@
 The panel's fields are a mixin of :class:`~digits_core.web.model_form.ModelForm`.
 With search lines filled in, *Create* does not queue one job: it builds the
 body ``POST /api/sweeps`` takes and calls the same function
-(:func:`digits_core.submit.sweeps.start_sweep`, i.e. :func:`digits_core.tuning.tune`),
+(:func:`digits_core.submit.sweeps.start_sweep`, i.e. :func:`digits_core.sweeps.tune.tune`),
 then the page lands on the sweep's comparison page. A refusal of the core
 (a bad space, setting or option) comes back on the panel's field that holds it.
 """
@@ -14,8 +14,8 @@ from wtforms import Form, IntegerField, SelectField, StringField, TextAreaField
 from wtforms.validators import NumberRange, Optional
 
 from ..option_spec import select_choices
-from ..search_space import MAX_TRIALS
-from ..tuning import MAX_CONCURRENT, MAX_EPOCHS, SCHEDULERS
+from ..sweeps.space import MAX_TRIALS
+from ..sweeps.tune import MAX_CONCURRENT, MAX_EPOCHS, SCHEDULERS
 
 #: The panel's fields and the ``POST /api/sweeps`` key each one fills.
 PANEL_KEYS = {

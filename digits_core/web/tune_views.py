@@ -1,6 +1,6 @@
 """Hyper-parameter sweeps on the web: ``POST /api/sweeps``, the comparison page and its JSON twin.
 
-* ``POST /api/sweeps`` starts :func:`digits_core.tuning.tune` in the server
+* ``POST /api/sweeps`` starts :func:`digits_core.sweeps.tune.tune` in the server
   process (Ray Tune on this machine, or ``$DIGITS_RAY_ADDRESS``): the trials run
   as model jobs of one group in Ray workers, not in the server's own queue.
   Its ``options`` pass the gate of ``POST /api/models``
@@ -10,8 +10,8 @@
   their options, status and pruning rung, the validation curves overlaid, a
   chart of each searched option against the metric, the epochs spent against
   the full grid's, and a *Promote* button on the best trial.
-  ``/sweeps/ID.json`` is :func:`digits_core.sweep_report.sweep_summary`.
-* ``/sweeps`` lists every sweep (``/sweeps.json``: :func:`digits_core.sweep_report.sweep_index`).
+  ``/sweeps/ID.json`` is :func:`digits_core.sweeps.report.sweep_summary`.
+* ``/sweeps`` lists every sweep (``/sweeps.json``: :func:`digits_core.sweeps.report.sweep_index`).
 * ``/compare?jobs=A,B,C&metric=val_loss`` does the same for any hand-picked
   model jobs (``/compare.json``).
 """
@@ -23,6 +23,9 @@ from flask.typing import ResponseReturnValue
 
 from ..errors import FormValidationError
 from ..submit.sweeps import start_sweep as submit_sweep
+from ..sweeps.report import compare_models, sweep_index, sweep_summary
+from ..sweeps.report import promote as promote_trial
+from ..sweeps.tune import abort_sweep, resume_sweep
 from .context import web_context
 from .helpers import invalid_json, json_body
 
@@ -60,16 +63,12 @@ def start_sweep(body: dict):
 @bp.post("/api/sweeps/<sweep_id>/abort")
 def abort(sweep_id: str) -> ResponseReturnValue:
     """Stop a sweep: no new trial starts, running trials stop at their next step (Aborted), finished ones stay."""
-    from ..tuning import abort_sweep
-
     return jsonify({"id": sweep_id, "aborted_trials": abort_sweep(sweep_id, _jobs_dir())})
 
 
 @bp.post("/api/sweeps/<sweep_id>/resume")
 def resume(sweep_id: str) -> ResponseReturnValue:
     """Run an aborted sweep's unfinished trials (aborted ones continue from their last snapshot) -> 202."""
-    from ..tuning import resume_sweep
-
     handle = resume_sweep(sweep_id, _jobs_dir())
     web_context().sweeps[handle.sweep_id] = handle
     return jsonify({"id": sweep_id, "status": "Running", "url": url_for("sweeps.show", sweep_id=sweep_id)}), 202
@@ -78,8 +77,6 @@ def resume(sweep_id: str) -> ResponseReturnValue:
 @bp.post("/sweeps/<sweep_id>/promote")
 def promote(sweep_id: str) -> ResponseReturnValue:
     """Promote the best trial (or the form's / body's ``job_id``) as the sweep's result, renamed to ``name`` if given."""
-    from ..sweep_report import promote as promote_trial
-
     body = request.get_json(silent=True) or {}
     job_id = request.form.get("job_id") or body.get("job_id") or None
     name = request.form.get("name") or body.get("name") or None
@@ -100,8 +97,6 @@ def promote(sweep_id: str) -> ResponseReturnValue:
 @bp.get("/sweeps")  # registered first: url_for("sweeps.index") is the page
 def index() -> ResponseReturnValue:
     """Every sweep: name, status, trials done of all, best metric, a link (``/sweeps.json``: the same rows)."""
-    from ..sweep_report import sweep_index
-
     rows, unreadable = sweep_index(_jobs_dir())
     for row in rows:
         row["url"] = url_for("sweeps.show", sweep_id=row["id"])
@@ -113,8 +108,6 @@ def index() -> ResponseReturnValue:
 @bp.get("/sweeps/<sweep_id>")
 def show(sweep_id: str) -> ResponseReturnValue:
     """The comparison page of a sweep (``ID.json``: its summary)."""
-    from ..sweep_report import sweep_summary
-
     as_json = sweep_id.endswith(".json")
     summary = sweep_summary(sweep_id[:-5] if as_json else sweep_id, _jobs_dir())
     if as_json:
@@ -126,8 +119,6 @@ def show(sweep_id: str) -> ResponseReturnValue:
 @bp.get("/compare.json")
 def compare() -> ResponseReturnValue:
     """Hand-picked model jobs compared: ``?jobs=A,B,C`` (ids), ``&metric=val_accuracy``, ``&mode=auto|min|max``."""
-    from ..sweep_report import compare_models
-
     ids = [part.strip() for part in request.args.get("jobs", "").split(",") if part.strip()]
     if not ids:
         raise FormValidationError({"jobs": ["give the model job ids to compare: ?jobs=A,B"]}, "compare")

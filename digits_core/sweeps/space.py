@@ -2,7 +2,7 @@
 
 A space is written ``OPTION=EXPR`` (``digits tune --search``, the web form's
 Search panel) or given as ``{OPTION: EXPR}`` (``POST /api/sweeps``,
-:func:`digits_core.tuning.tune`), where ``EXPR`` is one of
+:func:`digits_core.sweeps.tune.tune`), where ``EXPR`` is one of
 
 * ``0.1,0.01`` or a list ``[0.1, 0.01]``: a grid (every value is tried by the
   ``grid`` scheduler; random search picks among them);
@@ -28,7 +28,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import FormValidationError
+from ..engine.option_specs import BY_NAME, TRAINING_OPTIONS
+from ..errors import FormValidationError
+from ..option_spec import out_of_range, parse_values
 
 _FORM = "search space"
 #: Most trials one search may make.
@@ -93,8 +95,6 @@ def _text(value: Any) -> str:
 def _kind(option: str) -> str:
     if option == "network":
         return "choice"
-    from .engine.option_specs import BY_NAME
-
     return BY_NAME[option].kind
 
 
@@ -146,8 +146,6 @@ def make_space(option: str, expr: Any) -> Space:
 
 
 def _check_option(option: str) -> None:
-    from .engine.option_specs import BY_NAME, TRAINING_OPTIONS
-
     if option == "network":
         return
     spec = BY_NAME.get(option)
@@ -163,13 +161,9 @@ def _discrete_values(option: str, items: list[Any]) -> tuple:
     if option == "network":
         values: list[Any] = [str(item).strip() for item in items]
     else:
-        from .engine.option_specs import BY_NAME
-
         spec = BY_NAME[option]
         if spec.kind in ("int", "float"):
-            from .sweep import parse_values
-
-            values = parse_values(option, list(items))
+            values = parse_values(spec, list(items))
         elif spec.kind == "bool":
             values = [_bool(option, item) for item in items]
         else:
@@ -190,9 +184,6 @@ def _bool(option: str, item: Any) -> bool:
 
 
 def _range(option: str, kind: str, args: list[Any]) -> Space:
-    from .engine.option_specs import BY_NAME
-    from .sweep import out_of_range
-
     spec = BY_NAME.get(option)
     if spec is None or spec.kind not in ("int", "float"):
         raise _refuse(option, f"{kind}(LOW,HIGH) needs a number option; give choice(...) values instead")
@@ -250,7 +241,7 @@ def check_networks(spaces: Mapping[str, Space], task: str | None) -> None:
     space = spaces.get("network")
     if space is None:
         return
-    from .engine.networks import list_networks
+    from ..engine.networks import list_networks  # the network registry scans plugins: only when a search names one
 
     specs = {spec.name.lower(): spec for spec in list_networks()}
     for name in space.values:

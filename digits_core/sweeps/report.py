@@ -12,11 +12,11 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from .engine.early_stopping import direction
-from .engine.jobio import read_metrics, read_prune
-from .errors import DigitsError, FormValidationError
-from .jobs import Job, JobStore
-from .jobs.sweep import read_sweep, sweeps_root, update_sweep_record
+from ..engine.early_stopping import direction
+from ..engine.jobio import read_metrics, read_prune
+from ..errors import DigitsError, FormValidationError
+from ..jobs import Job, JobStore
+from .record import read_sweep, sweeps_root, update_sweep_record
 
 
 def trial_row(job: Job, metric: str, mode: str, values: dict | None = None, index: int | None = None) -> dict:

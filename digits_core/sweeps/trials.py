@@ -1,4 +1,4 @@
-"""The Ray Tune side of :mod:`digits_core.tuning`: the trial function, its reporter and the pruning scheduler.
+"""The Ray Tune side of :mod:`digits_core.sweeps.tune`: the trial function, its reporter and the pruning scheduler.
 
 Every trial runs :func:`digits_core.engine.train` in a Ray worker with a
 Keras callback (:func:`_reporter`) that reports the validation metric to
@@ -28,15 +28,14 @@ from pathlib import Path
 from typing import Any
 
 from ..engine.jobio import PRUNE_FILE
+from ..engine.option_specs import SHORT_NAMES
+from ..executors.ray_executor import LOCAL_CLUSTER_ENV, RAY_NAMESPACE, connect, import_ray
 from ..jobs import write_json_atomic
-from .ray_executor import LOCAL_CLUSTER_ENV, RAY_NAMESPACE, connect, import_ray
 
 logger = logging.getLogger(__name__)
 
 
 def _trial_name(plan: dict, index: int, values: dict) -> str:
-    from ..sweep import SHORT_NAMES
-
     shown = " ".join(
         f"{SHORT_NAMES.get(k, k)}={v:g}" if isinstance(v, float) else f"{SHORT_NAMES.get(k, k)}={v}"
         for k, v in values.items()
@@ -250,7 +249,7 @@ def _local_ray() -> Any:
 
 
 def run_sweep(plan: dict) -> None:
-    """Run every trial of ``plan`` (from :func:`digits_core.tuning.plan_sweep`) on Ray Tune; blocks until done."""
+    """Run every trial of ``plan`` (from :func:`digits_core.sweeps.tune.plan_sweep`) on Ray Tune; blocks until done."""
     _start_ray(plan.get("ray_address"))
     try:
         _fit(plan)

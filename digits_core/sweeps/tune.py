@@ -1,12 +1,12 @@
 """Hyper-parameter search on Ray Tune: grid, random and ASHA over any searchable option.
 
 :func:`tune` (``digits tune``, ``POST /api/sweeps``) checks a search
-(:mod:`digits_core.search_space`), writes the sweep's record and starts Ray
+(:mod:`digits_core.sweeps.space`), writes the sweep's record and starts Ray
 Tune; it returns a :class:`TuneHandle` at once. Every trial is one ordinary
 model job (:func:`digits_core.engine.train` in a Ray worker: the same lock,
 ``worker.log``-free in-process run, metrics, snapshots and resume rules as
 any job), all in one job group, each reporting its validation metric to
-Tune at the end of every epoch (:mod:`digits_core.executors.tune_trials`).
+Tune at the end of every epoch (:mod:`digits_core.sweeps.trials`).
 
 Schedulers:
 
@@ -40,16 +40,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import FormValidationError
-from .groups import normalize_group
-from .jobs.lock import JobLock
-from .jobs.sweep import SWEEP_FILE, SWEEPS_DIR, update_sweep_record, write_sweep_record
+from ..engine.early_stopping import direction
+from ..errors import DigitsError, FormValidationError, JobStateError
+from ..groups import normalize_group
+from ..jobs import JobStatus, JobStore
+from ..jobs.lock import JobLock
+from .record import SWEEP_FILE, SWEEPS_DIR, update_sweep_record, write_sweep_record
 
 # The sweep files' reader lives below both this module and the reports; its names stay importable from here.
-from .jobs.sweep import read_sweep as read_sweep
-from .jobs.sweep import reap_sweep_record as reap_sweep_record
-from .jobs.sweep import sweeps_root as sweeps_root
-from .search_space import MAX_TRIALS, check_networks, grid_size, grid_trials, parse_spaces, random_trials
+from .record import read_sweep as read_sweep
+from .record import reap_sweep_record as reap_sweep_record
+from .record import sweeps_root as sweeps_root
+from .report import sweep_summary
+from .space import MAX_TRIALS, check_networks, grid_size, grid_trials, parse_spaces, random_trials
 
 SCHEDULERS = ("grid", "random", "asha")
 #: Most trials one sweep runs at the same time (``max_concurrent``); Ray still runs no more than it has CPUs for.
@@ -90,8 +93,6 @@ class TuneSettings:
 
     def checked(self) -> TuneSettings:
         """These settings with ``mode`` resolved; raises :class:`FormValidationError` naming each bad one."""
-        from .engine.early_stopping import direction
-
         errors: dict[str, list[str]] = {}
         if self.scheduler not in SCHEDULERS:
             errors["scheduler"] = [f"choose one of {', '.join(SCHEDULERS)}"]
@@ -152,7 +153,7 @@ class TuneHandle:
         lock, taken before its record said Running) once it has recorded how the sweep ended."""
 
         def run() -> None:
-            from .executors.tune_trials import run_sweep
+            from .trials import run_sweep  # Ray loads when a sweep runs
 
             try:
                 run_sweep(plan)
@@ -176,14 +177,11 @@ class TuneHandle:
         return self._thread is not None and self._thread.is_alive()
 
     def wait(self, timeout: float | None = None) -> dict:
-        """Block until the sweep ends (or ``timeout`` seconds); returns :func:`~digits_core.sweep_report.sweep_summary`.
+        """Block until the sweep ends (or ``timeout`` seconds); returns :func:`~digits_core.sweeps.report.sweep_summary`.
 
         Raises:
             DigitsError: The sweep itself failed (a trial's failure only ends that trial in Error).
         """
-        from .errors import DigitsError
-        from .sweep_report import sweep_summary
-
         if self._thread is not None:
             self._thread.join(timeout)
         if self.error is not None:
@@ -199,8 +197,7 @@ class TuneHandle:
 
 def abort_sweep(sweep_id: str, jobs_dir: Any = None) -> list[str]:
     """Stop a sweep (see :meth:`TuneHandle.abort`); returns the ids of the trial jobs asked to stop."""
-    from .engine.trainer import request_abort
-    from .jobs import JobStore
+    from ..engine.trainer import request_abort  # the engine loads when a sweep is aborted
 
     record = read_sweep(sweep_id, jobs_dir)
     folder = sweeps_root(jobs_dir) / sweep_id
@@ -228,9 +225,6 @@ def resume_sweep(sweep_id: str, jobs_dir: Any = None) -> TuneHandle:
     Raises:
         JobStateError: A trial still runs, or every trial finished (nothing to resume).
     """
-    from .errors import DigitsError, JobStateError
-    from .jobs import JobStatus, JobStore
-
     record = read_sweep(sweep_id, jobs_dir)
     store = JobStore(jobs_dir)
     run = []
@@ -279,9 +273,9 @@ def plan_sweep(
     Raises:
         FormValidationError: Every bad space (keyed by its option), setting or training option.
     """
-    from .datasets import open_dataset
-    from .engine.options import TrainingOptions
-    from .engine.tasks import task_for_label_kind
+    from ..datasets import open_dataset  # datasets and the engine load when a sweep is planned
+    from ..engine.options import TrainingOptions  # likewise
+    from ..engine.tasks import task_for_label_kind  # likewise
 
     settings = settings.checked()
     spaces = parse_spaces(search)
@@ -342,7 +336,7 @@ def tune(
         dataset: A dataset job id (or unique prefix).
         network: The network of every trial (a ``network`` space overrides it; ``None``: the task's).
         name: The sweep's name: the start of every trial's job name and the default group.
-        search: Spaces, as ``OPTION=EXPR`` strings or ``{option: expr}`` (see :mod:`digits_core.search_space`).
+        search: Spaces, as ``OPTION=EXPR`` strings or ``{option: expr}`` (see :mod:`digits_core.sweeps.space`).
         scheduler, trials, max_epochs, metric, mode, grace_period, reduction_factor, max_concurrent:
             See :class:`TuneSettings`.
         search_seed: Seed of the random points (:attr:`TuneSettings.seed`; ``seed`` is the training option).
@@ -357,7 +351,7 @@ def tune(
     """
     import os
 
-    from .config import resolve_jobs_dir
+    from ..config import resolve_jobs_dir
 
     settings = TuneSettings(
         scheduler, trials, max_epochs, metric, mode, grace_period, reduction_factor, max_concurrent, search_seed

@@ -1,6 +1,6 @@
 """A sweep's group record, ``sweep.json``, written through the job store's rules.
 
-A hyper-parameter search (:mod:`digits_core.tuning`) keeps one
+A hyper-parameter search (:mod:`digits_core.sweeps.tune`) keeps one
 :class:`~digits_core.jobs.record.SweepRecord` in its folder under
 ``JOBS_DIR/.sweeps/``. The tuning driver records the sweep's status while the
 web page or ``digits sweep promote`` names its result, possibly at the same
@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import resolve_jobs_dir
 from ..errors import JobNotFoundError
-from .checks import check_record_types
-from .lock import LOCK_FILE, is_job_alive, record_lock
-from .readers import UnreadableRecordError, read_json_object
-from .record import SweepRecord, write_json_atomic
+from ..jobs.checks import check_record_types
+from ..jobs.lock import LOCK_FILE, is_job_alive, record_lock
+from ..jobs.readers import UnreadableRecordError, read_json_object
+from ..jobs.record import SweepRecord, write_json_atomic
 
 if TYPE_CHECKING:
     from typing import Unpack  # Python 3.11; annotations are not evaluated at run time
@@ -115,7 +115,7 @@ def reap_sweep_record(folder: Path) -> SweepRecord:
     its record says Running until it has written how the sweep ended. Running
     with no live holder is a sweep whose process died (a server killed with
     ``kill -9``, a reboot): it is marked Aborted here, naming that process, and
-    resumes like a job (:func:`digits_core.tuning.resume_sweep`).
+    resumes like a job (:func:`digits_core.sweeps.tune.resume_sweep`).
 
     Raises:
         JobNotFoundError: The file is missing or unreadable (the message names it).
