@@ -350,7 +350,8 @@ def _falls_back_to_raw(plugin: Any, label: Any) -> bool:
 
     if isinstance(label, DeclaredLabel):
         return label.kind == "raw" and label.fallback
-    if getattr(plugin, "label_kind", None) is not None:
+    if getattr(plugin, "label_kind", None) is not None or getattr(plugin, "data_layout", None) == "DHWC":
+        # a DHWC (volume) plugin's label is a D×H×W class volume by its layout: stored with kind "volume"
         return False
     return isinstance(label, np.ndarray) and undeclared_kind(label) == "raw"
 

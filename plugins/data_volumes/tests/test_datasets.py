@@ -130,3 +130,14 @@ def test_dicom_series_labels_from_a_dicom_seg_give_the_same_records(built, synth
     for stage in ("train", "val"):
         for (va, la), (vb, lb) in zip(_cases(fa, ia, stage), _cases(folder, info, stage)):
             assert va.name == vb.name and np.array_equal(la, lb) and np.array_equal(va.array, vb.array)
+
+
+def test_plugin_check_takes_a_volume_label_as_a_volume(synth):
+    """A DHWC plugin's D×H×W label is no undeclared raw label (issue 43: the check warned falsely)."""
+    from digits_core import registry
+    from digits_core.plugins.testing import check_plugin
+
+    report = check_plugin(
+        registry.get_data_ingestion("msd-volumes"), form_values={"data_folder": str(synth.task)}, entries=1
+    )
+    assert report.ok and "label kind" not in str(report) and "raw array" not in str(report), str(report)
