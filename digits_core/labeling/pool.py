@@ -224,12 +224,21 @@ class Pool:
                 record["candidates"].setdefault(cand["id"], cand)
             return len(record["candidates"]) - before
 
-    def record_scores(self, scores: dict[str, float], strategy: str) -> None:
-        """Store a scoring's results (candidate id -> score); accepted candidates keep no score."""
+    def record_scores(
+        self, scores: dict[str, float], strategy: str, *, run: str | None = None, model_id: str | None = None
+    ) -> None:
+        """Store a scoring's results (candidate id -> score), marked with the run that scored them."""
         with self.changing() as record:
             for cid, score in scores.items():
                 cand = _get(record, cid, self.id)
-                cand["score"], cand["strategy"] = float(score), strategy
+                cand.update(score=float(score), strategy=strategy, scored_in=run, scored_by=model_id)
+                cand.pop("error", None)
+
+    def record_errors(self, errors: dict[str, str]) -> None:
+        """Note why candidates could not be read (``error``; cleared when one is scored again)."""
+        with self.changing() as record:
+            for cid, message in errors.items():
+                _get(record, cid, self.id)["error"] = str(message)[:500]
 
     def record_proposal(self, cid: str, proposal: dict[str, Any], *, user: str | None = None) -> None:
         """Record where a candidate's proposal is and move it to ``proposed`` (from unlabelled or rejected).

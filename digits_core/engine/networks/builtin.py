@@ -178,13 +178,23 @@ def _conv_bn_relu(x, filters, name, norm, L):
 
 
 def unet(
-    input_shape, num_outputs, filters: int = 8, depth: int = 4, norm: str = "batch", batchnorm: bool | None = None, **_
+    input_shape,
+    num_outputs,
+    filters: int = 8,
+    depth: int = 4,
+    norm: str = "batch",
+    batchnorm: bool | None = None,
+    dropout: float = 0.0,
+    **_,
 ):
     """A small U-Net (default segmentation network): ``depth`` levels of two 3x3 conv-norm-ReLU,
     doubling ``filters`` per level, transposed-conv upsampling with skip connections.
 
     ``norm``: ``"batch"`` (BatchNormalization, whose momentum the engine fits to the
     steps per epoch), ``"group"`` (GroupNormalization, 8 groups) or ``"none"``.
+
+    ``dropout`` > 0 adds dropout after the bottom block and before the scoring layer (what MC-dropout
+    samples when active learning scores candidates, :mod:`digits_core.labeling.strategies`).
 
     With the defaults (8 filters, depth 4) it has about 0.47 M parameters.
     """
@@ -202,11 +212,15 @@ def unet(
         x = L.MaxPooling2D(2, name=f"down{level}_pool")(x)
     x = _conv_bn_relu(x, f * 2**depth, "bottom_conv1", bn, L)
     x = _conv_bn_relu(x, f * 2**depth, "bottom_conv2", bn, L)
+    if dropout:
+        x = L.Dropout(float(dropout), name="bottom_dropout")(x)
     for level in reversed(range(depth)):
         x = L.Conv2DTranspose(f * 2**level, 2, strides=2, padding="same", name=f"up{level}_upconv")(x)
         x = L.Concatenate(name=f"up{level}_concat")([x, skips[level]])
         x = _conv_bn_relu(x, f * 2**level, f"up{level}_conv1", bn, L)
         x = _conv_bn_relu(x, f * 2**level, f"up{level}_conv2", bn, L)
+    if dropout:
+        x = L.Dropout(float(dropout), name="head_dropout")(x)
     x = L.Conv2D(num_outputs, 1, name="score")(x)
     x = _crop_back(x, pads, L)
     outputs = L.Softmax(axis=-1, name="probabilities")(x)

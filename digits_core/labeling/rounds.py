@@ -1,0 +1,241 @@
+"""One active-learning round: score the pool, propose the top candidates, retrain on every accepted label.
+
+:func:`run_round` is what ``digits label round`` and the JSON API's round run:
+
+1. score every candidate not yet accepted with the model and a strategy
+   (:func:`~digits_core.labeling.scoring.score_pool`, batch by batch, resumable);
+2. store the model's prediction for the ``count`` best as proposals
+   (:func:`~digits_core.labeling.scoring.propose`): the reviewers' queue;
+3. when candidates were accepted (reviewed labels), build a dataset of all of them with the bundled
+   ``image-segmentation`` data plugin (the images and their newest label versions, sized and typed as the
+   model's dataset, its class names kept) and train a new model job from the model's last snapshot
+   (the engine's fine-tune path, ``pretrained=<model>``), with its network and options.
+
+The round is recorded in ``pool.json["rounds"]`` (strategy, model, counts, the new dataset and model, their
+validation Dice), so a chart of Dice against the number of labels per round comes from the pool alone
+(:func:`round_history`).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from .pool import Pool, PoolError, load_pool
+from .scoring import DEFAULT_BATCH, propose, score_pool, source_path
+from .strategies import DEFAULT_PASSES
+
+#: The folder of a pool that holds each round's training images and labels.
+ROUNDS_DIR = "rounds"
+#: Training options carried over from the model to the retrained one (when it set them).
+CARRIED_OPTIONS = ("network_params", "crop_size", "solver", "learning_rate", "mean_subtraction", "loss", "batch_size")
+
+
+@dataclass
+class RoundResult:
+    """What a round did: its number, scores, proposals and the retrained model (``None`` without labels)."""
+
+    round: int
+    strategy: str
+    model_id: str
+    scored: int
+    skipped: list[dict[str, Any]]
+    proposed: list[str]
+    labels: int
+    dataset_id: str | None = None
+    new_model_id: str | None = None
+    val_dice: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return asdict(self)
+
+
+def _link_or_copy(src: Path, dest: Path) -> None:
+    try:
+        os.link(src, dest)
+    except OSError:
+        shutil.copyfile(src, dest)
+
+
+def build_training_folder(pool: Pool, number: int, class_labels: list[str] | None) -> tuple[Path, int]:
+    """``rounds/r<N>/images`` and ``labels`` (matched by file name) of every accepted candidate; and their count."""
+    record = pool.record()
+    folder = pool.path / ROUNDS_DIR / f"r{number}"
+    if folder.exists():
+        shutil.rmtree(folder)
+    (folder / "images").mkdir(parents=True)
+    (folder / "labels").mkdir()
+    count = 0
+    for cand in pool.accepted():
+        label = cand["label"]
+        if not label.get("file"):
+            continue
+        src = source_path(record["source"], cand)
+        _link_or_copy(src, folder / "images" / f"{cand['id']}{src.suffix.lower()}")
+        _link_or_copy(pool.file(label["file"]), folder / "labels" / f"{cand['id']}.png")
+        count += 1
+    if class_labels:
+        (folder / "classes.txt").write_text("\n".join(class_labels) + "\n", encoding="utf-8")
+    return folder, count
+
+
+def _val_dice(model_job: Any) -> float | None:
+    info = model_job.model_record()
+    metrics = (info or {}).get("final_metrics") or {}
+    for key in ("val_dice", "val_mean_dice", "val_dice_coefficient"):
+        if isinstance(metrics.get(key), (int, float)):
+            return float(metrics[key])
+    return None
+
+
+def retrain(
+    pool: Pool,
+    model_id: str,
+    number: int,
+    *,
+    epochs: int = 5,
+    val_percent: float = 20.0,
+    jobs_dir: Any = None,
+    progress: Callable[[dict], None] | None = None,
+) -> tuple[str, str] | None:
+    """Train a new model from ``model_id``'s last snapshot on all accepted labels; ``(dataset id, model id)``.
+
+    Returns ``None`` when nothing is accepted yet.
+
+    Raises:
+        PoolError: Too few accepted labels for a training and a validation image.
+    """
+    from ..datasets import create_dataset
+    from ..engine import train
+    from ..inference.model import load_inference_model
+
+    loaded = load_inference_model(model_id, jobs_dir=jobs_dir)
+    classes = list(loaded.class_labels or pool.record().get("class_labels") or [])
+    folder, count = build_training_folder(pool, number, classes)
+    if count == 0:
+        shutil.rmtree(folder, ignore_errors=True)
+        return None
+    if count < 2:
+        raise PoolError(f"Pool {pool.id} has {count} accepted label; review at least 2 before retraining.")
+    h, w, c = loaded.feature_shape
+    form = {
+        "image_folder": str(folder / "images"),
+        "label_folder": str(folder / "labels"),
+        "label_format": "auto",
+        "val_percent": val_percent,
+        "image_type": "grayscale" if c == 1 else "color",
+        "width": w,
+        "height": h,
+        "resize_mode": loaded.dataset.resize_mode,
+    }
+    if classes:
+        form["class_labels_file"] = str(folder / "classes.txt")
+    dataset = create_dataset(
+        "image-segmentation", form, name=f"{pool.job.name} round {number}", workers=1, jobs_dir=jobs_dir
+    )
+    options = loaded.info.get("options") or {}
+    carried = {k: options[k] for k in CARRIED_OPTIONS if options.get(k) is not None}
+    model = train(
+        dataset.id,
+        loaded.info.get("network"),
+        name=f"{pool.job.name} round {number}",
+        jobs_dir=jobs_dir,
+        pretrained=loaded.id,
+        epochs=epochs,
+        progress=progress,
+        **carried,
+    )
+    return dataset.id, model.id
+
+
+def run_round(
+    pool_id: str | Pool,
+    model_id: str,
+    *,
+    strategy: str = "variance",
+    count: int = 10,
+    epochs: int = 5,
+    retrain_model: bool = True,
+    batch_size: int = DEFAULT_BATCH,
+    passes: int = DEFAULT_PASSES,
+    seed: int = 0,
+    val_percent: float = 20.0,
+    user: str | None = None,
+    jobs_dir: Any = None,
+    progress: Callable[[dict], None] | None = None,
+) -> RoundResult:
+    """Score, propose ``count`` candidates, then retrain on the accepted labels (see the module docstring).
+
+    Args:
+        pool_id: The pool (id or :class:`Pool`).
+        model_id: The model that scores and proposes, and whose last snapshot the retraining starts from.
+        strategy: ``random``, ``entropy``, ``variance`` or ``tta``.
+        count: Candidates to propose.
+        epochs: Epochs of the retraining.
+        retrain_model: Retrain when labels were accepted (False: score and propose only).
+        batch_size: Candidates per scoring batch.
+        passes: MC-dropout passes.
+        seed: Seed of ``random``.
+        val_percent: Share of the accepted labels the retraining validates on.
+        user: Who started the round (recorded).
+        jobs_dir: The jobs folder.
+        progress: Called with ``{"phase": "score"|"train", ...}``.
+
+    Raises:
+        PoolError: The model does not fit the pool (task, dimensions, modality: both named).
+        StrategyError: Unknown strategy, or ``variance`` on a network without dropout.
+    """
+    pool = pool_id if isinstance(pool_id, Pool) else load_pool(pool_id, jobs_dir)
+    say = progress or (lambda _info: None)
+    scored = score_pool(
+        pool,
+        model_id,
+        strategy,
+        batch_size=batch_size,
+        passes=passes,
+        seed=seed,
+        jobs_dir=jobs_dir,
+        progress=lambda info: say({"phase": "score", **info}),
+    )
+    proposed = propose(pool, scored.model_id, count, jobs_dir=jobs_dir, user=user, batch_size=batch_size)
+    labels = len(pool.accepted())
+    number = pool.add_round(
+        {
+            "strategy": strategy,
+            "model_id": scored.model_id,
+            "count": count,
+            "proposed": proposed,
+            "labels": labels,
+            "by": user,
+        }
+    )
+    result = RoundResult(number, strategy, scored.model_id, scored.scored, scored.skipped, proposed, labels)
+    if retrain_model and labels:
+        trained = retrain(
+            pool,
+            scored.model_id,
+            number,
+            epochs=epochs,
+            val_percent=val_percent,
+            jobs_dir=jobs_dir,
+            progress=lambda info: say({"phase": "train", **info}),
+        )
+        if trained:
+            from ..jobs import JobStore
+
+            result.dataset_id, result.new_model_id = trained
+            result.val_dice = _val_dice(JobStore(jobs_dir).get(result.new_model_id))
+            pool.update_round(
+                number, dataset_id=result.dataset_id, new_model_id=result.new_model_id, val_dice=result.val_dice
+            )
+    return result
+
+
+def round_history(pool: Pool) -> list[dict[str, Any]]:
+    """The pool's rounds (number, strategy, labels, models, validation Dice), oldest first: the chart's points."""
+    return list(pool.record().get("rounds", []))

@@ -1,0 +1,200 @@
+"""Uncertainty strategies: how unsure a segmentation model is about each candidate, one number per image/volume.
+
+Every strategy turns the class probabilities of a batch into one score per case (higher: label it first):
+
+* ``random``: a seeded uniform number per candidate id (the baseline every strategy is compared with);
+* ``entropy``: predictive entropy ``-Σ p log p`` of the softmax, averaged over the pixels (voxels);
+* ``variance``: MC-dropout (Gal & Ghahramani): ``passes`` forward passes with the network's dropout layers
+  kept on (batch normalisation stays in inference mode), the variance of the probabilities across passes
+  summed over classes, averaged over the pixels;
+* ``tta``: test-time augmentation: the image, its two flips and its 90/180/270° rotations (square images),
+  each prediction mapped back; the variance across them, as for ``variance``.
+
+The per-pixel maps are averaged over the case (mean aggregation), so a large image does not outscore a
+small one by its size alone. Only a batch of images and its passes are in memory at once
+(:class:`Scorer`): a pool of any size is scored in memory bounded by the batch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..errors import DigitsError
+
+#: The strategies, in the order the docs list them.
+STRATEGIES = ("random", "entropy", "variance", "tta")
+#: Forward passes of ``variance`` unless told otherwise.
+DEFAULT_PASSES = 8
+
+
+class StrategyError(DigitsError):
+    """A strategy cannot run as asked (unknown name, a network without dropout for ``variance``)."""
+
+
+def check_strategy(name: str) -> str:
+    """``name`` when it is a strategy.
+
+    Raises:
+        StrategyError: Unknown strategy (the message lists the known ones).
+    """
+    if name not in STRATEGIES:
+        raise StrategyError(f'Unknown strategy "{str(name)[:40]}"; use one of {", ".join(STRATEGIES)}.')
+    return name
+
+
+def random_scores(ids: list[str], seed: int = 0) -> np.ndarray:
+    """A uniform number in [0, 1) per id, the same for the same id and seed (independent of the pool's order)."""
+    out = np.empty(len(ids), np.float64)
+    for i, cid in enumerate(ids):
+        digest = hashlib.sha256(f"{seed}:{cid}".encode()).digest()
+        out[i] = int.from_bytes(digest[:8], "big") / 2.0**64
+    return out
+
+
+def entropy(probs: np.ndarray) -> np.ndarray:
+    """Mean predictive entropy per case of probabilities ``[N, ..., C]`` (nats)."""
+    p = np.clip(np.asarray(probs, np.float64), 1e-12, 1.0)
+    per_pixel = -(p * np.log(p)).sum(axis=-1)
+    return per_pixel.reshape(len(per_pixel), -1).mean(axis=1)
+
+
+def disagreement(passes: np.ndarray) -> np.ndarray:
+    """Mean over pixels of the across-pass variance summed over classes, per case; ``passes`` is ``[T, N, ..., C]``."""
+    var = np.asarray(passes, np.float64).var(axis=0).sum(axis=-1)
+    return var.reshape(len(var), -1).mean(axis=1)
+
+
+def tta_transforms(height: int, width: int) -> list[tuple[Callable, Callable]]:
+    """``(forward, inverse)`` pairs over ``[N, H, W, C]`` arrays: identity, flips, and rotations on square images."""
+
+    def flip(axis: int) -> tuple[Callable, Callable]:
+        return (lambda a: np.flip(a, axis), lambda a: np.flip(a, axis))
+
+    def turn(k: int) -> tuple[Callable, Callable]:
+        return (lambda a: np.rot90(a, k, axes=(1, 2)), lambda a: np.rot90(a, -k, axes=(1, 2)))
+
+    pairs = [turn(0), flip(1), flip(2)]
+    if height == width:
+        pairs += [turn(1), turn(2), turn(3)]
+    return pairs
+
+
+def has_dropout(model: Any) -> bool:
+    """True when the Keras model (or a nested model) has a dropout layer with a rate above 0."""
+    import keras
+
+    return any(isinstance(layer, keras.layers.Dropout) and float(layer.rate) > 0 for layer in _all_layers(model))
+
+
+def _all_layers(model: Any) -> list:
+    found = []
+    for layer in getattr(model, "layers", []):
+        found.append(layer)
+        if hasattr(layer, "layers"):
+            found.extend(_all_layers(layer))
+    return found
+
+
+def mc_dropout_model(model: Any) -> Any:
+    """A copy of ``model`` whose dropout layers drop even when called with ``training=False``.
+
+    Called in inference mode, batch normalisation keeps its moving statistics while dropout samples
+    a new mask each pass: MC-dropout without touching the trained model.
+
+    Raises:
+        StrategyError: The network has no dropout layer (its name given, with what to do).
+    """
+    import keras
+
+    if not has_dropout(model):
+        raise StrategyError(
+            f'The network "{model.name}" has no dropout layer, so MC-dropout (strategy "variance") has nothing to '
+            "sample; train it with dropout (e.g. --network-param dropout=0.2 for unet) or use entropy or tta."
+        )
+
+    class AlwaysDropout(keras.layers.Dropout):
+        def call(self, inputs: Any, training: Any = False) -> Any:
+            return super().call(inputs, training=True)
+
+    def clone(layer: Any) -> Any:
+        if isinstance(layer, keras.layers.Dropout):
+            return AlwaysDropout.from_config(layer.get_config())
+        return layer.__class__.from_config(layer.get_config())
+
+    twin = keras.models.clone_model(model, clone_function=clone)
+    twin.set_weights(model.get_weights())
+    return twin
+
+
+class Scorer:
+    """Scores batches of raw images with one strategy.
+
+    Args:
+        network: A Keras model on preprocessed inputs, probabilities out (``[N, H, W, C]``).
+        strategy: One of :data:`STRATEGIES`.
+        prepare: Raw features -> network inputs (the model's preprocessing); identity when ``None``.
+        passes: MC-dropout passes (``variance``).
+        seed: Seed of ``random``.
+
+    Raises:
+        StrategyError: Unknown strategy, or ``variance`` on a network without dropout.
+    """
+
+    def __init__(
+        self,
+        network: Any,
+        strategy: str,
+        *,
+        prepare: Callable | None = None,
+        passes: int = DEFAULT_PASSES,
+        seed: int = 0,
+    ):
+        self.strategy = check_strategy(strategy)
+        self.passes = max(2, int(passes))
+        self.seed = int(seed)
+        self.network = network
+        # Eager calls: a pool's last batch is smaller, and a traced function would be traced again for it.
+        self._runner = mc_dropout_model(network) if strategy == "variance" else network
+        self._prepare = prepare or (lambda x: np.asarray(x, np.float32))
+
+    def _forward(self, features: np.ndarray) -> np.ndarray:
+        return np.asarray(self._runner(self._prepare(features), training=False))
+
+    def _plain(self, features: np.ndarray) -> np.ndarray:
+        return np.asarray(self.network(self._prepare(features), training=False))
+
+    def probabilities(self, features: np.ndarray) -> np.ndarray:
+        """The network's probabilities for raw ``features`` (dropout off): the proposal's source."""
+        return np.asarray(self._plain(features))
+
+    def score(self, ids: list[str], features: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
+        """Scores of one batch, and the plain probabilities (``None`` for ``random``, which reads no image).
+
+        Args:
+            ids: The candidates' ids (``random`` hashes them with the seed).
+            features: Their raw images ``[N, H, W, C]`` (may be ``None`` for ``random``).
+        """
+        if self.strategy == "random":
+            return random_scores(ids, self.seed), None
+        assert features is not None
+        probs = self.probabilities(features)
+        if self.strategy == "entropy":
+            return entropy(probs), probs
+        if self.strategy == "variance":
+            runs = np.stack([np.asarray(self._forward(features)) for _ in range(self.passes)])
+            return disagreement(runs), probs
+        runs = np.stack(
+            [
+                inverse(np.asarray(self._plain(np.ascontiguousarray(forward(features)))))
+                for forward, inverse in self._tta(features)
+            ]
+        )
+        return disagreement(runs), probs
+
+    @staticmethod
+    def _tta(features: np.ndarray) -> list[tuple[Callable, Callable]]:
+        return tta_transforms(int(features.shape[1]), int(features.shape[2]))

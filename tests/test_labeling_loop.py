@@ -1,0 +1,148 @@
+"""Active learning's loop on real parts: a tiny U-Net trained by the engine, a folder pool of PNGs,
+every strategy scoring it in batches, proposals as label PNGs, reviewed labels and a retraining round."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from digits_core import registry
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    from synthetic_plugins import SyntheticLV, lv_image
+
+    from digits_core.datasets import create_dataset
+    from digits_core.engine import train
+
+    root = tmp_path_factory.mktemp("al")
+    jobs = root / "jobs"
+    registry.register(SyntheticLV)
+    try:
+        lv = create_dataset("synthetic-lv", {"count": 16, "val_count": 4, "size": 16}, workers=1, jobs_dir=jobs)
+    finally:
+        registry.unregister(SyntheticLV)
+    model = train(
+        lv.id,
+        "unet",
+        name="unet",
+        epochs=1,
+        batch_size=8,
+        jobs_dir=jobs,
+        network_params={"filters": 4, "depth": 2, "dropout": 0.3},
+    )
+    folder = root / "unlabelled"
+    (folder / "sub").mkdir(parents=True)
+    rng = np.random.default_rng(5)
+    truth = {}
+    for i in range(7):
+        img, mask = lv_image(16, rng)
+        rel = f"sub/case{i}.png" if i % 2 else f"case{i}.png"
+        Image.fromarray(img).save(folder / rel)
+        truth[rel] = mask
+    return jobs, model, folder, truth
+
+
+def test_scores_proposals_review_and_a_round(trained):
+    from digits_core.labeling import create_folder_pool, run_round, score_pool
+    from digits_core.labeling.masks import read_mask
+    from digits_core.labeling.pool import ACCEPTED, PROPOSED, StaleLabelError
+
+    jobs, model, folder, truth = trained
+    pool = create_folder_pool("pool", folder, jobs_dir=jobs)
+    assert len(pool.candidates()) == 7
+    seen = {}
+    for strategy in ("random", "entropy", "variance", "tta"):
+        result = score_pool(pool, model.id, strategy, batch_size=3, passes=3, jobs_dir=jobs)
+        assert result.scored == 7 and not result.skipped
+        scores = [c["score"] for c in pool.candidates()]
+        assert all(s is not None and np.isfinite(s) and s >= 0 for s in scores)
+        seen[strategy] = scores
+    assert len({tuple(v) for v in seen.values()}) == 4  # four different orders of business
+    # the same scoring in one batch or in batches of 2 gives the same scores (per-image aggregation)
+    a = score_pool(pool, model.id, "entropy", batch_size=7, jobs_dir=jobs)
+    one = {c["id"]: c["score"] for c in pool.candidates()}
+    score_pool(pool, model.id, "entropy", batch_size=2, jobs_dir=jobs)
+    two = {c["id"]: c["score"] for c in pool.candidates()}
+    assert a.scored == 7 and all(abs(one[k] - two[k]) < 1e-5 for k in one)
+
+    first = run_round(pool, model.id, strategy="entropy", count=3, jobs_dir=jobs)
+    assert first.round == 1 and len(first.proposed) == 3 and first.new_model_id is None  # nothing accepted yet
+    ranked = sorted(pool.candidates(), key=lambda c: -c["score"])
+    assert [c["id"] for c in ranked[:3]] == first.proposed
+    queue = pool.queue(user="ann")
+    assert [c["id"] for c in queue] == first.proposed and all(c["state"] == PROPOSED for c in queue)
+    proposal = read_mask(pool.file(queue[0]["proposal"]["file"]))
+    assert proposal.shape == (16, 16) and set(np.unique(proposal)) <= {0, 1}
+    # a reviewer accepts the true masks of the three proposals
+    for cand in queue:
+        pool.claim(cand["id"], "ann")
+        pool.store_label(cand["id"], truth[cand["source"]["path"]], user="ann", base_version=cand["version"])
+    with pytest.raises(StaleLabelError):
+        pool.store_label(queue[0]["id"], truth[queue[0]["source"]["path"]], user="bob", base_version=0)
+    assert pool.counts()[ACCEPTED] == 3
+
+    second = run_round(pool, model.id, strategy="variance", count=2, epochs=1, passes=3, jobs_dir=jobs)
+    assert second.round == 2 and second.labels == 3 and second.new_model_id
+    assert second.scored == 4  # accepted ones are not scored again
+    from digits_core.jobs import JobStore
+
+    new = JobStore(jobs).get(second.new_model_id, kind="model")
+    info = new.model_record()
+    assert info["fine_tune"] and second.val_dice is not None and info["train_count"] + info["val_count"] == 3
+    history = pool.record()["rounds"]
+    assert [r["round"] for r in history] == [1, 2] and history[1]["new_model_id"] == second.new_model_id
+
+
+def test_bad_input_is_named_and_nothing_is_lost(trained, tmp_path):
+    from digits_core.engine import train
+    from digits_core.inference.model import clear_model_cache
+    from digits_core.labeling import create_folder_pool, score_pool
+    from digits_core.labeling.pool import PoolError
+    from digits_core.labeling.strategies import StrategyError
+
+    jobs, model, folder, _truth = trained
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    Image.fromarray(np.zeros((16, 16), np.uint8)).save(bad / "good.png")
+    (bad / "notanimage.png").write_bytes(b"this is text, not a PNG")
+    pool = create_folder_pool("bad", bad, jobs_dir=jobs)
+    result = score_pool(pool, model.id, "entropy", jobs_dir=jobs)
+    assert result.scored == 1 and len(result.skipped) == 1
+    assert "notanimage.png" in result.skipped[0]["error"]
+    broken = next(c for c in pool.candidates() if c["source"]["path"] == "notanimage.png")
+    assert "notanimage.png" in broken["error"] and broken["state"] == "unlabelled"
+    # a model without dropout cannot do MC-dropout; a model of another task cannot score a segmentation pool
+    plain = train(
+        model.dataset_id,
+        "unet",
+        name="plain",
+        epochs=1,
+        batch_size=8,
+        jobs_dir=jobs,
+        network_params={"filters": 4, "depth": 2},
+    )
+    before = (pool.path / "pool.json").read_bytes()
+    with pytest.raises(StrategyError, match="has no dropout layer"):
+        score_pool(pool, plain.id, "variance", jobs_dir=jobs)
+    with pytest.raises(StrategyError, match='Unknown strategy "vibes"'):
+        score_pool(pool, plain.id, "vibes", jobs_dir=jobs)
+    assert (pool.path / "pool.json").read_bytes() == before  # refused before anything was written
+    # a pool of another modality than the model's dataset
+    info = jobs / plain.dataset_id / "dataset" / "dataset.json"
+    data = json.loads(info.read_text())
+    data.setdefault("userdata", {})["modality"] = "MR"
+    info.write_text(json.dumps(data))
+    clear_model_cache()  # the loaded model keeps its dataset's metadata
+    with pool.changing() as record:
+        record["modality"] = "CT"
+    before = (pool.path / "pool.json").read_bytes()
+    with pytest.raises(PoolError, match=f"Pool {pool.id} holds CT images; model {plain.id} was trained on MR"):
+        score_pool(pool, plain.id, "entropy", jobs_dir=jobs)
+    assert (pool.path / "pool.json").read_bytes() == before
