@@ -37,7 +37,9 @@ from ..plugins.registry import registry
 from ..submit.records import create_model_record
 from . import jobio
 from .distribute import make_strategy
+from .hparams import write_run_hparams
 from .loop import ABORT_FLAGS, AbortSignal, TrainingLoop
+from .mlflow_log import pop_tracking_uri, training_callback
 from .networks import (
     DEFAULT_NETWORK,
     NetworkSpec,
@@ -102,7 +104,8 @@ def train(
             are refused here: train them with :func:`digits_core.sweeps.train_sweep`.
         **options: :class:`~digits_core.engine.options.TrainingOptions` fields
             (``epochs``, ``batch_size``, ``solver``, ``learning_rate``, ``lr_policy``, ...,
-            ``aug_flip`` ... for augmentation).
+            ``aug_flip`` ... for augmentation), and ``mlflow``: an MLflow tracking URI
+            (default ``$MLFLOW_TRACKING_URI``; see :mod:`digits_core.engine.mlflow_log`).
 
     Returns:
         The model :class:`~digits_core.Job` (status Done, or Aborted after an abort).
@@ -114,6 +117,7 @@ def train(
     """
     from ..groups import normalize_group
 
+    tracking = pop_tracking_uri(options)
     refuse_sweep(options)
     from .volume_train import train_volume, volume_dataset_folder  # volume runs have their own loop (issue 29)
 
@@ -138,7 +142,7 @@ def train(
             job.set_status(JobStatus.ABORTED, error="Stopped before training started: the on_job callback raised.")
             raise
     state = RunState(RunPlan(job=job, reader=reader, spec=spec, opts=opts, strat=strat, folder=job.path), task)
-    return _execute(state, callbacks, progress)
+    return _execute(state, _tracked(callbacks, tracking, state), progress)
 
 
 def train_existing_job(
@@ -167,12 +171,21 @@ def train_existing_job(
     """
     from .volume_train import train_volume_into, volume_dataset_folder  # as in train()
 
+    tracking = pop_tracking_uri(options)
     if volume_dataset_folder(dataset, job.path.parent) is not None:  # a DHWC dataset (issue 29)
         return train_volume_into(job, dataset, network, progress=progress, **options)
     strat, reader, spec, opts, task = _plan(dataset, network, options, job.path.parent)
     job.update(dataset_id=reader.id, network=spec.name, task=task.name, form_data=opts.to_dict())
     state = RunState(RunPlan(job=job, reader=reader, spec=spec, opts=opts, strat=strat, folder=job.path), task)
-    return _execute(state, callbacks, progress)
+    return _execute(state, _tracked(callbacks, tracking, state), progress)
+
+
+def _tracked(callbacks: list | None, uri: str | None, state: RunState) -> list | None:
+    """``callbacks`` and, when the run is tracked (``mlflow=URI`` or ``$MLFLOW_TRACKING_URI``), its MLflow logger."""
+    if not uri or not state.strat.is_chief:
+        return callbacks
+    record = {"options": state.opts.to_dict(), "network": state.spec.name, "dataset_id": state.reader.id}
+    return [*(callbacks or []), training_callback(uri, state.job, record)]
 
 
 def resume_training(
@@ -445,6 +458,7 @@ def _finish_info(
     if early is not None:
         result["early_stopping"] = early.summary()
     update_model_record(state.folder, **result)
+    write_run_hparams(state.folder, dict(jobio.read_model_info(state.folder)), state.job.id)
 
 
 def _install_signals(abort: AbortSignal) -> dict:

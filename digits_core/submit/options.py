@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..engine.mlflow_log import TRACKING_KEY, check_tracking_uri
 from ..errors import DigitsError, FormValidationError
 from ..outbound import OutboundURLError, check_url
 from ..paths import check_form_paths
@@ -45,7 +46,8 @@ def check_options(options: dict) -> None:
     """
     from ..engine.options import TrainingOptions  # the engine's option rules, only when a request is checked
 
-    for point in expand_sweep({k: v for k, v in options.items() if k not in ("dataset", "network")}):
+    skip = ("dataset", "network", TRACKING_KEY)  # the tracking URI rides beside the options (engine.mlflow_log)
+    for point in expand_sweep({k: v for k, v in options.items() if k not in skip}):
         TrainingOptions.from_kwargs(**point.options)
 
 
@@ -68,7 +70,8 @@ def check_request_options(options: dict, store: JobStore, form: str = "new model
     answer whether or not such a file exists) and becomes that job's full id in
     ``options``; a value anywhere in an option (a JSON object's too) that names
     a server path must lie under the data roots (:func:`digits_core.paths.check_form_paths`)
-    and a URL must be one the operator allows (:func:`digits_core.outbound.check_url`);
+    and a URL must be one the operator allows (:func:`digits_core.outbound.check_url`), an MLflow
+    tracking URI (``mlflow``) too, and only http(s) (:func:`digits_core.engine.mlflow_log.check_tracking_uri`);
     then the engine's own validation (kinds, bounds, unknown names; every point of a sweep).
 
     Args:
@@ -152,6 +155,12 @@ def _outside_errors(options: dict, form: str) -> dict[str, list[str]]:
         check_form_paths(texts, form)
     except FormValidationError as exc:
         errors.update(exc.errors)
+    tracking = options.get(TRACKING_KEY)
+    if TRACKING_KEY not in errors and tracking not in (None, ""):
+        try:  # an MLflow server is an outbound address: http(s) the operator allows, never a file or database URI
+            check_tracking_uri(str(tracking).strip(), TRACKING_KEY)
+        except OutboundURLError as exc:
+            errors[TRACKING_KEY] = [str(exc)]
     for key, items in texts.items():
         for text in items:
             if key not in errors and "://" in text:

@@ -1,0 +1,227 @@
+"""Results leave the tool (issue 42): TensorBoard HParams data and MLflow runs of training runs and sweep trials.
+
+Real parts only: tiny LeNet runs on a real LMDB dataset, the event files read back with TensorBoard's own
+``EventAccumulator``, and a real ``mlflow server`` (SQLite backend, local artifact root) started here on
+127.0.0.1 and stopped after, read through ``MlflowClient``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from digits_core import registry
+
+MLFLOW = Path(sys.executable).with_name("mlflow")
+
+
+def _free_port() -> int:
+    from live_server import free_port
+
+    return free_port()
+
+
+@pytest.fixture(scope="module")
+def mlflow_server(tmp_path_factory):
+    """A real ``mlflow server`` on 127.0.0.1 (a free port), started at once: yields a function that waits until it
+    answers and returns its URI; stopped (its process group) after."""
+    pytest.importorskip("mlflow")
+    folder = tmp_path_factory.mktemp("mlflow")
+    port = _free_port()
+    log = open(folder / "server.log", "wb")
+    process = subprocess.Popen(
+        [
+            str(MLFLOW),
+            "server",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            "1",
+            "--backend-store-uri",
+            f"sqlite:///{folder / 'mlflow.db'}",
+            "--artifacts-destination",
+            str(folder / "artifacts"),
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        cwd=folder,
+        # the server's background job runner (GenAI tasks, a dozen worker processes) is nothing this test uses
+        env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},
+    )
+    uri = f"http://127.0.0.1:{port}"
+
+    def ready() -> str:
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                with urllib.request.urlopen(f"{uri}/health", timeout=2) as answer:
+                    if answer.status == 200:
+                        return uri
+            except OSError:
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"mlflow server did not start: {(folder / 'server.log').read_text()[-2000:]}")
+            time.sleep(0.3)
+
+    try:
+        yield ready  # waited for only when the test needs it: the server starts while the dataset builds
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(20)
+        try:  # the uvicorn worker, should it outlive the server's main process
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def shapes(tmp_path_factory):
+    from synthetic_plugins import SyntheticShapes
+
+    from digits_core.datasets import create_dataset
+
+    jobs = tmp_path_factory.mktemp("tracking-jobs")
+    registry.register(SyntheticShapes)
+    try:
+        job = create_dataset("synthetic-shapes", {"count": 48, "val_count": 16, "size": 12}, workers=1, jobs_dir=jobs)
+    finally:
+        registry.unregister(SyntheticShapes)
+    return job.id, jobs
+
+
+def _tensorboard_run(folder: Path) -> tuple[dict, dict, list[str]]:
+    """A job's ``tb/`` read back by TensorBoard: (session hparams, final metric values by name, config metric tags)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.plugins.hparams import metadata
+    from tensorboard.util import tensor_util
+
+    acc = EventAccumulator(str(folder / "tb"), size_guidance={"tensors": 0})
+    acc.Reload()
+    content = acc.PluginTagToContent(metadata.PLUGIN_NAME)
+    start = metadata.parse_session_start_info_plugin_data(content[metadata.SESSION_START_INFO_TAG])
+    hparams = {}
+    for name, value in start.hparams.items():
+        kind = value.WhichOneof("kind")
+        hparams[name] = getattr(value, kind)
+    experiment = metadata.parse_experiment_plugin_data(content[metadata.EXPERIMENT_TAG])
+    tags = [info.name.tag for info in experiment.metric_infos]
+    finals = {}
+    for tag in acc.Tags()["tensors"]:
+        if tag.startswith("final/"):
+            (event,) = acc.Tensors(tag)
+            finals[tag[len("final/") :]] = float(tensor_util.make_ndarray(event.tensor_proto))
+    assert start.group_name == folder.name
+    return hparams, finals, tags
+
+
+def _expected_hparams(record: dict) -> dict:
+    from digits_core.engine.hparams import hparam_values
+
+    return hparam_values(record["options"], network=record["network"], dataset=record["dataset_id"])
+
+
+@pytest.mark.slow
+def test_a_four_trial_sweep_shows_the_same_numbers_in_tensorboard_hparams_and_in_a_real_mlflow_server(
+    mlflow_server, shapes, monkeypatch
+):
+    """Each trial's HParams session holds its options and its final metrics exactly as its model.json has them,
+    and the MLflow run of the trial (found by its job id tag) has the same parameters, the same final metrics, one
+    point per epoch and the model's files as artifacts."""
+    from mlflow.tracking import MlflowClient
+
+    from digits_core.engine import read_model_info
+    from digits_core.sweeps import train_sweep
+
+    dataset, jobs = shapes
+    uri = mlflow_server()
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    trials = train_sweep(
+        dataset,
+        "lenet",
+        "tracked",
+        jobs_dir=jobs,
+        epochs=2,
+        seed=1,
+        learning_rate="0.01,0.02",
+        batch_size="8,16",
+        validation_interval=1,
+    )
+    assert len(trials) == 4 and all(job.status.value == "Done" for job in trials)
+    client = MlflowClient(tracking_uri=uri)
+    experiment = client.get_experiment_by_name(trials[0].data["group"])
+    assert experiment is not None
+    seen_rates = set()
+    for job in trials:
+        record = read_model_info(job.path)
+        final = {k: float(v) for k, v in record["final_metrics"].items() if isinstance(v, float)}
+        assert {"loss", "val_loss", "val_accuracy"} <= set(final)
+        hparams, finals, tags = _tensorboard_run(job.path)
+        assert hparams == _expected_hparams(record)
+        assert finals == final  # float64 in the event file: exactly the record
+        assert sorted(tags) == sorted(f"final/{name}" for name in final)
+        seen_rates.add((hparams["learning_rate"], hparams["batch_size"]))
+        (run,) = client.search_runs([experiment.experiment_id], f"tags.`digits.job_id` = '{job.id}'")
+        assert run.info.status == "FINISHED"
+        assert run.data.params == {key: str(value) for key, value in _expected_hparams(record).items()}
+        assert {key: run.data.metrics[key] for key in final} == pytest.approx(final, rel=0, abs=1e-12)
+        history = client.get_metric_history(run.info.run_id, "val_loss")
+        assert sorted({point.step for point in history}) == [1, 2]  # one point per epoch (the last one twice)
+        artifacts = {item.path for item in client.list_artifacts(run.info.run_id, "model")}
+        assert "model/model.json" in artifacts and any(path.endswith(".keras") for path in artifacts)
+    assert seen_rates == {(0.01, 8), (0.01, 16), (0.02, 8), (0.02, 16)}
+
+
+def test_an_mlflow_uri_in_a_request_passes_the_operators_outbound_rules(tmp_path, monkeypatch):
+    """Over the web the tracking URI is an outbound address: loopback refused unless the operator allows it, a
+    database or file URI refused whatever the rules (it would write on the server); the command line is free."""
+    from digits_core.errors import FormValidationError
+    from digits_core.jobs import JobStore
+    from digits_core.paths import confined_to
+    from digits_core.submit.options import check_request_options
+
+    store = JobStore(tmp_path)
+    monkeypatch.delenv("DIGITS_ALLOW_URL", raising=False)
+    with confined_to([tmp_path]):
+        for uri in ("http://127.0.0.1:5000", "sqlite:///mlflow.db", "file:///tmp/mlruns", "databricks"):
+            with pytest.raises(FormValidationError) as caught:
+                check_request_options({"epochs": 1, "mlflow": uri}, store)
+            assert set(caught.value.errors) == {"mlflow"}, uri
+        monkeypatch.setenv("DIGITS_ALLOW_URL", "127.0.0.1:5000")
+        check_request_options({"epochs": 1, "mlflow": "http://127.0.0.1:5000"}, store)
+        with pytest.raises(FormValidationError, match="mlflow"):
+            check_request_options({"epochs": 1, "mlflow": "sqlite:///mlflow.db"}, store)
+    check_request_options({"epochs": 1, "mlflow": "sqlite:///mlflow.db"}, store)  # the operator's own shell
+
+
+def test_neither_tensorboard_nor_mlflow_is_imported_until_a_run_is_tracked():
+    """The tracking modules, the gate and the train/evaluate commands' help load neither package."""
+    code = (
+        "import sys\n"
+        "import digits_core.engine.hparams, digits_core.engine.mlflow_log, digits_core.submit.options\n"
+        "from digits_core.cli import main\n"
+        "for command in ('train', 'evaluate'):\n"
+        "    try:\n"
+        "        main([command, '--help'])\n"
+        "    except SystemExit:\n"
+        "        pass\n"
+        "print(sorted(m for m in ('mlflow', 'tensorboard', 'tensorflow') if m in sys.modules))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "[]"
