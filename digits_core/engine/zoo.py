@@ -5,7 +5,8 @@ is ``{"entries": {NAME: entry}}``, each entry::
 
     {"name": ..., "file": "NAME.weights.h5", "sha256": ..., "source": "job 2026... epoch 10" or a URL,
      "license": ..., "input_channels": 3, "preprocessing": "in the graph", "network": "mobilenet_v3_small",
-     "dataset": ..., "metric": {"name": ..., "value": ...}, "added": "2026-12-06T07:00:00Z"}
+     "dataset": ..., "metric": {"name": ..., "epoch": ...}, "task": "classification", "input_shape": [64, 64, 3],
+     "added": "2026-12-06T07:00:00Z"}
 
 Entries are added from a file (``digits zoo add FILE --name N``) or from the
 encoder of a trained model job (``digits zoo add --from-model JOB``: the
@@ -136,7 +137,14 @@ def add_from_model(job: Any, name: str, *, epoch: float | None = None, jobs_dir=
             source=f"job {folder.name} epoch {used}",
             license=license,
             input_channels=int(info["input_shape"][-1]) if info.get("input_shape") else None,
-            extra={"job": folder.name, "dataset": info.get("dataset_id"), "epoch": used, "metric": metric},
+            extra={
+                "job": folder.name,
+                "dataset": info.get("dataset_id"),
+                "epoch": used,
+                "metric": metric,
+                "task": info.get("task"),
+                "input_shape": list(info["input_shape"]) if info.get("input_shape") else None,
+            },
         )
 
 

@@ -59,6 +59,30 @@ def dataset_kind(ds: Job) -> str | None:
     return dataset_task(ds)
 
 
+def _input_size_errors(spec: Any, options: dict, ds: Job) -> dict[str, list[str]]:
+    """The engine's minimum-input rule (:func:`~digits_core.engine.networks.check_network_input`) on the dataset's
+    stored image size (``dataset.json``), before any job exists; a dataset of varying sizes is left to the job."""
+    from ..engine.networks import check_network_input  # the engine's rule on metadata (no TensorFlow), per request
+    from ..jobs.readers import read_json_object  # (as dataset_kind)
+
+    try:
+        shape = (read_json_object(ds.path / "dataset" / "dataset.json").get("feature") or {}).get("shape")
+    except (OSError, DigitsError, AttributeError):
+        return {}
+    if not (isinstance(shape, list) and len(shape) in (2, 3) and all(isinstance(v, int) for v in shape)):
+        return {}
+    given = options.get("network_params")
+    params: dict = given if isinstance(given, dict) else {}
+    crop = options.get("crop_size")
+    try:
+        check_network_input(spec, shape, crop if isinstance(crop, int) and crop > 0 else None, params)
+    except FormValidationError as exc:
+        return dict(exc.errors)
+    except (TypeError, ValueError):  # an input_size that is no number: the options' own check names it
+        return {}
+    return {}
+
+
 def _network_errors(network: str, options: dict, ds: Job | None) -> dict[str, list[str]]:
     """A network name checked with the engine's rules: known, fit for the dataset's kind and task, its weights usable."""
     from ..engine.networks import list_networks, network_kind_problem, network_task_problem  # per request
@@ -76,6 +100,8 @@ def _network_errors(network: str, options: dict, ds: Job | None) -> dict[str, li
         problem = network_task_problem(specs[network.lower()], options.get("task") or dataset_task(ds), ds.id)
         if problem:
             errors["network"] = [problem]
+    if ds is not None and network.lower() in specs and "network" not in errors:
+        errors.update(_input_size_errors(specs[network.lower()], options, ds))
     if network.lower() in specs:
         from ..engine.trainer import check_weights  # the engine's rule, as for the network above
 

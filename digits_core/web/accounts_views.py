@@ -82,6 +82,7 @@ RULES: dict[str, tuple[str, str | None]] = {
             "sweeps.compare",
             "sweeps.index",
             "sweeps.show",
+            "zoo.index",
         ),
         (_R, None),
     ),

@@ -161,6 +161,7 @@ def create_app(
         tf_serving,
         top_n_views,
         tune_views,
+        zoo_views,
     )
 
     for module in (
@@ -173,6 +174,7 @@ def create_app(
         top_n_views,
         plugin_static,
         tune_views,
+        zoo_views,
         api,
         tf_serving,
     ):

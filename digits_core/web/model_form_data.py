@@ -10,6 +10,7 @@ from ..jobs import Job, JobStatus
 from ..submit.models import CUSTOM_NETWORK_FILE, dataset_kind, dataset_task  # noqa: F401 - read from here by the pages
 from .helpers import read_json
 from .model_form import CUSTOM, ModelForm, show_defaults
+from .zoo_views import zoo_rows
 
 
 def network_menu_data(store) -> dict:
@@ -29,10 +30,41 @@ def network_menu_data(store) -> dict:
         for name in networks_for_kind(kind):
             network_kinds.setdefault(name, []).append(kind)
     models = [j for j in store.list("model") if (j.path / "snapshots").is_dir()]
+    datasets = [j for j in store.list("dataset") if j.status is JobStatus.DONE]
     return {
         "network_tasks": network_kinds,
-        "dataset_tasks": {j.id: dataset_kind(j) for j in store.list("dataset") if j.status is JobStatus.DONE},
+        "dataset_tasks": {j.id: dataset_kind(j) for j in datasets},
         "model_tasks": {j.id: (read_json(j.path / "model.json") or {}).get("task") for j in models},
+        **backbone_menu_data(datasets),
+    }
+
+
+def _image_size(ds: Job) -> list[int] | None:
+    """A 2-D dataset's stored height and width (``dataset.json`` ``feature.shape``), or ``None``."""
+    feature = (read_json(ds.path / "dataset" / "dataset.json") or {}).get("feature")
+    shape = feature.get("shape") if isinstance(feature, dict) else None
+    if isinstance(shape, list) and len(shape) in (2, 3) and all(isinstance(v, int) for v in shape):
+        return shape[:2]
+    return None
+
+
+def backbone_menu_data(datasets: list[Job]) -> dict:
+    """For the New Model page's script: each network's declared minimum input size and weights, each Done
+    dataset's image size, and the zoo's entries (the weights picker's ``zoo:NAME`` choices).
+
+    The rule the page applies is the engine's (:func:`digits_core.engine.networks.check_network_input`,
+    also run by the submission layer): a network whose ``min_size`` exceeds the dataset's images (or
+    ``crop_size``) is disabled with the reason, unless the network parameter ``input_size`` resizes in the graph.
+    """
+    from ..engine.networks import list_networks  # the registry's metadata, per page (as networks_for_kind above)
+
+    specs = list_networks()
+    rows, _ = zoo_rows()
+    return {
+        "network_min_size": {s.name: s.min_size for s in specs if s.min_size},
+        "network_weights": {s.name: sorted(s.weights) for s in specs if s.weights},
+        "dataset_sizes": {j.id: size for j in datasets if (size := _image_size(j))},
+        "zoo": [{"name": r["weights"], "network": r["network"], "task": r["task"]} for r in rows],
     }
 
 

@@ -376,15 +376,38 @@
                      (rule.policies && rule.policies.indexOf(policy) < 0);
       });
     }
+    /* The input a network sees, as the engine's check_network_input measures it: the network
+       parameter input_size (resized in the graph), else the crop, else the dataset's images. */
+    function inputSize() {
+      var params = {}, crop = form.elements.crop_size ? parseInt(form.elements.crop_size.value, 10) : NaN;
+      try { params = JSON.parse((form.elements.network_params || {}).value || "{}") || {}; } catch (e) { params = {}; }
+      if (parseInt(params.input_size, 10) > 0) { return { size: parseInt(params.input_size, 10), why: "input_size " + params.input_size }; }
+      if (crop > 0) { return { size: crop, why: "the crop is " + crop + "×" + crop }; }
+      var hw = form.elements.dataset && meta.dataset_sizes ? meta.dataset_sizes[form.elements.dataset.value] : null;
+      return hw ? { size: Math.min(hw[0], hw[1]), why: "the images are " + hw[0] + "×" + hw[1] } : null;
+    }
     /* Only the networks made for the chosen dataset's task (custom code always), and only the
-       pretrained models of that task. */
+       pretrained models of that task; a network whose declared minimum input exceeds the images is
+       disabled, its reason in its label and under the menu. */
     function filterNetworks() {
-      var dataset = form.elements.dataset, tasks = meta.network_tasks || {};
+      var dataset = form.elements.dataset, tasks = meta.network_tasks || {}, minimum = meta.network_min_size || {};
       var task = dataset && meta.dataset_tasks ? meta.dataset_tasks[dataset.value] : null;
+      var input = inputSize(), hidden = 0, small = [];
       Array.prototype.forEach.call(network.options, function (option) {
+        if (!option.dataset.label) { option.dataset.label = option.textContent; }
         var fits = !task || !tasks[option.value] || !tasks[option.value].length || tasks[option.value].indexOf(task) >= 0;
-        option.hidden = !fits; option.disabled = !fits;
+        var need = minimum[option.value], tooSmall = fits && need && input && input.size < need;
+        option.textContent = option.dataset.label + (tooSmall ? " — needs ≥ " + need + "×" + need : "");
+        option.title = tooSmall ? option.value + " needs inputs of at least " + need + "×" + need + "; " + input.why : "";
+        if (!fits) { hidden += 1; }
+        if (tooSmall) { small.push(option.value); }
+        option.hidden = !fits; option.disabled = !fits || !!tooSmall;
       });
+      var sizeNote = document.getElementById("network-size-note");
+      if (sizeNote) {
+        sizeNote.textContent = small.length ? "Not offered: " + small.join(", ") + " (minimum input above " + input.size +
+          " pixels; " + input.why + "). Set the network parameter {\"input_size\": N} to resize in the network, or resize the dataset." : "";
+      }
       var pretrained = form.elements.pretrained, modelTasks = meta.model_tasks || {};
       if (pretrained) {
         Array.prototype.forEach.call(pretrained.options, function (option) {
@@ -394,7 +417,10 @@
         if (pretrained.selectedOptions.length && pretrained.selectedOptions[0].disabled) { pretrained.value = ""; }
       }
       var note = document.getElementById("network-task-note");
-      if (note) { note.textContent = task ? "Networks for a " + task + " dataset." : ""; }
+      if (note) {
+        note.textContent = task ? "Networks for a " + task + " dataset" +
+          (hidden ? " (" + hidden + " for other kinds of data hidden)." : ".") : "";
+      }
       if (network.selectedOptions.length && network.selectedOptions[0].disabled) {
         var first = Array.prototype.find.call(network.options, function (o) { return !o.disabled; });
         if (first) { network.value = first.value; network.dispatchEvent(new Event("change")); }
@@ -407,11 +433,47 @@
     }
     form.addEventListener("input", touch);
     form.addEventListener("change", touch);
+    /* The weights picker: none, the network's declared weights, the zoo's entries for this network, or a
+       file (typed into the weights field); shown for networks that take weights. */
+    var picker = document.getElementById("weights-picker"), weights = form.elements.weights;
+    function pickerOptions() {
+      var box = document.getElementById("backbone-box"), declared = (meta.network_weights || {})[network.value];
+      if (box) { box.hidden = !declared; }
+      if (!picker || !weights) { return; }
+      picker.innerHTML = "";
+      function add(value, text) {
+        var option = document.createElement("option"); option.value = value; option.textContent = text; picker.appendChild(option);
+      }
+      add("none", "none (random weights)");
+      (declared || []).forEach(function (name) { add(name, name + " (the network's published weights)"); });
+      (meta.zoo || []).forEach(function (entry) {
+        if (!entry.network || entry.network.toLowerCase() === network.value.toLowerCase()) {
+          add(entry.name, entry.name + " (model zoo" + (entry.task ? ", " + entry.task : "") + ")");
+        }
+      });
+      add("", "a weights file under a data root…");
+      syncPicker();
+    }
+    function syncPicker() {
+      /* empty: the network's default (what the engine uses when the field is left out) */
+      var value = weights.value.trim() || String((meta.defaults[network.value] || {}).weights || "none"), known = Array.prototype.some.call(picker.options, function (o) { return o.value && o.value === value; });
+      picker.value = known ? value : "";
+    }
+    if (picker && weights) {
+      picker.addEventListener("change", function () {
+        weights.value = picker.value; weights.dataset.touched = "1"; kept.save(weights);
+        if (!picker.value) { weights.focus(); }
+      });
+      weights.addEventListener("input", syncPicker);
+    }
     network.addEventListener("change", fill);
+    network.addEventListener("change", pickerOptions);
     if (form.elements.dataset) { form.elements.dataset.addEventListener("change", filterNetworks); }
+    ["network_params", "crop_size"].forEach(function (n) { if (form.elements[n]) { form.elements[n].addEventListener("input", filterNetworks); } });
     ["solver", "lr_policy"].forEach(function (n) { if (form.elements[n]) { form.elements[n].addEventListener("change", applies); } });
     kept.restore(function (el) { el.dataset.touched = "1"; });
     filterNetworks();
+    pickerOptions();
     applies();
     function enableAll() {
       form.querySelectorAll("[data-default-off]").forEach(function (el) { el.disabled = false; delete el.dataset.defaultOff; });
