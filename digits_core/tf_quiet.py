@@ -83,32 +83,46 @@ class _Fd2Filter:
         os.close(self.saved)
 
 
-def import_tensorflow():
-    """Import TensorFlow (and Keras) without letting Keras import scikit-learn; returns the ``tensorflow`` module.
+#: Packages TensorFlow and Keras import only for features the engine never uses, each optional there (an
+#: ``ImportError`` is caught), hidden while TensorFlow loads: ``sklearn`` (and SciPy) for ``keras.wrappers``'
+#: estimators; with ``lean`` also ``matplotlib.pyplot`` for ``keras.visualization``'s plots, ``pandas`` (and
+#: pyarrow) so Keras's data adapters accept DataFrames, and ``scipy.sparse`` for the legacy ``tf.compat.v1``
+#: Keras's sparse inputs: about a fifth of ``import tensorflow`` on 2 cores (``python -X importtime``, issue 44:
+#: matplotlib 0.9 s, scipy 0.5 s, pandas 0.25 s of 8.4 s on a loaded machine; 1,180 fewer modules).
+HIDDEN_WHILE_TENSORFLOW_LOADS = ("sklearn",)
+HIDDEN_WHEN_LEAN = ("matplotlib", "pandas", "scipy")
 
-    Keras imports scikit-learn, when it is installed, only to define its
-    ``keras.wrappers`` scikit-learn estimators, and scikit-learn imports SciPy:
-    about a tenth of ``import tensorflow`` on a 2-core machine, for wrappers
-    the engine never uses. While TensorFlow loads, ``sklearn`` is hidden (an
-    ``ImportError`` for Keras), then restored: ``import sklearn`` works as
-    before afterwards; only ``keras.wrappers.SKLearnClassifier`` and its
-    siblings report scikit-learn as missing in such a process.
+
+def import_tensorflow(lean: bool = False):
+    """Import TensorFlow (and Keras) without optional packages it never needs here; returns ``tensorflow``.
+
+    While TensorFlow loads, each package of :data:`HIDDEN_WHILE_TENSORFLOW_LOADS` (and, when ``lean``,
+    :data:`HIDDEN_WHEN_LEAN`) not yet imported is hidden (an ``ImportError`` for TensorFlow and Keras),
+    then restored: ``import sklearn``, ``import pandas`` ... work as before afterwards. What such a
+    process loses is only what Keras decided at its import: ``keras.wrappers``' scikit-learn estimators
+    and, when lean, ``keras.visualization``'s plots and pandas DataFrames given straight to ``Model.fit``.
+    ``digits``'s own processes (the CLI's TensorFlow commands, the job workers) are lean; a program that
+    calls :func:`quiet_tensorflow_startup` itself is not, unless it asks.
     """
     import sys
 
-    hide = "tensorflow" not in sys.modules and "sklearn" not in sys.modules
-    if hide:
-        sys.modules["sklearn"] = None  # type: ignore[assignment]  # an ImportError for whoever imports it now
+    names = HIDDEN_WHILE_TENSORFLOW_LOADS + (HIDDEN_WHEN_LEAN if lean else ())
+    hidden = [] if "tensorflow" in sys.modules else [m for m in names if m not in sys.modules]
+    for name in hidden:
+        sys.modules[name] = None  # type: ignore[assignment]  # an ImportError for whoever imports it now
     try:
         import tensorflow as tf
     finally:
-        if hide and sys.modules.get("sklearn", 0) is None:
-            del sys.modules["sklearn"]
+        for name in hidden:
+            if sys.modules.get(name, 0) is None:
+                del sys.modules[name]
     return tf
 
 
-def quiet_tensorflow_startup() -> None:
+def quiet_tensorflow_startup(lean: bool = False) -> None:
     """Import TensorFlow and find its devices with the start-up noise filtered out of stderr.
+
+    ``lean``: leave out the optional packages :func:`import_tensorflow` names (``digits``'s own processes).
 
     Also sets ``TF_CPP_MIN_LOG_LEVEL=2`` (when unset) for what TensorFlow logs
     later. Does nothing when ``TF_CPP_MIN_LOG_LEVEL`` is ``0`` (``-v``) or
@@ -122,7 +136,7 @@ def quiet_tensorflow_startup() -> None:
     sys.stderr.flush()
     filt = _Fd2Filter(gpu_driver_present())
     try:
-        import_tensorflow().config.list_physical_devices()
+        import_tensorflow(lean).config.list_physical_devices()
     finally:
         sys.stderr.flush()
         filt.close()

@@ -123,7 +123,7 @@ def _start_tensorflow(verbose: bool) -> None:
         return
     from ..tf_quiet import quiet_tensorflow_startup
 
-    quiet_tensorflow_startup()
+    quiet_tensorflow_startup(lean=True)  # a digits process: none of the optional packages TF would load
 
 
 #: The stop signals this process has received (see :func:`_stop_on_signals`).

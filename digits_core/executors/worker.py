@@ -90,7 +90,7 @@ def _run_owned_job(job: Job, encode_on_ray: bool = False) -> int:
             from .. import engine
             from ..tf_quiet import quiet_tensorflow_startup
 
-            quiet_tensorflow_startup()  # keeps TensorFlow's C++ start-up lines out of worker.log
+            quiet_tensorflow_startup(lean=True)  # C++ start-up lines out of worker.log; a lean digits process
 
             if job.data.get("resume"):
                 engine.resume_training(job, epochs=job.data.get("resume_epochs"))
