@@ -138,3 +138,31 @@ def test_saliency_view_runs_the_model_from_its_context(cropped_model, settings, 
     assert out.returncode == 0, out.stderr[-3000:]
     answer = json.loads(out.stdout)
     assert answer["view"] == "saliency" and answer["samples"][0]["view"]["saliency_class"] in ("0", "1")
+
+
+def test_model_page_preselects_the_default_view_and_keeps_the_others(tmp_path, settings, monkeypatch):
+    import re
+
+    from digits_core.jobs import Job, JobStatus
+    from digits_core.web import create_app
+
+    jobs = tmp_path / "jobs"
+    job = Job.create("model", "m", jobs_dir=jobs, train_options={"network": "lenet", "epochs": 1})
+    job.set_status(JobStatus.RUNNING)
+    job.set_status(JobStatus.DONE)
+    (job.path / "model.json").write_text(json.dumps({"task": "classification", "network": "lenet"}))
+    (job.path / "snapshots").mkdir()
+    (job.path / "snapshots" / "epoch-1.keras").write_bytes(b"")  # the Classify panel needs a snapshot to list
+    client = create_app(jobs, start_scheduler=False, testing=True).test_client()
+
+    def selected() -> list[str]:
+        html = client.get(f"/models/{job.id}").get_data(as_text=True)
+        menu = re.search(r'<select[^>]*name="view_id".*?</select>', html, re.S).group(0)
+        assert 'value="image-classification"' in menu and 'value="saliency"' in menu  # every view offered
+        return re.findall(r'<option value="([^"]+)" selected', menu)
+
+    assert selected() == ["image-classification"]
+    monkeypatch.setenv(DEFAULT_VIEWS_ENV, "classification=saliency")
+    assert selected() == ["saliency"]
+    monkeypatch.setenv(DEFAULT_VIEWS_ENV, "classification=gone")  # a broken setting costs the preselection only
+    assert selected() == ["image-classification"]

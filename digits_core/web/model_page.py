@@ -9,6 +9,7 @@ from typing import Any
 from flask import render_template, url_for
 
 from ..errors import DigitsError, JobStateError
+from ..inference.view_choice import BUNDLED_DEFAULT_VIEWS, default_view_for
 from ..jobs import Job, JobStatus
 from ..jobs.health import record_problem
 from ..plugins.contract import inference_form, template_method
@@ -18,14 +19,6 @@ from .forms_render import blank_form, dataset_userdata, render_plugin_form
 from .helpers import job_summary, last_metric_epoch, read_json, worker_log_tail
 from .results_store import list_results
 
-#: The view a model page preselects for each task (the dataset's task picks what the user sees first).
-DEFAULT_VIEWS = {
-    "classification": "image-classification",
-    "segmentation": "image-segmentation",
-    "detection": "bounding-boxes",
-    "regression": "regression",
-    "image-to-image": "image-output",
-}
 #: The metric panels a model page shows first, per task (the rest follow by name, the learning rate last).
 FIRST_METRICS = {
     "classification": "loss,accuracy,top5",
@@ -45,7 +38,7 @@ def inference_context(store, job) -> dict:
     ctx: dict[str, Any] = {"plugin_form": None, "default_view": None, "task": None}
     model = read_json(job.path / "model.json") or {}
     ctx["task"] = model.get("task")
-    ctx["default_view"] = DEFAULT_VIEWS.get(model.get("task") or "classification", "image-classification")
+    ctx["default_view"] = _default_view(model.get("task") or "classification")
     ctx["first_metrics"] = FIRST_METRICS.get(model.get("task") or "", "loss")
     # unet3d / unet2.5d: "Test a volume" (web/volume_inference.py) once the trained model is saved
     ctx["volume"] = model.get("kind") == "volume" and (job.path / model.get("model_file", "model.keras")).is_file()
@@ -71,6 +64,15 @@ def inference_context(store, job) -> dict:
         except DigitsError:
             pass
     return ctx
+
+
+def _default_view(task: str) -> str:
+    """The view preselected for ``task`` (the operator's or user's default view, view_choice); a broken setting
+    costs the preselection, not the page."""
+    try:
+        return default_view_for(task) or "image-classification"
+    except DigitsError:
+        return BUNDLED_DEFAULT_VIEWS.get(task, "image-classification")
 
 
 def _volume_view_title() -> str:
