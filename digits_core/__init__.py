@@ -66,9 +66,9 @@ _LAZY_EXPORTS: dict[str, str] = {
     "user_fields": "digits_core.forms",
     "quiet_tensorflow": "digits_core.tf_quiet",
     # what data plugins return (issues 3, 29)
-    "Volume": "digits_core.datasets.volumes",
-    "EncodedImage": "digits_core.datasets",
-    "DeclaredLabel": "digits_core.datasets.labels",
+    "Volume": "digits_core.interfaces.volume",
+    "EncodedImage": "digits_core.interfaces.images",
+    "DeclaredLabel": "digits_core.interfaces.labels",
     # per-case 3-D segmentation metrics for volume views
     "case_metrics": "digits_core.volumes.metrics",
     # image helpers for views (issue 6)
@@ -158,9 +158,6 @@ if TYPE_CHECKING:  # the lazy names, typed for type checkers and editors
     from .boxes.geometry import resize_geometry as resize_geometry
     from .boxes.geometry import transform_boxes as transform_boxes
     from .boxes.kitti import read_kitti_labels as read_kitti_labels
-    from .datasets import EncodedImage as EncodedImage
-    from .datasets.labels import DeclaredLabel as DeclaredLabel
-    from .datasets.volumes import Volume as Volume
     from .forms import bind_form as bind_form
     from .forms import user_fields as user_fields
     from .forms import validate_values as validate_values
@@ -168,6 +165,9 @@ if TYPE_CHECKING:  # the lazy names, typed for type checkers and editors
     from .inference.images import resize_nearest as resize_nearest
     from .inference.images import to_display_rgb as to_display_rgb
     from .inference.images import to_display_uint8 as to_display_uint8
+    from .interfaces.images import EncodedImage as EncodedImage
+    from .interfaces.labels import DeclaredLabel as DeclaredLabel
+    from .interfaces.volume import Volume as Volume
     from .option_spec import select_choices as select_choices
     from .sources import S3Location as S3Location
     from .sources.s3_form import S3SourceFields as S3SourceFields

@@ -115,6 +115,10 @@ MOVED_MODULES: dict[str, str] = {
     "digits_core.sweep_report": "digits_core.sweeps.report",
     "digits_core.executors.tune_trials": "digits_core.sweeps.trials",
     "digits_core.jobs.sweep": "digits_core.sweeps.record",
+    # the record format is the data contract: below the dataset builder, with the plugin interfaces (issue 40)
+    "digits_core.datasets.images": "digits_core.interfaces.images",
+    "digits_core.datasets.labels": "digits_core.interfaces.labels",
+    "digits_core.datasets.records": "digits_core.interfaces.records",
 }
 
 

@@ -24,7 +24,7 @@ from digits.extensions.view import GROUP as VIEW_GROUP
 from digits.extensions.view.interface import Digits6Dataset, VisualizationInterface
 from digits.utils import constants, forms, image, override, subclass
 from digits._translate import feature_to_core, form_class, label_to_core, view_input, view_outputs
-from digits_core.datasets.records import DeclaredLabel
+from digits_core.interfaces.records import DeclaredLabel
 from digits._userdata import Userdata
 from digits_core import DataIngestion, View
 from digits_core.plugins.registry import ENTRY_POINT_GROUPS

@@ -8,7 +8,7 @@ import pytest
 from digits_core.datasets import arena as arena_module
 from digits_core.datasets.arena import Arena, SlotSink
 from digits_core.datasets.encoder import MeanSum
-from digits_core.datasets.records import pack_record, prepare_record
+from digits_core.interfaces.records import pack_record, prepare_record
 
 
 def test_records_fit_in_their_slot_as_spans_and_the_rest_travel_as_bytes():
@@ -59,7 +59,7 @@ def test_mean_sums_are_exact_past_the_uint16_buffer(dtype, shape):
 
 def test_repeated_layouts_give_the_records_the_full_check_gives():
     from digits_core.datasets.encoder import RepeatedLayout
-    from digits_core.datasets.records import EncodedImage, RecordError
+    from digits_core.interfaces.records import EncodedImage, RecordError
 
     rng = np.random.default_rng(1)
     big_endian = rng.integers(0, 999, (3, 4, 1)).astype(">u2")

@@ -9,8 +9,8 @@ import wtforms
 from digits_core import DataIngestion, registry
 from digits_core.datasets import channels_first_problem, create_dataset, open_dataset
 from digits_core.datasets.layout import agree_on_layout, check_channels_last
-from digits_core.datasets.records import pack_record
 from digits_core.errors import DatasetError
+from digits_core.interfaces.records import pack_record
 
 
 class Form(wtforms.Form):

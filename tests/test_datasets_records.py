@@ -9,8 +9,8 @@ import wtforms
 
 from digits_core import DataIngestion
 from digits_core.datasets import EncodedImage, RecordError
-from digits_core.datasets import records as rec
 from digits_core.datasets.storage import StageWriter, close_reader, open_reader, read_keys, read_range, release_reader
+from digits_core.interfaces import records as rec
 
 
 def _roundtrip(feature, label):

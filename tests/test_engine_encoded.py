@@ -114,9 +114,9 @@ def _no_pillow(*args, **kwargs):
 def test_pipeline_decodes_like_reader(encoded, name, monkeypatch):
     import tensorflow as tf
 
-    from digits_core.datasets import records
     from digits_core.engine.options import Augmentation
     from digits_core.engine.pipeline import Layout, StageSource, train_dataset, val_dataset
+    from digits_core.interfaces import records
 
     ds = encoded[name]
     _, _, _, kinds, dtype, channels = CASES[name]

@@ -50,11 +50,9 @@ LAYERS: dict[str, int] = {
     "digits_core.form_secrets": 2,
     "digits_core.plugins": 2,
     "digits_core.scaffold": 2,
-    # 3 data: datasets (build, read), volume helpers; the plugin checker and the testing kit, which run a plugin's
-    # encode_entry through the record format and build real datasets
+    # 3 data: datasets (build, read), volume helpers; the plugin testing kit, which builds real datasets
     "digits_core.datasets": 3,
     "digits_core.volumes": 3,
-    "digits_core.plugins.check": 3,
     "digits_core.plugins.testing": 3,
     # 4 training engine
     "digits_core.engine": 4,

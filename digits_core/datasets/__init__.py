@@ -20,7 +20,7 @@ TensorFlow.
 
 from __future__ import annotations
 
-from .images import EncodedImage, RecordError
+from ..interfaces.images import EncodedImage, RecordError
 from .layout import channels_first_problem
 from .reader import Dataset, open_dataset
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import mmap
 
-from . import records as rec
+from ..interfaces import records as rec
 
 #: Bytes per slot: twice the byte size chunks aim for (see ``stage.CHUNK_BYTES``).
 SLOT_BYTES = 16 << 20

@@ -16,9 +16,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import DatasetError
-from . import records as rec
-from .images import RecordError
-from .labels import raw_prefix_size
+from ..interfaces import records as rec
+from ..interfaces.images import RecordError
+from ..interfaces.labels import raw_prefix_size
 
 
 @dataclass(frozen=True)

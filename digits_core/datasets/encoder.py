@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from . import records as rec
+from ..interfaces import records as rec
 from .arena import SlotSink
 
 #: At most this many record layouts get a running mean sum per chunk (more means a broken plugin).

@@ -17,8 +17,8 @@ import numpy as np
 
 from ..errors import DatasetError
 from ..interfaces import STAGES
+from ..interfaces.labels import LABEL_KINDS
 from ..jobs import write_json_atomic
-from .labels import LABEL_KINDS
 from .reader import DATASET_DIRNAME, ERRORS_FILE, INFO_FILE, MEAN_FILE
 
 #: Prefix of the hidden folder a dataset is built in, inside the job folder.

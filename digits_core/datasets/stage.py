@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import records as rec
+from ..interfaces import records as rec
 from .encoder import ChunkResult, Outcome, UniformChunk
 from .layout import agree_on_layout, check_channels_last, layout_mismatch
 from .options import MAX_CHUNK

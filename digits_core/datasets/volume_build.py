@@ -20,10 +20,10 @@ from typing import Any
 import numpy as np
 
 from ..interfaces import STAGES
+from ..interfaces.records import add_histograms
 from .encoder import describe_exception
 from .publish import FORMAT_NAME, FORMAT_VERSION
 from .reader import ERRORS_FILE
-from .records import add_histograms
 from .volumes import VOLUME_LAYOUT, VolumeStageWriter, VolumeStats, check_volume_pair, median_spacing
 
 _worker_plugin: Any = None

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..errors import DigitsError, InferenceError
 from ..interfaces import DataIngestion
+from ..interfaces.labels import declared
 from ..limits import REQUEST_PIXELS, InputTooLargeError
 from ..plugins.registry import inference_plugin
 from .imageio import prepare_image, read_image, read_mask
@@ -212,8 +213,6 @@ def encode_with_plugin(
         raise InferenceError(f'Data plugin "{plugin_id}" could not list the inference inputs: {exc}') from exc
     if not entries:
         raise InferenceError(f'Data plugin "{plugin_id}" found no inference inputs for {values}.')
-    from ..datasets.labels import declared  # the datasets package loads the job machinery
-
     budget = Budget(max_errors, len(entries))
     ids, features, labels = [], [], []
     sizes: dict[str, tuple] = {}  # input id -> (H, W) before resizing

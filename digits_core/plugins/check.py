@@ -23,6 +23,10 @@ import numpy as np
 from ..errors import DigitsError, PluginCodeError
 from ..forms import bind_form, validate_form
 from ..interfaces import STAGES, DataIngestion, View, ViewContext
+from ..interfaces.images import RecordError
+from ..interfaces.labels import DeclaredLabel, declared, undeclared_kind
+from ..interfaces.records import channels_first_problem, pack_record
+from ..interfaces.volume import check_volume_pair
 from ..paths import confined_to
 from ..templating import render_plugin_template
 from .contract import (
@@ -139,10 +143,7 @@ def _render(report: CheckReport, name: str, pair: Any, **extra: Any) -> None:
 
 
 def _volume_problem(pair: tuple) -> str | None:
-    """What is wrong with a volume plugin's ``(Volume, label)`` pair (see :mod:`digits_core.datasets.volumes`)."""
-    from ..datasets.images import RecordError  # the datasets package loads the job machinery
-    from ..datasets.volumes import check_volume_pair  # volume plugins only (issue 29)
-
+    """What is wrong with a volume plugin's ``(Volume, label)`` pair (see :mod:`digits_core.interfaces.volume`)."""
     try:
         check_volume_pair(*pair)
     except RecordError as exc:
@@ -159,11 +160,6 @@ def check_feature(feature: Any, label: Any, plugin_id: str, kind: str | None = N
         plugin_id: The plugin's id, named in the answer.
         kind: The label kind the plugin declares (``DataIngestion.label_kind``).
     """
-    from ..datasets.images import RecordError  # the datasets package loads the job machinery
-    from ..datasets.labels import declared  # the datasets package loads the job machinery
-    from ..datasets.layout import channels_first_problem  # the datasets package loads the job machinery
-    from ..datasets.records import pack_record  # the datasets package loads the job machinery
-
     label, kind = declared(label, kind)
     array = np.asarray(feature) if not hasattr(feature, "fmt") else None
     if array is not None:
@@ -346,8 +342,6 @@ def _encode_one(
 
 def _falls_back_to_raw(plugin: Any, label: Any) -> bool:
     """True when ``label`` is stored raw only because nothing declared its kind (the plugin, or its adapter)."""
-    from ..datasets.labels import DeclaredLabel, undeclared_kind  # the datasets package loads the job machinery
-
     if isinstance(label, DeclaredLabel):
         return label.kind == "raw" and label.fallback
     if getattr(plugin, "label_kind", None) is not None or getattr(plugin, "data_layout", None) == "DHWC":

@@ -55,7 +55,7 @@ def label_to_core(label: Any, feature_hw: tuple | None = None) -> Any:
     """Translate a DIGITS 6 label (scalar or ``C×H×W`` array) into a DIGITS Core label of a declared kind.
 
     DIGITS 6 plugins declare no label kind, so the adapter declares it
-    (a :class:`~digits_core.datasets.records.DeclaredLabel`) from what
+    (a :class:`~digits_core.interfaces.labels.DeclaredLabel`) from what
     DIGITS 6 did with each layout: a one-element integer array is a class,
     ``1×1×N`` (or ``N×1×1``) a vector, an integer ``1×H×W`` with the
     feature's ``H×W`` a mask, a float ``C×H×W`` (C > 1) with the feature's

@@ -8,7 +8,7 @@ import pytest
 from PIL import Image
 
 from digits_core.datasets import create_dataset, open_dataset
-from digits_core.datasets.records import RecordError, pack_record, unpack_record
+from digits_core.interfaces.records import RecordError, pack_record, unpack_record
 from digits_core.paths import OutsideDataRootsError, confined_to
 from digits_data_images.multilabel import read_labels_csv
 

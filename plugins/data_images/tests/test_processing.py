@@ -7,8 +7,8 @@ import pytest
 from PIL import Image
 
 from digits_core.datasets import create_dataset, open_dataset
-from digits_core.datasets.records import RecordError, pack_record, unpack_record
 from digits_core.errors import FormValidationError
+from digits_core.interfaces.records import RecordError, pack_record, unpack_record
 
 
 def test_image_label_kind_round_trips_and_needs_finite_floats():

@@ -26,15 +26,18 @@ the label payload length divided by ``H·W·4``), a raw array (any other
 label) as its ndim and dims (``<u4`` each) followed by its bytes.
 
 The label kind is **declared**, never read from an array's shape (see
-:mod:`~digits_core.datasets.labels`, whose names this module re-exports).
+:mod:`~digits_core.interfaces.labels`, whose names this module re-exports).
 
 Encoded image features (:class:`EncodedImage`) and their decoding are
-:mod:`~digits_core.datasets.images`; this module imports no Pillow.
+:mod:`~digits_core.interfaces.images`; this module imports no Pillow. The record format sits with the
+plugin interfaces (below the dataset builder) because it is the data contract: ``digits plugin check`` runs a
+plugin's entries through it without loading the job machinery.
 """
 
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -296,3 +299,31 @@ def add_histograms(total: np.ndarray | None, extra: np.ndarray | None) -> np.nda
         total, extra = extra.astype(np.int64, copy=True), total
     total[: len(extra)] += extra
     return total
+
+
+#: A feature with more channels than this and at most this many rows looks channels-first.
+MAX_CHANNELS_LAST = 4
+
+
+def channels_first_problem(shape: Sequence[int], plugin_id: str | None = None) -> str | None:
+    """Return an error message if a feature ``shape`` looks channels-first, else ``None``.
+
+    DIGITS 6 plugins returned ``C×H×W`` arrays (e.g. ``image[np.newaxis, ...]``
+    → 1×32×32); DIGITS Core stores ``H×W×C``, so such a feature would become
+    a 1-pixel-high image with 32 channels. A shape with ``C > 4`` and
+    ``H <= 4`` is taken for that mistake.
+
+    Args:
+        shape: The feature's shape as returned by ``encode_entry``.
+        plugin_id: Named in the message when given.
+    """
+    shape = tuple(int(s) for s in shape)
+    if len(shape) != 3 or not (shape[2] > MAX_CHANNELS_LAST and shape[0] <= MAX_CHANNELS_LAST):
+        return None
+    who = f'Plugin "{plugin_id}"' if plugin_id else "The plugin"
+    hwc = (shape[1], shape[2], shape[0])
+    return (
+        f"{who} returns features of shape {shape}, which looks channels-first (C×H×W, the DIGITS 6 "
+        f"habit); DIGITS Core stores H×W×C. Transpose the array in encode_entry, e.g. "
+        f"feature.transpose(1, 2, 0) → {hwc}."
+    )
