@@ -208,6 +208,9 @@ def asha_sweep(world):
 
     search = ["solver=choice(adam,sgd)", "learning_rate=choice(0.01,5.0)"]
     seed = _seed_for(parse_spaces(search), 3, [GOOD, DEAD, GOOD])
+    from digits_core.submit.records import job_owner
+
+    owner = job_owner.set("ada")  # started as in a signed-in web request (the accounts gate sets the owner)
     handle = tune(
         world["dataset"],
         "lenet",
@@ -225,7 +228,19 @@ def asha_sweep(world):
         batch_size=16,
         seed=1,
     )
+    job_owner.reset(owner)
     return handle, handle.wait(timeout=600)
+
+
+@pytest.mark.slow
+def test_a_sweeps_trials_belong_to_the_user_who_started_it(world, asha_sweep):
+    """Trials are made on Ray workers, outside the request: the sweep's record carries its owner to them (issue 47)."""
+    from digits_core.sweeps.tune import read_sweep
+
+    handle, summary = asha_sweep
+    assert read_sweep(handle.sweep_id, world["jobs"])["owned_by"] == "ada"
+    owners = {Job.load(world["jobs"] / t["job_id"]).data.get("owned_by") for t in summary["trials"]}
+    assert owners == {"ada"} and len(summary["trials"]) == 3
 
 
 @pytest.mark.slow

@@ -31,6 +31,7 @@ from ..engine.jobio import PRUNE_FILE
 from ..engine.option_specs import SHORT_NAMES
 from ..executors.ray_executor import LOCAL_CLUSTER_ENV, RAY_NAMESPACE, connect, import_ray
 from ..jobs import write_json_atomic
+from ..submit.records import job_owner
 
 logger = logging.getLogger(__name__)
 
@@ -100,6 +101,7 @@ def run_trial(config: dict, plan: dict) -> None:
         )
 
     reporter = _reporter(plan["settings"]["metric"], job_info)
+    owner = job_owner.set(plan.get("owned_by"))  # the sweep's owner owns its trials (this is a Ray worker)
     try:
         earlier = _resumable_job(folder, index, plan["jobs_dir"])
         if earlier is not None:  # a resumed sweep: the trial's aborted job continues from its last snapshot
@@ -122,6 +124,8 @@ def run_trial(config: dict, plan: dict) -> None:
         )
     except DigitsError as exc:  # the job ended in Error: the sweep goes on with the other trials
         logger.warning("trial %s failed: %s", index, exc)
+    finally:
+        job_owner.reset(owner)  # a reused worker process runs other sweeps' trials
 
 
 def _resumable_job(folder: Path, index: int, jobs_dir: str) -> Any:

@@ -45,6 +45,7 @@ from ..errors import DigitsError, FormValidationError, JobStateError
 from ..groups import normalize_group
 from ..jobs import JobStatus, JobStore
 from ..jobs.lock import JobLock
+from ..submit.records import job_owner
 from .record import SWEEP_FILE, SWEEPS_DIR, update_sweep_record, write_sweep_record
 
 # The sweep files' reader lives below both this module and the reports; its names stay importable from here.
@@ -367,6 +368,7 @@ def tune(
         folder=str(folder),
         jobs_dir=str(root),
         ray_address=ray_address or os.environ.get("DIGITS_RAY_ADDRESS") or None,
+        owned_by=job_owner.get(),  # the signed-in user who started it: its trials, made on Ray workers, are theirs
     )
     try:
         write_sweep_record(folder, {**plan, "status": "Running", "created": time.time()})  # type: ignore[typeddict-item]
