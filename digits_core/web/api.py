@@ -8,6 +8,7 @@ calls that create and control jobs without a browser.
 from __future__ import annotations
 
 from flask import Blueprint, jsonify, request, url_for
+from flask.typing import ResponseReturnValue
 from flask_wtf.csrf import generate_csrf
 
 from ..engine.lr_policies import lr_schedule_preview
@@ -54,13 +55,13 @@ bp.register_error_handler(FormValidationError, invalid_json)
 
 
 @bp.get("/csrf-token")
-def csrf_token():
+def csrf_token() -> ResponseReturnValue:
     """A CSRF token for state-changing calls (send it as ``X-CSRFToken`` with the session cookie)."""
     return jsonify({"csrf_token": generate_csrf()})
 
 
 @bp.get("/plugins")
-def plugins():
+def plugins() -> ResponseReturnValue:
     """What ``digits plugins --all --json`` prints."""
     from ..plugins.registry import registry
 
@@ -68,7 +69,7 @@ def plugins():
 
 
 @bp.get("/jobs")
-def jobs():
+def jobs() -> ResponseReturnValue:
     """Every job (``?kind=dataset|model``), newest first, then the job folders whose ``job.json`` cannot be read.
 
     Those come whatever ``kind`` asks for (their kind is unknown) as ``{"id", "kind": null, "status":
@@ -80,13 +81,13 @@ def jobs():
 
 
 @bp.get("/scheduler")
-def scheduler_status():
+def scheduler_status() -> ResponseReturnValue:
     """The queue, the running jobs and the limits."""
     return jsonify(web_context().scheduler.status())
 
 
 @bp.get("/networks")
-def networks():
+def networks() -> ResponseReturnValue:
     """Networks the New Model form offers (built-in and from plugins)."""
     from ..engine.networks import list_networks
 
@@ -105,7 +106,7 @@ def networks():
 
 
 @bp.post("/datasets")
-def create_dataset():
+def create_dataset() -> ResponseReturnValue:
     """Queue a dataset job: ``{"plugin_id", "form_data": {...}, <job options>}`` -> 202.
 
     The job options (``name``, ``group``, ``workers``, ``max_errors``) are those declared in
@@ -136,7 +137,7 @@ def create_dataset():
 
 
 @bp.post("/models")
-def create_model():
+def create_model() -> ResponseReturnValue:
     """Queue a training job: ``{"name", "dataset", "network" | "custom_network", "group"?, "options": {...}}`` -> 202.
 
     Several values of ``learning_rate`` / ``batch_size`` (a list or comma-separated text) queue a
@@ -182,7 +183,7 @@ def create_model():
 
 
 @bp.post("/jobs/<job_id>/abort")
-def abort(job_id: str):
+def abort(job_id: str) -> ResponseReturnValue:
     """Abort a waiting or running job."""
     job = web_context().store.get(job_id)
     web_context().scheduler.abort(job.id)
@@ -190,7 +191,7 @@ def abort(job_id: str):
 
 
 @bp.post("/jobs/<job_id>/resume")
-def resume(job_id: str):
+def resume(job_id: str) -> ResponseReturnValue:
     """Resume an Aborted/Error model job from its last snapshot."""
     from .model_page import snapshots  # the model page's listing, as the page shows it
 
@@ -202,7 +203,7 @@ def resume(job_id: str):
 
 
 @bp.delete("/jobs/<job_id>")
-def delete(job_id: str):
+def delete(job_id: str) -> ResponseReturnValue:
     """Delete a job (aborting it first); a dataset models depend on only with ``?cascade=1``.
 
     Returns:
@@ -231,7 +232,7 @@ def delete(job_id: str):
 
 
 @bp.post("/jobs/delete")
-def delete_many():
+def delete_many() -> ResponseReturnValue:
     """Delete several jobs: ``{"ids": [...], "abort_running"?: false}`` -> ``{"deleted", "aborted", "refused"}``.
 
     Jobs this server runs or queues are refused unless ``abort_running`` is true (then they are
@@ -245,7 +246,7 @@ def delete_many():
 
 
 @bp.get("/lr-preview")
-def lr_preview():
+def lr_preview() -> ResponseReturnValue:
     """The learning rate over a whole run, for the New Model chart.
 
     Query: the options of :data:`~digits_core.engine.option_specs.LR_PREVIEW_OPTIONS` (``learning_rate``,
@@ -276,7 +277,7 @@ def lr_preview():
 
 
 @bp.post("/models/<job_id>/infer")
-def infer(job_id: str):
+def infer(job_id: str) -> ResponseReturnValue:
     """Run a model on server-side inputs: ``{"inputs": [paths], "view_id"?, "view_config"?, "epoch"?,
     "form_data"?, "max_errors"?, "visualize"?}`` -> the samples (top-N or maps), metrics, skipped inputs
     (``results.errors``), the view's HTML fragments and, with ``"visualize": true`` (one image), every

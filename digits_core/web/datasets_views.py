@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from flask import Blueprint, current_app, flash, jsonify, redirect, render_template, request, url_for
+from flask.typing import ResponseReturnValue
 
 from ..datasets.options import DatasetOptionsError, options_from_web, web_values
 from ..errors import DigitsError, DiskFullError, FormValidationError
@@ -52,7 +53,7 @@ def create_dataset_job(
 
 
 @bp.route("/new/<plugin_id>", methods=["GET", "POST"])
-def new(plugin_id: str):
+def new(plugin_id: str) -> ResponseReturnValue:
     """The plugin's dataset form inside our page; POST creates and queues the job."""
     cls = _ingestion(plugin_id)
     form_class = cls.get_dataset_form()
@@ -151,7 +152,7 @@ def dataset_details(job: Job) -> dict:
 
 
 @bp.get("/<job_id>/mean.png")
-def mean_image(job_id: str):
+def mean_image(job_id: str) -> ResponseReturnValue:
     """The train stage's mean image as a PNG (404 when the dataset has none)."""
     from werkzeug.exceptions import NotFound
 
@@ -172,7 +173,7 @@ def mean_image(job_id: str):
 
 
 @bp.get("/<job_id>")
-def show(job_id: str):
+def show(job_id: str) -> ResponseReturnValue:
     """The dataset job page (refreshes its live parts through ``/datasets/ID.json``)."""
     if job_id.endswith(".json"):
         return show_json(job_id[:-5])
@@ -329,7 +330,7 @@ def _colorize(mask, palette):
 
 
 @bp.get("/<job_id>/explore")
-def explore(job_id: str):
+def explore(job_id: str) -> ResponseReturnValue:
     """A paged gallery of a stage's samples with their labels.
 
     Query: ``stage``, ``page``, ``per_page``, ``label`` (a class id: only that
@@ -352,13 +353,13 @@ def explore(job_id: str):
 
 
 @bp.post("/<job_id>/notes")
-def notes(job_id: str):
+def notes(job_id: str) -> ResponseReturnValue:
     """Save the job's notes (the field on its page)."""
     return save_notes(job_id, "dataset")
 
 
 @bp.post("/<job_id>/delete")
-def delete(job_id: str):
+def delete(job_id: str) -> ResponseReturnValue:
     """Delete a dataset job (aborting it first if it runs); with ``cascade=1`` the models trained on it too."""
     from .job_deletes import DatasetInUseError, delete_job
 
@@ -376,7 +377,7 @@ def delete(job_id: str):
 
 
 @bp.post("/<job_id>/abort")
-def abort_job(job_id: str):
+def abort_job(job_id: str) -> ResponseReturnValue:
     """Abort a waiting or running dataset job."""
     job = web_context().store.get(job_id, kind="dataset")
     web_context().scheduler.abort(job.id)

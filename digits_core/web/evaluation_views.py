@@ -34,6 +34,7 @@ from flask import (
     send_file,
     url_for,
 )
+from flask.typing import ResponseReturnValue
 from markupsafe import Markup
 
 from ..errors import DigitsError, FormValidationError
@@ -163,7 +164,7 @@ def _created(summary: dict) -> dict:
 
 
 @bp.post("/api/evaluations")
-def create():
+def create() -> ResponseReturnValue:
     """Evaluate a model on a test set (see the module docstring); 201 with the new job."""
     body = request.get_json(silent=True)
     if not isinstance(body, dict):
@@ -172,7 +173,7 @@ def create():
 
 
 @bp.post("/models/<job_id>/evaluate")
-def create_from_panel(job_id: str):
+def create_from_panel(job_id: str) -> ResponseReturnValue:
     """The model page's Evaluate panel: evaluate, then show the report."""
     options = _options({**request.form.to_dict(), "model": job_id})
     created = _created(run_evaluation(options))
@@ -186,7 +187,7 @@ def _evaluation(job_id: str):
 
 
 @bp.get("/evaluations/<job_id>")
-def show(job_id: str):
+def show(job_id: str) -> ResponseReturnValue:
     """The report page (JSON: its ``metrics.json``)."""
     result = _evaluation(job_id)
     if wants_json():
@@ -203,13 +204,13 @@ def show(job_id: str):
 
 
 @bp.get("/evaluations/<job_id>.json")
-def show_json(job_id: str):
+def show_json(job_id: str) -> ResponseReturnValue:
     """The evaluation's ``metrics.json``."""
     return jsonify(_evaluation(job_id).metrics)
 
 
 @bp.get("/evaluations/<job_id>/files/<name>")
-def download(job_id: str, name: str):
+def download(job_id: str, name: str) -> ResponseReturnValue:
     """One of the evaluation's files (:data:`FILES`)."""
     if name not in FILES:
         abort(404)
@@ -231,13 +232,13 @@ def _board() -> dict:
 
 
 @bp.get("/api/leaderboard")
-def leaderboard_json():
+def leaderboard_json() -> ResponseReturnValue:
     """Every model evaluated on one test set, as JSON."""
     return jsonify(_board())
 
 
 @bp.get("/leaderboard")
-def leaderboard_page():
+def leaderboard_page() -> ResponseReturnValue:
     """Every model evaluated on one test set, as a sortable table."""
     board = _board()
     if wants_json():

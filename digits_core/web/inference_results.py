@@ -25,6 +25,7 @@ from flask import (
     send_from_directory,
     url_for,
 )
+from flask.typing import ResponseReturnValue
 from markupsafe import Markup
 
 from ..templating import give_csp_nonce
@@ -62,7 +63,7 @@ bp = Blueprint("inference_results", __name__, url_prefix="/models")
 
 
 @bp.get("/<job_id>/inference/<result_id>")
-def show(job_id: str, result_id: str):
+def show(job_id: str, result_id: str) -> ResponseReturnValue:
     """A stored results page (``Accept: application/json``: the record, as the form's JSON twin answers)."""
     from ..plugins.registry import registry  # as in the other views: the registry is loaded on first use
 
@@ -111,7 +112,7 @@ def show(job_id: str, result_id: str):
 
 
 @bp.get("/<job_id>/inference/<result_id>/files/<name>")
-def download(job_id: str, result_id: str, name: str):
+def download(job_id: str, result_id: str, name: str) -> ResponseReturnValue:
     """One file a stored result lists (e.g. ``CASE_seg.nii.gz``), as an attachment; 404 for any other name."""
     job = web_context().store.get(job_id, kind="model")
     record = load_result(job, result_id)
@@ -121,7 +122,7 @@ def download(job_id: str, result_id: str, name: str):
 
 
 @bp.post("/<job_id>/inference/<result_id>/delete")
-def delete(job_id: str, result_id: str):
+def delete(job_id: str, result_id: str) -> ResponseReturnValue:
     """Delete one stored result and go back to the model page's list."""
     job = web_context().store.get(job_id, kind="model")
     folder = result_folder(job, result_id)

@@ -16,6 +16,7 @@ import secrets
 import shutil
 
 from flask import Blueprint, current_app, request
+from flask.typing import ResponseReturnValue
 from markupsafe import Markup
 from werkzeug.exceptions import RequestEntityTooLarge
 from werkzeug.utils import secure_filename
@@ -49,7 +50,7 @@ def _view_class(view_id: str):
 
 
 @bp.get("/<job_id>/view-config")
-def view_config(job_id: str):
+def view_config(job_id: str) -> ResponseReturnValue:
     """The chosen view's config form, as an HTML fragment (``?view_id=``)."""
     web_context().store.get(job_id, kind="model")
     from ..plugins.contract import config_form
@@ -160,7 +161,7 @@ def _save_form_uploads(job, values: dict) -> dict:
 
 
 @bp.post("/<job_id>/infer")
-def infer(job_id: str):
+def infer(job_id: str) -> ResponseReturnValue:
     """Run the model on the given inputs, store the results and redirect to their page.
 
     The results are stored in the job's folder (:mod:`digits_core.web.inference_results`) and the

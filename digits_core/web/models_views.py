@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from flask import Blueprint, abort, flash, jsonify, redirect, render_template, request, send_file, url_for
+from flask.typing import ResponseReturnValue
 
 from ..engine.option_specs import TRAINING_OPTIONS
 from ..errors import DigitsError, FormValidationError, JobStateError
@@ -37,7 +38,7 @@ bp = Blueprint("models", __name__, url_prefix="/models")
 
 
 @bp.route("/new", methods=["GET", "POST"])
-def new():
+def new() -> ResponseReturnValue:
     """The New Model page; POST validates, saves and queues the training job."""
     store = web_context().store
     if request.method == "POST":
@@ -170,7 +171,7 @@ def _model_job(job_id: str) -> Job:
 
 
 @bp.get("/<job_id>")
-def show(job_id: str):
+def show(job_id: str) -> ResponseReturnValue:
     """The model job page: status, live charts, snapshots, inference."""
     if job_id.endswith(".json"):
         return jsonify(model_details(_model_job(job_id[:-5])))
@@ -178,7 +179,7 @@ def show(job_id: str):
 
 
 @bp.get("/<job_id>/metrics.json")
-def metrics(job_id: str):
+def metrics(job_id: str) -> ResponseReturnValue:
     """New points of ``metrics.jsonl`` since byte ``offset`` (``?offset=``), plus the job status.
 
     Returns:
@@ -217,7 +218,7 @@ def metrics(job_id: str):
 
 
 @bp.post("/<job_id>/abort")
-def abort_job(job_id: str):
+def abort_job(job_id: str) -> ResponseReturnValue:
     """Abort a waiting or running training job (it stops after the current step)."""
     job = web_context().store.get(job_id, kind="model")
     web_context().scheduler.abort(job.id)
@@ -226,7 +227,7 @@ def abort_job(job_id: str):
 
 
 @bp.post("/<job_id>/resume")
-def resume(job_id: str):
+def resume(job_id: str) -> ResponseReturnValue:
     """Resume an Aborted/Error training job from its last snapshot."""
     job = web_context().store.get(job_id, kind="model")
     if not snapshots(job):
@@ -236,13 +237,13 @@ def resume(job_id: str):
 
 
 @bp.post("/<job_id>/notes")
-def notes(job_id: str):
+def notes(job_id: str) -> ResponseReturnValue:
     """Save the job's notes (the field on its page)."""
     return save_notes(job_id, "model")
 
 
 @bp.post("/<job_id>/delete")
-def delete(job_id: str):
+def delete(job_id: str) -> ResponseReturnValue:
     """Delete a model job (aborting it first if it runs)."""
     delete_job(job_id, "model")
     flash("Model deleted.", "ok")
@@ -250,7 +251,7 @@ def delete(job_id: str):
 
 
 @bp.route("/<job_id>/download", methods=["GET", "POST"])
-def download(job_id: str):
+def download(job_id: str) -> ResponseReturnValue:
     """Download an exported model (``.tar.gz``: SavedModel, labels, mean, info); ``?epoch=`` picks the snapshot.
 
     Each epoch's export is made on its first request, in a separate worker process

@@ -21,6 +21,7 @@ grants), and the Origin check still refuses a browser's cross-site request.
 from __future__ import annotations
 
 from flask import Blueprint, jsonify, request
+from flask.typing import ResponseReturnValue
 
 from ..errors import DigitsError, JobNotFoundError
 from ..inference.export_formats import serving_version
@@ -37,7 +38,7 @@ def _error(code: int, message: str):
 
 
 @bp.errorhandler(DigitsError)
-def _digits_error(exc):
+def _digits_error(exc) -> ResponseReturnValue:
     if isinstance(exc, InputTooLargeError):
         return _error(413, str(exc))  # refused from the headers, before the worker was asked
     return _error(404 if isinstance(exc, JobNotFoundError) else 400, str(exc))
@@ -89,14 +90,14 @@ def _status(job, versions: list) -> dict:
 
 
 @bp.get("/<name>")
-def status(name: str):
+def status(name: str) -> ResponseReturnValue:
     """TF Serving's model status: every snapshot of the model."""
     job = _model_job(name)
     return jsonify(_status(job, list(_snapshots(job))))
 
 
 @bp.get("/<name>/versions/<version>")
-def status_version(name: str, version: str):
+def status_version(name: str, version: str) -> ResponseReturnValue:
     """TF Serving's status of one version (snapshot epoch)."""
     job = _model_job(name)
     return jsonify(_status(job, [_epoch_of(job, version)]))
@@ -146,12 +147,12 @@ def _predict(name: str, version: str | None = None):
 
 
 @bp.post("/<name>:predict")
-def predict(name: str):
+def predict(name: str) -> ResponseReturnValue:
     """TF Serving's predict on the model's last available snapshot."""
     return _predict(name)
 
 
 @bp.post("/<name>/versions/<version>:predict")
-def predict_version(name: str, version: str):
+def predict_version(name: str, version: str) -> ResponseReturnValue:
     """TF Serving's predict on one snapshot (version = epoch)."""
     return _predict(name, version)
