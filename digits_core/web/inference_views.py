@@ -15,7 +15,7 @@ import os
 import secrets
 import shutil
 
-from flask import Blueprint, current_app, request
+from flask import Blueprint, request
 from flask.typing import ResponseReturnValue
 from markupsafe import Markup
 from werkzeug.exceptions import RequestEntityTooLarge
@@ -24,7 +24,7 @@ from werkzeug.utils import secure_filename
 from ..errors import DigitsError, FormValidationError
 from ..forms import validate_form
 from ..limits import InputTooLargeError, PixelBudget, check_image_size, image_header
-from .context import web_context
+from .context import request_data_roots, web_context
 from .forms_render import (
     blank_form,
     form_from_request,
@@ -211,7 +211,7 @@ def _infer(job):
         "view": view_id,
         "view_config": view_config,
         "epoch": request.form.get("snapshot") or None,
-        "data_roots": current_app.config["DIGITS_DATA_ROOTS"],
+        "data_roots": request_data_roots(),
         "max_errors": request.form.get("max_errors") or None,
     }
     if volume:  # unet3d / unet2.5d: a whole volume in, its label volume out

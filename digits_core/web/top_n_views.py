@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import os
 
-from flask import Blueprint, current_app, jsonify, render_template, request
+from flask import Blueprint, jsonify, render_template, request
 from flask.typing import ResponseReturnValue
 
 from ..errors import DigitsError, FormValidationError
-from .context import web_context
+from .context import request_data_roots, web_context
 from .helpers import invalid_json, wants_json
 from .inference_inputs import check_inference_path
 from .model_page import render_model_page
@@ -70,7 +70,7 @@ def top_n(job_id: str) -> ResponseReturnValue:
                 "inputs": [path],
                 "n": n,
                 "epoch": request.form.get("snapshot") or None,
-                "data_roots": current_app.config["DIGITS_DATA_ROOTS"],
+                "data_roots": request_data_roots(),
                 "max_errors": request.form.get("max_errors") or None,
             },
         )

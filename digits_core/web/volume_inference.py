@@ -20,10 +20,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from flask import current_app, request
+from flask import request
 
 from ..errors import FormValidationError
-from .context import web_context
+from .context import request_data_roots, web_context
 from .inference_worker import run_in_worker
 from .results_store import store_and_redirect
 
@@ -56,7 +56,7 @@ def infer_volume_from_form(
         "model": str(job.path),
         "jobs_dir": str(web_context().jobs_dir),
         "view_config": view_config,
-        "data_roots": current_app.config["DIGITS_DATA_ROOTS"],
+        "data_roots": request_data_roots(),
     }
     mode = request.form.get("input_mode", "upload")
     uploads: list[Path] = []
