@@ -7,6 +7,7 @@ Real parts only: tiny LeNet runs on a real LMDB dataset, the event files read ba
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -138,11 +139,12 @@ def _expected_hparams(record: dict) -> dict:
 
 @pytest.mark.slow
 def test_a_four_trial_sweep_shows_the_same_numbers_in_tensorboard_hparams_and_in_a_real_mlflow_server(
-    mlflow_server, shapes, monkeypatch
+    mlflow_server, shapes, monkeypatch, capsys
 ):
     """Each trial's HParams session holds its options and its final metrics exactly as its model.json has them,
     and the MLflow run of the trial (found by its job id tag) has the same parameters, the same final metrics, one
-    point per epoch and the model's files as artifacts."""
+    point per epoch and the model's files as artifacts; ``digits evaluate --mlflow`` logs an evaluation's metrics
+    and its report folder there too."""
     from mlflow.tracking import MlflowClient
 
     from digits_core.engine import read_model_info
@@ -185,6 +187,23 @@ def test_a_four_trial_sweep_shows_the_same_numbers_in_tensorboard_hparams_and_in
         artifacts = {item.path for item in client.list_artifacts(run.info.run_id, "model")}
         assert "model/model.json" in artifacts and any(path.endswith(".keras") for path in artifacts)
     assert seen_rates == {(0.01, 8), (0.01, 16), (0.02, 8), (0.02, 16)}
+
+    # an evaluation of a trial through `digits evaluate --mlflow`: its metrics and its report reach the same server
+    from digits_core.cli import main
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")
+    capsys.readouterr()
+    code = main(
+        ["--jobs-dir", str(jobs), "evaluate", "--model", trials[0].id, "--stage", "val", "--mlflow", uri, "--json"]
+    )
+    assert code in (0, None)
+    summary = json.loads(capsys.readouterr().out)  # nothing but the JSON on stdout: MLflow's own lines go to the log
+    evaluation = client.get_experiment_by_name("digits")
+    (run,) = client.search_runs([evaluation.experiment_id], f"tags.`digits.job_id` = '{summary['job_id']}'")
+    assert run.data.metrics["accuracy"] == summary["metrics"]["accuracy"]
+    assert run.data.params["model_id"] == trials[0].id and run.data.params["stage"] == "val"
+    reported = {item.path for item in client.list_artifacts(run.info.run_id, "report")}
+    assert {"report/report.html", "report/metrics.json", "report/predictions.csv"} <= reported
 
 
 def test_an_mlflow_uri_in_a_request_passes_the_operators_outbound_rules(tmp_path, monkeypatch):

@@ -55,6 +55,13 @@ def register(subparsers) -> None:
         help="tolerance of the normalised surface Dice (default: 1 mm)",
     )
     parser.add_argument("--report", default=None, metavar="FILE.html", help="also copy the standalone HTML report here")
+    parser.add_argument(
+        "--mlflow",
+        metavar="URI",
+        default=None,
+        help="log the evaluation (parameters, metrics, report) to this MLflow tracking server "
+        "(default: $MLFLOW_TRACKING_URI; needs digits-core[mlflow])",
+    )
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.set_defaults(handler=run)
 
@@ -83,6 +90,7 @@ def run(args) -> int:
         bootstrap=args.bootstrap,
         nsd_tolerance_mm=args.nsd_tolerance,
         progress=progress,
+        mlflow=args.mlflow,
     )
     if args.report:
         shutil.copyfile(result.folder / "report.html", args.report)

@@ -25,6 +25,7 @@ from ..jobs.record import JobRecordError
 from ..sweeps import expand_sweep, is_sweep, sweep_group, train_sweep
 from .model_list import run_list
 from .output import print_json, print_table
+from .tracking import add_mlflow_argument, use_mlflow
 
 
 def register(subparsers: Any) -> None:
@@ -72,6 +73,7 @@ def register(subparsers: Any) -> None:
         default=[],
         help="extra build_model keyword argument (VALUE parsed as JSON when possible); repeatable",
     )
+    add_mlflow_argument(p)
     p.add_argument("--json", action="store_true", help="print model.json at the end instead of a summary")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(handler=run_train)
@@ -171,6 +173,7 @@ class _ProgressBar:
 def run_train(args: argparse.Namespace) -> int:
     """Train (or resume) and print a summary."""
     bar = _ProgressBar(args.quiet)
+    use_mlflow(args)
     try:
         if args.resume and args.workers is not None:
             raise FormValidationError(

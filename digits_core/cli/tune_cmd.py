@@ -12,6 +12,7 @@ import time
 from ..engine.option_specs import add_cli_arguments, options_from_cli
 from ..errors import DigitsError, FormValidationError
 from .output import print_json, print_table, print_unreadable
+from .tracking import add_mlflow_argument, use_mlflow
 
 
 def register(subparsers) -> None:
@@ -79,6 +80,7 @@ def register(subparsers) -> None:
         help="run the trials on this Ray cluster (default: $DIGITS_RAY_ADDRESS, else Ray on this machine)",
     )
     add_cli_arguments(p)
+    add_mlflow_argument(p)
     p.add_argument("--json", action="store_true", help="print the sweep's summary as JSON at the end")
     p.set_defaults(handler=run_tune)
 
@@ -141,6 +143,7 @@ def run_tune(args) -> int:
     """Run a search to its end (Ctrl-C aborts it) and print the ranked trials and the budget."""
     from ..sweeps.tune import tune  # the sweep code loads when a command runs
 
+    use_mlflow(args)
     options = options_from_cli(args)
     options.pop("epochs", None)  # the tuner's --max-epochs
     handle = tune(

@@ -196,13 +196,25 @@ def _log_model_files(mlflow_client: Any, run_id: str, folder: Path) -> None:
         mlflow_client.log_artifact(run_id, str(snapshots[-1]), "model")
 
 
+def flat_numbers(values: dict[str, Any], prefix: str = "") -> dict[str, float]:
+    """The numbers of a nested dict, keyed ``outer.inner`` (an evaluation's intervals, per-metric means)."""
+    found: dict[str, float] = {}
+    for key, value in values.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            found.update(flat_numbers(value, f"{name}."))
+        elif isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            found[name] = float(value)
+    return found
+
+
 def log_evaluation(uri: str, job: Any, metrics: dict[str, Any], params: dict[str, Any], report: Path | None) -> str:
     """Log an evaluation job to MLflow: its parameters, summary metrics and report folder.
 
     Args:
         uri: The tracking URI.
         job: The evaluation :class:`~digits_core.Job`.
-        metrics: Its summary metrics (numbers; others are left out).
+        metrics: Its summary metrics (nested dicts flattened by :func:`flat_numbers`; non-numbers left out).
         params: Model, epoch, dataset and stage.
         report: The report folder (HTML, JSON, CSVs), logged under ``report/``.
 
@@ -216,7 +228,7 @@ def log_evaluation(uri: str, job: Any, metrics: dict[str, Any], params: dict[str
         uri, job.name, {"digits.job_id": job.id, "digits.kind": "evaluation"}, job.data.get("group")
     )
     log_params(mlflow_client, run_id, params)
-    log_metrics(mlflow_client, run_id, metrics, 0)
+    log_metrics(mlflow_client, run_id, flat_numbers(metrics), 0)
     if report is not None and Path(report).is_dir():
         mlflow_client.log_artifacts(run_id, str(report), "report")
     terminate(mlflow_client, run_id)

@@ -28,6 +28,7 @@ per class), ``summary.json`` (segmentation: nnU-Net's layout) and ``report.html`
 from __future__ import annotations
 
 import csv
+import logging
 import os
 import shutil
 from collections.abc import Callable, Sequence
@@ -37,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from ..engine.mlflow_log import TRACKING_KEY, check_tracking_uri, log_evaluation, pop_tracking_uri
 from ..engine.tasks import task_for_label_kind
 from ..errors import DigitsError
 from ..jobs import Job, JobStatus, JobStore
@@ -45,6 +47,8 @@ from ..jobs.record import write_json_atomic
 from ..submit.records import create_job_record
 from . import classification, detection, regression, segmentation
 from .cases import worst_cases
+
+logger = logging.getLogger("digits_core.evaluation")
 
 #: Detections below this score are left out of detection figures (COCO evaluations keep nearly all of them).
 SCORE_FLOOR = 0.001
@@ -300,6 +304,7 @@ def evaluate(
     nsd_tolerance_mm: float = segmentation.NSD_TOLERANCE_MM,
     batch_size: int = 64,
     progress: Callable[[int, int], None] | None = None,
+    mlflow: str | None = None,
 ) -> EvaluationResult:
     """Evaluate a trained model on a held-out test set in a new ``evaluation`` job.
 
@@ -317,6 +322,9 @@ def evaluate(
         nsd_tolerance_mm: Tolerance of the normalised surface Dice (segmentation).
         batch_size: Largest batch per network call.
         progress: Called as ``progress(done, total)`` after each batch.
+        mlflow: An MLflow tracking URI (default ``$MLFLOW_TRACKING_URI``): the finished evaluation's
+            parameters, headline metrics and report folder are logged there (a failure is a warning:
+            the evaluation is stored either way; :mod:`digits_core.engine.mlflow_log`).
 
     Returns:
         An :class:`EvaluationResult` (status Done).
@@ -330,9 +338,12 @@ def evaluate(
     # inference is this package's own layer; imported on use so the metric modules stay light
     from ..inference import infer, load_inference_model
 
+    uri = pop_tracking_uri({TRACKING_KEY: mlflow})
+    if uri:  # refused before any work where the operator's rules refuse it
+        check_tracking_uri(uri)
     volume = _volume_model(model_id, jobs_dir)
     if volume is not None:
-        return _evaluate_volumes(*volume, inputs, dataset_id, name, jobs_dir, nsd_tolerance_mm)
+        return _tracked(_evaluate_volumes(*volume, inputs, dataset_id, name, jobs_dir, nsd_tolerance_mm), uri)
     model = load_inference_model(model_id, epoch=epoch, jobs_dir=jobs_dir)
     if model.task not in ("classification", "segmentation", "detection", "regression", "image-to-image"):
         raise EvaluationError(f"Model {model.id} is a {model.task} model; evaluate takes 2-D image models for now.")
@@ -374,7 +385,24 @@ def evaluate(
         {"task": model.task, "model_id": model.id, "epoch": model.epoch, **source, **report}
     )
     worst = worst_cases(model.task, samples, report)
-    return _publish(model, report, rows, per_class, source, name, jobs_dir, worst)
+    return _tracked(_publish(model, report, rows, per_class, source, name, jobs_dir, worst), uri)
+
+
+def _tracked(result: EvaluationResult, uri: str | None) -> EvaluationResult:
+    """``result``, logged to MLflow when a tracking URI is given (a failure is logged, the evaluation kept)."""
+    if uri:
+        summary = result.summary()
+        params = {key: summary[key] for key in ("task", "epoch", "dataset_id", "stage") if summary.get(key) is not None}
+        params["model_id"] = result.job.data.get("model_id")
+        if summary.get("inputs"):
+            params["inputs"] = ", ".join(map(str, summary["inputs"]))[:5000]
+        try:
+            log_evaluation(uri, result.job, dict(summary.get("metrics") or {}), params, result.folder)
+        except Exception as exc:  # noqa: BLE001 - the tracker's failure never loses the evaluation
+            logger.warning(
+                "MLflow (%s): the evaluation %s was not logged: %s: %s", uri, result.job.id, type(exc).__name__, exc
+            )
+    return result
 
 
 def _volume_model(model_id: Any, jobs_dir: Any) -> tuple[Path, dict] | None:
