@@ -31,7 +31,7 @@ _TOO_DEEP = object()
 
 
 @bp.before_app_request
-def _bounded_jsonjson_body():
+def _bounded_jsonjson_body() -> ResponseReturnValue | None:
     """Every JSON request body, on any route: nested at most as deep as a job record may be, else 400 naming it.
 
     Python's JSON parser recurses per level, so a body nested 100,000 deep would otherwise end in a

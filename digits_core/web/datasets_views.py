@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
 from flask import Blueprint, current_app, flash, jsonify, redirect, render_template, request, url_for
 from flask.typing import ResponseReturnValue
 
@@ -17,13 +20,19 @@ from .forms_render import blank_form, form_from_request, jsonable, render_plugin
 from .helpers import job_summary, read_json, read_progress, worker_log_tail
 from .job_notes import save_notes
 
+if TYPE_CHECKING:
+    import numpy as np
+
+    from ..datasets.reader import Dataset
+    from ..interfaces import DataIngestion
+
 bp = Blueprint("datasets", __name__, url_prefix="/datasets")
 
 #: Names the errors report may have in a dataset job folder.
 ERROR_REPORTS = ("errors.jsonl", "errors.json", "errors.csv", "errors.txt", "errors.log")
 
 
-def _ingestion(plugin_id: str):
+def _ingestion(plugin_id: str) -> type[DataIngestion]:
     from ..plugins.registry import registry
 
     return registry.get_data_ingestion(plugin_id)
@@ -34,7 +43,7 @@ def create_dataset_job(
     form_data: dict,
     name: str | None = None,
     workers: int | str | None = None,
-    max_errors=None,
+    max_errors: int | float | str | None = None,
     group: str | None = None,
 ) -> Job:
     """Queue a dataset job in this server (:func:`digits_core.submit.datasets.queue_dataset_job`)."""
@@ -193,13 +202,13 @@ def show(job_id: str) -> ResponseReturnValue:
     )
 
 
-def show_json(job_id: str):
+def show_json(job_id: str) -> ResponseReturnValue:
     """The dataset job page as JSON."""
     job = _dataset_job(job_id)
     return jsonify(dataset_details(job))
 
 
-def _class_filter(ds, stage: str, label: str | None):
+def _class_filter(ds: Dataset, stage: str, label: str | None) -> tuple[int | None, np.ndarray | None]:
     """``(class id or None, record indexes or None)`` for Explore's ``?label=``: a class id of a dataset
     with class labels, masks or boxes (records whose label, a pixel or a box has that class)."""
     from ..datasets.explore import FILTERABLE_KINDS, class_indexes
@@ -300,7 +309,7 @@ def _explore_page(job: Job, stage: str, page: int, per_page: int, label_filter: 
     }
 
 
-def _mask_caption(mask, class_labels) -> str:
+def _mask_caption(mask: np.ndarray, class_labels: Sequence[str]) -> str:
     """``"left ventricle 1.3%"``: the share of pixels of each non-background class."""
     import numpy as np
 
@@ -315,7 +324,7 @@ def _mask_caption(mask, class_labels) -> str:
     return ", ".join(parts) or "background only"
 
 
-def _colorize(mask, palette):
+def _colorize(mask: np.ndarray, palette: Sequence[Sequence[int]] | None) -> np.ndarray:
     import numpy as np
 
     mask = np.asarray(mask)

@@ -40,7 +40,15 @@ from markupsafe import Markup
 from ..errors import DigitsError, FormValidationError
 from ..evaluation.leaderboard import leaderboard
 from ..evaluation.report import fmt, render_report
-from ..evaluation.run import MAX_METRICS_BYTES, RESULTS, STAGES, WORST_FILE, EvaluationError, load_evaluation
+from ..evaluation.run import (
+    MAX_METRICS_BYTES,
+    RESULTS,
+    STAGES,
+    WORST_FILE,
+    EvaluationError,
+    EvaluationResult,
+    load_evaluation,
+)
 from ..jobs import Job, JobStore
 from ..jobs.readers import read_json_record
 from .helpers import wants_json
@@ -182,7 +190,7 @@ def create_from_panel(job_id: str) -> ResponseReturnValue:
     return redirect(created["url"])
 
 
-def _evaluation(job_id: str):
+def _evaluation(job_id: str) -> EvaluationResult:
     return load_evaluation(job_id, _store().root)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
+from typing import TYPE_CHECKING, Any
 
 from flask import Blueprint, request
 from flask.typing import ResponseReturnValue
@@ -37,13 +38,19 @@ from .inference_inputs import check_inference_path, results_json
 from .model_page import render_model_page
 from .results_store import store_and_redirect
 
+if TYPE_CHECKING:
+    from werkzeug.datastructures import FileStorage
+
+    from ..interfaces import View
+    from ..jobs import Job
+
 bp = Blueprint("inference", __name__, url_prefix="/models")
 
 #: Uploaded inference inputs older than this many runs are removed.
 KEEP_UPLOAD_RUNS = 5
 
 
-def _view_class(view_id: str):
+def _view_class(view_id: str) -> type[View]:
     from ..plugins.registry import registry
 
     return registry.get_view(view_id)
@@ -62,7 +69,7 @@ def view_config(job_id: str) -> ResponseReturnValue:
     return render_plugin_form(blank_form(form_class), cls.get_config_template)
 
 
-def _save_uploads(job, files) -> list[list[str]]:
+def _save_uploads(job: Job, files: list[FileStorage]) -> list[list[str]]:
     """Save uploaded images under the job's ``inference/`` folder.
 
     Returns:
@@ -130,11 +137,11 @@ def check_upload_sizes(saved: list[list[str]]) -> None:
         check_image_size(width, height, f"Upload {shown}", budget)
 
 
-def _is_upload(value) -> bool:
+def _is_upload(value: object) -> bool:
     return hasattr(value, "filename") and hasattr(value, "stream")
 
 
-def _save_form_uploads(job, values: dict) -> dict:
+def _save_form_uploads(job: Job, values: dict) -> dict:
     """Save files uploaded through a plugin's inference form; their values become the saved paths.
 
     The worker process that runs inference cannot receive the upload
@@ -185,7 +192,7 @@ def infer(job_id: str) -> ResponseReturnValue:
         return render_model_page(job, infer_errors=errors, infer_values=values)
 
 
-def _infer(job):
+def _infer(job: Job) -> ResponseReturnValue:
     from .inference_worker import run_in_worker
 
     volume = (read_json(job.path / "model.json") or {}).get("kind") == "volume"
@@ -205,7 +212,7 @@ def _infer(job):
             bound = bind_form(form_class, {}, meta={"csrf": False})
         view_config = jsonable(validate_form(bound, f'config of view "{view_id}"'))
     mode = request.form.get("input_mode", "upload")
-    request_body = {
+    request_body: dict[str, Any] = {
         "model": str(job.path),
         "jobs_dir": str(web_context().jobs_dir),
         "view": view_id,
@@ -253,13 +260,14 @@ def _infer(job):
     return store_and_redirect(job, view_id, view_cls.get_title(), result, _described_inputs(mode, request_body))
 
 
-def _plugin_form_values(job) -> dict:
+def _plugin_form_values(job: Job) -> dict:
     """The posted values of the dataset plugin's inference form, validated, uploads saved (their paths)."""
     from ..plugins.contract import inference_form  # as the view's config_form: contract helpers load on use
     from ..plugins.registry import registry
     from .forms_render import dataset_userdata
 
-    ds_job = web_context().store.get(job.data.get("dataset_id"), kind="dataset")
+    dataset_id: Any = job.data.get("dataset_id")  # a model job always names its dataset
+    ds_job = web_context().store.get(dataset_id, kind="dataset")
     cls = registry.get_data_ingestion(ds_job.plugin_id or "")
     inf_class = inference_form(cls, dataset_userdata(ds_job))
     if inf_class is None:

@@ -83,7 +83,7 @@ def new() -> ResponseReturnValue:
     )
 
 
-def _queue_jobs(form: ModelForm, options: dict, custom: str | None):
+def _queue_jobs(form: ModelForm, options: dict, custom: str | None) -> ResponseReturnValue | None:
     """Queue the form's job (or its grid sweep's jobs): the redirect, or ``None`` with the errors on the form."""
     try:
         jobs = create_model_jobs(
@@ -112,7 +112,7 @@ def _queue_jobs(form: ModelForm, options: dict, custom: str | None):
     return redirect(url_for("home.index", q=group))
 
 
-def _start_search(form: ModelForm, options: dict, custom: str | None):
+def _start_search(form: ModelForm, options: dict, custom: str | None) -> ResponseReturnValue | None:
     """Start the Search panel's sweep as ``POST /api/sweeps`` does: its comparison page, or ``None`` with errors."""
     if custom is not None:
         form.search.errors = list(form.search.errors) + [

@@ -20,31 +20,32 @@ grants), and the Origin check still refuses a browser's cross-site request.
 
 from __future__ import annotations
 
-from flask import Blueprint, jsonify, request
+from flask import Blueprint, Response, jsonify, request
 from flask.typing import ResponseReturnValue
 
 from ..errors import DigitsError, JobNotFoundError
 from ..inference.export_formats import serving_version
 from ..inference.predict_api import check_predict_body
 from ..inference.snapshots import list_snapshots, read_model_info, snapshot_problem
+from ..jobs import Job
 from ..limits import InputTooLargeError
 from .context import web_context
 
 bp = Blueprint("tf_serving", __name__, url_prefix="/v1/models")  # security.TOKEN_ONLY_ENDPOINTS names its predict
 
 
-def _error(code: int, message: str):
+def _error(code: int, message: str) -> tuple[Response, int]:
     return jsonify(error=message), code  # TF Serving's error shape
 
 
 @bp.errorhandler(DigitsError)
-def _digits_error(exc) -> ResponseReturnValue:
+def _digits_error(exc: DigitsError) -> ResponseReturnValue:
     if isinstance(exc, InputTooLargeError):
         return _error(413, str(exc))  # refused from the headers, before the worker was asked
     return _error(404 if isinstance(exc, JobNotFoundError) else 400, str(exc))
 
 
-def _model_job(name: str):
+def _model_job(name: str) -> Job:
     store = web_context().store
     try:
         return store.get(name, kind="model")
@@ -57,11 +58,11 @@ def _model_job(name: str):
         raise
 
 
-def _snapshots(job) -> dict:
+def _snapshots(job: Job) -> dict:
     return list_snapshots(job, read_model_info(job))
 
 
-def _epoch_of(job, version: str):
+def _epoch_of(job: Job, version: str) -> int:
     snapshots = _snapshots(job)
     for epoch in snapshots:
         if str(serving_version(epoch)) == version:
@@ -72,7 +73,7 @@ def _epoch_of(job, version: str):
     )
 
 
-def _status(job, versions: list) -> dict:
+def _status(job: Job, versions: list) -> dict:
     snapshots = _snapshots(job)
     entries = []
     for epoch in versions:
@@ -103,7 +104,7 @@ def status_version(name: str, version: str) -> ResponseReturnValue:
     return jsonify(_status(job, [_epoch_of(job, version)]))
 
 
-def _serving_epoch(job, version: str | None):
+def _serving_epoch(job: Job, version: str | None) -> tuple[int | None, str | None]:
     """The epoch a predict runs on, or the 404 answer naming why that version is not available."""
     snapshots = _snapshots(job)
     if version is not None:
@@ -121,7 +122,7 @@ def _serving_epoch(job, version: str | None):
     return None, f"Model {job.id} has no available version (versions: {versions})."
 
 
-def _predict(name: str, version: str | None = None):
+def _predict(name: str, version: str | None = None) -> ResponseReturnValue:
     from .inference_worker import run_in_worker
 
     if not request.is_json:
