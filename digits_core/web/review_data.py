@@ -34,6 +34,7 @@ from ..limits import (
     volume_voxels_problem,
 )
 from ..paths import check_server_path
+from ..plugins.registry import registry
 
 #: File suffixes read as volumes (everything else is read as a 2-D image with Pillow).
 VOLUME_SUFFIXES = (".npy",)
@@ -43,13 +44,40 @@ class MaskPayloadError(DigitsError):
     """A posted label cannot be used (wrong shape, counts or classes); the message says which and what to send."""
 
 
+def is_pacs_pool(pool: Pool) -> bool:
+    """True for a pool whose candidates are images on a DICOMweb server."""
+    return (pool.record().get("source") or {}).get("kind") == "dicomweb"
+
+
+def pacs_plugin(pool: Pool) -> Any:
+    """The data plugin class that reads and stores a DICOMweb pool's images and labels (``review_image``,
+    ``review_label``, ``review_store``): the source's ``plugin``, by default ``dicomweb-segmentation``.
+
+    Raises:
+        PoolError: The plugin is not installed, or it cannot review (named).
+    """
+    record = pool.record()
+    source = record.get("source") or {}
+    if int(record.get("dimensions") or 2) != 2:
+        raise PoolError(f"Pool {pool.id}: volumes from a DICOMweb server cannot be reviewed in the browser yet.")
+    plugin_id = str(source.get("plugin") or "dicomweb-segmentation")
+    try:
+        plugin = registry.get_data_ingestion(plugin_id)
+    except DigitsError as exc:
+        raise PoolError(f"Pool {pool.id} reads its images from a DICOMweb server: {exc}") from None
+    if not all(callable(getattr(plugin, name, None)) for name in ("review_image", "review_label", "review_store")):
+        raise PoolError(f"Pool {pool.id}: the data plugin {plugin_id} cannot read or store review labels.")
+    return plugin
+
+
+def _pacs_image(pool: Pool, cand: dict[str, Any]) -> Any:
+    return pacs_plugin(pool).review_image(pool.record()["source"], cand.get("source") or {})
+
+
 def _source_path(pool: Pool, cand: dict[str, Any]) -> Path:
     source = pool.record().get("source") or {}
     if source.get("kind") != "folder":
-        raise PoolError(
-            f"Pool {pool.id}: candidate {cand['id']} comes from a {source.get('kind')} source; the review page "
-            "reads folder pools' images here (DICOMweb pools through the PACS support)."
-        )
+        raise PoolError(f"Pool {pool.id}: candidate {cand['id']} comes from an unknown source {source.get('kind')}.")
     relative = str((cand.get("source") or {}).get("path") or "")
     root = Path(str(source.get("root") or ""))
     path = (root / relative).resolve()
@@ -74,7 +102,10 @@ def candidate_shape(pool: Pool, cand: dict[str, Any]) -> tuple[int, ...]:
     Raises:
         InputTooLargeError: The header declares more than the limits allow.
         PoolError: The file cannot be read as an image or volume.
+        DigitsError: A DICOMweb pool's server or image cannot be read (named by the plugin).
     """
+    if is_pacs_pool(pool):  # the instance is fetched (and cached) whole: its header is checked before decoding
+        return tuple(int(n) for n in _pacs_image(pool, cand).shape[:2])
     path = _source_path(pool, cand)
     volume = int(pool.record().get("dimensions") or 2) == 3
     try:
@@ -118,9 +149,9 @@ def image_png(pool: Pool, cand: dict[str, Any], slice_index: int = 0) -> bytes:
     import numpy as np
     from PIL import Image
 
-    shape = candidate_shape(pool, cand)  # the size check, before any pixel is decoded
-    path = _source_path(pool, cand)
+    shape = candidate_shape(pool, cand) if not is_pacs_pool(pool) else ()  # the size check, before decoding
     if len(shape) == 3:
+        path = _source_path(pool, cand)
         if not 0 <= slice_index < shape[0]:
             raise PoolError(f"Candidate {cand['id']} has slices 0..{shape[0] - 1}, not {slice_index}.")
         volume = np.load(path, mmap_mode="r", allow_pickle=False)
@@ -130,7 +161,11 @@ def image_png(pool: Pool, cand: dict[str, Any], slice_index: int = 0) -> bytes:
     else:
         from ..inference.imageio import read_image  # the dataset plugins' decoding (bit depth kept), size checked
 
-        pixels = read_image(path, name=f"{path.name} (candidate {cand['id']})")
+        if is_pacs_pool(pool):
+            pixels = _pacs_image(pool, cand)
+        else:
+            path = _source_path(pool, cand)
+            pixels = read_image(path, name=f"{path.name} (candidate {cand['id']})")
         if pixels.shape[-1] >= 3:
             image = Image.fromarray(_to_uint8(pixels[..., :3], 0, 255) if pixels.dtype != np.uint8 else pixels[..., :3])
         else:
@@ -149,13 +184,15 @@ def current_label(pool: Pool, cand: dict[str, Any], shape: tuple[int, ...]) -> A
     """
     import numpy as np
 
-    path = None
-    if cand.get("labels") and cand["labels"][-1].get("file"):
-        path = pool.file(cand["labels"][-1]["file"])
-    elif cand.get("proposal") and cand["proposal"].get("file"):
-        path = pool.file(cand["proposal"]["file"])
-    if path is None:
+    entry = cand["labels"][-1] if cand.get("labels") else cand.get("proposal")
+    if not entry:
         return np.zeros(shape, np.uint8)
+    if not entry.get("file"):  # a DICOM-SEG on the pool's server
+        label = np.asarray(pacs_plugin(pool).review_label(pool.record()["source"], cand["source"], entry), np.uint8)
+        if label.shape != tuple(shape):
+            raise PoolError(f"Candidate {cand['id']}: its label SEG is {label.shape}, the image {tuple(shape)}.")
+        return label
+    path = pool.file(entry["file"])
     if path.suffix == ".npy":
         stored, _ = _npy_shape(path)
         if stored != tuple(shape):

@@ -25,12 +25,19 @@ from typing import Any
 from flask import Blueprint, Response, g, jsonify, render_template, request, url_for
 from werkzeug.routing import BuildError
 
-from ..errors import DigitsError
 from ..labeling import ClaimedError, Pool, PoolError, StaleLabelError
 from ..labeling.pool import PROPOSED, REJECTED
 from .context import web_context
 from .helpers import json_body
-from .review_data import candidate_shape, current_label, decode_mask, encode_runs, image_png
+from .review_data import (
+    candidate_shape,
+    current_label,
+    decode_mask,
+    encode_runs,
+    image_png,
+    is_pacs_pool,
+    pacs_plugin,
+)
 
 bp = Blueprint("review", __name__)
 
@@ -186,10 +193,16 @@ def decide(job_id: str, cid: str):
 
 
 def _writer(pool: Pool, cand: dict[str, Any], mask: Any, user: str):
-    """The label writer of a DICOMweb pool (a DICOM-SEG through STOW-RS); ``None`` for a folder pool."""
-    if (pool.record().get("source") or {}).get("kind") != "dicomweb":
+    """The label writer of a DICOMweb pool (a new DICOM-SEG series through STOW-RS); ``None`` for a folder pool.
+
+    :meth:`~digits_core.labeling.Pool.store_label` calls it after the version check, under the pool's record
+    lock, so a stale save stores no SEG either.
+    """
+    if not is_pacs_pool(pool):
         return None
-    raise DigitsError(f"Pool {pool.id}: storing reviewed labels in the PACS is not available yet.")
+    plugin, source = pacs_plugin(pool), pool.record()["source"]
+    classes, _ = _classes(pool.record())
+    return lambda version: plugin.review_store(source, cand["source"], mask, classes, version=version, user=user)
 
 
 __all__ = ["bp", "reviewer", "LOCAL_REVIEWER"]

@@ -377,6 +377,49 @@ class DicomWebSegmentationIngestion(DataIngestion):
             f"{segs[0].SeriesInstanceUID} on {public_url(source.url)}"
         )
 
+    # -- active-learning review (issue 46): the core's review page calls these on the class ----------------------
+
+    @staticmethod
+    def review_image(pool_source: Mapping[str, Any], candidate: Mapping[str, Any]) -> np.ndarray:
+        """A DICOMweb pool candidate's image (``H x W x C``): :func:`.review.candidate_image`."""
+        from .review import candidate_image
+
+        return candidate_image(_pool_server(pool_source), candidate)
+
+    @staticmethod
+    def review_label(
+        pool_source: Mapping[str, Any], candidate: Mapping[str, Any], seg: Mapping[str, Any]
+    ) -> np.ndarray:
+        """The label map a proposal or label SEG holds for the candidate: :func:`.review.candidate_label`."""
+        from .review import candidate_label
+
+        return candidate_label(_pool_server(pool_source), candidate, seg)
+
+    @staticmethod
+    def review_store(
+        pool_source: Mapping[str, Any],
+        candidate: Mapping[str, Any],
+        mask: np.ndarray,
+        class_labels: list[str],
+        *,
+        version: int,
+        user: str | None,
+    ) -> dict[str, str]:
+        """Store a reviewed label as a new SEG series in the PACS (STOW-RS): :func:`.review.store_label`."""
+        from .review import store_label
+
+        return store_label(_pool_server(pool_source), candidate, mask, class_labels, version=version, user=user)
+
+
+def _pool_server(pool_source: Mapping[str, Any]) -> DicomWebSource:
+    """The server a DICOMweb pool's ``source`` names (credentials of named servers from the environment)."""
+    from .review import pool_userdata
+
+    try:
+        return open_source(pool_userdata(pool_source))
+    except DicomWebError as exc:
+        raise DatasetError(str(exc)) from None
+
 
 def _mask_for(output, rows: int, columns: int) -> np.ndarray:
     """Label map of a network output (``H x W x K`` scores, or ``H x W x 1`` foreground probability) at the source size."""
