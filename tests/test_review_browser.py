@@ -1,8 +1,8 @@
 """The review page in headless Chromium on a real ``digits serve`` (issue 46 item 3).
 
-A reviewer draws a brush stroke with the mouse over a proposal, undoes and redoes it, accepts with the keyboard;
-the label stored in the pool folder has the stroke pixel for pixel, and the next candidate is shown without a
-page reload. axe-core finds no serious or critical problem on the page.
+A reviewer draws a brush stroke with the mouse over a proposal, undoes and redoes it, fills the proposal's region
+with another class and accepts with the keyboard; the label stored in the pool folder has the stroke and the fill
+pixel for pixel, and the next candidate is shown without a page reload. axe-core finds no serious or critical problem on the page.
 """
 
 from __future__ import annotations
@@ -89,6 +89,9 @@ def test_brush_strokes_through_the_page_are_stored_and_the_next_candidate_comes_
             assert _labelled(page) == int(proposal.sum())
             page.keyboard.press("Control+y")
             assert _labelled(page) == drawn
+            page.keyboard.press("f")  # fill the proposal's region (class lv) with class myo
+            page.mouse.click(*at(8, 7))
+            assert _labelled(page) == drawn  # same pixels, another class
 
             page.keyboard.press("a")  # accept: stores the corrected label, then shows the next candidate
             page.locator(f'#review[data-candidate="{second["id"]}"][data-ready="1"]').wait_for(timeout=15_000)
@@ -99,8 +102,8 @@ def test_brush_strokes_through_the_page_are_stored_and_the_next_candidate_comes_
             page.close()
     stored = read_mask(pool.label_file(first["id"], 1))
     assert (stored[30, 10:49] == 2).all() and (stored[29, 10:49] == 2).all() and (stored[31, 10:49] == 2).all()
-    assert (stored[5:10, 6:12] == 1).all()  # the proposal kept where nothing was drawn
-    assert int(np.count_nonzero(stored == 2)) == drawn - int(proposal.sum())
-    assert (stored[:28] == proposal[:28]).all() and (stored[33:] == 0).all()
+    assert (stored[5:10, 6:12] == 2).all() and not (stored == 1).any()  # the proposal's region, filled
+    assert int(np.count_nonzero(stored)) == drawn
+    assert (stored[:28] == proposal[:28] * 2).all() and (stored[33:] == 0).all()
     cand = pool.candidate(first["id"])
     assert cand["state"] == "accepted" and cand["labels"][-1]["by"] == "local"
