@@ -2,7 +2,8 @@
 
 A reviewer draws a brush stroke with the mouse over a proposal, undoes and redoes it, fills the proposal's region
 with another class and accepts with the keyboard; the label stored in the pool folder has the stroke and the fill
-pixel for pixel, and the next candidate is shown without a page reload. axe-core finds no serious or critical problem on the page.
+pixel for pixel, and the next candidate is shown without a page reload. axe-core finds no serious or critical
+problem on the page.
 """
 
 from __future__ import annotations
