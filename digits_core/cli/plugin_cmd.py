@@ -1,5 +1,5 @@
-"""``digits plugin new data|view NAME [--dir DIR]``: start a new plugin package;
-``digits plugin check ID``: run the whole plugin contract on an installed plugin;
+"""``digits plugin new data|view|network NAME [--dir DIR]``: start a new plugin package;
+``digits plugin check ID``: run the whole plugin contract on an installed plugin (a network: by its name);
 ``digits plugin wrap-digits6 PATH``: package a DIGITS 6 built-in view (or data) folder.
 
 The generated package (see :mod:`digits_core.scaffold`) pip-installs and is
@@ -28,7 +28,11 @@ def register(subparsers: Any) -> None:
         "its WTForms form, Jinja2 templates, a README and a pytest test) in DIR/digits-<kind>-<NAME>/. "
         "It installs with `pip install -e DIR/digits-<kind>-<NAME>` and then shows in `digits plugins`.",
     )
-    new.add_argument("kind", choices=["data", "view"], help="data: a DataIngestion plugin; view: a View plugin")
+    new.add_argument(
+        "kind",
+        choices=["data", "view", "network"],
+        help="data: a DataIngestion plugin; view: a View plugin; network: networks for digits_register_networks",
+    )
     new.add_argument("name", metavar="NAME", help="plugin id, e.g. my-dicom (lower-case letters, digits, - and _)")
     new.add_argument("--dir", default=".", metavar="DIR", help="folder to create the package in (default: .)")
     new.add_argument("--title", default=None, help="title shown in menus (default: NAME in words)")
@@ -39,12 +43,15 @@ def register(subparsers: Any) -> None:
         description="Check a data or view plugin where its mistakes are made: its forms build, its templates "
         "render, itemize_entries runs on the form defaults (or --form values) and a few encode_entry results "
         "have an allowed dtype, an H×W×C shape and a valid label; a view's process_data and templates run on "
-        "synthetic output. Exit status 1 when a check fails.",
+        "synthetic output. A network (network:NAME, or a name only a network has): its declared metadata, a "
+        "model built for every declared task with the task's output shape, and its declared minimum input size "
+        "honoured (loads TensorFlow). Exit status 1 when a check fails.",
     )
     check.add_argument(
         "plugin_id",
         metavar="ID",
-        help="plugin id (see `digits plugins`); data:ID or view:ID when a data and a view plugin share it",
+        help="plugin id (see `digits plugins`) or network name (see `digits networks`); data:ID, view:ID or "
+        "network:NAME when two kinds share it",
     )
     check.add_argument(
         "--form",
@@ -63,6 +70,10 @@ def register(subparsers: Any) -> None:
         help="run the data plugin confined to DIR, as the web server does, and warn about files it "
         "reads outside without the path gate (digits_core.paths); repeatable",
     )
+    check.add_argument(
+        "--shape", default=None, metavar="HxWxC", help="networks: the input to build for (default: its minimum, >= 32)"
+    )
+    check.add_argument("--task", default=None, help="networks: check this task only (default: every declared task)")
     check.add_argument("--json", action="store_true", help="print the report as JSON")
     check.set_defaults(handler=run_check)
     wrap = actions.add_parser(
@@ -105,7 +116,7 @@ def run_new(args: argparse.Namespace) -> int:
     relative = os.path.relpath(target)
     # "./name" so that pip takes it for a folder, never for a package name to download.
     shown = str(target) if relative.startswith("..") else os.path.join(os.curdir, relative)
-    noun = "data plugin" if args.kind == "data" else "view plugin"
+    noun = f"{args.kind} plugin"
     print(f'Created {noun} "{names.plugin_id}" ({names.distribution}) in {shown}:')
     for path in sorted(p for p in target.rglob("*") if p.is_file()):
         print(f"  {path.relative_to(target)}")
@@ -114,6 +125,8 @@ def run_new(args: argparse.Namespace) -> int:
     print("  digits plugins")
     if args.kind == "data":
         print(f"  digits dataset create {names.plugin_id} --help")
+    if args.kind == "network":
+        print(f"  digits plugin check network:{names.plugin_id.replace('-', '_')}")
     print(f"  python -m pytest {os.path.join(shown, 'tests')}")
     print("Guide: docs/writing-plugins.md")
     return 0
@@ -132,6 +145,8 @@ def run_check(args: argparse.Namespace) -> int:
     if not sep:
         kind, plugin_id = "", args.plugin_id
     found: list[type] = []
+    if kind == "network" or (not kind and _only_a_network(plugin_id)):
+        return _run_network_check(args, plugin_id)
     if kind in ("", "data") and plugin_id in registry.data_ingestions():
         found.append(registry.get_data_ingestion(plugin_id))
     if kind in ("", "view") and plugin_id in registry.views():
@@ -161,6 +176,49 @@ def run_check(args: argparse.Namespace) -> int:
     return 0 if all(r.ok for r in reports) else 1
 
 
+def _networks() -> list:
+    from ..engine.networks import list_networks  # metadata only: TensorFlow loads when a model is built
+
+    return list_networks()
+
+
+def _only_a_network(name: str) -> bool:
+    """True when ``name`` is a registered network and no data or view plugin has that id."""
+    from ..plugins.registry import registry  # (as run_check)
+
+    if name in registry.data_ingestions() or name in registry.views():
+        return False
+    return name.lower() in {spec.name.lower() for spec in _networks()}
+
+
+def _run_network_check(args: argparse.Namespace, name: str) -> int:
+    """Run :func:`digits_core.engine.network_check.check_network` and print its report."""
+    import sys  # (as run_check: the command's modules load when it runs)
+
+    from ..engine.network_check import check_network  # loads TensorFlow: only when a network is checked
+    from ..errors import FormValidationError  # (as run_check)
+    from ..tf_quiet import quiet_tensorflow_startup  # (as run_check)
+    from .output import print_json  # (as run_check)
+
+    shape = None
+    if args.shape:
+        parts = args.shape.lower().replace("×", "x").split("x")
+        if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
+            raise FormValidationError({"shape": [f"expected HxWxC such as 64x64x3, got {args.shape!r}"]}, "--shape")
+        shape = tuple(int(p) for p in parts)
+    quiet_tensorflow_startup()
+    report = check_network(name, shape=shape, task=args.task)
+    if args.json:
+        print_json([report.to_dict()])
+    else:
+        print(report)
+        if args.verbose:
+            for check in report.checks:
+                if check.detail:
+                    print(f"\n{check.name}:\n{check.detail}", file=sys.stderr)
+    return 0 if report.ok else 1
+
+
 def _warn_if_id_taken(kind: str, plugin_id: str, digits6: bool = False) -> None:
     """Warn when an installed plugin of the same kind already uses ``plugin_id`` (they would clash)."""
     import sys
@@ -169,7 +227,10 @@ def _warn_if_id_taken(kind: str, plugin_id: str, digits6: bool = False) -> None:
     from ..plugins.registry import registry
 
     try:
-        installed = registry.data_ingestions() if kind == "data" else registry.views()
+        if kind == "network":
+            installed = {s.name.replace("_", "-"): s.build for s in _networks()}
+        else:
+            installed = registry.data_ingestions() if kind == "data" else registry.views()
     except Exception:  # noqa: BLE001 - a broken plugin must not stop the scaffold
         return
     other = installed.get(plugin_id)

@@ -13,6 +13,7 @@ placeholder          meaning                               e.g. for ``new data m
 ``@@CLASS_NAME@@``   the plugin class                       ``MyDicomIngestion``
 ``@@TITLE@@``        human-readable title                   ``My dicom``
 ``@@CORE_VERSION@@`` lowest digits-core version required    ``0.1.0``
+``@@NETWORK_NAME@@`` network name (``network`` kind)        ``my_dicom``
 ==================== ===================================== ==========================
 
 A trailing ``.tmpl`` is dropped from file names (so that skeleton Python
@@ -20,7 +21,8 @@ files are not taken for modules of ``digits_core``).
 
 The generated package installs with pip and is listed by ``digits plugins``
 without edits; a data plugin builds a real dataset (a folder of images and a
-CSV of labels), a view plugin shows the top classes of a classifier.
+CSV of labels), a view plugin shows the top classes of a classifier, a network
+plugin registers a small convolutional network (``digits plugin check`` passes).
 """
 
 from __future__ import annotations
@@ -34,8 +36,8 @@ from ..errors import ConfigurationError
 from ..interfaces import PLUGIN_ID_PATTERN
 
 #: Plugin kinds ``digits plugin new`` can generate.
-KINDS = ("data", "view")
-_CLASS_SUFFIX = {"data": "Ingestion", "view": "View"}
+KINDS = ("data", "view", "network")
+_CLASS_SUFFIX = {"data": "Ingestion", "view": "View", "network": "Network"}
 _TEMPLATE_SUFFIX = ".tmpl"
 #: Characters a title may not contain (it is pasted into Python, TOML and Jinja2/HTML sources).
 _UNSAFE_TITLE = re.compile(r'["\\{}<>%\x00-\x1f]')
@@ -72,6 +74,7 @@ class PluginNames:
             "@@CLASS_NAME@@": self.class_name,
             "@@TITLE@@": self.title,
             "@@CORE_VERSION@@": __version__,
+            "@@NETWORK_NAME@@": self.plugin_id.replace("-", "_"),
         }
 
 
@@ -79,7 +82,7 @@ def plugin_names(kind: str, name: str, title: str | None = None) -> PluginNames:
     """Derive the names of a new plugin from its kind and id.
 
     Args:
-        kind: ``"data"`` or ``"view"``.
+        kind: ``"data"``, ``"view"`` or ``"network"``.
         name: The plugin id: lower-case letters, digits, ``-`` and ``_``,
             starting with a letter or digit (``my-dicom``).
         title: Title shown in menus; defaults to the id in words. It may
