@@ -9,7 +9,8 @@ they can ``{% from "helper.html" import render_field %}``.
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from flask import current_app
 from markupsafe import Markup
@@ -20,8 +21,15 @@ from ..errors import FormValidationError
 from ..forms import bind_form, user_fields, validate_form
 from .context import web_context
 
+if TYPE_CHECKING:
+    from flask import Request
+    from jinja2 import Environment
+    from wtforms import Form
 
-def plugin_env():
+    from ..jobs import Job
+
+
+def plugin_env() -> Environment:
     """The Jinja2 environment for plugin templates (autoescape always on)."""
     env = web_context().plugin_env
     if env is None:
@@ -40,7 +48,7 @@ def render_source(source: str | None, context: dict | None, **extra: Any) -> Mar
     return Markup(plugin_env().from_string(source).render(**ctx))
 
 
-def _plugin_of(function, method: str) -> str | None:
+def _plugin_of(function: object, method: str) -> str | None:
     """The id of the loaded plugin whose ``method`` is ``function`` (to name it in an error)."""
     from ..plugins.registry import registry
 
@@ -53,7 +61,7 @@ def _plugin_of(function, method: str) -> str | None:
     return None
 
 
-def render_plugin_form(form, template_func) -> Markup:
+def render_plugin_form(form: Form, template_func: Callable[[Form], tuple[str | None, dict | None]] | None) -> Markup:
     """Render ``template_func(form)`` (a plugin's ``get_*_template``) or, without one, every field.
 
     An exception from the plugin's method or template is shown inline, as one
@@ -77,7 +85,7 @@ def render_plugin_form(form, template_func) -> Markup:
         return Markup('<div class="alert alert-bad plugin-error" role="alert">{}</div>').format(f"error: {error}")
 
 
-def dataset_userdata(ds_job) -> dict:
+def dataset_userdata(ds_job: Job) -> dict:
     """The persisted userdata of a dataset job (what a DIGITS 6 style plugin instance is re-created from)."""
     for path in (ds_job.path / "dataset" / "dataset.json", ds_job.path / "dataset.json"):
         try:
@@ -89,13 +97,14 @@ def dataset_userdata(ds_job) -> dict:
     return {}
 
 
-def form_from_request(form_class, request, prefix: str | None = None):
+def form_from_request(form_class: type[Form] | Form, request: Request, prefix: str | None = None) -> Form:
     """Bind a plugin form to a browser POST (fields and uploaded files)."""
-    formdata = CombinedMultiDict([request.files, request.form]) if request.files else request.form
+    parts: list[MultiDict[str, Any]] = [request.files, request.form]
+    formdata = CombinedMultiDict(parts) if request.files else request.form
     return bind_form(form_class, formdata=formdata, meta={"csrf": False})
 
 
-def blank_form(form_class, values: dict | None = None):
+def blank_form(form_class: type[Form] | Form, values: dict | None = None) -> Form:
     """A form showing defaults, or pre-filled from saved values (clone); ``form_class`` may be an instance."""
     from ..forms import form_class as _form_class
 
@@ -109,7 +118,7 @@ def blank_form(form_class, values: dict | None = None):
 def jsonable(data: dict) -> dict:
     """Form data made JSON-serializable (file uploads become their file name)."""
 
-    def convert(value):
+    def convert(value: Any) -> Any:
         if hasattr(value, "filename") and hasattr(value, "stream"):
             return value.filename
         return value
@@ -117,7 +126,7 @@ def jsonable(data: dict) -> dict:
     return json.loads(json.dumps({k: convert(v) for k, v in data.items()}, default=str))
 
 
-def validated(form, form_name: str) -> dict:
+def validated(form: Form, form_name: str) -> dict:
     """Validate a bound form; raises FormValidationError (the form keeps per-field errors).
 
     Values naming server paths outside the data roots fail first (see

@@ -5,10 +5,12 @@ from __future__ import annotations
 import os
 import time
 from collections import Counter
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
-from flask import jsonify, request
+from flask import Response, jsonify, request
 
 from ..errors import FormValidationError
 from ..jobs import Job, JobStatus
@@ -46,24 +48,24 @@ def json_body() -> dict:
     return data
 
 
-def invalid_json(exc: FormValidationError):
+def invalid_json(exc: FormValidationError) -> tuple[Response, int]:
     """The JSON answer to a bad form or request value: 400 with the message and the failing fields."""
     return jsonify({"error": {"code": 400, "title": "Invalid value", "message": str(exc), "fields": exc.errors}}), 400
 
 
-def status_class(status) -> str:
+def status_class(status: JobStatus | str) -> str:
     """CSS class for a status badge."""
     return STATUS_CLASSES.get(getattr(status, "value", status), "muted")
 
 
-def format_time(ts) -> str:
+def format_time(ts: float | str | None) -> str:
     """``2026-12-02 12:30`` from a UNIX time."""
     if not ts:
         return ""
     return datetime.fromtimestamp(float(ts)).strftime("%Y-%m-%d %H:%M")
 
 
-def format_size(num) -> str:
+def format_size(num: float | None) -> str:
     """Human-readable byte count."""
     if num is None:
         return ""
@@ -75,7 +77,7 @@ def format_size(num) -> str:
     return f"{num:.1f} TB"
 
 
-def format_duration(seconds) -> str:
+def format_duration(seconds: float | None) -> str:
     """``1h 02m 03s`` style duration."""
     if seconds is None:
         return ""
@@ -98,7 +100,7 @@ def folder_size(path: Path) -> int:
     return total
 
 
-def read_json(path: Path, default=None):
+def read_json(path: Path, default: Any = None) -> Any:
     """Parse a JSON file, or return ``default`` if it is missing, half-written or unreadable.
 
     Read as the job store reads its records (:func:`digits_core.jobs.readers.read_json_record`:
@@ -195,7 +197,7 @@ def job_summary(job: Job, with_size: bool = True) -> dict:
     return row
 
 
-def format_shape(shape) -> str:
+def format_shape(shape: Sequence[int | None] | None) -> str:
     """A shape as pages show it, ``32 × 32 × 1``; a free dimension (``None``) reads "any" (``any × 5``)."""
     return " × ".join("any" if dim is None else str(dim) for dim in (shape or []))
 

@@ -10,8 +10,13 @@ import secrets
 import shutil
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from flask import abort, current_app, has_app_context, redirect, url_for
+from flask.typing import ResponseReturnValue
+
+if TYPE_CHECKING:
+    from ..jobs import Job
 
 #: A result id: ``YYYYMMDD-HHMMSS-xxxxxx`` (sorts by time, as job ids do).
 RESULT_ID = re.compile(r"^\d{8}-\d{6}-[0-9a-f]{6}$")
@@ -22,12 +27,12 @@ DEFAULT_KEEP_RESULTS = 50
 _STALE_WRITE_S = 24 * 3600
 
 
-def results_dir(job) -> Path:
+def results_dir(job: Job) -> Path:
     """The folder of a model job's stored results."""
     return job.path / "inference" / "results"
 
 
-def store_result(job, record: dict, files: list | None = None, keep: int | None = None) -> str:
+def store_result(job: Job, record: dict, files: list | None = None, keep: int | None = None) -> str:
     """Write one run's results atomically, prune the oldest beyond ``keep``, and return its id.
 
     Args:
@@ -67,7 +72,7 @@ def store_result(job, record: dict, files: list | None = None, keep: int | None 
     return result_id
 
 
-def prune_results(job, keep: int) -> list[str]:
+def prune_results(job: Job, keep: int) -> list[str]:
     """Delete a model's oldest results beyond the newest ``keep`` (0: keep all), and write folders a dead
     server left behind; return the ids deleted.
 
@@ -101,7 +106,7 @@ def _newest_first(root: Path) -> list[Path]:
     """The result folders under ``root``, newest first: an id names its second, the folder's time orders
     results stored within one second."""
 
-    def age(folder: Path):
+    def age(folder: Path) -> tuple[str, int]:
         try:
             return folder.name[:15], folder.stat().st_mtime_ns
         except OSError:
@@ -110,7 +115,7 @@ def _newest_first(root: Path) -> list[Path]:
     return sorted((p for p in root.iterdir() if RESULT_ID.match(p.name)), key=age, reverse=True)
 
 
-def result_folder(job, result_id: str) -> Path:
+def result_folder(job: Job, result_id: str) -> Path:
     """The folder of one stored result; 404 for a malformed id or a result that is not there."""
     if not RESULT_ID.match(result_id or ""):
         abort(404)
@@ -120,13 +125,13 @@ def result_folder(job, result_id: str) -> Path:
     return folder
 
 
-def load_result(job, result_id: str) -> dict:
+def load_result(job: Job, result_id: str) -> dict:
     """The stored record of one result (404 when there is none)."""
     with open(result_folder(job, result_id) / RESULT_FILE, encoding="utf-8") as handle:
         return json.load(handle)
 
 
-def list_results(job) -> list[dict]:
+def list_results(job: Job) -> list[dict]:
     """The stored results of a model job, newest first: ``id``, ``created``, ``view_title``, ``inputs``,
     ``samples``, ``epoch`` and ``url`` (the summary the model page lists, without the fragments)."""
     root = results_dir(job)
@@ -154,7 +159,9 @@ def list_results(job) -> list[dict]:
     return listed
 
 
-def store_and_redirect(job, view_id: str, view_title: str, result: dict, inputs: str, samples: int | None = None):
+def store_and_redirect(
+    job: Job, view_id: str, view_title: str, result: dict, inputs: str, samples: int | None = None
+) -> ResponseReturnValue:
     """Store a finished run (see :func:`store_result`; ``result["files"]``: the files it wrote) and answer the
     redirect to its page.
 

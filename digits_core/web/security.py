@@ -31,6 +31,7 @@ import hmac
 import os
 import secrets
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from flask import abort, current_app, g, has_request_context, jsonify, redirect, request, session, url_for
 from flask.sessions import SecureCookieSessionInterface
@@ -38,6 +39,14 @@ from itsdangerous import BadSignature, URLSafeTimedSerializer
 
 from .helpers import wants_json
 from .login import client_network, forwarded_client, in_networks
+
+if TYPE_CHECKING:
+    from flask import Flask
+    from flask.typing import ResponseReturnValue
+    from flask_wtf.csrf import CSRFProtect
+    from werkzeug.wrappers import Response
+
+    from .login import LoginState
 
 #: Endpoints reachable without logging in.
 PUBLIC_ENDPOINTS = {"home.login", "accounts.login", "accounts_oidc.start", "accounts_oidc.callback", "static"}
@@ -67,7 +76,7 @@ def header_authenticated() -> bool:
     return bool(g.get("digits_bearer")) or token_matches(_header_token())
 
 
-def login_state():
+def login_state() -> LoginState:
     """The app's :class:`~digits_core.web.login.LoginState`."""
     return current_app.extensions["digits"]["login"]
 
@@ -113,7 +122,7 @@ def attempt_login(candidate: str | None) -> tuple[bool, int]:
     return False, 0
 
 
-def remember_client(response):
+def remember_client(response: Response) -> Response:
     """Mark this client known (its own throttling source) on ``response`` after a right token; returns it.
 
     Set once per request (by the login page, or after any request with a right
@@ -156,7 +165,7 @@ def cookies_secure() -> bool:
 class SessionInterface(SecureCookieSessionInterface):
     """Flask's signed-cookie sessions, ``Secure`` when :func:`cookies_secure` says so."""
 
-    def get_cookie_secure(self, app) -> bool:
+    def get_cookie_secure(self, app: Flask) -> bool:
         return cookies_secure()
 
 
@@ -167,7 +176,7 @@ def is_authenticated() -> bool:
     return header_authenticated() or login_state().touch(session.get("digits_sid"))
 
 
-def too_many_tries(wait: int):
+def too_many_tries(wait: int) -> Response:
     """The 429 answer with ``Retry-After`` for a try refused ``wait`` seconds too early."""
     response = jsonify(error=f"Too many wrong auth tokens from your network; try again in {wait} s.")
     response.status_code = 429
@@ -175,7 +184,7 @@ def too_many_tries(wait: int):
     return response
 
 
-def _throttle_header_token():
+def _throttle_header_token() -> Response | None:
     """Check a header token as one login try; refuse tries that come too soon (429)."""
     if not current_app.config.get("DIGITS_AUTH_TOKEN") or _header_token() is None or "digits_bearer" in g:
         return None  # none to check, or accounts_views checked it already
@@ -183,15 +192,15 @@ def _throttle_header_token():
     return too_many_tries(wait) if wait else None
 
 
-def init_app(app, csrf) -> None:
+def init_app(app: Flask, csrf: CSRFProtect) -> None:
     """Install the auth and CSRF checks on ``app``."""
 
     @app.after_request
-    def _remember_client(response):
+    def _remember_client(response: Response) -> Response:
         return remember_client(response) if g.get("digits_remember_client") else response
 
     @app.before_request
-    def _check():
+    def _check() -> ResponseReturnValue | None:
         refused = _throttle_header_token()
         if refused is not None:
             return refused
