@@ -27,7 +27,7 @@ from .early_stopping import EarlyStopping
 from .pipeline import train_dataset, val_dataset
 from .setup import RunState
 from .snapshot_writer import SnapshotWriter
-from .steps import StepSpec, engine_code_only, make_steps
+from .steps import StepSpec, engine_code_only, make_multi_step, make_steps
 
 ABORT_FLAGS: set[str] = set()  # job folders asked to abort from this process (see ``request_abort``)
 
@@ -179,22 +179,21 @@ class TrainingLoop:
         import tensorflow as tf
 
         s = self.s
-        train_step, self.val_step = make_steps(
-            StepSpec(
-                strategy=s.strat.strategy,
-                replicas=s.strat.replicas,
-                model=s.model,
-                optimizer=s.optimizer,
-                loss_fn=s.loss_fn,
-                task=s.task,
-                num_outputs=s.num_outputs,
-                standard_output=s.standard_output,
-                custom_metrics=s.custom_metrics,
-                jit=s.opts.jit,
-                autograph=not engine_code_only(s.task, s.custom_loss, s.custom_metrics),
-                backbone=s.extra.get("backbone_schedule"),
-            )
+        self.spec = StepSpec(
+            strategy=s.strat.strategy,
+            replicas=s.strat.replicas,
+            model=s.model,
+            optimizer=s.optimizer,
+            loss_fn=s.loss_fn,
+            task=s.task,
+            num_outputs=s.num_outputs,
+            standard_output=s.standard_output,
+            custom_metrics=s.custom_metrics,
+            jit=s.opts.jit,
+            autograph=not engine_code_only(s.task, s.custom_loss, s.custom_metrics),
+            backbone=s.extra.get("backbone_schedule"),
         )
+        train_step, self.val_step = make_steps(self.spec)
         if self.early is not None and not (s.val_src and s.val_every):
             raise TrainingError(
                 "early_stopping_metric needs validation: this run has no validation set or a validation interval of 0"
@@ -207,7 +206,9 @@ class TrainingLoop:
         step = s.start_step
         iterator = iter(train_ds)
         mark("input pipeline")
-        _trace_once(train_step, train_ds, flags[0], s)
+        train_steps = self._multi_step(train_ds)
+        if train_steps is None:  # (the several-steps function is traced once anyway: its batch axis is free)
+            _trace_once(train_step, train_ds, flags[0], s)
         self.cb.train_begin()
         if step % spe == 0:
             self.cb.epoch_begin(step // spe)
@@ -217,64 +218,107 @@ class TrainingLoop:
             if self.abort.poll() and not multi:
                 self._aborted(epoch_means)
                 return
-            x, y = next(iterator)
-            batch = step % spe
-            self.cb.batch_begin(batch)
-            loss, metric, stop = train_step(x, y, flags[1 if self.abort.reason else 0])
-            if multi and float(stop) > 0:  # every worker leaves after this same step
-                self.abort.reason = self.abort.reason or "abort requested on another worker"
-                self._aborted(epoch_means)
-                return
-            loss = float(loss)
-            if step == s.start_step:
-                mark("first step (tracing)")
-            step += 1
-            epoch = step / spe
-            if not math.isfinite(loss):
-                raise TrainingError(
-                    f"Training diverged: the loss became {loss} at epoch {epoch:.2f} (step {step}). "
-                    "Lower the learning rate, check the labels, or use a different solver."
-                )
-            images = s.layout.global_batch if s.strat.replicas > 1 else int(x.shape[0])
-            window.add(loss, float(metric), images)
-            epoch_means.add(loss, float(metric), images)
-            self.cb.batch_end(batch, epoch_means.logs(self.metric_name))
-            end_of_epoch = step % spe == 0
-            if step % s.log_every == 0 or end_of_epoch or step == s.total_steps:
-                mark("steps")
-                self._log_window(window, epoch, step)
-                mark("metrics writes")
-            if s.val_every and (step % s.val_every == 0 or step == s.total_steps):
-                mark("steps")
-                self.validate(epoch, step)
-                mark("validation" if self.validations > 1 else "first validation (tracing)")
-            if step == s.total_steps or (s.snap_every and step % s.snap_every == 0):
-                mark("steps")
-                self._snapshot(epoch, step, last=step == s.total_steps)
-                mark("snapshot")
-            self._report(
-                {
-                    "phase": "train",
-                    "epoch": epoch,
-                    "step": step,
-                    "total_steps": s.total_steps,
-                    "epochs": s.opts.epochs,
-                    "loss": loss,
-                    "eta_s": (time.perf_counter() - run_start) / max(step - s.start_step, 1) * (s.total_steps - step),
-                }
-            )
-            if end_of_epoch:
-                self.cb.epoch_end(step // spe - 1, self._epoch_logs(epoch_means))
-                epoch_means.reset()
-                if step < s.total_steps and not s.model.stop_training and not self.abort.reason:
-                    self.cb.epoch_begin(step // spe)
+            if train_steps is not None:  # several steps in one call; no interval falls inside one (_chunk)
+                losses, metrics, sizes = train_steps(iterator, tf.constant(self._chunk(step)), flags[0])
+                done = list(zip(losses.numpy().tolist(), metrics.numpy().tolist(), sizes.numpy().tolist()))
+            else:
+                x, y = next(iterator)
+                self.cb.batch_begin(step % spe)
+                loss_t, metric_t, stop = train_step(x, y, flags[1 if self.abort.reason else 0])
+                if multi and float(stop) > 0:  # every worker leaves after this same step
+                    self.abort.reason = self.abort.reason or "abort requested on another worker"
+                    self._aborted(epoch_means)
+                    return
+                images = s.layout.global_batch if s.strat.replicas > 1 else int(x.shape[0])
+                done = [(float(loss_t), float(metric_t), images)]
+            for loss, metric, images in done:
+                if step == s.start_step:
+                    mark("first step (tracing)")
+                step += 1
+                if self._after_step(step, loss, metric, images, window, epoch_means, run_start):
+                    break
             if s.model.stop_training:
-                self.stopped_early = True
-                if not (s.snap_every and step % s.snap_every == 0) and step != s.total_steps:
-                    self._snapshot(epoch, step, last=True)
                 break
         mark("steps")
         self._train_end(step)
+
+    def _chunk(self, step: int) -> int:
+        """Steps the next execution may run: up to ``steps_per_execution``, ending at the next step where
+        anything happens (a log window, validation, snapshot, epoch end or the last step), so those run
+        exactly where a step-by-step run has them."""
+        s = self.s
+        n = min(int(s.opts.steps_per_execution), s.total_steps - step)
+        for every in (s.log_every, s.val_every, s.snap_every, s.steps_per_epoch):
+            if every:
+                n = min(n, every - step % every)
+        return max(n, 1)
+
+    def _multi_step(self, train_ds):
+        """The several-steps-per-call function when ``steps_per_execution`` > 1 applies, else ``None``.
+
+        One replica and one worker only, and no Keras callbacks (they see each batch as it ends; Keras's
+        own ``steps_per_execution`` likewise calls them once per execution).
+        """
+        import tensorflow as tf
+
+        s = self.s
+        if (
+            int(s.opts.steps_per_execution) <= 1
+            or s.strat.replicas != 1
+            or s.strat.num_workers != 1
+            or self.cb.active
+            or not isinstance(train_ds, tf.data.Dataset)
+        ):
+            return None
+        return make_multi_step(self.spec)
+
+    def _after_step(self, step: int, loss: float, metric: float, images: int, window, epoch_means, run_start) -> bool:
+        """Book-keeping after step ``step`` (1-based): logs, validation, snapshots, epoch ends; ``True``: stop."""
+        s, spe = self.s, self.s.steps_per_epoch
+        epoch = step / spe
+        if not math.isfinite(loss):
+            raise TrainingError(
+                f"Training diverged: the loss became {loss} at epoch {epoch:.2f} (step {step}). "
+                "Lower the learning rate, check the labels, or use a different solver."
+            )
+        window.add(loss, metric, images)
+        epoch_means.add(loss, metric, images)
+        self.cb.batch_end((step - 1) % spe, epoch_means.logs(self.metric_name))
+        end_of_epoch = step % spe == 0
+        if step % s.log_every == 0 or end_of_epoch or step == s.total_steps:
+            mark("steps")
+            self._log_window(window, epoch, step)
+            mark("metrics writes")
+        if s.val_every and (step % s.val_every == 0 or step == s.total_steps):
+            mark("steps")
+            self.validate(epoch, step)
+            mark("validation" if self.validations > 1 else "first validation (tracing)")
+        if step == s.total_steps or (s.snap_every and step % s.snap_every == 0):
+            mark("steps")
+            self._snapshot(epoch, step, last=step == s.total_steps)
+            mark("snapshot")
+        self._report(
+            {
+                "phase": "train",
+                "epoch": epoch,
+                "step": step,
+                "total_steps": s.total_steps,
+                "epochs": s.opts.epochs,
+                "loss": loss,
+                "eta_s": (time.perf_counter() - run_start) / max(step - s.start_step, 1) * (s.total_steps - step),
+            }
+        )
+        if end_of_epoch:
+            self.cb.epoch_end(step // spe - 1, self._epoch_logs(epoch_means))
+            epoch_means.reset()
+            if step < s.total_steps and not s.model.stop_training and not self.abort.reason:
+                self.cb.epoch_begin(step // spe)
+        if s.model.stop_training:
+            self.stopped_early = True
+            if not (s.snap_every and step % s.snap_every == 0) and step != s.total_steps:
+                self._snapshot(epoch, step, last=True)
+            return True
+        return False
 
     def _train_end(self, step: int) -> None:
         s = self.s

@@ -46,6 +46,7 @@ NOT_SEARCHABLE = (
     "validation_interval",
     "snapshot_interval",
     "log_every",
+    "steps_per_execution",
     "task",
     "preload",
     "preload_limit_mb",
@@ -374,6 +375,16 @@ TRAINING_OPTIONS: tuple[OptionSpec, ...] = (
         "XLA compilation (jit)",
         "compile the train step with XLA (jit_compile; not with a seed: XLA ops are not deterministic)",
         "Hardware",
+    ),
+    _spec(
+        "steps_per_execution",
+        "int",
+        "Steps per execution",
+        "train steps per call of the compiled step (one device, no Keras callbacks): less Python dispatch for "
+        "small networks; logs, validation and snapshots stay at their steps",
+        "Hardware",
+        minimum=1,
+        maximum=1000,
     ),
     _spec(
         "mixed_precision",
