@@ -17,6 +17,7 @@ from digits_data_dicomweb.orthanc import OrthancServer, orthanc_available
 
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.browser,
     pytest.mark.skipif(
         not orthanc_available() and not os.environ.get("CI"),
         reason="Orthanc is not installed (apt-get install orthanc orthanc-dicomweb)",
