@@ -15,7 +15,8 @@ from werkzeug.exceptions import HTTPException
 
 from digits_core.accounts import AccountStore
 from digits_core.errors import JobNotFoundError
-from digits_core.jobs import Job
+from digits_core.jobs import Job, write_json_atomic
+from digits_core.sweeps.record import sweeps_root
 from digits_core.web import accounts_views
 from digits_core.web.app import create_app
 
@@ -72,7 +73,19 @@ def world(tmp_path_factory):
     }
     for obj, fields in sharing.items():
         jobs[obj] = Job.create("model", f"bob's {obj}", jobs_dir=root, owned_by="bob", **fields).id
-    return create_app(root, start_scheduler=False, testing=True, secret_key="k"), tokens, jobs
+    sweeps = {("own", n): _sweep(root, f"sweep-of-{n}", owned_by=n) for n in ROLES}
+    sweeps.update({obj: _sweep(root, f"bobs-{i}", owned_by="bob", **f) for i, (obj, f) in enumerate(sharing.items())})
+    return create_app(root, start_scheduler=False, testing=True, secret_key="k"), tokens, jobs, sweeps
+
+
+def _sweep(root, sweep_id: str, **fields) -> str:
+    """A sweep's record as a sweep writes it (no trials): the gate reads its owner and sharing from it."""
+    settings = {"metric": "val_accuracy", "mode": "max", "max_epochs": 1, "scheduler": "grid"}
+    record = {"id": sweep_id, "name": sweep_id, "group": sweep_id, "dataset": "d", "network": "lenet"}
+    folder = sweeps_root(root) / sweep_id
+    folder.mkdir(parents=True)
+    write_json_atomic(folder / "sweep.json", {**record, "settings": settings, "search": [], "trials": [], **fields})
+    return sweep_id
 
 
 def _routes(app):
@@ -82,7 +95,7 @@ def _routes(app):
 
 
 def test_every_route_has_an_access_rule(world):
-    app, _, _ = world
+    app, *_ = world
     missing = sorted({r.endpoint for r, _ in _routes(app)} - set(accounts_views.RULES))
     assert not missing, f"add an access rule to digits_core.web.accounts_views.RULES for: {missing}"
     stale = sorted(set(accounts_views.RULES) - {r.endpoint for r, _ in _routes(app)})
@@ -90,7 +103,7 @@ def test_every_route_has_an_access_rule(world):
 
 
 def test_state_changing_routes_are_not_read_rules(world):
-    app, _, _ = world
+    app, *_ = world
     for rule, methods in _routes(app):
         action = accounts_views.RULES[rule.endpoint][0]
         if action == "read" and "GET" not in methods and rule.endpoint not in READING_POSTS:
@@ -109,22 +122,28 @@ def _decision(app, url, method, token, data):
 
 
 def test_every_route_every_role_every_kind_of_object(world):
-    app, tokens, jobs = world
+    app, tokens, jobs, sweeps = world
     checked = 0
     for rule, methods in _routes(app):
         action, where = accounts_views.RULES[rule.endpoint]
         for user, role in ROLES.items():
             for obj in OBJECTS:
-                job = jobs[("own", user)] if obj == "own" else jobs[obj]
+                key = ("own", user) if obj == "own" else obj
+                job = jobs[key]
                 values = {a: "x" for a in rule.arguments}
                 data: dict = {}
+                query = ""
                 if where and where.startswith("param:"):
                     data = {"json": {where[len("param:") :]: job}}
+                elif where and where.startswith("sweep:"):
+                    values[where[len("sweep:") :]] = sweeps[key]
+                elif where and where.startswith("jobs:"):
+                    query = f"?{where[len('jobs:') :]}={jobs[('own', user)]},{job}"
                 elif where:
                     values[where] = job  # the URL part that names the job (job_id, name, ...)
                 elif obj != "own":
                     continue  # no job in this route: one answer per role
-                url = rule.build(values)[1]
+                url = rule.build(values)[1] + query
                 for method in methods:
                     expected = _may(role, action, obj if where else None)
                     assert _decision(app, url, method, tokens[user], data) is expected, (
@@ -138,7 +157,7 @@ def test_every_route_every_role_every_kind_of_object(world):
 
 
 def test_a_job_without_owner_is_readable_by_all_and_managed_by_admins_only(world):
-    app, tokens, _ = world
+    app, tokens, *_ = world
     legacy = Job.create("model", "from the CLI", jobs_dir=app.extensions["digits"].jobs_dir).id
     assert _decision(app, f"/models/{legacy}", "GET", tokens["vic"], {})
     assert not _decision(app, f"/api/jobs/{legacy}", "DELETE", tokens["ada"], {})
@@ -146,7 +165,7 @@ def test_a_job_without_owner_is_readable_by_all_and_managed_by_admins_only(world
 
 
 def test_tf_serving_by_name_cannot_reach_another_trainers_private_model(world):
-    app, tokens, jobs = world
+    app, tokens, *_ = world
     assert not _decision(app, "/v1/models/bob's private:predict", "POST", tokens["ada"], {"json": {}})
     assert _decision(app, "/v1/models/bob's my group's:predict", "POST", tokens["ada"], {"json": {}})
     assert _decision(app, "/v1/models/ada's:predict", "POST", tokens["ada"], {"json": {}})

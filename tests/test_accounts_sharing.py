@@ -198,3 +198,39 @@ def test_the_cli_manages_groups_roots_and_sharing(tmp_path, capsys):
     assert JobAccess.of(dict(Job.load(jobs_dir / job).data)) == JobAccess("ada")
     assert main([*run, "users", "group", "remove", "cardiac"]) == 0
     assert store.list_groups() == {} and store.list_roots() == []
+
+
+def _sweep(jobs_dir, sweep_id, owner):
+    from digits_core.jobs import write_json_atomic
+    from digits_core.sweeps.record import sweeps_root
+
+    folder = sweeps_root(jobs_dir) / sweep_id
+    folder.mkdir(parents=True)
+    settings = {"metric": "val_accuracy", "mode": "max", "max_epochs": 1, "scheduler": "grid"}
+    record = {"id": sweep_id, "name": f"{owner}s-search", "group": sweep_id, "dataset": "d", "network": "lenet"}
+    write_json_atomic(
+        folder / "sweep.json",
+        {**record, "settings": settings, "search": [], "trials": [], "status": "Done", "owned_by": owner},
+    )
+
+
+def test_sweeps_and_comparisons_show_a_trainer_only_what_it_may_read(lab):
+    app, store, tokens, jobs, _ = lab
+    jobs_dir = app.extensions["digits"].jobs_dir
+    for owner in ("ada", "bob"):
+        _sweep(jobs_dir, f"sweep-{owner}", owner)
+    client = app.test_client()
+    ada = _bearer(tokens["ada"], Accept="application/json")
+    listed = json.dumps(client.get("/sweeps.json", headers=ada).get_json())
+    assert "sweep-ada" in listed and "sweep-bob" not in listed and "bobs-search" not in listed
+    everything = json.dumps(client.get("/sweeps.json", headers=_bearer(tokens["root"])).get_json())
+    assert "sweep-bob" in everything
+    private, absent = (client.get(f"/sweeps/{s}.json", headers=ada) for s in ("sweep-bob", "sweep-nobody"))
+    assert private.status_code == absent.status_code == 404
+    assert private.get_data(as_text=True).replace("sweep-bob", "sweep-nobody") == absent.get_data(as_text=True)
+    assert client.post("/api/sweeps/sweep-bob/abort", headers=ada).status_code == 404
+    assert client.post("/api/sweeps/sweep-ada/abort", headers=ada).status_code == 200  # her own sweep
+    models = {n: Job.create("model", f"{n}s-net", jobs_dir=jobs_dir, owned_by=n).id for n in ("ada", "bob")}
+    assert client.get(f"/compare.json?jobs={models['ada']}", headers=ada).status_code == 200
+    compared = client.get(f"/compare.json?jobs={models['ada']},{models['bob']}", headers=ada)
+    assert compared.status_code == 404 and "bobs-net" not in compared.get_data(as_text=True)

@@ -239,6 +239,7 @@ class SweepRecord(TypedDict, total=False):
     abort_requested: float
     error: str
     promoted: str  # the trial job promoted as the sweep's result
+    owned_by: str | None  # the user account that started it, owner of its trials (digits_core.accounts); None: none
 
 
 class JobRecordError(UnreadableRecordError):

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from typing import Any
 
 from flask import (
@@ -41,6 +42,7 @@ from ..accounts.audit import AuditLog
 from ..errors import DigitsError, JobNotFoundError
 from ..jobs import Job, JobStore
 from ..submit.records import job_owner
+from ..sweeps.record import read_sweep_record, sweeps_root
 from . import security
 from .context import web_context
 from .helpers import wants_json
@@ -51,8 +53,9 @@ logger = logging.getLogger(__name__)
 bp = Blueprint("accounts", __name__)
 
 _R, _V, _C, _M, _A = "read", "review", "create", "manage", "admin"
-#: endpoint -> (action, where the job is): ``"job_id"``/``"name"`` a URL part, ``"param:KEY"`` a form or JSON field,
-#: ``None`` no job. ``"public"`` needs no sign-in. Every endpoint of the app must be here.
+#: endpoint -> (action, where the job is): ``"job_id"``/``"name"`` (any URL part's name), ``"param:KEY"`` a form or
+#: JSON field, ``"sweep:ARG"`` a URL part naming a sweep, ``"jobs:KEY"`` a query argument listing job ids (all must be
+#: readable), ``None`` no job. ``"public"`` needs no sign-in. Every endpoint of the app must be here.
 RULES: dict[str, tuple[str, str | None]] = {
     "static": ("public", None),
     "home.login": ("public", None),
@@ -79,9 +82,7 @@ RULES: dict[str, tuple[str, str | None]] = {
             "plugin_static.data_static",
             "plugin_static.extension_static",
             "plugin_static.view_static",
-            "sweeps.compare",
             "sweeps.index",
-            "sweeps.show",
             "zoo.index",
         ),
         (_R, None),
@@ -113,6 +114,9 @@ RULES: dict[str, tuple[str, str | None]] = {
         ("tf_serving.predict", "tf_serving.predict_version", "tf_serving.status", "tf_serving.status_version"),
         (_R, "name"),
     ),
+    "sweeps.show": (_R, "sweep:sweep_id"),  # a sweep's sweep.json names its owner (its trials are that user's)
+    "sweeps.compare": (_R, "jobs:jobs"),  # ?jobs=A,B: every one must be readable
+    **dict.fromkeys(("sweeps.abort", "sweeps.resume", "sweeps.promote"), (_M, "sweep:sweep_id")),
     "api.create_dataset": (_C, None),
     "datasets.new": (_C, None),
     "api.create_model": (_C, "param:dataset"),
@@ -140,14 +144,11 @@ RULES: dict[str, tuple[str, str | None]] = {
         ),
         (_M, "job_id"),
     ),
-    # job ids in the body, or sweeps (no job record of their own): admins only while accounts are on
+    # job ids in the body: admins only while accounts are on
     **dict.fromkeys(
         (
             "api.delete_many",
             "home.delete_selected",
-            "sweeps.abort",
-            "sweeps.resume",
-            "sweeps.promote",
             "accounts.audit",
             "accounts.admin",
         ),
@@ -229,10 +230,45 @@ def _signed_in() -> User | None:
     return None if user is None or user.disabled else user
 
 
-def _target(where: str | None) -> tuple[str | None, JobAccess | None]:
+def _sweep_target(arg: str) -> tuple[str | None, JobAccess | None]:
+    """A sweep named by the URL part ``arg`` (``ID`` or ``ID.json``): its ``sweep.json`` holds its owner."""
+    value = (request.view_args or {}).get(arg)
+    if not isinstance(value, str) or not value:
+        return None, None
+    sweep_id = value[: -len(".json")] if value.endswith(".json") else value
+    root = sweeps_root(web_context().jobs_dir)
+    g.digits_missing = f'No sweep "{sweep_id}" in {root}'  # the sweep views' own words for a missing sweep
+    if not re.fullmatch(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*", sweep_id):
+        return sweep_id, None
+    try:
+        return sweep_id, JobAccess.of(dict(read_sweep_record(root / sweep_id)))
+    except (DigitsError, ValueError, OSError):  # none or unreadable: the view answers as without accounts
+        return sweep_id, None
+
+
+def _jobs_target(key: str, user: User) -> tuple[str | None, JobAccess | None]:
+    """Of the jobs a query argument lists (``?jobs=A,B``), the first one ``user`` may not read, if any."""
+    store = web_context().store
+    for value in [part.strip() for part in request.args.get(key, "").split(",") if part.strip()]:
+        try:
+            job = JobStore.get(store, value)
+        except (DigitsError, ValueError, OSError):
+            continue  # the view names a missing one as without accounts
+        access = JobAccess.of(dict(job.data))
+        if not authorize(user, "read", access):
+            g.digits_target_text = value
+            return job.id, access
+    return None, None
+
+
+def _target(where: str | None, user: User) -> tuple[str | None, JobAccess | None]:
     """The id and access facts of the job a request names (``(None, None)``: none, or none found)."""
     if where is None:
         return None, None
+    if where.startswith("sweep:"):
+        return _sweep_target(where[len("sweep:") :])
+    if where.startswith("jobs:"):
+        return _jobs_target(where[len("jobs:") :], user)
     if where.startswith("param:"):
         key = where[len("param:") :]
         body = request.get_json(silent=True) if request.is_json else None
@@ -277,14 +313,15 @@ def _gate():
         _audit("unknown", None, False)
         abort(403, description="This page has no access rule yet; an admin must add one.")
     action, where = rule
-    obj_id, obj = _target(where)
+    obj_id, obj = _target(where, user)
     allowed = authorize(user, action, obj)
     if not allowed or request.method not in ("GET", "HEAD"):
         _audit(action, obj_id, allowed)
     if not allowed:
         if obj is not None and not authorize(user, "read", obj):
             # someone else's private job: answered as a job that does not exist, word for word
-            raise JobNotFoundError(f'Job "{g.digits_target_text}" does not exist in {web_context().store.root}.')
+            missing = f'Job "{g.get("digits_target_text")}" does not exist in {web_context().store.root}.'
+            raise JobNotFoundError(g.get("digits_missing") or missing)
         abort(403, description=f"Your role ({user.role}) may not {action} here.")
     if action == _C:
         g.digits_owner_token = job_owner.set(user.name)

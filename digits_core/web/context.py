@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from flask import current_app, g, has_request_context
+
+from ..accounts.authz import JobAccess, authorize
 
 if TYPE_CHECKING:
     from jinja2 import Environment
@@ -59,6 +62,15 @@ class WebContext:
 def web_context() -> WebContext:
     """The running app's :class:`WebContext` (inside a request or an app context)."""
     return current_app.extensions["digits"]
+
+
+def may_read(record: Mapping[str, Any]) -> bool:
+    """Whether this request's signed-in user may read a job or sweep record (always without accounts).
+
+    For lists a view builds from records of its own (the sweeps index), as the job store's listings do for jobs.
+    """
+    user = g.get("digits_user") if has_request_context() else None
+    return user is None or authorize(user, "read", JobAccess.of(dict(record)))
 
 
 def request_data_roots() -> list[str]:

@@ -25,8 +25,8 @@ from ..errors import FormValidationError
 from ..submit.sweeps import start_sweep as submit_sweep
 from ..sweeps.report import compare_models, sweep_index, sweep_summary
 from ..sweeps.report import promote as promote_trial
-from ..sweeps.tune import abort_sweep, resume_sweep
-from .context import web_context
+from ..sweeps.tune import abort_sweep, read_sweep, resume_sweep
+from .context import may_read, web_context
 from .helpers import invalid_json, json_body
 
 bp = Blueprint("sweeps", __name__)
@@ -98,6 +98,7 @@ def promote(sweep_id: str) -> ResponseReturnValue:
 def index() -> ResponseReturnValue:
     """Every sweep: name, status, trials done of all, best metric, a link (``/sweeps.json``: the same rows)."""
     rows, unreadable = sweep_index(_jobs_dir())
+    rows = [row for row in rows if may_read(read_sweep(row["id"], _jobs_dir()))]  # with accounts: one's own, shared
     for row in rows:
         row["url"] = url_for("sweeps.show", sweep_id=row["id"])
     if request.path.endswith(".json"):
