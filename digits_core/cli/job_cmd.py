@@ -7,10 +7,13 @@ makes it readable to every account, ``--private`` undoes both.
 
 from __future__ import annotations
 
+import argparse
+from typing import Any
+
 from .output import print_json
 
 
-def register(subparsers) -> None:
+def register(subparsers: Any) -> None:
     """Add the ``job`` command and its ``share`` sub-command."""
     parser = subparsers.add_parser(
         "job", help="change a job's sharing (servers with accounts)", description="Work on one job of the jobs folder."
@@ -33,7 +36,7 @@ def register(subparsers) -> None:
     parser.set_defaults(handler=run)
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     """Run ``digits job share``."""
     from ..accounts import AccountStore, JobAccess
     from ..accounts.audit import AuditLog

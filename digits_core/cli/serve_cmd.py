@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
 import sys
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from flask import Flask
+    from waitress.server import BaseWSGIServer, MultiSocketServer
 
 logger = logging.getLogger(__name__)
 
@@ -19,7 +25,7 @@ DEFAULT_MAX_CONNECTIONS = 1000
 DEFAULT_IDLE_TIMEOUT = 60.0
 
 
-def register(subparsers) -> None:
+def register(subparsers: Any) -> None:
     """Add the ``serve`` command."""
     parser = subparsers.add_parser(
         "serve",
@@ -187,7 +193,7 @@ def _data_roots(values: list[str]) -> list[str]:
     return values
 
 
-def _outbound_settings(args) -> None:
+def _outbound_settings(args: argparse.Namespace) -> None:
     """Pass ``--allow-url``, ``--dicomweb-server`` and ``--default-view`` to this process and its workers
     (environment)."""
     from ..outbound import ALLOW_ENV
@@ -215,7 +221,7 @@ def _outbound_settings(args) -> None:
         os.environ["DIGITS_DICOMWEB_SERVERS"] = "\n".join(v.strip() for v in args.dicomweb_server)
 
 
-def _has_accounts(jobs_dir) -> bool:
+def _has_accounts(jobs_dir: str | os.PathLike | None) -> bool:
     """True when the jobs folder has user accounts (``digits users add``): every request then signs in."""
     from ..accounts import AccountStore
     from ..config import resolve_jobs_dir
@@ -224,7 +230,7 @@ def _has_accounts(jobs_dir) -> bool:
     return AccountStore(root).enabled() or (root / "oidc.json").exists()
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     """Build the app and serve it until interrupted."""
     from ..web import create_app
     from ..web.request_guard import allowed_hosts
@@ -312,7 +318,7 @@ def run(args) -> int:
     return 0
 
 
-def production_server(app, args):
+def production_server(app: Flask, args: argparse.Namespace) -> BaseWSGIServer | MultiSocketServer:
     """A waitress server for ``app``, bound to ``--host``/``--port`` (not yet serving).
 
     Requests are read by one event loop, so a slow or half-sent request

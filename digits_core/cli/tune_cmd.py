@@ -6,16 +6,21 @@ Ray and TensorFlow are imported only when a search runs.
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
+from typing import TYPE_CHECKING, Any
 
 from ..engine.option_specs import add_cli_arguments, options_from_cli
 from ..errors import DigitsError, FormValidationError
 from .output import print_json, print_table, print_unreadable
 from .tracking import add_mlflow_argument, use_mlflow
 
+if TYPE_CHECKING:
+    from ..sweeps.tune import TuneHandle
 
-def register(subparsers) -> None:
+
+def register(subparsers: Any) -> None:
     """Add ``tune`` and ``sweep``."""
     p = subparsers.add_parser(
         "tune",
@@ -139,7 +144,7 @@ def _print_summary(summary: dict) -> None:
     print(budget_line(summary))
 
 
-def run_tune(args) -> int:
+def run_tune(args: argparse.Namespace) -> int:
     """Run a search to its end (Ctrl-C aborts it) and print the ranked trials and the budget."""
     from ..sweeps.tune import tune  # the sweep code loads when a command runs
 
@@ -173,7 +178,7 @@ def run_tune(args) -> int:
     return _follow(handle, args.json)
 
 
-def _follow(handle, as_json: bool) -> int:
+def _follow(handle: TuneHandle, as_json: bool) -> int:
     """Wait for a sweep (Ctrl-C aborts it), then print its summary."""
     try:
         while handle.running:
@@ -191,13 +196,13 @@ def _follow(handle, as_json: bool) -> int:
     return 0 if summary["status"] == "Done" else 3
 
 
-def run_sweep_resume(args) -> int:
+def run_sweep_resume(args: argparse.Namespace) -> int:
     from ..sweeps.tune import resume_sweep  # the sweep code loads when a command runs
 
     return _follow(resume_sweep(args.sweep, args.jobs_dir), args.json)
 
 
-def run_sweep_list(args) -> int:
+def run_sweep_list(args: argparse.Namespace) -> int:
     """Print the sweeps; a sweep whose ``sweep.json`` cannot be read is listed Unreadable, with the file and why."""
     from ..jobs.readers import UnreadableRecordError  # as tuning below: `digits tune --help` stays light
     from ..sweeps.record import SWEEP_FILE  # the sweep code loads when a command runs
@@ -245,7 +250,7 @@ def run_sweep_list(args) -> int:
     return 0
 
 
-def run_sweep_show(args) -> int:
+def run_sweep_show(args: argparse.Namespace) -> int:
     from ..sweeps.report import sweep_summary  # the sweep code loads when a command runs
 
     summary = sweep_summary(args.sweep, args.jobs_dir)
@@ -256,7 +261,7 @@ def run_sweep_show(args) -> int:
     return 0
 
 
-def run_sweep_abort(args) -> int:
+def run_sweep_abort(args: argparse.Namespace) -> int:
     from ..sweeps.tune import abort_sweep  # the sweep code loads when a command runs
 
     asked = abort_sweep(args.sweep, args.jobs_dir)
@@ -264,7 +269,7 @@ def run_sweep_abort(args) -> int:
     return 0
 
 
-def run_sweep_promote(args) -> int:
+def run_sweep_promote(args: argparse.Namespace) -> int:
     from ..sweeps.report import promote  # the sweep code loads when a command runs
 
     row = promote(args.sweep, args.job, args.jobs_dir, name=args.name)

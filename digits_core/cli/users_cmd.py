@@ -7,14 +7,20 @@ users of the machine could read them in the process list.
 
 from __future__ import annotations
 
+import argparse
 import sys
+from typing import TYPE_CHECKING, Any
 
 from .output import print_json, print_table
+
+if TYPE_CHECKING:
+    from ..accounts import AccountStore
+    from ..accounts.audit import AuditLog
 
 ROLES = ("viewer", "annotator", "trainer", "admin")  # digits_core.accounts.ROLES, without importing argon2 for --help
 
 
-def register(subparsers) -> None:
+def register(subparsers: Any) -> None:
     """Add the ``users`` command and its sub-commands."""
     parser = subparsers.add_parser(
         "users",
@@ -82,7 +88,7 @@ def register(subparsers) -> None:
     parser.set_defaults(handler=run)
 
 
-def _password(args) -> str:
+def _password(args: argparse.Namespace) -> str:
     if args.password_stdin:
         return sys.stdin.readline().rstrip("\r\n")
     import getpass
@@ -95,7 +101,7 @@ def _password(args) -> str:
     return first
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     """Run one ``digits users`` action."""
     from ..accounts import AccountStore
     from ..accounts.audit import AuditLog
@@ -153,7 +159,7 @@ def run(args) -> int:
     return 0
 
 
-def _groups_and_roots(args, store, audit) -> int:
+def _groups_and_roots(args: argparse.Namespace, store: AccountStore, audit: AuditLog) -> int:
     """``digits users group ...`` and ``digits users roots ...``."""
     if args.users_command == "group":
         action, name = args.group_command, args.group if args.group_command != "list" else ""

@@ -6,6 +6,9 @@ weights file fails at once and leaves no job.
 
 from __future__ import annotations
 
+import argparse
+from typing import Any
+
 from ..engine import zoo
 from ..engine.trainer import check_weights
 from ..engine.weights import zoo_dir
@@ -14,7 +17,7 @@ from ..tf_quiet import quiet_tensorflow_startup
 from .output import print_json, print_table
 
 
-def register(subparsers) -> None:
+def register(subparsers: Any) -> None:
     """Add the ``zoo`` command and its sub-commands."""
     parser = subparsers.add_parser(
         "zoo",
@@ -52,7 +55,7 @@ def register(subparsers) -> None:
     parser.set_defaults(handler=lambda args: parser.print_help() or 0)
 
 
-def run_list(args) -> int:
+def run_list(args: argparse.Namespace) -> int:
     """Print the entries."""
     entries = zoo.list_entries()
     if args.json:
@@ -69,7 +72,7 @@ def run_list(args) -> int:
     return 0
 
 
-def run_add(args) -> int:
+def run_add(args: argparse.Namespace) -> int:
     """Add a file or a model job's backbone."""
 
     if bool(args.file) == bool(args.from_model):
@@ -94,7 +97,7 @@ def run_add(args) -> int:
     return 0
 
 
-def run_remove(args) -> int:
+def run_remove(args: argparse.Namespace) -> int:
     """Remove an entry."""
 
     zoo.remove(args.name)
@@ -102,14 +105,14 @@ def run_remove(args) -> int:
     return 0
 
 
-def run_export(args) -> int:
+def run_export(args: argparse.Namespace) -> int:
     """Copy an entry to another zoo folder."""
 
     print(f"Exported zoo:{args.name} to {zoo.export(args.name, args.dir)}")
     return 0
 
 
-def check_train_weights(args) -> None:
+def check_train_weights(args: argparse.Namespace) -> None:
     """Resolve ``digits train``'s weights for a named network before TensorFlow starts (no job is made).
 
     Raises:
