@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import textwrap
 import threading
 
 import pytest
@@ -75,6 +76,47 @@ def test_a_running_sweep_of_this_process_is_not_reaped(app, client):
         update_sweep_record(folder, status="Running")
         assert client.get("/sweeps/s1.json").get_json()["status"] == "Running"
     assert client.get("/sweeps/s1.json").get_json()["status"] == "Aborted"  # its process let go while Running
+
+
+@pytest.mark.slow
+def test_ray_started_from_a_sweeps_thread_outlives_that_thread():
+    """Ray's GCS server dies with the *thread* that started it (``PR_SET_PDEATHSIG``), not with the process.
+
+    A sweep runs in a thread of the server; when the sweep that started Ray ended first, the sweeps beside it
+    lost Ray's GCS and, 60 s later, Ray ended the whole process with status 1 (the server, or CI's test run).
+    Here the starting thread ends before anything uses Ray: a task must still run, and the last user stops Ray.
+    """
+    script = textwrap.dedent(
+        """
+        import threading
+        import time
+
+        from digits_core.sweeps.trials import _release_ray, _start_ray
+
+        sweep = threading.Thread(target=_start_ray, args=(None,), name="tune-first")
+        sweep.start()
+        sweep.join()  # that sweep's thread is gone; Ray must not be
+        time.sleep(2)
+        import ray
+
+        @ray.remote
+        def answer():
+            return 42
+
+        print("answer", ray.get(answer.remote(), timeout=45), flush=True)
+        _release_ray()
+        print("initialized", ray.is_initialized(), flush=True)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "answer 42" in done.stdout and "initialized False" in done.stdout, done.stdout
 
 
 @pytest.fixture(scope="module")

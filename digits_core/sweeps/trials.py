@@ -24,6 +24,8 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -213,23 +215,49 @@ def _start_ray(address: str | None) -> bool:
         ConfigurationError: No Ray cluster answers at ``address`` (named, within seconds).
     """
     with _RAY_LOCK:
-        started = False
-        if address:
-            connect(address)
-        elif not (ray := _local_ray()).is_initialized():
-            ray.init(
-                address="local",
-                namespace=RAY_NAMESPACE,
-                include_dashboard=False,
-                _node_ip_address="127.0.0.1",
-                log_to_driver=False,
-                logging_level=logging.WARNING,
-                configure_logging=False,
-            )
-            started = True
+        started = _on_ray_thread(lambda: _join_or_start(address))
         _ray_users["count"] += 1
         _ray_users["owned"] = _ray_users["owned"] or started
         return started
+
+
+def _join_or_start(address: str | None) -> bool:
+    if address:
+        connect(address)
+        return False
+    ray = _local_ray()
+    if ray.is_initialized():
+        return False
+    ray.init(
+        address="local",
+        namespace=RAY_NAMESPACE,
+        include_dashboard=False,
+        _node_ip_address="127.0.0.1",
+        log_to_driver=False,
+        logging_level=logging.WARNING,
+        configure_logging=False,
+    )
+    return True
+
+
+#: The one thread that starts Ray when a sweep runs outside the main thread (see :func:`_on_ray_thread`).
+_ray_thread: list[ThreadPoolExecutor] = []
+
+
+def _on_ray_thread(call: Callable[[], bool]) -> bool:
+    """Run ``call`` (which may start Ray) on a thread that lives as long as this process.
+
+    Ray starts its GCS server with ``PR_SET_PDEATHSIG``: the kernel kills it when the *thread* that
+    started it ends, not the process. A sweep's thread ends with its sweep; had it started Ray, the
+    GCS of every sweep still running beside it died with it, and 60 s later Ray ended the whole
+    process (the server, or the test run) with status 1. The main thread lasts as long as the
+    process, so it starts Ray itself (and keeps Ray's SIGTERM handling, as a script expects).
+    """
+    if threading.current_thread() is threading.main_thread():
+        return call()
+    if not _ray_thread:
+        _ray_thread.append(ThreadPoolExecutor(max_workers=1, thread_name_prefix="digits-ray-owner"))
+    return _ray_thread[0].submit(call).result()
 
 
 def _release_ray() -> None:
