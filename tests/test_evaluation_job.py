@@ -386,6 +386,36 @@ def test_leaderboard_ranks_three_models_with_paired_intervals(made, jobs):
     assert paired_interval(np.ones(5), np.ones(5)) == [0.0, 0.0]
 
 
+def test_leaderboard_of_regression_snapshots_compares_rmse_with_a_paired_interval(made, jobs):
+    """Two epochs of a regressor on one test set: the lower RMSE leads; the difference is the headline RMSEs'
+    and its interval the paired bootstrap of RMSE (per target, averaged), written out here from predictions.csv."""
+    from digits_core.evaluation import leaderboard
+
+    first = evaluate(made["reg"].id, epoch=1, jobs_dir=jobs)
+    last = evaluate(made["reg"].id, jobs_dir=jobs)
+    board = leaderboard(made["reg_ds"].id, "test", jobs_dir=jobs)
+    assert board["task"] == "regression" and board["primary"] == "rmse"
+    rows = board["rows"]
+    assert {r["evaluation_id"] for r in rows} == {first.job.id, last.job.id}
+    assert rows[0]["metrics"]["rmse"] < rows[1]["metrics"]["rmse"] and "rmse" in rows[0]["best"]
+
+    def squared_errors(evaluation_id):
+        path = JobStore(jobs).get(evaluation_id).path / "evaluation" / "predictions.csv"
+        found = list(csv.DictReader(open(path)))
+        return np.array([[(float(r[f"predicted_{t}"]) - float(r[f"truth_{t}"])) ** 2 for t in (0, 1)] for r in found])
+
+    leader, other = (squared_errors(r["evaluation_id"]) for r in rows)
+    difference = rows[1]["difference"]
+    assert difference["figure"] == "rmse"
+    assert difference["value"] == pytest.approx(rows[1]["metrics"]["rmse"] - rows[0]["metrics"]["rmse"], abs=1e-9)
+    index = np.random.default_rng(0).integers(0, len(other), size=(1000, len(other)))
+    want = np.percentile(
+        np.sqrt(other[index].mean(axis=1)).mean(axis=1) - np.sqrt(leader[index].mean(axis=1)).mean(axis=1), [2.5, 97.5]
+    )
+    assert difference["interval"] == pytest.approx(want, abs=1e-9)
+    assert difference["interval"][0] <= difference["value"] <= difference["interval"][1]
+
+
 def test_web_api_panel_report_and_leaderboard(made, jobs, live_server):
     server = live_server(jobs_dir=jobs, auth_token="eval-token")
     before = _folders(jobs)

@@ -5,12 +5,15 @@ figures; the best value of each figure is marked (the lowest for errors and dist
 otherwise). Each model's primary figure (accuracy, per-case mean Dice) is compared with the leader's by
 a paired, seeded bootstrap over the test set's inputs: the 95 % interval of the difference tells
 whether the leader is really better (an interval that holds 0 says the test set cannot tell them apart).
-Detection and regression rows have no interval (no per-input figure is stored for them yet).
+Regression rows compare RMSE (per target over the resampled inputs, averaged over targets, as the report
+computes it), image-to-image rows the mean PSNR; detection rows have no interval yet (COCO AP is no sum over
+images, and the evaluation stores no per-image detections).
 """
 
 from __future__ import annotations
 
 import csv
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -52,22 +55,58 @@ def _per_input(job: Any, task: str) -> tuple[list[str], np.ndarray] | None:
                 ids.append(str(case["case"]))
                 values.append(float(np.mean(dice)) if dice else np.nan)
             return ids, np.array(values)
+        if task in ("regression", "image-to-image"):
+            with open(folder / "predictions.csv", newline="", encoding="utf-8") as handle:
+                rows = list(csv.DictReader(handle))
+            ids = [r["input"] for r in rows]
+            if task == "image-to-image":  # PSNR per case; an exact copy's infinite PSNR is left out, as in the mean
+                psnr = np.array([float(r["psnr"]) for r in rows])
+                return ids, np.where(np.isfinite(psnr), psnr, np.nan)
+            targets = sorted(int(k[len("truth_") :]) for k in rows[0] if k.startswith("truth_")) if rows else []
+            return ids, np.array(
+                [[(float(r[f"predicted_{t}"]) - float(r[f"truth_{t}"])) ** 2 for t in targets] for r in rows]
+            ).reshape(len(rows), len(targets))
     except (OSError, KeyError, ValueError, TypeError):
         return None
     return None
 
 
+def _mean(values: np.ndarray) -> np.ndarray:
+    """The mean over inputs (axis 1) of resampled per-input figures: accuracy, Dice, PSNR."""
+    return values.mean(axis=1)
+
+
+def _rmse(values: np.ndarray) -> np.ndarray:
+    """RMSE per target over resampled squared errors (inputs × targets), averaged over targets as the report does."""
+    return np.sqrt(values.mean(axis=1)).mean(axis=-1)
+
+
+#: How a resample of per-input figures becomes the task's primary figure (default: their mean).
+STATISTIC = {"regression": _rmse}
+
+
 def paired_interval(
-    a: np.ndarray, b: np.ndarray, samples: int = BOOTSTRAP_SAMPLES, seed: int = BOOTSTRAP_SEED
+    a: np.ndarray,
+    b: np.ndarray,
+    samples: int = BOOTSTRAP_SAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+    statistic: Callable[[np.ndarray], np.ndarray] = _mean,
 ) -> list[float]:
-    """95 % percentile interval of ``mean(a) − mean(b)`` over paired resamples of the inputs (NaNs left out)."""
-    keep = ~(np.isnan(a) | np.isnan(b))
+    """95 % percentile interval of ``statistic(a) − statistic(b)`` over paired resamples of the inputs.
+
+    Args:
+        a, b: Per-input figures of two evaluations of the same inputs (rows: inputs; more axes: e.g. targets);
+            an input with a NaN in either is left out.
+        samples, seed: The bootstrap's resamples and seed.
+        statistic: Resampled figures (resamples × inputs × ...) to one value per resample (default: the mean).
+    """
+    keep = ~(np.isnan(a) | np.isnan(b)).reshape(len(a), -1).any(axis=1)
     a, b = a[keep], b[keep]
     if not len(a):
         return []
     rng = np.random.default_rng(seed)
     index = rng.integers(0, len(a), size=(samples, len(a)))
-    diffs = a[index].mean(axis=1) - b[index].mean(axis=1)
+    diffs = statistic(a[index]) - statistic(b[index])
     low, high = np.percentile(diffs, [2.5, 97.5])
     return [float(low), float(high)]
 
@@ -123,11 +162,14 @@ def leaderboard(dataset_id: str, stage: str = "test", *, jobs_dir: Any = None) -
         difference = None
         mine = _per_input(job, task) if task else None
         if leader and mine and mine[0] == leader[0] and job is not jobs[0]:
-            difference = {
-                "figure": primary,
-                "value": float(np.nanmean(mine[1]) - np.nanmean(leader[1])),
-                "interval": paired_interval(mine[1], leader[1]),
-            }
+            statistic = STATISTIC.get(task or "")
+            if statistic is None:
+                value = float(np.nanmean(mine[1]) - np.nanmean(leader[1]))
+                interval = paired_interval(mine[1], leader[1])
+            else:  # a figure that is no mean of per-input values (RMSE): the statistic of all the inputs
+                value = float(statistic(mine[1][None])[0] - statistic(leader[1][None])[0])
+                interval = paired_interval(mine[1], leader[1], statistic=statistic)
+            difference = {"figure": primary, "value": value, "interval": interval}
         rows.append(
             {
                 "evaluation_id": job.id,
