@@ -183,6 +183,9 @@ def test_the_cli_manages_groups_roots_and_sharing(tmp_path, capsys):
     job = Job.create("model", "m", jobs_dir=jobs_dir, owned_by="ada").id
     run = ["--jobs-dir", str(jobs_dir)]
     assert main([*run, "users", "group", "add", "cardiac", "ada"]) == 0
+    capsys.readouterr()
+    assert main([*run, "users", "list", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["groups"] == ["cardiac"]
     assert main([*run, "users", "roots", "add", "cardiac", str(data), "--group"]) == 0
     assert main([*run, "users", "roots", "add", "ada", str(tmp_path / "missing")]) != 0
     capsys.readouterr()

@@ -115,13 +115,23 @@ def run(args: argparse.Namespace) -> int:
     if action == "list":
         users = store.list_users()
         if args.json:
-            print_json([{"name": u.name, "role": u.role, "disabled": u.disabled, "created": u.created} for u in users])
+            print_json(
+                [
+                    {
+                        "name": u.name,
+                        "role": u.role,
+                        "disabled": u.disabled,
+                        "created": u.created,
+                        "groups": list(u.groups),
+                    }
+                    for u in users
+                ]
+            )
         elif not users:
             print("No users: this server has no accounts. Add the first admin with: digits users add NAME --role admin")
         else:
-            print_table(
-                ["name", "role", "status"], [[u.name, u.role, "disabled" if u.disabled else "active"] for u in users]
-            )
+            rows = [[u.name, u.role, "disabled" if u.disabled else "active", ", ".join(u.groups)] for u in users]
+            print_table(["name", "role", "status", "groups"], rows)
         return 0
     if action == "tokens":
         rows = [
