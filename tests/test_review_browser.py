@@ -77,6 +77,7 @@ def test_brush_strokes_through_the_page_are_stored_and_the_next_candidate_comes_
     chromium, pool, tmp_path
 ):
     from axe_support import axe_violations
+    from browser_support import assert_fits_a_phone
     from live_server import running_server
 
     from digits_core.labeling.masks import read_mask
@@ -95,6 +96,7 @@ def test_brush_strokes_through_the_page_are_stored_and_the_next_candidate_comes_
             assert page.get_attribute("#review", "data-candidate") == first["id"]
             assert _labelled(page) == int(proposal.sum())
             assert axe_violations(page, "review") == []
+            assert_fits_a_phone(page, "the review page")
             page.evaluate("window.notReloaded = true")
 
             page.keyboard.press("2")  # class myo
