@@ -35,7 +35,8 @@ install_module_aliases()  # the plugin system's and job store's old flat module 
 __version__ = "0.1.0"
 #: Version (major, minor) of the plugin contract: interfaces, hooks, entry-point groups, userdata keys.
 #: A minor bump only adds; a major bump may remove what ``digits_core.deprecated`` announced.
-PLUGIN_API_VERSION = (1, 1)
+#: 1.2 added ``View.model_context`` (:class:`ViewContext`: the model a view renders for, runnable on arrays).
+PLUGIN_API_VERSION = (1, 2)
 
 from .errors import (  # noqa: E402
     ConfigurationError,
@@ -51,7 +52,7 @@ from .errors import (  # noqa: E402
     PluginNotFoundError,
     TrainingError,
 )
-from .interfaces import STAGES, TEST, TRAIN, VAL, DataIngestion, View  # noqa: E402
+from .interfaces import STAGES, TEST, TRAIN, VAL, DataIngestion, View, ViewContext  # noqa: E402
 from .jobs import Job, JobStatus  # noqa: E402  (hooks hand plugins a Job and its JobStatus)
 from .plugins.discovery import ENTRY_POINT_GROUPS, PluginRecord  # noqa: E402
 from .plugins.hookspecs import hookimpl  # noqa: E402
@@ -181,6 +182,7 @@ __all__ = [
     "PLUGIN_API_VERSION",
     "DataIngestion",
     "View",
+    "ViewContext",
     "STAGES",
     "TRAIN",
     "VAL",
