@@ -306,3 +306,39 @@ def test_detection_pages_and_results_fit_a_phone(trained, chromium):
         context.close()
     assert not wide, wide
     assert not errors, errors
+
+
+def test_digits_evaluate_on_the_trained_detector_equals_pycocotools(trained, capsys):
+    """`digits evaluate` on the detector's stored val stage: COCO AP, AP50, AP75 and AR equal pycocotools' COCOeval
+    on the boxes the plain inference API finds on the same records (scored down to COCO's floor) against the
+    stored labels (issue 42)."""
+    from test_evaluation_metrics import _pycocotools
+
+    from digits_core.cli import main
+    from digits_core.datasets import open_dataset
+    from digits_core.evaluation.run import SCORE_FLOOR
+    from digits_core.inference import infer, load_inference_model
+    from digits_core.inference.detection import to_detections
+
+    root, job = trained
+    jobs = root / "jobs"
+    capsys.readouterr()
+    assert main(["--jobs-dir", str(jobs), "evaluate", "--model", job.id, "--stage", "val", "--json"]) in (0, None)
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["task"] == "detection" and summary["stage"] == "val"
+    model = load_inference_model(job.id, jobs_dir=jobs)
+    with open_dataset(model.dataset.id, jobs) as dataset:
+        features, labels = dataset.read_all("val")
+    truth = [np.asarray(b, np.float64).reshape(-1, 5) for b in labels]
+    truth = [t[(t >= 0).all(axis=1)] for t in truth]
+    found = infer(job.id, [(f"v{i}", f) for i, f in enumerate(features)], jobs_dir=jobs).samples
+    dets = []
+    for sample in found:
+        boxes = to_detections(sample.output, (64, 64), None, model.dataset.resize_mode, model.class_labels, SCORE_FLOOR)
+        dets.append(np.array([[d["class_id"], *d["box"], d["score"]] for d in boxes], np.float64).reshape(-1, 6))
+    assert sum(len(d) for d in dets) > 0
+    reference = _pycocotools(truth, dets, len(model.class_labels))
+    metrics = summary["metrics"]
+    for key, index in (("ap", 0), ("ap50", 1), ("ap75", 2), ("ar", 8)):
+        assert metrics[key] == pytest.approx(reference.stats[index], abs=1e-6), key
+    assert metrics["ap50"] >= MAP50_FLOOR * 0.9  # the trained detector, not an empty one
