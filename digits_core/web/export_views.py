@@ -1,7 +1,7 @@
 """The model page's Export panel: any snapshot in any export format, with its parity report.
 
 ``POST /models/<id>/export`` (fields ``format``: savedmodel, keras, onnx or
-tflite; ``quantize``: dynamic or float16, TFLite only; ``snapshot``: an
+tflite, for a volume model savedmodel or keras; ``quantize``: dynamic or float16, TFLite only; ``snapshot``: an
 epoch, empty for the last; ``allow_mismatch``) runs ``digits export`` in a
 one-off worker process (TensorFlow never loads in the web server) and
 keeps the archive in the job's ``export/`` folder as
@@ -28,10 +28,11 @@ from flask.typing import ResponseReturnValue
 from ..errors import DigitsError, DiskFullError, FormValidationError, JobStateError
 from ..inference.export import EXPORT_DIR, FORMATS, export_name
 from ..inference.export_formats import QUANTIZE
+from ..inference.export_volume import VOLUME_FORMATS
 from ..jobs import Job, JobStatus
 from .context import web_context
 from .helpers import invalid_json, wants_json
-from .model_page import render_model_page, snapshot_for
+from .model_page import is_volume, render_model_page, snapshot_for
 
 bp = Blueprint("exports", __name__, url_prefix="/models")
 bp.register_error_handler(FormValidationError, invalid_json)
@@ -76,6 +77,15 @@ def parity_figures(report: dict | None) -> str:
     return " · ".join(parts)
 
 
+def _export_epoch(info: dict) -> object:
+    """The epoch an export's ``info.json`` names: ``model.epoch`` (2-D), ``volume.epochs`` (a volume model's)."""
+    for block, key in (("model", "epoch"), ("volume", "epochs")):
+        value = info.get(block)
+        if isinstance(value, dict) and value.get(key) is not None:
+            return value[key]
+    return None
+
+
 def model_exports(job: Job) -> list[dict]:
     """The exports made from the model page, newest first: name, epoch, format, quantize, parity, size, download."""
     folder = Path(job.path) / EXPORT_DIR
@@ -89,7 +99,7 @@ def model_exports(job: Job) -> list[dict]:
         found.append(
             {
                 "name": name,
-                "epoch": (info.get("model") or {}).get("epoch"),
+                "epoch": _export_epoch(info),
                 "format": info.get("format"),
                 "quantize": info.get("quantize"),
                 "parity": parity,
@@ -103,12 +113,25 @@ def model_exports(job: Job) -> list[dict]:
     return sorted(found, key=lambda e: e["mtime"], reverse=True)
 
 
-def _form_choice() -> tuple[str, str | None]:
+def export_formats_for(job: Job) -> tuple[tuple[str, str], ...]:
+    """The panel's format menu for ``job``: a volume model exports as SavedModel or Keras, as ``digits export``."""
+    if is_volume(job):
+        return tuple((value, title) for value, title in FORMAT_TITLES if value in VOLUME_FORMATS)
+    return FORMAT_TITLES
+
+
+def _form_choice(job: Job) -> tuple[str, str | None]:
     fmt = request.form.get("format", "savedmodel") or "savedmodel"
     quantize = request.form.get("quantize") or None
     errors: dict[str, list[str]] = {}
+    offered = [value for value, _ in export_formats_for(job)]
     if fmt not in FORMATS:
         errors["format"] = [f"Choose one of {', '.join(FORMATS)}."]
+    elif fmt not in offered:
+        errors["format"] = [
+            f"A volume model exports as {' or '.join(offered)} (the sliding-window inference in the graph, or "
+            f"the bare network), not {fmt}: ONNX and TFLite exports of volume models are not supported."
+        ]
     if quantize is not None and quantize not in QUANTIZE:
         errors["quantize"] = [f"Choose none, {' or '.join(QUANTIZE)}."]
     elif quantize is not None and fmt != "tflite":
@@ -127,7 +150,7 @@ def export(job_id: str) -> ResponseReturnValue:
     try:
         if job.status in (JobStatus.WAITING, JobStatus.RUNNING, JobStatus.INITIALIZED):
             raise JobStateError(f"Model {job.id} is still training: export it once it has finished.")
-        fmt, quantize = _form_choice()
+        fmt, quantize = _form_choice(job)
         snap = snapshot_for(job, request.form.get("snapshot") or None)
         if snap is None:
             raise JobStateError(f"Model {job.id} has no snapshot yet; export once an epoch has finished.")
@@ -185,6 +208,7 @@ def _panel_helpers() -> dict:
     return {
         "model_exports": model_exports,
         "export_formats": FORMAT_TITLES,
+        "export_formats_for": export_formats_for,
         "export_quantize": QUANTIZE,
         "export_errors": lambda: g.get("export_errors") or {},
         "export_values": lambda: g.get("export_values") or {},

@@ -120,6 +120,12 @@ def snapshots(job: Job) -> list[dict]:
     """
     from ..inference.snapshots import list_snapshots
 
+    info = model_info(job)
+    found: dict[int | float, Path]
+    if info is not None and info.get("kind") == "volume":  # unet3d / unet2.5d: one trained model, its last epoch
+        found = {_volume_epochs(info): job.path / str(info.get("model_file") or "model.keras")}
+    else:
+        found = list_snapshots(job, info)
     return [
         {
             "epoch": epoch,
@@ -127,9 +133,24 @@ def snapshots(job: Job) -> list[dict]:
             "size": path.stat().st_size,
             "download": url_for("models.download", job_id=job.id, epoch=epoch),
         }
-        for epoch, path in list_snapshots(job, model_info(job)).items()
+        for epoch, path in found.items()
         if path.is_file()
     ]
+
+
+def _volume_epochs(info: dict) -> int:
+    """The epochs a volume model trained (its export's epoch, as ``digits export`` names it)."""
+    block = info.get("volume")
+    try:
+        return int(block.get("epochs", 1)) if isinstance(block, dict) else 1
+    except (TypeError, ValueError):
+        return 1
+
+
+def is_volume(job: Job) -> bool:
+    """True for a volume model (``model.json`` says ``"kind": "volume"``)."""
+    info = model_info(job)
+    return info is not None and info.get("kind") == "volume"
 
 
 def model_info(job: Job) -> dict | None:

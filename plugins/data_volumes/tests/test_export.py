@@ -97,3 +97,35 @@ def test_volume_export_names_the_formats_it_can_write(trained, tmp_path):
     with tarfile.open(keras_export) as tar:
         names = {m.name.split("/", 1)[-1] for m in tar.getmembers()}
     assert {"model.keras", "info.json", "labels.txt"} <= names and "parity.json" not in names
+
+
+def test_volume_model_exports_from_its_page_with_a_parity_verdict(trained):
+    """The model page's Export panel offers a volume model what ``digits export`` does (issue 43 item 4)."""
+    import re
+
+    from digits_core.web import create_app
+
+    jobs, _, model = trained
+    client = create_app(jobs, start_scheduler=False, testing=True).test_client()
+    html = client.get(f"/models/{model.name}").get_data(as_text=True)
+    panel = html[html.index('id="export"') :]
+    menu = re.search(r'<select[^>]*id="export-format".*?</select>', panel, re.S).group(0)
+    assert re.findall(r'<option value="([a-z]+)"', menu) == ["savedmodel", "keras"]
+    assert 'id="export-quantize"' not in panel and 'id="export-none"' not in panel
+
+    token = client.get("/api/csrf-token").get_json()["csrf_token"]
+    as_json = {"Accept": "application/json"}
+    refused = client.post(f"/models/{model.name}/export", data={"format": "onnx", "csrf_token": token}, headers=as_json)
+    assert refused.status_code == 400 and "savedmodel or keras" in refused.get_data(as_text=True)
+
+    done = client.post(
+        f"/models/{model.name}/export", data={"format": "savedmodel", "csrf_token": token}, headers=as_json
+    )
+    assert done.status_code == 200, done.get_data(as_text=True)
+    answer = done.get_json()
+    assert answer["parity"]["passed"] is True and answer["parity"]["mask_iou"] >= 0.99
+    page = client.get(f"/models/{model.name}").get_data(as_text=True)
+    row = re.search(rf'<tr data-export="{re.escape(answer["name"])}".*?</tr>', page, re.S).group(0)
+    assert "passed" in row and "mask IoU" in row
+    archive = client.get(answer["download"])
+    assert archive.status_code == 200 and archive.data[:2] == b"\x1f\x8b"  # a gzip archive
