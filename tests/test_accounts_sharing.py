@@ -237,3 +237,29 @@ def test_sweeps_and_comparisons_show_a_trainer_only_what_it_may_read(lab):
     assert client.get(f"/compare.json?jobs={models['ada']}", headers=ada).status_code == 200
     compared = client.get(f"/compare.json?jobs={models['ada']},{models['bob']}", headers=ada)
     assert compared.status_code == 404 and "bobs-net" not in compared.get_data(as_text=True)
+
+
+def test_the_leaderboard_of_a_shared_dataset_lists_only_the_evaluations_one_may_read(lab):
+    from digits_core.jobs import JobStatus
+
+    app, _, tokens, _, _ = lab
+    jobs_dir = app.extensions["digits"].jobs_dir
+    dataset = Job.create("dataset", "public test set", jobs_dir=jobs_dir, owned_by="root", visibility="public")
+    for owner, accuracy in (("ada", 0.5), ("bob", 0.9)):
+        model = Job.create("model", f"{owner}s-net", jobs_dir=jobs_dir, owned_by=owner)
+        record = {"dataset_id": dataset.id, "stage": "test", "task": "classification", "epoch": 1}
+        evaluation = Job.create(
+            "evaluation",
+            f"{owner}s-eval",
+            jobs_dir=jobs_dir,
+            owned_by=owner,
+            model_id=model.id,
+            evaluation={**record, "metrics": {"accuracy": accuracy}},
+        )
+        evaluation.set_status(JobStatus.DONE)
+    client = app.test_client()
+    board = client.get(f"/api/leaderboard?dataset={dataset.id}", headers=_bearer(tokens["ada"])).get_json()
+    assert [row["model_name"] for row in board["rows"]] == ["adas-net"]
+    assert "0.9" not in json.dumps(board)  # not even bob's figure as "the best"
+    every = client.get(f"/api/leaderboard?dataset={dataset.id}", headers=_bearer(tokens["root"])).get_json()
+    assert [row["model_name"] for row in every["rows"]] == ["bobs-net", "adas-net"]

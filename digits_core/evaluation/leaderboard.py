@@ -111,15 +111,20 @@ def paired_interval(
     return [float(low), float(high)]
 
 
-def leaderboard(dataset_id: str, stage: str = "test", *, jobs_dir: Any = None) -> dict[str, Any]:
+def leaderboard(
+    dataset_id: str, stage: str = "test", *, jobs_dir: Any = None, store: JobStore | None = None
+) -> dict[str, Any]:
     """The models evaluated on ``dataset_id``'s ``stage``, best first by the task's primary figure.
+
+    ``store``: the job store to read (default: the whole of ``jobs_dir``); the web server passes its own, which
+    with accounts lists only the evaluations and models the signed-in user may read.
 
     Returns:
         ``{"dataset_id", "stage", "task", "primary", "figures", "best": {figure: value},
         "rows": [{"evaluation_id", "model_id", "model_name", "epoch", "metrics", "best": [figures],
         "difference": {"figure", "value", "interval"} (against the leader)}]}``.
     """
-    store = JobStore(jobs_dir)
+    store = store if store is not None else JobStore(jobs_dir)
     latest: dict[tuple, Any] = {}
     for job in store.list("evaluation"):  # newest first: the first seen per model and epoch is the latest
         info = _evaluation(job)

@@ -236,7 +236,7 @@ def _board() -> dict:
     stage = request.args.get("stage", "test")
     if stage not in STAGES:
         raise FormValidationError({"stage": [f"one of {', '.join(STAGES)}"]}, "leaderboard")
-    return leaderboard(_store().get(dataset, kind="dataset").id, stage, jobs_dir=_store().root)
+    return leaderboard(_store().get(dataset, kind="dataset").id, stage, jobs_dir=_store().root, store=_store())
 
 
 @bp.get("/api/leaderboard")
