@@ -20,9 +20,11 @@ the same). The load guard (:mod:`_quiet`) marks every figure of a loaded run (``
 
 Run::
 
-    .venv/bin/python bench/roofline.py --json /tmp/roofline.json --markdown /tmp/roofline.md   # ~5 min, 2 cores
+    .venv/bin/python bench/roofline.py --strict --json /tmp/roofline.json --docs   # ~5 min on 2 cores; docs section
     .venv/bin/python bench/roofline.py --quick                                                # smoke, ~1 min
+    .venv/bin/python bench/roofline.py --only lenet --only unet --steps-per-execution 8      # + 8 steps per call
     .venv/bin/python bench/roofline.py --from-json /tmp/roofline.json --markdown -            # re-render only
+    .venv/bin/python bench/roofline.py --flops-only --docs                                    # counts only, any load
 """
 
 from __future__ import annotations
@@ -178,26 +180,38 @@ def engine_train_step(w: Workload, model):
         task = task.bind(task, w.shape)
     optimizer = keras.optimizers.Adam(1e-3)
     optimizer.build(model.trainable_variables)
-    train_step, _ = make_steps(
-        StepSpec(
-            strategy=tf.distribute.get_strategy(),
-            replicas=1,
-            model=model,
-            optimizer=optimizer,
-            loss_fn=task.loss(None, w.outputs),
-            task=task,
-            num_outputs=w.outputs,
-            standard_output=True,
-            autograph=False,
-        )
+    spec = StepSpec(
+        strategy=tf.distribute.get_strategy(),
+        replicas=1,
+        model=model,
+        optimizer=optimizer,
+        loss_fn=task.loss(None, w.outputs),
+        task=task,
+        num_outputs=w.outputs,
+        standard_output=True,
+        autograph=False,
     )
+    train_step, _ = make_steps(spec)
     stop = tf.constant(0.0)
 
     def step(x, y):
         loss, metric, _ = train_step(x, y, stop)
         return float(loss), float(metric)  # the loop reads both back every step
 
+    step.spec = spec  # type: ignore[attr-defined]  # for the steps-per-execution timing
     return step, train_step, stop
+
+
+def multi_step_rate(step, x, y, k: int, min_time: float, repeats: int) -> float:
+    """Images/s of the engine's ``steps_per_execution`` path: ``k`` steps per call, batches from an iterator."""
+    import tensorflow as tf
+
+    from digits_core.engine.steps import make_multi_step
+
+    train_steps = make_multi_step(step.spec)
+    iterator = iter(tf.data.Dataset.from_tensors((x, y)).repeat())
+    n, stop = tf.constant(k), tf.constant(0.0)
+    return best_rate(lambda: train_steps(iterator, n, stop)[0].numpy(), k * int(x.shape[0]), min_time, repeats)
 
 
 def count(function, *args) -> FlopCount:
@@ -207,7 +221,8 @@ def count(function, *args) -> FlopCount:
     return graph_flops(function.get_concrete_function(*specs).graph)
 
 
-def run_workload(w: Workload, peak: float, min_time: float, repeats: int) -> dict:
+def run_workload(w: Workload, peak: float | None, min_time: float, repeats: int, spe: int = 1) -> dict:
+    """One workload's row: FLOPs per image counted, and (``peak`` given) the measured rates."""
     import keras
     import tensorflow as tf
 
@@ -218,18 +233,32 @@ def run_workload(w: Workload, peak: float, min_time: float, repeats: int) -> dic
     step, traced, stop = engine_train_step(w, model)
     train_count = count(traced, x, y, *([stop] if stop is not None else []))
     train_flops = train_count.total / w.batch
-    train_rate = best_rate(lambda: step(x, y), w.batch, min_time, repeats)
     row = {
         "workload": w.name,
         "network": w.network,
         "input": list(w.shape),
         "train_batch": w.batch,
         "train_mflop_per_image": round(train_flops / 1e6, 3),
-        "train_img_s": round(train_rate, 2),
-        "train_gflop_s": round(train_rate * train_flops / 1e9, 2),
-        "train_fraction_of_peak": round(train_rate * train_flops / 1e9 / peak, 4),
         "uncounted_ops": train_count.uncounted[:5],
     }
+    if peak is None:  # --flops-only
+        for label, batch in (("infer_b1", 1), ("infer_bN", w.infer_batch)):
+            xb = synthetic_batch(w, batch)[0]
+            counted = count(tf.function(lambda x: model(x, training=False)), xb)
+            row["infer_mflop_per_image"] = round(counted.total / batch / 1e6, 3)
+            row[f"{label}_batch"] = batch
+        return row
+    train_rate = best_rate(lambda: step(x, y), w.batch, min_time, repeats)
+    row.update(
+        train_img_s=round(train_rate, 2),
+        train_gflop_s=round(train_rate * train_flops / 1e9, 2),
+        train_fraction_of_peak=round(train_rate * train_flops / 1e9 / peak, 4),
+    )
+    if spe > 1 and hasattr(step, "spec"):
+        rate = multi_step_rate(step, x, y, spe, min_time, repeats)
+        row["steps_per_execution"] = spe
+        row["train_spe_img_s"] = round(rate, 2)
+        row["train_spe_fraction_of_peak"] = round(rate * train_flops / 1e9 / peak, 4)
     for label, batch in (("infer_b1", 1), ("infer_bN", w.infer_batch)):
         xb = synthetic_batch(w, batch)[0]
         infer = tf.function(lambda x: model(x, training=False))  # one per batch size: static shapes to count
@@ -274,22 +303,29 @@ def render_markdown(result: dict) -> str:
     lines = [
         f"Command: `{result['command']}` ({result['date']}, {result['wall_s']:.0f} s). Machine: {mach['cpu']}, "
         f"{mach['cores']} cores, TensorFlow {mach['tensorflow']}, Keras {mach['keras']}. "
-        f"Load during the run: **{verdict}** (highest 1-minute load average {load['load_max']}, "
-        f"{load['cores']} cores).",
+        + (
+            f"Load during the run: **{verdict}** (highest 1-minute load average {load['load_max']}, "
+            f"{load['cores']} cores)."
+            if result["peak"]
+            else "Nothing timed."
+        ),
         "",
     ]
-    speeds = verdict == "quiet"
-    if not speeds:
+    speeds = verdict == "quiet" and bool(result["peak"])
+    if not result["peak"]:
+        lines += ["**FLOPs counted only** (`--flops-only`: nothing timed, so the load does not matter).", ""]
+    elif not speeds:
         lines += [
             "**Loaded run: the speeds and fractions below are left out** (not results); the FLOP counts do not "
             "depend on the load. Re-run on a quiet machine to fill them.",
             "",
         ]
-    lines += ["| peak (same run) | GFLOP/s |", "|---|---:|"]
-    for key, value in result["peak"].items():
-        lines.append(f"| {key}{' (the reference)' if key == peak_key else ''} | {value if speeds else '–'} |")
+    if result["peak"]:
+        lines += ["| peak (same run) | GFLOP/s |", "|---|---:|"]
+        for key, value in result["peak"].items():
+            lines.append(f"| {key}{' (the reference)' if key == peak_key else ''} | {value if speeds else '–'} |")
+        lines.append("")
     lines += [
-        "",
         "| workload | train batch | train MFLOP/img | train img/s | train % of peak | infer MFLOP/img "
         "| b1 img/s | b1 % | bN | bN img/s | bN % |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
@@ -300,7 +336,7 @@ def render_markdown(result: dict) -> str:
             continue
 
         def fig(key: str, pct: bool = False, row: dict = r) -> str:
-            if not speeds:
+            if not speeds or key not in row:
                 return "–"
             return f"{100 * row[key]:.0f} %" if pct else f"{row[key]:,.0f}"
 
@@ -310,10 +346,39 @@ def render_markdown(result: dict) -> str:
             f"{fig('infer_b1_fraction_of_peak', True)} | {r['infer_bN_batch']} | {fig('infer_bN_img_s')} | "
             f"{fig('infer_bN_fraction_of_peak', True)} |"
         )
+    multi = [r for r in result["workloads"] if "train_spe_img_s" in r]
+    if multi:
+        lines += [
+            "",
+            f"Training at {multi[0]['steps_per_execution']} steps per call (`--steps-per-execution`, the engine's "
+            "`steps_per_execution`), same run:",
+            "",
+            "| workload | train img/s | % of peak | vs 1 step per call |",
+            "|---|---:|---:|---:|",
+        ]
+        for r in multi:
+            if speeds:
+                lines.append(
+                    f"| {r['workload']} | {r['train_spe_img_s']:,.0f} | {100 * r['train_spe_fraction_of_peak']:.0f} % "
+                    f"| {r['train_spe_img_s'] / r['train_img_s']:.2f}× |"
+                )
+            else:
+                lines.append(f"| {r['workload']} | – | – | – |")
     return "\n".join(lines) + "\n"
 
 
 def print_table(result: dict, guard: LoadGuard) -> None:
+    if not result["peak"]:  # --flops-only: counts, no speeds (nothing to guard)
+        for r in result["workloads"]:
+            print(
+                f"{r['workload']:28} "
+                + (
+                    r.get("error")
+                    or f"train {r['train_mflop_per_image']:10.1f} MFLOP/img, "
+                    f"inference {r['infer_mflop_per_image']:10.1f} MFLOP/img"
+                )
+            )
+        return
     guard.refuse_if_strict()
     for key, value in result["peak"].items():
         print(guard.mark(f"peak {key}: {value:.1f} GFLOP/s"))
@@ -329,6 +394,11 @@ def print_table(result: dict, guard: LoadGuard) -> None:
             f"{100 * r['infer_b1_fraction_of_peak']:3.0f}% {r['infer_bN_batch']:4d} {r['infer_bN_img_s']:9.0f} "
             f"{100 * r['infer_bN_fraction_of_peak']:3.0f}%"
         )
+        if "train_spe_img_s" in r:
+            line += (
+                f"  | {r['steps_per_execution']} steps/call: {r['train_spe_img_s']:.0f} img/s "
+                f"{100 * r['train_spe_fraction_of_peak']:.0f}%"
+            )
         print(guard.mark(line))
     print(f"load: {guard.note()}")
 
@@ -337,18 +407,34 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, short timings: a smoke run")
     parser.add_argument("--only", action="append", default=[], help="workloads whose name starts with this")
-    parser.add_argument("--min-time", type=float, default=None, help="seconds per timing (default 1.0; quick 0.1)")
+    parser.add_argument("--min-time", type=float, default=None, help="seconds per timing (default 0.5; quick 0.1)")
     parser.add_argument("--repeats", type=int, default=None, help="timings per figure, best kept (default 3)")
+    parser.add_argument(
+        "--steps-per-execution",
+        type=int,
+        default=1,
+        metavar="K",
+        help="also time training at K steps per call (the engine's steps_per_execution; a second column)",
+    )
+    parser.add_argument("--flops-only", action="store_true", help="count FLOPs per image only (no timing, no peak)")
     parser.add_argument("--json", metavar="PATH", help="write the result as JSON")
     parser.add_argument("--markdown", metavar="PATH", help="write the docs section (- for stdout)")
     parser.add_argument("--from-json", metavar="PATH", help="render a saved result (no measuring)")
+    parser.add_argument(
+        "--docs",
+        action="store_true",
+        help="write the section into docs/benchmarks.md between its roofline markers (the run's JSON, rendered)",
+    )
     add_guard_args(parser)
     args = parser.parse_args(argv)
     if args.from_json:
         result = json.loads(Path(args.from_json).read_text())
-        _write_markdown(args.markdown or "-", result)
+        if args.docs:
+            write_docs(result)
+        else:
+            _write_markdown(args.markdown or "-", result)
         return 0
-    min_time = args.min_time if args.min_time is not None else (0.1 if args.quick else 1.0)
+    min_time = args.min_time if args.min_time is not None else (0.1 if args.quick else 0.5)
     repeats = args.repeats or (1 if args.quick else 3)
     chosen = [w for w in (QUICK if args.quick else FULL) if not args.only or w.name.startswith(tuple(args.only))]
     started = time.time()
@@ -356,12 +442,13 @@ def main(argv=None) -> int:
         from digits_core.tf_quiet import quiet_tensorflow_startup
 
         quiet_tensorflow_startup()
-        peak = measure_peak(args.quick, min_time, repeats)
-        peak_key = next(iter(peak))
+        peak = {} if args.flops_only else measure_peak(args.quick, min_time, repeats)
+        peak_key = next(iter(peak), None)
         rows = []
         for w in chosen:
             try:
-                rows.append(run_workload(w, peak[peak_key], min_time, repeats))
+                reference = peak[peak_key] if peak_key else None
+                rows.append(run_workload(w, reference, min_time, repeats, args.steps_per_execution))
             except Exception as exc:  # noqa: BLE001 - one broken workload must not lose the others' figures
                 rows.append({"workload": w.name, "error": f"{type(exc).__name__}: {str(exc)[:200]}"})
             print(f"  done: {w.name} ({time.time() - started:.0f} s)", file=sys.stderr, flush=True)
@@ -383,7 +470,25 @@ def main(argv=None) -> int:
     print_table(result, guard)
     if args.markdown:
         _write_markdown(args.markdown, result)
+    if args.docs:
+        write_docs(result)
     return 0
+
+
+#: The generated part of docs/benchmarks.md's Roofline section lies between these lines.
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
+BEGIN, END = "<!-- roofline: generated by bench/roofline.py --docs -->", "<!-- roofline: end -->"
+
+
+def write_docs(result: dict, path: Path = DOCS) -> None:
+    """Replace the generated block of docs/benchmarks.md with ``result`` rendered."""
+    text = path.read_text(encoding="utf-8")
+    head, sep, rest = text.partition(BEGIN)
+    _, sep2, tail = rest.partition(END)
+    if not (sep and sep2):
+        raise SystemExit(f"{path}: the markers {BEGIN!r} and {END!r} are missing")
+    path.write_text(f"{head}{BEGIN}\n\n{render_markdown(result)}\n{END}{tail}", encoding="utf-8")
+    print(f"wrote the roofline section of {path}")
 
 
 def _write_markdown(path: str, result: dict) -> None:

@@ -79,7 +79,9 @@ def _warm_step(spe: int, epochs: int) -> int:
     return spe if epochs > 1 else max(1, spe // 4)
 
 
-def run_baseline(dataset_id: str, jobs_dir: str, epochs: int, batch: int, jit: bool, mixed: bool) -> float:
+def run_baseline(
+    dataset_id: str, jobs_dir: str, epochs: int, batch: int, jit: bool, mixed: bool, spe: int = 1
+) -> float:
     import keras
     import numpy as np
 
@@ -100,35 +102,41 @@ def run_baseline(dataset_id: str, jobs_dir: str, epochs: int, batch: int, jit: b
         loss="sparse_categorical_crossentropy",
         metrics=["accuracy"],
         jit_compile=jit,
+        steps_per_execution=spe,
     )
-    spe = -(-len(x) // batch)
-    warm = _warm_step(spe, epochs)
+    spe_epoch = -(-len(x) // batch)
+    warm = _warm_step(spe_epoch, epochs)
     marks = {}
 
     class Clock(keras.callbacks.Callback):
         def __init__(self):
             super().__init__()
-            self.step = 0
+            self.epoch = 0
+
+        def on_epoch_begin(self, epoch, logs=None):
+            self.epoch = epoch
 
         def on_train_batch_end(self, batch_index, logs=None):
-            self.step += 1
-            if self.step == warm:
-                marks["warm"] = time.perf_counter()
+            # with steps_per_execution, Keras calls this once per execution with the execution's last step
+            step = self.epoch * spe_epoch + batch_index + 1
+            if "warm" not in marks and step >= warm:
+                marks["warm"], marks["warm_step"] = time.perf_counter(), step
 
         def on_train_end(self, logs=None):
             marks["end"] = time.perf_counter()
 
     model.fit(x, y, batch_size=batch, epochs=epochs, shuffle=True, verbose=0, callbacks=[Clock()])
-    return _images_between(len(x), batch, spe, warm, spe * epochs) / (marks["end"] - marks["warm"])
+    images = _images_between(len(x), batch, spe_epoch, marks["warm_step"], spe_epoch * epochs)
+    return images / (marks["end"] - marks["warm"])
 
 
-def run_engine(dataset_id: str, jobs_dir: str, epochs: int, batch: int, jit: bool, mixed: bool) -> float:
+def run_engine(dataset_id: str, jobs_dir: str, epochs: int, batch: int, jit: bool, mixed: bool, spe: int = 1) -> float:
     from digits_core.datasets import open_dataset
     from digits_core.engine import train
 
     count = open_dataset(dataset_id, jobs_dir=jobs_dir).count("train")
-    spe = -(-count // batch)
-    warm = _warm_step(spe, epochs)
+    spe_epoch = -(-count // batch)
+    warm = _warm_step(spe_epoch, epochs)
     marks = {}
 
     def progress(event):
@@ -154,8 +162,9 @@ def run_engine(dataset_id: str, jobs_dir: str, epochs: int, batch: int, jit: boo
         progress=progress,
         jit=jit,
         mixed_precision=mixed,
+        steps_per_execution=spe,
     )
-    return _images_between(count, batch, spe, warm, spe * epochs - 1) / (marks["end"] - marks["warm"])
+    return _images_between(count, batch, spe_epoch, warm, spe_epoch * epochs - 1) / (marks["end"] - marks["warm"])
 
 
 def main(argv=None) -> int:
@@ -166,6 +175,13 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--jit", action="store_true", help="XLA-compile the train step on both sides")
     parser.add_argument("--mixed-precision", action="store_true", help="mixed_float16 on both sides (GPU only)")
+    parser.add_argument(
+        "--steps-per-execution",
+        type=int,
+        default=1,
+        metavar="K",
+        help="train steps per call on both sides (the engine's option, Keras compile's steps_per_execution)",
+    )
     parser.add_argument("--json", action="store_true")
     add_guard_args(parser)
     args = parser.parse_args(argv)
@@ -175,9 +191,29 @@ def main(argv=None) -> int:
         print(f"dataset: {args.images} images 28x28 in LMDB ({ingest_s:.1f} s to build)", flush=True)
         base, engine = [], []
         for _ in range(args.repeats):
-            base.append(run_baseline(job.id, jobs_dir, args.epochs, args.batch_size, args.jit, args.mixed_precision))
+            base.append(
+                run_baseline(
+                    job.id,
+                    jobs_dir,
+                    args.epochs,
+                    args.batch_size,
+                    args.jit,
+                    args.mixed_precision,
+                    args.steps_per_execution,
+                )
+            )
             print(f"  keras fit on numpy: {base[-1]:8.0f} img/s", flush=True)
-            engine.append(run_engine(job.id, jobs_dir, args.epochs, args.batch_size, args.jit, args.mixed_precision))
+            engine.append(
+                run_engine(
+                    job.id,
+                    jobs_dir,
+                    args.epochs,
+                    args.batch_size,
+                    args.jit,
+                    args.mixed_precision,
+                    args.steps_per_execution,
+                )
+            )
             print(f"  digits engine:      {engine[-1]:8.0f} img/s", flush=True)
         out = subprocess.run(
             [sys.executable, "-c", STARTUP_SNIPPET, job.id, jobs_dir],
@@ -197,6 +233,7 @@ def main(argv=None) -> int:
         "batch_size": args.batch_size,
         "jit": args.jit,
         "mixed_precision": args.mixed_precision,
+        "steps_per_execution": args.steps_per_execution,
         "engine_img_per_s": statistics.median(engine),
         "keras_fit_img_per_s": statistics.median(base),
         "ratio": statistics.median(engine) / statistics.median(base),

@@ -115,12 +115,14 @@ def test_roofline_quick_run_writes_json_and_hides_loaded_speeds(tmp_path):
     import roofline
 
     out = tmp_path / "r.json"
-    assert roofline.main(["--quick", "--only", "lenet", "--min-time", "0.01", "--json", str(out)]) == 0
+    args = ["--quick", "--only", "lenet", "--min-time", "0.01", "--steps-per-execution", "2", "--json", str(out)]
+    assert roofline.main(args) == 0
     result = json.loads(out.read_text())
     (row,) = result["workloads"]
     assert row["train_mflop_per_image"] == (2 * CONV1 + 3 * (CONV2 + FC1 + FC2)) / 1e6
     assert row["infer_mflop_per_image"] == (CONV1 + CONV2 + FC1 + FC2) / 1e6
     assert row["train_img_s"] > 0 and row["train_fraction_of_peak"] > 0 and row["infer_bN_fraction_of_peak"] > 0
+    assert row["steps_per_execution"] == 2 and row["train_spe_img_s"] > 0
     assert result["load"]["verdict"] in ("quiet", "loaded") and result["machine"]["cores"] >= 1
     result["load"].update(verdict="loaded", load_max=9.0)
     loaded = roofline.render_markdown(result)
@@ -128,3 +130,8 @@ def test_roofline_quick_run_writes_json_and_hides_loaded_speeds(tmp_path):
     result["load"].update(verdict="quiet", load_max=1.5)
     quiet = roofline.render_markdown(result)
     assert f"| {row['train_img_s']:,.0f} |" in quiet and "**quiet**" in quiet
+    page = tmp_path / "benchmarks.md"
+    page.write_text(f"# B\n\n{roofline.BEGIN}\nold\n{roofline.END}\n\n## Next\n")
+    roofline.write_docs(result, page)
+    text = page.read_text()
+    assert "old" not in text and "**quiet**" in text and text.endswith(f"{roofline.END}\n\n## Next\n")
