@@ -454,6 +454,46 @@ def test_web_api_panel_report_and_leaderboard(made, jobs, live_server):
     assert not (jobs / created["id"]).exists()
 
 
+def test_web_evaluation_of_labelled_files_goes_through_the_gate(made, jobs, live_server):
+    """``POST /api/evaluations`` with a list file under the server's data roots gives the figures of the same
+    records as a stored stage; a path outside the roots, a dataset beside labelled files and an MLflow server the
+    operator did not allow are 400s naming their field, and nothing is created."""
+    from digits_core.datasets import open_dataset
+
+    inputs = jobs.parent / "web-labelled"  # the server's folder: one of its default data roots
+    inputs.mkdir(exist_ok=True)
+    with open_dataset(made["cls_ds"].id, jobs) as ds:
+        features, truth = ds.read_all("test")
+    lines = []
+    for i, (f, t) in enumerate(zip(features, truth)):
+        Image.fromarray(f[:, :, 0]).save(inputs / f"t{i}.png")
+        lines.append(f"t{i}.png {LABELS[t]}")
+    (inputs / "list.txt").write_text("\n".join(lines) + "\n")
+    server = live_server(jobs_dir=jobs, auth_token="eval-files", cwd=jobs.parent)
+    before = _folders(jobs)
+    model = made["cls"].id
+    for body, field in (
+        ({"model": model, "folder": "/etc"}, "folder"),
+        ({"model": model, "list": str(inputs / "list.txt"), "dataset": made["cls_ds"].id}, "dataset"),
+        ({"model": model, "mlflow": "http://127.0.0.1:9"}, "mlflow"),
+        ({"model": model, "mlflow": "sqlite:///mlflow.db"}, "mlflow"),
+    ):
+        answer = server.request("/api/evaluations", method="POST", data=body)
+        assert answer.status == 400 and f"\n  {field}: " in answer.json()["error"]["message"], (body, answer.text)
+    assert _folders(jobs) == before
+    answer = server.request(
+        "/api/evaluations",
+        method="POST",
+        data={"model": model, "list": str(inputs / "list.txt"), "bootstrap": 0},
+        timeout=300,
+    )
+    assert answer.status == 201, answer.text
+    summary = answer.json()["summary"]
+    assert summary["inputs"] == [str((inputs / "list.txt").resolve())]
+    stage = evaluate(model, jobs_dir=jobs, bootstrap=0).metrics
+    assert summary["metrics"]["accuracy"] == pytest.approx(stage["accuracy"], abs=1e-12)
+
+
 @pytest.mark.browser
 def test_report_renders_in_a_browser_without_console_errors(made, jobs, live_server, chromium):
     result = evaluate(made["cls"].id, jobs_dir=jobs, bootstrap=20)

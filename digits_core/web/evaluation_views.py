@@ -1,26 +1,22 @@
 """Evaluations in the web UI and the JSON API: the model page's Evaluate panel, the report, the leaderboard.
 
-* ``POST /api/evaluations`` (JSON ``{"model", "epoch", "dataset", "stage", "name", "bootstrap"}``; only
-  ``model`` is required: the model's own dataset, stage ``test``) runs ``digits evaluate`` in a one-off
-  process (TensorFlow never loads in the web server) and answers 201 ``{"id", "url", "json", "summary"}``;
-  a bad request (a class the model never saw, a dataset of another task, an empty stage) is a 400 naming it
-  and creates nothing. ``POST /models/<id>/evaluate`` is the panel's form: it sends the browser to the report.
+* ``POST /api/evaluations`` (JSON ``{"model", "epoch", "dataset", "stage", "name", "bootstrap", "folder",
+  "list", "mlflow"}``; only ``model`` is required: the model's own dataset, stage ``test``) checks the request
+  through the submission layer's gate (:mod:`digits_core.submit.evaluations`: labelled ``folder``/``list``
+  paths under the data roots, an MLflow URI only where the operator allows it), runs ``digits evaluate`` in a
+  one-off process (TensorFlow never loads in the web server) and answers 201 ``{"id", "url", "json", "summary"}``;
+  a bad request (a class the model never saw, a dataset of another task, an empty stage, a path outside the
+  data roots) is a 400 naming it and creates nothing. ``POST /models/<id>/evaluate`` is the panel's form
+  (the same fields; folders and lists one per line): it sends the browser to the report.
 * ``GET /evaluations/<id>``: the report page (the same page ``digits evaluate --report`` writes);
   ``GET /evaluations/<id>.json`` (or ``Accept: application/json``): its ``metrics.json``;
   ``GET /evaluations/<id>/files/<name>``: ``metrics.json``, ``predictions.csv``, ``per_class.csv``,
   ``summary.json``, ``report.html``.
 * ``GET /leaderboard?dataset=<id>&stage=test`` and ``GET /api/leaderboard?...``: every model evaluated on
   that test set (:func:`digits_core.evaluation.leaderboard`), the best per figure marked.
-
-Labelled files (``--folder``/``--list``) are a CLI and Python API input only: the web takes stored datasets.
 """
 
 from __future__ import annotations
-
-import json
-import os
-import subprocess
-import sys
 
 from flask import (
     Blueprint,
@@ -45,12 +41,13 @@ from ..evaluation.run import (
     RESULTS,
     STAGES,
     WORST_FILE,
-    EvaluationError,
     EvaluationResult,
     load_evaluation,
 )
 from ..jobs import Job, JobStore
 from ..jobs.readers import read_json_record
+from ..submit.evaluations import check_evaluation_request
+from ..submit.evaluations import run_evaluation as submit_evaluation
 from .helpers import wants_json
 from .request_guard import csp_nonce
 
@@ -84,81 +81,14 @@ def _panel_helpers() -> dict:
 
 
 def _options(values: dict) -> dict:
-    """The request's options, checked (a 400 naming the field otherwise)."""
-    errors: dict[str, list[str]] = {}
-    model = str(values.get("model") or "").strip()
-    if not model:
-        errors["model"] = ["give the model job id"]
-    stage = str(values.get("stage") or "test")
-    if stage not in STAGES:
-        errors["stage"] = [f"one of {', '.join(STAGES)}"]
-    epoch = values.get("epoch")
-    if epoch in ("", None):
-        epoch = None
-    else:
-        try:
-            epoch = float(epoch)
-        except (TypeError, ValueError):
-            errors["epoch"] = ["a number (a snapshot's epoch), or empty for the last"]
-    bootstrap = values.get("bootstrap", 1000)
-    if (
-        isinstance(bootstrap, bool)
-        or not isinstance(bootstrap, (int, str))
-        or not str(bootstrap).isdigit()
-        or int(bootstrap) > 10000
-    ):
-        errors["bootstrap"] = ["a whole number from 0 to 10000"]
-    name = values.get("name")
-    if name is not None and not isinstance(name, str):
-        errors["name"] = ["text"]
-    dataset = str(values.get("dataset") or "").strip() or None
-    if errors:
-        raise FormValidationError(errors, "evaluation")
-    store = _store()
-    model_job = store.get(model, kind="model")
-    dataset_job = store.get(dataset, kind="dataset") if dataset else None
-    return {
-        "model": model_job.id,
-        "dataset": dataset_job.id if dataset_job else None,
-        "stage": stage,
-        "epoch": epoch,
-        "bootstrap": int(bootstrap),
-        "name": name or None,
-    }
+    """The request checked by the submission layer's gate (a 400 naming the field otherwise)."""
+    return check_evaluation_request(values, _store())
 
 
 def run_evaluation(options: dict) -> dict:
-    """``digits evaluate ... --json`` in a one-off process; its summary, or its error as :class:`EvaluationError`."""
-    args = [
-        sys.executable,
-        "-m",
-        "digits_core",
-        "--jobs-dir",
-        str(_store().root),
-        "evaluate",
-        "--model",
-        options["model"],
-    ]
-    args += ["--stage", options["stage"], "--bootstrap", str(options["bootstrap"]), "--json"]
-    if options["dataset"]:
-        args += ["--dataset", options["dataset"]]
-    if options["epoch"] is not None:
-        args += ["--epoch", repr(options["epoch"])]
-    if options["name"]:
-        args += ["--name", options["name"]]
+    """``digits evaluate ... --json`` in a one-off process (:func:`digits_core.submit.evaluations.run_evaluation`)."""
     timeout = float(current_app.config.get("DIGITS_EVALUATION_TIMEOUT", DEFAULT_TIMEOUT_S))
-    try:
-        done = subprocess.run(
-            args, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL, env=dict(os.environ)
-        )
-    except subprocess.TimeoutExpired:
-        raise EvaluationError(
-            f"The evaluation did not finish within {timeout:g} s; run digits evaluate instead."
-        ) from None
-    if done.returncode != 0:
-        lines = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
-        raise EvaluationError(lines[-1][len("error: ") :] if lines else "The evaluation failed; see the server log.")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return submit_evaluation(options, _store().root, timeout)
 
 
 def _created(summary: dict) -> dict:
