@@ -34,6 +34,7 @@ def sso(tmp_path, monkeypatch):
                 "client_id": "digits",
                 "client_secret_env": "TEST_OIDC_SECRET",
                 "roles": {"lab-ml": "trainer", "lab": "viewer", "lab-admins": "admin"},
+                "groups": {"lab-ml": "ml", "lab-cardiac": "cardiac"},
             }
         )
     )
@@ -59,7 +60,12 @@ def test_an_oidc_sign_in_lands_with_the_role_its_groups_map_to(sso):
     app, provider, tmp_path = sso
     client, landed = _sign_on(app, provider, {"sub": "u-1", "preferred_username": "carol", "groups": ["lab", "lab-ml"]})
     assert landed.status_code == 302 and landed.headers["Location"].endswith("/")
-    assert AccountStore(tmp_path).get_user("carol").role == "trainer"
+    store = AccountStore(tmp_path)
+    store.add_to_group("local", ["carol"])  # a group an admin made: not the provider's to change
+    store.add_to_group("cardiac", ["carol"])  # a mapped group her provider does not list (any more)
+    client, _ = _sign_on(app, provider, {"sub": "u-1", "preferred_username": "carol", "groups": ["lab", "lab-ml"]})
+    assert store.get_user("carol").role == "trainer"
+    assert store.get_user("carol").groups == ("local", "ml")  # the provider's groups mapped; cardiac left
     assert client.get("/api/jobs").status_code == 200
     viewer, _ = _sign_on(app, provider, {"sub": "u-2", "preferred_username": "dan", "groups": ["lab"]})
     assert viewer.post("/api/datasets", json={}).status_code in (400, 403)  # no CSRF token, and no right either

@@ -350,6 +350,23 @@ class AccountStore:
                 groups.setdefault(grp, []).append(user)
         return groups
 
+    def sync_groups(self, name: str, wanted: list[str], managed: list[str]) -> User | None:
+        """Make ``name`` a member of the ``wanted`` groups and of no other of the ``managed`` ones (single sign-on).
+
+        Groups outside ``managed`` (made by an admin with ``digits users group``) are left as they are; wanted
+        groups that do not exist yet are made. Returns the user as it now is.
+        """
+        for group in {*wanted, *managed}:
+            _check_name(group, what="group name")
+        with self._db() as db:
+            self._require(db, name)
+            for group in wanted:
+                db.execute("INSERT OR IGNORE INTO groups (name, created) VALUES (?, ?)", (group, time.time()))
+                db.execute("INSERT OR IGNORE INTO members (grp, user) VALUES (?, ?)", (group, name))
+            for group in set(managed) - set(wanted):
+                db.execute("DELETE FROM members WHERE grp = ? AND user = ?", (group, name))
+        return self.get_user(name)
+
     def group_exists(self, group: str) -> bool:
         """True when ``group`` was made (``digits users group add``)."""
         return group in self.list_groups()

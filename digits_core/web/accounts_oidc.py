@@ -57,7 +57,17 @@ def read_config(jobs_dir) -> dict[str, Any] | None:
     roles = config.get("roles")
     if not isinstance(roles, dict) or not roles or any(r not in ROLES for r in roles.values()):
         raise ConfigurationError(f'{path}: "roles" maps provider groups to roles ({", ".join(ROLES)}).')
-    return {**config, "client_secret": secret, "groups_claim": config.get("groups_claim") or "groups"}
+    groups = config.get("groups") or {}
+    if not isinstance(groups, dict) or not all(isinstance(v, str) and v for v in groups.values()):
+        raise ConfigurationError(f'{path}: "groups" maps provider groups to DIGITS group names (text).')
+    claim = config.get("groups_claim") or "groups"
+    return {**config, "client_secret": secret, "groups_claim": claim, "groups": groups}
+
+
+def groups_of(groups: Any, mapping: dict[str, str]) -> list[str]:
+    """The DIGITS groups that ``groups`` (a claim: list or text) map to, without repeats, in the mapping's order."""
+    names = {groups} if isinstance(groups, str) else {g for g in groups or [] if isinstance(g, str)}
+    return list(dict.fromkeys(target for source, target in mapping.items() if source in names))
 
 
 def role_of(groups: Any, mapping: dict[str, str]) -> str | None:
@@ -117,7 +127,10 @@ def callback():
     accounts = current_app.extensions["digits_accounts"]  # accounts_views.Accounts (installed before this)
     try:
         user = accounts.store.sign_in_external(name, role) if role else None
-    except DigitsError:  # a name the store cannot take
+        if user is not None and config["groups"]:  # memberships follow the provider's groups at each sign-in
+            wanted = groups_of(claims.get(config["groups_claim"]), config["groups"])
+            user = accounts.store.sync_groups(name, wanted, list(config["groups"].values()))
+    except DigitsError:  # a name or group the store cannot take
         user = None
     accounts.audit.record(
         name or None,
