@@ -77,6 +77,7 @@ DOCUMENTS = [
     "docs/backbones.md",
     "docs/evaluation.md",
     "docs/accounts.md",
+    "docs/active-learning.md",
 ]
 #: Guides whose code blocks a walkthrough test of their own runs (with its own tags).
 OWN_TESTS = {

@@ -13,6 +13,9 @@ from digits_core import registry
 
 pytestmark = pytest.mark.slow
 
+#: Image size: large enough that a pool's images or passes held at once would show in the process's peak memory.
+SIZE = 64
+
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
@@ -25,7 +28,7 @@ def trained(tmp_path_factory):
     jobs = root / "jobs"
     registry.register(SyntheticLV)
     try:
-        lv = create_dataset("synthetic-lv", {"count": 16, "val_count": 4, "size": 16}, workers=1, jobs_dir=jobs)
+        lv = create_dataset("synthetic-lv", {"count": 8, "val_count": 2, "size": SIZE}, workers=1, jobs_dir=jobs)
     finally:
         registry.unregister(SyntheticLV)
     model = train(
@@ -42,7 +45,7 @@ def trained(tmp_path_factory):
     rng = np.random.default_rng(5)
     truth = {}
     for i in range(7):
-        img, mask = lv_image(16, rng)
+        img, mask = lv_image(SIZE, rng)
         rel = f"sub/case{i}.png" if i % 2 else f"case{i}.png"
         Image.fromarray(img).save(folder / rel)
         truth[rel] = mask
@@ -79,7 +82,7 @@ def test_scores_proposals_review_and_a_round(trained):
     queue = pool.queue(user="ann")
     assert [c["id"] for c in queue] == first.proposed and all(c["state"] == PROPOSED for c in queue)
     proposal = read_mask(pool.file(queue[0]["proposal"]["file"]))
-    assert proposal.shape == (16, 16) and set(np.unique(proposal)) <= {0, 1}
+    assert proposal.shape == (SIZE, SIZE) and set(np.unique(proposal)) <= {0, 1}
     # a reviewer accepts the true masks of the three proposals
     for cand in queue:
         pool.claim(cand["id"], "ann")
@@ -101,7 +104,6 @@ def test_scores_proposals_review_and_a_round(trained):
 
 
 def test_bad_input_is_named_and_nothing_is_lost(trained, tmp_path):
-    from digits_core.engine import train
     from digits_core.inference.model import clear_model_cache
     from digits_core.labeling import create_folder_pool, score_pool
     from digits_core.labeling.pool import PoolError
@@ -118,24 +120,19 @@ def test_bad_input_is_named_and_nothing_is_lost(trained, tmp_path):
     assert "notanimage.png" in result.skipped[0]["error"]
     broken = next(c for c in pool.candidates() if c["source"]["path"] == "notanimage.png")
     assert "notanimage.png" in broken["error"] and broken["state"] == "unlabelled"
-    # a model without dropout cannot do MC-dropout; a model of another task cannot score a segmentation pool
-    plain = train(
-        model.dataset_id,
-        "unet",
-        name="plain",
-        epochs=1,
-        batch_size=8,
-        jobs_dir=jobs,
-        network_params={"filters": 4, "depth": 2},
-    )
+    # a network without dropout cannot do MC-dropout; an unknown strategy is named
+    from digits_core.engine.networks import resolve_network
+    from digits_core.labeling.strategies import Scorer
+
+    plain = resolve_network("unet").build((SIZE, SIZE, 1), 2, filters=2, depth=2)
+    with pytest.raises(StrategyError, match='network "unet" has no dropout layer'):
+        Scorer(plain, "variance")
     before = (pool.path / "pool.json").read_bytes()
-    with pytest.raises(StrategyError, match="has no dropout layer"):
-        score_pool(pool, plain.id, "variance", jobs_dir=jobs)
     with pytest.raises(StrategyError, match='Unknown strategy "vibes"'):
-        score_pool(pool, plain.id, "vibes", jobs_dir=jobs)
+        score_pool(pool, model.id, "vibes", jobs_dir=jobs)
     assert (pool.path / "pool.json").read_bytes() == before  # refused before anything was written
     # a pool of another modality than the model's dataset
-    info = jobs / plain.dataset_id / "dataset" / "dataset.json"
+    info = jobs / model.dataset_id / "dataset" / "dataset.json"
     data = json.loads(info.read_text())
     data.setdefault("userdata", {})["modality"] = "MR"
     info.write_text(json.dumps(data))
@@ -143,6 +140,101 @@ def test_bad_input_is_named_and_nothing_is_lost(trained, tmp_path):
     with pool.changing() as record:
         record["modality"] = "CT"
     before = (pool.path / "pool.json").read_bytes()
-    with pytest.raises(PoolError, match=f"Pool {pool.id} holds CT images; model {plain.id} was trained on MR"):
-        score_pool(pool, plain.id, "entropy", jobs_dir=jobs)
-    assert (pool.path / "pool.json").read_bytes() == before
+    try:
+        with pytest.raises(PoolError, match=f"Pool {pool.id} holds CT images; model {model.id} was trained on MR"):
+            score_pool(pool, model.id, "entropy", jobs_dir=jobs)
+        assert (pool.path / "pool.json").read_bytes() == before
+    finally:
+        data["userdata"].pop("modality")
+        info.write_text(json.dumps(data))
+        clear_model_cache()
+
+
+def _pool_of(folder, count, seed=0):
+    from synthetic_plugins import lv_image
+
+    folder.mkdir()
+    rng = np.random.default_rng(seed)
+    for i in range(count):
+        Image.fromarray(lv_image(SIZE, rng)[0]).save(folder / f"img{i:04d}.png")
+
+
+PEAK = """
+import sys
+from digits_core.labeling import load_pool, score_pool
+pool = load_pool(sys.argv[1], jobs_dir=sys.argv[2])
+result = score_pool(pool, sys.argv[3], "variance", batch_size=8, passes=2, jobs_dir=sys.argv[2])
+assert result.scored == int(sys.argv[4]), result
+# this process's own peak (Linux keeps ru_maxrss across exec; VmHWM is this image's)
+peak = [line for line in open("/proc/self/status") if line.startswith("VmHWM")][0].split()[1]
+print("PEAK", int(peak))
+"""
+
+
+def test_scoring_memory_does_not_grow_with_the_pool(trained, tmp_path):
+    import subprocess
+    import sys
+
+    from digits_core.labeling import create_folder_pool
+
+    jobs, model, _folder, _truth = trained
+    peaks = {}
+    for count in (20, 200):
+        _pool_of(tmp_path / f"p{count}", count)
+        pool = create_folder_pool(f"p{count}", tmp_path / f"p{count}", jobs_dir=jobs)
+        done = subprocess.run(
+            [sys.executable, "-c", PEAK, pool.id, str(jobs), model.id, str(count)],
+            capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        peaks[count] = int(done.stdout.split("PEAK")[-1])
+    # the 200 candidates scored at once would add ~0.5 GiB of activations (1.8 GiB at 128 px); a batch of 8 is constant
+    assert peaks[200] <= peaks[20] * 1.10, peaks
+
+
+def test_scoring_as_a_job_aborts_and_resumes(trained, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from digits_core.executors.worker import run_job
+    from digits_core.jobs import Job, JobStatus
+    from digits_core.labeling import create_folder_pool
+    from digits_core.labeling.jobs import prepare_resume, prepare_run
+
+    jobs, model, _folder, _truth = trained
+    _pool_of(tmp_path / "big", 12, seed=3)
+    pool = create_folder_pool("big", tmp_path / "big", jobs_dir=jobs)
+    with pytest.raises(Exception, match="passes: an integer from 2 to 64"):
+        prepare_run(pool, "score", {"model": model.id, "passes": 1000})
+    assert Job.load(pool.path).status is JobStatus.DONE  # a refused request queues nothing
+    job = prepare_run(pool, "score", {"model": model.id, "strategy": "variance", "batch_size": 1, "passes": 16})
+    assert job.status is JobStatus.WAITING
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "digits_core.scheduler", "run", str(pool.path)], start_new_session=True,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and (Job.load(pool.path).data.get("pool_progress") or {}).get("done", 0) < 2:
+            assert worker.poll() is None, "the worker ended before it was stopped"
+            time.sleep(0.05)
+        os.kill(worker.pid, signal.SIGTERM)
+        worker.wait(60)
+    finally:
+        if worker.poll() is None:
+            os.killpg(worker.pid, signal.SIGKILL)
+            worker.wait(10)
+    stopped = Job.load(pool.path)
+    assert stopped.status is JobStatus.ABORTED
+    run = stopped.data["pool_run"]["run"]
+    first = [c for c in pool.candidates() if c.get("scored_in") == run]
+    assert 2 <= len(first) < 12  # the batches scored before the stop are kept
+    prepare_resume(pool)
+    assert run_job(pool.path) == 0
+    done = Job.load(pool.path)
+    assert done.status is JobStatus.DONE
+    assert done.data["pool_result"]["scored"] == 12 - len(first)  # the resumed run skipped what it had scored
+    assert all(c.get("scored_in") == run for c in pool.candidates())

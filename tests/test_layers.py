@@ -85,8 +85,10 @@ KNOWN_CYCLES: dict[tuple[str, ...], str] = {
         "digits_core.executors.ray_encode",
         "digits_core.executors.ray_executor",
         "digits_core.executors.worker",
-    ): "a dataset build encodes on Ray through executors.ray_encode, and the executors run dataset builds: the Ray "
-    "encoder belongs below datasets",
+        "digits_core.labeling.jobs",
+        "digits_core.labeling.rounds",
+    ): "a dataset build encodes on Ray through executors.ray_encode, and the executors run dataset builds (and an "
+    "active-learning round, which builds one): the Ray encoder belongs below datasets",
     (
         "digits_core.engine.option_specs",
         "digits_core.engine.options",

@@ -26,6 +26,7 @@ from ..phase_marks import mark
 COMMAND_MODULES = [
     "infer_cmd",
     "evaluate_cmd",
+    "label_cmd",
     "export_cmd",
     "plugins_cmd",
     "dataset_cmd",

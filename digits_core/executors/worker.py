@@ -96,6 +96,12 @@ def _run_owned_job(job: Job, encode_on_ray: bool = False) -> int:
                 engine.resume_training(job, epochs=job.data.get("resume_epochs"))
             else:
                 train_into_job(job, job.train_options)
+        elif job.kind == "pool":  # active learning: a pool's scoring or round (digits_core.labeling.jobs)
+            from ..labeling.jobs import run_pool_job  # uphill-free: loaded only for the kind it runs
+            from ..tf_quiet import quiet_tensorflow_startup  # (as for model jobs) only when TensorFlow will load
+
+            quiet_tensorflow_startup(lean=True)
+            run_pool_job(job)
         else:
             raise JobStateError(f"Job {job.id} has kind {job.kind!r}, which no worker runs.")
     except DigitsError as exc:

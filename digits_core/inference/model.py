@@ -107,7 +107,7 @@ def dataset_meta(info: ModelRecord, preprocessing: Any, jobs_dir: Any = None) ->
     ds = None
     for reference in (dataset_id, info.get("dataset_path")):
         if ds is None and reference:
-            from ..datasets import open_dataset
+            from ..datasets.reader import open_dataset  # the reader alone: the package root reaches the executors
             from ..errors import DatasetError
 
             try:

@@ -112,6 +112,9 @@ class JobFields(TypedDict, total=False):
     evaluation: dict[str, Any]  # task, epoch, dataset_id/stage or inputs, and the headline "metrics"
     # pool jobs (digits_core.labeling.pool; the candidates are in pool.json beside job.json)
     pool: dict[str, Any]  # source, task, dimensions, modality
+    pool_run: dict[str, Any]  # the queued scoring or round: action, model, strategy, counts, run token, by
+    pool_progress: dict[str, Any]  # done, total, skipped of the running scoring
+    pool_result: dict[str, Any]  # what the last run did (scored, skipped, proposed, the retrained model)
 
 
 class JobRecord(_JobRecordRequired, _JobRecordWritten, JobFields):

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -439,8 +440,6 @@ def create_pool(
             write_json_atomic(job.path / POOL_FILE, record)
         job.finish("Done")
     except BaseException:
-        import shutil
-
         shutil.rmtree(job.path, ignore_errors=True)
         raise
     return Pool(job)

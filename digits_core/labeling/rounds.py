@@ -25,6 +25,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from ..inference.model import load_inference_model
+from ..jobs import JobStore
 from .pool import Pool, PoolError, load_pool
 from .scoring import DEFAULT_BATCH, propose, score_pool, source_path
 from .strategies import DEFAULT_PASSES
@@ -110,9 +112,8 @@ def retrain(
     Raises:
         PoolError: Too few accepted labels for a training and a validation image.
     """
-    from ..datasets import create_dataset
-    from ..engine import train
-    from ..inference.model import load_inference_model
+    from ..datasets.create import create_dataset  # its encoder machinery loads only for a retraining
+    from ..engine import train  # the engine (TensorFlow) loads only for a retraining
 
     loaded = load_inference_model(model_id, jobs_dir=jobs_dir)
     classes = list(loaded.class_labels or pool.record().get("class_labels") or [])
@@ -166,6 +167,7 @@ def run_round(
     seed: int = 0,
     val_percent: float = 20.0,
     user: str | None = None,
+    run: str | None = None,
     jobs_dir: Any = None,
     progress: Callable[[dict], None] | None = None,
 ) -> RoundResult:
@@ -183,6 +185,7 @@ def run_round(
         seed: Seed of ``random``.
         val_percent: Share of the accepted labels the retraining validates on.
         user: Who started the round (recorded).
+        run: Resume this scoring run (its scored candidates are skipped).
         jobs_dir: The jobs folder.
         progress: Called with ``{"phase": "score"|"train", ...}``.
 
@@ -199,6 +202,7 @@ def run_round(
         batch_size=batch_size,
         passes=passes,
         seed=seed,
+        run=run,
         jobs_dir=jobs_dir,
         progress=lambda info: say({"phase": "score", **info}),
     )
@@ -226,8 +230,6 @@ def run_round(
             progress=lambda info: say({"phase": "train", **info}),
         )
         if trained:
-            from ..jobs import JobStore
-
             result.dataset_id, result.new_model_id = trained
             result.val_dice = _val_dice(JobStore(jobs_dir).get(result.new_model_id))
             pool.update_round(

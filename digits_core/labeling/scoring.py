@@ -17,7 +17,9 @@ reason in the result and in its ``error`` key; nothing stored is touched.
 
 from __future__ import annotations
 
+import os
 import secrets
+import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +28,10 @@ from typing import Any
 import numpy as np
 
 from ..errors import DigitsError
+from ..inference.imageio import prepare_image, read_image
+from ..inference.images import resize_nearest
+from ..inference.model import load_inference_model
+from .masks import encode_mask
 from .pool import ACCEPTED, IN_REVIEW, PROPOSALS_DIR, Pool, PoolError
 from .strategies import DEFAULT_PASSES, Scorer, check_strategy
 
@@ -102,16 +108,12 @@ def read_candidate(source: dict[str, Any], cand: dict[str, Any]) -> np.ndarray:
     Raises:
         DigitsError: The file is missing, not an image or too large (the message names it).
     """
-    from ..inference.imageio import read_image
-
     return read_image(source_path(source, cand), name=f"{cand['source'].get('path')} (candidate {cand['id']})")
 
 
 def _batches(
     source: dict[str, Any], cands: list[dict[str, Any]], loaded: Any, batch_size: int, skipped: list
 ) -> Iterator[tuple[list[str], np.ndarray, list[tuple[int, int]]]]:
-    from ..inference.imageio import prepare_image
-
     shape, dtype, mode = loaded.feature_shape, str(loaded.feature_dtype), loaded.dataset.resize_mode
     ids: list[str] = []
     arrays: list[np.ndarray] = []
@@ -161,8 +163,6 @@ def score_pool(
         PoolError: The model does not fit the pool.
         StrategyError: Unknown strategy, or ``variance`` on a network without dropout.
     """
-    from ..inference.model import load_inference_model
-
     check_strategy(strategy)
     loaded = load_inference_model(model_id, jobs_dir=jobs_dir)
     check_model_for_pool(pool, loaded)
@@ -201,10 +201,6 @@ def propose(
     Each becomes ``proposals/<id>.png`` (class indices at the source image's size) and the candidate
     moves to ``proposed``. Returns their ids, highest score first.
     """
-    from ..inference.images import resize_nearest
-    from ..inference.model import load_inference_model
-    from .masks import encode_mask
-
     loaded = load_inference_model(model_id, jobs_dir=jobs_dir)
     check_model_for_pool(pool, loaded)
     record = pool.record()
@@ -230,9 +226,6 @@ def propose(
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
-    import os
-    import tempfile
-
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:

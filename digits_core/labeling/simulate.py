@@ -30,7 +30,9 @@ from typing import Any
 
 import numpy as np
 
+from ..datasets.reader import open_dataset
 from ..errors import DigitsError
+from ..evaluation.segmentation import case_metrics
 from .strategies import STRATEGIES, Scorer, check_strategy
 
 #: What the simulation trains unless told otherwise (small U-Net with dropout, so ``variance`` can sample).
@@ -83,8 +85,6 @@ class SimulationResult:
 
 
 def _mean_dice(pred: np.ndarray, ref: np.ndarray, classes: Sequence[int]) -> float:
-    from ..evaluation.segmentation import case_metrics
-
     values = []
     for p, r in zip(pred, ref):
         per_class = case_metrics(p, r, classes)
@@ -114,8 +114,6 @@ class _Trainer:
 
 
 def _load(dataset_id: str, jobs_dir: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
-    from ..datasets import open_dataset
-
     ds = open_dataset(dataset_id, jobs_dir=jobs_dir)
     try:
         if ds.label_kind != "mask":
@@ -183,7 +181,7 @@ def simulate(
         SimulationError: Not a segmentation dataset, a stage missing, fewer than 3 seeds, or too few images.
         StrategyError: Unknown strategy.
     """
-    from ..engine.networks import resolve_network
+    from ..engine.networks import resolve_network  # the engine's networks load Keras: only when simulating
 
     names = [check_strategy(s) for s in strategies]
     if "random" not in names:

@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ..inference.imageio import is_image_file
 from ..paths import check_server_path
 from .pool import Pool, PoolError, create_pool
 
@@ -26,8 +27,6 @@ def list_folder(folder: str | os.PathLike) -> list[str]:
     Raises:
         PoolError: The folder does not exist, or holds more than :data:`MAX_CANDIDATES` images.
     """
-    from ..inference.imageio import is_image_file
-
     root = Path(folder)
     if not root.is_dir():
         raise PoolError(f"The pool folder {root} does not exist or is not a folder.")

@@ -188,6 +188,9 @@ def create_app(
     from .review_views import bp as review_bp  # active learning: the review page and its queue (issue 46)
 
     app.register_blueprint(review_bp)
+    from .labeling_api import bp as pools_bp  # active learning: pools, their queue, scoring and rounds (issue 46)
+
+    app.register_blueprint(pools_bp)
 
     _register_errors(app)
     _register_template_helpers(app)

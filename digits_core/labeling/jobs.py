@@ -1,0 +1,123 @@
+"""A pool's scoring or round as a queued job: the executor runs it, with progress, abort and resume.
+
+The pool's own job is the job: :func:`prepare_run` checks a request (strategy, model, counts within
+bounds) and writes it as ``job.json["pool_run"]``; the scheduler (or Ray executor) queues the job
+(Waiting) and a worker calls :func:`run_pool_job`, which marks it Running, scores batch by batch
+(``job.json["pool_progress"]``: done, total, skipped), proposes and, for a round, retrains, then the
+worker marks it Done. Abort is the scheduler's (SIGTERM: the batches already scored stay stored);
+:func:`prepare_resume` queues the same run again, which skips the candidates that run already scored.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+from ..errors import FormValidationError, JobStateError
+from ..jobs import Job, JobStatus
+from .pool import Pool
+from .rounds import run_round
+from .scoring import score_pool
+from .strategies import STRATEGIES
+
+#: Bounds of a request's numbers (a request cannot ask for unbounded work per batch).
+BOUNDS = {"count": (1, 100_000), "batch_size": (1, 256), "passes": (2, 64), "epochs": (1, 1000), "seed": (0, 2**31)}
+ACTIONS = ("score", "round")
+
+
+def prepare_run(pool: Pool, action: str, options: dict[str, Any], *, user: str | None = None) -> Job:
+    """Check a scoring/round request and store it as the pool job's ``pool_run`` (the caller queues the job).
+
+    Args:
+        pool: The pool.
+        action: ``"score"`` or ``"round"``.
+        options: ``model`` (model job id, required), ``strategy``, ``count``, ``batch_size``, ``passes``,
+            ``epochs``, ``seed``, ``retrain``.
+        user: Who asked.
+
+    Raises:
+        FormValidationError: A bad or unknown option (all named; nothing is written).
+        JobStateError: The pool is being scored already.
+    """
+    errors: dict[str, list[str]] = {}
+    if action not in ACTIONS:
+        errors["action"] = [f"one of {', '.join(ACTIONS)}"]
+    unknown = sorted(set(options) - {"model", "strategy", "retrain", *BOUNDS})
+    for key in unknown:
+        errors[str(key)[:40]] = ["not an option of a pool run"]
+    model = options.get("model")
+    if not isinstance(model, str) or not model:
+        errors["model"] = ["the model job id is required"]
+    strategy = options.get("strategy", "variance")
+    if strategy not in STRATEGIES:
+        errors["strategy"] = [f"one of {', '.join(STRATEGIES)}"]
+    run: dict[str, Any] = {"action": action, "model": model, "strategy": strategy, "by": user}
+    for key, (low, high) in BOUNDS.items():
+        if key not in options:
+            continue
+        value = options[key]
+        if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+            errors[key] = [f"an integer from {low} to {high}"]
+        else:
+            run[key] = value
+    run["retrain"] = bool(options.get("retrain", True))
+    if errors:
+        raise FormValidationError(errors, f"pool {pool.id} {action}")
+    job = pool.job.reload()
+    if not job.status.is_finished:
+        raise JobStateError(f"Pool {pool.id} is {job.status.value}: wait for its run to end, or abort it.")
+    run["run"] = secrets.token_hex(4)
+    job.update(pool_run=run, pool_progress={"done": 0, "total": 0, "skipped": 0})
+    job.resume(JobStatus.WAITING)
+    return job
+
+
+def prepare_resume(pool: Pool) -> Job:
+    """Queue the pool's last run again (an aborted or failed scoring continues where it stopped).
+
+    Raises:
+        JobStateError: No run to resume, or one is still going.
+    """
+    job = pool.job.reload()
+    if not job.data.get("pool_run"):
+        raise JobStateError(f"Pool {pool.id} has no scoring run to resume; start one.")
+    if job.status not in (JobStatus.ABORTED, JobStatus.ERROR):
+        raise JobStateError(f"Pool {pool.id} is {job.status.value}; only an aborted or failed run is resumed.")
+    job.resume(JobStatus.WAITING)
+    return job
+
+
+def run_pool_job(job: Job) -> None:
+    """The worker side: run the pool's ``pool_run`` in this process (which owns the job)."""
+    run = dict(job.data.get("pool_run") or {})
+    job.set_status(JobStatus.RUNNING)
+    pool = Pool(job)
+
+    def progress(info: dict) -> None:
+        if info.get("phase", "score") == "score" and "total" in info:
+            job.update(pool_progress={k: info[k] for k in ("done", "total", "skipped")})
+
+    jobs_dir = job.path.parent
+    common = {
+        "batch_size": run.get("batch_size", 16),
+        "passes": run.get("passes", 8),
+        "seed": run.get("seed", 0),
+        "jobs_dir": jobs_dir,
+        "progress": progress,
+    }
+    if run.get("action") == "round":
+        result = run_round(
+            pool,
+            run["model"],
+            strategy=run.get("strategy", "variance"),
+            count=run.get("count", 10),
+            epochs=run.get("epochs", 5),
+            retrain_model=run.get("retrain", True),
+            user=run.get("by"),
+            run=run.get("run"),
+            **common,
+        )
+        job.update(pool_result=result.to_dict())
+    else:
+        scored = score_pool(pool, run["model"], run.get("strategy", "variance"), run=run.get("run"), **common)
+        job.update(pool_result={"scored": scored.scored, "skipped": scored.skipped, "run": scored.run})

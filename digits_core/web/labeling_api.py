@@ -1,0 +1,167 @@
+"""Active learning in the web UI and the JSON API: pools, their queue, scoring and rounds as queued jobs.
+
+* ``GET /api/pools``: the pools this account may read (``id``, ``name``, ``status``, counts per state).
+* ``POST /api/pools`` (JSON ``{"folder", "name", "classes", "modality"}``): a pool of the images in a folder
+  under the server's data roots; 201 ``{"id", "url", "counts"}``; a folder outside the roots or without an
+  image is a 400 naming it, and nothing is created.
+* ``GET /pools/<id>``: the pool's page (counts, review queue, rounds); ``GET /api/pools/<id>``: the same as
+  JSON (``counts``, ``queue``, ``rounds``, ``status``, ``progress`` of a running scoring, ``result``).
+* ``GET /api/pools/<id>/queue``: the review queue (proposed candidates, highest score first).
+* ``POST /api/pools/<id>/runs`` (JSON ``{"action": "score"|"round", "model", "strategy", "count",
+  "batch_size", "passes", "epochs", "seed", "retrain"}``): checks the request
+  (:func:`digits_core.labeling.jobs.prepare_run`) and queues the pool job on the server's executor; 202.
+  Abort it like any job (``POST /api/jobs/<id>/abort``); ``POST /api/pools/<id>/resume`` continues an
+  aborted or failed run (the candidates it scored are not scored again).
+* ``GET /pools/<id>/files/<proposals|labels>/...``: a proposal or label version PNG.
+
+TensorFlow never loads in the web server: the scoring and the retraining run in the executor's worker.
+"""
+
+from __future__ import annotations
+
+from flask import Blueprint, abort, current_app, g, jsonify, render_template, request, send_file, url_for
+
+from ..errors import FormValidationError
+from ..labeling.jobs import prepare_resume, prepare_run
+from ..labeling.pool import LABELS_DIR, POOL_KIND, PROPOSALS_DIR, Pool, PoolError
+from ..labeling.sources import create_folder_pool
+from .context import web_context
+
+bp = Blueprint("pools", __name__)
+
+
+def _pool(job_id: str) -> Pool:
+    return Pool(web_context().store.get(job_id, kind=POOL_KIND))
+
+
+def _summary(pool: Pool) -> dict:
+    job = pool.job
+    return {
+        "id": pool.id,
+        "name": job.name,
+        "status": job.status.value,
+        "counts": pool.counts(),
+        "url": url_for("pools.show", job_id=pool.id),
+    }
+
+
+@bp.get("/api/pools")
+def list_json():
+    """Every readable pool, newest first."""
+    rows = []
+    for job in web_context().store.list(POOL_KIND):
+        try:
+            rows.append(_summary(Pool(job)))
+        except PoolError:
+            continue  # a pool whose pool.json cannot be read: left out of the listing, named on its page
+    return jsonify(rows)
+
+
+@bp.post("/api/pools")
+def create():
+    """Make a folder pool (the folder under the data roots)."""
+    body = request.get_json(silent=True)
+    if not isinstance(body, dict):
+        raise FormValidationError({"body": ["a JSON object is expected"]}, "new pool")
+    allowed = {"folder", "name", "classes", "modality"}
+    errors = {str(k)[:40]: ["not a pool option"] for k in body if k not in allowed}
+    folder, name = body.get("folder"), body.get("name")
+    classes, modality = body.get("classes"), body.get("modality")
+    if not isinstance(folder, str) or not folder:
+        errors["folder"] = ["the folder of unlabelled images is required"]
+    if name is not None and not isinstance(name, str):
+        errors["name"] = ["text"]
+    if classes is not None and not (isinstance(classes, list) and all(isinstance(c, str) for c in classes)):
+        errors["classes"] = ["a list of class names"]
+    if modality is not None and not isinstance(modality, str):
+        errors["modality"] = ["text, e.g. MR"]
+    if errors:
+        raise FormValidationError(errors, "new pool")
+    pool = create_folder_pool(
+        name or folder.rstrip("/").rsplit("/", 1)[-1] or "pool",
+        folder,
+        class_labels=classes,
+        modality=modality,
+        jobs_dir=web_context().store.root,
+    )
+    return jsonify(_summary(pool)), 201
+
+
+def _details(pool: Pool) -> dict:
+    job = pool.job.reload()
+    return {
+        **_summary(pool),
+        "source": pool.record()["source"],
+        "queue": pool.queue()[:100],
+        "rounds": pool.record().get("rounds", []),
+        "run": job.data.get("pool_run"),
+        "progress": job.data.get("pool_progress"),
+        "result": job.data.get("pool_result"),
+        "error": job.data.get("error"),
+    }
+
+
+@bp.get("/api/pools/<job_id>")
+def show_json(job_id: str):
+    """The pool as JSON."""
+    return jsonify(_details(_pool(job_id)))
+
+
+@bp.get("/pools/<job_id>")
+def show(job_id: str):
+    """The pool's page."""
+    pool = _pool(job_id)
+    details = _details(pool)
+    review_url = url_for("review.page", job_id=pool.id) if "review.page" in _endpoints() else None
+    return render_template("pool_show.html", pool=details, review_url=review_url)
+
+
+def _endpoints() -> set[str]:
+    return set(current_app.view_functions)
+
+
+@bp.get("/api/pools/<job_id>/queue")
+def queue(job_id: str):
+    """The review queue."""
+    return jsonify(_pool(job_id).queue(user=request.args.get("user") or None))
+
+
+@bp.post("/api/pools/<job_id>/runs")
+def start_run(job_id: str):
+    """Queue a scoring or a round on the executor."""
+    pool = _pool(job_id)
+    body = request.get_json(silent=True)
+    if not isinstance(body, dict):
+        raise FormValidationError({"body": ["a JSON object is expected"]}, f"pool {pool.id} run")
+    options = {k: v for k, v in body.items() if k != "action"}
+    if isinstance(options.get("model"), str):
+        options["model"] = web_context().store.get(options["model"], kind="model").id  # a model this account reads
+    user = getattr(getattr(g, "digits_user", None), "name", None)
+    job = prepare_run(pool, str(body.get("action", "score")), options, user=user)
+    web_context().scheduler.submit(job)
+    return jsonify(
+        {"id": job.id, "status": job.reload().status.value, "url": url_for("pools.show_json", job_id=job.id)}
+    ), 202
+
+
+@bp.post("/api/pools/<job_id>/resume")
+def resume(job_id: str):
+    """Queue the pool's aborted or failed run again."""
+    job = prepare_resume(_pool(job_id))
+    web_context().scheduler.submit(job)
+    return jsonify({"id": job.id, "status": job.reload().status.value}), 202
+
+
+@bp.get("/pools/<job_id>/files/<path:name>")
+def file(job_id: str, name: str):
+    """A proposal or label PNG of the pool folder."""
+    pool = _pool(job_id)
+    if name.split("/", 1)[0] not in (PROPOSALS_DIR, LABELS_DIR):
+        abort(404)
+    try:
+        path = pool.file(name)
+    except PoolError:
+        abort(404)
+    if not path.is_file():
+        abort(404)
+    return send_file(path, mimetype="image/png" if path.suffix == ".png" else "application/octet-stream")
