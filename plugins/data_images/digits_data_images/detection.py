@@ -36,7 +36,7 @@ import numpy as np
 from wtforms import BooleanField, FloatField, Form, IntegerField, SelectField, StringField, validators
 from wtforms.validators import ValidationError
 
-from digits_core import DataIngestion, resize_geometry, select_choices, transform_boxes
+from digits_core import resize_geometry, select_choices, transform_boxes
 
 from . import listing
 from .annotations import detect, items
@@ -108,6 +108,27 @@ class DetectionForm(Form):
         validators=[validators.NumberRange(0, 99)],
         description="Share of the training images used for validation when no validation folder is given",
     )
+    test_image_folder = StringField(
+        "Test image folder",
+        description="Separate held-out test images (optional; digits evaluate --stage test)",
+        validators=[existing_folder("test image folder")],
+    )
+    test_label_folder = StringField(
+        "Test label folder",
+        description="Label files of the test images",
+        validators=[existing_folder("test label folder")],
+    )
+    test_annotations = StringField(
+        "Test annotations (COCO, CVAT, Label Studio)",
+        description="The test images' annotation file",
+        validators=[existing_file("test annotations file")],
+    )
+    test_percent = FloatField(
+        "Test %",
+        default=0.0,
+        validators=[validators.NumberRange(0, 99)],
+        description="Share of the training images held out for testing when no test folder is given",
+    )
     custom_classes = StringField(
         "Custom classes",
         description="Comma-separated class names, index = class id "
@@ -143,6 +164,20 @@ class DetectionForm(Form):
             what = "validation label folder" if folder else "validation annotations file"
             raise ValidationError(f"give both a validation image folder and a {what}, or neither")
 
+    def validate_test_image_folder(form, field):
+        fmt = form.label_format.data
+        folder = fmt in FOLDER_FORMATS or (fmt == "auto" and not form.train_annotations.data)
+        other = form.test_label_folder.data if folder else form.test_annotations.data
+        if bool(field.data) != bool(other):
+            what = "test label folder" if folder else "test annotations file"
+            raise ValidationError(f"give both a test image folder and a {what}, or neither")
+
+    def validate_test_percent(form, field):
+        val = 0.0 if form.val_image_folder.data else float(form.val_percent.data or 0)
+        test = 0.0 if form.test_image_folder.data else float(field.data or 0)
+        if val + test >= 100:
+            raise ValidationError(f"validation % ({val:g}) plus test % ({test:g}) must be under 100")
+
     def validate_custom_classes(form, field):
         try:
             parse_class_mapping(field.data)
@@ -160,15 +195,8 @@ class ObjectDetectionIngestion(ImageIngestionBase):
     title = "Object detection (KITTI)"
     category = "Images"
 
-    @staticmethod
-    def get_dataset_form():
-        """Return :class:`DetectionForm`."""
-        return DetectionForm
-
-    @staticmethod
-    def get_dataset_template(form):
-        """Return the dataset form's Jinja2 layout."""
-        return DataIngestion.template_from_package("digits_data_images", "templates/detection.html", form=form)
+    dataset_form = DetectionForm
+    dataset_template = "templates/detection.html"
 
     # -- itemizing (parent process) -------------------------------------------------
 
@@ -193,6 +221,8 @@ class ObjectDetectionIngestion(ImageIngestionBase):
         folders = [("train", self.train_image_folder, self.train_label_folder)]
         if self.val_image_folder:
             folders.append(("val", self.val_image_folder, self.val_label_folder))
+        if getattr(self, "test_image_folder", None):
+            folders.append(("test", self.test_image_folder, self.test_label_folder))
         for stage, images, labels in folders:
             image_folder = expand(images)
             pairs, unmatched = pair_kitti(image_folder, expand(labels), listing.list_images(image_folder))
@@ -206,6 +236,10 @@ class ObjectDetectionIngestion(ImageIngestionBase):
         sources = [("train", self.train_image_folder, self.train_label_folder if folder else self.train_annotations)]
         if self.val_image_folder:
             sources.append(("val", self.val_image_folder, self.val_label_folder if folder else self.val_annotations))
+        if getattr(self, "test_image_folder", None):
+            sources.append(
+                ("test", self.test_image_folder, self.test_label_folder if folder else self.test_annotations)
+            )
         parsed, missing = {}, []
         for stage, images, labels in sources:
             parsed[stage], unmatched = items.read_source(fmt, expand(images), expand(labels), "boxes")
@@ -233,15 +267,21 @@ class ObjectDetectionIngestion(ImageIngestionBase):
             labels = self.train_label_folder if fmt in FOLDER_FORMATS else self.train_annotations
             first = f" (first problem: {skipped[0][1]}: {skipped[0][2]})" if skipped else ""
             raise ValueError(f"no image in {self.train_image_folder} has labels in {labels}{first}")
-        stages: dict[str, list] = {"train": [], "val": [], "test": []}
-        if self.val_image_folder:
+        stages: dict[str, list] = {"train": [], "val": [], "test": sorted(found.get("test", []))}
+        # datasets made before the test split (no test_* in their userdata) split exactly as they did
+        test_folder = getattr(self, "test_image_folder", None)
+        test_pct = 0.0 if test_folder else float(getattr(self, "test_percent", 0) or 0)
+        if self.val_image_folder and not test_pct:
             stages["val"] = sorted(found["val"])
             stages["train"] = sorted(found["train"])
         else:
             shuffled = listing.seeded_shuffle(train, self.seed, "split")
-            _, n_val, _ = listing.split_counts(len(shuffled), float(self.val_percent or 0), 0)
-            stages["val"] = sorted(shuffled[:n_val])
-            stages["train"] = sorted(shuffled[n_val:]) + [e for e in found["train"] if e[0] == "skip"]
+            val_pct = 0.0 if self.val_image_folder else float(self.val_percent or 0)
+            _, n_val, n_test = listing.split_counts(len(shuffled), val_pct, test_pct)
+            stages["val"] = sorted(found["val"]) if self.val_image_folder else sorted(shuffled[:n_val])
+            if test_pct:  # held out from the training images, after the validation share
+                stages["test"] = sorted(shuffled[n_val : n_val + n_test])
+            stages["train"] = sorted(shuffled[n_val + n_test :]) + [e for e in found["train"] if e[0] == "skip"]
         if missing:
             logger.warning(
                 "object-detection: %d images have no labels and are left out (e.g. %s)", len(missing), missing[0]

@@ -242,3 +242,39 @@ def test_empty_size_keeps_the_source_size_when_all_images_share_one(tmp_path, ca
     ds = open_dataset(job.path)
     assert ds.read_all("train")[0].shape == (7, 256, 256, 3)  # sizes differ: the default
     assert (ds.userdata["width"], ds.userdata["height"], ds.userdata["image_size"]) == (256, 256, "default")
+
+
+def test_a_test_split_is_held_out_by_percent_or_given_as_folders(tmp_path):
+    """Issue 42: ``test_percent`` holds images out of training after the validation share (which stays the
+    share a dataset without a test split gets); a test folder becomes the test stage as it is; shares that
+    leave no training images are refused naming the field."""
+    synth_detection.generate(str(tmp_path / "synth"), images=20, val_images=4, size=40, seed=5)
+    s = tmp_path / "synth"
+    base = {
+        "label_format": "kitti",
+        "train_image_folder": str(s / "train" / "images"),
+        "train_label_folder": str(s / "train" / "labels"),
+        "width": 40,
+        "height": 40,
+        "val_percent": 10,
+    }
+
+    def stages(form):
+        ds = open_dataset(create_dataset("object-detection", form, workers=1, jobs_dir=tmp_path / "jobs").path)
+        return {
+            s: {f.tobytes() for f in ds.read_all(s)[0]} if s in ds.stages else set() for s in ("train", "val", "test")
+        }
+
+    plain = stages(base)
+    held = stages({**base, "test_percent": 25})
+    assert [len(held[k]) for k in ("train", "val", "test")] == [13, 2, 5]
+    assert held["val"] == plain["val"] and not held["test"] & (held["train"] | held["val"])
+    assert held["train"] | held["test"] == plain["train"] and not plain["test"]
+    folder = stages(
+        {**base, "test_image_folder": str(s / "val" / "images"), "test_label_folder": str(s / "val" / "labels")}
+    )
+    assert [len(folder[k]) for k in ("train", "val", "test")] == [18, 2, 4]
+    with pytest.raises(FormValidationError, match="test_percent"):
+        stages({**base, "val_percent": 60, "test_percent": 50})
+    with pytest.raises(FormValidationError, match="test label folder"):
+        stages({**base, "test_image_folder": str(s / "val" / "images")})
