@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 #: A plugin id: lower-case letters, digits, ``-`` and ``_``, starting with a letter or digit.
@@ -31,6 +32,9 @@ class PluginBase:
     title: ClassVar[str] = ""
     category: ClassVar[str] = "Other"
     replaces_bundled: ClassVar[bool] = False
+    #: The package the template attributes (``dataset_template``, ``view_template``, ...) are read from;
+    #: ``None``: the package of the module that defines the class.
+    template_package: ClassVar[str | None] = None
 
     @classmethod
     def get_id(cls) -> str:
@@ -66,3 +70,49 @@ class PluginBase:
 
         source = resources.files(package).joinpath(name).read_text(encoding="utf-8")
         return source, dict(context)
+
+
+def template_package_of(cls: type) -> str:
+    """The package a plugin class's template attributes name files in: ``template_package``, else its module's."""
+    package = getattr(cls, "template_package", None)
+    if package:
+        return str(package)
+    module = cls.__module__
+    return module.rpartition(".")[0] or module
+
+
+def form_getter(form: Any) -> staticmethod:
+    """A ``get_*_form()`` that returns the class attribute's form (the DIGITS 6 getter, made from the attribute)."""
+
+    def get_form() -> Any:
+        return form
+
+    get_form.__doc__ = f"Return :class:`{getattr(form, '__name__', form)}` (set as a class attribute)."
+    return staticmethod(get_form)
+
+
+def form_template_getter(cls: type, name: str) -> staticmethod:
+    """A ``get_*_template(form)`` that renders ``name`` from the class's template package with ``form``."""
+
+    def get_template(form: Any) -> tuple[str, dict]:
+        return PluginBase.template_from_package(template_package_of(cls), name, form=form)
+
+    get_template.__doc__ = f"Return the form's layout, ``{name}`` of the plugin's package (a class attribute)."
+    return staticmethod(get_template)
+
+
+def install_attribute_getters(cls: type, getters: Mapping[str, tuple[str, Callable[[type, Any], Any]]]) -> None:
+    """Give ``cls`` a getter for each class attribute it sets itself, unless it defines that getter too.
+
+    The DIGITS 6 getter methods stay the contract (the core calls them); a plugin may set the attribute
+    instead (``dataset_form = MyForm``, ``view_template = "templates/view.html"``) and gets the getter made
+    from it. A getter the class defines itself wins over its own attribute.
+
+    Args:
+        cls: The plugin class being defined.
+        getters: Attribute name -> (getter name, maker of the getter from the class and the attribute's value).
+    """
+    own = vars(cls)
+    for attribute, (getter, make) in getters.items():
+        if attribute in own and own[attribute] is not None and getter not in own:
+            setattr(cls, getter, make(cls, own[attribute]))  # before ABCMeta lists what is still abstract

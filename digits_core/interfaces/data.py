@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Hashable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
-from .base import PluginBase
+from .base import PluginBase, form_getter, form_template_getter, install_attribute_getters
 
 TRAIN = "train"
 VAL = "val"
@@ -88,6 +88,26 @@ class DataIngestion(PluginBase, abc.ABC):
     """
 
     label_kind: str | None = None
+    #: The dataset form class; setting it gives :meth:`get_dataset_form` (DIGITS 6 getters keep working).
+    dataset_form: ClassVar[Any] = None
+    #: The dataset form's template, a path in the plugin's package; gives :meth:`get_dataset_template`.
+    dataset_template: ClassVar[str | None] = None
+    #: The inference form class; gives :meth:`get_inference_form`.
+    inference_form: ClassVar[Any] = None
+    #: The inference form's template, a path in the plugin's package; gives :meth:`get_inference_template`.
+    inference_template: ClassVar[str | None] = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        install_attribute_getters(
+            cls,
+            {
+                "dataset_form": ("get_dataset_form", lambda _cls, form: form_getter(form)),
+                "dataset_template": ("get_dataset_template", form_template_getter),
+                "inference_form": ("get_inference_form", lambda _cls, form: form_getter(form)),
+                "inference_template": ("get_inference_template", form_template_getter),
+            },
+        )
 
     def __init__(self, is_inference_db: bool = False, **form_data: Any):
         self.is_inference_db = is_inference_db

@@ -7,9 +7,9 @@ import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from .base import PluginBase
+from .base import PluginBase, form_getter, form_template_getter, install_attribute_getters, template_package_of
 
 
 @dataclass(frozen=True)
@@ -83,6 +83,24 @@ class View(PluginBase, abc.ABC):
     scripts: tuple[str, ...] = ()
     shared_static_folders: tuple[Path, ...] = ()
     model_context: ViewContext | None = None
+    #: The config form class; setting it gives :meth:`get_config_form` (DIGITS 6 getters keep working).
+    config_form: ClassVar[Any] = None
+    #: The config form's template, a path in the plugin's package; gives :meth:`get_config_template`.
+    config_template: ClassVar[str | None] = None
+    #: One sample's template, a path in the plugin's package, rendered with the keys of what
+    #: :meth:`process_data` returned; gives :meth:`get_view_template`.
+    view_template: ClassVar[str | None] = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        install_attribute_getters(
+            cls,
+            {
+                "config_form": ("get_config_form", lambda _cls, form: form_getter(form)),
+                "config_template": ("get_config_template", form_template_getter),
+                "view_template": ("get_view_template", _sample_template_getter),
+            },
+        )
 
     def __init__(self, dataset: Any, **config: Any):
         self.dataset = dataset
@@ -168,3 +186,13 @@ class View(PluginBase, abc.ABC):
             if target.is_relative_to(root) and target != root and target.is_file():
                 return target
         return None
+
+
+def _sample_template_getter(cls: type, name: str) -> Callable[[View, Any], tuple[str, dict]]:
+    """A ``get_view_template(self, data)`` rendering ``name`` from the view's package with ``data``'s keys."""
+
+    def get_view_template(self: View, data: Any) -> tuple[str, dict]:
+        return View.template_from_package(template_package_of(cls), name, **data)
+
+    get_view_template.__doc__ = f"Return one sample's template, ``{name}`` of the plugin's package (a class attribute)."
+    return get_view_template

@@ -24,15 +24,8 @@ class ImageIngestionBase(DataIngestion):
         if is_inference_db:
             prepare_upload(self)
 
-    @staticmethod
-    def get_inference_form():
-        """Return :class:`~digits_data_images.forms.InferenceForm`."""
-        return InferenceForm
-
-    @staticmethod
-    def get_inference_template(form):
-        """Return the inference form's Jinja2 layout."""
-        return DataIngestion.template_from_package("digits_data_images", "templates/inference.html", form=form)
+    inference_form = InferenceForm
+    inference_template = "templates/inference.html"
 
     @staticmethod
     def image_form_template(name: str, form):

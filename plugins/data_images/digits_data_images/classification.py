@@ -36,7 +36,7 @@ import logging
 from wtforms import BooleanField, FloatField, IntegerField, StringField, validators
 from wtforms.validators import ValidationError
 
-from digits_core import DataIngestion, S3SourceFields, is_s3_url, s3_source
+from digits_core import S3SourceFields, is_s3_url, s3_source
 
 from . import listing
 from .base import ImageIngestionBase
@@ -148,15 +148,8 @@ class ImageClassificationIngestion(ImageIngestionBase):
 
     # -- forms ---------------------------------------------------------------
 
-    @staticmethod
-    def get_dataset_form():
-        """Return :class:`ClassificationForm`."""
-        return ClassificationForm
-
-    @staticmethod
-    def get_dataset_template(form):
-        """Return the dataset form's Jinja2 layout."""
-        return DataIngestion.template_from_package("digits_data_images", "templates/classification.html", form=form)
+    dataset_form = ClassificationForm
+    dataset_template = "templates/classification.html"
 
     # -- entries -------------------------------------------------------------
 

@@ -38,7 +38,6 @@ import numpy as np
 from wtforms import BooleanField, FloatField, Form, StringField, validators
 from wtforms.validators import ValidationError
 
-from digits_core import DataIngestion
 from digits_core.paths import resolve_in_roots
 
 from . import listing
@@ -169,15 +168,8 @@ class ImageMultilabelIngestion(ImageIngestionBase):
     title = "Multi-label classification (CSV of path,labels)"
     category = "Images"
 
-    @staticmethod
-    def get_dataset_form():
-        """Return :class:`MultilabelForm`."""
-        return MultilabelForm
-
-    @staticmethod
-    def get_dataset_template(form):
-        """Return the dataset form's Jinja2 layout."""
-        return DataIngestion.template_from_package("digits_data_images", "templates/multilabel.html", form=form)
+    dataset_form = MultilabelForm
+    dataset_template = "templates/multilabel.html"
 
     def _build_split(self) -> dict[str, list]:
         root = expand(self.image_folder)

@@ -153,15 +153,8 @@ class NumpyArraysIngestion(DataIngestion):
         fill_defaults(self)
         self._arrays: dict[str, tuple[np.ndarray, np.ndarray]] = {}
 
-    @staticmethod
-    def get_dataset_form():
-        """Return :class:`NumpyArraysForm`."""
-        return NumpyArraysForm
-
-    @staticmethod
-    def get_dataset_template(form):
-        """Return the dataset form's Jinja2 layout."""
-        return DataIngestion.template_from_package("digits_data_images", "templates/numpy_arrays.html", form=form)
+    dataset_form = NumpyArraysForm
+    dataset_template = "templates/numpy_arrays.html"
 
     @staticmethod
     def get_inference_form():

@@ -106,15 +106,8 @@ class ImagePairsIngestion(DataIngestion):
         fill_defaults(self)
         self._split: dict[str, list] | None = None
 
-    @staticmethod
-    def get_dataset_form():
-        """Return :class:`PairsForm`."""
-        return PairsForm
-
-    @staticmethod
-    def get_dataset_template(form):
-        """Return the dataset form's Jinja2 layout."""
-        return DataIngestion.template_from_package("digits_data_images", "templates/pairs.html", form=form)
+    dataset_form = PairsForm
+    dataset_template = "templates/pairs.html"
 
     @staticmethod
     def get_inference_form():

@@ -100,20 +100,14 @@ class ImageProcessingIngestion(ImageIngestionBase):
     title = "Image processing (image-to-image pairs)"
     category = "Images"
 
-    @staticmethod
-    def get_dataset_form():
-        """Return :class:`ProcessingForm`."""
-        return ProcessingForm
+    dataset_form = ProcessingForm
 
     @staticmethod
     def get_dataset_template(form):
         """Return the dataset form's Jinja2 layout."""
         return ImageIngestionBase.image_form_template("processing", form)
 
-    @staticmethod
-    def get_inference_form():
-        """Return :class:`ProcessingInferenceForm`."""
-        return ProcessingInferenceForm
+    inference_form = ProcessingInferenceForm
 
     def itemize_entries(self, stage: str) -> list:
         """Entries are ``(feature path, target path)``; inference pairs images with ``target_folder`` targets."""

@@ -102,20 +102,14 @@ class ImageRegressionIngestion(ImageIngestionBase):
     title = "Image regression (images + CSV of targets)"
     category = "Images"
 
-    @staticmethod
-    def get_dataset_form():
-        """Return :class:`RegressionForm`."""
-        return RegressionForm
+    dataset_form = RegressionForm
 
     @staticmethod
     def get_dataset_template(form):
         """Return the dataset form's Jinja2 layout."""
         return ImageIngestionBase.image_form_template("regression", form)
 
-    @staticmethod
-    def get_inference_form():
-        """Return :class:`RegressionInferenceForm`."""
-        return RegressionInferenceForm
+    inference_form = RegressionInferenceForm
 
     def itemize_entries(self, stage: str) -> list:
         """Entries are ``(image path, (t1, ..., tN))``; inference adds the rows of its targets file."""

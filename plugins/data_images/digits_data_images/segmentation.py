@@ -38,7 +38,7 @@ import numpy as np
 from wtforms import BooleanField, FloatField, Form, SelectField, StringField, validators
 from wtforms.validators import ValidationError
 
-from digits_core import DataIngestion, select_choices
+from digits_core import select_choices
 
 from . import listing
 from .annotations import detect, items
@@ -216,15 +216,8 @@ class ImageSegmentationIngestion(ImageIngestionBase):
     title = "Image segmentation (image + label folders)"
     category = "Images"
 
-    @staticmethod
-    def get_dataset_form():
-        """Return :class:`SegmentationForm`."""
-        return SegmentationForm
-
-    @staticmethod
-    def get_dataset_template(form):
-        """Return the dataset form's Jinja2 layout."""
-        return DataIngestion.template_from_package("digits_data_images", "templates/segmentation.html", form=form)
+    dataset_form = SegmentationForm
+    dataset_template = "templates/segmentation.html"
 
     def _format(self) -> str:
         """The label format; ``auto`` is told from the labels (logged, kept in userdata)."""

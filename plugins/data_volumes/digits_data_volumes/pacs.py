@@ -146,10 +146,7 @@ class DicomWebVolumesIngestion(VolumeIngestion):
     plugin_id = "dicomweb-volumes"
     title = "DICOMweb (PACS) volumes (one case per series)"
 
-    @staticmethod
-    def get_dataset_form():
-        """Return the dataset form class (:class:`DicomWebVolumesForm`)."""
-        return DicomWebVolumesForm
+    dataset_form = DicomWebVolumesForm
 
     def source(self):
         """The server this dataset reads (:func:`digits_data_dicomweb.ingestion.open_source`)."""

@@ -59,10 +59,7 @@ class VolumeView(View):
         self.palette = [list(c) for c in (info.get("color_palette") or DEFAULT_PALETTE)]
         self.opacity = float(config.get("opacity", 0.45))
 
-    @staticmethod
-    def get_config_form():
-        """Return the config form class (:class:`VolumeConfigForm`)."""
-        return VolumeConfigForm
+    config_form = VolumeConfigForm
 
     @staticmethod
     def get_config_template(form):

@@ -88,10 +88,7 @@ class MultilabelView(View):
         self._fp: dict[int, int] = {}
         self._fn: dict[int, int] = {}
 
-    @staticmethod
-    def get_config_form():
-        """Return :class:`MultilabelConfigForm`."""
-        return MultilabelConfigForm
+    config_form = MultilabelConfigForm
 
     @staticmethod
     def get_config_template(form):

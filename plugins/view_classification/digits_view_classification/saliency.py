@@ -96,10 +96,7 @@ class SaliencyView(ClassificationView):
         super().__init__(dataset, **config)
         self.grid = int(self.config.get("grid") or 8)
 
-    @staticmethod
-    def get_config_form():
-        """Return :class:`SaliencyConfigForm`."""
-        return SaliencyConfigForm
+    config_form = SaliencyConfigForm
 
     def process_data(self, input_id, input_data, output_data, ground_truth=None) -> dict:
         """The classification view's data plus ``saliency`` (PNG data URI, or ``None`` without a model),

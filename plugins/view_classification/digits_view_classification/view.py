@@ -84,15 +84,8 @@ class ClassificationView(View):
 
     # -- forms -------------------------------------------------------------
 
-    @staticmethod
-    def get_config_form():
-        """Return :class:`ClassificationConfigForm`."""
-        return ClassificationConfigForm
-
-    @staticmethod
-    def get_config_template(form):
-        """Return the config form layout."""
-        return View.template_from_package(PACKAGE, "templates/config.html", form=form)
+    config_form = ClassificationConfigForm
+    config_template = "templates/config.html"
 
     # -- per sample --------------------------------------------------------
 
@@ -159,9 +152,7 @@ class ClassificationView(View):
             "in_top_k": in_top_k,
         }
 
-    def get_view_template(self, data):
-        """Return the template of one sample."""
-        return View.template_from_package(PACKAGE, "templates/view.html", **data)
+    view_template = "templates/view.html"
 
     # -- page --------------------------------------------------------------
 

@@ -106,15 +106,8 @@ class BoundingBoxesView(View):
         self._counts = {"tp": 0, "fp": 0, "fn": 0}
         self._count = 0
 
-    @staticmethod
-    def get_config_form():
-        """Return :class:`BoundingBoxesConfigForm`."""
-        return BoundingBoxesConfigForm
-
-    @staticmethod
-    def get_config_template(form):
-        """Return the config form layout."""
-        return View.template_from_package(PACKAGE, "templates/config.html", form=form)
+    config_form = BoundingBoxesConfigForm
+    config_template = "templates/config.html"
 
     def label_of(self, index: int) -> str:
         """Name of class ``index`` (its number when the dataset has none)."""
@@ -193,9 +186,7 @@ class BoundingBoxesView(View):
             "counts": counts,
         }
 
-    def get_view_template(self, data):
-        """Return the template of one sample."""
-        return View.template_from_package(PACKAGE, "templates/view.html", **data)
+    view_template = "templates/view.html"
 
     def legend(self) -> list[dict]:
         """``[{class, label, color}]`` of every class drawn so far."""

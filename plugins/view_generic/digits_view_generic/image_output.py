@@ -55,10 +55,7 @@ class ImageOutputView(View):
         self._count = 0
         self._scores: list[tuple[float, float]] = []
 
-    @staticmethod
-    def get_config_form():
-        """Return :class:`ImageOutputConfigForm`."""
-        return ImageOutputConfigForm
+    config_form = ImageOutputConfigForm
 
     @staticmethod
     def get_config_template(form):
@@ -103,9 +100,7 @@ class ImageOutputView(View):
                     data["difference"] = png_data_uri(to_uint8(np.abs(clipped - target).mean(axis=2)))
         return data
 
-    def get_view_template(self, data):
-        """Return the template of one sample."""
-        return View.template_from_package(PACKAGE, "templates/image_output_sample.html", **data)
+    view_template = "templates/image_output_sample.html"
 
     def get_header_template(self):
         """Return the page header."""

@@ -72,10 +72,7 @@ class RegressionView(View):
         self._predicted: list[np.ndarray] = []
         self._true: list[np.ndarray] = []
 
-    @staticmethod
-    def get_config_form():
-        """Return :class:`RegressionConfigForm`."""
-        return RegressionConfigForm
+    config_form = RegressionConfigForm
 
     @staticmethod
     def get_config_template(form):

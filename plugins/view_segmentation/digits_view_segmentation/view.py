@@ -101,15 +101,8 @@ class SegmentationView(View):
         self._sample_means: list[tuple[float, float]] = []
         self._count = 0
 
-    @staticmethod
-    def get_config_form():
-        """Return :class:`SegmentationConfigForm`."""
-        return SegmentationConfigForm
-
-    @staticmethod
-    def get_config_template(form):
-        """Return the config form layout."""
-        return View.template_from_package(PACKAGE, "templates/config.html", form=form)
+    config_form = SegmentationConfigForm
+    config_template = "templates/config.html"
 
     def label_of(self, index: int) -> str:
         """Return the name of class ``index`` (its number when the dataset has none)."""
