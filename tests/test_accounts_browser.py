@@ -117,6 +117,8 @@ def test_two_trainers_a_viewer_and_an_admin_in_a_real_browser(live_server, chrom
         ("POST", f"/v1/models/{model}:predict", {"instances": [[[[0.0]]]]}),
         ("POST", "/v1/models/adas-net:predict", {"instances": [[[[0.0]]]]}),
         ("GET", "/v1/models/adas-net", None),
+        ("GET", f"/compare.json?jobs={model}", None),
+        ("GET", f"/api/leaderboard?dataset={dataset}", None),
         ("POST", f"/api/jobs/{model}/visibility", {"visibility": "public"}),
         ("POST", "/api/models", {"name": "from hers", "dataset": dataset, "network": "lenet"}),
         ("DELETE", f"/api/jobs/{model}", None),
