@@ -16,7 +16,9 @@ from ..engine.early_stopping import direction
 from ..engine.jobio import read_metrics, read_prune
 from ..errors import DigitsError, FormValidationError
 from ..jobs import Job, JobStore
+from .axes import differing_options, metric_names, parallel_axes
 from .record import read_sweep, sweeps_root, update_sweep_record
+from .space import parse_spaces
 
 
 def trial_row(job: Job, metric: str, mode: str, values: dict | None = None, index: int | None = None) -> dict:
@@ -55,6 +57,14 @@ def _ranked(rows: list[dict], mode: str) -> list[dict]:
     return sorted(rows, key=key)
 
 
+def _space_kinds(search: Any) -> dict[str, str]:
+    """Each searched option's space kind (``loguniform``, ``choice``, ...); empty when the search cannot be read."""
+    try:
+        return {option: space.kind for option, space in parse_spaces(search).items()}
+    except DigitsError:
+        return {}
+
+
 def sweep_summary(sweep_id: str, jobs_dir: Any = None) -> dict:
     """A sweep's record, its trials ranked by the metric (best first) and its budget.
 
@@ -77,6 +87,8 @@ def sweep_summary(sweep_id: str, jobs_dir: Any = None) -> dict:
         rows.append(trial_row(job, metric, mode, record["trials"][index], index))
     started = set(record["trials_started"])
     rows = _ranked(rows, mode)
+    kinds = _space_kinds(record["search"])
+    options = list(kinds) or sorted({name for row in rows for name in row["values"]})
     spent = sum(row["epochs"] for row in rows)
     max_epochs = settings["max_epochs"]
     grid_epochs = record["grid_size"] * max_epochs if record.get("grid_size") else None
@@ -95,6 +107,8 @@ def sweep_summary(sweep_id: str, jobs_dir: Any = None) -> dict:
         "settings": settings,
         "search": record["search"],
         "trials": rows,
+        "options": options,
+        "axes": parallel_axes(rows, options, metric, kinds),
         "pending": [values for i, values in enumerate(record["trials"]) if i not in started],
         "best": next((row for row in rows if row["best"] is not None), None),
         "promoted": record.get("promoted"),
@@ -111,15 +125,32 @@ def sweep_summary(sweep_id: str, jobs_dir: Any = None) -> dict:
 def compare_models(
     job_ids: Iterable[str], metric: str = "val_accuracy", mode: str = "auto", jobs_dir: Any = None
 ) -> dict:
-    """Hand-picked model jobs side by side: ``{"metric", "mode", "trials": [row ...]}`` ranked by ``metric``.
+    """Hand-picked model jobs side by side, ranked by ``metric``.
+
+    Returns:
+        ``{"metric", "mode", "trials": [row ...], "options", "axes", "metrics"}``: a row's ``values`` are the
+        training options that differ between the jobs (``options``, the network included), ``axes`` the
+        parallel-coordinates axes (:func:`~.axes.parallel_axes`), ``metrics`` what a chooser may rank by.
 
     Raises:
         JobNotFoundError: An id names no model job.
     """
     mode = direction(metric, mode)
     store = JobStore(jobs_dir)
-    rows = [trial_row(store.get(job_id, "model"), metric, mode) for job_id in job_ids]
-    return {"metric": metric, "mode": mode, "trials": _ranked(rows, mode)}
+    jobs = [store.get(job_id, "model") for job_id in job_ids]
+    option_sets = [{**job.train_options, "network": job.network or job.train_options.get("network")} for job in jobs]
+    options = differing_options(option_sets)
+    rows = _ranked(
+        [trial_row(job, metric, mode, {k: opts.get(k) for k in options}) for job, opts in zip(jobs, option_sets)], mode
+    )
+    return {
+        "metric": metric,
+        "mode": mode,
+        "trials": rows,
+        "options": options,
+        "axes": parallel_axes(rows, options, metric),
+        "metrics": metric_names(job.path for job in jobs),
+    }
 
 
 def budget_line(summary: dict) -> str:

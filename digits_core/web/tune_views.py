@@ -137,6 +137,7 @@ def compare() -> ResponseReturnValue:
             "best": next((r for r in summary["trials"] if r["best"] is not None), None),
             "id": None,
             "name": f"{len(ids)} models",
+            "jobs": ",".join(ids),
             "promoted": None,
             "status": None,
         },

@@ -71,8 +71,22 @@ window.DIGITS.homePage = function () {
 
   /* Bulk delete: the button counts the ticked jobs; one confirmation names them and the running ones. */
   function selected() { return all(document, ".job-select:checked").map(function (c) { return c.closest("tr"); }); }
+  /* Compare ticked: the ticked models on /compare (two or more; datasets are not compared). */
+  function compareChanged(rows) {
+    var link = document.getElementById("compare-ticked");
+    if (!link) { return; }
+    var ids = rows.filter(function (r) { return r.closest("#models-table"); }).map(function (r) { return r.dataset.id; });
+    link.setAttribute("aria-disabled", ids.length >= 2 ? "false" : "true");
+    link.textContent = ids.length ? "Compare ticked models (" + ids.length + ")" : "Compare ticked models";
+    link.href = link.dataset.base + "?jobs=" + encodeURIComponent(ids.join(","));
+  }
+  document.addEventListener("click", function (e) {
+    var link = e.target.closest ? e.target.closest("#compare-ticked") : null;
+    if (link && link.getAttribute("aria-disabled") === "true") { e.preventDefault(); }
+  });
   function selectionChanged() {
     var rows = selected();
+    compareChanged(rows);
     button.disabled = rows.length === 0;
     button.textContent = rows.length ? "Delete selected (" + rows.length + ")" : "Delete selected";
     all(document, "tbody.job-group").forEach(function (tbody) {

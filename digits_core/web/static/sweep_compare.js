@@ -1,5 +1,5 @@
-/* The sweep comparison page: validation curves of every trial overlaid, and a parallel-coordinates chart of
-   the searched options against the metric (each axis scaled to its own range; log scale for wide ranges). */
+/* The sweep comparison page: validation curves of every trial overlaid, a parallel-coordinates chart of the
+   options against the metric (axes with their values), and "Compare ticked": the ticked runs on /compare. */
 (function () {
   "use strict";
   var node = document.getElementById("sweep-data");
@@ -34,35 +34,80 @@
                 y: { title: { display: true, text: s.metric } } } }
   });
 
-  var axes = [];
-  rows.forEach(function (row) { Object.keys(row.values).forEach(function (k) { if (axes.indexOf(k) < 0) { axes.push(k); } }); });
-  axes.push(s.metric);
-  function raw(row, axis) { return axis === s.metric ? row.best : row.values[axis]; }
-  var scalers = axes.map(function (axis) {
-    var values = rows.map(function (row) { return raw(row, axis); }).filter(function (v) { return v !== null && v !== undefined; });
-    var numeric = values.every(function (v) { return typeof v === "number"; });
-    if (!numeric) {
-      var names = values.map(String).filter(function (v, i, all) { return all.indexOf(v) === i; }).sort();
-      return function (v) { return names.length > 1 ? names.indexOf(String(v)) / (names.length - 1) : 0.5; };
+  /* Parallel coordinates: the axes come laid out from the server (digits_core.sweeps.axes): each row's
+     position on each axis (0 bottom, 1 top; log axes for log-uniform or wide ranges, categories for choices)
+     and the labelled ticks, drawn beside each axis by the plugin below. */
+  var axes = s.axes || [];
+  var drawn = [];
+  rows.forEach(function (row, i) { if (row.best !== null) { drawn.push(i); } });
+  var axisTicks = {
+    id: "axisTicks",
+    afterDraw: function (chart) {
+      var ctx = chart.ctx, x = chart.scales.x, y = chart.scales.y;
+      ctx.save();
+      ctx.font = "11px sans-serif"; ctx.fillStyle = "#333"; ctx.strokeStyle = "#999"; ctx.textBaseline = "middle";
+      axes.forEach(function (axis, a) {
+        var px = x.getPixelForValue(a);
+        ctx.beginPath(); ctx.moveTo(px, y.getPixelForValue(0)); ctx.lineTo(px, y.getPixelForValue(1)); ctx.stroke();
+        ctx.textAlign = a === axes.length - 1 ? "right" : "left";
+        axis.ticks.forEach(function (t) {
+          var py = y.getPixelForValue(t.at);
+          ctx.fillText(t.label, px + (a === axes.length - 1 ? -4 : 4), py);
+        });
+      });
+      ctx.restore();
     }
-    var lo = Math.min.apply(null, values), hi = Math.max.apply(null, values);
-    var log = lo > 0 && hi / lo > 20;
-    var f = log ? Math.log : function (v) { return v; };
-    return function (v) { return hi > lo ? (f(v) - f(lo)) / (f(hi) - f(lo)) : 0.5; };
-  });
+  };
   new Chart(document.getElementById("chart-parallel"), {
     type: "line",
-    data: { labels: axes, datasets: rows.filter(function (row) { return row.best !== null; }).map(function (row, i) {
-      return { label: row.name, data: axes.map(function (axis, a) { var v = raw(row, axis); return v === undefined ? null : scalers[a](v); }),
+    data: { labels: axes.map(function (axis) { return axis.scale === "log" ? axis.name + " (log)" : axis.name; }),
+            datasets: drawn.map(function (i) {
+      var row = rows[i];
+      return { label: row.name, data: axes.map(function (axis) { return axis.positions[i]; }),
                borderColor: colours[i % colours.length], pointRadius: 3, tension: 0 };
     }) },
     options: { animation: false, maintainAspectRatio: false,
-      plugins: { title: { display: true, text: "Options against " + s.metric + " (each axis scaled to its range)" },
+      plugins: { title: { display: true, text: "Options against " + s.metric },
                  legend: { display: false },
                  tooltip: { callbacks: { label: function (ctx) {
-                   var row = rows.filter(function (r) { return r.best !== null; })[ctx.datasetIndex];
-                   var v = raw(row, axes[ctx.dataIndex]); return row.name + ": " + v; } } } },
-      scales: { y: { min: 0, max: 1, ticks: { display: false } } } }
+                   var row = rows[drawn[ctx.datasetIndex]], axis = axes[ctx.dataIndex];
+                   var v = ctx.dataIndex === axes.length - 1 ? row.best : row.values[axis.name];
+                   return row.name + ": " + v; } } } },
+      scales: { y: { min: 0, max: 1, ticks: { display: false }, grid: { display: false } } } },
+    plugins: [axisTicks]
   });
+  /* The ticks as text too, for readers of the page that do not see the canvas. */
+  var list = document.createElement("dl");
+  list.className = "small axis-ticks"; list.id = "parallel-axes";
+  axes.forEach(function (axis) {
+    var term = document.createElement("dt"), detail = document.createElement("dd");
+    term.textContent = axis.name + (axis.scale === "log" ? " (log scale)" : axis.scale === "category" ? " (choices)" : "");
+    detail.textContent = axis.ticks.map(function (t) { return t.label; }).join(" · ");
+    list.appendChild(term); list.appendChild(detail);
+  });
+  document.getElementById("chart-parallel").parentNode.insertAdjacentElement("afterend", list);
+
   document.body.setAttribute("data-sweep-charts", "ready");
+})();
+
+(function () {
+  "use strict";
+  /* "Compare ticked": delegated, so it keeps working after the live sweep page swaps its table in. */
+  function ticked() {
+    return Array.prototype.map.call(document.querySelectorAll(".compare-select:checked"), function (c) { return c.value; });
+  }
+  function update() {
+    var link = document.getElementById("compare-ticked");
+    if (!link) { return; }
+    var ids = ticked();
+    link.setAttribute("aria-disabled", ids.length >= 2 ? "false" : "true");
+    link.textContent = ids.length ? "Compare ticked (" + ids.length + ")" : "Compare ticked";
+    link.href = link.dataset.base + "?jobs=" + encodeURIComponent(ids.join(","));
+  }
+  document.addEventListener("change", function (e) { if (e.target.classList.contains("compare-select")) { update(); } });
+  document.addEventListener("click", function (e) {
+    var link = e.target.closest ? e.target.closest("#compare-ticked") : null;
+    if (link && ticked().length < 2) { e.preventDefault(); }
+  });
+  update();
 })();
