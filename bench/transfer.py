@@ -17,11 +17,14 @@ In one run, on this machine, everything through :func:`digits_core.engine.train`
    train`` beside Keras ``fit`` of the same network on the same arrays (same batch, same run).
 
 No download: the zoo, the jobs and Keras's cache live in a temporary folder. Absolute figures swing with
-the machine's load; compare within a run.
+the machine's load; compare within a run. The load guard (``bench/_quiet.py``) samples the 1-minute load
+average through the whole run: when it exceeded the core count, the closing summary (both sides of every
+comparison, the img/s table) marks each figure "loaded", and ``--strict`` refuses to print them (exit 3).
+``--json PATH`` writes the same figures with the guard's verdict.
 
 Usage::
 
-    .venv/bin/python bench/transfer.py                          # every part (long on 2 cores)
+    .venv/bin/python bench/transfer.py --strict --json /tmp/transfer.json   # every part (long on 2 cores)
     .venv/bin/python bench/transfer.py --only classification --source 4000 --epochs 10
     .venv/bin/python bench/transfer.py --quick                  # a smoke run (tiny sets, 1-2 epochs)
 """
@@ -29,12 +32,14 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+from _quiet import LoadGuard, add_guard_args
 from wtforms import Form, IntegerField
 
 from digits_core.interfaces import DataIngestion
@@ -128,7 +133,12 @@ def curve(job, jobs_dir, name: str) -> list[float]:
     return [p["value"] for p in sorted(points, key=lambda p: p["epoch"])]
 
 
-def classification(args, jobs: Path) -> None:
+def epochs_to(values: list[float], target: float) -> int | None:
+    """The first epoch (1-based) whose value reaches ``target``, or ``None``."""
+    return next((i + 1 for i, v in enumerate(values) if v >= target), None)
+
+
+def classification(args, jobs: Path) -> dict:
     from digits_core.engine import train, zoo
 
     source = build({"count": args.source // 6, "val": 10, "first": 0, "classes": 6, "size": args.size}, jobs)
@@ -155,15 +165,20 @@ def classification(args, jobs: Path) -> None:
     for epoch in range(args.epochs):
         print(f"{epoch + 1:>5}  " + "  ".join(f"{c[epoch]:>16.3f}" for c in curves.values()))
     pre, scratch = curves["pretrained (zoo)"], curves["from scratch"]
-    reach = next((i + 1 for i, v in enumerate(pre) if v >= scratch[-1]), None)
-    print(
-        f"pretrained - scratch at the last epoch: {100 * (pre[-1] - scratch[-1]):+.1f} points (goal +15); "
-        f"pretrained - lenet: {100 * (pre[-1] - curves['lenet'][-1]):+.1f}; epochs to scratch's final "
-        f"accuracy: {reach} of {args.epochs} (goal <= {args.epochs / 3:.1f})"
-    )
+    target_accuracy = args.target_accuracy if args.target_accuracy is not None else scratch[-1]
+    return {
+        "per_class": args.per_class,
+        "epochs": args.epochs,
+        "val_accuracy": curves,
+        "final": {k: c[-1] for k, c in curves.items()},
+        "points_over_scratch": 100 * (pre[-1] - scratch[-1]),
+        "points_over_lenet": 100 * (pre[-1] - curves["lenet"][-1]),
+        "target_accuracy": target_accuracy,
+        "epochs_to_target": {k: epochs_to(c, target_accuracy) for k, c in curves.items()},
+    }
 
 
-def segmentation(args, jobs: Path) -> None:
+def segmentation(args, jobs: Path) -> dict:
     from digits_core.engine import train, zoo
 
     source = build({"count": args.seg_source, "val": 16, "seg": 2, "size": args.size}, jobs)  # rings
@@ -177,11 +192,16 @@ def segmentation(args, jobs: Path) -> None:
     print(f"segmentation: {args.seg_train} training images, U-Net on mobilenet_v3_small, val Dice by epoch")
     for epoch in range(args.epochs):
         print(f"{epoch + 1:>5}  " + "  ".join(f"{k} {v[epoch]:.3f}" for k, v in dice.items()))
-    gain = dice["pretrained (zoo)"][-1] - dice["from scratch"][-1]
-    print(f"pretrained - scratch Dice at the last epoch: {gain:+.3f} (goal +0.1)")
+    return {
+        "train_images": args.seg_train,
+        "epochs": args.epochs,
+        "val_dice": dice,
+        "final": {k: v[-1] for k, v in dice.items()},
+        "dice_over_scratch": dice["pretrained (zoo)"][-1] - dice["from scratch"][-1],
+    }
 
 
-def throughput(args, jobs: Path) -> None:
+def throughput(args, jobs: Path) -> dict:
     import keras
     from digits_networks_backbones import BACKBONES as CATALOG
     from digits_networks_backbones import make_network
@@ -195,6 +215,7 @@ def throughput(args, jobs: Path) -> None:
         f"training img/s at {args.size_speed}x{args.size_speed}, batch {args.batch}, 1 channel "
         "(digits train: the last epoch's mean; Keras fit: the second epoch)"
     )
+    rows = {}
     for name in args.backbones:
         job = train(data, name, jobs_dir=jobs, weights="none", epochs=2, batch_size=args.batch, seed=0)
         ours = curve(job, jobs, "images_per_sec")[-1]
@@ -204,7 +225,52 @@ def throughput(args, jobs: Path) -> None:
         start = time.perf_counter()
         model.fit(x, y, batch_size=args.batch, epochs=1, verbose=0)
         theirs = len(x) / (time.perf_counter() - start)
+        rows[name] = {"digits_train": ours, "keras_fit": theirs, "ratio": ours / theirs}
         print(f"{name:>20}: digits train {ours:7.1f} img/s, Keras fit {theirs:7.1f} img/s ({ours / theirs:.2f}x)")
+        keras.backend.clear_session()
+    return {"size": args.size_speed, "batch": args.batch, "images_per_sec": rows}
+
+
+def summary(results: dict, guard: LoadGuard) -> None:
+    """Both sides of every comparison, from this run, each figure marked when the machine was loaded."""
+    guard.refuse_if_strict()
+    print(f"\n== summary (one run; machine {guard.note()}) ==")
+    if "classification" in results:
+        c = results["classification"]
+        final, reach = c["final"], c["epochs_to_target"]
+        print(
+            f"classification, {c['per_class']} images per class, {c['epochs']} epochs: val top-1 "
+            + ", ".join(f"{k} {v:.3f}" for k, v in final.items())
+        )
+        print(
+            guard.mark(
+                f"  pretrained - from scratch {c['points_over_scratch']:+.1f} points (goal +15), "
+                f"pretrained - lenet {c['points_over_lenet']:+.1f}"
+            )
+        )
+        print(
+            guard.mark(
+                f"  epochs to val top-1 {c['target_accuracy']:.3f}: "
+                + ", ".join(f"{k} {v if v is not None else 'never'}" for k, v in reach.items())
+                + f" (goal: pretrained <= {c['epochs'] / 3:.1f})"
+            )
+        )
+    if "segmentation" in results:
+        s = results["segmentation"]
+        print(
+            guard.mark(
+                f"segmentation U-Net, {s['train_images']} images, {s['epochs']} epochs: val Dice "
+                + ", ".join(f"{k} {v:.3f}" for k, v in s["final"].items())
+                + f"; pretrained - from scratch {s['dice_over_scratch']:+.3f} (goal +0.1)"
+            )
+        )
+    if "throughput" in results:
+        t = results["throughput"]
+        print(f"training img/s at {t['size']}x{t['size']}, batch {t['batch']}:")
+        print(f"  {'backbone':<20} {'digits train':>12} {'Keras fit':>10} {'ratio':>6}")
+        for name, row in t["images_per_sec"].items():
+            line = f"  {name:<20} {row['digits_train']:>12.1f} {row['keras_fit']:>10.1f} {row['ratio']:>6.2f}"
+            print(guard.mark(line))
 
 
 def main() -> None:
@@ -221,7 +287,15 @@ def main() -> None:
     parser.add_argument("--speed-images", type=int, default=512)
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--backbones", nargs="+", default=list(BACKBONES))
+    parser.add_argument(
+        "--target-accuracy",
+        type=float,
+        default=None,
+        help="val top-1 whose epochs-to-reach are printed for each side (default: from scratch's final)",
+    )
+    parser.add_argument("--json", metavar="PATH", help="also write the figures and the load verdict as JSON")
     parser.add_argument("--quick", action="store_true", help="tiny sets and 2 epochs: checks the script runs")
+    add_guard_args(parser)
     args = parser.parse_args()
     if args.quick:
         args.source, args.source_epochs, args.epochs, args.seg_source = 60, 1, 2, 16
@@ -233,9 +307,16 @@ def main() -> None:
         jobs = Path(tmp) / "jobs"
         jobs.mkdir()
         parts = {"classification": classification, "segmentation": segmentation, "throughput": throughput}
-        for name, run in parts.items():
-            if args.only in (None, name):
-                run(args, jobs)
+        results = {}
+        with LoadGuard.from_args(args) as guard:
+            print(f"load guard: {guard.cores} cores, 1-minute load {guard.samples[0]:.1f} at start", flush=True)
+            for name, run in parts.items():
+                if args.only in (None, name):
+                    results[name] = run(args, jobs)
+        summary(results, guard)
+        if args.json:
+            record = {"quick": args.quick, "load": guard.summary(), **results}
+            Path(args.json).write_text(json.dumps(record, indent=2), encoding="utf-8")
 
 
 if __name__ == "__main__":
