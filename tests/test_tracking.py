@@ -185,7 +185,9 @@ def test_a_four_trial_sweep_shows_the_same_numbers_in_tensorboard_hparams_and_in
         history = client.get_metric_history(run.info.run_id, "val_loss")
         assert sorted({point.step for point in history}) == [1, 2]  # one point per epoch (the last one twice)
         artifacts = {item.path for item in client.list_artifacts(run.info.run_id, "model")}
-        assert "model/model.json" in artifacts and any(path.endswith(".keras") for path in artifacts)
+        assert {"model/model.json", "model/mean.npy"} <= artifacts and any(
+            path.endswith(".keras") for path in artifacts
+        )
     assert seen_rates == {(0.01, 8), (0.01, 16), (0.02, 8), (0.02, 16)}
 
     # an evaluation of a trial through `digits evaluate --mlflow`: its metrics and its report reach the same server

@@ -5,7 +5,8 @@ A run is logged when it is given a tracking URI (``mlflow=URI`` beside the train
 
 * training: the options as parameters (the names and values of the TensorBoard HParams data,
   :func:`digits_core.engine.hparams.hparam_values`), every epoch's metrics (step = epochs done),
-  the final metrics, and the artifacts ``model/model.json`` and ``model/<last snapshot>.keras``;
+  the final metrics, and what loads the model elsewhere as artifacts under ``model/``: ``model.json``,
+  ``mean.npy``, a custom network's ``network.py`` and the last snapshot (``epoch-NNN.keras``);
 * an evaluation: its summary metrics and its report folder (HTML, JSON, CSVs) as artifacts
   (:func:`log_evaluation`).
 
@@ -33,7 +34,7 @@ from ..errors import DigitsError
 from ..jobs.model import MODEL_FILE
 from ..outbound import check_url, in_server_context
 from .hparams import hparam_values
-from .jobio import SNAPSHOT_DIR
+from .jobio import NETWORK_COPY, SNAPSHOT_DIR
 
 #: The key beside the training options that names the tracking URI (never a training option itself).
 TRACKING_KEY = "mlflow"
@@ -41,6 +42,8 @@ TRACKING_KEY = "mlflow"
 URI_ENV = "MLFLOW_TRACKING_URI"
 EXPERIMENT_ENV = "MLFLOW_EXPERIMENT_NAME"
 DEFAULT_EXPERIMENT = "digits"
+#: The dataset mean a model job keeps beside model.json (mean subtraction at inference).
+MEAN_FILE = "mean.npy"
 #: MLflow refuses a batch of more than 100 parameters (and 1000 metrics).
 _PARAM_BATCH = 100
 
@@ -190,7 +193,11 @@ def training_callback(uri: str, job: Any, record: dict) -> Any:
 
 
 def _log_model_files(mlflow_client: Any, run_id: str, folder: Path) -> None:
+    """What loads the model elsewhere: its record, the dataset mean, a custom network's code, the last snapshot."""
     mlflow_client.log_artifact(run_id, str(folder / MODEL_FILE), "model")
+    for extra in (MEAN_FILE, NETWORK_COPY):
+        if (folder / extra).is_file():
+            mlflow_client.log_artifact(run_id, str(folder / extra), "model")
     snapshots = sorted((folder / SNAPSHOT_DIR).glob("*.keras"))
     if snapshots:
         mlflow_client.log_artifact(run_id, str(snapshots[-1]), "model")
