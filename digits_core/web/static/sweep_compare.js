@@ -60,7 +60,7 @@
   };
   new Chart(document.getElementById("chart-parallel"), {
     type: "line",
-    data: { labels: axes.map(function (axis) { return axis.scale === "log" ? axis.name + " (log)" : axis.name; }),
+    data: { labels: axes.map(function (axis) { return axis.name; }),  /* the scale: in the list under the chart */
             datasets: drawn.map(function (i) {
       var row = rows[i];
       return { label: row.name, data: axes.map(function (axis) { return axis.positions[i]; }),
