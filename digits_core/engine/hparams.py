@@ -1,6 +1,6 @@
 """TensorBoard HParams data of a training run: its options and final metrics, for the HParams dashboard.
 
-At the end of a run (any final status) the chief writes, into the job's ``tb/`` folder beside the
+At the end of a run (any final status; a volume run's too, :func:`volume_record`) the chief writes, into the job's ``tb/`` folder beside the
 scalar curves:
 
 * the HParams *config* (``hparams_config``): one hparam per option, one metric per final metric;
@@ -24,7 +24,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .jobio import TB_DIR
+from .jobio import TB_DIR, read_metrics
 
 #: The scalar tag prefix of the final metrics (the HParams dashboard's metric columns).
 FINAL_PREFIX = "final/"
@@ -117,6 +117,23 @@ def write_hparams(
     finally:
         writer.close()
     return path
+
+
+def volume_record(folder: str | os.PathLike, record: dict, options: dict) -> dict:
+    """A volume run's record in :func:`write_run_hparams`'s terms: its options (the volume settings as
+    ``volume_<name>``, as the options name them) and, as final metrics, the last value of each logged metric."""
+    points = read_metrics(folder)
+    finals: dict[str, Any] = {}
+    for point in points:
+        finals[str(point.get("name"))] = point.get("value")
+    settings = {f"volume_{key}": value for key, value in dict(record.get("volume") or {}).items()}
+    return {
+        "options": {**options, **settings},
+        "network": record.get("network"),
+        "dataset_id": record.get("dataset_id"),
+        "final_metrics": finals,
+        "snapshots": [{"step": max((int(p.get("step") or 0) for p in points), default=0)}],
+    }
 
 
 def write_run_hparams(folder: str | os.PathLike, record: dict, job_id: str) -> None:

@@ -43,6 +43,8 @@ import numpy as np
 from ..errors import FormValidationError, TrainingError
 from ..jobs import Job, JobStatus
 from ..submit.records import create_model_record
+from .hparams import volume_record, write_run_hparams
+from .jobio import read_model_info
 from .networks import VOLUME_KIND, check_network_kind
 from .volume_nets import VOLUME_DEFAULTS, VOLUME_NETWORKS
 
@@ -251,5 +253,7 @@ def _run(job: Job, folder: Path, info: dict, config: VolumeConfig, progress) -> 
         )
         job.finish(JobStatus.ERROR, error=str(error))
         raise error from exc
+    record = volume_record(job.path, dict(read_model_info(job.path)), dict(job.data.get("form_data") or {}))
+    write_run_hparams(job.path, record, job.id)
     job.finish(status, error="Aborted: the abort file was written" if status is JobStatus.ABORTED else None)
     return job

@@ -233,3 +233,28 @@ def test_volume_settings_are_declared_options_checked_before_training(trained, c
     )
     assert "volume_overlap" in capsys.readouterr().err
     assert set(jobs.iterdir()) == before  # refused before any job folder exists
+
+
+def test_a_volume_run_writes_tensorboard_hparams_data(trained):
+    """Issue 42: a volume run's TensorBoard HParams session holds its network, dataset and volume settings, and
+    its final figures (the last logged value of each metric) as float64 scalars, read back with TensorBoard."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.plugins.hparams import metadata
+    from tensorboard.util import tensor_util
+
+    _, dataset, model = trained
+    info = json.loads((model / "model.json").read_text())
+    acc = EventAccumulator(str(model / "tb"), size_guidance={"tensors": 0})
+    acc.Reload()
+    content = acc.PluginTagToContent(metadata.PLUGIN_NAME)
+    start = metadata.parse_session_start_info_plugin_data(content[metadata.SESSION_START_INFO_TAG])
+    hparams = {name: getattr(value, value.WhichOneof("kind")) for name, value in start.hparams.items()}
+    assert start.group_name == model.name
+    assert hparams["network"] == "unet3d"
+    assert hparams["dataset"] == info["dataset_id"] and json.loads(hparams["volume_patch"]) == info["volume"]["patch"]
+    finals = {
+        tag[len("final/") :]: float(tensor_util.make_ndarray(acc.Tensors(tag)[-1].tensor_proto))
+        for tag in acc.Tags()["tensors"]
+        if tag.startswith("final/")
+    }
+    assert finals == {name: float(value) for name, value in _metrics(model).items()}
