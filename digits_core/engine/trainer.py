@@ -122,6 +122,7 @@ def train(
     from .volume_train import train_volume, volume_dataset_folder  # volume runs have their own loop (issue 29)
 
     if volume_dataset_folder(dataset, jobs_dir) is not None:  # a DHWC dataset: unet3d / unet2.5d (issue 29)
+        _untracked_volume(tracking)
         return train_volume(
             dataset,
             network,
@@ -173,11 +174,17 @@ def train_existing_job(
 
     tracking = pop_tracking_uri(options)
     if volume_dataset_folder(dataset, job.path.parent) is not None:  # a DHWC dataset (issue 29)
+        _untracked_volume(tracking)
         return train_volume_into(job, dataset, network, progress=progress, **options)
     strat, reader, spec, opts, task = _plan(dataset, network, options, job.path.parent)
     job.update(dataset_id=reader.id, network=spec.name, task=task.name, form_data=opts.to_dict())
     state = RunState(RunPlan(job=job, reader=reader, spec=spec, opts=opts, strat=strat, folder=job.path), task)
     return _execute(state, _tracked(callbacks, tracking, state), progress)
+
+
+def _untracked_volume(uri: str | None) -> None:
+    if uri:
+        logger.warning("MLflow (%s): volume runs are not logged to MLflow yet (their HParams data is written)", uri)
 
 
 def _tracked(callbacks: list | None, uri: str | None, state: RunState) -> list | None:
