@@ -249,3 +249,30 @@ def test_a_2d_pool_of_16_bit_arrays_shows_them_scaled_to_8_bits(tmp_path):
     with Image.open(io.BytesIO(client.get(item["image_url"]).get_data())) as image:
         pixels = np.asarray(image)
     assert image.size == (W, H) and pixels[0, 0] == 0 and pixels[-1, -1] == 255
+
+
+def test_an_unreachable_pacs_is_named_and_the_candidate_stays_in_the_queue(tmp_path, monkeypatch):
+    from live_server import free_port
+
+    from digits_core.labeling import create_pool
+
+    url = f"http://127.0.0.1:{free_port()}/dicom-web"  # nothing listens there
+    monkeypatch.setenv("DIGITS_DICOMWEB_SERVERS", f"pacs={url}")
+    pool = create_pool(
+        "pacs",
+        {"kind": "dicomweb", "named_server": "pacs", "cache_folder": str(tmp_path / "cache")},
+        [{"study": "1.2.3", "series": "1.2.3.4", "sop": "1.2.3.4.5"}],
+        class_labels=["background", "lv"],
+        jobs_dir=tmp_path / "jobs",
+    )
+    (cand,) = pool.candidates()
+    pool.record_proposal(cand["id"], {"study": "1.2.3", "series": "1.2.3.9", "sop": "1.2.3.9.1", "model_id": "m"})
+    app = create_app(tmp_path / "jobs", start_scheduler=False, testing=True, secret_key="k")
+    client = app.test_client()
+    client.environ_base["HTTP_X_CSRFTOKEN"] = client.get("/api/csrf-token").get_json()["csrf_token"]
+    answer = client.post(f"/api/pools/{pool.id}/review/next", json={})
+    assert answer.status_code == 502
+    message = answer.get_json()["error"]["message"]
+    assert cand["id"] in message and "1.2.3.4.5" in message and "127.0.0.1" in message
+    after = pool.candidate(cand["id"])
+    assert after["state"] == "proposed" and after["claimed_by"] is None and after["version"] == 0

@@ -25,8 +25,10 @@ from typing import Any
 from flask import Blueprint, Response, g, jsonify, render_template, request, url_for
 from werkzeug.routing import BuildError
 
+from ..errors import DigitsError
 from ..labeling import ClaimedError, Pool, PoolError, StaleLabelError
 from ..labeling.pool import PROPOSED, REJECTED
+from ..limits import InputTooLargeError
 from .context import web_context
 from .helpers import json_body
 from .review_data import (
@@ -128,7 +130,13 @@ def next_candidate(job_id: str):
             claimed = pool.claim(cand["id"], user)
         except ClaimedError:  # taken by someone else since the queue was read
             continue
-        return jsonify(_describe(pool, claimed, len(queue) - index - 1))
+        try:
+            return jsonify(_describe(pool, claimed, len(queue) - index - 1))
+        except DigitsError as exc:  # its image or label cannot be read: the claim is given back, nothing else changes
+            if cand["state"] == PROPOSED:
+                pool.release(cand["id"], user, PROPOSED)
+            status = 413 if isinstance(exc, InputTooLargeError) else 502 if is_pacs_pool(pool) else 400
+            return _error(status, f"Candidate {cand['id']}: {exc}")
     return jsonify({"done": True, "message": f"No proposal of pool {pool.job.name} waits for review."})
 
 
