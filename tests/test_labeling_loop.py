@@ -238,3 +238,28 @@ def test_scoring_as_a_job_aborts_and_resumes(trained, tmp_path):
     assert done.status is JobStatus.DONE
     assert done.data["pool_result"]["scored"] == 12 - len(first)  # the resumed run skipped what it had scored
     assert all(c.get("scored_in") == run for c in pool.candidates())
+
+
+def test_mc_dropout_keeps_batch_norm_in_inference_mode():
+    import keras
+
+    from digits_core.labeling.strategies import Scorer, mc_dropout_model
+
+    inputs = keras.Input((4, 4, 2))
+    x = keras.layers.BatchNormalization(name="bn")(inputs)
+    x = keras.layers.Dropout(0.5, name="drop")(x)
+    model = keras.Model(inputs, x)
+    bn = model.get_layer("bn")
+    bn.moving_mean.assign([5.0, 5.0])
+    bn.moving_variance.assign([4.0 - bn.epsilon] * 2)
+    feats = np.random.default_rng(0).normal(3, 3, (6, 4, 4, 2)).astype(np.float32)
+    twin = mc_dropout_model(model)
+    runs = [np.asarray(twin(feats, training=False)) for _ in range(4)]
+    inference = (feats - 5.0) / 2.0  # batch norm with its moving statistics, not the batch's
+    for out in runs:  # each value dropped (0) or kept and scaled by 1 / (1 - 0.5)
+        assert np.all(np.isclose(out, 0, atol=1e-5) | np.isclose(out, 2 * inference, atol=1e-4))
+    assert not np.allclose(runs[0], runs[1])  # dropout samples anew at every pass
+    assert np.allclose(np.asarray(model(feats, training=False)), inference, atol=1e-4)  # the model is untouched
+    probs_model = keras.Sequential([model, keras.layers.Softmax()])  # the dropout sits in a nested model
+    scores, _ = Scorer(probs_model, "variance", passes=4).score(["a"] * 6, feats)
+    assert np.all(scores > 0)

@@ -125,7 +125,7 @@ def mc_dropout_model(model: Any) -> Any:
             return AlwaysDropout.from_config(layer.get_config())
         return layer.__class__.from_config(layer.get_config())
 
-    twin = keras.models.clone_model(model, clone_function=clone)
+    twin = keras.models.clone_model(model, clone_function=clone, recursive=True)  # nested models too (backbones)
     twin.set_weights(model.get_weights())
     return twin
 
