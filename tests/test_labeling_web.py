@@ -37,8 +37,9 @@ def client(tmp_path, folder):
 def test_api_pools_create_list_show_queue_and_runs(client, folder, tmp_path):
     outside = tmp_path / "elsewhere"
     outside.mkdir()
+    Image.fromarray(np.zeros((8, 10), np.uint8), mode="L").save(outside / "x.png")
     refused = client.post("/api/pools", json={"folder": str(outside)})
-    assert refused.status_code == 400 and "folder" in refused.get_data(as_text=True)
+    assert refused.status_code == 400 and "data root" in refused.get_data(as_text=True)
     bad = client.post("/api/pools", json={"folder": str(folder), "classes": "lv", "colour": 1})
     assert bad.status_code == 400
     text = bad.get_data(as_text=True)
