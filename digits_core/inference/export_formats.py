@@ -6,7 +6,8 @@
   --model_base_path=.../serving/<model id>`` loads it unchanged;
   ``saved_model/`` is the same folder again, hard-linked (no second copy on disk or in the archive).
 * ``onnx``: ``model.onnx`` through ``tf2onnx`` (opset 17), the same float64
-  preparation graph; runs in ``onnxruntime``.
+  preparation graph; runs in ``onnxruntime``. ``Erfc`` and depthwise convolutions that Keras
+  routes through XLA are translated as :mod:`~digits_core.inference.onnx_ops` says.
 * ``tflite``: ``model.tflite`` through ``tf.lite.TFLiteConverter`` (TFLite
   has no float64 kernels: the preparation graph runs in float32); float32
   weights by default, ``quantize="dynamic"`` (int8 weights) or ``"float16"``.
@@ -26,9 +27,18 @@ from pathlib import Path
 
 from ..errors import InferenceError
 from .model import InferenceModel
+from .onnx_ops import CUSTOM_OP_HANDLERS, depthwise_without_xla
 
 QUANTIZE = ("dynamic", "float16")
 ONNX_OPSET = 17
+
+
+#: What a function-call op left in a graph usually is, for the refusal's message.
+_CALLS = dict.fromkeys(
+    ("StatefulPartitionedCall", "PartitionedCall"),
+    " (a function call the converter cannot inline: Keras runs grouped convolutions other than depthwise ones "
+    "through XLA)",
+)
 
 
 def serving_version(epoch: int | float) -> int:
@@ -97,7 +107,8 @@ def _unsupported_error(converter: str, found: list[tuple[str, str | None]], fall
     """``found``: (op, layer or None) pairs the converter could not take; ``fallback``: its message otherwise."""
     if found:
         what = "it has no equivalent for " + ", ".join(
-            f"the op {op}" + (f' in layer "{layer}"' if layer else "") for op, layer in dict.fromkeys(found)
+            f"the op {op}" + (f' in layer "{layer}"' if layer else "") + _CALLS.get(op, "")
+            for op, layer in dict.fromkeys(found)
         )
         advice = "replace that layer in the network"
     else:
@@ -164,7 +175,14 @@ def write_onnx(loaded: InferenceModel, path: Path, channels_in: int | None = Non
     serve, signature = serving_function(loaded, channels_in=channels_in)
     function = tf.function(serve, input_signature=signature)
     try:
-        tf2onnx.convert.from_function(function, input_signature=signature, opset=ONNX_OPSET, output_path=str(path))
+        with depthwise_without_xla():  # traced inside from_function
+            tf2onnx.convert.from_function(
+                function,
+                input_signature=signature,
+                opset=ONNX_OPSET,
+                output_path=str(path),
+                custom_op_handlers=dict(CUSTOM_OP_HANDLERS),
+            )
     except Exception as exc:  # noqa: BLE001 - tf2onnx raises many types; the message names the op
         raise _unsupported(exc, "tf2onnx", loaded) from None
     left = _onnx_unsupported_nodes(path, loaded)

@@ -55,8 +55,10 @@ def _preprocess(keras, kind: str, channels: int):
     mean, std = np.array(IMAGENET_MEAN), np.array(IMAGENET_STD)
     if channels != 3:  # one statistic for channels that stand for grey or for other modalities
         mean, std = np.full(channels, mean.mean()), np.full(channels, std.mean())
-    return keras.layers.Normalization(
-        mean=mean.tolist(), variance=(std**2).tolist(), axis=-1, name="backbone_preprocessing"
+    # (x - mean) / std as a rescaling whose factors are written into the graph: a Normalization layer's
+    # statistics are eager tensors that tf2onnx turns into extra graph inputs (ONNX Runtime then refuses to run)
+    return keras.layers.Rescaling(
+        scale=(1.0 / std).tolist(), offset=(-mean / std).tolist(), name="backbone_preprocessing"
     )
 
 

@@ -94,3 +94,11 @@ def tiny_dataset(digits_jobs_dir):
         return build_dataset(TinyImages, values, jobs_dir=digits_jobs_dir)
 
     return make
+
+
+@pytest.fixture(scope="module")
+def module_tiny_dataset(tmp_path_factory):
+    """``(jobs folder, dataset)``: one tiny regression dataset (4 images of 32×32×3) shared by a test module."""
+    jobs = tmp_path_factory.mktemp("module-jobs")
+    values = {"count": 4, "size": 32, "channels": 3, "regression": 1, "segmentation": 0, "detection": 0}
+    return jobs, build_dataset(TinyImages, values, jobs_dir=jobs)
