@@ -126,3 +126,16 @@ def test_digits_label_on_a_folder(folder, tmp_path, capsys):
     assert digits([*argv[:-1], str(small)]) == 1
     assert "is 4×4 pixels; its image is 10×8" in capsys.readouterr().err
     assert [e["version"] for e in pool.candidate(cand["id"])["labels"]] == [1]  # nothing stored by the refusals
+
+
+def test_pool_page_charts_the_rounds_val_dice_against_labels(client, folder, tmp_path):
+    from digits_core.labeling.sources import create_folder_pool
+
+    pool = create_folder_pool("p", folder, jobs_dir=tmp_path / "jobs")
+    assert "pool-rounds-chart" not in client.get(f"/pools/{pool.id}").get_data(as_text=True)
+    for labels, dice in ((0, None), (4, 0.61), (9, 0.74)):
+        number = pool.add_round({"strategy": "variance", "model_id": "m", "count": 5, "proposed": [], "labels": labels})
+        pool.update_round(number, val_dice=dice)
+    html = client.get(f"/pools/{pool.id}").get_data(as_text=True)
+    assert 'id="pool-rounds-chart"' in html and html.count("<circle") == 2  # the round without a model is left out
+    assert "0.7400" in html and ">variance</text>" in html

@@ -241,3 +241,48 @@ def run_round(
 def round_history(pool: Pool) -> list[dict[str, Any]]:
     """The pool's rounds (number, strategy, labels, models, validation Dice), oldest first: the chart's points."""
     return list(pool.record().get("rounds", []))
+
+
+def rounds_chart_svg(rounds: list[dict[str, Any]], width: int = 480, height: int = 260) -> str:
+    """An SVG of validation Dice against the number of accepted labels, one line per strategy (the pool page's chart).
+
+    Rounds without a retrained model (no Dice yet) are left out; ``""`` when none has one.
+    """
+    from html import escape
+
+    points: dict[str, list[tuple[int, float]]] = {}
+    for entry in rounds:
+        if isinstance(entry.get("val_dice"), (int, float)) and isinstance(entry.get("labels"), int):
+            points.setdefault(str(entry.get("strategy")), []).append((entry["labels"], float(entry["val_dice"])))
+    if not points:
+        return ""
+    left, right, top, bottom = 50, 110, 20, 40
+    xs = [x for line in points.values() for x, _ in line]
+    x0, x1 = min(xs), max(xs) if max(xs) > min(xs) else min(xs) + 1
+
+    def px(x: float) -> float:
+        return left + (x - x0) / (x1 - x0) * (width - left - right)
+
+    def py(d: float) -> float:
+        return top + (1.0 - d) * (height - top - bottom)
+
+    colours = ["#d62728", "#1f77b4", "#2ca02c", "#777777", "#9467bd"]
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-size="11" '
+        'role="img" aria-label="validation Dice against the number of labels">',
+        f'<line x1="{left}" y1="{height - bottom}" x2="{width - right}" y2="{height - bottom}" stroke="black"/>',
+        f'<line x1="{left}" y1="{top}" x2="{left}" y2="{height - bottom}" stroke="black"/>',
+        f'<text x="{(left + width - right) / 2}" y="{height - 8}" text-anchor="middle">accepted labels</text>',
+        f'<text x="{left - 6}" y="{top + 4}" text-anchor="end">1.0</text>',
+        f'<text x="{left - 6}" y="{height - bottom + 4}" text-anchor="end">0.0</text>',
+        f'<text x="{px(x0):.1f}" y="{height - bottom + 14}" text-anchor="middle">{x0}</text>',
+        f'<text x="{px(x1):.1f}" y="{height - bottom + 14}" text-anchor="middle">{x1}</text>',
+    ]
+    for i, (name, line) in enumerate(sorted(points.items())):
+        colour = colours[i % len(colours)]
+        coords = " ".join(f"{px(x):.1f},{py(d):.1f}" for x, d in sorted(line))
+        parts.append(f'<polyline points="{coords}" fill="none" stroke="{colour}" stroke-width="2"/>')
+        parts += [f'<circle cx="{px(x):.1f}" cy="{py(d):.1f}" r="3" fill="{colour}"/>' for x, d in line]
+        parts.append(f'<text x="{width - right + 6}" y="{top + 14 * i + 10}" fill="{colour}">{escape(name)}</text>')
+    parts.append("</svg>")
+    return "\n".join(parts)

@@ -20,10 +20,12 @@ TensorFlow never loads in the web server: the scoring and the retraining run in 
 from __future__ import annotations
 
 from flask import Blueprint, abort, current_app, g, jsonify, render_template, request, send_file, url_for
+from markupsafe import Markup
 
 from ..errors import FormValidationError
 from ..labeling.jobs import prepare_resume, prepare_run
 from ..labeling.pool import LABELS_DIR, POOL_KIND, PROPOSALS_DIR, Pool, PoolError
+from ..labeling.rounds import rounds_chart_svg
 from ..labeling.sources import create_folder_pool
 from .context import web_context
 
@@ -113,7 +115,8 @@ def show(job_id: str):
     pool = _pool(job_id)
     details = _details(pool)
     review_url = url_for("review.page", job_id=pool.id) if "review.page" in _endpoints() else None
-    return render_template("pool_show.html", pool=details, review_url=review_url)
+    chart = Markup(rounds_chart_svg(details["rounds"]))  # built from numbers and escaped strategy names
+    return render_template("pool_show.html", pool=details, review_url=review_url, chart=chart)
 
 
 def _endpoints() -> set[str]:
