@@ -112,3 +112,23 @@ def test_not_a_pool(tmp_path):
         load_pool(job.id, jobs_dir=tmp_path)
     with pytest.raises(PoolError, match="holds no candidate"):
         create_pool("p", {"kind": "folder", "root": "/x"}, [], jobs_dir=tmp_path)
+
+
+def test_a_damaged_pool_record_is_named_and_not_rewritten(tmp_path):
+    pool = _pool(tmp_path, 2)
+    path = pool.path / "pool.json"
+    record = json.loads(path.read_text())
+    cid = next(iter(record["candidates"]))
+    record["candidates"][cid]["state"] = "lost"
+    path.write_text(json.dumps(record))
+    before = path.read_bytes()
+    with pytest.raises(PoolError, match=f'pool.json is damaged \\(candidate "{cid}" has an unknown state'):
+        pool.claim(cid, "ann")
+    record["candidates"][cid] = {"id": cid, "state": "proposed"}
+    path.write_text(json.dumps(record))
+    with pytest.raises(PoolError, match='has no valid "source"'):
+        pool.queue()
+    path.write_text('{"candidates": []}')
+    with pytest.raises(PoolError, match='"source" and "candidates" must be objects'):
+        pool.counts()
+    assert before != path.read_bytes()  # (the test wrote it; the pool never did)

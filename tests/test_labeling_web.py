@@ -70,12 +70,22 @@ def test_api_pools_create_list_show_queue_and_runs(client, folder, tmp_path):
 
 
 def test_runs_are_checked_then_queued(client, folder, tmp_path):
+    from digits_core.jobs.model import write_model_record
     from digits_core.labeling.jobs import prepare_resume, prepare_run
     from digits_core.labeling.sources import create_folder_pool
     from digits_core.submit.records import create_job_record
 
     pool = create_folder_pool("p", folder, jobs_dir=tmp_path / "jobs")
     model = create_job_record("model", "m", jobs_dir=tmp_path / "jobs")
+    untrained = client.post(f"/api/pools/{pool.id}/runs", json={"action": "score", "model": model.id})
+    assert untrained.status_code == 400 and "has not started training" in untrained.get_data(as_text=True)
+    classifier = create_job_record("model", "c", jobs_dir=tmp_path / "jobs")
+    write_model_record(classifier.path, {"job_id": classifier.id, "task": "classification"})
+    other_task = client.post(f"/api/pools/{pool.id}/runs", json={"action": "round", "model": classifier.id})
+    assert f"model {classifier.id} is a classification model; pool {pool.id} holds segmentation" in (
+        other_task.get_data(as_text=True)
+    )
+    write_model_record(model.path, {"job_id": model.id, "task": "segmentation"})  # as a trained one's says
     wrong = client.post(
         f"/api/pools/{pool.id}/runs", json={"action": "score", "model": model.id, "strategy": "vibes", "passes": 1}
     )

@@ -13,8 +13,8 @@ from __future__ import annotations
 import secrets
 from typing import Any
 
-from ..errors import FormValidationError, JobStateError
-from ..jobs import Job, JobStatus
+from ..errors import DigitsError, FormValidationError, JobStateError
+from ..jobs import Job, JobStatus, JobStore
 from .pool import Pool
 from .rounds import run_round
 from .scoring import score_pool
@@ -48,6 +48,10 @@ def prepare_run(pool: Pool, action: str, options: dict[str, Any], *, user: str |
     model = options.get("model")
     if not isinstance(model, str) or not model:
         errors["model"] = ["the model job id is required"]
+    else:
+        problem = _model_problem(pool, model)
+        if problem:
+            errors["model"] = [problem]
     strategy = options.get("strategy", "variance")
     if strategy not in STRATEGIES:
         errors["strategy"] = [f"one of {', '.join(STRATEGIES)}"]
@@ -70,6 +74,22 @@ def prepare_run(pool: Pool, action: str, options: dict[str, Any], *, user: str |
     job.update(pool_run=run, pool_progress={"done": 0, "total": 0, "skipped": 0})
     job.resume(JobStatus.WAITING)
     return job
+
+
+def _model_problem(pool: Pool, model_id: str) -> str | None:
+    """Why ``model_id`` cannot score this pool, from its ``model.json`` alone (no TensorFlow), or ``None``."""
+    try:
+        job = JobStore(pool.path.parent).get(model_id, kind="model")
+        info = job.model_record()
+    except DigitsError as exc:
+        return str(exc)
+    task = info.get("task")
+    want = pool.record().get("task", "segmentation")
+    if task and task != want:
+        return f"model {job.id} is a {task} model; pool {pool.id} holds {want} candidates"
+    if info.get("kind") == "volume":
+        return f"model {job.id} is a 3-D volume model; pool {pool.id} holds 2-D images"
+    return None
 
 
 def prepare_resume(pool: Pool) -> Job:

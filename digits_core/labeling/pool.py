@@ -48,6 +48,7 @@ from ..jobs.readers import UnreadableRecordError, read_json_object
 from ..jobs.record import write_json_atomic
 from ..submit.records import create_job_record
 from .masks import encode_mask, read_mask
+from .states import ACCEPTED, IN_REVIEW, PROPOSED, REJECTED, STATES, UNLABELLED, record_problem
 
 POOL_FILE = "pool.json"
 PROPOSALS_DIR = "proposals"
@@ -55,13 +56,6 @@ LABELS_DIR = "labels"
 #: The job kind of a pool.
 POOL_KIND = "pool"
 
-UNLABELLED = "unlabelled"
-PROPOSED = "proposed"
-IN_REVIEW = "in review"
-ACCEPTED = "accepted"
-REJECTED = "rejected"
-#: A candidate's states, in the order of the loop.
-STATES = (UNLABELLED, PROPOSED, IN_REVIEW, ACCEPTED, REJECTED)
 #: Seconds a claim holds before another reviewer may take the candidate (a reviewer who closed the tab).
 CLAIM_SECONDS = 30 * 60
 
@@ -143,9 +137,13 @@ class Pool:
         """
         path = self.path / POOL_FILE
         try:
-            return read_json_object(path)
+            record = read_json_object(path)
         except (OSError, UnreadableRecordError) as exc:
             raise PoolError(f"Cannot read the pool record {path}: {exc}") from None
+        problem = record_problem(record)
+        if problem:
+            raise PoolError(f"The pool record {path} is damaged ({problem}); nothing was changed.")
+        return record
 
     def candidates(self, state: str | None = None) -> list[dict[str, Any]]:
         """The candidates (in a stable order: by id), optionally only those in ``state``."""
