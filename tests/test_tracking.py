@@ -246,3 +246,24 @@ def test_neither_tensorboard_nor_mlflow_is_imported_until_a_run_is_tracked():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "[]"
+
+
+@pytest.mark.slow
+def test_a_tracking_server_that_is_down_costs_a_warning_not_the_run(shapes, caplog, monkeypatch):
+    """The run is Done with its HParams data, the warning names the server; MLflow's retries are bounded where the
+    user set none (its own defaults hold a run's start for minutes), and a user's own setting is kept."""
+    from digits_core.engine import train
+    from digits_core.engine.mlflow_log import HTTP_DEFAULTS
+
+    for name in HTTP_DEFAULTS:  # unset here, and unset again after the test (setenv records the original)
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "7")
+    dataset, jobs = shapes
+    down = f"http://127.0.0.1:{_free_port()}"  # nothing listens there
+    with caplog.at_level("WARNING", logger="digits_core.engine"):
+        job = train(dataset, "lenet", jobs_dir=jobs, epochs=1, batch_size=16, seed=1, mlflow=down)
+    assert job.status.value == "Done" and (job.path / "tb").is_dir()
+    assert any(down in record.getMessage() and "start failed" in record.getMessage() for record in caplog.records)
+    assert os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] == HTTP_DEFAULTS["MLFLOW_HTTP_REQUEST_MAX_RETRIES"]
+    assert os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] == "7"
