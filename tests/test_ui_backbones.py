@@ -84,5 +84,12 @@ def test_form_disables_small_backbones_and_picks_zoo_weights(tmp_path, live_serv
         assert page.locator("#network-size-note").text_content() == ""
         page.select_option("[name=network]", "lenet")
         assert not page.locator("#backbone-box").is_visible()
+        assert page.input_value("[name=weights]") == "zoo:cells-v1"  # the user's pick, kept but not for lenet
+        # an empty name (the browser's own check removed): the server answers with the page, no job created
+        page.eval_on_selector("[name=model_name]", "el => { el.required = false; el.value = ''; }")
+        with page.expect_navigation():
+            page.click("#create-model")
+        errors = page.locator("#form-errors").text_content()
+        assert "model_name" in errors and "weights" not in errors  # the kept zoo pick does not apply to lenet
     finally:
         page.context.close()
