@@ -297,6 +297,8 @@ def machine() -> dict:
         "tensorflow": tf.__version__,
         "keras": keras.__version__,
         "python": platform.python_version(),
+        "intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads(),
+        "inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads(),
     }
 
 
@@ -307,7 +309,9 @@ def render_markdown(result: dict) -> str:
     peak_key = result["peak_key"]
     lines = [
         f"Command: `{result['command']}` ({result['date']}, {result['wall_s']:.0f} s). Machine: {mach['cpu']}, "
-        f"{mach['cores']} cores, TensorFlow {mach['tensorflow']}, Keras {mach['keras']}. "
+        f"{mach['cores']} cores, TensorFlow {mach['tensorflow']} (intra-op threads "
+        f"{mach.get('intra_op_threads') or 'default'}, inter-op {mach.get('inter_op_threads') or 'default'}), "
+        f"Keras {mach['keras']}. "
         + (
             f"Load during the run: **{verdict}** (highest 1-minute load average {load['load_max']}, "
             f"{load['cores']} cores)."
@@ -422,6 +426,8 @@ def main(argv=None) -> int:
         help="also time training at K steps per call (the engine's steps_per_execution) where a step is small "
         "(<= 5 GFLOP); a second table",
     )
+    parser.add_argument("--intra-op", type=int, default=0, help="TensorFlow's intra-op threads (0: its default)")
+    parser.add_argument("--inter-op", type=int, default=0, help="TensorFlow's inter-op threads (0: its default)")
     parser.add_argument("--flops-only", action="store_true", help="count FLOPs per image only (no timing, no peak)")
     parser.add_argument("--json", metavar="PATH", help="write the result as JSON")
     parser.add_argument("--markdown", metavar="PATH", help="write the docs section (- for stdout)")
@@ -448,6 +454,12 @@ def main(argv=None) -> int:
         from digits_core.tf_quiet import quiet_tensorflow_startup
 
         quiet_tensorflow_startup()
+        import tensorflow as tf
+
+        if args.intra_op:
+            tf.config.threading.set_intra_op_parallelism_threads(args.intra_op)
+        if args.inter_op:
+            tf.config.threading.set_inter_op_parallelism_threads(args.inter_op)
         peak = {} if args.flops_only else measure_peak(args.quick, min_time, repeats)
         peak_key = next(iter(peak), None)
         rows = []

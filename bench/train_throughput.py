@@ -130,7 +130,38 @@ def run_baseline(
     return images / (marks["end"] - marks["warm"])
 
 
-def run_engine(dataset_id: str, jobs_dir: str, epochs: int, batch: int, jit: bool, mixed: bool, spe: int = 1) -> float:
+class _WaitClock:
+    """The training loop's ``iter``: its iterator's ``next`` timed (how long the steps wait for input)."""
+
+    def __init__(self):
+        self.wait = 0.0
+        self.calls = 0
+        self.counting = False
+
+    def __call__(self, dataset):
+        inner, clock = iter(dataset), self
+
+        class Timed:
+            def __iter__(self):
+                return self
+
+            def __next__(self):
+                t0 = time.perf_counter()
+                try:
+                    return next(inner)
+                finally:
+                    if clock.counting:
+                        clock.wait += time.perf_counter() - t0
+                        clock.calls += 1
+
+        return Timed()
+
+
+def run_engine(
+    dataset_id: str, jobs_dir: str, epochs: int, batch: int, jit: bool, mixed: bool, spe: int = 1, stalls=None
+) -> float:
+    """Engine img/s; with ``stalls`` (a dict, one step per call only) also the time the steps waited for input."""
+    import digits_core.engine.loop as loop
     from digits_core.datasets import open_dataset
     from digits_core.engine import train
 
@@ -139,31 +170,46 @@ def run_engine(dataset_id: str, jobs_dir: str, epochs: int, batch: int, jit: boo
     warm = _warm_step(spe_epoch, epochs)
     marks = {}
 
+    clock = _WaitClock()
+
     def progress(event):
         if event["phase"] != "train":
             return
         if event["step"] == warm:
             marks["warm"] = time.perf_counter()
+            clock.counting = True
         if event["step"] == event["total_steps"] - 1:  # before the final snapshot is written
             marks["end"] = time.perf_counter()
+            clock.counting = False
 
-    train(
-        dataset_id,
-        "lenet",
-        name="bench",
-        jobs_dir=jobs_dir,
-        epochs=epochs,
-        batch_size=batch,
-        solver="adam",
-        learning_rate=0.001,
-        lr_policy="fixed",
-        validation_interval=0,
-        snapshot_interval=0,
-        progress=progress,
-        jit=jit,
-        mixed_precision=mixed,
-        steps_per_execution=spe,
-    )
+    timed = stalls is not None and spe == 1  # (several steps per call read the iterator inside the graph)
+    if timed:
+        loop.iter = clock  # the loop's module global shadows the builtin: its iterator, timed
+    try:
+        train(
+            dataset_id,
+            "lenet",
+            name="bench",
+            jobs_dir=jobs_dir,
+            epochs=epochs,
+            batch_size=batch,
+            solver="adam",
+            learning_rate=0.001,
+            lr_policy="fixed",
+            validation_interval=0,
+            snapshot_interval=0,
+            progress=progress,
+            jit=jit,
+            mixed_precision=mixed,
+            steps_per_execution=spe,
+        )
+    finally:
+        if timed:
+            del loop.iter
+    if timed:
+        stalls.setdefault("wait_s", []).append(clock.wait)
+        stalls.setdefault("fraction", []).append(clock.wait / (marks["end"] - marks["warm"]))
+        stalls.setdefault("per_step_ms", []).append(1e3 * clock.wait / max(clock.calls, 1))
     return _images_between(count, batch, spe_epoch, warm, spe_epoch * epochs - 1) / (marks["end"] - marks["warm"])
 
 
@@ -189,7 +235,7 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="digits-bench-") as jobs_dir:
         job, ingest_s = make_dataset(jobs_dir, args.images)
         print(f"dataset: {args.images} images 28x28 in LMDB ({ingest_s:.1f} s to build)", flush=True)
-        base, engine = [], []
+        base, engine, stalls = [], [], {}
         for _ in range(args.repeats):
             base.append(
                 run_baseline(
@@ -212,6 +258,7 @@ def main(argv=None) -> int:
                     args.jit,
                     args.mixed_precision,
                     args.steps_per_execution,
+                    stalls,
                 )
             )
             print(f"  digits engine:      {engine[-1]:8.0f} img/s", flush=True)
@@ -238,6 +285,8 @@ def main(argv=None) -> int:
         "keras_fit_img_per_s": statistics.median(base),
         "ratio": statistics.median(engine) / statistics.median(base),
         "startup_s": startup,
+        "input_wait_fraction": statistics.median(stalls["fraction"]) if stalls else None,
+        "input_wait_ms_per_step": statistics.median(stalls["per_step_ms"]) if stalls else None,
         "load": guard.summary(),
     }
     if args.json:
@@ -251,6 +300,14 @@ def main(argv=None) -> int:
         )
     )
     print(guard.mark(f"startup overhead (process start, imports included, to first step): {startup:.1f} s"))
+    if stalls:
+        print(
+            guard.mark(
+                f"input wait (engine's steps waiting in next(iterator), after warm-up): "
+                f"{result['input_wait_ms_per_step']:.3f} ms per step, {100 * result['input_wait_fraction']:.1f} % of "
+                "the time (the pipeline keeps up when this is ~0)"
+            )
+        )
     print(f"load during the run: {guard.note()}")
     return 0
 
