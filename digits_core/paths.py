@@ -20,6 +20,12 @@ that the core does not know about::
 Errors name the field, the path and the roots; never the content of a file
 or the listing of a folder outside the roots.
 
+A list of roots may *fence* a folder (:func:`fence`): under it only the roots
+listed inside it are readable. A server with accounts fences its jobs folder
+this way, so a user's paths reach only the folders of the jobs that user may
+read (not another user's private job, nor the accounts database); the list,
+fence included, is what a job records and its worker is confined to again.
+
 Paths that come *out of a file* (list-file lines, targets rows, label files
 paired by name, a label named on an inference list line) go through one
 gate, :func:`resolve_in_roots` (or :func:`open_in_roots`, which also opens
@@ -39,13 +45,62 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
 from .errors import DigitsError, FormValidationError
 
-_roots: contextvars.ContextVar[tuple[Path, ...] | None] = contextvars.ContextVar("digits_data_roots", default=None)
+#: Marks a fenced folder in a list of data roots (see :func:`fence`); never a real path's beginning.
+FENCE_MARK = "fenced:"
+
+#: A list of data roots as given: folders, and fenced folders (``FENCE_MARK + folder``).
+RootsSpec = Iterable[str | os.PathLike]
+
+
+class _Confinement:
+    """The roots in force, parsed from their list on first use (a server request lists them only if it checks a path)."""
+
+    def __init__(self, spec: RootsSpec | Callable[[], RootsSpec]):
+        self._spec = spec
+        self._parsed: tuple[tuple[Path, ...], tuple[Path, ...]] | None = None
+
+    def parsed(self) -> tuple[tuple[Path, ...], tuple[Path, ...]]:
+        """``(roots, fences)`` as real paths."""
+        if self._parsed is None:
+            spec = self._spec() if callable(self._spec) else self._spec
+            roots: list[Path] = []
+            fences: list[Path] = []
+            for entry in spec:
+                text = os.fspath(entry)
+                if isinstance(text, str) and text.startswith(FENCE_MARK):
+                    fences.append(Path(os.path.realpath(text[len(FENCE_MARK) :])))
+                else:
+                    roots.append(Path(os.path.realpath(text)))
+            self._parsed = (tuple(dict.fromkeys(roots)), tuple(dict.fromkeys(fences)))
+        return self._parsed
+
+    def spec(self) -> tuple[Path | str, ...]:
+        """The list again, as :func:`confined_to` takes it (for a process that goes on confined the same)."""
+        roots, fences = self.parsed()
+        return (*roots, *(FENCE_MARK + str(f) for f in fences))
+
+    def admits(self, real: Path) -> bool:
+        """True if the real path ``real`` is under a root, and, inside a fenced folder, under a root inside it."""
+        roots, fences = self.parsed()
+        fenced = next((f for f in fences if real == f or f in real.parents), None)
+        return any(
+            (real == root or root in real.parents) and (fenced is None or fenced in root.parents) for root in roots
+        )
+
+    def shown(self) -> list[str]:
+        """The roots as an error names them: a fenced folder once, never the folders admitted inside it."""
+        roots, fences = self.parsed()
+        plain = [str(r) for r in roots if not any(r == f or f in r.parents for f in fences)]
+        return [*plain, *(f"{f} (only the jobs you may read)" for f in fences)]
+
+
+_roots: contextvars.ContextVar[_Confinement | None] = contextvars.ContextVar("digits_data_roots", default=None)
 
 
 class PathOutsideRootsError(FormValidationError):
@@ -55,9 +110,9 @@ class PathOutsideRootsError(FormValidationError):
         field: The form field or API key that gave the path.
     """
 
-    def __init__(self, field: str, path: str, roots: Iterable[Path], form_name: str = "request"):
+    def __init__(self, field: str, path: str, roots: Iterable[str | os.PathLike], form_name: str = "request"):
         self.field = field
-        allowed = ", ".join(str(r) for r in roots)
+        allowed = ", ".join(os.fspath(r) for r in roots)
         message = (
             f"{path} is outside the server's data roots ({allowed}); put the data under one "
             "of them or restart the server with --data-root DIR."
@@ -91,26 +146,41 @@ def resolve_roots(roots: Iterable[str | os.PathLike] | None, jobs_dir: str | os.
     return list(dict.fromkeys(Path(os.path.realpath(os.path.expanduser(os.fspath(r)))) for r in given))
 
 
-def current_roots() -> tuple[Path, ...] | None:
-    """The data roots in force here, or ``None`` outside a server context (any path allowed)."""
-    return _roots.get()
+def fence(folder: str | os.PathLike, inside: Iterable[str | os.PathLike]) -> list[str]:
+    """Entries for a list of data roots that fence ``folder``: under it, only the folders ``inside`` are readable.
+
+    Appended to the roots (which hold ``folder`` or a folder above it), a path under ``folder`` passes only
+    inside one of ``inside``; ``folder`` itself and everything else in it is refused as outside the roots.
+    """
+    return [FENCE_MARK + os.path.realpath(os.fspath(folder)), *(os.path.realpath(os.fspath(p)) for p in inside)]
+
+
+def current_roots() -> tuple[Path | str, ...] | None:
+    """The data roots in force here, or ``None`` outside a server context (any path allowed).
+
+    Folders as real paths; a fenced folder (see :func:`fence`) as a string starting with :data:`FENCE_MARK`.
+    :func:`confined_to` takes the tuple as it is, e.g. in another process.
+    """
+    confinement = _roots.get()
+    return None if confinement is None else confinement.spec()
 
 
 @contextlib.contextmanager
-def confined_to(roots: Iterable[str | os.PathLike] | None) -> Iterator[None]:
-    """Enforce ``roots`` for :func:`check_server_path` in this context (``None``: no confinement)."""
-    value = None if roots is None else tuple(Path(os.path.realpath(os.fspath(r))) for r in roots)
-    token = _roots.set(value)
+def confined_to(roots: RootsSpec | Callable[[], RootsSpec] | None) -> Iterator[None]:
+    """Enforce ``roots`` for :func:`check_server_path` in this context (``None``: no confinement).
+
+    ``roots`` may be a function that returns them: it is called on the first check (a web request lists the
+    jobs its user may read only when it checks a path).
+    """
+    token = _roots.set(None if roots is None else _Confinement(roots))
     try:
         yield
     finally:
         _roots.reset(token)
 
 
-def is_under(path: str | os.PathLike, roots: Iterable[Path]) -> bool:
-    """True if ``path`` (symlinks followed) is one of ``roots`` or inside one."""
-    real = Path(os.path.realpath(os.path.expanduser(os.fspath(path))))
-    return any(real == root or root in real.parents for root in roots)
+def _admitted(path: str | os.PathLike, confinement: _Confinement) -> bool:
+    return confinement.admits(Path(os.path.realpath(os.path.expanduser(os.fspath(path)))))
 
 
 def check_server_path(path: str | os.PathLike, field: str = "path", *, form_name: str = "request") -> Path:
@@ -130,16 +200,16 @@ def check_server_path(path: str | os.PathLike, field: str = "path", *, form_name
     if "\x00" in str(text):
         raise FormValidationError({field: ["the path contains a NUL character"]}, form_name)
     expanded = Path(os.path.expanduser(text))
-    roots = _roots.get()
-    if roots is not None and not is_under(expanded, roots):
-        raise PathOutsideRootsError(field, str(expanded), roots, form_name)
+    confinement = _roots.get()
+    if confinement is not None and not _admitted(expanded, confinement):
+        raise PathOutsideRootsError(field, str(expanded), confinement.shown(), form_name)
     return expanded
 
 
 def server_path_allowed(path: str | os.PathLike) -> bool:
     """True outside a server context, or if ``path`` lies under the data roots."""
-    roots = _roots.get()
-    return roots is None or is_under(path, roots)
+    confinement = _roots.get()
+    return confinement is None or _admitted(path, confinement)
 
 
 def looks_like_path(value: str) -> bool:
@@ -214,11 +284,11 @@ def resolve_in_roots(
     expanded = os.path.expanduser(text)
     if base is not None and not os.path.isabs(expanded):
         expanded = os.path.join(os.path.expanduser(os.fspath(base)), expanded)
-    roots = _roots.get()
-    if roots is None:
+    confinement = _roots.get()
+    if confinement is None:
         return Path(os.path.abspath(expanded))
     real = Path(os.path.realpath(expanded))
-    if not any(real == root or root in real.parents for root in roots):
+    if not confinement.admits(real):
         raise OutsideDataRootsError(where)
     return real
 
@@ -251,12 +321,12 @@ def open_in_roots(
     if mode not in ("r", "rb"):
         raise ValueError(f"open_in_roots reads only (mode 'r' or 'rb', not {mode!r})")
     real = resolve_in_roots(path, base=base, where=where)
-    roots = _roots.get()
-    if roots is None:
+    confinement = _roots.get()
+    if confinement is None:
         return open(real, mode, **open_kwargs)
     handle = open(real, mode, **open_kwargs)
     try:
-        if not _opened_inside(handle.fileno(), real, roots):
+        if not _opened_inside(handle.fileno(), real, confinement):
             raise OutsideDataRootsError(where)
     except BaseException:
         handle.close()
@@ -264,12 +334,11 @@ def open_in_roots(
     return handle
 
 
-def _opened_inside(fd: int, real: Path, roots: tuple[Path, ...]) -> bool:
-    """True if the open file ``fd`` is ``real`` and lies under ``roots`` (no symlink swapped in meanwhile)."""
+def _opened_inside(fd: int, real: Path, confinement: _Confinement) -> bool:
+    """True if the open file ``fd`` is ``real`` and lies under the roots (no symlink swapped in meanwhile)."""
     link = f"/proc/self/fd/{fd}"
     if os.path.islink(link):
-        opened = Path(os.readlink(link))
-        return any(opened == root or root in opened.parents for root in roots)
+        return confinement.admits(Path(os.readlink(link)))
     try:
         now, then = os.fstat(fd), os.stat(real, follow_symlinks=False)
     except OSError:

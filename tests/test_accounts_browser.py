@@ -4,10 +4,11 @@ Ada (trainer) signs in through the sign-in page, builds a tiny dataset and train
 tiny private model; Bob (another trainer) signs in and tries every page and API
 that names her model with the ids taken from her URLs: each answers 404, as for a
 job that does not exist, and shows nothing of it. Ada shares the model with Bob's
-group through the form on its page: Bob may now open it, still not delete it. A
-viewer cannot create; the admin opens and deletes it and finds the Accounts page;
-an API token made and revoked on the tokens page is refused at once. The demo
-without accounts is walked by tests/test_ui_browser.py.
+group through the form on its page: Bob may now open it and name files in its
+folder (her inference upload: outside the data roots for him until then), still
+not delete it. A viewer cannot create; the admin opens and deletes it and finds
+the Accounts page; an API token made and revoked on the tokens page is refused
+at once. The demo without accounts is walked by tests/test_ui_browser.py.
 """
 
 from __future__ import annotations
@@ -128,6 +129,19 @@ def test_two_trainers_a_viewer_and_an_admin_in_a_real_browser(live_server, chrom
         assert answer["status"] == 404, (method, path, answer)
         assert "adas-shapes" not in answer["text"] and ("adas-net" not in answer["text"] or "adas-net" in path)
 
+    # Ada runs her model on an upload: saved in its job folder, read by the inference worker inside the jobs folder,
+    # which accounts fence (only the jobs one may read). Bob naming that file gets the answer for any path outside
+    # the data roots.
+    ada.goto(server.url + f"/models/{model}")
+    ada.check("input[name=input_mode][value=upload]")
+    ada.set_input_files("#infer-images", str(tmp_path / "shapes" / "dark" / "0.png"))
+    ada.click("#infer-button")
+    ada.wait_for_selector("#results", timeout=120000)
+    upload = next((jobs / model / "inference").glob("upload-*/*.png"))
+    form = {"folder": str(upload.parent.parent)}
+    refused = _call(bob, "POST", "/api/datasets", {"plugin_id": "image-classification", "name": "x", "form_data": form})
+    assert refused["status"] == 400 and "outside the server's data roots" in refused["text"], refused
+
     # Ada shares the model with Bob's group through the form on its page: he may read it, not delete it.
     ada.goto(server.url + f"/models/{model}")
     ada.fill("#share-group", "cardiac")
@@ -136,6 +150,8 @@ def test_two_trainers_a_viewer_and_an_admin_in_a_real_browser(live_server, chrom
     assert bob.goto(server.url + f"/models/{model}").status == 200 and "adas-net" in bob.content()
     assert bob.locator("#sharing").count() == 0  # readable, not his to share
     assert _call(bob, "DELETE", f"/api/jobs/{model}")["status"] == 403
+    inferred = _call(bob, "POST", f"/api/models/{model}/infer", {"inputs": [str(upload)]})  # her upload, by path
+    assert inferred["status"] == 200 and "dark" in inferred["text"], inferred
 
     # Vic (viewer) cannot create anything.
     vic = _sign_in(chromium, server, "vic")

@@ -18,7 +18,7 @@ from ..faults import disk_error_message
 from ..jobs import JobStore
 from ..paths import resolve_roots
 from . import request_guard, security
-from .context import WebContext, request_data_roots
+from .context import WebContext, request_roots_lister
 from .helpers import wants_json  # noqa: F401 - also importable from here, as before
 from .inference_results import DEFAULT_KEEP_RESULTS
 from .login import DEFAULT_IDLE_MINUTES, LoginState, parse_networks
@@ -211,7 +211,8 @@ def _confine_requests(app: Flask) -> None:
 
     @app.before_request
     def _enter():
-        g.data_roots = paths.confined_to(request_data_roots())
+        # after the accounts gate (it names the user); the jobs the user may read are listed on the first path checked
+        g.data_roots = paths.confined_to(request_roots_lister())
         g.data_roots.__enter__()
 
     @app.teardown_request

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -10,11 +10,13 @@ from typing import TYPE_CHECKING, Any
 from flask import current_app, g, has_request_context
 
 from ..accounts.authz import JobAccess, authorize
+from ..jobs import JobStore
+from ..paths import fence
 
 if TYPE_CHECKING:
     from jinja2 import Environment
 
-    from ..jobs import JobStore
+    from ..accounts.store import User
     from ..scheduler import Scheduler
     from .inference_worker import InferenceWorker
     from .login import LoginState
@@ -77,7 +79,29 @@ def request_data_roots() -> list[str]:
     """The data roots of this request: the server's, or narrower for a user given roots of its own.
 
     The accounts gate sets ``g.digits_data_roots`` for such a user (:func:`digits_core.accounts.narrow_roots`);
-    a job made in the request records these roots, so its worker reads under them too.
+    a job made in the request records these roots, so its worker reads under them too. With accounts, the jobs
+    folder is fenced (:func:`digits_core.paths.fence`): inside it, only the folders of the jobs the signed-in
+    user may read (another user's private job reads as outside the roots, as a job that does not exist).
+    """
+    return request_roots_lister()()
+
+
+def request_roots_lister() -> Callable[[], list[str]]:
+    """:func:`request_data_roots` later: who asks and which roots are taken now, the readable jobs listed when called.
+
+    Every request runs confined to it (listing the jobs only when the request checks a path).
     """
     narrowed = g.get("digits_data_roots") if has_request_context() else None
-    return list(narrowed) if narrowed is not None else list(current_app.config["DIGITS_DATA_ROOTS"])
+    roots = list(narrowed) if narrowed is not None else list(current_app.config["DIGITS_DATA_ROOTS"])
+    if not (has_request_context() and "digits_user" in g):  # no accounts: the server's roots, as before
+        return lambda: list(roots)
+    jobs_dir, user = web_context().jobs_dir, g.digits_user
+    return lambda: [*roots, *fence(jobs_dir, _readable_job_folders(jobs_dir, user))]
+
+
+def _readable_job_folders(jobs_dir: Path, user: User | None) -> list[Path]:
+    """The folders of the jobs ``user`` may read (none for nobody); a folder without a readable job.json is none."""
+    if user is None:
+        return []
+    jobs, _ = JobStore(jobs_dir).scan(reap=False)
+    return [job.path for job in jobs if authorize(user, "read", JobAccess.of(dict(job.data)))]
