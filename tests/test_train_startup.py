@@ -3,6 +3,8 @@
 Asserted by what is imported, never by time: `digits train --help` loads no TensorFlow or its heavy
 optional companions, and the TensorFlow the CLI loads for a training command comes without matplotlib,
 pandas, SciPy or scikit-learn (about a fifth of ``import tensorflow``), which stay importable after it.
+And the training thread's own fixed cost: the heartbeat file is written at most once a second, however
+often a log window closes.
 """
 
 from __future__ import annotations
@@ -44,3 +46,21 @@ def test_the_cli_loads_a_lean_tensorflow_and_the_packages_stay_importable():
     done = _run(code)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["[]", "4.0"]
+
+
+def test_the_heartbeat_is_written_at_most_once_a_second(tmp_path, monkeypatch):
+    import types
+
+    import digits_core.engine.trainer as trainer
+
+    now = [1000.0]
+    monkeypatch.setattr(trainer.time, "time", lambda: now[0])
+    state = types.SimpleNamespace(strat=types.SimpleNamespace(is_chief=True), folder=tmp_path)
+    beat = trainer._heartbeat(state)  # noqa: SLF001 - the engine's own liveness writer
+    for step in range(50):  # a log window every step, 10 ms apart
+        now[0] = 1000.0 + step * 0.01
+        beat()
+    assert (tmp_path / "heartbeat").read_text() == "1000.0"  # every later write would have left its own time
+    now[0] = 1001.0
+    beat()
+    assert (tmp_path / "heartbeat").read_text() == "1001.0"

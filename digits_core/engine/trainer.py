@@ -436,9 +436,13 @@ def _hook_callbacks(job: Job) -> list:
 
 
 def _heartbeat(state: RunState) -> Callable[[], None]:
+    last = [float("-inf")]  # at most one write a second: a small set's log window closes every step (issue 44)
+
     def beat() -> None:
-        if state.strat.is_chief:
-            (state.folder / "heartbeat").write_text(str(time.time()), encoding="utf-8")
+        now = time.time()
+        if state.strat.is_chief and now - last[0] >= 1.0:
+            last[0] = now
+            (state.folder / "heartbeat").write_text(str(now), encoding="utf-8")
 
     return beat
 
