@@ -32,6 +32,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _quiet import LoadGuard, add_guard_args  # bench/: the load guard every bench shares
+
 
 def make_datasets(jobs_dir: str, images: int):
     import numpy as np
@@ -156,7 +158,9 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--no-train", action="store_true", help="only the input pipeline figures")
     parser.add_argument("--json", action="store_true")
+    add_guard_args(parser)
     args = parser.parse_args(argv)
+    guard = LoadGuard.from_args(args).start()
     med = statistics.median
     with tempfile.TemporaryDirectory(prefix="digits-bench-") as jobs_dir:
         ds = make_datasets(jobs_dir, args.images)
@@ -210,7 +214,10 @@ def main(argv=None) -> int:
                     f"  engine train (stream): raw {r['train_raw'][-1]:.0f}, png {r['train_png'][-1]:.0f} img/s",
                     flush=True,
                 )
+    guard.stop()
+    guard.refuse_if_strict()
     result = {k: med(v) for k, v in r.items() if v}
+    result["load"] = guard.summary()
     result.update(images=args.images, epochs=args.epochs, batch_size=args.batch_size)
     result["stream_ratio_png_vs_raw"] = result["stream_png"] / result["stream_raw"]
     result["stream_speedup_vs_pillow"] = result["stream_png"] / result["stream_png_pillow"]
@@ -234,6 +241,7 @@ def main(argv=None) -> int:
             f"engine train (stream, LeNet): png {result['train_png']:.0f} img/s vs raw {result['train_raw']:.0f} "
             f"img/s: ratio {result['train_ratio_png_vs_raw']:.3f}"
         )
+    print(f"load during the run: {guard.note()}{' (figures above are not results)' if guard.loaded else ''}")
     return 0
 
 

@@ -33,6 +33,8 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _quiet import LoadGuard, add_guard_args  # noqa: E402  # bench/: the load guard every bench shares
 
 
 def _train(network: str, jobs: Path):
@@ -159,17 +161,24 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--calls", type=int, default=20)
     parser.add_argument("--json", action="store_true")
+    add_guard_args(parser)
     args = parser.parse_args(argv)
-    results = {network: measure(network, args.rounds, args.calls) for network in args.networks.split(",")}
+    with LoadGuard.from_args(args) as guard:
+        results = {network: measure(network, args.rounds, args.calls) for network in args.networks.split(",")}
+    guard.refuse_if_strict()
     if args.json:
-        print(json.dumps(results, indent=2))
+        print(json.dumps({**results, "load": guard.summary()}, indent=2))
         return 0
     print(f"{'network':10} {'candidate':22} {'p50 ms':>9} {'x bare':>7} {'batch-256 img/s':>16}")
     for network, rows in results.items():
         for name, row in rows.items():
             print(
-                f"{network:10} {name:22} {row['p50_ms']:9.3f} {row['ratio_to_bare']:7.2f} {row['batch256_per_s']:16.1f}"
+                guard.mark(
+                    f"{network:10} {name:22} {row['p50_ms']:9.3f} {row['ratio_to_bare']:7.2f} "
+                    f"{row['batch256_per_s']:16.1f}"
+                )
             )
+    print(f"load during the run: {guard.note()}")
     return 0
 
 
