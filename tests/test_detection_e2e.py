@@ -342,3 +342,39 @@ def test_digits_evaluate_on_the_trained_detector_equals_pycocotools(trained, cap
     for key, index in (("ap", 0), ("ap50", 1), ("ap75", 2), ("ar", 8)):
         assert metrics[key] == pytest.approx(reference.stats[index], abs=1e-6), key
     assert metrics["ap50"] >= MAP50_FLOOR * 0.9  # the trained detector, not an empty one
+
+
+def test_detection_leaderboard_puts_a_bootstrap_interval_on_the_ap_difference(trained):
+    """Two snapshots of the detector on one test set (issue 42): ranked by AP, the difference is the headline
+    APs' and its interval comes from COCO AP recomputed on paired resamples of the images, from the boxes each
+    evaluation keeps per image in predictions.csv (each resample's AP equal to the report of those images)."""
+    import csv
+
+    from digits_core.evaluation import detection, evaluate, leaderboard
+    from digits_core.jobs import JobStore
+
+    root, job = trained
+    jobs = root / "jobs"
+    first = evaluate(job.id, epoch=1, stage="val", jobs_dir=jobs)
+    last = evaluate(job.id, stage="val", jobs_dir=jobs)
+    board = leaderboard(first.metrics["dataset_id"], "val", jobs_dir=jobs)
+    assert board["task"] == "detection" and board["primary"] == "ap"
+    rows = [r for r in board["rows"] if r["evaluation_id"] in (first.job.id, last.job.id)]
+    assert len(rows) == 2 and rows[0]["metrics"]["ap"] >= rows[1]["metrics"]["ap"]
+    difference = rows[1]["difference"]
+    assert difference["value"] == pytest.approx(rows[1]["metrics"]["ap"] - rows[0]["metrics"]["ap"], abs=1e-12)
+    low, high = difference["interval"]
+    assert low <= high and low <= 0
+
+    def boxes(evaluation_id):
+        path = JobStore(jobs).get(evaluation_id).path / "evaluation" / "predictions.csv"
+        found = list(csv.DictReader(open(path)))
+        truth = [np.array(json.loads(r["truth"])).reshape(-1, 5) for r in found]
+        return truth, [np.array(json.loads(r["predicted"])).reshape(-1, 6) for r in found]
+
+    truth, dets = boxes(rows[1]["evaluation_id"])
+    assert detection.detection_report(truth, dets, num_classes=2)["ap"] == pytest.approx(rows[1]["metrics"]["ap"])
+    index = np.random.default_rng(0).integers(0, len(truth), size=(2, len(truth)))
+    for row, value in zip(index, detection.ap_resamples(truth, dets, 2, index)):
+        want = detection.detection_report([truth[i] for i in row], [dets[i] for i in row], num_classes=2)["ap"]
+        assert value == pytest.approx(want, abs=1e-3)  # ties of scores across copies aside (see ap_resamples)

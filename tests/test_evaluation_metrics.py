@@ -364,3 +364,19 @@ def test_surface_distances_of_masks_on_the_border_and_far_apart():
     small[5:7, 4:6, 4:6] = True
     got = segmentation.binary_metrics(small, ref, spacing)
     assert got["HD95"] == pytest.approx(_brute_reference(small, ref, spacing, 1.0)["HD95"], abs=TOL)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_detection_ap_of_weighted_resamples_equals_the_report_of_the_resampled_images(seed):
+    """The leaderboard's bootstrap of COCO AP (issue 42): an image drawn k times weighs k, which must give the
+    figure detection_report (equal to pycocotools above) gives for the resampled list of images itself."""
+    classes = 3
+    truth, dets = _random_detection_set(np.random.default_rng(seed), images=20, classes=classes)
+    dets[0][:, 5] += np.arange(len(dets[0])) * 1e-6  # no tied scores: the copies of a tie are ranked differently
+    index = np.random.default_rng(seed + 10).integers(0, len(truth), size=(8, len(truth)))
+    fast = detection.ap_resamples(truth, dets, classes, index)
+    for row, value in zip(index, fast):
+        want = detection.detection_report([truth[i] for i in row], [dets[i] for i in row], num_classes=classes)["ap"]
+        assert value == pytest.approx(want, abs=TOL)
+    whole = detection.ap_resamples(truth, dets, classes, np.arange(len(truth))[None])[0]
+    assert whole == pytest.approx(detection.detection_report(truth, dets, num_classes=classes)["ap"], abs=TOL)

@@ -182,3 +182,52 @@ def detection_report(
         "per_class": per_class,
         "f1_confidence": f1_confidence(truth, detections, num_classes),
     }
+
+
+def ap_resamples(
+    truth: Sequence[np.ndarray], detections: Sequence[np.ndarray], num_classes: int, index: np.ndarray
+) -> np.ndarray:
+    """COCO AP of resamples of the images: what :func:`detection_report`'s ``"ap"`` gives for each row of ``index``.
+
+    An image drawn k times counts k times: its detections weigh k in the per-class ranking, its truth boxes k in
+    the recall (matching stays per image), so the test set is matched once and each resample is a weighted sum.
+    Detections of equal score keep one order (by image, a drawn image's copies together) where COCO would rank
+    the copies apart: the figures differ only within such ties.
+
+    Args:
+        truth, detections: Per image, as for :func:`detection_report`.
+        num_classes: Class ids are ``0..num_classes-1``.
+        index: ``[B, N]`` image indices, one resample per row.
+
+    Returns:
+        ``[B]`` AP values (NaN for a resample without ground truth).
+    """
+    index = np.asarray(index)
+    weights = np.stack([np.bincount(row, minlength=len(truth)) for row in index]).astype(np.float64)
+    total = np.zeros(len(index))
+    counted = np.zeros(len(index))
+    for c in range(num_classes):
+        images = list(_per_image_class(truth, detections, c))
+        n_truth = weights @ np.array([n for _, _, n in images], dtype=np.float64)
+        valid = n_truth > 0
+        if not valid.any():
+            continue
+        scores = np.concatenate([s for s, _, _ in images]) if images else np.zeros(0)
+        owner = (
+            np.concatenate([np.full(len(s), i) for i, (s, _, _) in enumerate(images)]) if images else np.zeros(0, int)
+        )
+        order = np.argsort(-scores, kind="mergesort")
+        w = weights[:, owner[order]]
+        for threshold in IOU_THRESHOLDS:
+            counted += valid
+            if not len(order):
+                continue  # ground truth and no detection: precision 0 at every recall point
+            matched = np.concatenate([_match(ious, threshold) for _, ious, _ in images])[order]
+            tp, fp = np.cumsum(w * matched, axis=1), np.cumsum(w * ~matched, axis=1)
+            precision = np.maximum.accumulate((tp / (tp + fp + np.spacing(1)))[:, ::-1], axis=1)[:, ::-1]
+            for b in np.flatnonzero(valid):
+                at = np.searchsorted(tp[b] / n_truth[b], RECALL_POINTS, side="left")
+                inside = at < precision.shape[1]
+                total[b] += precision[b, at[inside]].sum() / len(RECALL_POINTS)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(counted > 0, total / np.maximum(counted, 1), np.nan)

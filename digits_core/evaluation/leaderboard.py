@@ -6,13 +6,14 @@ otherwise). Each model's primary figure (accuracy, per-case mean Dice) is compar
 a paired, seeded bootstrap over the test set's inputs: the 95 % interval of the difference tells
 whether the leader is really better (an interval that holds 0 says the test set cannot tell them apart).
 Regression rows compare RMSE (per target over the resampled inputs, averaged over targets, as the report
-computes it), image-to-image rows the mean PSNR; detection rows have no interval yet (COCO AP is no sum over
-images, and the evaluation stores no per-image detections).
+computes it), image-to-image rows the mean PSNR, detection rows COCO AP recomputed on each paired resample
+of the test images from the boxes each evaluation keeps per image in ``predictions.csv``.
 """
 
 from __future__ import annotations
 
 import csv
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -21,6 +22,7 @@ import numpy as np
 from ..jobs import JobStatus, JobStore
 from ..jobs.readers import read_json_object
 from .classification import BOOTSTRAP_SAMPLES, BOOTSTRAP_SEED
+from .detection import ap_resamples
 
 #: Figures where lower is better.
 LOWER_IS_BETTER = frozenset({"mae", "rmse", "ece"})
@@ -55,6 +57,16 @@ def _per_input(job: Any, task: str) -> tuple[list[str], np.ndarray] | None:
                 ids.append(str(case["case"]))
                 values.append(float(np.mean(dice)) if dice else np.nan)
             return ids, np.array(values)
+        if task == "detection":  # per image: its truth and detected boxes, one row each (JSON cells)
+            with open(folder / "predictions.csv", newline="", encoding="utf-8") as handle:
+                rows = list(csv.DictReader(handle))
+            boxes = np.empty((len(rows), 2), dtype=object)
+            for i, r in enumerate(rows):
+                boxes[i] = (
+                    np.array(json.loads(r["truth"]), np.float64).reshape(-1, 5),
+                    np.array(json.loads(r["predicted"]), np.float64).reshape(-1, 6),
+                )
+            return [r["input"] for r in rows], boxes
         if task in ("regression", "image-to-image"):
             with open(folder / "predictions.csv", newline="", encoding="utf-8") as handle:
                 rows = list(csv.DictReader(handle))
@@ -109,6 +121,42 @@ def paired_interval(
     diffs = statistic(a[index]) - statistic(b[index])
     low, high = np.percentile(diffs, [2.5, 97.5])
     return [float(low), float(high)]
+
+
+def detection_interval(
+    mine: np.ndarray, leader: np.ndarray, samples: int = BOOTSTRAP_SAMPLES, seed: int = BOOTSTRAP_SEED
+) -> list[float]:
+    """95 % interval of ``AP(mine) − AP(leader)`` over paired resamples of the test images (COCO AP recomputed on
+    each, :func:`digits_core.evaluation.detection.ap_resamples`); rows ``(truth, detections)`` per image."""
+    if not len(mine):
+        return []
+    truth = list(leader[:, 0])
+    arrays = [*truth, *mine[:, 1], *leader[:, 1]]
+    classes = 1 + int(max((a[:, 0].max() for a in arrays if len(a)), default=-1))
+    index = np.random.default_rng(seed).integers(0, len(mine), size=(samples, len(mine)))
+    ours = ap_resamples(truth, list(mine[:, 1]), classes, index)
+    diffs = ours - ap_resamples(truth, list(leader[:, 1]), classes, index)
+    diffs = diffs[np.isfinite(diffs)]
+    if not len(diffs):
+        return []
+    low, high = np.percentile(diffs, [2.5, 97.5])
+    return [float(low), float(high)]
+
+
+def _difference(task: str, primary: str, pair: tuple, mine: np.ndarray, leader: np.ndarray) -> dict[str, Any]:
+    """A row's primary figure against the leader's: the difference and its paired bootstrap interval."""
+    statistic = STATISTIC.get(task)
+    if task == "detection":  # COCO AP recomputed on each resample; the value is the headline APs'
+        ours, theirs = (_evaluation(j).get("metrics", {}).get(primary) for j in pair)
+        value = float(ours - theirs) if ours is not None and theirs is not None else float("nan")
+        interval = detection_interval(mine, leader)
+    elif statistic is None:
+        value = float(np.nanmean(mine) - np.nanmean(leader))
+        interval = paired_interval(mine, leader)
+    else:  # a figure that is no mean of per-input values (RMSE): the statistic of all the inputs
+        value = float(statistic(mine[None])[0] - statistic(leader[None])[0])
+        interval = paired_interval(mine, leader, statistic=statistic)
+    return {"figure": primary, "value": value, "interval": interval}
 
 
 def leaderboard(
@@ -167,14 +215,7 @@ def leaderboard(
         difference = None
         mine = _per_input(job, task) if task else None
         if leader and mine and mine[0] == leader[0] and job is not jobs[0]:
-            statistic = STATISTIC.get(task or "")
-            if statistic is None:
-                value = float(np.nanmean(mine[1]) - np.nanmean(leader[1]))
-                interval = paired_interval(mine[1], leader[1])
-            else:  # a figure that is no mean of per-input values (RMSE): the statistic of all the inputs
-                value = float(statistic(mine[1][None])[0] - statistic(leader[1][None])[0])
-                interval = paired_interval(mine[1], leader[1], statistic=statistic)
-            difference = {"figure": primary, "value": value, "interval": interval}
+            difference = _difference(str(task), primary, (job, jobs[0]), mine[1], leader[1])
         rows.append(
             {
                 "evaluation_id": job.id,

@@ -28,6 +28,7 @@ per class), ``summary.json`` (segmentation: nnU-Net's layout) and ``report.html`
 from __future__ import annotations
 
 import csv
+import json
 import logging
 import os
 import shutil
@@ -234,7 +235,16 @@ def _detection(model, samples, truth) -> tuple[dict, list[dict], list[dict]]:
     num = len(model.class_labels or []) or None
     report = detection.detection_report(gt, dets, model.class_labels, num)
     report["score_floor"] = SCORE_FLOOR
-    rows = [{"input": s.input_id, "truth_boxes": len(g), "detections": len(d)} for s, g, d in zip(samples, gt, dets)]
+    rows = [  # the boxes themselves too (JSON): the leaderboard resamples the images to put intervals on AP
+        {
+            "input": s.input_id,
+            "truth_boxes": len(g),
+            "detections": len(d),
+            "truth": json.dumps(np.asarray(g, np.float64).reshape(-1, 5).tolist()),
+            "predicted": json.dumps(d.tolist()),
+        }
+        for s, g, d in zip(samples, gt, dets)
+    ]
     return report, rows, report["per_class"]
 
 
