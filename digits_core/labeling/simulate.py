@@ -95,15 +95,33 @@ def _mean_dice(pred: np.ndarray, ref: np.ndarray, classes: Sequence[int]) -> flo
 
 
 class _Trainer:
-    """One network, trained on a growing labelled set; evaluated on the val stage."""
+    """One network per seed, restarted for each strategy from the same initial weights with a fresh optimizer.
+
+    Building and compiling once per seed (not per strategy) keeps Keras's traced train step: the restart
+    only assigns the initial weights and zeroes the optimizer's state.
+    """
 
     def __init__(self, build: Callable, lr: float, batch_size: int, seed: int):
         import keras
 
         keras.utils.set_random_seed(seed)
+        self.seed = seed
         self.model = build()
         self.model.compile(optimizer=keras.optimizers.Adam(lr), loss="sparse_categorical_crossentropy")
+        # every variable, the dropout layers' seed states too (weights alone would leave them advanced)
+        self.initial = [np.array(v.numpy()) for v in self.model.variables]
         self.batch_size = batch_size
+
+    def restart(self) -> _Trainer:
+        """Back to the initial weights, a fresh optimizer and the seed's random state."""
+        import keras
+
+        for variable, value in zip(self.model.variables, self.initial):
+            variable.assign(value)
+        for variable in self.model.optimizer.variables:
+            variable.assign(np.zeros(variable.shape, variable.dtype))
+        keras.utils.set_random_seed(self.seed)
+        return self
 
     def fit(self, x: np.ndarray, y: np.ndarray, epochs: int) -> None:
         self.model.fit(x, y, epochs=int(epochs), batch_size=self.batch_size, verbose=0, shuffle=True)
@@ -203,11 +221,13 @@ def simulate(
     say = progress or (lambda _line: None)
     fractions = [(first + r * per_round) / n for r in range(rounds + 1)]
     curves: dict[str, list[list[float]]] = {name: [] for name in names}
+    full = []
     for seed in seeds:
         rng = np.random.default_rng(int(seed))
         start = rng.permutation(n)[:first]
+        trainer = _Trainer(build, learning_rate, batch_size, int(seed))
         for name in names:
-            trainer = _Trainer(build, learning_rate, batch_size, int(seed))
+            trainer.restart()
             labelled = np.zeros(n, bool)
             labelled[start] = True
             trainer.fit(xt[labelled], yt[labelled], epochs)
@@ -226,10 +246,7 @@ def simulate(
                 dice.append(_mean_dice(trainer.predict(xv), yv, fg))
                 say(f"seed {seed} {name}: {fractions[r + 1] * 100:.1f}% labelled, val Dice {dice[-1]:.4f}")
             curves[name].append(dice)
-    full = []
-    for seed in seeds:
-        trainer = _Trainer(build, learning_rate, batch_size, int(seed))
-        trainer.fit(xt, yt, full_epochs or epochs + rounds * round_epochs)
+        trainer.restart().fit(xt, yt, full_epochs or epochs + rounds * round_epochs)
         full.append(_mean_dice(trainer.predict(xv), yv, fg))
     say(f"full data: val Dice {np.mean(full):.4f}")
     settings = {
