@@ -132,3 +132,15 @@ def test_a_damaged_pool_record_is_named_and_not_rewritten(tmp_path):
     with pytest.raises(PoolError, match='"source" and "candidates" must be objects'):
         pool.counts()
     assert before != path.read_bytes()  # (the test wrote it; the pool never did)
+
+
+def test_a_proposal_of_a_cropping_model_is_placed_back_at_the_crop():
+    from types import SimpleNamespace
+
+    from digits_core.engine.preprocessing import center_crop_offsets
+    from digits_core.labeling.scoring import _uncropped
+
+    crop = np.arange(1, 17, dtype=np.uint8).reshape(4, 4)
+    full = _uncropped(crop, SimpleNamespace(feature_shape=(9, 10, 1)))
+    top, left = center_crop_offsets(9, 10, 4)
+    assert full.shape == (9, 10) and (full[top : top + 4, left : left + 4] == crop).all() and full.sum() == crop.sum()

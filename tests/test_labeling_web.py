@@ -92,6 +92,8 @@ def test_runs_are_checked_then_queued(client, folder, tmp_path):
     assert wrong.status_code == 400
     text = wrong.get_data(as_text=True)
     assert "strategy" in text and "passes" in text
+    typed = client.post(f"/api/pools/{pool.id}/runs", json={"action": "round", "model": model.id, "retrain": "no"})
+    assert typed.status_code == 400 and "retrain: true or false" in typed.get_data(as_text=True)
     assert JobStore(tmp_path / "jobs").get(pool.id).status is JobStatus.DONE
     queued = client.post(f"/api/pools/{pool.id}/runs", json={"action": "score", "model": model.id, "count": 2})
     assert queued.status_code == 202, queued.get_data(as_text=True)

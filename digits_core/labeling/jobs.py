@@ -64,7 +64,9 @@ def prepare_run(pool: Pool, action: str, options: dict[str, Any], *, user: str |
             errors[key] = [f"an integer from {low} to {high}"]
         else:
             run[key] = value
-    run["retrain"] = bool(options.get("retrain", True))
+    if not isinstance(options.get("retrain", True), bool):
+        errors["retrain"] = ["true or false"]
+    run["retrain"] = options.get("retrain", True) is not False
     if errors:
         raise FormValidationError(errors, f"pool {pool.id} {action}")
     job = pool.job.reload()

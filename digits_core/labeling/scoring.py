@@ -215,7 +215,7 @@ def propose(
     for ids, features, sizes in _batches(record["source"], chosen, loaded, batch_size, skipped):
         probs = scorer.probabilities(features)
         for cid, prob, (h, w) in zip(ids, probs, sizes):
-            mask = resize_nearest(np.argmax(prob, axis=-1).astype(np.uint8), h, w)
+            mask = resize_nearest(_uncropped(np.argmax(prob, axis=-1).astype(np.uint8), loaded), h, w)
             name = f"{PROPOSALS_DIR}/{cid}.png"
             _write_atomic(pool.path / name, encode_mask(mask))
             pool.record_proposal(cid, {"file": name, "model_id": loaded.id}, user=user)
@@ -223,6 +223,19 @@ def propose(
     if skipped:
         pool.record_errors({s["id"]: s["error"] for s in skipped})
     return done
+
+
+def _uncropped(mask: np.ndarray, loaded: Any) -> np.ndarray:
+    """A prediction on the model's centre crop placed back into its input size (background around it)."""
+    height, width = loaded.feature_shape[:2]
+    if mask.shape == (height, width):
+        return mask
+    from ..engine.preprocessing import center_crop_offsets  # numpy only: the crop the engine trained with
+
+    top, left = center_crop_offsets(height, width, mask.shape[0])
+    full = np.zeros((height, width), np.uint8)
+    full[top : top + mask.shape[0], left : left + mask.shape[1]] = mask
+    return full
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
