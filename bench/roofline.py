@@ -108,6 +108,13 @@ def measure_peak(quick: bool, min_time: float, repeats: int) -> dict:
     a, b = rng.normal((n, n)), rng.normal((n, n))
     matmul = tf.function(lambda a, b: tf.reduce_sum(tf.matmul(a, b)))
     peak = {f"matmul {n}²": best_rate(lambda: float(matmul(a, b)), 2.0 * n**3 / 1e9, min_time, repeats)}
+    # bfloat16 for reference only (the engine trains in fp32): where the CPU has native bf16 (AVX512_BF16, AMX)
+    # oneDNN may run it several times faster, the evidence a bf16 option would need (issue 44, tensorflow#45441)
+    a16, b16 = tf.cast(a, tf.bfloat16), tf.cast(b, tf.bfloat16)
+    matmul16 = tf.function(lambda a, b: tf.reduce_sum(tf.cast(tf.matmul(a, b), tf.float32)))
+    peak[f"matmul {n}² bfloat16 (reference only)"] = best_rate(
+        lambda: float(matmul16(a16, b16)), 2.0 * n**3 / 1e9, min_time, repeats
+    )
     conv = tf.function(lambda x, k: tf.reduce_sum(tf.nn.conv2d(x, k, 1, "VALID")))
     x, k = rng.normal((64, 12, 12, 20)), rng.normal((5, 5, 20, 50))
     flops = 2.0 * 64 * 8 * 8 * 50 * 5 * 5 * 20
@@ -226,14 +233,24 @@ def count(function, *args) -> FlopCount:
 SMALL_STEP_FLOPS = 5e9
 
 
-def run_workload(w: Workload, peak: float | None, min_time: float, repeats: int, spe: int = 1) -> dict:
-    """One workload's row: FLOPs per image counted, and (``peak`` given) the measured rates."""
+def run_workload(
+    w: Workload, peak: float | None, min_time: float, repeats: int, spe: int = 1, policy: str = "float32"
+) -> dict:
+    """One workload's row: FLOPs per image counted, and (``peak`` given) the measured rates.
+
+    ``policy``: the Keras dtype policy the model is built with (``mixed_bfloat16``: bf16 compute, float32
+    weights; the engine's step casts the output to float32 for the loss as it does for float16).
+    """
     import keras
     import tensorflow as tf
 
     keras.backend.clear_session()
     gc.collect()
-    model = build(w)
+    keras.mixed_precision.set_global_policy(policy)
+    try:
+        model = build(w)
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
     x, y = synthetic_batch(w, w.batch)
     step, traced, stop = engine_train_step(w, model)
     train_count = count(traced, x, y, *([stop] if stop is not None else []))
@@ -243,6 +260,7 @@ def run_workload(w: Workload, peak: float | None, min_time: float, repeats: int,
         "network": w.network,
         "input": list(w.shape),
         "train_batch": w.batch,
+        "policy": policy,
         "train_mflop_per_image": round(train_flops / 1e6, 3),
         "uncounted_ops": train_count.uncounted[:5],
     }
@@ -320,6 +338,9 @@ def render_markdown(result: dict) -> str:
         ),
         "",
     ]
+    policies = sorted({r.get("policy", "float32") for r in result["workloads"]} - {"float32"})
+    if policies:
+        lines += [f"Workloads built with the Keras dtype policy **{', '.join(policies)}** (`--bfloat16`).", ""]
     speeds = verdict == "quiet" and bool(result["peak"])
     if not result["peak"]:
         lines += ["**FLOPs counted only** (`--flops-only`: nothing timed, so the load does not matter).", ""]
@@ -426,6 +447,12 @@ def main(argv=None) -> int:
         help="also time training at K steps per call (the engine's steps_per_execution) where a step is small "
         "(<= 5 GFLOP); a second table",
     )
+    parser.add_argument(
+        "--bfloat16",
+        action="store_true",
+        help="build the workloads with Keras's mixed_bfloat16 policy (bf16 compute, float32 weights): whether this "
+        "CPU's native bf16 pays at network level (the fractions stay against the fp32 matmul peak)",
+    )
     parser.add_argument("--intra-op", type=int, default=0, help="TensorFlow's intra-op threads (0: its default)")
     parser.add_argument("--inter-op", type=int, default=0, help="TensorFlow's inter-op threads (0: its default)")
     parser.add_argument("--flops-only", action="store_true", help="count FLOPs per image only (no timing, no peak)")
@@ -466,7 +493,8 @@ def main(argv=None) -> int:
         for w in chosen:
             try:
                 reference = peak[peak_key] if peak_key else None
-                rows.append(run_workload(w, reference, min_time, repeats, args.steps_per_execution))
+                policy = "mixed_bfloat16" if args.bfloat16 else "float32"
+                rows.append(run_workload(w, reference, min_time, repeats, args.steps_per_execution, policy))
             except Exception as exc:  # noqa: BLE001 - one broken workload must not lose the others' figures
                 rows.append({"workload": w.name, "error": f"{type(exc).__name__}: {str(exc)[:200]}"})
             print(f"  done: {w.name} ({time.time() - started:.0f} s)", file=sys.stderr, flush=True)
