@@ -36,7 +36,9 @@ __version__ = "0.1.0"
 #: Version (major, minor) of the plugin contract: interfaces, hooks, entry-point groups, userdata keys.
 #: A minor bump only adds; a major bump may remove what ``digits_core.deprecated`` announced.
 #: 1.2 added ``View.model_context`` (:class:`ViewContext`: the model a view renders for, runnable on arrays).
-PLUGIN_API_VERSION = (1, 2)
+#: 1.3 added the optional ``DataIngestion.pool_candidates``, ``pool_image`` and ``pool_store_proposal``
+#: (active-learning pools from a plugin's source, e.g. a PACS).
+PLUGIN_API_VERSION = (1, 3)
 
 from .errors import (  # noqa: E402
     ConfigurationError,

@@ -24,8 +24,13 @@ def register(subparsers) -> None:
     )
     sub = parser.add_subparsers(dest="label_command", metavar="SUBCOMMAND")
 
-    p = sub.add_parser("pool", help="make a pool of the images in a folder")
-    p.add_argument("folder", help="folder of unlabelled images (searched recursively)")
+    p = sub.add_parser("pool", help="make a pool of the images in a folder or on a PACS (DICOMweb)")
+    p.add_argument("folder", nargs="?", help="folder of unlabelled images (searched recursively)")
+    p.add_argument("--dicomweb", default=None, metavar="URL", help="or: a DICOMweb server's root (QIDO/WADO/STOW-RS)")
+    p.add_argument("--dicomweb-server", default=None, metavar="NAME", help="or: a DICOMweb server the operator named")
+    p.add_argument("--study", action="append", default=None, metavar="UID", help="only this study (repeatable)")
+    p.add_argument("--series", action="append", default=None, metavar="UID", help="only this image series (repeatable)")
+    p.add_argument("--username", default=None, help="DICOMweb basic-auth user (password: DIGITS_DICOMWEB_PASSWORD)")
     p.add_argument("--name", default=None, help="the pool's name (default: the folder's name)")
     p.add_argument("--classes", default=None, metavar="A,B,...", help="class names, index = class id")
     p.add_argument("--modality", default=None, help="the images' modality (e.g. MR), checked against models")
@@ -115,16 +120,30 @@ def _print_json(data) -> None:
 
 
 def run_pool(args) -> int:
-    """Make a folder pool and print its id."""
+    """Make a folder or DICOMweb pool and print its id."""
     from pathlib import Path
 
-    from ..labeling import create_folder_pool
+    from ..labeling import PoolError, create_folder_pool
 
     classes = [c.strip() for c in args.classes.split(",")] if args.classes else None
-    pool = create_folder_pool(
-        args.name or Path(args.folder).name, args.folder, class_labels=classes, modality=args.modality,
-        jobs_dir=args.jobs_dir,
-    )  # fmt: skip
+    pacs = args.dicomweb or args.dicomweb_server
+    if bool(pacs) == bool(args.folder):
+        raise PoolError("digits label pool: give a folder, or --dicomweb URL / --dicomweb-server NAME (one of them).")
+    if pacs:
+        from ..labeling.pacs import create_dicomweb_pool
+
+        pool = create_dicomweb_pool(
+            args.name or "pacs pool", url=args.dicomweb, named_server=args.dicomweb_server, studies=args.study,
+            series=args.series, modality=args.modality, username=args.username, class_labels=classes,
+            jobs_dir=args.jobs_dir,
+        )  # fmt: skip
+    elif args.study or args.series:
+        raise PoolError("digits label pool: --study and --series filter a DICOMweb pool (--dicomweb URL).")
+    else:
+        pool = create_folder_pool(
+            args.name or Path(args.folder).name, args.folder, class_labels=classes, modality=args.modality,
+            jobs_dir=args.jobs_dir,
+        )  # fmt: skip
     counts = pool.counts()
     if args.json:
         _print_json({"id": pool.id, "path": str(pool.path), "counts": counts})

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import abc
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, ClassVar
 
+from ..errors import DigitsError
 from .base import PluginBase, form_getter, form_template_getter, install_attribute_getters
 
 TRAIN = "train"
@@ -13,6 +14,10 @@ VAL = "val"
 TEST = "test"
 #: The stages a dataset can have, in the order they are built.
 STAGES = (TRAIN, VAL, TEST)
+
+
+class CapabilityNotSupportedError(DigitsError):
+    """A data plugin was asked for an optional capability it does not have (the message names both)."""
 
 
 class DataIngestion(PluginBase, abc.ABC):
@@ -227,3 +232,60 @@ class DataIngestion(PluginBase, abc.ABC):
             and in ``InferenceResult.notes``), or ``None``.
         """
         return None
+
+    # -- active-learning pools (plugin API 1.3) -------------------------------------
+
+    @classmethod
+    def pool_candidates(cls, pool_source: Mapping[str, Any]) -> dict[str, Any]:
+        """List the unlabelled images an active-learning pool source names; optional (plugin API 1.3).
+
+        ``digits label pool --dicomweb`` and ``POST /api/pools`` call it on the class with the pool's
+        ``source`` (``{"kind", "plugin", ...}``: the server and filters the plugin understands; never a
+        secret). A plugin that implements it implements :meth:`pool_image` and :meth:`pool_store_proposal`
+        too. The default raises :class:`CapabilityNotSupportedError`.
+
+        Returns:
+            ``{"candidates": [source entry, ...], "modality": str or None, "skipped": [reason, ...]}``:
+            one JSON entry per image (stored as the candidate's ``source``), the images' modality, and
+            what was left out and why.
+
+        Raises:
+            CapabilityNotSupportedError: This plugin cannot list pool candidates.
+            DigitsError: The source is unreachable or names something that is not an image (named).
+        """
+        raise CapabilityNotSupportedError(f"The data plugin {cls.__name__} cannot list active-learning pools.")
+
+    @classmethod
+    def pool_image(cls, pool_source: Mapping[str, Any], candidate: Mapping[str, Any]) -> Any:
+        """A pool candidate's image (``H x W x C`` numpy array, values as stored); optional (plugin API 1.3).
+
+        Args:
+            pool_source: The pool's ``source``.
+            candidate: The candidate's ``source`` entry (as :meth:`pool_candidates` listed it).
+
+        Raises:
+            CapabilityNotSupportedError: The default.
+            DigitsError: The image cannot be read (named).
+        """
+        raise CapabilityNotSupportedError(f"The data plugin {cls.__name__} cannot read pool candidates.")
+
+    @classmethod
+    def pool_store_proposal(
+        cls,
+        pool_source: Mapping[str, Any],
+        candidate: Mapping[str, Any],
+        mask: Any,
+        class_labels: list[str],
+        *,
+        model_id: str,
+    ) -> dict[str, Any]:
+        """Store a model's proposal (``H x W`` uint8 class indices) where the source keeps labels; optional (1.3).
+
+        Returns:
+            Where it is (JSON, recorded as the candidate's ``proposal``).
+
+        Raises:
+            CapabilityNotSupportedError: The default.
+            DigitsError: It could not be stored (named).
+        """
+        raise CapabilityNotSupportedError(f"The data plugin {cls.__name__} cannot store pool proposals.")

@@ -90,6 +90,8 @@ class ClaimedError(PoolError):
 def candidate_id(source: dict[str, Any]) -> str:
     """The stable id of a candidate: 12 hex digits of a hash of its source (same source, same id)."""
     key = source.get("path") or f"{source.get('study', '')}/{source.get('series', '')}"
+    if not source.get("path") and source.get("sop"):  # one image instance of a series (a DICOMweb pool)
+        key += f"/{source['sop']}"
     return "c" + hashlib.sha1(str(key).encode("utf-8")).hexdigest()[:12]
 
 

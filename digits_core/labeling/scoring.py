@@ -31,6 +31,7 @@ from ..errors import DigitsError
 from ..inference.imageio import prepare_image, read_image
 from ..inference.images import resize_nearest
 from ..inference.model import load_inference_model
+from . import pacs
 from .masks import encode_mask
 from .pool import ACCEPTED, IN_REVIEW, PROPOSALS_DIR, Pool, PoolError
 from .strategies import DEFAULT_PASSES, Scorer, check_strategy
@@ -105,9 +106,13 @@ def source_path(source: dict[str, Any], cand: dict[str, Any]) -> Path:
 def read_candidate(source: dict[str, Any], cand: dict[str, Any]) -> np.ndarray:
     """A candidate's source image as stored (``H×W×C``, its own dtype).
 
+    A DICOMweb pool's candidate is read through its data plugin (WADO-RS, :mod:`~digits_core.labeling.pacs`).
+
     Raises:
         DigitsError: The file is missing, not an image or too large (the message names it).
     """
+    if pacs.is_plugin_source(source):
+        return pacs.read_image(source, cand)
     return read_image(source_path(source, cand), name=f"{cand['source'].get('path')} (candidate {cand['id']})")
 
 
@@ -210,12 +215,24 @@ def propose(
     open_ones.sort(key=lambda c: (-c["score"], c["id"]))
     chosen = open_ones[: max(0, int(count))]
     scorer = Scorer(loaded.model, "entropy")
+    classes = list(record.get("class_labels") or loaded.class_labels or ["background", "foreground"])
     skipped: list[dict] = []
     done: list[str] = []
     for ids, features, sizes in _batches(record["source"], chosen, loaded, batch_size, skipped):
         probs = scorer.probabilities(features)
         for cid, prob, (h, w) in zip(ids, probs, sizes):
             mask = resize_nearest(_uncropped(np.argmax(prob, axis=-1).astype(np.uint8), loaded), h, w)
+            if pacs.is_plugin_source(record["source"]):  # a DICOM-SEG series on the PACS, referencing the image
+                try:
+                    where = pacs.store_proposal(
+                        record["source"], record["candidates"][cid], mask, classes, model_id=loaded.id
+                    )
+                except DigitsError as exc:
+                    skipped.append({"id": cid, "error": str(exc)})
+                    continue
+                pool.record_proposal(cid, {**where, "model_id": loaded.id}, user=user)
+                done.append(cid)
+                continue
             name = f"{PROPOSALS_DIR}/{cid}.png"
             _write_atomic(pool.path / name, encode_mask(mask))
             pool.record_proposal(cid, {"file": name, "model_id": loaded.id}, user=user)

@@ -3,7 +3,10 @@
 * ``GET /api/pools``: the pools this account may read (``id``, ``name``, ``status``, counts per state).
 * ``POST /api/pools`` (JSON ``{"folder", "name", "classes", "modality"}``): a pool of the images in a folder
   under the server's data roots; 201 ``{"id", "url", "counts"}``; a folder outside the roots or without an
-  image is a 400 naming it, and nothing is created.
+  image is a 400 naming it, and nothing is created. With ``{"dicomweb": URL}`` (through the operator's outbound
+  rules) or ``{"dicomweb_server": NAME}``, and ``studies`` / ``series`` (UID lists), ``modality``, ``username``:
+  a pool of the image instances on that PACS without a DICOM-SEG of DIGITS Core
+  (:func:`digits_core.labeling.pacs.create_dicomweb_pool`); an unreachable server is a 400 naming it.
 * ``GET /pools/<id>``: the pool's page (counts, review queue, rounds); ``GET /api/pools/<id>``: the same as
   JSON (``counts``, ``queue``, ``rounds``, ``status``, ``progress`` of a running scoring, ``result``).
 * ``GET /api/pools/<id>/queue``: the review queue (proposed candidates, highest score first).
@@ -24,6 +27,7 @@ from markupsafe import Markup
 
 from ..errors import FormValidationError
 from ..labeling.jobs import prepare_resume, prepare_run
+from ..labeling.pacs import create_dicomweb_pool
 from ..labeling.pool import LABELS_DIR, POOL_KIND, PROPOSALS_DIR, Pool, PoolError
 from ..labeling.rounds import rounds_chart_svg
 from ..labeling.sources import create_folder_pool
@@ -65,12 +69,24 @@ def create():
     body = request.get_json(silent=True)
     if not isinstance(body, dict):
         raise FormValidationError({"body": ["a JSON object is expected"]}, "new pool")
-    allowed = {"folder", "name", "classes", "modality"}
+    allowed = {"folder", "name", "classes", "modality", "dicomweb", "dicomweb_server", "studies", "series", "username"}
     errors = {str(k)[:40]: ["not a pool option"] for k in body if k not in allowed}
     folder, name = body.get("folder"), body.get("name")
     classes, modality = body.get("classes"), body.get("modality")
-    if not isinstance(folder, str) or not folder:
-        errors["folder"] = ["the folder of unlabelled images is required"]
+    pacs = {k: body.get(k) for k in ("dicomweb", "dicomweb_server", "username") if body.get(k) is not None}
+    for key, value in pacs.items():
+        if not isinstance(value, str):
+            errors[key] = ["text"]
+    for key in ("studies", "series"):
+        if body.get(key) is not None and not (
+            isinstance(body[key], list) and all(isinstance(u, str) for u in body[key])
+        ):
+            errors[key] = ["a list of DICOM UIDs"]
+    if pacs.get("dicomweb") or pacs.get("dicomweb_server"):
+        if folder is not None:
+            errors["folder"] = ["a pool is a folder or a DICOMweb server, not both"]
+    elif not isinstance(folder, str) or not folder:
+        errors["folder"] = ["the folder of unlabelled images (or dicomweb / dicomweb_server) is required"]
     if name is not None and not isinstance(name, str):
         errors["name"] = ["text"]
     if classes is not None and not (isinstance(classes, list) and all(isinstance(c, str) for c in classes)):
@@ -79,6 +95,19 @@ def create():
         errors["modality"] = ["text, e.g. MR"]
     if errors:
         raise FormValidationError(errors, "new pool")
+    if pacs.get("dicomweb") or pacs.get("dicomweb_server"):
+        pool = create_dicomweb_pool(
+            name or "pacs pool",
+            url=pacs.get("dicomweb"),
+            named_server=pacs.get("dicomweb_server"),
+            studies=body.get("studies"),
+            series=body.get("series"),
+            modality=modality,
+            username=pacs.get("username"),
+            class_labels=classes,
+            jobs_dir=web_context().store.root,
+        )
+        return jsonify(_summary(pool)), 201
     pool = create_folder_pool(
         name or folder.rstrip("/").rsplit("/", 1)[-1] or "pool",
         folder,

@@ -410,6 +410,36 @@ class DicomWebSegmentationIngestion(DataIngestion):
 
         return store_label(_pool_server(pool_source), candidate, mask, class_labels, version=version, user=user)
 
+    # -- active-learning pools (issue 46, plugin API 1.3): the core's pool sources call these on the class ------
+
+    @staticmethod
+    def pool_candidates(pool_source: Mapping[str, Any]) -> dict[str, Any]:
+        """The unlabelled image instances a DICOMweb pool source names: :func:`.pools.list_candidates`."""
+        from .pools import list_candidates
+
+        return list_candidates(_pool_server(pool_source), pool_source)
+
+    @staticmethod
+    def pool_image(pool_source: Mapping[str, Any], candidate: Mapping[str, Any]) -> np.ndarray:
+        """A candidate's image (``H x W x C``) over WADO-RS: :func:`.review.candidate_image`."""
+        from .review import candidate_image
+
+        return candidate_image(_pool_server(pool_source), candidate)
+
+    @staticmethod
+    def pool_store_proposal(
+        pool_source: Mapping[str, Any],
+        candidate: Mapping[str, Any],
+        mask: np.ndarray,
+        class_labels: list[str],
+        *,
+        model_id: str,
+    ) -> dict[str, str]:
+        """Store a model's proposal as a DICOM-SEG series (STOW-RS): :func:`.pools.store_proposal`."""
+        from .pools import store_proposal
+
+        return store_proposal(_pool_server(pool_source), candidate, mask, class_labels, model_id=model_id)
+
 
 def _pool_server(pool_source: Mapping[str, Any]) -> DicomWebSource:
     """The server a DICOMweb pool's ``source`` names (credentials of named servers from the environment)."""

@@ -1,0 +1,198 @@
+"""Active-learning pools from a PACS (issue 46) against a real Orthanc (Debian's orthanc + orthanc-dicomweb, 127.0.0.1).
+
+Synthetic cardiac MR studies (the plugin's generator, with their ground-truth SEGs) are uploaded to Orthanc. A pool
+is made from it over QIDO-RS (JSON API and ``digits label`` CLI), scored by a tiny U-Net the engine trains (images
+read over WADO-RS), its proposals stored as DICOM-SEG (STOW-RS) and read back with highdicom; one proposal is
+accepted through the review API, which stores a label SEG. Bad input is named and stores nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+
+import numpy as np
+import pytest
+
+from digits_core import registry
+from digits_data_dicomweb.orthanc import OrthancServer, orthanc_available
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not orthanc_available() and not os.environ.get("CI"),
+        reason="Orthanc is not installed (apt-get install orthanc orthanc-dicomweb)",
+    ),
+]
+
+CLASSES = ["background", "lv"]
+
+
+@pytest.fixture(scope="module")
+def pacs(tmp_path_factory):
+    from digits_data_dicomweb.source import DicomWebSource, StudyQuery
+    from digits_data_dicomweb.synth import SEG_DIR, generate
+
+    root = tmp_path_factory.mktemp("pacs-data")
+    result, _ = generate(root, cases=2, size=32, slices=1)
+    with OrthancServer(tmp_path_factory.mktemp("orthanc")) as server:
+        server.upload(result.image_folder)
+        server.upload(root / SEG_DIR)  # ground truth: SEG series that are not ours and not images
+        source = DicomWebSource(
+            server.dicomweb_url, username=server.username, password=server.password, cache_dir=root / "q"
+        )
+        series = source.find_series(StudyQuery())
+        yield server, source, series
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    from synthetic_plugins import SyntheticLV
+
+    from digits_core.datasets import create_dataset
+    from digits_core.engine import train
+
+    jobs = tmp_path_factory.mktemp("pacs-al") / "jobs"
+    registry.register(SyntheticLV)
+    try:
+        lv = create_dataset("synthetic-lv", {"count": 8, "val_count": 2, "size": 32}, workers=1, jobs_dir=jobs)
+    finally:
+        registry.unregister(SyntheticLV)
+    net = train(lv.id, "unet", name="unet", epochs=1, batch_size=8, jobs_dir=jobs,
+                network_params={"filters": 4, "depth": 2, "dropout": 0.3})  # fmt: skip
+    return jobs, net, lv
+
+
+@pytest.fixture
+def env(pacs, monkeypatch, tmp_path):
+    server, _, _ = pacs
+    monkeypatch.setenv("DIGITS_DICOMWEB_SERVERS", f"pacs={server.dicomweb_url}")
+    monkeypatch.setenv("DIGITS_DICOMWEB_PASSWORD", server.password)
+    monkeypatch.setenv("DIGITS_DICOMWEB_CACHE", str(tmp_path / "cache"))
+
+
+def _studies(series):
+    return sorted({s.study for s in series})
+
+
+def _seg(pacs, tmp_path, where):
+    """A SEG stored in Orthanc, read back by a fresh client with highdicom."""
+    import highdicom as hd
+
+    from digits_data_dicomweb.source import DicomWebSource, InstanceRef
+
+    server, _, _ = pacs
+    fresh = DicomWebSource(server.dicomweb_url, username=server.username, password=server.password,
+                           cache_dir=tmp_path / "readback")  # fmt: skip
+    ref = InstanceRef("", where["study"], where["series"], where["sop"], "SEG", 0, "")
+    return hd.seg.Segmentation.from_dataset(fresh.retrieve(ref))
+
+
+def test_api_pool_from_the_pacs_scored_proposals_as_segs_and_one_accepted_through_the_review_api(
+    pacs, model, env, tmp_path
+):
+    from digits_core.labeling import load_pool, propose, score_pool
+    from digits_core.web import create_app
+
+    server, source, series = pacs
+    jobs, net, _ = model
+    study = _studies(series)[0]
+    mr = sorted(s for s in series if s.study == study and s.modality == "MR")
+    chosen = mr[0].series
+    instances = {r.sop for r in source.series_instances(mr[0])}
+    app = create_app(jobs, start_scheduler=False, testing=True, secret_key="k")
+    client = app.test_client()
+    client.environ_base["HTTP_X_CSRFTOKEN"] = client.get("/api/csrf-token").get_json()["csrf_token"]
+
+    made = client.post("/api/pools", json={"dicomweb_server": "pacs", "username": server.username, "name": "pacs",
+                                           "studies": [study], "series": [chosen], "classes": CLASSES})  # fmt: skip
+    assert made.status_code == 201, made.get_data(as_text=True)
+    pool = load_pool(made.get_json()["id"], jobs)
+    record = pool.record()
+    assert record["source"]["kind"] == "dicomweb" and record["modality"] == "MR"
+    assert "password" not in json.dumps(record["source"])
+    assert {c["source"]["sop"] for c in pool.candidates()} == instances  # every image of the series, nothing else
+
+    scored = score_pool(pool, net.id, "entropy", batch_size=4, jobs_dir=jobs)  # images over WADO-RS
+    assert scored.scored == len(instances) and scored.skipped == []
+    proposed = propose(pool, net.id, 2, jobs_dir=jobs)
+    assert len(proposed) == 2
+    for cid in proposed:
+        cand = pool.candidate(cid)
+        assert cand["state"] == "proposed" and "file" not in cand["proposal"]
+        seg = _seg(pacs, tmp_path, cand["proposal"])
+        assert str(seg.SeriesDescription) == f"DIGITS proposal by model {net.id}"
+        assert [sop for *_, sop in seg.get_source_image_uids()] == [cand["source"]["sop"]]  # references its image
+        assert str(seg.StudyInstanceUID) == study
+
+    first = pool.queue()[0]
+    answer = client.post(f"/api/pools/{pool.id}/candidates/{first['id']}/review",
+                         json={"action": "accept", "base_version": 0})  # fmt: skip
+    assert answer.status_code == 201, answer.get_data(as_text=True)
+    cand = pool.candidate(first["id"])
+    assert cand["state"] == "accepted" and cand["version"] == 1
+    label = _seg(pacs, tmp_path, cand["labels"][0])
+    assert str(label.SeriesDescription) == "DIGITS label v1 by local"
+    proposal = _seg(pacs, tmp_path, cand["proposal"])
+    sop = cand["source"]["sop"]
+
+    def pixels(seg):
+        return np.asarray(
+            seg.get_pixels_by_source_instance(source_sop_instance_uids=[sop], combine_segments=True)[0], np.uint8
+        )
+
+    assert np.array_equal(pixels(label), pixels(proposal))  # accepted as proposed
+
+    again = client.post("/api/pools", json={"dicomweb_server": "pacs", "username": server.username, "studies": [study]})
+    assert again.status_code == 400  # the study holds SEGs of DIGITS now: no candidate left
+    assert "DICOM-SEG of DIGITS Core already" in again.get_data(as_text=True)
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_cli_pool_bad_input_is_named_and_stores_nothing(pacs, model, env, tmp_path, capsys):
+    from digits_core.cli import main
+    from digits_core.inference.model import clear_model_cache
+    from digits_core.labeling import list_pools, load_pool, score_pool
+    from digits_core.labeling.pool import PoolError
+
+    server, source, series = pacs
+    jobs, net, lv = model
+    study = _studies(series)[1]
+    seg_series = next(s for s in series if s.study == study and s.modality == "SEG")
+    base = ["--jobs-dir", str(jobs), "label", "pool", "--username", server.username]
+    before = {p.id for p in list_pools(jobs)}
+
+    assert main([*base, "--dicomweb", server.dicomweb_url, "--series", seg_series.series]) != 0
+    assert f"series {seg_series.series} (SEG" in capsys.readouterr().err  # not an image: refused, named
+    dead = f"http://127.0.0.1:{_closed_port()}/dicom-web"
+    assert main([*base, "--dicomweb", dead]) != 0
+    assert dead.rsplit("/", 1)[0] in capsys.readouterr().err  # the unreachable server is named
+    assert {p.id for p in list_pools(jobs)} == before  # nothing stored
+
+    assert main([*base, "--dicomweb", server.dicomweb_url, "--study", study, "--modality", "mr", "--json"]) == 0
+    made = json.loads(capsys.readouterr().out)
+    pool = load_pool(made["id"], jobs)
+    images = [s for s in series if s.study == study and s.modality == "MR"]
+    want = {r.sop for s in images for r in source.series_instances(s)}
+    assert {c["source"]["sop"] for c in pool.candidates()} == want  # the SEG series left out
+    assert pool.record()["modality"] == "MR"
+
+    info_path = next(p for p in (jobs / lv.id).rglob("dataset.json"))
+    original = info_path.read_text()
+    info = json.loads(original)
+    info.setdefault("userdata", {})["modality"] = "CT"
+    info_path.write_text(json.dumps(info))
+    clear_model_cache()  # the loaded model keeps its dataset's userdata
+    try:
+        with pytest.raises(PoolError, match="holds MR images.*trained on CT"):
+            score_pool(pool, net.id, "entropy", jobs_dir=jobs)
+    finally:
+        info_path.write_text(original)
+        clear_model_cache()
+    assert all(c["score"] is None and c["state"] == "unlabelled" for c in pool.candidates())
