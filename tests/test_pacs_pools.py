@@ -105,6 +105,9 @@ def test_api_pool_from_the_pacs_scored_proposals_as_segs_and_one_accepted_throug
     client = app.test_client()
     client.environ_base["HTTP_X_CSRFTOKEN"] = client.get("/api/csrf-token").get_json()["csrf_token"]
 
+    typed = client.post("/api/pools", json={"dicomweb": server.dicomweb_url, "username": server.username})
+    assert typed.status_code == 400 and "--allow-url" in typed.get_data(as_text=True)  # the outbound rules: loopback
+    assert client.get("/api/pools").get_json() == []  # nothing made
     made = client.post("/api/pools", json={"dicomweb_server": "pacs", "username": server.username, "name": "pacs",
                                            "studies": [study], "series": [chosen], "classes": CLASSES})  # fmt: skip
     assert made.status_code == 201, made.get_data(as_text=True)
@@ -196,3 +199,12 @@ def test_cli_pool_bad_input_is_named_and_stores_nothing(pacs, model, env, tmp_pa
         info_path.write_text(original)
         clear_model_cache()
     assert all(c["score"] is None and c["state"] == "unlabelled" for c in pool.candidates())
+
+
+def test_a_plugin_without_the_pool_capability_is_named(tmp_path):
+    from digits_core.labeling.pacs import create_dicomweb_pool
+    from digits_core.labeling.pool import PoolError
+
+    with pytest.raises(PoolError, match="cannot list active-learning pools"):
+        create_dicomweb_pool("x", url="http://127.0.0.1:9/dicom-web", plugin="image-classification", jobs_dir=tmp_path)
+    assert not (tmp_path / "jobs").exists() and not any(tmp_path.iterdir())
