@@ -92,7 +92,7 @@ def _seg(pacs, tmp_path, where):
 def test_api_pool_from_the_pacs_scored_proposals_as_segs_and_one_accepted_through_the_review_api(
     pacs, model, env, tmp_path
 ):
-    from digits_core.labeling import load_pool, propose, score_pool
+    from digits_core.labeling import PoolError, load_pool, propose, run_round, score_pool
     from digits_core.web import create_app
 
     server, source, series = pacs
@@ -128,6 +128,11 @@ def test_api_pool_from_the_pacs_scored_proposals_as_segs_and_one_accepted_throug
         assert str(seg.SeriesDescription) == f"DIGITS proposal by model {net.id}"
         assert [sop for *_, sop in seg.get_source_image_uids()] == [cand["source"]["sop"]]  # references its image
         assert str(seg.StudyInstanceUID) == study
+
+    before = pool.record()["candidates"]
+    with pytest.raises(PoolError, match="cannot retrain on them yet"):
+        run_round(pool, net.id, strategy="entropy", count=1, jobs_dir=jobs)
+    assert pool.record()["candidates"] == before  # refused before anything was scored or proposed
 
     first = pool.queue()[0]
     answer = client.post(f"/api/pools/{pool.id}/candidates/{first['id']}/review",

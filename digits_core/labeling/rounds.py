@@ -27,6 +27,7 @@ from typing import Any
 
 from ..inference.model import load_inference_model
 from ..jobs import JobStore
+from . import pacs
 from .pool import Pool, PoolError, load_pool
 from .scoring import DEFAULT_BATCH, propose, score_pool, source_path
 from .strategies import DEFAULT_PASSES
@@ -194,6 +195,11 @@ def run_round(
         StrategyError: Unknown strategy, or ``variance`` on a network without dropout.
     """
     pool = pool_id if isinstance(pool_id, Pool) else load_pool(pool_id, jobs_dir)
+    if retrain_model and pacs.is_plugin_source(pool.record().get("source") or {}):
+        raise PoolError(
+            f"Pool {pool.id}'s labels are DICOM-SEG objects on its DICOMweb server; a round cannot retrain on "
+            "them yet. Run the round without retraining (--no-retrain, retrain: false)."
+        )
     say = progress or (lambda _info: None)
     scored = score_pool(
         pool,
