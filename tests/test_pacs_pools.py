@@ -3,7 +3,8 @@
 Synthetic cardiac MR studies (the plugin's generator, with their ground-truth SEGs) are uploaded to Orthanc. A pool
 is made from it over QIDO-RS (JSON API and ``digits label`` CLI), scored by a tiny U-Net the engine trains (images
 read over WADO-RS), its proposals stored as DICOM-SEG (STOW-RS) and read back with highdicom; one proposal is
-accepted through the review API, which stores a label SEG. Bad input is named and stores nothing.
+accepted through the review API as proposed, one with an edit (each stored as a label SEG), and a round retrains
+the U-Net on exactly those labels (read back from Orthanc). Bad input is named and stores nothing.
 """
 
 from __future__ import annotations
@@ -89,10 +90,17 @@ def _seg(pacs, tmp_path, where):
     return hd.seg.Segmentation.from_dataset(fresh.retrieve(ref))
 
 
-def test_api_pool_from_the_pacs_scored_proposals_as_segs_and_one_accepted_through_the_review_api(
+def test_api_pool_from_the_pacs_scored_proposed_as_segs_reviewed_with_an_edit_and_a_round_retrains_on_them(
     pacs, model, env, tmp_path
 ):
-    from digits_core.labeling import PoolError, load_pool, propose, run_round, score_pool
+    from PIL import Image
+
+    from digits_core.datasets import open_dataset
+    from digits_core.inference.imageio import prepare_image
+    from digits_core.inference.model import load_inference_model
+    from digits_core.jobs import JobStatus, JobStore
+    from digits_core.labeling import load_pool, propose, run_round, score_pool
+    from digits_core.labeling.scoring import read_candidate
     from digits_core.web import create_app
 
     server, source, series = pacs
@@ -129,11 +137,6 @@ def test_api_pool_from_the_pacs_scored_proposals_as_segs_and_one_accepted_throug
         assert [sop for *_, sop in seg.get_source_image_uids()] == [cand["source"]["sop"]]  # references its image
         assert str(seg.StudyInstanceUID) == study
 
-    before = pool.record()["candidates"]
-    with pytest.raises(PoolError, match="cannot retrain on them yet"):
-        run_round(pool, net.id, strategy="entropy", count=1, jobs_dir=jobs)
-    assert pool.record()["candidates"] == before  # refused before anything was scored or proposed
-
     first = pool.queue()[0]
     answer = client.post(f"/api/pools/{pool.id}/candidates/{first['id']}/review",
                          json={"action": "accept", "base_version": 0})  # fmt: skip
@@ -143,18 +146,69 @@ def test_api_pool_from_the_pacs_scored_proposals_as_segs_and_one_accepted_throug
     label = _seg(pacs, tmp_path, cand["labels"][0])
     assert str(label.SeriesDescription) == "DIGITS label v1 by local"
     proposal = _seg(pacs, tmp_path, cand["proposal"])
-    sop = cand["source"]["sop"]
 
-    def pixels(seg):
+    def pixels(seg, sop):
         return np.asarray(
             seg.get_pixels_by_source_instance(source_sop_instance_uids=[sop], combine_segments=True)[0], np.uint8
         )
 
-    assert np.array_equal(pixels(label), pixels(proposal))  # accepted as proposed
+    accepted = {first["id"]: pixels(label, cand["source"]["sop"])}
+    assert np.array_equal(accepted[first["id"]], pixels(proposal, cand["source"]["sop"]))  # accepted as proposed
+
+    second = pool.candidate(next(c["id"] for c in pool.queue() if c["id"] != first["id"]))
+    sop = second["source"]["sop"]
+    edited = pixels(_seg(pacs, tmp_path, second["proposal"]), sop).copy()
+    edited[2:12, 3:15] = 1 - edited[2:12, 3:15]  # the reviewer's correction: a block flipped
+    edited[20:, 20:] = 0
+    answer = client.post(f"/api/pools/{pool.id}/candidates/{second['id']}/review",
+                         json={"action": "accept", "base_version": 0, "mask": _png_mask(edited)})  # fmt: skip
+    assert answer.status_code == 201, answer.get_data(as_text=True)
+    stored = _seg(pacs, tmp_path, pool.candidate(second["id"])["labels"][0])
+    accepted[second["id"]] = pixels(stored, sop)
+    assert np.array_equal(accepted[second["id"]], edited)  # the edit is in Orthanc, read back by highdicom
+
+    result = run_round(pool, net.id, strategy="entropy", count=1, epochs=1, val_percent=50, jobs_dir=jobs)
+    assert result.labels == 2 and result.new_model_id and result.dataset_id
+    assert JobStore(jobs).get(result.new_model_id).status is JobStatus.DONE
+    folder = pool.path / "rounds" / f"r{result.round}"
+    assert sorted(p.stem for p in (folder / "images").iterdir()) == sorted(accepted)  # the accepted, nothing else
+    for cid, mask in accepted.items():  # the training labels are the accepted versions, pixel for pixel
+        assert np.array_equal(np.asarray(Image.open(folder / "labels" / f"{cid}.png")), mask)
+    built, old = open_dataset(result.dataset_id, jobs), load_inference_model(net.id, jobs_dir=jobs)
+    pairs = [(np.asarray(x), np.asarray(y)) for stage in ("train", "val") for x, y in zip(*built.read_all(stage))]
+    scoring = [  # what scoring fed the model for each accepted image, with its accepted label
+        (
+            prepare_image(
+                read_candidate(record["source"], pool.candidate(cid)),
+                old.feature_shape,
+                str(old.feature_dtype),
+                old.dataset.resize_mode,
+            ),
+            mask,
+        )  # fmt: skip
+        for cid, mask in accepted.items()
+    ]
+    assert sorted((x.tobytes(), y.tobytes()) for x, y in pairs) == sorted(
+        (x.tobytes(), y.reshape(pairs[0][1].shape).tobytes()) for x, y in scoring
+    )  # exactly the accepted candidates: the values scoring saw, the accepted masks pixel for pixel
+    old_w, new_w = (load_inference_model(m, jobs_dir=jobs).model.get_weights() for m in (net.id, result.new_model_id))
+    assert any(not np.array_equal(a, b) for a, b in zip(old_w, new_w))  # trained from the snapshot: changed
 
     again = client.post("/api/pools", json={"dicomweb_server": "pacs", "username": server.username, "studies": [study]})
     assert again.status_code == 400  # the study holds SEGs of DIGITS now: no candidate left
     assert "DICOM-SEG of DIGITS Core already" in again.get_data(as_text=True)
+
+
+def _png_mask(mask):
+    """A mask as the review page posts it: an 8-bit PNG of class indices, base64."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.fromarray(np.asarray(mask, np.uint8)).save(buffer, format="PNG")
+    return {"encoding": "png", "data": base64.b64encode(buffer.getvalue()).decode()}
 
 
 def _closed_port() -> int:

@@ -158,6 +158,47 @@ def read_image(source: dict[str, Any], cand: dict[str, Any]) -> np.ndarray:
     return np.asarray(_call(source, "pool_image", cand.get("source") or {}))
 
 
+def read_label(source: dict[str, Any], cand: dict[str, Any], entry: dict[str, Any]) -> np.ndarray:
+    """The ``H×W`` uint8 class map a label version (or proposal) SEG on the pool's server holds for the candidate.
+
+    Read through the plugin's ``review_label`` (the review page's reader), so a round trains on what the
+    reviewer saved.
+
+    Raises:
+        PoolError: The plugin cannot read label SEGs back (named).
+        DigitsError: The SEG cannot be fetched or has no frame for the candidate's image (named by the plugin).
+    """
+    plugin = source_plugin(source)
+    if not callable(getattr(plugin, "review_label", None)):
+        raise PoolError(f"The data plugin {plugin.__name__} cannot read label SEGs back from {_where(source)}.")
+    return np.asarray(plugin.review_label(source, cand.get("source") or {}, entry), np.uint8)
+
+
+def write_training_pair(
+    source: dict[str, Any], cand: dict[str, Any], entry: dict[str, Any], image_path: Any, label_path: Any, channels: int
+) -> None:
+    """Write a candidate's image and its label SEG ``entry`` as 8-bit PNGs (the ``image-segmentation`` layout).
+
+    The image gets ``channels`` channels and is cast to 8 bits as scoring casts it for a model
+    (:func:`digits_core.resize.cast_to`: rounded, clipped to 0..255), so a retrained model sees the values the
+    scoring saw; the label is the class map at the image's own size.
+
+    Raises:
+        PoolError: The label is not the image's size (named).
+        DigitsError: The image or the SEG cannot be read (named by the plugin).
+    """
+    from PIL import Image
+
+    from ..resize import cast_to, convert_channels
+
+    image = cast_to(convert_channels(read_image(source, cand), channels), np.uint8)
+    label = read_label(source, cand, entry)
+    if label.shape != image.shape[:2]:
+        raise PoolError(f"Candidate {cand['id']}: its label SEG is {label.shape}, the image {image.shape[:2]}.")
+    Image.fromarray(image[:, :, 0] if channels == 1 else image).save(image_path)
+    Image.fromarray(label).save(label_path)
+
+
 def store_proposal(
     source: dict[str, Any], cand: dict[str, Any], mask: np.ndarray, class_labels: list[str], *, model_id: str
 ) -> dict[str, Any]:
@@ -166,4 +207,12 @@ def store_proposal(
     return dict(where)
 
 
-__all__ = ["DEFAULT_PLUGIN", "create_dicomweb_pool", "is_plugin_source", "read_image", "store_proposal"]
+__all__ = [
+    "DEFAULT_PLUGIN",
+    "create_dicomweb_pool",
+    "is_plugin_source",
+    "read_image",
+    "read_label",
+    "store_proposal",
+    "write_training_pair",
+]

@@ -8,7 +8,8 @@
    (:func:`~digits_core.labeling.scoring.propose`): the reviewers' queue;
 3. when candidates were accepted (reviewed labels), build a dataset of all of them with the bundled
    ``image-segmentation`` data plugin (the images and their newest label versions, sized and typed as the
-   model's dataset, its class names kept) and train a new model job from the model's last snapshot
+   model's dataset, its class names kept; a DICOMweb pool's images and label SEGs are read from its server and
+   written as 8-bit PNGs first) and train a new model job from the model's last snapshot
    (the engine's fine-tune path, ``pretrained=<model>``), with its network and options.
 
 The round is recorded in ``pool.json["rounds"]`` (strategy, model, counts, the new dataset and model, their
@@ -65,22 +66,33 @@ def _link_or_copy(src: Path, dest: Path) -> None:
         shutil.copyfile(src, dest)
 
 
-def build_training_folder(pool: Pool, number: int, class_labels: list[str] | None) -> tuple[Path, int]:
-    """``rounds/r<N>/images`` and ``labels`` (matched by file name) of every accepted candidate; and their count."""
+def build_training_folder(
+    pool: Pool, number: int, class_labels: list[str] | None, channels: int = 1
+) -> tuple[Path, int]:
+    """``rounds/r<N>/images`` and ``labels`` (matched by file name) of every accepted candidate; and their count.
+
+    A folder pool's files are linked; a DICOMweb pool's image and newest label SEG are read from its server
+    and written as 8-bit PNGs with ``channels`` channels (:func:`~digits_core.labeling.pacs.write_training_pair`).
+    """
     record = pool.record()
     folder = pool.path / ROUNDS_DIR / f"r{number}"
     if folder.exists():
         shutil.rmtree(folder)
     (folder / "images").mkdir(parents=True)
     (folder / "labels").mkdir()
+    on_server = pacs.is_plugin_source(record["source"])
     count = 0
     for cand in pool.accepted():
         label = cand["label"]
-        if not label.get("file"):
+        images, labels = folder / "images", folder / "labels" / f"{cand['id']}.png"
+        if on_server and label.get("sop"):
+            pacs.write_training_pair(record["source"], cand, label, images / f"{cand['id']}.png", labels, channels)
+        elif not on_server and label.get("file"):
+            src = source_path(record["source"], cand)
+            _link_or_copy(src, images / f"{cand['id']}{src.suffix.lower()}")
+            _link_or_copy(pool.file(label["file"]), labels)
+        else:
             continue
-        src = source_path(record["source"], cand)
-        _link_or_copy(src, folder / "images" / f"{cand['id']}{src.suffix.lower()}")
-        _link_or_copy(pool.file(label["file"]), folder / "labels" / f"{cand['id']}.png")
         count += 1
     if class_labels:
         (folder / "classes.txt").write_text("\n".join(class_labels) + "\n", encoding="utf-8")
@@ -118,13 +130,13 @@ def retrain(
 
     loaded = load_inference_model(model_id, jobs_dir=jobs_dir)
     classes = list(loaded.class_labels or pool.record().get("class_labels") or [])
-    folder, count = build_training_folder(pool, number, classes)
+    h, w, c = loaded.feature_shape
+    folder, count = build_training_folder(pool, number, classes, c)
     if count == 0:
         shutil.rmtree(folder, ignore_errors=True)
         return None
     if count < 2:
         raise PoolError(f"Pool {pool.id} has {count} accepted label; review at least 2 before retraining.")
-    h, w, c = loaded.feature_shape
     form = {
         "image_folder": str(folder / "images"),
         "label_folder": str(folder / "labels"),
@@ -195,11 +207,6 @@ def run_round(
         StrategyError: Unknown strategy, or ``variance`` on a network without dropout.
     """
     pool = pool_id if isinstance(pool_id, Pool) else load_pool(pool_id, jobs_dir)
-    if retrain_model and pacs.is_plugin_source(pool.record().get("source") or {}):
-        raise PoolError(
-            f"Pool {pool.id}'s labels are DICOM-SEG objects on its DICOMweb server; a round cannot retrain on "
-            "them yet. Run the round without retraining (--no-retrain, retrain: false)."
-        )
     say = progress or (lambda _info: None)
     scored = score_pool(
         pool,
