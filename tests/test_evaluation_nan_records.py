@@ -27,6 +27,6 @@ def test_a_nan_metric_is_never_the_best(tmp_path):
 
 def test_final_metrics_write_nan_as_null(tmp_path):
     write_model_record(tmp_path, {"job_id": "x"})
-    state = SimpleNamespace(strat=SimpleNamespace(is_chief=True), folder=tmp_path)
+    state = SimpleNamespace(strat=SimpleNamespace(is_chief=True), folder=tmp_path, job=SimpleNamespace(id="x"))
     _finish_info(state, JobStatus.DONE, None, {"loss": 0.5, "val_map": float("nan")}, False)  # type: ignore[arg-type]
     assert read_model_record(tmp_path)["final_metrics"] == {"loss": 0.5, "val_map": None}
