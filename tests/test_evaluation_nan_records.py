@@ -10,6 +10,8 @@ from __future__ import annotations
 import operator
 from types import SimpleNamespace
 
+import pytest
+
 from digits_core.engine.trainer import _finish_info
 from digits_core.jobs import JobStatus
 from digits_core.jobs.model import read_model_record, record_best, write_model_record
@@ -25,6 +27,7 @@ def test_a_nan_metric_is_never_the_best(tmp_path):
     assert (record["best_epoch"], record["best_metric"]) == (2.0, 0.25)
 
 
+@pytest.mark.slow  # the end of a run writes TensorBoard HParams data (TensorFlow's summary writer)
 def test_final_metrics_write_nan_as_null(tmp_path):
     write_model_record(tmp_path, {"job_id": "x"})
     state = SimpleNamespace(strat=SimpleNamespace(is_chief=True), folder=tmp_path, job=SimpleNamespace(id="x"))
