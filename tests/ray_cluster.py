@@ -41,6 +41,9 @@ CLUSTER_ENV = {
     "RAY_USAGE_STATS_ENABLED": "0",
     "CUDA_VISIBLE_DEVICES": "",
     "TF_CPP_MIN_LOG_LEVEL": "2",
+    # Loopback only, so no token: without this, a ~/.ray/auth_token left by any earlier Ray on this machine turns
+    # token auth on in `ray start`, and the driver, holding no token, is refused ("InvalidAuthToken").
+    "RAY_AUTH_MODE": "disabled",
 }
 
 
