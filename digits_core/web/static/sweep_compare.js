@@ -44,6 +44,7 @@
     id: "axisTicks",
     afterDraw: function (chart) {
       var ctx = chart.ctx, x = chart.scales.x, y = chart.scales.y;
+      if (!x || !y) { return; }  /* no scales yet: a chart with nothing to draw (no searched option) has none */
       ctx.save();
       ctx.font = "11px sans-serif"; ctx.fillStyle = "#333"; ctx.strokeStyle = "#999"; ctx.textBaseline = "middle";
       axes.forEach(function (axis, a) {
