@@ -5,6 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PLUGINS := plugins/data_images plugins/data_sunnybrook plugins/view_classification plugins/view_segmentation plugins/view_generic plugins/data_dicomweb plugins/view_detection plugins/data_volumes plugins/networks_backbones compat/digits6
 PYTEST_ARGS ?=
+COMPAT_QUIET := PYTHONWARNINGS="ignore:Compat editable installs"
 
 .PHONY: setup demo lint test test-fast test-container clean
 
@@ -15,9 +16,10 @@ $(STAMP): pyproject.toml $(addsuffix /pyproject.toml,$(PLUGINS))
 	# The test extra and the Ray extra: the Ray executor's tests start a real local Ray cluster.
 	# editable_mode=compat: a plain path in a .pth file, which mypy follows (setuptools' default editable
 	# install is an import hook that type checkers cannot see; docs/writing-plugins.md, Type checking).
-	$(BIN)/python -m pip install -q --config-settings editable_mode=compat -e ".[test,ray,export]" $(addprefix -e ,$(PLUGINS))
+	# setuptools calls that mode transitional in a banner per package: a known, documented choice, not printed.
+	$(COMPAT_QUIET) $(BIN)/python -m pip install -q --config-settings editable_mode=compat -e ".[test,ray,export]" $(addprefix -e ,$(PLUGINS))
 	# The tests decode real JPEG-LS / JPEG 2000 / RLE DICOM files: the Sunnybrook plugin's codecs extra.
-	$(BIN)/python -m pip install -q --config-settings editable_mode=compat -e "plugins/data_sunnybrook[codecs]"
+	$(COMPAT_QUIET) $(BIN)/python -m pip install -q --config-settings editable_mode=compat -e "plugins/data_sunnybrook[codecs]"
 	touch $(STAMP)
 
 setup: $(STAMP)
