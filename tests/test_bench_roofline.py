@@ -24,23 +24,42 @@ import _quiet  # noqa: E402
 CONV1, CONV2, FC1, FC2 = 2 * 24 * 24 * 20 * 25, 2 * 8 * 8 * 50 * 25 * 20, 2 * 800 * 500, 2 * 500 * 10
 
 
+def _cpu(*marks):
+    """A CPU-time reader for the guard: (machine busy s, own s) at start, then at stop."""
+    values = iter(marks)
+    return lambda: next(values)
+
+
 def test_load_guard_marks_and_refuses_loaded_runs(capsys):
     loads = iter([0.5, 1.9, 5.0, 1.0, 1.0, 1.0])
-    guard = _quiet.LoadGuard(cores=2, interval=0.01, read=lambda: next(loads, 1.0))
+    # over ~0.1 s on 2 cores, others used 0.19 - 0.01 = 0.18 CPU-s: ~90 % of the machine
+    guard = _quiet.LoadGuard(cores=2, interval=0.01, read=lambda: next(loads, 1.0), cpu=_cpu((0, 0), (0.19, 0.01)))
     with guard:
         threading.Event().wait(0.1)
     assert not any(t.name == "bench-load-guard" for t in threading.enumerate())  # no thread left behind
-    assert guard.loaded and guard.summary()["verdict"] == "loaded" and guard.summary()["load_max"] == 5.0
-    assert guard.mark("ratio 1.04") == "ratio 1.04 (loaded (load 5.0 > 2 cores))"
-    strict = _quiet.LoadGuard(strict=True, cores=2, read=lambda: 3.0).start()
+    summary = guard.summary()
+    assert guard.loaded and summary["verdict"] == "loaded" and summary["load_max"] == 5.0
+    assert summary["others_share"] > _quiet.OTHERS_LIMIT
+    assert guard.mark("ratio 1.04").startswith("ratio 1.04 (loaded (others used ")
+    strict = _quiet.LoadGuard(strict=True, cores=2, read=lambda: 1.0, cpu=_cpu((0, 0), (50.0, 0))).start()
     strict.stop()
     with pytest.raises(SystemExit) as refused:
         strict.mark("ratio 1.04")
     assert refused.value.code == _quiet.LOADED_EXIT and "refused" in capsys.readouterr().err
-    # the bench's own two busy threads on two cores read ~2: that is quiet, not loaded
-    busy = _quiet.LoadGuard(strict=True, cores=2, read=lambda: 2.0).start()
+    # the bench's own busy threads read a load of 2.1 on 2 cores: all that CPU time is its own, so it is quiet
+    busy = _quiet.LoadGuard(strict=True, cores=2, read=lambda: 2.1, cpu=_cpu((0, 0), (0.2, 0.2))).start()
+    threading.Event().wait(0.1)
     busy.stop()
     assert not busy.loaded and busy.mark("ratio 1.04") == "ratio 1.04"
+    # where /proc/stat cannot be read, a load above the core count is the verdict
+    blind = _quiet.LoadGuard(cores=2, read=lambda: 3.0, cpu=lambda: None).start()
+    blind.stop()
+    assert blind.loaded and blind.summary()["others_share"] is None
+    # the real readers: this process's own CPU time is never counted as someone else's
+    real = _quiet.LoadGuard(cores=2).start()
+    sum(i * i for i in range(2_000_000))
+    real.stop()
+    assert real.others_share is not None and real.others_share < 1.0
 
 
 @pytest.mark.slow
