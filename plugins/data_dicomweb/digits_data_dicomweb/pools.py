@@ -108,32 +108,18 @@ def store_proposal(
     Raises:
         DatasetError: The server refused it, or the mask does not fit the image (named).
     """
-    from .review import _ref, _retrieve
-    from .seg import SegmentationError, build_segmentations
+    from .review import store_seg
 
-    ref = _ref(cand_source, "The candidate")
-    image = _retrieve(source, ref, f"candidate image {ref.sop}")
-    mask = np.asarray(mask, np.uint8)
-    if mask.shape != (int(image.Rows), int(image.Columns)):
-        raise DatasetError(
-            f"The proposal is {mask.shape}; instance {ref.sop} is {int(image.Rows)}x{int(image.Columns)}."
-        )
-    try:
-        (seg,) = build_segmentations(
-            [image],
-            mask[None],
-            list(class_labels),
-            manual=False,
-            series_number=PROPOSAL_SERIES_NUMBER,
-            series_description=f"{OUR_MARK} proposal by model {model_id}",
-        )
-    except SegmentationError as exc:
-        raise DatasetError(f"Candidate {ref.sop}: {exc}") from None
-    try:
-        source.store([seg])
-    except DicomWebError as exc:
-        raise DatasetError(f"The proposal SEG of {ref.sop} was not stored: {exc}") from None
-    return {"study": str(seg.StudyInstanceUID), "series": str(seg.SeriesInstanceUID), "sop": str(seg.SOPInstanceUID)}
+    return store_seg(
+        source,
+        cand_source,
+        mask,
+        class_labels,
+        what="proposal",
+        manual=False,
+        series_number=PROPOSAL_SERIES_NUMBER,
+        series_description=f"{OUR_MARK} proposal by model {model_id}",
+    )
 
 
 __all__ = ["MAX_CANDIDATES", "NOT_IMAGES", "OUR_MARK", "PROPOSAL_SERIES_NUMBER", "list_candidates", "store_proposal"]

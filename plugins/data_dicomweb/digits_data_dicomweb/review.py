@@ -105,29 +105,60 @@ def store_label(
     Raises:
         DatasetError: The server refused it, or the mask does not fit the image (named).
     """
+    return store_seg(
+        source,
+        cand_source,
+        mask,
+        class_labels,
+        what="label",
+        manual=True,
+        series_number=LABEL_SERIES_NUMBER,
+        series_description=f"DIGITS label v{int(version)} by {user or 'local'}",
+    )
+
+
+def store_seg(
+    source: DicomWebSource,
+    cand_source: Mapping[str, Any],
+    mask: np.ndarray,
+    class_labels: Sequence[str],
+    *,
+    what: str,
+    manual: bool,
+    series_number: int,
+    series_description: str,
+) -> dict[str, str]:
+    """Store ``mask`` as a new DICOM-SEG series referencing the candidate's image (STOW-RS): a label or a proposal.
+
+    Returns:
+        ``{"study", "series", "sop"}`` of the stored SEG.
+
+    Raises:
+        DatasetError: The server refused it, or the mask does not fit the image (named, as the ``what``).
+    """
     from .seg import SegmentationError, build_segmentations
 
     ref = _ref(cand_source, "The candidate")
     image = _retrieve(source, ref, f"candidate image {ref.sop}")
     mask = np.asarray(mask, np.uint8)
     if mask.shape != (int(image.Rows), int(image.Columns)):
-        raise DatasetError(f"The label is {mask.shape}; instance {ref.sop} is {int(image.Rows)}x{int(image.Columns)}.")
+        raise DatasetError(f"The {what} is {mask.shape}; instance {ref.sop} is {int(image.Rows)}x{int(image.Columns)}.")
     try:
         (seg,) = build_segmentations(
             [image],
             mask[None],
             list(class_labels),
-            manual=True,
-            series_number=LABEL_SERIES_NUMBER,
-            series_description=f"DIGITS label v{int(version)} by {user or 'local'}",
+            manual=manual,
+            series_number=series_number,
+            series_description=series_description,
         )
     except SegmentationError as exc:
         raise DatasetError(f"Candidate {ref.sop}: {exc}") from None
     try:
         source.store([seg])
     except DicomWebError as exc:
-        raise DatasetError(f"The label SEG of {ref.sop} was not stored: {exc}") from None
+        raise DatasetError(f"The {what} SEG of {ref.sop} was not stored: {exc}") from None
     return {"study": str(seg.StudyInstanceUID), "series": str(seg.SeriesInstanceUID), "sop": str(seg.SOPInstanceUID)}
 
 
-__all__ = ["LABEL_SERIES_NUMBER", "candidate_image", "candidate_label", "pool_userdata", "store_label"]
+__all__ = ["LABEL_SERIES_NUMBER", "candidate_image", "candidate_label", "pool_userdata", "store_label", "store_seg"]
