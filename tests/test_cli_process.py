@@ -62,3 +62,19 @@ def test_a_signal_whose_interrupt_comes_out_as_another_error_still_reads_interru
     unsignalled = code.replace("os.kill(os.getpid(), signal.SIGTERM)", "raise KeyboardInterrupt")
     result = subprocess.run([sys.executable, "-c", unsignalled], capture_output=True, text=True, timeout=120)
     assert result.returncode == 1 and "AttributeError" in result.stderr, result.stderr
+
+
+def test_only_digits_own_entry_points_end_the_process(monkeypatch):
+    """``digits train`` ends its process with ``os._exit``; embedded in ``python -m pytest`` (or any other
+    package's ``__main__.py``) a ``main()`` call must never take the host process down with it."""
+    from digits_core.cli import _is_process_entry
+
+    for script, own in (
+        ("/venv/lib/python3.11/site-packages/pytest/__main__.py", False),
+        ("/checkout/digits_core/__main__.py", True),
+        ("/venv/bin/digits", True),
+        ("/home/me/embed.py", False),
+    ):
+        monkeypatch.setattr(sys, "argv", [script])
+        assert _is_process_entry(None) is own, script
+    assert _is_process_entry(["train"]) is False  # arguments given: an embedded call

@@ -183,7 +183,10 @@ def _is_process_entry(argv: list[str] | None) -> bool:
     """Whether :func:`main` runs as the process's own command (the ``digits`` script or ``python -m digits_core``)."""
     import os
 
-    return argv is None and os.path.basename(sys.argv[0]) in ("digits", "__main__.py", "-m")
+    script = sys.argv[0]
+    if os.path.basename(script) == "__main__.py":  # python -m digits_core, not another package's (python -m pytest)
+        return argv is None and os.path.basename(os.path.dirname(os.path.abspath(script))) == "digits_core"
+    return argv is None and os.path.basename(script) in ("digits", "-m")
 
 
 def _end_process(code: int) -> None:
