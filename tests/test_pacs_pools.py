@@ -194,9 +194,10 @@ def test_api_pool_from_the_pacs_scored_proposed_as_segs_reviewed_with_an_edit_an
     old_w, new_w = (load_inference_model(m, jobs_dir=jobs).model.get_weights() for m in (net.id, result.new_model_id))
     assert any(not np.array_equal(a, b) for a, b in zip(old_w, new_w))  # trained from the snapshot: changed
 
-    again = client.post("/api/pools", json={"dicomweb_server": "pacs", "username": server.username, "studies": [study]})
-    assert again.status_code == 400  # the study holds SEGs of DIGITS now: no candidate left
-    assert "DICOM-SEG of DIGITS Core already" in again.get_data(as_text=True)
+    again = client.post("/api/pools", json={"dicomweb_server": "pacs", "username": server.username,
+                                            "studies": [study], "series": [chosen]})  # fmt: skip
+    assert again.status_code == 400  # SEGs of DIGITS reference the series now: no candidate left
+    assert "a DICOM-SEG of DIGITS Core (DIGITS" in again.get_data(as_text=True)
 
 
 def _png_mask(mask):

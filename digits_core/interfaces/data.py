@@ -247,7 +247,9 @@ class DataIngestion(PluginBase, abc.ABC):
         Returns:
             ``{"candidates": [source entry, ...], "modality": str or None, "skipped": [reason, ...]}``:
             one JSON entry per image (stored as the candidate's ``source``), the images' modality, and
-            what was left out and why.
+            what was left out and why; optionally ``"dimensions": 3`` when each candidate is a volume (then
+            :meth:`pool_image` returns and :meth:`pool_store_proposal` takes a ``D x H x W`` slice stack), and
+            further counts kept in the pool record's ``listing`` (e.g. ``"seg_reads"``).
 
         Raises:
             CapabilityNotSupportedError: This plugin cannot list pool candidates.

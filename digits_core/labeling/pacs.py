@@ -29,6 +29,8 @@ from .pool import Pool, PoolError, create_pool
 
 #: The data plugin of a DICOMweb pool that names none.
 DEFAULT_PLUGIN = "dicomweb-segmentation"
+#: The most "left out" lines a pool record keeps from its listing.
+MAX_LISTED = 200
 #: Pool ``source`` keys :func:`create_dicomweb_pool` writes (no secret among them).
 SOURCE_KEYS = ("url", "named_server", "username", "cache_folder", "studies", "series", "modality")
 
@@ -139,12 +141,17 @@ def create_dicomweb_pool(
         skipped = list(found.get("skipped") or [])
         detail = f" ({'; '.join(skipped[:3])})" if skipped else ""
         raise PoolError(f"No unlabelled image on {_where(source)} matches the pool's filters{detail}; nothing stored.")
+    listing = {"skipped": list(found.get("skipped") or [])[:MAX_LISTED]}
+    if found.get("seg_reads") is not None:
+        listing["seg_reads"] = int(found["seg_reads"])
     return create_pool(
         name,
         source,
         candidates,
+        dimensions=int(found.get("dimensions") or 2),
         modality=found.get("modality") or source.get("modality"),
         class_labels=class_labels,
+        listing=listing,
         jobs_dir=jobs_dir,
     )
 

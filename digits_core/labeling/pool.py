@@ -399,6 +399,7 @@ def create_pool(
     dimensions: int = 2,
     modality: str | None = None,
     class_labels: list[str] | None = None,
+    listing: dict[str, Any] | None = None,
     jobs_dir: Any = None,
 ) -> Pool:
     """Create a pool job with these candidate sources (status Done: a pool is ready once listed).
@@ -412,6 +413,8 @@ def create_pool(
         dimensions: 2 (images) or 3 (volumes).
         modality: The modality (DICOM Modality, e.g. ``"MR"``), checked against a model's dataset.
         class_labels: The class names (index = class id).
+        listing: What listing the source found besides the candidates (kept as the record's ``listing``:
+            a DICOMweb pool's series left out and why, the SEG metadata reads).
         jobs_dir: The jobs folder.
 
     Raises:
@@ -431,6 +434,7 @@ def create_pool(
             "format": 1,
             **summary,
             "class_labels": list(class_labels or []),
+            **({"listing": dict(listing)} if listing else {}),
             "candidates": listed,
             "rounds": [],
         }

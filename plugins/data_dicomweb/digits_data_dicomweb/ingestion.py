@@ -210,13 +210,13 @@ class DicomWebSegmentationIngestion(DataIngestion):
         if not series_list:
             raise DatasetError(f"No study on {public_url(source.url)} matches the query; widen the filters.")
         image_series = {s.series: s for s in series_list if s.modality != "SEG"}
-        seg_refs = source.find_instances(self._query(), modality="SEG")
+        seg_refs, left_out = accepted_labels(source.find_instances(self._query(), modality="SEG"))
         failures = source.fetch_all(seg_refs)
         segs_by_study: dict[str, list[InstanceRef]] = defaultdict(list)
         for ref in seg_refs:
             segs_by_study[ref.study].append(ref)
         by_patient: dict[str, list[Entry]] = defaultdict(list)
-        skipped: list[str] = []
+        skipped: list[str] = list(left_out)
         class_labels: list[str] | None = None
         for study in sorted({s.study for s in series_list}):
             patient = next(s.patient for s in series_list if s.study == study)
@@ -224,7 +224,7 @@ class DicomWebSegmentationIngestion(DataIngestion):
                 skipped.append(f"study {study} (patient {patient}) has no DICOM-SEG")
                 continue
             labelled: set[str] = set()
-            for seg_ref in sorted(segs_by_study[study]):
+            for seg_ref in segs_by_study[study]:  # a reviewer's newest label first
                 if seg_ref.sop in failures:
                     skipped.append(f"{seg_ref}: {failures[seg_ref.sop]}")
                     continue
@@ -441,6 +441,28 @@ class DicomWebSegmentationIngestion(DataIngestion):
         return store_proposal(_pool_server(pool_source), candidate, mask, class_labels, model_id=model_id)
 
 
+def accepted_labels(seg_refs: list[InstanceRef]) -> tuple[list[InstanceRef], list[str]]:
+    """The SEG instances that are labels, best first, and a line per SEG series left out as not a label.
+
+    A proposal or a model's prediction of DIGITS Core is not a label (:func:`.pools.label_rank`); among the
+    labels, a reviewer's newest version (``DIGITS label vN``) comes first, then other SEGs (ground truth).
+    """
+    from .pools import label_rank
+
+    ranked = [(label_rank(ref.series_description), ref) for ref in seg_refs]
+    left_out = sorted(
+        {
+            f"SEG series {ref.series} ({ref.series_description!r}): not an accepted label"
+            for r, ref in ranked
+            if r is None
+        }
+    )
+    labels = sorted(
+        (ref for r, ref in ranked if r is not None), key=lambda ref: (-(label_rank(ref.series_description) or 0), ref)
+    )
+    return labels, left_out
+
+
 def _pool_server(pool_source: Mapping[str, Any]) -> DicomWebSource:
     """The server a DICOMweb pool's ``source`` names (credentials of named servers from the environment)."""
     from .review import pool_userdata
@@ -465,4 +487,4 @@ def _mask_for(output, rows: int, columns: int) -> np.ndarray:
     return mask
 
 
-__all__ = ["DicomWebSegmentationIngestion", "Entry", "PASSWORD_ENV", "TOKEN_ENV", "open_source"]
+__all__ = ["DicomWebSegmentationIngestion", "Entry", "PASSWORD_ENV", "TOKEN_ENV", "accepted_labels", "open_source"]
