@@ -49,7 +49,7 @@ def prepare_run(pool: Pool, action: str, options: dict[str, Any], *, user: str |
     if not isinstance(model, str) or not model:
         errors["model"] = ["the model job id is required"]
     else:
-        problem = _model_problem(pool, model)
+        problem = model_problem(pool, model)
         if problem:
             errors["model"] = [problem]
     strategy = options.get("strategy", "variance")
@@ -78,8 +78,19 @@ def prepare_run(pool: Pool, action: str, options: dict[str, Any], *, user: str |
     return job
 
 
-def _model_problem(pool: Pool, model_id: str) -> str | None:
-    """Why ``model_id`` cannot score this pool, from its ``model.json`` alone (no TensorFlow), or ``None``."""
+def model_problem(pool: Pool, model_id: str) -> str | None:
+    """Why a model cannot score this pool, from its ``model.json`` alone (no TensorFlow).
+
+    The request check of a run uses it, and the pool page's model picker lists the models it finds no problem
+    with, so the picker offers exactly what a run accepts.
+
+    Args:
+        pool: The pool.
+        model_id: A model job id in the pool's jobs folder.
+
+    Returns:
+        The reason (naming the model and the pool), or ``None`` when the model fits the pool.
+    """
     try:
         job = JobStore(pool.path.parent).get(model_id, kind="model")
         info = job.model_record()

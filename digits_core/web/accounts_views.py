@@ -124,10 +124,10 @@ RULES: dict[str, tuple[str, str | None]] = {
     "exports.export": (_C, "job_id"),
     "review.image": (_R, "job_id"),  # active learning (issue 46): reviewing is the "review" action
     **dict.fromkeys(("review.page", "review.next_candidate", "review.decide"), (_V, "job_id")),
-    "pools.list_json": (_R, None),  # active learning pools (issue 46): reading, making, running rounds
-    "pools.create": (_C, None),
+    **dict.fromkeys(("pools.list_json", "pools.index"), (_R, None)),  # active learning pools (issue 46)
+    **dict.fromkeys(("pools.create", "pools.new"), (_C, None)),  # the API and the New pool form
     **dict.fromkeys(("pools.show", "pools.show_json", "pools.queue", "pools.file"), (_R, "job_id")),
-    **dict.fromkeys(("pools.start_run", "pools.resume"), (_M, "job_id")),
+    **dict.fromkeys(("pools.start_run", "pools.run_form", "pools.resume"), (_M, "job_id")),  # API and page form
     **dict.fromkeys(
         (
             "api.abort",

@@ -16,22 +16,30 @@
   Abort it like any job (``POST /api/jobs/<id>/abort``); ``POST /api/pools/<id>/resume`` continues an
   aborted or failed run (the candidates it scored are not scored again).
 * ``GET /pools/<id>/files/<proposals|labels>/...``: a proposal or label version PNG.
+* ``GET /pools``: the pools as a page; ``GET|POST /pools/new``: the New pool form; ``POST /pools/<id>/run``:
+  the pool page's *Run a round* / *Score only* form (:mod:`digits_core.web.pool_forms`). Both forms hand
+  their fields to the functions the JSON API calls (:func:`create_pool_request`, :func:`queue_run`), and
+  a refusal comes back on the field it names.
 
 TensorFlow never loads in the web server: the scoring and the retraining run in the executor's worker.
 """
 
 from __future__ import annotations
 
-from flask import Blueprint, abort, current_app, g, jsonify, render_template, request, send_file, url_for
+from typing import Any
+
+from flask import Blueprint, abort, current_app, g, jsonify, redirect, render_template, request, send_file, url_for
 from markupsafe import Markup
 
-from ..errors import FormValidationError
+from ..errors import DigitsError, FormValidationError, JobNotFoundError
+from ..jobs import Job
 from ..labeling.jobs import prepare_resume, prepare_run
 from ..labeling.pacs import create_dicomweb_pool
 from ..labeling.pool import LABELS_DIR, POOL_KIND, PROPOSALS_DIR, Pool, PoolError
 from ..labeling.rounds import rounds_chart_svg
 from ..labeling.sources import create_folder_pool
 from .context import web_context
+from .pool_forms import NewPoolForm, PoolRunForm, compatible_models, place_errors, pool_body, run_body
 
 bp = Blueprint("pools", __name__)
 
@@ -54,21 +62,34 @@ def _summary(pool: Pool) -> dict:
 @bp.get("/api/pools")
 def list_json():
     """Every readable pool, newest first."""
+    return jsonify(_pools())
+
+
+def _pools() -> list[dict]:
     rows = []
     for job in web_context().store.list(POOL_KIND):
         try:
             rows.append(_summary(Pool(job)))
         except PoolError:
             continue  # a pool whose pool.json cannot be read: left out of the listing, named on its page
-    return jsonify(rows)
+    return rows
 
 
 @bp.post("/api/pools")
 def create():
-    """Make a folder pool (the folder under the data roots)."""
+    """Make a pool of a folder under the data roots, or of a PACS."""
     body = request.get_json(silent=True)
     if not isinstance(body, dict):
         raise FormValidationError({"body": ["a JSON object is expected"]}, "new pool")
+    return jsonify(_summary(create_pool_request(body))), 201
+
+
+def create_pool_request(body: dict[str, Any]) -> Pool:
+    """Check a new-pool request (the API's JSON body, or the New pool form's fields) and make the pool.
+
+    Raises:
+        FormValidationError: Bad or unknown keys, all named; nothing is created.
+    """
     allowed = {"folder", "name", "classes", "modality", "dicomweb", "dicomweb_server", "studies", "series", "username"}
     errors = {str(k)[:40]: ["not a pool option"] for k in body if k not in allowed}
     folder, name = body.get("folder"), body.get("name")
@@ -96,7 +117,7 @@ def create():
     if errors:
         raise FormValidationError(errors, "new pool")
     if pacs.get("dicomweb") or pacs.get("dicomweb_server"):
-        pool = create_dicomweb_pool(
+        return create_dicomweb_pool(
             name or "pacs pool",
             url=pacs.get("dicomweb"),
             named_server=pacs.get("dicomweb_server"),
@@ -107,15 +128,14 @@ def create():
             class_labels=classes,
             jobs_dir=web_context().store.root,
         )
-        return jsonify(_summary(pool)), 201
-    pool = create_folder_pool(
+    folder = str(folder)  # checked above: a non-empty string
+    return create_folder_pool(
         name or folder.rstrip("/").rsplit("/", 1)[-1] or "pool",
         folder,
         class_labels=classes,
         modality=modality,
         jobs_dir=web_context().store.root,
     )
-    return jsonify(_summary(pool)), 201
 
 
 def _details(pool: Pool) -> dict:
@@ -141,11 +161,64 @@ def show_json(job_id: str):
 @bp.get("/pools/<job_id>")
 def show(job_id: str):
     """The pool's page."""
-    pool = _pool(job_id)
+    return _page(_pool(job_id))
+
+
+def _page(pool: Pool, form: PoolRunForm | None = None, status: int = 200):
     details = _details(pool)
     review_url = url_for("review.page", job_id=pool.id) if "review.page" in _endpoints() else None
     chart = Markup(rounds_chart_svg(details["rounds"]))  # built from numbers and escaped strategy names
-    return render_template("pool_show.html", pool=details, review_url=review_url, chart=chart)
+    form = form or PoolRunForm()
+    form.model.choices = compatible_models(pool, web_context().store.list("model"))
+    return render_template(
+        "pool_show.html", pool=details, review_url=review_url, chart=chart, form=form, running=_running(pool)
+    ), status
+
+
+def _running(pool: Pool) -> bool:
+    return not pool.job.reload().status.is_finished
+
+
+@bp.post("/pools/<job_id>/run")
+def run_form(job_id: str):
+    """The pool page's *Run a round* / *Score only* buttons: the same check and queue as the JSON API."""
+    pool = _pool(job_id)
+    form = PoolRunForm(request.form)
+    if form.validate():  # only reads the numbers; every value is checked by the run's gate below
+        try:
+            queue_run(pool, run_body(form))
+        except FormValidationError as exc:
+            place_errors(form, exc.errors)
+        except DigitsError as exc:  # a model this account cannot read, a pool already running
+            if isinstance(exc, JobNotFoundError):
+                form.model.errors = [*form.model.errors, str(exc)]
+            else:
+                form.form_errors.append(str(exc))
+        else:
+            return redirect(url_for("pools.show", job_id=pool.id) + "#pool-run")
+    return _page(pool, form, 400)
+
+
+@bp.get("/pools")
+def index():
+    """Every readable pool, with a link to make one."""
+    return render_template("pool_index.html", pools=_pools())
+
+
+@bp.route("/pools/new", methods=["GET", "POST"])
+def new():
+    """The New pool form: a folder under the data roots or a PACS, made by the API's function."""
+    form = NewPoolForm(request.form if request.method == "POST" else None)
+    if request.method == "POST" and form.validate():
+        try:
+            pool = create_pool_request(pool_body(form))
+        except FormValidationError as exc:
+            place_errors(form, exc.errors)
+        except DigitsError as exc:  # a folder outside the data roots, an unreachable PACS: named by the message
+            form.form_errors.append(str(exc))
+        else:
+            return redirect(url_for("pools.show", job_id=pool.id))
+    return render_template("pool_new.html", form=form), 400 if request.method == "POST" else 200
 
 
 def _endpoints() -> set[str]:
@@ -165,15 +238,27 @@ def start_run(job_id: str):
     body = request.get_json(silent=True)
     if not isinstance(body, dict):
         raise FormValidationError({"body": ["a JSON object is expected"]}, f"pool {pool.id} run")
+    job = queue_run(pool, body)
+    return jsonify(
+        {"id": job.id, "status": job.reload().status.value, "url": url_for("pools.show_json", job_id=job.id)}
+    ), 202
+
+
+def queue_run(pool: Pool, body: dict[str, Any]) -> Job:
+    """Check a scoring/round request (the API's JSON body, or the pool page's form) and queue it.
+
+    Raises:
+        FormValidationError: A bad value, named (:func:`digits_core.labeling.jobs.prepare_run`); nothing queued.
+        JobNotFoundError: The model is no model job this account may read.
+        JobStateError: The pool is being scored already.
+    """
     options = {k: v for k, v in body.items() if k != "action"}
-    if isinstance(options.get("model"), str):
+    if isinstance(options.get("model"), str) and options["model"]:
         options["model"] = web_context().store.get(options["model"], kind="model").id  # a model this account reads
     user = getattr(getattr(g, "digits_user", None), "name", None)
     job = prepare_run(pool, str(body.get("action", "score")), options, user=user)
     web_context().scheduler.submit(job)
-    return jsonify(
-        {"id": job.id, "status": job.reload().status.value, "url": url_for("pools.show_json", job_id=job.id)}
-    ), 202
+    return job
 
 
 @bp.post("/api/pools/<job_id>/resume")

@@ -1,0 +1,132 @@
+"""The web forms of active learning (issue 46): the pool page's *Run a round* / *Score only* and *New pool*.
+
+Flask app, real pool and model records, no TensorFlow: the forms hand their fields to the functions of the JSON
+API, so a bad value is refused by the same gate with a message on the field it names, nothing is queued or made;
+a good one queues exactly the run the API queues.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from digits_core.jobs import JobStatus, JobStore
+from digits_core.web.app import create_app
+
+
+@pytest.fixture
+def setup(tmp_path):
+    from digits_core.jobs.model import write_model_record
+    from digits_core.labeling.sources import create_folder_pool
+    from digits_core.submit.records import create_job_record
+
+    data = tmp_path / "roots" / "unlabelled"
+    data.mkdir(parents=True)
+    for i in range(3):
+        Image.fromarray(np.full((8, 10), 40 * i, np.uint8), mode="L").save(data / f"{i}.png")
+    jobs = tmp_path / "jobs"
+    pool = create_folder_pool("hearts", data, jobs_dir=jobs)
+    models = {}
+    for name, record in (
+        ("unet", {"task": "segmentation"}),
+        ("lenet", {"task": "classification"}),
+        ("vnet", {"task": "segmentation", "kind": "volume"}),
+        ("untrained", None),
+    ):
+        job = create_job_record("model", name, jobs_dir=jobs)
+        if record is not None:
+            write_model_record(job.path, {"job_id": job.id, **record})
+        models[name] = job.id
+    app = create_app(jobs, start_scheduler=False, testing=True, secret_key="k", data_roots=[tmp_path / "roots"])
+    client = app.test_client()
+    client.environ_base["HTTP_X_CSRFTOKEN"] = client.get("/api/csrf-token").get_json()["csrf_token"]
+    return client, pool, models, jobs, data
+
+
+def _field_errors(html: str) -> dict[str, str]:
+    return dict(re.findall(r'<div class="field-error" data-for="([a-z_]+)">([^<]*)</div>', html))
+
+
+def test_the_model_picker_lists_only_models_a_run_accepts(setup):
+    client, pool, models, _, _ = setup
+    html = client.get(f"/pools/{pool.id}").get_data(as_text=True)
+    form = html[html.index('id="pool-run-form"') :]
+    picker = form[form.index('name="model"') : form.index("</select>")]
+    assert f'value="{models["unet"]}"' in picker
+    for other in ("lenet", "vnet", "untrained"):
+        assert models[other] not in picker
+    assert 'value="round"' in form and 'value="score"' in form  # the two buttons
+
+
+@pytest.mark.parametrize(
+    ("fields", "field", "message"),
+    [
+        ({"strategy": "vibes"}, "strategy", "one of random, entropy, variance, tta"),
+        ({"count": "0"}, "count", "an integer from 1 to 100000"),
+        ({"passes": "1"}, "passes", "an integer from 2 to 64"),
+        ({"model": "lenet"}, "model", "is a classification model; pool"),
+        ({"model": ""}, "model", "the model job id is required"),
+    ],
+)
+def test_a_bad_value_is_refused_on_its_field_and_nothing_is_queued(setup, fields, field, message):
+    client, pool, models, jobs, _ = setup
+    form = {"action": "round", "model": models["unet"], "strategy": "entropy", "count": "2", "retrain": "y"}
+    form.update({k: models.get(v, v) if k == "model" else v for k, v in fields.items()})
+    answer = client.post(f"/pools/{pool.id}/run", data=form)
+    assert answer.status_code == 400
+    errors = _field_errors(answer.get_data(as_text=True))
+    assert list(errors) == [field] and message in errors[field]
+    job = JobStore(jobs).get(pool.id)
+    assert job.status is JobStatus.DONE and not job.data.get("pool_run")
+
+
+def test_the_buttons_queue_the_run_the_api_queues(setup):
+    client, pool, models, jobs, _ = setup
+    form = {"action": "score", "model": models["unet"], "strategy": "tta", "count": "3", "passes": "4"}
+    answer = client.post(f"/pools/{pool.id}/run", data=form)
+    assert answer.status_code == 302 and answer.headers["Location"].endswith(f"/pools/{pool.id}#pool-run")
+    run = JobStore(jobs).get(pool.id).data["pool_run"]
+    assert JobStore(jobs).get(pool.id).status is JobStatus.WAITING
+    assert {k: run[k] for k in ("action", "model", "strategy", "count", "passes", "retrain")} == {
+        "action": "score",
+        "model": models["unet"],
+        "strategy": "tta",
+        "count": 3,
+        "passes": 4,
+        "retrain": False,  # an unticked box
+    }
+    page = client.get(f"/pools/{pool.id}").get_data(as_text=True)
+    assert 'data-status="Waiting"' in page and 'id="pool-run-progress"' in page
+    assert re.search(r'id="pool-run-round"[^>]*disabled', page)  # one run at a time
+    again = client.post(f"/pools/{pool.id}/run", data={**form, "action": "round"})
+    assert again.status_code == 400 and "wait for its run to end" in again.get_data(as_text=True)
+    via_api = client.post(f"/api/pools/{pool.id}/runs", json={"action": "score", "model": models["unet"]})
+    assert via_api.status_code == 400  # the same gate: already waiting
+
+
+def test_new_pool_form_makes_the_pool_the_api_makes_and_names_a_bad_field(setup, tmp_path):
+    client, _, _, jobs, data = setup
+    before = {j.id for j in JobStore(jobs).list("pool")}
+    page = client.get("/pools").get_data(as_text=True)
+    assert 'href="/pools/new"' in page and "hearts" in page
+    assert client.get("/pools/new").status_code == 200
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    refused = client.post("/pools/new", data={"folder": str(outside)})
+    assert refused.status_code == 400 and "data root" in refused.get_data(as_text=True)
+    both = client.post("/pools/new", data={"folder": str(data), "dicomweb": "http://pacs.example/dicom-web"})
+    assert both.status_code == 400
+    assert "a pool is a folder or a DICOMweb server, not both" in _field_errors(both.get_data(as_text=True))["folder"]
+    assert {j.id for j in JobStore(jobs).list("pool")} == before  # nothing made by the refusals
+    made = client.post("/pools/new", data={"folder": str(data), "name": "lv", "classes": "background, lv"})
+    assert made.status_code == 302
+    (new_id,) = {j.id for j in JobStore(jobs).list("pool")} - before
+    assert made.headers["Location"].endswith(f"/pools/{new_id}")
+    shown = client.get(f"/api/pools/{new_id}").get_json()
+    assert shown["name"] == "lv" and shown["counts"]["unlabelled"] == 3
+    from digits_core.labeling import load_pool
+
+    assert load_pool(new_id, jobs).record()["class_labels"] == ["background", "lv"]
