@@ -1,12 +1,15 @@
-"""BatchNormalization momentum fitted to the run's steps per epoch (built-in networks).
+"""BatchNormalization momentum fitted to the run's steps per epoch (built-in and plugin networks).
 
 Keras's default momentum 0.99 keeps 0.99^k of the initial statistics after
 ``k`` steps: a short run on a small set (48 images, batch 16: 3 steps an
 epoch) validates and exports a model whose inference-mode statistics are
 still mostly the initial ones, so it predicts background (segmentation) or
-nothing (detection) for many epochs although training is going well. The
-engine therefore sets the momentum of the built-in networks' BatchNormalization
-layers so that the statistics of one epoch ago keep at most
+nothing (detection) for many epochs although training is going well; a
+``keras.applications`` backbone (momentum 0.999) trained from random weights
+validated at chance for a whole short run. The engine therefore sets the
+momentum of the BatchNormalization layers of every network it builds from the
+registry (built-in or a plugin's; a network file of the user's own keeps its
+own) so that the statistics of one epoch ago keep at most
 :data:`STALE_AFTER_EPOCH` of their weight (never above Keras's 0.99, never
 below :data:`MIN_MOMENTUM`).
 """

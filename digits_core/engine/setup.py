@@ -350,7 +350,7 @@ def _build_model(state: RunState) -> None:
             _, state.custom_loss, state.custom_metrics = build()
     else:
         state.model, state.custom_loss, state.custom_metrics = build()
-        if spec.source == "builtin":  # statistics that follow training within an epoch, even on small sets
+        if spec.source != "file":  # statistics that follow training within an epoch, even on small sets (plugins too)
             fit_batchnorm_momentum(state.model, state.steps_per_epoch)
         if opts.pretrained:
             state.fine_tune_report = fine_tune(state.model, str(opts.pretrained), state.folder.parent)

@@ -22,6 +22,7 @@ from digits_networks_backbones import BACKBONES, make_network
 from digits_core import FormValidationError, hookimpl, registry
 from digits_core.cli import main
 from digits_core.engine import train
+from digits_core.engine.batchnorm import momentum_for
 from digits_core.engine.snapshots import load_snapshot
 from digits_core.engine.weights import file_digest, resolve_weights
 from digits_core.inference.export import export_model
@@ -202,4 +203,8 @@ def test_segmentation_unet_on_the_encoder_stages(tiny_dataset, digits_jobs_dir):
     stages = model.get_layer("backbone").outputs
     assert [tuple(s.shape[1:3]) for s in stages] == [(16, 16), (8, 8), (4, 4), (2, 2), (1, 1)]
     assert sum(layer.name.endswith("_concat") for layer in model.layers) == len(stages) - 1  # the skips
+    # from random weights, BatchNorm statistics follow training (Keras's MobileNetV3 momentum 0.999 would keep
+    # the initial ones for hundreds of steps and validate at chance: the engine fits it to the epoch's steps)
+    momenta = {layer.momentum for layer in model._flatten_layers(recursive=True) if hasattr(layer, "moving_variance")}
+    assert momenta == {momentum_for(1)}, momenta  # 8 images, batch 8: one step an epoch
     assert_export_parity(job, "onnx", digits_jobs_dir)
