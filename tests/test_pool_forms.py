@@ -130,3 +130,44 @@ def test_new_pool_form_makes_the_pool_the_api_makes_and_names_a_bad_field(setup,
     from digits_core.labeling import load_pool
 
     assert load_pool(new_id, jobs).record()["class_labels"] == ["background", "lv"]
+
+
+def test_a_model_of_another_modality_is_not_offered_and_is_refused_before_anything_is_queued(setup):
+    import json
+
+    from synthetic_plugins import SyntheticLV
+
+    from digits_core import registry
+    from digits_core.datasets import create_dataset
+    from digits_core.jobs.model import write_model_record
+    from digits_core.submit.records import create_job_record
+
+    client, pool, models, jobs, _ = setup
+    registry.register(SyntheticLV)
+    try:
+        lv = create_dataset("synthetic-lv", {"count": 4, "val_count": 1, "size": 16}, workers=1, jobs_dir=jobs)
+    finally:
+        registry.unregister(SyntheticLV)
+    info = jobs / lv.id / "dataset" / "dataset.json"
+    data = json.loads(info.read_text())
+    data.setdefault("userdata", {})["modality"] = "MR"
+    info.write_text(json.dumps(data))
+    mr = create_job_record("model", "mr-unet", jobs_dir=jobs)
+    write_model_record(mr.path, {"job_id": mr.id, "task": "segmentation", "dataset_id": lv.id})
+    with pool.changing() as record:
+        record["modality"] = "ct"
+    before = (pool.path / "pool.json").read_bytes()
+    html = client.get(f"/pools/{pool.id}").get_data(as_text=True)
+    picker = html[html.index('name="model"') : html.index("</select>")]
+    assert mr.id not in picker and models["unet"] in picker  # a model whose dataset names no modality is offered
+    said = f"pool {pool.id} holds ct images; model {mr.id} was trained on MR images"
+    answer = client.post(f"/pools/{pool.id}/run", data={"action": "round", "model": mr.id, "count": "2"})
+    assert answer.status_code == 400 and said in _field_errors(answer.get_data(as_text=True))["model"]
+    api = client.post(f"/api/pools/{pool.id}/runs", json={"action": "score", "model": mr.id})
+    assert api.status_code == 400 and f"model: {said}" in api.get_data(as_text=True)
+    assert JobStore(jobs).get(pool.id).status is JobStatus.DONE  # nothing queued, nothing rewritten
+    assert (pool.path / "pool.json").read_bytes() == before
+    with pool.changing() as record:
+        record["modality"] = "MR"  # the same modality in another case: offered
+    html = client.get(f"/pools/{pool.id}").get_data(as_text=True)
+    assert mr.id in html[html.index('name="model"') : html.index("</select>")]

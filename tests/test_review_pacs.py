@@ -3,7 +3,9 @@
 The pool's candidates are synthetic cardiac MR images on the server, their proposals DICOM-SEG objects there.
 A reviewer draws a stroke in headless Chromium on a real ``digits serve``; the corrected label is a new SEG
 series in Orthanc, read back with highdicom with the stroke in it. A stale save of the same candidate answers
-409 and stores no SEG: the first version stays the only one.
+409 and stores no SEG: the first version stays the only one. The first reviewer goes on to the next candidate and
+corrects it too; then a round retrains a U-Net the engine trains on exactly those two label SEGs, read back from
+Orthanc (issue 46's Done-when: the next round's model trains on the browser's edit).
 """
 
 from __future__ import annotations
@@ -123,12 +125,35 @@ def _stroke(page, points, size_steps=4):
     page.mouse.up()
 
 
+def _unet(jobs):
+    """A tiny U-Net the engine trains on synthetic LV images of the pool's size (32 px), in the pool's jobs folder."""
+    from synthetic_plugins import SyntheticLV
+
+    from digits_core import registry
+    from digits_core.datasets import create_dataset
+    from digits_core.engine import train
+
+    registry.register(SyntheticLV)
+    try:
+        lv = create_dataset("synthetic-lv", {"count": 8, "val_count": 2, "size": 32}, workers=1, jobs_dir=jobs)
+    finally:
+        registry.unregister(SyntheticLV)
+    return train(lv.id, "unet", name="unet", epochs=1, batch_size=8, jobs_dir=jobs,
+                 network_params={"filters": 4, "depth": 2, "dropout": 0.3})  # fmt: skip
+
+
 def test_a_stroke_drawn_in_the_browser_is_a_new_seg_in_orthanc_and_a_stale_save_stores_nothing(
-    chromium, pacs, pool, tmp_path
+    chromium, pacs, pool, tmp_path, monkeypatch
 ):
     from live_server import running_server
+    from PIL import Image
+
+    from digits_core.inference.model import load_inference_model
+    from digits_core.jobs import JobStatus, JobStore
+    from digits_core.labeling import run_round
 
     pool, _ = pool
+    second = min(pool.candidates(), key=lambda c: c["score"])
     first = max(pool.candidates(), key=lambda c: c["score"])
     study = first["source"]["study"]
     before = _seg_series(pacs, tmp_path, study)
@@ -147,6 +172,11 @@ def test_a_stroke_drawn_in_the_browser_is_a_new_seg_in_orthanc_and_a_stale_save_
             two.locator('#review[data-error="409"]').wait_for(timeout=30_000)
             assert "version 1 was saved meanwhile by local" in two.inner_text("#review-status")
             assert two.get_attribute("#review", "data-candidate") == first["id"]  # the editor keeps the work
+            # the first reviewer's page went on to the next candidate: a stroke there, accepted too
+            one.locator(f'#review[data-candidate="{second["id"]}"][data-ready="1"]').wait_for(timeout=30_000)
+            _stroke(one, [(26, 2), (26, 10)], size_steps=0)  # the brush is still 1 px
+            one.keyboard.press("a")
+            one.locator(f'#review[data-saved="{second["id"]}:accept:1"]').wait_for(timeout=30_000)
         finally:
             one.close()
             two.close()
@@ -160,3 +190,21 @@ def test_a_stroke_drawn_in_the_browser_is_a_new_seg_in_orthanc_and_a_stale_save_
     assert description == "DIGITS label v1 by local"
     assert (labels[20, 12:25] == 1).all()  # the stroke
     assert (labels[4:8, 4:8] == 1).all() and int(labels.sum()) == 16 + 13  # the proposal kept, nothing else
+    second_entry = pool.candidate(second["id"])["labels"][0]
+    second_labels, _ = _labels_back(pacs, tmp_path, second_entry, second["source"]["sop"])
+    assert (second_labels[2:11, 26] == 1).all() and (second_labels[4:8, 4:8] == 1).all()  # stroke and proposal
+    assert int(second_labels.sum()) == 16 + 9
+
+    # the next round trains on the labels the browser stored: read back from Orthanc, pixel for pixel
+    monkeypatch.setenv("DIGITS_DICOMWEB_SERVERS", env["DIGITS_DICOMWEB_SERVERS"])
+    monkeypatch.setenv("DIGITS_DICOMWEB_PASSWORD", pacs.password)
+    jobs = tmp_path / "jobs"
+    net = _unet(jobs)
+    result = run_round(pool, net.id, strategy="entropy", count=1, epochs=1, val_percent=50, jobs_dir=jobs)
+    assert result.labels == 2 and result.new_model_id
+    assert JobStore(jobs).get(result.new_model_id).status is JobStatus.DONE
+    folder = pool.path / "rounds" / f"r{result.round}" / "labels"
+    assert np.array_equal(np.asarray(Image.open(folder / f"{first['id']}.png")), labels)
+    assert np.array_equal(np.asarray(Image.open(folder / f"{second['id']}.png")), second_labels)
+    old_w, new_w = (load_inference_model(m, jobs_dir=jobs).model.get_weights() for m in (net.id, result.new_model_id))
+    assert any(not np.array_equal(a, b) for a, b in zip(old_w, new_w))  # trained from the snapshot on them

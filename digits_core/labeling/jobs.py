@@ -13,8 +13,10 @@ from __future__ import annotations
 import secrets
 from typing import Any
 
+from ..datasets.reader import open_dataset
 from ..errors import DigitsError, FormValidationError, JobStateError
 from ..jobs import Job, JobStatus, JobStore
+from ..jobs.record import ModelRecord
 from .pool import Pool
 from .rounds import run_round
 from .scoring import score_pool
@@ -102,7 +104,23 @@ def model_problem(pool: Pool, model_id: str) -> str | None:
         return f"model {job.id} is a {task} model; pool {pool.id} holds {want} candidates"
     if info.get("kind") == "volume":
         return f"model {job.id} is a 3-D volume model; pool {pool.id} holds 2-D images"
+    want_modality = pool.record().get("modality")
+    have = _dataset_modality(info, pool.path.parent) if want_modality else None
+    if have and str(have).upper() != str(want_modality).upper():
+        return f"pool {pool.id} holds {want_modality} images; model {job.id} was trained on {have} images"
     return None
+
+
+def _dataset_modality(info: ModelRecord, jobs_dir: Any) -> str | None:
+    """The modality the model's dataset records (its userdata), or ``None`` when it says none or cannot be read."""
+    reference = info.get("dataset_id")
+    if not reference:
+        return None
+    try:
+        modality = (open_dataset(str(reference), jobs_dir).userdata or {}).get("modality")
+    except DigitsError:
+        return None  # a dataset that is gone or unreadable: scoring, which needs it, names it
+    return str(modality) if modality else None
 
 
 def prepare_resume(pool: Pool) -> Job:
