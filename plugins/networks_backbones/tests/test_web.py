@@ -138,6 +138,8 @@ def test_new_model_page_knows_min_sizes_and_the_api_refuses_small_images(tmp_pat
         html = client.get("/models/new").get_data(as_text=True)
         data = json.loads(html_unescape(re.search(r'data-options="([^"]*)"', html).group(1)))
         assert data["network_min_size"]["mobilenet_v3_small"] == 32 and "lenet" not in data["network_min_size"]
+        for name in ("mobilenet_v3_small", "convnext_tiny"):  # 2-D images of every task, never a volume
+            assert sorted(data["network_tasks"][name]) == ["classification", "detection", "regression", "segmentation"]
         assert data["dataset_sizes"] == {small.id: [16, 16], large.id: [64, 64]}
         assert data["network_weights"]["convnext_tiny"] == ["imagenet"]
         assert {"name": "zoo:cells-v1", "network": "mobilenet_v3_small", "task": "classification"} in data["zoo"]

@@ -187,6 +187,9 @@ def test_unknown_value_and_network_without_weights(homes):
 
 
 def test_cli_offline_fails_before_tensorflow_and_leaves_no_job(homes, tmp_path, tiny_dataset, digits_jobs_dir):
+    """``digits train --weights imagenet`` offline without the file: refused naming the file, its hash and the
+    folders to put it in, before TensorFlow loads and before a job folder exists."""
+    zoo, cache = homes
     dataset = tiny_dataset()
     before = sorted(p.name for p in Path(digits_jobs_dir).iterdir())
     env = {**os.environ, "DIGITS_OFFLINE": "1", "DIGITS_JOBS_DIR": str(digits_jobs_dir)}
@@ -194,13 +197,16 @@ def test_cli_offline_fails_before_tensorflow_and_leaves_no_job(homes, tmp_path, 
         "import sys\n"
         "from digits_core.cli import main\n"
         "try:\n"
-        f"    rc = main(['train', '--dataset', '{dataset.id}', '--network', 'mobilenet_v3_small', '--epochs', '1'])\n"
+        f"    rc = main(['train', '--dataset', '{dataset.id}', '--network', 'mobilenet_v3_small', "
+        "'--weights', 'imagenet', '--epochs', '1'])\n"
         "finally:\n"
         "    print('TF-LOADED' if 'tensorflow' in sys.modules else 'TF-NOT-LOADED')\n"
         "sys.exit(rc)\n"
     )
     run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert run.returncode != 0
-    assert MNV3.weights_file in run.stderr + run.stdout and MNV3.weights_hash in run.stderr + run.stdout
+    said = run.stderr + run.stdout
+    assert MNV3.weights_file in said and MNV3.weights_hash in said
+    assert str(cache) in said and str(zoo) in said and "weights" in said  # where to put the file
     assert "TF-NOT-LOADED" in run.stdout
     assert sorted(p.name for p in Path(digits_jobs_dir).iterdir()) == before
