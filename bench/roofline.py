@@ -108,8 +108,8 @@ def measure_peak(quick: bool, min_time: float, repeats: int) -> dict:
     a, b = rng.normal((n, n)), rng.normal((n, n))
     matmul = tf.function(lambda a, b: tf.reduce_sum(tf.matmul(a, b)))
     peak = {f"matmul {n}²": best_rate(lambda: float(matmul(a, b)), 2.0 * n**3 / 1e9, min_time, repeats)}
-    # bfloat16 for reference only (the engine trains in fp32): where the CPU has native bf16 (AVX512_BF16, AMX)
-    # oneDNN may run it several times faster, the evidence a bf16 option would need (issue 44, tensorflow#45441)
+    # bfloat16 for reference only (the engine trains in fp32 unless precision=bfloat16): where the CPU has native
+    # bf16 (AVX512_BF16, AMX) oneDNN may run it several times faster; emulated, much slower (tensorflow#45441)
     a16, b16 = tf.cast(a, tf.bfloat16), tf.cast(b, tf.bfloat16)
     matmul16 = tf.function(lambda a, b: tf.reduce_sum(tf.cast(tf.matmul(a, b), tf.float32)))
     peak[f"matmul {n}² bfloat16 (reference only)"] = best_rate(
@@ -239,18 +239,19 @@ def run_workload(
     """One workload's row: FLOPs per image counted, and (``peak`` given) the measured rates.
 
     ``policy``: the Keras dtype policy the model is built with (``mixed_bfloat16``: bf16 compute, float32
-    weights; the engine's step casts the output to float32 for the loss as it does for float16).
+    weights and output layers, as the engine's ``precision="bfloat16"`` builds it).
     """
     import keras
     import tensorflow as tf
 
+    from digits_core.engine.precision import float32_outputs, policy_scope
+
     keras.backend.clear_session()
     gc.collect()
-    keras.mixed_precision.set_global_policy(policy)
-    try:
+    with policy_scope(policy):
         model = build(w)
-    finally:
-        keras.mixed_precision.set_global_policy("float32")
+    if policy == "mixed_bfloat16":
+        float32_outputs(model)
     x, y = synthetic_batch(w, w.batch)
     step, traced, stop = engine_train_step(w, model)
     train_count = count(traced, x, y, *([stop] if stop is not None else []))

@@ -9,6 +9,9 @@ arrays. Throughput is measured after the first epoch (tracing excluded; in a
 train steps with XLA and ``--mixed-precision`` uses ``mixed_float16`` on both
 (GPU only); runs alternate (baseline, engine, baseline, engine) and medians
 are reported, because absolute figures swing with machine load.
+``--precision bfloat16`` adds an engine run with ``precision="bfloat16"`` to each
+repeat (baseline, engine float32, engine bfloat16): the engine's bfloat16 speed-up
+over float32 measured in the same run (refused on a CPU without native bfloat16).
 
 Also reported: the engine's startup overhead, seconds from a fresh Python
 process starting (imports included) to the first training step completed.
@@ -16,6 +19,7 @@ process starting (imports included) to the first training step completed.
 Run (TensorFlow runs under the shared lock on the team machine)::
 
     .venv/bin/python bench/train_throughput.py [--images 20000] [--epochs 3] [--repeats 2] [--jit]
+        [--precision bfloat16]
 """
 
 from __future__ import annotations
@@ -158,7 +162,15 @@ class _WaitClock:
 
 
 def run_engine(
-    dataset_id: str, jobs_dir: str, epochs: int, batch: int, jit: bool, mixed: bool, spe: int = 1, stalls=None
+    dataset_id: str,
+    jobs_dir: str,
+    epochs: int,
+    batch: int,
+    jit: bool,
+    mixed: bool,
+    spe: int = 1,
+    stalls=None,
+    precision: str = "float32",
 ) -> float:
     """Engine img/s; with ``stalls`` (a dict, one step per call only) also the time the steps waited for input."""
     import digits_core.engine.loop as loop
@@ -202,6 +214,7 @@ def run_engine(
             jit=jit,
             mixed_precision=mixed,
             steps_per_execution=spe,
+            precision=precision,
         )
     finally:
         if timed:
@@ -228,6 +241,12 @@ def main(argv=None) -> int:
         metavar="K",
         help="train steps per call on both sides (the engine's option, Keras compile's steps_per_execution)",
     )
+    parser.add_argument(
+        "--precision",
+        choices=("float32", "bfloat16"),
+        default="float32",
+        help="bfloat16: also time the engine with precision=bfloat16 in each repeat (its speed-up over float32)",
+    )
     parser.add_argument("--json", action="store_true")
     add_guard_args(parser)
     args = parser.parse_args(argv)
@@ -235,7 +254,7 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="digits-bench-") as jobs_dir:
         job, ingest_s = make_dataset(jobs_dir, args.images)
         print(f"dataset: {args.images} images 28x28 in LMDB ({ingest_s:.1f} s to build)", flush=True)
-        base, engine, stalls = [], [], {}
+        base, engine, bf16, stalls = [], [], [], {}
         for _ in range(args.repeats):
             base.append(
                 run_baseline(
@@ -262,6 +281,20 @@ def main(argv=None) -> int:
                 )
             )
             print(f"  digits engine:      {engine[-1]:8.0f} img/s", flush=True)
+            if args.precision == "bfloat16":
+                bf16.append(
+                    run_engine(
+                        job.id,
+                        jobs_dir,
+                        args.epochs,
+                        args.batch_size,
+                        args.jit,
+                        False,
+                        args.steps_per_execution,
+                        precision="bfloat16",
+                    )
+                )
+                print(f"  engine, bfloat16:   {bf16[-1]:8.0f} img/s", flush=True)
         out = subprocess.run(
             [sys.executable, "-c", STARTUP_SNIPPET, job.id, jobs_dir],
             capture_output=True,
@@ -285,6 +318,9 @@ def main(argv=None) -> int:
         "keras_fit_img_per_s": statistics.median(base),
         "ratio": statistics.median(engine) / statistics.median(base),
         "startup_s": startup,
+        "precision": args.precision,
+        "engine_bf16_img_per_s": statistics.median(bf16) if bf16 else None,
+        "bf16_speedup": statistics.median(bf16) / statistics.median(engine) if bf16 else None,
         "input_wait_fraction": statistics.median(stalls["fraction"]) if stalls else None,
         "input_wait_ms_per_step": statistics.median(stalls["per_step_ms"]) if stalls else None,
         "load": guard.summary(),
@@ -299,6 +335,13 @@ def main(argv=None) -> int:
             f"ratio {result['ratio']:.3f} (target >= 0.95)"
         )
     )
+    if bf16:
+        print(
+            guard.mark(
+                f"engine bfloat16 {result['engine_bf16_img_per_s']:.0f} img/s vs float32 "
+                f"{result['engine_img_per_s']:.0f} img/s: speed-up {result['bf16_speedup']:.2f}x (same run)"
+            )
+        )
     print(guard.mark(f"startup overhead (process start, imports included, to first step): {startup:.1f} s"))
     if stalls:
         print(

@@ -33,6 +33,7 @@ from typing import Any
 from ..errors import FormValidationError
 from ..option_spec import OptionSpec, add_arguments, holds_several, options_from_args, parse_values
 from .lr_policies import PARAMETERS, POLICIES, defaults_text, policies_using
+from .precision import FORCE_ENV, PRECISIONS
 from .solvers import MOMENTUM_SOLVERS, SOLVERS
 from .tasks import TASKS
 
@@ -392,6 +393,15 @@ TRAINING_OPTIONS: tuple[OptionSpec, ...] = (
         "Mixed precision (GPU)",
         "float16 compute with float32 weights (mixed_float16); GPU only, refused on a CPU",
         "Hardware",
+    ),
+    _spec(
+        "precision",
+        "choice",
+        "Compute precision",
+        "bfloat16: bfloat16 compute with float32 weights and outputs (mixed_bfloat16); only where the hardware has "
+        f"native bfloat16 (avx512_bf16 or amx_bf16 CPUs, GPUs 8.0+), else refused unless {FORCE_ENV}=1",
+        "Hardware",
+        choices=PRECISIONS,
     ),
     # The volume networks' settings (unet3d, unet2.5d: digits_core.engine.volume_train); 2-D networks ignore them.
     _spec(

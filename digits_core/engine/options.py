@@ -26,6 +26,7 @@ from .option_specs import (
     MEAN_MODES,
     applicable,
 )
+from .precision import PRECISIONS
 from .preprocessing import parse_scale
 from .solvers import SOLVERS
 from .tasks import TASKS as _TASK_REGISTRY
@@ -153,6 +154,8 @@ class TrainingOptions:
         steps_per_execution: Train steps run per call of the compiled step (one replica, no Keras callbacks;
             otherwise 1): less Python dispatch per step for small networks, the same arithmetic.
         mixed_precision: Compute in float16 with float32 variables (``mixed_float16``; GPU only).
+        precision: ``float32``, or ``bfloat16`` compute with float32 variables and outputs (``mixed_bfloat16``;
+            hardware with native bfloat16 only, see :mod:`.precision`).
         volume_patch, volume_steps_per_epoch, volume_foreground, volume_base_filters, volume_levels,
             volume_adjacent_slices, volume_overlap: The volume networks' settings (``unet3d``, ``unet2.5d``;
             see :mod:`digits_core.engine.volume_train`); other networks ignore them.
@@ -198,6 +201,7 @@ class TrainingOptions:
     jit: bool = False
     steps_per_execution: int = 1
     mixed_precision: bool = False
+    precision: str = "float32"
     volume_patch: str = ""
     volume_steps_per_epoch: int = 25
     volume_foreground: float = 0.5
@@ -321,6 +325,11 @@ class TrainingOptions:
             except (TypeError, ValueError):
                 errors["gpus"] = ['use a number of GPUs, "all" or GPU ids such as 0,2']
         self._validate_early_stopping(errors)
+        self.precision = str(self.precision).lower()
+        if self.precision not in PRECISIONS:
+            errors["precision"] = [f"choose one of {', '.join(PRECISIONS)}"]
+        elif self.precision != "float32" and self.mixed_precision is True:
+            errors["precision"] = ["bfloat16 and mixed_precision (float16) exclude each other: choose one"]
         if self.jit is True and self.seed is not None and "jit" not in errors:
             errors["jit"] = [
                 "XLA has no deterministic version of some ops (e.g. max-pool gradients), so a seeded "

@@ -32,6 +32,7 @@ from .networks import NetworkSpec
 from .networks.custom import call_builder
 from .options import TrainingOptions
 from .pipeline import Layout, StageSource, should_preload
+from .precision import float32_outputs, policy_name, policy_scope
 from .preprocessing import Preprocessing, resolve_scale
 from .snapshots import fine_tune, restore_optimizer_state
 from .solvers import optimizer_for
@@ -149,8 +150,6 @@ def prepare_run(state: RunState) -> RunState:
     state.seed = int(opts.seed if opts.seed is not None else _stored_seed(state))
     keras.utils.set_random_seed(state.seed)
     _set_op_determinism(tf, opts.seed is not None)
-    if opts.mixed_precision:
-        keras.mixed_precision.set_global_policy("mixed_float16")
     _open_sources(state)
     _make_preprocessing(state)
     mark("dataset open")
@@ -159,24 +158,21 @@ def prepare_run(state: RunState) -> RunState:
     state.num_outputs = state.task.num_outputs(state.reader, state.train_src)
     state.class_weights = _class_weights(state)
     _schedule(state)
-    try:
-        with state.strat.strategy.scope():
-            _build_model(state)
-            optimizer = optimizer_for(opts, state.total_steps)
-            if opts.mixed_precision:
-                optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
-            optimizer.build(state.model.trainable_variables)
-            state.optimizer = optimizer
-            if state.resume_from:
-                state.start_step = restore_optimizer_state(state.folder, optimizer, state.resume_from)
-            schedule = make_schedule(
-                state.model, opts, state.start_step // max(1, state.steps_per_epoch), state.strat.replicas
-            )
-            if schedule is not None:
-                state.extra["backbone_schedule"] = schedule
-    finally:
+    # the model is built under the run's policy (mixed_float16 / mixed_bfloat16), restored for the next job
+    with policy_scope(policy_name(opts.precision, opts.mixed_precision)), state.strat.strategy.scope():
+        _build_model(state)
+        optimizer = optimizer_for(opts, state.total_steps)
         if opts.mixed_precision:
-            keras.mixed_precision.set_global_policy("float32")
+            optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+        optimizer.build(state.model.trainable_variables)
+        state.optimizer = optimizer
+        if state.resume_from:
+            state.start_step = restore_optimizer_state(state.folder, optimizer, state.resume_from)
+        schedule = make_schedule(
+            state.model, opts, state.start_step // max(1, state.steps_per_epoch), state.strat.replicas
+        )
+        if schedule is not None:
+            state.extra["backbone_schedule"] = schedule
     state.loss_fn = state.task.loss(opts.loss, state.num_outputs, state.class_weights, state.custom_loss)
     if not state.resume_from:
         write_initial_info(state)
@@ -350,6 +346,8 @@ def _build_model(state: RunState) -> None:
             _, state.custom_loss, state.custom_metrics = build()
     else:
         state.model, state.custom_loss, state.custom_metrics = build()
+        if opts.precision == "bfloat16":  # softmax and loss in float32, as Keras's mixed-precision guide asks
+            float32_outputs(state.model)
         if spec.source != "file":  # statistics that follow training within an epoch, even on small sets (plugins too)
             fit_batchnorm_momentum(state.model, state.steps_per_epoch)
         if opts.pretrained:

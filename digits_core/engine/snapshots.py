@@ -22,6 +22,7 @@ from ..jobs.model import add_snapshot
 from ..jobs.record import ModelRecord, SnapshotEntry
 from . import jobio
 from .networks.custom import load_network_module
+from .precision import as_float32
 
 logger = logging.getLogger("digits_core.engine")
 
@@ -147,7 +148,7 @@ def load_snapshot(job: Any, epoch: float | None = None, *, jobs_dir=None):
         jobs_dir: Jobs folder.
 
     Returns:
-        The ``keras.Model`` (not compiled). Its inputs expect data prepared with
+        The ``keras.Model`` (not compiled; float32 compute, also for a bfloat16 run). Its inputs expect data prepared with
         :class:`~digits_core.engine.preprocessing.Preprocessing` (``Preprocessing.load(job)``).
 
     Raises:
@@ -160,7 +161,8 @@ def load_snapshot(job: Any, epoch: float | None = None, *, jobs_dir=None):
     snap = find_snapshot(info, epoch, folder.name)
     if info.get("network_source") == "file" and (folder / jobio.NETWORK_COPY).is_file():
         load_network_module(folder / jobio.NETWORK_COPY)  # registers the file's custom layers
-    return keras.models.load_model(folder / jobio.SNAPSHOT_DIR / snap["file"], compile=False, safe_mode=False)
+    model = keras.models.load_model(folder / jobio.SNAPSHOT_DIR / snap["file"], compile=False, safe_mode=False)
+    return as_float32(model)  # a bfloat16 run's snapshot infers and exports in float32 (its weights are float32)
 
 
 def fine_tune(model, source: str, jobs_dir: Path) -> dict:

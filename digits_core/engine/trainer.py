@@ -50,6 +50,7 @@ from .networks import (
 )
 from .option_specs import refuse_sweep
 from .options import TrainingOptions
+from .precision import check_hardware
 from .setup import RunPlan, RunState, prepare_run
 from .snapshots import load_snapshot
 from .tasks import Task, task_for_label_kind, task_named
@@ -281,8 +282,6 @@ def _plan(dataset: Any, network, options: dict, jobs_dir):
     task = _task_of(opts, reader)
     check_network_kind(network, task.name, reader.id)  # a volume network on 2-D data: refused before TensorFlow loads
     strat = make_strategy(opts.gpus)
-    if opts.mixed_precision:
-        _require_gpu()
     if not network and task.name not in DEFAULT_NETWORK:  # raw arrays: only the user's network knows their meaning
         raise FormValidationError(
             {
@@ -298,6 +297,7 @@ def _plan(dataset: Any, network, options: dict, jobs_dir):
     if not checked:
         check_weights(spec, options)
     opts = TrainingOptions.resolve(defaults_for(spec, task.name), options)
+    check_hardware(opts.precision, opts.mixed_precision)  # float16 needs a GPU, bfloat16 native support
     check_network_input(spec, reader.feature_shape(), opts.crop_size, dict(opts.network_params))
     return strat, reader, spec, opts, task
 
@@ -327,16 +327,6 @@ def check_weights(network: Any, options: dict, *, download: bool = True) -> bool
         return False
     resolve_weights(options.get("weights") or spec.defaults.get("weights"), spec.name, spec.weights, download=download)
     return True
-
-
-def _require_gpu() -> None:
-    import tensorflow as tf
-
-    if not tf.config.list_physical_devices("GPU"):
-        raise FormValidationError(
-            {"mixed_precision": ["needs a GPU (float16 on a CPU is slower than float32); this machine has none"]},
-            "training options",
-        )
 
 
 def _task_of(opts: TrainingOptions, reader) -> Task:

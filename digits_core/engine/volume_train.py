@@ -107,6 +107,10 @@ def _config(network: str, info: dict, options: dict) -> VolumeConfig:
     # the volume networks' defaults under what was given (None: not set); unknown names and bad values are
     # refused as for 2-D
     opts = TrainingOptions.resolve(VOLUME_DEFAULTS, options)
+    if opts.precision != "float32":
+        raise FormValidationError(
+            {"precision": [f"the volume networks train in float32 only, not {opts.precision}"]}, "training options"
+        )
     params = dict(opts.network_params or {})
     unknown = sorted(set(params) - set(VOLUME_PARAMS))
     if unknown:

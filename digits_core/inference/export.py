@@ -138,6 +138,8 @@ def build_export_folder(
         write_onnx(loaded, folder / "model.onnx", channels_in)
     elif fmt == "tflite":
         write_tflite(loaded, folder / "model.tflite", channels_in, quantize)
+    elif (loaded.info.get("options") or {}).get("precision", "float32") != "float32":
+        loaded.model.save(folder / "model.keras")  # a bfloat16 run's network as loaded: float32 (engine.precision)
     else:
         shutil.copy2(loaded.snapshot, folder / "model.keras")
     prep = loaded.preprocessing
