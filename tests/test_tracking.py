@@ -9,86 +9,30 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from digits_core import registry
 
-MLFLOW = Path(sys.executable).with_name("mlflow")
+
+@pytest.fixture(scope="module")
+def mlflow_server(tmp_path_factory):
+    """A real ``mlflow server`` on 127.0.0.1 (:mod:`mlflow_server`): yields a function that waits until it answers
+    and returns its URI."""
+    pytest.importorskip("mlflow")
+    from mlflow_server import mlflow_server as serve
+
+    with serve(tmp_path_factory.mktemp("mlflow")) as ready:
+        yield ready
 
 
 def _free_port() -> int:
     from live_server import free_port
 
     return free_port()
-
-
-@pytest.fixture(scope="module")
-def mlflow_server(tmp_path_factory):
-    """A real ``mlflow server`` on 127.0.0.1 (a free port), started at once: yields a function that waits until it
-    answers and returns its URI; stopped (its process group) after."""
-    pytest.importorskip("mlflow")
-    folder = tmp_path_factory.mktemp("mlflow")
-    port = _free_port()
-    log = open(folder / "server.log", "wb")
-    process = subprocess.Popen(
-        [
-            str(MLFLOW),
-            "server",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--workers",
-            "1",
-            "--backend-store-uri",
-            f"sqlite:///{folder / 'mlflow.db'}",
-            "--artifacts-destination",
-            str(folder / "artifacts"),
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-        cwd=folder,
-        # the server's background job runner (GenAI tasks, a dozen worker processes) is nothing this test uses
-        env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},
-    )
-    uri = f"http://127.0.0.1:{port}"
-
-    def ready() -> str:
-        deadline = time.monotonic() + 180
-        while True:
-            try:
-                with urllib.request.urlopen(f"{uri}/health", timeout=2) as answer:
-                    if answer.status == 200:
-                        return uri
-            except OSError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"mlflow server did not start: {(folder / 'server.log').read_text()[-2000:]}")
-            time.sleep(0.3)
-
-    try:
-        yield ready  # waited for only when the test needs it: the server starts while the dataset builds
-    finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(20)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait(20)
-        try:  # the uvicorn worker, should it outlive the server's main process
-            os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        log.close()
 
 
 @pytest.fixture(scope="module")
@@ -179,15 +123,17 @@ def test_a_four_trial_sweep_shows_the_same_numbers_in_tensorboard_hparams_and_in
         assert sorted(tags) == sorted(f"final/{name}" for name in final)
         seen_rates.add((hparams["learning_rate"], hparams["batch_size"]))
         (run,) = client.search_runs([experiment.experiment_id], f"tags.`digits.job_id` = '{job.id}'")
-        assert run.info.status == "FINISHED"
+        assert run.info.status == "FINISHED" and read_model_info(job.path)["mlflow"]["run_id"] == run.info.run_id
         assert run.data.params == {key: str(value) for key, value in _expected_hparams(record).items()}
-        assert {key: run.data.metrics[key] for key in final} == pytest.approx(final, rel=0, abs=1e-12)
+        assert {key: run.data.metrics[f"final/{key}"] for key in final} == pytest.approx(final, rel=0, abs=1e-12)
         history = client.get_metric_history(run.info.run_id, "val_loss")
-        assert sorted({point.step for point in history}) == [1, 2]  # one point per epoch (the last one twice)
+        assert sorted(point.step for point in history) == [1, 2]  # one point per epoch
         artifacts = {item.path for item in client.list_artifacts(run.info.run_id, "model")}
         assert {"model/model.json", "model/mean.npy"} <= artifacts and any(
             path.endswith(".keras") for path in artifacts
         )
+        exported = [item.path for item in client.list_artifacts(run.info.run_id, "export")]
+        assert exported == [f"export/{job.id}-savedmodel.tar.gz"]
     assert seen_rates == {(0.01, 8), (0.01, 16), (0.02, 8), (0.02, 16)}
 
     # an evaluation of a trial through `digits evaluate --mlflow`: its metrics and its report reach the same server
@@ -267,3 +213,90 @@ def test_a_tracking_server_that_is_down_costs_a_warning_not_the_run(shapes, capl
     assert any(down in record.getMessage() and "start failed" in record.getMessage() for record in caplog.records)
     assert os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] == HTTP_DEFAULTS["MLFLOW_HTTP_REQUEST_MAX_RETRIES"]
     assert os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] == "7"
+
+
+@pytest.mark.slow
+def test_a_resumed_run_continues_its_mlflow_run_with_each_epoch_once_and_the_savedmodel_export(
+    mlflow_server, shapes, monkeypatch, capsys
+):
+    """An aborted run's MLflow run is KILLED with only its whole epochs logged (the interrupted epoch is not one);
+    ``digits train --resume`` continues the same run (its id kept in model.json, the server found from there)
+    to FINISHED with every epoch logged once, and the SavedModel export (a TF Serving archive) as an artifact."""
+    import tarfile
+
+    from mlflow.tracking import MlflowClient
+
+    from digits_core.cli import main
+    from digits_core.engine import read_model_info, train
+
+    dataset, jobs = shapes
+    uri = mlflow_server()
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+
+    def stop_in_epoch_two(event: dict) -> None:
+        if event.get("phase") == "train" and event["epoch"] > 1.0:
+            raise RuntimeError("stopped by the test in epoch 2")
+
+    job = train(
+        dataset, "lenet", jobs_dir=jobs, epochs=3, batch_size=16, seed=1, mlflow=uri, progress=stop_in_epoch_two
+    )
+    assert job.status.value == "Aborted"
+    client = MlflowClient(tracking_uri=uri)
+    stored = read_model_info(job.path)["mlflow"]
+    assert stored["uri"] == uri
+    run = client.get_run(stored["run_id"])
+    assert run.info.status == "KILLED" and run.data.tags["digits.job_id"] == job.id
+    assert [point.step for point in client.get_metric_history(run.info.run_id, "loss")] == [1]
+
+    capsys.readouterr()
+    assert main(["--jobs-dir", str(jobs), "train", "--resume", job.id, "--quiet"]) in (0, None)
+    record = read_model_info(job.path)
+    assert record["status"] == "Done" and record["mlflow"]["run_id"] == run.info.run_id
+    (again,) = client.search_runs([run.info.experiment_id], f"tags.`digits.job_id` = '{job.id}'")
+    assert again.info.run_id == run.info.run_id and again.info.status == "FINISHED"
+    for name in ("loss", "val_loss", "val_accuracy"):
+        history = client.get_metric_history(run.info.run_id, name)
+        assert sorted(point.step for point in history) == [1, 2, 3], name  # each epoch once, none twice
+    final = {k: v for k, v in record["final_metrics"].items() if isinstance(v, float)}
+    assert {k: again.data.metrics[f"final/{k}"] for k in final} == pytest.approx(final, rel=0, abs=1e-12)
+    (archive,) = [item.path for item in client.list_artifacts(run.info.run_id, "export")]
+    local = Path(client.download_artifacts(run.info.run_id, archive, str(job.path.parent / "downloaded")))
+    with tarfile.open(local) as tar:
+        names = tar.getnames()
+    assert any(name.endswith("saved_model/saved_model.pb") for name in names), names
+
+
+def test_an_mlflow_uri_of_a_sweep_request_goes_through_the_gate_of_a_model_request(shapes, tmp_path, monkeypatch):
+    """``POST /api/sweeps`` refuses a tracking server the operator's outbound rules refuse, in the words of
+    ``POST /api/models``, and creates nothing; one the operator allows is planned into every trial's options
+    (it rides beside the training options: the engine's validation does not see it as an unknown option)."""
+    from digits_core.sweeps.tune import TuneSettings, plan_sweep
+    from digits_core.web import create_app
+
+    monkeypatch.delenv("DIGITS_ALLOW_URL", raising=False)
+    app = create_app(tmp_path / "jobs", start_scheduler=False, testing=True, data_roots=[tmp_path])
+    web = app.test_client()
+    token = web.get("/api/csrf-token").get_json()["csrf_token"]
+    dataset, jobs = shapes
+    answers = {}
+    for door, extra in (("models", {}), ("sweeps", {"search": ["learning_rate=0.01,0.1"], "scheduler": "grid"})):
+        for uri in ("http://127.0.0.1:5000", "sqlite:///mlflow.db"):
+            body = {"name": "m", "dataset": "d", "network": "lenet", "options": {"epochs": 1, "mlflow": uri}, **extra}
+            answer = web.post(f"/api/{door}", json=body, headers={"X-CSRFToken": token})
+            assert answer.status_code == 400, answer.get_data(as_text=True)[:300]
+            answers[door, uri] = answer.get_json()["error"]["fields"]["mlflow"]
+    assert answers["sweeps", "http://127.0.0.1:5000"] == answers["models", "http://127.0.0.1:5000"]
+    assert answers["sweeps", "sqlite:///mlflow.db"] == answers["models", "sqlite:///mlflow.db"]
+    assert not (app.extensions["digits"]["jobs_dir"] / ".sweeps").exists()
+
+    uri = "http://127.0.0.1:5000"
+    plan = plan_sweep(
+        dataset,
+        "lenet",
+        "tracked",
+        ["learning_rate=0.01,0.02"],
+        TuneSettings(scheduler="grid", max_epochs=1),
+        {"mlflow": uri, "batch_size": 16},
+        jobs_dir=jobs,
+    )
+    assert plan["options"]["mlflow"] == uri and len(plan["trials"]) == 2

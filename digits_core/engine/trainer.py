@@ -39,7 +39,7 @@ from . import jobio
 from .distribute import make_strategy
 from .hparams import write_run_hparams
 from .loop import ABORT_FLAGS, AbortSignal, TrainingLoop
-from .mlflow_log import pop_tracking_uri, training_callback
+from .mlflow_log import finish_tracking, pop_tracking_uri, resumed_tracking_uri, tracked_callbacks
 from .networks import (
     DEFAULT_NETWORK,
     NetworkSpec,
@@ -123,7 +123,6 @@ def train(
     from .volume_train import train_volume, volume_dataset_folder  # volume runs have their own loop (issue 29)
 
     if volume_dataset_folder(dataset, jobs_dir) is not None:  # a DHWC dataset: unet3d / unet2.5d (issue 29)
-        _untracked_volume(tracking)
         return train_volume(
             dataset,
             network,
@@ -132,6 +131,7 @@ def train(
             progress=progress,
             on_job=on_job,
             group=normalize_group(group),
+            tracking=tracking,
             **options,
         )
     extra = {"group": normalize_group(group), "sweep": sweep or None}
@@ -144,7 +144,7 @@ def train(
             job.set_status(JobStatus.ABORTED, error="Stopped before training started: the on_job callback raised.")
             raise
     state = RunState(RunPlan(job=job, reader=reader, spec=spec, opts=opts, strat=strat, folder=job.path), task)
-    return _execute(state, _tracked(callbacks, tracking, state), progress)
+    return _execute(state, tracked_callbacks(callbacks, tracking, state), progress)
 
 
 def train_existing_job(
@@ -175,25 +175,11 @@ def train_existing_job(
 
     tracking = pop_tracking_uri(options)
     if volume_dataset_folder(dataset, job.path.parent) is not None:  # a DHWC dataset (issue 29)
-        _untracked_volume(tracking)
-        return train_volume_into(job, dataset, network, progress=progress, **options)
+        return train_volume_into(job, dataset, network, progress=progress, tracking=tracking, **options)
     strat, reader, spec, opts, task = _plan(dataset, network, options, job.path.parent)
     job.update(dataset_id=reader.id, network=spec.name, task=task.name, form_data=opts.to_dict())
     state = RunState(RunPlan(job=job, reader=reader, spec=spec, opts=opts, strat=strat, folder=job.path), task)
-    return _execute(state, _tracked(callbacks, tracking, state), progress)
-
-
-def _untracked_volume(uri: str | None) -> None:
-    if uri:
-        logger.warning("MLflow (%s): volume runs are not logged to MLflow yet (their HParams data is written)", uri)
-
-
-def _tracked(callbacks: list | None, uri: str | None, state: RunState) -> list | None:
-    """``callbacks`` and, when the run is tracked (``mlflow=URI`` or ``$MLFLOW_TRACKING_URI``), its MLflow logger."""
-    if not uri or not state.strat.is_chief:
-        return callbacks
-    record = {"options": state.opts.to_dict(), "network": state.spec.name, "dataset_id": state.reader.id}
-    return [*(callbacks or []), training_callback(uri, state.job, record)]
+    return _execute(state, tracked_callbacks(callbacks, tracking, state), progress)
 
 
 def resume_training(
@@ -257,7 +243,7 @@ def _resume_owned(job: Job, jobs_dir, callbacks, progress, epochs) -> Job:
         ),
         task_named(info["task"]),
     )
-    return _execute(state, callbacks, progress)
+    return _execute(state, tracked_callbacks(callbacks, resumed_tracking_uri(info), state), progress)
 
 
 def request_abort(job: Any, jobs_dir=None) -> None:
@@ -407,6 +393,7 @@ def _execute(state: RunState, callbacks: list | None, progress: Progress | None)
         job.finish(status, error=message, status_note=note)
     else:
         job.finish(status, error=message)
+    finish_tracking(state, status.value)  # the MLflow run's end, once the job's final status is known
     registry.call_hook("digits_training_finished", job=job, status=status.value, logs=last_logs)
     (folder / "heartbeat").unlink(missing_ok=True)
     scratch = job.data.get("scratch")

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..datasets.volumes import VolumeStageReader
 from ..jobs import JobStatus
-from ..jobs.model import write_model_record
+from ..jobs.model import MODEL_FILE, read_model_record, write_model_record
 from ..volumes.metrics import case_metrics, summarize
 from ..volumes.patches import PatchSampler
 from ..volumes.sliding import sliding_window
@@ -56,8 +56,11 @@ def predict_volume(
 class VolumeRun:
     """One run: build the network, train on sampled patches, validate on whole cases, save."""
 
-    def __init__(self, job_folder: Path, dataset_folder: Path, info: dict, config, progress: Callable | None):
+    def __init__(
+        self, job_folder: Path, dataset_folder: Path, info: dict, config, progress: Callable | None, tracker=None
+    ):
         self.folder = Path(job_folder)
+        self.tracker = tracker  # the MLflow run (engine.mlflow_log.RunTracker), or None
         self.dataset_folder = Path(dataset_folder)
         self.info = info
         self.config = config
@@ -93,6 +96,8 @@ class VolumeRun:
         )
         model.compile(optimizer=keras.optimizers.Adam(config.learning_rate), loss=dice_ce_loss(self.num_classes))
         self._write_info(model, counts, "Running")
+        if self.tracker is not None:
+            self.tracker.begin()
         writer = jobio.MetricsWriter(self.folder, tensorboard=False)
         total = config.epochs * config.steps_per_epoch
         step, started, status = 0, time.perf_counter(), JobStatus.DONE
@@ -116,10 +121,13 @@ class VolumeRun:
                 if not np.isfinite(losses).all():
                     raise ValueError(f"the loss became NaN or infinite in epoch {epoch}")
                 writer.write(epoch, step, {"loss": float(np.mean(losses))})
+                scores = {}
                 if val is not None and (epoch % config.val_every == 0 or epoch == config.epochs):
                     scores = self.validate(model, val, counts["val"])
                     writer.write(epoch, step, scores)
                     self._report(epoch, step, total, float(np.mean(losses)), started, "val", scores)
+                if self.tracker is not None:
+                    self.tracker.epoch(epoch, {"loss": float(np.mean(losses)), **scores})
             model.save(self.folder / MODEL_KERAS)
             self._write_info(model, counts, status.value)
         finally:
@@ -168,9 +176,11 @@ class VolumeRun:
 
     def _write_info(self, model, counts: dict, status: str) -> None:
         userdata = self.info.get("userdata", {})
+        tracked = read_model_record(self.folder).get("mlflow") if (self.folder / MODEL_FILE).is_file() else None
         write_model_record(
             self.folder,
             {
+                **({"mlflow": tracked} if tracked else {}),  # the run's MLflow record (RunTracker.begin) is kept
                 "kind": "volume",
                 "job_id": self.folder.name,
                 "network": self.config.network,

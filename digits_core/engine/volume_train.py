@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +43,7 @@ import numpy as np
 from ..errors import FormValidationError, TrainingError
 from ..jobs import Job, JobStatus
 from ..submit.records import create_model_record
-from .hparams import volume_record, write_run_hparams
+from .hparams import final_values, hparam_values, volume_record, write_run_hparams
 from .jobio import read_model_info
 from .networks import VOLUME_KIND, check_network_kind
 from .volume_nets import VOLUME_DEFAULTS, VOLUME_NETWORKS
@@ -211,9 +211,14 @@ def train_volume(
     progress: Callable[[dict], None] | None = None,
     on_job: Callable[[Job], None] | None = None,
     group: str | None = None,
+    tracking: str | None = None,
     **options: Any,
 ) -> Job:
     """Train ``unet3d`` (default) or ``unet2.5d`` on a volume dataset in a new model job (see the module docstring).
+
+    ``tracking`` is an MLflow tracking URI: the run is logged there as a 2-D run is
+    (:class:`~digits_core.engine.mlflow_log.RunTracker`: parameters, per-epoch metrics, final metrics, the
+    model's files and its SavedModel export).
 
     Raises:
         FormValidationError: Bad options (no job is created).
@@ -232,21 +237,34 @@ def train_volume(
     job = create_model_record(name or f"{network}-{info['id']}", jobs_dir=jobs_dir, hold=True, **fields)
     if on_job is not None:
         on_job(job)
-    return _run(job, folder, info, config, progress)
+    return _run(job, folder, info, config, progress, tracking)
 
 
-def train_volume_into(job: Job, dataset: Any, network: Any = None, *, progress=None, **options: Any) -> Job:
+def train_volume_into(
+    job: Job, dataset: Any, network: Any = None, *, progress=None, tracking: str | None = None, **options: Any
+) -> Job:
     """:func:`train_volume` into a model job created beforehand (the web UI's queued jobs)."""
     folder, info, config = _plan(dataset, network, job.path.parent, options)
     job.update(dataset_id=info["id"], network=config.network, task="volume-segmentation")
-    return _run(job, folder, info, config, progress)
+    return _run(job, folder, info, config, progress, tracking)
 
 
-def _run(job: Job, folder: Path, info: dict, config: VolumeConfig, progress) -> Job:
+def _tracker(job: Job, info: dict, config: VolumeConfig, uri: str | None) -> Any:
+    """The run's MLflow tracker (``None`` untracked): the parameters are its HParams values (:func:`volume_record`)."""
+    if not uri:
+        return None
+    from .mlflow_log import RunTracker  # the tracking module (mlflow itself loads only in it) when a run is tracked
+
+    options = {**dict(job.data.get("form_data") or {}), **{f"volume_{k}": v for k, v in asdict(config).items()}}
+    return RunTracker(uri, job, hparam_values(options, network=config.network, dataset=info["id"]))
+
+
+def _run(job: Job, folder: Path, info: dict, config: VolumeConfig, progress, tracking: str | None = None) -> Job:
     job.set_status(JobStatus.RUNNING)
     from .volume_loop import VolumeRun  # the run's loop (Keras inside) only once the job exists
 
-    run = VolumeRun(job.path, folder, info, config, progress)
+    tracker = _tracker(job, info, config, tracking)
+    run = VolumeRun(job.path, folder, info, config, progress, tracker)
     try:
         status = run.run()
     except Exception as exc:  # noqa: BLE001 - any failure ends the job in Error
@@ -256,8 +274,12 @@ def _run(job: Job, folder: Path, info: dict, config: VolumeConfig, progress) -> 
             else TrainingError(f"Volume training failed: {type(exc).__name__}: {exc}")
         )
         job.finish(JobStatus.ERROR, error=str(error))
+        if tracker is not None:
+            tracker.finish(JobStatus.ERROR.value, {})
         raise error from exc
     record = volume_record(job.path, dict(read_model_info(job.path)), dict(job.data.get("form_data") or {}))
     write_run_hparams(job.path, record, job.id)
     job.finish(status, error="Aborted: the abort file was written" if status is JobStatus.ABORTED else None)
+    if tracker is not None:  # once the job's final status is known: the export reads a finished job
+        tracker.finish(status.value, final_values(record["final_metrics"]))
     return job

@@ -181,6 +181,7 @@ class ModelRecord(TypedDict, total=False):
     final_metrics: dict[str, Any]  # the last logs of the run
     stopped_early: bool  # a callback stopped training before the planned epochs
     early_stopping: dict[str, Any]  # engine.early_stopping.EarlyStopping.summary() of a run it stopped
+    mlflow: dict[str, Any]  # the job's MLflow run: run_id, experiment_id, uri without credentials (engine.mlflow_log)
     # 3-D volume models (engine.volume_loop): kind "volume" and how the volumes were prepared
     kind: str  # "volume"; absent for the 2-D engine's models
     volume: dict[str, Any]  # engine.volume_train.VolumeConfig as a dict

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from ..engine.early_stopping import direction
+from ..engine.mlflow_log import TRACKING_KEY
 from ..errors import DigitsError, FormValidationError, JobStateError
 from ..groups import normalize_group
 from ..jobs import JobStatus, JobStore
@@ -294,8 +295,9 @@ def plan_sweep(
     else:
         trials = random_trials(spaces, settings.trials, settings.seed)
     base = {**dict(options), "epochs": settings.max_epochs, "validation_interval": 1}
+    checked = {k: v for k, v in base.items() if k != TRACKING_KEY}  # the tracking URI rides beside the options
     for values in trials:
-        TrainingOptions.from_kwargs(**{**base, **{k: v for k, v in values.items() if k != "network"}})
+        TrainingOptions.from_kwargs(**{**checked, **{k: v for k, v in values.items() if k != "network"}})
     label = (name or "").strip() or f"{network or 'model'}-tune"
     return {
         "name": label,
