@@ -222,6 +222,7 @@ def test_cli_pool_bad_input_is_named_and_stores_nothing(pacs, model, env, tmp_pa
     from digits_core.cli import main
     from digits_core.inference.model import clear_model_cache
     from digits_core.labeling import list_pools, load_pool, score_pool
+    from digits_core.labeling.jobs import prepare_run, run_pool_job
     from digits_core.labeling.pool import PoolError
 
     server, source, series = pacs
@@ -259,6 +260,19 @@ def test_cli_pool_bad_input_is_named_and_stores_nothing(pacs, model, env, tmp_pa
         info_path.write_text(original)
         clear_model_cache()
     assert all(c["score"] is None and c["state"] == "unlabelled" for c in pool.candidates())
+
+    # the PACS goes away after the pool was made: scoring names it and the pool's record keeps what it had
+    score_pool(pool, net.id, "entropy", jobs_dir=jobs)
+    kept = {c["id"]: (c["score"], c["state"]) for c in pool.candidates()}
+    dead = f"http://127.0.0.1:{_closed_port()}/dicom-web"
+    with pool.changing() as record:
+        record["source"]["url"] = dead
+    job = prepare_run(pool, "score", {"model": net.id, "strategy": "entropy"})  # as the web and API queue it
+    with pytest.raises(PoolError, match=f"none of the {len(kept)} candidates to score could be read") as refused:
+        run_pool_job(job)  # the worker's side: the job ends failed with this message, shown on the pool page
+    assert f"Cannot reach the DICOMweb server {dead}" in str(refused.value)
+    assert {c["id"]: (c["score"], c["state"]) for c in pool.candidates()} == kept  # nothing stored is lost
+    assert all(dead in c["error"] for c in pool.candidates())  # each candidate names why it was not scored
 
 
 def test_a_plugin_without_the_pool_capability_is_named(tmp_path):

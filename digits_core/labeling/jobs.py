@@ -17,7 +17,7 @@ from ..datasets.reader import open_dataset
 from ..errors import DigitsError, FormValidationError, JobStateError
 from ..jobs import Job, JobStatus, JobStore
 from ..jobs.record import ModelRecord
-from .pool import Pool
+from .pool import Pool, PoolError
 from .rounds import run_round
 from .scoring import score_pool
 from .strategies import STRATEGIES
@@ -100,13 +100,19 @@ def model_problem(pool: Pool, model_id: str) -> str | None:
         return str(exc)
     task = info.get("task")
     want = pool.record().get("task", "segmentation")
-    if task and task != want:
+    volumes = int(pool.record().get("dimensions") or 2) == 3
+    if task and task != want and not (volumes and task == f"volume-{want}"):
         return f"model {job.id} is a {task} model; pool {pool.id} holds {want} candidates"
-    if info.get("kind") == "volume":
+    if info.get("kind") == "volume" and not volumes:
         return f"model {job.id} is a 3-D volume model; pool {pool.id} holds 2-D images"
+    if volumes and info.get("kind") != "volume":
+        return f"model {job.id} is a 2-D image model; pool {pool.id} holds 3-D volumes"
     want_modality = pool.record().get("modality")
     have = _dataset_modality(info, pool.path.parent) if want_modality else None
-    if have and str(have).upper() != str(want_modality).upper():
+    same = {"MRI": "MR"}  # a Decathlon dataset says MRI, DICOM MR
+    if have and same.get(str(have).upper(), str(have).upper()) != same.get(
+        str(want_modality).upper(), str(want_modality).upper()
+    ):
         return f"pool {pool.id} holds {want_modality} images; model {job.id} was trained on {have} images"
     return None
 
@@ -169,6 +175,22 @@ def run_pool_job(job: Job) -> None:
             **common,
         )
         job.update(pool_result=result.to_dict())
+        _refuse_unread(pool, result.scored, result.skipped)
     else:
         scored = score_pool(pool, run["model"], run.get("strategy", "variance"), run=run.get("run"), **common)
         job.update(pool_result={"scored": scored.scored, "skipped": scored.skipped, "run": scored.run})
+        _refuse_unread(pool, scored.scored, scored.skipped)
+
+
+def _refuse_unread(pool: Pool, scored: int, skipped: list[dict[str, Any]]) -> None:
+    """End the run as failed, with the first candidate's reason, when no candidate could be read at all.
+
+    An unreachable PACS (or a folder of unreadable files) otherwise ends a run as done with nothing scored;
+    the pool page shows a failed run's error. The candidates keep their scores and states (each unread one
+    notes its error), so nothing stored is lost.
+    """
+    if scored == 0 and skipped:
+        raise PoolError(
+            f"Pool {pool.id}: none of the {len(skipped)} candidates to score could be read, so nothing was scored. "
+            f"The first: {skipped[0].get('error')}"
+        )
