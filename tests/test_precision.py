@@ -127,7 +127,7 @@ def test_a_refused_run_creates_no_job(shapes, monkeypatch):
 
 
 @pytest.mark.slow
-def test_a_bfloat16_lenet_trains_infers_resumes_and_exports_in_float32(shapes, monkeypatch, tmp_path):
+def test_a_bfloat16_lenet_trains_infers_resumes_and_exports_in_float32(shapes, monkeypatch, tmp_path, capsys):
     import json
     import tarfile
 
@@ -167,6 +167,18 @@ def test_a_bfloat16_lenet_trains_infers_resumes_and_exports_in_float32(shapes, m
     result = infer(job.id, list(images), jobs_dir=jobs)
     assert result.outputs.dtype == np.float32
     np.testing.assert_allclose(result.outputs.sum(axis=1), 1.0, atol=1e-5)  # float32 softmax: bfloat16's is ±1e-2
+    from PIL import Image
+
+    from digits_core.cli import main as digits
+
+    for i, image in enumerate(images[:2]):
+        Image.fromarray(image[..., 0]).save(tmp_path / f"in{i}.png")
+    classes = result.outputs.shape[1]
+    argv = ["--jobs-dir", str(jobs), "infer", "--model", job.id, "--json", "--top", str(classes)]
+    assert digits([*argv, str(tmp_path / "in0.png"), str(tmp_path / "in1.png")]) == 0
+    for sample in json.loads(capsys.readouterr().out)["samples"]:  # digits infer: every class, summing to 1
+        assert len(sample["top"]) == classes
+        assert sum(entry["probability"] for entry in sample["top"]) == pytest.approx(1.0, abs=1e-5)
 
     archive = export_model(job.id, tmp_path / "bf16.tar.gz", format="savedmodel", parity_sample=8, jobs_dir=jobs)
     with tarfile.open(archive) as tar:
