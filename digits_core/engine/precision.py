@@ -169,12 +169,13 @@ def float32_outputs(model: Any) -> Any:
 
 
 def as_float32(model: Any) -> Any:
-    """Turn every layer of ``model`` (a loaded bfloat16 snapshot) to float32 compute, in place; returns ``model``.
+    """Turn the bfloat16 layers of ``model`` (a loaded snapshot) to float32 compute, in place; returns ``model``.
 
-    A float32 model is returned unchanged. Mixed-precision variables are float32, so the weights are exact.
+    Other models are returned unchanged (a ``mixed_float16`` GPU run's snapshot keeps float16, as before).
+    Mixed-precision variables are float32, so the weights are exact.
     """
     for layer in model._flatten_layers(include_self=True):
         policy = layer.dtype_policy
-        if policy.compute_dtype != "float32" and policy.variable_dtype == "float32" and not policy.quantization_mode:
+        if policy.compute_dtype == "bfloat16" and policy.variable_dtype == "float32" and not policy.quantization_mode:
             layer.dtype_policy = "float32"
     return model
