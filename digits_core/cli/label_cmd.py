@@ -31,6 +31,9 @@ def register(subparsers) -> None:
     p.add_argument("--study", action="append", default=None, metavar="UID", help="only this study (repeatable)")
     p.add_argument("--series", action="append", default=None, metavar="UID", help="only this image series (repeatable)")
     p.add_argument("--username", default=None, help="DICOMweb basic-auth user (password: DIGITS_DICOMWEB_PASSWORD)")
+    p.add_argument(
+        "--volumes", action="store_true", help="DICOMweb: one candidate per image series (a 3-D volume), not per image"
+    )
     p.add_argument("--name", default=None, help="the pool's name (default: the folder's name)")
     p.add_argument("--classes", default=None, metavar="A,B,...", help="class names, index = class id")
     p.add_argument("--modality", default=None, help="the images' modality (e.g. MR), checked against models")
@@ -135,20 +138,27 @@ def run_pool(args) -> int:
         pool = create_dicomweb_pool(
             args.name or "pacs pool", url=args.dicomweb, named_server=args.dicomweb_server, studies=args.study,
             series=args.series, modality=args.modality, username=args.username, class_labels=classes,
-            jobs_dir=args.jobs_dir,
+            plugin="dicomweb-volumes" if args.volumes else None, jobs_dir=args.jobs_dir,
         )  # fmt: skip
-    elif args.study or args.series:
-        raise PoolError("digits label pool: --study and --series filter a DICOMweb pool (--dicomweb URL).")
+    elif args.study or args.series or args.volumes:
+        raise PoolError("digits label pool: --study, --series and --volumes are for a DICOMweb pool (--dicomweb URL).")
     else:
         pool = create_folder_pool(
             args.name or Path(args.folder).name, args.folder, class_labels=classes, modality=args.modality,
             jobs_dir=args.jobs_dir,
         )  # fmt: skip
     counts = pool.counts()
+    listing = pool.record().get("listing") or {}
     if args.json:
-        _print_json({"id": pool.id, "path": str(pool.path), "counts": counts})
+        _print_json(
+            {"id": pool.id, "path": str(pool.path), "counts": counts, **({"listing": listing} if listing else {})}
+        )
     else:
         print(f"pool {pool.id}: {counts['unlabelled']} candidates ({pool.path})")
+        for line in listing.get("skipped") or []:
+            print(f"left out {line}", file=sys.stderr)
+        if "seg_reads" in listing:
+            print(f"read the metadata of {listing['seg_reads']} SEG series of DIGITS Core", file=sys.stderr)
     return 0
 
 

@@ -141,7 +141,7 @@ def create_dicomweb_pool(
         skipped = list(found.get("skipped") or [])
         detail = f" ({'; '.join(skipped[:3])})" if skipped else ""
         raise PoolError(f"No unlabelled image on {_where(source)} matches the pool's filters{detail}; nothing stored.")
-    listing = {"skipped": list(found.get("skipped") or [])[:MAX_LISTED]}
+    listing: dict[str, Any] = {"skipped": list(found.get("skipped") or [])[:MAX_LISTED]}
     if found.get("seg_reads") is not None:
         listing["seg_reads"] = int(found["seg_reads"])
     return create_pool(

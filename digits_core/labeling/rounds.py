@@ -207,6 +207,11 @@ def run_round(
         StrategyError: Unknown strategy, or ``variance`` on a network without dropout.
     """
     pool = pool_id if isinstance(pool_id, Pool) else load_pool(pool_id, jobs_dir)
+    if retrain_model and int(pool.record().get("dimensions") or 2) == 3:
+        raise PoolError(
+            f"Pool {pool.id} holds volumes: a round does not retrain a volume model on its labels yet; "
+            "run it with --no-retrain (score and propose) and train on the accepted label SEGs."
+        )
     say = progress or (lambda _info: None)
     scored = score_pool(
         pool,

@@ -169,10 +169,17 @@ def score_pool(
         StrategyError: Unknown strategy, or ``variance`` on a network without dropout.
     """
     check_strategy(strategy)
+    run = run or secrets.token_hex(4)
+    if int(pool.record().get("dimensions") or 2) == 3:  # a PACS pool of series: one volume at a time
+        from .volume_scoring import score_volume_pool
+
+        found = score_volume_pool(
+            pool, model_id, strategy, passes=passes, seed=seed, run=run, jobs_dir=jobs_dir, progress=progress
+        )
+        return ScoreResult(pool.id, found[0], strategy, scored=found[1], skipped=found[2], run=run)
     loaded = load_inference_model(model_id, jobs_dir=jobs_dir)
     check_model_for_pool(pool, loaded)
     scorer = Scorer(loaded.model, strategy, passes=passes, seed=seed)
-    run = run or secrets.token_hex(4)
     result = ScoreResult(pool.id, loaded.id, strategy, run=run)
     record = pool.record()
     todo = [
@@ -204,8 +211,13 @@ def propose(
     """Store the model's prediction for the ``count`` best-scoring unlabelled (or rejected) candidates.
 
     Each becomes ``proposals/<id>.png`` (class indices at the source image's size) and the candidate
-    moves to ``proposed``. Returns their ids, highest score first.
+    moves to ``proposed``. Returns their ids, highest score first. A pool of volumes stores each proposal as a
+    multi-frame DICOM-SEG (:func:`~digits_core.labeling.volume_scoring.propose_volumes`).
     """
+    if int(pool.record().get("dimensions") or 2) == 3:
+        from .volume_scoring import propose_volumes
+
+        return propose_volumes(pool, model_id, count, jobs_dir=jobs_dir, user=user)
     loaded = load_inference_model(model_id, jobs_dir=jobs_dir)
     check_model_for_pool(pool, loaded)
     record = pool.record()

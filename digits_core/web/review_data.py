@@ -58,8 +58,6 @@ def pacs_plugin(pool: Pool) -> Any:
     """
     record = pool.record()
     source = record.get("source") or {}
-    if int(record.get("dimensions") or 2) != 2:
-        raise PoolError(f"Pool {pool.id}: volumes from a DICOMweb server cannot be reviewed in the browser yet.")
     plugin_id = str(source.get("plugin") or "dicomweb-segmentation")
     try:
         plugin = registry.get_data_ingestion(plugin_id)
@@ -104,10 +102,10 @@ def candidate_shape(pool: Pool, cand: dict[str, Any]) -> tuple[int, ...]:
         PoolError: The file cannot be read as an image or volume.
         DigitsError: A DICOMweb pool's server or image cannot be read (named by the plugin).
     """
-    if is_pacs_pool(pool):  # the instance is fetched (and cached) whole: its header is checked before decoding
-        return tuple(int(n) for n in _pacs_image(pool, cand).shape[:2])
-    path = _source_path(pool, cand)
     volume = int(pool.record().get("dimensions") or 2) == 3
+    if is_pacs_pool(pool):  # fetched (and cached) whole: headers are checked before decoding, by the plugin
+        return tuple(int(n) for n in _pacs_image(pool, cand).shape[: 3 if volume else 2])
+    path = _source_path(pool, cand)
     try:
         if volume:
             if path.suffix.lower() not in VOLUME_SUFFIXES:
@@ -150,11 +148,14 @@ def image_png(pool: Pool, cand: dict[str, Any], slice_index: int = 0) -> bytes:
     from PIL import Image
 
     shape = candidate_shape(pool, cand) if not is_pacs_pool(pool) else ()  # the size check, before decoding
-    if len(shape) == 3:
-        path = _source_path(pool, cand)
-        if not 0 <= slice_index < shape[0]:
-            raise PoolError(f"Candidate {cand['id']} has slices 0..{shape[0] - 1}, not {slice_index}.")
-        volume = np.load(path, mmap_mode="r", allow_pickle=False)
+    pacs_volume = is_pacs_pool(pool) and int(pool.record().get("dimensions") or 2) == 3
+    if len(shape) == 3 or pacs_volume:
+        if pacs_volume:  # a series on the PACS: its slice stack (D×H×W) from the plugin, one volume in memory
+            volume = np.asarray(_pacs_image(pool, cand))
+        else:
+            volume = np.load(_source_path(pool, cand), mmap_mode="r", allow_pickle=False)
+        if not 0 <= slice_index < volume.shape[0]:
+            raise PoolError(f"Candidate {cand['id']} has slices 0..{volume.shape[0] - 1}, not {slice_index}.")
         first = volume[..., 0] if volume.ndim == 4 else volume
         pixels = _to_uint8(first[slice_index], float(np.min(first)), float(np.max(first)))
         image = Image.fromarray(pixels, mode="L")

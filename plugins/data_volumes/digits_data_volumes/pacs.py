@@ -3,7 +3,8 @@
 ``dicomweb-volumes`` is the DICOMweb plugin's volume mode: **one case per
 image series**. Itemizing (parent process, once) finds the studies with
 QIDO-RS (the ``dicomweb-segmentation`` form's filters), reads every DICOM-SEG
-object of those studies, and makes each image series a SEG references a
+object of those studies that is a label (not a DIGITS proposal or prediction;
+a reviewer's newest label version first), and makes each image series a SEG references a
 case, labelled by that SEG; a series without one is skipped and listed in
 ``userdata["skipped_series"]``. Every slice and SEG is fetched with WADO-RS
 into the DICOMweb cache (:class:`digits_data_dicomweb.DicomWebSource`: bounded
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -85,15 +87,16 @@ def plan_series_cases(source, query: StudyQuery) -> tuple[list[SeriesCase], dict
     Raises:
         DatasetError: Nothing matches, or no series has a SEG.
     """
+    from digits_data_dicomweb.ingestion import accepted_labels
     from digits_data_dicomweb.seg import SegmentationLabels
 
     series_list = source.find_series(query)
     if not series_list:
         raise DatasetError(f"No study on {public_url(source.url)} matches the query; widen the filters.")
-    seg_refs = source.find_instances(query, modality="SEG")
+    seg_refs, left_out = accepted_labels(source.find_instances(query, modality="SEG"))  # no proposal; newest first
     failures = source.fetch_all(seg_refs)
     labelled: dict[str, InstanceRef] = {}
-    skipped, class_labels = [], None
+    skipped, class_labels = list(left_out), None
     for ref in seg_refs:
         try:
             if ref.sop in failures:
@@ -168,6 +171,63 @@ class DicomWebVolumesIngestion(VolumeIngestion):
             return series_spacing(str(case.series.series), _case_files(self.source(), case))
         except DicomWebError as exc:
             raise DatasetError(str(exc)) from None
+
+    # -- active-learning pools of volumes (issue 46, plugin API 1.3): the core calls these on the class ----------
+
+    @staticmethod
+    def pool_candidates(pool_source: Mapping[str, Any]) -> dict[str, Any]:
+        """The image series a pool source names that DIGITS has not segmented (one volume each, ``dimensions: 3``)."""
+        from digits_data_dicomweb.pools import list_candidates
+
+        from .pool_volumes import _server
+
+        return list_candidates(_server(pool_source), pool_source, volumes=True)
+
+    @staticmethod
+    def pool_image(pool_source: Mapping[str, Any], candidate: Mapping[str, Any]) -> np.ndarray:
+        """The candidate series as a ``D×H×W`` slice stack: :func:`.pool_volumes.candidate_volume`."""
+        from .pool_volumes import candidate_volume
+
+        return candidate_volume(pool_source, candidate)
+
+    @staticmethod
+    def pool_store_proposal(
+        pool_source: Mapping[str, Any], candidate: Mapping[str, Any], mask: np.ndarray, class_labels: list[str], *,
+        model_id: str,
+    ) -> dict[str, str]:  # fmt: skip
+        """Store a proposal as a multi-frame DICOM-SEG series referencing the candidate series (STOW-RS)."""
+        from digits_data_dicomweb.pools import PROPOSAL_MARK
+
+        from .pool_volumes import PROPOSAL_SERIES_NUMBER, store_volume_seg
+
+        return store_volume_seg(pool_source, candidate, mask, class_labels, what="proposal", manual=False,
+                                series_number=PROPOSAL_SERIES_NUMBER,
+                                series_description=f"{PROPOSAL_MARK} by model {model_id}")  # fmt: skip
+
+    review_image = pool_image
+
+    @staticmethod
+    def review_label(
+        pool_source: Mapping[str, Any], candidate: Mapping[str, Any], seg: Mapping[str, Any]
+    ) -> np.ndarray:
+        """The ``D×H×W`` label a proposal or label SEG holds for the series: :func:`.pool_volumes.volume_label`."""
+        from .pool_volumes import volume_label
+
+        return volume_label(pool_source, candidate, seg)
+
+    @staticmethod
+    def review_store(
+        pool_source: Mapping[str, Any], candidate: Mapping[str, Any], mask: np.ndarray, class_labels: list[str], *,
+        version: int, user: str | None,
+    ) -> dict[str, str]:  # fmt: skip
+        """Store a reviewed label as a new multi-frame SEG series (``DIGITS label vN by USER``), every version kept."""
+        from digits_data_dicomweb.pools import LABEL_MARK
+
+        from .pool_volumes import LABEL_SERIES_NUMBER, store_volume_seg
+
+        return store_volume_seg(pool_source, candidate, mask, class_labels, what="label", manual=True,
+                                series_number=LABEL_SERIES_NUMBER,
+                                series_description=f"{LABEL_MARK}{int(version)} by {user or 'local'}")  # fmt: skip
 
     def encode_entry(self, entry: Any) -> tuple[Any, np.ndarray]:
         """Read one series and its SEG from the cache; return ``(Volume, label)`` as ``dicom-series`` does.
