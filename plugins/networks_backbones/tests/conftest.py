@@ -17,6 +17,7 @@ class _Form(Form):
     regression = IntegerField("Regression", default=0)
     segmentation = IntegerField("Segmentation", default=0)
     detection = IntegerField("Detection", default=0)
+    val_count = IntegerField("Validation images (0: a quarter of the training images, at least 4)", default=0)
 
 
 class TinyImages(DataIngestion):
@@ -47,7 +48,8 @@ class TinyImages(DataIngestion):
             self.userdata["class_labels"] = (
                 ["background", "square"] if int(self.segmentation) or int(self.detection) else ["dark", "bright"]
             )
-        n = {"train": int(self.count), "val": max(4, int(self.count) // 4)}.get(stage, 0)
+        val = int(self.val_count or 0) or max(4, int(self.count) // 4)
+        n = {"train": int(self.count), "val": val}.get(stage, 0)
         return [(stage, i) for i in range(n)]
 
     def encode_entry(self, entry):
@@ -102,3 +104,16 @@ def module_tiny_dataset(tmp_path_factory):
     jobs = tmp_path_factory.mktemp("module-jobs")
     values = {"count": 4, "size": 32, "channels": 3, "regression": 1, "segmentation": 0, "detection": 0}
     return jobs, build_dataset(TinyImages, values, jobs_dir=jobs)
+
+
+@pytest.fixture(scope="module")
+def module_detection_dataset(tmp_path_factory):
+    """``make(count, val) -> (jobs folder, dataset)``: a detection set of 32×32×3 images, one box each."""
+
+    def make(count, val):
+        jobs = tmp_path_factory.mktemp("detection-jobs")
+        values = {"count": count, "size": 32, "channels": 3, "regression": 0, "segmentation": 0, "detection": 1}
+        values["val_count"] = val
+        return jobs, build_dataset(TinyImages, values, jobs_dir=jobs)
+
+    return make
