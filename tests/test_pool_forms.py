@@ -122,6 +122,8 @@ def test_new_pool_form_makes_the_pool_the_api_makes_and_names_a_bad_field(setup,
     assert "a pool is a folder or a DICOMweb server, not both" in _field_errors(both.get_data(as_text=True))["folder"]
     unknown = client.post("/pools/new", data={"dicomweb_server": "nope", "studies": "1.2.3\n1.2.4"})
     assert unknown.status_code == 400 and "&#34;nope&#34; is not a server" in unknown.get_data(as_text=True)
+    volumes = client.post("/pools/new", data={"folder": str(data), "volumes": "y"})  # the box reaches the API's check
+    assert volumes.status_code == 400 and "volumes" in _field_errors(volumes.get_data(as_text=True))
     assert {j.id for j in JobStore(jobs).list("pool")} == before  # nothing made by the refusals
     made = client.post("/pools/new", data={"folder": str(data), "name": "lv", "classes": "background, lv"})
     assert made.status_code == 302
