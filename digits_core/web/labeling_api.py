@@ -6,7 +6,8 @@
   image is a 400 naming it, and nothing is created. With ``{"dicomweb": URL}`` (through the operator's outbound
   rules) or ``{"dicomweb_server": NAME}``, and ``studies`` / ``series`` (UID lists), ``modality``, ``username``:
   a pool of the image instances on that PACS without a DICOM-SEG of DIGITS Core
-  (:func:`digits_core.labeling.pacs.create_dicomweb_pool`); an unreachable server is a 400 naming it.
+  (:func:`digits_core.labeling.pacs.create_dicomweb_pool`), with ``"volumes": true`` one candidate per image
+  series (a 3-D volume, data plugin ``dicomweb-volumes``); an unreachable server is a 400 naming it.
 * ``GET /pools/<id>``: the pool's page (counts, review queue, rounds); ``GET /api/pools/<id>``: the same as
   JSON (``counts``, ``queue``, ``rounds``, ``status``, ``progress`` of a running scoring, ``result``).
 * ``GET /api/pools/<id>/queue``: the review queue (proposed candidates, highest score first).
@@ -90,7 +91,8 @@ def create_pool_request(body: dict[str, Any]) -> Pool:
     Raises:
         FormValidationError: Bad or unknown keys, all named; nothing is created.
     """
-    allowed = {"folder", "name", "classes", "modality", "dicomweb", "dicomweb_server", "studies", "series", "username"}
+    allowed = {"folder", "name", "classes", "modality", "dicomweb", "dicomweb_server", "studies", "series", "username",
+               "volumes"}  # fmt: skip
     errors = {str(k)[:40]: ["not a pool option"] for k in body if k not in allowed}
     folder, name = body.get("folder"), body.get("name")
     classes, modality = body.get("classes"), body.get("modality")
@@ -108,6 +110,10 @@ def create_pool_request(body: dict[str, Any]) -> Pool:
             errors["folder"] = ["a pool is a folder or a DICOMweb server, not both"]
     elif not isinstance(folder, str) or not folder:
         errors["folder"] = ["the folder of unlabelled images (or dicomweb / dicomweb_server) is required"]
+    if body.get("volumes") is not None and not isinstance(body["volumes"], bool):
+        errors["volumes"] = ["true or false"]
+    elif body.get("volumes") and not (pacs.get("dicomweb") or pacs.get("dicomweb_server")):
+        errors["volumes"] = ["volumes are listed from a DICOMweb server (dicomweb / dicomweb_server)"]
     if name is not None and not isinstance(name, str):
         errors["name"] = ["text"]
     if classes is not None and not (isinstance(classes, list) and all(isinstance(c, str) for c in classes)):
@@ -126,6 +132,7 @@ def create_pool_request(body: dict[str, Any]) -> Pool:
             modality=modality,
             username=pacs.get("username"),
             class_labels=classes,
+            plugin="dicomweb-volumes" if body.get("volumes") else None,
             jobs_dir=web_context().store.root,
         )
     folder = str(folder)  # checked above: a non-empty string

@@ -178,9 +178,10 @@ def test_a_pacs_pool_of_volumes_scored_proposed_as_segs_and_reviewed_by_slice(
 
 
 def test_a_volume_pool_refuses_a_retraining_round_before_scoring(pacs, env, trained, tmp_path):
-    from digits_core.labeling import run_round, score_pool
+    from digits_core.labeling import load_pool, run_round, score_pool
     from digits_core.labeling.pacs import create_dicomweb_pool
     from digits_core.labeling.pool import PoolError
+    from digits_core.web import create_app
 
     jobs, _, model = trained
     pool = create_dicomweb_pool("v", named_server="pacs", username=pacs.username, plugin="dicomweb-volumes",
@@ -188,5 +189,12 @@ def test_a_volume_pool_refuses_a_retraining_round_before_scoring(pacs, env, trai
     with pytest.raises(PoolError, match="does not retrain a volume model"):
         run_round(pool, model.name, strategy="entropy", count=1, jobs_dir=jobs)
     assert all(c["score"] is None and c["state"] == "unlabelled" for c in pool.candidates())  # nothing scored
+    client = create_app(jobs, start_scheduler=False, testing=True, secret_key="k").test_client()
+    client.environ_base["HTTP_X_CSRFTOKEN"] = client.get("/api/csrf-token").get_json()["csrf_token"]
+    made = client.post("/api/pools", json={"dicomweb_server": "pacs", "username": pacs.username, "volumes": True})
+    assert made.status_code == 201, made.get_data(as_text=True)
+    assert load_pool(made.get_json()["id"], jobs).record()["dimensions"] == 3  # the JSON API's door
+    wrong = client.post("/api/pools", json={"folder": str(tmp_path), "volumes": True})
+    assert wrong.status_code == 400 and "volumes are listed from a DICOMweb server" in wrong.get_data(as_text=True)
     tta = score_pool(pool, model.name, "tta", jobs_dir=jobs)  # the volume and its in-plane flips, mapped back
     assert tta.scored == len(pool.candidates()) and all(c["score"] > 0 for c in pool.candidates())
