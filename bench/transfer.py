@@ -133,6 +133,18 @@ def curve(job, jobs_dir, name: str) -> list[float]:
     return [p["value"] for p in sorted(points, key=lambda p: p["epoch"])]
 
 
+def seeded(target, spec: dict, args, jobs: Path, metric: str) -> list[list[float]]:
+    """``metric``'s per-epoch curve of one training run per seed of ``args.seeds`` (a 10-image-per-class
+    set swings several points with the seed alone: one run per side would compare seeds, not networks)."""
+    from digits_core.engine import train
+
+    runs = []
+    for seed in args.seeds:
+        job = train(target, jobs_dir=jobs, epochs=args.epochs, seed=seed, **spec)
+        runs.append(curve(job, jobs, metric))
+    return runs
+
+
 def epochs_to(values: list[float], target: float) -> int | None:
     """The first epoch (1-based) whose value reaches ``target``, or ``None``."""
     return next((i + 1 for i, v in enumerate(values) if v >= target), None)
@@ -155,12 +167,12 @@ def classification(args, jobs: Path) -> dict:
         "from scratch": dict(network="mobilenet_v3_small", weights="none"),
         "lenet": dict(network="lenet"),
     }
-    curves = {}
-    for label, spec in runs.items():
-        network = spec.pop("network")
-        job = train(target, network, jobs_dir=jobs, epochs=args.epochs, seed=0, **spec)
-        curves[label] = curve(job, jobs, "val_accuracy")
-    print(f"target: {args.per_class} training images per class (4 other classes), val 50 per class")
+    per_seed = {label: seeded(target, spec, args, jobs, "val_accuracy") for label, spec in runs.items()}
+    curves = {label: np.mean(c, axis=0).tolist() for label, c in per_seed.items()}
+    print(
+        f"target: {args.per_class} training images per class (4 other classes), val 50 per class; "
+        f"val top-1, mean of seeds {args.seeds}"
+    )
     print("epoch  " + "  ".join(f"{k:>16}" for k in curves))
     for epoch in range(args.epochs):
         print(f"{epoch + 1:>5}  " + "  ".join(f"{c[epoch]:>16.3f}" for c in curves.values()))
@@ -169,8 +181,10 @@ def classification(args, jobs: Path) -> dict:
     return {
         "per_class": args.per_class,
         "epochs": args.epochs,
+        "seeds": args.seeds,
         "val_accuracy": curves,
         "final": {k: c[-1] for k, c in curves.items()},
+        "final_per_seed": {k: [run[-1] for run in c] for k, c in per_seed.items()},
         "points_over_scratch": 100 * (pre[-1] - scratch[-1]),
         "points_over_lenet": 100 * (pre[-1] - curves["lenet"][-1]),
         "target_accuracy": target_accuracy,
@@ -185,23 +199,26 @@ def segmentation(args, jobs: Path) -> dict:
     target = build({"count": args.seg_train, "val": 32, "seg": 4, "size": args.size, "seed": 1}, jobs)  # squares
     src = train(source, "mobilenet_v3_small", jobs_dir=jobs, weights="none", epochs=args.source_epochs, seed=0)
     zoo.add_from_model(src, "bench-seg-source", jobs_dir=jobs)
-    dice = {}
     runs = {
         "pretrained (zoo)": dict(network="mobilenet_v3_small", weights="zoo:bench-seg-source"),
         "from scratch": dict(network="mobilenet_v3_small", weights="none"),
         "unet": dict(network="unet"),  # the built-in U-Net a user trains today
     }
-    for label, spec in runs.items():
-        job = train(target, jobs_dir=jobs, epochs=args.epochs, seed=0, **spec)
-        dice[label] = curve(job, jobs, "val_dice")
-    print(f"segmentation: {args.seg_train} training images, U-Net on mobilenet_v3_small, val Dice by epoch")
+    per_seed = {label: seeded(target, spec, args, jobs, "val_dice") for label, spec in runs.items()}
+    dice = {label: np.mean(c, axis=0).tolist() for label, c in per_seed.items()}
+    print(
+        f"segmentation: {args.seg_train} training images, U-Net on mobilenet_v3_small, val Dice by epoch, "
+        f"mean of seeds {args.seeds}"
+    )
     for epoch in range(args.epochs):
         print(f"{epoch + 1:>5}  " + "  ".join(f"{k} {v[epoch]:.3f}" for k, v in dice.items()))
     return {
         "train_images": args.seg_train,
         "epochs": args.epochs,
+        "seeds": args.seeds,
         "val_dice": dice,
         "final": {k: v[-1] for k, v in dice.items()},
+        "final_per_seed": {k: [run[-1] for run in c] for k, c in per_seed.items()},
         "dice_over_scratch": dice["pretrained (zoo)"][-1] - dice["from scratch"][-1],
         "dice_over_unet": dice["pretrained (zoo)"][-1] - dice["unet"][-1],
     }
@@ -237,6 +254,11 @@ def throughput(args, jobs: Path) -> dict:
     return {"size": args.size_speed, "batch": args.batch, "images_per_sec": rows}
 
 
+def spread(values: list[float]) -> str:
+    """``values`` as printed in the summary: each, then mean ± standard deviation."""
+    return "/".join(f"{v:.3f}" for v in values) + f" ({np.mean(values):.3f} ± {np.std(values):.3f})"
+
+
 def summary(results: dict, guard: LoadGuard) -> None:
     """Both sides of every comparison, from this run; each speed figure marked when the machine was loaded."""
     if "throughput" in results:
@@ -246,9 +268,10 @@ def summary(results: dict, guard: LoadGuard) -> None:
         c = results["classification"]
         final, reach = c["final"], c["epochs_to_target"]
         print(
-            f"classification, {c['per_class']} images per class, {c['epochs']} epochs: val top-1 "
-            + ", ".join(f"{k} {v:.3f}" for k, v in final.items())
+            f"classification, {c['per_class']} images per class, {c['epochs']} epochs, mean of seeds "
+            f"{c['seeds']}: val top-1 " + ", ".join(f"{k} {v:.3f}" for k, v in final.items())
         )
+        print("  per seed: " + "; ".join(f"{k} {spread(v)}" for k, v in c["final_per_seed"].items()))
         print(
             f"  pretrained - from scratch {c['points_over_scratch']:+.1f} points (goal +15), "
             f"pretrained - lenet {c['points_over_lenet']:+.1f}"
@@ -261,11 +284,12 @@ def summary(results: dict, guard: LoadGuard) -> None:
     if "segmentation" in results:
         s = results["segmentation"]
         print(
-            f"segmentation U-Net, {s['train_images']} images, {s['epochs']} epochs: val Dice "
+            f"segmentation U-Net, {s['train_images']} images, {s['epochs']} epochs, mean of seeds {s['seeds']}: val Dice "
             + ", ".join(f"{k} {v:.3f}" for k, v in s["final"].items())
             + f"; pretrained - from scratch {s['dice_over_scratch']:+.3f}, pretrained - unet "
             f"{s['dice_over_unet']:+.3f} (goal +0.1)"
         )
+        print("  per seed: " + "; ".join(f"{k} {spread(v)}" for k, v in s["final_per_seed"].items()))
     if "throughput" in results:
         t = results["throughput"]
         print(f"training img/s at {t['size']}x{t['size']}, batch {t['batch']}:")
@@ -283,6 +307,9 @@ def main() -> None:
     parser.add_argument("--source-epochs", type=int, default=8)
     parser.add_argument("--per-class", type=int, default=10, help="target training images per class")
     parser.add_argument("--epochs", type=int, default=15, help="target epochs")
+    parser.add_argument(
+        "--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds of the target runs (each side: their mean)"
+    )
     parser.add_argument("--seg-source", type=int, default=2000)
     parser.add_argument("--seg-train", type=int, default=16)
     parser.add_argument("--size-speed", type=int, default=64)
@@ -301,7 +328,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.source, args.source_epochs, args.epochs, args.seg_source = 60, 1, 2, 16
-        args.speed_images, args.backbones = 32, ["mobilenet_v3_small"]
+        args.speed_images, args.backbones, args.seeds = 32, ["mobilenet_v3_small"], [0]
     with tempfile.TemporaryDirectory(prefix="digits-transfer-") as tmp:
         os.environ["DIGITS_ZOO"] = str(Path(tmp) / "zoo")
         os.environ["KERAS_HOME"] = str(Path(tmp) / "keras")
