@@ -278,6 +278,32 @@ def test_a_class_the_model_never_saw_and_another_task_are_refused(made, jobs):
     assert _folders(jobs) == before
 
 
+def test_labelled_inputs_with_a_class_or_mask_value_the_model_never_saw_are_refused_naming_it(made, jobs, tmp_path):
+    """The labelled-file door (a list of ``path label`` lines) names the unknown class of a classifier's list and
+    the mask value beyond a segmenter's classes, with the input it is in; nothing is stored."""
+    from digits_core.datasets import open_dataset
+    from digits_core.errors import DigitsError
+
+    with open_dataset(made["cls_ds"].id, jobs) as ds:
+        features, _ = ds.read_all("test")
+    Image.fromarray(features[0][:, :, 0]).save(tmp_path / "a.png")
+    (tmp_path / "classes.txt").write_text("a.png nowhere\n")
+    with open_dataset(made["seg_ds"].id, jobs) as ds:
+        images, masks = ds.read_all("test")
+    image = np.asarray(images[0])
+    Image.fromarray(image[..., 0] if image.shape[-1] == 1 else image).save(tmp_path / "s.png")
+    mask = np.asarray(masks[0]).reshape(image.shape[:2]).astype(np.uint8)
+    mask[0, 0] = 7  # one voxel of a class the 2-class segmenter has no output for
+    Image.fromarray(mask).save(tmp_path / "s_mask.png")
+    (tmp_path / "masks.txt").write_text("s.png s_mask.png\n")
+    before = _folders(jobs)
+    with pytest.raises(DigitsError, match=r"'nowhere' of .*a\.png: not a class index or one of the classes"):
+        evaluate(made["cls"].id, inputs=[tmp_path / "classes.txt"], jobs_dir=jobs)
+    with pytest.raises(EvaluationError, match=r"s\.png holds class id 7 but the model has 2 classes: it never saw it"):
+        evaluate(made["seg"].id, inputs=[tmp_path / "masks.txt"], jobs_dir=jobs)
+    assert _folders(jobs) == before
+
+
 def test_segmentation_evaluation_writes_nnunet_summary(made, jobs):
     from digits_core.datasets import open_dataset
 

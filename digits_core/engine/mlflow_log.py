@@ -245,16 +245,16 @@ class RunTracker:
         data; ``model.json``'s ``final_metrics``, at the last epoch's step), the model's files and the SavedModel
         export as artifacts, and FINISHED; Aborted ends KILLED (a resume continues it), Error FAILED."""
 
-        def end() -> None:
-            if status in ("Done", "Stopped early"):
-                finals = {FINAL_PREFIX + str(k): v for k, v in final_metrics.items()}  # the curves: each epoch once
-                log_metrics(self.client, self.run_id, finals, self.step)
-                _log_model_files(self.client, self.run_id, Path(self.job.path))
-                if status == "Done":
-                    _log_export(self.client, self.run_id, self.job)
-            terminate(self.client, self.run_id, _RUN_STATUS.get(status, "FINISHED"))
+        def files() -> None:
+            finals = {FINAL_PREFIX + str(k): v for k, v in final_metrics.items()}  # the curves: each epoch once
+            log_metrics(self.client, self.run_id, finals, self.step)
+            _log_model_files(self.client, self.run_id, Path(self.job.path))
 
-        self._guard("end", end)
+        if status in ("Done", "Stopped early"):
+            self._guard("final metrics and model files", files)
+        if status == "Done":
+            self._guard("export", lambda: _log_export(self.client, self.run_id, self.job))
+        self._guard("end", lambda: terminate(self.client, self.run_id, _RUN_STATUS.get(status, "FINISHED")))
 
 
 def training_callback(tracker: RunTracker) -> Any:
