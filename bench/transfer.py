@@ -3,7 +3,8 @@
 In one run, on this machine, everything through :func:`digits_core.engine.train` and the model zoo:
 
 1. **classification transfer**: ``mobilenet_v3_small`` trained from scratch on a *source* set of generated
-   pattern images (classes 0-5), its encoder published with
+   pattern images (classes 0-5, with random period, contrast and noise: a large set of one domain varies;
+   a source of fixed patterns taught features that transferred no better than LeNet's), its encoder published with
    :func:`digits_core.engine.zoo.add_from_model` (``digits zoo add --from-model``), then fine-tuned with
    ``weights zoo:bench-source`` on a *target* set of *other* classes (6-9) with ``--per-class`` training
    images each; beside it the same network from scratch (``weights none``) and ``lenet``, same epochs.
@@ -47,26 +48,32 @@ from digits_core.interfaces import DataIngestion
 BACKBONES = ("mobilenet_v3_small", "mobilenet_v3_large", "efficientnet_v2_b0", "resnet50_v2", "convnext_tiny")
 
 
-def pattern(kind: int, size: int, rng) -> np.ndarray:
-    """One of 10 pattern kinds (stripes, rings, crosses...) at a random place and scale, on noise; 0-255."""
+def pattern(kind: int, size: int, rng, vary: bool = False) -> np.ndarray:
+    """One of 10 pattern kinds (stripes, rings, crosses...) at a random place and scale, on noise; 0-255.
+
+    ``vary``: also a random period (2-5 px), contrast and noise level, as a large source set of one domain
+    varies (the target sets keep the fixed ones).
+    """
     yy, xx = np.mgrid[0:size, 0:size].astype(np.float32)
     cy, cx = rng.uniform(0.3, 0.7, size=2) * size
     r = rng.uniform(0.15, 0.3) * size
+    p, q = (int(rng.integers(2, 6)), int(rng.integers(3, 7))) if vary else (3, 4)
+    contrast, noise = (rng.uniform(90, 200), rng.uniform(10, 40)) if vary else (150, 25)
     dy, dx, d = yy - cy, xx - cx, np.hypot(yy - cy, xx - cx)
     inside = d < r
     shapes = [
-        inside & (((xx // 3) % 2) == 0),  # vertical stripes
-        inside & (((yy // 3) % 2) == 0),  # horizontal stripes
+        inside & (((xx // p) % 2) == 0),  # vertical stripes
+        inside & (((yy // p) % 2) == 0),  # horizontal stripes
         (d < r) & (d > 0.6 * r),  # ring
         (np.abs(dx) < r * 0.25) | (np.abs(dy) < r * 0.25) & inside,  # cross
         (np.abs(dx) < r) & (np.abs(dy) < r),  # square
-        inside & (((xx + yy) // 3) % 2 == 0),  # diagonal stripes
-        inside & ((xx // 4 + yy // 4) % 2 == 0),  # checker
+        inside & (((xx + yy) // p) % 2 == 0),  # diagonal stripes
+        inside & ((xx // q + yy // q) % 2 == 0),  # checker
         (dy > -r) & (dy < r) & (np.abs(dx) < (dy + r) / 2),  # triangle
-        inside & (((d // 3) % 2) == 0),  # target
+        inside & (((d // p) % 2) == 0),  # target
         inside & (np.abs(dx - dy) < r * 0.3),  # diagonal bar
     ]
-    image = rng.normal(60, 25, (size, size)) + 150 * shapes[kind]
+    image = rng.normal(60, noise, (size, size)) + contrast * shapes[kind]
     return np.clip(image, 0, 255).astype(np.uint8)[..., None]
 
 
@@ -78,6 +85,7 @@ class _Form(Form):
     size = IntegerField("Size", default=32)
     seg = IntegerField("Segmentation (shape kind of the mask)", default=-1)
     seed = IntegerField("Seed", default=0)
+    vary = IntegerField("Vary period, contrast and noise (1) or not (0)", default=0)
 
 
 class Patterns(DataIngestion):
@@ -111,13 +119,14 @@ class Patterns(DataIngestion):
         rng = np.random.default_rng([int(self.seed), 0 if stage == "train" else 1, index])
         size = int(self.size)
         if int(self.seg) >= 0:
-            image = pattern(int(rng.integers(0, 10)), size, rng)  # a distractor
-            mask_image = pattern(int(self.seg), size, rng)
+            vary = bool(int(self.vary))
+            image = pattern(int(rng.integers(0, 10)), size, rng, vary)  # a distractor
+            mask_image = pattern(int(self.seg), size, rng, vary)
             mask = (mask_image[..., 0] > 150).astype(np.uint8)
             image[mask == 1] = mask_image[mask == 1]
             return image, mask
         label = index % int(self.classes)
-        return pattern(int(self.first) + label, size, rng), label
+        return pattern(int(self.first) + label, size, rng, bool(int(self.vary))), label
 
 
 def build(values: dict, jobs_dir: Path):
@@ -153,7 +162,7 @@ def epochs_to(values: list[float], target: float) -> int | None:
 def classification(args, jobs: Path) -> dict:
     from digits_core.engine import train, zoo
 
-    source = build({"count": args.source // 6, "val": 10, "first": 0, "classes": 6, "size": args.size}, jobs)
+    source = build({"count": args.source // 6, "val": 10, "first": 0, "classes": 6, "size": args.size, "vary": 1}, jobs)
     target = build({"count": args.per_class, "val": 50, "first": 6, "classes": 4, "size": args.size, "seed": 1}, jobs)
     t0 = time.perf_counter()
     src = train(source, "mobilenet_v3_small", jobs_dir=jobs, weights="none", epochs=args.source_epochs, seed=0)
@@ -195,7 +204,7 @@ def classification(args, jobs: Path) -> dict:
 def segmentation(args, jobs: Path) -> dict:
     from digits_core.engine import train, zoo
 
-    source = build({"count": args.seg_source, "val": 16, "seg": 2, "size": args.size}, jobs)  # rings
+    source = build({"count": args.seg_source, "val": 16, "seg": 2, "size": args.size, "vary": 1}, jobs)  # rings
     target = build({"count": args.seg_train, "val": 32, "seg": 4, "size": args.size, "seed": 1}, jobs)  # squares
     src = train(source, "mobilenet_v3_small", jobs_dir=jobs, weights="none", epochs=args.source_epochs, seed=0)
     zoo.add_from_model(src, "bench-seg-source", jobs_dir=jobs)
