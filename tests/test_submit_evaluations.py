@@ -59,3 +59,15 @@ def test_every_bad_field_is_named_and_nothing_is_looked_up(tmp_path, monkeypatch
     errors = caught.value.errors
     assert set(errors) == {"model", "stage", "epoch", "bootstrap", "folder", "list", "dataset", "mlflow"}
     assert "missing.txt: not found" in errors["list"][0]
+
+
+def test_a_tracking_uri_with_a_password_is_refused_even_for_an_allowed_host(tmp_path, monkeypatch):
+    """The request's URI is stored with the evaluation job: credentials in it are refused, naming MLflow's own
+    environment variables (an allowed host alone would let the password reach ``job.json``)."""
+    monkeypatch.setenv("DIGITS_ALLOW_URL", "127.0.0.1")
+    (tmp_path / "root").mkdir()
+    with confined_to([tmp_path / "root"]), pytest.raises(FormValidationError) as caught:
+        check_evaluation_request(
+            {"model": "m", "dataset": "d", "mlflow": "http://user:secret@127.0.0.1:5000"}, JobStore(tmp_path / "jobs")
+        )
+    assert "MLFLOW_TRACKING_PASSWORD" in caught.value.errors["mlflow"][0]

@@ -280,13 +280,25 @@ def test_an_mlflow_uri_of_a_sweep_request_goes_through_the_gate_of_a_model_reque
     dataset, jobs = shapes
     answers = {}
     for door, extra in (("models", {}), ("sweeps", {"search": ["learning_rate=0.01,0.1"], "scheduler": "grid"})):
-        for uri in ("http://127.0.0.1:5000", "sqlite:///mlflow.db"):
+        for uri in ("http://127.0.0.1:5000", "sqlite:///mlflow.db", "http://user:secret@mlflow.example"):
             body = {"name": "m", "dataset": "d", "network": "lenet", "options": {"epochs": 1, "mlflow": uri}, **extra}
             answer = web.post(f"/api/{door}", json=body, headers={"X-CSRFToken": token})
             assert answer.status_code == 400, answer.get_data(as_text=True)[:300]
             answers[door, uri] = answer.get_json()["error"]["fields"]["mlflow"]
     assert answers["sweeps", "http://127.0.0.1:5000"] == answers["models", "http://127.0.0.1:5000"]
     assert answers["sweeps", "sqlite:///mlflow.db"] == answers["models", "sqlite:///mlflow.db"]
+    with_password = "http://user:secret@mlflow.example"  # stored with the sweep or job: refused, allowed host or not
+    assert answers["sweeps", with_password] == answers["models", with_password]
+    assert "MLFLOW_TRACKING_PASSWORD" in answers["models", with_password][0]
+    monkeypatch.setenv("DIGITS_ALLOW_URL", "mlflow.example")
+    answer = web.post(
+        "/api/sweeps",
+        json={"name": "m", "dataset": "d", "network": "lenet", "search": ["learning_rate=0.01,0.1"]}
+        | {"scheduler": "grid", "options": {"epochs": 1, "mlflow": with_password}},
+        headers={"X-CSRFToken": token},
+    )
+    assert "MLFLOW_TRACKING_USERNAME" in answer.get_json()["error"]["fields"]["mlflow"][0]
+    monkeypatch.delenv("DIGITS_ALLOW_URL")
     assert not (app.extensions["digits"]["jobs_dir"] / ".sweeps").exists()
 
     uri = "http://127.0.0.1:5000"

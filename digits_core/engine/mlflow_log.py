@@ -40,7 +40,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from ..errors import DigitsError
 from ..jobs.model import MODEL_FILE, read_model_record, update_model_record
-from ..outbound import check_url, in_server_context
+from ..outbound import OutboundURLError, check_url, in_server_context
 from .hparams import FINAL_PREFIX, final_values, hparam_values
 from .jobio import NETWORK_COPY, SNAPSHOT_DIR
 
@@ -88,15 +88,28 @@ def pop_tracking_uri(options: dict) -> str | None:
     return uri or None
 
 
-def check_tracking_uri(uri: str, field: str = TRACKING_KEY) -> None:
+def check_tracking_uri(uri: str, field: str = TRACKING_KEY, *, request: bool = False) -> None:
     """Refuse, in a server context, a tracking URI the operator did not allow (an http(s) URL
     that passes :func:`digits_core.outbound.check_url`; no file, database or other scheme).
+
+    Args:
+        uri: The tracking URI.
+        field: The field named in the refusal.
+        request: The URI comes from a request, which is stored with its job or sweep: credentials in it
+            (``user:password@``) are refused too (the operator's own ``$MLFLOW_TRACKING_URI`` may hold them).
 
     Raises:
         OutboundURLError: Where the operator's rules refuse it.
     """
-    if in_server_context():
-        check_url(uri, field)
+    if not in_server_context():
+        return
+    if request and "@" in urlsplit(uri).netloc:
+        raise OutboundURLError(
+            f"{field}: a tracking URI with a user name or password would be stored with the job; give the server "
+            "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD in its environment instead.",
+            field,
+        )
+    check_url(uri, field)
 
 
 def client(uri: str) -> Any:

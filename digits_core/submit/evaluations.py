@@ -114,7 +114,7 @@ def check_evaluation_request(values: dict, store: JobStore) -> dict[str, Any]:
     tracking = str(values.get(TRACKING_KEY) or "").strip() or None
     if tracking:
         try:
-            check_tracking_uri(tracking, TRACKING_KEY)
+            check_tracking_uri(tracking, TRACKING_KEY, request=True)
         except OutboundURLError as exc:
             errors[TRACKING_KEY] = [str(exc)]
     if errors:

@@ -158,7 +158,7 @@ def _outside_errors(options: dict, form: str) -> dict[str, list[str]]:
     tracking = options.get(TRACKING_KEY)
     if TRACKING_KEY not in errors and tracking not in (None, ""):
         try:  # an MLflow server is an outbound address: http(s) the operator allows, never a file or database URI
-            check_tracking_uri(str(tracking).strip(), TRACKING_KEY)
+            check_tracking_uri(str(tracking).strip(), TRACKING_KEY, request=True)
         except OutboundURLError as exc:
             errors[TRACKING_KEY] = [str(exc)]
     for key, items in texts.items():
