@@ -111,6 +111,7 @@ def main(argv=None) -> int:
     parser.add_argument("--full-epochs", type=int, default=None, help="epochs of the full-data run")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--passes", type=int, default=8)
+    parser.add_argument("--min-steps", type=int, default=200, help="steps each training runs at least (default 200)")
     parser.add_argument("--filters", type=int, default=8)
     parser.add_argument("--out", default="bench-results/active-learning", help="folder for the JSON and the chart")
     parser.add_argument("--smoke", action="store_true", help="tiny: 6 patients of 32 px, 2 rounds, 2 epochs")
@@ -139,6 +140,7 @@ def main(argv=None) -> int:
             full_epochs=args.full_epochs,
             batch_size=args.batch_size,
             passes=args.passes,
+            min_steps=args.min_steps,
             jobs_dir=root / "jobs",
             progress=lambda line: print(line, file=sys.stderr, flush=True),
         )

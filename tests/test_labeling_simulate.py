@@ -40,7 +40,7 @@ def test_simulation_curves_per_strategy_and_seed(datasets, tmp_path):
     result = simulate(
         lv.id, strategies=["entropy"], seeds=(0, 1, 2), initial=0.1, step=0.1, rounds=2, epochs=1, round_epochs=1,
         full_epochs=1, batch_size=4, network_params={"filters": 2, "depth": 2, "dropout": 0.1}, jobs_dir=jobs,
-        progress=lines.append,
+        progress=lines.append, min_steps=0,
     )  # fmt: skip
     assert list(result.curves) == ["random", "entropy"]  # random is always the baseline
     assert np.allclose(result.fractions, [0.1, 0.2, 0.3])
@@ -73,3 +73,21 @@ def test_simulation_refuses_what_it_cannot_replay(datasets):
         simulate(lv.id, initial=0.1, step=0.1, rounds=10, jobs_dir=jobs)
     with pytest.raises(StrategyError, match="Unknown strategy"):
         simulate(lv.id, strategies=["oracle"], jobs_dir=jobs)
+
+
+def test_a_short_fit_runs_its_minimum_steps_with_batchnorm_fitted_to_them():
+    """8 labelled images at batch 16 are one step an epoch: a round's 2 epochs would be 2 steps, and Keras's
+    BatchNorm momentum (0.99) would keep the initial statistics (the simulation's Dice stayed at 0.03, the
+    network's output at chance in inference mode, for every strategy)."""
+    from digits_core.engine.batchnorm import momentum_for
+    from digits_core.engine.networks import resolve_network
+    from digits_core.labeling.simulate import _Trainer
+
+    spec = resolve_network("unet")
+    x = np.random.default_rng(0).random((8, 16, 16, 1)).astype(np.float32)
+    y = (x[..., 0] > 0.5).astype(np.int32)
+    trainer = _Trainer(lambda: spec.build((16, 16, 1), 2, filters=2, depth=2, dropout=0.1), 3e-3, 16, 0, 12)
+    trainer.fit(x, y, 2)
+    assert int(trainer.model.optimizer.iterations) == 12
+    momenta = {layer.momentum for layer in trainer.model._flatten_layers() if hasattr(layer, "moving_variance")}
+    assert momenta == {momentum_for(1)}

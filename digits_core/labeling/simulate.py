@@ -101,7 +101,7 @@ class _Trainer:
     only assigns the initial weights and zeroes the optimizer's state.
     """
 
-    def __init__(self, build: Callable, lr: float, batch_size: int, seed: int):
+    def __init__(self, build: Callable, lr: float, batch_size: int, seed: int, min_steps: int = 0):
         import keras
 
         keras.utils.set_random_seed(seed)
@@ -111,6 +111,8 @@ class _Trainer:
         # every variable, the dropout layers' seed states too (weights alone would leave them advanced)
         self.initial = [np.array(v.numpy()) for v in self.model.variables]
         self.batch_size = batch_size
+        self.min_steps = int(min_steps)
+        self.momentum: float | None = None
 
     def restart(self) -> _Trainer:
         """Back to the initial weights, a fresh optimizer and the seed's random state."""
@@ -124,7 +126,18 @@ class _Trainer:
         return self
 
     def fit(self, x: np.ndarray, y: np.ndarray, epochs: int) -> None:
-        self.model.fit(x, y, epochs=int(epochs), batch_size=self.batch_size, verbose=0, shuffle=True)
+        """Train ``epochs`` epochs, or more when that is under ``min_steps`` steps (a round on 8 labelled images
+        is one step an epoch: 30 epochs would be 30 steps), with BatchNorm fitted to the epoch's steps as the
+        engine fits it (Keras's 0.99 keeps the initial statistics through such a short run, and the network
+        validates at chance whatever it learned)."""
+        from ..engine.batchnorm import fit_batchnorm_momentum, momentum_for  # Keras is loaded by now
+
+        steps = math.ceil(len(x) / self.batch_size)
+        if momentum_for(steps) != self.momentum:
+            self.momentum = fit_batchnorm_momentum(self.model, steps)
+            self.model.train_function = None  # the traced step holds the momentum: trace it again
+        epochs = max(int(epochs), math.ceil(self.min_steps / steps))
+        self.model.fit(x, y, epochs=epochs, batch_size=self.batch_size, verbose=0, shuffle=True)
 
     def predict(self, x: np.ndarray) -> np.ndarray:
         out = [np.asarray(self.model(x[i : i + 64], training=False)) for i in range(0, len(x), 64)]
@@ -172,6 +185,7 @@ def simulate(
     batch_size: int = 16,
     learning_rate: float = 3e-3,
     passes: int = 8,
+    min_steps: int = 200,
     jobs_dir: Any = None,
     progress: Callable[[str], None] | None = None,
 ) -> SimulationResult:
@@ -192,6 +206,8 @@ def simulate(
         batch_size: Training batch size.
         learning_rate: Adam's rate.
         passes: MC-dropout passes.
+        min_steps: Each training (initial, round, full data) runs at least this many steps, whatever
+            ``epochs`` says: the first rounds have few labelled images, so few steps an epoch.
         jobs_dir: The jobs folder.
         progress: Called with one line per finished round.
 
@@ -225,7 +241,7 @@ def simulate(
     for seed in seeds:
         rng = np.random.default_rng(int(seed))
         start = rng.permutation(n)[:first]
-        trainer = _Trainer(build, learning_rate, batch_size, int(seed))
+        trainer = _Trainer(build, learning_rate, batch_size, int(seed), min_steps)
         for name in names:
             trainer.restart()
             labelled = np.zeros(n, bool)
@@ -258,6 +274,7 @@ def simulate(
         "network_params": params,
         "epochs": epochs,
         "round_epochs": round_epochs,
+        "min_steps": min_steps,
         "train_images": n,
         "val_images": len(xv),
         "full_dice_per_seed": full,
