@@ -87,6 +87,7 @@ KNOWN_CYCLES: dict[tuple[str, ...], str] = {
         "digits_core.executors.worker",
         "digits_core.labeling.jobs",
         "digits_core.labeling.rounds",
+        "digits_core.labeling.volume_rounds",
     ): "a dataset build encodes on Ray through executors.ray_encode, and the executors run dataset builds (and an "
     "active-learning round, which builds one): the Ray encoder belongs below datasets",
     (

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from ..datasets.volumes import VolumeStageReader
+from ..errors import TrainingError
 from ..jobs import JobStatus
 from ..jobs.model import MODEL_FILE, read_model_record, write_model_record
 from ..volumes.metrics import case_metrics, summarize
@@ -57,7 +58,14 @@ class VolumeRun:
     """One run: build the network, train on sampled patches, validate on whole cases, save."""
 
     def __init__(
-        self, job_folder: Path, dataset_folder: Path, info: dict, config, progress: Callable | None, tracker=None
+        self,
+        job_folder: Path,
+        dataset_folder: Path,
+        info: dict,
+        config,
+        progress: Callable | None,
+        tracker=None,
+        start: Path | None = None,
     ):
         self.folder = Path(job_folder)
         self.tracker = tracker  # the MLflow run (engine.mlflow_log.RunTracker), or None
@@ -68,6 +76,7 @@ class VolumeRun:
         self.num_classes = int(info.get("num_classes") or 2)
         self.channels = int(info["feature"]["shape"][3])
         self.val_cases: list[dict] = []
+        self.start = start  # a .keras model whose weights the network starts from (``pretrained``), or None
 
     def _batch(self, sampler: PatchSampler):
         x, y = sampler.batch(self.config.batch_size)
@@ -94,6 +103,8 @@ class VolumeRun:
         model = build_unet(
             channels, self.num_classes, dims=dims, base_filters=config.base_filters, levels=config.levels
         )
+        if self.start is not None:
+            self._load_start(keras, model, self.start)
         model.compile(optimizer=keras.optimizers.Adam(config.learning_rate), loss=dice_ce_loss(self.num_classes))
         self._write_info(model, counts, "Running")
         if self.tracker is not None:
@@ -136,6 +147,19 @@ class VolumeRun:
             if val is not None:
                 val.close()
         return status
+
+    def _load_start(self, keras, model, start: Path) -> None:
+        """Start from the ``pretrained`` model's weights; a network of other layers is refused naming both."""
+        source = keras.models.load_model(start, compile=False)
+        have = [tuple(w.shape) for w in source.get_weights()]
+        want = [tuple(w.shape) for w in model.get_weights()]
+        if have != want:
+            raise TrainingError(
+                f"pretrained {start.parent.name}: its network has other layers than this "
+                f"{self.config.network} (base filters {self.config.base_filters}, levels {self.config.levels}, "
+                f"{model.input_shape[-1]} input channels); give the same network settings"
+            )
+        model.set_weights(source.get_weights())
 
     def validate(self, model, reader: VolumeStageReader, count: int) -> dict[str, float]:
         """Sliding-window inference over every validation case; the per-case scores' means."""
@@ -202,5 +226,6 @@ class VolumeRun:
                 "val_cases": self.val_cases,
                 "status": status,
                 "model_file": MODEL_KERAS,
+                **({"pretrained": str(self.start)} if self.start is not None else {}),
             },
         )

@@ -17,7 +17,10 @@ run of a model job:
   per-case validation scores).
 
 ``epochs``, ``batch_size``, ``learning_rate``, ``validation_interval`` and
-``seed`` apply; their defaults are the volume networks' own
+``seed`` apply, and ``pretrained``: a volume model job (or its ``.keras`` file) whose weights the new network
+starts from, instead of random ones (a volume run keeps no snapshots: the model's final weights; the network,
+``volume_base_filters`` and ``volume_levels`` must build the same layers, or the run is refused naming both);
+their defaults are the volume networks' own
 (:data:`~digits_core.engine.volume_nets.VOLUME_DEFAULTS`, shown by the New
 Model form too), so every door runs the same defaults (:func:`volume_config`
 resolves them without training). The volume settings are declared training
@@ -43,6 +46,7 @@ import numpy as np
 from ..errors import FormValidationError, TrainingError
 from ..jobs import Job, JobStatus
 from ..submit.records import create_model_record
+from . import jobio
 from .hparams import final_values, hparam_values, volume_record, write_run_hparams
 from .jobio import read_model_info
 from .networks import VOLUME_KIND, check_network_kind
@@ -225,6 +229,7 @@ def train_volume(
         TrainingError: Not a volume network, or training failed (the job ends in Error).
     """
     folder, info, config = _plan(dataset, network, jobs_dir, options)
+    start = start_weights(options.get("pretrained"), jobs_dir)
     network = config.network
     fields: dict[str, Any] = dict(
         dataset_id=info["id"],
@@ -237,7 +242,7 @@ def train_volume(
     job = create_model_record(name or f"{network}-{info['id']}", jobs_dir=jobs_dir, hold=True, **fields)
     if on_job is not None:
         on_job(job)
-    return _run(job, folder, info, config, progress, tracking)
+    return _run(job, folder, info, config, progress, tracking, start)
 
 
 def train_volume_into(
@@ -245,8 +250,9 @@ def train_volume_into(
 ) -> Job:
     """:func:`train_volume` into a model job created beforehand (the web UI's queued jobs)."""
     folder, info, config = _plan(dataset, network, job.path.parent, options)
+    start = start_weights(options.get("pretrained"), job.path.parent)
     job.update(dataset_id=info["id"], network=config.network, task="volume-segmentation")
-    return _run(job, folder, info, config, progress, tracking)
+    return _run(job, folder, info, config, progress, tracking, start)
 
 
 def _tracker(job: Job, info: dict, config: VolumeConfig, uri: str | None) -> Any:
@@ -259,12 +265,49 @@ def _tracker(job: Job, info: dict, config: VolumeConfig, uri: str | None) -> Any
     return RunTracker(uri, job, hparam_values(options, network=config.network, dataset=info["id"]))
 
 
-def _run(job: Job, folder: Path, info: dict, config: VolumeConfig, progress, tracking: str | None = None) -> Job:
+def start_weights(pretrained: Any, jobs_dir=None) -> Path | None:
+    """The ``.keras`` file a volume run's ``pretrained`` option names (a volume model job, or the file); ``None``.
+
+    Raises:
+        FormValidationError: On field ``pretrained``: not a volume model job nor a ``.keras`` file.
+    """
+    if pretrained in (None, ""):
+        return None
+    from ..paths import check_server_path  # the one path gate for a file named in a request
+
+    text = str(pretrained)
+    if text.endswith(".keras"):
+        path = check_server_path(text, "pretrained", form_name="training options")
+        if path.is_file():
+            return path
+        raise FormValidationError({"pretrained": [f"{text} is not a file"]}, "training options")
+    try:
+        model = jobio.model_folder(text, jobs_dir)
+        info = dict(read_model_info(model))
+    except Exception:  # noqa: BLE001 - not a job, or not trained yet: named below
+        info, model = {}, Path(text)
+    if info.get("kind") != "volume" or not (model / str(info.get("model_file") or "model.keras")).is_file():
+        raise FormValidationError(
+            {"pretrained": [f"{text} is not a trained volume model (unet3d / unet2.5d) nor a .keras file"]},
+            "training options",
+        )
+    return model / str(info.get("model_file") or "model.keras")
+
+
+def _run(
+    job: Job,
+    folder: Path,
+    info: dict,
+    config: VolumeConfig,
+    progress,
+    tracking: str | None = None,
+    start: Path | None = None,
+) -> Job:
     job.set_status(JobStatus.RUNNING)
     from .volume_loop import VolumeRun  # the run's loop (Keras inside) only once the job exists
 
     tracker = _tracker(job, info, config, tracking)
-    run = VolumeRun(job.path, folder, info, config, progress, tracker)
+    run = VolumeRun(job.path, folder, info, config, progress, tracker, start=start)
     try:
         status = run.run()
     except Exception as exc:  # noqa: BLE001 - any failure ends the job in Error

@@ -190,6 +190,7 @@ class ModelRecord(TypedDict, total=False):
     normalization: Any  # the dataset's userdata "normalization_used"
     val_cases: list[Any]
     model_file: str  # the Keras file of the trained model
+    pretrained: str  # a volume run started from this model file's weights (the pretrained option)
     # read for older model.json files only (the engine writes dataset_id / dataset_plugin)
     dataset: str | dict[str, Any]  # the dataset id, or {"id": ...}
     plugin_id: str  # the dataset's plugin

@@ -10,7 +10,9 @@
    ``image-segmentation`` data plugin (the images and their newest label versions, sized and typed as the
    model's dataset, its class names kept; a DICOMweb pool's images and label SEGs are read from its server and
    written as 8-bit PNGs first) and train a new model job from the model's last snapshot
-   (the engine's fine-tune path, ``pretrained=<model>``), with its network and options.
+   (the engine's fine-tune path, ``pretrained=<model>``), with its network and options. A pool of volumes
+   builds a volume dataset of its accepted labels and continues the volume model from its weights instead
+   (:func:`~digits_core.labeling.volume_rounds.retrain_volumes`).
 
 The round is recorded in ``pool.json["rounds"]`` (strategy, model, counts, the new dataset and model, their
 validation Dice), so a chart of Dice against the number of labels per round comes from the pool alone
@@ -207,11 +209,6 @@ def run_round(
         StrategyError: Unknown strategy, or ``variance`` on a network without dropout.
     """
     pool = pool_id if isinstance(pool_id, Pool) else load_pool(pool_id, jobs_dir)
-    if retrain_model and int(pool.record().get("dimensions") or 2) == 3:
-        raise PoolError(
-            f"Pool {pool.id} holds volumes: a round does not retrain a volume model on its labels yet; "
-            "run it with --no-retrain (score and propose) and train on the accepted label SEGs."
-        )
     say = progress or (lambda _info: None)
     scored = score_pool(
         pool,
@@ -237,7 +234,24 @@ def run_round(
         }
     )
     result = RoundResult(number, strategy, scored.model_id, scored.scored, scored.skipped, proposed, labels)
-    if retrain_model and labels:
+    if retrain_model and labels and int(pool.record().get("dimensions") or 2) == 3:
+        from .volume_rounds import retrain_volumes  # a pool of volumes: a volume dataset and a volume run
+
+        done = retrain_volumes(
+            pool,
+            scored.model_id,
+            number,
+            epochs=epochs,
+            val_percent=val_percent,
+            jobs_dir=jobs_dir,
+            progress=lambda info: say({"phase": "train", **info}),
+        )
+        if done:
+            result.dataset_id, result.new_model_id, result.val_dice = done
+            pool.update_round(
+                number, dataset_id=result.dataset_id, new_model_id=result.new_model_id, val_dice=result.val_dice
+            )
+    elif retrain_model and labels:
         trained = retrain(
             pool,
             scored.model_id,

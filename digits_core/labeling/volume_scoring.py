@@ -11,7 +11,9 @@ one volume, its probabilities and their running mean and variance, whatever the 
 
 A proposal is the prediction mapped back to the series' voxels (the plugin's ``write_volume_result``, nothing
 written) as a slice stack (``D×H×W``: slices along the normal, rows, columns) stored by the pool's plugin as a
-multi-frame DICOM-SEG referencing the series (``pool_store_proposal``).
+multi-frame DICOM-SEG referencing the series (``pool_store_proposal``). A folder pool of ``.npy`` volumes is
+scored the same way (each ``.npy`` read at the model's voxel spacing, normalised by the same plugin) and its
+proposals are ``proposals/<id>.npy`` in the pool's job folder.
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ import numpy as np
 
 from ..errors import DigitsError
 from . import pacs
-from .pool import ACCEPTED, IN_REVIEW, Pool, PoolError
+from .pool import ACCEPTED, IN_REVIEW, PROPOSALS_DIR, Pool, PoolError, encode_mask
 from .strategies import DEFAULT_PASSES, check_strategy, entropy, mc_dropout_model, random_scores
+from .volume_files import folder_volume, model_spacing
 
 #: The inference-form value prefix naming a series on the DICOMweb server (the volume plugins' ``SERIES_PREFIX``).
 SERIES_PREFIX = "dicomweb:"
@@ -49,15 +52,18 @@ def _server_form(source: dict[str, Any]) -> dict[str, str]:
 
 
 class VolumeModel:
-    """A trained volume model, loaded once, and its dataset's data plugin set up to read the pool's series.
+    """A trained volume model, loaded once, and its dataset's data plugin set up to read the pool's volumes.
+
+    A folder pool's candidate is a ``D×H×W`` ``.npy``: read as voxels at the model's target spacing (nothing
+    resampled) and normalised by the plugin as the model's dataset was; its proposal is on the same voxels.
 
     Args:
-        pool: A pool of volumes on a DICOMweb server.
+        pool: A pool of volumes (series on a DICOMweb server, or a folder of ``.npy`` volumes).
         model_id: The volume model job.
         jobs_dir: The jobs folder.
 
     Raises:
-        PoolError: Not a volume model, not a DICOMweb pool of volumes, or another modality (both named).
+        PoolError: Not a volume model, or another modality (both named).
     """
 
     def __init__(self, pool: Pool, model_id: str, jobs_dir: Any = None):
@@ -65,8 +71,8 @@ class VolumeModel:
         from ..engine.volume_infer import _plugin
 
         record = pool.record()
-        if not pacs.is_plugin_source(record.get("source") or {}):
-            raise PoolError(f"Pool {pool.id}: volumes are scored from a DICOMweb server; this pool is a folder.")
+        self.source = dict(record.get("source") or {})
+        self.on_server = pacs.is_plugin_source(self.source)
         folder = jobio.model_folder(model_id, jobs_dir)
         info: dict = dict(jobio.read_model_info(folder))
         self.id = folder.name
@@ -74,7 +80,7 @@ class VolumeModel:
             raise PoolError(f"Pool {pool.id} holds 3-D volumes; model {self.id} is a 2-D image model.")
         self.info, self.folder = info, folder
         try:
-            self.plugin = _plugin(info, _server_form(record["source"]))
+            self.plugin = _plugin(info, _server_form(record["source"]) if self.on_server else None)
         except DigitsError as exc:
             raise PoolError(f"Model {self.id} cannot read the series of pool {pool.id}: {exc}") from None
         want = str(record.get("modality") or "").upper()
@@ -103,6 +109,14 @@ class VolumeModel:
         Raises:
             DigitsError: The series cannot be fetched, or it is not one volume (named by the plugin).
         """
+        if not self.on_server:  # a folder pool's .npy on the model's voxel spacing, normalised as its dataset was
+            from ..interfaces.volume import Volume  # the plugin contract's volume type
+
+            array = folder_volume(self.source, cand)
+            spacing = model_spacing(self.info)
+            affine = np.diag([spacing[2], spacing[1], spacing[0], 1.0])
+            volume = Volume(array[..., None].astype(np.float32), spacing, affine, str(cand["id"]))
+            return self.plugin.preprocess(volume, None)[0], {"kind": "npy", "shape": array.shape}
         return self.plugin.load_inference_volume(SERIES_PREFIX + str(cand["source"]["series"]))
 
     def probabilities(self, array: np.ndarray, *, dropout: bool = False) -> np.ndarray:
@@ -144,6 +158,10 @@ class VolumeModel:
     def proposal(self, volume: Any, context: dict) -> np.ndarray:
         """The prediction on the series' own voxels as a ``D×H×W`` slice stack (slices, rows, columns)."""
         label = np.argmax(self.probabilities(volume.array), axis=-1).astype(np.uint8)
+        if context.get("kind") == "npy":  # the .npy's own voxels (read at the model's spacing: nothing resampled)
+            if tuple(label.shape) != tuple(context["shape"]):
+                raise PoolError(f"The prediction is {label.shape}; the volume is {context['shape']}.")
+            return np.ascontiguousarray(label)
         ijk, _ = self.plugin.write_volume_result(label, volume.spacing, context, None)
         return np.ascontiguousarray(np.transpose(np.asarray(ijk, np.uint8), (2, 1, 0)))
 
@@ -232,6 +250,12 @@ def propose_volumes(
         try:
             volume, context = model.read(cand)
             mask = model.proposal(volume, context)
+            if not model.on_server:  # a folder pool: proposals/<id>.npy in the pool's job folder
+                name = f"{PROPOSALS_DIR}/{cand['id']}.npy"
+                (pool.path / name).write_bytes(encode_mask(mask))
+                pool.record_proposal(cand["id"], {"file": name, "model_id": model.id}, user=user)
+                done.append(cand["id"])
+                continue
             where = pacs.store_proposal(record["source"], cand, mask, classes, model_id=model.id)
         except DigitsError as exc:
             errors[cand["id"]] = str(exc)

@@ -177,18 +177,20 @@ def test_a_pacs_pool_of_volumes_scored_proposed_as_segs_and_reviewed_by_slice(
     )
 
 
-def test_a_volume_pool_refuses_a_retraining_round_before_scoring(pacs, env, trained, tmp_path):
-    from digits_core.labeling import load_pool, run_round, score_pool
+def test_a_round_on_a_pacs_pool_of_volumes_retrains_on_the_accepted_label_segs(pacs, env, trained, tmp_path):
+    """Two series get a reviewed label SEG (the left half of every slice: unlike any proposal) over a proposal;
+    the round builds a ``dicomweb-volumes`` dataset of exactly those two series with those labels (resampled to the
+    model's spacing: the label's share of voxels is kept), and continues the model from its weights."""
+    from digits_core.datasets.volumes import VolumeStageReader
+    from digits_core.engine.volume_train import volume_dataset_folder
+    from digits_core.labeling import load_pool, propose, run_round, score_pool
     from digits_core.labeling.pacs import create_dicomweb_pool
-    from digits_core.labeling.pool import PoolError
     from digits_core.web import create_app
+    from digits_data_volumes.pacs import DicomWebVolumesIngestion
 
     jobs, _, model = trained
     pool = create_dicomweb_pool("v", named_server="pacs", username=pacs.username, plugin="dicomweb-volumes",
-                                jobs_dir=jobs)  # fmt: skip
-    with pytest.raises(PoolError, match="does not retrain a volume model"):
-        run_round(pool, model.name, strategy="entropy", count=1, jobs_dir=jobs)
-    assert all(c["score"] is None and c["state"] == "unlabelled" for c in pool.candidates())  # nothing scored
+                                class_labels=CLASSES.split(","), jobs_dir=jobs)  # fmt: skip
     client = create_app(jobs, start_scheduler=False, testing=True, secret_key="k").test_client()
     client.environ_base["HTTP_X_CSRFTOKEN"] = client.get("/api/csrf-token").get_json()["csrf_token"]
     made = client.post("/api/pools", json={"dicomweb_server": "pacs", "username": pacs.username, "volumes": True})
@@ -196,5 +198,42 @@ def test_a_volume_pool_refuses_a_retraining_round_before_scoring(pacs, env, trai
     assert load_pool(made.get_json()["id"], jobs).record()["dimensions"] == 3  # the JSON API's door
     wrong = client.post("/api/pools", json={"folder": str(tmp_path), "volumes": True})
     assert wrong.status_code == 400 and "volumes are listed from a DICOMweb server" in wrong.get_data(as_text=True)
-    tta = score_pool(pool, model.name, "tta", jobs_dir=jobs)  # the volume and its in-plane flips, mapped back
-    assert tta.scored == len(pool.candidates()) and all(c["score"] > 0 for c in pool.candidates())
+
+    score_pool(pool, model.name, "entropy", jobs_dir=jobs)
+    proposed = propose(pool, model.name, 2, jobs_dir=jobs)
+    record = pool.record()
+    shares = {}
+    for cid in proposed:
+        cand = pool.candidate(cid)
+        stack = DicomWebVolumesIngestion.review_label(record["source"], cand["source"], cand["proposal"])
+        label = np.zeros_like(stack)
+        label[:, :, : stack.shape[2] // 2] = 1
+        shares[cid] = (float(label.mean()), float(stack.mean()))
+        mask = {"encoding": "rle", "shape": list(label.shape), "runs": _runs(label)}
+        answer = client.post(f"/api/pools/{pool.id}/candidates/{cid}/review",
+                             json={"action": "accept", "base_version": 0, "mask": mask})  # fmt: skip
+        assert answer.status_code == 201, answer.get_data(as_text=True)
+
+    result = run_round(pool, model.name, strategy="tta", count=1, epochs=1, val_percent=50, jobs_dir=jobs)
+    assert result.scored == len(pool.candidates()) - 2 and len(result.proposed) == 1
+    assert result.new_model_id and result.dataset_id
+    folder = volume_dataset_folder(result.dataset_id, jobs)
+    published = json.loads((folder / "dataset.json").read_text())
+    assert (
+        published["userdata"]["target_spacing_mm"]
+        == json.loads((model / "model.json").read_text())["target_spacing_mm"]
+    )
+    seen = []
+    for stage in ("train", "val"):
+        reader = VolumeStageReader(folder / stage)
+        try:
+            seen += [float(reader.case(i)[1].mean()) for i in range(published["stages"][stage]["count"])]
+        finally:
+            reader.close()
+    assert len(seen) == 2  # the two reviewed series, not the one with a proposal only, not the others
+    for share in seen:  # the reviewed label's half, never a proposal's share
+        assert share == pytest.approx(0.5, abs=0.06), (share, shares)
+    (entry,) = load_pool(pool.id, jobs).record()["rounds"]
+    assert entry["new_model_id"] == result.new_model_id and isinstance(entry["val_dice"], float)
+    new = json.loads((jobs / result.new_model_id / "model.json").read_text())
+    assert new["kind"] == "volume" and new["pretrained"] == str(model / "model.keras")
