@@ -87,7 +87,13 @@ def test_a_short_fit_runs_its_minimum_steps_with_batchnorm_fitted_to_them():
     x = np.random.default_rng(0).random((8, 16, 16, 1)).astype(np.float32)
     y = (x[..., 0] > 0.5).astype(np.int32)
     trainer = _Trainer(lambda: spec.build((16, 16, 1), 2, filters=2, depth=2, dropout=0.1), 3e-3, 16, 0, 12)
+    trainer.restart()  # before every strategy: the rate must survive it (it once zeroed the rate with the moments)
+    assert float(trainer.model.optimizer.learning_rate) == pytest.approx(3e-3)
     trainer.fit(x, y, 2)
     assert int(trainer.model.optimizer.iterations) == 12
+    assert not np.allclose(trainer.model.variables[0].numpy(), trainer.initial[0])  # it learned
+    trainer.restart()
+    assert float(trainer.model.optimizer.learning_rate) == pytest.approx(3e-3)
+    assert int(trainer.model.optimizer.iterations) == 0
     momenta = {layer.momentum for layer in trainer.model._flatten_layers() if hasattr(layer, "moving_variance")}
     assert momenta == {momentum_for(1)}

@@ -111,6 +111,7 @@ class _Trainer:
         # every variable, the dropout layers' seed states too (weights alone would leave them advanced)
         self.initial = [np.array(v.numpy()) for v in self.model.variables]
         self.batch_size = batch_size
+        self.lr = float(lr)
         self.min_steps = int(min_steps)
         self.momentum: float | None = None
 
@@ -120,8 +121,12 @@ class _Trainer:
 
         for variable, value in zip(self.model.variables, self.initial):
             variable.assign(value)
-        for variable in self.model.optimizer.variables:
-            variable.assign(np.zeros(variable.shape, variable.dtype))
+        optimizer = self.model.optimizer
+        for variable in optimizer.variables:
+            # the step count and Adam's moments start again; the rate is one of these variables and stays
+            if variable is not getattr(optimizer, "_learning_rate", None):
+                variable.assign(np.zeros(variable.shape, variable.dtype))
+        optimizer.learning_rate = self.lr
         keras.utils.set_random_seed(self.seed)
         return self
 
