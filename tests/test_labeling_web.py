@@ -151,3 +151,55 @@ def test_pool_page_charts_the_rounds_val_dice_against_labels(client, folder, tmp
     html = client.get(f"/pools/{pool.id}").get_data(as_text=True)
     assert 'id="pool-rounds-chart"' in html and html.count("<circle") == 2  # the round without a model is left out
     assert "0.7400" in html and ">variance</text>" in html
+
+
+@pytest.fixture
+def volume_folder(tmp_path):
+    data = tmp_path / "roots" / "volumes"
+    (data / "deeper").mkdir(parents=True)
+    for rel in ("a.npy", "deeper/b.npy"):
+        np.save(data / rel, np.zeros((3, 8, 10), np.float32))
+    Image.fromarray(np.zeros((8, 10), np.uint8), mode="L").save(data / "slice.png")  # no candidate of a volume pool
+    return data
+
+
+def test_digits_label_pool_volumes_on_a_folder(volume_folder, folder, tmp_path, capsys):
+    from digits_core.labeling import load_pool
+
+    jobs = str(tmp_path / "jobs")
+    assert digits(["--jobs-dir", jobs, "label", "pool", str(volume_folder), "--volumes", "--json"]) == 0
+    made = json.loads(capsys.readouterr().out)
+    record = load_pool(made["id"], jobs).record()
+    assert record["dimensions"] == 3 and record["source"] == {"kind": "folder", "root": str(volume_folder.resolve())}
+    assert sorted(c["source"]["path"] for c in record["candidates"].values()) == ["a.npy", "deeper/b.npy"]
+    # a folder of 2-D images only: refused naming it, nothing made
+    assert digits(["--jobs-dir", jobs, "label", "pool", str(folder), "--volumes"]) == 1
+    assert f"{folder.resolve()} holds no .npy volume" in capsys.readouterr().err
+    (volume_folder / "flat.npy").write_bytes(np.zeros((8, 10)).tobytes())  # no .npy header: named
+    assert digits(["--jobs-dir", jobs, "label", "pool", str(volume_folder), "--volumes"]) == 1
+    assert "flat.npy: not a readable .npy volume" in capsys.readouterr().err
+    np.save(volume_folder / "flat.npy", np.zeros((8, 10)))  # a 2-D array: named
+    assert digits(["--jobs-dir", jobs, "label", "pool", str(volume_folder), "--volumes"]) == 1
+    assert "flat.npy: a volume is a D×H×W array, not shape (8, 10)" in capsys.readouterr().err
+    assert [j.id for j in JobStore(jobs).list("pool")] == [made["id"]]
+
+
+def test_api_pools_volumes_on_a_folder(client, volume_folder, folder, tmp_path):
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    np.save(outside / "v.npy", np.zeros((3, 8, 10), np.float32))
+    refused = client.post("/api/pools", json={"folder": str(outside), "volumes": True})
+    assert refused.status_code == 400 and "outside the server's data roots" in refused.get_data(as_text=True)
+    images = client.post("/api/pools", json={"folder": str(folder), "volumes": True})
+    assert images.status_code == 400
+    assert f"{folder.resolve()} holds no .npy volume" in images.get_data(as_text=True)
+    assert JobStore(tmp_path / "jobs").list("pool") == []  # nothing was created by the refusals
+
+    made = client.post("/api/pools", json={"folder": str(volume_folder), "volumes": True, "classes": ["bg", "lv"]})
+    assert made.status_code == 201, made.get_data(as_text=True)
+    assert made.get_json()["counts"]["unlabelled"] == 2  # the PNG is no volume candidate
+    from digits_core.labeling import load_pool
+
+    record = load_pool(made.get_json()["id"], tmp_path / "jobs").record()
+    assert record["dimensions"] == 3
+    assert sorted(c["source"]["path"] for c in record["candidates"].values()) == ["a.npy", "deeper/b.npy"]

@@ -123,7 +123,8 @@ def test_new_pool_form_makes_the_pool_the_api_makes_and_names_a_bad_field(setup,
     unknown = client.post("/pools/new", data={"dicomweb_server": "nope", "studies": "1.2.3\n1.2.4"})
     assert unknown.status_code == 400 and "&#34;nope&#34; is not a server" in unknown.get_data(as_text=True)
     volumes = client.post("/pools/new", data={"folder": str(data), "volumes": "y"})  # the box reaches the API's check
-    assert volumes.status_code == 400 and "volumes" in _field_errors(volumes.get_data(as_text=True))
+    assert volumes.status_code == 400
+    assert f"{data.resolve()} holds no .npy volume" in volumes.get_data(as_text=True)  # only images: named
     assert {j.id for j in JobStore(jobs).list("pool")} == before  # nothing made by the refusals
     made = client.post("/pools/new", data={"folder": str(data), "name": "lv", "classes": "background, lv"})
     assert made.status_code == 302
@@ -134,6 +135,11 @@ def test_new_pool_form_makes_the_pool_the_api_makes_and_names_a_bad_field(setup,
     from digits_core.labeling import load_pool
 
     assert load_pool(new_id, jobs).record()["class_labels"] == ["background", "lv"]
+    np.save(data / "v.npy", np.zeros((2, 8, 10), np.float32))  # a folder volume pool through the Volumes box
+    made = client.post("/pools/new", data={"folder": str(data), "name": "vols", "volumes": "y"})
+    assert made.status_code == 302, made.get_data(as_text=True)
+    record = load_pool(made.headers["Location"].rsplit("/", 1)[-1], jobs).record()
+    assert record["dimensions"] == 3 and [c["source"]["path"] for c in record["candidates"].values()] == ["v.npy"]
 
 
 def test_a_model_of_another_modality_is_not_offered_and_is_refused_before_anything_is_queued(setup):

@@ -32,7 +32,9 @@ def register(subparsers) -> None:
     p.add_argument("--series", action="append", default=None, metavar="UID", help="only this image series (repeatable)")
     p.add_argument("--username", default=None, help="DICOMweb basic-auth user (password: DIGITS_DICOMWEB_PASSWORD)")
     p.add_argument(
-        "--volumes", action="store_true", help="DICOMweb: one candidate per image series (a 3-D volume), not per image"
+        "--volumes",
+        action="store_true",
+        help="one candidate per 3-D volume: a DICOMweb image series, or a folder's D×H×W .npy files",
     )
     p.add_argument("--name", default=None, help="the pool's name (default: the folder's name)")
     p.add_argument("--classes", default=None, metavar="A,B,...", help="class names, index = class id")
@@ -140,12 +142,12 @@ def run_pool(args) -> int:
             series=args.series, modality=args.modality, username=args.username, class_labels=classes,
             plugin="dicomweb-volumes" if args.volumes else None, jobs_dir=args.jobs_dir,
         )  # fmt: skip
-    elif args.study or args.series or args.volumes:
-        raise PoolError("digits label pool: --study, --series and --volumes are for a DICOMweb pool (--dicomweb URL).")
+    elif args.study or args.series:
+        raise PoolError("digits label pool: --study and --series are for a DICOMweb pool (--dicomweb URL).")
     else:
         pool = create_folder_pool(
             args.name or Path(args.folder).name, args.folder, class_labels=classes, modality=args.modality,
-            jobs_dir=args.jobs_dir,
+            volumes=args.volumes, jobs_dir=args.jobs_dir,
         )  # fmt: skip
     counts = pool.counts()
     listing = pool.record().get("listing") or {}

@@ -3,7 +3,8 @@
 * ``GET /api/pools``: the pools this account may read (``id``, ``name``, ``status``, counts per state).
 * ``POST /api/pools`` (JSON ``{"folder", "name", "classes", "modality"}``): a pool of the images in a folder
   under the server's data roots; 201 ``{"id", "url", "counts"}``; a folder outside the roots or without an
-  image is a 400 naming it, and nothing is created. With ``{"dicomweb": URL}`` (through the operator's outbound
+  image is a 400 naming it, and nothing is created; with ``"volumes": true`` a pool of its ``D×H×W`` ``.npy``
+  volumes (``dimensions: 3``; a folder without one, or an unreadable one, is a 400 naming it). With ``{"dicomweb": URL}`` (through the operator's outbound
   rules) or ``{"dicomweb_server": NAME}``, and ``studies`` / ``series`` (UID lists), ``modality``, ``username``:
   a pool of the image instances on that PACS without a DICOM-SEG of DIGITS Core
   (:func:`digits_core.labeling.pacs.create_dicomweb_pool`), with ``"volumes": true`` one candidate per image
@@ -112,8 +113,6 @@ def create_pool_request(body: dict[str, Any]) -> Pool:
         errors["folder"] = ["the folder of unlabelled images (or dicomweb / dicomweb_server) is required"]
     if body.get("volumes") is not None and not isinstance(body["volumes"], bool):
         errors["volumes"] = ["true or false"]
-    elif body.get("volumes") and not (pacs.get("dicomweb") or pacs.get("dicomweb_server")):
-        errors["volumes"] = ["volumes are listed from a DICOMweb server (dicomweb / dicomweb_server)"]
     if name is not None and not isinstance(name, str):
         errors["name"] = ["text"]
     if classes is not None and not (isinstance(classes, list) and all(isinstance(c, str) for c in classes)):
@@ -141,6 +140,7 @@ def create_pool_request(body: dict[str, Any]) -> Pool:
         folder,
         class_labels=classes,
         modality=modality,
+        volumes=bool(body.get("volumes")),
         jobs_dir=web_context().store.root,
     )
 

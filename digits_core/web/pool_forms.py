@@ -69,7 +69,9 @@ class NewPoolForm(Form):
     studies = TextAreaField("Studies", validators=[Optional()], description="Study Instance UIDs, one a line.")
     series = TextAreaField("Series", validators=[Optional()], description="Series Instance UIDs, one a line.")
     username = StringField("PACS user", validators=[Optional()])
-    volumes = BooleanField("Volumes: one candidate per image series (3-D), not per image")
+    volumes = BooleanField(
+        "Volumes: one candidate per 3-D volume (a PACS image series, or a folder's D×H×W .npy file), not per image"
+    )
     classes = StringField(
         "Classes", validators=[Optional()], description="Comma-separated, background first (e.g. background, lv)."
     )
@@ -109,7 +111,7 @@ def pool_body(form: NewPoolForm) -> dict[str, Any]:
             body[key] = _lines(form[key].data)
     if _lines(form.classes.data):
         body["classes"] = _lines(form.classes.data)
-    if form.volumes.data:  # left out unticked: a folder pool's request has no such key
+    if form.volumes.data:  # left out unticked
         body["volumes"] = True
     return body
 
