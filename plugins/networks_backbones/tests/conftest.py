@@ -117,3 +117,16 @@ def module_detection_dataset(tmp_path_factory):
         return jobs, build_dataset(TinyImages, values, jobs_dir=jobs)
 
     return make
+
+
+@pytest.fixture(scope="module")
+def module_task_dataset(tmp_path_factory):
+    """``make(count, segmentation=False) -> (jobs folder, dataset)``: a 32×32×3 classification (or segmentation) set."""
+
+    def make(count, segmentation=False):
+        jobs = tmp_path_factory.mktemp("task-jobs")
+        values = {"count": count, "size": 32, "channels": 3, "regression": 0, "segmentation": int(segmentation)}
+        values.update(detection=0, val_count=4)
+        return jobs, build_dataset(TinyImages, values, jobs_dir=jobs)
+
+    return make
