@@ -332,7 +332,8 @@ TRAINING_OPTIONS: tuple[OptionSpec, ...] = (
         "pretrained",
         "text",
         "Pretrained model (fine-tune)",
-        "fine-tune: a model job (its last snapshot) or a .keras / Keras 2 .h5 file; layers match by name",
+        "fine-tune: a model job (its last snapshot; a volume model: its final weights) or a .keras / Keras 2 .h5 "
+        "file; layers match by name",
         "Network",
         web="custom",
     ),
