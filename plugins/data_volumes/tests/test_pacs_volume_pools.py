@@ -197,7 +197,7 @@ def test_a_round_on_a_pacs_pool_of_volumes_retrains_on_the_accepted_label_segs(p
     assert made.status_code == 201, made.get_data(as_text=True)
     assert load_pool(made.get_json()["id"], jobs).record()["dimensions"] == 3  # the JSON API's door
     wrong = client.post("/api/pools", json={"folder": str(tmp_path), "volumes": True})
-    assert wrong.status_code == 400 and "volumes are listed from a DICOMweb server" in wrong.get_data(as_text=True)
+    assert wrong.status_code == 400 and str(tmp_path) in wrong.get_data(as_text=True)  # a folder outside the roots
 
     score_pool(pool, model.name, "entropy", jobs_dir=jobs)
     proposed = propose(pool, model.name, 2, jobs_dir=jobs)
