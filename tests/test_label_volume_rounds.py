@@ -161,3 +161,47 @@ def test_a_volume_run_starts_from_the_pretrained_models_weights(base):
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)
     with pytest.raises(FormValidationError, match="pretrained"):
         train(model.model_record()["dataset_id"], "unet3d", jobs_dir=jobs, pretrained="no-such-model", **TINY)
+
+
+def test_a_round_with_a_unet25d_model_proposes_on_slice_stacks_and_retrains_a_unet25d(base):
+    """The same loop with ``unet2.5d`` (slices with their neighbours as channels): the proposal covers the whole
+    volume, and the round's model is again a unet2.5d with the model's context, started from its weights."""
+    from digits_core.engine import train
+    from digits_core.jobs import JobStore
+    from digits_core.labeling import create_pool, run_round
+
+    root, jobs, model3d = base
+    slices = {**TINY, "volume_patch": "1,16,16", "volume_adjacent_slices": 1}
+    model = train(model3d.model_record()["dataset_id"], "unet2.5d", name="slices", jobs_dir=jobs, **slices)
+    rng = np.random.default_rng(11)
+    data = root / "pool25"
+    data.mkdir()
+    truth = {}
+    for i in range(3):
+        volume, label = _case(rng)
+        np.save(data / f"s{i}.npy", volume)
+        truth[f"s{i}.npy"] = label
+    pool = create_pool(
+        "slices",
+        {"kind": "folder", "root": str(data)},
+        [{"path": p} for p in sorted(truth)],
+        dimensions=3,
+        class_labels=["background", "box"],
+        jobs_dir=jobs,
+    )
+    for cand in pool.candidates()[:2]:
+        pool.store_label(cand["id"], truth[cand["source"]["path"]], user="ann", base_version=0)
+
+    result = run_round(pool, model.id, strategy="tta", count=1, epochs=1, val_percent=50, jobs_dir=jobs)
+
+    (open_one,) = [c for c in pool.candidates() if c["state"] == "proposed"]
+    assert result.proposed == [open_one["id"]]
+    proposal = np.load(pool.path / open_one["proposal"]["file"])
+    assert proposal.shape == SHAPE  # every slice segmented, not one stack
+    new = JobStore(jobs).get(result.new_model_id)
+    info = json.loads((new.path / "model.json").read_text())
+    assert info["network"] == "unet2.5d" and info["pretrained"] == str(model.path / "model.keras")
+    assert info["volume"]["adjacent_slices"] == 1
+    old, now = _weights(model.path), _weights(new.path)
+    assert [w.shape for w in old] == [w.shape for w in now]
+    assert any(not np.array_equal(a, b) for a, b in zip(old, now))
