@@ -8,7 +8,9 @@ as the segment "left ventricle", referencing the contoured images. Upload
 ``OUT/challenge_training`` and ``OUT/seg`` to a PACS (see
 :mod:`digits_data_dicomweb.orthanc`) and the ``dicomweb-segmentation`` plugin
 builds, from the server, the same dataset ``image-sunnybrook`` builds from the
-files.
+files. ``--hard-fraction F`` makes that share of the patients hard (a
+heterogeneous pool: black-blood contrast, low SNR, ...; see
+:mod:`digits_data_sunnybrook.synth_hard`).
 """
 
 from __future__ import annotations
@@ -66,21 +68,35 @@ def write_ground_truth_segs(image_folder, contour_folder, out_dir) -> list[Path]
     return written
 
 
-def generate(out_dir, cases: int = 4, size: int = 64, seed: int = 0, slices: int = 2):
+def generate(
+    out_dir, cases: int = 4, size: int = 64, seed: int = 0, slices: int = 2, hard_fraction: float = 0.0, hard_kinds=None
+):
     """Write the synthetic Sunnybrook set and its SEG ground truth under ``out_dir``.
+
+    Args:
+        out_dir: Output folder.
+        cases: Number of patients.
+        size: Image width and height.
+        seed: Random seed (the same seed gives the same files).
+        slices: Short-axis slices per patient.
+        hard_fraction: Share of hard patients (0: none; the others are drawn as without it).
+        hard_kinds: Their kinds (default: every kind of ``digits_data_sunnybrook.synth_hard.HARD_KINDS``).
 
     Returns:
         ``(sunnybrook_result, seg_files)``: what :func:`digits_data_sunnybrook.synth.generate` wrote, and the SEGs.
     """
     from digits_data_sunnybrook import synth
 
-    result = synth.generate(out_dir, cases=cases, size=size, seed=seed, slices=slices)
+    kinds = synth.HARD_KINDS if hard_kinds is None else tuple(hard_kinds)
+    result = synth.generate(out_dir, cases, size, seed, slices, hard_fraction=hard_fraction, hard_kinds=kinds)
     segs = write_ground_truth_segs(result.image_folder, result.contour_folder, Path(out_dir) / SEG_DIR)
     return result, segs
 
 
 def main(argv=None) -> int:
     """Command-line entry point (``python -m digits_data_dicomweb.synth``)."""
+    from digits_data_sunnybrook.synth_hard import add_hard_arguments, parse_hard_arguments
+
     parser = argparse.ArgumentParser(
         prog="python -m digits_data_dicomweb.synth",
         description="Write synthetic cardiac MR studies with DICOM-SEG ground truth.",
@@ -90,9 +106,13 @@ def main(argv=None) -> int:
     parser.add_argument("--size", type=int, default=64, help="image width and height (default 64)")
     parser.add_argument("--slices", type=int, default=2, help="short-axis slices per case (default 2)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    add_hard_arguments(parser)
     args = parser.parse_args(argv)
-    result, segs = generate(args.out_dir, cases=args.cases, size=args.size, seed=args.seed, slices=args.slices)
+    kinds = parse_hard_arguments(parser, args)
+    result, segs = generate(args.out_dir, args.cases, args.size, args.seed, args.slices, args.hard_fraction, kinds)
     print(f"Wrote {result.files} DICOM images for {len(result.cases)} patients and {len(segs)} DICOM-SEG objects")
+    if result.hard:
+        print(f"  hard patients: {', '.join(f'{c} ({k})' for c, k in result.hard.items())}")
     print(f"  images: {result.image_folder}")
     print(f"  SEGs:   {Path(args.out_dir) / SEG_DIR}")
     return 0

@@ -31,6 +31,9 @@ It writes::
   blood pool drawn from exactly the polygon written to the ``icontour`` file
   (so the label mask equals ``rasterize_polygon(read_contour(file))``), then
   a per-case gain, a smooth bias field and Gaussian noise.
+* ``--hard-fraction F`` makes that share of the patients hard, of the kinds of
+  :mod:`digits_data_sunnybrook.synth_hard` (black-blood contrast, low SNR, ...);
+  the other patients are drawn exactly as without it.
 
 A 64x64 version is small enough to learn on a CPU in under a minute.
 """
@@ -38,9 +41,7 @@ A 64x64 version is small enough to learn on a CPU in under a minute.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import math
-import struct
 import sys
 import time
 from dataclasses import dataclass, field
@@ -49,20 +50,15 @@ from pathlib import Path
 import numpy as np
 
 from .contours import format_contour, parse_contour_text, rasterize_polygon
-from .layout import (
-    PHASES_PER_SLICE,
-    contour_filename,
-    image_filename,
-    image_number,
-    load_series_table,
-    pad_case,
-)
+from .layout import PHASES_PER_SLICE, contour_filename, image_number, load_series_table, pad_case
+from .synth_dicom import base_dataset, write_series
+from .synth_dicom import uid as _uid
+from .synth_hard import HARD_KINDS, add_hard_arguments, hard_cases, make_hard, parse_hard_arguments
 
 IMAGES_DIR = "challenge_training"
 CONTOURS_DIR = "Sunnybrook Cardiac MR Database ContoursPart3"
 TRAINING_CONTOURS = "TrainingDataContours"
 MAX_VALUE = 4095  # 12 bits stored
-_UID_ROOT = "1.2.826.0.1.3680043.8.498."  # pydicom's UID root
 
 
 @dataclass
@@ -77,6 +73,7 @@ class SynthResult:
         contoured: Case id -> sorted contoured image numbers.
         files: Number of DICOM files written.
         seconds: Time taken.
+        hard: Case id -> hard kind, for the hard patients (``hard_fraction``).
     """
 
     root: Path
@@ -86,6 +83,7 @@ class SynthResult:
     contoured: dict[str, list[int]] = field(default_factory=dict)
     files: int = 0
     seconds: float = 0.0
+    hard: dict[str, str] = field(default_factory=dict)
 
 
 def case_ids(count: int) -> list[tuple[str, str]]:
@@ -95,12 +93,6 @@ def case_ids(count: int) -> list[tuple[str, str]]:
     for k in range(max(0, count - len(table))):
         pairs.append((f"SC-N-{50 + k}", f"{1100 + 10 * k:04d}"))
     return pairs
-
-
-def _uid(*parts) -> str:
-    """A deterministic UID (46 characters, so ``.<image number>`` can be appended)."""
-    digest = hashlib.sha256("|".join(str(p) for p in parts).encode()).hexdigest()
-    return _UID_ROOT + str(int(digest[:18], 16) % 10**19 + 10**19)
 
 
 def _polygon(cx: float, cy: float, radius: float, harmonics, n: int = 40) -> np.ndarray:
@@ -141,6 +133,7 @@ class _Case:
 
     def __init__(self, rng: np.random.Generator, size: int, slices: int):
         self.size = size
+        self.kind: str | None = None  # a hard patient's kind (synth_hard), None for a routine one
         self.slices = slices
         s = float(size)
         self.center = (s / 2 + rng.uniform(-0.03, 0.03) * s, s / 2 + rng.uniform(-0.03, 0.03) * s)
@@ -159,6 +152,9 @@ class _Case:
         self.bias = rng.uniform(-0.25, 0.25, size=3)
         self.noise = rng.uniform(15, 30)
         self.levels = {"body": rng.uniform(380, 460), "myo": rng.uniform(150, 220), "blood": rng.uniform(900, 1050)}
+        # the right ventricle's shape, place and brightness relative to the LV; hard kinds change them
+        self.rv_axes, self.rv_gap, self.rv_level, self.rv_wall = (0.8, 1.5), 0.55, 0.95, False
+        self.bias_floor: float | None = None
 
     def radius(self, slice_index: int, phase: int) -> float:
         """LV radius: smaller towards the apex, contracting from ED (phase 0) to ES."""
@@ -192,72 +188,24 @@ class _Case:
         img[_ellipse_mask(shape, self.center[0], self.center[1], *self.body)] = self.levels["body"]
         # right-ventricle decoy: bright crescent-like ellipse beside the LV
         r = self.radius(slice_index, phase)
-        dist = r + self.wall + 0.55 * r + 0.02 * self.size
+        dist = r + self.wall + self.rv_gap * r + 0.02 * self.size
         rvx = self.lv[0] + dist * math.cos(self.rv_angle)
         rvy = self.lv[1] + dist * math.sin(self.rv_angle)
-        rv = _ellipse_mask(shape, rvx, rvy, 0.8 * r + 1.0, 1.5 * r + 1.0, self.rv_angle)
-        img[rv] = self.levels["blood"] * 0.95
+        axes = (self.rv_axes[0] * r + 1.0, self.rv_axes[1] * r + 1.0)
+        if self.rv_wall:
+            wall = (axes[0] + self.wall, axes[1] + self.wall)
+            img[_ellipse_mask(shape, rvx, rvy, *wall, self.rv_angle)] = self.levels["myo"]
+        img[_ellipse_mask(shape, rvx, rvy, *axes, self.rv_angle)] = self.levels["blood"] * self.rv_level
         img[rasterize_polygon(o_pts, shape).astype(bool)] = self.levels["myo"]
         img[rasterize_polygon(i_pts, shape).astype(bool)] = self.levels["blood"]
         # per-case gain, smooth bias field, noise
         yy, xx = _grid(shape)
         yy, xx = yy / float(self.size) - 0.5, xx / float(self.size) - 0.5
         bias = 1.0 + self.bias[0] * xx + self.bias[1] * yy + self.bias[2] * (xx * xx + yy * yy)
+        if self.bias_floor is not None:
+            bias = np.maximum(bias, self.bias_floor)
         img = img * self.gain * bias + rng.normal(0.0, self.noise, shape)
         return np.clip(np.rint(img), 0, MAX_VALUE).astype(np.uint16)
-
-
-def _base_dataset(case: str, study_uid: str, size: int, seed: int):
-    from pydicom.dataset import Dataset, FileMetaDataset
-    from pydicom.uid import PYDICOM_IMPLEMENTATION_UID, ExplicitVRLittleEndian, MRImageStorage
-
-    meta = FileMetaDataset()
-    meta.MediaStorageSOPClassUID = MRImageStorage
-    meta.TransferSyntaxUID = ExplicitVRLittleEndian
-    meta.FileMetaInformationVersion = b"\x00\x01"
-    meta.ImplementationClassUID = PYDICOM_IMPLEMENTATION_UID
-    meta.ImplementationVersionName = "DIGITS_SYNTH_1"
-    ds = Dataset()
-    ds.file_meta = meta
-    ds.SpecificCharacterSet = "ISO_IR 100"
-    ds.ImageType = ["ORIGINAL", "PRIMARY", "OTHER"]
-    ds.SOPClassUID = MRImageStorage
-    ds.StudyDate = "20090101"
-    ds.StudyTime = "120000"
-    ds.Modality = "MR"
-    ds.Manufacturer = "GE MEDICAL SYSTEMS"
-    ds.InstitutionName = "DIGITS synthetic Sunnybrook"
-    ds.StudyDescription = "Synthetic cardiac cine MR (DIGITS Core)"
-    ds.PatientName = case
-    ds.PatientID = case
-    ds.PatientBirthDate = ""
-    ds.PatientSex = "O"
-    ds.ScanningSequence = "GR"
-    ds.SequenceVariant = "SS"
-    ds.MRAcquisitionType = "2D"
-    ds.MagneticFieldStrength = 1.5
-    ds.SliceThickness = 8
-    ds.RepetitionTime = 3.5
-    ds.EchoTime = 1.5
-    ds.FlipAngle = 45
-    ds.CardiacNumberOfImages = PHASES_PER_SLICE
-    ds.StudyInstanceUID = study_uid
-    ds.StudyID = "1"
-    ds.FrameOfReferenceUID = _uid(seed, case, "frame")
-    ds.SamplesPerPixel = 1
-    ds.PhotometricInterpretation = "MONOCHROME2"
-    ds.Rows = size
-    ds.Columns = size
-    spacing = round(1.25 * 256 / size, 4)
-    ds.PixelSpacing = [spacing, spacing]
-    ds.BitsAllocated = 16
-    ds.BitsStored = 12
-    ds.HighBit = 11
-    ds.PixelRepresentation = 0
-    ds.WindowCenter = 600
-    ds.WindowWidth = 1200
-    ds.AcquisitionNumber = 1
-    return ds
 
 
 def _orthonormal(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -270,93 +218,15 @@ def _orthonormal(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     return a, b
 
 
-class _FastWriter:
-    """Writes many files of one series: the elements that stay the same are encoded once.
-
-    The bytes are what ``pydicom.dcmwrite(path, ds, enforce_file_format=True)``
-    writes for explicit VR little endian (a test checks this), about 5x faster.
-    """
-
-    _VARYING = ("SOPInstanceUID", "InstanceNumber", "ImagePositionPatient", "SliceLocation", "TriggerTime", "PixelData")
-
-    def __init__(self, ds):
-        from pydicom.datadict import tag_for_keyword
-
-        self.ds = ds
-        self.varying = {tag_for_keyword(k) for k in self._VARYING}
-        self.fixed = {int(elem.tag): self._encode(elem) for elem in ds if int(elem.tag) not in self.varying}
-        meta = ds.file_meta
-        self.meta_fixed = {
-            int(elem.tag): self._encode(elem)
-            for elem in meta
-            if elem.keyword not in ("FileMetaInformationGroupLength", "MediaStorageSOPInstanceUID")
-        }
-
-    @staticmethod
-    def _encode(elem) -> bytes:
-        from pydicom.filebase import DicomBytesIO
-        from pydicom.filewriter import write_data_element
-
-        fp = DicomBytesIO()
-        fp.is_little_endian = True
-        fp.is_implicit_VR = False
-        write_data_element(fp, elem)
-        return fp.getvalue()
-
-    def write(self, path: Path) -> None:
-        ds = self.ds
-        meta = dict(self.meta_fixed)
-        meta[0x00020003] = self._encode(ds.file_meta["MediaStorageSOPInstanceUID"])
-        meta_bytes = b"".join(meta[t] for t in sorted(meta))
-        elements = dict(self.fixed)
-        for tag in self.varying:
-            if tag in ds:
-                elements[tag] = self._encode(ds[tag])
-        body = b"".join(elements[t] for t in sorted(elements))
-        group_length = struct.pack("<HH2sHI", 0x0002, 0x0000, b"UL", 4, len(meta_bytes))
-        path.write_bytes(b"\x00" * 128 + b"DICM" + group_length + meta_bytes + body)
-
-
-def _write_series(
-    ds,
-    folder: Path,
-    series: str,
-    description: str,
-    series_uid: str,
-    orientation,
-    origin,
-    slice_gap: float,
-    images,
-    seed,
-) -> int:
-    """Write one series; ``images`` yields (slice_index, phase, number, uint16 array)."""
-    row, col = orientation
-    normal = np.cross(row, col)
-    ds.SeriesInstanceUID = series_uid
-    ds.SeriesNumber = int(series)
-    ds.SeriesDescription = description
-    ds.ImageOrientationPatient = [round(float(v), 6) for v in (*row, *col)]
-    writer = None
-    count = 0
-    for slice_index, phase, number, pixels in images:
-        sop = f"{series_uid}.{number}"
-        position = origin + slice_index * slice_gap * normal
-        ds.SOPInstanceUID = sop
-        ds.file_meta.MediaStorageSOPInstanceUID = sop
-        ds.InstanceNumber = number
-        ds.ImagePositionPatient = [round(float(v), 4) for v in position]
-        ds.SliceLocation = round(float(np.dot(position, normal)), 4)
-        ds.TriggerTime = round(phase * 1000.0 / PHASES_PER_SLICE, 1)
-        ds.PixelData = np.ascontiguousarray(pixels, dtype="<u2").tobytes()
-        ds["PixelData"].VR = "OW"
-        if writer is None:
-            writer = _FastWriter(ds)
-        writer.write(folder / image_filename(series, number))
-        count += 1
-    return count
-
-
-def generate(out_dir, cases: int = 15, size: int = 256, seed: int = 0, slices: int = 8) -> SynthResult:
+def generate(
+    out_dir,
+    cases: int = 15,
+    size: int = 256,
+    seed: int = 0,
+    slices: int = 8,
+    hard_fraction: float = 0.0,
+    hard_kinds=HARD_KINDS,
+) -> SynthResult:
     """Write a synthetic Sunnybrook data set (see the module docstring).
 
     Args:
@@ -365,9 +235,14 @@ def generate(out_dir, cases: int = 15, size: int = 256, seed: int = 0, slices: i
         size: Image width and height in pixels (>= 32).
         seed: Random seed; the same seed gives identical files.
         slices: Short-axis slices per case (>= 1).
+        hard_fraction: Share of hard patients (:mod:`digits_data_sunnybrook.synth_hard`); 0 gives none.
+        hard_kinds: The kinds dealt to them in turn (default: all of ``HARD_KINDS``).
 
     Returns:
         A :class:`SynthResult` describing what was written.
+
+    Raises:
+        ValueError: A size, count or fraction out of range, or an unknown hard kind.
     """
     if cases < 1:
         raise ValueError("cases must be at least 1")
@@ -375,6 +250,7 @@ def generate(out_dir, cases: int = 15, size: int = 256, seed: int = 0, slices: i
         raise ValueError("size must be at least 32")
     if slices < 1:
         raise ValueError("slices must be at least 1")
+    hard = hard_cases(seed, cases, hard_fraction, hard_kinds)
     start = time.perf_counter()
     root = Path(out_dir)
     image_root = root / IMAGES_DIR
@@ -383,12 +259,15 @@ def generate(out_dir, cases: int = 15, size: int = 256, seed: int = 0, slices: i
     for index, (case, series) in enumerate(case_ids(cases)):
         rng = np.random.default_rng([seed, index])
         anatomy = _Case(rng, size, slices)
+        if index in hard:
+            make_hard(anatomy, hard[index], seed, index)
+            result.hard[case] = hard[index]
         case_dir = image_root / case
         case_dir.mkdir(parents=True, exist_ok=True)
         expert = contour_root / TRAINING_CONTOURS / pad_case(case) / "contours-manual" / "IRCCI-expert"
         expert.mkdir(parents=True, exist_ok=True)
         study_uid = _uid(seed, case, "study")
-        ds = _base_dataset(case, study_uid, size, seed)
+        ds = base_dataset(case, study_uid, size, seed)
         orientation = _orthonormal(rng)
         origin = np.array([-160.0, -140.0, 40.0]) + rng.uniform(-10, 10, 3)
         contoured_phases = (0, anatomy.es_phase)
@@ -405,7 +284,7 @@ def generate(out_dir, cases: int = 15, size: int = 256, seed: int = 0, slices: i
                         numbers.append(number)
                     yield s, phase, number, anatomy.image(rng, s, phase, i_pts, o_pts)
 
-        result.files += _write_series(
+        result.files += write_series(
             ds,
             case_dir,
             series,
@@ -428,7 +307,7 @@ def generate(out_dir, cases: int = 15, size: int = 256, seed: int = 0, slices: i
                 pixels = anatomy.image(rng, 0, phase, i_pts, o_pts)
                 yield 0, phase, image_number(0, phase), np.ascontiguousarray(pixels.T)
 
-        result.files += _write_series(
+        result.files += write_series(
             ds,
             case_dir,
             decoy,
@@ -449,7 +328,7 @@ def generate(out_dir, cases: int = 15, size: int = 256, seed: int = 0, slices: i
                 noise = rng.normal(300, 40, (size, size)).clip(0, MAX_VALUE).astype(np.uint16)
                 yield k, 0, k + 1, noise
 
-        result.files += _write_series(
+        result.files += write_series(
             ds,
             case_dir,
             loc,
@@ -478,15 +357,21 @@ def main(argv=None) -> int:
     parser.add_argument("--size", type=int, default=256, help="image width and height (default 256)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     parser.add_argument("--slices", type=int, default=8, help="short-axis slices per case (default 8)")
+    add_hard_arguments(parser)
     args = parser.parse_args(argv)
     for name, minimum in (("cases", 1), ("size", 32), ("slices", 1)):
         if getattr(args, name) < minimum:
             parser.error(f"--{name} must be at least {minimum}")
-    result = generate(args.out_dir, cases=args.cases, size=args.size, seed=args.seed, slices=args.slices)
+    kinds = parse_hard_arguments(parser, args)
+    result = generate(
+        args.out_dir, args.cases, args.size, args.seed, args.slices, hard_fraction=args.hard_fraction, hard_kinds=kinds
+    )
     contours = sum(len(v) for v in result.contoured.values())
     print(
         f"Wrote {result.files} DICOM files for {len(result.cases)} cases and {contours} i-contours in {result.seconds:.1f} s"
     )
+    if result.hard:
+        print(f"  hard patients:  {', '.join(f'{c} ({k})' for c, k in result.hard.items())}")
     print(f"  image folder:   {result.image_folder}")
     print(f"  contour folder: {result.contour_folder}")
     return 0
