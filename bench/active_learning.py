@@ -1,7 +1,9 @@
 """Benchmark (issue 46's "done when"): active-learning strategies against random on synthetic cardiac studies from a PACS.
 
 Writes synthetic cardiac MR studies with DICOM-SEG ground truth (:mod:`digits_data_dicomweb.synth`, the tests'
-generator), uploads them to a private Orthanc on 127.0.0.1, builds the left-ventricle dataset over DICOMweb
+generator) as a heterogeneous pool: most patients routine, ``--hard-fraction`` of them hard (black-blood contrast,
+low SNR, a round right ventricle, a steep bias field, a small heart: :mod:`digits_data_sunnybrook.synth_hard`),
+as a real PACS's studies are. It uploads them to a private Orthanc on 127.0.0.1, builds the left-ventricle dataset over DICOMweb
 (``dicomweb-segmentation``: the train stage is the pool, the val stage the metric), then replays the rounds of
 :func:`digits_core.labeling.simulate` for ``random``, ``entropy``, ``variance`` and ``tta`` with several seeds,
 and a network trained on every label (the full-data Dice). Prints, from this one run, both sides of the two
@@ -32,16 +34,38 @@ from pathlib import Path
 
 import numpy as np
 
+from digits_data_sunnybrook.synth_hard import add_hard_arguments, parse_hard_arguments
 
-def _dataset(root: Path, args) -> str:
+#: Share of hard patients by default: a pool where uncertainty has minority cases to find (docs/active-learning.md).
+HARD_FRACTION = 0.2
+#: Their kinds by default: the two another protocol brings that a network trained on routine studies fails on.
+HARD_KINDS = ("dark-blood", "low-snr")
+#: Share of the patients in the val stage (the metric); the others are the pool.
+PCT_VAL = 25
+
+
+def _dataset(root: Path, args) -> tuple[str, dict]:
+    """The dataset job's id, and the pool's make-up: patients per stage, hard ones by kind."""
     from digits_core.datasets import create_dataset
     from digits_data_dicomweb.synth import generate
+    from digits_data_sunnybrook.ingestion import split_cases
 
-    result, segs = generate(root / "data", cases=args.cases, size=args.size, slices=args.slices, seed=args.data_seed)
+    result, segs = generate(
+        root / "data", args.cases, args.size, args.data_seed, args.slices, args.hard_fraction, args.kinds
+    )
+    train, val = split_cases(list(result.cases), PCT_VAL, 0)  # the plugins' patient split (form seed 0)
+    makeup = {
+        stage: {"patients": len(ids), "hard": {c: result.hard[c] for c in ids if c in result.hard}}
+        for stage, ids in (("train", train), ("val", val))
+    }
     jobs = root / "jobs"
     if args.source == "disk":
-        form = {"image_folder": str(result.image_folder), "contour_folder": str(result.contour_folder), "pct_val": 25}
-        return create_dataset("image-sunnybrook", form, jobs_dir=jobs, workers=1).id
+        form = {
+            "image_folder": str(result.image_folder),
+            "contour_folder": str(result.contour_folder),
+            "pct_val": PCT_VAL,
+        }
+        return create_dataset("image-sunnybrook", form, jobs_dir=jobs, workers=1).id, makeup
     from digits_data_dicomweb.orthanc import OrthancServer
 
     with OrthancServer(root / "orthanc") as pacs:
@@ -51,9 +75,9 @@ def _dataset(root: Path, args) -> str:
             "username": pacs.username,
             "password": pacs.password,
             "cache_folder": str(root / "cache"),
-            "pct_val": 25,
+            "pct_val": PCT_VAL,
         }
-        return create_dataset("dicomweb-segmentation", form, jobs_dir=jobs, workers=1).id
+        return create_dataset("dicomweb-segmentation", form, jobs_dir=jobs, workers=1).id, makeup
 
 
 def verdict(result) -> dict:
@@ -108,14 +132,16 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--epochs", type=int, default=30, help="epochs of the initial training")
     parser.add_argument("--round-epochs", type=int, default=15, help="epochs of each round's fine-tune")
-    parser.add_argument("--full-epochs", type=int, default=None, help="epochs of the full-data run")
+    parser.add_argument("--full-epochs", type=int, default=80, help="epochs of the full-data run (default 80)")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--passes", type=int, default=8)
     parser.add_argument("--min-steps", type=int, default=200, help="steps each training runs at least (default 200)")
     parser.add_argument("--filters", type=int, default=8)
+    add_hard_arguments(parser, HARD_FRACTION, HARD_KINDS)
     parser.add_argument("--out", default="bench-results/active-learning", help="folder for the JSON and the chart")
     parser.add_argument("--smoke", action="store_true", help="tiny: 6 patients of 32 px, 2 rounds, 2 epochs")
     args = parser.parse_args(argv)
+    args.kinds = parse_hard_arguments(parser, args)
     if args.smoke:
         args.cases, args.size, args.slices, args.rounds = 6, 32, 2, 2
         args.epochs, args.round_epochs, args.passes, args.initial, args.step = 2, 1, 2, 0.1, 0.1
@@ -126,7 +152,7 @@ def main(argv=None) -> int:
     started = time.time()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        dataset_id = _dataset(root, args)
+        dataset_id, makeup = _dataset(root, args)
         result = simulate(
             dataset_id,
             strategies=args.strategies.split(","),
@@ -144,6 +170,7 @@ def main(argv=None) -> int:
             jobs_dir=root / "jobs",
             progress=lambda line: print(line, file=sys.stderr, flush=True),
         )
+    result.settings["pool"] = {"size": args.size, "slices": args.slices, "hard_fraction": args.hard_fraction, **makeup}
     data, chart = save(result, args.out)
     report = verdict(result)
     (Path(args.out) / "verdict.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
@@ -152,6 +179,9 @@ def main(argv=None) -> int:
         f"{args.source}: {settings['train_images']} pool images, {settings['val_images']} val images, "
         f"{args.size}x{args.size}; seeds {settings['seeds']}; {time.time() - started:.0f} s"
     )
+    for stage, part in makeup.items():
+        kinds = ", ".join(f"{c} {k}" for c, k in part["hard"].items()) or "none"
+        print(f"  {stage}: {part['patients']} patients, {len(part['hard'])} hard ({kinds})")
     print(result.table())
     first = report["first_reaching"]
     print(

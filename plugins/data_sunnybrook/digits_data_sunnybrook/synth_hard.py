@@ -93,8 +93,8 @@ def make_hard(case: Any, kind: str, seed: int, index: int) -> None:
         raise ValueError(f"unknown hard kind {kind!r}")
 
 
-def add_hard_arguments(parser: Any, fraction: float = 0.0) -> None:
-    """Add ``--hard-fraction`` (default ``fraction``) and ``--hard-kinds`` to an ``argparse`` parser."""
+def add_hard_arguments(parser: Any, fraction: float = 0.0, kinds: Sequence[str] = HARD_KINDS) -> None:
+    """Add ``--hard-fraction`` and ``--hard-kinds`` (defaults ``fraction``, ``kinds``) to an ``argparse`` parser."""
     parser.add_argument(
         "--hard-fraction",
         type=float,
@@ -103,8 +103,9 @@ def add_hard_arguments(parser: Any, fraction: float = 0.0) -> None:
     )
     parser.add_argument(
         "--hard-kinds",
-        default=",".join(HARD_KINDS),
-        help=f"comma-separated kinds of hard patients, dealt in turn (default {','.join(HARD_KINDS)})",
+        default=",".join(kinds),
+        help=f"comma-separated kinds of hard patients, dealt in turn (default {','.join(kinds)}; known: "
+        f"{', '.join(HARD_KINDS)})",
     )
 
 
