@@ -41,6 +41,29 @@ def _weights(model_folder) -> list[np.ndarray]:
     return keras.models.load_model(model_folder / "model.keras", compile=False).get_weights()
 
 
+def _folder_pool(root, jobs, name: str, count: int, seed: int):
+    """A folder pool of ``count`` new ``.npy`` volumes under ``root/name``: ``(pool, file name -> label)``."""
+    from digits_core.labeling import create_pool
+
+    rng = np.random.default_rng(seed)
+    data = root / name
+    data.mkdir()
+    truth = {}
+    for i in range(count):
+        volume, label = _case(rng)
+        np.save(data / f"v{i}.npy", volume)
+        truth[f"v{i}.npy"] = label
+    pool = create_pool(
+        name,
+        {"kind": "folder", "root": str(data)},
+        [{"path": p} for p in sorted(truth)],
+        dimensions=3,
+        class_labels=["background", "box"],
+        jobs_dir=jobs,
+    )
+    return pool, truth
+
+
 @pytest.fixture(scope="module")
 def base(tmp_path_factory):
     """A ``nifti-volumes`` dataset of 4 cases and a one-epoch unet3d on it: ``(jobs folder, model job)``."""
@@ -68,26 +91,11 @@ def test_a_round_on_a_folder_pool_of_volumes_retrains_from_the_model_on_the_acce
     from digits_core.datasets.volumes import VolumeStageReader
     from digits_core.engine.volume_train import volume_dataset_folder
     from digits_core.jobs import JobStore
-    from digits_core.labeling import create_pool, load_pool, run_round
+    from digits_core.labeling import load_pool, run_round
     from digits_core.labeling.masks import encode_mask
 
     root, jobs, model = base
-    rng = np.random.default_rng(7)
-    data = root / "pool"
-    data.mkdir()
-    truth = {}
-    for i in range(5):
-        volume, label = _case(rng)
-        np.save(data / f"v{i}.npy", volume)
-        truth[f"v{i}.npy"] = label
-    pool = create_pool(
-        "vols",
-        {"kind": "folder", "root": str(data)},
-        [{"path": p} for p in sorted(truth)],
-        dimensions=3,
-        class_labels=["background", "box"],
-        jobs_dir=jobs,
-    )
+    pool, truth = _folder_pool(root, jobs, "vols", 5, seed=7)
     accepted = {}
     for cand in pool.candidates()[:4]:
         label = truth[cand["source"]["path"]]
@@ -168,27 +176,12 @@ def test_a_round_with_a_unet25d_model_proposes_on_slice_stacks_and_retrains_a_un
     volume, and the round's model is again a unet2.5d with the model's context, started from its weights."""
     from digits_core.engine import train
     from digits_core.jobs import JobStore
-    from digits_core.labeling import create_pool, run_round
+    from digits_core.labeling import run_round
 
     root, jobs, model3d = base
     slices = {**TINY, "volume_patch": "1,16,16", "volume_adjacent_slices": 1}
     model = train(model3d.model_record()["dataset_id"], "unet2.5d", name="slices", jobs_dir=jobs, **slices)
-    rng = np.random.default_rng(11)
-    data = root / "pool25"
-    data.mkdir()
-    truth = {}
-    for i in range(3):
-        volume, label = _case(rng)
-        np.save(data / f"s{i}.npy", volume)
-        truth[f"s{i}.npy"] = label
-    pool = create_pool(
-        "slices",
-        {"kind": "folder", "root": str(data)},
-        [{"path": p} for p in sorted(truth)],
-        dimensions=3,
-        class_labels=["background", "box"],
-        jobs_dir=jobs,
-    )
+    pool, truth = _folder_pool(root, jobs, "slices", 3, seed=11)
     for cand in pool.candidates()[:2]:
         pool.store_label(cand["id"], truth[cand["source"]["path"]], user="ann", base_version=0)
 
