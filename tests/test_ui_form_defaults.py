@@ -2,9 +2,11 @@
 
 A LeNet created from the form with nothing but dataset, network and epochs
 (and the job's name) must get the same options as ``digits train --network
-lenet --epochs 5`` and reach >= 0.95 validation accuracy on the scikit-learn
+lenet --epochs 8`` and reach >= 0.95 validation accuracy on the scikit-learn
 digits, like the CLI run. (Before the options were declared once, the form
-always submitted SGD 0.01 / step and reached about 51 %.)
+always submitted SGD 0.01 / step and reached about 51 %.) Eight epochs, not
+five: over seeds 1-8 five epochs ended at 0.960-0.971 and eight at
+0.973-0.980, and one unseeded CI run ended five at 0.945.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
 CHROMIUM = "/usr/bin/chromium"
 REPO = Path(__file__).resolve().parent.parent
-EPOCHS = 5
+EPOCHS = 8
 
 
 @pytest.fixture
