@@ -135,6 +135,12 @@ def main(argv=None) -> int:
     parser.add_argument("--full-epochs", type=int, default=80, help="epochs of the full-data run (default 80)")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--passes", type=int, default=8)
+    parser.add_argument(
+        "--top-fraction",
+        type=float,
+        default=1.0,
+        help="score an image by the mean of its most uncertain share of pixels (default 1: the mean over all)",
+    )
     parser.add_argument("--min-steps", type=int, default=200, help="steps each training runs at least (default 200)")
     parser.add_argument("--filters", type=int, default=8)
     add_hard_arguments(parser, HARD_FRACTION, HARD_KINDS)
@@ -166,18 +172,20 @@ def main(argv=None) -> int:
             full_epochs=args.full_epochs,
             batch_size=args.batch_size,
             passes=args.passes,
+            top_fraction=args.top_fraction,
             min_steps=args.min_steps,
             jobs_dir=root / "jobs",
             progress=lambda line: print(line, file=sys.stderr, flush=True),
         )
     result.settings["pool"] = {"size": args.size, "slices": args.slices, "hard_fraction": args.hard_fraction, **makeup}
     data, chart = save(result, args.out)
-    report = verdict(result)
+    report = {**verdict(result), "top_fraction": args.top_fraction}
     (Path(args.out) / "verdict.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     settings = result.settings
     print(
         f"{args.source}: {settings['train_images']} pool images, {settings['val_images']} val images, "
-        f"{args.size}x{args.size}; seeds {settings['seeds']}; {time.time() - started:.0f} s"
+        f"{args.size}x{args.size}; seeds {settings['seeds']}; top fraction {args.top_fraction:g}; "
+        f"{time.time() - started:.0f} s"
     )
     for stage, part in makeup.items():
         kinds = ", ".join(f"{c} {k}" for c, k in part["hard"].items()) or "none"

@@ -198,3 +198,39 @@ def test_a_round_with_a_unet25d_model_proposes_on_slice_stacks_and_retrains_a_un
     old, now = _weights(model.path), _weights(new.path)
     assert [w.shape for w in old] == [w.shape for w in now]
     assert any(not np.array_equal(a, b) for a, b in zip(old, now))
+
+
+def test_volume_scoring_honours_top_fraction(base):
+    """A pool of volumes scored with ``top_fraction``: each volume's score is the reference formula over its voxel
+    map (entropy of the model's probabilities; tta's variance over the volume and its in-plane flips, flipped back),
+    1 the plain mean; the scoring says how it scored."""
+    from digits_core.labeling import score_pool
+    from digits_core.labeling.volume_scoring import VolumeModel
+
+    def reference(per_voxel_map, fraction):
+        per_voxel = per_voxel_map.reshape(len(per_voxel_map), -1)
+        k = max(1, int(round(fraction * per_voxel.shape[1])))
+        return np.sort(per_voxel, axis=1)[:, -k:].mean(axis=1)
+
+    root, jobs, model = base
+    pool, _ = _folder_pool(root, jobs, "top", 2, seed=13)
+    volumes = VolumeModel(pool, model.id, jobs)
+    maps = {}
+    for cand in pool.candidates():
+        array = volumes.read(cand)[0].array
+        probs = np.clip(np.asarray(volumes.probabilities(array), np.float64), 1e-12, 1.0)
+        flipped = [np.flip(volumes.probabilities(np.ascontiguousarray(np.flip(array, a))), a) for a in (1, 2)]
+        runs = np.stack([probs, *np.asarray(flipped, np.float64)])
+        maps[cand["id"]] = (-(probs * np.log(probs)).sum(axis=-1), runs.var(axis=0).sum(axis=-1))
+
+    for strategy, which in (("entropy", 0), ("tta", 1)):
+        for fraction in (0.05, 1.0):
+            result = score_pool(pool, model.id, strategy, top_fraction=fraction, jobs_dir=jobs)
+            assert result.scored == 2 and result.top_fraction == fraction
+            for cand in pool.candidates():
+                voxel_map = maps[cand["id"]][which][None]
+                want = reference(voxel_map, fraction)[0] if fraction < 1 else voxel_map.mean()
+                assert cand["score"] == pytest.approx(want, rel=1e-4, abs=1e-9), (strategy, fraction)
+    for entropy_map, tta_map in maps.values():  # the two aggregations apart, so the scores above tell them apart
+        for voxel_map in (entropy_map, tta_map):
+            assert reference(voxel_map[None], 0.05)[0] > 1.05 * voxel_map.mean()

@@ -263,3 +263,58 @@ def test_mc_dropout_keeps_batch_norm_in_inference_mode():
     probs_model = keras.Sequential([model, keras.layers.Softmax()])  # the dropout sits in a nested model
     scores, _ = Scorer(probs_model, "variance", passes=4).score(["a"] * 6, feats)
     assert np.all(scores > 0)
+
+
+def test_top_fraction_scores_each_image_by_its_most_uncertain_pixels(trained, tmp_path):
+    """The job path (request, worker) and a round score with the option and record it; the numbers are the
+    reference formula's on the model's own probabilities (entropy), its flips and turns mapped back (tta) and its
+    MC-dropout passes (variance, the same masks by the same seed)."""
+    import keras
+
+    from digits_core.executors.worker import run_job
+    from digits_core.inference.model import load_inference_model
+    from digits_core.jobs import Job
+    from digits_core.labeling import create_folder_pool, run_round, score_pool
+    from digits_core.labeling.jobs import prepare_run
+    from digits_core.labeling.scoring import _batches
+    from digits_core.labeling.strategies import Scorer, tta_transforms
+
+    def reference(per_pixel_map, fraction):
+        per_pixel = per_pixel_map.reshape(len(per_pixel_map), -1)
+        k = max(1, int(round(fraction * per_pixel.shape[1])))
+        return np.sort(per_pixel, axis=1)[:, -k:].mean(axis=1)
+
+    jobs, model, _folder, _truth = trained
+    _pool_of(tmp_path / "few", 4, seed=9)
+    pool = create_folder_pool("few", tmp_path / "few", jobs_dir=jobs)
+    loaded = load_inference_model(model.id, jobs_dir=jobs)
+    record = pool.record()
+    ((ids, features, _),) = list(_batches(record["source"], pool.candidates(), loaded, 16, []))
+    net = lambda x: np.asarray(loaded.model(np.ascontiguousarray(x), training=False), np.float64)  # noqa: E731
+    probs = np.clip(net(features), 1e-12, 1.0)
+    entropy_map = -(probs * np.log(probs)).sum(axis=-1)
+
+    prepare_run(pool, "score", {"model": model.id, "strategy": "entropy", "top_fraction": 0.05})
+    assert run_job(pool.path) == 0
+    done = Job.load(pool.path)
+    assert done.data["pool_run"]["top_fraction"] == 0.05 and done.data["pool_result"]["top_fraction"] == 0.05
+    top = np.array([pool.candidate(cid)["score"] for cid in ids])
+    np.testing.assert_allclose(top, reference(entropy_map, 0.05), rtol=1e-5)
+    mean = score_pool(pool, model.id, "entropy", jobs_dir=jobs)
+    assert mean.top_fraction == 1.0
+    plain = np.array([pool.candidate(cid)["score"] for cid in ids])
+    np.testing.assert_allclose(plain, entropy_map.reshape(len(ids), -1).mean(axis=1), rtol=1e-5)
+    assert np.all(top > plain)  # the top 5 % of each image, above its mean (a one-epoch model is unsure everywhere)
+
+    result = run_round(pool, model.id, strategy="tta", count=1, retrain_model=False, top_fraction=0.1, jobs_dir=jobs)
+    assert result.top_fraction == 0.1 and pool.record()["rounds"][-1]["top_fraction"] == 0.1
+    runs = np.stack([inverse(net(forward(features))) for forward, inverse in tta_transforms(SIZE, SIZE)])
+    tta = np.array([pool.candidate(cid)["score"] for cid in ids])
+    np.testing.assert_allclose(tta, reference(runs.var(axis=0).sum(axis=-1), 0.1), rtol=1e-4)
+
+    keras.utils.set_random_seed(3)  # the same dropout masks for the passes read here and the scorer's
+    passes = Scorer(loaded.model, "variance", passes=3)
+    runs = np.stack([np.asarray(passes._forward(features), np.float64) for _ in range(3)])
+    keras.utils.set_random_seed(3)
+    variance, _ = Scorer(loaded.model, "variance", passes=3, top_fraction=0.05).score(ids, features)
+    np.testing.assert_allclose(variance, reference(runs.var(axis=0).sum(axis=-1), 0.05), rtol=1e-4)

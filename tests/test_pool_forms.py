@@ -67,6 +67,9 @@ def test_the_model_picker_lists_only_models_a_run_accepts(setup):
         ({"strategy": "vibes"}, "strategy", "one of random, entropy, variance, tta"),
         ({"count": "0"}, "count", "an integer from 1 to 100000"),
         ({"passes": "1"}, "passes", "an integer from 2 to 64"),
+        ({"top_fraction": "1.5"}, "top_fraction", "a number greater than 0 and at most 1"),
+        ({"top_fraction": "nan"}, "top_fraction", "a number greater than 0 and at most 1"),
+        ({"top_fraction": "0"}, "top_fraction", "a number greater than 0 and at most 1"),
         ({"model": "lenet"}, "model", "is a classification model; pool"),
         ({"model": ""}, "model", "the model job id is required"),
     ],
@@ -86,16 +89,21 @@ def test_a_bad_value_is_refused_on_its_field_and_nothing_is_queued(setup, fields
 def test_the_buttons_queue_the_run_the_api_queues(setup):
     client, pool, models, jobs, _ = setup
     form = {"action": "score", "model": models["unet"], "strategy": "tta", "count": "3", "passes": "4"}
-    answer = client.post(f"/pools/{pool.id}/run", data=form)
+    page = client.get(f"/pools/{pool.id}").get_data(as_text=True)
+    more = page[page.index('id="pool-run-more"') :]
+    more = more[: more.index("</details>")]
+    assert 'name="top_fraction"' in more and 'value="1.0"' in more  # among the details, 1 (the mean) by default
+    answer = client.post(f"/pools/{pool.id}/run", data={**form, "top_fraction": "0.05"})
     assert answer.status_code == 302 and answer.headers["Location"].endswith(f"/pools/{pool.id}#pool-run")
     run = JobStore(jobs).get(pool.id).data["pool_run"]
     assert JobStore(jobs).get(pool.id).status is JobStatus.WAITING
-    assert {k: run[k] for k in ("action", "model", "strategy", "count", "passes", "retrain")} == {
+    assert {k: run[k] for k in ("action", "model", "strategy", "count", "passes", "top_fraction", "retrain")} == {
         "action": "score",
         "model": models["unet"],
         "strategy": "tta",
         "count": 3,
         "passes": 4,
+        "top_fraction": 0.05,
         "retrain": False,  # an unticked box
     }
     page = client.get(f"/pools/{pool.id}").get_data(as_text=True)

@@ -11,6 +11,10 @@ import json
 import sys
 
 STRATEGY_CHOICES = ["random", "entropy", "variance", "tta"]
+TOP_FRACTION_HELP = (
+    "score each candidate by the mean of its F most uncertain share of pixels/voxels (0 < F <= 1; e.g. 0.05: the top "
+    "5 %%); default 1: the mean over all"
+)
 
 
 def register(subparsers) -> None:
@@ -67,6 +71,7 @@ def register(subparsers) -> None:
         p.add_argument("--strategy", default="variance", choices=STRATEGY_CHOICES, help="default: variance")
         p.add_argument("--batch-size", type=int, default=16, metavar="N", help="candidates per batch (default 16)")
         p.add_argument("--passes", type=int, default=8, metavar="N", help="MC-dropout passes (default 8)")
+        p.add_argument("--top-fraction", type=float, default=1.0, metavar="F", help=TOP_FRACTION_HELP)
         p.add_argument("--seed", type=int, default=0, help="seed of the random strategy")
         p.add_argument("--json", action="store_true", help="print the result as JSON")
         if name == "score":
@@ -109,6 +114,7 @@ def register(subparsers) -> None:
     p.add_argument("--round-epochs", type=int, default=10, metavar="N", help="epochs of each round's fine-tune")
     p.add_argument("--batch-size", type=int, default=16, metavar="N", help="training batch size")
     p.add_argument("--passes", type=int, default=8, metavar="N", help="MC-dropout passes")
+    p.add_argument("--top-fraction", type=float, default=1.0, metavar="F", help=TOP_FRACTION_HELP)
     p.add_argument("--out", default=None, metavar="DIR", help="write simulation.json and simulation.svg here")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(handler=run_simulate)
@@ -218,18 +224,25 @@ def _progress(kind: str):
     return show
 
 
+def _scoring(strategy: str, top_fraction: float) -> str:
+    """The strategy as a result line names it (with its aggregation when that is not the plain mean)."""
+    if strategy == "random" or top_fraction >= 1.0:
+        return strategy
+    return f"{strategy} (mean of the top {top_fraction:g} of each candidate's pixels)"
+
+
 def run_score(args) -> int:
     """Score a pool and print how many were scored (and which were skipped, with why)."""
     from ..labeling import score_pool
 
     result = score_pool(
         _pool(args), args.model, args.strategy, batch_size=args.batch_size, passes=args.passes, seed=args.seed,
-        run=args.resume, jobs_dir=args.jobs_dir, progress=_progress("scoring"),
+        top_fraction=args.top_fraction, run=args.resume, jobs_dir=args.jobs_dir, progress=_progress("scoring"),
     )  # fmt: skip
     if args.json:
         _print_json(vars(result))
         return 0
-    print(f"scored {result.scored} candidates with {result.strategy} (run {result.run})")
+    print(f"scored {result.scored} candidates with {_scoring(result.strategy, result.top_fraction)} (run {result.run})")
     for skipped in result.skipped:
         print(f"skipped {skipped['id']}: {skipped['error']}", file=sys.stderr)
     return 0
@@ -242,12 +255,15 @@ def run_round_cmd(args) -> int:
     result = run_round(
         args.pool, args.model, strategy=args.strategy, count=args.count, epochs=args.epochs,
         retrain_model=not args.no_retrain, batch_size=args.batch_size, passes=args.passes, seed=args.seed,
-        jobs_dir=args.jobs_dir, progress=_progress("round"),
+        top_fraction=args.top_fraction, jobs_dir=args.jobs_dir, progress=_progress("round"),
     )  # fmt: skip
     if args.json:
         _print_json(result.to_dict())
         return 0
-    print(f"round {result.round}: scored {result.scored}, proposed {len(result.proposed)} for review")
+    print(
+        f"round {result.round}: scored {result.scored} with {_scoring(result.strategy, result.top_fraction)}, "
+        f"proposed {len(result.proposed)} for review"
+    )
     for skipped in result.skipped:
         print(f"skipped {skipped['id']}: {skipped['error']}", file=sys.stderr)
     if result.new_model_id:
@@ -295,7 +311,8 @@ def run_simulate(args) -> int:
     result = simulate(
         args.dataset, strategies=args.strategy or STRATEGY_CHOICES, seeds=seeds, initial=args.initial,
         step=args.step, rounds=args.rounds, network=args.network, network_params=params, epochs=args.epochs,
-        round_epochs=args.round_epochs, batch_size=args.batch_size, passes=args.passes, jobs_dir=args.jobs_dir,
+        round_epochs=args.round_epochs, batch_size=args.batch_size, passes=args.passes,
+        top_fraction=args.top_fraction, jobs_dir=args.jobs_dir,
         progress=(lambda line: print(line, file=sys.stderr)) if sys.stderr.isatty() else None,
     )  # fmt: skip
     if args.out:

@@ -20,10 +20,12 @@ from ..jobs.record import ModelRecord
 from .pool import Pool, PoolError
 from .rounds import run_round
 from .scoring import score_pool
-from .strategies import STRATEGIES
+from .strategies import DEFAULT_TOP_FRACTION, STRATEGIES, top_fraction_problem
 
 #: Bounds of a request's numbers (a request cannot ask for unbounded work per batch).
 BOUNDS = {"count": (1, 100_000), "batch_size": (1, 256), "passes": (2, 64), "epochs": (1, 1000), "seed": (0, 2**31)}
+#: A request's fractions: the check that says why a value is not one (the CLI and Python API ask it too), the default.
+FRACTIONS = {"top_fraction": (top_fraction_problem, DEFAULT_TOP_FRACTION)}
 ACTIONS = ("score", "round")
 
 
@@ -34,7 +36,7 @@ def prepare_run(pool: Pool, action: str, options: dict[str, Any], *, user: str |
         pool: The pool.
         action: ``"score"`` or ``"round"``.
         options: ``model`` (model job id, required), ``strategy``, ``count``, ``batch_size``, ``passes``,
-            ``epochs``, ``seed``, ``retrain``.
+            ``epochs``, ``seed``, ``retrain``, ``top_fraction`` (a number in (0, 1]).
         user: Who asked.
 
     Raises:
@@ -44,7 +46,7 @@ def prepare_run(pool: Pool, action: str, options: dict[str, Any], *, user: str |
     errors: dict[str, list[str]] = {}
     if action not in ACTIONS:
         errors["action"] = [f"one of {', '.join(ACTIONS)}"]
-    unknown = sorted(set(options) - {"model", "strategy", "retrain", *BOUNDS})
+    unknown = sorted(set(options) - {"model", "strategy", "retrain", *BOUNDS, *FRACTIONS})
     for key in unknown:
         errors[str(key)[:40]] = ["not an option of a pool run"]
     model = options.get("model")
@@ -66,6 +68,12 @@ def prepare_run(pool: Pool, action: str, options: dict[str, Any], *, user: str |
             errors[key] = [f"an integer from {low} to {high}"]
         else:
             run[key] = value
+    for key, (problem_of, default) in FRACTIONS.items():
+        problem = problem_of(options.get(key, default))
+        if problem:
+            errors[key] = [problem]
+        else:
+            run[key] = float(options.get(key, default))  # recorded either way: the run says how it scored
     if not isinstance(options.get("retrain", True), bool):
         errors["retrain"] = ["true or false"]
     run["retrain"] = options.get("retrain", True) is not False
@@ -159,6 +167,7 @@ def run_pool_job(job: Job) -> None:
         "batch_size": run.get("batch_size", 16),
         "passes": run.get("passes", 8),
         "seed": run.get("seed", 0),
+        "top_fraction": run.get("top_fraction", DEFAULT_TOP_FRACTION),
         "jobs_dir": jobs_dir,
         "progress": progress,
     }
@@ -178,7 +187,14 @@ def run_pool_job(job: Job) -> None:
         _refuse_unread(pool, result.scored, result.skipped)
     else:
         scored = score_pool(pool, run["model"], run.get("strategy", "variance"), run=run.get("run"), **common)
-        job.update(pool_result={"scored": scored.scored, "skipped": scored.skipped, "run": scored.run})
+        job.update(
+            pool_result={
+                "scored": scored.scored,
+                "skipped": scored.skipped,
+                "run": scored.run,
+                "top_fraction": scored.top_fraction,
+            }
+        )
         _refuse_unread(pool, scored.scored, scored.skipped)
 
 

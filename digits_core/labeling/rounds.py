@@ -33,7 +33,7 @@ from ..jobs import JobStore
 from . import pacs
 from .pool import Pool, PoolError, load_pool
 from .scoring import DEFAULT_BATCH, propose, score_pool, source_path
-from .strategies import DEFAULT_PASSES
+from .strategies import DEFAULT_PASSES, DEFAULT_TOP_FRACTION
 
 #: The folder of a pool that holds each round's training images and labels.
 ROUNDS_DIR = "rounds"
@@ -55,6 +55,7 @@ class RoundResult:
     dataset_id: str | None = None
     new_model_id: str | None = None
     val_dice: float | None = None
+    top_fraction: float = DEFAULT_TOP_FRACTION
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready."""
@@ -180,6 +181,7 @@ def run_round(
     batch_size: int = DEFAULT_BATCH,
     passes: int = DEFAULT_PASSES,
     seed: int = 0,
+    top_fraction: float = DEFAULT_TOP_FRACTION,
     val_percent: float = 20.0,
     user: str | None = None,
     run: str | None = None,
@@ -198,6 +200,8 @@ def run_round(
         batch_size: Candidates per scoring batch.
         passes: MC-dropout passes.
         seed: Seed of ``random``.
+        top_fraction: Score each candidate by the mean of its ``top_fraction`` most uncertain pixels (voxels);
+            1 is the mean over all (recorded with the round).
         val_percent: Share of the accepted labels the retraining validates on.
         user: Who started the round (recorded).
         run: Resume this scoring run (its scored candidates are skipped).
@@ -207,6 +211,7 @@ def run_round(
     Raises:
         PoolError: The model does not fit the pool (task, dimensions, modality: both named).
         StrategyError: Unknown strategy, or ``variance`` on a network without dropout.
+        FormValidationError: ``top_fraction`` is not in (0, 1] (nothing is scored or recorded).
     """
     pool = pool_id if isinstance(pool_id, Pool) else load_pool(pool_id, jobs_dir)
     say = progress or (lambda _info: None)
@@ -217,6 +222,7 @@ def run_round(
         batch_size=batch_size,
         passes=passes,
         seed=seed,
+        top_fraction=top_fraction,
         run=run,
         jobs_dir=jobs_dir,
         progress=lambda info: say({"phase": "score", **info}),
@@ -226,6 +232,7 @@ def run_round(
     number = pool.add_round(
         {
             "strategy": strategy,
+            "top_fraction": scored.top_fraction,
             "model_id": scored.model_id,
             "count": count,
             "proposed": proposed,
@@ -234,6 +241,7 @@ def run_round(
         }
     )
     result = RoundResult(number, strategy, scored.model_id, scored.scored, scored.skipped, proposed, labels)
+    result.top_fraction = scored.top_fraction
     if retrain_model and labels and int(pool.record().get("dimensions") or 2) == 3:
         from .volume_rounds import retrain_volumes  # a pool of volumes: a volume dataset and a volume run
 

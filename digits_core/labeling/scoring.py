@@ -34,7 +34,7 @@ from ..inference.model import load_inference_model
 from . import pacs
 from .masks import encode_mask
 from .pool import ACCEPTED, IN_REVIEW, PROPOSALS_DIR, Pool, PoolError
-from .strategies import DEFAULT_PASSES, Scorer, check_strategy
+from .strategies import DEFAULT_PASSES, DEFAULT_TOP_FRACTION, Scorer, check_strategy, check_top_fraction
 
 #: Candidates read and scored at once (memory holds one batch and its passes).
 DEFAULT_BATCH = 16
@@ -51,6 +51,7 @@ class ScoreResult:
         scored: Candidates scored in this call (resumed runs: only the rest).
         skipped: ``{"id", "source", "error"}`` of each candidate that could not be read.
         run: The run token (the same on a resume).
+        top_fraction: Share of each candidate's most uncertain pixels its score averages (1: the mean).
     """
 
     pool_id: str
@@ -59,6 +60,7 @@ class ScoreResult:
     scored: int = 0
     skipped: list[dict[str, Any]] = field(default_factory=list)
     run: str = ""
+    top_fraction: float = DEFAULT_TOP_FRACTION
 
 
 def check_model_for_pool(pool: Pool, loaded: Any) -> None:
@@ -147,6 +149,7 @@ def score_pool(
     batch_size: int = DEFAULT_BATCH,
     passes: int = DEFAULT_PASSES,
     seed: int = 0,
+    top_fraction: float = DEFAULT_TOP_FRACTION,
     run: str | None = None,
     jobs_dir: Any = None,
     progress: Callable[[dict], None] | None = None,
@@ -160,6 +163,8 @@ def score_pool(
         batch_size: Candidates per batch.
         passes: MC-dropout passes (``variance``).
         seed: Seed of ``random``.
+        top_fraction: Score each candidate by the mean of its ``top_fraction`` most uncertain pixels (voxels);
+            1 (the default) is the mean over all of them. ``random`` ignores it.
         run: Resume this run: candidates it already scored are skipped (default: a new run).
         jobs_dir: The jobs folder.
         progress: Called after each batch with ``{"done", "total", "skipped"}``.
@@ -167,20 +172,25 @@ def score_pool(
     Raises:
         PoolError: The model does not fit the pool.
         StrategyError: Unknown strategy, or ``variance`` on a network without dropout.
+        FormValidationError: ``top_fraction`` is not in (0, 1] (nothing is read or stored).
     """
     check_strategy(strategy)
+    top_fraction = check_top_fraction(top_fraction)
     run = run or secrets.token_hex(4)
     if int(pool.record().get("dimensions") or 2) == 3:  # a PACS pool of series: one volume at a time
         from .volume_scoring import score_volume_pool
 
         found = score_volume_pool(
-            pool, model_id, strategy, passes=passes, seed=seed, run=run, jobs_dir=jobs_dir, progress=progress
+            pool, model_id, strategy, passes=passes, seed=seed, top_fraction=top_fraction, run=run,
+            jobs_dir=jobs_dir, progress=progress,
+        )  # fmt: skip
+        return ScoreResult(
+            pool.id, found[0], strategy, scored=found[1], skipped=found[2], run=run, top_fraction=top_fraction
         )
-        return ScoreResult(pool.id, found[0], strategy, scored=found[1], skipped=found[2], run=run)
     loaded = load_inference_model(model_id, jobs_dir=jobs_dir)
     check_model_for_pool(pool, loaded)
-    scorer = Scorer(loaded.model, strategy, passes=passes, seed=seed)
-    result = ScoreResult(pool.id, loaded.id, strategy, run=run)
+    scorer = Scorer(loaded.model, strategy, passes=passes, seed=seed, top_fraction=top_fraction)
+    result = ScoreResult(pool.id, loaded.id, strategy, run=run, top_fraction=top_fraction)
     record = pool.record()
     todo = [
         c

@@ -33,7 +33,7 @@ import numpy as np
 from ..datasets.reader import open_dataset
 from ..errors import DigitsError
 from ..evaluation.segmentation import case_metrics
-from .strategies import STRATEGIES, Scorer, check_strategy
+from .strategies import DEFAULT_TOP_FRACTION, STRATEGIES, Scorer, check_strategy, check_top_fraction
 
 #: What the simulation trains unless told otherwise (small U-Net with dropout, so ``variance`` can sample).
 DEFAULT_NETWORK_PARAMS = {"filters": 8, "depth": 3, "dropout": 0.2}
@@ -190,6 +190,7 @@ def simulate(
     batch_size: int = 16,
     learning_rate: float = 3e-3,
     passes: int = 8,
+    top_fraction: float = DEFAULT_TOP_FRACTION,
     min_steps: int = 200,
     jobs_dir: Any = None,
     progress: Callable[[str], None] | None = None,
@@ -211,6 +212,8 @@ def simulate(
         batch_size: Training batch size.
         learning_rate: Adam's rate.
         passes: MC-dropout passes.
+        top_fraction: Each uncertainty strategy scores an image by the mean of its ``top_fraction`` most
+            uncertain pixels; 1 is the mean over all (recorded in ``settings``).
         min_steps: Each training (initial, round, full data) runs at least this many steps, whatever
             ``epochs`` says: the first rounds have few labelled images, so few steps an epoch.
         jobs_dir: The jobs folder.
@@ -219,10 +222,12 @@ def simulate(
     Raises:
         SimulationError: Not a segmentation dataset, a stage missing, fewer than 3 seeds, or too few images.
         StrategyError: Unknown strategy.
+        FormValidationError: ``top_fraction`` is not in (0, 1].
     """
     from ..engine.networks import resolve_network  # the engine's networks load Keras: only when simulating
 
     names = [check_strategy(s) for s in strategies]
+    top_fraction = check_top_fraction(top_fraction)
     if "random" not in names:
         names.insert(0, "random")
     if len(set(seeds)) < 3:
@@ -255,7 +260,9 @@ def simulate(
             dice = [_mean_dice(trainer.predict(xv), yv, fg)]
             for r in range(rounds):
                 hidden = np.flatnonzero(~labelled)
-                scorer = Scorer(trainer.model, name, passes=passes, seed=int(seed) * 1000 + r)
+                scorer = Scorer(
+                    trainer.model, name, passes=passes, seed=int(seed) * 1000 + r, top_fraction=top_fraction
+                )
                 scores = np.concatenate(
                     [
                         scorer.score([f"{i}" for i in hidden[b : b + 64]], xt[hidden[b : b + 64]])[0]
@@ -275,6 +282,7 @@ def simulate(
         "initial": initial,
         "step": step,
         "rounds": rounds,
+        "top_fraction": top_fraction,
         "network": network,
         "network_params": params,
         "epochs": epochs,

@@ -11,24 +11,29 @@ Every strategy turns the class probabilities of a batch into one score per case 
   each prediction mapped back; the variance across them, as for ``variance``.
 
 The per-pixel maps are averaged over the case (mean aggregation), so a large image does not outscore a
-small one by its size alone. Only a batch of images and its passes are in memory at once
-(:class:`Scorer`): a pool of any size is scored in memory bounded by the batch.
+small one by its size alone. With ``top_fraction`` F below 1 a case is scored by the mean of its
+``k = max(1, round(F * pixels))`` most uncertain pixels instead (:func:`aggregate`): a model confidently wrong on
+most of an image has a low mean uncertainty, and its few uncertain pixels are the signal. Only a batch of images
+and its passes are in memory at once (:class:`Scorer`): a pool of any size is scored in memory bounded by the batch.
 """
 
 from __future__ import annotations
 
 import hashlib
+import numbers
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from ..errors import DigitsError
+from ..errors import DigitsError, FormValidationError
 
 #: The strategies, in the order the docs list them.
 STRATEGIES = ("random", "entropy", "variance", "tta")
 #: Forward passes of ``variance`` unless told otherwise.
 DEFAULT_PASSES = 8
+#: Share of each case's most uncertain pixels (voxels) its score averages: 1 is all of them, the plain mean.
+DEFAULT_TOP_FRACTION = 1.0
 
 
 class StrategyError(DigitsError):
@@ -46,6 +51,43 @@ def check_strategy(name: str) -> str:
     return name
 
 
+def top_fraction_problem(value: Any) -> str | None:
+    """Why ``value`` is no ``top_fraction`` (a number greater than 0 and at most 1), or ``None`` when it is one.
+
+    The one check of the option: the run requests (:func:`digits_core.labeling.jobs.prepare_run`: JSON API, pool
+    page) and :func:`check_top_fraction` (CLI, Python API) both ask it.
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0.0 < float(value) <= 1.0:
+        shown = repr(value) if isinstance(value, str) else str(value)
+        return f"a number greater than 0 and at most 1 (1: the mean over all pixels), not {shown[:40]}"
+    return None
+
+
+def check_top_fraction(value: Any) -> float:
+    """``value`` as a float when it is a ``top_fraction`` (see :func:`top_fraction_problem`).
+
+    Raises:
+        FormValidationError: It is not a number in (0, 1] (NaN, 0, negative, above 1, not a number), named.
+    """
+    problem = top_fraction_problem(value)
+    if problem:
+        raise FormValidationError({"top_fraction": [problem]}, "scoring")
+    return float(value)
+
+
+def aggregate(per_pixel: np.ndarray, top_fraction: float = DEFAULT_TOP_FRACTION) -> np.ndarray:
+    """One score per case of per-pixel uncertainties ``[N, ...]``: the mean of its ``top_fraction`` most uncertain.
+
+    ``k = max(1, round(top_fraction * pixels))`` pixels per case (Python's rounding, half to even); 1 is the
+    plain mean over every pixel.
+    """
+    flat = per_pixel.reshape(len(per_pixel), -1)
+    if top_fraction >= 1.0:
+        return flat.mean(axis=1)
+    k = max(1, int(round(top_fraction * flat.shape[1])))
+    return np.sort(flat, axis=1)[:, -k:].mean(axis=1)
+
+
 def random_scores(ids: list[str], seed: int = 0) -> np.ndarray:
     """A uniform number in [0, 1) per id, the same for the same id and seed (independent of the pool's order)."""
     out = np.empty(len(ids), np.float64)
@@ -55,17 +97,15 @@ def random_scores(ids: list[str], seed: int = 0) -> np.ndarray:
     return out
 
 
-def entropy(probs: np.ndarray) -> np.ndarray:
-    """Mean predictive entropy per case of probabilities ``[N, ..., C]`` (nats)."""
+def entropy(probs: np.ndarray, top_fraction: float = DEFAULT_TOP_FRACTION) -> np.ndarray:
+    """Predictive entropy per case of probabilities ``[N, ..., C]`` (nats), aggregated by :func:`aggregate`."""
     p = np.clip(np.asarray(probs, np.float64), 1e-12, 1.0)
-    per_pixel = -(p * np.log(p)).sum(axis=-1)
-    return per_pixel.reshape(len(per_pixel), -1).mean(axis=1)
+    return aggregate(-(p * np.log(p)).sum(axis=-1), top_fraction)
 
 
-def disagreement(passes: np.ndarray) -> np.ndarray:
-    """Mean over pixels of the across-pass variance summed over classes, per case; ``passes`` is ``[T, N, ..., C]``."""
-    var = np.asarray(passes, np.float64).var(axis=0).sum(axis=-1)
-    return var.reshape(len(var), -1).mean(axis=1)
+def disagreement(passes: np.ndarray, top_fraction: float = DEFAULT_TOP_FRACTION) -> np.ndarray:
+    """The across-pass variance summed over classes, aggregated per case (:func:`aggregate`); ``[T, N, ..., C]``."""
+    return aggregate(np.asarray(passes, np.float64).var(axis=0).sum(axis=-1), top_fraction)
 
 
 def tta_transforms(height: int, width: int) -> list[tuple[Callable, Callable]]:
@@ -139,9 +179,11 @@ class Scorer:
         prepare: Raw features -> network inputs (the model's preprocessing); identity when ``None``.
         passes: MC-dropout passes (``variance``).
         seed: Seed of ``random``.
+        top_fraction: Share of each image's most uncertain pixels its score averages (1: all, the mean).
 
     Raises:
         StrategyError: Unknown strategy, or ``variance`` on a network without dropout.
+        FormValidationError: ``top_fraction`` is not in (0, 1].
     """
 
     def __init__(
@@ -152,8 +194,10 @@ class Scorer:
         prepare: Callable | None = None,
         passes: int = DEFAULT_PASSES,
         seed: int = 0,
+        top_fraction: float = DEFAULT_TOP_FRACTION,
     ):
         self.strategy = check_strategy(strategy)
+        self.top_fraction = check_top_fraction(top_fraction)
         self.passes = max(2, int(passes))
         self.seed = int(seed)
         self.network = network
@@ -183,17 +227,17 @@ class Scorer:
         assert features is not None
         probs = self.probabilities(features)
         if self.strategy == "entropy":
-            return entropy(probs), probs
+            return entropy(probs, self.top_fraction), probs
         if self.strategy == "variance":
             runs = np.stack([np.asarray(self._forward(features)) for _ in range(self.passes)])
-            return disagreement(runs), probs
+            return disagreement(runs, self.top_fraction), probs
         runs = np.stack(
             [
                 inverse(np.asarray(self._plain(np.ascontiguousarray(forward(features)))))
                 for forward, inverse in self._tta(features)
             ]
         )
-        return disagreement(runs), probs
+        return disagreement(runs, self.top_fraction), probs
 
     @staticmethod
     def _tta(features: np.ndarray) -> list[tuple[Callable, Callable]]:

@@ -6,8 +6,10 @@ read and preprocessed exactly as the model's dataset was, by that dataset's data
 instances over WADO-RS), and segmented whole (sliding window for ``unet3d``, slice stacks for ``unet2.5d``,
 :func:`~digits_core.engine.volume_loop.predict_volume`). The strategies are those of 2-D pools, aggregated per
 volume: ``entropy`` of the probabilities, ``variance`` over MC-dropout passes, ``tta`` over the flips of the two
-in-plane axes (each mapped back), ``random``. The across-pass variance is accumulated pass by pass, so memory holds
-one volume, its probabilities and their running mean and variance, whatever the pool's size or the passes.
+in-plane axes (each mapped back), ``random``; each volume's voxel map is aggregated by the mean, or by the mean of its
+``top_fraction`` most uncertain voxels (:func:`~digits_core.labeling.strategies.aggregate`). The across-pass variance
+is accumulated pass by pass, so memory holds one volume, its probabilities and their running mean and variance,
+whatever the pool's size or the passes.
 
 A proposal is the prediction mapped back to the series' voxels (the plugin's ``write_volume_result``, nothing
 written) as a slice stack (``D×H×W``: slices along the normal, rows, columns) stored by the pool's plugin as a
@@ -26,7 +28,16 @@ import numpy as np
 from ..errors import DigitsError
 from . import pacs
 from .pool import ACCEPTED, IN_REVIEW, PROPOSALS_DIR, Pool, PoolError, encode_mask
-from .strategies import DEFAULT_PASSES, check_strategy, entropy, mc_dropout_model, random_scores
+from .strategies import (
+    DEFAULT_PASSES,
+    DEFAULT_TOP_FRACTION,
+    aggregate,
+    check_strategy,
+    check_top_fraction,
+    entropy,
+    mc_dropout_model,
+    random_scores,
+)
 from .volume_files import folder_volume, model_spacing
 
 #: The inference-form value prefix naming a series on the DICOMweb server (the volume plugins' ``SERIES_PREFIX``).
@@ -137,19 +148,28 @@ class VolumeModel:
             unit=2 ** (config["levels"] - 1),
         )
 
-    def score(self, cid: str, array: np.ndarray, strategy: str, *, passes: int, seed: int) -> float:
+    def score(
+        self,
+        cid: str,
+        array: np.ndarray,
+        strategy: str,
+        *,
+        passes: int,
+        seed: int,
+        top_fraction: float = DEFAULT_TOP_FRACTION,
+    ) -> float:
         """One volume's score with ``strategy`` (see the module docstring)."""
         if strategy == "random":
             return float(random_scores([cid], seed)[0])
         if strategy == "entropy":
-            return float(entropy(self.probabilities(array)[None])[0])
+            return float(entropy(self.probabilities(array)[None], top_fraction)[0])
         if strategy == "variance":
             runs: list[Callable[[], np.ndarray]] = [
                 lambda: self.probabilities(array, dropout=True) for _ in range(max(2, int(passes)))
             ]
         else:  # tta: the volume and its flips of the in-plane axes, each prediction flipped back
             runs = [lambda: self.probabilities(array)] + [self._flipped(array, axis) for axis in (1, 2)]
-        return _running_disagreement(runs)
+        return _running_disagreement(runs, top_fraction)
 
     def _flipped(self, array: np.ndarray, axis: int) -> Callable[[], np.ndarray]:
         """A run of ``tta``: the prediction of the volume flipped on ``axis``, flipped back."""
@@ -166,8 +186,8 @@ class VolumeModel:
         return np.ascontiguousarray(np.transpose(np.asarray(ijk, np.uint8), (2, 1, 0)))
 
 
-def _running_disagreement(runs: list[Callable[[], np.ndarray]]) -> float:
-    """The mean over voxels of the across-run variance summed over classes, one run in memory at a time."""
+def _running_disagreement(runs: list[Callable[[], np.ndarray]], top_fraction: float = DEFAULT_TOP_FRACTION) -> float:
+    """The across-run variance summed over classes, aggregated over the voxels, one run in memory at a time."""
     mean: np.ndarray | None = None
     m2: np.ndarray | None = None
     for count, run in enumerate(runs, start=1):
@@ -179,7 +199,8 @@ def _running_disagreement(runs: list[Callable[[], np.ndarray]]) -> float:
         mean += delta / count
         m2 += delta * (probs - mean)
     assert m2 is not None
-    return float((m2 / len(runs)).sum(axis=-1).mean())
+    var = (m2 / len(runs)).sum(axis=-1)
+    return float(var.mean()) if top_fraction >= 1.0 else float(aggregate(var[None], top_fraction)[0])
 
 
 def score_volume_pool(
@@ -189,6 +210,7 @@ def score_volume_pool(
     *,
     passes: int = DEFAULT_PASSES,
     seed: int = 0,
+    top_fraction: float = DEFAULT_TOP_FRACTION,
     run: str,
     jobs_dir: Any = None,
     progress: Callable[[dict], None] | None = None,
@@ -201,8 +223,10 @@ def score_volume_pool(
 
     Raises:
         PoolError: The model does not fit the pool. StrategyError: Unknown strategy, or ``variance`` without dropout.
+        FormValidationError: ``top_fraction`` is not in (0, 1].
     """
     check_strategy(strategy)
+    top_fraction = check_top_fraction(top_fraction)
     model = VolumeModel(pool, model_id, jobs_dir)
     if strategy == "variance":
         mc_dropout_model(model.net)  # a network without dropout is refused before any series is read
@@ -216,7 +240,7 @@ def score_volume_pool(
     for cand in todo:
         try:
             volume, _ = model.read(cand)
-            value = model.score(cand["id"], volume.array, strategy, passes=passes, seed=seed)
+            value = model.score(cand["id"], volume.array, strategy, passes=passes, seed=seed, top_fraction=top_fraction)
         except DigitsError as exc:
             skipped.append({"id": cand["id"], "source": cand["source"], "error": str(exc)})
         else:

@@ -13,7 +13,7 @@
   JSON (``counts``, ``queue``, ``rounds``, ``status``, ``progress`` of a running scoring, ``result``).
 * ``GET /api/pools/<id>/queue``: the review queue (proposed candidates, highest score first).
 * ``POST /api/pools/<id>/runs`` (JSON ``{"action": "score"|"round", "model", "strategy", "count",
-  "batch_size", "passes", "epochs", "seed", "retrain"}``): checks the request
+  "batch_size", "passes", "epochs", "seed", "retrain", "top_fraction"}``): checks the request
   (:func:`digits_core.labeling.jobs.prepare_run`) and queues the pool job on the server's executor; 202.
   Abort it like any job (``POST /api/jobs/<id>/abort``); ``POST /api/pools/<id>/resume`` continues an
   aborted or failed run (the candidates it scored are not scored again).

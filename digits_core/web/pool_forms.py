@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from wtforms import BooleanField, Form, IntegerField, SelectField, StringField, TextAreaField
+from wtforms import BooleanField, FloatField, Form, IntegerField, SelectField, StringField, TextAreaField
 from wtforms.validators import Optional
 
 from ..jobs import Job
@@ -48,6 +48,13 @@ class PoolRunForm(Form):
     )
     passes = IntegerField(
         "Passes", default=8, validators=[Optional()], description="Forward passes of variance and tta."
+    )
+    top_fraction = FloatField(
+        "Top fraction",
+        default=1.0,
+        validators=[Optional()],
+        description="Score each candidate by the mean of its most uncertain share of pixels (e.g. 0.05: the top "
+        "5 %); 1: the mean over all pixels. Finds a model confidently wrong on most of an image.",
     )
     epochs = IntegerField(
         "Epochs", default=5, validators=[Optional()], description="Epochs of the retraining from the last snapshot."
@@ -87,7 +94,7 @@ def run_body(form: PoolRunForm) -> dict[str, Any]:
     """The ``POST /api/pools/<id>/runs`` body of a filled-in run form (empty fields left out)."""
     body: dict[str, Any] = {"action": form.action.data or "round", "model": form.model.data or None}
     body["strategy"] = form.strategy.data
-    for key in ("count", "passes", "epochs"):
+    for key in ("count", "passes", "top_fraction", "epochs"):
         if form[key].data is not None:
             body[key] = form[key].data
     body["retrain"] = bool(form.retrain.data)
