@@ -85,6 +85,7 @@ def test_every_backbone_builds_for_both_tasks_and_any_channels(name):
     assert len(segmentation.get_layer("backbone").outputs) >= 4  # stages at strides 2 (or 4) to 32
 
 
+@pytest.mark.slow  # real training: 40 s in make test-fast, which must stay under a minute
 def test_backbone_schedule_freezes_then_slows_and_refuses_several_replicas():
     import keras
 

@@ -75,6 +75,7 @@ def test_network(imagenet_file):
         registry.unregister(plugin)
 
 
+@pytest.mark.slow  # real training: 40 s in make test-fast, which must stay under a minute
 def test_one_channel_fine_tunes_from_keras_cache_weights(imagenet_file, test_network, tiny_dataset, digits_jobs_dir):
     path, app = imagenet_file
     dataset = tiny_dataset(channels=1, count=16)
