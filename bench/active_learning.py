@@ -128,8 +128,8 @@ def main(argv=None) -> int:
     parser.add_argument("--seeds", default="0,1,2", help="simulation seeds (at least 3)")
     parser.add_argument("--strategies", default="random,entropy,variance,tta")
     parser.add_argument("--initial", type=float, default=0.05)
-    parser.add_argument("--step", type=float, default=0.05)
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--step", type=float, default=0.025, help="labelled share added per round (default 0.025)")
+    parser.add_argument("--rounds", type=int, default=10, help="rounds after the initial share (default 10: to 30 %%)")
     parser.add_argument("--epochs", type=int, default=30, help="epochs of the initial training")
     parser.add_argument("--round-epochs", type=int, default=15, help="epochs of each round's fine-tune")
     parser.add_argument("--full-epochs", type=int, default=80, help="epochs of the full-data run (default 80)")
@@ -138,8 +138,8 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--top-fraction",
         type=float,
-        default=1.0,
-        help="score an image by the mean of its most uncertain share of pixels (default 1: the mean over all)",
+        default=0.05,
+        help="score an image by the mean of its most uncertain share of pixels (default 0.05; 1: the mean over all)",
     )
     parser.add_argument("--min-steps", type=int, default=200, help="steps each training runs at least (default 200)")
     parser.add_argument("--filters", type=int, default=8)

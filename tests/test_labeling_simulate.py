@@ -81,7 +81,7 @@ def test_a_short_fit_runs_its_minimum_steps_with_batchnorm_fitted_to_them():
     network's output at chance in inference mode, for every strategy)."""
     from digits_core.engine.batchnorm import momentum_for
     from digits_core.engine.networks import resolve_network
-    from digits_core.labeling.simulate import _Trainer
+    from digits_core.labeling.simulate import _Trainer, cosine_rate
 
     spec = resolve_network("unet")
     x = np.random.default_rng(0).random((8, 16, 16, 1)).astype(np.float32)
@@ -91,6 +91,9 @@ def test_a_short_fit_runs_its_minimum_steps_with_batchnorm_fitted_to_them():
     assert float(trainer.model.optimizer.learning_rate) == pytest.approx(3e-3)
     trainer.fit(x, y, 2)
     assert int(trainer.model.optimizer.iterations) == 12
+    # the rate decayed along the cosine over the 12 epochs: the last one ran at 1.7 % of it
+    assert float(trainer.model.optimizer.learning_rate) == pytest.approx(cosine_rate(3e-3, 11, 12))
+    assert cosine_rate(3e-3, 0, 12) == pytest.approx(3e-3) and cosine_rate(3e-3, 11, 12) < 6e-5
     assert not np.allclose(trainer.model.variables[0].numpy(), trainer.initial[0])  # it learned
     trainer.restart()
     assert float(trainer.model.optimizer.learning_rate) == pytest.approx(3e-3)

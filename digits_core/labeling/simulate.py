@@ -11,8 +11,9 @@ seed gives every strategy the same initial images and the same initial weights, 
 run as the baseline. One network trained on every label gives the full-data Dice the curves are compared with.
 
 The network is the engine's (built-in, plugin or file network by name, with ``network_params``), trained
-in this process on the stage's arrays (Adam, softmax cross-entropy, inputs scaled to [0, 1]) so that many
-short rounds stay cheap; a real round (:func:`digits_core.labeling.rounds.run_round`) trains a model job.
+in this process on the stage's arrays (Adam, its rate decayed along a cosine to 0 over each training, softmax
+cross-entropy, inputs scaled to [0, 1]) so that many short rounds stay cheap; a real round
+(:func:`digits_core.labeling.rounds.run_round`) trains a model job.
 
 Results: :class:`SimulationResult` (``to_dict()``: per strategy the labelled fractions and each seed's Dice,
 mean and standard deviation; the full-data Dice) and :func:`write_chart` (an SVG of Dice against the
@@ -94,6 +95,11 @@ def _mean_dice(pred: np.ndarray, ref: np.ndarray, classes: Sequence[int]) -> flo
     return float(np.mean(values)) if values else float("nan")
 
 
+def cosine_rate(base: float, epoch: int, epochs: int) -> float:
+    """The learning rate of ``epoch`` (from 0) of a training of ``epochs``: ``base`` halved along a cosine to 0."""
+    return float(base) * 0.5 * (1.0 + math.cos(math.pi * epoch / max(1, epochs)))
+
+
 class _Trainer:
     """One network per seed, restarted for each strategy from the same initial weights with a fresh optimizer.
 
@@ -135,6 +141,8 @@ class _Trainer:
         is one step an epoch: 30 epochs would be 30 steps), with BatchNorm fitted to the epoch's steps as the
         engine fits it (Keras's 0.99 keeps the initial statistics through such a short run, and the network
         validates at chance whatever it learned)."""
+        import keras
+
         from ..engine.batchnorm import fit_batchnorm_momentum, momentum_for  # Keras is loaded by now
 
         steps = math.ceil(len(x) / self.batch_size)
@@ -142,7 +150,11 @@ class _Trainer:
             self.momentum = fit_batchnorm_momentum(self.model, steps)
             self.model.train_function = None  # the traced step holds the momentum: trace it again
         epochs = max(int(epochs), math.ceil(self.min_steps / steps))
-        self.model.fit(x, y, epochs=epochs, batch_size=self.batch_size, verbose=0, shuffle=True)
+        # The rate decays to near 0 over each training (cosine, epoch by epoch): at a fixed rate the Dice a
+        # round ends at moved by 0.01-0.02 from one round to the next with the luck of its last steps, as much
+        # as strategies differ, and the comparison at one labelled share measured that luck.
+        decay = keras.callbacks.LearningRateScheduler(lambda epoch, _rate: cosine_rate(self.lr, epoch, epochs))
+        self.model.fit(x, y, epochs=epochs, batch_size=self.batch_size, verbose=0, shuffle=True, callbacks=[decay])
 
     def predict(self, x: np.ndarray) -> np.ndarray:
         out = [np.asarray(self.model(x[i : i + 64], training=False)) for i in range(0, len(x), 64)]
@@ -210,7 +222,7 @@ def simulate(
         round_epochs: Epochs of each round's fine-tune (from the last weights).
         full_epochs: Epochs of the full-data reference (default ``epochs + rounds * round_epochs``).
         batch_size: Training batch size.
-        learning_rate: Adam's rate.
+        learning_rate: Adam's rate at the start of each training (it decays along a cosine to 0 over it).
         passes: MC-dropout passes.
         top_fraction: Each uncertainty strategy scores an image by the mean of its ``top_fraction`` most
             uncertain pixels; 1 is the mean over all (recorded in ``settings``).
@@ -283,6 +295,7 @@ def simulate(
         "step": step,
         "rounds": rounds,
         "top_fraction": top_fraction,
+        "lr_schedule": "cosine to 0 over each training",
         "network": network,
         "network_params": params,
         "epochs": epochs,
