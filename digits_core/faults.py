@@ -106,12 +106,47 @@ def signal_reason(signum: int) -> str:
     return stop_cause() or f"received {signal.Signals(signum).name}"
 
 
+#: The stop signals (Ctrl-C, SIGTERM, SIGHUP) this process has received while a command ran.
+_STOP_SIGNALS: list[int] = []
+
+
+def note_stop_signal(signum: int) -> None:
+    """Record that stop signal ``signum`` reached this process (the command line's signal handler calls it)."""
+    _STOP_SIGNALS.append(int(signum))
+
+
+def clear_stop_signals() -> None:
+    """Forget the stop signals noted so far (a new command starts in this process)."""
+    _STOP_SIGNALS.clear()
+
+
+def stop_requested() -> bool:
+    """Whether a stop signal has reached this process (see :func:`note_stop_signal`)."""
+    return bool(_STOP_SIGNALS)
+
+
+def raise_if_stop_requested() -> None:
+    """Raise ``KeyboardInterrupt`` when a stop signal has reached this process; code about to publish asks.
+
+    The ``KeyboardInterrupt`` a signal raises can be lost on its way: landing while compiled code
+    (TensorFlow tracing a function) calls back into Python, it comes out as another error, which a
+    library's fallback may catch and carry on. The noted signal is not lost, so a result is not
+    published after the user stopped the command.
+    """
+    if _STOP_SIGNALS:
+        raise KeyboardInterrupt
+
+
 __all__ = [
     "DISK_ERRNOS",
     "disk_error",
     "disk_error_message",
+    "clear_stop_signals",
     "note_stop_cause",
+    "note_stop_signal",
     "raise_if_disk_full",
+    "raise_if_stop_requested",
     "signal_reason",
     "stop_cause",
+    "stop_requested",
 ]

@@ -20,6 +20,7 @@ import sys
 
 from .. import __version__
 from ..errors import DigitsError
+from ..faults import clear_stop_signals, note_stop_signal, stop_requested
 from ..phase_marks import mark
 
 #: Modules (relative to this package) that each add sub-commands.
@@ -127,12 +128,8 @@ def _start_tensorflow(verbose: bool) -> None:
     quiet_tensorflow_startup(lean=True)  # a digits process: none of the optional packages TF would load
 
 
-#: The stop signals this process has received (see :func:`_stop_on_signals`).
-_stop_signals: list[int] = []
-
-
 def _raise_interrupt(signum, _frame):
-    _stop_signals.append(signum)
+    note_stop_signal(signum)  # kept even when the KeyboardInterrupt below is lost in compiled code
     raise KeyboardInterrupt
 
 
@@ -145,7 +142,7 @@ def stopped_by_signal() -> bool:
     extension's ``SystemError`` or ``AttributeError``. The command was still
     stopped by the user, and says so.
     """
-    return bool(_stop_signals)
+    return stop_requested()
 
 
 def _stop_on_signals() -> None:
@@ -159,7 +156,7 @@ def _stop_on_signals() -> None:
     """
     import signal
 
-    _stop_signals.clear()  # a new command (main() may run several in one process)
+    clear_stop_signals()  # a new command (main() may run several in one process)
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         try:
             signal.signal(sig, _raise_interrupt)

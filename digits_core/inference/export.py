@@ -51,7 +51,7 @@ from .. import __version__
 from ..engine.jobio import model_folder, read_model_info
 from ..engine.volume_infer import is_volume_model
 from ..errors import InferenceError
-from ..faults import raise_if_disk_full
+from ..faults import raise_if_disk_full, raise_if_stop_requested
 from .export_formats import serving_version, write_onnx, write_savedmodel, write_tflite
 from .export_parity import DEFAULT_SAMPLE, parity_report
 from .export_volume import build_volume_export, check_volume_format
@@ -299,6 +299,7 @@ def _build_cached(cached: Path, name: str, build, allow_mismatch: bool) -> None:
     try:
         built = build(staging / name)
         _check_parity(read_parity(built), allow_mismatch)
+        raise_if_stop_requested()  # stopped mid-build, the interrupt lost in TensorFlow: publish nothing
         if cached.exists():
             shutil.rmtree(cached, ignore_errors=True)
         try:
@@ -316,6 +317,7 @@ def _write_archive(cached: Path, name: str, out: Path) -> Path:
     try:
         with tarfile.open(tmp, "w:gz") as tar:
             tar.add(cached, arcname=name)
+        raise_if_stop_requested()
         os.replace(tmp, out)
     except OSError as exc:
         raise InferenceError(f"Cannot write {out}: {exc}") from exc
