@@ -11,7 +11,7 @@ import json
 
 import numpy as np
 import pytest
-from PIL import Image
+from pool_records import model_record, three_image_pool
 
 from digits_core.cli import main as digits
 from digits_core.jobs import JobStatus, JobStore
@@ -107,19 +107,8 @@ def test_the_volume_scorers_running_variance_honours_top_fraction():
 
 @pytest.fixture
 def pool_and_model(tmp_path):
-    from digits_core.jobs.model import write_model_record
-    from digits_core.labeling.sources import create_folder_pool
-    from digits_core.submit.records import create_job_record
-
-    data = tmp_path / "roots" / "unlabelled"
-    data.mkdir(parents=True)
-    for i in range(3):
-        Image.fromarray(np.full((8, 10), 40 * i, np.uint8), mode="L").save(data / f"{i}.png")
-    jobs = tmp_path / "jobs"
-    pool = create_folder_pool("hearts", data, jobs_dir=jobs)
-    model = create_job_record("model", "unet", jobs_dir=jobs)
-    write_model_record(model.path, {"job_id": model.id, "task": "segmentation"})
-    return pool, model, jobs
+    pool, jobs, _ = three_image_pool(tmp_path)
+    return pool, model_record(jobs, "unet", {"task": "segmentation"}), jobs
 
 
 @pytest.mark.parametrize("bad", BAD)

@@ -11,7 +11,7 @@ import re
 
 import numpy as np
 import pytest
-from PIL import Image
+from pool_records import model_record, three_image_pool
 
 from digits_core.jobs import JobStatus, JobStore
 from digits_core.web.app import create_app
@@ -19,16 +19,7 @@ from digits_core.web.app import create_app
 
 @pytest.fixture
 def setup(tmp_path):
-    from digits_core.jobs.model import write_model_record
-    from digits_core.labeling.sources import create_folder_pool
-    from digits_core.submit.records import create_job_record
-
-    data = tmp_path / "roots" / "unlabelled"
-    data.mkdir(parents=True)
-    for i in range(3):
-        Image.fromarray(np.full((8, 10), 40 * i, np.uint8), mode="L").save(data / f"{i}.png")
-    jobs = tmp_path / "jobs"
-    pool = create_folder_pool("hearts", data, jobs_dir=jobs)
+    pool, jobs, data = three_image_pool(tmp_path)
     models = {}
     for name, record in (
         ("unet", {"task": "segmentation"}),
@@ -36,10 +27,7 @@ def setup(tmp_path):
         ("vnet", {"task": "segmentation", "kind": "volume"}),
         ("untrained", None),
     ):
-        job = create_job_record("model", name, jobs_dir=jobs)
-        if record is not None:
-            write_model_record(job.path, {"job_id": job.id, **record})
-        models[name] = job.id
+        models[name] = model_record(jobs, name, record).id
     app = create_app(jobs, start_scheduler=False, testing=True, secret_key="k", data_roots=[tmp_path / "roots"])
     client = app.test_client()
     client.environ_base["HTTP_X_CSRFTOKEN"] = client.get("/api/csrf-token").get_json()["csrf_token"]
