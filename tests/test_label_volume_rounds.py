@@ -204,13 +204,10 @@ def test_volume_scoring_honours_top_fraction(base):
     """A pool of volumes scored with ``top_fraction``: each volume's score is the reference formula over its voxel
     map (entropy of the model's probabilities; tta's variance over the volume and its in-plane flips, flipped back),
     1 the plain mean; the scoring says how it scored."""
+    from labeling_support import top_fraction_reference as reference
+
     from digits_core.labeling import score_pool
     from digits_core.labeling.volume_scoring import VolumeModel
-
-    def reference(per_voxel_map, fraction):
-        per_voxel = per_voxel_map.reshape(len(per_voxel_map), -1)
-        k = max(1, int(round(fraction * per_voxel.shape[1])))
-        return np.sort(per_voxel, axis=1)[:, -k:].mean(axis=1)
 
     root, jobs, model = base
     pool, _ = _folder_pool(root, jobs, "top", 2, seed=13)

@@ -270,6 +270,7 @@ def test_top_fraction_scores_each_image_by_its_most_uncertain_pixels(trained, tm
     reference formula's on the model's own probabilities (entropy), its flips and turns mapped back (tta) and its
     MC-dropout passes (variance, the same masks by the same seed)."""
     import keras
+    from labeling_support import top_fraction_reference as reference
 
     from digits_core.executors.worker import run_job
     from digits_core.inference.model import load_inference_model
@@ -278,11 +279,6 @@ def test_top_fraction_scores_each_image_by_its_most_uncertain_pixels(trained, tm
     from digits_core.labeling.jobs import prepare_run
     from digits_core.labeling.scoring import _batches
     from digits_core.labeling.strategies import Scorer, tta_transforms
-
-    def reference(per_pixel_map, fraction):
-        per_pixel = per_pixel_map.reshape(len(per_pixel_map), -1)
-        k = max(1, int(round(fraction * per_pixel.shape[1])))
-        return np.sort(per_pixel, axis=1)[:, -k:].mean(axis=1)
 
     jobs, model, _folder, _truth = trained
     _pool_of(tmp_path / "few", 4, seed=9)

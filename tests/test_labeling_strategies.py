@@ -11,7 +11,8 @@ import json
 
 import numpy as np
 import pytest
-from pool_records import model_record, three_image_pool
+from labeling_support import model_record, three_image_pool
+from labeling_support import top_fraction_reference as reference
 
 from digits_core.cli import main as digits
 from digits_core.jobs import JobStatus, JobStore
@@ -19,13 +20,6 @@ from digits_core.labeling.strategies import DEFAULT_TOP_FRACTION, aggregate, dis
 from digits_core.labeling.volume_scoring import _running_disagreement
 
 BAD = [0, 1.5, "nan", -1]
-
-
-def reference(per_pixel_map: np.ndarray, fraction: float) -> np.ndarray:
-    """The formula the lead's experiment used (the product must give the same numbers)."""
-    per_pixel = per_pixel_map.reshape(len(per_pixel_map), -1)
-    k = max(1, int(round(fraction * per_pixel.shape[1])))
-    return np.sort(per_pixel, axis=1)[:, -k:].mean(axis=1)
 
 
 def _entropy_map(probs: np.ndarray) -> np.ndarray:

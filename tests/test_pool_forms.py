@@ -11,7 +11,7 @@ import re
 
 import numpy as np
 import pytest
-from pool_records import model_record, three_image_pool
+from labeling_support import model_record, three_image_pool
 
 from digits_core.jobs import JobStatus, JobStore
 from digits_core.web.app import create_app

@@ -69,11 +69,12 @@ def prepare_run(pool: Pool, action: str, options: dict[str, Any], *, user: str |
         else:
             run[key] = value
     for key, (problem_of, default) in FRACTIONS.items():
-        problem = problem_of(options.get(key, default))
+        value = options.get(key, default)
+        problem = problem_of(value)
         if problem:
             errors[key] = [problem]
         else:
-            run[key] = float(options.get(key, default))  # recorded either way: the run says how it scored
+            run[key] = float(value)  # recorded either way: the run says how it scored
     if not isinstance(options.get("retrain", True), bool):
         errors["retrain"] = ["true or false"]
     run["retrain"] = options.get("retrain", True) is not False

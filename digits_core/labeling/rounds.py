@@ -240,8 +240,10 @@ def run_round(
             "by": user,
         }
     )
-    result = RoundResult(number, strategy, scored.model_id, scored.scored, scored.skipped, proposed, labels)
-    result.top_fraction = scored.top_fraction
+    result = RoundResult(
+        number, strategy, scored.model_id, scored.scored, scored.skipped, proposed, labels,
+        top_fraction=scored.top_fraction,
+    )  # fmt: skip
     if retrain_model and labels and int(pool.record().get("dimensions") or 2) == 3:
         from .volume_rounds import retrain_volumes  # a pool of volumes: a volume dataset and a volume run
 

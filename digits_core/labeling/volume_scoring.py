@@ -199,8 +199,7 @@ def _running_disagreement(runs: list[Callable[[], np.ndarray]], top_fraction: fl
         mean += delta / count
         m2 += delta * (probs - mean)
     assert m2 is not None
-    var = (m2 / len(runs)).sum(axis=-1)
-    return float(var.mean()) if top_fraction >= 1.0 else float(aggregate(var[None], top_fraction)[0])
+    return float(aggregate((m2 / len(runs)).sum(axis=-1)[None], top_fraction)[0])
 
 
 def score_volume_pool(

@@ -1,7 +1,8 @@
-"""Pool and model records for the active-learning tests that need no TensorFlow.
+"""What the active-learning tests share: pool and model records, and the ``top_fraction`` reference formula.
 
 A folder pool of three small grey images under ``tmp_path/roots/unlabelled`` and model job records with
-only what the run checks read (their ``model.json``), as the JSON API and the web forms see them.
+only what the run checks read (their ``model.json``), as the JSON API and the web forms see them; the
+aggregation written out independently of the product's, so the tests compare the product with it.
 """
 
 from __future__ import annotations
@@ -34,3 +35,10 @@ def model_record(jobs: Path, network: str, record: dict | None):
     if record is not None:
         write_model_record(job.path, {"job_id": job.id, **record})
     return job
+
+
+def top_fraction_reference(per_pixel_map: np.ndarray, fraction: float) -> np.ndarray:
+    """Per case of ``[N, ...]`` uncertainties: the mean of its ``max(1, round(fraction * pixels))`` largest."""
+    per_pixel = per_pixel_map.reshape(len(per_pixel_map), -1)
+    k = max(1, int(round(fraction * per_pixel.shape[1])))
+    return np.sort(per_pixel, axis=1)[:, -k:].mean(axis=1)
