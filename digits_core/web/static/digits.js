@@ -94,14 +94,16 @@
     });
   };
 
-  /* Set once a form of the page is submitted (a delete that aborts a running job first): the pollers then
-     stop reloading the page, which would cancel that request and show the job as it was. */
+  /* Set once the page is being left: a form of it submitted (a delete that aborts a running job first) or a
+     navigation begun (a link, the address bar). The pollers then stop reloading the page, which would cancel
+     that request (the user's click lost, the job shown as it was). */
   var leaving = false;
   function reloadPage() { if (!leaving) { window.location.reload(); } }
   document.addEventListener("submit", function (e) {
     var blank = (e.target.target === "_blank") || (e.submitter && e.submitter.formTarget === "_blank");
     if (!e.defaultPrevented && !blank) { leaving = true; }
   });
+  window.addEventListener("beforeunload", function () { leaving = true; });
   window.addEventListener("pageshow", function () { leaving = false; });
 
   DIGITS.reloadPage = reloadPage;

@@ -120,7 +120,7 @@ window.DIGITS.homePage = function () {
     var tick = function () {
       var busy = selected().length > 0 || document.activeElement === search ||
         (search && search.value.trim() !== (new URL(window.location.href).searchParams.get("q") || ""));
-      if (busy) { setTimeout(tick, 5000); } else { window.location.reload(); }
+      if (busy) { setTimeout(tick, 5000); } else { window.DIGITS.reloadPage(); }
     };
     setTimeout(tick, 5000);
   }
