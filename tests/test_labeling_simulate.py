@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 
 import numpy as np
@@ -75,13 +76,19 @@ def test_simulation_refuses_what_it_cannot_replay(datasets):
         simulate(lv.id, strategies=["oracle"], jobs_dir=jobs)
 
 
-def test_a_short_fit_runs_its_minimum_steps_with_batchnorm_fitted_to_them():
+def test_a_short_fit_runs_its_minimum_steps_with_batchnorm_fitted_to_them(monkeypatch):
     """8 labelled images at batch 16 are one step an epoch: a round's 2 epochs would be 2 steps, and Keras's
     BatchNorm momentum (0.99) would keep the initial statistics (the simulation's Dice stayed at 0.03, the
     network's output at chance in inference mode, for every strategy)."""
     from digits_core.engine.batchnorm import momentum_for
     from digits_core.engine.networks import resolve_network
-    from digits_core.labeling.simulate import _Trainer, cosine_rate
+    from digits_core.labeling.simulate import _Trainer, cosine_rate, round_rate
+
+    simulation = importlib.import_module("digits_core.labeling.simulate")  # the package exports simulate()
+
+    rates: list[tuple[int, int, float]] = []
+    spy = lambda base, epoch, epochs: rates.append((epoch, epochs, round_rate(base, epoch, epochs))) or rates[-1][2]  # noqa: E731
+    monkeypatch.setattr(simulation, "round_rate", spy)
 
     spec = resolve_network("unet")
     x = np.random.default_rng(0).random((8, 16, 16, 1)).astype(np.float32)
@@ -91,9 +98,15 @@ def test_a_short_fit_runs_its_minimum_steps_with_batchnorm_fitted_to_them():
     assert float(trainer.model.optimizer.learning_rate) == pytest.approx(3e-3)
     trainer.fit(x, y, 2)
     assert int(trainer.model.optimizer.iterations) == 12
-    # the rate decayed along the cosine over the 12 epochs: the last one ran at 1.7 % of it
+    # the rate ramped up over the first 10 % of the 12 epochs (2), then decayed along the cosine: the last
+    # epoch ran at 1.7 % of it
+    assert [(e, n) for e, n, _ in rates] == [(e, 12) for e in range(12)]
+    assert rates[0][2] == pytest.approx(1.5e-3) and rates[1][2] == pytest.approx(cosine_rate(3e-3, 1, 12))
     assert float(trainer.model.optimizer.learning_rate) == pytest.approx(cosine_rate(3e-3, 11, 12))
     assert cosine_rate(3e-3, 0, 12) == pytest.approx(3e-3) and cosine_rate(3e-3, 11, 12) < 6e-5
+    # a 67-epoch round (48 images at batch 16, 200 steps) ramps over 7 epochs, from a seventh of the rate
+    assert round_rate(3e-3, 0, 67) == pytest.approx(3e-3 * 0.5 * (1 + np.cos(0)) / 7)
+    assert round_rate(3e-3, 6, 67) == pytest.approx(cosine_rate(3e-3, 6, 67))
     assert not np.allclose(trainer.model.variables[0].numpy(), trainer.initial[0])  # it learned
     trainer.restart()
     assert float(trainer.model.optimizer.learning_rate) == pytest.approx(3e-3)
