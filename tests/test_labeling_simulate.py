@@ -87,7 +87,11 @@ def test_a_short_fit_runs_its_minimum_steps_with_batchnorm_fitted_to_them(monkey
     simulation = importlib.import_module("digits_core.labeling.simulate")  # the package exports simulate()
 
     rates: list[tuple[int, int, float]] = []
-    spy = lambda base, epoch, epochs: rates.append((epoch, epochs, round_rate(base, epoch, epochs))) or rates[-1][2]  # noqa: E731
+
+    def spy(base, epoch, epochs):  # the schedule fit() asks, epoch by epoch
+        rates.append((epoch, epochs, round_rate(base, epoch, epochs)))
+        return rates[-1][2]
+
     monkeypatch.setattr(simulation, "round_rate", spy)
 
     spec = resolve_network("unet")

@@ -5,13 +5,12 @@ loading when that timer fires used to be cancelled by the reload: the user staye
 CI run saw Playwright's ``page.goto`` fail with "interrupted by another navigation". The page now marks
 itself as being left on ``beforeunload`` and its reloads stand down (``DIGITS.reloadPage`` in digits.js).
 
-A real server (werkzeug, 127.0.0.1) and headless Chromium; the next page is held back 7 s in the browser
+A real ``digits serve`` (127.0.0.1) and headless Chromium; the next page is held back 7 s in the browser
 (Playwright's request routing) so the home page's 5 s reload falls inside the navigation every time.
 """
 
 from __future__ import annotations
 
-import threading
 import time
 
 import pytest
@@ -19,26 +18,12 @@ import pytest
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
 
-@pytest.fixture
-def server(tmp_path):
-    from werkzeug.serving import make_server
-
-    from digits_core.web import create_app
-
-    app = create_app(tmp_path / "jobs", max_dataset_jobs=1, max_training_jobs=1)
-    httpd = make_server("127.0.0.1", 0, app, threaded=True)
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    yield app, f"http://127.0.0.1:{httpd.server_port}"
-    httpd.shutdown()
-    app.extensions["digits"]["scheduler"].shutdown()
-
-
-def test_the_home_pages_reload_never_cancels_a_navigation_under_way(server, chromium):
+def test_the_home_pages_reload_never_cancels_a_navigation_under_way(live_server, chromium):
     from digits_core.jobs import Job, JobStatus
 
-    app, url = server
-    job = Job.create("model", "queued run", jobs_dir=app.extensions["digits"]["jobs_dir"])
+    server = live_server()
+    url = server.url
+    job = Job.create("model", "queued run", jobs_dir=server.jobs_dir)
     job.set_status(JobStatus.WAITING)  # not handed to the scheduler: it stays Waiting, so the home page polls
 
     context = chromium.new_context()
